@@ -1,0 +1,59 @@
+//! The domain's errors: field validation and store outcomes.
+
+use serde::Serialize;
+use thiserror::Error;
+
+/// A value that failed validation, naming the field and what to fix.
+#[derive(Debug, Clone, PartialEq, Eq, Error, Serialize)]
+#[error("{field}: {reason}")]
+pub struct ValidationError {
+    pub field: &'static str,
+    pub reason: String,
+}
+
+impl ValidationError {
+    pub fn new(field: &'static str, reason: impl Into<String>) -> Self {
+        Self {
+            field,
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Everything a store operation can answer besides success.
+///
+/// `Unavailable` is the only retryable variant: the store could not be reached
+/// or did not answer in time, and the operation may or may not have happened
+/// only when `maybe_applied` says so.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum StoreError {
+    #[error("{what} not found")]
+    NotFound { what: String },
+    #[error("version conflict: expected version {expected}, the issue is at version {actual}")]
+    VersionConflict { expected: u64, actual: u64 },
+    #[error("idempotency key was already used with a different request")]
+    IdempotencyConflict,
+    #[error("{0}")]
+    Invalid(#[from] ValidationError),
+    #[error("board unavailable: {reason}")]
+    Unavailable { reason: String },
+    #[error("store error: {0}")]
+    Internal(String),
+}
+
+impl StoreError {
+    pub fn not_found(what: impl Into<String>) -> Self {
+        Self::NotFound { what: what.into() }
+    }
+
+    pub fn unavailable(reason: impl Into<String>) -> Self {
+        Self::Unavailable {
+            reason: reason.into(),
+        }
+    }
+
+    /// Whether the same call may succeed if retried unchanged.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Self::Unavailable { .. })
+    }
+}

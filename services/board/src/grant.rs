@@ -1,0 +1,194 @@
+//! Grants: what one agent run may do on one tenant's board, until when.
+
+use crate::error::ValidationError;
+use crate::ids::{GrantId, RunId, TenantId};
+use crate::timestamp::Timestamp;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::collections::BTreeSet;
+use std::fmt;
+
+/// One thing a grant allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Capability {
+    /// `get_issue`, `list_issues`.
+    IssuesRead,
+    /// `create_issue`.
+    IssuesCreate,
+    /// `update_issue`.
+    IssuesUpdate,
+    /// `add_comment`.
+    CommentsWrite,
+}
+
+impl Capability {
+    pub const ALL: [Capability; 4] = [
+        Self::IssuesRead,
+        Self::IssuesCreate,
+        Self::IssuesUpdate,
+        Self::CommentsWrite,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::IssuesRead => "issues:read",
+            Self::IssuesCreate => "issues:create",
+            Self::IssuesUpdate => "issues:update",
+            Self::CommentsWrite => "comments:write",
+        }
+    }
+
+    pub fn parse(text: &str) -> Result<Self, ValidationError> {
+        Self::ALL.into_iter().find(|c| c.as_str() == text).ok_or_else(|| {
+            ValidationError::new(
+                "capabilities",
+                format!(
+                    "unknown capability {text:?}; expected issues:read, issues:create, issues:update or comments:write"
+                ),
+            )
+        })
+    }
+}
+
+impl fmt::Display for Capability {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for Capability {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Capability {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Self::parse(&String::deserialize(deserializer)?).map_err(serde::de::Error::custom)
+    }
+}
+
+/// A non-empty set of capabilities.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[serde(transparent)]
+pub struct Capabilities(BTreeSet<Capability>);
+
+impl Capabilities {
+    pub fn parse_list<I, S>(items: I) -> Result<Self, ValidationError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let set = items
+            .into_iter()
+            .map(|s| Capability::parse(s.as_ref().trim()))
+            .collect::<Result<BTreeSet<_>, _>>()?;
+        if set.is_empty() {
+            return Err(ValidationError::new(
+                "capabilities",
+                "at least one capability is required",
+            ));
+        }
+        Ok(Self(set))
+    }
+
+    /// Parses a comma-separated list such as `issues:read,issues:create`.
+    pub fn parse_csv(text: &str) -> Result<Self, ValidationError> {
+        Self::parse_list(text.split(',').filter(|s| !s.trim().is_empty()))
+    }
+
+    pub fn all() -> Self {
+        Self(Capability::ALL.into_iter().collect())
+    }
+
+    pub fn allows(&self, capability: Capability) -> bool {
+        self.0.contains(&capability)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = Capability> + '_ {
+        self.0.iter().copied()
+    }
+
+    pub fn to_csv(&self) -> String {
+        self.0
+            .iter()
+            .map(|c| c.as_str())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
+impl<'de> Deserialize<'de> for Capabilities {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Self::parse_list(Vec::<String>::deserialize(deserializer)?)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// A tenant-pinned permission for one run. The tenant of every board
+/// operation an agent makes comes from here and nowhere else.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Grant {
+    pub id: GrantId,
+    pub tenant: TenantId,
+    pub run: RunId,
+    pub capabilities: Capabilities,
+    pub created_at: Timestamp,
+    pub expires_at: Timestamp,
+    /// The admin principal (JWT subject, or `local`) that created it.
+    pub created_by: String,
+}
+
+impl Grant {
+    pub fn is_expired_at(&self, now: Timestamp) -> bool {
+        now >= self.expires_at
+    }
+}
+
+/// Whether a recorded grant still works.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GrantStatus {
+    Active,
+    Revoked,
+    Expired,
+}
+
+/// A grant as the durable ledger keeps it: who created and revoked it, when,
+/// and the hash (never the token) needed to rebuild the registry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GrantEvent {
+    pub grant: Grant,
+    /// Hex SHA-256 of the run token.
+    #[serde(skip_serializing)]
+    pub token_hash: String,
+    pub revoked_at: Option<Timestamp>,
+    pub revoked_by: Option<String>,
+}
+
+impl GrantEvent {
+    pub fn status_at(&self, now: Timestamp) -> GrantStatus {
+        if self.revoked_at.is_some() {
+            GrantStatus::Revoked
+        } else if self.grant.is_expired_at(now) {
+            GrantStatus::Expired
+        } else {
+            GrantStatus::Active
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capabilities_parse_from_csv() {
+        let caps = Capabilities::parse_csv("issues:read, issues:create").unwrap();
+        assert!(caps.allows(Capability::IssuesRead));
+        assert!(!caps.allows(Capability::CommentsWrite));
+        assert_eq!(caps.to_csv(), "issues:read,issues:create");
+        assert!(Capabilities::parse_csv("").is_err());
+        let err = Capabilities::parse_csv("issues:delete").unwrap_err();
+        assert!(err.reason.contains("issues:delete"));
+    }
+}

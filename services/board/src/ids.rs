@@ -1,0 +1,224 @@
+//! Identifier newtypes. Each one is parsed once at the edge and is valid by
+//! construction afterwards; the parsing rules are the ones that make each id
+//! safe where it ends up (a collection or file name, a URL path segment).
+
+use crate::error::ValidationError;
+use serde::{Deserialize, Deserializer, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+macro_rules! string_id {
+    ($(#[$doc:meta])* $name:ident, $field:literal, $check:expr) => {
+        $(#[$doc])*
+        #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+        #[serde(transparent)]
+        pub struct $name(String);
+
+        impl $name {
+            /// Parses and validates `value`.
+            pub fn parse(value: impl Into<String>) -> Result<Self, ValidationError> {
+                let value: String = value.into();
+                let check: fn(&str) -> Result<(), String> = $check;
+                match check(&value) {
+                    Ok(()) => Ok(Self(value)),
+                    Err(reason) => Err(ValidationError::new($field, reason)),
+                }
+            }
+
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+
+            pub fn into_string(self) -> String {
+                self.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "{}({:?})", stringify!($name), self.0)
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = ValidationError;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                Self::parse(s)
+            }
+        }
+
+        impl AsRef<str> for $name {
+            fn as_ref(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                let raw = String::deserialize(deserializer)?;
+                Self::parse(raw).map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+
+fn check_tenant(value: &str) -> Result<(), String> {
+    if value.is_empty() || value.len() > 63 {
+        return Err("must be 1 to 63 characters".into());
+    }
+    if !value
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    {
+        return Err("may contain only lowercase letters, digits and '-'".into());
+    }
+    if value.starts_with('-') || value.ends_with('-') {
+        return Err("must start and end with a letter or digit".into());
+    }
+    Ok(())
+}
+
+fn check_run(value: &str) -> Result<(), String> {
+    if value.is_empty() || value.len() > 128 {
+        return Err("must be 1 to 128 characters".into());
+    }
+    if !value
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+    {
+        return Err("may contain only letters, digits, '-', '_' and '.'".into());
+    }
+    if !value.as_bytes()[0].is_ascii_alphanumeric() {
+        return Err("must start with a letter or digit".into());
+    }
+    Ok(())
+}
+
+fn check_prefixed_ulid(value: &str, prefix: &str) -> Result<(), String> {
+    let Some(rest) = value.strip_prefix(prefix) else {
+        return Err(format!("must look like {prefix}<26-character ULID>"));
+    };
+    if rest.len() != 26
+        || ulid::Ulid::from_string(rest).is_err()
+        || rest != rest.to_ascii_uppercase()
+    {
+        return Err(format!("must look like {prefix}<26-character ULID>"));
+    }
+    Ok(())
+}
+
+string_id!(
+    /// A tenant: 1-63 of `[a-z0-9-]`, starting and ending with a letter or
+    /// digit. Safe as a MongoDB collection suffix and as a file name.
+    TenantId, "tenant", check_tenant
+);
+string_id!(
+    /// An agent run: 1-128 of `[A-Za-z0-9._-]`, starting with a letter or
+    /// digit. Safe as a URL path segment (`/runs/{run}/mcp`).
+    RunId, "run", check_run
+);
+string_id!(
+    /// An issue: `iss_` followed by a ULID, so ids sort by creation time.
+    IssueId, "id", |v| check_prefixed_ulid(v, "iss_")
+);
+string_id!(
+    /// A comment: `cmt_` followed by a ULID.
+    CommentId, "comment_id", |v| check_prefixed_ulid(v, "cmt_")
+);
+string_id!(
+    /// A grant: `gr_` followed by a ULID.
+    GrantId, "grant_id", |v| check_prefixed_ulid(v, "gr_")
+);
+string_id!(
+    /// A caller-chosen idempotency key: 1-200 visible ASCII characters.
+    IdempotencyKey, "idempotency_key", |v| {
+        if v.is_empty() || v.len() > 200 {
+            Err("must be 1 to 200 characters".into())
+        } else if !v.bytes().all(|b| b.is_ascii_graphic()) {
+            Err("may contain only visible ASCII characters".into())
+        } else {
+            Ok(())
+        }
+    }
+);
+
+impl IssueId {
+    pub fn generate() -> Self {
+        Self(format!("iss_{}", ulid::Ulid::new()))
+    }
+}
+
+impl CommentId {
+    pub fn generate() -> Self {
+        Self(format!("cmt_{}", ulid::Ulid::new()))
+    }
+}
+
+impl GrantId {
+    pub fn generate() -> Self {
+        Self(format!("gr_{}", ulid::Ulid::new()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tenant_ids_are_safe_names() {
+        for ok in ["a", "acme", "acme-2", &"x".repeat(63)] {
+            TenantId::parse(ok).unwrap();
+        }
+        for bad in [
+            "",
+            "Acme",
+            "a_b",
+            "a.b",
+            "-a",
+            "a-",
+            "a/b",
+            "../x",
+            &"x".repeat(64),
+            "é",
+        ] {
+            let err = TenantId::parse(bad).unwrap_err();
+            assert_eq!(err.field, "tenant", "{bad}");
+        }
+    }
+
+    #[test]
+    fn run_ids_are_path_segments() {
+        RunId::parse("run-1.retry_2").unwrap();
+        for bad in ["", ".", "..", "-x", "a/b", "a b", &"r".repeat(129)] {
+            assert!(RunId::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn generated_ids_parse_back_and_sort_by_time() {
+        let a = IssueId::generate();
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        let b = IssueId::generate();
+        assert_eq!(IssueId::parse(a.as_str()).unwrap(), a);
+        assert!(a < b);
+        assert!(IssueId::parse("iss_nope").is_err());
+        assert!(IssueId::parse(b.as_str().to_lowercase()).is_err());
+        GrantId::parse(GrantId::generate().into_string()).unwrap();
+        CommentId::parse(CommentId::generate().into_string()).unwrap();
+    }
+
+    #[test]
+    fn deserialising_validates() {
+        assert!(serde_json::from_str::<TenantId>("\"Bad\"").is_err());
+        assert_eq!(
+            serde_json::from_str::<TenantId>("\"ok\"").unwrap().as_str(),
+            "ok"
+        );
+    }
+}

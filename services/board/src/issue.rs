@@ -1,0 +1,631 @@
+//! Issues and comments, the commands that change them, and list queries.
+
+use crate::error::ValidationError;
+use crate::ids::{CommentId, GrantId, IssueId, RunId, TenantId};
+use crate::timestamp::Timestamp;
+use serde::{Deserialize, Deserializer, Serialize};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeSet;
+use std::fmt;
+
+/// Validation limits, in one place so schemas and error messages agree.
+pub mod limits {
+    /// Maximum title length, in characters.
+    pub const TITLE_MAX_CHARS: usize = 200;
+    /// Maximum issue or comment body length, in bytes (UTF-8).
+    pub const BODY_MAX_BYTES: usize = 64 * 1024;
+    /// Maximum number of labels on one issue.
+    pub const LABELS_MAX: usize = 20;
+    /// Maximum label length, in characters.
+    pub const LABEL_MAX_CHARS: usize = 50;
+    /// Largest page a list may ask for.
+    pub const PAGE_MAX: u32 = 200;
+    /// Page size when the caller does not choose one.
+    pub const PAGE_DEFAULT: u32 = 50;
+    /// Maximum length of the free-text filter, in characters.
+    pub const TEXT_FILTER_MAX_CHARS: usize = 200;
+}
+
+/// Where an issue stands. The order is the board's column order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IssueState {
+    Inbox,
+    Triage,
+    Todo,
+    InProgress,
+    Blocked,
+    Done,
+    Closed,
+}
+
+impl IssueState {
+    pub const ALL: [IssueState; 7] = [
+        Self::Inbox,
+        Self::Triage,
+        Self::Todo,
+        Self::InProgress,
+        Self::Blocked,
+        Self::Done,
+        Self::Closed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Inbox => "inbox",
+            Self::Triage => "triage",
+            Self::Todo => "todo",
+            Self::InProgress => "in_progress",
+            Self::Blocked => "blocked",
+            Self::Done => "done",
+            Self::Closed => "closed",
+        }
+    }
+
+    pub fn parse(text: &str) -> Result<Self, ValidationError> {
+        Self::ALL
+            .into_iter()
+            .find(|s| s.as_str() == text)
+            .ok_or_else(|| {
+                ValidationError::new(
+                    "state",
+                    format!(
+                        "unknown state {text:?}; expected one of {}",
+                        Self::names().join(", ")
+                    ),
+                )
+            })
+    }
+
+    pub fn names() -> Vec<&'static str> {
+        Self::ALL.iter().map(|s| s.as_str()).collect()
+    }
+}
+
+impl fmt::Display for IssueState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How urgent an issue is. `none` means nobody has said.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Priority {
+    #[default]
+    None,
+    Low,
+    Medium,
+    High,
+    Urgent,
+}
+
+impl Priority {
+    pub const ALL: [Priority; 5] = [
+        Self::None,
+        Self::Low,
+        Self::Medium,
+        Self::High,
+        Self::Urgent,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Low => "low",
+            Self::Medium => "medium",
+            Self::High => "high",
+            Self::Urgent => "urgent",
+        }
+    }
+
+    pub fn parse(text: &str) -> Result<Self, ValidationError> {
+        Self::ALL
+            .into_iter()
+            .find(|p| p.as_str() == text)
+            .ok_or_else(|| {
+                ValidationError::new(
+                    "priority",
+                    format!(
+                        "unknown priority {text:?}; expected one of none, low, medium, high, urgent"
+                    ),
+                )
+            })
+    }
+}
+
+macro_rules! text_newtype {
+    ($(#[$doc:meta])* $name:ident, $field:literal, $check:expr) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+        #[serde(transparent)]
+        pub struct $name(String);
+
+        impl $name {
+            pub fn parse(value: impl Into<String>) -> Result<Self, ValidationError> {
+                let value: String = value.into();
+                let check: fn(&str) -> Result<(), String> = $check;
+                check(&value).map_err(|reason| ValidationError::new($field, reason))?;
+                Ok(Self(value))
+            }
+
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+
+            pub fn into_string(self) -> String {
+                self.0
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                Self::parse(String::deserialize(deserializer)?).map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+
+fn check_body(value: &str) -> Result<(), String> {
+    if value.len() > limits::BODY_MAX_BYTES {
+        return Err(format!("must be at most {} bytes", limits::BODY_MAX_BYTES));
+    }
+    if value.contains('\0') {
+        return Err("must not contain NUL characters".into());
+    }
+    Ok(())
+}
+
+text_newtype!(
+    /// An issue title: 1-200 characters, not blank, on one line.
+    Title, "title", |v| {
+        if v.trim().is_empty() {
+            return Err("must not be empty".into());
+        }
+        if v.chars().count() > limits::TITLE_MAX_CHARS {
+            return Err(format!("must be at most {} characters", limits::TITLE_MAX_CHARS));
+        }
+        if v.chars().any(char::is_control) {
+            return Err("must be a single line without control characters".into());
+        }
+        Ok(())
+    }
+);
+text_newtype!(
+    /// An issue body (Markdown, shown as text): up to 64 KiB, may be empty.
+    Body, "body", check_body
+);
+text_newtype!(
+    /// A comment body: 1 byte to 64 KiB.
+    CommentBody, "body", |v| {
+        if v.trim().is_empty() {
+            return Err("must not be empty".into());
+        }
+        check_body(v)
+    }
+);
+text_newtype!(
+    /// A label: 1-50 of lowercase letters, digits, `-`, `_`, `.`, `:` and `/`.
+    Label, "labels", |v| {
+        if v.is_empty() || v.chars().count() > limits::LABEL_MAX_CHARS {
+            return Err(format!("each label must be 1 to {} characters", limits::LABEL_MAX_CHARS));
+        }
+        if !v.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "-_.:/".contains(c)) {
+            return Err(format!(
+                "label {v:?} may contain only lowercase letters, digits and - _ . : /"
+            ));
+        }
+        Ok(())
+    }
+);
+
+impl Default for Body {
+    fn default() -> Self {
+        Self(String::new())
+    }
+}
+
+/// A set of at most 20 distinct labels, kept sorted so equal sets compare equal.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize)]
+#[serde(transparent)]
+pub struct Labels(Vec<Label>);
+
+impl Labels {
+    pub fn parse<I, S>(values: I) -> Result<Self, ValidationError>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let set = values
+            .into_iter()
+            .map(|v| Label::parse(v).map(|l| l.0))
+            .collect::<Result<BTreeSet<String>, _>>()?;
+        if set.len() > limits::LABELS_MAX {
+            return Err(ValidationError::new(
+                "labels",
+                format!("at most {} labels are allowed", limits::LABELS_MAX),
+            ));
+        }
+        Ok(Self(set.into_iter().map(Label).collect()))
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Label> {
+        self.0.iter()
+    }
+
+    pub fn contains(&self, label: &Label) -> bool {
+        self.0.binary_search_by(|l| l.0.cmp(&label.0)).is_ok()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn to_strings(&self) -> Vec<String> {
+        self.0.iter().map(|l| l.0.clone()).collect()
+    }
+}
+
+impl<'de> Deserialize<'de> for Labels {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Self::parse(Vec::<String>::deserialize(deserializer)?).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Who wrote something: the run and the grant it acted under. Humans acting
+/// through the web board appear with their own principal as `run`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Author {
+    pub run: RunId,
+    pub grant: Option<GrantId>,
+}
+
+/// A comment on an issue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Comment {
+    pub id: CommentId,
+    pub body: CommentBody,
+    pub author: Author,
+    pub created_at: Timestamp,
+}
+
+/// An issue as stored, with its comments.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Issue {
+    pub id: IssueId,
+    pub tenant: TenantId,
+    pub title: Title,
+    pub body: Body,
+    pub state: IssueState,
+    pub labels: Labels,
+    pub priority: Priority,
+    pub author: Author,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    /// Starts at 1 and grows by one with every change (comments included).
+    pub version: u64,
+    pub comments: Vec<Comment>,
+}
+
+/// A request to create an issue. Fields the caller did not send take the
+/// domain's documented defaults (state `inbox`, priority `none`, no labels).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NewIssue {
+    pub title: Title,
+    pub body: Body,
+    pub state: IssueState,
+    pub labels: Labels,
+    pub priority: Priority,
+}
+
+impl NewIssue {
+    pub fn new(title: Title) -> Self {
+        Self {
+            title,
+            body: Body::default(),
+            state: IssueState::Inbox,
+            labels: Labels::default(),
+            priority: Priority::None,
+        }
+    }
+
+    /// A stable digest of the request, used to tell an idempotent replay
+    /// (same key, same request) from a conflicting one (same key, other request).
+    pub fn fingerprint(&self) -> String {
+        fingerprint(&self)
+    }
+
+    /// Builds the issue this request creates.
+    pub fn into_issue(self, tenant: TenantId, author: Author, now: Timestamp) -> Issue {
+        Issue {
+            id: IssueId::generate(),
+            tenant,
+            title: self.title,
+            body: self.body,
+            state: self.state,
+            labels: self.labels,
+            priority: self.priority,
+            author,
+            created_at: now,
+            updated_at: now,
+            version: 1,
+            comments: Vec::new(),
+        }
+    }
+}
+
+/// A request to add a comment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NewComment {
+    pub issue: IssueId,
+    pub body: CommentBody,
+}
+
+impl NewComment {
+    pub fn fingerprint(&self) -> String {
+        fingerprint(&self)
+    }
+}
+
+fn fingerprint<T: Serialize>(value: &T) -> String {
+    // serde_json keeps struct field order, so equal requests hash equally.
+    let bytes = serde_json::to_vec(value).unwrap_or_default();
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// A partial update; `None` fields stay as they are.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct IssuePatch {
+    pub title: Option<Title>,
+    pub body: Option<Body>,
+    pub state: Option<IssueState>,
+    pub labels: Option<Labels>,
+    pub priority: Option<Priority>,
+}
+
+impl IssuePatch {
+    pub fn is_empty(&self) -> bool {
+        self.title.is_none()
+            && self.body.is_none()
+            && self.state.is_none()
+            && self.labels.is_none()
+            && self.priority.is_none()
+    }
+
+    /// Applies the patch, bumping version and `updated_at`.
+    pub fn apply_to(self, issue: &mut Issue, now: Timestamp) {
+        if let Some(title) = self.title {
+            issue.title = title;
+        }
+        if let Some(body) = self.body {
+            issue.body = body;
+        }
+        if let Some(state) = self.state {
+            issue.state = state;
+        }
+        if let Some(labels) = self.labels {
+            issue.labels = labels;
+        }
+        if let Some(priority) = self.priority {
+            issue.priority = priority;
+        }
+        issue.version += 1;
+        issue.updated_at = now;
+    }
+}
+
+/// Which labels a listed issue must carry.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum LabelFilter {
+    #[default]
+    None,
+    /// Every one of these labels.
+    All(Vec<Label>),
+    /// At least one of these labels.
+    Any(Vec<Label>),
+}
+
+impl LabelFilter {
+    pub fn matches(&self, labels: &Labels) -> bool {
+        match self {
+            Self::None => true,
+            Self::All(wanted) => wanted.iter().all(|l| labels.contains(l)),
+            Self::Any(wanted) => wanted.iter().any(|l| labels.contains(l)),
+        }
+    }
+}
+
+/// A list request. Issues come newest first; `cursor` is the last id of the
+/// previous page, so a page never repeats or skips an issue that existed when
+/// the first page was read, however many are created meanwhile.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListQuery {
+    pub states: Vec<IssueState>,
+    pub labels: LabelFilter,
+    /// Case-insensitive substring of the title.
+    pub text: Option<String>,
+    pub author_run: Option<RunId>,
+    pub limit: u32,
+    pub cursor: Option<IssueId>,
+}
+
+impl Default for ListQuery {
+    fn default() -> Self {
+        Self {
+            states: Vec::new(),
+            labels: LabelFilter::None,
+            text: None,
+            author_run: None,
+            limit: limits::PAGE_DEFAULT,
+            cursor: None,
+        }
+    }
+}
+
+impl ListQuery {
+    /// Checks the limits a caller may have got wrong.
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        if self.limit == 0 || self.limit > limits::PAGE_MAX {
+            return Err(ValidationError::new(
+                "limit",
+                format!("must be between 1 and {}", limits::PAGE_MAX),
+            ));
+        }
+        if let Some(text) = &self.text {
+            if text.chars().count() > limits::TEXT_FILTER_MAX_CHARS {
+                return Err(ValidationError::new(
+                    "text",
+                    format!(
+                        "must be at most {} characters",
+                        limits::TEXT_FILTER_MAX_CHARS
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `issue` passes every filter (the cursor and limit aside).
+    /// Stores that cannot express a filter natively use this, and the
+    /// contract tests use it as the reference.
+    pub fn matches(&self, issue: &Issue) -> bool {
+        (self.states.is_empty() || self.states.contains(&issue.state))
+            && self.labels.matches(&issue.labels)
+            && self
+                .author_run
+                .as_ref()
+                .is_none_or(|run| &issue.author.run == run)
+            && self.text.as_ref().is_none_or(|text| {
+                issue
+                    .title
+                    .as_str()
+                    .to_lowercase()
+                    .contains(&text.to_lowercase())
+            })
+    }
+}
+
+/// One page of a list.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Page {
+    pub issues: Vec<Issue>,
+    /// Pass back as `cursor` for the next page; absent on the last page.
+    pub next_cursor: Option<IssueId>,
+}
+
+/// The answer to an idempotent create.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Created {
+    pub issue: Issue,
+    /// True when this was a replay of an earlier request with the same key.
+    pub replayed: bool,
+}
+
+/// The answer to an idempotent comment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CommentAdded {
+    pub issue: Issue,
+    pub comment: Comment,
+    pub replayed: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn titles_are_single_non_blank_lines_within_limits() {
+        Title::parse("Fix the build").unwrap();
+        assert!(Title::parse("  ").is_err());
+        assert!(Title::parse("a\nb").is_err());
+        assert!(Title::parse("x".repeat(limits::TITLE_MAX_CHARS + 1)).is_err());
+        Title::parse("é".repeat(limits::TITLE_MAX_CHARS)).unwrap();
+    }
+
+    #[test]
+    fn labels_are_deduplicated_sorted_and_bounded() {
+        let labels = Labels::parse(["bug", "api", "bug"]).unwrap();
+        assert_eq!(labels.to_strings(), ["api", "bug"]);
+        assert!(Labels::parse(["Bug"]).is_err());
+        assert!(Labels::parse((0..21).map(|i| format!("l{i}"))).is_err());
+        let err = Labels::parse(["x".repeat(51)]).unwrap_err();
+        assert_eq!(err.field, "labels");
+    }
+
+    #[test]
+    fn states_parse_by_wire_name() {
+        for state in IssueState::ALL {
+            assert_eq!(IssueState::parse(state.as_str()).unwrap(), state);
+            let json = serde_json::to_string(&state).unwrap();
+            assert_eq!(json, format!("\"{}\"", state.as_str()));
+        }
+        let err = IssueState::parse("doing").unwrap_err();
+        assert!(err.reason.contains("in_progress"), "{err}");
+    }
+
+    #[test]
+    fn fingerprints_tell_requests_apart() {
+        let a = NewIssue::new(Title::parse("a").unwrap());
+        let mut b = a.clone();
+        assert_eq!(a.fingerprint(), b.fingerprint());
+        b.priority = Priority::High;
+        assert_ne!(a.fingerprint(), b.fingerprint());
+    }
+
+    #[test]
+    fn patch_bumps_version() {
+        let author = Author {
+            run: RunId::parse("r").unwrap(),
+            grant: None,
+        };
+        let mut issue = NewIssue::new(Title::parse("a").unwrap()).into_issue(
+            TenantId::parse("t").unwrap(),
+            author,
+            Timestamp::from_millis(1),
+        );
+        IssuePatch {
+            state: Some(IssueState::Done),
+            ..Default::default()
+        }
+        .apply_to(&mut issue, Timestamp::from_millis(2));
+        assert_eq!(issue.version, 2);
+        assert_eq!(issue.state, IssueState::Done);
+        assert_eq!(issue.updated_at, Timestamp::from_millis(2));
+    }
+
+    #[test]
+    fn list_query_filters() {
+        let author = Author {
+            run: RunId::parse("r1").unwrap(),
+            grant: None,
+        };
+        let mut new = NewIssue::new(Title::parse("Flaky Test").unwrap());
+        new.labels = Labels::parse(["ci", "bug"]).unwrap();
+        let issue = new.into_issue(TenantId::parse("t").unwrap(), author, Timestamp::now());
+        let label = |s: &str| Label::parse(s).unwrap();
+        let q = |f: fn(&mut ListQuery)| {
+            let mut q = ListQuery::default();
+            f(&mut q);
+            q
+        };
+        assert!(q(|q| q.text = Some("flaky".into())).matches(&issue));
+        assert!(!q(|q| q.text = Some("nope".into())).matches(&issue));
+        assert!(q(|q| q.states = vec![IssueState::Inbox]).matches(&issue));
+        assert!(!q(|q| q.states = vec![IssueState::Done]).matches(&issue));
+        let mut all = ListQuery::default();
+        all.labels = LabelFilter::All(vec![label("ci"), label("bug")]);
+        assert!(all.matches(&issue));
+        all.labels = LabelFilter::All(vec![label("ci"), label("ui")]);
+        assert!(!all.matches(&issue));
+        all.labels = LabelFilter::Any(vec![label("ui"), label("ci")]);
+        assert!(all.matches(&issue));
+        assert!(q(|q| q.limit = 0).validate().is_err());
+        assert!(q(|q| q.limit = limits::PAGE_MAX + 1).validate().is_err());
+    }
+}
