@@ -195,6 +195,7 @@ text_newtype!(
 );
 text_newtype!(
     /// An issue body (Markdown, shown as text): up to 64 KiB, may be empty.
+    #[derive(Default)]
     Body, "body", check_body
 );
 text_newtype!(
@@ -220,12 +221,6 @@ text_newtype!(
         Ok(())
     }
 );
-
-impl Default for Body {
-    fn default() -> Self {
-        Self(String::new())
-    }
-}
 
 /// A set of at most 20 distinct labels, kept sorted so equal sets compare equal.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize)]
@@ -477,16 +472,16 @@ impl ListQuery {
                 format!("must be between 1 and {}", limits::PAGE_MAX),
             ));
         }
-        if let Some(text) = &self.text {
-            if text.chars().count() > limits::TEXT_FILTER_MAX_CHARS {
-                return Err(ValidationError::new(
-                    "text",
-                    format!(
-                        "must be at most {} characters",
-                        limits::TEXT_FILTER_MAX_CHARS
-                    ),
-                ));
-            }
+        if let Some(text) = &self.text
+            && text.chars().count() > limits::TEXT_FILTER_MAX_CHARS
+        {
+            return Err(ValidationError::new(
+                "text",
+                format!(
+                    "must be at most {} characters",
+                    limits::TEXT_FILTER_MAX_CHARS
+                ),
+            ));
         }
         Ok(())
     }
@@ -618,8 +613,10 @@ mod tests {
         assert!(!q(|q| q.text = Some("nope".into())).matches(&issue));
         assert!(q(|q| q.states = vec![IssueState::Inbox]).matches(&issue));
         assert!(!q(|q| q.states = vec![IssueState::Done]).matches(&issue));
-        let mut all = ListQuery::default();
-        all.labels = LabelFilter::All(vec![label("ci"), label("bug")]);
+        let mut all = ListQuery {
+            labels: LabelFilter::All(vec![label("ci"), label("bug")]),
+            ..Default::default()
+        };
         assert!(all.matches(&issue));
         all.labels = LabelFilter::All(vec![label("ci"), label("ui")]);
         assert!(!all.matches(&issue));

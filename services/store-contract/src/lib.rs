@@ -1,0 +1,184 @@
+//! The board store contract, written once as tests and run unchanged against
+//! every store (SQLite, MongoDB, ...).
+//!
+//! Each case is a `pub async fn case_xxx<S: BoardStore>(store: Arc<S>)` that
+//! panics when the store breaks the contract documented on the traits in
+//! `corkboard_board::store`. A store crate runs all of them with one line in
+//! an integration test:
+//!
+//! ```text
+//! // tests/contract.rs of a store crate; needs `tokio` (macros,
+//! // rt-multi-thread) as a dev-dependency.
+//! corkboard_store_contract::store_contract_tests!(fresh_store());
+//!
+//! async fn fresh_store() -> (std::sync::Arc<MyStore>, tempfile::TempDir) {
+//!     // a new, empty, isolated store, plus whatever keeps it alive
+//! }
+//! ```
+//!
+//! The factory expression is awaited once per case and must give a fresh,
+//! isolated store: either `Arc<S>` or `(Arc<S>, guard)`, where the guard
+//! (a temp dir, a test database, a child process) lives until the case ends.
+//! Cases still use their own random tenants, so a store shared by mistake
+//! shows up as a failure only where isolation is the point.
+//!
+//! This crate is test code: it panics (with a message saying which part of
+//! the contract broke) instead of returning errors.
+
+#![forbid(unsafe_code)]
+
+mod audit;
+mod concurrency;
+pub mod fixtures;
+mod grants;
+mod issues;
+mod lists;
+
+pub use audit::*;
+pub use concurrency::*;
+pub use grants::*;
+pub use issues::*;
+pub use lists::*;
+
+use corkboard_board::BoardStore;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What a store factory gives: the store, and a guard kept alive until the
+/// case has finished.
+pub trait Fixture {
+    type Store: BoardStore;
+    type Guard;
+
+    fn split(self) -> (Arc<Self::Store>, Self::Guard);
+}
+
+impl<S: BoardStore> Fixture for Arc<S> {
+    type Store = S;
+    type Guard = ();
+
+    fn split(self) -> (Arc<S>, ()) {
+        (self, ())
+    }
+}
+
+impl<S: BoardStore, G> Fixture for (Arc<S>, G) {
+    type Store = S;
+    type Guard = G;
+
+    fn split(self) -> (Arc<S>, G) {
+        self
+    }
+}
+
+/// Longest one case may run: generous, only there so a store that hangs
+/// fails the case instead of hanging the test run.
+pub const CASE_DEADLINE: Duration = Duration::from_secs(300);
+
+/// Runs one case under [`CASE_DEADLINE`].
+pub async fn run_case(name: &str, case: impl Future<Output = ()>) {
+    if tokio::time::timeout(CASE_DEADLINE, case).await.is_err() {
+        panic!(
+            "contract case {name} did not finish within {} s: the store hangs",
+            CASE_DEADLINE.as_secs()
+        );
+    }
+}
+
+/// Expands to one `#[tokio::test(flavor = "multi_thread", worker_threads = 4)]`
+/// per contract case, each awaiting `$factory` for a fresh store. The
+/// calling crate needs `tokio` with the `macros` and `rt-multi-thread`
+/// features as a dev-dependency.
+#[macro_export]
+macro_rules! store_contract_tests {
+    // The case list, written once; the other arms expand it.
+    (@list $mode:ident $($arg:expr)?) => {
+        $crate::store_contract_tests! { @$mode [$($arg)?]
+            case_create_and_get,
+            case_get_unknown_is_not_found,
+            case_idempotent_create_replays_current_issue,
+            case_idempotent_create_conflict,
+            case_idempotency_scoped_by_tenant_and_run,
+            case_update_each_field,
+            case_update_validation_and_not_found,
+            case_update_version_conflict_writes_nothing,
+            case_comments,
+            case_comment_idempotency,
+            case_tenant_isolation,
+            case_health,
+            case_list_newest_first,
+            case_list_limit_and_last_page,
+            case_list_validation,
+            case_list_filters_match_reference,
+            case_list_text_filter_is_literal_and_case_insensitive,
+            case_list_filters_follow_updates,
+            case_list_returns_full_issues,
+            case_list_pagination_across_pages,
+            case_list_pagination_with_filters,
+            case_list_pagination_stable_under_concurrent_inserts,
+            case_concurrent_updates_same_expected_version,
+            case_concurrent_updates_without_version_lose_nothing,
+            case_concurrent_comments_and_updates,
+            case_concurrent_creates_are_distinct,
+            case_idempotent_create_race,
+            case_idempotent_comment_race,
+            case_grant_record_and_get,
+            case_grant_record_is_retry_safe,
+            case_grant_revocation_first_wins,
+            case_grant_by_token_hash,
+            case_list_grants,
+            case_active_grants_exclude_revoked_and_expired,
+            case_audit_append_and_list,
+            case_audit_filters_and_limit,
+            case_audit_tenant_isolation,
+        }
+    };
+    (@tests [$factory:expr] $($case:ident),* $(,)?) => {
+        $(
+            #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $case() {
+                let (store, guard) = $crate::Fixture::split($factory.await);
+                $crate::run_case(stringify!($case), $crate::$case(store)).await;
+                drop(guard);
+            }
+        )*
+    };
+    (@names [] $($case:ident),* $(,)?) => {
+        &[$(stringify!($case)),*]
+    };
+    ($factory:expr) => {
+        $crate::store_contract_tests!(@list tests $factory);
+    };
+}
+
+/// The name of every case [`store_contract_tests!`] runs.
+pub const CASES: &[&str] = store_contract_tests!(@list names);
+
+#[cfg(test)]
+mod tests {
+    use super::CASES;
+    use std::collections::BTreeSet;
+
+    /// A case written but left out of the macro would silently never run.
+    #[test]
+    fn every_case_function_is_in_the_macro() {
+        let sources = [
+            include_str!("audit.rs"),
+            include_str!("concurrency.rs"),
+            include_str!("grants.rs"),
+            include_str!("issues.rs"),
+            include_str!("lists.rs"),
+        ];
+        let defined: BTreeSet<&str> = sources
+            .iter()
+            .flat_map(|src| src.lines())
+            .filter_map(|line| line.trim_start().strip_prefix("pub async fn "))
+            .filter_map(|rest| rest.split('<').next())
+            .filter(|name| name.starts_with("case_"))
+            .collect();
+        let listed: BTreeSet<&str> = CASES.iter().copied().collect();
+        assert_eq!(defined, listed);
+        assert_eq!(listed.len(), CASES.len(), "a case is listed twice");
+    }
+}

@@ -1,0 +1,36 @@
+//! The embedded board store: every board trait on one SQLite file.
+//!
+//! Design, in short:
+//! - **One file, WAL, `synchronous=FULL`.** An acknowledged write has been
+//!   fsynced; readers never block the writer.
+//! - **One writer thread per process** owns the only writing connection. It
+//!   commits whatever is queued as one `BEGIN IMMEDIATE` transaction (group
+//!   commit: one fsync per group, not per write), each write in its own
+//!   savepoint so one failure fails only that write.
+//! - **Several processes** may write the same file: `BEGIN IMMEDIATE` takes
+//!   the file's write lock up front (no lock upgrades, no deadlocks), waits
+//!   through `busy_timeout`, and a group still locked out after a bounded
+//!   number of retries is answered `Unavailable`. Read-modify-write
+//!   operations (updates, idempotent creates) read under that lock, so they
+//!   are atomic across processes.
+//! - **Reads** run on a small pool of connections on tokio's blocking pool,
+//!   each in a read transaction (a consistent snapshot).
+//! - Every filter of a list runs in SQL; statements are prepared once per
+//!   connection and cached.
+
+#![forbid(unsafe_code)]
+
+mod codec;
+mod error;
+mod ops;
+mod options;
+mod query;
+mod readers;
+mod schema;
+mod store;
+mod writer;
+
+pub use error::SqliteError;
+pub use options::SqliteOptions;
+pub use store::{AUDIT_PAGE_MAX, FILE_NAME, SqliteStore};
+pub use writer::WriteStats;

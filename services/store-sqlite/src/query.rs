@@ -1,0 +1,145 @@
+//! The list query, built from whichever filters are present so SQLite can
+//! pick the index that fits (state, author, label) and every filter runs in
+//! SQL. Each combination of filters is one statement text, cached once.
+
+use crate::codec::ISSUE_COLUMNS;
+use corkboard_board::{LabelFilter, ListQuery, TenantId};
+use rusqlite::types::Value;
+use std::collections::BTreeSet;
+
+/// A statement and its positional parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Sql {
+    pub text: String,
+    pub params: Vec<Value>,
+}
+
+/// `SELECT` of one page plus one row, so the caller knows whether another
+/// page exists without a second query.
+pub(crate) fn list_issues(tenant: &TenantId, query: &ListQuery) -> Sql {
+    let mut text = format!("SELECT {ISSUE_COLUMNS} FROM issues i WHERE i.tenant = ?");
+    let mut params = vec![Value::Text(tenant.as_str().to_owned())];
+
+    if let Some(cursor) = &query.cursor {
+        text.push_str(" AND i.id < ?");
+        params.push(Value::Text(cursor.as_str().to_owned()));
+    }
+    if !query.states.is_empty() {
+        let states: BTreeSet<&str> = query.states.iter().map(|s| s.as_str()).collect();
+        text.push_str(" AND i.state IN (SELECT value FROM json_each(?))");
+        params.push(Value::Text(json_array(states)));
+    }
+    if let Some(run) = &query.author_run {
+        text.push_str(" AND i.author_run = ?");
+        params.push(Value::Text(run.as_str().to_owned()));
+    }
+    if let Some(needle) = &query.text {
+        // instr, not LIKE: no wildcard escaping, and the stored lower-cased
+        // title matches Rust's Unicode lower-casing of the needle exactly.
+        text.push_str(" AND instr(i.title_lower, ?) > 0");
+        params.push(Value::Text(needle.to_lowercase()));
+    }
+    match &query.labels {
+        LabelFilter::None => {}
+        LabelFilter::All(wanted) => {
+            let wanted: BTreeSet<&str> = wanted.iter().map(|l| l.as_str()).collect();
+            text.push_str(
+                " AND (SELECT count(*) FROM issue_labels l WHERE l.tenant = i.tenant \
+                 AND l.issue_id = i.id AND l.label IN (SELECT value FROM json_each(?))) = ?",
+            );
+            let count = wanted.len() as i64;
+            params.push(Value::Text(json_array(wanted)));
+            params.push(Value::Integer(count));
+        }
+        LabelFilter::Any(wanted) => {
+            let wanted: BTreeSet<&str> = wanted.iter().map(|l| l.as_str()).collect();
+            text.push_str(
+                " AND EXISTS (SELECT 1 FROM issue_labels l WHERE l.tenant = i.tenant \
+                 AND l.issue_id = i.id AND l.label IN (SELECT value FROM json_each(?)))",
+            );
+            params.push(Value::Text(json_array(wanted)));
+        }
+    }
+    text.push_str(" ORDER BY i.id DESC LIMIT ?");
+    params.push(Value::Integer(i64::from(query.limit) + 1));
+    Sql { text, params }
+}
+
+/// A JSON array of strings, for `json_each(?)`: one statement text whatever
+/// the number of values, instead of one per `IN (?, ?, ...)` arity.
+pub(crate) fn json_array<'a>(values: impl IntoIterator<Item = &'a str>) -> String {
+    let values: Vec<&str> = values.into_iter().collect();
+    serde_json::to_string(&values).unwrap_or_else(|_| "[]".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use corkboard_board::{IssueId, IssueState, Label, RunId};
+
+    fn tenant() -> TenantId {
+        TenantId::parse("acme").unwrap()
+    }
+
+    #[test]
+    fn no_filters_is_tenant_and_order_only() {
+        let sql = list_issues(&tenant(), &ListQuery::default());
+        assert!(
+            sql.text
+                .ends_with("WHERE i.tenant = ? ORDER BY i.id DESC LIMIT ?")
+        );
+        assert_eq!(
+            sql.params,
+            vec![Value::Text("acme".into()), Value::Integer(51)]
+        );
+    }
+
+    #[test]
+    fn every_filter_adds_its_clause_and_parameters_in_order() {
+        let cursor = IssueId::generate();
+        let query = ListQuery {
+            states: vec![IssueState::Todo, IssueState::Done, IssueState::Todo],
+            labels: LabelFilter::All(vec![
+                Label::parse("bug").unwrap(),
+                Label::parse("ui").unwrap(),
+                Label::parse("bug").unwrap(),
+            ]),
+            text: Some("FlAky".into()),
+            author_run: Some(RunId::parse("r1").unwrap()),
+            limit: 10,
+            cursor: Some(cursor.clone()),
+        };
+        let sql = list_issues(&tenant(), &query);
+        assert_eq!(sql.text.matches('?').count(), sql.params.len());
+        assert_eq!(
+            sql.params,
+            vec![
+                Value::Text("acme".into()),
+                Value::Text(cursor.as_str().into()),
+                Value::Text(r#"["done","todo"]"#.into()),
+                Value::Text("r1".into()),
+                Value::Text("flaky".into()),
+                Value::Text(r#"["bug","ui"]"#.into()),
+                Value::Integer(2),
+                Value::Integer(11),
+            ]
+        );
+    }
+
+    #[test]
+    fn any_label_filter_uses_exists() {
+        let query = ListQuery {
+            labels: LabelFilter::Any(vec![Label::parse("ci").unwrap()]),
+            ..ListQuery::default()
+        };
+        let sql = list_issues(&tenant(), &query);
+        assert!(sql.text.contains("EXISTS"), "{}", sql.text);
+        assert_eq!(sql.text.matches('?').count(), sql.params.len());
+    }
+
+    #[test]
+    fn json_arrays_escape_their_values() {
+        assert_eq!(json_array(["a\"b"]), r#"["a\"b"]"#);
+        assert_eq!(json_array(Vec::<&str>::new()), "[]");
+    }
+}

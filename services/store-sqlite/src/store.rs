@@ -1,0 +1,359 @@
+//! [`SqliteStore`]: the board traits over one writer thread and a read pool.
+
+use crate::error::{OpError, SqliteError, store_error};
+use crate::ops::{self, WriteOp, WriteOutput};
+use crate::options::SqliteOptions;
+use crate::readers::ReadPool;
+use crate::schema;
+use crate::writer::{self, Counters, GroupPolicy, WriteJob, WriteStats};
+use async_trait::async_trait;
+use corkboard_board::{
+    AuditLog, AuditQuery, AuditRecord, Author, CommentAdded, Created, Grant, GrantEvent, GrantId,
+    GrantLedger, IdempotencyKey, Issue, IssueId, IssuePatch, IssueStore, ListQuery, NewComment,
+    NewIssue, Page, RunId, StoreError, StoreHealth, TenantId, Timestamp, ValidationError, limits,
+};
+use rusqlite::Connection;
+use std::fmt;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use tokio::sync::{mpsc, oneshot};
+
+/// The file name [`SqliteStore::open_in_dir`] uses inside a data dir.
+pub const FILE_NAME: &str = "board.sqlite3";
+
+/// Most audit records one [`AuditLog::list_audit`] call returns.
+pub const AUDIT_PAGE_MAX: u32 = 1000;
+
+/// The embedded board store: every board trait on one SQLite file.
+///
+/// Cheap to clone (a handle); the writer thread stops when the last clone is
+/// dropped. Several processes may open the same file at once. The async
+/// methods must run inside a tokio runtime (any flavour): reads use
+/// `spawn_blocking`, every call is bounded by `tokio::time::timeout`.
+#[derive(Clone)]
+pub struct SqliteStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    path: PathBuf,
+    writes: mpsc::Sender<WriteJob>,
+    reads: Arc<ReadPool>,
+    counters: Arc<Counters>,
+    options: SqliteOptions,
+}
+
+impl fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.inner.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the board at `path` with default options.
+    pub fn open(path: &Path) -> Result<Self, SqliteError> {
+        Self::open_with(path, SqliteOptions::default())
+    }
+
+    /// Opens the board at `<data_dir>/board.sqlite3`.
+    pub fn open_in_dir(data_dir: &Path) -> Result<Self, SqliteError> {
+        Self::open(&data_dir.join(FILE_NAME))
+    }
+
+    /// Opens (creating if needed) the board at `path`: creates its directory,
+    /// switches the file to WAL with `synchronous=FULL`, migrates the schema,
+    /// and starts the writer thread. Blocking; call it at start-up (or in
+    /// `spawn_blocking`).
+    pub fn open_with(path: &Path, options: SqliteOptions) -> Result<Self, SqliteError> {
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|source| SqliteError::CreateDir {
+                path: parent.to_path_buf(),
+                source,
+            })?;
+        }
+        let write_conn = schema::open_writer(path, &options)?;
+        // One reader now, so a file readers cannot open fails here, not on
+        // the first request.
+        let first_reader =
+            schema::open_reader(path, &options).map_err(|source| SqliteError::Open {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        let reads = ReadPool::new(path.to_path_buf(), options.clone(), first_reader);
+        let counters = Arc::new(Counters::default());
+        let writes = writer::spawn(
+            write_conn,
+            path,
+            options.queue_capacity,
+            GroupPolicy {
+                max_group: options.max_group,
+                busy_attempts: options.busy_attempts.max(1),
+            },
+            Arc::clone(&counters),
+        )
+        .map_err(|source| SqliteError::Thread {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        tracing::info!(path = %path.display(), "opened the SQLite board");
+        Ok(Self {
+            inner: Arc::new(Inner {
+                path: path.to_path_buf(),
+                writes,
+                reads,
+                counters,
+                options,
+            }),
+        })
+    }
+
+    /// The file this store writes.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// What the writer thread has done so far (group commit at work:
+    /// `writes / groups` is the average group size).
+    pub fn write_stats(&self) -> WriteStats {
+        self.inner.counters.snapshot()
+    }
+
+    async fn write(&self, op: WriteOp) -> Result<WriteOutput, StoreError> {
+        let (reply, answer) = oneshot::channel();
+        let job = WriteJob { op, reply };
+        self.bounded(async {
+            self.inner
+                .writes
+                .send(job)
+                .await
+                .map_err(|_| StoreError::unavailable("the SQLite writer has stopped"))?;
+            answer.await.map_err(|_| {
+                StoreError::unavailable("the SQLite writer stopped before answering")
+            })?
+        })
+        .await
+    }
+
+    async fn read<T, F>(&self, read: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, OpError> + Send + 'static,
+    {
+        self.bounded(self.inner.reads.run(read)).await
+    }
+
+    /// Every call answers within `operation_timeout`, whatever the file does.
+    async fn bounded<T>(
+        &self,
+        call: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        let limit = self.inner.options.operation_timeout;
+        tokio::time::timeout(limit, call).await.unwrap_or_else(|_| {
+            Err(StoreError::unavailable(format!(
+                "the SQLite board did not answer within {} ms; a write may or may not have been applied",
+                limit.as_millis()
+            )))
+        })
+    }
+}
+
+fn unexpected(output: WriteOutput) -> StoreError {
+    StoreError::Internal(format!(
+        "the SQLite writer answered with the wrong kind of result: {output:?}"
+    ))
+}
+
+fn check_limit(field: &'static str, limit: u32, max: u32) -> Result<(), StoreError> {
+    if limit == 0 || limit > max {
+        return Err(ValidationError::new(field, format!("must be between 1 and {max}")).into());
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl IssueStore for SqliteStore {
+    async fn create_issue(
+        &self,
+        tenant: &TenantId,
+        author: &Author,
+        new: NewIssue,
+        key: Option<&IdempotencyKey>,
+    ) -> Result<Created, StoreError> {
+        let op = WriteOp::CreateIssue {
+            tenant: tenant.clone(),
+            author: author.clone(),
+            fingerprint: new.fingerprint(),
+            new,
+            key: key.cloned(),
+        };
+        match self.write(op).await? {
+            WriteOutput::Created(created) => Ok(created),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn get_issue(&self, tenant: &TenantId, id: &IssueId) -> Result<Issue, StoreError> {
+        let (tenant, id) = (tenant.clone(), id.clone());
+        self.read(move |conn| ops::get_issue(conn, &tenant, &id))
+            .await
+    }
+
+    async fn list_issues(&self, tenant: &TenantId, query: &ListQuery) -> Result<Page, StoreError> {
+        query.validate()?;
+        let (tenant, query) = (tenant.clone(), query.clone());
+        self.read(move |conn| ops::list_issues(conn, &tenant, &query))
+            .await
+    }
+
+    async fn update_issue(
+        &self,
+        tenant: &TenantId,
+        id: &IssueId,
+        patch: IssuePatch,
+        expected_version: Option<u64>,
+    ) -> Result<Issue, StoreError> {
+        if patch.is_empty() {
+            return Err(ValidationError::new("patch", "nothing to update").into());
+        }
+        let op = WriteOp::UpdateIssue {
+            tenant: tenant.clone(),
+            id: id.clone(),
+            patch,
+            expected_version,
+        };
+        match self.write(op).await? {
+            WriteOutput::Updated(issue) => Ok(issue),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn add_comment(
+        &self,
+        tenant: &TenantId,
+        author: &Author,
+        comment: NewComment,
+        key: Option<&IdempotencyKey>,
+    ) -> Result<CommentAdded, StoreError> {
+        let op = WriteOp::AddComment {
+            tenant: tenant.clone(),
+            author: author.clone(),
+            fingerprint: comment.fingerprint(),
+            comment,
+            key: key.cloned(),
+        };
+        match self.write(op).await? {
+            WriteOutput::Commented(added) => Ok(added),
+            other => Err(unexpected(other)),
+        }
+    }
+}
+
+#[async_trait]
+impl GrantLedger for SqliteStore {
+    async fn record_grant(&self, grant: &Grant, token_hash: &str) -> Result<(), StoreError> {
+        let op = WriteOp::RecordGrant {
+            grant: grant.clone(),
+            token_hash: token_hash.to_owned(),
+        };
+        match self.write(op).await? {
+            WriteOutput::Recorded => Ok(()),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn record_revocation(
+        &self,
+        id: &GrantId,
+        by: &str,
+        at: Timestamp,
+    ) -> Result<GrantEvent, StoreError> {
+        let op = WriteOp::RecordRevocation {
+            id: id.clone(),
+            by: by.to_owned(),
+            at,
+        };
+        match self.write(op).await? {
+            WriteOutput::Revoked(event) => Ok(event),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn grant(&self, id: &GrantId) -> Result<GrantEvent, StoreError> {
+        let id = id.clone();
+        self.read(move |conn| ops::get_grant(conn, &id)).await
+    }
+
+    async fn grant_by_token_hash(
+        &self,
+        token_hash: &str,
+    ) -> Result<Option<GrantEvent>, StoreError> {
+        let token_hash = token_hash.to_owned();
+        self.read(move |conn| ops::grant_by_token_hash(conn, &token_hash))
+            .await
+    }
+
+    async fn list_grants(
+        &self,
+        tenant: &TenantId,
+        run: Option<&RunId>,
+        cursor: Option<&GrantId>,
+        limit: u32,
+    ) -> Result<Vec<GrantEvent>, StoreError> {
+        check_limit("limit", limit, limits::PAGE_MAX)?;
+        let (tenant, run, cursor) = (tenant.clone(), run.cloned(), cursor.cloned());
+        self.read(move |conn| ops::list_grants(conn, &tenant, run.as_ref(), cursor.as_ref(), limit))
+            .await
+    }
+
+    async fn active_grants(&self, now: Timestamp) -> Result<Vec<GrantEvent>, StoreError> {
+        self.read(move |conn| ops::active_grants(conn, now)).await
+    }
+}
+
+#[async_trait]
+impl AuditLog for SqliteStore {
+    async fn append_audit(&self, records: &[AuditRecord]) -> Result<(), StoreError> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let op = WriteOp::AppendAudit {
+            records: records.to_vec(),
+        };
+        match self.write(op).await? {
+            WriteOutput::Appended => Ok(()),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn list_audit(
+        &self,
+        tenant: &TenantId,
+        query: &AuditQuery,
+    ) -> Result<Vec<AuditRecord>, StoreError> {
+        check_limit("limit", query.limit, AUDIT_PAGE_MAX)?;
+        let (tenant, query) = (tenant.clone(), query.clone());
+        self.read(move |conn| ops::list_audit(conn, &tenant, &query))
+            .await
+    }
+}
+
+#[async_trait]
+impl StoreHealth for SqliteStore {
+    async fn check(&self) -> Result<(), StoreError> {
+        self.read(|conn| {
+            conn.query_row("SELECT count(*) FROM sqlite_schema", [], |row| {
+                row.get::<_, i64>(0)
+            })
+            .map(|_| ())
+            .map_err(|e| OpError::Store(store_error(&e)))
+        })
+        .await?;
+        if self.inner.writes.is_closed() {
+            return Err(StoreError::unavailable("the SQLite writer has stopped"));
+        }
+        Ok(())
+    }
+}

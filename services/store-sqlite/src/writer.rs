@@ -1,0 +1,378 @@
+//! The writer thread: the only connection of this process that writes.
+//!
+//! Callers queue [`WriteOp`]s on a bounded channel and wait on a oneshot.
+//! The thread takes everything queued (up to `max_group`) and commits it in
+//! one `BEGIN IMMEDIATE` transaction, so one fsync serves the whole group;
+//! while it syncs, the next group queues up. Each op runs in its own
+//! savepoint, so one op's failure (not found, conflict, constraint) rolls
+//! back only that op. Answers are sent only after `COMMIT` succeeded: an
+//! acknowledged write is durable.
+//!
+//! Other processes writing the same file take the same lock; waiting for it
+//! is SQLite's busy handler (`busy_timeout`), and a group that still finds
+//! the file busy is retried whole a bounded number of times before its
+//! callers get `Unavailable`.
+
+use crate::error::{OpError, is_busy, store_error};
+use crate::ops::{WriteOp, WriteOutput, execute};
+use corkboard_board::StoreError;
+use rusqlite::Connection;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+
+pub(crate) type Reply = Result<WriteOutput, StoreError>;
+
+/// One queued write and where its answer goes.
+#[derive(Debug)]
+pub(crate) struct WriteJob {
+    pub op: WriteOp,
+    pub reply: oneshot::Sender<Reply>,
+}
+
+/// Counters the writer keeps, for metrics and benchmarks.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    groups: AtomicU64,
+    writes: AtomicU64,
+}
+
+/// What the writer thread has done since the store was opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct WriteStats {
+    /// Transactions committed or attempted (one fsync each when committed).
+    pub groups: u64,
+    /// Writes taken from the queue (answered, or skipped because the caller
+    /// had stopped waiting).
+    pub writes: u64,
+}
+
+impl Counters {
+    pub(crate) fn snapshot(&self) -> WriteStats {
+        WriteStats {
+            groups: self.groups.load(Ordering::Relaxed),
+            writes: self.writes.load(Ordering::Relaxed),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct GroupPolicy {
+    pub max_group: usize,
+    pub busy_attempts: u32,
+}
+
+/// Starts the writer thread; it stops when every sender is dropped.
+pub(crate) fn spawn(
+    conn: Connection,
+    path: &Path,
+    capacity: usize,
+    policy: GroupPolicy,
+    counters: Arc<Counters>,
+) -> std::io::Result<mpsc::Sender<WriteJob>> {
+    let (tx, rx) = mpsc::channel(capacity.max(1));
+    let name = format!(
+        "sqlite-writer:{}",
+        path.file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default()
+    );
+    thread::Builder::new()
+        .name(name)
+        .spawn(move || run(conn, rx, policy, &counters))?;
+    Ok(tx)
+}
+
+fn run(
+    conn: Connection,
+    mut rx: mpsc::Receiver<WriteJob>,
+    policy: GroupPolicy,
+    counters: &Counters,
+) {
+    let max_group = policy.max_group.max(1);
+    while let Some(first) = rx.blocking_recv() {
+        let mut jobs = Vec::with_capacity(max_group.min(16));
+        jobs.push(first);
+        while jobs.len() < max_group {
+            match rx.try_recv() {
+                Ok(job) => jobs.push(job),
+                Err(_) => break,
+            }
+        }
+        counters
+            .writes
+            .fetch_add(jobs.len() as u64, Ordering::Relaxed);
+        if commit_group(&conn, jobs, policy) {
+            counters.groups.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    // Every store handle is gone: fold the WAL back into the file so the
+    // next opener starts from a short log. Failing here loses nothing.
+    if let Err(err) = conn.execute_batch("PRAGMA wal_checkpoint(PASSIVE)") {
+        tracing::debug!(error = %err, "final WAL checkpoint skipped");
+    }
+}
+
+/// Commits `jobs` as one transaction and answers each caller. Returns
+/// whether a transaction was attempted at all.
+fn commit_group(conn: &Connection, jobs: Vec<WriteJob>, policy: GroupPolicy) -> bool {
+    // A caller that stopped waiting (timed out, cancelled) was told the
+    // write may or may not happen; not doing it saves work under overload.
+    let jobs: Vec<WriteJob> = jobs
+        .into_iter()
+        .filter(|job| !job.reply.is_closed())
+        .collect();
+    if jobs.is_empty() {
+        return false;
+    }
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match try_group(conn, &jobs) {
+            Ok(replies) => {
+                for (job, reply) in jobs.into_iter().zip(replies) {
+                    let _ = job.reply.send(reply);
+                }
+                return true;
+            }
+            Err(err) if is_busy(&err) && attempt < policy.busy_attempts => {
+                tracing::debug!(
+                    attempt,
+                    size = jobs.len(),
+                    "SQLite board busy; retrying the write group"
+                );
+                thread::sleep(Duration::from_millis(10 * u64::from(attempt)));
+            }
+            Err(err) => {
+                let answer = store_error(&err);
+                tracing::warn!(
+                    error = %err,
+                    size = jobs.len(),
+                    ops = ?jobs.iter().map(|j| j.op.name()).collect::<Vec<_>>(),
+                    "SQLite write group failed"
+                );
+                for job in jobs {
+                    let _ = job.reply.send(Err(answer.clone()));
+                }
+                return true;
+            }
+        }
+    }
+}
+
+/// One attempt at the group. `Err` means nothing of it was committed.
+fn try_group(conn: &Connection, jobs: &[WriteJob]) -> Result<Vec<Reply>, rusqlite::Error> {
+    run_statement(conn, "BEGIN IMMEDIATE")?;
+    let mut replies = Vec::with_capacity(jobs.len());
+    for job in jobs {
+        match run_one(conn, &job.op) {
+            Ok(reply) => replies.push(reply),
+            Err(err) => {
+                rollback(conn);
+                return Err(err);
+            }
+        }
+    }
+    if let Err(err) = run_statement(conn, "COMMIT") {
+        rollback(conn);
+        return Err(err);
+    }
+    Ok(replies)
+}
+
+/// Runs one op in a savepoint. `Ok(Err(_))`: the op failed and was rolled
+/// back alone; `Err(_)`: the group's transaction cannot go on.
+fn run_one(conn: &Connection, op: &WriteOp) -> Result<Reply, rusqlite::Error> {
+    run_statement(conn, "SAVEPOINT op")?;
+    match execute(conn, op) {
+        Ok(output) => {
+            run_statement(conn, "RELEASE op")?;
+            Ok(Ok(output))
+        }
+        Err(OpError::Store(err)) => {
+            undo_savepoint(conn)?;
+            Ok(Err(err))
+        }
+        Err(OpError::Sqlite(err)) => {
+            // SQLite may have rolled the whole transaction back itself (I/O
+            // error, full disk); then the ops before this one are gone too.
+            if conn.is_autocommit() || is_busy(&err) {
+                return Err(err);
+            }
+            undo_savepoint(conn)?;
+            tracing::warn!(op = op.name(), error = %err, "SQLite write failed");
+            Ok(Err(store_error(&err)))
+        }
+    }
+}
+
+fn undo_savepoint(conn: &Connection) -> Result<(), rusqlite::Error> {
+    run_statement(conn, "ROLLBACK TO op")?;
+    run_statement(conn, "RELEASE op")
+}
+
+fn rollback(conn: &Connection) {
+    if !conn.is_autocommit()
+        && let Err(err) = run_statement(conn, "ROLLBACK")
+    {
+        tracing::warn!(error = %err, "rolling back a failed write group failed");
+    }
+}
+
+fn run_statement(conn: &Connection, sql: &str) -> Result<(), rusqlite::Error> {
+    conn.prepare_cached(sql)?.execute([])?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema;
+    use corkboard_board::{Author, NewComment, NewIssue, RunId, TenantId, Title};
+
+    fn writer_conn() -> (tempfile::TempDir, Connection) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.sqlite3");
+        let conn = schema::open_writer(&path, &crate::SqliteOptions::default()).unwrap();
+        (dir, conn)
+    }
+
+    fn job(op: WriteOp) -> (WriteJob, oneshot::Receiver<Reply>) {
+        let (reply, rx) = oneshot::channel();
+        (WriteJob { op, reply }, rx)
+    }
+
+    fn create(title: &str) -> WriteOp {
+        let new = NewIssue::new(Title::parse(title).unwrap());
+        WriteOp::CreateIssue {
+            tenant: TenantId::parse("t").unwrap(),
+            author: Author {
+                run: RunId::parse("r").unwrap(),
+                grant: None,
+            },
+            fingerprint: new.fingerprint(),
+            new,
+            key: None,
+        }
+    }
+
+    fn count(conn: &Connection) -> i64 {
+        conn.query_row("SELECT count(*) FROM issues", [], |r| r.get(0))
+            .unwrap()
+    }
+
+    #[test]
+    fn one_failing_op_does_not_fail_its_group() {
+        let (_dir, conn) = writer_conn();
+        let (a, a_rx) = job(create("first"));
+        let comment = NewComment {
+            issue: corkboard_board::IssueId::generate(),
+            body: corkboard_board::CommentBody::parse("hi").unwrap(),
+        };
+        let (b, b_rx) = job(WriteOp::AddComment {
+            tenant: TenantId::parse("t").unwrap(),
+            author: Author {
+                run: RunId::parse("r").unwrap(),
+                grant: None,
+            },
+            fingerprint: comment.fingerprint(),
+            comment,
+            key: None,
+        });
+        let (c, c_rx) = job(create("third"));
+        let policy = GroupPolicy {
+            max_group: 8,
+            busy_attempts: 1,
+        };
+        commit_group(&conn, vec![a, b, c], policy);
+        assert!(matches!(
+            a_rx.blocking_recv().unwrap(),
+            Ok(WriteOutput::Created(_))
+        ));
+        assert!(matches!(
+            b_rx.blocking_recv().unwrap(),
+            Err(StoreError::NotFound { .. })
+        ));
+        assert!(matches!(
+            c_rx.blocking_recv().unwrap(),
+            Ok(WriteOutput::Created(_))
+        ));
+        assert_eq!(count(&conn), 2);
+        assert!(conn.is_autocommit(), "the group transaction is closed");
+    }
+
+    #[test]
+    fn a_busy_file_fails_the_group_as_unavailable_and_writes_nothing() {
+        let (dir, conn) = writer_conn();
+        conn.busy_timeout(Duration::from_millis(20)).unwrap();
+        let other = Connection::open(dir.path().join("w.sqlite3")).unwrap();
+        other.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let (a, a_rx) = job(create("blocked"));
+        let policy = GroupPolicy {
+            max_group: 8,
+            busy_attempts: 2,
+        };
+        commit_group(&conn, vec![a], policy);
+        let answer = a_rx.blocking_recv().unwrap();
+        assert!(
+            matches!(&answer, Err(StoreError::Unavailable { .. })),
+            "{answer:?}"
+        );
+        other.execute_batch("ROLLBACK").unwrap();
+        assert_eq!(count(&conn), 0);
+    }
+
+    #[test]
+    fn queued_writes_commit_as_one_group() {
+        let (_dir, conn) = writer_conn();
+        let (tx, rx) = mpsc::channel(64);
+        let mut answers = Vec::new();
+        for i in 0..10 {
+            let (job, answer) = job(create(&format!("queued {i}")));
+            tx.try_send(job).unwrap();
+            answers.push(answer);
+        }
+        drop(tx);
+        let counters = Counters::default();
+        let policy = GroupPolicy {
+            max_group: 4,
+            busy_attempts: 1,
+        };
+        let probe = Connection::open(conn.path().unwrap()).unwrap();
+        run(conn, rx, policy, &counters);
+        for answer in answers {
+            assert!(matches!(
+                answer.blocking_recv().unwrap(),
+                Ok(WriteOutput::Created(_))
+            ));
+        }
+        assert_eq!(
+            counters.snapshot(),
+            WriteStats {
+                groups: 3,
+                writes: 10
+            },
+            "ten queued writes in groups of at most four"
+        );
+        assert_eq!(count(&probe), 10);
+    }
+
+    #[test]
+    fn abandoned_jobs_are_skipped() {
+        let (_dir, conn) = writer_conn();
+        let (a, a_rx) = job(create("nobody waits"));
+        drop(a_rx);
+        commit_group(
+            &conn,
+            vec![a],
+            GroupPolicy {
+                max_group: 8,
+                busy_attempts: 1,
+            },
+        );
+        assert_eq!(count(&conn), 0);
+    }
+}

@@ -1,0 +1,238 @@
+//! Opening the file: creation, reopening, and every way it can fail (each
+//! a clear error naming the file, never a panic or a hang).
+
+use corkboard_board::{
+    Author, GrantLedger, IssueStore, ListQuery, NewIssue, RunId, StoreError, StoreHealth, TenantId,
+    Title,
+};
+use corkboard_store_sqlite::{FILE_NAME, SqliteError, SqliteOptions, SqliteStore};
+use rusqlite::Connection;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+fn tenant() -> TenantId {
+    TenantId::parse("acme").unwrap()
+}
+
+fn author() -> Author {
+    Author {
+        run: RunId::parse("run-1").unwrap(),
+        grant: None,
+    }
+}
+
+fn new_issue(text: &str) -> NewIssue {
+    NewIssue::new(Title::parse(text).unwrap())
+}
+
+fn quick_options() -> SqliteOptions {
+    SqliteOptions {
+        busy_timeout: Duration::from_millis(100),
+        busy_attempts: 2,
+        ..SqliteOptions::default()
+    }
+}
+
+#[track_caller]
+fn assert_names(err: &SqliteError, path: &Path) {
+    let text = err.to_string();
+    assert!(
+        text.contains(&path.display().to_string()),
+        "the error names the file: {text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn creates_its_directory_and_keeps_data_across_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().join("nested/data");
+    let id = {
+        let store = SqliteStore::open_in_dir(&data_dir).unwrap();
+        assert_eq!(store.path(), data_dir.join(FILE_NAME));
+        store
+            .create_issue(&tenant(), &author(), new_issue("Survives"), None)
+            .await
+            .unwrap()
+            .issue
+            .id
+    };
+    let mode: String = Connection::open(data_dir.join(FILE_NAME))
+        .unwrap()
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+
+    let reopened = SqliteStore::open_in_dir(&data_dir).unwrap();
+    let issue = reopened.get_issue(&tenant(), &id).await.unwrap();
+    assert_eq!(issue.title.as_str(), "Survives");
+    reopened.check().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_stores_in_one_process_share_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = SqliteStore::open_in_dir(dir.path()).unwrap();
+    let b = SqliteStore::open_in_dir(dir.path()).unwrap();
+    let created = a
+        .create_issue(&tenant(), &author(), new_issue("Written by a"), None)
+        .await
+        .unwrap()
+        .issue;
+    let updated = b
+        .update_issue(
+            &tenant(),
+            &created.id,
+            corkboard_board::IssuePatch {
+                title: Some(Title::parse("Updated by b").unwrap()),
+                ..Default::default()
+            },
+            Some(1),
+        )
+        .await
+        .unwrap();
+    assert_eq!(updated.version, 2);
+    assert_eq!(a.get_issue(&tenant(), &created.id).await.unwrap(), updated);
+}
+
+#[tokio::test]
+async fn works_on_a_current_thread_runtime() {
+    // actix-web workers run current-thread runtimes.
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open_in_dir(dir.path()).unwrap();
+    store
+        .create_issue(&tenant(), &author(), new_issue("Single thread"), None)
+        .await
+        .unwrap();
+    let page = store
+        .list_issues(&tenant(), &ListQuery::default())
+        .await
+        .unwrap();
+    assert_eq!(page.issues.len(), 1);
+}
+
+#[test]
+fn a_directory_under_a_regular_file_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("not-a-dir");
+    std::fs::write(&file, b"x").unwrap();
+    let target = file.join("data");
+    let err = SqliteStore::open_in_dir(&target).unwrap_err();
+    assert!(matches!(err, SqliteError::CreateDir { .. }), "{err}");
+    assert_names(&err, &target);
+}
+
+#[test]
+fn a_directory_in_place_of_the_file_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = SqliteStore::open(dir.path()).unwrap_err();
+    assert!(matches!(err, SqliteError::Open { .. }), "{err}");
+    assert_names(&err, dir.path());
+}
+
+#[test]
+fn a_file_that_is_not_a_database_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(FILE_NAME);
+    std::fs::write(&path, "this is not a database file\n".repeat(200)).unwrap();
+    let err = SqliteStore::open(&path).unwrap_err();
+    assert!(matches!(err, SqliteError::Open { .. }), "{err}");
+    assert_names(&err, &path);
+}
+
+#[test]
+fn a_file_locked_by_another_process_is_a_clear_error_not_a_hang() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(FILE_NAME);
+    // A rollback-journal writer mid-transaction holds the file exclusively:
+    // nobody can even switch it to WAL.
+    let holder = Connection::open(&path).unwrap();
+    holder
+        .execute_batch("BEGIN EXCLUSIVE; CREATE TABLE squatter (x);")
+        .unwrap();
+    let err = SqliteStore::open_with(&path, quick_options()).unwrap_err();
+    assert!(matches!(err, SqliteError::Open { .. }), "{err}");
+    assert_names(&err, &path);
+    assert!(err.to_string().contains("locked"), "{err}");
+    holder.execute_batch("ROLLBACK").unwrap();
+    SqliteStore::open_with(&path, quick_options()).expect("opens once the lock is gone");
+}
+
+#[test]
+fn a_newer_schema_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(FILE_NAME);
+    Connection::open(&path)
+        .unwrap()
+        .pragma_update(None, "user_version", 999)
+        .unwrap();
+    let err = SqliteStore::open(&path).unwrap_err();
+    assert!(
+        matches!(err, SqliteError::SchemaTooNew { found: 999, .. }),
+        "{err}"
+    );
+    assert_names(&err, &path);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_lock_held_elsewhere_is_unavailable_then_recovers() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open_with(&dir.path().join(FILE_NAME), quick_options()).unwrap();
+    let holder = Connection::open(store.path()).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+
+    let blocked = store
+        .create_issue(&tenant(), &author(), new_issue("Blocked"), None)
+        .await;
+    assert!(
+        matches!(&blocked, Err(StoreError::Unavailable { .. })),
+        "{blocked:?}"
+    );
+    assert!(blocked.unwrap_err().is_retryable());
+    // Reads do not need the write lock.
+    store.check().await.unwrap();
+    assert!(
+        store
+            .list_issues(&tenant(), &ListQuery::default())
+            .await
+            .unwrap()
+            .issues
+            .is_empty(),
+        "the refused write left nothing behind"
+    );
+
+    holder.execute_batch("ROLLBACK").unwrap();
+    store
+        .create_issue(&tenant(), &author(), new_issue("After"), None)
+        .await
+        .expect("writes work again once the lock is released");
+    assert!(
+        store
+            .active_grants(corkboard_board::Timestamp::now())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn write_stats_count_every_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(SqliteStore::open_in_dir(dir.path()).unwrap());
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..64 {
+        let store = Arc::clone(&store);
+        tasks.spawn(async move {
+            store
+                .create_issue(&tenant(), &author(), new_issue(&format!("n{i}")), None)
+                .await
+                .unwrap();
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done.unwrap();
+    }
+    let stats = store.write_stats();
+    assert_eq!(stats.writes, 64);
+    assert!(stats.groups >= 1 && stats.groups <= 64, "{stats:?}");
+}
