@@ -9,14 +9,27 @@
 
 #![forbid(unsafe_code)]
 
+mod cache;
 mod error;
+mod jwt;
+mod ledger_registry;
 mod memory;
+mod redis;
 mod registry;
 mod service;
 mod token;
 
+pub use self::redis::{
+    DEFAULT_CACHE_CAPACITY, DEFAULT_CACHE_TTL, DEFAULT_GRACE, DEFAULT_KEY_PREFIX,
+    DEFAULT_OPERATION_TIMEOUT, EXPIRY_SLACK, RedisRegistry, RedisRegistryConfig, RegistryStats,
+};
 pub use error::RegistryError;
+pub use jwt::{
+    AdminMinter, AdminPrincipal, AdminRole, AdminVerifier, AdminVerifierConfig, JwtError,
+    SigningKey, VerifyingKey,
+};
+pub use ledger_registry::LedgerRegistry;
 pub use memory::MemoryRegistry;
 pub use registry::TokenRegistry;
-pub use service::{GrantRequest, GrantService, IssuedGrant};
+pub use service::{GrantRequest, GrantService, IssuedGrant, mcp_client_config};
 pub use token::{RunToken, TokenHash};

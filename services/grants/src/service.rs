@@ -149,3 +149,20 @@ impl GrantService {
         Ok(count)
     }
 }
+
+/// The MCP client configuration for a run, in Claude Code's `--mcp-config`
+/// format (also understood by other clients that take `mcpServers`).
+/// `alwaysLoad` keeps the board tools visible from the first turn, so an
+/// agent never works without them and invents issue ids.
+pub fn mcp_client_config(url: &str, token: &RunToken) -> serde_json::Value {
+    serde_json::json!({
+        "mcpServers": {
+            "corkboard": {
+                "type": "http",
+                "url": url,
+                "headers": { "Authorization": format!("Bearer {}", token.expose()) },
+                "alwaysLoad": true
+            }
+        }
+    })
+}

@@ -1,0 +1,830 @@
+//! Redis-backed token registry, shared by every replica.
+//!
+//! Key layout (only token hashes, never tokens; `{p}` is the key prefix):
+//! - `{p}tok:{hash}` → the grant as JSON,
+//! - `{p}grant:{grant_id}` → the token hash,
+//! - `{p}run:{tenant}:{run}` → set of the run's grant ids,
+//!
+//! each expiring (`PXAT`/`PEXPIREAT`) [`EXPIRY_SLACK`] after its grant. Every
+//! command touches one key, so the layout works unchanged on Redis Cluster.
+//!
+//! Revocation deletes the keys, then publishes the token hash on
+//! `{p}revocations`. Every instance keeps a dedicated subscription to that
+//! channel and drops the hash from its local cache; in cluster mode a
+//! `PUBLISH` reaches subscribers on every node, so one subscription to any
+//! node is enough. While the subscription is down the cache is cleared and
+//! bypassed, since invalidations may be missed then.
+//!
+//! Fail closed: every Redis call is bounded by the operation timeout and an
+//! unanswered one is [`RegistryError::Unavailable`]; a cached grant is only
+//! served while Redis was heard from within the grace window.
+
+use crate::cache::{GrantCache, Lookup};
+use crate::error::RegistryError;
+use crate::registry::TokenRegistry;
+use crate::token::TokenHash;
+use async_trait::async_trait;
+use corkboard_board::{Grant, GrantId, RunId, StoreError, TenantId, Timestamp, ValidationError};
+use futures_util::StreamExt;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
+use redis::{Cmd, FromRedisValue, Pipeline, RedisResult};
+use std::fmt;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+use tokio::runtime::Handle;
+use tokio::task::AbortHandle;
+
+pub const DEFAULT_KEY_PREFIX: &str = "corkboard:";
+pub const DEFAULT_CACHE_CAPACITY: usize = 10_000;
+pub const DEFAULT_CACHE_TTL: Duration = Duration::from_secs(30);
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(5);
+pub const DEFAULT_OPERATION_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// How long keys outlive their grant. Within it an expired token is still
+/// recognised and refused as "expired" rather than "unknown", which tells
+/// the agent's operator what actually happened.
+pub const EXPIRY_SLACK: Duration = Duration::from_secs(60);
+
+/// Longest wait between two attempts at re-establishing the subscription.
+const MAX_RESUBSCRIBE_BACKOFF: Duration = Duration::from_secs(2);
+
+/// How to reach Redis and how much to trust the local cache.
+#[derive(Clone)]
+pub struct RedisRegistryConfig {
+    /// `redis://` URLs. One URL is a single node unless `cluster` is set;
+    /// several are the seed nodes of a Redis Cluster.
+    pub urls: Vec<String>,
+    /// Forces cluster mode with a single seed URL.
+    pub cluster: bool,
+    /// Prepended to every key and to the channel; registries that share a
+    /// prefix share grants. Should not contain `{`/`}` (hash tags).
+    pub key_prefix: String,
+    /// Most grants kept in the local cache; 0 disables the cache.
+    pub cache_capacity: usize,
+    /// Longest a grant is served from the local cache without asking Redis.
+    pub cache_ttl: Duration,
+    /// How long cached grants are still served after the last successful
+    /// contact with Redis (a hung Redis that keeps connections open).
+    pub grace: Duration,
+    /// Bound on every Redis call: a hung Redis never hangs a request.
+    pub operation_timeout: Duration,
+}
+
+impl RedisRegistryConfig {
+    /// Defaults for the given URLs (several URLs mean a cluster).
+    pub fn new<I, S>(urls: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let urls: Vec<String> = urls.into_iter().map(Into::into).collect();
+        Self {
+            cluster: urls.len() > 1,
+            urls,
+            key_prefix: DEFAULT_KEY_PREFIX.to_owned(),
+            cache_capacity: DEFAULT_CACHE_CAPACITY,
+            cache_ttl: DEFAULT_CACHE_TTL,
+            grace: DEFAULT_GRACE,
+            operation_timeout: DEFAULT_OPERATION_TIMEOUT,
+        }
+    }
+
+    pub fn with_key_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.key_prefix = prefix.into();
+        self
+    }
+
+    pub fn with_cluster(mut self, cluster: bool) -> Self {
+        self.cluster = cluster;
+        self
+    }
+
+    fn is_cluster(&self) -> bool {
+        self.cluster || self.urls.len() > 1
+    }
+}
+
+impl fmt::Debug for RedisRegistryConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // URLs may carry a password.
+        let urls: Vec<String> = self.urls.iter().map(|u| redact_url(u)).collect();
+        f.debug_struct("RedisRegistryConfig")
+            .field("urls", &urls)
+            .field("cluster", &self.cluster)
+            .field("key_prefix", &self.key_prefix)
+            .field("cache_capacity", &self.cache_capacity)
+            .field("cache_ttl", &self.cache_ttl)
+            .field("grace", &self.grace)
+            .field("operation_timeout", &self.operation_timeout)
+            .finish()
+    }
+}
+
+/// `redis://user:secret@host/` → `redis://***@host/`.
+fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            format!("{}***{}", &url[..scheme + 3], &url[at..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
+/// Counters for telemetry, read with [`RedisRegistry::stats`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RegistryStats {
+    /// Resolutions answered from the local cache.
+    pub cache_hits: u64,
+    /// Resolutions that went to Redis.
+    pub cache_misses: u64,
+    /// Redis calls that failed or timed out (subscription attempts included).
+    pub redis_errors: u64,
+    /// Revocation messages received on the subscription.
+    pub invalidations_received: u64,
+    /// Grants in the local cache now.
+    pub cache_entries: u64,
+    /// Whether the invalidation subscription is up (the cache is in use).
+    pub subscribed: bool,
+}
+
+/// A [`TokenRegistry`] in Redis (single node or cluster) with a local cache
+/// invalidated through pub/sub. Cheap to share behind an `Arc`; dropping it
+/// stops its subscription task.
+pub struct RedisRegistry {
+    shared: Arc<Shared>,
+    subscriber: AbortHandle,
+}
+
+impl fmt::Debug for RedisRegistry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisRegistry")
+            .field("key_prefix", &self.shared.keys.prefix)
+            .field("cluster", &self.shared.connector.is_cluster())
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for RedisRegistry {
+    fn drop(&mut self) {
+        self.subscriber.abort();
+    }
+}
+
+impl RedisRegistry {
+    /// Validates `config` and starts the invalidation subscription. Does not
+    /// wait for Redis: until it answers, resolutions fail closed and the
+    /// connection is retried on use. Must run inside a Tokio runtime, which
+    /// then hosts the registry's connections and its subscription task.
+    pub fn new(config: RedisRegistryConfig) -> Result<Self, RegistryError> {
+        let handle = Handle::try_current().map_err(|_| {
+            RegistryError::Unavailable("the Redis registry needs a Tokio runtime".into())
+        })?;
+        validate(&config)?;
+        let connector = Connector::new(&config, handle.clone())?;
+        let subscription_clients = config
+            .urls
+            .iter()
+            .map(|url| redis::Client::open(url.as_str()).map_err(|e| invalid_url(&e)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let shared = Arc::new(Shared {
+            keys: Keys {
+                prefix: config.key_prefix.clone(),
+            },
+            cache: GrantCache::new(config.cache_capacity, config.cache_ttl),
+            connector,
+            grace: config.grace,
+            operation_timeout: config.operation_timeout,
+            origin: Instant::now(),
+            last_contact_ms: AtomicU64::new(0),
+            contacted: AtomicBool::new(false),
+            counters: Counters::default(),
+        });
+        let task = handle.spawn(subscribe_forever(shared.clone(), subscription_clients));
+        Ok(Self {
+            shared,
+            subscriber: task.abort_handle(),
+        })
+    }
+
+    /// [`Self::new`], then waits (bounded) until Redis answers, so that a
+    /// misconfigured or unreachable Redis is reported at start-up.
+    pub async fn connect(config: RedisRegistryConfig) -> Result<Self, RegistryError> {
+        let registry = Self::new(config)?;
+        registry.check().await?;
+        Ok(registry)
+    }
+
+    pub fn stats(&self) -> RegistryStats {
+        let c = &self.shared.counters;
+        RegistryStats {
+            cache_hits: c.cache_hits.load(Ordering::Relaxed),
+            cache_misses: c.cache_misses.load(Ordering::Relaxed),
+            redis_errors: c.redis_errors.load(Ordering::Relaxed),
+            invalidations_received: c.invalidations.load(Ordering::Relaxed),
+            cache_entries: self.shared.cache.len() as u64,
+            subscribed: self.shared.cache.epoch().is_some(),
+        }
+    }
+
+    pub fn key_prefix(&self) -> &str {
+        &self.shared.keys.prefix
+    }
+
+    /// Removes one grant; returns whether it was registered. The grant key
+    /// goes last, so a retry after a failure half-way finds the hash again
+    /// and publishes the invalidation again.
+    async fn revoke_one(&self, id: &GrantId) -> Result<bool, RegistryError> {
+        let s = &self.shared;
+        let hash_hex: Option<String> = s.query(redis::cmd("GET").arg(s.keys.grant(id))).await?;
+        let Some(hash_hex) = hash_hex else {
+            return Ok(false);
+        };
+        let Some(hash) = TokenHash::from_hex(&hash_hex) else {
+            // Not written by us; drop it rather than fail every retry.
+            s.query::<()>(redis::cmd("DEL").arg(s.keys.grant(id)))
+                .await?;
+            return Ok(false);
+        };
+        let tok_key = s.keys.token(&hash);
+        let json: Option<String> = s.query(redis::cmd("GET").arg(&tok_key)).await?;
+        s.query::<()>(redis::cmd("DEL").arg(&tok_key)).await?;
+        // Our own cache first: a revocation is effective here at once,
+        // before the message comes back through Redis.
+        s.cache.invalidate(&hash);
+        s.query::<()>(redis::cmd("PUBLISH").arg(s.keys.channel()).arg(&hash_hex))
+            .await?;
+        if let Some(grant) = json.and_then(|j| serde_json::from_str::<Grant>(&j).ok()) {
+            s.query::<()>(
+                redis::cmd("SREM")
+                    .arg(s.keys.run(&grant.tenant, &grant.run))
+                    .arg(id.as_str()),
+            )
+            .await?;
+        }
+        s.query::<()>(redis::cmd("DEL").arg(s.keys.grant(id)))
+            .await?;
+        Ok(true)
+    }
+}
+
+#[async_trait]
+impl TokenRegistry for RedisRegistry {
+    async fn register(&self, grant: &Grant, hash: &TokenHash) -> Result<(), RegistryError> {
+        let s = &self.shared;
+        let json = serde_json::to_string(grant)
+            .map_err(|e| StoreError::Internal(format!("cannot encode grant: {e}")))?;
+        let expire_at = grant
+            .expires_at
+            .plus_millis(EXPIRY_SLACK.as_millis() as i64)
+            .as_millis();
+        // The run index first and the token last: once the token resolves,
+        // `revoke_run` can find it.
+        let run_key = s.keys.run(&grant.tenant, &grant.run);
+        let mut index = redis::pipe();
+        index
+            .cmd("SADD")
+            .arg(&run_key)
+            .arg(grant.id.as_str())
+            .ignore()
+            // NX then GT: the set lives as long as its longest grant,
+            // whatever order concurrent registrations arrive in.
+            .cmd("PEXPIREAT")
+            .arg(&run_key)
+            .arg(expire_at)
+            .arg("NX")
+            .ignore()
+            .cmd("PEXPIREAT")
+            .arg(&run_key)
+            .arg(expire_at)
+            .arg("GT")
+            .ignore();
+        s.query_pipe::<()>(&index).await?;
+        s.query::<()>(
+            redis::cmd("SET")
+                .arg(s.keys.grant(&grant.id))
+                .arg(hash.to_hex())
+                .arg("PXAT")
+                .arg(expire_at),
+        )
+        .await?;
+        s.query::<()>(
+            redis::cmd("SET")
+                .arg(s.keys.token(hash))
+                .arg(json)
+                .arg("PXAT")
+                .arg(expire_at),
+        )
+        .await?;
+        s.cache.invalidate(hash);
+        Ok(())
+    }
+
+    async fn resolve(&self, hash: &TokenHash) -> Result<Grant, RegistryError> {
+        let s = &self.shared;
+        let now = Instant::now();
+        if s.contact_is_fresh(now) {
+            match s.cache.get(hash, now, Timestamp::now()) {
+                Lookup::Hit(grant) => {
+                    s.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
+                    return Ok(grant);
+                }
+                Lookup::Expired => {
+                    s.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
+                    return Err(RegistryError::Expired);
+                }
+                Lookup::Miss => {}
+            }
+        }
+        s.counters.cache_misses.fetch_add(1, Ordering::Relaxed);
+        // Taken before the read: if any invalidation lands while the read is
+        // in flight, what we read is not cached.
+        let epoch = s.cache.epoch();
+        let json: Option<String> = s.query(redis::cmd("GET").arg(s.keys.token(hash))).await?;
+        let Some(json) = json else {
+            return Err(RegistryError::UnknownToken);
+        };
+        let grant: Grant = serde_json::from_str(&json).map_err(|e| {
+            StoreError::Internal(format!("unreadable grant in the token registry: {e}"))
+        })?;
+        if grant.is_expired_at(Timestamp::now()) {
+            return Err(RegistryError::Expired);
+        }
+        if let Some(epoch) = epoch {
+            s.cache.insert(epoch, *hash, grant.clone(), Instant::now());
+        }
+        Ok(grant)
+    }
+
+    async fn revoke(&self, grant: &GrantId) -> Result<bool, RegistryError> {
+        self.revoke_one(grant).await
+    }
+
+    async fn revoke_run(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+    ) -> Result<Vec<GrantId>, RegistryError> {
+        let s = &self.shared;
+        let run_key = s.keys.run(tenant, run);
+        let members: Vec<String> = s.query(redis::cmd("SMEMBERS").arg(&run_key)).await?;
+        let mut revoked = Vec::new();
+        for member in members {
+            let Ok(id) = GrantId::parse(member) else {
+                continue;
+            };
+            if self.revoke_one(&id).await? {
+                revoked.push(id);
+            }
+        }
+        s.query::<()>(redis::cmd("DEL").arg(&run_key)).await?;
+        Ok(revoked)
+    }
+
+    async fn check(&self) -> Result<(), RegistryError> {
+        self.shared.query::<()>(&redis::cmd("PING")).await
+    }
+}
+
+/// State shared by the registry and its subscription task.
+struct Shared {
+    keys: Keys,
+    cache: GrantCache,
+    connector: Connector,
+    grace: Duration,
+    operation_timeout: Duration,
+    origin: Instant,
+    /// Milliseconds after `origin` of the last successful Redis reply.
+    last_contact_ms: AtomicU64,
+    contacted: AtomicBool,
+    counters: Counters,
+}
+
+#[derive(Default)]
+struct Counters {
+    cache_hits: AtomicU64,
+    cache_misses: AtomicU64,
+    redis_errors: AtomicU64,
+    invalidations: AtomicU64,
+}
+
+impl Shared {
+    fn touch(&self) {
+        let ms = self.origin.elapsed().as_millis() as u64;
+        self.last_contact_ms.fetch_max(ms, Ordering::Relaxed);
+        self.contacted.store(true, Ordering::Relaxed);
+    }
+
+    fn contact_is_fresh(&self, now: Instant) -> bool {
+        if !self.contacted.load(Ordering::Relaxed) {
+            return false;
+        }
+        let since_origin = now.saturating_duration_since(self.origin).as_millis() as u64;
+        let last = self.last_contact_ms.load(Ordering::Relaxed);
+        Duration::from_millis(since_origin.saturating_sub(last)) <= self.grace
+    }
+
+    fn failed(&self, what: &str, reason: impl fmt::Display) -> RegistryError {
+        self.counters.redis_errors.fetch_add(1, Ordering::Relaxed);
+        // Debug, not warn: during an outage every request fails here; the
+        // subscription's lost/restored messages mark the outage at warn.
+        tracing::debug!(error = %reason, "token registry: redis {what} failed");
+        RegistryError::Unavailable(format!("redis {what} failed: {reason}"))
+    }
+
+    async fn bounded<T>(
+        &self,
+        what: &str,
+        call: impl Future<Output = RedisResult<T>>,
+    ) -> Result<T, RegistryError> {
+        match tokio::time::timeout(self.operation_timeout, call).await {
+            Ok(Ok(value)) => {
+                self.touch();
+                Ok(value)
+            }
+            Ok(Err(e)) => Err(self.failed(what, e)),
+            Err(_) => Err(self.failed(
+                what,
+                format!("no answer within {:?}", self.operation_timeout),
+            )),
+        }
+    }
+
+    async fn query<T: FromRedisValue + Send>(&self, cmd: &Cmd) -> Result<T, RegistryError> {
+        let what = command_name(cmd);
+        self.bounded(&what, async {
+            let mut conn = self.connector.get().await?;
+            match conn.query(cmd).await {
+                // A connection that broke while idle is only noticed by the
+                // next call, which has already started the reconnection:
+                // one retry (our commands are idempotent) saves that call.
+                Err(e) if is_connection_error(&e) => {
+                    let mut conn = self.connector.get().await?;
+                    conn.query(cmd).await
+                }
+                other => other,
+            }
+        })
+        .await
+    }
+
+    async fn query_pipe<T: FromRedisValue + Send>(
+        &self,
+        pipe: &Pipeline,
+    ) -> Result<T, RegistryError> {
+        self.bounded("pipeline", async {
+            let mut conn = self.connector.get().await?;
+            match conn.query_pipe(pipe).await {
+                Err(e) if is_connection_error(&e) => {
+                    let mut conn = self.connector.get().await?;
+                    conn.query_pipe(pipe).await
+                }
+                other => other,
+            }
+        })
+        .await
+    }
+}
+
+fn is_connection_error(e: &redis::RedisError) -> bool {
+    e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal()
+}
+
+fn command_name(cmd: &Cmd) -> String {
+    // Only the command's name: arguments carry key material.
+    cmd.args_iter()
+        .next()
+        .and_then(|arg| match arg {
+            redis::Arg::Simple(bytes) => std::str::from_utf8(bytes).ok().map(str::to_owned),
+            redis::Arg::Cursor => None,
+        })
+        .unwrap_or_else(|| "command".into())
+}
+
+struct Keys {
+    prefix: String,
+}
+
+impl Keys {
+    fn token(&self, hash: &TokenHash) -> String {
+        format!("{}tok:{}", self.prefix, hash.to_hex())
+    }
+
+    fn grant(&self, id: &GrantId) -> String {
+        format!("{}grant:{}", self.prefix, id)
+    }
+
+    fn run(&self, tenant: &TenantId, run: &RunId) -> String {
+        // Neither id can contain ':', so the key is unambiguous.
+        format!("{}run:{}:{}", self.prefix, tenant, run)
+    }
+
+    fn channel(&self) -> String {
+        format!("{}revocations", self.prefix)
+    }
+}
+
+#[derive(Clone)]
+enum Conn {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl Conn {
+    async fn query<T: FromRedisValue>(&mut self, cmd: &Cmd) -> RedisResult<T> {
+        match self {
+            Self::Single(c) => cmd.query_async(c).await,
+            Self::Cluster(c) => cmd.query_async(c).await,
+        }
+    }
+
+    async fn query_pipe<T: FromRedisValue>(&mut self, pipe: &Pipeline) -> RedisResult<T> {
+        match self {
+            Self::Single(c) => pipe.query_async(c).await,
+            Self::Cluster(c) => pipe.query_async(c).await,
+        }
+    }
+}
+
+enum ClientKind {
+    Single(redis::Client, ConnectionManagerConfig),
+    Cluster(ClusterClient),
+}
+
+/// Opens the connection on first use (so a registry can start while Redis
+/// is down) on the registry's own runtime, so its driver tasks do not live
+/// on whichever worker happened to make the first request. Once open, both
+/// connection kinds reconnect by themselves.
+struct Connector {
+    kind: ClientKind,
+    handle: Handle,
+    current: RwLock<Option<Conn>>,
+    connecting: tokio::sync::Mutex<()>,
+}
+
+impl Connector {
+    fn new(config: &RedisRegistryConfig, handle: Handle) -> Result<Self, RegistryError> {
+        let timeout = config.operation_timeout;
+        let kind = if config.is_cluster() {
+            let client = ClusterClient::builder(config.urls.iter().map(String::as_str))
+                .connection_timeout(timeout)
+                .response_timeout(timeout)
+                .retries(2)
+                .build()
+                .map_err(|e| invalid_url(&e))?;
+            ClientKind::Cluster(client)
+        } else {
+            let url = config.urls.first().map(String::as_str).unwrap_or_default();
+            let client = redis::Client::open(url).map_err(|e| invalid_url(&e))?;
+            let manager = ConnectionManagerConfig::new()
+                .set_connection_timeout(timeout)
+                .set_response_timeout(timeout)
+                // Few, short retries: callers time out after one
+                // operation timeout anyway, and a failed reconnection is
+                // started again by the next call.
+                .set_number_of_retries(2)
+                .set_max_delay(500);
+            ClientKind::Single(client, manager)
+        };
+        Ok(Self {
+            kind,
+            handle,
+            current: RwLock::new(None),
+            connecting: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    fn is_cluster(&self) -> bool {
+        matches!(self.kind, ClientKind::Cluster(_))
+    }
+
+    async fn get(&self) -> RedisResult<Conn> {
+        if let Some(conn) = self.cached() {
+            return Ok(conn);
+        }
+        let _one_at_a_time = self.connecting.lock().await;
+        if let Some(conn) = self.cached() {
+            return Ok(conn);
+        }
+        let opening = match &self.kind {
+            ClientKind::Single(client, config) => {
+                let (client, config) = (client.clone(), config.clone());
+                self.handle.spawn(async move {
+                    ConnectionManager::new_with_config(client, config)
+                        .await
+                        .map(Conn::Single)
+                })
+            }
+            ClientKind::Cluster(client) => {
+                let client = client.clone();
+                self.handle
+                    .spawn(async move { client.get_async_connection().await.map(Conn::Cluster) })
+            }
+        };
+        let conn = opening.await.map_err(|e| {
+            redis::RedisError::from((
+                redis::ErrorKind::IoError,
+                "connection task failed",
+                e.to_string(),
+            ))
+        })??;
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) = Some(conn.clone());
+        Ok(conn)
+    }
+
+    fn cached(&self) -> Option<Conn> {
+        self.current
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}
+
+/// Keeps one subscription to the revocation channel up, forever, trying the
+/// configured nodes in turn. Liveness is checked with a PING on the
+/// subscription itself, which also proves Redis is reachable (refreshing
+/// the grace window when every request is a cache hit).
+async fn subscribe_forever(shared: Arc<Shared>, clients: Vec<redis::Client>) {
+    let channel = shared.keys.channel();
+    let heartbeat = (shared.grace / 3).clamp(Duration::from_millis(50), Duration::from_secs(1));
+    let mut backoff = Duration::from_millis(50);
+    let mut next = 0usize;
+    let mut was_up = false;
+    loop {
+        let client = &clients[next % clients.len()];
+        next = next.wrapping_add(1);
+        let opened = tokio::time::timeout(shared.operation_timeout, async {
+            let mut pubsub = client.get_async_pubsub().await?;
+            pubsub.subscribe(&channel).await?;
+            RedisResult::Ok(pubsub)
+        })
+        .await;
+        match opened {
+            Ok(Ok(pubsub)) => {
+                let (mut sink, mut messages) = pubsub.split();
+                shared.touch();
+                shared.cache.set_live(true);
+                if was_up {
+                    tracing::info!("token registry: revocation subscription restored");
+                }
+                was_up = true;
+                backoff = Duration::from_millis(50);
+                let mut ticks = tokio::time::interval(heartbeat);
+                ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                ticks.tick().await;
+                loop {
+                    tokio::select! {
+                        message = messages.next() => {
+                            let Some(message) = message else { break };
+                            shared.touch();
+                            let payload: String = message.get_payload().unwrap_or_default();
+                            if let Some(hash) = TokenHash::from_hex(&payload) {
+                                shared.cache.invalidate(&hash);
+                                shared.counters.invalidations.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                        _ = ticks.tick() => {
+                            let pong = tokio::time::timeout(
+                                shared.operation_timeout,
+                                sink.ping::<redis::Value>(),
+                            )
+                            .await;
+                            match pong {
+                                Ok(Ok(_)) => shared.touch(),
+                                _ => break,
+                            }
+                        }
+                    }
+                }
+                shared.cache.set_live(false);
+                shared.counters.redis_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(
+                    "token registry: revocation subscription lost; local cache bypassed until it is back"
+                );
+            }
+            Ok(Err(e)) => {
+                shared.counters.redis_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(error = %e, "token registry: cannot subscribe to revocations");
+            }
+            Err(_) => {
+                shared.counters.redis_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!("token registry: subscribing to revocations timed out");
+            }
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(MAX_RESUBSCRIBE_BACKOFF);
+    }
+}
+
+fn validate(config: &RedisRegistryConfig) -> Result<(), RegistryError> {
+    let invalid = |reason: &str| RegistryError::Invalid(ValidationError::new("redis", reason));
+    if config.urls.is_empty() {
+        return Err(invalid("at least one Redis URL is required"));
+    }
+    if config.operation_timeout.is_zero() {
+        return Err(invalid("the operation timeout must be positive"));
+    }
+    if config.key_prefix.contains(['{', '}']) {
+        return Err(invalid(
+            "the key prefix must not contain '{' or '}' (it would become a cluster hash tag)",
+        ));
+    }
+    Ok(())
+}
+
+fn invalid_url(e: &redis::RedisError) -> RegistryError {
+    RegistryError::Invalid(ValidationError::new(
+        "redis_url",
+        format!("invalid Redis URL: {e}"),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_redacted_in_debug() {
+        let config = RedisRegistryConfig::new(["redis://:hunter2@cache:6379/0"]);
+        let text = format!("{config:?}");
+        assert!(!text.contains("hunter2"), "{text}");
+        assert!(text.contains("redis://***@cache:6379/0"), "{text}");
+        assert_eq!(redact_url("redis://host/"), "redis://host/");
+    }
+
+    #[test]
+    fn several_urls_mean_a_cluster() {
+        assert!(!RedisRegistryConfig::new(["redis://a/"]).is_cluster());
+        assert!(
+            RedisRegistryConfig::new(["redis://a/"])
+                .with_cluster(true)
+                .is_cluster()
+        );
+        assert!(RedisRegistryConfig::new(["redis://a/", "redis://b/"]).is_cluster());
+    }
+
+    #[tokio::test]
+    async fn bad_configurations_are_refused_up_front() {
+        let err = RedisRegistry::new(RedisRegistryConfig::new(Vec::<String>::new())).unwrap_err();
+        assert!(matches!(err, RegistryError::Invalid(_)), "{err}");
+        let err = RedisRegistry::new(RedisRegistryConfig::new(["nope://x"])).unwrap_err();
+        assert!(err.to_string().contains("invalid Redis URL"), "{err}");
+        let err = RedisRegistry::new(
+            RedisRegistryConfig::new(["redis://127.0.0.1/"]).with_key_prefix("{t}:"),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("hash tag"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn the_cache_needs_recent_contact_with_redis() {
+        let registry = RedisRegistry::new(RedisRegistryConfig::new([format!(
+            "redis://127.0.0.1:{}/",
+            unused_port()
+        )]))
+        .unwrap();
+        let s = &registry.shared;
+        assert!(!s.contact_is_fresh(Instant::now()), "never contacted");
+        s.touch();
+        let now = Instant::now();
+        assert!(s.contact_is_fresh(now));
+        assert!(s.contact_is_fresh(now + s.grace - Duration::from_millis(100)));
+        assert!(!s.contact_is_fresh(now + s.grace + Duration::from_millis(100)));
+    }
+
+    fn unused_port() -> u16 {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_redis_fails_closed_within_the_timeout() {
+        // A port nothing listens on: connection refused, retried, then
+        // refused again; the call must come back Unavailable, not hang.
+        let port = unused_port();
+        let mut config = RedisRegistryConfig::new([format!("redis://127.0.0.1:{port}/")]);
+        config.operation_timeout = Duration::from_millis(300);
+        let registry = RedisRegistry::new(config).unwrap();
+        let hash = crate::token::RunToken::generate().hash();
+        let err = tokio::time::timeout(Duration::from_secs(30), registry.resolve(&hash))
+            .await
+            .expect("resolve must be bounded by the operation timeout")
+            .unwrap_err();
+        assert!(matches!(err, RegistryError::Unavailable(_)), "{err}");
+        assert!(registry.check().await.is_err());
+        assert!(registry.stats().redis_errors >= 2);
+        assert!(
+            RedisRegistry::connect(RedisRegistryConfig::new([format!(
+                "redis://127.0.0.1:{port}/"
+            )]))
+            .await
+            .is_err()
+        );
+    }
+}

@@ -1,0 +1,66 @@
+//! Test-only helpers shared by the workspace's test suites.
+//!
+//! Tests here run against real programs, not mocks: [`RedisServer`] spawns a
+//! `redis-server` process on a free loopback port and [`RedisCluster`] builds
+//! a real Redis Cluster out of several of them. Both are killed when dropped,
+//! also when the test panics. A missing `redis-server` is a test failure with
+//! a message saying how to install it, never a silent skip.
+//!
+//! This crate panics instead of returning errors: it only runs inside tests,
+//! where a panic with a clear message is the most useful failure.
+
+#![forbid(unsafe_code)]
+
+mod cluster;
+mod mongo;
+mod resp;
+mod server;
+
+pub use cluster::RedisCluster;
+pub use mongo::*;
+pub use resp::Reply;
+pub use server::RedisServer;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// A key prefix no other test (in this process or a parallel one) uses, so
+/// tests can share a Redis without seeing each other's keys. Contains no `{`
+/// or `}`, so it never turns into a Redis Cluster hash tag.
+pub fn unique_prefix(test_name: &str) -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let name: String = test_name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    format!(
+        "cbtest:{name}:{}:{nanos:x}:{}:",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes_are_unique_and_tag_free() {
+        let a = unique_prefix("my test {x}");
+        let b = unique_prefix("my test {x}");
+        assert_ne!(a, b);
+        assert!(!a.contains('{') && !a.contains('}'), "{a}");
+        assert!(a.starts_with("cbtest:my_test__x_:"), "{a}");
+        assert!(a.ends_with(':'));
+    }
+}
