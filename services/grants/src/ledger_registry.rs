@@ -76,3 +76,77 @@ impl TokenRegistry for LedgerRegistry {
         Ok(())
     }
 }
+
+/// A shared registry backed by the durable ledger: a token the shared
+/// registry does not know (a Redis restarted empty, a flushed key) is
+/// looked up in the ledger and, if its grant is still active, registered
+/// again. Errors of the shared registry are passed through unchanged, so an
+/// unreachable Redis still fails closed; only a definite "unknown" falls
+/// back to the ledger, and the ledger's revocations and expiries win.
+pub struct ReadThroughRegistry<R: TokenRegistry> {
+    shared: R,
+    ledger: LedgerRegistry,
+}
+
+impl<R: TokenRegistry> std::fmt::Debug for ReadThroughRegistry<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadThroughRegistry")
+            .finish_non_exhaustive()
+    }
+}
+
+impl<R: TokenRegistry> ReadThroughRegistry<R> {
+    pub fn new(shared: R, ledger: Arc<dyn GrantLedger>) -> Self {
+        Self {
+            shared,
+            ledger: LedgerRegistry::new(ledger),
+        }
+    }
+
+    pub fn shared(&self) -> &R {
+        &self.shared
+    }
+}
+
+#[async_trait]
+impl<R: TokenRegistry> TokenRegistry for ReadThroughRegistry<R> {
+    async fn register(&self, grant: &Grant, hash: &TokenHash) -> Result<(), RegistryError> {
+        self.shared.register(grant, hash).await
+    }
+
+    async fn resolve(&self, hash: &TokenHash) -> Result<Grant, RegistryError> {
+        match self.shared.resolve(hash).await {
+            Err(RegistryError::UnknownToken) => {
+                let grant = self.ledger.resolve(hash).await?;
+                self.shared.register(&grant, hash).await?;
+                // A revocation may have landed between the ledger read and
+                // the registration. Revocations write the ledger before the
+                // shared registry, so reading the ledger again closes the
+                // window: either we see it here, or its deletion comes
+                // after our registration.
+                if let Err(err) = self.ledger.resolve(hash).await {
+                    self.shared.revoke(&grant.id).await?;
+                    return Err(err);
+                }
+                Ok(grant)
+            }
+            other => other,
+        }
+    }
+
+    async fn revoke(&self, grant: &GrantId) -> Result<bool, RegistryError> {
+        self.shared.revoke(grant).await
+    }
+
+    async fn revoke_run(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+    ) -> Result<Vec<GrantId>, RegistryError> {
+        self.shared.revoke_run(tenant, run).await
+    }
+
+    async fn check(&self) -> Result<(), RegistryError> {
+        self.shared.check().await
+    }
+}

@@ -28,7 +28,7 @@ pub use jwt::{
     AdminMinter, AdminPrincipal, AdminRole, AdminVerifier, AdminVerifierConfig, JwtError,
     SigningKey, VerifyingKey,
 };
-pub use ledger_registry::LedgerRegistry;
+pub use ledger_registry::{LedgerRegistry, ReadThroughRegistry};
 pub use memory::MemoryRegistry;
 pub use registry::TokenRegistry;
 pub use service::{GrantRequest, GrantService, IssuedGrant, mcp_client_config};

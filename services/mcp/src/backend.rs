@@ -34,8 +34,9 @@ pub struct ToolDef {
 #[derive(Debug)]
 pub struct ToolSet {
     tools: Vec<ToolDef>,
-    /// Rendered `tools` arrays, filled lazily by the transport, one per
-    /// rendering flavour (see the transport for the index meaning).
+    /// Rendered `tools` arrays, filled lazily by the transport on first
+    /// use, one per [`crate::Revision`] (indexed by position in
+    /// `Revision::ALL`). A list that fails validation is never cached.
     pub(crate) rendered: [std::sync::OnceLock<Arc<serde_json::value::RawValue>>; 4],
 }
 
@@ -83,8 +84,9 @@ pub struct ToolCall<'a> {
     pub name: &'a str,
     /// The `arguments` object (empty when the client sent none).
     pub arguments: &'a Map<String, Value>,
-    /// The exact bytes of `arguments` as received, for hashing in audit
-    /// records without re-serialising or logging them.
+    /// The exact bytes of `arguments` as received (`{}` when the client
+    /// sent none), for hashing in audit records without re-serialising or
+    /// logging them.
     pub raw_arguments: &'a [u8],
 }
 
@@ -92,10 +94,13 @@ pub struct ToolCall<'a> {
 /// arguments, conflict, unavailable board): the agent sees it and can act.
 #[derive(Debug, Clone)]
 pub struct ToolOutput {
-    /// Conforms to the tool's `outputSchema` when `is_error` is false.
+    /// Present exactly when the tool declares an `outputSchema` and
+    /// `is_error` is false, and then conforming to it. From 2025-06-18 on
+    /// any other combination is answered with `-32603` (logged), never
+    /// sent; 2025-03-26 has no structured content and ignores it.
     pub structured: Option<Value>,
-    /// Human/model-readable text; from 2025-06-18 on, the structured JSON is
-    /// also sent as a text block when this is empty.
+    /// Human/model-readable text, sent as the one text block. When empty,
+    /// the structured JSON is sent as the text block instead.
     pub text: String,
     pub is_error: bool,
 }
@@ -107,7 +112,9 @@ pub trait ToolBackend: Send + Sync + 'static {
 
     fn identity(&self) -> &ServerIdentity;
 
-    /// Resolves the bearer credential (`None` when absent).
+    /// Resolves the bearer credential (`None` when absent). Called for
+    /// every HTTP request (revocation takes effect at once) and once at
+    /// start-up on stdio.
     async fn authenticate(&self, bearer: Option<&str>) -> Result<Self::Principal, AuthRejection>;
 
     /// The tools this principal may see, in a stable order. Cheap: return a
@@ -116,6 +123,11 @@ pub trait ToolBackend: Send + Sync + 'static {
     fn tools(&self, principal: &Self::Principal) -> Arc<ToolSet>;
 
     /// Runs one tool. Unknown tool names never reach here (the transport
-    /// answers them from [`Self::tools`]).
+    /// answers them from [`Self::tools`]), and `arguments` already passed
+    /// the tool's `inputSchema` (the subset the validator implements:
+    /// `type`, `enum`, `const`, `properties`, `required`,
+    /// `additionalProperties`, string lengths, numeric bounds, `items`,
+    /// `minItems`/`maxItems`, `uniqueItems`). A panic here is answered
+    /// with `-32603`.
     async fn call_tool(&self, principal: &Self::Principal, call: ToolCall<'_>) -> ToolOutput;
 }

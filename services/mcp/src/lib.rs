@@ -3,11 +3,36 @@
 //! stateless), the one validator every request and result passes, signed
 //! self-contained legacy sessions, and the Streamable HTTP and stdio
 //! transports. A product plugs in through [`ToolBackend`].
+//!
+//! Embedders serving HTTP should enable `TCP_NODELAY`
+//! (`HttpServer::tcp_nodelay(true)`): actix-web keeps the OS default
+//! (Nagle on). Responses here are written as one buffer, but keep-alive
+//! connections still meet delayed ACKs without it.
 
 #![forbid(unsafe_code)]
 
 mod backend;
+mod engine;
+mod error;
+mod http;
+mod render;
+mod revision;
+mod session;
+mod stdio;
+mod validate;
+mod wire;
 
 pub use backend::{
     AuthRejection, Principal, ServerIdentity, ToolBackend, ToolCall, ToolDef, ToolOutput, ToolSet,
 };
+pub use engine::{Context, Engine, Outcome, SessionState, Summary};
+pub use error::McpError;
+pub use http::{McpEndpoint, McpSettings};
+pub use revision::Revision;
+pub use session::{
+    MemorySessionEnds, SessionClaims, SessionCodec, SessionEnds, SessionKey, SessionNonce,
+    SessionRejection,
+};
+pub use stdio::{StdioOptions, serve_stdio};
+pub use validate::{HeaderSlot, RequestHeaders};
+pub use wire::{RpcError, code, meta_key};

@@ -1,0 +1,763 @@
+//! Streamable HTTP on actix-web: one endpoint serving both eras.
+//!
+//! Check order, cheapest and least revealing first: Host and Origin
+//! (DNS-rebinding protection), HTTP method, content negotiation, a bounded
+//! body read, authentication, the legacy session id, then the engine. Every
+//! refusal carries a JSON-RPC error body (id null, or the request's id when
+//! the body was readable).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix_web::http::StatusCode;
+use actix_web::http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use actix_web::{HttpRequest, HttpResponse, web};
+use bytes::BytesMut;
+use futures_util::{FutureExt, StreamExt};
+use serde_json::value::RawValue;
+use std::panic::AssertUnwindSafe;
+
+use crate::backend::{AuthRejection, Principal, ToolBackend};
+use crate::engine::{Context, Engine, SessionState, Summary, log_exchange};
+use crate::revision::Revision;
+use crate::session::{
+    MemorySessionEnds, SessionCodec, SessionEnds, SessionKey, SessionRejection, now_secs,
+};
+use crate::validate::{self, HeaderSlot, Incoming, RequestHeaders};
+use crate::wire::{self, RpcError};
+
+const MCP_SESSION_ID: &str = "mcp-session-id";
+const MCP_PROTOCOL_VERSION: &str = "mcp-protocol-version";
+const MCP_METHOD: &str = "mcp-method";
+const MCP_NAME: &str = "mcp-name";
+
+/// Endpoint settings.
+#[derive(Debug, Clone)]
+pub struct McpSettings {
+    /// Route used by [`McpEndpoint::configure`].
+    pub path: String,
+    /// Browser origins allowed to call besides loopback ones (exact
+    /// `scheme://host[:port]`). A request with any other `Origin` is
+    /// refused (403); requests without `Origin` (non-browser clients) pass.
+    pub allowed_origins: Vec<String>,
+    /// Hosts accepted in the `Host` header besides loopback (`localhost`,
+    /// `127.0.0.0/8`, `[::1]`). An entry with a port matches only that
+    /// port.
+    pub allowed_hosts: Vec<String>,
+    /// Accept any `Host` (deployments behind an ingress that owns this).
+    pub allow_any_host: bool,
+    pub max_body_bytes: usize,
+    pub session_key: SessionKey,
+    pub session_ttl: Duration,
+    /// `ttlMs` hint on 2026-07-28 list results.
+    pub list_ttl: Duration,
+    /// `Retry-After` seconds when credentials cannot be checked.
+    pub retry_after_secs: u32,
+}
+
+impl McpSettings {
+    pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
+    pub const DEFAULT_SESSION_TTL: Duration = Duration::from_secs(12 * 60 * 60);
+
+    pub fn new(session_key: SessionKey) -> Self {
+        Self {
+            path: "/mcp".into(),
+            allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
+            allow_any_host: false,
+            max_body_bytes: Self::DEFAULT_MAX_BODY_BYTES,
+            session_key,
+            session_ttl: Self::DEFAULT_SESSION_TTL,
+            list_ttl: Duration::from_secs(60),
+            retry_after_secs: 2,
+        }
+    }
+}
+
+struct Inner<B: ToolBackend> {
+    engine: Engine<B>,
+    settings: McpSettings,
+    codec: SessionCodec,
+    ends: Arc<dyn SessionEnds>,
+}
+
+/// An MCP endpoint any actix route can delegate to.
+pub struct McpEndpoint<B: ToolBackend> {
+    inner: Arc<Inner<B>>,
+}
+
+impl<B: ToolBackend> Clone for McpEndpoint<B> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<B: ToolBackend> std::fmt::Debug for McpEndpoint<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpEndpoint")
+            .field("settings", &self.inner.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a request was refused before the engine saw it.
+struct Refusal<'a> {
+    status: StatusCode,
+    error: RpcError,
+    id: Option<&'a RawValue>,
+    headers: Vec<(HeaderName, HeaderValue)>,
+}
+
+impl<'a> Refusal<'a> {
+    fn new(status: StatusCode, error: RpcError) -> Self {
+        Self {
+            status,
+            error,
+            id: None,
+            headers: Vec::new(),
+        }
+    }
+
+    fn header(mut self, name: HeaderName, value: &'static str) -> Self {
+        self.headers.push((name, HeaderValue::from_static(value)));
+        self
+    }
+
+    fn id(mut self, id: Option<&'a RawValue>) -> Self {
+        self.id = id;
+        self
+    }
+
+    fn into_response(self, summary: &mut Summary) -> (u16, HttpResponse) {
+        summary.outcome = "error";
+        summary.code = Some(self.error.code);
+        let mut builder = HttpResponse::build(self.status);
+        builder.insert_header((header::CONTENT_TYPE, "application/json"));
+        for (name, value) in self.headers {
+            builder.insert_header((name, value));
+        }
+        (
+            self.status.as_u16(),
+            builder.body(wire::error_response(self.id, &self.error)),
+        )
+    }
+}
+
+fn bad(status: StatusCode, message: impl Into<String>) -> Refusal<'static> {
+    Refusal::new(status, RpcError::invalid_request(message))
+}
+
+impl<B: ToolBackend> McpEndpoint<B> {
+    /// An endpoint whose ended sessions are remembered in this process.
+    pub fn new(backend: Arc<B>, settings: McpSettings) -> Self {
+        Self::with_session_ends(backend, settings, Arc::new(MemorySessionEnds::default()))
+    }
+
+    /// An endpoint remembering ended sessions in `ends` (share one store
+    /// between replicas so DELETE takes effect everywhere).
+    pub fn with_session_ends(
+        backend: Arc<B>,
+        settings: McpSettings,
+        ends: Arc<dyn SessionEnds>,
+    ) -> Self {
+        let engine = Engine::new(backend).with_list_ttl(settings.list_ttl);
+        let codec = SessionCodec::new(settings.session_key.clone(), settings.session_ttl);
+        Self {
+            inner: Arc::new(Inner {
+                engine,
+                settings,
+                codec,
+                ends,
+            }),
+        }
+    }
+
+    pub fn engine(&self) -> &Engine<B> {
+        &self.inner.engine
+    }
+
+    pub fn settings(&self) -> &McpSettings {
+        &self.inner.settings
+    }
+
+    /// Routes every HTTP method on `settings.path` to this endpoint.
+    pub fn configure(&self, cfg: &mut web::ServiceConfig) {
+        let path = self.inner.settings.path.clone();
+        self.configure_at(cfg, &path);
+    }
+
+    /// Routes every HTTP method on `path` to this endpoint.
+    pub fn configure_at(&self, cfg: &mut web::ServiceConfig, path: &str) {
+        let endpoint = self.clone();
+        cfg.route(
+            path,
+            web::route().to(move |req: HttpRequest, body: web::Payload| {
+                let endpoint = endpoint.clone();
+                async move { endpoint.handle(req, body).await }
+            }),
+        );
+    }
+
+    /// Serves one HTTP request on the MCP endpoint.
+    pub async fn handle(&self, req: HttpRequest, body: web::Payload) -> HttpResponse {
+        let started = Instant::now();
+        let mut summary = Summary::default();
+        let (status, response) = self.respond(&req, body, &mut summary).await;
+        log_exchange("http", &summary, status, started.elapsed());
+        response
+    }
+
+    async fn respond(
+        &self,
+        req: &HttpRequest,
+        body: web::Payload,
+        summary: &mut Summary,
+    ) -> (u16, HttpResponse) {
+        if let Err(refusal) = self.check_host_and_origin(req) {
+            return refusal.into_response(summary);
+        }
+        match *req.method() {
+            actix_web::http::Method::POST => self.post(req, body, summary).await,
+            actix_web::http::Method::DELETE => self.delete(req, summary).await,
+            _ => bad(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "Method Not Allowed: send JSON-RPC messages with POST (DELETE ends a 2025 session); this server offers no GET stream",
+            )
+            .header(header::ALLOW, "POST, DELETE")
+            .into_response(summary),
+        }
+    }
+
+    fn check_host_and_origin(&self, req: &HttpRequest) -> Result<(), Refusal<'static>> {
+        let settings = &self.inner.settings;
+        if !settings.allow_any_host {
+            let host = req
+                .headers()
+                .get(header::HOST)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+                .or_else(|| req.uri().authority().map(|a| a.as_str().to_owned()));
+            let allowed = host
+                .as_deref()
+                .is_some_and(|host| host_allowed(host, &settings.allowed_hosts));
+            if !allowed {
+                return Err(bad(
+                    StatusCode::FORBIDDEN,
+                    "Forbidden: this Host is not served here (DNS-rebinding protection)",
+                ));
+            }
+        }
+        for origin in req.headers().get_all(header::ORIGIN) {
+            let allowed = origin
+                .to_str()
+                .is_ok_and(|origin| origin_allowed(origin, &settings.allowed_origins));
+            if !allowed {
+                return Err(bad(
+                    StatusCode::FORBIDDEN,
+                    "Forbidden: this Origin is not allowed (DNS-rebinding protection)",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    async fn authenticate(&self, req: &HttpRequest) -> Result<B::Principal, Refusal<'static>> {
+        let bearer = bearer(req.headers());
+        let backend = self.inner.engine.backend();
+        let result = AssertUnwindSafe(backend.authenticate(bearer))
+            .catch_unwind()
+            .await
+            .unwrap_or_else(|_| {
+                tracing::error!("authenticate panicked; refusing the request");
+                Err(AuthRejection::Unavailable(
+                    "the credential check failed".into(),
+                ))
+            });
+        result.map_err(|rejection| match rejection {
+            AuthRejection::Missing => bad(
+                StatusCode::UNAUTHORIZED,
+                "Unauthorized: send the run token as `Authorization: Bearer <token>`",
+            )
+            .header(header::WWW_AUTHENTICATE, "Bearer"),
+            AuthRejection::Refused(message) => {
+                bad(StatusCode::FORBIDDEN, format!("Forbidden: {message}"))
+            }
+            AuthRejection::Unavailable(message) => {
+                let mut refusal = Refusal::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    RpcError::internal(format!("Service Unavailable: {message}; retry shortly")),
+                );
+                if let Ok(value) =
+                    HeaderValue::from_str(&self.inner.settings.retry_after_secs.to_string())
+                {
+                    refusal.headers.push((header::RETRY_AFTER, value));
+                }
+                refusal
+            }
+        })
+    }
+
+    async fn session_state(
+        &self,
+        headers: &HeaderMap,
+        principal: &B::Principal,
+    ) -> Result<SessionState, Refusal<'static>> {
+        match header_slot(headers, MCP_SESSION_ID) {
+            HeaderSlot::Absent => Ok(SessionState::Missing),
+            HeaderSlot::Malformed => Ok(SessionState::Rejected(SessionRejection::Malformed)),
+            HeaderSlot::Present(id) => {
+                match self
+                    .inner
+                    .codec
+                    .open(&id, principal.session_binding(), now_secs())
+                {
+                    Err(rejection) => Ok(SessionState::Rejected(rejection)),
+                    Ok(claims) => match self.inner.ends.is_ended(&claims.nonce).await {
+                        Ok(true) => Ok(SessionState::Rejected(SessionRejection::Ended)),
+                        Ok(false) => Ok(SessionState::Active(claims.revision)),
+                        Err(e) => {
+                            tracing::error!(error = %e, "session-end store unavailable");
+                            Err(Refusal::new(
+                                StatusCode::SERVICE_UNAVAILABLE,
+                                RpcError::internal(
+                                    "Service Unavailable: session state cannot be checked; retry shortly",
+                                ),
+                            ))
+                        }
+                    },
+                }
+            }
+        }
+    }
+
+    async fn post(
+        &self,
+        req: &HttpRequest,
+        body: web::Payload,
+        summary: &mut Summary,
+    ) -> (u16, HttpResponse) {
+        let headers = req.headers();
+        if !is_json_content_type(headers) {
+            return bad(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "Unsupported Media Type: the body must be `Content-Type: application/json`",
+            )
+            .into_response(summary);
+        }
+        let accept = Accept::parse(headers);
+        if !(accept.json && accept.sse) {
+            return bad(
+                StatusCode::NOT_ACCEPTABLE,
+                "Not Acceptable: the Accept header must list both application/json and text/event-stream",
+            )
+            .into_response(summary);
+        }
+        let bytes = match read_body(headers, body, self.inner.settings.max_body_bytes).await {
+            Ok(bytes) => bytes,
+            Err(refusal) => return refusal.into_response(summary),
+        };
+        let principal = match self.authenticate(req).await {
+            Ok(principal) => principal,
+            Err(refusal) => return refusal.id(peek_id(&bytes)).into_response(summary),
+        };
+        let session = match self.session_state(headers, &principal).await {
+            Ok(session) => session,
+            Err(refusal) => return refusal.id(peek_id(&bytes)).into_response(summary),
+        };
+        let request_headers = RequestHeaders {
+            protocol_version: header_slot(headers, MCP_PROTOCOL_VERSION),
+            method: header_slot(headers, MCP_METHOD),
+            name: header_slot(headers, MCP_NAME),
+        };
+        let ctx = Context {
+            principal: &principal,
+            session,
+            headers: Some(&request_headers),
+        };
+        let outcome = self.inner.engine.handle_message(&ctx, &bytes).await;
+        *summary = outcome.summary;
+        let status =
+            StatusCode::from_u16(outcome.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let mut builder = HttpResponse::build(status);
+        if let Some(revision) = outcome.started {
+            match self.start_session(revision, &principal) {
+                Some(value) => {
+                    builder.insert_header((HeaderName::from_static(MCP_SESSION_ID), value));
+                }
+                None => {
+                    return Refusal::new(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        RpcError::internal("Internal error: could not start a session"),
+                    )
+                    .id(peek_id(&bytes))
+                    .into_response(summary);
+                }
+            }
+        }
+        let response = match outcome.body {
+            None => builder.finish(),
+            Some(body) if status == StatusCode::OK && accept.prefers_sse => {
+                // One event carrying the whole response, written as a
+                // single buffer: no chunked trickle for Nagle to delay.
+                let mut event = Vec::with_capacity(body.len() + 24);
+                event.extend_from_slice(b"event: message\ndata: ");
+                event.extend_from_slice(&body);
+                event.extend_from_slice(b"\n\n");
+                builder
+                    .insert_header((header::CONTENT_TYPE, "text/event-stream"))
+                    .insert_header((header::CACHE_CONTROL, "no-cache"))
+                    .insert_header((HeaderName::from_static("x-accel-buffering"), "no"))
+                    .body(event)
+            }
+            Some(body) => builder
+                .insert_header((header::CONTENT_TYPE, "application/json"))
+                .body(body),
+        };
+        (status.as_u16(), response)
+    }
+
+    fn start_session(&self, revision: Revision, principal: &B::Principal) -> Option<HeaderValue> {
+        let id = self
+            .inner
+            .codec
+            .mint(revision, principal.session_binding(), now_secs())?;
+        HeaderValue::from_str(&id).ok()
+    }
+
+    async fn delete(&self, req: &HttpRequest, summary: &mut Summary) -> (u16, HttpResponse) {
+        summary.method = "session/delete";
+        let headers = req.headers();
+        if header_slot(headers, MCP_SESSION_ID) == HeaderSlot::Absent {
+            let modern = matches!(
+                header_slot(headers, MCP_PROTOCOL_VERSION),
+                HeaderSlot::Present(v) if Revision::parse(&v).is_some_and(Revision::is_modern)
+            );
+            return if modern {
+                bad(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    "Method Not Allowed: 2026-07-28 has no sessions to delete",
+                )
+                .header(header::ALLOW, "POST")
+                .into_response(summary)
+            } else {
+                bad(
+                    StatusCode::BAD_REQUEST,
+                    "Bad Request: DELETE ends a session and needs its Mcp-Session-Id header",
+                )
+                .into_response(summary)
+            };
+        }
+        let principal = match self.authenticate(req).await {
+            Ok(principal) => principal,
+            Err(refusal) => return refusal.into_response(summary),
+        };
+        let Some(id) = (match header_slot(headers, MCP_SESSION_ID) {
+            HeaderSlot::Present(id) => Some(id),
+            _ => None,
+        }) else {
+            return bad(
+                StatusCode::NOT_FOUND,
+                "Session not found: this Mcp-Session-Id is unknown",
+            )
+            .into_response(summary);
+        };
+        let claims = match self
+            .inner
+            .codec
+            .open(&id, principal.session_binding(), now_secs())
+        {
+            Ok(claims) => claims,
+            Err(_) => {
+                return bad(
+                    StatusCode::NOT_FOUND,
+                    "Session not found: this Mcp-Session-Id is unknown, expired or already ended",
+                )
+                .into_response(summary);
+            }
+        };
+        let ended = match self.inner.ends.is_ended(&claims.nonce).await {
+            Ok(true) => {
+                return bad(
+                    StatusCode::NOT_FOUND,
+                    "Session not found: this session already ended",
+                )
+                .into_response(summary);
+            }
+            Ok(false) => self.inner.ends.end(claims.nonce, claims.expires_at).await,
+            Err(e) => Err(e),
+        };
+        summary.revision = Some(claims.revision);
+        match ended {
+            Ok(()) => {
+                summary.outcome = "ok";
+                (200, HttpResponse::Ok().finish())
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "session-end store unavailable");
+                let mut refusal = Refusal::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    RpcError::internal(
+                        "Service Unavailable: the session could not be ended; retry shortly",
+                    ),
+                );
+                if let Ok(value) =
+                    HeaderValue::from_str(&self.inner.settings.retry_after_secs.to_string())
+                {
+                    refusal.headers.push((header::RETRY_AFTER, value));
+                }
+                refusal.into_response(summary)
+            }
+        }
+    }
+}
+
+/// The request's id, if the body is a single well-formed message (for
+/// refusals that happen after the body was read).
+fn peek_id(bytes: &[u8]) -> Option<&RawValue> {
+    match validate::parse(bytes) {
+        Ok(Incoming::Single(env)) => match validate::envelope(&env) {
+            Ok(validate::Message::Request { id, .. }) => Some(id),
+            Ok(_) => None,
+            Err(refusal) => refusal.id,
+        },
+        _ => None,
+    }
+}
+
+fn header_slot(headers: &HeaderMap, name: &str) -> HeaderSlot {
+    let mut values = headers.get_all(name);
+    let Some(first) = values.next() else {
+        return HeaderSlot::Absent;
+    };
+    if values.next().is_some() {
+        return HeaderSlot::Malformed;
+    }
+    match first.to_str() {
+        Ok(text)
+            if text
+                .bytes()
+                .all(|b| (0x20..=0x7e).contains(&b) || b == b'\t') =>
+        {
+            HeaderSlot::Present(text.trim().to_owned())
+        }
+        _ => HeaderSlot::Malformed,
+    }
+}
+
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?.trim();
+    let (scheme, token) = value.split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+fn is_json_content_type(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
+}
+
+/// What the client's `Accept` allows, with RFC 9110 wildcards and
+/// `q=0` exclusions.
+#[derive(Debug, Default)]
+struct Accept {
+    json: bool,
+    sse: bool,
+    /// SSE listed explicitly with higher preference (weight, then order)
+    /// than JSON.
+    prefers_sse: bool,
+}
+
+impl Accept {
+    fn parse(headers: &HeaderMap) -> Self {
+        let mut accept = Accept::default();
+        let mut json_rank: Option<(f32, usize)> = None;
+        let mut sse_rank: Option<(f32, usize)> = None;
+        let mut position = 0usize;
+        for value in headers.get_all(header::ACCEPT) {
+            let Ok(value) = value.to_str() else { continue };
+            for range in value.split(',') {
+                position += 1;
+                let mut parts = range.split(';');
+                let media = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+                let q = parts
+                    .filter_map(|p| p.trim().strip_prefix("q="))
+                    .find_map(|q| q.trim().parse::<f32>().ok())
+                    .unwrap_or(1.0);
+                if q <= 0.0 {
+                    continue;
+                }
+                match media.as_str() {
+                    "application/json" => {
+                        accept.json = true;
+                        json_rank.get_or_insert((q, position));
+                    }
+                    "text/event-stream" => {
+                        accept.sse = true;
+                        sse_rank.get_or_insert((q, position));
+                    }
+                    "application/*" => accept.json = true,
+                    "text/*" => accept.sse = true,
+                    "*/*" => {
+                        accept.json = true;
+                        accept.sse = true;
+                    }
+                    _ => {}
+                }
+            }
+        }
+        accept.prefers_sse = match (sse_rank, json_rank) {
+            (Some(_), None) => true,
+            (Some((sq, sp)), Some((jq, jp))) => sq > jq || (sq == jq && sp < jp),
+            _ => false,
+        };
+        accept
+    }
+}
+
+/// Reads at most `limit` bytes, refusing early on a larger
+/// `Content-Length` and while streaming otherwise.
+async fn read_body(
+    headers: &HeaderMap,
+    mut payload: web::Payload,
+    limit: usize,
+) -> Result<BytesMut, Refusal<'static>> {
+    let too_large = || {
+        bad(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("Payload Too Large: messages are limited to {limit} bytes"),
+        )
+    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|len| len > limit as u64) {
+        return Err(too_large());
+    }
+    let mut buf = BytesMut::with_capacity(declared.map_or(0, |len| len as usize).min(limit));
+    while let Some(chunk) = payload.next().await {
+        let chunk = chunk.map_err(|_| {
+            bad(
+                StatusCode::BAD_REQUEST,
+                "Bad Request: the body could not be read",
+            )
+        })?;
+        if buf.len() + chunk.len() > limit {
+            return Err(too_large());
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    Ok(buf)
+}
+
+/// `Origin` check: loopback origins (a page served by this machine, as the
+/// conformance suite's DNS-rebinding scenario sends) and listed origins.
+fn origin_allowed(origin: &str, allowed: &[String]) -> bool {
+    let origin = origin.trim().trim_end_matches('/');
+    if allowed.iter().any(|entry| {
+        entry
+            .trim()
+            .trim_end_matches('/')
+            .eq_ignore_ascii_case(origin)
+    }) {
+        return true;
+    }
+    let Some((scheme, host)) = origin.split_once("://") else {
+        return false;
+    };
+    matches!(scheme.to_ascii_lowercase().as_str(), "http" | "https")
+        && !host.contains(['/', '@'])
+        && host_allowed(host, &[])
+}
+
+/// `Host` check: loopback names always, listed hosts (with or without a
+/// port) as configured.
+fn host_allowed(host: &str, allowed: &[String]) -> bool {
+    let host = host.trim().to_ascii_lowercase();
+    let name = if host.starts_with('[') {
+        host.split_once(']')
+            .map_or(host.as_str(), |(name, _)| name)
+            .trim_start_matches('[')
+    } else {
+        host.rsplit_once(':').map_or(host.as_str(), |(name, port)| {
+            if port.bytes().all(|b| b.is_ascii_digit()) {
+                name
+            } else {
+                host.as_str()
+            }
+        })
+    };
+    let loopback = name == "localhost"
+        || name == "::1"
+        || name
+            .parse::<std::net::Ipv4Addr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    loopback
+        || allowed.iter().any(|entry| {
+            let entry = entry.trim().to_ascii_lowercase();
+            entry == host
+                || entry == name
+                || entry.trim_start_matches('[').trim_end_matches(']') == name
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn origins() {
+        let extra = vec!["https://board.example.com".to_owned()];
+        for ok in [
+            "http://localhost:8932",
+            "http://127.0.0.1",
+            "https://[::1]:3000",
+            "https://board.example.com/",
+        ] {
+            assert!(origin_allowed(ok, &extra), "{ok}");
+        }
+        for no in [
+            "http://evil.example.com",
+            "null",
+            "http://localhost.evil.com",
+            "file://localhost",
+            "http://user@evil.com",
+            "http://evil.com/localhost",
+            "",
+        ] {
+            assert!(!origin_allowed(no, &extra), "{no}");
+        }
+    }
+
+    #[test]
+    fn hosts() {
+        let extra = vec!["host.docker.internal".to_owned(), "gw.svc:8080".to_owned()];
+        for ok in [
+            "localhost",
+            "localhost:3000",
+            "127.0.0.1:1",
+            "127.9.9.9",
+            "[::1]:8080",
+            "[::1]",
+            "host.docker.internal:5",
+            "gw.svc:8080",
+        ] {
+            assert!(host_allowed(ok, &extra), "{ok}");
+        }
+        for no in [
+            "evil.example.com",
+            "evil.example.com:80",
+            "gw.svc:9090",
+            "10.0.0.1",
+            "localhost.evil.com",
+            "",
+        ] {
+            assert!(!host_allowed(no, &extra), "{no}");
+        }
+    }
+}

@@ -1,0 +1,195 @@
+//! JSON-RPC 2.0 and MCP wire shapes at the edge.
+//!
+//! Incoming messages are deserialized once into borrowed [`RawValue`]
+//! slices of the request body; only the parts a handler needs are decoded
+//! further (and `arguments` exactly once). Outgoing messages are written
+//! compactly, so a serialized message never contains a raw newline (stdio
+//! framing and SSE `data:` lines rely on that).
+
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+/// JSON-RPC and MCP error codes this crate emits.
+pub mod code {
+    pub const PARSE_ERROR: i64 = -32700;
+    pub const INVALID_REQUEST: i64 = -32600;
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    pub const INVALID_PARAMS: i64 = -32602;
+    pub const INTERNAL_ERROR: i64 = -32603;
+    /// 2026-07-28: HTTP headers missing or not matching the body.
+    pub const HEADER_MISMATCH: i64 = -32020;
+    /// 2026-07-28: the request's protocol version is not served here.
+    pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+}
+
+/// `_meta` keys of the 2026-07-28 per-request envelope.
+pub mod meta_key {
+    pub const PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+    pub const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+    pub const CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+    pub const SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+}
+
+/// A JSON-RPC error object.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RpcError {
+    pub code: i64,
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+}
+
+impl RpcError {
+    pub fn new(code: i64, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            data: None,
+        }
+    }
+
+    pub fn with_data(mut self, data: Value) -> Self {
+        self.data = Some(data);
+        self
+    }
+
+    pub fn parse(message: impl Into<String>) -> Self {
+        Self::new(code::PARSE_ERROR, message)
+    }
+
+    pub fn invalid_request(message: impl Into<String>) -> Self {
+        Self::new(code::INVALID_REQUEST, message)
+    }
+
+    pub fn invalid_params(message: impl Into<String>) -> Self {
+        Self::new(code::INVALID_PARAMS, message)
+    }
+
+    pub fn method_not_found(message: impl Into<String>) -> Self {
+        Self::new(code::METHOD_NOT_FOUND, message)
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(code::INTERNAL_ERROR, message)
+    }
+
+    pub fn header_mismatch(message: impl Into<String>) -> Self {
+        Self::new(code::HEADER_MISMATCH, message)
+    }
+}
+
+/// Deserializes a present field as its raw text, keeping an explicit
+/// `null` (plain `Option` would fold it into "absent").
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&'de RawValue>::deserialize(d).map(Some)
+}
+
+/// The top-level members of one JSON-RPC message, undecoded.
+#[derive(Debug, Deserialize)]
+pub(crate) struct Envelope<'a> {
+    #[serde(default, deserialize_with = "present", borrow)]
+    pub jsonrpc: Option<&'a RawValue>,
+    #[serde(default, deserialize_with = "present", borrow)]
+    pub id: Option<&'a RawValue>,
+    #[serde(default, deserialize_with = "present", borrow)]
+    pub method: Option<&'a RawValue>,
+    #[serde(default, deserialize_with = "present", borrow)]
+    pub params: Option<&'a RawValue>,
+    #[serde(default, deserialize_with = "present", borrow)]
+    pub result: Option<&'a RawValue>,
+    #[serde(default, deserialize_with = "present", borrow)]
+    pub error: Option<&'a RawValue>,
+}
+
+/// The `params` members any served method reads, undecoded.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct ParamsHead<'a> {
+    #[serde(rename = "_meta", default, deserialize_with = "present", borrow)]
+    pub meta: Option<&'a RawValue>,
+    #[serde(default, deserialize_with = "present", borrow)]
+    pub name: Option<&'a RawValue>,
+    #[serde(default, deserialize_with = "present", borrow)]
+    pub arguments: Option<&'a RawValue>,
+    #[serde(default, deserialize_with = "present", borrow)]
+    pub cursor: Option<&'a RawValue>,
+    #[serde(
+        rename = "protocolVersion",
+        default,
+        deserialize_with = "present",
+        borrow
+    )]
+    pub protocol_version: Option<&'a RawValue>,
+    #[serde(default, deserialize_with = "present", borrow)]
+    pub capabilities: Option<&'a RawValue>,
+    #[serde(rename = "clientInfo", default, deserialize_with = "present", borrow)]
+    pub client_info: Option<&'a RawValue>,
+    #[serde(default, deserialize_with = "present", borrow)]
+    pub level: Option<&'a RawValue>,
+}
+
+/// The 2026-07-28 `_meta` envelope members, undecoded.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct MetaHead<'a> {
+    #[serde(
+        rename = "io.modelcontextprotocol/protocolVersion",
+        default,
+        deserialize_with = "present",
+        borrow
+    )]
+    pub protocol_version: Option<&'a RawValue>,
+    #[serde(
+        rename = "io.modelcontextprotocol/clientCapabilities",
+        default,
+        deserialize_with = "present",
+        borrow
+    )]
+    pub client_capabilities: Option<&'a RawValue>,
+    #[serde(
+        rename = "io.modelcontextprotocol/clientInfo",
+        default,
+        deserialize_with = "present",
+        borrow
+    )]
+    pub client_info: Option<&'a RawValue>,
+}
+
+/// What a successful handler produced: the serialized `result` member.
+pub(crate) type ResultJson = Vec<u8>;
+
+/// Writes `{"jsonrpc":"2.0","id":<id>,"result":<result>}`.
+pub(crate) fn write_result(out: &mut Vec<u8>, id: &RawValue, result: &[u8]) {
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    out.extend_from_slice(id.get().as_bytes());
+    out.extend_from_slice(b",\"result\":");
+    out.extend_from_slice(result);
+    out.push(b'}');
+}
+
+/// Writes `{"jsonrpc":"2.0","id":<id or null>,"error":{...}}`.
+pub(crate) fn write_error(out: &mut Vec<u8>, id: Option<&RawValue>, error: &RpcError) {
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    match id {
+        Some(id) => out.extend_from_slice(id.get().as_bytes()),
+        None => out.extend_from_slice(b"null"),
+    }
+    out.extend_from_slice(b",\"error\":");
+    if serde_json::to_writer(&mut *out, error).is_err() {
+        // Serializing a code, a string and a JSON value cannot fail; this
+        // keeps the message well-formed even if that ever changed.
+        out.extend_from_slice(b"{\"code\":-32603,\"message\":\"internal error\"}");
+    }
+    out.push(b'}');
+}
+
+/// A complete error response as bytes.
+pub(crate) fn error_response(id: Option<&RawValue>, error: &RpcError) -> Vec<u8> {
+    let mut out = Vec::with_capacity(96 + error.message.len());
+    write_error(&mut out, id, error);
+    out
+}
+
+/// A JSON object key (or any string) as a JSON string literal.
+pub(crate) fn json_string(text: &str) -> String {
+    Value::String(text.to_owned()).to_string()
+}
