@@ -90,6 +90,25 @@ pub struct ToolCall<'a> {
     pub raw_arguments: &'a [u8],
 }
 
+/// Why the protocol layer refused a `tools/call` before it reached
+/// [`ToolBackend::call_tool`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefusalKind {
+    /// The tool is not in this caller's [`ToolBackend::tools`].
+    NotListed,
+    /// The arguments violate the tool's `inputSchema`.
+    InvalidArguments,
+}
+
+/// A `tools/call` the protocol layer refused, for backends that account
+/// for every call (audit trails).
+#[derive(Debug)]
+pub struct RefusedCall<'a> {
+    pub name: &'a str,
+    pub raw_arguments: &'a [u8],
+    pub kind: RefusalKind,
+}
+
 /// A tool's answer. `is_error` marks a tool execution error (bad
 /// arguments, conflict, unavailable board): the agent sees it and can act.
 #[derive(Debug, Clone)]
@@ -130,4 +149,12 @@ pub trait ToolBackend: Send + Sync + 'static {
     /// `minItems`/`maxItems`, `uniqueItems`). A panic here is answered
     /// with `-32603`.
     async fn call_tool(&self, principal: &Self::Principal, call: ToolCall<'_>) -> ToolOutput;
+
+    /// Told about every `tools/call` the protocol layer refused itself, so
+    /// the backend can audit it. For [`RefusalKind::NotListed`], a returned
+    /// message replaces the generic "unknown tool" text (e.g. to name the
+    /// missing permission). Must not block.
+    fn call_refused(&self, _principal: &Self::Principal, _call: RefusedCall<'_>) -> Option<String> {
+        None
+    }
 }

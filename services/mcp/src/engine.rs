@@ -17,7 +17,7 @@ use futures_util::FutureExt;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::backend::{ToolBackend, ToolCall, ToolOutput};
+use crate::backend::{RefusalKind, RefusedCall, ToolBackend, ToolCall, ToolOutput};
 use crate::render;
 use crate::revision::Revision;
 use crate::session::SessionRejection;
@@ -516,15 +516,33 @@ impl<B: ToolBackend> Engine<B> {
         summary: &mut Summary,
     ) -> Answer {
         let set = self.backend.tools(ctx.principal);
+        let raw_bytes = raw_arguments.map_or(b"{}".as_slice(), |raw| raw.get().as_bytes());
         let Some(tool) = set.get(name) else {
-            return Err(RpcError::invalid_params(format!(
-                "Invalid params: unknown tool {}: it is not one of this caller's tools (see tools/list)",
-                wire::json_string(name)
-            )));
+            let refused = RefusedCall {
+                name,
+                raw_arguments: raw_bytes,
+                kind: RefusalKind::NotListed,
+            };
+            let message = match self.backend.call_refused(ctx.principal, refused) {
+                Some(reason) => format!("Invalid params: {reason}"),
+                None => format!(
+                    "Invalid params: unknown tool {}: it is not one of this caller's tools (see tools/list)",
+                    wire::json_string(name)
+                ),
+            };
+            return Err(RpcError::invalid_params(message));
         };
         summary.tool = Some(tool.name.clone());
         let arguments = Value::Object(validate::decode_arguments(raw_arguments)?);
         if let Err(violation) = validate::schema(&tool.input_schema, &arguments) {
+            self.backend.call_refused(
+                ctx.principal,
+                RefusedCall {
+                    name: &tool.name,
+                    raw_arguments: raw_bytes,
+                    kind: RefusalKind::InvalidArguments,
+                },
+            );
             let message = format!(
                 "Invalid arguments for tool `{}`: {violation}. Fix the arguments and call the tool again.",
                 tool.name
@@ -552,7 +570,7 @@ impl<B: ToolBackend> Engine<B> {
         let call = ToolCall {
             name: &tool.name,
             arguments: &arguments,
-            raw_arguments: raw_arguments.map_or(b"{}".as_slice(), |raw| raw.get().as_bytes()),
+            raw_arguments: raw_bytes,
         };
         let output = match AssertUnwindSafe(self.backend.call_tool(ctx.principal, call))
             .catch_unwind()

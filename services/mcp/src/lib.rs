@@ -23,7 +23,8 @@ mod validate;
 mod wire;
 
 pub use backend::{
-    AuthRejection, Principal, ServerIdentity, ToolBackend, ToolCall, ToolDef, ToolOutput, ToolSet,
+    AuthRejection, Principal, RefusalKind, RefusedCall, ServerIdentity, ToolBackend, ToolCall,
+    ToolDef, ToolOutput, ToolSet,
 };
 pub use engine::{Context, Engine, Outcome, SessionState, Summary};
 pub use error::McpError;

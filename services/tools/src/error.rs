@@ -1,0 +1,170 @@
+//! Why a tool call failed. Every variant becomes a tool execution error
+//! (`isError: true`) whose text is [`ToolsError`]'s `Display`: written for
+//! the model that made the call, naming what to fix or whether to retry.
+
+use corkboard_board::{AuditOutcome, Capability, IssueId, StoreError, ValidationError};
+use std::time::Duration;
+use thiserror::Error;
+
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ToolsError {
+    /// The transport only forwards names it listed, so this means the tool
+    /// set and the dispatcher disagree.
+    #[error("unknown tool {0:?}; call tools/list to see the board's tools")]
+    UnknownTool(String),
+
+    #[error(
+        "{tool} needs the {missing} capability, which this run's grant does not have \
+         (the grant allows: {allowed}); ask whoever started the run for a grant with {missing}"
+    )]
+    Denied {
+        tool: &'static str,
+        missing: Capability,
+        allowed: String,
+    },
+
+    #[error("invalid argument `{field}`: {reason}")]
+    InvalidArgument { field: String, reason: String },
+
+    #[error(
+        "update_issue needs at least one of title, body, state, labels or priority to change; \
+         nothing was written"
+    )]
+    NothingToUpdate,
+
+    #[error(
+        "issue {0} not found on this board; quote issue ids exactly as create_issue or \
+         list_issues returned them (iss_ followed by 26 characters)"
+    )]
+    IssueNotFound(IssueId),
+
+    /// A store `NotFound` about something other than the issue named in the call.
+    #[error("{0} not found")]
+    NotFound(String),
+
+    #[error(
+        "version conflict on issue {id}: you sent expected_version={expected} but the issue is \
+         now at version {actual} because it changed after you read it; nothing was written. \
+         Re-read the issue with get_issue and retry with expected_version={actual} if your \
+         change still applies"
+    )]
+    VersionConflict {
+        id: IssueId,
+        expected: u64,
+        actual: u64,
+    },
+
+    #[error(
+        "idempotency_key was already used by this run for a different request; nothing was \
+         written. Resend the original arguments unchanged to get the original result, or use \
+         a new key for a new request"
+    )]
+    IdempotencyConflict,
+
+    #[error("board unavailable: {reason} (retryable; try again in a few seconds)")]
+    Unavailable { reason: String },
+
+    #[error(
+        "board unavailable: the board did not answer within {}s (retryable; try again in a \
+         few seconds). A write may or may not have been applied: re-read before repeating an \
+         update, and repeat create_issue or add_comment only with the same idempotency_key",
+        .after.as_secs_f64()
+    )]
+    Timeout { after: Duration },
+
+    /// The detail goes to the operator's log, not to the agent.
+    #[error("internal board error; the operator's logs have the details")]
+    Internal { detail: String },
+}
+
+impl ToolsError {
+    /// The outcome recorded in the audit trail.
+    pub fn outcome(&self) -> AuditOutcome {
+        match self {
+            Self::Denied { .. } => AuditOutcome::Denied,
+            Self::Unavailable { .. } | Self::Timeout { .. } => AuditOutcome::Unavailable,
+            Self::UnknownTool(_)
+            | Self::InvalidArgument { .. }
+            | Self::NothingToUpdate
+            | Self::IssueNotFound(_)
+            | Self::NotFound(_)
+            | Self::VersionConflict { .. }
+            | Self::IdempotencyConflict
+            | Self::Internal { .. } => AuditOutcome::ToolError,
+        }
+    }
+
+    /// Maps a store answer, given the issue the call was about (if any) so
+    /// messages can name it.
+    pub fn from_store(err: StoreError, issue: Option<&IssueId>) -> Self {
+        match (err, issue) {
+            (StoreError::NotFound { .. }, Some(id)) => Self::IssueNotFound(id.clone()),
+            (StoreError::NotFound { what }, None) => Self::NotFound(what),
+            (StoreError::VersionConflict { expected, actual }, Some(id)) => Self::VersionConflict {
+                id: id.clone(),
+                expected,
+                actual,
+            },
+            (StoreError::VersionConflict { expected, actual }, None) => Self::Internal {
+                detail: format!(
+                    "version conflict (expected {expected}, actual {actual}) without an issue"
+                ),
+            },
+            (StoreError::IdempotencyConflict, _) => Self::IdempotencyConflict,
+            (StoreError::Invalid(err), _) => err.into(),
+            (StoreError::Unavailable { reason }, _) => Self::Unavailable { reason },
+            (StoreError::Internal(detail), _) => Self::Internal { detail },
+        }
+    }
+}
+
+impl From<ValidationError> for ToolsError {
+    fn from(err: ValidationError) -> Self {
+        Self::InvalidArgument {
+            field: err.field.to_owned(),
+            reason: err.reason,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conflict_text_tells_how_to_recover() {
+        let id = IssueId::generate();
+        let err = ToolsError::from_store(
+            StoreError::VersionConflict {
+                expected: 2,
+                actual: 5,
+            },
+            Some(&id),
+        );
+        let text = err.to_string();
+        assert!(text.contains(id.as_str()), "{text}");
+        assert!(text.contains("expected_version=2"), "{text}");
+        assert!(text.contains("retry with expected_version=5"), "{text}");
+        assert!(text.contains("get_issue"), "{text}");
+        assert_eq!(err.outcome(), AuditOutcome::ToolError);
+    }
+
+    #[test]
+    fn unavailability_is_retryable_and_audited_as_such() {
+        let err = ToolsError::from_store(StoreError::unavailable("disk full"), None);
+        assert_eq!(err.outcome(), AuditOutcome::Unavailable);
+        assert!(err.to_string().starts_with("board unavailable: disk full"));
+        assert!(err.to_string().contains("retryable"));
+        let timeout = ToolsError::Timeout {
+            after: Duration::from_millis(1500),
+        };
+        assert!(timeout.to_string().contains("within 1.5s"), "{timeout}");
+        assert_eq!(timeout.outcome(), AuditOutcome::Unavailable);
+    }
+
+    #[test]
+    fn internal_details_stay_out_of_the_agent_text() {
+        let err = ToolsError::from_store(StoreError::Internal("SQLITE_CORRUPT".into()), None);
+        assert!(!err.to_string().contains("SQLITE"));
+    }
+}

@@ -1,0 +1,23 @@
+//! The board's MCP tools: `create_issue`, `get_issue`, `list_issues`,
+//! `update_issue` and `add_comment`, served through
+//! [`corkboard_mcp::ToolBackend`].
+//!
+//! [`BoardTools`] is the only place where an MCP request meets the board:
+//! it resolves the bearer token to a grant ([`ResolvedGrant`]), shows and
+//! allows only the tools the grant's capabilities cover, parses arguments
+//! into domain types, takes the tenant and author from the grant alone
+//! (no tool has a tenant argument), bounds every store call with a timeout,
+//! and leaves one [`AuditRecord`](corkboard_board::AuditRecord) per call.
+
+#![forbid(unsafe_code)]
+
+mod args;
+mod audit;
+mod defs;
+mod error;
+mod service;
+
+pub use audit::{AuditSink, MemoryAuditSink, NoopAuditSink};
+pub use defs::{BoardTool, tool_set};
+pub use error::ToolsError;
+pub use service::{BoardTools, DEFAULT_STORE_TIMEOUT, ResolvedGrant, server_identity};

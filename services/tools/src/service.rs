@@ -1,0 +1,436 @@
+//! [`BoardTools`]: the board served through [`ToolBackend`].
+
+use crate::args;
+use crate::audit::AuditSink;
+use crate::defs::{BoardTool, tool_set};
+use crate::error::ToolsError;
+use async_trait::async_trait;
+use corkboard_board::{
+    ArgumentsHash, AuditOutcome, AuditRecord, Author, Grant, IssueId, IssueStore, StoreError,
+    Timestamp,
+};
+use corkboard_grants::{RegistryError, RunToken, TokenRegistry};
+use corkboard_mcp::{
+    AuthRejection, Principal, RefusalKind, RefusedCall, ServerIdentity, ToolBackend, ToolCall,
+    ToolOutput, ToolSet,
+};
+use serde_json::{Map, Value};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long a store or registry call may take before the tool answers
+/// "board unavailable" instead of keeping the agent waiting.
+pub const DEFAULT_STORE_TIMEOUT: Duration = Duration::from_secs(5);
+
+const INSTRUCTIONS: &str = "Corkboard is the shared issue board of the team you work for. \
+You are connected as one agent run: the board you see and what you may do on it come from \
+your run's grant, so no tool takes a board or tenant argument, and the tools you see are the \
+ones your grant allows. Typical flow: list_issues to see what exists (and avoid duplicates), \
+get_issue to read one issue with its comments, create_issue to file new work, update_issue \
+to move it between states (inbox, triage, todo, in_progress, blocked, done, closed) or \
+change its labels and priority, add_comment to record progress. Issue ids look like \
+iss_01JD3Z9Q4X8M2N6P7R5S1T0V9W: always quote them exactly as a tool returned them, never \
+shorten, guess or retype them. Pass an idempotency_key to create_issue and add_comment when \
+you might retry, and expected_version to update_issue. An error starting with \"board \
+unavailable\" is temporary: wait a few seconds and retry.";
+
+/// Who the board says it is in `initialize` and `server/discover`.
+pub fn server_identity() -> ServerIdentity {
+    ServerIdentity {
+        name: "corkboard".to_owned(),
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        title: Some("Corkboard".to_owned()),
+        instructions: Some(INSTRUCTIONS.to_owned()),
+    }
+}
+
+/// The principal of an MCP request: the grant its run token resolved to.
+/// Every board operation takes its tenant and author from here.
+#[derive(Debug, Clone)]
+pub struct ResolvedGrant {
+    grant: Arc<Grant>,
+}
+
+impl ResolvedGrant {
+    pub fn new(grant: Grant) -> Self {
+        Self {
+            grant: Arc::new(grant),
+        }
+    }
+
+    pub fn grant(&self) -> &Grant {
+        &self.grant
+    }
+
+    fn author(&self) -> Author {
+        Author {
+            run: self.grant.run.clone(),
+            grant: Some(self.grant.id.clone()),
+        }
+    }
+}
+
+impl Principal for ResolvedGrant {
+    fn session_binding(&self) -> &str {
+        self.grant.id.as_str()
+    }
+}
+
+/// The board's tools over MCP.
+///
+/// Cheap to share behind an `Arc`; to rebind a run to another store or
+/// registry, build a new `BoardTools` and swap the `Arc` as a whole.
+pub struct BoardTools {
+    store: Arc<dyn IssueStore>,
+    registry: Arc<dyn TokenRegistry>,
+    audit: Arc<dyn AuditSink>,
+    store_timeout: Duration,
+    identity: ServerIdentity,
+}
+
+impl std::fmt::Debug for BoardTools {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BoardTools")
+            .field("store_timeout", &self.store_timeout)
+            .field("identity", &self.identity.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl BoardTools {
+    /// The one audit record and the one log event of a tool call. A name
+    /// that is not a board tool is recorded as `unknown`: client-chosen
+    /// strings do not go into the audit trail.
+    #[allow(clippy::too_many_arguments)]
+    fn account(
+        &self,
+        principal: &ResolvedGrant,
+        tool: Option<BoardTool>,
+        at: Timestamp,
+        latency: Duration,
+        outcome: AuditOutcome,
+        raw_arguments: &[u8],
+        issue: Option<IssueId>,
+    ) {
+        let grant = principal.grant();
+        let latency_micros = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
+        let name = tool.map_or("unknown", BoardTool::name);
+        self.audit.record(AuditRecord {
+            at,
+            tenant: grant.tenant.clone(),
+            run: grant.run.clone(),
+            grant: grant.id.clone(),
+            tool: name.to_owned(),
+            outcome,
+            latency_micros,
+            arguments_hash: ArgumentsHash::of(raw_arguments),
+            issue,
+        });
+        tracing::info!(
+            tool = name,
+            tenant = %grant.tenant,
+            run = %grant.run,
+            grant = %grant.id,
+            outcome = outcome.as_str(),
+            latency_us = latency_micros,
+            "tool call"
+        );
+    }
+}
+
+/// What a successful call produced: the structured result and the issue it
+/// touched, for the audit record.
+struct Success {
+    value: Value,
+    issue: Option<IssueId>,
+}
+
+impl BoardTools {
+    pub fn new(
+        store: Arc<dyn IssueStore>,
+        registry: Arc<dyn TokenRegistry>,
+        audit: Arc<dyn AuditSink>,
+    ) -> Self {
+        Self {
+            store,
+            registry,
+            audit,
+            store_timeout: DEFAULT_STORE_TIMEOUT,
+            identity: server_identity(),
+        }
+    }
+
+    /// Bounds every store call, and the registry lookup of
+    /// [`ToolBackend::authenticate`], to `timeout`.
+    pub fn with_store_timeout(mut self, timeout: Duration) -> Self {
+        self.store_timeout = timeout;
+        self
+    }
+
+    pub fn store_timeout(&self) -> Duration {
+        self.store_timeout
+    }
+
+    /// Runs one store call within the timeout, mapping its errors with the
+    /// issue the call is about.
+    async fn bounded<T>(
+        &self,
+        issue: Option<&IssueId>,
+        call: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, ToolsError> {
+        match tokio::time::timeout(self.store_timeout, call).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(err)) => Err(ToolsError::from_store(err, issue)),
+            Err(_elapsed) => Err(ToolsError::Timeout {
+                after: self.store_timeout,
+            }),
+        }
+    }
+
+    async fn execute(
+        &self,
+        principal: &ResolvedGrant,
+        tool: BoardTool,
+        arguments: &Map<String, Value>,
+    ) -> Result<Success, ToolsError> {
+        let grant = principal.grant();
+        if !grant.capabilities.allows(tool.capability()) {
+            return Err(ToolsError::Denied {
+                tool: tool.name(),
+                missing: tool.capability(),
+                allowed: grant.capabilities.to_csv(),
+            });
+        }
+        let tenant = &grant.tenant;
+        match tool {
+            BoardTool::ListIssues => {
+                let query = args::list(arguments)?;
+                let page = self
+                    .bounded(None, self.store.list_issues(tenant, &query))
+                    .await?;
+                Ok(Success {
+                    value: to_json(&page)?,
+                    issue: None,
+                })
+            }
+            BoardTool::GetIssue => {
+                let id = args::get(arguments)?;
+                let issue = self
+                    .bounded(Some(&id), self.store.get_issue(tenant, &id))
+                    .await?;
+                Ok(Success {
+                    value: to_json(&issue)?,
+                    issue: Some(id),
+                })
+            }
+            BoardTool::CreateIssue => {
+                let args::CreateArgs { new, key } = args::create(arguments)?;
+                let created = self
+                    .bounded(
+                        None,
+                        self.store
+                            .create_issue(tenant, &principal.author(), new, key.as_ref()),
+                    )
+                    .await?;
+                let id = created.issue.id.clone();
+                let mut value = to_json(&created.issue)?;
+                insert(&mut value, "replayed", Value::Bool(created.replayed));
+                Ok(Success {
+                    value,
+                    issue: Some(id),
+                })
+            }
+            BoardTool::UpdateIssue => {
+                let args::UpdateArgs {
+                    id,
+                    patch,
+                    expected_version,
+                } = args::update(arguments)?;
+                let issue = self
+                    .bounded(
+                        Some(&id),
+                        self.store
+                            .update_issue(tenant, &id, patch, expected_version),
+                    )
+                    .await?;
+                Ok(Success {
+                    value: to_json(&issue)?,
+                    issue: Some(id),
+                })
+            }
+            BoardTool::AddComment => {
+                let args::CommentArgs { comment, key } = args::comment(arguments)?;
+                let id = comment.issue.clone();
+                let added = self
+                    .bounded(
+                        Some(&id),
+                        self.store
+                            .add_comment(tenant, &principal.author(), comment, key.as_ref()),
+                    )
+                    .await?;
+                let mut value = to_json(&added.issue)?;
+                insert(&mut value, "comment", to_json(&added.comment)?);
+                insert(&mut value, "replayed", Value::Bool(added.replayed));
+                Ok(Success {
+                    value,
+                    issue: Some(id),
+                })
+            }
+        }
+    }
+}
+
+fn to_json<T: serde::Serialize>(value: &T) -> Result<Value, ToolsError> {
+    serde_json::to_value(value).map_err(|err| ToolsError::Internal {
+        detail: format!("result not serialisable: {err}"),
+    })
+}
+
+fn insert(object: &mut Value, key: &str, value: Value) {
+    if let Value::Object(map) = object {
+        map.insert(key.to_owned(), value);
+    }
+}
+
+fn registry_rejection(err: RegistryError) -> AuthRejection {
+    match err {
+        RegistryError::UnknownToken | RegistryError::GrantNotFound => {
+            AuthRejection::Refused("run token unknown".to_owned())
+        }
+        RegistryError::Expired => AuthRejection::Refused("run token expired".to_owned()),
+        RegistryError::Revoked => AuthRejection::Refused("run token revoked".to_owned()),
+        RegistryError::Unavailable(reason) => {
+            AuthRejection::Unavailable(format!("token registry unavailable: {reason}"))
+        }
+        // Anything else means the registry could not give a trustworthy
+        // answer: fail closed, as retryable.
+        other => AuthRejection::Unavailable(format!("token registry unavailable: {other}")),
+    }
+}
+
+#[async_trait]
+impl ToolBackend for BoardTools {
+    type Principal = ResolvedGrant;
+
+    fn identity(&self) -> &ServerIdentity {
+        &self.identity
+    }
+
+    async fn authenticate(&self, bearer: Option<&str>) -> Result<ResolvedGrant, AuthRejection> {
+        let bearer = bearer.ok_or(AuthRejection::Missing)?;
+        let token = RunToken::from_presented(bearer).ok_or_else(|| {
+            AuthRejection::Refused(
+                "run token malformed: expected the cbr_… token printed when the grant was created"
+                    .to_owned(),
+            )
+        })?;
+        let hash = token.hash();
+        let grant = tokio::time::timeout(self.store_timeout, self.registry.resolve(&hash))
+            .await
+            .map_err(|_elapsed| {
+                AuthRejection::Unavailable(format!(
+                    "token registry did not answer within {}s",
+                    self.store_timeout.as_secs_f64()
+                ))
+            })?
+            .map_err(registry_rejection)?;
+        // Registries check expiry too; checking here as well keeps a lagging
+        // backend from extending a grant past its end.
+        if grant.is_expired_at(Timestamp::now()) {
+            return Err(AuthRejection::Refused("run token expired".to_owned()));
+        }
+        Ok(ResolvedGrant::new(grant))
+    }
+
+    fn tools(&self, principal: &ResolvedGrant) -> Arc<ToolSet> {
+        tool_set(&principal.grant().capabilities)
+    }
+
+    fn call_refused(&self, principal: &ResolvedGrant, call: RefusedCall<'_>) -> Option<String> {
+        let tool = BoardTool::from_name(call.name);
+        let (outcome, message) = match (call.kind, tool) {
+            // A board tool the grant does not allow: say which capability.
+            (RefusalKind::NotListed, Some(tool)) => {
+                let caps = &principal.grant().capabilities;
+                let denied = ToolsError::Denied {
+                    tool: tool.name(),
+                    missing: tool.capability(),
+                    allowed: caps.to_csv(),
+                };
+                (AuditOutcome::Denied, Some(denied.to_string()))
+            }
+            (RefusalKind::NotListed, None) => (AuditOutcome::ToolError, None),
+            (RefusalKind::InvalidArguments, _) => (AuditOutcome::ToolError, None),
+        };
+        self.account(
+            principal,
+            tool,
+            Timestamp::now(),
+            Duration::ZERO,
+            outcome,
+            call.raw_arguments,
+            None,
+        );
+        message
+    }
+
+    async fn call_tool(&self, principal: &ResolvedGrant, call: ToolCall<'_>) -> ToolOutput {
+        let started = Instant::now();
+        let at = Timestamp::now();
+        let tool = BoardTool::from_name(call.name);
+        // Known up front so that refused calls are still audited against
+        // the issue they named.
+        let hinted = match tool {
+            Some(BoardTool::GetIssue | BoardTool::UpdateIssue) => {
+                args::issue_hint(call.arguments, "id")
+            }
+            Some(BoardTool::AddComment) => args::issue_hint(call.arguments, "issue_id"),
+            _ => None,
+        };
+        let result = match tool {
+            Some(tool) => self.execute(principal, tool, call.arguments).await,
+            None => Err(ToolsError::UnknownTool(call.name.to_owned())),
+        };
+        let latency = started.elapsed();
+        let (outcome, issue) = match &result {
+            Ok(success) => (AuditOutcome::Ok, success.issue.clone().or(hinted)),
+            Err(err) => (err.outcome(), hinted),
+        };
+        let grant = principal.grant();
+        self.account(
+            principal,
+            tool,
+            at,
+            latency,
+            outcome,
+            call.raw_arguments,
+            issue,
+        );
+        match result {
+            Ok(Success { value, .. }) => ToolOutput {
+                // The JSON as text too, for clients before 2025-06-18 that
+                // only read content blocks.
+                text: value.to_string(),
+                structured: Some(value),
+                is_error: false,
+            },
+            Err(err) => {
+                if let ToolsError::Internal { detail } = &err {
+                    tracing::warn!(
+                        tool = tool.map_or("unknown", BoardTool::name),
+                        tenant = %grant.tenant,
+                        run = %grant.run,
+                        detail = %detail,
+                        "internal board error"
+                    );
+                }
+                ToolOutput {
+                    structured: None,
+                    text: err.to_string(),
+                    is_error: true,
+                }
+            }
+        }
+    }
+}

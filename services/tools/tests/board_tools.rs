@@ -1,0 +1,861 @@
+//! `BoardTools` against the real SQLite store and the in-process registry:
+//! authentication, capability filtering and denial, tenant pinning, every
+//! error mapping, store timeouts, and the audit trail.
+
+use anyhow::{Context, Result, bail, ensure};
+use async_trait::async_trait;
+use corkboard_board::{
+    ArgumentsHash, AuditOutcome, AuditRecord, Author, Capabilities, CommentAdded, Created, Grant,
+    GrantId, IdempotencyKey, Issue, IssueId, IssuePatch, IssueStore, ListQuery, NewComment,
+    NewIssue, Page, RunId, StoreError, TenantId, Timestamp,
+};
+use corkboard_grants::{MemoryRegistry, RegistryError, RunToken, TokenHash, TokenRegistry};
+use corkboard_mcp::{AuthRejection, Principal, ToolBackend, ToolCall, ToolOutput};
+use corkboard_store_sqlite::SqliteStore;
+use corkboard_tools::{BoardTools, MemoryAuditSink, ResolvedGrant};
+use serde_json::{Map, Value, json};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Generous bound on every test, only so a regression hangs no CI job.
+const HANG_GUARD: Duration = Duration::from_secs(60);
+
+async fn guarded<F: Future<Output = Result<()>>>(test: F) -> Result<()> {
+    tokio::time::timeout(HANG_GUARD, test)
+        .await
+        .context("test did not finish in time")?
+}
+
+struct Fixture {
+    tools: BoardTools,
+    registry: Arc<MemoryRegistry>,
+    audit: Arc<MemoryAuditSink>,
+    _dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn new() -> Result<Self> {
+        let dir = tempfile::tempdir()?;
+        let store = SqliteStore::open(&dir.path().join("board.sqlite3"))?;
+        let registry = Arc::new(MemoryRegistry::new());
+        let audit = Arc::new(MemoryAuditSink::new());
+        let tools = BoardTools::new(Arc::new(store), registry.clone(), audit.clone());
+        Ok(Self {
+            tools,
+            registry,
+            audit,
+            _dir: dir,
+        })
+    }
+
+    /// Registers a grant and authenticates its token the way the transport
+    /// does, so every test goes through `authenticate`.
+    async fn principal(&self, tenant: &str, run: &str, caps: &str) -> Result<ResolvedGrant> {
+        let token = self.register(tenant, run, caps, 3_600_000).await?;
+        self.tools
+            .authenticate(Some(token.expose()))
+            .await
+            .map_err(|r| anyhow::anyhow!("authentication refused: {r:?}"))
+    }
+
+    async fn register(
+        &self,
+        tenant: &str,
+        run: &str,
+        caps: &str,
+        ttl_millis: i64,
+    ) -> Result<RunToken> {
+        let grant = grant(tenant, run, caps, ttl_millis)?;
+        let token = RunToken::generate();
+        self.registry.register(&grant, &token.hash()).await?;
+        Ok(token)
+    }
+
+    async fn call(&self, principal: &ResolvedGrant, name: &str, args: Value) -> ToolOutput {
+        call(&self.tools, principal, name, args).await
+    }
+
+    async fn ok(&self, principal: &ResolvedGrant, name: &str, args: Value) -> Result<Value> {
+        let out = self.call(principal, name, args).await;
+        ensure!(!out.is_error, "{name} failed: {}", out.text);
+        let structured = out.structured.context("no structured result")?;
+        // The text block is the same JSON, for clients before 2025-06-18.
+        ensure!(serde_json::from_str::<Value>(&out.text)? == structured);
+        Ok(structured)
+    }
+
+    async fn error(&self, principal: &ResolvedGrant, name: &str, args: Value) -> Result<String> {
+        let out = self.call(principal, name, args).await;
+        ensure!(out.is_error, "{name} unexpectedly succeeded: {}", out.text);
+        ensure!(
+            out.structured.is_none(),
+            "an error carries no structured result"
+        );
+        Ok(out.text)
+    }
+
+    fn last_audit(&self) -> Result<AuditRecord> {
+        self.audit.records().pop().context("no audit record")
+    }
+}
+
+fn grant(tenant: &str, run: &str, caps: &str, ttl_millis: i64) -> Result<Grant> {
+    let now = Timestamp::now();
+    Ok(Grant {
+        id: GrantId::generate(),
+        tenant: TenantId::parse(tenant)?,
+        run: RunId::parse(run)?,
+        capabilities: Capabilities::parse_csv(caps)?,
+        created_at: now,
+        expires_at: now.plus_millis(ttl_millis),
+        created_by: "test".to_owned(),
+    })
+}
+
+async fn call(
+    tools: &BoardTools,
+    principal: &ResolvedGrant,
+    name: &str,
+    args: Value,
+) -> ToolOutput {
+    let raw = serde_json::to_vec(&args).unwrap_or_default();
+    let map = match args {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    };
+    tools
+        .call_tool(
+            principal,
+            ToolCall {
+                name,
+                arguments: &map,
+                raw_arguments: &raw,
+            },
+        )
+        .await
+}
+
+fn names(tools: &BoardTools, principal: &ResolvedGrant) -> Vec<String> {
+    tools
+        .tools(principal)
+        .tools()
+        .iter()
+        .map(|t| t.name.clone())
+        .collect()
+}
+
+const ALL: &str = "issues:read,issues:create,issues:update,comments:write";
+
+#[tokio::test]
+async fn identity_names_the_board_and_its_version() -> Result<()> {
+    let f = Fixture::new()?;
+    let identity = f.tools.identity();
+    assert_eq!(identity.name, "corkboard");
+    assert_eq!(identity.version, env!("CARGO_PKG_VERSION"));
+    assert_eq!(identity.title.as_deref(), Some("Corkboard"));
+    let instructions = identity.instructions.as_deref().unwrap_or_default();
+    assert!(instructions.contains("iss_"), "{instructions}");
+    assert!(instructions.contains("exactly"), "{instructions}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn authentication_resolves_tokens_and_refuses_clearly() -> Result<()> {
+    guarded(async {
+        let f = Fixture::new()?;
+        let principal = f.principal("acme", "run-1", "issues:read").await?;
+        assert_eq!(principal.grant().tenant.as_str(), "acme");
+        assert_eq!(principal.session_binding(), principal.grant().id.as_str());
+
+        assert_eq!(f.tools.authenticate(None).await.err(), Some(AuthRejection::Missing));
+        let malformed = f.tools.authenticate(Some("hunter2")).await.err();
+        assert!(
+            matches!(&malformed, Some(AuthRejection::Refused(m)) if m.contains("malformed") && !m.contains("hunter2")),
+            "{malformed:?}"
+        );
+        let unknown = RunToken::generate();
+        assert_eq!(
+            f.tools.authenticate(Some(unknown.expose())).await.err(),
+            Some(AuthRejection::Refused("run token unknown".into()))
+        );
+        let expired = f.register("acme", "run-2", "issues:read", -1).await?;
+        assert_eq!(
+            f.tools.authenticate(Some(expired.expose())).await.err(),
+            Some(AuthRejection::Refused("run token expired".into()))
+        );
+        // Revocation as a registry that remembers it reports it.
+        let token = RunToken::generate();
+        for (err, expected) in [
+            (
+                RegistryError::Revoked,
+                AuthRejection::Refused("run token revoked".into()),
+            ),
+            (
+                RegistryError::Unavailable("redis down".into()),
+                AuthRejection::Unavailable("token registry unavailable: redis down".into()),
+            ),
+        ] {
+            let tools = BoardTools::new(
+                Arc::new(FailingStore(StoreError::unavailable("unused"))),
+                Arc::new(FixedRegistry(err)),
+                Arc::new(MemoryAuditSink::new()),
+            );
+            assert_eq!(tools.authenticate(Some(token.expose())).await.err(), Some(expected));
+        }
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_registry_that_never_answers_is_unavailable_not_a_hang() -> Result<()> {
+    guarded(async {
+        let tools = BoardTools::new(
+            Arc::new(FailingStore(StoreError::unavailable("unused"))),
+            Arc::new(HangingRegistry),
+            Arc::new(MemoryAuditSink::new()),
+        )
+        .with_store_timeout(Duration::from_millis(100));
+        let rejection = tools.authenticate(Some(RunToken::generate().expose())).await;
+        assert!(
+            matches!(&rejection, Err(AuthRejection::Unavailable(m)) if m.contains("did not answer")),
+            "{rejection:?}"
+        );
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn tools_list_follows_capabilities_and_other_calls_are_denied() -> Result<()> {
+    guarded(async {
+        let f = Fixture::new()?;
+        for (caps, expected) in [
+            ("issues:read", vec!["list_issues", "get_issue"]),
+            ("issues:create", vec!["create_issue"]),
+            ("issues:update", vec!["update_issue"]),
+            ("comments:write", vec!["add_comment"]),
+            (
+                "issues:read,comments:write",
+                vec!["list_issues", "get_issue", "add_comment"],
+            ),
+            (
+                ALL,
+                vec![
+                    "list_issues",
+                    "get_issue",
+                    "create_issue",
+                    "update_issue",
+                    "add_comment",
+                ],
+            ),
+        ] {
+            let p = f.principal("acme", "run-1", caps).await?;
+            assert_eq!(names(&f.tools, &p), expected, "{caps}");
+        }
+        // The same capability set shares one tool set.
+        let a = f.principal("acme", "a", "issues:read").await?;
+        let b = f.principal("other", "b", "issues:read").await?;
+        assert!(Arc::ptr_eq(&f.tools.tools(&a), &f.tools.tools(&b)));
+
+        let reader = f.principal("acme", "reader", "issues:read").await?;
+        let text = f
+            .error(&reader, "create_issue", json!({"title": "not allowed"}))
+            .await?;
+        assert!(text.contains("issues:create"), "{text}");
+        assert!(
+            text.contains("issues:read"),
+            "the text names what the grant allows: {text}"
+        );
+        let record = f.last_audit()?;
+        assert_eq!(record.outcome, AuditOutcome::Denied);
+        assert_eq!(record.tool, "create_issue");
+        let page = f.ok(&reader, "list_issues", json!({})).await?;
+        assert_eq!(
+            page["issues"],
+            json!([]),
+            "a denied create must write nothing"
+        );
+
+        let writer = f.principal("acme", "writer", "issues:create").await?;
+        let text = f.error(&writer, "list_issues", json!({})).await?;
+        assert!(text.contains("issues:read"), "{text}");
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn the_full_flow_pins_tenant_and_author_to_the_grant() -> Result<()> {
+    guarded(async {
+        let f = Fixture::new()?;
+        let p = f.principal("acme", "run-7", ALL).await?;
+        let created = f
+            .ok(
+                &p,
+                "create_issue",
+                json!({
+                    "title": "Flaky test in CI", "body": "Fails one run in ten.",
+                    "state": "todo", "labels": ["ci", "bug"], "priority": "high",
+                    "idempotency_key": "create-1"
+                }),
+            )
+            .await?;
+        let id = created["id"].as_str().context("id")?.to_owned();
+        assert!(IssueId::parse(&id).is_ok(), "{id}");
+        assert_eq!(created["tenant"], "acme");
+        assert_eq!(created["author"]["run"], "run-7");
+        assert_eq!(created["author"]["grant"], p.grant().id.as_str());
+        assert_eq!(created["version"], 1);
+        assert_eq!(created["replayed"], false);
+        assert_eq!(created["labels"], json!(["bug", "ci"]));
+        assert_eq!(created["comments"], json!([]));
+        // The shape is the domain's Issue, plus `replayed`.
+        let mut as_issue = created.clone();
+        as_issue
+            .as_object_mut()
+            .context("object")?
+            .remove("replayed");
+        let issue: Issue = serde_json::from_value(as_issue)?;
+        assert_eq!(issue.id.as_str(), id);
+
+        let replay = f
+            .ok(
+                &p,
+                "create_issue",
+                json!({
+                    "title": "Flaky test in CI", "body": "Fails one run in ten.",
+                    "state": "todo", "labels": ["ci", "bug"], "priority": "high",
+                    "idempotency_key": "create-1"
+                }),
+            )
+            .await?;
+        assert_eq!(replay["id"], id.as_str());
+        assert_eq!(replay["replayed"], true);
+        let conflict = f
+            .error(
+                &p,
+                "create_issue",
+                json!({"title": "Another issue", "idempotency_key": "create-1"}),
+            )
+            .await?;
+        assert!(conflict.contains("idempotency_key"), "{conflict}");
+        assert!(conflict.contains("nothing was"), "{conflict}");
+
+        let got = f.ok(&p, "get_issue", json!({"id": id})).await?;
+        assert_eq!(got["title"], "Flaky test in CI");
+
+        let page = f
+            .ok(
+                &p,
+                "list_issues",
+                json!({"states": ["todo"], "labels": ["ci", "bug"], "text": "FLAKY", "limit": 5}),
+            )
+            .await?;
+        assert_eq!(page["issues"][0]["id"], id.as_str());
+        assert_eq!(page["next_cursor"], Value::Null);
+
+        let updated = f
+            .ok(
+                &p,
+                "update_issue",
+                json!({"id": id, "state": "in_progress", "expected_version": 1}),
+            )
+            .await?;
+        assert_eq!(updated["state"], "in_progress");
+        assert_eq!(updated["version"], 2);
+
+        let commented = f
+            .ok(
+                &p,
+                "add_comment",
+                json!({"issue_id": id, "body": "Bisecting now.", "idempotency_key": "c-1"}),
+            )
+            .await?;
+        assert_eq!(commented["replayed"], false);
+        assert_eq!(commented["comments"][0]["body"], "Bisecting now.");
+        assert_eq!(commented["comment"]["author"]["run"], "run-7");
+        let again = f
+            .ok(
+                &p,
+                "add_comment",
+                json!({"issue_id": id, "body": "Bisecting now.", "idempotency_key": "c-1"}),
+            )
+            .await?;
+        assert_eq!(again["replayed"], true);
+        assert_eq!(again["comment"]["id"], commented["comment"]["id"]);
+        assert_eq!(again["comments"].as_array().map(Vec::len), Some(1));
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn paging_walks_every_issue_once() -> Result<()> {
+    guarded(async {
+        let f = Fixture::new()?;
+        let p = f.principal("acme", "run-1", ALL).await?;
+        let mut created = Vec::new();
+        for i in 0..5 {
+            let issue = f
+                .ok(&p, "create_issue", json!({"title": format!("issue {i}")}))
+                .await?;
+            created.push(issue["id"].clone());
+        }
+        let mut seen = Vec::new();
+        let mut cursor = Value::Null;
+        loop {
+            let mut args = json!({"limit": 2});
+            if !cursor.is_null() {
+                args["cursor"] = cursor.clone();
+            }
+            let page = f.ok(&p, "list_issues", args).await?;
+            seen.extend(
+                page["issues"]
+                    .as_array()
+                    .context("issues")?
+                    .iter()
+                    .map(|i| i["id"].clone()),
+            );
+            cursor = page["next_cursor"].clone();
+            if cursor.is_null() {
+                break;
+            }
+            ensure!(seen.len() < 10, "paging does not end");
+        }
+        // Newest first means by id, descending (ids are ULIDs; two made in
+        // the same millisecond have no creation order to respect).
+        let mut expected: Vec<String> = created
+            .iter()
+            .filter_map(|v| v.as_str().map(str::to_owned))
+            .collect();
+        expected.sort_unstable_by(|a, b| b.cmp(a));
+        let seen: Vec<String> = seen
+            .iter()
+            .filter_map(|v| v.as_str().map(str::to_owned))
+            .collect();
+        assert_eq!(seen, expected, "every issue once, newest first");
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn tenants_never_see_each_other() -> Result<()> {
+    guarded(async {
+        let f = Fixture::new()?;
+        let a = f.principal("acme", "run-a", ALL).await?;
+        let b = f.principal("globex", "run-b", ALL).await?;
+        let issue = f
+            .ok(&a, "create_issue", json!({"title": "acme only"}))
+            .await?;
+        let id = issue["id"].as_str().context("id")?;
+
+        let page = f.ok(&b, "list_issues", json!({})).await?;
+        assert_eq!(page["issues"], json!([]));
+        for (tool, args) in [
+            ("get_issue", json!({"id": id})),
+            ("update_issue", json!({"id": id, "title": "hijacked"})),
+            ("add_comment", json!({"issue_id": id, "body": "hijacked"})),
+        ] {
+            let text = f.error(&b, tool, args).await?;
+            assert!(
+                text.contains(&format!("issue {id} not found")),
+                "{tool}: {text}"
+            );
+        }
+        // No argument can choose the tenant: it is not in any schema, and
+        // the parser refuses it by name.
+        let text = f
+            .error(&b, "list_issues", json!({"tenant": "acme"}))
+            .await?;
+        assert!(
+            text.contains("`tenant`") && text.contains("grant"),
+            "{text}"
+        );
+        let text = f
+            .error(&b, "create_issue", json!({"title": "x", "tenant": "acme"}))
+            .await?;
+        assert!(text.contains("`tenant`"), "{text}");
+        for tool in f.tools.tools(&b).tools() {
+            assert!(tool.input_schema["properties"].get("tenant").is_none());
+            assert_eq!(tool.input_schema["additionalProperties"], false);
+        }
+
+        let untouched = f.ok(&a, "get_issue", json!({"id": id})).await?;
+        assert_eq!(untouched["title"], "acme only");
+        assert_eq!(untouched["version"], 1);
+        assert_eq!(untouched["comments"], json!([]));
+        let page = f.ok(&a, "list_issues", json!({})).await?;
+        assert_eq!(page["issues"].as_array().map(Vec::len), Some(1));
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn errors_tell_the_model_what_to_do() -> Result<()> {
+    guarded(async {
+        let f = Fixture::new()?;
+        let p = f.principal("acme", "run-1", ALL).await?;
+        let issue = f.ok(&p, "create_issue", json!({"title": "t"})).await?;
+        let id = issue["id"].as_str().context("id")?;
+        f.ok(&p, "update_issue", json!({"id": id, "state": "triage"}))
+            .await?;
+
+        let stale = f
+            .error(
+                &p,
+                "update_issue",
+                json!({"id": id, "title": "stale", "expected_version": 1}),
+            )
+            .await?;
+        assert!(stale.contains("expected_version=1"), "{stale}");
+        assert!(stale.contains("get_issue"), "{stale}");
+        assert!(stale.contains("retry with expected_version=2"), "{stale}");
+        assert_eq!(f.last_audit()?.outcome, AuditOutcome::ToolError);
+        let unchanged = f.ok(&p, "get_issue", json!({"id": id})).await?;
+        assert_eq!(unchanged["title"], "t");
+
+        let missing = IssueId::generate();
+        let text = f
+            .error(&p, "get_issue", json!({"id": missing.as_str()}))
+            .await?;
+        assert!(
+            text.contains(&format!("issue {missing} not found")),
+            "{text}"
+        );
+
+        for (tool, args, field) in [
+            ("create_issue", json!({"title": ""}), "title"),
+            ("create_issue", json!({"title": "a\nb"}), "title"),
+            (
+                "create_issue",
+                json!({"title": "t", "state": "open"}),
+                "state",
+            ),
+            (
+                "create_issue",
+                json!({"title": "t", "priority": 3}),
+                "priority",
+            ),
+            (
+                "create_issue",
+                json!({"title": "t", "labels": ["Has Space"]}),
+                "labels",
+            ),
+            ("get_issue", json!({"id": "42"}), "id"),
+            ("get_issue", json!({}), "id"),
+            ("list_issues", json!({"limit": 1000}), "limit"),
+            ("list_issues", json!({"cursor": "next"}), "cursor"),
+            (
+                "update_issue",
+                json!({"id": id, "expected_version": 0, "title": "x"}),
+                "expected_version",
+            ),
+            ("add_comment", json!({"issue_id": id, "body": ""}), "body"),
+            (
+                "add_comment",
+                json!({"issue_id": id, "body": "x", "extra": 1}),
+                "extra",
+            ),
+        ] {
+            let text = f.error(&p, tool, args.clone()).await?;
+            assert!(
+                text.starts_with(&format!("invalid argument `{field}`")),
+                "{tool} {args}: {text}"
+            );
+        }
+        let text = f.error(&p, "update_issue", json!({"id": id})).await?;
+        assert!(text.contains("at least one of"), "{text}");
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_store_that_never_answers_is_board_unavailable() -> Result<()> {
+    guarded(async {
+        let audit = Arc::new(MemoryAuditSink::new());
+        let registry = Arc::new(MemoryRegistry::new());
+        let tools = BoardTools::new(Arc::new(HangingStore), registry.clone(), audit.clone())
+            .with_store_timeout(Duration::from_millis(100));
+        let p = ResolvedGrant::new(grant("acme", "run-1", ALL, 3_600_000)?);
+        for (tool, args) in [
+            ("list_issues", json!({})),
+            ("get_issue", json!({"id": IssueId::generate().as_str()})),
+            ("create_issue", json!({"title": "t"})),
+            (
+                "update_issue",
+                json!({"id": IssueId::generate().as_str(), "title": "t"}),
+            ),
+            (
+                "add_comment",
+                json!({"issue_id": IssueId::generate().as_str(), "body": "b"}),
+            ),
+        ] {
+            let out = call(&tools, &p, tool, args).await;
+            assert!(out.is_error, "{tool}");
+            assert!(
+                out.text.starts_with("board unavailable:"),
+                "{tool}: {}",
+                out.text
+            );
+            assert!(out.text.contains("retryable"), "{}", out.text);
+        }
+        let records = audit.records();
+        assert_eq!(records.len(), 5);
+        assert!(
+            records
+                .iter()
+                .all(|r| r.outcome == AuditOutcome::Unavailable)
+        );
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn store_errors_map_to_tool_errors() -> Result<()> {
+    guarded(async {
+        let p = ResolvedGrant::new(grant("acme", "run-1", ALL, 3_600_000)?);
+        let id = IssueId::generate();
+        for (err, expected, outcome) in [
+            (
+                StoreError::unavailable("database is locked"),
+                "board unavailable: database is locked (retryable; try again in a few seconds)",
+                AuditOutcome::Unavailable,
+            ),
+            (
+                StoreError::Internal("SQLITE_CORRUPT at page 7".into()),
+                "internal board error",
+                AuditOutcome::ToolError,
+            ),
+            (
+                StoreError::IdempotencyConflict,
+                "idempotency_key was already used",
+                AuditOutcome::ToolError,
+            ),
+            (
+                StoreError::VersionConflict {
+                    expected: 3,
+                    actual: 4,
+                },
+                "retry with expected_version=4",
+                AuditOutcome::ToolError,
+            ),
+            (
+                StoreError::not_found("issue"),
+                "not found",
+                AuditOutcome::ToolError,
+            ),
+        ] {
+            let audit = Arc::new(MemoryAuditSink::new());
+            let tools = BoardTools::new(
+                Arc::new(FailingStore(err.clone())),
+                Arc::new(MemoryRegistry::new()),
+                audit.clone(),
+            );
+            let out = call(
+                &tools,
+                &p,
+                "update_issue",
+                json!({"id": id.as_str(), "title": "t", "expected_version": 3}),
+            )
+            .await;
+            assert!(out.is_error);
+            assert!(
+                out.text.starts_with(expected) || out.text.contains(expected),
+                "{err:?}: {}",
+                out.text
+            );
+            assert!(
+                !out.text.contains("SQLITE"),
+                "internal details stay in the logs"
+            );
+            let records = audit.records();
+            assert_eq!(records.len(), 1);
+            assert_eq!(records[0].outcome, outcome, "{err:?}");
+            assert_eq!(records[0].issue.as_ref(), Some(&id));
+        }
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn every_call_is_audited_with_a_hash_and_never_the_arguments() -> Result<()> {
+    guarded(async {
+        let f = Fixture::new()?;
+        let p = f
+            .principal("acme", "run-9", "issues:read,issues:create")
+            .await?;
+        let args = json!({"title": "secret-title-4711", "body": "secret-body-4711"});
+        let raw = serde_json::to_vec(&args)?;
+        let created = f.ok(&p, "create_issue", args).await?;
+        let id = IssueId::parse(created["id"].as_str().context("id")?)?;
+        f.ok(&p, "get_issue", json!({"id": id.as_str()})).await?;
+        f.ok(&p, "list_issues", json!({"text": "secret"})).await?;
+        f.error(
+            &p,
+            "update_issue",
+            json!({"id": id.as_str(), "title": "secret-update"}),
+        )
+        .await?;
+        f.error(&p, "create_issue", json!({"title": ""})).await?;
+
+        let records = f.audit.records();
+        let summary: Vec<(&str, AuditOutcome, Option<&IssueId>)> = records
+            .iter()
+            .map(|r| (r.tool.as_str(), r.outcome, r.issue.as_ref()))
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                ("create_issue", AuditOutcome::Ok, Some(&id)),
+                ("get_issue", AuditOutcome::Ok, Some(&id)),
+                ("list_issues", AuditOutcome::Ok, None),
+                ("update_issue", AuditOutcome::Denied, Some(&id)),
+                ("create_issue", AuditOutcome::ToolError, None),
+            ]
+        );
+        assert_eq!(records[0].arguments_hash, ArgumentsHash::of(&raw));
+        assert_ne!(records[0].arguments_hash, records[4].arguments_hash);
+        for record in &records {
+            assert_eq!(record.tenant.as_str(), "acme");
+            assert_eq!(record.run.as_str(), "run-9");
+            assert_eq!(&record.grant, &p.grant().id);
+            let json = serde_json::to_string(record)?;
+            if json.contains("secret") {
+                bail!("an audit record carries argument text: {json}");
+            }
+        }
+        Ok(())
+    })
+    .await
+}
+
+/// A registry that answers every lookup with one error.
+struct FixedRegistry(RegistryError);
+
+#[async_trait]
+impl TokenRegistry for FixedRegistry {
+    async fn register(&self, _: &Grant, _: &TokenHash) -> Result<(), RegistryError> {
+        Ok(())
+    }
+    async fn resolve(&self, _: &TokenHash) -> Result<Grant, RegistryError> {
+        Err(self.0.clone())
+    }
+    async fn revoke(&self, _: &GrantId) -> Result<bool, RegistryError> {
+        Ok(false)
+    }
+    async fn revoke_run(&self, _: &TenantId, _: &RunId) -> Result<Vec<GrantId>, RegistryError> {
+        Ok(Vec::new())
+    }
+    async fn check(&self) -> Result<(), RegistryError> {
+        Ok(())
+    }
+}
+
+/// A registry whose lookups never finish (a backend that stopped answering).
+struct HangingRegistry;
+
+#[async_trait]
+impl TokenRegistry for HangingRegistry {
+    async fn register(&self, _: &Grant, _: &TokenHash) -> Result<(), RegistryError> {
+        Ok(())
+    }
+    async fn resolve(&self, _: &TokenHash) -> Result<Grant, RegistryError> {
+        std::future::pending().await
+    }
+    async fn revoke(&self, _: &GrantId) -> Result<bool, RegistryError> {
+        Ok(false)
+    }
+    async fn revoke_run(&self, _: &TenantId, _: &RunId) -> Result<Vec<GrantId>, RegistryError> {
+        Ok(Vec::new())
+    }
+    async fn check(&self) -> Result<(), RegistryError> {
+        Ok(())
+    }
+}
+
+/// A store whose calls never finish.
+struct HangingStore;
+
+#[async_trait]
+impl IssueStore for HangingStore {
+    async fn create_issue(
+        &self,
+        _: &TenantId,
+        _: &Author,
+        _: NewIssue,
+        _: Option<&IdempotencyKey>,
+    ) -> Result<Created, StoreError> {
+        std::future::pending().await
+    }
+    async fn get_issue(&self, _: &TenantId, _: &IssueId) -> Result<Issue, StoreError> {
+        std::future::pending().await
+    }
+    async fn list_issues(&self, _: &TenantId, _: &ListQuery) -> Result<Page, StoreError> {
+        std::future::pending().await
+    }
+    async fn update_issue(
+        &self,
+        _: &TenantId,
+        _: &IssueId,
+        _: IssuePatch,
+        _: Option<u64>,
+    ) -> Result<Issue, StoreError> {
+        std::future::pending().await
+    }
+    async fn add_comment(
+        &self,
+        _: &TenantId,
+        _: &Author,
+        _: NewComment,
+        _: Option<&IdempotencyKey>,
+    ) -> Result<CommentAdded, StoreError> {
+        std::future::pending().await
+    }
+}
+
+/// A store that answers every call with one error.
+struct FailingStore(StoreError);
+
+#[async_trait]
+impl IssueStore for FailingStore {
+    async fn create_issue(
+        &self,
+        _: &TenantId,
+        _: &Author,
+        _: NewIssue,
+        _: Option<&IdempotencyKey>,
+    ) -> Result<Created, StoreError> {
+        Err(self.0.clone())
+    }
+    async fn get_issue(&self, _: &TenantId, _: &IssueId) -> Result<Issue, StoreError> {
+        Err(self.0.clone())
+    }
+    async fn list_issues(&self, _: &TenantId, _: &ListQuery) -> Result<Page, StoreError> {
+        Err(self.0.clone())
+    }
+    async fn update_issue(
+        &self,
+        _: &TenantId,
+        _: &IssueId,
+        _: IssuePatch,
+        _: Option<u64>,
+    ) -> Result<Issue, StoreError> {
+        Err(self.0.clone())
+    }
+    async fn add_comment(
+        &self,
+        _: &TenantId,
+        _: &Author,
+        _: NewComment,
+        _: Option<&IdempotencyKey>,
+    ) -> Result<CommentAdded, StoreError> {
+        Err(self.0.clone())
+    }
+}
