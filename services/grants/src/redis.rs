@@ -169,6 +169,18 @@ impl fmt::Debug for RedisRegistry {
     }
 }
 
+fn stats_of(shared: &Shared) -> RegistryStats {
+    let c = &shared.counters;
+    RegistryStats {
+        cache_hits: c.cache_hits.load(Ordering::Relaxed),
+        cache_misses: c.cache_misses.load(Ordering::Relaxed),
+        redis_errors: c.redis_errors.load(Ordering::Relaxed),
+        invalidations_received: c.invalidations.load(Ordering::Relaxed),
+        cache_entries: shared.cache.len() as u64,
+        subscribed: shared.cache.epoch().is_some(),
+    }
+}
+
 impl Drop for RedisRegistry {
     fn drop(&mut self) {
         self.subscriber.abort();
@@ -220,15 +232,14 @@ impl RedisRegistry {
     }
 
     pub fn stats(&self) -> RegistryStats {
-        let c = &self.shared.counters;
-        RegistryStats {
-            cache_hits: c.cache_hits.load(Ordering::Relaxed),
-            cache_misses: c.cache_misses.load(Ordering::Relaxed),
-            redis_errors: c.redis_errors.load(Ordering::Relaxed),
-            invalidations_received: c.invalidations.load(Ordering::Relaxed),
-            cache_entries: self.shared.cache.len() as u64,
-            subscribed: self.shared.cache.epoch().is_some(),
-        }
+        stats_of(&self.shared)
+    }
+
+    /// A reader of [`Self::stats`] that outlives borrows of the registry,
+    /// for metrics collectors read at scrape time.
+    pub fn stats_handle(&self) -> impl Fn() -> RegistryStats + Send + Sync + 'static {
+        let shared = Arc::downgrade(&self.shared);
+        move || shared.upgrade().map(|s| stats_of(&s)).unwrap_or_default()
     }
 
     pub fn key_prefix(&self) -> &str {

@@ -25,6 +25,8 @@ use crate::session::{
 };
 use crate::validate::{self, HeaderSlot, Incoming, RequestHeaders};
 use crate::wire::{self, RpcError};
+use corkboard_telemetry::mcp as telemetry;
+use tracing::Instrument;
 
 const MCP_SESSION_ID: &str = "mcp-session-id";
 const MCP_PROTOCOL_VERSION: &str = "mcp-protocol-version";
@@ -53,6 +55,8 @@ pub struct McpSettings {
     pub list_ttl: Duration,
     /// `Retry-After` seconds when credentials cannot be checked.
     pub retry_after_secs: u32,
+    /// Where request counts and latencies go (none: not counted).
+    pub metrics: Option<corkboard_telemetry::Metrics>,
 }
 
 impl McpSettings {
@@ -70,6 +74,7 @@ impl McpSettings {
             session_ttl: Self::DEFAULT_SESSION_TTL,
             list_ttl: Duration::from_secs(60),
             retry_after_secs: 2,
+            metrics: None,
         }
     }
 }
@@ -204,8 +209,25 @@ impl<B: ToolBackend> McpEndpoint<B> {
     pub async fn handle(&self, req: HttpRequest, body: web::Payload) -> HttpResponse {
         let started = Instant::now();
         let mut summary = Summary::default();
-        let (status, response) = self.respond(&req, body, &mut summary).await;
-        log_exchange("http", &summary, status, started.elapsed());
+        // The backend records tenant/run/grant into this span once it has
+        // resolved the caller; nothing from the request body goes in.
+        let span = telemetry::mcp_span_open();
+        let (status, response) = self
+            .respond(&req, body, &mut summary)
+            .instrument(span.clone())
+            .await;
+        let elapsed = started.elapsed();
+        telemetry::record_request(&span, summary.method, summary.tool.as_deref());
+        telemetry::record_outcome(&span, summary.outcome, summary.code, elapsed);
+        if let Some(metrics) = &self.inner.settings.metrics {
+            metrics.mcp_request(
+                summary.method,
+                summary.tool.as_deref(),
+                summary.outcome,
+                elapsed,
+            );
+        }
+        span.in_scope(|| log_exchange("http", &summary, status, elapsed));
         response
     }
 

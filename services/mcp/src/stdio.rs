@@ -17,6 +17,8 @@ use crate::engine::{Context, Engine, SessionState, Summary, log_exchange};
 use crate::error::McpError;
 use crate::validate::{self, Incoming, Message};
 use crate::wire::{self, RpcError};
+use corkboard_telemetry::mcp as telemetry;
+use tracing::Instrument;
 
 /// Stdio limits.
 #[derive(Debug, Clone, Copy)]
@@ -101,8 +103,9 @@ where
     let mut session = SessionState::Missing;
     let mut line = Vec::new();
     loop {
-        let started = Instant::now();
         let kind = read_line(&mut input, &mut line, options.max_line_bytes).await?;
+        let started = Instant::now();
+        let span = telemetry::mcp_span_open();
         let (summary, reply) = match kind {
             Line::Eof => return Ok(()),
             Line::TooLong => {
@@ -127,7 +130,10 @@ where
                             session,
                             headers: None,
                         };
-                        let outcome = engine.handle_message(&ctx, text).await;
+                        let outcome = engine
+                            .handle_message(&ctx, text)
+                            .instrument(span.clone())
+                            .await;
                         if let Some(revision) = outcome.started {
                             session = SessionState::Active(revision);
                         }
@@ -137,7 +143,10 @@ where
                 }
             }
         };
-        log_exchange("stdio", &summary, 0, started.elapsed());
+        let elapsed = started.elapsed();
+        telemetry::record_request(&span, summary.method, summary.tool.as_deref());
+        telemetry::record_outcome(&span, summary.outcome, summary.code, elapsed);
+        span.in_scope(|| log_exchange("stdio", &summary, 0, elapsed));
         if let Some(mut body) = reply {
             body.push(b'\n');
             let written = match output.write_all(&body).await {

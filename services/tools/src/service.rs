@@ -87,6 +87,7 @@ pub struct BoardTools {
     audit: Arc<dyn AuditSink>,
     store_timeout: Duration,
     identity: ServerIdentity,
+    metrics: Option<corkboard_telemetry::Metrics>,
 }
 
 impl std::fmt::Debug for BoardTools {
@@ -116,6 +117,15 @@ impl BoardTools {
         let grant = principal.grant();
         let latency_micros = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
         let name = tool.map_or("unknown", BoardTool::name);
+        corkboard_telemetry::mcp::record_principal(
+            &tracing::Span::current(),
+            grant.tenant.as_str(),
+            grant.run.as_str(),
+            grant.id.as_str(),
+        );
+        if let Some(metrics) = &self.metrics {
+            metrics.tool_call(name, outcome.as_str(), latency);
+        }
         self.audit.record(AuditRecord {
             at,
             tenant: grant.tenant.clone(),
@@ -158,7 +168,14 @@ impl BoardTools {
             audit,
             store_timeout: DEFAULT_STORE_TIMEOUT,
             identity: server_identity(),
+            metrics: None,
         }
+    }
+
+    /// Counts tool calls by tool and outcome.
+    pub fn with_metrics(mut self, metrics: corkboard_telemetry::Metrics) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// Bounds every store call, and the registry lookup of
@@ -340,6 +357,12 @@ impl ToolBackend for BoardTools {
         if grant.is_expired_at(Timestamp::now()) {
             return Err(AuthRejection::Refused("run token expired".to_owned()));
         }
+        corkboard_telemetry::mcp::record_principal(
+            &tracing::Span::current(),
+            grant.tenant.as_str(),
+            grant.run.as_str(),
+            grant.id.as_str(),
+        );
         Ok(ResolvedGrant::new(grant))
     }
 

@@ -1,0 +1,320 @@
+//! The `corkboard-bench` command line.
+
+use crate::client::Target;
+use crate::error::{BenchError, Result};
+use crate::load::{self, LoadSpec};
+use crate::mcp::{Era, Tool};
+use crate::procs::Binaries;
+use crate::record::{Record, Sink};
+use crate::scenario::deploy::{DeploySpec, Endpoint, Registry, Store};
+use crate::scenario::{self, mcp::McpScenario};
+use clap::{Args, Parser, Subcommand};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "corkboard-bench",
+    version,
+    about = "Corkboard's benchmark suite: MCP load, the ceiling, and scenarios (loopback only)."
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub common: Common,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Args)]
+pub struct Common {
+    /// Append one JSON line per figure to this file.
+    #[arg(long, global = true)]
+    pub out: Option<PathBuf>,
+    /// Print JSON lines on stdout instead of the human table.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// The `corkboard` binary [default: next to this program].
+    #[arg(long, global = true)]
+    pub corkboard: Option<PathBuf>,
+    /// Directory for the started processes' logs [default: a temporary one].
+    #[arg(long, global = true)]
+    pub logs: Option<PathBuf>,
+    /// Runtime threads of the generator (1: one core, leaving the other to
+    /// the server).
+    #[arg(long, global = true, default_value_t = 1)]
+    pub threads: usize,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve the ceiling: a fixed small JSON-RPC result on POST /mcp.
+    Ceiling {
+        #[arg(long, default_value = "127.0.0.1:0")]
+        listen: SocketAddr,
+        /// actix-web workers [default: actix-web's, as corkboard].
+        #[arg(long)]
+        workers: Option<usize>,
+    },
+    /// Load one MCP endpoint (loopback only) and report req/s and latency.
+    Load {
+        #[arg(long)]
+        url: String,
+        /// Run token (prefer the environment variable: command lines end
+        /// up in reports and process lists).
+        #[arg(long, env = "CORKBOARD_BENCH_TOKEN", hide_env_values = true)]
+        token: String,
+        #[arg(long, default_value = "stateless")]
+        era: Era,
+        #[arg(long, default_value = "get_issue")]
+        tool: Tool,
+        /// Issue `get_issue` reads [default: one created first].
+        #[arg(long)]
+        issue_id: Option<String>,
+        #[arg(long, default_value_t = 16)]
+        concurrency: usize,
+        #[arg(long, default_value = "10s", value_parser = parse_duration)]
+        duration: Duration,
+        #[arg(long, default_value = "1s", value_parser = parse_duration)]
+        warmup: Duration,
+    },
+    /// get_issue / create_issue through one endpoint, store and registry,
+    /// at each concurrency, each against the ceiling.
+    Mcp {
+        #[arg(long, default_value = "studio")]
+        endpoint: Endpoint,
+        #[arg(long, default_value = "sqlite")]
+        store: Store,
+        #[arg(long, default_value = "memory")]
+        registry: Registry,
+        #[arg(long, value_delimiter = ',', default_value = "get_issue,create_issue")]
+        tools: Vec<Tool>,
+        #[arg(long, value_delimiter = ',', default_value = "stateless")]
+        eras: Vec<Era>,
+        #[arg(long, value_delimiter = ',', default_value = "1,16,64,256")]
+        concurrency: Vec<usize>,
+        #[arg(long, default_value = "5s", value_parser = parse_duration)]
+        duration: Duration,
+        #[arg(long, default_value = "1s", value_parser = parse_duration)]
+        warmup: Duration,
+        /// CORKBOARD_LOG for the server [default: its own, info].
+        #[arg(long)]
+        server_log: Option<String>,
+    },
+    /// Revocation propagation between two servers sharing Redis.
+    Revocation {
+        #[arg(long, default_value_t = 1000)]
+        trials: usize,
+    },
+    /// Run register → first answered request, on a runner.
+    RegisterLatency {
+        #[arg(long, default_value = "gateway")]
+        mode: Endpoint,
+        #[arg(long, default_value = "memory")]
+        registry: Registry,
+        #[arg(long, default_value_t = 200)]
+        trials: usize,
+    },
+    /// Memory per idle run with many runs alive in one runner process.
+    IdleRuns {
+        #[arg(long, default_value = "gateway")]
+        mode: Endpoint,
+        #[arg(long, default_value_t = 10_000)]
+        runs: usize,
+        /// Registrations in flight at once.
+        #[arg(long, default_value_t = 16)]
+        parallel: usize,
+    },
+    /// Cold start to ready and idle RSS of `corkboard serve`.
+    ColdStart {
+        #[arg(long, default_value_t = 10)]
+        trials: usize,
+    },
+    /// Render collected JSON lines as markdown (docs/numbers.md).
+    Report {
+        #[arg(long)]
+        input: PathBuf,
+        #[arg(long)]
+        output: PathBuf,
+        /// Free text placed under the header (how the machine was loaded).
+        #[arg(long)]
+        note: Option<String>,
+        /// The exact suite command, shown in the header.
+        #[arg(long, default_value = "scripts/bench")]
+        suite_command: String,
+    },
+}
+
+/// `10s`, `500ms`, `2m`, or plain seconds.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let (number, unit) = match text.find(|c: char| !(c.is_ascii_digit() || c == '.')) {
+        Some(i) => text.split_at(i),
+        None => (text, "s"),
+    };
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("bad duration {text:?} (e.g. 10s, 500ms, 2m)"))?;
+    let secs = match unit {
+        "ms" => value / 1000.0,
+        "s" => value,
+        "m" => value * 60.0,
+        _ => return Err(format!("bad duration unit in {text:?} (ms, s or m)")),
+    };
+    if !secs.is_finite() || secs < 0.0 {
+        return Err(format!("bad duration {text:?}"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Runs the parsed command line.
+pub fn run(cli: Cli) -> Result<()> {
+    if let Command::Ceiling { listen, workers } = cli.command {
+        // Its own actix system; no tokio runtime of ours around it.
+        return crate::ceiling::serve(listen, workers);
+    }
+    if let Command::Report {
+        input,
+        output,
+        note,
+        suite_command,
+    } = &cli.command
+    {
+        return crate::report::write(input, output, note.as_deref(), suite_command);
+    }
+    let runtime = if cli.common.threads <= 1 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(cli.common.threads)
+            .enable_all()
+            .build()
+    }
+    .map_err(BenchError::io("start the runtime"))?;
+    let mut sink = Sink::new(cli.common.out.as_deref(), cli.common.json)?;
+    let outcome = runtime.block_on(dispatch(&cli, &mut sink));
+    if let Err(err) = &outcome {
+        // The suite's report names what could not be measured, and why.
+        let mut failed = Record::new("failed");
+        failed.note = Some(err.to_string());
+        let _ = sink.emit(failed);
+    }
+    outcome
+}
+
+async fn dispatch(cli: &Cli, sink: &mut Sink) -> Result<()> {
+    let logs_tmp;
+    let logs = match &cli.common.logs {
+        Some(dir) => {
+            std::fs::create_dir_all(dir)
+                .map_err(BenchError::io(format!("create {}", dir.display())))?;
+            dir.clone()
+        }
+        None => {
+            logs_tmp = tempfile::Builder::new()
+                .prefix("corkboard-bench-logs-")
+                .tempdir()
+                .map_err(BenchError::io("create a log directory"))?;
+            logs_tmp.path().to_owned()
+        }
+    };
+    let bins = || Binaries::locate(cli.common.corkboard.clone());
+    match &cli.command {
+        Command::Ceiling { .. } | Command::Report { .. } => Ok(()),
+        Command::Load {
+            url,
+            token,
+            era,
+            tool,
+            issue_id,
+            concurrency,
+            duration,
+            warmup,
+        } => {
+            let issue = match (tool, issue_id) {
+                (Tool::GetIssue, None) => Some(crate::setup::seed_issue(url, token).await?),
+                (_, id) => id.clone(),
+            };
+            let result = load::run(&LoadSpec {
+                target: Target::parse(url)?,
+                token: token.clone(),
+                era: *era,
+                tool: *tool,
+                issue,
+                concurrency: *concurrency,
+                warmup: *warmup,
+                duration: *duration,
+            })
+            .await?;
+            sink.emit(
+                Record::new("load")
+                    .label("endpoint", Target::parse(url)?.url())
+                    .label("tool", tool)
+                    .label("era", era)
+                    .with_load(&result, *concurrency),
+            )
+        }
+        Command::Mcp {
+            endpoint,
+            store,
+            registry,
+            tools,
+            eras,
+            concurrency,
+            duration,
+            warmup,
+            server_log,
+        } => {
+            let scenario = McpScenario {
+                deploy: DeploySpec {
+                    endpoint: *endpoint,
+                    store: *store,
+                    registry: *registry,
+                    log: server_log.clone(),
+                },
+                tools: tools.clone(),
+                eras: eras.clone(),
+                concurrency: concurrency.clone(),
+                warmup: *warmup,
+                duration: *duration,
+            };
+            scenario::mcp::run(&bins()?, &scenario, &logs, sink).await
+        }
+        Command::Revocation { trials } => {
+            scenario::revocation::run(&bins()?, *trials, &logs, sink).await
+        }
+        Command::RegisterLatency {
+            mode,
+            registry,
+            trials,
+        } => {
+            scenario::runs::register_latency(&bins()?, *mode, *registry, *trials, &logs, sink).await
+        }
+        Command::IdleRuns {
+            mode,
+            runs,
+            parallel,
+        } => scenario::runs::idle_runs(&bins()?, *mode, *runs, *parallel, &logs, sink).await,
+        Command::ColdStart { trials } => {
+            scenario::cold_start::run(&bins()?, *trials, &logs, sink).await
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
+        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+        assert!(parse_duration("ten").is_err());
+        assert!(parse_duration("5h").is_err());
+    }
+}

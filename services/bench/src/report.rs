@@ -1,0 +1,523 @@
+//! Renders the records of a suite run as markdown (`docs/numbers.md`):
+//! the machine and the date, the targets with what was measured against
+//! them, every figure with its ratio to the ceiling, what could not be
+//! measured and why, and the exact commands.
+
+use crate::error::{BenchError, Result};
+use crate::record::{self, Record};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// Writes the report for the records in `input` to `output`.
+pub fn write(input: &Path, output: &Path, note: Option<&str>, suite_command: &str) -> Result<()> {
+    let records = record::read(input)?;
+    let text = render(&records, &Machine::probe(), note, suite_command);
+    if let Some(parent) = output.parent()
+        && !parent.as_os_str().is_empty()
+    {
+        std::fs::create_dir_all(parent)
+            .map_err(BenchError::io(format!("create {}", parent.display())))?;
+    }
+    std::fs::write(output, text).map_err(BenchError::io(format!("write {}", output.display())))
+}
+
+/// What the figures were measured on.
+#[derive(Debug, Clone, Default)]
+pub struct Machine {
+    pub cpus: usize,
+    pub model: String,
+    pub memory_mib: u64,
+    pub kernel: String,
+    pub loadavg: String,
+}
+
+impl Machine {
+    pub fn probe() -> Self {
+        let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+        let cpuinfo = read("/proc/cpuinfo");
+        let model = cpuinfo
+            .lines()
+            .find_map(|l| l.strip_prefix("model name"))
+            .and_then(|r| r.split_once(':'))
+            .map(|(_, m)| m.trim().to_owned())
+            .unwrap_or_else(|| "unknown".into());
+        let memory_mib = read("/proc/meminfo")
+            .lines()
+            .find_map(|l| l.strip_prefix("MemTotal:"))
+            .and_then(|r| r.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map_or(0, |kib| kib / 1024);
+        Self {
+            cpus: std::thread::available_parallelism().map_or(0, usize::from),
+            model,
+            memory_mib,
+            kernel: read("/proc/sys/kernel/osrelease").trim().to_owned(),
+            loadavg: read("/proc/loadavg")
+                .split_whitespace()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" "),
+        }
+    }
+}
+
+fn ms(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".into(), |v| format!("{v:.2}"))
+}
+
+fn label<'a>(r: &'a Record, key: &str) -> &'a str {
+    r.labels.get(key).map_or("", String::as_str)
+}
+
+fn value(r: &Record, key: &str) -> Option<f64> {
+    r.values.get(key).copied()
+}
+
+/// One target: what it asks, and every record that measures it.
+struct Target {
+    text: &'static str,
+    rows: Vec<(String, String, Option<bool>)>,
+}
+
+fn targets(records: &[Record]) -> Vec<Target> {
+    let mcp: Vec<&Record> = records.iter().filter(|r| r.kind == "mcp").collect();
+    let mut out = Vec::new();
+
+    let rows = mcp
+        .iter()
+        .filter(|r| {
+            label(r, "endpoint") == "gateway"
+                && label(r, "registry") == "redis"
+                && label(r, "tool") == "get_issue"
+                && r.concurrency == Some(64)
+        })
+        .map(|r| {
+            let ratio = r.ratio.unwrap_or(0.0);
+            (
+                format!("{} store, {}", label(r, "store"), label(r, "era")),
+                format!(
+                    "{:.1}% ({:.0} of {:.0} req/s)",
+                    ratio * 100.0,
+                    r.rps.unwrap_or(0.0),
+                    r.ceiling_rps.unwrap_or(0.0)
+                ),
+                Some(ratio >= 0.5 && r.errors == 0),
+            )
+        })
+        .collect();
+    out.push(Target {
+        text: "`get_issue` through a per-run gateway with the Redis registry ≥ 50% of the ceiling's req/s at concurrency 64",
+        rows,
+    });
+
+    let rows = mcp
+        .iter()
+        .filter(|r| {
+            label(r, "store") == "sqlite"
+                && label(r, "tool") == "create_issue"
+                && r.concurrency == Some(64)
+        })
+        .map(|r| {
+            let p99 = r.p99_ms.unwrap_or(f64::INFINITY);
+            (
+                format!(
+                    "{} endpoint, {} registry, {}",
+                    label(r, "endpoint"),
+                    label(r, "registry"),
+                    label(r, "era")
+                ),
+                format!("p99 {p99:.2} ms"),
+                Some(p99 <= 5.0 && r.errors == 0),
+            )
+        })
+        .collect();
+    out.push(Target {
+        text: "`create_issue` p99 ≤ 5 ms on the embedded store at concurrency 64",
+        rows,
+    });
+
+    let rows = records
+        .iter()
+        .filter(|r| r.kind == "revocation")
+        .map(|r| {
+            let p99 = r.p99_ms.unwrap_or(f64::INFINITY);
+            (
+                format!("{} trials", r.count.unwrap_or(0)),
+                format!(
+                    "p50 {} ms, p99 {} ms, max {} ms",
+                    ms(r.p50_ms),
+                    ms(r.p99_ms),
+                    ms(r.max_ms)
+                ),
+                Some(p99 <= 100.0 && r.errors == 0),
+            )
+        })
+        .collect();
+    out.push(Target {
+        text: "revocation propagation p99 ≤ 100 ms",
+        rows,
+    });
+
+    let rows = records
+        .iter()
+        .filter(|r| r.kind == "register")
+        .map(|r| {
+            let p99 = r.p99_ms.unwrap_or(f64::INFINITY);
+            (
+                format!(
+                    "{} mode, {} registry",
+                    label(r, "mode"),
+                    label(r, "registry")
+                ),
+                format!("p50 {} ms, p99 {} ms", ms(r.p50_ms), ms(r.p99_ms)),
+                Some(p99 <= 5.0 && r.errors == 0),
+            )
+        })
+        .collect();
+    out.push(Target {
+        text: "run register → first answered request ≤ 5 ms (judged on p99)",
+        rows,
+    });
+
+    let rows = records
+        .iter()
+        .filter(|r| r.kind == "idle_runs")
+        .map(|r| {
+            let per = value(r, "per_run_kib").unwrap_or(f64::INFINITY);
+            let runs = value(r, "runs").unwrap_or(0.0);
+            (
+                format!("{} mode", label(r, "mode")),
+                format!("{per:.1} KiB per run, {runs:.0} runs alive"),
+                Some(per <= 64.0 && runs >= 10_000.0 && r.errors == 0),
+            )
+        })
+        .collect();
+    out.push(Target {
+        text: "≤ 64 KiB per idle run, 10,000 concurrent runs in one process",
+        rows,
+    });
+
+    let rows = records
+        .iter()
+        .filter(|r| r.kind == "idle_rss")
+        .map(|r| {
+            let ready = value(r, "ready_kib").unwrap_or(f64::INFINITY);
+            (
+                "corkboard serve".to_owned(),
+                format!(
+                    "{:.1} MiB once ready; {:.1} MiB after use",
+                    ready / 1024.0,
+                    value(r, "after_use_kib").unwrap_or(0.0) / 1024.0
+                ),
+                Some(ready <= 30.0 * 1024.0),
+            )
+        })
+        .collect();
+    out.push(Target {
+        text: "idle RSS of `corkboard serve` ≤ 30 MiB (judged once ready)",
+        rows,
+    });
+
+    let rows = records
+        .iter()
+        .filter(|r| r.kind == "cold_start")
+        .map(|r| {
+            let p50 = r.p50_ms.unwrap_or(f64::INFINITY);
+            (
+                label(r, "start").to_owned(),
+                format!("p50 {} ms, max {} ms", ms(r.p50_ms), ms(r.max_ms)),
+                Some(p50 <= 100.0),
+            )
+        })
+        .collect();
+    out.push(Target {
+        text: "cold start of `corkboard serve` to ready ≤ 100 ms (judged on the median)",
+        rows,
+    });
+    out
+}
+
+/// The whole document.
+pub fn render(
+    records: &[Record],
+    machine: &Machine,
+    note: Option<&str>,
+    suite_command: &str,
+) -> String {
+    let mut s = String::new();
+    let first = records.iter().map(|r| r.at.as_str()).min().unwrap_or("");
+    let last = records.iter().map(|r| r.at.as_str()).max().unwrap_or("");
+    let _ = writeln!(s, "# Numbers\n");
+    let _ = writeln!(
+        s,
+        "Generated by `{suite_command}` from the records in `target/bench/results.jsonl`; do not edit by hand.\n"
+    );
+    let _ = writeln!(s, "- **Date**: {first} to {last} (UTC)");
+    let _ = writeln!(
+        s,
+        "- **Machine**: {} CPUs ({}), {} MiB RAM, Linux {}; load average at the end: {}",
+        machine.cpus, machine.model, machine.memory_mib, machine.kernel, machine.loadavg
+    );
+    let _ = writeln!(
+        s,
+        "- **Build**: `cargo build --release -p corkboard-cli -p corkboard-bench` (workspace release profile: thin LTO)"
+    );
+    if let Some(note) = note {
+        let _ = writeln!(s, "- **Conditions**: {note}");
+    }
+    let _ = writeln!(
+        s,
+        "\nThe load generator runs on the same cores as the server (one runtime thread, one keep-alive \
+         connection per unit of concurrency, closed loop: each connection sends its next request when \
+         the previous one is answered). Latencies are per request, send to last byte, from an HDR \
+         histogram. The **ceiling** is an actix-web server with the same worker settings answering a \
+         fixed JSON-RPC result; it is measured at the same concurrency right before each target. \
+         Absolute figures drift with the machine's other load; the ratio to the ceiling is the figure \
+         that holds.\n"
+    );
+
+    let _ = writeln!(s, "## Targets\n");
+    let _ = writeln!(
+        s,
+        "| target | where | measured | met |\n| --- | --- | --- | --- |"
+    );
+    for target in targets(records) {
+        if target.rows.is_empty() {
+            let _ = writeln!(s, "| {} | - | not measured (see below) | - |", target.text);
+        }
+        for (where_, measured, met) in target.rows {
+            let met = match met {
+                Some(true) => "yes",
+                Some(false) => "**no**",
+                None => "-",
+            };
+            let _ = writeln!(s, "| {} | {where_} | {measured} | {met} |", target.text);
+        }
+    }
+
+    let mcp: Vec<&Record> = records.iter().filter(|r| r.kind == "mcp").collect();
+    if !mcp.is_empty() {
+        let _ = writeln!(s, "\n## MCP throughput and latency\n");
+        let _ = writeln!(
+            s,
+            "Ratio = the target's req/s ÷ the ceiling's req/s at the same concurrency, measured right before. \
+             Latencies in ms.\n"
+        );
+        let mut groups: BTreeMap<(String, String, String), Vec<&Record>> = BTreeMap::new();
+        for r in &mcp {
+            groups
+                .entry((
+                    label(r, "endpoint").to_owned(),
+                    label(r, "store").to_owned(),
+                    label(r, "registry").to_owned(),
+                ))
+                .or_default()
+                .push(r);
+        }
+        for ((endpoint, store, registry), rows) in groups {
+            let _ = writeln!(
+                s,
+                "### {endpoint} endpoint · {store} store · {registry} registry\n"
+            );
+            let _ = writeln!(
+                s,
+                "| tool | era | conc. | req/s | ceiling req/s | ratio | p50 | p90 | p99 | max | errors |\n\
+                 | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
+            );
+            for r in rows {
+                let _ = writeln!(
+                    s,
+                    "| {} | {} | {} | {:.0} | {:.0} | {} | {} | {} | {} | {} | {} |",
+                    label(r, "tool"),
+                    label(r, "era"),
+                    r.concurrency.unwrap_or(0),
+                    r.rps.unwrap_or(0.0),
+                    r.ceiling_rps.unwrap_or(0.0),
+                    r.ratio
+                        .map_or_else(|| "-".into(), |x| format!("{:.1}%", x * 100.0)),
+                    ms(r.p50_ms),
+                    ms(r.p90_ms),
+                    ms(r.p99_ms),
+                    ms(r.max_ms),
+                    errors(r)
+                );
+            }
+            if let Some(command) = records_command(&mcp, &endpoint, &store, &registry) {
+                let _ = writeln!(s, "\nCommand: `{command}`\n");
+            }
+        }
+    }
+
+    let ceilings: Vec<&Record> = records.iter().filter(|r| r.kind == "ceiling").collect();
+    if !ceilings.is_empty() {
+        let mut by_c: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
+        for r in &ceilings {
+            by_c.entry(r.concurrency.unwrap_or(0))
+                .or_default()
+                .push(r.rps.unwrap_or(0.0));
+        }
+        let _ = writeln!(s, "## The ceiling across the run\n");
+        let _ = writeln!(
+            s,
+            "How much the machine's capacity moved while the suite ran (each scenario measures its own ceiling).\n"
+        );
+        let _ = writeln!(
+            s,
+            "| conc. | samples | min req/s | median req/s | max req/s |\n| ---: | ---: | ---: | ---: | ---: |"
+        );
+        for (c, mut v) in by_c {
+            v.sort_by(f64::total_cmp);
+            let _ = writeln!(
+                s,
+                "| {c} | {} | {:.0} | {:.0} | {:.0} |",
+                v.len(),
+                v.first().copied().unwrap_or(0.0),
+                record::quantile(&v, 0.5),
+                v.last().copied().unwrap_or(0.0)
+            );
+        }
+        let _ = writeln!(s);
+    }
+
+    let sections: [(&str, &str); 5] = [
+        (
+            "revocation",
+            "Revocation propagation (two servers sharing Redis)",
+        ),
+        ("register", "Run register → first answered request"),
+        ("idle_runs", "Memory per idle run"),
+        ("cold_start", "Cold start of `corkboard serve` to ready"),
+        ("idle_rss", "Idle RSS of `corkboard serve`"),
+    ];
+    for (kind, title) in sections {
+        let rows: Vec<&Record> = records.iter().filter(|r| r.kind == kind).collect();
+        if rows.is_empty() {
+            continue;
+        }
+        let _ = writeln!(s, "## {title}\n");
+        let _ = writeln!(
+            s,
+            "| what | n | p50 | p90 | p99 | max | other figures | errors |\n| --- | ---: | ---: | ---: | ---: | ---: | --- | --- |"
+        );
+        for r in &rows {
+            let others: Vec<String> = r
+                .values
+                .iter()
+                .map(|(k, v)| format!("{k} {v:.1}"))
+                .collect();
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} | {} | {} | {} |",
+                r.name(),
+                r.count.map_or_else(|| "-".into(), |n| n.to_string()),
+                ms(r.p50_ms),
+                ms(r.p90_ms),
+                ms(r.p99_ms),
+                ms(r.max_ms),
+                others.join(", "),
+                errors(r)
+            );
+        }
+        for r in &rows {
+            if let Some(note) = &r.note {
+                let _ = writeln!(s, "\n{}: {note}.", r.name());
+            }
+        }
+        let mut commands: Vec<&str> = rows.iter().map(|r| r.command.as_str()).collect();
+        commands.dedup();
+        for c in commands {
+            let _ = writeln!(s, "\nCommand: `{c}`");
+        }
+        let _ = writeln!(s);
+    }
+
+    let failed: Vec<&Record> = records.iter().filter(|r| r.kind == "failed").collect();
+    if !failed.is_empty() {
+        let _ = writeln!(s, "## Not measured\n");
+        for r in failed {
+            let _ = writeln!(
+                s,
+                "- `{}`: {}",
+                r.command,
+                r.note
+                    .as_deref()
+                    .unwrap_or("failed")
+                    .lines()
+                    .next()
+                    .unwrap_or("failed")
+            );
+        }
+        let _ = writeln!(s);
+    }
+    s
+}
+
+fn errors(r: &Record) -> String {
+    if r.errors == 0 {
+        return "0".into();
+    }
+    let kinds: Vec<String> = r
+        .error_kinds
+        .iter()
+        .map(|(k, v)| format!("{k}: {v}"))
+        .collect();
+    format!("**{}** ({})", r.errors, kinds.join(", "))
+}
+
+fn records_command(
+    records: &[&Record],
+    endpoint: &str,
+    store: &str,
+    registry: &str,
+) -> Option<String> {
+    records
+        .iter()
+        .find(|r| {
+            label(r, "endpoint") == endpoint
+                && label(r, "store") == store
+                && label(r, "registry") == registry
+        })
+        .map(|r| r.command.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_are_judged_from_records() {
+        let mut gateway = Record::new("mcp")
+            .label("endpoint", "gateway")
+            .label("store", "sqlite")
+            .label("registry", "redis")
+            .label("tool", "get_issue")
+            .label("era", "stateless");
+        gateway.concurrency = Some(64);
+        gateway.rps = Some(600.0);
+        gateway = gateway.with_ceiling(1000.0);
+        let mut slow = Record::new("revocation").with_samples(&[10.0, 20.0, 500.0]);
+        slow.errors = 0;
+        let failed = {
+            let mut f = Record::new("failed");
+            f.note = Some("secantusd-rs: not installed".into());
+            f
+        };
+        let text = render(
+            &[gateway, slow, failed],
+            &Machine::default(),
+            Some("busy"),
+            "scripts/bench",
+        );
+        assert!(
+            text.contains("| 60.0% (600 of 1000 req/s) | yes |"),
+            "{text}"
+        );
+        assert!(
+            text.contains("p99 500.00 ms, max 500.00 ms | **no** |"),
+            "{text}"
+        );
+        assert!(text.contains("not measured (see below)"), "{text}");
+        assert!(text.contains("secantusd-rs: not installed"), "{text}");
+        assert!(text.contains("**Conditions**: busy"), "{text}");
+    }
+}

@@ -1,0 +1,9 @@
+//! Scenarios: each starts what it needs (corkboard in the right role,
+//! Redis, the MongoDB-protocol server, the ceiling), measures, and emits
+//! records. One scenario is one command.
+
+pub mod cold_start;
+pub mod deploy;
+pub mod mcp;
+pub mod revocation;
+pub mod runs;

@@ -1,0 +1,248 @@
+//! CI smoke of every benchmark scenario: each runs for about a second in
+//! debug at tiny concurrency against the real binaries, and must complete
+//! with zero protocol errors. No thresholds: this keeps the suite from
+//! rotting, it does not measure anything.
+//!
+//! Needs `redis-server` and `secantusd-rs` on PATH (`scripts/setup-test-deps`);
+//! a missing program fails the test with the bench's message naming it.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn bench_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_corkboard-bench"))
+}
+
+/// The `corkboard` binary of this build profile, built if needed: the
+/// scenarios spawn it, and cargo does not build another package's binary
+/// for this crate's tests.
+fn corkboard_bin() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            let status = Command::new(cargo)
+                .current_dir(repo_root())
+                .args(["build", "--quiet", "-p", "corkboard-cli"])
+                .status()
+                .expect("run cargo to build corkboard-cli");
+            assert!(status.success(), "cargo build -p corkboard-cli failed");
+            let bin = bench_bin().with_file_name("corkboard");
+            assert!(
+                bin.is_file(),
+                "{} missing after building corkboard-cli",
+                bin.display()
+            );
+            bin
+        })
+        .clone()
+}
+
+/// Runs one scenario and returns its records; fails on a non-zero exit, a
+/// `failed` record, or any record with errors.
+fn scenario(args: &[&str]) -> Vec<Value> {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = dir.path().join("results.jsonl");
+    let logs = dir.path().join("logs");
+    let output = Command::new(bench_bin())
+        .args(args)
+        .arg("--out")
+        .arg(&out)
+        .arg("--logs")
+        .arg(&logs)
+        .arg("--corkboard")
+        .arg(corkboard_bin())
+        .output()
+        .expect("run corkboard-bench");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let logs_text = std::fs::read_dir(&logs)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| {
+            let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(10).collect();
+            format!(
+                "--- {}:\n{}",
+                e.path().display(),
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        output.status.success(),
+        "corkboard-bench {args:?} failed ({}):\nstdout:\n{stdout}\nstderr:\n{stderr}\nlogs:\n{logs_text}",
+        output.status
+    );
+    let records: Vec<Value> = std::fs::read_to_string(&out)
+        .expect("results file")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect();
+    assert!(!records.is_empty(), "no records from {args:?}:\n{stdout}");
+    for record in &records {
+        assert_ne!(record["kind"], "failed", "{record}");
+        assert_eq!(
+            record["errors"], 0,
+            "errors in {args:?}: {record}\nlogs:\n{logs_text}"
+        );
+    }
+    records
+}
+
+fn kinds(records: &[Value], kind: &str) -> usize {
+    records.iter().filter(|r| r["kind"] == kind).count()
+}
+
+const LOAD: &[&str] = &[
+    "--concurrency",
+    "2",
+    "--duration",
+    "1s",
+    "--warmup",
+    "0s",
+    "--eras",
+    "stateless,legacy",
+];
+
+fn mcp(endpoint: &str, store: &str, registry: &str) {
+    let mut args = vec![
+        "mcp",
+        "--endpoint",
+        endpoint,
+        "--store",
+        store,
+        "--registry",
+        registry,
+    ];
+    args.extend_from_slice(LOAD);
+    let records = scenario(&args);
+    assert_eq!(kinds(&records, "ceiling"), 1);
+    // Two tools in two eras, every one answered.
+    assert_eq!(kinds(&records, "mcp"), 4);
+    for r in records.iter().filter(|r| r["kind"] == "mcp") {
+        assert!(r["count"].as_u64().unwrap_or(0) > 0, "{r}");
+        assert!(r["ratio"].as_f64().unwrap_or(0.0) > 0.0, "{r}");
+    }
+}
+
+#[test]
+fn studio_sqlite_memory() {
+    mcp("studio", "sqlite", "memory");
+}
+
+#[test]
+fn studio_sqlite_redis() {
+    mcp("studio", "sqlite", "redis");
+}
+
+#[test]
+fn studio_mongodb_memory() {
+    mcp("studio", "mongodb", "memory");
+}
+
+#[test]
+fn gateway_sqlite_redis() {
+    mcp("gateway", "sqlite", "redis");
+}
+
+#[test]
+fn shared_sqlite_memory() {
+    mcp("shared", "sqlite", "memory");
+}
+
+#[test]
+fn revocation() {
+    let records = scenario(&["revocation", "--trials", "5"]);
+    assert_eq!(records[0]["count"], 5);
+}
+
+#[test]
+fn register_latency() {
+    for mode in ["gateway", "shared"] {
+        let records = scenario(&["register-latency", "--mode", mode, "--trials", "5"]);
+        assert_eq!(records[0]["count"], 5);
+    }
+}
+
+#[test]
+fn idle_runs() {
+    let records = scenario(&[
+        "idle-runs",
+        "--mode",
+        "shared",
+        "--runs",
+        "20",
+        "--parallel",
+        "4",
+    ]);
+    assert_eq!(records[0]["values"]["runs"], 20.0);
+}
+
+#[test]
+fn cold_start() {
+    let records = scenario(&["cold-start", "--trials", "1"]);
+    assert_eq!(kinds(&records, "cold_start"), 2);
+    assert_eq!(kinds(&records, "idle_rss"), 1);
+}
+
+#[test]
+fn load_refuses_other_machines() {
+    let output = Command::new(bench_bin())
+        .args([
+            "load",
+            "--url",
+            "http://192.0.2.1:80/mcp",
+            "--token",
+            "cbr_x",
+            "--issue-id",
+            "iss_x",
+        ])
+        .output()
+        .expect("run corkboard-bench");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("not a loopback address"), "{stderr}");
+}
+
+#[test]
+fn report_renders_a_run() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let input = dir.path().join("r.jsonl");
+    let records = scenario(&[
+        "mcp",
+        "--concurrency",
+        "1",
+        "--duration",
+        "1s",
+        "--warmup",
+        "0s",
+        "--tools",
+        "create_issue",
+    ]);
+    let lines: Vec<String> = records.iter().map(Value::to_string).collect();
+    std::fs::write(&input, lines.join("\n")).expect("write records");
+    let output = dir.path().join("numbers.md");
+    let status = Command::new(bench_bin())
+        .args(["report", "--input"])
+        .arg(&input)
+        .arg("--output")
+        .arg(&output)
+        .status()
+        .expect("run report");
+    assert!(status.success());
+    let text = std::fs::read_to_string(&output).expect("numbers.md");
+    assert!(
+        text.contains("### studio endpoint · sqlite store · memory registry"),
+        "{text}"
+    );
+    assert!(text.contains("| create_issue | stateless | 1 |"), "{text}");
+}

@@ -1,0 +1,345 @@
+//! `corkboard grant create|list|revoke`, locally (`--data-dir`) or against
+//! a server's admin API (`--server URL` with an admin JWT).
+
+use crate::cli::ConfigArgs;
+use anyhow::{Context, Result, anyhow, bail};
+use clap::{Args, Subcommand};
+use corkboard_board::{Capabilities, GrantId, RunId, TenantId};
+use corkboard_grants::GrantRequest;
+use corkboard_server::{AppState, SecretPolicy};
+use serde_json::{Value, json};
+use std::io::Write;
+use std::process::ExitCode;
+
+#[derive(Debug, Subcommand)]
+pub enum GrantCommand {
+    /// Create a grant and print its token (shown once) and MCP client configuration.
+    Create {
+        #[command(flatten)]
+        target: Target,
+        #[arg(long)]
+        tenant: String,
+        #[arg(long)]
+        run: String,
+        /// Comma-separated: issues:read, issues:create, issues:update, comments:write.
+        #[arg(long)]
+        caps: String,
+        /// Lifetime, e.g. 30m, 1h, 7d.
+        #[arg(long, default_value = "1h")]
+        ttl: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the grants of a tenant (tokens are never shown again).
+    List {
+        #[command(flatten)]
+        target: Target,
+        #[arg(long)]
+        tenant: String,
+        #[arg(long)]
+        run: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke one grant, or every grant of a run (`--tenant T --run R`).
+    Revoke {
+        #[command(flatten)]
+        target: Target,
+        /// The grant to revoke.
+        grant: Option<String>,
+        #[arg(long)]
+        tenant: Option<String>,
+        #[arg(long)]
+        run: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Where grants live: a server's admin API, or the local data dir.
+#[derive(Debug, Args)]
+pub struct Target {
+    /// Admin API base URL (e.g. http://127.0.0.1:4891); the admin JWT comes from CORKBOARD_ADMIN_TOKEN.
+    #[arg(long, env = "CORKBOARD_SERVER")]
+    server: Option<String>,
+    #[command(flatten)]
+    config: ConfigArgs,
+}
+
+pub fn run(cmd: GrantCommand) -> Result<ExitCode> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(run_async(cmd))
+}
+
+async fn run_async(cmd: GrantCommand) -> Result<ExitCode> {
+    match cmd {
+        GrantCommand::Create {
+            target,
+            tenant,
+            run,
+            caps,
+            ttl,
+            json,
+        } => {
+            let tenant = TenantId::parse(tenant).context("--tenant")?;
+            let run = RunId::parse(run).context("--run")?;
+            let caps = Capabilities::parse_csv(&caps).context("--caps")?;
+            let ttl_parsed = corkboard_server::admin::parse_ttl(&ttl).context("--ttl")?;
+            let out = match Remote::from_target(&target)? {
+                Some(remote) => {
+                    let caps: Vec<String> = caps.iter().map(|c| c.as_str().to_owned()).collect();
+                    remote
+                        .call(
+                            reqwest::Method::POST,
+                            &format!("/v1/tenants/{tenant}/grants"),
+                            Some(json!({ "run": run, "capabilities": caps, "ttl": ttl })),
+                        )
+                        .await?
+                }
+                None => {
+                    let state = local_state(&target).await?;
+                    let issued = state
+                        .grants
+                        .issue(GrantRequest {
+                            tenant,
+                            run,
+                            capabilities: caps,
+                            ttl: ttl_parsed,
+                            created_by: "local".into(),
+                        })
+                        .await?;
+                    state.issued_grant_json(&issued)
+                }
+            };
+            print_created(&out, json)
+        }
+        GrantCommand::List {
+            target,
+            tenant,
+            run,
+            json,
+        } => {
+            let tenant = TenantId::parse(tenant).context("--tenant")?;
+            let run = run.map(RunId::parse).transpose().context("--run")?;
+            let out = match Remote::from_target(&target)? {
+                Some(remote) => {
+                    let mut path = format!("/v1/tenants/{tenant}/grants?limit=200");
+                    if let Some(run) = &run {
+                        path.push_str(&format!("&run={run}"));
+                    }
+                    remote.call(reqwest::Method::GET, &path, None).await?
+                }
+                None => {
+                    let state = local_state(&target).await?;
+                    let events = state
+                        .store
+                        .list_grants(&tenant, run.as_ref(), None, 200)
+                        .await?;
+                    let now = corkboard_board::Timestamp::now();
+                    json!({ "grants": events.iter().map(|e| json!({
+                        "id": e.grant.id, "tenant": e.grant.tenant, "run": e.grant.run,
+                        "capabilities": e.grant.capabilities, "created_at": e.grant.created_at,
+                        "expires_at": e.grant.expires_at, "created_by": e.grant.created_by,
+                        "revoked_at": e.revoked_at, "revoked_by": e.revoked_by,
+                        "status": e.status_at(now),
+                    })).collect::<Vec<_>>() })
+                }
+            };
+            if json {
+                println_json(&out)?;
+            } else {
+                let mut stdout = std::io::stdout().lock();
+                for g in out["grants"].as_array().into_iter().flatten() {
+                    writeln!(
+                        stdout,
+                        "{}  run={}  caps={}  status={}  expires={}",
+                        str_of(&g["id"]),
+                        str_of(&g["run"]),
+                        g["capabilities"]
+                            .as_array()
+                            .map(|a| a.iter().map(str_of).collect::<Vec<_>>().join(","))
+                            .unwrap_or_default(),
+                        str_of(&g["status"]),
+                        str_of(&g["expires_at"]),
+                    )?;
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        GrantCommand::Revoke {
+            target,
+            grant,
+            tenant,
+            run,
+            json,
+        } => {
+            let out = match (grant, run) {
+                (Some(_), Some(_)) => bail!("give either a GRANT_ID or --run, not both"),
+                (None, None) => bail!("give a GRANT_ID, or --tenant T --run R"),
+                (Some(grant), None) => {
+                    let id = GrantId::parse(grant).context("GRANT_ID")?;
+                    match Remote::from_target(&target)? {
+                        Some(remote) => {
+                            let tenant = tenant
+                                .ok_or_else(|| anyhow!("--tenant is required with --server"))?;
+                            let tenant = TenantId::parse(tenant).context("--tenant")?;
+                            remote
+                                .call(
+                                    reqwest::Method::DELETE,
+                                    &format!("/v1/tenants/{tenant}/grants/{id}"),
+                                    None,
+                                )
+                                .await?
+                        }
+                        None => {
+                            let state = local_state(&target).await?;
+                            let event = state.grants.revoke(&id, "local").await?;
+                            json!({ "id": event.grant.id, "run": event.grant.run, "revoked_at": event.revoked_at })
+                        }
+                    }
+                }
+                (None, Some(run)) => {
+                    let tenant =
+                        tenant.ok_or_else(|| anyhow!("--tenant is required with --run"))?;
+                    let tenant = TenantId::parse(tenant).context("--tenant")?;
+                    let run = RunId::parse(run).context("--run")?;
+                    match Remote::from_target(&target)? {
+                        Some(remote) => {
+                            remote
+                                .call(
+                                    reqwest::Method::POST,
+                                    &format!("/v1/tenants/{tenant}/runs/{run}/revoke"),
+                                    None,
+                                )
+                                .await?
+                        }
+                        None => {
+                            let state = local_state(&target).await?;
+                            let events = state.grants.revoke_run(&tenant, &run, "local").await?;
+                            json!({ "run": run, "revoked": events.iter().map(|e| json!({"id": e.grant.id})).collect::<Vec<_>>() })
+                        }
+                    }
+                }
+            };
+            if json {
+                println_json(&out)?;
+            } else {
+                writeln!(std::io::stdout(), "revoked")?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn str_of(v: &Value) -> String {
+    v.as_str()
+        .map(str::to_owned)
+        .unwrap_or_else(|| v.to_string())
+}
+
+fn println_json(v: &Value) -> Result<()> {
+    writeln!(std::io::stdout(), "{}", serde_json::to_string_pretty(v)?)?;
+    Ok(())
+}
+
+fn print_created(out: &Value, json: bool) -> Result<ExitCode> {
+    if json {
+        println_json(out)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let g = &out["grant"];
+    let mut s = std::io::stdout().lock();
+    writeln!(s, "grant:    {}", str_of(&g["id"]))?;
+    writeln!(s, "tenant:   {}", str_of(&g["tenant"]))?;
+    writeln!(s, "run:      {}", str_of(&g["run"]))?;
+    writeln!(
+        s,
+        "caps:     {}",
+        g["capabilities"]
+            .as_array()
+            .map(|a| a.iter().map(str_of).collect::<Vec<_>>().join(","))
+            .unwrap_or_default()
+    )?;
+    writeln!(s, "expires:  {}", str_of(&g["expires_at"]))?;
+    writeln!(
+        s,
+        "token:    {}   (shown once; store it as a secret)",
+        str_of(&out["token"])
+    )?;
+    writeln!(s, "mcp url:  {}", str_of(&out["mcp_url"]))?;
+    writeln!(
+        s,
+        "MCP client configuration (Claude Code: save as a file and pass --mcp-config FILE):"
+    )?;
+    writeln!(s, "{}", serde_json::to_string_pretty(&out["mcp_config"])?)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Where `corkboard serve` records the URL it serves on.
+pub fn served_url_path(data_dir: &std::path::Path) -> std::path::PathBuf {
+    data_dir.join("serve.url")
+}
+
+async fn local_state(target: &Target) -> Result<AppState> {
+    let mut settings = target.config.load()?;
+    if settings.public_url.is_none()
+        && let Ok(url) = std::fs::read_to_string(served_url_path(&settings.data_dir))
+    {
+        settings.public_url = Some(url.trim().to_owned());
+    }
+    Ok(AppState::build(settings, SecretPolicy::CreateIfMissing).await?)
+}
+
+/// An admin API client.
+pub struct Remote {
+    base: String,
+    token: String,
+    client: reqwest::Client,
+}
+
+impl Remote {
+    fn from_target(target: &Target) -> Result<Option<Self>> {
+        let Some(base) = &target.server else {
+            return Ok(None);
+        };
+        let token = std::env::var("CORKBOARD_ADMIN_TOKEN")
+            .map_err(|_| anyhow!("--server needs an admin JWT in CORKBOARD_ADMIN_TOKEN (mint one with `corkboard admin token`)"))?;
+        Ok(Some(Self {
+            base: base.trim_end_matches('/').to_owned(),
+            token,
+            client: reqwest::Client::builder()
+                .timeout(std::time::Duration::from_secs(30))
+                .build()?,
+        }))
+    }
+
+    async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<Value> {
+        let mut request = self
+            .client
+            .request(method, format!("{}{}", self.base, path))
+            .bearer_auth(&self.token);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request
+            .send()
+            .await
+            .with_context(|| format!("cannot reach {}", self.base))?;
+        let status = response.status();
+        let value: Value = response.json().await.unwrap_or(Value::Null);
+        if !status.is_success() {
+            let code = str_of(&value["error"]["code"]);
+            let message = str_of(&value["error"]["message"]);
+            bail!("server refused ({status}, {code}): {message}");
+        }
+        Ok(value)
+    }
+}

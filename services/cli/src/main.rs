@@ -1,0 +1,32 @@
+//! `corkboard`: the one binary of every role.
+//!
+//! Process concerns live here (argument parsing, logging set-up, listeners,
+//! signals, exit codes); what the HTTP surface means lives in
+//! `corkboard-server`.
+
+#![forbid(unsafe_code)]
+
+mod admin_cmd;
+mod cli;
+mod grant_cmd;
+mod logging;
+mod run_cmd;
+mod runner_cmd;
+mod serve_cmd;
+mod signals;
+mod stdio_cmd;
+
+use clap::Parser;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    match cli::dispatch(cli) {
+        Ok(code) => code,
+        Err(err) => {
+            // `{:#}` prints the whole context chain on one line.
+            eprintln!("error: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}

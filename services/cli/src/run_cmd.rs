@@ -1,0 +1,396 @@
+//! `corkboard run --tenant T --caps ... -- CMD [ARGS]`: registers a run with
+//! its own gateway, runs CMD with the run's endpoint, token and MCP client
+//! configuration in its environment, forwards SIGINT/SIGTERM to it, revokes
+//! the run when CMD ends however it ends, and exits with CMD's status.
+//!
+//! In-process (no `--server`): the gateway runs inside this process on the
+//! data dir's board. With neither a server nor a usable data dir the agent
+//! still gets every tool, each answering that this run has no board.
+//! With `--server URL`: the run is registered through that server's or
+//! runner's `POST /v1/runs` (admin JWT from `CORKBOARD_ADMIN_TOKEN`).
+
+use crate::cli::ConfigArgs;
+use anyhow::{Context, Result, anyhow, bail};
+use clap::Args;
+use corkboard_board::{Capabilities, GrantLedger, RunId, TenantId};
+use corkboard_gateway::{Binding, Gateway, GatewayParts, MemoryLedger, Registration};
+use corkboard_grants::{GrantRequest, GrantService, MemoryRegistry, TokenRegistry};
+use corkboard_mcp::SessionKey;
+use corkboard_server::Settings;
+use corkboard_server::audit::AuditWriter;
+use corkboard_server::settings::GatewayMode;
+use futures_util::FutureExt;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::panic::AssertUnwindSafe;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[arg(long)]
+    tenant: String,
+    /// Run id [default: run-<ulid>].
+    #[arg(long)]
+    run: Option<String>,
+    /// Comma-separated: issues:read, issues:create, issues:update, comments:write.
+    #[arg(long)]
+    caps: String,
+    /// Longest the run may live (it is revoked as soon as CMD ends anyway).
+    #[arg(long, default_value = "8h")]
+    ttl: String,
+    /// Register against this server or runner (its `/v1/runs` API) instead of
+    /// in-process; the admin JWT comes from CORKBOARD_ADMIN_TOKEN.
+    #[arg(long, env = "CORKBOARD_SERVER")]
+    server: Option<String>,
+    #[command(flatten)]
+    config: ConfigArgs,
+    /// The command to run, after `--`.
+    #[arg(last = true, required = true, num_args = 1..)]
+    command: Vec<String>,
+}
+
+/// What the child gets, however the run was registered.
+struct Handout {
+    mcp_url: String,
+    /// `CORKBOARD_MCP_URL`, `CORKBOARD_TOKEN`, `CORKBOARD_MCP_CONFIG_JSON`,
+    /// `NO_PROXY`, `no_proxy`.
+    env: BTreeMap<String, String>,
+    mcp_config: Value,
+}
+
+impl Handout {
+    fn from_registration(registration: &Registration) -> Self {
+        Self {
+            mcp_url: registration.mcp_url.clone(),
+            env: registration
+                .sandbox_env()
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v))
+                .collect(),
+            mcp_config: registration.mcp_config(),
+        }
+    }
+
+    fn from_json(body: &Value) -> Result<Self> {
+        let env = body["env"]
+            .as_object()
+            .ok_or_else(|| anyhow!("the server's answer has no `env`"))?
+            .iter()
+            .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned())))
+            .collect();
+        Ok(Self {
+            mcp_url: body["mcp_url"]
+                .as_str()
+                .ok_or_else(|| anyhow!("the server's answer has no `mcp_url`"))?
+                .to_owned(),
+            env,
+            mcp_config: body["mcp_config"].clone(),
+        })
+    }
+}
+
+pub fn run(args: RunArgs) -> Result<ExitCode> {
+    let tenant = TenantId::parse(args.tenant.clone()).context("--tenant")?;
+    let run = match &args.run {
+        Some(run) => RunId::parse(run.clone()).context("--run")?,
+        None => corkboard_gateway::api::generated_run_id()?,
+    };
+    let caps = Capabilities::parse_csv(&args.caps).context("--caps")?;
+    let ttl = corkboard_server::admin::parse_ttl(&args.ttl).context("--ttl")?;
+    let settings = args.config.load()?;
+    // The gateway's request log would interleave with CMD's own output;
+    // it is shown only when asked for.
+    if std::env::var_os("CORKBOARD_LOG").is_some() {
+        crate::logging::init(settings.log_format);
+    }
+    let explicit_dir =
+        args.config.data_dir.is_some() || std::env::var_os("CORKBOARD_DATA_DIR").is_some();
+    let request = GrantRequest {
+        tenant,
+        run,
+        capabilities: caps,
+        ttl,
+        created_by: "local".to_owned(),
+    };
+    let code = match args.server.clone() {
+        Some(server) => {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            runtime.block_on(remote(server, request, &args))?
+        }
+        None => {
+            actix_rt::System::new().block_on(in_process(settings, explicit_dir, request, &args))?
+        }
+    };
+    Ok(ExitCode::from(code))
+}
+
+/// The board a local run writes to, or none.
+struct LocalBoard {
+    grants: GrantService,
+    binding: Binding,
+    audit: Option<Arc<AuditWriter>>,
+}
+
+async fn local_board(settings: &Settings, explicit_dir: bool) -> LocalBoard {
+    let timeout = Duration::from_millis(settings.store_timeout_ms);
+    let reason = if explicit_dir || settings.data_dir.is_dir() {
+        match corkboard_server::state::open_store(settings).await {
+            Ok(store) => match corkboard_server::state::open_registry(settings, &store).await {
+                Ok(registry) => {
+                    let ledger: Arc<dyn GrantLedger> = store.clone();
+                    let audit = AuditWriter::spawn(store.clone());
+                    let binding = Binding::new(store, registry.clone(), audit.clone(), timeout);
+                    return LocalBoard {
+                        grants: GrantService::new(ledger, registry),
+                        binding,
+                        audit: Some(audit),
+                    };
+                }
+                Err(err) => format!("{err}"),
+            },
+            Err(err) => format!("{err}"),
+        }
+    } else {
+        format!("{} does not exist", settings.data_dir.display())
+    };
+    eprintln!(
+        "corkboard run: no board for this run ({reason}); the agent's board tools will answer \"board unavailable in this run\" (start corkboard serve and pass --server, or pass --data-dir)"
+    );
+    let ledger: Arc<dyn GrantLedger> = Arc::new(MemoryLedger::new());
+    let registry: Arc<dyn TokenRegistry> = Arc::new(MemoryRegistry::new());
+    LocalBoard {
+        grants: GrantService::new(ledger, registry.clone()),
+        binding: Binding::boardless(registry, Arc::new(corkboard_tools::NoopAuditSink), timeout),
+        audit: None,
+    }
+}
+
+async fn in_process(
+    mut settings: Settings,
+    explicit_dir: bool,
+    request: GrantRequest,
+    args: &RunArgs,
+) -> Result<u8> {
+    let mut signals = Signals::catch()?;
+    // One run needs no shared port: its gateway always has a port of its own.
+    settings.gateway_mode = GatewayMode::Dedicated;
+    let board = local_board(&settings, explicit_dir).await;
+    let config = corkboard_gateway::runner::gateway_config(&settings, SessionKey::generate(), None);
+    let limiter = corkboard_gateway::runner::rate_limiter(&settings, config.rate_limit)?;
+    let gateway = Gateway::start(
+        config,
+        GatewayParts {
+            grants: board.grants,
+            binding: board.binding,
+            limiter,
+            actor_arbiter: None,
+        },
+    )?;
+    let (tenant, run) = (request.tenant.clone(), request.run.clone());
+    let outcome = match gateway.register(request).await {
+        Ok(registration) => {
+            let handout = Handout::from_registration(&registration);
+            announce(&tenant, &run, &handout.mcp_url);
+            // A panic in supervision must not skip the revocation below.
+            AssertUnwindSafe(supervise(&handout, &args.command, &mut signals))
+                .catch_unwind()
+                .await
+                .unwrap_or_else(|_| Err(anyhow!("supervising the command failed unexpectedly")))
+        }
+        Err(err) => Err(anyhow::Error::from(err).context("registering the run")),
+    };
+    let revoked = gateway.revoke(&tenant, &run, "local").await;
+    gateway.shutdown().await;
+    if let Some(audit) = board.audit {
+        audit.close().await;
+    }
+    if let Err(err) = revoked {
+        eprintln!("corkboard run: revoking run {run} failed: {err}; it expires on its own");
+    }
+    outcome
+}
+
+async fn remote(server: String, request: GrantRequest, args: &RunArgs) -> Result<u8> {
+    let mut signals = Signals::catch()?;
+    let api = Api::new(&server)?;
+    let caps: Vec<&str> = request.capabilities.iter().map(|c| c.as_str()).collect();
+    let body = api
+        .call(
+            reqwest::Method::POST,
+            "/v1/runs",
+            Some(json!({
+                "tenant": request.tenant,
+                "run": request.run,
+                "capabilities": caps,
+                "ttl": args.ttl,
+            })),
+        )
+        .await
+        .context("registering the run")?;
+    let handout = Handout::from_json(&body)?;
+    announce(&request.tenant, &request.run, &handout.mcp_url);
+    let outcome = AssertUnwindSafe(supervise(&handout, &args.command, &mut signals))
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|_| Err(anyhow!("supervising the command failed unexpectedly")));
+    let path = format!("/v1/runs/{}/{}", request.tenant, request.run);
+    if let Err(err) = api.call(reqwest::Method::DELETE, &path, None).await {
+        eprintln!(
+            "corkboard run: revoking run {} failed: {err:#}; it expires on its own",
+            request.run
+        );
+    }
+    outcome
+}
+
+fn announce(tenant: &TenantId, run: &RunId, url: &str) {
+    eprintln!(
+        "corkboard run: run {run} on tenant {tenant}, MCP endpoint {url} (revoked when the command ends)"
+    );
+}
+
+/// SIGINT and SIGTERM, caught from before the run is registered, so one
+/// arriving meanwhile is passed on to CMD instead of killing this process
+/// before it can revoke.
+struct Signals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn catch() -> Result<Self> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Self {
+            interrupt: signal(SignalKind::interrupt())?,
+            terminate: signal(SignalKind::terminate())?,
+        })
+    }
+}
+
+/// Runs the command with the run's environment until it ends, forwarding
+/// SIGINT and SIGTERM, and returns the exit code to pass on.
+async fn supervise(handout: &Handout, command: &[String], signals: &mut Signals) -> Result<u8> {
+    let (program, arguments) = command
+        .split_first()
+        .ok_or_else(|| anyhow!("no command given after --"))?;
+    // Private (0600) and removed when this function returns, however it does.
+    let mut config_file = tempfile::Builder::new()
+        .prefix("corkboard-mcp-")
+        .suffix(".json")
+        .tempfile()
+        .context("cannot write the MCP client configuration file")?;
+    serde_json::to_writer_pretty(&mut config_file, &handout.mcp_config)?;
+    config_file.flush()?;
+
+    let mut child = tokio::process::Command::new(program);
+    child.args(arguments).envs(&handout.env);
+    child.env("CORKBOARD_MCP_CONFIG", config_file.path());
+    for name in ["NO_PROXY", "no_proxy"] {
+        let ours = handout.env.get(name).cloned().unwrap_or_default();
+        let merged = match std::env::var(name) {
+            Ok(existing) if !existing.trim().is_empty() && !ours.is_empty() => {
+                format!("{existing},{ours}")
+            }
+            Ok(existing) if ours.is_empty() => existing,
+            _ => ours,
+        };
+        child.env(name, merged);
+    }
+    // The agent gets its run token, never the operator's admin credential.
+    child.env_remove("CORKBOARD_ADMIN_TOKEN");
+    let mut child = match child.spawn() {
+        Ok(child) => child,
+        Err(err) => {
+            eprintln!("corkboard run: cannot start {program}: {err}");
+            return Ok(match err.kind() {
+                std::io::ErrorKind::NotFound => 127,
+                _ => 126,
+            });
+        }
+    };
+    let pid = child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .and_then(rustix::process::Pid::from_raw);
+    let status = loop {
+        tokio::select! {
+            status = child.wait() => break status?,
+            _ = signals.interrupt.recv() => forward(pid, rustix::process::Signal::INT),
+            _ = signals.terminate.recv() => forward(pid, rustix::process::Signal::TERM),
+        }
+    };
+    use std::os::unix::process::ExitStatusExt;
+    Ok(match (status.code(), status.signal()) {
+        (Some(code), _) => u8::try_from(code).unwrap_or(1),
+        (None, Some(signal)) => u8::try_from(128 + signal).unwrap_or(255),
+        (None, None) => 1,
+    })
+}
+
+fn forward(pid: Option<rustix::process::Pid>, signal: rustix::process::Signal) {
+    if let Some(pid) = pid {
+        // The child may have exited a moment ago; nothing to do then.
+        let _ = rustix::process::kill_process(pid, signal);
+    }
+}
+
+/// The register API of a server or runner.
+struct Api {
+    base: String,
+    token: String,
+    client: reqwest::Client,
+}
+
+impl Api {
+    fn new(base: &str) -> Result<Self> {
+        let token = std::env::var("CORKBOARD_ADMIN_TOKEN").map_err(|_| {
+            anyhow!("--server needs an admin JWT in CORKBOARD_ADMIN_TOKEN (mint one with `corkboard admin token`)")
+        })?;
+        Ok(Self {
+            base: base.trim_end_matches('/').to_owned(),
+            token,
+            client: reqwest::Client::builder()
+                .timeout(Duration::from_secs(30))
+                .build()?,
+        })
+    }
+
+    async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<Value> {
+        let mut request = self
+            .client
+            .request(method, format!("{}{}", self.base, path))
+            .bearer_auth(&self.token);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request
+            .send()
+            .await
+            .with_context(|| format!("cannot reach {}", self.base))?;
+        let status = response.status();
+        let value: Value = response.json().await.unwrap_or(Value::Null);
+        if !status.is_success() {
+            let text = |v: &Value| {
+                v.as_str()
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| v.to_string())
+            };
+            bail!(
+                "server refused ({status}, {}): {}",
+                text(&value["error"]["code"]),
+                text(&value["error"]["message"])
+            );
+        }
+        Ok(value)
+    }
+}

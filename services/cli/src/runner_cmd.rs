@@ -1,0 +1,64 @@
+//! `corkboard runner`: the runner role. Its `listen` port serves the
+//! register API (`/v1/runs`) and health checks; runs are served on
+//! dedicated per-run ports or on the shared gateway port, as configured
+//! (`gateway_mode`). Runs until SIGINT/SIGTERM, then drains every run.
+
+use crate::cli::RoleArgs;
+use actix_web::{App, HttpServer, web};
+use anyhow::{Context, Result};
+use corkboard_gateway::Runner;
+use corkboard_server::{AppState, SecretPolicy};
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Instant;
+
+pub fn run(args: RoleArgs) -> Result<ExitCode> {
+    let started = Instant::now();
+    let mut settings = args.config.load()?;
+    if args.check_config {
+        write!(std::io::stdout(), "{}", settings.to_redacted_toml())?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    crate::logging::init(settings.log_format);
+    // Bound first, so that port 0 resolves before any URL is handed out.
+    let listener = std::net::TcpListener::bind(settings.listen)
+        .with_context(|| format!("listen: cannot bind {}", settings.listen))?;
+    let bound = listener.local_addr()?;
+    settings.listen = bound;
+    actix_web::rt::System::new().block_on(async move {
+        let state = AppState::build(settings, SecretPolicy::MustExist).await?;
+        let runner = Runner::start(&state).await.context("starting the runner")?;
+        let api = runner.api();
+        let data = web::Data::new(state.clone());
+        let server = HttpServer::new(move || {
+            let api = api.clone();
+            App::new()
+                .app_data(data.clone())
+                .configure(move |cfg| api.configure(cfg))
+                .configure(corkboard_server::health::configure)
+        })
+        .tcp_nodelay(true)
+        .listen(listener)
+        .context("listen: cannot serve on the bound socket")?
+        .shutdown_timeout(10)
+        .run();
+        {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "listening on http://{bound}");
+            if let Some(shared) = runner.shared_addr() {
+                let _ = writeln!(out, "gateway on http://{shared}");
+            }
+            let _ = out.flush();
+        }
+        tracing::info!(
+            address = %bound,
+            startup_ms = started.elapsed().as_millis() as u64,
+            "runner ready"
+        );
+        server.await.context("HTTP server failed")?;
+        runner.shutdown().await;
+        state.audit.close().await;
+        tracing::info!("stopped");
+        Ok(ExitCode::SUCCESS)
+    })
+}

@@ -1,0 +1,175 @@
+//! The register API, on the runner's `listen` port (and inside `serve`):
+//!
+//! - `POST /v1/runs` `{tenant, run?, capabilities, ttl?}` → `201` with the
+//!   endpoint, the token, the MCP client configuration and the sandbox env;
+//! - `GET /v1/runs[?tenant=T]` → the runs active on this runner;
+//! - `DELETE /v1/runs/{tenant}/{run}` → revoke, drain, stop.
+//!
+//! Callers authenticate with an admin JWT (`AdminAuth`) that may manage
+//! the tenant (platform admins, or the tenant's own admin): orchestrators
+//! use a service token minted with `corkboard admin token`.
+
+use crate::error::GatewayError;
+use crate::gateway::Gateway;
+use actix_web::{HttpResponse, web};
+use corkboard_board::{Capabilities, RunId, TenantId};
+use corkboard_grants::{AdminPrincipal, GrantRequest};
+use corkboard_server::ApiError;
+use corkboard_server::auth::AdminAuth;
+use serde::Deserialize;
+use serde_json::json;
+use std::time::Duration;
+
+/// Default run lifetime when the request names none.
+const DEFAULT_TTL: Duration = Duration::from_secs(3600);
+
+/// Mounts the register API. Register it before `corkboard_server::routes`:
+/// the server's `/v1` scope answers 404 for every path it does not know.
+pub fn configure(cfg: &mut web::ServiceConfig, gateway: Gateway) {
+    cfg.service(
+        web::scope("/v1/runs")
+            .app_data(web::Data::new(gateway))
+            .route("", web::post().to(register))
+            .route("", web::get().to(list))
+            .route("/{tenant}/{run}", web::delete().to(revoke))
+            .default_service(web::to(|| async {
+                Err::<HttpResponse, _>(ApiError::NotFound("no such API endpoint".into()))
+            })),
+    );
+}
+
+impl From<GatewayError> for ApiError {
+    fn from(err: GatewayError) -> Self {
+        match err {
+            GatewayError::RunActive { .. } => ApiError::Conflict {
+                code: "run_active",
+                message: err.to_string(),
+            },
+            GatewayError::Registry(registry) => registry.into(),
+            GatewayError::ShuttingDown => ApiError::Unavailable(err.to_string()),
+            GatewayError::Bind { .. } | GatewayError::Worker(_) | GatewayError::Limiter(_) => {
+                ApiError::Unavailable(err.to_string())
+            }
+            GatewayError::Config { .. } => ApiError::Internal(err.to_string()),
+        }
+    }
+}
+
+fn managed_tenant(principal: &AdminPrincipal, raw: &str) -> Result<TenantId, ApiError> {
+    let tenant = TenantId::parse(raw)?;
+    if !principal.can_manage(&tenant) {
+        return Err(ApiError::Forbidden(format!(
+            "not allowed to manage runs of tenant {tenant}"
+        )));
+    }
+    Ok(tenant)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RegisterBody {
+    tenant: String,
+    /// Generated (`run-<ulid>`) when absent.
+    run: Option<String>,
+    capabilities: Vec<String>,
+    /// `30m`, `1h`, ... (default 1h).
+    ttl: Option<String>,
+}
+
+async fn register(
+    gateway: web::Data<Gateway>,
+    auth: AdminAuth,
+    body: web::Json<RegisterBody>,
+) -> Result<HttpResponse, ApiError> {
+    let body = body.into_inner();
+    let tenant = managed_tenant(&auth.0, &body.tenant)?;
+    let run = match body.run {
+        Some(run) => RunId::parse(run)?,
+        None => generated_run_id()?,
+    };
+    let request = GrantRequest {
+        tenant,
+        run,
+        capabilities: Capabilities::parse_list(&body.capabilities)?,
+        ttl: body
+            .ttl
+            .as_deref()
+            .map(corkboard_server::admin::parse_ttl)
+            .transpose()?
+            .unwrap_or(DEFAULT_TTL),
+        created_by: auth.0.subject.clone(),
+    };
+    let registration = gateway.register(request).await?;
+    Ok(HttpResponse::Created().json(registration.to_json()))
+}
+
+/// A fresh run id: `run-` and a lowercase ULID.
+pub fn generated_run_id() -> Result<RunId, corkboard_board::ValidationError> {
+    RunId::parse(format!(
+        "run-{}",
+        ulid::Ulid::new().to_string().to_ascii_lowercase()
+    ))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListParams {
+    tenant: Option<String>,
+}
+
+async fn list(
+    gateway: web::Data<Gateway>,
+    auth: AdminAuth,
+    params: web::Query<ListParams>,
+) -> Result<HttpResponse, ApiError> {
+    let principal = &auth.0;
+    let tenant = match params.into_inner().tenant {
+        Some(raw) => {
+            let tenant = TenantId::parse(raw)?;
+            if !principal.can_read(&tenant) {
+                return Err(ApiError::Forbidden(format!(
+                    "not allowed to read tenant {tenant}"
+                )));
+            }
+            Some(tenant)
+        }
+        None if principal.is_all_tenants() => None,
+        None => principal.tenant.clone(),
+    };
+    if tenant.is_none() && !principal.is_all_tenants() {
+        return Err(ApiError::BadRequest(
+            "name the tenant: GET /v1/runs?tenant=T".into(),
+        ));
+    }
+    Ok(HttpResponse::Ok().json(json!({
+        "runs": gateway.runs(tenant.as_ref()),
+        "stats": gateway.stats(),
+    })))
+}
+
+async fn revoke(
+    gateway: web::Data<Gateway>,
+    auth: AdminAuth,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let (tenant, run) = path.into_inner();
+    let tenant = managed_tenant(&auth.0, &tenant)?;
+    let run = RunId::parse(run)?;
+    let report = gateway.revoke(&tenant, &run, &auth.0.subject).await?;
+    if report.revoked.is_empty() && report.drained.is_none() {
+        return Err(ApiError::NotFound(format!(
+            "run {run} of tenant {tenant} has no active grant and is not active on this runner"
+        )));
+    }
+    Ok(HttpResponse::Ok().json(json!({
+        "tenant": tenant,
+        "run": run,
+        "revoked": report.revoked,
+        "drained": report.drained.map(|d| json!({
+            "reason": d.reason.as_str(),
+            "in_flight": d.in_flight_at_start,
+            "cancelled": d.cancelled,
+            "abandoned": d.abandoned,
+        })),
+    })))
+}

@@ -1,0 +1,104 @@
+//! What a run's requests are served with (board store, token registry,
+//! audit sink), and how it is replaced atomically.
+//!
+//! A request takes one snapshot of the binding when it enters the gateway
+//! and uses that snapshot for everything it does: resolving its token,
+//! listing tools, calling them. Swapping the binding (a store or registry
+//! client replaced after a reconnect) therefore never shows a request half
+//! of the old binding and half of the new one.
+
+use crate::boardless::BoardlessStore;
+use corkboard_board::IssueStore;
+use corkboard_grants::TokenRegistry;
+use corkboard_tools::{AuditSink, BoardTools};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+/// A board store, a registry and an audit sink, wired into the board tools.
+pub struct Binding {
+    registry: Arc<dyn TokenRegistry>,
+    tools: BoardTools,
+    boardless: bool,
+}
+
+impl std::fmt::Debug for Binding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Binding")
+            .field("boardless", &self.boardless)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Binding {
+    pub fn new(
+        store: Arc<dyn IssueStore>,
+        registry: Arc<dyn TokenRegistry>,
+        audit: Arc<dyn AuditSink>,
+        store_timeout: Duration,
+    ) -> Self {
+        let tools =
+            BoardTools::new(store, registry.clone(), audit).with_store_timeout(store_timeout);
+        Self {
+            registry,
+            tools,
+            boardless: false,
+        }
+    }
+
+    /// A binding with no board behind it: every tool is listed and every
+    /// call answers that this run has no board (see [`BoardlessStore`]).
+    pub fn boardless(
+        registry: Arc<dyn TokenRegistry>,
+        audit: Arc<dyn AuditSink>,
+        store_timeout: Duration,
+    ) -> Self {
+        let mut binding = Self::new(Arc::new(BoardlessStore), registry, audit, store_timeout);
+        binding.boardless = true;
+        binding
+    }
+
+    pub fn registry(&self) -> &Arc<dyn TokenRegistry> {
+        &self.registry
+    }
+
+    pub fn tools(&self) -> &BoardTools {
+        &self.tools
+    }
+
+    pub fn is_boardless(&self) -> bool {
+        self.boardless
+    }
+}
+
+/// The current binding, replaced as a whole.
+#[derive(Debug)]
+pub struct BindingCell {
+    current: RwLock<Arc<Binding>>,
+}
+
+impl BindingCell {
+    pub fn new(binding: Binding) -> Self {
+        Self {
+            current: RwLock::new(Arc::new(binding)),
+        }
+    }
+
+    /// The binding a request keeps for its whole life.
+    pub fn load(&self) -> Arc<Binding> {
+        // The lock only guards an `Arc` clone or swap, which cannot panic
+        // half-way; a poisoned lock still holds a whole binding.
+        self.current
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    /// Replaces the binding; requests already in flight finish on the old one.
+    pub fn swap(&self, binding: Binding) -> Arc<Binding> {
+        let mut current = self
+            .current
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        std::mem::replace(&mut *current, Arc::new(binding))
+    }
+}

@@ -1,0 +1,165 @@
+//! Runs without a board: `corkboard run` with neither a server nor a
+//! usable data dir. The agent still gets every tool its grant allows, and
+//! each call says plainly that this run has no board, so it never works
+//! around a missing tool by inventing issues.
+
+use async_trait::async_trait;
+use corkboard_board::{
+    Author, CommentAdded, Created, Grant, GrantEvent, GrantId, GrantLedger, IdempotencyKey, Issue,
+    IssueId, IssuePatch, IssueStore, ListQuery, NewComment, NewIssue, Page, RunId, StoreError,
+    TenantId, Timestamp,
+};
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+/// What a boardless run's tool calls answer.
+pub const BOARDLESS_MESSAGE: &str = "board unavailable in this run: no board store is configured (start corkboard serve or pass --data-dir)";
+
+/// The reason inside the store error (the tools prefix it with "board unavailable: ").
+const REASON: &str =
+    "no board store is configured for this run (start corkboard serve or pass --data-dir)";
+
+/// An [`IssueStore`] that answers every call with [`StoreError::Unavailable`].
+#[derive(Debug, Default, Clone, Copy)]
+pub struct BoardlessStore;
+
+#[async_trait]
+impl IssueStore for BoardlessStore {
+    async fn create_issue(
+        &self,
+        _: &TenantId,
+        _: &Author,
+        _: NewIssue,
+        _: Option<&IdempotencyKey>,
+    ) -> Result<Created, StoreError> {
+        Err(StoreError::unavailable(REASON))
+    }
+
+    async fn get_issue(&self, _: &TenantId, _: &IssueId) -> Result<Issue, StoreError> {
+        Err(StoreError::unavailable(REASON))
+    }
+
+    async fn list_issues(&self, _: &TenantId, _: &ListQuery) -> Result<Page, StoreError> {
+        Err(StoreError::unavailable(REASON))
+    }
+
+    async fn update_issue(
+        &self,
+        _: &TenantId,
+        _: &IssueId,
+        _: IssuePatch,
+        _: Option<u64>,
+    ) -> Result<Issue, StoreError> {
+        Err(StoreError::unavailable(REASON))
+    }
+
+    async fn add_comment(
+        &self,
+        _: &TenantId,
+        _: &Author,
+        _: NewComment,
+        _: Option<&IdempotencyKey>,
+    ) -> Result<CommentAdded, StoreError> {
+        Err(StoreError::unavailable(REASON))
+    }
+}
+
+/// A grant ledger in this process's memory, for runs with no store to
+/// record grants in. It lives exactly as long as the process that serves
+/// the grants, which is all a boardless run needs.
+#[derive(Debug, Default)]
+pub struct MemoryLedger {
+    grants: Mutex<BTreeMap<GrantId, GrantEvent>>,
+}
+
+impl MemoryLedger {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<GrantId, GrantEvent>> {
+        // Every mutation below is a single insert or field write.
+        self.grants
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+#[async_trait]
+impl GrantLedger for MemoryLedger {
+    async fn record_grant(&self, grant: &Grant, token_hash: &str) -> Result<(), StoreError> {
+        self.lock().insert(
+            grant.id.clone(),
+            GrantEvent {
+                grant: grant.clone(),
+                token_hash: token_hash.to_owned(),
+                revoked_at: None,
+                revoked_by: None,
+            },
+        );
+        Ok(())
+    }
+
+    async fn record_revocation(
+        &self,
+        id: &GrantId,
+        by: &str,
+        at: Timestamp,
+    ) -> Result<GrantEvent, StoreError> {
+        let mut grants = self.lock();
+        let event = grants
+            .get_mut(id)
+            .ok_or_else(|| StoreError::not_found(format!("grant {id}")))?;
+        if event.revoked_at.is_none() {
+            event.revoked_at = Some(at);
+            event.revoked_by = Some(by.to_owned());
+        }
+        Ok(event.clone())
+    }
+
+    async fn grant(&self, id: &GrantId) -> Result<GrantEvent, StoreError> {
+        self.lock()
+            .get(id)
+            .cloned()
+            .ok_or_else(|| StoreError::not_found(format!("grant {id}")))
+    }
+
+    async fn grant_by_token_hash(
+        &self,
+        token_hash: &str,
+    ) -> Result<Option<GrantEvent>, StoreError> {
+        Ok(self
+            .lock()
+            .values()
+            .find(|e| e.token_hash == token_hash)
+            .cloned())
+    }
+
+    async fn list_grants(
+        &self,
+        tenant: &TenantId,
+        run: Option<&RunId>,
+        cursor: Option<&GrantId>,
+        limit: u32,
+    ) -> Result<Vec<GrantEvent>, StoreError> {
+        // Grant ids are ULIDs: newest first is descending id order.
+        Ok(self
+            .lock()
+            .values()
+            .rev()
+            .filter(|e| &e.grant.tenant == tenant && run.is_none_or(|r| &e.grant.run == r))
+            .filter(|e| cursor.is_none_or(|c| &e.grant.id < c))
+            .take(limit as usize)
+            .cloned()
+            .collect())
+    }
+
+    async fn active_grants(&self, now: Timestamp) -> Result<Vec<GrantEvent>, StoreError> {
+        Ok(self
+            .lock()
+            .values()
+            .filter(|e| e.revoked_at.is_none() && !e.grant.is_expired_at(now))
+            .cloned()
+            .collect())
+    }
+}

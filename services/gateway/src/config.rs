@@ -1,0 +1,128 @@
+//! How a gateway listens and what it tolerates.
+
+use crate::limiter::RateLimit;
+use corkboard_mcp::SessionKey;
+use std::net::IpAddr;
+use std::time::Duration;
+
+/// Where a run's MCP endpoint lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ListenerMode {
+    /// One port per run, bound on `bind` (e.g. `0.0.0.0`, or a bridge
+    /// address a container can reach) and handed out as
+    /// `http://{advertise}:{port}/mcp` (e.g. `host.docker.internal`).
+    Dedicated { bind: IpAddr, advertise: String },
+    /// One shared port with a route per run, `{base_url}/runs/{run}/mcp`:
+    /// what a Kubernetes Service in front of several runner pods needs.
+    Shared { base_url: String },
+}
+
+/// A gateway's configuration. [`GatewayConfig::new`] gives the defaults.
+#[derive(Debug, Clone)]
+pub struct GatewayConfig {
+    pub mode: ListenerMode,
+    pub rate_limit: RateLimit,
+    pub max_body_bytes: usize,
+    /// Bound on every store call and token lookup.
+    pub store_timeout: Duration,
+    /// Longest a request waits for its run's actor to take it (a full
+    /// mailbox) before it is answered "gateway busy".
+    pub send_timeout: Duration,
+    /// Bound of each run actor's mailbox.
+    pub mailbox_capacity: usize,
+    /// How long a stopping run lets in-flight requests finish.
+    pub drain_timeout: Duration,
+    /// After the drain deadline, how long cancelled requests get to answer
+    /// before the run stops regardless.
+    pub cancel_grace: Duration,
+    /// Shared mode: a run's actor stops after this long without requests
+    /// (the next request activates it again).
+    pub idle_timeout: Duration,
+    /// How often each run's grant is checked against the registry, so a
+    /// run revoked on another replica stops here too.
+    pub revalidate_interval: Duration,
+    /// Dedicated mode: threads that accept and serve the per-run ports.
+    pub workers: usize,
+    /// `Host` names accepted besides loopback and the advertised host.
+    pub allowed_hosts: Vec<String>,
+    /// Browser origins allowed to call (requests without `Origin` pass).
+    pub allowed_origins: Vec<String>,
+    /// Signs legacy MCP session ids; share it between replicas.
+    pub session_key: SessionKey,
+}
+
+impl GatewayConfig {
+    pub const DEFAULT_SEND_TIMEOUT: Duration = Duration::from_secs(2);
+    pub const DEFAULT_MAILBOX_CAPACITY: usize = 256;
+    pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+    pub const DEFAULT_CANCEL_GRACE: Duration = Duration::from_secs(1);
+    pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(600);
+    pub const DEFAULT_REVALIDATE_INTERVAL: Duration = Duration::from_secs(10);
+
+    pub fn new(mode: ListenerMode, session_key: SessionKey) -> Self {
+        let workers = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+            .clamp(1, 4);
+        Self {
+            mode,
+            rate_limit: RateLimit {
+                per_second: 50,
+                burst: 100,
+            },
+            max_body_bytes: 1024 * 1024,
+            store_timeout: Duration::from_secs(5),
+            send_timeout: Self::DEFAULT_SEND_TIMEOUT,
+            mailbox_capacity: Self::DEFAULT_MAILBOX_CAPACITY,
+            drain_timeout: Self::DEFAULT_DRAIN_TIMEOUT,
+            cancel_grace: Self::DEFAULT_CANCEL_GRACE,
+            idle_timeout: Self::DEFAULT_IDLE_TIMEOUT,
+            revalidate_interval: Self::DEFAULT_REVALIDATE_INTERVAL,
+            workers,
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
+            session_key,
+        }
+    }
+
+    /// Dedicated ports on `bind`, advertised as `advertise` (or as the bind
+    /// address itself; `127.0.0.1` when binding every interface).
+    pub fn dedicated(bind: IpAddr, advertise: Option<String>, session_key: SessionKey) -> Self {
+        let advertise = advertise.unwrap_or_else(|| {
+            if bind.is_unspecified() {
+                "127.0.0.1".to_owned()
+            } else {
+                host_of_ip(bind)
+            }
+        });
+        Self::new(ListenerMode::Dedicated { bind, advertise }, session_key)
+    }
+
+    /// Host names the MCP endpoint must accept in `Host`: the configured
+    /// ones plus whatever the handed-out URLs name.
+    pub(crate) fn endpoint_hosts(&self) -> Vec<String> {
+        let mut hosts = self.allowed_hosts.clone();
+        match &self.mode {
+            ListenerMode::Dedicated { bind, advertise } => {
+                hosts.push(advertise.clone());
+                if !bind.is_unspecified() {
+                    hosts.push(host_of_ip(*bind));
+                }
+            }
+            ListenerMode::Shared { base_url } => {
+                if let Some(host) = crate::registration::url_host(base_url) {
+                    hosts.push(host.to_owned());
+                }
+            }
+        }
+        hosts
+    }
+}
+
+/// An IP as it appears in a URL host (`[::1]` for IPv6).
+pub(crate) fn host_of_ip(ip: IpAddr) -> String {
+    match ip {
+        IpAddr::V4(v4) => v4.to_string(),
+        IpAddr::V6(v6) => format!("[{v6}]"),
+    }
+}

@@ -1,0 +1,327 @@
+//! Dedicated mode: a port per run, without a thread (or an `HttpServer`)
+//! per run.
+//!
+//! A small pool of arbiters (threads) serves every run. Each builds one
+//! actix-http `HttpService` over an actix-web `App` when it starts; a run's
+//! listener is an accept loop (a task) on one of them, and each accepted
+//! connection is handed to that shared service, tagged with its run
+//! through the connection's extensions. An idle run therefore costs a
+//! socket, a task and its actor, not a server.
+//!
+//! When the run's actor stops, the accept loop ends (the port closes) and
+//! every open connection is wound down: its reads report end-of-stream, so
+//! the HTTP dispatcher finishes the response it is writing and closes.
+
+use crate::actor::{Census, RunActor};
+use crate::bridge::{self, Target};
+use crate::error::GatewayError;
+use crate::gateway::Inner;
+use crate::key::RunKey;
+use actix::{Addr, Arbiter};
+use actix_http::{Extensions, HttpService, KeepAlive, Protocol};
+use actix_service::{Service, ServiceFactory, map_config};
+use actix_web::dev::AppConfig;
+use actix_web::{App, HttpRequest, HttpResponse, web};
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, watch};
+
+/// How long a connection may take to finish its last response once its
+/// run stopped.
+const CLOSE_GRACE: Duration = Duration::from_secs(2);
+/// Pause after an accept error such as "too many open files", so the loop
+/// does not spin.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+
+/// A run as its listener and connections see it.
+pub(crate) struct RunConn {
+    pub key: RunKey,
+    pub addr: Addr<RunActor>,
+    /// Turns true when the run's actor stopped.
+    pub stop: watch::Receiver<bool>,
+}
+
+struct Listen {
+    listener: std::net::TcpListener,
+    run: Arc<RunConn>,
+}
+
+struct Worker {
+    arbiter: Arbiter,
+    intake: mpsc::UnboundedSender<Listen>,
+}
+
+/// The threads serving dedicated ports.
+pub(crate) struct WorkerPool {
+    workers: Vec<Worker>,
+    next: AtomicUsize,
+}
+
+impl WorkerPool {
+    pub(crate) fn start(count: usize, gateway: Weak<Inner>, census: Arc<Census>) -> Self {
+        let workers = (0..count.max(1))
+            .map(|_| {
+                let arbiter = Arbiter::new();
+                let (intake, mut requests) = mpsc::unbounded_channel::<Listen>();
+                let gateway = gateway.clone();
+                let census = census.clone();
+                // The service is not `Send`: it is built on the worker's
+                // own thread and never leaves it.
+                arbiter.spawn_fn(move || {
+                    actix_rt::spawn(async move {
+                        let service = match build_service(gateway).await {
+                            Ok(service) => Rc::new(service),
+                            Err(()) => {
+                                tracing::error!("gateway worker: the HTTP service failed to start");
+                                return;
+                            }
+                        };
+                        while let Some(Listen { listener, run }) = requests.recv().await {
+                            actix_rt::spawn(accept_loop(
+                                service.clone(),
+                                listener,
+                                run,
+                                census.clone(),
+                            ));
+                        }
+                    });
+                });
+                Worker { arbiter, intake }
+            })
+            .collect();
+        Self {
+            workers,
+            next: AtomicUsize::new(0),
+        }
+    }
+
+    /// Serves `run` on `listener` from one of the workers.
+    pub(crate) fn listen(
+        &self,
+        listener: std::net::TcpListener,
+        run: Arc<RunConn>,
+    ) -> Result<(), GatewayError> {
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| GatewayError::Worker(format!("listener: {e}")))?;
+        let index = self.next.fetch_add(1, Ordering::Relaxed) % self.workers.len();
+        self.workers[index]
+            .intake
+            .send(Listen { listener, run })
+            .map_err(|_| GatewayError::Worker("the gateway worker has stopped".to_owned()))
+    }
+
+    pub(crate) fn stop(&self) {
+        for worker in &self.workers {
+            worker.arbiter.stop();
+        }
+    }
+}
+
+/// The run a connection belongs to, in its extensions.
+#[derive(Clone)]
+struct ConnRun(Arc<RunConn>);
+
+/// The gateway, for the worker's app (weak: the workers must not keep a
+/// stopped gateway alive).
+struct GatewayRef(Weak<Inner>);
+
+async fn build_service(
+    gateway: Weak<Inner>,
+) -> Result<
+    impl Service<
+        (RunStream, Protocol, Option<SocketAddr>),
+        Response = (),
+        Error = actix_http::error::DispatchError,
+    >,
+    (),
+> {
+    let gateway = web::Data::new(GatewayRef(gateway));
+    let app = App::new()
+        .app_data(gateway)
+        .default_service(web::to(dedicated_request));
+    let factory = HttpService::build()
+        .keep_alive(KeepAlive::Timeout(Duration::from_secs(5)))
+        .client_request_timeout(Duration::from_secs(5))
+        // A client that closes its side is gone: drop its pending request
+        // (releasing the slot) instead of computing an answer nobody reads.
+        .h1_allow_half_closed(false)
+        .on_connect_ext(|io: &RunStream, ext: &mut Extensions| {
+            ext.insert(ConnRun(io.run.clone()));
+        })
+        .finish(map_config(app, |()| AppConfig::default()));
+    factory.new_service(()).await
+}
+
+async fn dedicated_request(
+    req: HttpRequest,
+    payload: web::Payload,
+    gateway: web::Data<GatewayRef>,
+) -> HttpResponse {
+    let run = req.conn_data::<ConnRun>().map(|c| c.0.clone());
+    let name = run
+        .as_ref()
+        .map_or_else(String::new, |r| r.key.run.to_string());
+    let Some(inner) = gateway.0.upgrade() else {
+        return HttpResponse::ServiceUnavailable().finish();
+    };
+    let incoming = match bridge::read(req, payload, inner.config.max_body_bytes, name).await {
+        Ok(incoming) => incoming,
+        Err(response) => return response,
+    };
+    let Some(run) = run else {
+        return bridge::not_found(incoming, "this connection belongs to no run");
+    };
+    if incoming.req.path() != "/mcp" {
+        return bridge::not_found(incoming, "this run's MCP endpoint is /mcp");
+    }
+    let target = Target {
+        key: run.key.clone(),
+        addr: run.addr.clone(),
+    };
+    bridge::serve(&inner, target, incoming, None, None).await
+}
+
+/// Counts a live listener or connection for as long as it exists.
+struct Counted<'a>(&'a AtomicUsize);
+
+impl<'a> Counted<'a> {
+    fn new(counter: &'a AtomicUsize) -> Self {
+        counter.fetch_add(1, Ordering::Relaxed);
+        Self(counter)
+    }
+}
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+async fn accept_loop<S>(
+    service: Rc<S>,
+    listener: std::net::TcpListener,
+    run: Arc<RunConn>,
+    census: Arc<Census>,
+) where
+    S: Service<(RunStream, Protocol, Option<SocketAddr>), Response = ()> + 'static,
+{
+    let _counted = Counted::new(&census.listeners);
+    let listener = match tokio::net::TcpListener::from_std(listener) {
+        Ok(listener) => listener,
+        Err(err) => {
+            tracing::error!(run = %run.key, error = %err, "gateway listener could not start");
+            return;
+        }
+    };
+    let mut stop = run.stop.clone();
+    loop {
+        tokio::select! {
+            // An error means the actor is gone: the same as stopped.
+            _ = stop.wait_for(|stopped| *stopped) => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    // One-buffer responses still meet delayed ACKs on
+                    // keep-alive connections without this.
+                    let _ = stream.set_nodelay(true);
+                    let io = RunStream::new(stream, run.clone());
+                    actix_rt::spawn(serve_connection(service.clone(), io, peer, census.clone()));
+                }
+                Err(err) => {
+                    tracing::warn!(run = %run.key, error = %err, "gateway accept failed");
+                    tokio::time::sleep(ACCEPT_BACKOFF).await;
+                }
+            },
+        }
+    }
+    // Dropping the listener here closes the run's port.
+}
+
+async fn serve_connection<S>(service: Rc<S>, io: RunStream, peer: SocketAddr, census: Arc<Census>)
+where
+    S: Service<(RunStream, Protocol, Option<SocketAddr>), Response = ()> + 'static,
+{
+    let _counted = Counted::new(&census.connections);
+    let closing = io.closing.clone();
+    let mut stop = io.run.stop.clone();
+    let dispatch = service.call((io, Protocol::Http1, Some(peer)));
+    tokio::pin!(dispatch);
+    tokio::select! {
+        _ = &mut dispatch => return,
+        _ = stop.wait_for(|stopped| *stopped) => {}
+    }
+    // From now on reads see end-of-stream: the dispatcher writes out what
+    // it has and closes the connection.
+    closing.store(true, Ordering::Release);
+    let _ = tokio::time::timeout(CLOSE_GRACE, dispatch).await;
+}
+
+/// A run's TCP connection, carrying the run and a switch that ends reads
+/// when the run stops.
+pub(crate) struct RunStream {
+    io: TcpStream,
+    run: Arc<RunConn>,
+    closing: Arc<AtomicBool>,
+}
+
+impl RunStream {
+    fn new(io: TcpStream, run: Arc<RunConn>) -> Self {
+        Self {
+            io,
+            run,
+            closing: Arc::new(AtomicBool::new(false)),
+        }
+    }
+}
+
+impl AsyncRead for RunStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if this.closing.load(Ordering::Acquire) {
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut this.io).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for RunStream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+}

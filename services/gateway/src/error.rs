@@ -1,0 +1,32 @@
+//! The crate's one error type.
+
+use corkboard_board::{RunId, TenantId};
+use corkboard_grants::RegistryError;
+use std::net::SocketAddr;
+use thiserror::Error;
+
+/// Why a run could not be registered, revoked or served, or the gateway
+/// not started. Request-level refusals never appear here: they are answered
+/// on the wire as JSON-RPC errors carrying the request's id.
+#[derive(Debug, Error)]
+pub enum GatewayError {
+    #[error(
+        "run {run} of tenant {tenant} is already active on this runner; revoke it (DELETE /v1/runs/{tenant}/{run}) or pick another run id"
+    )]
+    RunActive { tenant: TenantId, run: RunId },
+    #[error("gateway listener: cannot bind {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    #[error("{key}: {reason}")]
+    Config { key: &'static str, reason: String },
+    #[error("the gateway is shutting down and accepts no new runs")]
+    ShuttingDown,
+    #[error("gateway worker unavailable: {0}")]
+    Worker(String),
+    #[error("rate limiter: {0}")]
+    Limiter(String),
+}

@@ -1,0 +1,545 @@
+//! The gateway: the table of runs on this runner, registering and revoking
+//! them, and the listeners their requests arrive on.
+
+use crate::actor::{
+    ActorSettings, Census, Drain, DrainReport, RunActor, RunGauge, RunSpec, StopReason,
+};
+use crate::backend::GatewayBackend;
+use crate::binding::{Binding, BindingCell};
+use crate::config::{GatewayConfig, ListenerMode, host_of_ip};
+use crate::dedicated::{RunConn, WorkerPool};
+use crate::error::GatewayError;
+use crate::key::RunKey;
+use crate::limiter::RateLimiter;
+use crate::registration::Registration;
+use actix::{Addr, Arbiter, ArbiterHandle};
+use corkboard_board::{Grant, GrantId, RunId, TenantId, Timestamp};
+use corkboard_grants::{GrantRequest, GrantService, TokenHash};
+use corkboard_mcp::{McpEndpoint, McpSettings};
+use std::collections::HashMap;
+use std::net::{SocketAddr, TcpListener};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+use tokio::sync::{oneshot, watch};
+
+/// What a gateway serves runs with.
+pub struct GatewayParts {
+    /// Issues and revokes the runs' grants.
+    pub grants: GrantService,
+    /// Store, registry and audit the runs' requests are served with.
+    pub binding: Binding,
+    pub limiter: Arc<dyn RateLimiter>,
+    /// Where run actors live; by default a new arbiter (thread) of their own.
+    pub actor_arbiter: Option<ArbiterHandle>,
+}
+
+impl std::fmt::Debug for GatewayParts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GatewayParts").finish_non_exhaustive()
+    }
+}
+
+/// A run as `/v1/runs` lists it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RunInfo {
+    pub tenant: TenantId,
+    pub run: RunId,
+    pub grant_id: GrantId,
+    pub mcp_url: Option<String>,
+    pub expires_at: Timestamp,
+    pub in_flight: u32,
+    pub draining: bool,
+    /// Requests admitted on this runner so far.
+    pub admitted: u64,
+    /// Requests refused by the rate limit on this runner so far.
+    pub rate_limited: u64,
+    /// Activated here by a request (shared mode) rather than registered here.
+    pub activated: bool,
+}
+
+/// What revoking a run did.
+#[derive(Debug, Clone)]
+pub struct RevokeReport {
+    /// Grants revoked now (already revoked ones are not repeated).
+    pub revoked: Vec<GrantId>,
+    /// How the local actor drained, if the run was active on this runner.
+    pub drained: Option<DrainReport>,
+}
+
+/// Live counts, for leak checks and diagnostics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct GatewayStats {
+    pub runs: usize,
+    pub actors: usize,
+    pub listeners: usize,
+    pub connections: usize,
+}
+
+struct RunEntry {
+    generation: u64,
+    addr: Addr<RunActor>,
+    grant: GrantId,
+    expires_at: Timestamp,
+    mcp_url: Option<String>,
+    gauge: Arc<RunGauge>,
+    activated: bool,
+}
+
+enum Slot {
+    /// Being registered: the key is taken, nothing serves it yet.
+    Reserved(u64),
+    Live(RunEntry),
+}
+
+impl Slot {
+    fn generation(&self) -> u64 {
+        match self {
+            Self::Reserved(generation) => *generation,
+            Self::Live(entry) => entry.generation,
+        }
+    }
+}
+
+pub(crate) struct Inner {
+    pub config: GatewayConfig,
+    pub binding: BindingCell,
+    pub endpoint: McpEndpoint<GatewayBackend>,
+    pub census: Arc<Census>,
+    grants: GrantService,
+    limiter: Arc<dyn RateLimiter>,
+    actor_settings: Arc<ActorSettings>,
+    runs: Mutex<HashMap<RunKey, Slot>>,
+    generation: AtomicU64,
+    actor_arbiter: ArbiterHandle,
+    own_arbiter: Mutex<Option<Arbiter>>,
+    pool: OnceLock<WorkerPool>,
+    closing: AtomicBool,
+}
+
+impl Inner {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<RunKey, Slot>> {
+        // Every critical section is a map lookup, insert or removal.
+        self.runs
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn next_generation(&self) -> u64 {
+        self.generation.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Called by an actor when it stopped: forget it, unless a newer actor
+    /// for the same run has taken its place meanwhile.
+    pub(crate) fn run_stopped(&self, key: &RunKey, generation: u64) {
+        let mut runs = self.lock();
+        if runs
+            .get(key)
+            .is_some_and(|slot| slot.generation() == generation)
+        {
+            runs.remove(key);
+        }
+    }
+
+    /// The actor serving `key`, if it is active here.
+    pub(crate) fn live(&self, key: &RunKey) -> Option<Addr<RunActor>> {
+        match self.lock().get(key) {
+            Some(Slot::Live(entry)) => Some(entry.addr.clone()),
+            _ => None,
+        }
+    }
+
+    fn spawn_actor(
+        self: &Arc<Self>,
+        key: &RunKey,
+        generation: u64,
+        expires_at: Timestamp,
+        token_hash: TokenHash,
+    ) -> (Addr<RunActor>, Arc<RunGauge>, watch::Receiver<bool>) {
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let gauge = Arc::new(RunGauge::default());
+        let actor = RunActor::new(
+            RunSpec {
+                key: key.clone(),
+                generation,
+                expires_at,
+                token_hash,
+                stop: stop_tx,
+                gauge: gauge.clone(),
+            },
+            self.limiter.clone(),
+            self.census.clone(),
+            self.actor_settings.clone(),
+            Arc::downgrade(self),
+        );
+        (actor.launch(&self.actor_arbiter), gauge, stop_rx)
+    }
+
+    /// Shared mode: the actor for a run whose grant the request's token
+    /// resolved to, started here if no actor serves it yet (or only one
+    /// that is winding down, e.g. after idling). Any runner pod can so
+    /// serve any run; the registry is the shared truth.
+    pub(crate) fn activate(
+        self: &Arc<Self>,
+        key: &RunKey,
+        grant: &Grant,
+        token_hash: TokenHash,
+    ) -> Result<Addr<RunActor>, GatewayError> {
+        if self.closing.load(Ordering::Relaxed) {
+            return Err(GatewayError::ShuttingDown);
+        }
+        let mut runs = self.lock();
+        if let Some(Slot::Live(entry)) = runs.get(key)
+            && !entry.gauge.draining.load(Ordering::Relaxed)
+        {
+            return Ok(entry.addr.clone());
+        }
+        let generation = self.next_generation();
+        let (addr, gauge, _stop) = self.spawn_actor(key, generation, grant.expires_at, token_hash);
+        runs.insert(
+            key.clone(),
+            Slot::Live(RunEntry {
+                generation,
+                addr: addr.clone(),
+                grant: grant.id.clone(),
+                expires_at: grant.expires_at,
+                mcp_url: None,
+                gauge,
+                activated: true,
+            }),
+        );
+        tracing::info!(tenant = %key.tenant, run = %key.run, "run activated");
+        Ok(addr)
+    }
+}
+
+/// The runs of one runner, each with its actor and listener.
+///
+/// Cheap to clone. Must be started inside an actix `System` (it starts
+/// arbiters); see [`Gateway::start`].
+#[derive(Clone)]
+pub struct Gateway {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Gateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gateway")
+            .field("mode", &self.inner.config.mode)
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Gateway {
+    /// Starts the gateway: its actor arbiter and, in dedicated mode, the
+    /// worker threads that serve the per-run ports.
+    pub fn start(config: GatewayConfig, parts: GatewayParts) -> Result<Self, GatewayError> {
+        if actix::System::try_current().is_none() {
+            return Err(GatewayError::Worker(
+                "the gateway must be started inside an actix System".to_owned(),
+            ));
+        }
+        let (actor_arbiter, own_arbiter) = match parts.actor_arbiter {
+            Some(handle) => (handle, None),
+            None => {
+                let arbiter = Arbiter::new();
+                (arbiter.handle(), Some(arbiter))
+            }
+        };
+        let mut mcp = McpSettings::new(config.session_key.clone());
+        mcp.allowed_hosts = config.endpoint_hosts();
+        mcp.allowed_origins = config.allowed_origins.clone();
+        mcp.max_body_bytes = config.max_body_bytes;
+        let endpoint = McpEndpoint::new(Arc::new(GatewayBackend::new()), mcp);
+        let actor_settings = Arc::new(ActorSettings {
+            mailbox_capacity: config.mailbox_capacity.max(1),
+            drain_timeout: config.drain_timeout,
+            cancel_grace: config.cancel_grace,
+            idle_timeout: matches!(config.mode, ListenerMode::Shared { .. })
+                .then_some(config.idle_timeout),
+            revalidate_interval: (!config.revalidate_interval.is_zero())
+                .then_some(config.revalidate_interval),
+            lookup_timeout: config.store_timeout,
+        });
+        let dedicated = matches!(config.mode, ListenerMode::Dedicated { .. });
+        let workers = config.workers.max(1);
+        let inner = Arc::new(Inner {
+            config,
+            binding: BindingCell::new(parts.binding),
+            endpoint,
+            census: Arc::new(Census::default()),
+            grants: parts.grants,
+            limiter: parts.limiter,
+            actor_settings,
+            runs: Mutex::new(HashMap::new()),
+            generation: AtomicU64::new(1),
+            actor_arbiter,
+            own_arbiter: Mutex::new(own_arbiter),
+            pool: OnceLock::new(),
+            closing: AtomicBool::new(false),
+        });
+        if dedicated {
+            let pool = WorkerPool::start(workers, Arc::downgrade(&inner), inner.census.clone());
+            let _ = inner.pool.set(pool);
+        }
+        Ok(Self { inner })
+    }
+
+    pub fn config(&self) -> &GatewayConfig {
+        &self.inner.config
+    }
+
+    /// Replaces the store/registry/audit binding of every run atomically:
+    /// requests in flight finish on the binding they started with.
+    pub fn rebind(&self, binding: Binding) {
+        self.inner.binding.swap(binding);
+    }
+
+    /// The binding new requests are served with.
+    pub fn binding(&self) -> Arc<Binding> {
+        self.inner.binding.load()
+    }
+
+    /// Issues the run's grant, starts its actor (and, in dedicated mode, its
+    /// listener) and returns everything the agent needs.
+    pub async fn register(&self, request: GrantRequest) -> Result<Registration, GatewayError> {
+        if self.inner.closing.load(Ordering::Relaxed) {
+            return Err(GatewayError::ShuttingDown);
+        }
+        let key = RunKey::new(request.tenant.clone(), request.run.clone());
+        let generation = self.inner.next_generation();
+        {
+            let mut runs = self.inner.lock();
+            if runs.contains_key(&key) {
+                return Err(GatewayError::RunActive {
+                    tenant: key.tenant,
+                    run: key.run,
+                });
+            }
+            runs.insert(key.clone(), Slot::Reserved(generation));
+        }
+        let result = self.register_reserved(&key, generation, request).await;
+        if result.is_err() {
+            let mut runs = self.inner.lock();
+            if matches!(runs.get(&key), Some(Slot::Reserved(g)) if *g == generation) {
+                runs.remove(&key);
+            }
+        }
+        result
+    }
+
+    async fn register_reserved(
+        &self,
+        key: &RunKey,
+        generation: u64,
+        request: GrantRequest,
+    ) -> Result<Registration, GatewayError> {
+        let inner = &self.inner;
+        // Bind before issuing, so a port that cannot be had leaves no grant.
+        let (listener, mcp_url) = match &inner.config.mode {
+            ListenerMode::Dedicated { bind, advertise } => {
+                let addr = SocketAddr::new(*bind, 0);
+                let listener = TcpListener::bind(addr)
+                    .map_err(|source| GatewayError::Bind { addr, source })?;
+                let port = listener
+                    .local_addr()
+                    .map_err(|source| GatewayError::Bind { addr, source })?
+                    .port();
+                let host = if advertise.contains(':') && !advertise.starts_with('[') {
+                    host_of_ip(advertise.parse().unwrap_or(*bind))
+                } else {
+                    advertise.clone()
+                };
+                (Some(listener), format!("http://{host}:{port}/mcp"))
+            }
+            ListenerMode::Shared { base_url } => (
+                None,
+                format!("{}/runs/{}/mcp", base_url.trim_end_matches('/'), key.run),
+            ),
+        };
+        let issued = inner.grants.issue(request).await?;
+        let (addr, gauge, stop) = inner.spawn_actor(
+            key,
+            generation,
+            issued.grant.expires_at,
+            issued.token.hash(),
+        );
+        if let (Some(listener), Some(pool)) = (listener, inner.pool.get()) {
+            let conn = Arc::new(RunConn {
+                key: key.clone(),
+                addr: addr.clone(),
+                stop,
+            });
+            if let Err(err) = pool.listen(listener, conn) {
+                addr.do_send(Drain {
+                    reason: StopReason::Shutdown,
+                    done: None,
+                });
+                let _ = inner
+                    .grants
+                    .revoke(&issued.grant.id, "system:listener-failed")
+                    .await;
+                return Err(err);
+            }
+        }
+        {
+            let mut runs = inner.lock();
+            if matches!(runs.get(key), Some(Slot::Reserved(g)) if *g == generation) {
+                runs.insert(
+                    key.clone(),
+                    Slot::Live(RunEntry {
+                        generation,
+                        addr,
+                        grant: issued.grant.id.clone(),
+                        expires_at: issued.grant.expires_at,
+                        mcp_url: Some(mcp_url.clone()),
+                        gauge,
+                        activated: false,
+                    }),
+                );
+            } else {
+                // Either the actor stopped already (a grant that expired at
+                // once), or, in shared mode, a request activated the run
+                // meanwhile and that actor serves it: this one is surplus.
+                addr.do_send(Drain {
+                    reason: StopReason::Shutdown,
+                    done: None,
+                });
+            }
+        }
+        tracing::info!(
+            tenant = %key.tenant,
+            run = %key.run,
+            grant = %issued.grant.id,
+            mcp_url = %mcp_url,
+            expires_at = %issued.grant.expires_at,
+            "run registered"
+        );
+        Ok(Registration {
+            grant: issued.grant,
+            token: issued.token,
+            mcp_url,
+        })
+    }
+
+    /// Revokes every grant of the run (ledger, then registry: every replica
+    /// refuses the token within a second), then drains the local actor:
+    /// in-flight requests get `drain_timeout` to finish, the rest answer
+    /// "run ended", and the actor and its listener stop.
+    ///
+    /// The actor is stopped even when revocation fails (the error is
+    /// returned so the caller can retry the revocation).
+    pub async fn revoke(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+        by: &str,
+    ) -> Result<RevokeReport, GatewayError> {
+        let key = RunKey::new(tenant.clone(), run.clone());
+        let revoked = self.inner.grants.revoke_run(tenant, run, by).await;
+        let drained = self.stop_run(&key, StopReason::Revoked).await;
+        let revoked = revoked?;
+        tracing::info!(
+            tenant = %tenant,
+            run = %run,
+            grants = revoked.len(),
+            local = drained.is_some(),
+            "run revoked"
+        );
+        Ok(RevokeReport {
+            revoked: revoked.into_iter().map(|e| e.grant.id).collect(),
+            drained,
+        })
+    }
+
+    /// Drains and stops the local actor of a run without revoking anything.
+    pub async fn stop_run(&self, key: &RunKey, reason: StopReason) -> Option<DrainReport> {
+        let addr = self.inner.live(key)?;
+        let (done, report) = oneshot::channel();
+        // `do_send` skips the mailbox bound: stopping never queues behind
+        // the requests it is about to refuse.
+        addr.do_send(Drain {
+            reason,
+            done: Some(done),
+        });
+        let bound = self.inner.config.drain_timeout
+            + self.inner.config.cancel_grace
+            + Duration::from_secs(2);
+        tokio::time::timeout(bound, report).await.ok()?.ok()
+    }
+
+    /// Active runs, optionally of one tenant, sorted by tenant and run.
+    pub fn runs(&self, tenant: Option<&TenantId>) -> Vec<RunInfo> {
+        let mut runs: Vec<RunInfo> = self
+            .inner
+            .lock()
+            .iter()
+            .filter(|(key, _)| tenant.is_none_or(|t| &key.tenant == t))
+            .filter_map(|(key, slot)| match slot {
+                Slot::Live(entry) => Some(RunInfo {
+                    tenant: key.tenant.clone(),
+                    run: key.run.clone(),
+                    grant_id: entry.grant.clone(),
+                    mcp_url: entry.mcp_url.clone(),
+                    expires_at: entry.expires_at,
+                    in_flight: entry.gauge.in_flight.load(Ordering::Relaxed),
+                    draining: entry.gauge.draining.load(Ordering::Relaxed),
+                    admitted: entry.gauge.admitted.load(Ordering::Relaxed),
+                    rate_limited: entry.gauge.rate_limited.load(Ordering::Relaxed),
+                    activated: entry.activated,
+                }),
+                Slot::Reserved(_) => None,
+            })
+            .collect();
+        runs.sort_by(|a, b| (&a.tenant, &a.run).cmp(&(&b.tenant, &b.run)));
+        runs
+    }
+
+    pub fn stats(&self) -> GatewayStats {
+        let census = &self.inner.census;
+        GatewayStats {
+            runs: self.inner.lock().len(),
+            actors: census.actors.load(Ordering::Relaxed),
+            listeners: census.listeners.load(Ordering::Relaxed),
+            connections: census.connections.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Drains every run (without revoking: their grants stay valid for
+    /// another replica, or until they expire) and stops the gateway's
+    /// threads. New registrations are refused from the start.
+    pub async fn shutdown(&self) {
+        self.inner.closing.store(true, Ordering::Relaxed);
+        let keys: Vec<RunKey> = self.inner.lock().keys().cloned().collect();
+        let drains = keys
+            .iter()
+            .map(|key| self.stop_run(key, StopReason::Shutdown));
+        futures_util::future::join_all(drains).await;
+        // Listeners and connections end once their actor stopped; give them
+        // a moment before their threads go away.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+        while self.stats().listeners + self.stats().connections > 0
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        if let Some(pool) = self.inner.pool.get() {
+            pool.stop();
+        }
+        if let Some(arbiter) = self
+            .inner
+            .own_arbiter
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take()
+        {
+            arbiter.stop();
+        }
+    }
+
+    /// Mounts the shared-mode route `/runs/{run}/mcp`.
+    pub fn configure_shared(&self, cfg: &mut actix_web::web::ServiceConfig) {
+        crate::shared::configure(cfg, self.clone());
+    }
+}

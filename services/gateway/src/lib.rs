@@ -1,0 +1,49 @@
+//! The runner: one actix actor per agent run, and the gateways agents
+//! reach their board through.
+//!
+//! Registering a run ([`Gateway::register`]; over HTTP, `POST /v1/runs`)
+//! issues its grant, starts its [`actor`] and its listener, and hands
+//! back the endpoint, the token and a ready-to-use MCP client
+//! configuration ([`Registration`]). Two listener modes
+//! ([`ListenerMode`]): a dedicated port per run on a gateway-reachable
+//! address (local containers), or routes `/runs/{run}/mcp` on one shared
+//! port (Kubernetes, where any runner pod activates any run from the shared
+//! registry). Revoking ([`Gateway::revoke`]) revokes the grant, drains
+//! in-flight requests for a bounded time and stops the actor and its
+//! listener; expiry does the same by itself.
+//!
+//! Every request is bridged to its run's actor with a correlated answer
+//! guaranteed (the bridge), pinned to its run ([`backend`]), served with one
+//! atomically replaceable binding ([`binding`]) and rate-limited per run
+//! ([`limiter`]).
+
+#![forbid(unsafe_code)]
+
+pub mod actor;
+pub mod api;
+pub mod backend;
+pub mod binding;
+pub mod boardless;
+mod bridge;
+pub mod config;
+mod dedicated;
+mod error;
+mod gateway;
+mod key;
+pub mod limiter;
+mod registration;
+pub mod rpc;
+pub mod runner;
+mod shared;
+
+pub use actor::{DrainReport, StopReason};
+pub use backend::{GatewayBackend, RunPrincipal};
+pub use binding::{Binding, BindingCell};
+pub use boardless::{BOARDLESS_MESSAGE, BoardlessStore, MemoryLedger};
+pub use config::{GatewayConfig, ListenerMode};
+pub use error::GatewayError;
+pub use gateway::{Gateway, GatewayParts, GatewayStats, RevokeReport, RunInfo};
+pub use key::RunKey;
+pub use limiter::{LocalRateLimiter, RateLimit, RateLimited, RateLimiter, RedisRateLimiter};
+pub use registration::Registration;
+pub use runner::{Runner, RunnerApi};

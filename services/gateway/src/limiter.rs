@@ -1,0 +1,367 @@
+//! Per-run rate limits: a token bucket per run, behind [`RateLimiter`].
+//!
+//! In one process the bucket lives in memory ([`LocalRateLimiter`]). When
+//! several runner pods serve the same run (shared mode behind a Kubernetes
+//! Service) the budget must be shared too, or each pod would grant the full
+//! rate: [`RedisRateLimiter`] keeps the bucket in Redis and updates it in
+//! one Lua script, timed by the Redis server's clock so pods with skewed
+//! clocks agree.
+
+use crate::error::GatewayError;
+use crate::key::RunKey;
+use async_trait::async_trait;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
+use std::collections::HashMap;
+use std::sync::{Mutex, RwLock};
+use std::time::{Duration, Instant};
+use thiserror::Error;
+use tokio::runtime::Handle;
+
+/// A sustained rate and a burst.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RateLimit {
+    pub per_second: u32,
+    pub burst: u32,
+}
+
+/// The run's budget is spent; `retry_after` says when one more request fits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+#[error("rate limit reached; retry in {} ms", .retry_after.as_millis())]
+pub struct RateLimited {
+    pub retry_after: Duration,
+}
+
+/// Takes one request's worth from a run's budget.
+#[async_trait]
+pub trait RateLimiter: Send + Sync + 'static {
+    async fn acquire(&self, run: &RunKey) -> Result<(), RateLimited>;
+
+    /// The run stopped on this runner: drop any state kept for it here.
+    fn forget(&self, run: &RunKey);
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    tokens: f64,
+    at: Instant,
+}
+
+/// Token buckets in this process's memory.
+#[derive(Debug)]
+pub struct LocalRateLimiter {
+    limit: RateLimit,
+    buckets: Mutex<HashMap<RunKey, Bucket>>,
+}
+
+impl LocalRateLimiter {
+    pub fn new(limit: RateLimit) -> Self {
+        Self {
+            limit,
+            buckets: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Runs with a bucket right now (for leak checks).
+    pub fn tracked(&self) -> usize {
+        self.lock().len()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<RunKey, Bucket>> {
+        // Each critical section is a lookup and two float writes.
+        self.buckets
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+#[async_trait]
+impl RateLimiter for LocalRateLimiter {
+    async fn acquire(&self, run: &RunKey) -> Result<(), RateLimited> {
+        let now = Instant::now();
+        let rate = f64::from(self.limit.per_second.max(1));
+        let burst = f64::from(self.limit.burst.max(1));
+        let mut buckets = self.lock();
+        let bucket = buckets.entry(run.clone()).or_insert(Bucket {
+            tokens: burst,
+            at: now,
+        });
+        let refill = now.saturating_duration_since(bucket.at).as_secs_f64() * rate;
+        bucket.tokens = (bucket.tokens + refill).min(burst);
+        bucket.at = now;
+        if bucket.tokens >= 1.0 {
+            bucket.tokens -= 1.0;
+            Ok(())
+        } else {
+            let wait = (1.0 - bucket.tokens) / rate;
+            Err(RateLimited {
+                retry_after: Duration::from_secs_f64(wait).max(Duration::from_millis(1)),
+            })
+        }
+    }
+
+    fn forget(&self, run: &RunKey) {
+        self.lock().remove(run);
+    }
+}
+
+/// The bucket update, atomic in Redis. KEYS[1]: the run's bucket;
+/// ARGV: rate per second, burst, key lifetime in ms. Returns
+/// `{allowed (0/1), wait_ms}`.
+const BUCKET_SCRIPT: &str = r"
+local rate = tonumber(ARGV[1])
+local burst = tonumber(ARGV[2])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local state = redis.call('HMGET', KEYS[1], 'tokens', 'at')
+local tokens = tonumber(state[1])
+local at = tonumber(state[2])
+if tokens == nil or at == nil then
+  tokens = burst
+  at = now
+end
+if now > at then
+  tokens = math.min(burst, tokens + (now - at) * rate / 1000)
+  at = now
+end
+local allowed = 0
+local wait = 0
+if tokens >= 1 then
+  tokens = tokens - 1
+  allowed = 1
+else
+  wait = math.ceil((1 - tokens) * 1000 / rate)
+end
+redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(at))
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return {allowed, wait}
+";
+
+#[derive(Clone)]
+enum Conn {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+enum Client {
+    Single(redis::Client, ConnectionManagerConfig),
+    Cluster(ClusterClient),
+}
+
+/// Token buckets in Redis, shared by every runner pod.
+///
+/// Fails open: when Redis does not answer within the operation timeout the
+/// request is allowed (and a warning logged). Rate limiting protects the
+/// board from a runaway agent; refusing every agent because Redis hiccuped
+/// would be the larger harm, and tokens themselves still fail closed.
+pub struct RedisRateLimiter {
+    limit: RateLimit,
+    prefix: String,
+    timeout: Duration,
+    client: Client,
+    handle: Handle,
+    conn: RwLock<Option<Conn>>,
+    connecting: tokio::sync::Mutex<()>,
+}
+
+impl std::fmt::Debug for RedisRateLimiter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisRateLimiter")
+            .field("limit", &self.limit)
+            .field("prefix", &self.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisRateLimiter {
+    /// One URL is a single node; several are Redis Cluster seeds. Does not
+    /// connect yet. Must be called inside the Tokio runtime that should own
+    /// the connection (a long-lived one: connections are driven there).
+    pub fn new(
+        limit: RateLimit,
+        urls: &[String],
+        key_prefix: &str,
+        timeout: Duration,
+    ) -> Result<Self, GatewayError> {
+        let handle = Handle::try_current().map_err(|_| {
+            GatewayError::Limiter("the Redis rate limiter needs a Tokio runtime".to_owned())
+        })?;
+        let bad_url = |e: redis::RedisError| GatewayError::Config {
+            key: "redis_url",
+            reason: format!("not a usable Redis URL: {}", e.category()),
+        };
+        let client = match urls {
+            [] => {
+                return Err(GatewayError::Config {
+                    key: "redis_url",
+                    reason: "required for the shared rate limiter".to_owned(),
+                });
+            }
+            [url] => Client::Single(
+                redis::Client::open(url.as_str()).map_err(bad_url)?,
+                ConnectionManagerConfig::new()
+                    .set_connection_timeout(timeout)
+                    .set_response_timeout(timeout)
+                    .set_number_of_retries(2)
+                    .set_max_delay(500),
+            ),
+            urls => Client::Cluster(
+                ClusterClient::builder(urls.iter().map(String::as_str))
+                    .connection_timeout(timeout)
+                    .response_timeout(timeout)
+                    .retries(2)
+                    .build()
+                    .map_err(bad_url)?,
+            ),
+        };
+        Ok(Self {
+            limit,
+            prefix: key_prefix.to_owned(),
+            timeout,
+            client,
+            handle,
+            conn: RwLock::new(None),
+            connecting: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    fn key(&self, run: &RunKey) -> String {
+        format!("{}ratelimit:{}:{}", self.prefix, run.tenant, run.run)
+    }
+
+    fn cached(&self) -> Option<Conn> {
+        self.conn
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    async fn connection(&self) -> redis::RedisResult<Conn> {
+        if let Some(conn) = self.cached() {
+            return Ok(conn);
+        }
+        let _one_at_a_time = self.connecting.lock().await;
+        if let Some(conn) = self.cached() {
+            return Ok(conn);
+        }
+        // Opened on the owning runtime: the connection's driver task must
+        // outlive whichever thread asked first.
+        let opening = match &self.client {
+            Client::Single(client, config) => {
+                let (client, config) = (client.clone(), config.clone());
+                self.handle.spawn(async move {
+                    ConnectionManager::new_with_config(client, config)
+                        .await
+                        .map(Conn::Single)
+                })
+            }
+            Client::Cluster(client) => {
+                let client = client.clone();
+                self.handle
+                    .spawn(async move { client.get_async_connection().await.map(Conn::Cluster) })
+            }
+        };
+        let conn = opening.await.map_err(|e| {
+            redis::RedisError::from((
+                redis::ErrorKind::IoError,
+                "connection task failed",
+                e.to_string(),
+            ))
+        })??;
+        *self
+            .conn
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(conn.clone());
+        Ok(conn)
+    }
+
+    async fn run_script(&self, key: String) -> redis::RedisResult<(i64, i64)> {
+        let ttl_ms = self.key_lifetime().as_millis().to_string();
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(BUCKET_SCRIPT)
+            .arg(1)
+            .arg(key)
+            .arg(self.limit.per_second.max(1))
+            .arg(self.limit.burst.max(1))
+            .arg(ttl_ms);
+        match self.connection().await? {
+            Conn::Single(mut conn) => cmd.query_async(&mut conn).await,
+            Conn::Cluster(mut conn) => cmd.query_async(&mut conn).await,
+        }
+    }
+
+    /// Long enough for an idle bucket to refill completely, so forgetting
+    /// it changes nothing.
+    fn key_lifetime(&self) -> Duration {
+        let refill = f64::from(self.limit.burst.max(1)) / f64::from(self.limit.per_second.max(1));
+        Duration::from_secs_f64(refill.ceil() + 60.0)
+    }
+}
+
+#[async_trait]
+impl RateLimiter for RedisRateLimiter {
+    async fn acquire(&self, run: &RunKey) -> Result<(), RateLimited> {
+        match tokio::time::timeout(self.timeout, self.run_script(self.key(run))).await {
+            Ok(Ok((1, _))) => Ok(()),
+            Ok(Ok((_, wait_ms))) => Err(RateLimited {
+                retry_after: Duration::from_millis(u64::try_from(wait_ms).unwrap_or(1).max(1)),
+            }),
+            Ok(Err(err)) => {
+                if err.is_io_error() || err.is_connection_dropped() {
+                    // Let the next call reconnect from scratch.
+                    *self
+                        .conn
+                        .write()
+                        .unwrap_or_else(|poisoned| poisoned.into_inner()) = None;
+                }
+                tracing::warn!(run = %run, error = %err.category(), "rate limiter: Redis failed; allowing the request");
+                Ok(())
+            }
+            Err(_elapsed) => {
+                tracing::warn!(run = %run, "rate limiter: Redis did not answer in time; allowing the request");
+                Ok(())
+            }
+        }
+    }
+
+    fn forget(&self, _run: &RunKey) {
+        // Other pods may still serve the run; the key expires by itself.
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use corkboard_board::{RunId, TenantId};
+
+    #[tokio::test]
+    async fn local_bucket_allows_the_burst_then_says_when_to_retry() {
+        let limiter = LocalRateLimiter::new(RateLimit {
+            per_second: 2,
+            burst: 3,
+        });
+        let run = RunKey::new(
+            TenantId::parse("acme").unwrap(),
+            RunId::parse("r1").unwrap(),
+        );
+        let other = RunKey::new(
+            TenantId::parse("acme").unwrap(),
+            RunId::parse("r2").unwrap(),
+        );
+        for _ in 0..3 {
+            limiter.acquire(&run).await.unwrap();
+        }
+        let limited = limiter.acquire(&run).await.unwrap_err();
+        assert!(limited.retry_after > Duration::ZERO);
+        assert!(
+            limited.retry_after <= Duration::from_millis(500),
+            "{limited:?}"
+        );
+        // Budgets are per run.
+        limiter.acquire(&other).await.unwrap();
+        limiter.forget(&run);
+        limiter.forget(&other);
+        assert_eq!(limiter.tracked(), 0);
+    }
+}

@@ -1,0 +1,411 @@
+//! Gateway test harness: gateways on real sockets (dedicated ports, or a
+//! real actix-web server for the shared port), a real SQLite board, and a
+//! raw MCP client speaking 2026-07-28 over HTTP.
+
+#![allow(dead_code)]
+
+use actix_web::{App, HttpServer};
+use anyhow::{Context, Result, anyhow, bail};
+use async_trait::async_trait;
+use corkboard_board::{
+    Author, Capabilities, CommentAdded, Created, GrantLedger, IdempotencyKey, Issue, IssueId,
+    IssuePatch, IssueStore, ListQuery, NewComment, NewIssue, Page, RunId, StoreError, TenantId,
+};
+use corkboard_gateway::{
+    Binding, Gateway, GatewayConfig, GatewayParts, ListenerMode, LocalRateLimiter, MemoryLedger,
+    RateLimiter, Registration,
+};
+use corkboard_grants::{GrantRequest, GrantService, MemoryRegistry, TokenRegistry};
+use corkboard_mcp::SessionKey;
+use corkboard_store_sqlite::SqliteStore;
+use corkboard_tools::NoopAuditSink;
+use serde_json::{Value, json};
+use std::future::Future;
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Semaphore;
+
+pub const MODERN: &str = "2026-07-28";
+/// Deadline for anything that should happen promptly (only to avoid hangs).
+pub const GENEROUS: Duration = Duration::from_secs(30);
+
+/// Both listener modes, for tests that must pass in each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Dedicated,
+    Shared,
+}
+
+pub const MODES: [Mode; 2] = [Mode::Dedicated, Mode::Shared];
+
+/// Fails the test instead of hanging it.
+pub async fn bounded<T>(what: &str, future: impl Future<Output = T>) -> Result<T> {
+    tokio::time::timeout(GENEROUS, future)
+        .await
+        .map_err(|_| anyhow!("{what} did not finish within {GENEROUS:?}"))
+}
+
+/// Polls `condition` until it holds (bounded).
+pub async fn eventually(what: &str, mut condition: impl FnMut() -> bool) -> Result<()> {
+    let deadline = tokio::time::Instant::now() + GENEROUS;
+    while !condition() {
+        if tokio::time::Instant::now() > deadline {
+            bail!("{what}: still not true after {GENEROUS:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    Ok(())
+}
+
+pub fn tenant(name: &str) -> TenantId {
+    TenantId::parse(name).expect("tenant id")
+}
+
+pub fn run_id(name: &str) -> RunId {
+    RunId::parse(name).expect("run id")
+}
+
+pub fn all_caps() -> Capabilities {
+    Capabilities::all()
+}
+
+/// A gateway plus what tests inspect behind it.
+pub struct Harness {
+    pub gateway: Gateway,
+    pub grants: GrantService,
+    pub registry: Arc<dyn TokenRegistry>,
+    pub mode: Mode,
+    /// Shared mode: the server's handle.
+    pub server: Option<actix_web::dev::ServerHandle>,
+}
+
+impl Harness {
+    pub async fn register(&self, tenant_name: &str, run: &str) -> Result<Registration> {
+        self.register_with(tenant_name, run, Duration::from_secs(3600))
+            .await
+    }
+
+    pub async fn register_with(
+        &self,
+        tenant_name: &str,
+        run: &str,
+        ttl: Duration,
+    ) -> Result<Registration> {
+        Ok(self
+            .gateway
+            .register(GrantRequest {
+                tenant: tenant(tenant_name),
+                run: run_id(run),
+                capabilities: all_caps(),
+                ttl,
+                created_by: "test".into(),
+            })
+            .await?)
+    }
+
+    pub async fn stop(self) {
+        self.gateway.shutdown().await;
+        if let Some(server) = self.server {
+            server.stop(true).await;
+        }
+    }
+}
+
+/// What a harness is built from.
+pub struct Setup {
+    pub mode: Mode,
+    pub store: Arc<dyn IssueStore>,
+    pub configure: Box<dyn FnOnce(&mut GatewayConfig)>,
+    pub limiter: Option<Arc<dyn RateLimiter>>,
+    pub actor_arbiter: Option<actix::ArbiterHandle>,
+    /// Grants and registry shared with other gateways ("pods"); private
+    /// in-memory ones by default.
+    pub shared_grants: Option<(GrantService, Arc<dyn TokenRegistry>)>,
+}
+
+impl Setup {
+    pub fn new(mode: Mode, store: Arc<dyn IssueStore>) -> Self {
+        Self {
+            mode,
+            store,
+            configure: Box::new(|_| {}),
+            limiter: None,
+            actor_arbiter: None,
+            shared_grants: None,
+        }
+    }
+
+    pub fn configure(mut self, f: impl FnOnce(&mut GatewayConfig) + 'static) -> Self {
+        self.configure = Box::new(f);
+        self
+    }
+
+    /// Starts the gateway (and, in shared mode, a real HTTP server for it).
+    pub fn start(self) -> Result<Harness> {
+        let (grants, registry) = self.shared_grants.unwrap_or_else(|| {
+            let ledger: Arc<dyn GrantLedger> = Arc::new(MemoryLedger::new());
+            let registry: Arc<dyn TokenRegistry> = Arc::new(MemoryRegistry::new());
+            (GrantService::new(ledger, registry.clone()), registry)
+        });
+        let shared_listener = match self.mode {
+            Mode::Shared => Some(std::net::TcpListener::bind("127.0.0.1:0")?),
+            Mode::Dedicated => None,
+        };
+        let mode = match &shared_listener {
+            Some(listener) => ListenerMode::Shared {
+                base_url: format!("http://{}", listener.local_addr()?),
+            },
+            None => ListenerMode::Dedicated {
+                bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
+                advertise: "127.0.0.1".into(),
+            },
+        };
+        let mut config = GatewayConfig::new(mode, SessionKey::generate());
+        config.workers = 2;
+        (self.configure)(&mut config);
+        let limiter = self
+            .limiter
+            .unwrap_or_else(|| Arc::new(LocalRateLimiter::new(config.rate_limit)));
+        let binding = Binding::new(
+            self.store,
+            registry.clone(),
+            Arc::new(NoopAuditSink),
+            config.store_timeout,
+        );
+        let gateway = Gateway::start(
+            config,
+            GatewayParts {
+                grants: grants.clone(),
+                binding,
+                limiter,
+                actor_arbiter: self.actor_arbiter,
+            },
+        )?;
+        let server = match shared_listener {
+            Some(listener) => {
+                let routes = gateway.clone();
+                let server = HttpServer::new(move || {
+                    let routes = routes.clone();
+                    App::new().configure(move |cfg| routes.configure_shared(cfg))
+                })
+                .workers(2)
+                .h1_allow_half_closed(false)
+                .disable_signals()
+                .listen(listener)?
+                .run();
+                let handle = server.handle();
+                actix_rt::spawn(server);
+                Some(handle)
+            }
+            None => None,
+        };
+        Ok(Harness {
+            gateway,
+            grants,
+            registry,
+            mode: self.mode,
+            server,
+        })
+    }
+}
+
+pub fn sqlite_store(dir: &std::path::Path) -> Result<Arc<SqliteStore>> {
+    Ok(Arc::new(SqliteStore::open_in_dir(dir)?))
+}
+
+/// A 2026-07-28 JSON-RPC request body.
+pub fn modern(id: Value, method: &str, params: Value) -> Value {
+    let mut params = if params.is_object() {
+        params
+    } else {
+        json!({})
+    };
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "gateway-test", "version": "0.1"}
+    });
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+}
+
+/// An HTTP answer: status, `Retry-After`, and the JSON-RPC body.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    pub status: u16,
+    pub retry_after: Option<String>,
+    pub json: Value,
+}
+
+impl Answer {
+    pub fn error_code(&self) -> Option<i64> {
+        self.json["error"]["code"].as_i64()
+    }
+
+    pub fn error_message(&self) -> String {
+        self.json["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned()
+    }
+
+    pub fn tool_error(&self) -> Option<String> {
+        (self.json["result"]["isError"] == true).then(|| {
+            self.json["result"]["content"][0]["text"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned()
+        })
+    }
+
+    pub fn structured(&self) -> &Value {
+        &self.json["result"]["structuredContent"]
+    }
+}
+
+pub fn http() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(GENEROUS)
+        .no_proxy()
+        .build()
+        .expect("http client")
+}
+
+/// Sends one 2026-07-28 request.
+pub async fn send(
+    client: &reqwest::Client,
+    url: &str,
+    token: &str,
+    body: &Value,
+) -> Result<Answer> {
+    let mut request = client
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", MODERN)
+        .bearer_auth(token)
+        .body(body.to_string());
+    if let Some(method) = body["method"].as_str() {
+        request = request.header("mcp-method", method);
+    }
+    if let Some(name) = body["params"]["name"].as_str() {
+        request = request.header("mcp-name", name);
+    }
+    let response = request
+        .send()
+        .await
+        .with_context(|| format!("POST {url}"))?;
+    let status = response.status().as_u16();
+    let retry_after = response
+        .headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let text = response.text().await?;
+    let json = if text.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(&text).with_context(|| format!("{status}: {text}"))?
+    };
+    Ok(Answer {
+        status,
+        retry_after,
+        json,
+    })
+}
+
+/// `tools/call` of `tool` with `arguments`.
+pub async fn call_tool(
+    client: &reqwest::Client,
+    reg: &Registration,
+    id: Value,
+    tool: &str,
+    arguments: Value,
+) -> Result<Answer> {
+    let body = modern(
+        id,
+        "tools/call",
+        json!({"name": tool, "arguments": arguments}),
+    );
+    send(client, &reg.mcp_url, reg.token.expose(), &body).await
+}
+
+/// An [`IssueStore`] whose `create_issue` waits for a permit before
+/// delegating, so tests can hold requests in flight.
+pub struct GatedStore {
+    pub inner: Arc<dyn IssueStore>,
+    pub gate: Arc<Semaphore>,
+}
+
+impl GatedStore {
+    pub fn new(inner: Arc<dyn IssueStore>) -> Self {
+        Self {
+            inner,
+            gate: Arc::new(Semaphore::new(0)),
+        }
+    }
+}
+
+#[async_trait]
+impl IssueStore for GatedStore {
+    async fn create_issue(
+        &self,
+        tenant: &TenantId,
+        author: &Author,
+        new: NewIssue,
+        key: Option<&IdempotencyKey>,
+    ) -> Result<Created, StoreError> {
+        let permit = self
+            .gate
+            .acquire()
+            .await
+            .map_err(|_| StoreError::unavailable("gate closed"))?;
+        permit.forget();
+        self.inner.create_issue(tenant, author, new, key).await
+    }
+
+    async fn get_issue(&self, tenant: &TenantId, id: &IssueId) -> Result<Issue, StoreError> {
+        self.inner.get_issue(tenant, id).await
+    }
+
+    async fn list_issues(&self, tenant: &TenantId, query: &ListQuery) -> Result<Page, StoreError> {
+        self.inner.list_issues(tenant, query).await
+    }
+
+    async fn update_issue(
+        &self,
+        tenant: &TenantId,
+        id: &IssueId,
+        patch: IssuePatch,
+        expected: Option<u64>,
+    ) -> Result<Issue, StoreError> {
+        self.inner.update_issue(tenant, id, patch, expected).await
+    }
+
+    async fn add_comment(
+        &self,
+        tenant: &TenantId,
+        author: &Author,
+        comment: NewComment,
+        key: Option<&IdempotencyKey>,
+    ) -> Result<CommentAdded, StoreError> {
+        self.inner.add_comment(tenant, author, comment, key).await
+    }
+}
+
+/// Every issue of `tenant` in `store`.
+pub async fn issues(store: &dyn IssueStore, tenant_name: &str) -> Result<Vec<Issue>> {
+    let mut query = ListQuery {
+        limit: 100,
+        ..ListQuery::default()
+    };
+    let mut all = Vec::new();
+    loop {
+        let page = store.list_issues(&tenant(tenant_name), &query).await?;
+        all.extend(page.issues);
+        match page.next_cursor {
+            Some(cursor) => query.cursor = Some(cursor),
+            None => return Ok(all),
+        }
+    }
+}

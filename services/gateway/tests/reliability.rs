@@ -1,0 +1,416 @@
+//! Bridge reliability, in both listener modes: every request handed to a
+//! run gets a correlated answer (result or typed error) whatever happens to
+//! the run, its actor or the client; nothing hangs; rebinding is atomic.
+
+mod common;
+
+use actix::Arbiter;
+use anyhow::{Context, Result, bail};
+use common::*;
+use corkboard_board::GrantId;
+use corkboard_gateway::{Binding, RateLimit, StopReason, rpc};
+use corkboard_grants::{MemoryRegistry, TokenRegistry};
+use corkboard_tools::NoopAuditSink;
+use serde_json::json;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+
+fn in_flight(harness: &Harness) -> u32 {
+    harness.gateway.runs(None).iter().map(|r| r.in_flight).sum()
+}
+
+#[actix_rt::test]
+async fn a_run_revoked_with_50_requests_in_flight_answers_all_50() -> Result<()> {
+    for mode in MODES {
+        let dir = tempfile::tempdir()?;
+        let store = GatedStore::new(sqlite_store(dir.path())?);
+        let gate = store.gate.clone();
+        let harness = Setup::new(mode, Arc::new(store))
+            .configure(|c| {
+                c.drain_timeout = Duration::from_millis(300);
+                c.rate_limit = RateLimit {
+                    per_second: 1000,
+                    burst: 1000,
+                };
+            })
+            .start()?;
+        let reg = harness.register("acme", "busy-run").await?;
+        let client = http();
+        let requests: Vec<_> = (0..50)
+            .map(|i| {
+                let client = client.clone();
+                let reg = reg.clone();
+                actix_rt::spawn(async move {
+                    call_tool(
+                        &client,
+                        &reg,
+                        json!(format!("req-{i}")),
+                        "create_issue",
+                        json!({"title": format!("issue {i}")}),
+                    )
+                    .await
+                })
+            })
+            .collect();
+        eventually("50 requests in flight", || in_flight(&harness) == 50).await?;
+        // Let 20 finish normally; the other 30 are still waiting on the board
+        // when the run is revoked.
+        gate.add_permits(20);
+        eventually("20 requests done", || in_flight(&harness) == 30).await?;
+        let report = bounded(
+            "revoke",
+            harness
+                .gateway
+                .revoke(&tenant("acme"), &run_id("busy-run"), "test"),
+        )
+        .await??;
+        assert_eq!(report.revoked.len(), 1);
+        let drained = report.drained.context("the run was active here")?;
+        assert_eq!(drained.reason, StopReason::Revoked);
+        assert_eq!(drained.in_flight_at_start, 30);
+        assert_eq!(drained.cancelled, 30);
+        assert_eq!(drained.abandoned, 0);
+
+        let mut ok = 0;
+        let mut ended = 0;
+        let mut ids = BTreeSet::new();
+        for (i, request) in requests.into_iter().enumerate() {
+            let answer = bounded("answer", request).await???;
+            assert_eq!(
+                answer.json["id"],
+                format!("req-{i}"),
+                "{mode:?}: uncorrelated {:?}",
+                answer.json
+            );
+            ids.insert(i);
+            if answer.status == 200 && answer.json["result"]["isError"] == false {
+                ok += 1;
+            } else {
+                assert_eq!(answer.status, 403, "{mode:?}: {:?}", answer.json);
+                assert_eq!(
+                    answer.error_code(),
+                    Some(rpc::code::RUN_ENDED),
+                    "{:?}",
+                    answer.json
+                );
+                assert!(
+                    answer
+                        .error_message()
+                        .contains("while this request was in flight"),
+                    "{}",
+                    answer.error_message()
+                );
+                ended += 1;
+            }
+        }
+        assert_eq!((ok, ended, ids.len()), (20, 30, 50), "{mode:?}");
+        eventually("the run's actor, listener and connections are gone", || {
+            let stats = harness.gateway.stats();
+            stats.runs == 0 && stats.actors == 0 && stats.listeners == 0 && stats.connections == 0
+        })
+        .await?;
+
+        // The revoked token is refused from then on.
+        let after = call_tool(&client, &reg, json!("late"), "list_issues", json!({})).await;
+        match mode {
+            // The port is closed.
+            Mode::Dedicated => assert!(after.is_err(), "{after:?}"),
+            Mode::Shared => {
+                let after = after?;
+                assert_eq!(after.status, 403, "{:?}", after.json);
+                assert_eq!(after.json["id"], "late");
+            }
+        }
+        harness.stop().await;
+    }
+    Ok(())
+}
+
+#[actix_rt::test]
+async fn a_mailbox_that_stays_full_past_the_send_timeout_answers_busy() -> Result<()> {
+    for mode in MODES {
+        let dir = tempfile::tempdir()?;
+        let actors = Arbiter::new();
+        let mut setup = Setup::new(mode, sqlite_store(dir.path())?).configure(|c| {
+            c.send_timeout = Duration::from_millis(200);
+            c.mailbox_capacity = 1;
+        });
+        setup.actor_arbiter = Some(actors.handle());
+        let harness = setup.start()?;
+        let reg = harness.register("acme", "stalled").await?;
+        let client = http();
+        // Wedge the actors' thread: messages pile up unanswered.
+        let (unstalled, stall_over) = tokio::sync::oneshot::channel();
+        actors.spawn(async move {
+            std::thread::sleep(Duration::from_millis(1500));
+            let _ = unstalled.send(());
+        });
+        let requests: Vec<_> = (0..4)
+            .map(|i| {
+                let (client, reg) = (client.clone(), reg.clone());
+                actix_rt::spawn(async move {
+                    call_tool(&client, &reg, json!(i), "list_issues", json!({})).await
+                })
+            })
+            .collect();
+        for (i, request) in requests.into_iter().enumerate() {
+            let answer = bounded("answer", request).await???;
+            assert_eq!(answer.status, 503, "{mode:?}: {:?}", answer.json);
+            assert_eq!(answer.json["id"], i, "{mode:?}");
+            assert_eq!(answer.error_code(), Some(rpc::code::GATEWAY_BUSY));
+            assert_eq!(answer.json["error"]["data"]["retryable"], true);
+            assert!(answer.retry_after.is_some());
+        }
+        // Once the actor runs again the late admissions are released (their
+        // requesters gave up) and the run serves normally.
+        bounded("the stall to end", stall_over).await??;
+        eventually("late admissions released", || in_flight(&harness) == 0).await?;
+        let answer = call_tool(&client, &reg, json!("after"), "list_issues", json!({})).await?;
+        assert_eq!(answer.status, 200, "{mode:?}: {:?}", answer.json);
+        harness.stop().await;
+        actors.stop();
+    }
+    Ok(())
+}
+
+/// `http://host:port/path` → (`host:port`, `/path`).
+fn split_url(url: &str) -> (String, String) {
+    let rest = url.trim_start_matches("http://");
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    (authority.to_owned(), path.to_owned())
+}
+
+#[actix_rt::test]
+async fn a_client_that_disconnects_releases_its_request() -> Result<()> {
+    for mode in MODES {
+        let dir = tempfile::tempdir()?;
+        let store = GatedStore::new(sqlite_store(dir.path())?);
+        let harness = Setup::new(mode, Arc::new(store)).start()?;
+        let reg = harness.register("acme", "flaky-client").await?;
+        let (authority, path) = split_url(&reg.mcp_url);
+        let body = modern(
+            json!(1),
+            "tools/call",
+            json!({"name": "create_issue", "arguments": {"title": "never"}}),
+        )
+        .to_string();
+        let request = format!(
+            "POST {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: {MODERN}\r\nMcp-Method: tools/call\r\nMcp-Name: create_issue\r\nAuthorization: Bearer {}\r\nContent-Length: {}\r\n\r\n{body}",
+            reg.token.expose(),
+            body.len()
+        );
+        let mut socket = tokio::net::TcpStream::connect(&authority).await?;
+        socket.write_all(request.as_bytes()).await?;
+        eventually("the request is in flight", || in_flight(&harness) == 1).await?;
+        drop(socket);
+        eventually("the slot is released on disconnect", || {
+            in_flight(&harness) == 0
+        })
+        .await?;
+        if mode == Mode::Dedicated {
+            eventually("the connection is gone", || {
+                harness.gateway.stats().connections == 0
+            })
+            .await?;
+        }
+        harness.stop().await;
+    }
+    Ok(())
+}
+
+#[actix_rt::test]
+async fn the_rate_limit_answers_a_clear_retryable_error() -> Result<()> {
+    for mode in MODES {
+        let dir = tempfile::tempdir()?;
+        let harness = Setup::new(mode, sqlite_store(dir.path())?)
+            .configure(|c| {
+                c.rate_limit = RateLimit {
+                    per_second: 1,
+                    burst: 2,
+                }
+            })
+            .start()?;
+        let reg = harness.register("acme", "chatty").await?;
+        let other = harness.register("acme", "quiet").await?;
+        let client = http();
+        for i in 0..2 {
+            let answer = call_tool(&client, &reg, json!(i), "list_issues", json!({})).await?;
+            assert_eq!(answer.status, 200, "{mode:?}: {:?}", answer.json);
+        }
+        let limited = call_tool(&client, &reg, json!("third"), "list_issues", json!({})).await?;
+        assert_eq!(limited.status, 429, "{mode:?}: {:?}", limited.json);
+        assert_eq!(limited.json["id"], "third");
+        assert_eq!(limited.error_code(), Some(rpc::code::RATE_LIMITED));
+        assert_eq!(limited.json["error"]["data"]["retryable"], true);
+        assert!(
+            limited.json["error"]["data"]["retry_after_ms"]
+                .as_u64()
+                .is_some_and(|ms| ms > 0 && ms <= 1000)
+        );
+        assert_eq!(limited.retry_after.as_deref(), Some("1"));
+        assert!(
+            limited.error_message().contains("rate limit"),
+            "{}",
+            limited.error_message()
+        );
+        // Budgets are per run.
+        let answer = call_tool(&client, &other, json!(1), "list_issues", json!({})).await?;
+        assert_eq!(answer.status, 200);
+        let chatty = harness
+            .gateway
+            .runs(None)
+            .into_iter()
+            .find(|r| r.run.as_str() == "chatty")
+            .context("listed")?;
+        assert_eq!((chatty.admitted, chatty.rate_limited), (2, 1));
+        harness.stop().await;
+    }
+    Ok(())
+}
+
+#[actix_rt::test]
+async fn rebinding_is_atomic_per_request() -> Result<()> {
+    for mode in MODES {
+        let (dir_a, dir_b) = (tempfile::tempdir()?, tempfile::tempdir()?);
+        let store_a = sqlite_store(dir_a.path())?;
+        let store_b = sqlite_store(dir_b.path())?;
+        let harness = Setup::new(mode, store_a.clone())
+            .configure(|c| {
+                c.rate_limit = RateLimit {
+                    per_second: 10_000,
+                    burst: 10_000,
+                }
+            })
+            .start()?;
+        let reg = harness.register("acme", "rebound").await?;
+        let grant_a = reg.grant.id.clone();
+        // Registry B knows the same token under another grant id, so every
+        // write records which registry authenticated it.
+        let registry_b: Arc<dyn TokenRegistry> = Arc::new(MemoryRegistry::new());
+        let mut grant_b = reg.grant.clone();
+        grant_b.id = GrantId::generate();
+        registry_b.register(&grant_b, &reg.token.hash()).await?;
+        let binding = |which: bool| {
+            let timeout = Duration::from_secs(5);
+            if which {
+                Binding::new(
+                    store_a.clone(),
+                    harness.registry.clone(),
+                    Arc::new(NoopAuditSink),
+                    timeout,
+                )
+            } else {
+                Binding::new(
+                    store_b.clone(),
+                    registry_b.clone(),
+                    Arc::new(NoopAuditSink),
+                    timeout,
+                )
+            }
+        };
+        let client = http();
+        let requests: Vec<_> = (0..120)
+            .map(|i| {
+                let (client, reg) = (client.clone(), reg.clone());
+                actix_rt::spawn(async move {
+                    call_tool(
+                        &client,
+                        &reg,
+                        json!(i),
+                        "create_issue",
+                        json!({"title": format!("write {i}")}),
+                    )
+                    .await
+                })
+            })
+            .collect();
+        let mut which = false;
+        for _ in 0..60 {
+            harness.gateway.rebind(binding(which));
+            which = !which;
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        let mut created = 0;
+        for request in requests {
+            let answer = bounded("answer", request).await???;
+            assert_eq!(answer.status, 200, "{mode:?}: {:?}", answer.json);
+            if answer.json["result"]["isError"] == false {
+                created += 1;
+            } else {
+                bail!("{mode:?}: a write failed: {:?}", answer.json);
+            }
+        }
+        let in_a = issues(store_a.as_ref(), "acme").await?;
+        let in_b = issues(store_b.as_ref(), "acme").await?;
+        assert_eq!(in_a.len() + in_b.len(), created);
+        for issue in &in_a {
+            assert_eq!(
+                issue.author.grant.as_ref(),
+                Some(&grant_a),
+                "{mode:?}: store A got a write authenticated by registry B"
+            );
+        }
+        for issue in &in_b {
+            assert_eq!(
+                issue.author.grant.as_ref(),
+                Some(&grant_b.id),
+                "{mode:?}: store B got a write authenticated by registry A"
+            );
+        }
+        harness.stop().await;
+    }
+    Ok(())
+}
+
+#[actix_rt::test]
+async fn expiry_and_revocation_elsewhere_stop_the_run_by_themselves() -> Result<()> {
+    for mode in MODES {
+        let dir = tempfile::tempdir()?;
+        let harness = Setup::new(mode, sqlite_store(dir.path())?)
+            .configure(|c| c.revalidate_interval = Duration::from_millis(100))
+            .start()?;
+        let client = http();
+        let short = harness
+            .register_with("acme", "short-lived", Duration::from_secs(1))
+            .await?;
+        let answer = call_tool(&client, &short, json!(1), "list_issues", json!({})).await?;
+        assert_eq!(answer.status, 200);
+        let other = harness.register("acme", "revoked-elsewhere").await?;
+        // Revoked directly through the grant service (another replica, the
+        // admin API): the runner learns it from the registry.
+        harness
+            .grants
+            .revoke_run(&tenant("acme"), &run_id("revoked-elsewhere"), "admin")
+            .await?;
+        eventually("both runs stopped", || {
+            let stats = harness.gateway.stats();
+            stats.runs == 0 && stats.actors == 0 && stats.listeners == 0
+        })
+        .await?;
+        for reg in [&short, &other] {
+            let after = call_tool(&client, reg, json!("x"), "list_issues", json!({})).await;
+            match mode {
+                Mode::Dedicated => assert!(after.is_err(), "the port must be closed: {after:?}"),
+                Mode::Shared => assert_eq!(after?.status, 403),
+            }
+        }
+        harness.stop().await;
+    }
+    Ok(())
+}
+
+#[actix_rt::test]
+async fn registering_an_active_run_twice_is_refused() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let harness = Setup::new(Mode::Dedicated, sqlite_store(dir.path())?).start()?;
+    harness.register("acme", "once").await?;
+    let again = harness.register("acme", "once").await;
+    let err = again.err().context("a second registration must fail")?;
+    assert!(err.to_string().contains("already active"), "{err}");
+    // The same run id of another tenant is another run.
+    harness.register("globex", "once").await?;
+    harness.stop().await;
+    Ok(())
+}

@@ -1,0 +1,985 @@
+// Corkboard web board: a plain ES module, no dependencies, no build step.
+//
+// The page is a client of the JSON API under /v1/ and holds no privileges
+// of its own: the session cookie authenticates it, and every state-changing
+// request repeats the session's CSRF token in X-CSRF-Token.
+//
+// Every piece of data reaches the DOM as a text node or an attribute value
+// (see `el`), never as HTML: that is what keeps a title such as
+// `<img src=x onerror=alert(1)>` inert. The Content-Security-Policy forbids
+// inline scripts and styles, so there are none.
+
+const STATES = ['inbox', 'triage', 'todo', 'in_progress', 'blocked', 'done', 'closed'];
+const STATE_LABELS = {
+  inbox: 'Inbox', triage: 'Triage', todo: 'To do', in_progress: 'In progress',
+  blocked: 'Blocked', done: 'Done', closed: 'Closed',
+};
+const PRIORITIES = ['none', 'low', 'medium', 'high', 'urgent'];
+const TENANT_RE = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
+const ALL_CAPS = 'issues:read,issues:create,issues:update,comments:write';
+const RECENT_KEY = 'corkboard.recentTenants';
+const PAGE = 200;
+// The grants API reads one row past the page to find the cursor; 100 keeps
+// that within the store's page limit.
+const GRANT_PAGE = 100;
+
+const app = {
+  session: null,
+  tenant: null,
+  view: null,          // 'board' | 'issue' | 'grants' | ...
+  board: null,         // { issues, next, filters }
+  issue: null,         // { issue, dirty }
+  grants: null,        // { grants, next, showAll }
+  events: null,
+  eventsOpened: false,
+  refetchTimer: null,
+  fresh: new Set(),
+  moving: new Map(),   // issue id -> state a move is heading to
+  retryTimer: null,
+};
+
+// ---------------------------------------------------------------- DOM helpers
+
+/** Creates an element; strings among `children` become text nodes. */
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key === 'class') node.className = value;
+    else if (key === 'dataset') Object.assign(node.dataset, value);
+    else if (key.startsWith('on') && typeof value === 'function') node.addEventListener(key.slice(2), value);
+    else if (value === true) node.setAttribute(key, '');
+    else node.setAttribute(key, String(value));
+  }
+  for (const child of children.flat(Infinity)) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+const $ = (id) => document.getElementById(id);
+const mainEl = () => $('main');
+
+function setMain(...children) {
+  const main = mainEl();
+  main.replaceChildren(...children);
+}
+
+/** Keeps keyboard focus on the same control across a re-render. */
+function preservingFocus(render) {
+  const key = document.activeElement?.dataset?.focusKey;
+  render();
+  if (key) {
+    const again = document.querySelector(`[data-focus-key="${CSS.escape(key)}"]`);
+    if (again) again.focus();
+  }
+}
+
+function announce(message, kind = 'info') {
+  const banner = $('banner');
+  banner.classList.toggle('error', kind === 'error');
+  banner.replaceChildren(document.createTextNode(message));
+  banner.hidden = false;
+}
+
+function clearBanner() {
+  const banner = $('banner');
+  banner.hidden = true;
+  banner.replaceChildren();
+}
+
+function formatTime(iso) {
+  const t = new Date(iso);
+  return Number.isNaN(t.getTime()) ? String(iso) : t.toLocaleString();
+}
+
+/** "5m ago" / "in 3h" relative to now. */
+function relative(iso) {
+  const t = new Date(iso).getTime();
+  if (Number.isNaN(t)) return String(iso);
+  const diff = t - Date.now();
+  const abs = Math.abs(diff) / 1000;
+  let text;
+  if (abs < 45) text = diff <= 0 ? 'just now' : 'in a moment';
+  else {
+    const [n, unit] = abs < 3600 ? [Math.round(abs / 60), 'm'] : abs < 86400 ? [Math.round(abs / 3600), 'h'] : [Math.round(abs / 86400), 'd'];
+    text = diff <= 0 ? `${n}${unit} ago` : `in ${n}${unit}`;
+  }
+  return text;
+}
+
+function timeEl(iso, text = relative(iso)) {
+  return el('time', { datetime: iso, title: formatTime(iso) }, text);
+}
+
+// ---------------------------------------------------------------- API
+
+class ApiError extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+async function api(method, path, body) {
+  const headers = { Accept: 'application/json' };
+  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  if (method !== 'GET' && app.session) headers['X-CSRF-Token'] = app.session.csrf_token;
+  let resp;
+  try {
+    resp = await fetch(path, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      credentials: 'same-origin',
+      cache: 'no-store',
+    });
+  } catch {
+    throw new ApiError(0, 'network', 'The server cannot be reached. Check that it is running, then try again.');
+  }
+  if (resp.status === 204) return null;
+  let json = null;
+  try {
+    json = await resp.json();
+  } catch {
+    json = null;
+  }
+  if (!resp.ok) {
+    const err = json?.error ?? {};
+    const error = new ApiError(resp.status, err.code ?? `http_${resp.status}`, err.message ?? `HTTP ${resp.status}`);
+    if (resp.status === 401 && app.session) sessionLost();
+    throw error;
+  }
+  return json;
+}
+
+const tenantPath = (rest) => `/v1/tenants/${encodeURIComponent(app.tenant)}${rest}`;
+
+function sessionLost() {
+  app.session = null;
+  disconnectEvents();
+  showSignin('Your session has ended. Sign in again.');
+}
+
+// ---------------------------------------------------------------- start-up
+
+async function start() {
+  $('logout').addEventListener('click', logout);
+  $('tenant-form').addEventListener('submit', (e) => {
+    e.preventDefault();
+    switchTenant($('tenant-input').value.trim());
+  });
+  try {
+    app.session = await api('GET', '/web/session');
+  } catch (e) {
+    if (e.status === 401) return showSignin();
+    return showFailure('Cannot load the board', e);
+  }
+  const params = new URLSearchParams(location.search);
+  const requested = params.get('tenant');
+  const recent = recentTenants();
+  app.tenant = requested ?? app.session.tenant ?? recent[0] ?? null;
+  renderHeader();
+  window.addEventListener('hashchange', route);
+  route();
+}
+
+function renderHeader() {
+  const s = app.session;
+  $('whoami').textContent = `${s.subject} · ${s.role}`;
+  $('who').hidden = false;
+  $('main-nav').hidden = !app.tenant;
+  if (s.all_tenants) {
+    $('tenant-form').hidden = false;
+    $('tenant-input').value = app.tenant ?? '';
+    fillTenantList();
+  } else {
+    $('tenant-fixed').hidden = false;
+    $('tenant-fixed').textContent = `Tenant: ${s.tenant}`;
+  }
+}
+
+async function fillTenantList() {
+  const list = $('tenant-list');
+  const known = new Set(recentTenants());
+  try {
+    const body = await api('GET', '/web/tenants');
+    for (const t of body.tenants) known.add(t);
+  } catch {
+    // The switcher still takes any typed tenant.
+  }
+  list.replaceChildren(...[...known].sort().map((t) => el('option', { value: t })));
+  app.knownTenants = [...known].sort();
+}
+
+function recentTenants() {
+  try {
+    const list = JSON.parse(localStorage.getItem(RECENT_KEY) ?? '[]');
+    return Array.isArray(list) ? list.filter((t) => typeof t === 'string' && TENANT_RE.test(t)) : [];
+  } catch {
+    return [];
+  }
+}
+
+function rememberTenant(tenant) {
+  try {
+    const list = [tenant, ...recentTenants().filter((t) => t !== tenant)].slice(0, 8);
+    localStorage.setItem(RECENT_KEY, JSON.stringify(list));
+  } catch {
+    // Storage may be disabled; the switcher works without it.
+  }
+}
+
+function switchTenant(tenant) {
+  if (!TENANT_RE.test(tenant)) {
+    announce('A tenant is 1 to 63 lowercase letters, digits and dashes.', 'error');
+    $('tenant-input').focus();
+    return;
+  }
+  location.assign(`/?tenant=${encodeURIComponent(tenant)}#/board`);
+}
+
+async function logout() {
+  try {
+    await api('POST', '/web/logout');
+  } catch {
+    // Signing out must not get stuck: the page forgets the session anyway.
+  }
+  app.session = null;
+  location.assign('/');
+}
+
+// ---------------------------------------------------------------- routing
+
+function parseHash() {
+  const raw = location.hash.replace(/^#/, '') || '/board';
+  const [path, query = ''] = raw.split('?');
+  return { parts: path.split('/').filter(Boolean), params: new URLSearchParams(query) };
+}
+
+function setNav(view) {
+  for (const [id, name] of [['nav-board', 'board'], ['nav-grants', 'grants']]) {
+    const link = $(id);
+    if (view === name) link.setAttribute('aria-current', 'page');
+    else link.removeAttribute('aria-current');
+    link.href = `#/${name}`;
+  }
+}
+
+async function route() {
+  clearBanner();
+  if (!app.session) return;
+  if (!app.tenant) return showTenantPicker();
+  if (!TENANT_RE.test(app.tenant)) return showDenied(`“${app.tenant}” is not a tenant name.`);
+  if (!app.session.all_tenants && app.session.tenant !== app.tenant) {
+    // The API would refuse too; say so without asking it.
+    return showDenied();
+  }
+  const { parts, params } = parseHash();
+  const [view, arg] = parts;
+  if (view === 'issue' && arg) await showIssue(arg, { focus: true });
+  else if (view === 'grants') await showGrants({ focus: true });
+  else await showBoard(params, { focus: true });
+}
+
+function focusMain() {
+  mainEl().focus({ preventScroll: false });
+}
+
+function showDenied(reason) {
+  app.view = 'denied';
+  disconnectEvents();
+  setNav(null);
+  document.title = 'No access · Corkboard';
+  const s = app.session;
+  const own = s.tenant ? el('p', {}, el('a', { href: `/?tenant=${encodeURIComponent(s.tenant)}#/board` }, `Open the board of ${s.tenant}`)) : null;
+  setMain(el('section', { class: 'denied', id: 'denied' },
+    el('h1', {}, 'No access to this tenant'),
+    el('p', {}, reason ?? `You are signed in as ${s.subject} (${s.role}${s.tenant ? ` of tenant ${s.tenant}` : ''}), which does not give access to tenant ${app.tenant}.`),
+    own));
+  focusMain();
+}
+
+function showTenantPicker() {
+  app.view = 'picker';
+  document.title = 'Choose a tenant · Corkboard';
+  const list = el('ul', { id: 'tenant-choices' });
+  const fill = () => list.replaceChildren(...(app.knownTenants ?? []).map((t) =>
+    el('li', {}, el('a', { href: `/?tenant=${encodeURIComponent(t)}#/board` }, t))));
+  fill();
+  setMain(el('section', { class: 'empty-state' },
+    el('h1', {}, 'Choose a tenant'),
+    el('p', {}, 'Type a tenant in the box at the top, or pick one that has active grants:'),
+    list));
+  fillTenantList().then(fill);
+  $('tenant-input').focus();
+}
+
+function showFailure(title, error) {
+  setMain(el('section', { class: 'denied' }, el('h1', {}, title), el('p', { role: 'alert' }, error.message)));
+}
+
+// ---------------------------------------------------------------- sign-in
+
+function showSignin(message) {
+  app.view = 'signin';
+  document.title = 'Sign in · Corkboard';
+  $('main-nav').hidden = true;
+  $('who').hidden = true;
+  $('tenant-form').hidden = true;
+  $('tenant-fixed').hidden = true;
+  const error = el('p', { class: 'error', id: 'signin-error', role: 'alert' }, message ?? '');
+  const token = el('textarea', { id: 'signin-token', name: 'token', autocomplete: 'off', spellcheck: 'false', required: true, 'aria-describedby': 'signin-help' });
+  const form = el('form', { id: 'signin-form' },
+    el('label', { for: 'signin-token' }, 'Admin token'),
+    token,
+    el('button', { type: 'submit' }, 'Sign in'),
+    error);
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    error.textContent = '';
+    try {
+      await api('POST', '/web/session', { token: token.value.trim() });
+      location.reload();
+    } catch (err) {
+      error.textContent = err.message;
+      token.focus();
+    }
+  });
+  setMain(el('section', { class: 'signin', id: 'signin' },
+    el('h1', {}, 'Sign in to Corkboard'),
+    el('p', {}, 'Running ', el('code', {}, 'corkboard serve'), ' on this machine? Open the one-time sign-in link it printed when it started.'),
+    el('p', { id: 'signin-help' }, 'Otherwise, paste an admin token: mint one with ',
+      el('code', {}, 'corkboard admin token --role viewer --tenant <tenant>'), ' or get one from your organisation’s issuer.'),
+    form));
+}
+
+// ---------------------------------------------------------------- board
+
+function filtersFrom(params) {
+  const f = {};
+  for (const key of ['text', 'label', 'state', 'run']) {
+    const v = (params.get(key) ?? '').trim();
+    if (v) f[key] = v;
+  }
+  return f;
+}
+
+function hasFilters(f) {
+  return Object.keys(f).length > 0;
+}
+
+async function showBoard(params, { focus } = {}) {
+  app.view = 'board';
+  setNav('board');
+  document.title = `${app.tenant} · Corkboard`;
+  const filters = filtersFrom(params);
+  app.board = { issues: [], next: null, filters, loaded: false };
+  setMain(
+    el('div', { class: 'board-head' },
+      el('h1', { id: 'board-title' }, `Board · ${app.tenant}`),
+      liveStatus()),
+    filterForm(filters),
+    el('div', { id: 'board-notice' }),
+    el('div', { id: 'board-body' }, el('p', { class: 'loading' }, 'Loading issues…')));
+  if (focus) focusMain();
+  if (await loadBoard()) connectEvents();
+}
+
+function liveStatus() {
+  const state = app.events ? (app.events.readyState === EventSource.OPEN ? 'open' : 'connecting') : 'connecting';
+  return el('p', { class: 'live', id: 'live-status', 'aria-live': 'polite', dataset: { state } }, liveText(state));
+}
+
+function liveText(state) {
+  return { open: 'Live', connecting: 'Connecting to live updates…', closed: 'Live updates stopped; retrying…' }[state];
+}
+
+function setLive(state) {
+  const node = $('live-status');
+  if (!node) return;
+  node.dataset.state = state;
+  node.textContent = liveText(state);
+}
+
+function filterForm(filters) {
+  const field = (id, label, input) => el('div', { class: 'field' }, el('label', { for: id }, label), input);
+  const text = el('input', { id: 'filter-text', name: 'text', type: 'search', value: filters.text ?? '', maxlength: 200 });
+  const label = el('input', { id: 'filter-label', name: 'label', value: filters.label ?? '', placeholder: 'bug,api', autocomplete: 'off' });
+  const state = el('select', { id: 'filter-state', name: 'state' },
+    el('option', { value: '' }, 'Any state'),
+    STATES.map((s) => el('option', { value: s, selected: filters.state === s }, STATE_LABELS[s])));
+  const run = el('input', { id: 'filter-run', name: 'run', value: filters.run ?? '', autocomplete: 'off' });
+  const form = el('form', { class: 'filters', id: 'filters', role: 'search', 'aria-label': 'Filter issues' },
+    field('filter-text', 'Title contains', text),
+    field('filter-label', 'Labels (all of)', label),
+    field('filter-state', 'State', state),
+    field('filter-run', 'Author run', run),
+    el('div', { class: 'actions' },
+      el('button', { type: 'submit' }, 'Apply'),
+      el('button', { type: 'button', class: 'secondary', id: 'filter-clear' }, 'Clear')));
+  form.addEventListener('submit', (e) => {
+    e.preventDefault();
+    const q = new URLSearchParams();
+    for (const [k, v] of new FormData(form)) if (String(v).trim()) q.set(k, String(v).trim());
+    const query = q.toString();
+    location.hash = query ? `#/board?${query}` : '#/board';
+  });
+  form.querySelector('#filter-clear').addEventListener('click', () => {
+    location.hash = '#/board';
+  });
+  return form;
+}
+
+function issueQuery(filters, cursor) {
+  const q = new URLSearchParams({ limit: String(PAGE) });
+  for (const [k, v] of Object.entries(filters)) q.set(k, v);
+  if (cursor) q.set('cursor', cursor);
+  return q;
+}
+
+/** Fetches the board; false when the tenant is out of reach. */
+async function loadBoard() {
+  const board = app.board;
+  try {
+    const page = await api('GET', tenantPath(`/issues?${issueQuery(board.filters)}`));
+    if (app.board !== board) return false;
+    board.issues = page.issues;
+    board.next = page.next_cursor;
+    board.loaded = true;
+    preservingFocus(renderBoard);
+    return true;
+  } catch (e) {
+    if (app.board !== board) return false;
+    return handleLoadError(e);
+  }
+}
+
+function handleLoadError(e) {
+  if (e.status === 403) {
+    showDenied();
+    return false;
+  }
+  if (e.status === 401) return false;
+  const target = $('board-body') ?? mainEl();
+  target.replaceChildren(el('p', { class: 'notice', role: 'alert' }, `Cannot load: ${e.message}`));
+  return e.status !== 404 && e.status !== 422;
+}
+
+async function loadMoreIssues() {
+  const board = app.board;
+  try {
+    const page = await api('GET', tenantPath(`/issues?${issueQuery(board.filters, board.next)}`));
+    const seen = new Set(board.issues.map((i) => i.id));
+    board.issues.push(...page.issues.filter((i) => !seen.has(i.id)));
+    board.next = page.next_cursor;
+    preservingFocus(renderBoard);
+  } catch (e) {
+    announce(`Cannot load more issues: ${e.message}`, 'error');
+  }
+}
+
+function renderBoard() {
+  const body = $('board-body');
+  if (!body) return;
+  const board = app.board;
+  if (board.issues.length === 0 && !hasFilters(board.filters)) {
+    body.replaceChildren(emptyState());
+    return;
+  }
+  const byState = new Map(STATES.map((s) => [s, []]));
+  for (const issue of board.issues) byState.get(issue.state)?.push(issue);
+  const columns = el('div', { class: 'columns', id: 'columns' },
+    STATES.map((s) => {
+      const issues = byState.get(s);
+      const headingId = `col-${s}`;
+      return el('section', { class: 'column', 'aria-labelledby': headingId, dataset: { state: s } },
+        el('h2', { id: headingId }, STATE_LABELS[s], ' ', el('span', { class: 'count' }, `(${issues.length})`)),
+        issues.length
+          ? el('ul', { class: 'cards' }, issues.map(card))
+          : el('p', { class: 'empty-column' }, 'Nothing here'));
+    }));
+  const parts = [];
+  if (board.issues.length === 0) parts.push(el('p', { class: 'notice', id: 'no-match' }, 'No issue matches these filters.'));
+  parts.push(columns);
+  if (board.next) {
+    parts.push(el('p', { class: 'more' },
+      el('button', { type: 'button', class: 'secondary', id: 'load-more', onclick: loadMoreIssues, dataset: { focusKey: 'load-more' } }, 'Load more issues')));
+  }
+  body.replaceChildren(...parts);
+  app.fresh.clear();
+}
+
+function card(issue) {
+  const canManage = app.session.can_manage;
+  const item = el('li', {
+    class: app.fresh.has(issue.id) ? 'card fresh' : 'card',
+    dataset: { issueId: issue.id, state: issue.state, version: String(issue.version) },
+  },
+  el('a', { class: 'card-title', href: `#/issue/${encodeURIComponent(issue.id)}`, dataset: { focusKey: `open-${issue.id}` } }, issue.title),
+  issue.labels.length ? el('ul', { class: 'chips', 'aria-label': 'Labels' }, issue.labels.map((l) => el('li', { class: 'chip' }, l))) : null,
+  el('div', { class: 'meta' },
+    issue.priority !== 'none' ? el('span', { class: `priority priority-${issue.priority}` }, issue.priority) : null,
+    el('span', {}, 'by ', el('span', { class: 'mono' }, issue.author.run)),
+    timeEl(issue.created_at)));
+  if (canManage) {
+    const id = `move-${issue.id}`;
+    const shown = app.moving.get(issue.id) ?? issue.state;
+    const select = el('select', { id, dataset: { focusKey: id } },
+      STATES.map((s) => el('option', { value: s, selected: s === shown }, STATE_LABELS[s])));
+    select.setAttribute('aria-label', `State of “${issue.title}”`);
+    select.addEventListener('change', () => moveIssue(issue.id, select.value));
+    item.append(el('div', { class: 'move' }, el('label', { for: id, 'aria-hidden': 'true' }, 'Move to'), select));
+  }
+  return item;
+}
+
+/**
+ * Moves an issue, one request at a time per issue: a keyboard user stepping
+ * through the options fires a change per step, and each request must carry
+ * the version the previous one produced, or it would conflict with itself.
+ */
+async function moveIssue(id, state) {
+  const inFlight = app.moving.has(id);
+  app.moving.set(id, state);
+  if (inFlight) return;
+  try {
+    for (;;) {
+      const desired = app.moving.get(id);
+      const issue = app.board?.issues.find((x) => x.id === id);
+      if (!issue || issue.state === desired) break;
+      try {
+        const updated = await api('PATCH', tenantPath(`/issues/${encodeURIComponent(id)}`), {
+          expected_version: issue.version,
+          state: desired,
+        });
+        const list = app.board?.issues ?? [];
+        const i = list.findIndex((x) => x.id === updated.id);
+        if (i >= 0 && list[i].version < updated.version) list[i] = updated;
+        if (app.moving.get(id) === updated.state) announce(`Moved “${updated.title}” to ${STATE_LABELS[updated.state]}.`);
+      } catch (e) {
+        if (e.status === 409) await showBoardConflict(issue);
+        else announce(`Could not move “${issue.title}”: ${e.message}`, 'error');
+        break;
+      }
+    }
+  } finally {
+    app.moving.delete(id);
+    preservingFocus(renderBoard);
+  }
+}
+
+async function currentVersion(id) {
+  try {
+    return (await api('GET', tenantPath(`/issues/${encodeURIComponent(id)}`))).version;
+  } catch {
+    return null;
+  }
+}
+
+async function showBoardConflict(issue) {
+  const now = await currentVersion(issue.id);
+  const notice = conflictNotice(issue, now, () => {
+    $('board-notice')?.replaceChildren();
+    loadBoard();
+  });
+  $('board-notice')?.replaceChildren(notice);
+  notice.querySelector('button')?.focus();
+}
+
+function conflictNotice(issue, now, reload) {
+  return el('div', { class: 'notice conflict', role: 'alert', id: 'conflict' },
+    el('p', {}, el('strong', {}, 'This issue changed since you loaded it. '),
+      `“${issue.title}” is now at version ${now ?? 'unknown'} (you had version ${issue.version}); your change was not applied, so nothing was overwritten.`),
+    el('p', {}, el('button', { type: 'button', onclick: reload }, 'Reload the latest version')));
+}
+
+function emptyState() {
+  const t = app.tenant;
+  const mcpUrl = app.session.mcp_url;
+  const grantCmd = `corkboard grant create --tenant ${t} --run my-agent --caps ${ALL_CAPS}`;
+  const config = JSON.stringify({
+    mcpServers: {
+      corkboard: {
+        type: 'http',
+        url: mcpUrl.replace('<run>', 'my-agent'),
+        headers: { Authorization: 'Bearer <token printed by grant create>' },
+        alwaysLoad: true,
+      },
+    },
+  }, null, 2);
+  const runCmd = `corkboard run --tenant ${t} --caps ${ALL_CAPS} -- <your agent command>`;
+  return el('section', { class: 'empty-state', id: 'empty-state', 'aria-labelledby': 'empty-title' },
+    el('h2', { id: 'empty-title' }, `No issues on ${t} yet`),
+    el('p', {}, 'Agents write to this board through MCP. To connect one:'),
+    el('ol', {},
+      el('li', {}, 'Create a grant for the agent’s run. It prints the run token once:', snippet('grant-command', grantCmd)),
+      el('li', {}, 'Give the agent this MCP configuration (for Claude Code, save it to a file and pass ',
+        el('code', {}, '--mcp-config FILE'), '), with the token from step 1:', snippet('mcp-config', config))),
+    el('p', {}, 'Or let ', el('code', {}, 'corkboard run'), ' do both and revoke the grant when the agent exits:', snippet('run-command', runCmd)),
+    el('p', {}, 'Issues appear here as soon as the agent creates them.'));
+}
+
+function snippet(id, text) {
+  const pre = el('pre', { id }, el('code', {}, text));
+  const button = el('button', { type: 'button', class: 'secondary', 'aria-label': `Copy ${id.replace('-', ' ')}` }, 'Copy');
+  button.addEventListener('click', async () => {
+    try {
+      await navigator.clipboard.writeText(text);
+      button.textContent = 'Copied';
+    } catch {
+      const range = document.createRange();
+      range.selectNodeContents(pre);
+      const sel = getSelection();
+      sel.removeAllRanges();
+      sel.addRange(range);
+      button.textContent = 'Press Ctrl+C';
+    }
+    setTimeout(() => { button.textContent = 'Copy'; }, 2000);
+  });
+  return el('div', { class: 'snippet' }, pre, button);
+}
+
+// ---------------------------------------------------------------- issue view
+
+async function showIssue(id, { focus } = {}) {
+  app.view = 'issue';
+  setNav(null);
+  app.issue = { id, issue: null, dirty: false };
+  setMain(el('p', { class: 'loading' }, 'Loading issue…'));
+  if (focus) focusMain();
+  await loadIssue();
+  connectEvents();
+}
+
+async function loadIssue() {
+  const state = app.issue;
+  const id = state.id;
+  try {
+    const [issue, audit] = await Promise.all([
+      api('GET', tenantPath(`/issues/${encodeURIComponent(id)}`)),
+      api('GET', tenantPath(`/audit?issue=${encodeURIComponent(id)}&limit=${PAGE}`)).catch((e) => ({ error: e })),
+    ]);
+    if (app.issue !== state) return;
+    state.issue = issue;
+    state.dirty = false;
+    renderIssue(issue, audit);
+  } catch (e) {
+    if (app.issue !== state) return;
+    if (e.status === 403) return showDenied();
+    if (e.status === 401) return;
+    const message = e.status === 404 || e.status === 422 ? 'There is no such issue on this tenant.' : e.message;
+    setMain(el('section', { class: 'denied', id: 'issue-missing' },
+      el('h1', {}, 'Issue not available'),
+      el('p', { role: 'alert' }, message),
+      el('p', {}, el('a', { href: '#/board' }, 'Back to the board'))));
+  }
+}
+
+function renderIssue(issue, audit) {
+  document.title = `${issue.title} · Corkboard`;
+  const dl = el('dl', { class: 'issue-meta' }, [
+    ['State', STATE_LABELS[issue.state] ?? issue.state],
+    ['Priority', issue.priority],
+    ['Labels', issue.labels.length ? issue.labels.join(', ') : 'none'],
+    ['Author run', el('span', { class: 'mono' }, issue.author.run)],
+    ['Created', timeEl(issue.created_at, formatTime(issue.created_at))],
+    ['Updated', timeEl(issue.updated_at, formatTime(issue.updated_at))],
+    ['Version', String(issue.version)],
+    ['Id', el('span', { class: 'mono' }, issue.id)],
+  ].flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, v)]));
+  const body = issue.body
+    ? el('pre', { class: 'issue-body', id: 'issue-body' }, issue.body)
+    : el('p', { class: 'issue-body empty', id: 'issue-body' }, 'No description.');
+  const comments = issue.comments.length
+    ? el('ol', { class: 'comments', id: 'comments' }, issue.comments.map((c) => el('li', {},
+      el('div', { class: 'meta' }, el('span', { class: 'mono' }, c.author.run), timeEl(c.created_at)),
+      el('pre', { class: 'comment-body' }, c.body))))
+    : el('p', { class: 'empty-column' }, 'No comments yet.');
+  setMain(el('article', { class: 'issue', id: 'issue', dataset: { issueId: issue.id, version: String(issue.version) } },
+    el('p', {}, el('a', { href: '#/board' }, '← Back to the board')),
+    el('h1', { id: 'issue-title' }, issue.title),
+    el('div', { id: 'issue-notice' }),
+    dl,
+    app.session.can_manage ? editForm(issue) : null,
+    el('section', { class: 'block', 'aria-labelledby': 'h-description' }, el('h2', { id: 'h-description' }, 'Description'), body),
+    el('section', { class: 'block', 'aria-labelledby': 'h-comments' }, el('h2', { id: 'h-comments' }, `Comments (${issue.comments.length})`), comments),
+    el('section', { class: 'block', 'aria-labelledby': 'h-history' }, el('h2', { id: 'h-history' }, 'History'), historyTable(audit))));
+}
+
+function editForm(issue) {
+  const state = el('select', { id: 'edit-state', name: 'state' },
+    STATES.map((s) => el('option', { value: s, selected: s === issue.state }, STATE_LABELS[s])));
+  const priority = el('select', { id: 'edit-priority', name: 'priority' },
+    PRIORITIES.map((p) => el('option', { value: p, selected: p === issue.priority }, p)));
+  const labels = el('input', { id: 'edit-labels', name: 'labels', value: issue.labels.join(', '), autocomplete: 'off', 'aria-describedby': 'labels-help' });
+  const error = el('p', { class: 'form-error', id: 'edit-error', role: 'alert' });
+  const form = el('form', { class: 'edit', id: 'edit-form', 'aria-label': 'Change this issue' },
+    el('div', { class: 'field' }, el('label', { for: 'edit-state' }, 'State'), state),
+    el('div', { class: 'field' }, el('label', { for: 'edit-priority' }, 'Priority'), priority),
+    el('div', { class: 'field wide' }, el('label', { for: 'edit-labels' }, 'Labels'), labels,
+      el('span', { id: 'labels-help' }, 'Comma-separated: lowercase letters, digits, - _ . : /')),
+    el('button', { type: 'submit', id: 'edit-save' }, 'Save changes'),
+    error);
+  const markDirty = () => { if (app.issue) app.issue.dirty = true; };
+  form.addEventListener('input', markDirty);
+  form.addEventListener('change', markDirty);
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    error.textContent = '';
+    const patch = { expected_version: issue.version };
+    if (state.value !== issue.state) patch.state = state.value;
+    if (priority.value !== issue.priority) patch.priority = priority.value;
+    const newLabels = labels.value.split(',').map((l) => l.trim()).filter(Boolean);
+    const sorted = [...new Set(newLabels)].sort();
+    if (JSON.stringify(sorted) !== JSON.stringify(issue.labels)) patch.labels = sorted;
+    if (Object.keys(patch).length === 1) {
+      error.textContent = 'Nothing to save: change the state, priority or labels first.';
+      return;
+    }
+    try {
+      await api('PATCH', tenantPath(`/issues/${encodeURIComponent(issue.id)}`), patch);
+      await loadIssue();
+      announce('Saved.');
+      $('issue-title')?.focus?.();
+    } catch (err) {
+      if (err.status === 409) {
+        const now = await currentVersion(issue.id);
+        const notice = conflictNotice(issue, now, () => loadIssue());
+        $('issue-notice')?.replaceChildren(notice);
+        notice.querySelector('button')?.focus();
+      } else {
+        error.textContent = err.message;
+      }
+    }
+  });
+  return form;
+}
+
+function historyTable(audit) {
+  if (audit?.error) return el('p', { class: 'notice' }, `History unavailable: ${audit.error.message}`);
+  const records = audit?.records ?? [];
+  if (!records.length) return el('p', { class: 'empty-column' }, 'No agent activity recorded for this issue yet.');
+  return el('div', { class: 'table-wrap' }, el('table', { id: 'history' },
+    el('caption', { class: 'visually-hidden' }, 'Tool calls that touched this issue, newest first'),
+    el('thead', {}, el('tr', {}, ['When', 'Tool', 'Outcome', 'Run', 'Grant', 'Latency'].map((h) => el('th', { scope: 'col' }, h)))),
+    el('tbody', {}, records.map((r) => el('tr', {},
+      el('td', {}, timeEl(r.at, formatTime(r.at))),
+      el('td', {}, el('code', {}, r.tool)),
+      el('td', { class: r.outcome === 'ok' ? 'outcome-ok' : 'outcome-bad' }, r.outcome),
+      el('td', { class: 'mono' }, r.run),
+      el('td', { class: 'mono' }, r.grant),
+      el('td', {}, `${(r.latency_micros / 1000).toFixed(1)} ms`))))));
+}
+
+// ---------------------------------------------------------------- grants view
+
+async function showGrants({ focus } = {}) {
+  app.view = 'grants';
+  setNav('grants');
+  document.title = `Runs & grants · ${app.tenant} · Corkboard`;
+  const showAll = app.grants?.showAll ?? false;
+  app.grants = { grants: [], next: null, showAll };
+  const toggle = el('input', { type: 'checkbox', id: 'show-all-grants', checked: showAll });
+  toggle.addEventListener('change', () => {
+    app.grants.showAll = toggle.checked;
+    preservingFocus(renderGrants);
+  });
+  setMain(
+    el('div', { class: 'board-head' }, el('h1', {}, `Runs & grants · ${app.tenant}`), liveStatus()),
+    el('div', { class: 'toolbar' },
+      el('label', {}, toggle, ' Show revoked and expired grants'),
+      app.session.can_manage ? null : el('span', { class: 'muted', id: 'read-only' }, 'Read-only: your role cannot revoke.')),
+    el('div', { id: 'grants-body' }, el('p', { class: 'loading' }, 'Loading grants…')));
+  if (focus) focusMain();
+  if (await loadGrants()) connectEvents();
+}
+
+async function loadGrants() {
+  const state = app.grants;
+  try {
+    const page = await api('GET', tenantPath(`/grants?limit=${GRANT_PAGE}`));
+    if (app.grants !== state) return false;
+    state.grants = page.grants;
+    state.next = page.next_cursor;
+    preservingFocus(renderGrants);
+    return true;
+  } catch (e) {
+    if (app.grants !== state) return false;
+    if (e.status === 403) {
+      showDenied();
+      return false;
+    }
+    $('grants-body')?.replaceChildren(el('p', { class: 'notice', role: 'alert' }, `Cannot load grants: ${e.message}`));
+    return e.status !== 401;
+  }
+}
+
+async function loadMoreGrants() {
+  const state = app.grants;
+  try {
+    const page = await api('GET', tenantPath(`/grants?limit=${GRANT_PAGE}&cursor=${encodeURIComponent(state.next)}`));
+    state.grants.push(...page.grants);
+    state.next = page.next_cursor;
+    preservingFocus(renderGrants);
+  } catch (e) {
+    announce(`Cannot load more grants: ${e.message}`, 'error');
+  }
+}
+
+function renderGrants() {
+  const body = $('grants-body');
+  if (!body) return;
+  const { grants, showAll, next } = app.grants;
+  const visible = grants.filter((g) => showAll || g.status === 'active');
+  if (!visible.length) {
+    body.replaceChildren(el('p', { class: 'empty-column', id: 'no-grants' },
+      grants.length ? 'No active grants. Tick “Show revoked and expired grants” to see the others.' : 'No grants on this tenant yet.'));
+    return;
+  }
+  const runs = new Map();
+  for (const g of visible) {
+    if (!runs.has(g.run)) runs.set(g.run, []);
+    runs.get(g.run).push(g);
+  }
+  const canManage = app.session.can_manage;
+  const sections = [...runs.entries()].map(([run, list]) => {
+    const active = list.filter((g) => g.status === 'active');
+    const headingId = `run-${run}`;
+    return el('section', { class: 'run', 'aria-labelledby': headingId, dataset: { run } },
+      el('div', { class: 'run-head' },
+        el('h2', { id: headingId }, 'Run ', el('span', { class: 'mono' }, run)),
+        el('span', { class: 'muted' }, `${active.length} active of ${list.length}`),
+        canManage && active.length
+          ? el('button', { type: 'button', class: 'danger revoke-run', dataset: { run, focusKey: `revoke-run-${run}` }, onclick: () => revokeRun(run) }, `Revoke run ${run}`)
+          : null),
+      el('div', { class: 'table-wrap' }, el('table', {},
+        el('caption', { class: 'visually-hidden' }, `Grants of run ${run}`),
+        el('thead', {}, el('tr', {}, ['Grant', 'Capabilities', 'Status', 'Created', 'Expires', 'Created by', canManage ? 'Action' : null]
+          .filter(Boolean).map((h) => el('th', { scope: 'col' }, h)))),
+        el('tbody', {}, list.map((g) => el('tr', { dataset: { grantId: g.id, status: g.status } },
+          el('td', { class: 'mono' }, g.id),
+          el('td', {}, g.capabilities.join(', ')),
+          el('td', { class: `status-${g.status}` }, g.status, g.revoked_at ? el('span', { class: 'muted' }, ` by ${g.revoked_by ?? '?'}`) : null),
+          el('td', {}, timeEl(g.created_at)),
+          el('td', {}, timeEl(g.expires_at)),
+          el('td', {}, g.created_by),
+          canManage
+            ? el('td', {}, g.status === 'active'
+              ? el('button', { type: 'button', class: 'secondary revoke-grant', dataset: { grantId: g.id, focusKey: `revoke-${g.id}` }, 'aria-label': `Revoke grant ${g.id}`, onclick: () => revokeGrant(g) }, 'Revoke')
+              : '')
+            : null))))));
+  });
+  const parts = [...sections];
+  if (next) parts.push(el('p', { class: 'more' }, el('button', { type: 'button', class: 'secondary', onclick: loadMoreGrants }, 'Load more grants')));
+  body.replaceChildren(...parts);
+}
+
+async function revokeGrant(grant) {
+  if (!confirm(`Revoke grant ${grant.id} of run ${grant.run}? Its token stops working at once.`)) return;
+  try {
+    await api('DELETE', tenantPath(`/grants/${encodeURIComponent(grant.id)}`));
+    announce(`Revoked grant ${grant.id}.`);
+  } catch (e) {
+    announce(`Could not revoke grant ${grant.id}: ${e.message}`, 'error');
+  }
+  await loadGrants();
+}
+
+async function revokeRun(run) {
+  if (!confirm(`Revoke every grant of run ${run}? Its tokens stop working at once.`)) return;
+  try {
+    const result = await api('POST', tenantPath(`/runs/${encodeURIComponent(run)}/revoke`));
+    announce(`Revoked run ${run} (${result.revoked.length} grant${result.revoked.length === 1 ? '' : 's'}).`);
+  } catch (e) {
+    announce(`Could not revoke run ${run}: ${e.message}`, 'error');
+  }
+  await loadGrants();
+}
+
+// ---------------------------------------------------------------- live updates
+
+function connectEvents() {
+  if (app.events || !app.tenant || !app.session) return;
+  clearTimeout(app.retryTimer);
+  const source = new EventSource(tenantPath('/events'));
+  app.events = source;
+  source.addEventListener('open', () => {
+    setLive('open');
+    // Whatever happened while the stream was down (or before it opened)
+    // is read again rather than guessed.
+    if (app.eventsOpened) refetchSoon();
+    app.eventsOpened = true;
+  });
+  source.addEventListener('issue', (e) => onIssueEvent(parseEvent(e)));
+  source.addEventListener('grants', () => {
+    if (app.view === 'grants') refetchSoon();
+  });
+  source.addEventListener('resync', () => refetchSoon());
+  source.addEventListener('error', () => {
+    if (source.readyState === EventSource.CLOSED) {
+      // The server refused (signed out, no access) or is gone: check which.
+      disconnectEvents();
+      setLive('closed');
+      app.retryTimer = setTimeout(recheckAndReconnect, 3000);
+    } else {
+      setLive('connecting');
+    }
+  });
+}
+
+async function recheckAndReconnect() {
+  try {
+    await api('GET', '/web/session');
+  } catch (e) {
+    if (e.status === 401) return;
+  }
+  if (app.session) {
+    app.eventsOpened = true;
+    connectEvents();
+  }
+}
+
+function disconnectEvents() {
+  if (app.events) {
+    app.events.close();
+    app.events = null;
+  }
+}
+
+function parseEvent(e) {
+  try {
+    return JSON.parse(e.data);
+  } catch {
+    return {};
+  }
+}
+
+function onIssueEvent(event) {
+  if (app.view === 'board') {
+    if (event.id) app.fresh.add(event.id);
+    refetchSoon();
+  } else if (app.view === 'issue' && app.issue && event.id === app.issue.id) {
+    if (app.issue.dirty) {
+      const notice = el('div', { class: 'notice', role: 'status', id: 'changed-elsewhere' },
+        el('p', {}, `This issue was just changed elsewhere${event.version ? ` (now version ${event.version})` : ''}. Saving your edit will be refused as a conflict; reload to start from the latest version.`),
+        el('p', {}, el('button', { type: 'button', class: 'secondary', onclick: () => loadIssue() }, 'Reload')));
+      $('issue-notice')?.replaceChildren(notice);
+    } else {
+      refetchSoon();
+    }
+  }
+}
+
+function refetchSoon() {
+  clearTimeout(app.refetchTimer);
+  app.refetchTimer = setTimeout(() => {
+    if (app.view === 'board' && app.board?.loaded) loadBoard();
+    else if (app.view === 'issue' && app.issue && !app.issue.dirty) loadIssue();
+    else if (app.view === 'grants') loadGrants();
+  }, 100);
+}
+
+start();

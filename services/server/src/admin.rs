@@ -1,0 +1,425 @@
+//! The admin and board API under `/v1/`, authenticated with admin JWTs.
+//!
+//! Tenant scoping is decided here and only here: every handler resolves the
+//! caller's [`AdminPrincipal`] and checks it against the tenant in the path
+//! before touching the store. Grants or issues of another tenant answer 404,
+//! so their existence is not revealed.
+
+use crate::auth::AdminAuth;
+use crate::error::ApiError;
+use crate::state::AppState;
+use actix_web::{HttpResponse, web};
+use corkboard_board::{
+    AuditQuery, Capabilities, GrantEvent, GrantId, IssueId, IssuePatch, IssueState, Label,
+    LabelFilter, Labels, ListQuery, Priority, RunId, TenantId, Timestamp, Title, ValidationError,
+    limits,
+};
+use corkboard_grants::{AdminPrincipal, GrantRequest};
+use serde::Deserialize;
+use serde_json::json;
+use std::time::Duration;
+
+/// Default grant lifetime when the request names none.
+const DEFAULT_TTL: Duration = Duration::from_secs(3600);
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(
+        web::scope("/v1")
+            .route("/openapi.json", web::get().to(openapi))
+            .route("/me", web::get().to(me))
+            .route("/tenants/{tenant}/grants", web::post().to(create_grant))
+            .route("/tenants/{tenant}/grants", web::get().to(list_grants))
+            .route("/tenants/{tenant}/grants/{grant}", web::get().to(get_grant))
+            .route(
+                "/tenants/{tenant}/grants/{grant}",
+                web::delete().to(revoke_grant),
+            )
+            .route(
+                "/tenants/{tenant}/runs/{run}/revoke",
+                web::post().to(revoke_run),
+            )
+            .route("/tenants/{tenant}/issues", web::get().to(list_issues))
+            .route("/tenants/{tenant}/issues/{issue}", web::get().to(get_issue))
+            .route(
+                "/tenants/{tenant}/issues/{issue}",
+                web::patch().to(update_issue),
+            )
+            .route("/tenants/{tenant}/audit", web::get().to(list_audit))
+            .default_service(web::to(|| async {
+                Err::<HttpResponse, _>(ApiError::NotFound("no such API endpoint".into()))
+            })),
+    );
+}
+
+/// The OpenAPI document, kept in the repo beside this crate.
+pub const OPENAPI: &str = include_str!("../openapi.json");
+
+async fn openapi() -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("application/json")
+        .body(OPENAPI)
+}
+
+async fn me(auth: AdminAuth) -> HttpResponse {
+    let p = &auth.0;
+    HttpResponse::Ok().json(json!({
+        "subject": p.subject,
+        "role": p.role,
+        "tenant": p.tenant,
+    }))
+}
+
+fn tenant_for_read(p: &AdminPrincipal, raw: &str) -> Result<TenantId, ApiError> {
+    let tenant = TenantId::parse(raw)?;
+    if !p.can_read(&tenant) {
+        return Err(ApiError::Forbidden(format!(
+            "not allowed to read tenant {tenant}"
+        )));
+    }
+    Ok(tenant)
+}
+
+fn tenant_for_write(p: &AdminPrincipal, raw: &str) -> Result<TenantId, ApiError> {
+    let tenant = TenantId::parse(raw)?;
+    if !p.can_manage(&tenant) {
+        return Err(ApiError::Forbidden(format!(
+            "not allowed to change tenant {tenant}"
+        )));
+    }
+    Ok(tenant)
+}
+
+/// A duration like `90s`, `15m`, `1h`, `7d`.
+pub fn parse_ttl(text: &str) -> Result<Duration, ValidationError> {
+    let bad = || ValidationError::new("ttl", "expected a duration like 90s, 15m, 1h or 7d");
+    let text = text.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
+    let (n, unit) = text.split_at(split);
+    let n: u64 = n.parse().map_err(|_| bad())?;
+    let secs = match unit {
+        "s" => n,
+        "m" => n.saturating_mul(60),
+        "h" => n.saturating_mul(3600),
+        "d" => n.saturating_mul(86_400),
+        _ => return Err(bad()),
+    };
+    Ok(Duration::from_secs(secs))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateGrantBody {
+    run: String,
+    capabilities: Vec<String>,
+    /// `1h`, `30m`, ... (default 1h).
+    ttl: Option<String>,
+}
+
+async fn create_grant(
+    state: web::Data<AppState>,
+    auth: AdminAuth,
+    path: web::Path<String>,
+    body: web::Json<CreateGrantBody>,
+) -> Result<HttpResponse, ApiError> {
+    let tenant = tenant_for_write(&auth.0, &path)?;
+    let body = body.into_inner();
+    let request = GrantRequest {
+        tenant,
+        run: RunId::parse(body.run)?,
+        capabilities: Capabilities::parse_list(&body.capabilities)?,
+        ttl: body
+            .ttl
+            .as_deref()
+            .map(parse_ttl)
+            .transpose()?
+            .unwrap_or(DEFAULT_TTL),
+        created_by: auth.0.subject.clone(),
+    };
+    let issued = state.grants.issue(request).await?;
+    state
+        .web
+        .grants_changed(&issued.grant.tenant, Some(&issued.grant.run));
+    Ok(HttpResponse::Created().json(state.issued_grant_json(&issued)))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GrantListParams {
+    run: Option<String>,
+    cursor: Option<String>,
+    limit: Option<u32>,
+}
+
+fn page_limit(limit: Option<u32>) -> Result<u32, ValidationError> {
+    match limit {
+        None => Ok(limits::PAGE_DEFAULT),
+        Some(n) if (1..=limits::PAGE_MAX).contains(&n) => Ok(n),
+        Some(_) => Err(ValidationError::new(
+            "limit",
+            format!("must be between 1 and {}", limits::PAGE_MAX),
+        )),
+    }
+}
+
+fn grant_json(event: &GrantEvent) -> serde_json::Value {
+    json!({
+        "id": event.grant.id,
+        "tenant": event.grant.tenant,
+        "run": event.grant.run,
+        "capabilities": event.grant.capabilities,
+        "created_at": event.grant.created_at,
+        "expires_at": event.grant.expires_at,
+        "created_by": event.grant.created_by,
+        "revoked_at": event.revoked_at,
+        "revoked_by": event.revoked_by,
+        "status": event.status_at(Timestamp::now()),
+    })
+}
+
+async fn list_grants(
+    state: web::Data<AppState>,
+    auth: AdminAuth,
+    path: web::Path<String>,
+    params: web::Query<GrantListParams>,
+) -> Result<HttpResponse, ApiError> {
+    let tenant = tenant_for_read(&auth.0, &path)?;
+    let run = params.run.as_deref().map(RunId::parse).transpose()?;
+    let cursor = params.cursor.as_deref().map(GrantId::parse).transpose()?;
+    let limit = page_limit(params.limit)?;
+    let page = state
+        .store
+        .list_grants(&tenant, run.as_ref(), cursor.as_ref(), limit)
+        .await?;
+    // A full page may be followed by more (or by an empty last page).
+    let next_cursor = if page.len() == limit as usize {
+        page.last().map(|e| e.grant.id.clone())
+    } else {
+        None
+    };
+    Ok(HttpResponse::Ok().json(json!({
+        "grants": page.iter().map(grant_json).collect::<Vec<_>>(),
+        "next_cursor": next_cursor,
+    })))
+}
+
+/// The grant, if it exists and belongs to `tenant`; 404 otherwise.
+async fn grant_of_tenant(
+    state: &AppState,
+    tenant: &TenantId,
+    raw_id: &str,
+) -> Result<GrantEvent, ApiError> {
+    let id = GrantId::parse(raw_id)?;
+    let event = state.store.grant(&id).await?;
+    if &event.grant.tenant != tenant {
+        return Err(ApiError::NotFound("grant not found".into()));
+    }
+    Ok(event)
+}
+
+async fn get_grant(
+    state: web::Data<AppState>,
+    auth: AdminAuth,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let (tenant, grant) = path.into_inner();
+    let tenant = tenant_for_read(&auth.0, &tenant)?;
+    let event = grant_of_tenant(&state, &tenant, &grant).await?;
+    Ok(HttpResponse::Ok().json(grant_json(&event)))
+}
+
+async fn revoke_grant(
+    state: web::Data<AppState>,
+    auth: AdminAuth,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let (tenant, grant) = path.into_inner();
+    let tenant = tenant_for_write(&auth.0, &tenant)?;
+    let event = grant_of_tenant(&state, &tenant, &grant).await?;
+    let revoked = state
+        .grants
+        .revoke(&event.grant.id, &auth.0.subject)
+        .await?;
+    state.metrics.revocation();
+    state.web.grants_changed(&tenant, Some(&revoked.grant.run));
+    Ok(HttpResponse::Ok().json(grant_json(&revoked)))
+}
+
+async fn revoke_run(
+    state: web::Data<AppState>,
+    auth: AdminAuth,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let (tenant, run) = path.into_inner();
+    let tenant = tenant_for_write(&auth.0, &tenant)?;
+    let run = RunId::parse(run)?;
+    let revoked = state
+        .grants
+        .revoke_run(&tenant, &run, &auth.0.subject)
+        .await?;
+    for _ in &revoked {
+        state.metrics.revocation();
+    }
+    state.web.grants_changed(&tenant, Some(&run));
+    Ok(HttpResponse::Ok().json(json!({
+        "run": run,
+        "revoked": revoked.iter().map(grant_json).collect::<Vec<_>>(),
+    })))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IssueListParams {
+    /// Comma-separated states.
+    state: Option<String>,
+    /// Comma-separated labels.
+    label: Option<String>,
+    /// `all` (default) or `any`.
+    label_match: Option<String>,
+    text: Option<String>,
+    run: Option<String>,
+    cursor: Option<String>,
+    limit: Option<u32>,
+}
+
+fn csv(text: &Option<String>) -> Vec<&str> {
+    text.as_deref()
+        .map(|t| {
+            t.split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+impl IssueListParams {
+    fn into_query(self) -> Result<ListQuery, ValidationError> {
+        let states = csv(&self.state)
+            .into_iter()
+            .map(IssueState::parse)
+            .collect::<Result<Vec<_>, _>>()?;
+        let labels = csv(&self.label)
+            .into_iter()
+            .map(Label::parse)
+            .collect::<Result<Vec<_>, _>>()?;
+        let labels = match (labels.is_empty(), self.label_match.as_deref()) {
+            (true, _) => LabelFilter::None,
+            (false, None | Some("all")) => LabelFilter::All(labels),
+            (false, Some("any")) => LabelFilter::Any(labels),
+            (false, Some(_)) => {
+                return Err(ValidationError::new("label_match", "expected all or any"));
+            }
+        };
+        let query = ListQuery {
+            states,
+            labels,
+            text: self.text.filter(|t| !t.is_empty()),
+            author_run: self.run.map(RunId::parse).transpose()?,
+            limit: page_limit(self.limit)?,
+            cursor: self.cursor.map(IssueId::parse).transpose()?,
+        };
+        query.validate()?;
+        Ok(query)
+    }
+}
+
+async fn list_issues(
+    state: web::Data<AppState>,
+    auth: AdminAuth,
+    path: web::Path<String>,
+    params: web::Query<IssueListParams>,
+) -> Result<HttpResponse, ApiError> {
+    let tenant = tenant_for_read(&auth.0, &path)?;
+    let query = params.into_inner().into_query()?;
+    let page = state.store.list_issues(&tenant, &query).await?;
+    Ok(HttpResponse::Ok().json(page))
+}
+
+async fn get_issue(
+    state: web::Data<AppState>,
+    auth: AdminAuth,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let (tenant, issue) = path.into_inner();
+    let tenant = tenant_for_read(&auth.0, &tenant)?;
+    let issue = state
+        .store
+        .get_issue(&tenant, &IssueId::parse(issue)?)
+        .await?;
+    Ok(HttpResponse::Ok().json(issue))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UpdateIssueBody {
+    /// Required: the web board never overwrites a change it has not seen.
+    expected_version: u64,
+    title: Option<String>,
+    state: Option<String>,
+    labels: Option<Vec<String>>,
+    priority: Option<String>,
+}
+
+async fn update_issue(
+    state: web::Data<AppState>,
+    auth: AdminAuth,
+    path: web::Path<(String, String)>,
+    body: web::Json<UpdateIssueBody>,
+) -> Result<HttpResponse, ApiError> {
+    let (tenant, issue) = path.into_inner();
+    let tenant = tenant_for_write(&auth.0, &tenant)?;
+    let id = IssueId::parse(issue)?;
+    let body = body.into_inner();
+    let patch = IssuePatch {
+        title: body.title.map(Title::parse).transpose()?,
+        body: None,
+        state: body.state.as_deref().map(IssueState::parse).transpose()?,
+        labels: body.labels.map(Labels::parse).transpose()?,
+        priority: body.priority.as_deref().map(Priority::parse).transpose()?,
+    };
+    let updated = state
+        .store
+        .update_issue(&tenant, &id, patch, Some(body.expected_version))
+        .await?;
+    state.web.issue_changed(&updated);
+    Ok(HttpResponse::Ok().json(updated))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AuditParams {
+    run: Option<String>,
+    issue: Option<String>,
+    limit: Option<u32>,
+}
+
+async fn list_audit(
+    state: web::Data<AppState>,
+    auth: AdminAuth,
+    path: web::Path<String>,
+    params: web::Query<AuditParams>,
+) -> Result<HttpResponse, ApiError> {
+    let tenant = tenant_for_read(&auth.0, &path)?;
+    let params = params.into_inner();
+    let query = AuditQuery {
+        run: params.run.map(RunId::parse).transpose()?,
+        issue: params.issue.map(IssueId::parse).transpose()?,
+        limit: page_limit(params.limit)?,
+    };
+    let records = state.store.list_audit(&tenant, &query).await?;
+    Ok(HttpResponse::Ok().json(json!({ "records": records })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ttl_parses_units() {
+        assert_eq!(parse_ttl("90s").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_ttl("2h").unwrap(), Duration::from_secs(7200));
+        assert!(parse_ttl("2").is_err());
+        assert!(parse_ttl("h").is_err());
+        assert!(parse_ttl("5y").is_err());
+    }
+}

@@ -1,0 +1,181 @@
+//! A store decorator that times every operation into the Prometheus
+//! metrics, so every store backend is measured the same way without
+//! knowing about metrics.
+
+use async_trait::async_trait;
+use corkboard_board::{
+    AuditLog, AuditQuery, AuditRecord, Author, BoardStore, CommentAdded, Created, Grant,
+    GrantEvent, GrantId, GrantLedger, IdempotencyKey, Issue, IssueId, IssuePatch, IssueStore,
+    ListQuery, NewComment, NewIssue, Page, RunId, StoreError, StoreHealth, TenantId, Timestamp,
+};
+use corkboard_telemetry::Metrics;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Instant;
+
+pub struct MeteredStore {
+    inner: Arc<dyn BoardStore>,
+    metrics: Metrics,
+}
+
+impl std::fmt::Debug for MeteredStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MeteredStore").finish_non_exhaustive()
+    }
+}
+
+impl MeteredStore {
+    pub fn new(inner: Arc<dyn BoardStore>, metrics: Metrics) -> Self {
+        Self { inner, metrics }
+    }
+
+    async fn timed<T>(
+        &self,
+        op: &'static str,
+        call: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        let started = Instant::now();
+        let result = call.await;
+        // Not-found and conflicts are answers, not store failures.
+        let ok = !matches!(
+            result,
+            Err(StoreError::Unavailable { .. } | StoreError::Internal(_))
+        );
+        self.metrics.store_operation(op, ok, started.elapsed());
+        result
+    }
+}
+
+#[async_trait]
+impl IssueStore for MeteredStore {
+    async fn create_issue(
+        &self,
+        tenant: &TenantId,
+        author: &Author,
+        new: NewIssue,
+        key: Option<&IdempotencyKey>,
+    ) -> Result<Created, StoreError> {
+        self.timed(
+            "create_issue",
+            self.inner.create_issue(tenant, author, new, key),
+        )
+        .await
+    }
+
+    async fn get_issue(&self, tenant: &TenantId, id: &IssueId) -> Result<Issue, StoreError> {
+        self.timed("get_issue", self.inner.get_issue(tenant, id))
+            .await
+    }
+
+    async fn list_issues(&self, tenant: &TenantId, query: &ListQuery) -> Result<Page, StoreError> {
+        self.timed("list_issues", self.inner.list_issues(tenant, query))
+            .await
+    }
+
+    async fn update_issue(
+        &self,
+        tenant: &TenantId,
+        id: &IssueId,
+        patch: IssuePatch,
+        expected_version: Option<u64>,
+    ) -> Result<Issue, StoreError> {
+        self.timed(
+            "update_issue",
+            self.inner.update_issue(tenant, id, patch, expected_version),
+        )
+        .await
+    }
+
+    async fn add_comment(
+        &self,
+        tenant: &TenantId,
+        author: &Author,
+        comment: NewComment,
+        key: Option<&IdempotencyKey>,
+    ) -> Result<CommentAdded, StoreError> {
+        self.timed(
+            "add_comment",
+            self.inner.add_comment(tenant, author, comment, key),
+        )
+        .await
+    }
+}
+
+#[async_trait]
+impl GrantLedger for MeteredStore {
+    async fn record_grant(&self, grant: &Grant, token_hash: &str) -> Result<(), StoreError> {
+        self.timed("record_grant", self.inner.record_grant(grant, token_hash))
+            .await
+    }
+
+    async fn record_revocation(
+        &self,
+        id: &GrantId,
+        by: &str,
+        at: Timestamp,
+    ) -> Result<GrantEvent, StoreError> {
+        self.timed(
+            "record_revocation",
+            self.inner.record_revocation(id, by, at),
+        )
+        .await
+    }
+
+    async fn grant(&self, id: &GrantId) -> Result<GrantEvent, StoreError> {
+        self.timed("grant", self.inner.grant(id)).await
+    }
+
+    async fn grant_by_token_hash(
+        &self,
+        token_hash: &str,
+    ) -> Result<Option<GrantEvent>, StoreError> {
+        self.timed(
+            "grant_by_token_hash",
+            self.inner.grant_by_token_hash(token_hash),
+        )
+        .await
+    }
+
+    async fn list_grants(
+        &self,
+        tenant: &TenantId,
+        run: Option<&RunId>,
+        cursor: Option<&GrantId>,
+        limit: u32,
+    ) -> Result<Vec<GrantEvent>, StoreError> {
+        self.timed(
+            "list_grants",
+            self.inner.list_grants(tenant, run, cursor, limit),
+        )
+        .await
+    }
+
+    async fn active_grants(&self, now: Timestamp) -> Result<Vec<GrantEvent>, StoreError> {
+        self.timed("active_grants", self.inner.active_grants(now))
+            .await
+    }
+}
+
+#[async_trait]
+impl AuditLog for MeteredStore {
+    async fn append_audit(&self, records: &[AuditRecord]) -> Result<(), StoreError> {
+        self.timed("append_audit", self.inner.append_audit(records))
+            .await
+    }
+
+    async fn list_audit(
+        &self,
+        tenant: &TenantId,
+        query: &AuditQuery,
+    ) -> Result<Vec<AuditRecord>, StoreError> {
+        self.timed("list_audit", self.inner.list_audit(tenant, query))
+            .await
+    }
+}
+
+#[async_trait]
+impl StoreHealth for MeteredStore {
+    async fn check(&self) -> Result<(), StoreError> {
+        self.timed("check", self.inner.check()).await
+    }
+}

@@ -1,0 +1,452 @@
+//! Typed configuration: defaults that work locally, then a TOML file, then
+//! `CORKBOARD_<KEY>` environment variables, then command-line flags.
+//!
+//! Unknown keys in the file are refused (a typo must not silently fall back
+//! to a default), every error names the key, and secrets never reach logs:
+//! they are held as [`Secret`] whose `Debug`/`Serialize` print `<redacted>`.
+
+use figment::Figment;
+use figment::providers::{Format, Serialized, Toml};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use thiserror::Error;
+
+/// Where issues, grants and audit records live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StoreKind {
+    Sqlite,
+    Mongodb,
+}
+
+/// Where run tokens are resolved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RegistryKind {
+    /// In-process, reading through the board store's grant ledger.
+    Memory,
+    /// Shared by every replica.
+    Redis,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum JwtAlgorithm {
+    HS256,
+    RS256,
+    EdDSA,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Text on a terminal, JSON otherwise.
+    Auto,
+    Text,
+    Json,
+}
+
+/// How per-run gateways listen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GatewayMode {
+    /// One port per run on `gateway_bind`, advertised as `gateway_advertise`.
+    Dedicated,
+    /// One shared port (`gateway_listen`) with routes `/runs/{run}/mcp`.
+    Shared,
+}
+
+/// A configuration value that must never be printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+impl Serialize for Secret {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str("<redacted>")
+    }
+}
+
+impl<'de> Deserialize<'de> for Secret {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        String::deserialize(deserializer).map(Secret)
+    }
+}
+
+/// Every setting of every role. Field names are the config-file keys; the
+/// environment variable is `CORKBOARD_` + the key in upper case.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Settings {
+    /// HTTP listen address (API, web board, studio MCP, health, metrics).
+    pub listen: SocketAddr,
+    /// Embedded data: SQLite board, signing secrets.
+    pub data_dir: PathBuf,
+    pub store: StoreKind,
+    pub mongodb_uri: Option<Secret>,
+    pub mongodb_database: String,
+    pub registry: RegistryKind,
+    /// One URL, or several comma-separated URLs for Redis Cluster nodes.
+    pub redis_url: Option<Secret>,
+    pub redis_key_prefix: String,
+    pub jwt_algorithm: JwtAlgorithm,
+    /// HS256 secret; defaults to `<data_dir>/jwt.secret`, created on first start by `serve`.
+    pub jwt_secret_file: Option<PathBuf>,
+    /// RS256/EdDSA public key (PEM), to verify tokens minted elsewhere.
+    pub jwt_public_key_file: Option<PathBuf>,
+    /// RS256/EdDSA private key (PEM), only for `corkboard admin token`.
+    pub jwt_private_key_file: Option<PathBuf>,
+    pub jwt_issuer: String,
+    pub jwt_audience: String,
+    /// HMAC key for MCP session ids; shared by every replica. Defaults to
+    /// `<data_dir>/session.key`, created on first start by `serve`.
+    pub session_key_file: Option<PathBuf>,
+    pub otlp_endpoint: Option<String>,
+    pub log_format: LogFormat,
+    /// Base URL clients use to reach this server (for MCP URLs in grant output).
+    pub public_url: Option<String>,
+    pub gateway_mode: GatewayMode,
+    /// Address dedicated per-run gateway ports bind to.
+    pub gateway_bind: IpAddr,
+    /// Host name sandboxes use to reach dedicated gateway ports.
+    pub gateway_advertise: Option<String>,
+    /// Shared gateway port (runner role, `gateway_mode = "shared"`).
+    pub gateway_listen: SocketAddr,
+    /// Base URL sandboxes use to reach the shared gateway port.
+    pub gateway_public_url: Option<String>,
+    /// Origins allowed to call MCP endpoints (besides requests without `Origin`).
+    pub allowed_origins: Vec<String>,
+    /// Host names MCP endpoints accept besides loopback names.
+    pub allowed_hosts: Vec<String>,
+    pub rate_limit_per_second: u32,
+    pub rate_limit_burst: u32,
+    /// Largest MCP request body, in bytes.
+    pub max_body_bytes: usize,
+    /// Longest time a store call may take before the tool answers "board unavailable".
+    pub store_timeout_ms: u64,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 4891),
+            data_dir: PathBuf::from(".corkboard"),
+            store: StoreKind::Sqlite,
+            mongodb_uri: None,
+            mongodb_database: "corkboard".into(),
+            registry: RegistryKind::Memory,
+            redis_url: None,
+            redis_key_prefix: "corkboard:".into(),
+            jwt_algorithm: JwtAlgorithm::HS256,
+            jwt_secret_file: None,
+            jwt_public_key_file: None,
+            jwt_private_key_file: None,
+            jwt_issuer: "corkboard".into(),
+            jwt_audience: "corkboard-admin".into(),
+            session_key_file: None,
+            otlp_endpoint: None,
+            log_format: LogFormat::Auto,
+            public_url: None,
+            gateway_mode: GatewayMode::Dedicated,
+            gateway_bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            gateway_advertise: None,
+            gateway_listen: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 4892),
+            gateway_public_url: None,
+            allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
+            rate_limit_per_second: 50,
+            rate_limit_burst: 100,
+            max_body_bytes: 1024 * 1024,
+            store_timeout_ms: 5_000,
+        }
+    }
+}
+
+/// Keys whose environment value is a comma-separated list.
+const LIST_KEYS: &[&str] = &["allowed_origins", "allowed_hosts"];
+
+/// A configuration that could not be loaded, naming the key or file.
+#[derive(Debug, Error)]
+pub enum SettingsError {
+    #[error("config file {path}: {reason}")]
+    File { path: PathBuf, reason: String },
+    #[error("configuration key `{key}`: {reason}")]
+    Key { key: String, reason: String },
+    #[error("configuration: {0}")]
+    Other(String),
+}
+
+impl Settings {
+    /// The names of every key (for env lookup and documentation).
+    pub fn keys() -> Vec<String> {
+        match serde_json::to_value(Settings::default()) {
+            Ok(serde_json::Value::Object(map)) => map.keys().cloned().collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Loads defaults < `file` < environment < `overrides` (flags, as a
+    /// partial map of key → value), then checks cross-key rules.
+    pub fn load(
+        file: Option<&Path>,
+        overrides: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Self, SettingsError> {
+        Self::load_with_env(file, overrides, std::env::vars())
+    }
+
+    /// [`Self::load`] with an explicit environment (tests).
+    pub fn load_with_env(
+        file: Option<&Path>,
+        overrides: serde_json::Map<String, serde_json::Value>,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Self, SettingsError> {
+        let mut figment = Figment::from(Serialized::defaults(Settings::default()));
+        if let Some(path) = file {
+            let text = std::fs::read_to_string(path).map_err(|e| SettingsError::File {
+                path: path.to_owned(),
+                reason: e.to_string(),
+            })?;
+            // Parse here first: figment reports file errors without the
+            // path, and unknown keys are clearer when the file is named.
+            let table = toml::from_str::<toml::Table>(&text).map_err(|e| SettingsError::File {
+                path: path.to_owned(),
+                reason: e.to_string(),
+            })?;
+            let known = Self::keys();
+            if let Some(bad) = table.keys().find(|k| !known.contains(k)) {
+                return Err(SettingsError::File {
+                    path: path.to_owned(),
+                    reason: format!("unknown key `{bad}`"),
+                });
+            }
+            figment = figment.merge(Toml::string(&text));
+        }
+        let known = Self::keys();
+        let mut from_env = serde_json::Map::new();
+        for (name, value) in env {
+            let Some(key) = name.strip_prefix("CORKBOARD_") else {
+                continue;
+            };
+            let key = key.to_ascii_lowercase();
+            // Other CORKBOARD_* variables (CORKBOARD_TOKEN, ...) belong to
+            // clients, not to the configuration: only known keys are read.
+            if !known.contains(&key) {
+                continue;
+            }
+            let value = if LIST_KEYS.contains(&key.as_str()) {
+                serde_json::Value::Array(
+                    value
+                        .split(',')
+                        .map(str::trim)
+                        .filter(|s| !s.is_empty())
+                        .map(|s| serde_json::Value::String(s.to_owned()))
+                        .collect(),
+                )
+            } else {
+                serde_json::Value::String(value)
+            };
+            from_env.insert(key, value);
+        }
+        figment = figment
+            .merge(Serialized::defaults(coerce(from_env)))
+            .merge(Serialized::defaults(coerce(overrides)));
+        let settings: Settings = figment.extract().map_err(|e| {
+            let key = e.path.join(".");
+            let reason = e.kind.to_string();
+            if key.is_empty() {
+                SettingsError::Other(reason)
+            } else {
+                SettingsError::Key { key, reason }
+            }
+        })?;
+        settings.check()?;
+        Ok(settings)
+    }
+
+    /// Rules that span keys.
+    pub fn check(&self) -> Result<(), SettingsError> {
+        let key = |key: &str, reason: &str| SettingsError::Key {
+            key: key.into(),
+            reason: reason.into(),
+        };
+        if self.store == StoreKind::Mongodb && self.mongodb_uri.is_none() {
+            return Err(key("mongodb_uri", "required when store = \"mongodb\""));
+        }
+        if self.registry == RegistryKind::Redis && self.redis_url.is_none() {
+            return Err(key("redis_url", "required when registry = \"redis\""));
+        }
+        if self.jwt_algorithm != JwtAlgorithm::HS256
+            && self.jwt_public_key_file.is_none()
+            && self.jwt_private_key_file.is_none()
+        {
+            return Err(key(
+                "jwt_public_key_file",
+                "required when jwt_algorithm is RS256 or EdDSA",
+            ));
+        }
+        if self.rate_limit_per_second == 0 || self.rate_limit_burst == 0 {
+            return Err(key(
+                "rate_limit_per_second",
+                "must be at least 1 (and so must rate_limit_burst)",
+            ));
+        }
+        if self.max_body_bytes < 1024 {
+            return Err(key("max_body_bytes", "must be at least 1024"));
+        }
+        if self.store_timeout_ms == 0 {
+            return Err(key("store_timeout_ms", "must be at least 1"));
+        }
+        if let Some(url) = &self.public_url
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            return Err(key("public_url", "must start with http:// or https://"));
+        }
+        Ok(())
+    }
+
+    pub fn jwt_secret_path(&self) -> PathBuf {
+        self.jwt_secret_file
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("jwt.secret"))
+    }
+
+    pub fn session_key_path(&self) -> PathBuf {
+        self.session_key_file
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("session.key"))
+    }
+
+    /// The effective configuration as TOML, secrets redacted.
+    pub fn to_redacted_toml(&self) -> String {
+        toml::to_string(self).unwrap_or_else(|e| format!("# cannot render: {e}\n"))
+    }
+}
+
+/// Figment parses env strings itself only through its Env provider; values
+/// arriving as JSON strings are turned into numbers/bools where they look
+/// like one, so `CORKBOARD_RATE_LIMIT_BURST=10` reaches a `u32` field.
+fn coerce(
+    map: serde_json::Map<String, serde_json::Value>,
+) -> serde_json::Map<String, serde_json::Value> {
+    map.into_iter()
+        .map(|(k, v)| {
+            let v = match v {
+                serde_json::Value::String(s) => {
+                    if let Ok(n) = s.parse::<u64>() {
+                        serde_json::Value::from(n)
+                    } else if s == "true" || s == "false" {
+                        serde_json::Value::Bool(s == "true")
+                    } else {
+                        serde_json::Value::String(s)
+                    }
+                }
+                other => other,
+            };
+            (k, v)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn defaults_are_local_and_loopback() {
+        let s = Settings::load_with_env(None, Default::default(), env(&[])).unwrap();
+        assert!(s.listen.ip().is_loopback());
+        assert!(s.gateway_bind.is_loopback());
+        assert_eq!(s.store, StoreKind::Sqlite);
+        assert_eq!(s.registry, RegistryKind::Memory);
+    }
+
+    #[test]
+    fn layers_file_then_env_then_flags() {
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        writeln!(
+            file,
+            "listen = \"127.0.0.1:1000\"\nrate_limit_burst = 7\nallowed_hosts = [\"a\"]"
+        )
+        .unwrap();
+        let s = Settings::load_with_env(
+            Some(file.path()),
+            Default::default(),
+            env(&[
+                ("CORKBOARD_RATE_LIMIT_BURST", "9"),
+                ("CORKBOARD_TOKEN", "ignored"),
+                ("CORKBOARD_ALLOWED_HOSTS", "x, y"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(s.listen.port(), 1000);
+        assert_eq!(s.rate_limit_burst, 9);
+        assert_eq!(s.allowed_hosts, ["x", "y"]);
+        let mut flags = serde_json::Map::new();
+        flags.insert("listen".into(), "127.0.0.1:2000".into());
+        let s = Settings::load_with_env(Some(file.path()), flags, env(&[])).unwrap();
+        assert_eq!(s.listen.port(), 2000);
+    }
+
+    #[test]
+    fn unknown_file_keys_and_bad_values_name_the_key() {
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        writeln!(file, "lisen = \"127.0.0.1:1\"").unwrap();
+        let err =
+            Settings::load_with_env(Some(file.path()), Default::default(), env(&[])).unwrap_err();
+        assert!(err.to_string().contains("lisen"), "{err}");
+        let err = Settings::load_with_env(
+            None,
+            Default::default(),
+            env(&[("CORKBOARD_STORE", "postgres")]),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("store"), "{err}");
+        let err = Settings::load_with_env(
+            None,
+            Default::default(),
+            env(&[("CORKBOARD_STORE", "mongodb")]),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("mongodb_uri"), "{err}");
+    }
+
+    #[test]
+    fn secrets_are_redacted() {
+        let s = Settings::load_with_env(
+            None,
+            Default::default(),
+            env(&[
+                ("CORKBOARD_MONGODB_URI", "mongodb://user:hunter2@db"),
+                ("CORKBOARD_STORE", "mongodb"),
+            ]),
+        )
+        .unwrap();
+        assert!(!format!("{s:?}").contains("hunter2"));
+        assert!(!s.to_redacted_toml().contains("hunter2"));
+        assert_eq!(s.mongodb_uri.unwrap().expose(), "mongodb://user:hunter2@db");
+    }
+}

@@ -1,0 +1,516 @@
+//! In-process tests of the web routes through the whole actix app
+//! (`crate::routes`): headers, cookies, CSRF, roles, tenant scoping and
+//! the event stream.
+
+use super::*;
+use crate::state::{AppState, SecretPolicy, admin_minter};
+use actix_web::body::MessageBody;
+use actix_web::dev::ServiceResponse;
+use actix_web::http::{Method, StatusCode, header};
+use actix_web::{App, test};
+use corkboard_board::{Author, NewIssue, Title};
+use corkboard_grants::{AdminPrincipal, AdminRole};
+use std::time::Duration;
+
+struct Fixture {
+    state: AppState,
+    web: WebState,
+    _dir: tempfile::TempDir,
+}
+
+async fn fixture_with(configure: impl FnOnce(&mut Settings)) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let mut settings = Settings {
+        data_dir: dir.path().to_owned(),
+        ..Settings::default()
+    };
+    configure(&mut settings);
+    let state = AppState::build(settings, SecretPolicy::CreateIfMissing)
+        .await
+        .unwrap();
+    let web = WebState::from_settings(&state.settings).unwrap();
+    Fixture {
+        state,
+        web,
+        _dir: dir,
+    }
+}
+
+async fn fixture() -> Fixture {
+    fixture_with(|_| {}).await
+}
+
+/// The whole application (every route of `crate::routes`) over a fixture.
+macro_rules! app {
+    ($f:expr) => {
+        test::init_service(
+            App::new()
+                .app_data(web::Data::new($f.state.clone()))
+                .app_data(web::Data::new($f.web.clone()))
+                .configure(crate::routes),
+        )
+        .await
+    };
+}
+
+impl Fixture {
+    fn jwt(&self, role: AdminRole, tenant: Option<&str>) -> String {
+        let tenant = tenant.map(|t| TenantId::parse(t).unwrap());
+        admin_minter(&self.state.settings)
+            .unwrap()
+            .mint("alice", role, tenant.as_ref(), Duration::from_secs(600))
+            .unwrap()
+    }
+
+    /// A session cookie (`name=value`) and its CSRF nonce.
+    fn session(&self, role: AdminRole, tenant: Option<&str>) -> (String, String) {
+        let admin = AdminPrincipal {
+            subject: "alice".into(),
+            role,
+            tenant: tenant.map(|t| TenantId::parse(t).unwrap()),
+        };
+        let session = Session::new(&admin, Duration::from_secs(600));
+        (
+            format!(
+                "{}={}",
+                session::COOKIE_NAME,
+                session.encode(&self.state.session_key)
+            ),
+            session.csrf,
+        )
+    }
+}
+
+fn header_of(resp: &ServiceResponse, name: header::HeaderName) -> &str {
+    resp.headers()
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+}
+
+/// Cookie pair (`name=value`) from a `Set-Cookie` header.
+fn cookie_pair(set_cookie: &str) -> String {
+    set_cookie.split(';').next().unwrap_or("").to_owned()
+}
+
+#[actix_web::test]
+async fn pages_and_assets_carry_a_strict_csp() {
+    let f = fixture().await;
+    let app = app!(f);
+    for (path, kind) in [
+        ("/", "text/html"),
+        ("/assets/app.js", "text/javascript"),
+        ("/assets/app.css", "text/css"),
+    ] {
+        let resp = test::call_service(&app, test::TestRequest::get().uri(path).to_request()).await;
+        assert_eq!(resp.status(), StatusCode::OK, "{path}");
+        assert!(
+            header_of(&resp, header::CONTENT_TYPE).starts_with(kind),
+            "{path}"
+        );
+        assert_eq!(
+            header_of(&resp, header::CONTENT_SECURITY_POLICY),
+            pages::CONTENT_SECURITY_POLICY,
+            "{path}"
+        );
+        assert_eq!(
+            header_of(&resp, header::X_CONTENT_TYPE_OPTIONS),
+            "nosniff",
+            "{path}"
+        );
+        assert_eq!(
+            header_of(&resp, header::REFERRER_POLICY),
+            "no-referrer",
+            "{path}"
+        );
+    }
+    let resp = test::call_service(
+        &app,
+        test::TestRequest::get()
+            .uri("/assets/../state.rs")
+            .to_request(),
+    )
+    .await;
+    assert_eq!(resp.status(), StatusCode::NOT_FOUND);
+    // The API scope still answers its own paths.
+    let resp =
+        test::call_service(&app, test::TestRequest::get().uri("/v1/nope").to_request()).await;
+    assert_eq!(resp.status(), StatusCode::NOT_FOUND);
+}
+
+#[actix_web::test]
+async fn a_signin_link_works_once_and_sets_a_strict_http_only_cookie() {
+    let f = fixture().await;
+    let app = app!(f);
+    let link = f.web.create_signin_link("http://127.0.0.1:4891/");
+    let path = link
+        .strip_prefix("http://127.0.0.1:4891")
+        .unwrap()
+        .to_owned();
+    assert!(path.starts_with("/signin?code="), "{link}");
+
+    let resp = test::call_service(&app, test::TestRequest::get().uri(&path).to_request()).await;
+    assert_eq!(resp.status(), StatusCode::SEE_OTHER);
+    assert_eq!(header_of(&resp, header::LOCATION), "/");
+    let set_cookie = header_of(&resp, header::SET_COOKIE).to_owned();
+    for attribute in ["HttpOnly", "SameSite=Strict", "Path=/"] {
+        assert!(
+            set_cookie.contains(attribute),
+            "{attribute} missing: {set_cookie}"
+        );
+    }
+    assert!(
+        !set_cookie.contains("Secure"),
+        "plain-HTTP server: {set_cookie}"
+    );
+
+    let cookie = cookie_pair(&set_cookie);
+    let req = test::TestRequest::get()
+        .uri("/web/session")
+        .insert_header((header::COOKIE, cookie))
+        .to_request();
+    let me: serde_json::Value = test::call_and_read_body_json(&app, req).await;
+    assert_eq!(me["role"], "platform-admin");
+    assert_eq!(me["all_tenants"], true);
+    assert_eq!(me["subject"], signin::LOCAL_ADMIN);
+    assert!(me["csrf_token"].as_str().unwrap().len() >= 40);
+
+    let again = test::call_service(&app, test::TestRequest::get().uri(&path).to_request()).await;
+    assert_eq!(again.status(), StatusCode::GONE);
+    assert!(again.headers().get(header::SET_COOKIE).is_none());
+    let body = test::read_body(again).await;
+    assert!(String::from_utf8_lossy(&body).contains("already been used"));
+
+    let forged = test::call_service(
+        &app,
+        test::TestRequest::get()
+            .uri("/signin?code=forged")
+            .to_request(),
+    )
+    .await;
+    assert_eq!(forged.status(), StatusCode::BAD_REQUEST);
+}
+
+#[actix_web::test]
+async fn cookies_are_secure_behind_an_https_public_url() {
+    let f = fixture_with(|s| s.public_url = Some("https://board.example.com".into())).await;
+    let app = app!(f);
+    let token = f.jwt(AdminRole::Viewer, Some("acme"));
+    let req = test::TestRequest::post()
+        .uri("/web/session")
+        .set_json(serde_json::json!({ "token": token }))
+        .to_request();
+    let resp = test::call_service(&app, req).await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    let set_cookie = header_of(&resp, header::SET_COOKIE);
+    assert!(set_cookie.contains("; Secure"), "{set_cookie}");
+    assert!(
+        set_cookie.contains("HttpOnly") && set_cookie.contains("SameSite=Strict"),
+        "{set_cookie}"
+    );
+}
+
+#[actix_web::test]
+async fn an_admin_jwt_is_exchanged_for_a_session_with_its_role_and_tenant() {
+    let f = fixture().await;
+    let app = app!(f);
+    let token = f.jwt(AdminRole::TenantAdmin, Some("acme"));
+    let req = test::TestRequest::post()
+        .uri("/web/session")
+        .set_json(serde_json::json!({ "token": token }))
+        .to_request();
+    let resp = test::call_service(&app, req).await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    let set_cookie = header_of(&resp, header::SET_COOKIE).to_owned();
+    let max_age: i64 = set_cookie
+        .split("; ")
+        .find_map(|a| a.strip_prefix("Max-Age="))
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    assert!(
+        max_age > 0 && max_age <= 600,
+        "the session must not outlive the token: {max_age}"
+    );
+    let body: serde_json::Value = test::read_body_json(resp).await;
+    assert_eq!(body["role"], "tenant-admin");
+    assert_eq!(body["tenant"], "acme");
+    assert_eq!(body["can_manage"], true);
+
+    let cookie = cookie_pair(&set_cookie);
+    let req = test::TestRequest::get()
+        .uri("/web/tenants")
+        .insert_header((header::COOKIE, cookie))
+        .to_request();
+    let tenants: serde_json::Value = test::call_and_read_body_json(&app, req).await;
+    assert_eq!(tenants["tenants"], serde_json::json!(["acme"]));
+
+    for bad in ["not-a-jwt", &format!("{token}x")] {
+        let req = test::TestRequest::post()
+            .uri("/web/session")
+            .set_json(serde_json::json!({ "token": bad }))
+            .to_request();
+        let resp = test::call_service(&app, req).await;
+        assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
+        assert!(resp.headers().get(header::SET_COOKIE).is_none());
+        let body = test::read_body(resp).await;
+        assert!(
+            !String::from_utf8_lossy(&body).contains(bad),
+            "errors never echo the token"
+        );
+    }
+}
+
+#[actix_web::test]
+async fn state_changing_cookie_requests_need_the_csrf_token() {
+    let f = fixture().await;
+    let (cookie, csrf) = f.session(AdminRole::TenantAdmin, Some("acme"));
+    let request = |method: Method, csrf: Option<&str>| {
+        let mut req = test::TestRequest::default()
+            .method(method)
+            .uri("/v1/tenants/acme/runs/r1/revoke")
+            .insert_header((header::COOKIE, cookie.clone()));
+        if let Some(csrf) = csrf {
+            req = req.insert_header((session::CSRF_HEADER, csrf));
+        }
+        req.to_http_request()
+    };
+    assert!(
+        authenticate(&request(Method::GET, None), &f.state).is_ok(),
+        "reads need no token"
+    );
+    let refused = authenticate(&request(Method::POST, None), &f.state).unwrap_err();
+    assert_eq!(refused.code(), "forbidden");
+    assert!(refused.to_string().contains("X-CSRF-Token"), "{refused}");
+    assert!(authenticate(&request(Method::DELETE, Some("wrong")), &f.state).is_err());
+    let ok = authenticate(&request(Method::POST, Some(&csrf)), &f.state).unwrap();
+    assert_eq!(ok.role, AdminRole::TenantAdmin);
+
+    // A bearer JWT needs no CSRF token, and a bad one is not rescued by a cookie.
+    let jwt = f.jwt(AdminRole::Viewer, Some("acme"));
+    let bearer = test::TestRequest::post()
+        .uri("/v1/tenants/acme/runs/r1/revoke")
+        .insert_header((header::AUTHORIZATION, format!("Bearer {jwt}")))
+        .to_http_request();
+    assert_eq!(
+        authenticate(&bearer, &f.state).unwrap().role,
+        AdminRole::Viewer
+    );
+    let both = test::TestRequest::get()
+        .uri("/")
+        .insert_header((header::AUTHORIZATION, "Bearer nonsense"))
+        .insert_header((header::COOKIE, cookie.clone()))
+        .to_http_request();
+    assert!(authenticate(&both, &f.state).is_err());
+    let nothing = test::TestRequest::get().uri("/").to_http_request();
+    assert_eq!(
+        authenticate(&nothing, &f.state).unwrap_err().code(),
+        "unauthenticated"
+    );
+
+    // Sign-out is state-changing too.
+    let app = app!(f);
+    let req = test::TestRequest::post()
+        .uri("/web/logout")
+        .insert_header((header::COOKIE, cookie.clone()))
+        .to_request();
+    assert_eq!(
+        test::call_service(&app, req).await.status(),
+        StatusCode::FORBIDDEN
+    );
+    let req = test::TestRequest::post()
+        .uri("/web/logout")
+        .insert_header((header::COOKIE, cookie))
+        .insert_header((session::CSRF_HEADER, csrf))
+        .to_request();
+    let resp = test::call_service(&app, req).await;
+    assert_eq!(resp.status(), StatusCode::NO_CONTENT);
+    assert!(header_of(&resp, header::SET_COOKIE).contains("Max-Age=0"));
+}
+
+#[actix_web::test]
+async fn no_session_and_forged_sessions_are_refused() {
+    let f = fixture().await;
+    let app = app!(f);
+    let resp = test::call_service(
+        &app,
+        test::TestRequest::get().uri("/web/session").to_request(),
+    )
+    .await;
+    assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
+    let other_key = Session::new(
+        &AdminPrincipal {
+            subject: "mallory".into(),
+            role: AdminRole::PlatformAdmin,
+            tenant: None,
+        },
+        Duration::from_secs(600),
+    )
+    .encode(b"some other key of thirty-two bytes!!");
+    let req = test::TestRequest::get()
+        .uri("/v1/tenants/acme/events")
+        .insert_header((
+            header::COOKIE,
+            format!("{}={other_key}", session::COOKIE_NAME),
+        ))
+        .to_request();
+    assert_eq!(
+        test::call_service(&app, req).await.status(),
+        StatusCode::UNAUTHORIZED
+    );
+}
+
+/// Reads the next chunk of a streaming body, within a generous deadline.
+async fn next_chunk<B: MessageBody + Unpin>(body: &mut B) -> String {
+    let chunk = tokio::time::timeout(
+        Duration::from_secs(10),
+        futures_util::future::poll_fn(|cx| std::pin::Pin::new(&mut *body).poll_next(cx)),
+    )
+    .await
+    .expect("a chunk within the deadline");
+    match chunk {
+        Some(Ok(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
+        Some(Err(_)) => panic!("stream error"),
+        None => panic!("stream ended"),
+    }
+}
+
+#[actix_web::test]
+async fn the_event_stream_delivers_a_tenants_changes_and_only_to_its_readers() {
+    let f = fixture().await;
+    let app = app!(f);
+    let (viewer, _) = f.session(AdminRole::Viewer, Some("acme"));
+
+    let req = test::TestRequest::get()
+        .uri("/v1/tenants/globex/events")
+        .insert_header((header::COOKIE, viewer.clone()))
+        .to_request();
+    assert_eq!(
+        test::call_service(&app, req).await.status(),
+        StatusCode::FORBIDDEN,
+        "another tenant"
+    );
+    let req = test::TestRequest::get()
+        .uri("/v1/tenants/acme/events")
+        .to_request();
+    assert_eq!(
+        test::call_service(&app, req).await.status(),
+        StatusCode::UNAUTHORIZED
+    );
+
+    let req = test::TestRequest::get()
+        .uri("/v1/tenants/acme/events")
+        .insert_header((header::COOKIE, viewer))
+        .to_request();
+    let resp = test::call_service(&app, req).await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(header_of(&resp, header::CONTENT_TYPE), "text/event-stream");
+    assert_eq!(header_of(&resp, header::X_CONTENT_TYPE_OPTIONS), "nosniff");
+    let mut body = resp.into_body();
+    let hello = next_chunk(&mut body).await;
+    assert!(
+        hello.starts_with("retry: ") && hello.contains("event: ready\n"),
+        "{hello}"
+    );
+
+    // A write to another tenant does not show; a write to acme does.
+    let author = Author {
+        run: RunId::parse("r1").unwrap(),
+        grant: None,
+    };
+    let new = || NewIssue::new(Title::parse("<img src=x onerror=alert(1)>").unwrap());
+    let elsewhere = f
+        .state
+        .store
+        .create_issue(&TenantId::parse("globex").unwrap(), &author, new(), None)
+        .await
+        .unwrap();
+    f.web.issue_changed(&elsewhere.issue);
+    let created = f
+        .state
+        .store
+        .create_issue(&TenantId::parse("acme").unwrap(), &author, new(), None)
+        .await
+        .unwrap();
+    f.web.issue_changed(&created.issue);
+    let frame = next_chunk(&mut body).await;
+    assert_eq!(
+        frame,
+        format!(
+            "event: issue\ndata: {{\"kind\":\"issue_changed\",\"id\":\"{}\",\"version\":1}}\n\n",
+            created.issue.id
+        )
+    );
+
+    f.web.grants_changed(
+        &TenantId::parse("acme").unwrap(),
+        Some(&RunId::parse("r1").unwrap()),
+    );
+    assert!(next_chunk(&mut body).await.starts_with("event: grants\n"));
+
+    // Shutting down ends open streams instead of holding the server up.
+    f.web.close();
+    let end = tokio::time::timeout(
+        Duration::from_secs(10),
+        futures_util::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_next(cx)),
+    )
+    .await
+    .expect("the stream ends");
+    assert!(end.is_none());
+}
+
+#[actix_web::test]
+async fn streams_send_heartbeats_and_end_after_their_maximum_age() {
+    let bus = MemoryEvents::new();
+    let (_closing, rx) = watch::channel(false);
+    let stream = live::sse_stream(
+        bus.subscribe(&TenantId::parse("acme").unwrap()),
+        rx,
+        Duration::from_millis(20),
+        Duration::from_millis(200),
+    );
+    let chunks: Vec<String> = tokio::time::timeout(
+        Duration::from_secs(10),
+        futures_util::StreamExt::collect::<Vec<_>>(stream),
+    )
+    .await
+    .expect("the stream ends by itself")
+    .into_iter()
+    .map(|c| String::from_utf8_lossy(&c.unwrap_or_default()).into_owned())
+    .collect();
+    assert!(chunks[0].contains("event: ready"));
+    assert!(
+        chunks[1..].iter().all(|c| c == ": heartbeat\n\n"),
+        "{chunks:?}"
+    );
+    assert!(chunks.len() >= 2, "{chunks:?}");
+}
+
+#[actix_web::test]
+async fn platform_admins_are_offered_the_tenants_with_active_grants() {
+    let f = fixture().await;
+    let app = app!(f);
+    for tenant in ["globex", "acme"] {
+        f.state
+            .grants
+            .issue(corkboard_grants::GrantRequest {
+                tenant: TenantId::parse(tenant).unwrap(),
+                run: RunId::parse("r1").unwrap(),
+                capabilities: corkboard_board::Capabilities::parse_list(
+                    &["issues:read".to_owned()],
+                )
+                .unwrap(),
+                ttl: Duration::from_secs(600),
+                created_by: "test".into(),
+            })
+            .await
+            .unwrap();
+    }
+    let (cookie, _) = f.session(AdminRole::PlatformAdmin, None);
+    let req = test::TestRequest::get()
+        .uri("/web/tenants")
+        .insert_header((header::COOKIE, cookie))
+        .to_request();
+    let body: serde_json::Value = test::call_and_read_body_json(&app, req).await;
+    assert_eq!(body["tenants"], serde_json::json!(["acme", "globex"]));
+    assert_eq!(body["complete"], false);
+}

@@ -1,0 +1,481 @@
+//! Domain values to and from BSON documents.
+//!
+//! Documents are built and read by hand rather than through serde: the
+//! stored shape (dates as BSON dates, versions as 64-bit integers, the
+//! lower-cased title beside the title) is the schema other tools and
+//! indexes see, so it is written down here once, not derived from Rust
+//! types that may change for other reasons. Stored values are parsed back
+//! through the domain's constructors, so a document damaged outside this
+//! store surfaces as an error naming it instead of an invalid value
+//! travelling on.
+
+use crate::error::corrupt;
+use corkboard_board::{
+    ArgumentsHash, AuditOutcome, AuditRecord, Author, Body, Capabilities, Comment, CommentBody,
+    CommentId, Grant, GrantEvent, GrantId, Issue, IssueId, IssueState, Labels, Priority, RunId,
+    StoreError, TenantId, Timestamp, Title,
+};
+use mongodb::bson::{Bson, DateTime, Document, doc};
+
+/// Field names shared by the codec, the queries and the indexes.
+pub(crate) mod field {
+    pub const ID: &str = "_id";
+    pub const TENANT: &str = "tenant";
+    pub const TITLE: &str = "title";
+    /// Rust's Unicode lower-casing of the title, so the text filter is a
+    /// case-sensitive match that agrees with `ListQuery::matches` exactly.
+    pub const TITLE_LOWER: &str = "title_lower";
+    pub const BODY: &str = "body";
+    pub const STATE: &str = "state";
+    pub const LABELS: &str = "labels";
+    pub const PRIORITY: &str = "priority";
+    pub const AUTHOR: &str = "author";
+    pub const AUTHOR_RUN: &str = "author.run";
+    pub const CREATED_AT: &str = "created_at";
+    pub const UPDATED_AT: &str = "updated_at";
+    pub const VERSION: &str = "version";
+    pub const COMMENTS: &str = "comments";
+    pub const COMMENT_IDS: &str = "comments.id";
+}
+
+pub(crate) fn date(t: Timestamp) -> DateTime {
+    DateTime::from_millis(t.as_millis())
+}
+
+fn timestamp(d: &DateTime) -> Timestamp {
+    Timestamp::from_millis(d.timestamp_millis())
+}
+
+/// BSON has no unsigned integers; versions and latencies never get near
+/// the limit, and saturating keeps a corrupt value from wrapping.
+pub(crate) fn to_i64(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+fn from_i64(value: i64) -> u64 {
+    u64::try_from(value).unwrap_or(0)
+}
+
+fn labels_bson(labels: &Labels) -> Bson {
+    Bson::Array(labels.iter().map(|l| Bson::from(l.as_str())).collect())
+}
+
+fn author_doc(author: &Author) -> Document {
+    doc! {
+        "run": author.run.as_str(),
+        "grant": author.grant.as_ref().map(|g| g.as_str()),
+    }
+}
+
+pub(crate) fn issue_doc(issue: &Issue) -> Document {
+    doc! {
+        field::ID: issue.id.as_str(),
+        field::TENANT: issue.tenant.as_str(),
+        field::TITLE: issue.title.as_str(),
+        field::TITLE_LOWER: issue.title.as_str().to_lowercase(),
+        field::BODY: issue.body.as_str(),
+        field::STATE: issue.state.as_str(),
+        field::LABELS: labels_bson(&issue.labels),
+        field::PRIORITY: issue.priority.as_str(),
+        field::AUTHOR: author_doc(&issue.author),
+        field::CREATED_AT: date(issue.created_at),
+        field::UPDATED_AT: date(issue.updated_at),
+        field::VERSION: to_i64(issue.version),
+        field::COMMENTS: issue.comments.iter().map(comment_doc).collect::<Vec<_>>(),
+    }
+}
+
+pub(crate) fn comment_doc(comment: &Comment) -> Document {
+    doc! {
+        "id": comment.id.as_str(),
+        "body": comment.body.as_str(),
+        "author": author_doc(&comment.author),
+        "created_at": date(comment.created_at),
+    }
+}
+
+/// The `$set` part of an update: every field the patch changes.
+pub(crate) fn patch_set(patch: &corkboard_board::IssuePatch) -> Document {
+    let mut set = Document::new();
+    if let Some(title) = &patch.title {
+        set.insert(field::TITLE, title.as_str());
+        set.insert(field::TITLE_LOWER, title.as_str().to_lowercase());
+    }
+    if let Some(body) = &patch.body {
+        set.insert(field::BODY, body.as_str());
+    }
+    if let Some(state) = patch.state {
+        set.insert(field::STATE, state.as_str());
+    }
+    if let Some(labels) = &patch.labels {
+        set.insert(field::LABELS, labels_bson(labels));
+    }
+    if let Some(priority) = patch.priority {
+        set.insert(field::PRIORITY, priority.as_str());
+    }
+    set
+}
+
+/// Reads fields of one stored document, naming it in every error.
+struct Reader<'a> {
+    what: &'static str,
+    id: String,
+    doc: &'a Document,
+}
+
+impl<'a> Reader<'a> {
+    fn new(what: &'static str, doc: &'a Document, id_field: &str) -> Self {
+        let id = doc
+            .get_str(id_field)
+            .map(str::to_owned)
+            .unwrap_or_else(|_| format!("{:?}", doc.get(id_field)));
+        Self { what, id, doc }
+    }
+
+    fn fail(&self, why: impl std::fmt::Display) -> StoreError {
+        corrupt(self.what, &self.id, why)
+    }
+
+    fn str(&self, key: &str) -> Result<&'a str, StoreError> {
+        self.doc
+            .get_str(key)
+            .map_err(|_| self.fail(format!("field {key} is missing or not a string")))
+    }
+
+    fn opt_str(&self, key: &str) -> Result<Option<&'a str>, StoreError> {
+        match self.doc.get(key) {
+            None | Some(Bson::Null) => Ok(None),
+            Some(Bson::String(s)) => Ok(Some(s.as_str())),
+            Some(_) => Err(self.fail(format!("field {key} is not a string"))),
+        }
+    }
+
+    fn date(&self, key: &str) -> Result<Timestamp, StoreError> {
+        self.doc
+            .get_datetime(key)
+            .map(timestamp)
+            .map_err(|_| self.fail(format!("field {key} is missing or not a date")))
+    }
+
+    fn opt_date(&self, key: &str) -> Result<Option<Timestamp>, StoreError> {
+        match self.doc.get(key) {
+            None | Some(Bson::Null) => Ok(None),
+            Some(Bson::DateTime(d)) => Ok(Some(timestamp(d))),
+            Some(_) => Err(self.fail(format!("field {key} is not a date"))),
+        }
+    }
+
+    fn int(&self, key: &str) -> Result<i64, StoreError> {
+        match self.doc.get(key) {
+            Some(Bson::Int64(v)) => Ok(*v),
+            Some(Bson::Int32(v)) => Ok(i64::from(*v)),
+            _ => Err(self.fail(format!("field {key} is missing or not an integer"))),
+        }
+    }
+
+    fn strings(&self, key: &str) -> Result<Vec<&'a str>, StoreError> {
+        let array = self
+            .doc
+            .get_array(key)
+            .map_err(|_| self.fail(format!("field {key} is missing or not an array")))?;
+        array
+            .iter()
+            .map(|v| {
+                v.as_str()
+                    .ok_or_else(|| self.fail(format!("field {key} holds a non-string")))
+            })
+            .collect()
+    }
+
+    fn sub(&self, key: &str) -> Result<&'a Document, StoreError> {
+        self.doc
+            .get_document(key)
+            .map_err(|_| self.fail(format!("field {key} is missing or not a document")))
+    }
+
+    fn parse<T, E: std::fmt::Display>(&self, value: Result<T, E>) -> Result<T, StoreError> {
+        value.map_err(|e| self.fail(e))
+    }
+
+    fn author(&self, doc: &Document) -> Result<Author, StoreError> {
+        let run = doc
+            .get_str("run")
+            .map_err(|_| self.fail("author.run is missing"))?;
+        let grant = match doc.get("grant") {
+            None | Some(Bson::Null) => None,
+            Some(Bson::String(g)) => Some(self.parse(GrantId::parse(g.as_str()))?),
+            Some(_) => return Err(self.fail("author.grant is not a string")),
+        };
+        Ok(Author {
+            run: self.parse(RunId::parse(run))?,
+            grant,
+        })
+    }
+}
+
+/// An issue document of `tenant`'s collection. A document naming another
+/// tenant is refused: it would mean a document was copied between tenants'
+/// collections, and showing it would break tenant pinning.
+pub(crate) fn issue_from_doc(tenant: &TenantId, doc: &Document) -> Result<Issue, StoreError> {
+    let r = Reader::new("issue", doc, field::ID);
+    let stored_tenant = r.str(field::TENANT)?;
+    if stored_tenant != tenant.as_str() {
+        return Err(r.fail("it belongs to another tenant"));
+    }
+    let comments = match doc.get(field::COMMENTS) {
+        None | Some(Bson::Null) => Vec::new(),
+        Some(Bson::Array(items)) => items
+            .iter()
+            .map(|item| match item {
+                Bson::Document(c) => comment_from_doc(c),
+                _ => Err(r.fail("a comment is not a document")),
+            })
+            .collect::<Result<Vec<_>, _>>()?,
+        Some(_) => return Err(r.fail("field comments is not an array")),
+    };
+    Ok(Issue {
+        id: r.parse(IssueId::parse(r.str(field::ID)?))?,
+        tenant: tenant.clone(),
+        title: r.parse(Title::parse(r.str(field::TITLE)?))?,
+        body: r.parse(Body::parse(r.str(field::BODY)?))?,
+        state: r.parse(IssueState::parse(r.str(field::STATE)?))?,
+        labels: r.parse(Labels::parse(r.strings(field::LABELS)?))?,
+        priority: r.parse(Priority::parse(r.str(field::PRIORITY)?))?,
+        author: r.author(r.sub(field::AUTHOR)?)?,
+        created_at: r.date(field::CREATED_AT)?,
+        updated_at: r.date(field::UPDATED_AT)?,
+        version: from_i64(r.int(field::VERSION)?),
+        comments,
+    })
+}
+
+/// A comment, embedded in an issue or kept in an idempotency record.
+pub(crate) fn comment_from_doc(doc: &Document) -> Result<Comment, StoreError> {
+    let r = Reader::new("comment", doc, "id");
+    Ok(Comment {
+        id: r.parse(CommentId::parse(r.str("id")?))?,
+        body: r.parse(CommentBody::parse(r.str("body")?))?,
+        author: r.author(r.sub("author")?)?,
+        created_at: r.date("created_at")?,
+    })
+}
+
+pub(crate) mod grant_field {
+    pub const TOKEN_HASH: &str = "token_hash";
+    pub const RUN: &str = "run";
+    pub const EXPIRES_AT: &str = "expires_at";
+    pub const REVOKED_AT: &str = "revoked_at";
+    pub const REVOKED_BY: &str = "revoked_by";
+}
+
+pub(crate) fn grant_doc(grant: &Grant, token_hash: &str) -> Document {
+    doc! {
+        field::ID: grant.id.as_str(),
+        field::TENANT: grant.tenant.as_str(),
+        grant_field::RUN: grant.run.as_str(),
+        "capabilities": grant.capabilities.iter().map(|c| c.as_str()).collect::<Vec<_>>(),
+        field::CREATED_AT: date(grant.created_at),
+        grant_field::EXPIRES_AT: date(grant.expires_at),
+        "created_by": grant.created_by.as_str(),
+        grant_field::TOKEN_HASH: token_hash,
+        grant_field::REVOKED_AT: Bson::Null,
+        grant_field::REVOKED_BY: Bson::Null,
+    }
+}
+
+pub(crate) fn grant_from_doc(doc: &Document) -> Result<GrantEvent, StoreError> {
+    let r = Reader::new("grant", doc, field::ID);
+    Ok(GrantEvent {
+        grant: Grant {
+            id: r.parse(GrantId::parse(r.str(field::ID)?))?,
+            tenant: r.parse(TenantId::parse(r.str(field::TENANT)?))?,
+            run: r.parse(RunId::parse(r.str(grant_field::RUN)?))?,
+            capabilities: r.parse(Capabilities::parse_list(r.strings("capabilities")?))?,
+            created_at: r.date(field::CREATED_AT)?,
+            expires_at: r.date(grant_field::EXPIRES_AT)?,
+            created_by: r.str("created_by")?.to_owned(),
+        },
+        token_hash: r.str(grant_field::TOKEN_HASH)?.to_owned(),
+        revoked_at: r.opt_date(grant_field::REVOKED_AT)?,
+        revoked_by: r.opt_str(grant_field::REVOKED_BY)?.map(str::to_owned),
+    })
+}
+
+pub(crate) mod audit_field {
+    pub const AT: &str = "at";
+    pub const RUN: &str = "run";
+    pub const ISSUE: &str = "issue";
+}
+
+pub(crate) fn audit_doc(record: &AuditRecord) -> Document {
+    doc! {
+        audit_field::AT: date(record.at),
+        field::TENANT: record.tenant.as_str(),
+        audit_field::RUN: record.run.as_str(),
+        "grant": record.grant.as_str(),
+        "tool": record.tool.as_str(),
+        "outcome": record.outcome.as_str(),
+        "latency_micros": to_i64(record.latency_micros),
+        "arguments_hash": record.arguments_hash.as_str(),
+        audit_field::ISSUE: record.issue.as_ref().map(|i| i.as_str()),
+    }
+}
+
+fn outcome_from_str(text: &str) -> Option<AuditOutcome> {
+    [
+        AuditOutcome::Ok,
+        AuditOutcome::ToolError,
+        AuditOutcome::Denied,
+        AuditOutcome::Unavailable,
+        AuditOutcome::RateLimited,
+    ]
+    .into_iter()
+    .find(|o| o.as_str() == text)
+}
+
+pub(crate) fn audit_from_doc(doc: &Document) -> Result<AuditRecord, StoreError> {
+    let r = Reader::new("audit record", doc, field::ID);
+    let outcome = r.str("outcome")?;
+    Ok(AuditRecord {
+        at: r.date(audit_field::AT)?,
+        tenant: r.parse(TenantId::parse(r.str(field::TENANT)?))?,
+        run: r.parse(RunId::parse(r.str(audit_field::RUN)?))?,
+        grant: r.parse(GrantId::parse(r.str("grant")?))?,
+        tool: r.str("tool")?.to_owned(),
+        outcome: outcome_from_str(outcome)
+            .ok_or_else(|| r.fail(format!("unknown outcome {outcome:?}")))?,
+        latency_micros: from_i64(r.int("latency_micros")?),
+        arguments_hash: ArgumentsHash::from_hex(r.str("arguments_hash")?.to_owned()),
+        issue: r
+            .opt_str(audit_field::ISSUE)?
+            .map(IssueId::parse)
+            .transpose()
+            .map_err(|e| r.fail(e))?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use corkboard_board::{IssuePatch, NewIssue};
+
+    fn tenant() -> TenantId {
+        TenantId::parse("acme").unwrap()
+    }
+
+    fn sample_issue() -> Issue {
+        let mut new = NewIssue::new(Title::parse("Straße is FLAKY").unwrap());
+        new.labels = Labels::parse(["ci", "bug"]).unwrap();
+        new.priority = Priority::High;
+        let author = Author {
+            run: RunId::parse("run-1").unwrap(),
+            grant: Some(GrantId::generate()),
+        };
+        let mut issue = new.into_issue(
+            tenant(),
+            author.clone(),
+            Timestamp::from_millis(1_700_000_000_123),
+        );
+        issue.comments.push(Comment {
+            id: CommentId::generate(),
+            body: CommentBody::parse("seen twice").unwrap(),
+            author: Author {
+                run: author.run,
+                grant: None,
+            },
+            created_at: Timestamp::from_millis(1_700_000_000_999),
+        });
+        issue
+    }
+
+    #[test]
+    fn issues_round_trip_and_keep_a_lower_cased_title() {
+        let issue = sample_issue();
+        let doc = issue_doc(&issue);
+        assert_eq!(doc.get_str(field::TITLE_LOWER).unwrap(), "straße is flaky");
+        assert_eq!(issue_from_doc(&tenant(), &doc).unwrap(), issue);
+    }
+
+    #[test]
+    fn an_issue_of_another_tenant_is_refused() {
+        let doc = issue_doc(&sample_issue());
+        let other = TenantId::parse("other").unwrap();
+        let err = issue_from_doc(&other, &doc).unwrap_err();
+        assert!(
+            matches!(err, StoreError::Internal(ref m) if m.contains("another tenant")),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn damaged_documents_name_the_document_and_field() {
+        let mut doc = issue_doc(&sample_issue());
+        doc.insert(field::STATE, "sideways");
+        let err = issue_from_doc(&tenant(), &doc).unwrap_err().to_string();
+        assert!(err.contains("iss_") && err.contains("sideways"), "{err}");
+        doc.insert(field::STATE, "todo");
+        doc.remove(field::VERSION);
+        let err = issue_from_doc(&tenant(), &doc).unwrap_err().to_string();
+        assert!(err.contains("version"), "{err}");
+    }
+
+    #[test]
+    fn patches_set_only_what_they_change_and_keep_the_lower_title_in_step() {
+        let patch = IssuePatch {
+            title: Some(Title::parse("New TITLE").unwrap()),
+            state: Some(IssueState::Done),
+            ..IssuePatch::default()
+        };
+        let set = patch_set(&patch);
+        assert_eq!(set.len(), 3);
+        assert_eq!(set.get_str(field::TITLE_LOWER).unwrap(), "new title");
+        assert!(patch_set(&IssuePatch::default()).is_empty());
+    }
+
+    #[test]
+    fn grants_round_trip_with_and_without_revocation() {
+        let grant = Grant {
+            id: GrantId::generate(),
+            tenant: tenant(),
+            run: RunId::parse("r1").unwrap(),
+            capabilities: Capabilities::parse_csv("issues:read,comments:write").unwrap(),
+            created_at: Timestamp::from_millis(1),
+            expires_at: Timestamp::from_millis(2),
+            created_by: "admin".into(),
+        };
+        let mut doc = grant_doc(&grant, "abc");
+        let event = grant_from_doc(&doc).unwrap();
+        assert_eq!(event.grant, grant);
+        assert_eq!(event.token_hash, "abc");
+        assert_eq!(event.revoked_at, None);
+        doc.insert(grant_field::REVOKED_AT, date(Timestamp::from_millis(5)));
+        doc.insert(grant_field::REVOKED_BY, "ops");
+        let event = grant_from_doc(&doc).unwrap();
+        assert_eq!(event.revoked_at, Some(Timestamp::from_millis(5)));
+        assert_eq!(event.revoked_by.as_deref(), Some("ops"));
+    }
+
+    #[test]
+    fn audit_records_round_trip() {
+        for issue in [None, Some(IssueId::generate())] {
+            let record = AuditRecord {
+                at: Timestamp::from_millis(42),
+                tenant: tenant(),
+                run: RunId::parse("r1").unwrap(),
+                grant: GrantId::generate(),
+                tool: "create_issue".into(),
+                outcome: AuditOutcome::RateLimited,
+                latency_micros: 1234,
+                arguments_hash: ArgumentsHash::of(b"{}"),
+                issue,
+            };
+            assert_eq!(audit_from_doc(&audit_doc(&record)).unwrap(), record);
+        }
+    }
+
+    #[test]
+    fn unsigned_values_saturate_instead_of_wrapping() {
+        assert_eq!(to_i64(u64::MAX), i64::MAX);
+        assert_eq!(from_i64(-1), 0);
+    }
+}

@@ -1,0 +1,277 @@
+//! Errors of connecting, and how driver failures become [`StoreError`]s.
+
+use corkboard_board::{StoreError, ValidationError};
+use mongodb::error::{Error, ErrorKind, WriteFailure};
+use std::time::Duration;
+use thiserror::Error;
+
+/// Why a store could not be set up. Connection problems after start-up are
+/// never this type: they are [`StoreError::Unavailable`] on the call that
+/// met them, and the store recovers by itself when the server returns.
+#[derive(Debug, Error)]
+pub enum MongoStoreError {
+    /// The URI did not parse (or a `mongodb+srv` lookup failed). The URI is
+    /// not repeated in the message: it may carry a password.
+    #[error("invalid MongoDB URI: {reason}")]
+    InvalidUri { reason: String },
+    #[error(
+        "invalid MongoDB database name {name:?}: use 1 to 63 letters, digits, '-' and '_' (CORKBOARD_MONGODB_DATABASE)"
+    )]
+    InvalidDatabase { name: String },
+    /// The server did not answer at start-up within the timeouts.
+    #[error("MongoDB is unavailable at start-up: {reason}")]
+    Unavailable { reason: String },
+    /// The server answered but refused to set up the collections' indexes.
+    #[error("cannot create the MongoDB indexes of {collection}: {reason}")]
+    Indexes { collection: String, reason: String },
+}
+
+/// The server's duplicate-key code: a unique index refused the write.
+pub(crate) const DUPLICATE_KEY: i32 = 11000;
+
+/// Server codes meaning "this server cannot serve you right now" (shutting
+/// down, stepping down, not primary, network trouble between nodes, the
+/// server's own time limit): the same call may succeed later.
+const UNAVAILABLE_CODES: &[i32] = &[
+    6,     // HostUnreachable
+    7,     // HostNotFound
+    50,    // MaxTimeMSExpired
+    64,    // WriteConcernFailed
+    89,    // NetworkTimeout
+    91,    // ShutdownInProgress
+    134,   // ReadConcernMajorityNotAvailableYet
+    189,   // PrimarySteppedDown
+    262,   // ExceededTimeLimit
+    9001,  // SocketException
+    10058, // LegacyNotPrimary
+    10107, // NotWritablePrimary
+    11600, // InterruptedAtShutdown
+    11602, // InterruptedDueToReplStateChange
+    13435, // NotPrimaryNoSecondaryOk
+    13436, // NotPrimaryOrSecondary
+];
+
+/// Codes of a document that grew past MongoDB's 16 MiB limit (an issue with
+/// too many comments).
+const TOO_LARGE_CODES: &[i32] = &[10334, 17419, 17420];
+
+/// Whether `err` is a unique-index violation.
+pub(crate) fn is_duplicate_key(err: &Error) -> bool {
+    match err.kind.as_ref() {
+        ErrorKind::Write(WriteFailure::WriteError(e)) => e.code == DUPLICATE_KEY,
+        ErrorKind::Command(e) => e.code == DUPLICATE_KEY,
+        ErrorKind::InsertMany(e) => e
+            .write_errors
+            .as_ref()
+            .is_some_and(|errs| errs.iter().any(|e| e.code == DUPLICATE_KEY)),
+        _ => false,
+    }
+}
+
+/// Maps a driver failure to what a caller can act on.
+///
+/// Anything that says the server could not be reached or could not serve
+/// the call is `Unavailable` (retryable); a document too large is `Invalid`;
+/// the rest is a bug or a damaged database and is `Internal`. Server
+/// messages are neither passed on nor logged: a duplicate-key message
+/// quotes the key's value and an invalid-regex message quotes the pattern,
+/// both tool arguments. Codes, code names and connection-level causes are
+/// enough for an operator, and those go to the log at `warn`.
+pub(crate) fn store_error(err: &Error) -> StoreError {
+    let code = server_code(err);
+    if code.is_some_and(|c| TOO_LARGE_CODES.contains(&c)) {
+        return StoreError::Invalid(ValidationError::new(
+            "body",
+            "the issue has reached MongoDB's 16 MiB document limit; no more comments fit",
+        ));
+    }
+    let unavailable = match err.kind.as_ref() {
+        ErrorKind::Io(io) => Some(format!("cannot talk to MongoDB: {}", io.kind())),
+        ErrorKind::ServerSelection { .. } => {
+            Some("no MongoDB server could be reached (server selection timed out)".to_owned())
+        }
+        ErrorKind::ConnectionPoolCleared { .. } => {
+            Some("the connection to MongoDB was lost".to_owned())
+        }
+        ErrorKind::DnsResolve { .. } => Some("cannot resolve the MongoDB host".to_owned()),
+        ErrorKind::Authentication { .. } => Some("MongoDB refused the credentials".to_owned()),
+        ErrorKind::Write(WriteFailure::WriteConcernError(e)) => Some(format!(
+            "MongoDB could not confirm the write as durable (write concern error {}); it may or may not have been applied",
+            e.code
+        )),
+        ErrorKind::InsertMany(e) if e.write_concern_error.is_some() => Some(
+            "MongoDB could not confirm the write as durable; it may or may not have been applied"
+                .to_owned(),
+        ),
+        _ if code.is_some_and(|c| UNAVAILABLE_CODES.contains(&c))
+            || err.contains_label(mongodb::error::RETRYABLE_WRITE_ERROR) =>
+        {
+            Some(format!(
+                "MongoDB cannot serve the request right now (code {})",
+                code.unwrap_or_default()
+            ))
+        }
+        _ => None,
+    };
+    match unavailable {
+        Some(reason) => {
+            tracing::warn!(error = %describe(err), "MongoDB unavailable");
+            StoreError::unavailable(reason)
+        }
+        None => {
+            tracing::warn!(error = %describe(err), "MongoDB operation failed");
+            StoreError::Internal(match code {
+                Some(code) => format!("MongoDB error code {code}"),
+                None => format!("MongoDB driver error: {}", kind_name(err.kind.as_ref())),
+            })
+        }
+    }
+}
+
+/// The store call took longer than its budget.
+pub(crate) fn timed_out(what: &str, budget: Duration, writes: bool) -> StoreError {
+    let outcome = if writes {
+        "; the write may or may not have been applied"
+    } else {
+        ""
+    };
+    StoreError::unavailable(format!(
+        "MongoDB did not answer {what} within {} ms{outcome}",
+        budget.as_millis()
+    ))
+}
+
+/// A stored document that does not parse back into a domain value.
+pub(crate) fn corrupt(what: &str, id: &str, why: impl std::fmt::Display) -> StoreError {
+    StoreError::Internal(format!("stored {what} {id} is invalid: {why}"))
+}
+
+fn server_code(err: &Error) -> Option<i32> {
+    match err.kind.as_ref() {
+        ErrorKind::Command(e) => Some(e.code),
+        ErrorKind::Write(WriteFailure::WriteError(e)) => Some(e.code),
+        ErrorKind::Write(WriteFailure::WriteConcernError(e)) => Some(e.code),
+        ErrorKind::InsertMany(e) => e
+            .write_errors
+            .as_ref()
+            .and_then(|errs| errs.first().map(|e| e.code))
+            .or(e.write_concern_error.as_ref().map(|e| e.code)),
+        _ => None,
+    }
+}
+
+/// What the log may say about `err`: the kind, server codes and code
+/// names, connection-level causes (addresses, I/O errors), never a server
+/// message or a document.
+fn describe(err: &Error) -> String {
+    let labels = {
+        let mut labels: Vec<&str> = err.labels().iter().map(String::as_str).collect();
+        labels.sort_unstable();
+        labels.join(",")
+    };
+    let what = match err.kind.as_ref() {
+        ErrorKind::Io(io) => format!("I/O error: {io}"),
+        ErrorKind::ServerSelection { message, .. } => format!("server selection: {message}"),
+        ErrorKind::ConnectionPoolCleared { message, .. } => format!("pool cleared: {message}"),
+        ErrorKind::DnsResolve { message, .. } => format!("DNS: {message}"),
+        ErrorKind::Authentication { .. } => "authentication failed".to_owned(),
+        ErrorKind::Command(e) => format!("command error {} ({})", e.code, e.code_name),
+        ErrorKind::Write(WriteFailure::WriteError(e)) => format!(
+            "write error {} ({})",
+            e.code,
+            e.code_name.as_deref().unwrap_or("")
+        ),
+        ErrorKind::Write(WriteFailure::WriteConcernError(e)) => {
+            format!("write concern error {} ({})", e.code, e.code_name)
+        }
+        kind => match server_code(err) {
+            Some(code) => format!("{} (code {code})", kind_name(kind)),
+            None => kind_name(kind).to_owned(),
+        },
+    };
+    format!("{what} [labels: {labels}]")
+}
+
+fn kind_name(kind: &ErrorKind) -> &'static str {
+    match kind {
+        ErrorKind::InvalidArgument { .. } => "invalid argument",
+        ErrorKind::BsonDeserialization(_) | ErrorKind::BsonSerialization(_) => "BSON conversion",
+        ErrorKind::InvalidResponse { .. } => "invalid server response",
+        ErrorKind::IncompatibleServer { .. } => "incompatible server",
+        ErrorKind::InvalidTlsConfig { .. } => "invalid TLS configuration",
+        ErrorKind::Transaction { .. } => "transaction",
+        ErrorKind::Internal { .. } => "internal",
+        ErrorKind::InsertMany(_) => "insert many",
+        _ => "other",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn io(kind: std::io::ErrorKind) -> Error {
+        Error::from(std::io::Error::from(kind))
+    }
+
+    #[test]
+    fn network_failures_are_retryable_and_name_no_details() {
+        let err = store_error(&io(std::io::ErrorKind::ConnectionRefused));
+        assert!(err.is_retryable(), "{err}");
+        assert!(err.to_string().starts_with("board unavailable"), "{err}");
+    }
+
+    #[test]
+    fn timeouts_say_the_write_may_have_happened() {
+        let err = timed_out("create_issue", Duration::from_millis(1500), true);
+        assert!(err.is_retryable());
+        let text = err.to_string();
+        assert!(
+            text.contains("1500 ms") && text.contains("may or may not"),
+            "{text}"
+        );
+        let read = timed_out("get_issue", Duration::from_millis(1500), false).to_string();
+        assert!(!read.contains("may or may not"), "{read}");
+    }
+
+    #[test]
+    fn server_messages_reach_neither_callers_nor_logs() {
+        let secret = "E11000 duplicate key error dup key: { key: \"agent-key-42\" }";
+        let write: mongodb::error::WriteError =
+            mongodb::bson::deserialize_from_document(mongodb::bson::doc! {
+                "code": DUPLICATE_KEY, "codeName": "DuplicateKey", "errmsg": secret,
+            })
+            .unwrap();
+        let err = Error::from(ErrorKind::Write(WriteFailure::WriteError(write)));
+        assert!(is_duplicate_key(&err));
+        let mapped = store_error(&err).to_string();
+        assert!(
+            !mapped.contains("agent-key-42") && mapped.contains("11000"),
+            "{mapped}"
+        );
+        let logged = describe(&err);
+        assert!(
+            !logged.contains("agent-key-42") && logged.contains("DuplicateKey"),
+            "{logged}"
+        );
+
+        let command: mongodb::error::CommandError =
+            mongodb::bson::deserialize_from_document(mongodb::bson::doc! {
+                "code": 91, "codeName": "ShutdownInProgress", "errmsg": "bye",
+            })
+            .unwrap();
+        let err = Error::from(ErrorKind::Command(command));
+        assert!(
+            store_error(&err).is_retryable(),
+            "shutting down is retryable"
+        );
+        assert!(!describe(&err).contains("bye"));
+    }
+
+    #[test]
+    fn other_driver_errors_are_internal() {
+        let err = Error::custom(42_u8);
+        assert!(matches!(store_error(&err), StoreError::Internal(_)));
+        assert!(!is_duplicate_key(&err));
+    }
+}

@@ -1,0 +1,480 @@
+//! Issues and comments: every write is one single-document atomic operation.
+//!
+//! # Idempotent creation
+//!
+//! Racing requests with one key are decided by the unique index of the
+//! idempotency collection, never by what an upsert returns (a server may
+//! answer a racing `findOneAndUpdate` + upsert with no document):
+//!
+//! 1. The issue is built in memory with a fresh id, and a record holding the
+//!    request's fingerprint and the *whole issue document* is inserted.
+//! 2. The caller whose record went in inserts the issue and answers it.
+//! 3. Every other caller gets a duplicate-key error (11000), reads the
+//!    winner's record and compares fingerprints (a different request under
+//!    the key is a conflict). If the issue is not there yet (the winner is
+//!    between steps 1 and 2, or died there) it inserts it from the record
+//!    itself, ignoring a duplicate-key error from a racing insert of the
+//!    same id. All of them answer the one issue.
+//!
+//! Crash windows: before step 1 nothing happened; between 1 and 2 the
+//! caller got an error (the write may or may not have happened), and the
+//! next replay of the key completes the insert from the record, with the
+//! id fixed at step 1, so no duplicate is ever made and nothing
+//! acknowledged is lost. Comments follow the same steps, with a `$push`
+//! guarded by "this comment id is not there yet" instead of the insert.
+
+use crate::codec::{
+    comment_doc, comment_from_doc, date, field, issue_doc, issue_from_doc, patch_set, to_i64,
+};
+use crate::error::{is_duplicate_key, store_error};
+use crate::query::list_filter;
+use crate::schema::idem_field;
+use crate::store::MongoStore;
+use async_trait::async_trait;
+use corkboard_board::{
+    Author, Comment, CommentAdded, CommentId, Created, IdempotencyKey, Issue, IssueId, IssuePatch,
+    IssueStore, ListQuery, NewComment, NewIssue, Page, RunId, StoreError, TenantId, Timestamp,
+    ValidationError,
+};
+use mongodb::bson::{Document, doc};
+use mongodb::options::ReturnDocument;
+use std::time::Duration;
+
+/// What kind of request an idempotency record belongs to: one key may be
+/// used once for an issue and once for a comment.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Issue,
+    Comment,
+}
+
+impl Kind {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Issue => "issue",
+            Self::Comment => "comment",
+        }
+    }
+}
+
+/// How often a read that must see a document another writer has just
+/// written is tried again, and how long apart. With majority reads, a
+/// record whose insert already made our insert fail can take a moment to
+/// become visible on a replica set; on one node it is visible at once.
+const VISIBILITY_ATTEMPTS: u32 = 40;
+const VISIBILITY_PAUSE: Duration = Duration::from_millis(25);
+
+/// How often a conditional update that matched nothing, although a read
+/// says it should have, is tried again before the store gives up.
+const UPDATE_ATTEMPTS: u32 = 5;
+
+fn issue_not_found(id: &IssueId) -> StoreError {
+    StoreError::not_found(format!("issue {id}"))
+}
+
+impl MongoStore {
+    async fn find_issue(
+        &self,
+        tenant: &TenantId,
+        id: &IssueId,
+    ) -> Result<Option<Issue>, StoreError> {
+        let found = self
+            .issues(tenant)
+            .find_one(doc! { field::ID: id.as_str() })
+            .max_time(self.max_time())
+            .await
+            .map_err(|e| store_error(&e))?;
+        found.map(|doc| issue_from_doc(tenant, &doc)).transpose()
+    }
+
+    /// Inserts an issue document; an issue already there under that id is
+    /// the same issue (ids are fresh ULIDs, and only the idempotency path
+    /// inserts one id twice), so a duplicate key is success.
+    async fn insert_issue(&self, tenant: &TenantId, doc: Document) -> Result<(), StoreError> {
+        match self.issues(tenant).insert_one(doc).await {
+            Ok(_) => Ok(()),
+            Err(e) if is_duplicate_key(&e) => Ok(()),
+            Err(e) => Err(store_error(&e)),
+        }
+    }
+
+    /// Inserts an idempotency record. `Ok(true)`: this caller holds the
+    /// key; `Ok(false)`: someone already did.
+    async fn claim_key(&self, tenant: &TenantId, record: Document) -> Result<bool, StoreError> {
+        match self.idempotency(tenant).insert_one(record).await {
+            Ok(_) => Ok(true),
+            Err(e) if is_duplicate_key(&e) => Ok(false),
+            Err(e) => Err(store_error(&e)),
+        }
+    }
+
+    /// The record another caller inserted under (run, key, kind), waiting
+    /// briefly for it to become visible.
+    async fn read_claim(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+        key: &IdempotencyKey,
+        kind: Kind,
+    ) -> Result<Document, StoreError> {
+        let filter = doc! {
+            idem_field::RUN: run.as_str(),
+            idem_field::KEY: key.as_str(),
+            idem_field::KIND: kind.as_str(),
+        };
+        for _ in 0..VISIBILITY_ATTEMPTS {
+            let found = self
+                .idempotency(tenant)
+                .find_one(filter.clone())
+                .max_time(self.max_time())
+                .await
+                .map_err(|e| store_error(&e))?;
+            if let Some(record) = found {
+                return Ok(record);
+            }
+            tokio::time::sleep(VISIBILITY_PAUSE).await;
+        }
+        Err(StoreError::unavailable(
+            "the idempotency record of this key is not readable yet; retry",
+        ))
+    }
+
+    async fn create_with_key(
+        &self,
+        tenant: &TenantId,
+        author: &Author,
+        new: NewIssue,
+        key: &IdempotencyKey,
+    ) -> Result<Created, StoreError> {
+        let fingerprint = new.fingerprint();
+        let now = Timestamp::now();
+        let issue = new.into_issue(tenant.clone(), author.clone(), now);
+        let record = doc! {
+            idem_field::RUN: author.run.as_str(),
+            idem_field::KEY: key.as_str(),
+            idem_field::KIND: Kind::Issue.as_str(),
+            "fingerprint": fingerprint.as_str(),
+            "issue_id": issue.id.as_str(),
+            "issue": issue_doc(&issue),
+            field::CREATED_AT: date(now),
+        };
+        if self.claim_key(tenant, record).await? {
+            self.insert_issue(tenant, issue_doc(&issue)).await?;
+            return Ok(Created {
+                issue,
+                replayed: false,
+            });
+        }
+        let record = self
+            .read_claim(tenant, &author.run, key, Kind::Issue)
+            .await?;
+        if record.get_str("fingerprint").ok() != Some(fingerprint.as_str()) {
+            return Err(StoreError::IdempotencyConflict);
+        }
+        let stored = record
+            .get_document("issue")
+            .map_err(|_| StoreError::Internal("an idempotency record lacks its issue".into()))?;
+        let id = IssueId::parse(stored.get_str(field::ID).unwrap_or_default())
+            .map_err(|e| StoreError::Internal(format!("an idempotency record is invalid: {e}")))?;
+        let issue = match self.find_issue(tenant, &id).await? {
+            Some(issue) => issue,
+            None => {
+                // The first caller has not inserted it yet, or never will
+                // (it failed between its two steps): finish its work.
+                self.insert_issue(tenant, stored.clone()).await?;
+                self.find_issue(tenant, &id)
+                    .await?
+                    .ok_or_else(|| issue_not_found(&id))?
+            }
+        };
+        Ok(Created {
+            issue,
+            replayed: true,
+        })
+    }
+
+    /// Appends `comment` unless the issue already has it, as one atomic
+    /// update that also bumps the version. Returns the issue with it.
+    async fn push_comment(
+        &self,
+        tenant: &TenantId,
+        id: &IssueId,
+        comment: &Comment,
+    ) -> Result<Issue, StoreError> {
+        for _ in 0..UPDATE_ATTEMPTS {
+            let updated = self
+                .issues(tenant)
+                .find_one_and_update(
+                    doc! {
+                        field::ID: id.as_str(),
+                        field::COMMENT_IDS: { "$ne": comment.id.as_str() },
+                    },
+                    doc! {
+                        "$push": { field::COMMENTS: comment_doc(comment) },
+                        "$inc": { field::VERSION: 1_i64 },
+                        "$max": { field::UPDATED_AT: date(comment.created_at) },
+                    },
+                )
+                .return_document(ReturnDocument::After)
+                .max_time(self.max_time())
+                .await
+                .map_err(|e| store_error(&e))?;
+            if let Some(doc) = updated {
+                return issue_from_doc(tenant, &doc);
+            }
+            match self.find_issue(tenant, id).await? {
+                None => return Err(issue_not_found(id)),
+                Some(issue) if issue.comments.iter().any(|c| c.id == comment.id) => {
+                    return Ok(issue);
+                }
+                // The issue exists without the comment, so the update
+                // should have matched: try again.
+                Some(_) => continue,
+            }
+        }
+        Err(StoreError::Internal(format!(
+            "adding a comment to issue {id} matched nothing {UPDATE_ATTEMPTS} times"
+        )))
+    }
+
+    async fn comment_with_key(
+        &self,
+        tenant: &TenantId,
+        author: &Author,
+        new: NewComment,
+        key: &IdempotencyKey,
+    ) -> Result<CommentAdded, StoreError> {
+        // A comment on a missing issue is refused before the key is
+        // recorded, so the key stays free for a request that can succeed.
+        if self.find_issue(tenant, &new.issue).await?.is_none() {
+            return Err(issue_not_found(&new.issue));
+        }
+        let fingerprint = new.fingerprint();
+        let comment = Comment {
+            id: CommentId::generate(),
+            body: new.body,
+            author: author.clone(),
+            created_at: Timestamp::now(),
+        };
+        let record = doc! {
+            idem_field::RUN: author.run.as_str(),
+            idem_field::KEY: key.as_str(),
+            idem_field::KIND: Kind::Comment.as_str(),
+            "fingerprint": fingerprint.as_str(),
+            "issue_id": new.issue.as_str(),
+            "comment": comment_doc(&comment),
+            field::CREATED_AT: date(comment.created_at),
+        };
+        if self.claim_key(tenant, record).await? {
+            let issue = self.push_comment(tenant, &new.issue, &comment).await?;
+            return Ok(CommentAdded {
+                issue,
+                comment,
+                replayed: false,
+            });
+        }
+        let record = self
+            .read_claim(tenant, &author.run, key, Kind::Comment)
+            .await?;
+        if record.get_str("fingerprint").ok() != Some(fingerprint.as_str()) {
+            return Err(StoreError::IdempotencyConflict);
+        }
+        let stored = record
+            .get_document("comment")
+            .map_err(|_| StoreError::Internal("an idempotency record lacks its comment".into()))
+            .and_then(comment_from_doc)?;
+        // Pushing again is a no-op when the first caller got there; when it
+        // did not (it failed after recording the key), this completes it.
+        let issue = self.push_comment(tenant, &new.issue, &stored).await?;
+        Ok(CommentAdded {
+            issue,
+            comment: stored,
+            replayed: true,
+        })
+    }
+
+    async fn apply_patch(
+        &self,
+        tenant: &TenantId,
+        id: &IssueId,
+        patch: &IssuePatch,
+        expected_version: Option<u64>,
+    ) -> Result<Issue, StoreError> {
+        let mut update = doc! {
+            "$inc": { field::VERSION: 1_i64 },
+            // $max, not $set: of two concurrent updates the one whose clock
+            // read was earlier may land second, and updated_at must not go
+            // back in time.
+            "$max": { field::UPDATED_AT: date(Timestamp::now()) },
+        };
+        let set = patch_set(patch);
+        if !set.is_empty() {
+            update.insert("$set", set);
+        }
+        let mut filter = doc! { field::ID: id.as_str() };
+        if let Some(expected) = expected_version {
+            filter.insert(field::VERSION, to_i64(expected));
+        }
+        for _ in 0..UPDATE_ATTEMPTS {
+            // One atomic update: `$inc` makes the version grow by exactly
+            // one per update however many writers race, and with an
+            // expected version the filter is the compare-and-swap.
+            let updated = self
+                .issues(tenant)
+                .find_one_and_update(filter.clone(), update.clone())
+                .return_document(ReturnDocument::After)
+                .max_time(self.max_time())
+                .await
+                .map_err(|e| store_error(&e))?;
+            if let Some(doc) = updated {
+                return issue_from_doc(tenant, &doc);
+            }
+            let Some(current) = self.find_issue(tenant, id).await? else {
+                return Err(issue_not_found(id));
+            };
+            match expected_version {
+                Some(expected) if current.version != expected => {
+                    return Err(StoreError::VersionConflict {
+                        expected,
+                        actual: current.version,
+                    });
+                }
+                // The filter should have matched: try again.
+                _ => continue,
+            }
+        }
+        Err(StoreError::Internal(format!(
+            "updating issue {id} matched nothing {UPDATE_ATTEMPTS} times"
+        )))
+    }
+}
+
+#[async_trait]
+impl IssueStore for MongoStore {
+    async fn create_issue(
+        &self,
+        tenant: &TenantId,
+        author: &Author,
+        new: NewIssue,
+        key: Option<&IdempotencyKey>,
+    ) -> Result<Created, StoreError> {
+        self.bounded_write("create_issue", async {
+            self.ensure_tenant(tenant).await?;
+            match key {
+                Some(key) => self.create_with_key(tenant, author, new, key).await,
+                None => {
+                    let issue = new.into_issue(tenant.clone(), author.clone(), Timestamp::now());
+                    self.issues(tenant)
+                        .insert_one(issue_doc(&issue))
+                        .await
+                        .map_err(|e| store_error(&e))?;
+                    Ok(Created {
+                        issue,
+                        replayed: false,
+                    })
+                }
+            }
+        })
+        .await
+    }
+
+    async fn get_issue(&self, tenant: &TenantId, id: &IssueId) -> Result<Issue, StoreError> {
+        self.bounded("get_issue", async {
+            self.find_issue(tenant, id)
+                .await?
+                .ok_or_else(|| issue_not_found(id))
+        })
+        .await
+    }
+
+    async fn list_issues(&self, tenant: &TenantId, query: &ListQuery) -> Result<Page, StoreError> {
+        query.validate()?;
+        let Some(filter) = list_filter(query) else {
+            return Ok(Page {
+                issues: Vec::new(),
+                next_cursor: None,
+            });
+        };
+        let limit = usize::try_from(query.limit).unwrap_or(usize::MAX);
+        self.bounded("list_issues", async {
+            let fetch = i64::from(query.limit) + 1;
+            let mut cursor = self
+                .issues(tenant)
+                .find(filter)
+                .sort(doc! { field::ID: -1 })
+                .limit(fetch)
+                .batch_size(u32::try_from(fetch).unwrap_or(u32::MAX))
+                .max_time(self.max_time())
+                .await
+                .map_err(|e| store_error(&e))?;
+            let mut issues = Vec::new();
+            while cursor.advance().await.map_err(|e| store_error(&e))? {
+                let doc = cursor.deserialize_current().map_err(|e| store_error(&e))?;
+                issues.push(issue_from_doc(tenant, &doc)?);
+            }
+            let next_cursor = if issues.len() > limit {
+                issues.truncate(limit);
+                issues.last().map(|i| i.id.clone())
+            } else {
+                None
+            };
+            Ok(Page {
+                issues,
+                next_cursor,
+            })
+        })
+        .await
+    }
+
+    async fn update_issue(
+        &self,
+        tenant: &TenantId,
+        id: &IssueId,
+        patch: IssuePatch,
+        expected_version: Option<u64>,
+    ) -> Result<Issue, StoreError> {
+        if patch.is_empty() {
+            return Err(ValidationError::new("patch", "nothing to update").into());
+        }
+        // No index set-up here: an update never creates a document (or a
+        // collection), so it has nothing to wait for.
+        self.bounded_write("update_issue", async {
+            self.apply_patch(tenant, id, &patch, expected_version).await
+        })
+        .await
+    }
+
+    async fn add_comment(
+        &self,
+        tenant: &TenantId,
+        author: &Author,
+        comment: NewComment,
+        key: Option<&IdempotencyKey>,
+    ) -> Result<CommentAdded, StoreError> {
+        self.bounded_write("add_comment", async {
+            match key {
+                Some(key) => {
+                    // The key's record is an insert, guarded by the unique
+                    // index; a plain comment only updates its issue.
+                    self.ensure_tenant(tenant).await?;
+                    self.comment_with_key(tenant, author, comment, key).await
+                }
+                None => {
+                    let new = Comment {
+                        id: CommentId::generate(),
+                        body: comment.body,
+                        author: author.clone(),
+                        created_at: Timestamp::now(),
+                    };
+                    let issue = self.push_comment(tenant, &comment.issue, &new).await?;
+                    Ok(CommentAdded {
+                        issue,
+                        comment: new,
+                        replayed: false,
+                    })
+                }
+            }
+        })
+        .await
+    }
+}

@@ -1,0 +1,180 @@
+//! The grant ledger, in the one `grants` collection.
+
+use crate::codec::{date, field, grant_doc, grant_field, grant_from_doc};
+use crate::error::{is_duplicate_key, store_error};
+use crate::store::MongoStore;
+use async_trait::async_trait;
+use corkboard_board::{
+    Grant, GrantEvent, GrantId, GrantLedger, RunId, StoreError, TenantId, Timestamp,
+    ValidationError, limits,
+};
+use mongodb::Cursor;
+use mongodb::bson::{Bson, Document, doc};
+use mongodb::options::ReturnDocument;
+
+/// Refuses a page size of 0 (which MongoDB would read as "no limit") or
+/// above `max`, as the SQLite store does.
+pub(crate) fn check_limit(limit: u32, max: u32) -> Result<(), StoreError> {
+    if limit == 0 || limit > max {
+        return Err(ValidationError::new("limit", format!("must be between 1 and {max}")).into());
+    }
+    Ok(())
+}
+
+fn grant_not_found(id: &GrantId) -> StoreError {
+    StoreError::not_found(format!("grant {id}"))
+}
+
+async fn collect_grants(mut cursor: Cursor<Document>) -> Result<Vec<GrantEvent>, StoreError> {
+    let mut grants = Vec::new();
+    while cursor.advance().await.map_err(|e| store_error(&e))? {
+        let doc = cursor.deserialize_current().map_err(|e| store_error(&e))?;
+        grants.push(grant_from_doc(&doc)?);
+    }
+    Ok(grants)
+}
+
+impl MongoStore {
+    async fn find_grant(&self, filter: Document) -> Result<Option<GrantEvent>, StoreError> {
+        let found = self
+            .grants()
+            .find_one(filter)
+            .max_time(self.max_time())
+            .await
+            .map_err(|e| store_error(&e))?;
+        found.map(|doc| grant_from_doc(&doc)).transpose()
+    }
+}
+
+#[async_trait]
+impl GrantLedger for MongoStore {
+    async fn record_grant(&self, grant: &Grant, token_hash: &str) -> Result<(), StoreError> {
+        self.bounded_write("record_grant", async {
+            // The unique token-hash index must exist before the first
+            // grant goes in (it does after `connect`; this covers
+            // `connect_lazy` before its start-up has run).
+            self.ensure_grants().await?;
+            match self.grants().insert_one(grant_doc(grant, token_hash)).await {
+                Ok(_) => Ok(()),
+                Err(e) if is_duplicate_key(&e) => {
+                    // A retry of a recording that went through (its answer
+                    // was lost) is success; anything else reusing the id or
+                    // the token hash is a bug upstream, never overwritten.
+                    let existing = self
+                        .find_grant(doc! { field::ID: grant.id.as_str() })
+                        .await?;
+                    match existing {
+                        Some(event) if &event.grant == grant && event.token_hash == token_hash => {
+                            Ok(())
+                        }
+                        _ => Err(StoreError::Internal(format!(
+                            "grant {} or its token hash is already recorded differently",
+                            grant.id
+                        ))),
+                    }
+                }
+                Err(e) => Err(store_error(&e)),
+            }
+        })
+        .await
+    }
+
+    async fn record_revocation(
+        &self,
+        id: &GrantId,
+        by: &str,
+        at: Timestamp,
+    ) -> Result<GrantEvent, StoreError> {
+        self.bounded_write("record_revocation", async {
+            // The filter on "not revoked yet" makes the first revocation win
+            // atomically; later ones read what it wrote.
+            let updated = self
+                .grants()
+                .find_one_and_update(
+                    doc! { field::ID: id.as_str(), grant_field::REVOKED_AT: Bson::Null },
+                    doc! { "$set": {
+                        grant_field::REVOKED_AT: date(at),
+                        grant_field::REVOKED_BY: by,
+                    } },
+                )
+                .return_document(ReturnDocument::After)
+                .max_time(self.max_time())
+                .await
+                .map_err(|e| store_error(&e))?;
+            match updated {
+                Some(doc) => grant_from_doc(&doc),
+                None => self
+                    .find_grant(doc! { field::ID: id.as_str() })
+                    .await?
+                    .ok_or_else(|| grant_not_found(id)),
+            }
+        })
+        .await
+    }
+
+    async fn grant(&self, id: &GrantId) -> Result<GrantEvent, StoreError> {
+        self.bounded("grant", async {
+            self.find_grant(doc! { field::ID: id.as_str() })
+                .await?
+                .ok_or_else(|| grant_not_found(id))
+        })
+        .await
+    }
+
+    async fn grant_by_token_hash(
+        &self,
+        token_hash: &str,
+    ) -> Result<Option<GrantEvent>, StoreError> {
+        self.bounded("grant_by_token_hash", async {
+            self.find_grant(doc! { grant_field::TOKEN_HASH: token_hash })
+                .await
+        })
+        .await
+    }
+
+    async fn list_grants(
+        &self,
+        tenant: &TenantId,
+        run: Option<&RunId>,
+        cursor: Option<&GrantId>,
+        limit: u32,
+    ) -> Result<Vec<GrantEvent>, StoreError> {
+        check_limit(limit, limits::PAGE_MAX)?;
+        self.bounded("list_grants", async {
+            let mut filter = doc! { field::TENANT: tenant.as_str() };
+            if let Some(run) = run {
+                filter.insert(grant_field::RUN, run.as_str());
+            }
+            if let Some(cursor) = cursor {
+                filter.insert(field::ID, doc! { "$lt": cursor.as_str() });
+            }
+            let found = self
+                .grants()
+                .find(filter)
+                .sort(doc! { field::ID: -1 })
+                .limit(i64::from(limit))
+                .max_time(self.max_time())
+                .await
+                .map_err(|e| store_error(&e))?;
+            collect_grants(found).await
+        })
+        .await
+    }
+
+    async fn active_grants(&self, now: Timestamp) -> Result<Vec<GrantEvent>, StoreError> {
+        self.bounded("active_grants", async {
+            let found = self
+                .grants()
+                .find(doc! {
+                    grant_field::REVOKED_AT: Bson::Null,
+                    grant_field::EXPIRES_AT: { "$gt": date(now) },
+                })
+                .sort(doc! { field::ID: 1 })
+                .max_time(self.max_time())
+                .await
+                .map_err(|e| store_error(&e))?;
+            collect_grants(found).await
+        })
+        .await
+    }
+}

@@ -1,0 +1,48 @@
+//! Timeouts and names, with defaults that bound every call to a few seconds.
+
+use std::time::Duration;
+
+/// Database name used when the operator does not choose one.
+pub const DEFAULT_DATABASE: &str = "corkboard";
+
+/// How a [`crate::MongoStore`] talks to MongoDB.
+///
+/// The three timeouts are what keep a down or stuck server from hanging a
+/// tool call: every store call ends within `operation_timeout`, and a server
+/// that cannot be reached at all is reported after `server_selection_timeout`.
+#[derive(Debug, Clone)]
+pub struct MongoOptions {
+    /// How long the driver looks for a usable server before giving up. A
+    /// timeout or `serverSelectionTimeoutMS` in the URI wins over this.
+    pub server_selection_timeout: Duration,
+    /// How long opening one TCP (and TLS) connection may take. A
+    /// `connectTimeoutMS` in the URI wins over this.
+    pub connect_timeout: Duration,
+    /// Longest one store call may take from start to answer, retries and
+    /// every round trip included. Past it the call is `Unavailable`, and a
+    /// write may or may not have been applied. Also sent to the server as
+    /// `maxTimeMS` on reads and `wtimeout` on writes, so the server gives up
+    /// too instead of working for a caller that has left.
+    pub operation_timeout: Duration,
+    /// Longest [`corkboard_board::StoreHealth::check`] (a `ping`) waits:
+    /// shorter than the others, so `/readyz` answers before the probe's
+    /// own deadline, with the reason.
+    pub check_timeout: Duration,
+    /// Connections kept per server at most.
+    pub max_pool_size: u32,
+    /// `appName` shown in the server's logs and `currentOp`.
+    pub app_name: String,
+}
+
+impl Default for MongoOptions {
+    fn default() -> Self {
+        Self {
+            server_selection_timeout: Duration::from_secs(3),
+            connect_timeout: Duration::from_secs(3),
+            operation_timeout: Duration::from_secs(5),
+            check_timeout: Duration::from_millis(1500),
+            max_pool_size: 32,
+            app_name: "corkboard".to_owned(),
+        }
+    }
+}

@@ -1,0 +1,158 @@
+//! The list query as a MongoDB filter: every filter runs on the server, in
+//! a shape the `(state|labels|author.run, _id)` indexes serve.
+
+use crate::codec::field;
+use corkboard_board::{LabelFilter, ListQuery};
+use mongodb::bson::{Bson, Document, doc};
+use std::collections::BTreeSet;
+
+/// The filter of one list page, or `None` when no issue can match (then
+/// the store answers an empty page without asking the server).
+///
+/// Agrees with [`ListQuery::matches`] in its corners: an empty `All` label
+/// list matches every issue (MongoDB's `$all: []` would match none), an
+/// empty `Any` list matches none, and a text filter with a control
+/// character matches none (titles cannot contain one).
+pub(crate) fn list_filter(query: &ListQuery) -> Option<Document> {
+    let mut filter = Document::new();
+    if let Some(cursor) = &query.cursor {
+        filter.insert(field::ID, doc! { "$lt": cursor.as_str() });
+    }
+    if !query.states.is_empty() {
+        let states: BTreeSet<&str> = query.states.iter().map(|s| s.as_str()).collect();
+        filter.insert(field::STATE, doc! { "$in": strings(states) });
+    }
+    if let Some(run) = &query.author_run {
+        filter.insert(field::AUTHOR_RUN, run.as_str());
+    }
+    if let Some(text) = &query.text {
+        if text.chars().any(char::is_control) {
+            return None;
+        }
+        if !text.is_empty() {
+            // A case-sensitive match on the stored lower-cased title, not the
+            // `i` option: the server's case folding and Rust's lower-casing
+            // disagree outside ASCII, and the domain's reference is Rust's.
+            filter.insert(
+                field::TITLE_LOWER,
+                doc! { "$regex": escape_regex(&text.to_lowercase()) },
+            );
+        }
+    }
+    match &query.labels {
+        LabelFilter::None => {}
+        LabelFilter::All(wanted) if wanted.is_empty() => {}
+        LabelFilter::All(wanted) => {
+            let wanted: BTreeSet<&str> = wanted.iter().map(|l| l.as_str()).collect();
+            filter.insert(field::LABELS, doc! { "$all": strings(wanted) });
+        }
+        LabelFilter::Any(wanted) if wanted.is_empty() => return None,
+        LabelFilter::Any(wanted) => {
+            let wanted: BTreeSet<&str> = wanted.iter().map(|l| l.as_str()).collect();
+            filter.insert(field::LABELS, doc! { "$in": strings(wanted) });
+        }
+    }
+    Some(filter)
+}
+
+fn strings<'a>(values: impl IntoIterator<Item = &'a str>) -> Vec<Bson> {
+    values.into_iter().map(Bson::from).collect()
+}
+
+/// `text` as a regular expression matching itself literally.
+///
+/// Only the metacharacters are escaped: every regex engine a
+/// MongoDB-compatible server may use reads `\` before them as the literal
+/// character, while `\` before other characters means different things in
+/// different engines (PCRE's `\<` is `<`, other engines' is a word boundary).
+pub(crate) fn escape_regex(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() * 2);
+    for c in text.chars() {
+        if "\\^$.|?*+()[]{}".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use corkboard_board::{IssueId, IssueState, Label, RunId};
+
+    #[test]
+    fn no_filters_is_an_empty_filter() {
+        assert_eq!(list_filter(&ListQuery::default()), Some(Document::new()));
+    }
+
+    #[test]
+    fn every_filter_becomes_a_server_side_condition() {
+        let cursor = IssueId::generate();
+        let query = ListQuery {
+            states: vec![IssueState::Todo, IssueState::Done, IssueState::Todo],
+            labels: LabelFilter::All(vec![
+                Label::parse("ui").unwrap(),
+                Label::parse("bug").unwrap(),
+            ]),
+            text: Some("FlAky (x)".into()),
+            author_run: Some(RunId::parse("r1").unwrap()),
+            limit: 10,
+            cursor: Some(cursor.clone()),
+        };
+        let filter = list_filter(&query).unwrap();
+        assert_eq!(
+            filter,
+            doc! {
+                "_id": { "$lt": cursor.as_str() },
+                "state": { "$in": ["done", "todo"] },
+                "author.run": "r1",
+                "title_lower": { "$regex": "flaky \\(x\\)" },
+                "labels": { "$all": ["bug", "ui"] },
+            }
+        );
+    }
+
+    #[test]
+    fn label_corners_agree_with_the_domain() {
+        let all_none = ListQuery {
+            labels: LabelFilter::All(Vec::new()),
+            ..ListQuery::default()
+        };
+        assert_eq!(list_filter(&all_none), Some(Document::new()));
+        let any_none = ListQuery {
+            labels: LabelFilter::Any(Vec::new()),
+            ..ListQuery::default()
+        };
+        assert_eq!(list_filter(&any_none), None);
+        let any = ListQuery {
+            labels: LabelFilter::Any(vec![Label::parse("ci").unwrap()]),
+            ..ListQuery::default()
+        };
+        assert_eq!(
+            list_filter(&any),
+            Some(doc! { "labels": { "$in": ["ci"] } })
+        );
+    }
+
+    #[test]
+    fn text_with_control_characters_matches_nothing_and_empty_text_everything() {
+        let control = ListQuery {
+            text: Some("a\u{0}b".into()),
+            ..ListQuery::default()
+        };
+        assert_eq!(list_filter(&control), None);
+        let empty = ListQuery {
+            text: Some(String::new()),
+            ..ListQuery::default()
+        };
+        assert_eq!(list_filter(&empty), Some(Document::new()));
+    }
+
+    #[test]
+    fn regex_metacharacters_are_escaped_and_nothing_else() {
+        assert_eq!(escape_regex(r"a.b*c\d"), r"a\.b\*c\\d");
+        assert_eq!(escape_regex("[x]{2}^$|+?()"), r"\[x\]\{2\}\^\$\|\+\?\(\)");
+        assert_eq!(escape_regex("<é> -#&~"), "<é> -#&~");
+    }
+}

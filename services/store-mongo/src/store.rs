@@ -1,0 +1,409 @@
+//! The store handle: connecting, the collections of a tenant, their
+//! indexes, and the time bound around every call.
+
+use crate::error::{MongoStoreError, store_error, timed_out};
+use crate::options::MongoOptions;
+use crate::schema;
+use corkboard_board::{StoreError, StoreHealth, TenantId};
+use mongodb::bson::{Document, doc};
+use mongodb::options::{Acknowledgment, ClientOptions, ReadConcern, WriteConcern};
+use mongodb::{Client, Collection, Database};
+use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::Duration;
+use tokio::sync::OnceCell;
+
+/// How long [`MongoStore::connect_lazy`]'s background start-up waits
+/// between attempts while the server does not answer.
+const START_UP_RETRY: Duration = Duration::from_secs(2);
+
+/// A board store on one MongoDB database. Cheap to clone: clones share
+/// the driver's connection pool and the index caches.
+#[derive(Clone)]
+pub struct MongoStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    db: Database,
+    options: MongoOptions,
+    /// Tenants whose collections have their indexes in this process. A
+    /// cell per tenant, so concurrent first writes create them once and a
+    /// failed attempt (server down) is retried by the next write.
+    tenants: Mutex<HashMap<TenantId, Arc<OnceCell<()>>>>,
+    /// The same for the grants collection.
+    grants: OnceCell<()>,
+}
+
+impl fmt::Debug for MongoStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Not the client: its options hold the URI's credentials.
+        f.debug_struct("MongoStore")
+            .field("database", &self.inner.db.name())
+            .field("options", &self.inner.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MongoStore {
+    /// Connects to `uri`, checks that the server answers, and creates the
+    /// indexes of the grants collection and of every tenant already in
+    /// `database` (idempotently: existing indexes are left as they are).
+    ///
+    /// Fails within about `server_selection_timeout + operation_timeout`
+    /// when the server cannot be reached. Once connected, the store never
+    /// fails this way again: a server that goes away makes calls
+    /// `Unavailable` until it returns, and the driver reconnects by itself.
+    pub async fn connect(
+        uri: &str,
+        database: &str,
+        options: MongoOptions,
+    ) -> Result<Self, MongoStoreError> {
+        let store = Self::new(uri, database, options).await?;
+        store.start_up().await?;
+        Ok(store)
+    }
+
+    /// Like [`Self::connect`], but a server that does not answer yet is not
+    /// an error: the store is returned at once, its calls (and
+    /// [`StoreHealth::check`], hence `/readyz`) are `Unavailable` until the
+    /// server answers, and the start-up work runs in the background,
+    /// retried every few seconds until it has succeeded once. Writes never
+    /// run ahead of the indexes they rely on: each write creates the
+    /// indexes of its collections first if they are not known to exist.
+    ///
+    /// Only a malformed URI or database name fails. Must be called within
+    /// a Tokio runtime.
+    pub async fn connect_lazy(
+        uri: &str,
+        database: &str,
+        options: MongoOptions,
+    ) -> Result<Self, MongoStoreError> {
+        let store = Self::new(uri, database, options).await?;
+        let weak = Arc::downgrade(&store.inner);
+        tokio::spawn(start_up_in_background(weak));
+        Ok(store)
+    }
+
+    async fn new(
+        uri: &str,
+        database: &str,
+        options: MongoOptions,
+    ) -> Result<Self, MongoStoreError> {
+        if !valid_database_name(database) {
+            return Err(MongoStoreError::InvalidDatabase {
+                name: database.to_owned(),
+            });
+        }
+        let mut client_options =
+            ClientOptions::parse(uri)
+                .await
+                .map_err(|e| MongoStoreError::InvalidUri {
+                    reason: redact(&e.to_string(), uri),
+                })?;
+        // The URI's own timeouts win: operators tune them there.
+        client_options
+            .server_selection_timeout
+            .get_or_insert(options.server_selection_timeout);
+        client_options
+            .connect_timeout
+            .get_or_insert(options.connect_timeout);
+        client_options
+            .max_pool_size
+            .get_or_insert(options.max_pool_size);
+        client_options
+            .app_name
+            .get_or_insert_with(|| options.app_name.clone());
+        // Majority + journal, always, whatever the URI says: an
+        // acknowledged write must survive the primary crashing or failing
+        // over (design contract 4, "no lost writes"). w:1 acknowledges
+        // before the write reaches a second node or the journal, and a
+        // failover or crash then rolls it back after the agent was told it
+        // happened. `wtimeout` bounds the wait for replication.
+        client_options.write_concern = Some(
+            WriteConcern::builder()
+                .w(Acknowledgment::Majority)
+                .journal(true)
+                .w_timeout(options.operation_timeout)
+                .build(),
+        );
+        // Majority reads never show a write that a failover could still
+        // roll back, so a replay never returns an issue that then vanishes.
+        client_options.read_concern = Some(ReadConcern::majority());
+        let client =
+            Client::with_options(client_options).map_err(|e| MongoStoreError::InvalidUri {
+                reason: redact(&e.to_string(), uri),
+            })?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                db: client.database(database),
+                options,
+                tenants: Mutex::new(HashMap::new()),
+                grants: OnceCell::new(),
+            }),
+        })
+    }
+
+    /// The database this store uses.
+    pub fn database_name(&self) -> &str {
+        self.inner.db.name()
+    }
+
+    /// Checks the server and creates every index this store knows of.
+    async fn start_up(&self) -> Result<(), MongoStoreError> {
+        let unavailable = |e: StoreError| MongoStoreError::Unavailable {
+            reason: e.to_string(),
+        };
+        self.check().await.map_err(unavailable)?;
+        self.bounded_write("creating indexes", self.ensure_grants())
+            .await
+            .map_err(|e| MongoStoreError::Indexes {
+                collection: schema::GRANTS.to_owned(),
+                reason: e.to_string(),
+            })?;
+        let names = self
+            .bounded("listing collections", async {
+                self.inner
+                    .db
+                    .list_collection_names()
+                    .await
+                    .map_err(|e| store_error(&e))
+            })
+            .await
+            .map_err(unavailable)?;
+        for tenant in schema::tenants_of(&names) {
+            self.bounded_write("creating indexes", self.ensure_tenant(&tenant))
+                .await
+                .map_err(|e| MongoStoreError::Indexes {
+                    collection: schema::issues(&tenant),
+                    reason: e.to_string(),
+                })?;
+        }
+        Ok(())
+    }
+
+    /// Makes sure `tenant`'s collections have their indexes, once per
+    /// tenant per process. Writes call it before writing; reads do not
+    /// need it (a missing collection reads as empty).
+    pub(crate) async fn ensure_tenant(&self, tenant: &TenantId) -> Result<(), StoreError> {
+        let cell = {
+            let mut tenants = self
+                .inner
+                .tenants
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            Arc::clone(tenants.entry(tenant.clone()).or_default())
+        };
+        cell.get_or_try_init(|| async {
+            self.issues(tenant)
+                .create_indexes(schema::issue_indexes())
+                .await
+                .map_err(|e| store_error(&e))?;
+            self.idempotency(tenant)
+                .create_indexes(schema::idempotency_indexes())
+                .await
+                .map_err(|e| store_error(&e))?;
+            self.audit(tenant)
+                .create_indexes(schema::audit_indexes())
+                .await
+                .map_err(|e| store_error(&e))?;
+            tracing::debug!(tenant = %tenant, "MongoDB indexes ready");
+            Ok(())
+        })
+        .await
+        .map(|_| ())
+    }
+
+    /// Makes sure the grants collection has its indexes (above all the
+    /// unique token hash), once per process.
+    pub(crate) async fn ensure_grants(&self) -> Result<(), StoreError> {
+        self.inner
+            .grants
+            .get_or_try_init(|| async {
+                self.grants()
+                    .create_indexes(schema::grant_indexes())
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| store_error(&e))
+            })
+            .await
+            .map(|_| ())
+    }
+
+    pub(crate) fn issues(&self, tenant: &TenantId) -> Collection<Document> {
+        self.inner.db.collection(&schema::issues(tenant))
+    }
+
+    pub(crate) fn idempotency(&self, tenant: &TenantId) -> Collection<Document> {
+        self.inner.db.collection(&schema::idempotency(tenant))
+    }
+
+    pub(crate) fn audit(&self, tenant: &TenantId) -> Collection<Document> {
+        self.inner.db.collection(&schema::audit(tenant))
+    }
+
+    pub(crate) fn grants(&self) -> Collection<Document> {
+        self.inner.db.collection(schema::GRANTS)
+    }
+
+    /// `maxTimeMS` for reads: the server stops working for a caller that
+    /// has stopped waiting.
+    pub(crate) fn max_time(&self) -> Duration {
+        self.inner.options.operation_timeout
+    }
+
+    /// Runs one reading store call within `operation_timeout`, so no call
+    /// ever waits longer than that, whatever the server or network does.
+    pub(crate) async fn bounded<T>(
+        &self,
+        what: &str,
+        call: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        self.bounded_by(self.inner.options.operation_timeout, what, false, call)
+            .await
+    }
+
+    /// [`Self::bounded`] for a call that writes: its timeout error says
+    /// the write may or may not have happened.
+    pub(crate) async fn bounded_write<T>(
+        &self,
+        what: &str,
+        call: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        self.bounded_by(self.inner.options.operation_timeout, what, true, call)
+            .await
+    }
+
+    async fn bounded_by<T>(
+        &self,
+        budget: Duration,
+        what: &str,
+        writes: bool,
+        call: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        match tokio::time::timeout(budget, call).await {
+            Ok(result) => result,
+            Err(_) => {
+                tracing::warn!(
+                    call = what,
+                    budget_ms = budget.as_millis() as u64,
+                    "MongoDB call timed out"
+                );
+                Err(timed_out(what, budget, writes))
+            }
+        }
+    }
+}
+
+/// [`MongoStore::connect_lazy`]'s start-up, retried until it succeeds or
+/// the store is dropped.
+async fn start_up_in_background(store: Weak<Inner>) {
+    loop {
+        let Some(inner) = store.upgrade() else { return };
+        let store = MongoStore { inner };
+        match store.start_up().await {
+            Ok(()) => {
+                tracing::info!(
+                    database = store.database_name(),
+                    "MongoDB board store ready"
+                );
+                return;
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "MongoDB start-up failed; retrying");
+            }
+        }
+        drop(store);
+        tokio::time::sleep(START_UP_RETRY).await;
+    }
+}
+
+#[async_trait::async_trait]
+impl StoreHealth for MongoStore {
+    /// A `ping`, bounded by `check_timeout` so a readiness probe gets its
+    /// answer before its own deadline.
+    async fn check(&self) -> Result<(), StoreError> {
+        self.bounded_by(self.inner.options.check_timeout, "ping", false, async {
+            self.inner
+                .db
+                .run_command(doc! { "ping": 1 })
+                .await
+                .map(|_| ())
+                .map_err(|e| store_error(&e))
+        })
+        .await
+    }
+}
+
+/// MongoDB forbids `/\. "$*<>:|?` and NUL in database names and caps them
+/// at 64 bytes; this is the conservative subset operators actually use.
+fn valid_database_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// `message` with the URI's user-info (`user:password@`) blanked out, in
+/// case the driver quoted the URI.
+fn redact(message: &str, uri: &str) -> String {
+    let user_info = uri
+        .split_once("://")
+        .and_then(|(_, rest)| rest.split_once('@'))
+        .map(|(info, _)| info)
+        .filter(|info| !info.is_empty() && !info.contains('/'));
+    match user_info {
+        Some(info) => message.replace(info, "***"),
+        None => message.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn database_names_are_a_safe_subset() {
+        for ok in ["corkboard", "cb_test-1", &"d".repeat(63)] {
+            assert!(valid_database_name(ok), "{ok}");
+        }
+        for bad in ["", "a.b", "a/b", "a b", "a$b", &"d".repeat(64)] {
+            assert!(!valid_database_name(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn credentials_never_reach_error_messages() {
+        let uri = "mongodb://admin:s3cret@db:27017/?tls=maybe";
+        let text = redact(
+            "bad option in mongodb://admin:s3cret@db:27017/?tls=maybe",
+            uri,
+        );
+        assert!(!text.contains("s3cret"), "{text}");
+        assert_eq!(redact("no uri here", "mongodb://db:27017/"), "no uri here");
+    }
+
+    #[tokio::test]
+    async fn bad_uris_and_names_fail_before_any_network_use() {
+        for lazy in [false, true] {
+            let connect = |uri: &'static str, db: &'static str| async move {
+                if lazy {
+                    MongoStore::connect_lazy(uri, db, MongoOptions::default()).await
+                } else {
+                    MongoStore::connect(uri, db, MongoOptions::default()).await
+                }
+            };
+            let err = connect("mongodb://127.0.0.1:1/", "a.b").await.unwrap_err();
+            assert!(
+                matches!(err, MongoStoreError::InvalidDatabase { .. }),
+                "{err}"
+            );
+            let err = connect("postgres://u:pw@x/", "db").await.unwrap_err();
+            assert!(matches!(err, MongoStoreError::InvalidUri { .. }), "{err}");
+            assert!(!err.to_string().contains("pw@"), "{err}");
+        }
+    }
+}

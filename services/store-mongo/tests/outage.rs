@@ -1,0 +1,329 @@
+//! Honest degradation: a down or stuck server makes every call
+//! `Unavailable` within a bounded time, never a hang, and the same store
+//! serves again once the server is back.
+
+mod common;
+
+use common::{TestBoard, test_options};
+use corkboard_board::{
+    AuditLog, GrantLedger, IssueStore, ListQuery, StoreError, StoreHealth, TenantId,
+};
+use corkboard_store_contract::fixtures::{audit_record, author, key, new_issue, title_patch};
+use corkboard_store_mongo::{MongoOptions, MongoStore, MongoStoreError};
+use std::future::Future;
+use std::process::Command;
+use std::time::Duration;
+
+/// Only so that a hang fails the test instead of stalling the run; the
+/// store's own timeouts are a few seconds.
+const NO_HANG: Duration = Duration::from_secs(60);
+
+async fn answers<T>(what: &str, call: impl Future<Output = T>) -> T {
+    tokio::time::timeout(NO_HANG, call)
+        .await
+        .unwrap_or_else(|_| panic!("{what} hung instead of failing"))
+}
+
+#[track_caller]
+fn assert_unavailable<T: std::fmt::Debug>(what: &str, result: Result<T, StoreError>) {
+    match result {
+        Err(err @ StoreError::Unavailable { .. }) => {
+            assert!(err.is_retryable());
+            assert!(
+                err.to_string().starts_with("board unavailable: "),
+                "{what}: {err}"
+            );
+        }
+        other => panic!("{what}: expected Unavailable, got {other:?}"),
+    }
+}
+
+/// Every kind of call while the server cannot answer.
+async fn every_call_is_unavailable(
+    store: &MongoStore,
+    t: &TenantId,
+    id: &corkboard_board::IssueId,
+) {
+    assert_unavailable("check", answers("check", store.check()).await);
+    assert_unavailable("get", answers("get", store.get_issue(t, id)).await);
+    assert_unavailable(
+        "list",
+        answers("list", store.list_issues(t, &ListQuery::default())).await,
+    );
+    assert_unavailable(
+        "create",
+        answers(
+            "create",
+            store.create_issue(t, &author("run-1"), new_issue("during"), None),
+        )
+        .await,
+    );
+    assert_unavailable(
+        "keyed create",
+        answers(
+            "keyed create",
+            store.create_issue(t, &author("run-1"), new_issue("keyed"), Some(&key("k"))),
+        )
+        .await,
+    );
+    assert_unavailable(
+        "update",
+        answers(
+            "update",
+            store.update_issue(t, id, title_patch("x"), Some(1)),
+        )
+        .await,
+    );
+    assert_unavailable(
+        "audit",
+        answers(
+            "audit",
+            store.append_audit(&[audit_record(t, "run-1", 1, None)]),
+        )
+        .await,
+    );
+    assert_unavailable(
+        "grant lookup",
+        answers("grant lookup", store.grant_by_token_hash("00")).await,
+    );
+}
+
+/// Polls until the store answers again.
+async fn wait_until_healthy(store: &MongoStore) {
+    let deadline = tokio::time::Instant::now() + NO_HANG;
+    loop {
+        match store.check().await {
+            Ok(()) => return,
+            Err(err) if tokio::time::Instant::now() >= deadline => {
+                panic!("the store did not recover: {err}")
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_down_server_is_unavailable_and_the_same_store_recovers() {
+    let mut board = TestBoard::start("down_server").await;
+    let store = std::sync::Arc::clone(&board.store);
+    let t = TenantId::parse("outage").unwrap();
+    let before = store
+        .create_issue(
+            &t,
+            &author("run-1"),
+            new_issue("before the outage"),
+            Some(&key("k")),
+        )
+        .await
+        .expect("create")
+        .issue;
+
+    board.server.kill();
+    every_call_is_unavailable(&store, &t, &before.id).await;
+
+    let port = board.server.port();
+    board.server.restart();
+    assert_eq!(
+        board.server.port(),
+        port,
+        "the server came back on its port"
+    );
+    wait_until_healthy(&store).await;
+
+    assert_eq!(store.get_issue(&t, &before.id).await.expect("get"), before);
+    let replay = store
+        .create_issue(
+            &t,
+            &author("run-1"),
+            new_issue("before the outage"),
+            Some(&key("k")),
+        )
+        .await
+        .expect("replay after the outage");
+    assert!(replay.replayed);
+    assert_eq!(replay.issue, before);
+    let after = store
+        .create_issue(&t, &author("run-1"), new_issue("after the outage"), None)
+        .await
+        .expect("create after the outage")
+        .issue;
+    let listed: Vec<_> = store
+        .list_issues(&t, &ListQuery::default())
+        .await
+        .expect("list")
+        .issues
+        .into_iter()
+        .map(|i| i.id)
+        .collect();
+    assert!(
+        listed.contains(&before.id) && listed.contains(&after.id),
+        "{listed:?}"
+    );
+}
+
+fn signal(pid: u32, name: &str) {
+    let status = Command::new("kill")
+        .arg(format!("-{name}"))
+        .arg(pid.to_string())
+        .status()
+        .unwrap_or_else(|e| panic!("kill -{name}: {e}"));
+    assert!(status.success(), "kill -{name} {pid} failed");
+}
+
+/// Waits until every thread of `pid` is stopped: `kill -STOP` returns
+/// before the threads running on other cores have stopped, and a request
+/// sent in that moment would still be answered.
+fn wait_until_stopped(pid: u32) {
+    let deadline = std::time::Instant::now() + NO_HANG;
+    loop {
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .unwrap_or_else(|e| panic!("threads of {pid}: {e}"));
+        let all_stopped = tasks.flatten().all(|task| {
+            let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+            // The state follows the parenthesised command name.
+            stat.rsplit_once(") ")
+                .is_some_and(|(_, rest)| rest.starts_with('T') || rest.starts_with('t'))
+        });
+        if all_stopped {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "{pid} did not stop");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_stops_answering_times_out_and_recovers() {
+    let options = MongoOptions {
+        operation_timeout: Duration::from_secs(2),
+        ..test_options()
+    };
+    let board = TestBoard::start_with("stuck_server", options).await;
+    let store = std::sync::Arc::clone(&board.store);
+    let t = TenantId::parse("stuck").unwrap();
+    let issue = store
+        .create_issue(&t, &author("run-1"), new_issue("before"), None)
+        .await
+        .expect("create")
+        .issue;
+    let pid = board.server.pid().expect("a running server");
+
+    // SIGSTOP: connections stay open and nothing answers, the case that
+    // only the store's own time bound can end.
+    signal(pid, "STOP");
+    wait_until_stopped(pid);
+    let result = answers("get on a stopped server", store.get_issue(&t, &issue.id)).await;
+    let write = answers(
+        "update on a stopped server",
+        store.update_issue(&t, &issue.id, title_patch("during"), None),
+    )
+    .await;
+    let health = answers("check on a stopped server", store.check()).await;
+    signal(pid, "CONT");
+    assert_unavailable("get", result);
+    assert_unavailable("update", write.clone());
+    assert_unavailable("check", health);
+    if let Err(err) = write {
+        assert!(
+            err.to_string().contains("may or may not have been applied"),
+            "a timed-out write says its outcome is unknown: {err}"
+        );
+    }
+
+    wait_until_healthy(&store).await;
+    let now = store.get_issue(&t, &issue.id).await.expect("get after");
+    assert!(
+        now.version == 1 || now.version == 2,
+        "the timed-out update happened at most once: {now:?}"
+    );
+    store
+        .update_issue(&t, &issue.id, title_patch("after"), None)
+        .await
+        .expect("update after");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connecting_to_no_server_fails_in_bounded_time() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let uri = format!("mongodb://127.0.0.1:{port}/?directConnection=true");
+    let result = answers(
+        "connect to nothing",
+        MongoStore::connect(&uri, "nothing", test_options()),
+    )
+    .await;
+    match result {
+        Err(MongoStoreError::Unavailable { reason }) => {
+            assert!(reason.contains("board unavailable"), "{reason}");
+        }
+        other => panic!("expected Unavailable at start-up, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lazy_store_starts_without_its_server_and_serves_once_it_is_up() {
+    let mut server = corkboard_testkit::MongoServer::start();
+    let uri = server.uri();
+    let port = server.port();
+    server.kill();
+    let database = corkboard_testkit::unique_database("lazy");
+    let store = answers(
+        "lazy connect",
+        MongoStore::connect_lazy(&uri, &database, test_options()),
+    )
+    .await
+    .expect("a lazy store starts with its server down");
+    let t = TenantId::parse("lazy").unwrap();
+    assert_unavailable("check", answers("check", store.check()).await);
+    assert_unavailable(
+        "create",
+        answers(
+            "create",
+            store.create_issue(&t, &author("run-1"), new_issue("too early"), None),
+        )
+        .await,
+    );
+
+    server.restart();
+    assert_eq!(server.port(), port, "the server came back on its port");
+    wait_until_healthy(&store).await;
+    let created = store
+        .create_issue(&t, &author("run-1"), new_issue("on time"), None)
+        .await
+        .expect("create once the server is up")
+        .issue;
+    assert_eq!(
+        store.get_issue(&t, &created.id).await.expect("get"),
+        created
+    );
+
+    // The grants' unique index is in place before the first grant.
+    let g = corkboard_store_contract::fixtures::grant(
+        &t,
+        "run-1",
+        corkboard_board::Timestamp::now(),
+        60_000,
+    );
+    let hash = corkboard_store_contract::fixtures::token_hash();
+    store.record_grant(&g, &hash).await.expect("record");
+    let mut twin = corkboard_store_contract::fixtures::grant(
+        &t,
+        "run-2",
+        corkboard_board::Timestamp::now(),
+        60_000,
+    );
+    twin.created_by = "other".into();
+    assert!(
+        store.record_grant(&twin, &hash).await.is_err(),
+        "the token hash is unique from the first grant on"
+    );
+
+    let client = common::raw_client(&uri).await;
+    client
+        .database(&database)
+        .drop()
+        .await
+        .expect("drop the test database");
+}

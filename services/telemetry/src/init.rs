@@ -1,0 +1,268 @@
+//! Installing the subscriber and owning the trace pipeline's lifetime.
+
+use crate::config::{LogFormat, TelemetryConfig};
+use crate::error::TelemetryError;
+use crate::logs::{CorrelationLayer, JsonLines};
+use crate::otlp;
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use opentelemetry_sdk::trace::{SdkTracerProvider, SpanExporter};
+use std::fmt;
+use std::io::IsTerminal;
+use std::time::Duration;
+use tracing::Dispatch;
+use tracing_subscriber::filter::LevelFilter;
+use tracing_subscriber::fmt::MakeWriter;
+use tracing_subscriber::fmt::writer::BoxMakeWriter;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer, Registry};
+
+/// Instrumentation scope name of every span this process exports.
+const TRACER_NAME: &str = "corkboard";
+
+/// Installs the global subscriber from `config`: logs to stderr, and the
+/// OpenTelemetry pipeline (OTLP/HTTP, W3C TraceContext propagator) when
+/// `config.otlp_endpoint` is set. Keep the guard and call
+/// [`TelemetryGuard::shutdown`] before the process exits.
+pub fn init(config: TelemetryConfig) -> Result<TelemetryGuard, TelemetryError> {
+    TelemetryBuilder::new(config).init()
+}
+
+/// [`init`] with `exporter` in place of OTLP (e.g. the SDK's in-memory
+/// exporter in tests). Spans are handed to it synchronously as they end.
+pub fn init_with_exporter<E: SpanExporter + 'static>(
+    config: TelemetryConfig,
+    exporter: E,
+) -> Result<TelemetryGuard, TelemetryError> {
+    TelemetryBuilder::new(config)
+        .with_span_exporter(exporter)
+        .init()
+}
+
+/// Builds the subscriber; [`Self::init`] installs it process-wide,
+/// [`Self::build`] returns it for scoped use (tests, embedding).
+pub struct TelemetryBuilder {
+    config: TelemetryConfig,
+    /// Builds a provider around a caller-supplied exporter.
+    exporter: Option<Box<dyn FnOnce(Resource) -> SdkTracerProvider + Send>>,
+    writer: Option<BoxMakeWriter>,
+}
+
+impl fmt::Debug for TelemetryBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TelemetryBuilder")
+            .field("config", &self.config)
+            .field("custom_exporter", &self.exporter.is_some())
+            .field("custom_writer", &self.writer.is_some())
+            .finish()
+    }
+}
+
+impl TelemetryBuilder {
+    pub fn new(config: TelemetryConfig) -> Self {
+        Self {
+            config,
+            exporter: None,
+            writer: None,
+        }
+    }
+
+    /// Exports spans to `exporter` (synchronously, as each span ends)
+    /// instead of OTLP, whatever `otlp_endpoint` says.
+    pub fn with_span_exporter<E: SpanExporter + 'static>(mut self, exporter: E) -> Self {
+        self.exporter = Some(Box::new(move |resource| {
+            SdkTracerProvider::builder()
+                .with_resource(resource)
+                .with_simple_exporter(exporter)
+                .build()
+        }));
+        self
+    }
+
+    /// Writes log lines to `writer` instead of stderr.
+    pub fn with_log_writer<W>(mut self, writer: W) -> Self
+    where
+        W: for<'a> MakeWriter<'a> + Send + Sync + 'static,
+    {
+        self.writer = Some(BoxMakeWriter::new(writer));
+        self
+    }
+
+    /// The subscriber as a [`Dispatch`] (use it with
+    /// `tracing::dispatcher::set_default`) and the guard of its pipeline.
+    pub fn build(self) -> Result<(Dispatch, TelemetryGuard), TelemetryError> {
+        let config = self.config;
+        let log_filter = EnvFilter::try_new(&config.log_filter).map_err(|e| {
+            TelemetryError::InvalidLogFilter {
+                filter: config.log_filter.clone(),
+                reason: e.to_string(),
+            }
+        })?;
+
+        let resource = Resource::builder()
+            .with_service_name(config.service_name.clone())
+            .build();
+        let provider = match (self.exporter, &config.otlp_endpoint) {
+            (Some(custom), _) => Some(custom(resource)),
+            (None, Some(endpoint)) => {
+                let exporter = otlp::span_exporter(endpoint, config.export_timeout)?;
+                Some(
+                    SdkTracerProvider::builder()
+                        .with_resource(resource)
+                        .with_batch_exporter(exporter)
+                        .build(),
+                )
+            }
+            (None, None) => None,
+        };
+
+        let (writer, ansi) = match self.writer {
+            Some(writer) => (writer, false),
+            None => (
+                BoxMakeWriter::new(std::io::stderr),
+                std::io::stderr().is_terminal(),
+            ),
+        };
+        let json = match config.log_format {
+            LogFormat::Json => true,
+            LogFormat::Text => false,
+            LogFormat::Auto => !std::io::stderr().is_terminal(),
+        };
+        let fmt_layer = if json {
+            tracing_subscriber::fmt::layer()
+                .event_format(JsonLines)
+                .with_writer(writer)
+                .boxed()
+        } else {
+            tracing_subscriber::fmt::layer()
+                .with_ansi(ansi)
+                .with_writer(writer)
+                .boxed()
+        };
+
+        let mut layers: Vec<Box<dyn Layer<Registry> + Send + Sync>> = vec![
+            CorrelationLayer.boxed(),
+            fmt_layer.with_filter(log_filter).boxed(),
+        ];
+        if let Some(provider) = &provider {
+            // Exported spans do not follow the log filter: turning logs down
+            // to `warn` must not silence traces.
+            layers.push(
+                tracing_opentelemetry::layer()
+                    .with_tracer(provider.tracer(TRACER_NAME))
+                    .with_filter(LevelFilter::INFO)
+                    .boxed(),
+            );
+        }
+        let dispatch = Dispatch::new(Registry::default().with(layers));
+        Ok((
+            dispatch,
+            TelemetryGuard {
+                provider,
+                timeout: config.shutdown_timeout,
+            },
+        ))
+    }
+
+    /// [`Self::build`], then installs the subscriber process-wide (with the
+    /// `log` bridge), the W3C TraceContext propagator and, when exporting,
+    /// the global tracer provider.
+    pub fn init(self) -> Result<TelemetryGuard, TelemetryError> {
+        let (dispatch, guard) = self.build()?;
+        dispatch
+            .try_init()
+            .map_err(|_| TelemetryError::AlreadyInitialized)?;
+        opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
+        if let Some(provider) = &guard.provider {
+            opentelemetry::global::set_tracer_provider(provider.clone());
+        }
+        Ok(guard)
+    }
+}
+
+/// Owns the trace pipeline. Call [`Self::shutdown`] (async) or
+/// [`Self::shutdown_blocking`] (no runtime) before exit so buffered spans
+/// are flushed; dropping the guard does the blocking variant.
+#[must_use = "dropping the guard shuts the trace pipeline down"]
+pub struct TelemetryGuard {
+    provider: Option<SdkTracerProvider>,
+    timeout: Duration,
+}
+
+impl fmt::Debug for TelemetryGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TelemetryGuard")
+            .field("exporting", &self.provider.is_some())
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+impl TelemetryGuard {
+    /// Whether spans leave the process at all.
+    pub fn is_exporting(&self) -> bool {
+        self.provider.is_some()
+    }
+
+    /// Exports what is buffered now, without stopping the pipeline.
+    pub async fn force_flush(&self) -> Result<(), TelemetryError> {
+        let Some(provider) = self.provider.clone() else {
+            return Ok(());
+        };
+        off_thread(self.timeout, move || provider.force_flush()).await
+    }
+
+    /// Flushes and stops the pipeline, within the configured timeout.
+    ///
+    /// The work runs on Tokio's blocking pool: the SDK waits on its export
+    /// thread with a blocking receive, which must never happen on the actix
+    /// (current-thread) runtime's only thread. The outer timeout bounds the
+    /// wait even if the SDK overran its own.
+    pub async fn shutdown(mut self) -> Result<(), TelemetryError> {
+        let Some(provider) = self.provider.take() else {
+            return Ok(());
+        };
+        let timeout = self.timeout;
+        off_thread(timeout, move || provider.shutdown_with_timeout(timeout)).await
+    }
+
+    /// [`Self::shutdown`] for callers without an async runtime.
+    pub fn shutdown_blocking(mut self) -> Result<(), TelemetryError> {
+        match self.provider.take() {
+            Some(provider) => provider
+                .shutdown_with_timeout(self.timeout)
+                .map_err(|e| TelemetryError::Shutdown(e.to_string())),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for TelemetryGuard {
+    fn drop(&mut self) {
+        if let Some(provider) = self.provider.take() {
+            // Bounded by the timeout; the export itself runs on the SDK's
+            // thread, so this cannot deadlock even on an async thread.
+            let _ = provider.shutdown_with_timeout(self.timeout);
+        }
+    }
+}
+
+async fn off_thread<F>(timeout: Duration, work: F) -> Result<(), TelemetryError>
+where
+    F: FnOnce() -> opentelemetry_sdk::error::OTelSdkResult + Send + 'static,
+{
+    let grace = timeout + Duration::from_secs(1);
+    match tokio::time::timeout(grace, tokio::task::spawn_blocking(work)).await {
+        Ok(Ok(Ok(()))) => Ok(()),
+        Ok(Ok(Err(e))) => Err(TelemetryError::Shutdown(e.to_string())),
+        Ok(Err(join)) => Err(TelemetryError::Shutdown(format!(
+            "flush task failed: {join}"
+        ))),
+        Err(_) => Err(TelemetryError::Shutdown(format!(
+            "gave up after {}s",
+            grace.as_secs()
+        ))),
+    }
+}

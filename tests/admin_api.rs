@@ -1,0 +1,403 @@
+//! Black-box: the admin API's authentication, roles and tenant scoping, and
+//! tenant pinning through every MCP tool.
+
+mod support;
+
+use reqwest::Method;
+use serde_json::{Value, json};
+use support::*;
+
+fn call(
+    serve: &Serve,
+    method: Method,
+    path: &str,
+    token: Option<&str>,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let mut request = http().request(method, format!("{}{}", serve.url(), path));
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().unwrap_or(Value::Null))
+}
+
+/// Every endpoint of the admin API for a tenant, with a body where needed.
+fn endpoints(tenant: &str, grant: &str, issue: &str) -> Vec<(Method, String, Option<Value>, bool)> {
+    // (method, path, body, changes state)
+    vec![
+        (
+            Method::POST,
+            format!("/v1/tenants/{tenant}/grants"),
+            Some(json!({"run":"x","capabilities":["issues:read"]})),
+            true,
+        ),
+        (
+            Method::GET,
+            format!("/v1/tenants/{tenant}/grants"),
+            None,
+            false,
+        ),
+        (
+            Method::GET,
+            format!("/v1/tenants/{tenant}/grants/{grant}"),
+            None,
+            false,
+        ),
+        (
+            Method::DELETE,
+            format!("/v1/tenants/{tenant}/grants/{grant}"),
+            None,
+            true,
+        ),
+        (
+            Method::POST,
+            format!("/v1/tenants/{tenant}/runs/run-b/revoke"),
+            None,
+            true,
+        ),
+        (
+            Method::GET,
+            format!("/v1/tenants/{tenant}/issues"),
+            None,
+            false,
+        ),
+        (
+            Method::GET,
+            format!("/v1/tenants/{tenant}/issues/{issue}"),
+            None,
+            false,
+        ),
+        (
+            Method::PATCH,
+            format!("/v1/tenants/{tenant}/issues/{issue}"),
+            Some(json!({"expected_version":1,"state":"done"})),
+            true,
+        ),
+        (
+            Method::GET,
+            format!("/v1/tenants/{tenant}/audit"),
+            None,
+            false,
+        ),
+    ]
+}
+
+#[test]
+fn tenant_admins_and_viewers_are_confined_to_their_tenant_and_role() {
+    let serve = Serve::start();
+    let globex = serve.grant("globex", "run-b", "issues:read,issues:create");
+    let (_, created) = mcp_call(
+        &globex.mcp_url,
+        &globex.token,
+        "create_issue",
+        json!({"title":"globex secret"}),
+    );
+    let issue = created["result"]["structuredContent"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let acme_admin = serve.admin_token("tenant-admin", Some("acme"));
+    for (method, path, body, _) in endpoints("globex", &globex.grant_id, &issue) {
+        let (status, reply) = call(&serve, method.clone(), &path, Some(&acme_admin), body);
+        assert_eq!(status, 403, "{method} {path}: {reply}");
+        assert_eq!(reply["error"]["code"], "forbidden");
+        assert!(!reply.to_string().contains("globex secret"));
+    }
+
+    let viewer = serve.admin_token("viewer", Some("globex"));
+    for (method, path, body, writes) in endpoints("globex", &globex.grant_id, &issue) {
+        let (status, reply) = call(&serve, method.clone(), &path, Some(&viewer), body);
+        if writes {
+            assert_eq!(status, 403, "viewer {method} {path}: {reply}");
+        } else {
+            assert!(status == 200, "viewer {method} {path}: {status} {reply}");
+        }
+    }
+    // The forged revoke above changed nothing: the grant still works.
+    assert_eq!(
+        mcp_call(&globex.mcp_url, &globex.token, "list_issues", json!({})).0,
+        200
+    );
+
+    // The tenant's own admin may do everything.
+    let globex_admin = serve.admin_token("tenant-admin", Some("globex"));
+    let (status, _) = call(
+        &serve,
+        Method::GET,
+        &format!("/v1/tenants/globex/issues/{issue}"),
+        Some(&globex_admin),
+        None,
+    );
+    assert_eq!(status, 200);
+}
+
+#[test]
+fn bad_admin_credentials_are_refused_with_401_and_a_stable_code() {
+    let serve = Serve::start();
+    let path = "/v1/tenants/acme/grants";
+    let (status, reply) = call(&serve, Method::GET, path, None, None);
+    assert_eq!(
+        (status, reply["error"]["code"].as_str()),
+        (401, Some("unauthenticated")),
+        "{reply}"
+    );
+
+    let good = serve.admin_token("platform-admin", None);
+    let mut parts: Vec<String> = good.split('.').map(str::to_owned).collect();
+    // Tampered payload: same signature, other claims.
+    parts[1] = parts[1].chars().rev().collect();
+    let tampered = parts.join(".");
+    // Signed with another secret (another instance's data dir).
+    let other = Serve::start();
+    let foreign = other.admin_token("platform-admin", None);
+    // A run token is not an admin credential.
+    let run_token = serve.grant("acme", "r", "issues:read").token;
+    for bad in [
+        tampered.as_str(),
+        foreign.as_str(),
+        "not-a-jwt",
+        run_token.as_str(),
+    ] {
+        let (status, reply) = call(&serve, Method::GET, path, Some(bad), None);
+        assert_eq!(status, 401, "{bad}: {reply}");
+        assert_eq!(reply["error"]["code"], "unauthenticated");
+        assert!(
+            !reply.to_string().contains(bad),
+            "the credential must not be echoed"
+        );
+    }
+    let (status, _) = call(&serve, Method::GET, path, Some(&good), None);
+    assert_eq!(status, 200);
+}
+
+#[test]
+fn validation_conflicts_and_not_found_use_the_error_envelope() {
+    let serve = Serve::start();
+    let admin = serve.admin_token("platform-admin", None);
+    let (status, reply) = call(
+        &serve,
+        Method::POST,
+        "/v1/tenants/acme/grants",
+        Some(&admin),
+        Some(json!({"run":"r","capabilities":["issues:delete"]})),
+    );
+    assert_eq!(
+        (status, reply["error"]["code"].as_str()),
+        (422, Some("invalid_request")),
+        "{reply}"
+    );
+    assert_eq!(reply["error"]["details"]["field"], "capabilities");
+    let (status, reply) = call(
+        &serve,
+        Method::GET,
+        "/v1/tenants/Not_A_Tenant/grants",
+        Some(&admin),
+        None,
+    );
+    assert_eq!(status, 422, "{reply}");
+    let (status, reply) = call(
+        &serve,
+        Method::GET,
+        "/v1/tenants/acme/grants/gr_01M8MT0P2W3CWW7AR5Q13DPAP4",
+        Some(&admin),
+        None,
+    );
+    assert_eq!(
+        (status, reply["error"]["code"].as_str()),
+        (404, Some("not_found")),
+        "{reply}"
+    );
+
+    let granted = serve.grant("acme", "r", "issues:read,issues:create");
+    let (_, created) = mcp_call(
+        &granted.mcp_url,
+        &granted.token,
+        "create_issue",
+        json!({"title":"t"}),
+    );
+    let id = created["result"]["structuredContent"]["id"]
+        .as_str()
+        .unwrap();
+    let patch = format!("/v1/tenants/acme/issues/{id}");
+    let (status, _) = call(
+        &serve,
+        Method::PATCH,
+        &patch,
+        Some(&admin),
+        Some(json!({"expected_version":1,"state":"todo"})),
+    );
+    assert_eq!(status, 200);
+    // A stale edit is a conflict, not an overwrite.
+    let (status, reply) = call(
+        &serve,
+        Method::PATCH,
+        &patch,
+        Some(&admin),
+        Some(json!({"expected_version":1,"state":"done"})),
+    );
+    assert_eq!(
+        (status, reply["error"]["code"].as_str()),
+        (409, Some("version_conflict")),
+        "{reply}"
+    );
+    let (_, issue) = call(&serve, Method::GET, &patch, Some(&admin), None);
+    assert_eq!(issue["state"], "todo");
+
+    let (status, doc) = call(&serve, Method::GET, "/v1/openapi.json", None, None);
+    assert_eq!(status, 200);
+    assert_eq!(doc["openapi"], "3.1.0");
+}
+
+#[test]
+fn a_run_token_never_reaches_another_tenant_through_any_tool() {
+    let serve = Serve::start();
+    let all = "issues:read,issues:create,issues:update,comments:write";
+    let acme = serve.grant("acme", "run-a", all);
+    let globex = serve.grant("globex", "run-b", all);
+    let (_, created) = mcp_call(
+        &globex.mcp_url,
+        &globex.token,
+        "create_issue",
+        json!({"title":"globex only"}),
+    );
+    let foreign = created["result"]["structuredContent"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    for (tool, args) in [
+        ("get_issue", json!({"id": foreign})),
+        ("update_issue", json!({"id": foreign, "state": "done"})),
+        ("add_comment", json!({"issue_id": foreign, "body": "hi"})),
+    ] {
+        let (status, reply) = mcp_call(&acme.mcp_url, &acme.token, tool, args);
+        assert_eq!(status, 200, "{reply}");
+        assert_eq!(reply["result"]["isError"], true, "{tool}: {reply}");
+        assert!(reply.to_string().contains("not found"), "{tool}: {reply}");
+    }
+    // A tenant argument is refused, not obeyed.
+    let (_, reply) = mcp_call(
+        &acme.mcp_url,
+        &acme.token,
+        "create_issue",
+        json!({"title":"x","tenant":"globex"}),
+    );
+    assert_eq!(reply["result"]["isError"], true, "{reply}");
+    let (_, listed) = mcp_call(&acme.mcp_url, &acme.token, "list_issues", json!({}));
+    assert!(!listed.to_string().contains("globex only"));
+    // The globex issue is untouched.
+    let (_, issue) = mcp_call(
+        &globex.mcp_url,
+        &globex.token,
+        "get_issue",
+        json!({"id": foreign}),
+    );
+    assert_eq!(issue["result"]["structuredContent"]["version"], 1);
+    assert_eq!(issue["result"]["structuredContent"]["comments"], json!([]));
+}
+
+#[test]
+fn expired_revoked_and_malformed_run_tokens_are_refused() {
+    let serve = Serve::start();
+    let url = format!("{}/mcp", serve.url());
+    let out = serve.cli(&[
+        "grant",
+        "create",
+        "--tenant",
+        "acme",
+        "--run",
+        "r",
+        "--caps",
+        "issues:read",
+        "--ttl",
+        "1s",
+        "--json",
+    ]);
+    let short = parse_granted(&stdout_of(&out));
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let (status, reply) = mcp_call(&url, &short.token, "list_issues", json!({}));
+    assert_eq!(status, 403, "{reply}");
+    assert!(reply.to_string().contains("expired"), "{reply}");
+
+    let revoked = serve.grant("acme", "r2", "issues:read");
+    assert!(
+        serve
+            .cli(&["grant", "revoke", &revoked.grant_id])
+            .status
+            .success()
+    );
+    let (status, reply) = mcp_call(&url, &revoked.token, "list_issues", json!({}));
+    assert_eq!(status, 403, "{reply}");
+    assert!(reply.to_string().contains("revoked"), "{reply}");
+
+    for bad in [
+        "cbr_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+        "garbage",
+        "",
+    ] {
+        let (status, reply) = mcp_call(&url, bad, "list_issues", json!({}));
+        assert!(status == 403 || status == 401, "{bad:?}: {status} {reply}");
+    }
+}
+
+#[test]
+fn a_call_outside_the_grant_is_refused_by_name_and_audited() {
+    let serve = Serve::start();
+    let reader = serve.grant("acme", "run-r", "issues:read");
+    let (status, listed) = mcp_list(&reader.mcp_url, &reader.token);
+    assert_eq!(status, 200);
+    let names: Vec<&str> = listed["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert!(
+        names.contains(&"get_issue") && names.contains(&"list_issues"),
+        "{names:?}"
+    );
+
+    let (_, reply) = mcp_call(
+        &reader.mcp_url,
+        &reader.token,
+        "create_issue",
+        json!({"title": "sneaky"}),
+    );
+    let message = reply["error"]["message"].as_str().unwrap_or_default();
+    assert_eq!(reply["error"]["code"], -32602, "{reply}");
+    assert!(message.contains("issues:create"), "{reply}");
+
+    // Audit records are written in batches: poll briefly.
+    let admin = serve.admin_token("platform-admin", None);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let (_, audit) = call(
+            &serve,
+            Method::GET,
+            "/v1/tenants/acme/audit?run=run-r",
+            Some(&admin),
+            None,
+        );
+        let records = audit["records"].as_array().cloned().unwrap_or_default();
+        if let Some(denied) = records.iter().find(|r| r["outcome"] == "denied") {
+            assert_eq!(denied["tool"], "create_issue");
+            assert!(
+                !audit.to_string().contains("sneaky"),
+                "arguments must never be stored"
+            );
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no denied audit record: {audit}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}

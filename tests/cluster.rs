@@ -1,0 +1,211 @@
+//! Black-box: `corkboard server` replicas sharing one Redis registry (and
+//! one board), revocation across replicas, and Redis outages under traffic.
+
+mod support;
+
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+use support::*;
+
+struct Cluster {
+    _redis: corkboard_testkit::RedisServer,
+    env: Vec<(String, String)>,
+    _dir: tempfile::TempDir,
+}
+
+fn cluster_env(
+    redis: &corkboard_testkit::RedisServer,
+    name: &str,
+) -> (Vec<(String, String)>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut env = cluster_secrets(dir.path());
+    env.extend([
+        ("CORKBOARD_REGISTRY".to_owned(), "redis".to_owned()),
+        ("CORKBOARD_REDIS_URL".to_owned(), redis.url()),
+        (
+            "CORKBOARD_REDIS_KEY_PREFIX".to_owned(),
+            corkboard_testkit::unique_prefix(name),
+        ),
+        (
+            "CORKBOARD_DATA_DIR".to_owned(),
+            dir.path().join("data").display().to_string(),
+        ),
+    ]);
+    (env, dir)
+}
+
+fn start_server(env: &[(String, String)]) -> Running {
+    let mut cmd = corkboard();
+    cmd.args(["server", "--listen", "127.0.0.1:0"])
+        .envs(env.iter().cloned());
+    Running::spawn(cmd)
+}
+
+fn create_grant(server: &str, admin: &str, tenant: &str, run: &str, caps: &[&str]) -> Value {
+    let response = http()
+        .post(format!("{server}/v1/tenants/{tenant}/grants"))
+        .bearer_auth(admin)
+        .json(&json!({ "run": run, "capabilities": caps, "ttl": "1h" }))
+        .send()
+        .unwrap();
+    assert_eq!(response.status(), 201);
+    response.json().unwrap()
+}
+
+impl Cluster {
+    fn new(name: &str) -> Self {
+        let redis = corkboard_testkit::RedisServer::start();
+        let (env, dir) = cluster_env(&redis, name);
+        Cluster {
+            _redis: redis,
+            env,
+            _dir: dir,
+        }
+    }
+}
+
+#[test]
+fn a_grant_made_on_one_replica_works_on_the_other_and_revocation_reaches_it() {
+    let cluster = Cluster::new("two-replicas");
+    let a = start_server(&cluster.env);
+    let b = start_server(&cluster.env);
+    let admin = admin_token_with(&cluster.env, "platform-admin", None);
+
+    let issued = create_grant(
+        &a.url,
+        &admin,
+        "acme",
+        "run-1",
+        &["issues:read", "issues:create"],
+    );
+    let token = issued["token"].as_str().unwrap();
+
+    // Created on A, used on B.
+    let (status, body) = mcp_call(
+        &format!("{}/mcp", b.url),
+        token,
+        "create_issue",
+        json!({ "title": "from B" }),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["result"]["isError"], false, "{body}");
+
+    // A legacy session opened on A is accepted by B (self-contained ids).
+    let init = http()
+        .post(format!("{}/mcp", a.url))
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .bearer_auth(token)
+        .body(json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{
+            "protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}).to_string())
+        .send()
+        .unwrap();
+    assert_eq!(init.status(), 200);
+    let session = init.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let listed = http()
+        .post(format!("{}/mcp", b.url))
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .header("Mcp-Session-Id", &session)
+        .header("MCP-Protocol-Version", "2025-11-25")
+        .bearer_auth(token)
+        .body(json!({"jsonrpc":"2.0","id":2,"method":"tools/list"}).to_string())
+        .send()
+        .unwrap();
+    assert_eq!(listed.status(), 200);
+
+    // Revoked on A, refused on B.
+    let grant_id = issued["grant"]["id"].as_str().unwrap();
+    let started = Instant::now();
+    let revoked = http()
+        .delete(format!("{}/v1/tenants/acme/grants/{grant_id}", a.url))
+        .bearer_auth(&admin)
+        .send()
+        .unwrap();
+    assert_eq!(revoked.status(), 200);
+    let deadline = started + Duration::from_secs(10);
+    loop {
+        let (status, _) = mcp_call(&format!("{}/mcp", b.url), token, "list_issues", json!({}));
+        if status == 403 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "revocation did not reach replica B within 10 s (last status {status})"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    eprintln!("revocation propagation A -> B: {:?}", started.elapsed());
+}
+
+#[test]
+fn redis_outage_fails_closed_and_service_resumes_without_restart() {
+    let mut redis = corkboard_testkit::RedisServer::start();
+    let (env, _dir) = cluster_env(&redis, "outage");
+    let server = start_server(&env);
+    let admin = admin_token_with(&env, "platform-admin", None);
+    let issued = create_grant(&server.url, &admin, "acme", "run-1", &["issues:read"]);
+    let token = issued["token"].as_str().unwrap();
+    let mcp = format!("{}/mcp", server.url);
+    assert_eq!(mcp_call(&mcp, token, "list_issues", json!({})).0, 200);
+
+    redis.stop();
+    // Fail closed: within the grace window plus a margin, requests are
+    // refused as unavailable (503), never served from a stale cache forever.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let refusal = loop {
+        let (status, body) = mcp_call(&mcp, token, "list_issues", json!({}));
+        if status == 503 {
+            break body;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still served {status} 30 s after Redis went away"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let message = refusal["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_lowercase();
+    assert!(message.contains("unavailable"), "{refusal}");
+    let ready = http().get(format!("{}/readyz", server.url)).send().unwrap();
+    assert_eq!(ready.status(), 503);
+
+    // A new grant cannot be created while the registry is down: loud error.
+    let create = http()
+        .post(format!("{}/v1/tenants/acme/grants", server.url))
+        .bearer_auth(&admin)
+        .json(&json!({ "run": "run-2", "capabilities": ["issues:read"] }))
+        .send()
+        .unwrap();
+    assert_eq!(create.status(), 503);
+
+    // Redis comes back (empty: it keeps no data); the same process serves
+    // again, refilling the registry from the durable grant ledger.
+    redis.restart();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, _) = mcp_call(&mcp, token, "list_issues", json!({}));
+        if status == 200 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no recovery 30 s after Redis returned (status {status})"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // ... and a revoked grant is not resurrected by the refill.
+    let grant_id = issued["grant"]["id"].as_str().unwrap();
+    let revoked = http()
+        .delete(format!("{}/v1/tenants/acme/grants/{grant_id}", server.url))
+        .bearer_auth(&admin)
+        .send()
+        .unwrap();
+    assert_eq!(revoked.status(), 200);
+    assert_eq!(mcp_call(&mcp, token, "list_issues", json!({})).0, 403);
+}

@@ -1,0 +1,423 @@
+//! Black-box: `corkboard run -- CMD` hands a real MCP client (the Python
+//! SDK) its run's endpoint, token and client configuration, the agent's
+//! issues land on the tenant's board, the run is revoked when CMD ends
+//! however it ends, and `corkboard run` exits with CMD's status.
+
+mod support;
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+use support::*;
+
+const ALL_CAPS: &str = "issues:read,issues:create,issues:update,comments:write";
+
+fn venv_python() -> PathBuf {
+    let py = repo_root().join("target/venv/bin/python");
+    assert!(
+        py.exists(),
+        "target/venv is missing: run scripts/setup-test-deps"
+    );
+    py
+}
+
+fn client_script(name: &str) -> PathBuf {
+    repo_root().join("tests/clients").join(name)
+}
+
+/// `corkboard run` with the given flags and command.
+fn corkboard_run(flags: &[&str], command: &[&str]) -> Command {
+    let mut cmd = corkboard();
+    cmd.arg("run").args(flags).arg("--").args(command);
+    cmd
+}
+
+/// The one JSON line a client script printed.
+fn json_line(stdout: &str) -> Value {
+    stdout
+        .lines()
+        .rev()
+        .find_map(|l| {
+            serde_json::from_str::<Value>(l)
+                .ok()
+                .filter(Value::is_object)
+        })
+        .unwrap_or_else(|| panic!("no JSON line in: {stdout}"))
+}
+
+fn issues_of(serve_url: &str, admin: &str, tenant: &str) -> Vec<Value> {
+    let page: Value = http()
+        .get(format!("{serve_url}/v1/tenants/{tenant}/issues?limit=100"))
+        .bearer_auth(admin)
+        .send()
+        .expect("list issues")
+        .json()
+        .expect("issues JSON");
+    page["issues"].as_array().cloned().unwrap_or_default()
+}
+
+fn grants_of(serve: &Serve, tenant: &str, run: &str) -> Vec<Value> {
+    let out = serve.cli(&["grant", "list", "--tenant", tenant, "--run", run, "--json"]);
+    assert!(out.status.success(), "grant list: {}", stderr_of(&out));
+    let listed: Value = serde_json::from_str(&stdout_of(&out)).expect("grant list JSON");
+    listed["grants"].as_array().cloned().unwrap_or_default()
+}
+
+/// A shell command that records the run's token and URL in `file`, then
+/// runs the Python interop client (the agent).
+fn recording_agent(file: &Path, script: &str, args: &str) -> Vec<String> {
+    vec![
+        "sh".into(),
+        "-c".into(),
+        format!(
+            "printf '%s %s' \"$CORKBOARD_TOKEN\" \"$CORKBOARD_MCP_URL\" > '{}' && exec '{}' '{}' {args}",
+            file.display(),
+            venv_python().display(),
+            client_script(script).display(),
+        ),
+    ]
+}
+
+#[test]
+fn an_agent_run_against_serve_writes_the_tenants_board_and_is_revoked_when_it_ends() {
+    let serve = Serve::start();
+    let admin = serve.admin_token("platform-admin", None);
+    let scratch = tempfile::tempdir().unwrap();
+    let record = scratch.path().join("handout");
+    let agent = recording_agent(&record, "py_client.py", "--mode auto");
+    let agent: Vec<&str> = agent.iter().map(String::as_str).collect();
+    let out = run(corkboard_run(
+        &[
+            "--server",
+            serve.url(),
+            "--tenant",
+            "acme",
+            "--run",
+            "agent-1",
+            "--caps",
+            ALL_CAPS,
+        ],
+        &agent,
+    )
+    .env("CORKBOARD_ADMIN_TOKEN", &admin));
+    assert!(
+        out.status.success(),
+        "corkboard run failed: {}\n{}",
+        stdout_of(&out),
+        stderr_of(&out)
+    );
+    let result = json_line(&stdout_of(&out));
+    assert_eq!(result["ok"], true, "{result}");
+    let created = result["created"].as_str().expect("created issue id");
+
+    // The issue is on acme's board, authored by the run.
+    let issues = issues_of(serve.url(), &admin, "acme");
+    let issue = issues
+        .iter()
+        .find(|i| i["id"] == created)
+        .expect("the agent's issue on acme's board");
+    assert_eq!(issue["author"]["run"], "agent-1");
+    assert!(issues_of(serve.url(), &admin, "globex").is_empty());
+
+    // After CMD exited the run is revoked and its token refused everywhere.
+    let handout = std::fs::read_to_string(&record).unwrap();
+    let (token, url) = handout.split_once(' ').unwrap();
+    assert!(token.starts_with("cbr_"));
+    let grants = grants_of(&serve, "acme", "agent-1");
+    assert_eq!(grants.len(), 1);
+    assert_eq!(grants[0]["status"], "revoked", "{grants:?}");
+    let (status, _) = mcp_list(&format!("{}/mcp", serve.url()), token);
+    assert_eq!(
+        status, 403,
+        "the studio endpoint must refuse the revoked token"
+    );
+    // The run's own gateway port is closed.
+    assert!(
+        reqwest::blocking::Client::new().post(url).send().is_err(),
+        "the run's gateway still answers at {url}"
+    );
+    let runs: Value = http()
+        .get(format!("{}/v1/runs?tenant=acme", serve.url()))
+        .bearer_auth(&admin)
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(runs["runs"], serde_json::json!([]), "{runs}");
+    assert_eq!(runs["stats"]["listeners"], 0, "{runs}");
+}
+
+#[test]
+fn an_in_process_run_on_a_data_dir_writes_that_board() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(&mut corkboard_run(
+        &[
+            "--tenant",
+            "acme",
+            "--run",
+            "local-agent-2",
+            "--caps",
+            ALL_CAPS,
+            "--data-dir",
+            dir.path().to_str().unwrap(),
+        ],
+        &[
+            venv_python().to_str().unwrap(),
+            client_script("py_client.py").to_str().unwrap(),
+            "--mode",
+            "legacy",
+        ],
+    ));
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        stdout_of(&out),
+        stderr_of(&out)
+    );
+    let result = json_line(&stdout_of(&out));
+    assert_eq!(result["ok"], true, "{result}");
+    assert_eq!(result["era"], "legacy", "{result}");
+
+    // `serve` on the same data dir shows the issue on acme's board, and
+    // the run's grant revoked.
+    let mut cmd = corkboard();
+    cmd.args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path());
+    let serve = Running::spawn(cmd);
+    let admin = {
+        let out = run(corkboard()
+            .args(["admin", "token", "--role", "platform-admin", "--data-dir"])
+            .arg(dir.path()));
+        stdout_of(&out).trim().to_owned()
+    };
+    let issues = issues_of(&serve.url, &admin, "acme");
+    assert!(
+        issues
+            .iter()
+            .any(|i| i["id"] == result["created"] && i["author"]["run"] == "local-agent-2"),
+        "{issues:?}"
+    );
+    let grants: Value = http()
+        .get(format!(
+            "{}/v1/tenants/acme/grants?run=local-agent-2",
+            serve.url
+        ))
+        .bearer_auth(&admin)
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(grants["grants"][0]["status"], "revoked", "{grants}");
+}
+
+#[test]
+fn a_run_without_a_board_still_lists_every_tool_and_each_call_says_so() {
+    let empty_cwd = tempfile::tempdir().unwrap();
+    let out = run(corkboard_run(
+        &["--tenant", "acme", "--caps", ALL_CAPS],
+        &[
+            venv_python().to_str().unwrap(),
+            client_script("agent_probe.py").to_str().unwrap(),
+        ],
+    )
+    .current_dir(empty_cwd.path()));
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        stdout_of(&out),
+        stderr_of(&out)
+    );
+    let result = json_line(&stdout_of(&out));
+    assert_eq!(result["ok"], true, "{result}");
+    let tools: Vec<&str> = result["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    for tool in [
+        "list_issues",
+        "get_issue",
+        "create_issue",
+        "update_issue",
+        "add_comment",
+    ] {
+        assert!(tools.contains(&tool), "{tool} missing from {tools:?}");
+    }
+    assert_eq!(result["create"]["is_error"], true, "{result}");
+    assert_eq!(
+        result["create"]["text"],
+        "board unavailable in this run: no board store is configured (start corkboard serve or pass --data-dir)"
+    );
+    assert!(
+        stderr_of(&out).contains("no board for this run"),
+        "{}",
+        stderr_of(&out)
+    );
+    // Nothing was created in the working directory.
+    assert_eq!(std::fs::read_dir(empty_cwd.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn cmd_gets_the_config_file_and_inline_json_but_never_the_admin_token() {
+    let serve = Serve::start();
+    let admin = serve.admin_token("platform-admin", None);
+    let script = r#"
+        printf 'mode=%s\n' "$(stat -c %a "$CORKBOARD_MCP_CONFIG")"
+        printf 'path=%s\n' "$CORKBOARD_MCP_CONFIG"
+        printf 'file=%s\n' "$(tr -d '\n' < "$CORKBOARD_MCP_CONFIG")"
+        printf 'inline=%s\n' "$CORKBOARD_MCP_CONFIG_JSON"
+        printf 'url=%s\n' "$CORKBOARD_MCP_URL"
+        printf 'no_proxy=%s|%s\n' "$NO_PROXY" "$no_proxy"
+        printf 'admin=%s\n' "${CORKBOARD_ADMIN_TOKEN:-absent}"
+    "#;
+    let out = run(corkboard_run(
+        &[
+            "--server",
+            serve.url(),
+            "--tenant",
+            "acme",
+            "--caps",
+            "issues:read",
+        ],
+        &["sh", "-c", script],
+    )
+    .env("CORKBOARD_ADMIN_TOKEN", &admin)
+    .env("NO_PROXY", "example.internal"));
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let stdout = stdout_of(&out);
+    let field = |name: &str| {
+        stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}=")))
+            .unwrap_or_else(|| panic!("{name} missing: {stdout}"))
+            .to_owned()
+    };
+    assert_eq!(field("mode"), "600");
+    let file: Value = serde_json::from_str(&field("file")).unwrap();
+    let inline: Value = serde_json::from_str(&field("inline")).unwrap();
+    assert_eq!(
+        file, inline,
+        "the inline JSON must be the file's configuration"
+    );
+    let server = &inline["mcpServers"]["corkboard"];
+    assert_eq!(server["type"], "http");
+    assert_eq!(server["url"], field("url").as_str());
+    assert_eq!(server["alwaysLoad"], true);
+    assert!(
+        server["headers"]["Authorization"]
+            .as_str()
+            .unwrap()
+            .starts_with("Bearer cbr_")
+    );
+    assert_eq!(field("no_proxy"), "example.internal,127.0.0.1|127.0.0.1");
+    assert_eq!(
+        field("admin"),
+        "absent",
+        "the agent must never see the admin JWT"
+    );
+    assert!(
+        !Path::new(&field("path")).exists(),
+        "the config file must be removed when the run ends"
+    );
+}
+
+#[test]
+fn the_exit_status_of_cmd_is_passed_on_even_when_it_crashes() {
+    let serve = Serve::start();
+    let admin = serve.admin_token("platform-admin", None);
+    for (script, expected, run_id) in [
+        ("exit 7", 7, "exits-7"),
+        ("kill -SEGV $$", 128 + 11, "crashes"),
+    ] {
+        let out = run(corkboard_run(
+            &[
+                "--server",
+                serve.url(),
+                "--tenant",
+                "acme",
+                "--run",
+                run_id,
+                "--caps",
+                "issues:read",
+            ],
+            &["sh", "-c", script],
+        )
+        .env("CORKBOARD_ADMIN_TOKEN", &admin));
+        assert_eq!(
+            out.status.code(),
+            Some(expected),
+            "{script}: {}",
+            stderr_of(&out)
+        );
+        let grants = grants_of(&serve, "acme", run_id);
+        assert_eq!(grants[0]["status"], "revoked", "{script}: {grants:?}");
+    }
+    let out = run(corkboard_run(
+        &["--tenant", "acme", "--caps", "issues:read"],
+        &["/nonexistent/agent"],
+    )
+    .current_dir(tempfile::tempdir().unwrap().path()));
+    assert_eq!(out.status.code(), Some(127), "{}", stderr_of(&out));
+}
+
+#[test]
+fn sigterm_and_sigint_are_forwarded_and_the_run_is_revoked() {
+    let serve = Serve::start();
+    let admin = serve.admin_token("platform-admin", None);
+    for (signal, run_id, code) in [("TERM", "signalled-term", 42), ("INT", "signalled-int", 43)] {
+        let script = format!(
+            "trap 'echo got-{signal}; exit {code}' {signal}; echo ready; while true; do sleep 0.05; done"
+        );
+        let mut cmd = corkboard_run(
+            &[
+                "--server",
+                serve.url(),
+                "--tenant",
+                "acme",
+                "--run",
+                run_id,
+                "--caps",
+                "issues:read",
+            ],
+            &["sh", "-c", &script],
+        );
+        cmd.env("CORKBOARD_ADMIN_TOKEN", &admin)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        let mut child = cmd.spawn().unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        assert_eq!(lines.next().unwrap().unwrap(), "ready");
+        let runs: Value = http()
+            .get(format!("{}/v1/runs?tenant=acme", serve.url()))
+            .bearer_auth(&admin)
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        assert!(
+            runs["runs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r["run"] == run_id),
+            "{runs}"
+        );
+        let pid = child.id().to_string();
+        assert!(
+            Command::new("kill")
+                .args([&format!("-{signal}"), &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+        let status = wait_timeout(&mut child, Duration::from_secs(30))
+            .expect("corkboard run exits after the signal");
+        assert_eq!(status.code(), Some(code), "{signal}");
+        assert_eq!(lines.next().unwrap().unwrap(), format!("got-{signal}"));
+        let grants = grants_of(&serve, "acme", run_id);
+        assert_eq!(grants[0]["status"], "revoked", "{signal}: {grants:?}");
+    }
+}

@@ -1,0 +1,146 @@
+//! Black-box: `corkboard serve` starts on embedded defaults, answers health
+//! checks, hands out grants, refuses bad configuration clearly, and stops
+//! gracefully on SIGTERM.
+
+mod support;
+
+use support::*;
+
+#[test]
+fn serve_starts_answers_health_and_stops_on_sigterm() {
+    let serve = Serve::start();
+    let client = http();
+    let health: serde_json::Value = client
+        .get(format!("{}/healthz", serve.url()))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(health["status"], "ok");
+    let ready = client
+        .get(format!("{}/readyz", serve.url()))
+        .send()
+        .unwrap();
+    assert_eq!(ready.status(), 200);
+    let ready: serde_json::Value = ready.json().unwrap();
+    assert_eq!(ready["store"], "ok");
+    // The signing secrets were created private to the owner.
+    use std::os::unix::fs::PermissionsExt;
+    for name in ["jwt.secret", "session.key"] {
+        let mode = std::fs::metadata(serve.data_dir.path().join(name))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "{name}");
+    }
+    let status = serve.process.terminate();
+    assert!(status.success(), "exit status after SIGTERM: {status:?}");
+}
+
+#[test]
+fn grant_create_prints_a_usable_token_and_client_config() {
+    let serve = Serve::start();
+    let granted = serve.grant("acme", "run-1", "issues:read,issues:create");
+    assert!(granted.token.starts_with("cbr_"), "{}", granted.token);
+    assert_eq!(granted.mcp_url, format!("{}/mcp", serve.url()));
+    let server = &granted.json["mcp_config"]["mcpServers"]["corkboard"];
+    assert_eq!(server["type"], "http");
+    assert_eq!(server["url"], granted.mcp_url.as_str());
+    assert_eq!(
+        server["headers"]["Authorization"],
+        format!("Bearer {}", granted.token)
+    );
+    assert_eq!(server["alwaysLoad"], true);
+
+    // The token is stored only as a hash: it appears nowhere in the data dir.
+    for entry in std::fs::read_dir(serve.data_dir.path()).unwrap() {
+        let bytes = std::fs::read(entry.unwrap().path()).unwrap_or_default();
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(
+            !text.contains(&granted.token[4..]),
+            "token found in the data dir"
+        );
+    }
+
+    let list = serve.cli(&["grant", "list", "--tenant", "acme", "--json"]);
+    assert!(list.status.success(), "{}", stderr_of(&list));
+    let listed: serde_json::Value = serde_json::from_str(&stdout_of(&list)).unwrap();
+    assert_eq!(listed["grants"][0]["id"], granted.grant_id.as_str());
+    assert_eq!(listed["grants"][0]["status"], "active");
+    assert!(
+        !stdout_of(&list).contains(&granted.token),
+        "list must never show tokens"
+    );
+
+    let revoke = serve.cli(&["grant", "revoke", &granted.grant_id]);
+    assert!(revoke.status.success(), "{}", stderr_of(&revoke));
+    let list = serve.cli(&["grant", "list", "--tenant", "acme", "--json"]);
+    let listed: serde_json::Value = serde_json::from_str(&stdout_of(&list)).unwrap();
+    assert_eq!(listed["grants"][0]["status"], "revoked");
+}
+
+#[test]
+fn bad_flags_and_config_name_the_offending_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("corkboard.toml");
+    std::fs::write(&config, "listen = \"127.0.0.1:0\"\nstorr = \"sqlite\"\n").unwrap();
+    let out = run(corkboard().args(["serve", "--config"]).arg(&config));
+    assert!(!out.status.success());
+    assert!(stderr_of(&out).contains("storr"), "{}", stderr_of(&out));
+
+    let out = run(corkboard().args(["serve", "--listen", "nonsense"]));
+    assert!(!out.status.success());
+    assert!(stderr_of(&out).contains("listen"), "{}", stderr_of(&out));
+
+    let out = run(corkboard()
+        .args(["serve", "--check-config"])
+        .env("CORKBOARD_STORE", "mongodb"));
+    assert!(!out.status.success());
+    assert!(
+        stderr_of(&out).contains("mongodb_uri"),
+        "{}",
+        stderr_of(&out)
+    );
+
+    let out = run(corkboard()
+        .args([
+            "grant",
+            "create",
+            "--tenant",
+            "Bad_Tenant",
+            "--run",
+            "r",
+            "--caps",
+            "issues:read",
+        ])
+        .arg("--data-dir")
+        .arg(dir.path()));
+    assert!(!out.status.success());
+    assert!(stderr_of(&out).contains("--tenant"), "{}", stderr_of(&out));
+}
+
+#[test]
+fn unwritable_data_dir_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let blocker = dir.path().join("not-a-dir");
+    std::fs::write(&blocker, "file in the way").unwrap();
+    let out = run(corkboard()
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&blocker));
+    assert!(!out.status.success());
+    let err = stderr_of(&out);
+    assert!(err.contains("not-a-dir"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn check_config_redacts_secrets() {
+    let out = run(corkboard()
+        .args(["server", "--check-config"])
+        .env("CORKBOARD_STORE", "mongodb")
+        .env("CORKBOARD_MONGODB_URI", "mongodb://admin:hunter2@db:27017"));
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let text = stdout_of(&out);
+    assert!(text.contains("store = \"mongodb\""), "{text}");
+    assert!(!text.contains("hunter2"), "{text}");
+}

@@ -1,0 +1,208 @@
+//! Black-box: the web board of `corkboard serve` in a real headless
+//! Chromium, while a real MCP client writes to the board.
+//!
+//! The browser part is `tests/clients/web/board.spec.mjs` (playwright-core
+//! driving `/usr/bin/chromium`, `@modelcontextprotocol/sdk` as the agent);
+//! this test starts the server, hands the script its sign-in link, tokens
+//! and admin JWTs (through the environment, never the command line), and
+//! asserts on the JSON summary it prints. Screenshots of the main pages are
+//! kept under `target/web-artifacts/`.
+
+mod support;
+
+use serde_json::Value;
+use std::process::Command;
+use std::time::{Duration, Instant};
+use support::*;
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+const AGENT_RUN: &str = "web-agent";
+const OTHER_RUN: &str = "globex-agent";
+
+/// Fails (never skips) with what to install when the browser stack is missing.
+fn require_browser_stack() {
+    let clients = repo_root().join("tests/clients/node_modules");
+    assert!(
+        std::path::Path::new(CHROMIUM).exists(),
+        "{CHROMIUM} is missing: install Debian `chromium` (scripts/setup-test-deps does)"
+    );
+    for package in ["playwright-core", "@modelcontextprotocol/sdk"] {
+        assert!(
+            clients.join(package).join("package.json").exists(),
+            "npm package {package} is missing in tests/clients: run `npm ci` there (scripts/setup-test-deps does)"
+        );
+    }
+    let node = Command::new("node").arg("--version").output();
+    assert!(
+        node.map(|o| o.status.success()).unwrap_or(false),
+        "`node` is missing: install Node.js 20 or later"
+    );
+}
+
+/// The sign-in link `corkboard serve` prints at start-up.
+fn signin_link(serve: &Serve) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut seen = Vec::new();
+    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+        let Ok(line) = serve.process.lines.recv_timeout(left) else {
+            break;
+        };
+        if let Some(at) = line.find("http").filter(|_| line.contains("/signin?code=")) {
+            return line[at..]
+                .split_whitespace()
+                .next()
+                .unwrap_or_default()
+                .to_owned();
+        }
+        seen.push(line);
+    }
+    panic!(
+        "`corkboard serve` printed no sign-in link (a line with /signin?code=); it printed:\n{}",
+        seen.join("\n")
+    );
+}
+
+#[test]
+fn the_web_board_works_in_a_real_browser() {
+    require_browser_stack();
+    let serve = Serve::start();
+    let link = signin_link(&serve);
+    assert!(
+        link.starts_with(&format!("{}/signin?code=", serve.url())),
+        "{link}"
+    );
+
+    let agent = serve.grant(
+        "acme",
+        AGENT_RUN,
+        "issues:read,issues:create,issues:update,comments:write",
+    );
+    let other = serve.grant("globex", OTHER_RUN, "issues:read,issues:create");
+    let viewer = serve.admin_token("viewer", Some("acme"));
+    let tenant_admin = serve.admin_token("tenant-admin", Some("acme"));
+
+    let artifacts = repo_root().join("target/web-artifacts");
+    std::fs::create_dir_all(&artifacts).expect("create target/web-artifacts");
+    let out = run(Command::new("node")
+        .current_dir(repo_root().join("tests/clients"))
+        .arg("web/board.spec.mjs")
+        .args([
+            "--url",
+            serve.url(),
+            "--signin",
+            &link,
+            "--mcp-url",
+            &agent.mcp_url,
+            "--run",
+            AGENT_RUN,
+        ])
+        .args(["--tenant", "acme", "--other-tenant", "globex"])
+        .arg("--artifacts")
+        .arg(&artifacts)
+        .env("WEB_TEST_RUN_TOKEN", &agent.token)
+        .env("WEB_TEST_OTHER_TOKEN", &other.token)
+        .env("WEB_TEST_VIEWER_JWT", &viewer)
+        .env("WEB_TEST_TENANT_ADMIN_JWT", &tenant_admin));
+    let stdout = stdout_of(&out);
+    let stderr = stderr_of(&out);
+    let summary: Value = stdout
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| {
+            panic!(
+                "the browser script printed no JSON summary\nstdout:\n{stdout}\nstderr:\n{stderr}"
+            )
+        });
+    assert_eq!(
+        summary["ok"], true,
+        "browser scenario failed: {}\nstderr:\n{stderr}",
+        summary["error"]
+    );
+    assert!(
+        out.status.success(),
+        "browser script exit status {:?}\nstderr:\n{stderr}",
+        out.status
+    );
+
+    let checks = &summary["checks"];
+    for name in [
+        "signin",
+        "signin_link_single_use",
+        "empty_state",
+        "live_create",
+        "move_persists",
+        "live_update",
+        "conflict",
+        "xss",
+        "csrf",
+        "viewer",
+        "cross_tenant",
+        "usable",
+        "revoke_run",
+    ] {
+        assert!(
+            !checks[name].is_null(),
+            "check {name} did not run: {summary}"
+        );
+    }
+    assert_eq!(checks["signin"]["cookie"]["httpOnly"], true);
+    assert_eq!(checks["signin"]["cookie"]["sameSite"], "Strict");
+    assert_eq!(checks["viewer"]["forged_revoke_status"], 403);
+    // Latencies are reported for the record; a busy machine must not fail the test.
+    eprintln!(
+        "web: MCP-created issue shown after {} ms, update after {} ms",
+        checks["live_create"]["appeared_after_ms"], checks["live_update"]["appeared_after_ms"]
+    );
+    for shot in [
+        "signin",
+        "empty-state",
+        "board",
+        "issue",
+        "conflict",
+        "grants",
+        "grants-viewer",
+        "cross-tenant",
+        "board-phone",
+    ] {
+        let path = artifacts.join(format!("{shot}.png"));
+        let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        assert!(
+            size > 1000,
+            "screenshot {} is missing or empty",
+            path.display()
+        );
+    }
+
+    // Outside the browser too: the run revoked from the page is refused on
+    // the MCP endpoint, and the other tenant's run is untouched.
+    let initialize = serde_json::json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": { "name": "web-test", "version": "1" }
+        }
+    });
+    let post = |token: &str| {
+        http()
+            .post(&agent.mcp_url)
+            .bearer_auth(token)
+            .header("Accept", "application/json, text/event-stream")
+            .json(&initialize)
+            .send()
+            .expect("MCP endpoint answers")
+            .status()
+            .as_u16()
+    };
+    let refused = post(&agent.token);
+    assert!(
+        refused == 401 || refused == 403,
+        "the revoked run's token must be refused, got {refused}"
+    );
+    assert_eq!(
+        post(&other.token),
+        200,
+        "the other tenant's token must still work"
+    );
+}
