@@ -142,6 +142,10 @@ pub enum Command {
         /// The exact suite command, shown in the header.
         #[arg(long, default_value = "scripts/bench")]
         suite_command: String,
+        /// Markdown appended as the findings section (analysis of the
+        /// figures: what stands between the code and each target).
+        #[arg(long)]
+        findings: Option<PathBuf>,
     },
 }
 
@@ -178,9 +182,23 @@ pub fn run(cli: Cli) -> Result<()> {
         output,
         note,
         suite_command,
+        findings,
     } = &cli.command
     {
-        return crate::report::write(input, output, note.as_deref(), suite_command);
+        let findings = match findings {
+            Some(path) => Some(
+                std::fs::read_to_string(path)
+                    .map_err(BenchError::io(format!("read {}", path.display())))?,
+            ),
+            None => None,
+        };
+        return crate::report::write(
+            input,
+            output,
+            note.as_deref(),
+            suite_command,
+            findings.as_deref(),
+        );
     }
     let runtime = if cli.common.threads <= 1 {
         tokio::runtime::Builder::new_current_thread()

@@ -10,9 +10,19 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 /// Writes the report for the records in `input` to `output`.
-pub fn write(input: &Path, output: &Path, note: Option<&str>, suite_command: &str) -> Result<()> {
+pub fn write(
+    input: &Path,
+    output: &Path,
+    note: Option<&str>,
+    suite_command: &str,
+    findings: Option<&str>,
+) -> Result<()> {
     let records = record::read(input)?;
-    let text = render(&records, &Machine::probe(), note, suite_command);
+    let mut text = render(&records, &Machine::probe(), note, suite_command);
+    if let Some(findings) = findings {
+        text.push_str(findings.trim_end());
+        text.push('\n');
+    }
     if let Some(parent) = output.parent()
         && !parent.as_os_str().is_empty()
     {
@@ -119,6 +129,16 @@ fn targets(records: &[Record]) -> Vec<Target> {
         })
         .map(|r| {
             let p99 = r.p99_ms.unwrap_or(f64::INFINITY);
+            let disk = records
+                .iter()
+                .find(|d| d.kind == "disk" && d.command == r.command)
+                .map_or_else(String::new, |d| {
+                    format!(
+                        " (disk fsync in the same run: p50 {} ms, p99 {} ms)",
+                        ms(d.p50_ms),
+                        ms(d.p99_ms)
+                    )
+                });
             (
                 format!(
                     "{} endpoint, {} registry, {}",
@@ -126,7 +146,7 @@ fn targets(records: &[Record]) -> Vec<Target> {
                     label(r, "registry"),
                     label(r, "era")
                 ),
-                format!("p99 {p99:.2} ms"),
+                format!("p99 {p99:.2} ms{disk}"),
                 Some(p99 <= 5.0 && r.errors == 0),
             )
         })
@@ -379,7 +399,8 @@ pub fn render(
         let _ = writeln!(s);
     }
 
-    let sections: [(&str, &str); 5] = [
+    let sections: [(&str, &str); 6] = [
+        ("disk", "Disk: fsync latency where the SQLite board lives"),
         (
             "revocation",
             "Revocation propagation (two servers sharing Redis)",

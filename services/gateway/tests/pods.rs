@@ -33,7 +33,7 @@ async fn any_pod_serves_any_run_and_revocation_and_budget_are_shared() -> Result
     let ledger: Arc<dyn GrantLedger> = Arc::new(MemoryLedger::new());
     let limit = RateLimit {
         per_second: 1,
-        burst: 6,
+        burst: 10,
     };
     let pod = || -> Result<Harness> {
         // Each pod has its own Redis clients (own cache, own subscription).
@@ -96,10 +96,11 @@ async fn any_pod_serves_any_run_and_revocation_and_budget_are_shared() -> Result
     assert_eq!(created.status, 200, "{:?}", created.json);
     assert_eq!(issues(store.as_ref(), "acme").await?.len(), 1);
 
-    // One budget for the run across pods: per-pod budgets would allow 12.
+    // One budget for the run across pods: per-pod budgets would let 20
+    // quick calls through.
     let mut allowed = 2; // the two calls above
     let mut limited = None;
-    for i in 0..12u32 {
+    for i in 0..24u32 {
         let answer = send(&client, &urls[(i % 2) as usize], token, &list(10 + i)).await?;
         match answer.status {
             200 => allowed += 1,
@@ -111,9 +112,10 @@ async fn any_pod_serves_any_run_and_revocation_and_budget_are_shared() -> Result
         }
     }
     let limited = limited.expect("the shared budget ran out");
+    // A few refilled tokens if the machine is slow, never 20.
     assert!(
-        (6..=8).contains(&allowed),
-        "{allowed} requests passed a shared burst of 6"
+        (10..16).contains(&allowed),
+        "{allowed} requests passed a shared burst of 10"
     );
     assert_eq!(limited.json["error"]["data"]["retryable"], true);
 

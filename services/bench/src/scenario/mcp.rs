@@ -2,9 +2,9 @@
 //! endpoint kind, store and registry, at each concurrency, in each era,
 //! with the ceiling measured at the same concurrency right before.
 
-use super::deploy::{DeploySpec, Deployment};
+use super::deploy::{DeploySpec, Deployment, Store};
 use crate::client::Target;
-use crate::error::Result;
+use crate::error::{BenchError, Result};
 use crate::load::{self, LoadSpec};
 use crate::mcp::{Era, Tool};
 use crate::procs::Binaries;
@@ -38,6 +38,11 @@ pub async fn run(
     let target = Target::parse(&granted.mcp_url)?;
     let ceiling_target = Target::parse(&format!("{}/mcp", ceiling.url))?;
     let spec = &scenario.deploy;
+    if spec.store == Store::Sqlite {
+        // Every acknowledged write waits for an fsync: the disk's own
+        // latency bounds what create_issue can do, so it is on record.
+        sink.emit(disk_probe(&deployment.data_dir())?)?;
+    }
     for &concurrency in &scenario.concurrency {
         // The ceiling right before the target, at the same concurrency:
         // the machine is shared, and only figures taken close together
@@ -85,4 +90,31 @@ pub async fn run(
         }
     }
     Ok(())
+}
+
+/// Samples of one 4 KiB write + `fsync` in `dir` (what a SQLite commit
+/// with `synchronous=FULL` waits for at least once).
+const FSYNC_SAMPLES: usize = 200;
+
+pub fn disk_probe(dir: &Path) -> Result<Record> {
+    use std::io::Write;
+    let path = dir.join("bench-fsync-probe");
+    let mut file = std::fs::File::create(&path)
+        .map_err(BenchError::io(format!("create {}", path.display())))?;
+    let block = [0u8; 4096];
+    let mut samples = Vec::with_capacity(FSYNC_SAMPLES);
+    for _ in 0..FSYNC_SAMPLES {
+        file.write_all(&block)
+            .map_err(BenchError::io("write probe"))?;
+        let started = std::time::Instant::now();
+        file.sync_all().map_err(BenchError::io("fsync probe"))?;
+        samples.push(started.elapsed().as_secs_f64() * 1000.0);
+    }
+    drop(file);
+    let _ = std::fs::remove_file(&path);
+    let mut record = Record::new("disk")
+        .label("mode", "4 KiB write + fsync in the data dir")
+        .with_samples(&samples);
+    record.note = Some("the floor under every durable SQLite commit".into());
+    Ok(record)
 }

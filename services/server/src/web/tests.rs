@@ -28,7 +28,8 @@ async fn fixture_with(configure: impl FnOnce(&mut Settings)) -> Fixture {
     let state = AppState::build(settings, SecretPolicy::CreateIfMissing)
         .await
         .unwrap();
-    let web = WebState::from_settings(&state.settings).unwrap();
+    // The application's own web state: the one its handlers use.
+    let web = state.web.clone();
     Fixture {
         state,
         web,
@@ -46,7 +47,6 @@ macro_rules! app {
         test::init_service(
             App::new()
                 .app_data(web::Data::new($f.state.clone()))
-                .app_data(web::Data::new($f.web.clone()))
                 .configure(crate::routes),
         )
         .await
