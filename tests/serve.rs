@@ -135,8 +135,22 @@ fn unwritable_data_dir_is_a_clear_error() {
 
 #[test]
 fn check_config_redacts_secrets() {
+    let dir = tempfile::tempdir().unwrap();
+    // A cluster role must be able to read its secret files.
+    let out = run(corkboard()
+        .args(["server", "--check-config", "--data-dir"])
+        .arg(dir.path().join("empty")));
+    assert!(!out.status.success());
+    assert!(
+        stderr_of(&out).contains("jwt_secret_file"),
+        "{}",
+        stderr_of(&out)
+    );
+
+    let secrets = cluster_secrets(dir.path());
     let out = run(corkboard()
         .args(["server", "--check-config"])
+        .envs(secrets.iter().cloned())
         .env("CORKBOARD_STORE", "mongodb")
         .env("CORKBOARD_MONGODB_URI", "mongodb://admin:hunter2@db:27017"));
     assert!(out.status.success(), "{}", stderr_of(&out));

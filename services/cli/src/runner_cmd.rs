@@ -8,6 +8,7 @@ use actix_web::{App, HttpServer, web};
 use anyhow::{Context, Result};
 use corkboard_gateway::Runner;
 use corkboard_server::{AppState, SecretPolicy};
+use corkboard_telemetry::HttpTelemetry;
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -16,10 +17,9 @@ pub fn run(args: RoleArgs) -> Result<ExitCode> {
     let started = Instant::now();
     let mut settings = args.config.load()?;
     if args.check_config {
-        write!(std::io::stdout(), "{}", settings.to_redacted_toml())?;
-        return Ok(ExitCode::SUCCESS);
+        return crate::serve_cmd::check_config(&settings, true);
     }
-    crate::logging::init(settings.log_format);
+    let telemetry = crate::logging::init_telemetry(&settings, "corkboard-runner")?;
     // Bound first, so that port 0 resolves before any URL is handed out.
     let listener = std::net::TcpListener::bind(settings.listen)
         .with_context(|| format!("listen: cannot bind {}", settings.listen))?;
@@ -30,12 +30,18 @@ pub fn run(args: RoleArgs) -> Result<ExitCode> {
         let runner = Runner::start(&state).await.context("starting the runner")?;
         let api = runner.api();
         let data = web::Data::new(state.clone());
+        let metrics = state.metrics.clone();
         let server = HttpServer::new(move || {
             let api = api.clone();
             App::new()
+                .wrap(
+                    HttpTelemetry::new(metrics.clone())
+                        .without_spans_for(["/healthz", "/readyz", "/metrics"]),
+                )
                 .app_data(data.clone())
                 .configure(move |cfg| api.configure(cfg))
                 .configure(corkboard_server::health::configure)
+                .configure(corkboard_server::metrics_route)
         })
         .tcp_nodelay(true)
         .listen(listener)
@@ -59,6 +65,9 @@ pub fn run(args: RoleArgs) -> Result<ExitCode> {
         runner.shutdown().await;
         state.audit.close().await;
         tracing::info!("stopped");
+        if let Err(err) = telemetry.shutdown().await {
+            tracing::warn!(error = %err, "trace export did not finish flushing");
+        }
         Ok(ExitCode::SUCCESS)
     })
 }

@@ -22,8 +22,7 @@ pub fn run(args: RoleArgs, role: Role) -> Result<ExitCode> {
     let started = Instant::now();
     let settings = args.config.load()?;
     if args.check_config {
-        write!(std::io::stdout(), "{}", settings.to_redacted_toml())?;
-        return Ok(ExitCode::SUCCESS);
+        return check_config(&settings, role == Role::Server);
     }
     let service = match role {
         Role::Serve => "corkboard-serve",
@@ -117,6 +116,18 @@ pub fn run(args: RoleArgs, role: Role) -> Result<ExitCode> {
         }
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// `--check-config`: prints the effective configuration (secrets redacted)
+/// and, for cluster roles, checks that the secret files it names can be
+/// read, so a bad Secret mount fails here rather than at start-up.
+pub fn check_config(settings: &corkboard_server::Settings, cluster_role: bool) -> Result<ExitCode> {
+    if cluster_role {
+        corkboard_server::state::admin_verifier(settings, SecretPolicy::MustExist)?;
+        corkboard_server::state::session_key(settings, SecretPolicy::MustExist)?;
+    }
+    write!(std::io::stdout(), "{}", settings.to_redacted_toml())?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Start-up lines on stdout: scripts and tests read the first one.

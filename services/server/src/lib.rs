@@ -28,6 +28,11 @@ pub fn routes(cfg: &mut actix_web::web::ServiceConfig) {
     web::configure(cfg);
     admin::configure(cfg);
     cfg.route("/mcp", actix_web::web::route().to(studio_mcp));
+    metrics_route(cfg);
+}
+
+/// `/metrics`, for every role's HTTP port.
+pub fn metrics_route(cfg: &mut actix_web::web::ServiceConfig) {
     cfg.route("/metrics", actix_web::web::get().to(metrics));
 }
 
