@@ -302,21 +302,26 @@ pub struct Remote {
 
 impl Remote {
     fn from_target(target: &Target) -> Result<Option<Self>> {
-        let Some(base) = &target.server else {
-            return Ok(None);
-        };
+        target.server.as_deref().map(Self::new).transpose()
+    }
+
+    /// A client of the admin API at `base`, with the admin JWT from
+    /// `CORKBOARD_ADMIN_TOKEN`.
+    pub fn new(base: &str) -> Result<Self> {
         let token = std::env::var("CORKBOARD_ADMIN_TOKEN")
             .map_err(|_| anyhow!("--server needs an admin JWT in CORKBOARD_ADMIN_TOKEN (mint one with `corkboard admin token`)"))?;
-        Ok(Some(Self {
+        Ok(Self {
             base: base.trim_end_matches('/').to_owned(),
             token,
             client: reqwest::Client::builder()
                 .timeout(std::time::Duration::from_secs(30))
                 .build()?,
-        }))
+        })
     }
 
-    async fn call(
+    /// One call; a refusal becomes an error naming the status, the stable
+    /// code and the server's message.
+    pub async fn call(
         &self,
         method: reqwest::Method,
         path: &str,

@@ -10,7 +10,7 @@
 //! runner's `POST /v1/runs` (admin JWT from `CORKBOARD_ADMIN_TOKEN`).
 
 use crate::cli::ConfigArgs;
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, anyhow};
 use clap::Args;
 use corkboard_board::{Capabilities, GrantLedger, RunId, TenantId};
 use corkboard_gateway::{Binding, Gateway, GatewayParts, MemoryLedger, Registration};
@@ -217,7 +217,8 @@ async fn in_process(
 
 async fn remote(server: String, request: GrantRequest, args: &RunArgs) -> Result<u8> {
     let mut signals = Signals::catch()?;
-    let api = Api::new(&server)?;
+    // The register API of a server or runner.
+    let api = crate::grant_cmd::Remote::new(&server)?;
     let caps: Vec<&str> = request.capabilities.iter().map(|c| c.as_str()).collect();
     let body = api
         .call(
@@ -336,61 +337,5 @@ fn forward(pid: Option<rustix::process::Pid>, signal: rustix::process::Signal) {
     if let Some(pid) = pid {
         // The child may have exited a moment ago; nothing to do then.
         let _ = rustix::process::kill_process(pid, signal);
-    }
-}
-
-/// The register API of a server or runner.
-struct Api {
-    base: String,
-    token: String,
-    client: reqwest::Client,
-}
-
-impl Api {
-    fn new(base: &str) -> Result<Self> {
-        let token = std::env::var("CORKBOARD_ADMIN_TOKEN").map_err(|_| {
-            anyhow!("--server needs an admin JWT in CORKBOARD_ADMIN_TOKEN (mint one with `corkboard admin token`)")
-        })?;
-        Ok(Self {
-            base: base.trim_end_matches('/').to_owned(),
-            token,
-            client: reqwest::Client::builder()
-                .timeout(Duration::from_secs(30))
-                .build()?,
-        })
-    }
-
-    async fn call(
-        &self,
-        method: reqwest::Method,
-        path: &str,
-        body: Option<Value>,
-    ) -> Result<Value> {
-        let mut request = self
-            .client
-            .request(method, format!("{}{}", self.base, path))
-            .bearer_auth(&self.token);
-        if let Some(body) = body {
-            request = request.json(&body);
-        }
-        let response = request
-            .send()
-            .await
-            .with_context(|| format!("cannot reach {}", self.base))?;
-        let status = response.status();
-        let value: Value = response.json().await.unwrap_or(Value::Null);
-        if !status.is_success() {
-            let text = |v: &Value| {
-                v.as_str()
-                    .map(str::to_owned)
-                    .unwrap_or_else(|| v.to_string())
-            };
-            bail!(
-                "server refused ({status}, {}): {}",
-                text(&value["error"]["code"]),
-                text(&value["error"]["message"])
-            );
-        }
-        Ok(value)
     }
 }

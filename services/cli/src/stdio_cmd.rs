@@ -34,8 +34,8 @@ use clap::{Args, Subcommand};
 use corkboard_board::IssueStore;
 use corkboard_grants::RunToken;
 use corkboard_mcp::{
-    AuthRejection, Engine, Principal, ServerIdentity, StdioOptions, ToolBackend, ToolCall,
-    ToolOutput, ToolSet, meta_key, serve_stdio,
+    AuthRejection, Engine, Line, Principal, ServerIdentity, StdioOptions, ToolBackend, ToolCall,
+    ToolOutput, ToolSet, meta_key, read_line, serve_stdio,
 };
 use corkboard_server::Settings;
 use corkboard_server::audit::AuditWriter;
@@ -46,7 +46,7 @@ use std::io;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufRead, AsyncWrite, AsyncWriteExt, BufReader};
 
 /// Where the run token comes from (never a flag: command lines are visible
 /// to other users of the machine).
@@ -876,53 +876,6 @@ fn header_text(value: &str) -> String {
             "=?base64?{}?=",
             base64::engine::general_purpose::STANDARD.encode(value)
         )
-    }
-}
-
-enum Line {
-    Eof,
-    Message,
-    TooLong,
-}
-
-/// Reads one line into `buf` (without its newline), never holding more
-/// than `max` bytes of it.
-async fn read_line<R: AsyncBufRead + Unpin>(
-    input: &mut R,
-    buf: &mut Vec<u8>,
-    max: usize,
-) -> io::Result<Line> {
-    buf.clear();
-    let mut too_long = false;
-    let mut saw_any = false;
-    loop {
-        let available = input.fill_buf().await?;
-        if available.is_empty() {
-            return Ok(match (saw_any, too_long) {
-                (false, _) => Line::Eof,
-                (true, true) => Line::TooLong,
-                (true, false) => Line::Message,
-            });
-        }
-        saw_any = true;
-        let newline = available.iter().position(|&b| b == b'\n');
-        let take = newline.unwrap_or(available.len());
-        if !too_long {
-            if buf.len() + take > max {
-                too_long = true;
-                buf.clear();
-            } else {
-                buf.extend_from_slice(&available[..take]);
-            }
-        }
-        input.consume(newline.map_or(take, |i| i + 1));
-        if newline.is_some() {
-            return Ok(if too_long {
-                Line::TooLong
-            } else {
-                Line::Message
-            });
-        }
     }
 }
 

@@ -10,11 +10,9 @@
 use crate::error::GatewayError;
 use crate::key::RunKey;
 use async_trait::async_trait;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::cluster::ClusterClient;
-use redis::cluster_async::ClusterConnection;
+use corkboard_grants::RedisConnector;
 use std::collections::HashMap;
-use std::sync::{Mutex, RwLock};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use thiserror::Error;
 use tokio::runtime::Handle;
@@ -138,17 +136,6 @@ redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return {allowed, wait}
 ";
 
-#[derive(Clone)]
-enum Conn {
-    Single(ConnectionManager),
-    Cluster(ClusterConnection),
-}
-
-enum Client {
-    Single(redis::Client, ConnectionManagerConfig),
-    Cluster(ClusterClient),
-}
-
 /// Token buckets in Redis, shared by every runner pod.
 ///
 /// Fails open: when Redis does not answer within the operation timeout the
@@ -159,10 +146,7 @@ pub struct RedisRateLimiter {
     limit: RateLimit,
     prefix: String,
     timeout: Duration,
-    client: Client,
-    handle: Handle,
-    conn: RwLock<Option<Conn>>,
-    connecting: tokio::sync::Mutex<()>,
+    redis: RedisConnector,
 }
 
 impl std::fmt::Debug for RedisRateLimiter {
@@ -191,89 +175,23 @@ impl RedisRateLimiter {
             key: "redis_url",
             reason: format!("not a usable Redis URL: {}", e.category()),
         };
-        let client = match urls {
-            [] => {
-                return Err(GatewayError::Config {
-                    key: "redis_url",
-                    reason: "required for the shared rate limiter".to_owned(),
-                });
-            }
-            [url] => Client::Single(
-                redis::Client::open(url.as_str()).map_err(bad_url)?,
-                ConnectionManagerConfig::new()
-                    .set_connection_timeout(timeout)
-                    .set_response_timeout(timeout)
-                    .set_number_of_retries(2)
-                    .set_max_delay(500),
-            ),
-            urls => Client::Cluster(
-                ClusterClient::builder(urls.iter().map(String::as_str))
-                    .connection_timeout(timeout)
-                    .response_timeout(timeout)
-                    .retries(2)
-                    .build()
-                    .map_err(bad_url)?,
-            ),
-        };
+        if urls.is_empty() {
+            return Err(GatewayError::Config {
+                key: "redis_url",
+                reason: "required for the shared rate limiter".to_owned(),
+            });
+        }
+        let redis = RedisConnector::new(urls, urls.len() > 1, timeout, handle).map_err(bad_url)?;
         Ok(Self {
             limit,
             prefix: key_prefix.to_owned(),
             timeout,
-            client,
-            handle,
-            conn: RwLock::new(None),
-            connecting: tokio::sync::Mutex::new(()),
+            redis,
         })
     }
 
     fn key(&self, run: &RunKey) -> String {
         format!("{}ratelimit:{}:{}", self.prefix, run.tenant, run.run)
-    }
-
-    fn cached(&self) -> Option<Conn> {
-        self.conn
-            .read()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .clone()
-    }
-
-    async fn connection(&self) -> redis::RedisResult<Conn> {
-        if let Some(conn) = self.cached() {
-            return Ok(conn);
-        }
-        let _one_at_a_time = self.connecting.lock().await;
-        if let Some(conn) = self.cached() {
-            return Ok(conn);
-        }
-        // Opened on the owning runtime: the connection's driver task must
-        // outlive whichever thread asked first.
-        let opening = match &self.client {
-            Client::Single(client, config) => {
-                let (client, config) = (client.clone(), config.clone());
-                self.handle.spawn(async move {
-                    ConnectionManager::new_with_config(client, config)
-                        .await
-                        .map(Conn::Single)
-                })
-            }
-            Client::Cluster(client) => {
-                let client = client.clone();
-                self.handle
-                    .spawn(async move { client.get_async_connection().await.map(Conn::Cluster) })
-            }
-        };
-        let conn = opening.await.map_err(|e| {
-            redis::RedisError::from((
-                redis::ErrorKind::IoError,
-                "connection task failed",
-                e.to_string(),
-            ))
-        })??;
-        *self
-            .conn
-            .write()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(conn.clone());
-        Ok(conn)
     }
 
     async fn run_script(&self, key: String) -> redis::RedisResult<(i64, i64)> {
@@ -285,10 +203,7 @@ impl RedisRateLimiter {
             .arg(self.limit.per_second.max(1))
             .arg(self.limit.burst.max(1))
             .arg(ttl_ms);
-        match self.connection().await? {
-            Conn::Single(mut conn) => cmd.query_async(&mut conn).await,
-            Conn::Cluster(mut conn) => cmd.query_async(&mut conn).await,
-        }
+        self.redis.get().await?.query(&cmd).await
     }
 
     /// Long enough for an idle bucket to refill completely, so forgetting
@@ -310,10 +225,7 @@ impl RateLimiter for RedisRateLimiter {
             Ok(Err(err)) => {
                 if err.is_io_error() || err.is_connection_dropped() {
                     // Let the next call reconnect from scratch.
-                    *self
-                        .conn
-                        .write()
-                        .unwrap_or_else(|poisoned| poisoned.into_inner()) = None;
+                    self.redis.reset();
                 }
                 tracing::warn!(run = %run, error = %err.category(), "rate limiter: Redis failed; allowing the request");
                 Ok(())

@@ -15,6 +15,7 @@ mod jwt;
 mod ledger_registry;
 mod memory;
 mod redis;
+mod redis_conn;
 mod registry;
 mod service;
 mod token;
@@ -30,6 +31,7 @@ pub use jwt::{
 };
 pub use ledger_registry::{LedgerRegistry, ReadThroughRegistry};
 pub use memory::MemoryRegistry;
+pub use redis_conn::{RedisConn, RedisConnector};
 pub use registry::TokenRegistry;
 pub use service::{GrantRequest, GrantService, IssuedGrant, mcp_client_config};
 pub use token::{RunToken, TokenHash};

@@ -21,19 +21,17 @@
 
 use crate::cache::{GrantCache, Lookup};
 use crate::error::RegistryError;
+use crate::redis_conn::RedisConnector;
 use crate::registry::TokenRegistry;
 use crate::token::TokenHash;
 use async_trait::async_trait;
 use corkboard_board::{Grant, GrantId, RunId, StoreError, TenantId, Timestamp, ValidationError};
 use futures_util::StreamExt;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::cluster::ClusterClient;
-use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, FromRedisValue, Pipeline, RedisResult};
 use std::fmt;
 use std::future::Future;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 use tokio::runtime::Handle;
 use tokio::task::AbortHandle;
@@ -197,7 +195,13 @@ impl RedisRegistry {
             RegistryError::Unavailable("the Redis registry needs a Tokio runtime".into())
         })?;
         validate(&config)?;
-        let connector = Connector::new(&config, handle.clone())?;
+        let connector = RedisConnector::new(
+            &config.urls,
+            config.is_cluster(),
+            config.operation_timeout,
+            handle.clone(),
+        )
+        .map_err(|e| invalid_url(&e))?;
         let subscription_clients = config
             .urls
             .iter()
@@ -405,7 +409,7 @@ impl TokenRegistry for RedisRegistry {
 struct Shared {
     keys: Keys,
     cache: GrantCache,
-    connector: Connector,
+    connector: RedisConnector,
     grace: Duration,
     operation_timeout: Duration,
     origin: Instant,
@@ -536,122 +540,6 @@ impl Keys {
 
     fn channel(&self) -> String {
         format!("{}revocations", self.prefix)
-    }
-}
-
-#[derive(Clone)]
-enum Conn {
-    Single(ConnectionManager),
-    Cluster(ClusterConnection),
-}
-
-impl Conn {
-    async fn query<T: FromRedisValue>(&mut self, cmd: &Cmd) -> RedisResult<T> {
-        match self {
-            Self::Single(c) => cmd.query_async(c).await,
-            Self::Cluster(c) => cmd.query_async(c).await,
-        }
-    }
-
-    async fn query_pipe<T: FromRedisValue>(&mut self, pipe: &Pipeline) -> RedisResult<T> {
-        match self {
-            Self::Single(c) => pipe.query_async(c).await,
-            Self::Cluster(c) => pipe.query_async(c).await,
-        }
-    }
-}
-
-enum ClientKind {
-    Single(redis::Client, ConnectionManagerConfig),
-    Cluster(ClusterClient),
-}
-
-/// Opens the connection on first use (so a registry can start while Redis
-/// is down) on the registry's own runtime, so its driver tasks do not live
-/// on whichever worker happened to make the first request. Once open, both
-/// connection kinds reconnect by themselves.
-struct Connector {
-    kind: ClientKind,
-    handle: Handle,
-    current: RwLock<Option<Conn>>,
-    connecting: tokio::sync::Mutex<()>,
-}
-
-impl Connector {
-    fn new(config: &RedisRegistryConfig, handle: Handle) -> Result<Self, RegistryError> {
-        let timeout = config.operation_timeout;
-        let kind = if config.is_cluster() {
-            let client = ClusterClient::builder(config.urls.iter().map(String::as_str))
-                .connection_timeout(timeout)
-                .response_timeout(timeout)
-                .retries(2)
-                .build()
-                .map_err(|e| invalid_url(&e))?;
-            ClientKind::Cluster(client)
-        } else {
-            let url = config.urls.first().map(String::as_str).unwrap_or_default();
-            let client = redis::Client::open(url).map_err(|e| invalid_url(&e))?;
-            let manager = ConnectionManagerConfig::new()
-                .set_connection_timeout(timeout)
-                .set_response_timeout(timeout)
-                // Few, short retries: callers time out after one
-                // operation timeout anyway, and a failed reconnection is
-                // started again by the next call.
-                .set_number_of_retries(2)
-                .set_max_delay(500);
-            ClientKind::Single(client, manager)
-        };
-        Ok(Self {
-            kind,
-            handle,
-            current: RwLock::new(None),
-            connecting: tokio::sync::Mutex::new(()),
-        })
-    }
-
-    fn is_cluster(&self) -> bool {
-        matches!(self.kind, ClientKind::Cluster(_))
-    }
-
-    async fn get(&self) -> RedisResult<Conn> {
-        if let Some(conn) = self.cached() {
-            return Ok(conn);
-        }
-        let _one_at_a_time = self.connecting.lock().await;
-        if let Some(conn) = self.cached() {
-            return Ok(conn);
-        }
-        let opening = match &self.kind {
-            ClientKind::Single(client, config) => {
-                let (client, config) = (client.clone(), config.clone());
-                self.handle.spawn(async move {
-                    ConnectionManager::new_with_config(client, config)
-                        .await
-                        .map(Conn::Single)
-                })
-            }
-            ClientKind::Cluster(client) => {
-                let client = client.clone();
-                self.handle
-                    .spawn(async move { client.get_async_connection().await.map(Conn::Cluster) })
-            }
-        };
-        let conn = opening.await.map_err(|e| {
-            redis::RedisError::from((
-                redis::ErrorKind::IoError,
-                "connection task failed",
-                e.to_string(),
-            ))
-        })??;
-        *self.current.write().unwrap_or_else(|p| p.into_inner()) = Some(conn.clone());
-        Ok(conn)
-    }
-
-    fn cached(&self) -> Option<Conn> {
-        self.current
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
     }
 }
 

@@ -34,6 +34,6 @@ pub use session::{
     MemorySessionEnds, SessionClaims, SessionCodec, SessionEnds, SessionKey, SessionNonce,
     SessionRejection,
 };
-pub use stdio::{StdioOptions, serve_stdio};
+pub use stdio::{Line, StdioOptions, read_line, serve_stdio};
 pub use validate::{HeaderSlot, RequestHeaders};
 pub use wire::{RpcError, code, meta_key};

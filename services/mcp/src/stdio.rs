@@ -36,15 +36,18 @@ impl Default for StdioOptions {
     }
 }
 
-enum Line {
+/// What [`read_line`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Line {
     Eof,
     Message,
     TooLong,
 }
 
-/// Reads one line into `buf` (without its newline), never holding more
-/// than `max` bytes of it.
-async fn read_line<R: AsyncBufRead + Unpin>(
+/// Reads one newline-delimited line into `buf` (without its newline),
+/// never holding more than `max` bytes of it; a longer line is consumed
+/// and reported as [`Line::TooLong`].
+pub async fn read_line<R: AsyncBufRead + Unpin>(
     input: &mut R,
     buf: &mut Vec<u8>,
     max: usize,
