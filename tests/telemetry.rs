@@ -160,7 +160,19 @@ fn metrics_parse_as_prometheus_text_and_move_with_traffic() {
         );
         assert_eq!(status, 200);
     }
+    let init = http()
+        .post(&granted.mcp_url)
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .bearer_auth(&granted.token)
+        .body(json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{
+            "protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}).to_string())
+        .send()
+        .unwrap();
+    assert_eq!(init.status(), 200);
     let after = scrape();
+    let sessions = |t: &str| metric(t, "corkboard_legacy_sessions_total", &["event=\"started\""]);
+    assert_eq!(sessions(&after) - sessions(&before), 1.0);
     let calls = |t: &str| {
         metric(
             t,

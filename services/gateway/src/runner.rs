@@ -106,6 +106,27 @@ pub fn rate_limiter(
     }
 }
 
+/// Counts every refusal of the run's rate limiter in the process metrics.
+struct CountingLimiter {
+    inner: Arc<dyn RateLimiter>,
+    metrics: corkboard_telemetry::Metrics,
+}
+
+#[async_trait::async_trait]
+impl RateLimiter for CountingLimiter {
+    async fn acquire(&self, run: &crate::key::RunKey) -> Result<(), crate::limiter::RateLimited> {
+        let result = self.inner.acquire(run).await;
+        if result.is_err() {
+            self.metrics.rate_limited();
+        }
+        result
+    }
+
+    fn forget(&self, run: &crate::key::RunKey) {
+        self.inner.forget(run);
+    }
+}
+
 impl Runner {
     /// Starts the gateway over `state` (its store, grants, registry and
     /// session key) and, in shared mode, the shared gateway port. Must run
@@ -137,7 +158,10 @@ impl Runner {
             state.tool_audit.clone(),
             config.store_timeout,
         );
-        let limiter = rate_limiter(settings, config.rate_limit)?;
+        let limiter: Arc<dyn RateLimiter> = Arc::new(CountingLimiter {
+            inner: rate_limiter(settings, config.rate_limit)?,
+            metrics: state.metrics.clone(),
+        });
         let gateway = Gateway::start(
             config,
             GatewayParts {
@@ -147,6 +171,17 @@ impl Runner {
                 actor_arbiter: None,
             },
         )?;
+        // Active runs, as the process's gauge (read once a second).
+        let observed = gateway.clone();
+        let metrics = state.metrics.clone();
+        actix_rt::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(1));
+            loop {
+                tick.tick().await;
+                let runs = i64::try_from(observed.stats().runs).unwrap_or(i64::MAX);
+                metrics.active_runs().set(runs);
+            }
+        });
         let shared = match shared_listener {
             Some((listener, bound)) => {
                 let routes = gateway.clone();

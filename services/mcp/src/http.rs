@@ -445,6 +445,9 @@ impl<B: ToolBackend> McpEndpoint<B> {
             .inner
             .codec
             .mint(revision, principal.session_binding(), now_secs())?;
+        if let Some(metrics) = &self.inner.settings.metrics {
+            metrics.legacy_session_started();
+        }
         HeaderValue::from_str(&id).ok()
     }
 
@@ -514,6 +517,9 @@ impl<B: ToolBackend> McpEndpoint<B> {
         match ended {
             Ok(()) => {
                 summary.outcome = "ok";
+                if let Some(metrics) = &self.inner.settings.metrics {
+                    metrics.legacy_session_ended();
+                }
                 (200, HttpResponse::Ok().finish())
             }
             Err(e) => {

@@ -128,7 +128,7 @@ struct Inner {
     revocations: IntCounter,
     rate_limited: IntCounterVec,
     active_runs: IntGauge,
-    legacy_sessions: IntGauge,
+    legacy_sessions: IntCounterVec,
     registry_counters: Arc<RegistryCollector>,
 }
 
@@ -198,9 +198,15 @@ impl Metrics {
         registry.register(Box::new(SharedRegistryCollector(registry_counters.clone())))?;
         let active_runs = IntGauge::new("corkboard_active_runs", "Runs with a live gateway.")?;
         registry.register(Box::new(active_runs.clone()))?;
-        let legacy_sessions = IntGauge::new(
-            "corkboard_legacy_sessions",
-            "Open legacy (2025 revision) MCP sessions.",
+        // Legacy sessions are signed, self-contained ids with no server-side
+        // record, so "open sessions" cannot be counted; starts and explicit
+        // ends can.
+        let legacy_sessions = IntCounterVec::new(
+            Opts::new(
+                "corkboard_legacy_sessions_total",
+                "Legacy (2025 revision) MCP sessions started by initialize and ended by DELETE.",
+            ),
+            &["event"],
         )?;
         registry.register(Box::new(legacy_sessions.clone()))?;
         let revocations = IntCounter::new(
@@ -472,7 +478,24 @@ impl Metrics {
     }
 
     /// Open legacy MCP sessions.
-    pub fn legacy_sessions(&self) -> &IntGauge {
+    /// A legacy session started (`initialize`).
+    pub fn legacy_session_started(&self) {
+        self.inner
+            .legacy_sessions
+            .with_label_values(&["started"])
+            .inc();
+    }
+
+    /// A legacy session ended by the client (`DELETE`).
+    pub fn legacy_session_ended(&self) {
+        self.inner
+            .legacy_sessions
+            .with_label_values(&["ended"])
+            .inc();
+    }
+
+    #[doc(hidden)]
+    pub fn legacy_sessions(&self) -> &IntCounterVec {
         &self.inner.legacy_sessions
     }
 

@@ -118,7 +118,7 @@ async fn typed_recorders_appear_with_bounded_labels() {
     metrics.revocation();
     metrics.rate_limited();
     metrics.active_runs().set(3);
-    metrics.legacy_sessions().inc();
+    metrics.legacy_session_started();
     metrics
         .for_tenant("tenant-a")
         .tool_call("get_issue", "ok", MS);
@@ -199,7 +199,14 @@ async fn typed_recorders_appear_with_bounded_labels() {
     assert_eq!(value(&s, "corkboard_revocations_total", &[]), Some(1.0));
     assert_eq!(value(&s, "corkboard_rate_limited_total", &[]), Some(1.0));
     assert_eq!(value(&s, "corkboard_active_runs", &[]), Some(3.0));
-    assert_eq!(value(&s, "corkboard_legacy_sessions", &[]), Some(1.0));
+    assert_eq!(
+        value(
+            &s,
+            "corkboard_legacy_sessions_total",
+            &[("event", "started")]
+        ),
+        Some(1.0)
+    );
     assert!(!text.contains("tenant"), "no tenant label unless enabled");
 }
 
