@@ -41,7 +41,12 @@ pub async fn run(
     if spec.store == Store::Sqlite {
         // Every acknowledged write waits for an fsync: the disk's own
         // latency bounds what create_issue can do, so it is on record.
-        sink.emit(disk_probe(&deployment.data_dir())?)?;
+        sink.emit(
+            disk_probe(&deployment.data_dir())?
+                .label("endpoint", spec.endpoint)
+                .label("store", spec.store)
+                .label("registry", spec.registry),
+        )?;
     }
     for &concurrency in &scenario.concurrency {
         // The ceiling right before the target, at the same concurrency:
@@ -112,9 +117,10 @@ pub fn disk_probe(dir: &Path) -> Result<Record> {
     }
     drop(file);
     let _ = std::fs::remove_file(&path);
-    let mut record = Record::new("disk")
-        .label("mode", "4 KiB write + fsync in the data dir")
-        .with_samples(&samples);
-    record.note = Some("the floor under every durable SQLite commit".into());
+    let mut record = Record::new("disk").with_samples(&samples);
+    record.note = Some(
+        "each sample is one 4 KiB write + fsync in the scenario's data dir, the floor under every durable SQLite commit"
+            .into(),
+    );
     Ok(record)
 }
