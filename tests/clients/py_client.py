@@ -262,43 +262,48 @@ async def run(options: argparse.Namespace, label: str) -> dict[str, Any]:
         except Exception as err:  # noqa: BLE001
             raise Failure(f"connect failed (statuses {recorder.statuses}): {describe(err)}") from err
         try:
-            version = client.protocol_version
-            era = "modern" if version in MODERN_PROTOCOL_VERSIONS else "legacy"
-            info = client.server_info
-            # Required from `initialize`; only a SHOULD in the stateless era.
-            if era == "legacy" or info is not None:
-                check(info is not None and bool(info.name) and bool(info.version), f"serverInfo lacks name/version: {info}")
-            if options.expect_era is not None:
-                check(era == options.expect_era, f"expected the {options.expect_era} era, negotiated {era} ({version})")
-            try:
-                if options.caps_check is not None:
-                    expected = [s.strip() for s in options.caps_check.split(",") if s.strip()]
-                    summary = await caps_scenario(client, expected, recorder)
-                else:
-                    summary = await full_scenario(client, label)
-            except Failure:
-                raise
-            except Exception as err:  # noqa: BLE001
-                raise Failure(f"request failed (statuses {recorder.statuses}): {describe(err)}") from err
-            print(f"{label}: ok ({era} {version})", file=sys.stderr)
-            return {
-                "client": label,
-                "mode": options.mode,
-                "protocol_version": version,
-                "era": era,
-                "server": info.model_dump(mode="json", exclude_none=True) if info is not None else None,
-                **summary,
-            }
+            return await exercise(client, options, label, recorder)
         finally:
             await client.__aexit__(None, None, None)
 
 
-async def main() -> int:
-    options = parse_options()
-    label = f"py-mcp/{options.mode}"
+async def exercise(client: Any, options: argparse.Namespace, label: str, recorder: Recorder) -> dict[str, Any]:
+    """The scenario on a connected client, whatever its transport."""
+    version = client.protocol_version
+    era = "modern" if version in MODERN_PROTOCOL_VERSIONS else "legacy"
+    info = client.server_info
+    # Required from `initialize`; only a SHOULD in the stateless era.
+    if era == "legacy" or info is not None:
+        check(info is not None and bool(info.name) and bool(info.version), f"serverInfo lacks name/version: {info}")
+    if options.expect_era is not None:
+        check(era == options.expect_era, f"expected the {options.expect_era} era, negotiated {era} ({version})")
+    try:
+        if options.caps_check is not None:
+            expected = [s.strip() for s in options.caps_check.split(",") if s.strip()]
+            summary = await caps_scenario(client, expected, recorder)
+        else:
+            summary = await full_scenario(client, label)
+    except Failure:
+        raise
+    except Exception as err:  # noqa: BLE001
+        raise Failure(f"request failed (statuses {recorder.statuses}): {describe(err)}") from err
+    print(f"{label}: ok ({era} {version})", file=sys.stderr)
+    return {
+        "client": label,
+        "mode": options.mode,
+        "protocol_version": version,
+        "era": era,
+        "server": info.model_dump(mode="json", exclude_none=True) if info is not None else None,
+        **summary,
+    }
+
+
+async def run_reporting(options: argparse.Namespace, label: str, run_fn: Any) -> int:
+    """Runs `run_fn(options, label)` within the deadline and prints the one
+    JSON summary line, whatever happens."""
     try:
         with anyio.fail_after(options.timeout_ms / 1000):
-            body = await run(options, label)
+            body = await run_fn(options, label)
     except Failure as err:
         return finish(label, False, {"error": str(err)})
     except BaseExceptionGroup as group:
@@ -314,6 +319,11 @@ async def main() -> int:
             raise
         return finish(label, False, {"error": f"unexpected error: {describe(err)}"})
     return finish(label, True, body)
+
+
+async def main() -> int:
+    options = parse_options()
+    return await run_reporting(options, f"py-mcp/{options.mode}", run)
 
 
 def first_failure(err: BaseException) -> Failure | None:

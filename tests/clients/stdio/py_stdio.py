@@ -36,12 +36,10 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS  # noqa: E402
 from py_client import (  # noqa: E402
     Failure,
     Recorder,
-    caps_scenario,
     check,
     describe,
-    finish,
-    first_failure,
-    full_scenario,
+    exercise,
+    run_reporting,
 )
 
 MODES = ["legacy", "auto", *MODERN_PROTOCOL_VERSIONS]
@@ -94,56 +92,14 @@ async def run(options: argparse.Namespace, label: str) -> dict[str, Any]:
     except Exception as err:  # noqa: BLE001
         raise Failure(f"connect failed: {describe(err)}") from err
     try:
-        version = client.protocol_version
-        era = "modern" if version in MODERN_PROTOCOL_VERSIONS else "legacy"
-        info = client.server_info
-        if era == "legacy" or info is not None:
-            check(info is not None and bool(info.name) and bool(info.version), f"serverInfo lacks name/version: {info}")
-        if options.expect_era is not None:
-            check(era == options.expect_era, f"expected the {options.expect_era} era, negotiated {era} ({version})")
-        try:
-            if options.caps_check is not None:
-                expected = [s.strip() for s in options.caps_check.split(",") if s.strip()]
-                summary = await caps_scenario(client, expected, Recorder())
-            else:
-                summary = await full_scenario(client, label)
-        except Failure:
-            raise
-        except Exception as err:  # noqa: BLE001
-            raise Failure(f"request failed: {describe(err)}") from err
-        print(f"{label}: ok ({era} {version})", file=sys.stderr)
-        return {
-            "client": label,
-            "mode": options.mode,
-            "protocol_version": version,
-            "era": era,
-            "server": info.model_dump(mode="json", exclude_none=True) if info is not None else None,
-            **summary,
-        }
+        return await exercise(client, options, label, Recorder())
     finally:
         await client.__aexit__(None, None, None)
 
 
 async def main() -> int:
     options = parse_options()
-    label = f"py-mcp-stdio/{options.mode}"
-    try:
-        with anyio.fail_after(options.timeout_ms / 1000):
-            body = await run(options, label)
-    except Failure as err:
-        return finish(label, False, {"error": str(err)})
-    except BaseExceptionGroup as group:
-        failure = first_failure(group)
-        if failure is None:
-            return finish(label, False, {"error": f"MCP connection failed: {describe(group)}"})
-        return finish(label, False, {"error": str(failure)})
-    except TimeoutError:
-        return finish(label, False, {"error": f"no result within {options.timeout_ms} ms"})
-    except BaseException as err:  # noqa: BLE001 - report anything, exit non-zero
-        if isinstance(err, (KeyboardInterrupt, SystemExit)):
-            raise
-        return finish(label, False, {"error": f"unexpected error: {describe(err)}"})
-    return finish(label, True, body)
+    return await run_reporting(options, f"py-mcp-stdio/{options.mode}", run)
 
 
 if __name__ == "__main__":
