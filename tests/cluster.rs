@@ -116,6 +116,26 @@ fn a_grant_made_on_one_replica_works_on_the_other_and_revocation_reaches_it() {
         .send()
         .unwrap();
     assert_eq!(listed.status(), 200);
+    // Ended on B (DELETE), refused on A: ended sessions are shared too.
+    let ended = http()
+        .delete(format!("{}/mcp", b.url))
+        .header("Mcp-Session-Id", &session)
+        .header("MCP-Protocol-Version", "2025-11-25")
+        .bearer_auth(token)
+        .send()
+        .unwrap();
+    assert_eq!(ended.status(), 200);
+    let reused = http()
+        .post(format!("{}/mcp", a.url))
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .header("Mcp-Session-Id", &session)
+        .header("MCP-Protocol-Version", "2025-11-25")
+        .bearer_auth(token)
+        .body(json!({"jsonrpc":"2.0","id":3,"method":"tools/list"}).to_string())
+        .send()
+        .unwrap();
+    assert_eq!(reused.status(), 404, "a session ended on B must be unknown on A");
 
     // Revoked on A, refused on B.
     let grant_id = issued["grant"]["id"].as_str().unwrap();

@@ -189,6 +189,7 @@ async fn in_process(
             binding: board.binding,
             limiter,
             actor_arbiter: None,
+            session_ends: None,
         },
     )?;
     let (tenant, run) = (request.tenant.clone(), request.run.clone());

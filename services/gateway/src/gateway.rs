@@ -32,6 +32,9 @@ pub struct GatewayParts {
     pub limiter: Arc<dyn RateLimiter>,
     /// Where run actors live; by default a new arbiter (thread) of their own.
     pub actor_arbiter: Option<ArbiterHandle>,
+    /// Ended legacy sessions, shared with the other replicas (in-process
+    /// when `None`).
+    pub session_ends: Option<Arc<dyn corkboard_mcp::SessionEnds>>,
 }
 
 impl std::fmt::Debug for GatewayParts {
@@ -251,7 +254,11 @@ impl Gateway {
         mcp.allowed_hosts = config.endpoint_hosts();
         mcp.allowed_origins = config.allowed_origins.clone();
         mcp.max_body_bytes = config.max_body_bytes;
-        let endpoint = McpEndpoint::new(Arc::new(GatewayBackend::new()), mcp);
+        let backend = Arc::new(GatewayBackend::new());
+        let endpoint = match &parts.session_ends {
+            Some(ends) => McpEndpoint::with_session_ends(backend, mcp, ends.clone()),
+            None => McpEndpoint::new(backend, mcp),
+        };
         let actor_settings = Arc::new(ActorSettings {
             mailbox_capacity: config.mailbox_capacity.max(1),
             drain_timeout: config.drain_timeout,

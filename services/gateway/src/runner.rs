@@ -169,6 +169,7 @@ impl Runner {
                 binding,
                 limiter,
                 actor_arbiter: None,
+                session_ends: Some(state.session_ends.clone()),
             },
         )?;
         // Active runs, as the process's gauge (read once a second).

@@ -14,6 +14,7 @@ pub mod error;
 pub mod health;
 pub mod metered;
 pub mod secrets;
+pub mod session_ends;
 pub mod settings;
 pub mod state;
 pub mod web;

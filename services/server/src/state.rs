@@ -3,14 +3,16 @@
 use crate::audit::AuditWriter;
 use crate::metered::MeteredStore;
 use crate::secrets::{SecretFileError, ensure_secret, read_secret};
+use crate::session_ends::RedisSessionEnds;
 use crate::settings::{JwtAlgorithm, RegistryKind, Settings, StoreKind};
 use corkboard_board::BoardStore;
+use corkboard_grants::RedisConnector;
 use corkboard_grants::{
     AdminMinter, AdminVerifier, AdminVerifierConfig, GrantService, IssuedGrant, JwtError,
     LedgerRegistry, ReadThroughRegistry, RedisRegistry, RedisRegistryConfig, SigningKey,
     TokenRegistry, VerifyingKey,
 };
-use corkboard_mcp::{McpEndpoint, McpSettings, SessionKey};
+use corkboard_mcp::{McpEndpoint, McpSettings, MemorySessionEnds, SessionEnds, SessionKey};
 use corkboard_telemetry::Metrics;
 use corkboard_telemetry::metrics::RegistryCounters;
 use corkboard_tools::{AuditSink, BoardTools};
@@ -56,6 +58,9 @@ pub struct AppState {
     pub metrics: Metrics,
     /// The web board: sign-in, sessions, live events.
     pub web: crate::web::WebState,
+    /// Ended legacy MCP sessions: in Redis when the registry is (so a
+    /// DELETE on one replica ends the session on all), in memory otherwise.
+    pub session_ends: Arc<dyn SessionEnds>,
     /// Where tool calls are accounted: the audit writer, and the live
     /// board events derived from it. Every MCP endpoint (studio, run
     /// gateways) passes this to its tools.
@@ -239,6 +244,37 @@ pub fn session_key(settings: &Settings, policy: SecretPolicy) -> Result<Vec<u8>,
     Ok(read_secret("session_key_file", &path)?)
 }
 
+/// Where ended legacy sessions are kept (see [`AppState::session_ends`]).
+pub fn open_session_ends(settings: &Settings) -> Result<Arc<dyn SessionEnds>, StartError> {
+    match settings.registry {
+        RegistryKind::Memory => Ok(Arc::new(MemorySessionEnds::default())),
+        RegistryKind::Redis => {
+            let urls: Vec<String> = settings
+                .redis_url
+                .as_ref()
+                .map(|u| {
+                    u.expose()
+                        .split(',')
+                        .map(|s| s.trim().to_owned())
+                        .filter(|s| !s.is_empty())
+                        .collect()
+                })
+                .unwrap_or_default();
+            let timeout = Duration::from_secs(1);
+            let handle = tokio::runtime::Handle::try_current().map_err(|_| {
+                StartError::Registry("the Redis session store needs a Tokio runtime".into())
+            })?;
+            let redis = RedisConnector::new(&urls, false, timeout, handle)
+                .map_err(|e| StartError::Registry(e.to_string()))?;
+            Ok(Arc::new(RedisSessionEnds::new(
+                redis,
+                &settings.redis_key_prefix,
+                timeout,
+            )))
+        }
+    }
+}
+
 /// MCP endpoint settings from the configuration. The host of `public_url`
 /// is always accepted, so a configured public name never trips the
 /// DNS-rebinding check.
@@ -288,7 +324,9 @@ impl AppState {
             .with_metrics(metrics.clone());
         let mut mcp_settings = mcp_settings(&settings, &session_key)?;
         mcp_settings.metrics = Some(metrics.clone());
-        let mcp = McpEndpoint::new(Arc::new(tools), mcp_settings);
+        let session_ends = open_session_ends(&settings)?;
+        let mcp =
+            McpEndpoint::with_session_ends(Arc::new(tools), mcp_settings, session_ends.clone());
         Ok(Self {
             settings: Arc::new(settings),
             store,
@@ -300,6 +338,7 @@ impl AppState {
             metrics,
             web,
             tool_audit,
+            session_ends,
         })
     }
 

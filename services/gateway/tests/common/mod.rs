@@ -180,6 +180,7 @@ impl Setup {
                 binding,
                 limiter,
                 actor_arbiter: self.actor_arbiter,
+                session_ends: None,
             },
         )?;
         let server = match shared_listener {
