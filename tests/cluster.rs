@@ -135,7 +135,11 @@ fn a_grant_made_on_one_replica_works_on_the_other_and_revocation_reaches_it() {
         .body(json!({"jsonrpc":"2.0","id":3,"method":"tools/list"}).to_string())
         .send()
         .unwrap();
-    assert_eq!(reused.status(), 404, "a session ended on B must be unknown on A");
+    assert_eq!(
+        reused.status(),
+        404,
+        "a session ended on B must be unknown on A"
+    );
 
     // Revoked on A, refused on B.
     let grant_id = issued["grant"]["id"].as_str().unwrap();

@@ -282,3 +282,36 @@ fn the_audit_trail_of_a_run_lists_exactly_its_calls() {
             .contains(SECRET_ARGUMENT)
     );
 }
+
+#[test]
+fn run_gateway_traffic_is_counted_by_the_process_metrics() {
+    let serve = Serve::start();
+    let admin = serve.admin_token("platform-admin", None);
+    let registered: Value = http()
+        .post(format!("{}/v1/runs", serve.url()))
+        .bearer_auth(&admin)
+        .json(&json!({"tenant": "acme", "run": "gw-metered", "capabilities": ["issues:create"]}))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let url = registered["mcp_url"].as_str().expect("mcp_url").to_owned();
+    let token = registered["token"].as_str().expect("token").to_owned();
+    assert_ne!(url, format!("{}/mcp", serve.url()), "a dedicated gateway port");
+    let scrape = || http().get(format!("{}/metrics", serve.url())).send().unwrap().text().unwrap();
+    let before = scrape();
+    let (status, reply) = mcp_call(&url, &token, "create_issue", json!({"title": "through the gateway"}));
+    assert_eq!(status, 200, "{reply}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let after = scrape();
+        let calls = |t: &str| metric(t, "corkboard_tool_calls_total", &["tool=\"create_issue\"", "outcome=\"ok\""]);
+        let runs = metric(&after, "corkboard_active_runs", &[]);
+        if calls(&after) - calls(&before) == 1.0 && runs >= 1.0 {
+            assert!(metric(&after, "corkboard_mcp_requests_total", &["method=\"tools/call\""]) >= 1.0);
+            break;
+        }
+        assert!(Instant::now() < deadline, "gateway traffic not counted:\n{after}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

@@ -190,6 +190,7 @@ async fn in_process(
             limiter,
             actor_arbiter: None,
             session_ends: None,
+            metrics: None,
         },
     )?;
     let (tenant, run) = (request.tenant.clone(), request.run.clone());

@@ -57,6 +57,12 @@ impl Binding {
         binding
     }
 
+    /// Counts this binding's tool calls in `metrics`.
+    pub fn with_metrics(mut self, metrics: corkboard_telemetry::Metrics) -> Self {
+        self.tools = self.tools.with_metrics(metrics);
+        self
+    }
+
     pub fn registry(&self) -> &Arc<dyn TokenRegistry> {
         &self.registry
     }

@@ -22,6 +22,7 @@ use actix_http::{Extensions, HttpService, KeepAlive, Protocol};
 use actix_service::{Service, ServiceFactory, map_config};
 use actix_web::dev::AppConfig;
 use actix_web::{App, HttpRequest, HttpResponse, web};
+use corkboard_telemetry::HttpTelemetry;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -144,8 +145,13 @@ async fn build_service(
     >,
     (),
 > {
+    let telemetry = match gateway.upgrade().and_then(|g| g.metrics.clone()) {
+        Some(metrics) => HttpTelemetry::new(metrics),
+        None => HttpTelemetry::without_metrics(),
+    };
     let gateway = web::Data::new(GatewayRef(gateway));
     let app = App::new()
+        .wrap(telemetry)
         .app_data(gateway)
         .default_service(web::to(dedicated_request));
     let factory = HttpService::build()

@@ -35,6 +35,9 @@ pub struct GatewayParts {
     /// Ended legacy sessions, shared with the other replicas (in-process
     /// when `None`).
     pub session_ends: Option<Arc<dyn corkboard_mcp::SessionEnds>>,
+    /// Where the run listeners' HTTP requests are counted (spans are
+    /// recorded either way).
+    pub metrics: Option<corkboard_telemetry::Metrics>,
 }
 
 impl std::fmt::Debug for GatewayParts {
@@ -106,6 +109,7 @@ impl Slot {
 
 pub(crate) struct Inner {
     pub config: GatewayConfig,
+    pub metrics: Option<corkboard_telemetry::Metrics>,
     pub binding: BindingCell,
     pub endpoint: McpEndpoint<GatewayBackend>,
     pub census: Arc<Census>,
@@ -254,6 +258,7 @@ impl Gateway {
         mcp.allowed_hosts = config.endpoint_hosts();
         mcp.allowed_origins = config.allowed_origins.clone();
         mcp.max_body_bytes = config.max_body_bytes;
+        mcp.metrics = parts.metrics.clone();
         let backend = Arc::new(GatewayBackend::new());
         let endpoint = match &parts.session_ends {
             Some(ends) => McpEndpoint::with_session_ends(backend, mcp, ends.clone()),
@@ -273,6 +278,7 @@ impl Gateway {
         let workers = config.workers.max(1);
         let inner = Arc::new(Inner {
             config,
+            metrics: parts.metrics,
             binding: BindingCell::new(parts.binding),
             endpoint,
             census: Arc::new(Census::default()),

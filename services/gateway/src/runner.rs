@@ -157,7 +157,8 @@ impl Runner {
             state.grants.registry().clone(),
             state.tool_audit.clone(),
             config.store_timeout,
-        );
+        )
+        .with_metrics(state.metrics.clone());
         let limiter: Arc<dyn RateLimiter> = Arc::new(CountingLimiter {
             inner: rate_limiter(settings, config.rate_limit)?,
             metrics: state.metrics.clone(),
@@ -170,6 +171,7 @@ impl Runner {
                 limiter,
                 actor_arbiter: None,
                 session_ends: Some(state.session_ends.clone()),
+                metrics: Some(state.metrics.clone()),
             },
         )?;
         // Active runs, as the process's gauge (read once a second).
@@ -186,9 +188,11 @@ impl Runner {
         let shared = match shared_listener {
             Some((listener, bound)) => {
                 let routes = gateway.clone();
+                let metrics = state.metrics.clone();
                 let server = HttpServer::new(move || {
                     let routes = routes.clone();
                     App::new()
+                        .wrap(corkboard_telemetry::HttpTelemetry::new(metrics.clone()))
                         .configure(move |cfg| routes.configure_shared(cfg))
                         .default_service(web::to(|| async {
                             HttpResponse::NotFound()

@@ -181,6 +181,7 @@ impl Setup {
                 limiter,
                 actor_arbiter: self.actor_arbiter,
                 session_ends: None,
+                metrics: None,
             },
         )?;
         let server = match shared_listener {
