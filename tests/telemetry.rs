@@ -297,21 +297,52 @@ fn run_gateway_traffic_is_counted_by_the_process_metrics() {
         .unwrap();
     let url = registered["mcp_url"].as_str().expect("mcp_url").to_owned();
     let token = registered["token"].as_str().expect("token").to_owned();
-    assert_ne!(url, format!("{}/mcp", serve.url()), "a dedicated gateway port");
-    let scrape = || http().get(format!("{}/metrics", serve.url())).send().unwrap().text().unwrap();
+    assert_ne!(
+        url,
+        format!("{}/mcp", serve.url()),
+        "a dedicated gateway port"
+    );
+    let scrape = || {
+        http()
+            .get(format!("{}/metrics", serve.url()))
+            .send()
+            .unwrap()
+            .text()
+            .unwrap()
+    };
     let before = scrape();
-    let (status, reply) = mcp_call(&url, &token, "create_issue", json!({"title": "through the gateway"}));
+    let (status, reply) = mcp_call(
+        &url,
+        &token,
+        "create_issue",
+        json!({"title": "through the gateway"}),
+    );
     assert_eq!(status, 200, "{reply}");
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let after = scrape();
-        let calls = |t: &str| metric(t, "corkboard_tool_calls_total", &["tool=\"create_issue\"", "outcome=\"ok\""]);
+        let calls = |t: &str| {
+            metric(
+                t,
+                "corkboard_tool_calls_total",
+                &["tool=\"create_issue\"", "outcome=\"ok\""],
+            )
+        };
         let runs = metric(&after, "corkboard_active_runs", &[]);
         if calls(&after) - calls(&before) == 1.0 && runs >= 1.0 {
-            assert!(metric(&after, "corkboard_mcp_requests_total", &["method=\"tools/call\""]) >= 1.0);
+            assert!(
+                metric(
+                    &after,
+                    "corkboard_mcp_requests_total",
+                    &["method=\"tools/call\""]
+                ) >= 1.0
+            );
             break;
         }
-        assert!(Instant::now() < deadline, "gateway traffic not counted:\n{after}");
+        assert!(
+            Instant::now() < deadline,
+            "gateway traffic not counted:\n{after}"
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
 }
