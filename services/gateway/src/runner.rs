@@ -85,17 +85,7 @@ pub fn rate_limiter(
     match settings.registry {
         RegistryKind::Memory => Ok(Arc::new(LocalRateLimiter::new(limit))),
         RegistryKind::Redis => {
-            let urls: Vec<String> = settings
-                .redis_url
-                .as_ref()
-                .map(|url| {
-                    url.expose()
-                        .split(',')
-                        .map(|s| s.trim().to_owned())
-                        .filter(|s| !s.is_empty())
-                        .collect()
-                })
-                .unwrap_or_default();
+            let urls: Vec<String> = settings.redis_urls();
             Ok(Arc::new(RedisRateLimiter::new(
                 limit,
                 &urls,

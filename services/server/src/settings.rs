@@ -217,6 +217,7 @@ impl Settings {
         env: impl IntoIterator<Item = (String, String)>,
     ) -> Result<Self, SettingsError> {
         let mut figment = Figment::from(Serialized::defaults(Settings::default()));
+        let known = Self::keys();
         if let Some(path) = file {
             let text = std::fs::read_to_string(path).map_err(|e| SettingsError::File {
                 path: path.to_owned(),
@@ -228,7 +229,6 @@ impl Settings {
                 path: path.to_owned(),
                 reason: e.to_string(),
             })?;
-            let known = Self::keys();
             if let Some(bad) = table.keys().find(|k| !known.contains(k)) {
                 return Err(SettingsError::File {
                     path: path.to_owned(),
@@ -237,7 +237,6 @@ impl Settings {
             }
             figment = figment.merge(Toml::string(&text));
         }
-        let known = Self::keys();
         let mut from_env = serde_json::Map::new();
         for (name, value) in env {
             let Some(key) = name.strip_prefix("CORKBOARD_") else {
@@ -318,6 +317,21 @@ impl Settings {
             return Err(key("public_url", "must start with http:// or https://"));
         }
         Ok(())
+    }
+
+    /// The Redis URLs of `redis_url` (several, comma-separated, are the
+    /// seed nodes of a Redis Cluster).
+    pub fn redis_urls(&self) -> Vec<String> {
+        self.redis_url
+            .as_ref()
+            .map(|url| {
+                url.expose()
+                    .split(',')
+                    .map(|s| s.trim().to_owned())
+                    .filter(|s| !s.is_empty())
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     pub fn jwt_secret_path(&self) -> PathBuf {

@@ -122,17 +122,7 @@ pub async fn open_registry_metered(
             Ok(Arc::new(LedgerRegistry::new(ledger)))
         }
         RegistryKind::Redis => {
-            let urls: Vec<String> = settings
-                .redis_url
-                .as_ref()
-                .map(|u| {
-                    u.expose()
-                        .split(',')
-                        .map(|s| s.trim().to_owned())
-                        .filter(|s| !s.is_empty())
-                        .collect()
-                })
-                .unwrap_or_default();
+            let urls: Vec<String> = settings.redis_urls();
             let mut config = RedisRegistryConfig::new(urls);
             config.key_prefix = settings.redis_key_prefix.clone();
             // Not `connect`: a Redis that is down at start-up must not stop
@@ -249,17 +239,7 @@ pub fn open_session_ends(settings: &Settings) -> Result<Arc<dyn SessionEnds>, St
     match settings.registry {
         RegistryKind::Memory => Ok(Arc::new(MemorySessionEnds::default())),
         RegistryKind::Redis => {
-            let urls: Vec<String> = settings
-                .redis_url
-                .as_ref()
-                .map(|u| {
-                    u.expose()
-                        .split(',')
-                        .map(|s| s.trim().to_owned())
-                        .filter(|s| !s.is_empty())
-                        .collect()
-                })
-                .unwrap_or_default();
+            let urls: Vec<String> = settings.redis_urls();
             let timeout = Duration::from_secs(1);
             let handle = tokio::runtime::Handle::try_current().map_err(|_| {
                 StartError::Registry("the Redis session store needs a Tokio runtime".into())

@@ -76,17 +76,7 @@ impl WebState {
         let events: Arc<dyn BoardEvents> = match settings.registry {
             RegistryKind::Memory => Arc::new(MemoryEvents::new()),
             RegistryKind::Redis => {
-                let urls = settings
-                    .redis_url
-                    .as_ref()
-                    .map(|u| {
-                        u.expose()
-                            .split(',')
-                            .map(|s| s.trim().to_owned())
-                            .filter(|s| !s.is_empty())
-                            .collect()
-                    })
-                    .unwrap_or_default();
+                let urls = settings.redis_urls();
                 Arc::new(RedisEvents::start(RedisEventsConfig {
                     urls,
                     key_prefix: settings.redis_key_prefix.clone(),
