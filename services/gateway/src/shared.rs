@@ -39,7 +39,7 @@ async fn shared_request(
     };
     // One binding snapshot for the lookup here and everything after it.
     let binding = inner.binding.load();
-    let bearer = bearer(incoming.req.headers());
+    let bearer = corkboard_mcp::bearer_token(incoming.req.headers());
     let (hash, grant) = match resolve(
         binding.registry().as_ref(),
         bearer,
@@ -75,17 +75,6 @@ async fn shared_request(
         Some((hash, grant)),
     )
     .await
-}
-
-fn bearer(headers: &actix_web::http::header::HeaderMap) -> Option<&str> {
-    let value = headers
-        .get(actix_web::http::header::AUTHORIZATION)?
-        .to_str()
-        .ok()?
-        .trim();
-    let (scheme, token) = value.split_once(' ')?;
-    let token = token.trim();
-    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
 /// Resolves a bearer token the way the board tools do (same messages).

@@ -286,7 +286,7 @@ impl<B: ToolBackend> McpEndpoint<B> {
     }
 
     async fn authenticate(&self, req: &HttpRequest) -> Result<B::Principal, Refusal<'static>> {
-        let bearer = bearer(req.headers());
+        let bearer = bearer_token(req.headers());
         let backend = self.inner.engine.backend();
         let result = AssertUnwindSafe(backend.authenticate(bearer))
             .catch_unwind()
@@ -574,7 +574,9 @@ fn header_slot(headers: &HeaderMap, name: &str) -> HeaderSlot {
     }
 }
 
-fn bearer(headers: &HeaderMap) -> Option<&str> {
+/// The `Authorization: Bearer` credential of a request, if it has a
+/// non-empty one. Every HTTP surface reads credentials through this.
+pub fn bearer_token(headers: &HeaderMap) -> Option<&str> {
     let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?.trim();
     let (scheme, token) = value.split_once(' ')?;
     let token = token.trim();

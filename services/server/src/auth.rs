@@ -14,15 +14,7 @@ pub struct AdminAuth(pub AdminPrincipal);
 
 /// The bearer credential of a request, if it has one.
 pub fn bearer(req: &HttpRequest) -> Option<&str> {
-    let value = req
-        .headers()
-        .get(actix_web::http::header::AUTHORIZATION)?
-        .to_str()
-        .ok()?;
-    let (scheme, credential) = value.split_once(' ')?;
-    scheme
-        .eq_ignore_ascii_case("bearer")
-        .then(|| credential.trim())
+    corkboard_mcp::bearer_token(req.headers())
 }
 
 impl FromRequest for AdminAuth {
