@@ -1,18 +1,29 @@
-//! One actix actor per run: admission and bookkeeping.
+//! One actix actor per run: its lifecycle; and the run's shared state,
+//! through which requests are admitted without messaging the actor.
 //!
-//! The actor owns its run's state: whether it still serves (active or
-//! draining), how many requests are in flight, the rate-limit check, and the
-//! timers that end the run by themselves (expiry, idleness, a grant revoked
-//! elsewhere). It never sees an HTTP request: those are not `Send`. A
-//! request asks for admission (`Admit`) and gets a `Ticket`; the HTTP
-//! worker serves the request and drops the ticket when done, however it
-//! ends (answered, failed, client gone), which releases the slot.
+//! The actor owns its run's lifecycle: the timers that end the run by
+//! themselves (expiry, idleness, a grant revoked elsewhere), the drain, and
+//! stopping. It never sees an HTTP request: those are not `Send`.
+//!
+//! Admission is on the request's own thread ([`RunHandle::admit`]): an
+//! actor round trip per request cost two cross-thread wake-ups and was
+//! the largest single cost of the gateway path (services/bench/FINDINGS.md).
+//! The run's [`RunState`] holds the in-flight count, the draining flag and
+//! the cancellation signal as atomics and a `watch`, shared by the actor
+//! and every request. A request gets a [`Ticket`]; the HTTP worker drops it
+//! when done, however the request ends (answered, failed, client gone),
+//! which releases the slot. The draining flag and the in-flight count are
+//! both read and written with `SeqCst`, in opposite orders by the two
+//! sides (a request counts itself, then checks the flag; a drain sets the
+//! flag, then reads the count), so a drain either sees a request or the
+//! request sees the drain: none slips past it.
 //!
 //! Stopping: `Drain` refuses new requests at once, waits for in-flight
-//! ones up to the drain timeout, then fires the tickets' cancellation
-//! signal (their requests answer with a correlated "run ended" error) and
-//! stops after a short grace. Stopping closes the run's listener and
-//! connections and removes the run from the gateway's table.
+//! ones up to the drain timeout (the last ticket to go tells the actor),
+//! then fires the tickets' cancellation signal (their requests answer with
+//! a correlated "run ended" error) and stops after a short grace. Stopping
+//! closes the run's listener and connections and removes the run from the
+//! gateway's table.
 
 use crate::gateway::Inner;
 use crate::key::RunKey;
@@ -20,7 +31,7 @@ use crate::limiter::{RateLimited, RateLimiter};
 use actix::prelude::*;
 use corkboard_board::Timestamp;
 use corkboard_grants::{RegistryError, TokenHash};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 use tokio::sync::{oneshot, watch};
@@ -52,6 +63,25 @@ impl StopReason {
             Self::Shutdown => "shutdown",
         }
     }
+
+    const ALL: [Self; 5] = [
+        Self::Revoked,
+        Self::Expired,
+        Self::GrantEnded,
+        Self::Idle,
+        Self::Shutdown,
+    ];
+
+    fn to_u8(self) -> u8 {
+        Self::ALL.iter().position(|r| *r == self).unwrap_or(0) as u8
+    }
+
+    fn from_u8(value: u8) -> Self {
+        Self::ALL
+            .get(usize::from(value))
+            .copied()
+            .unwrap_or(Self::Shutdown)
+    }
 }
 
 /// How a drain went.
@@ -67,15 +97,118 @@ pub struct DrainReport {
     pub abandoned: u32,
 }
 
-/// Live numbers of a run, readable without messaging its actor.
-#[derive(Debug, Default)]
-pub(crate) struct RunGauge {
-    pub in_flight: AtomicU32,
-    pub draining: AtomicBool,
+/// A run's live state, shared by its actor and every request to it.
+#[derive(Debug)]
+pub(crate) struct RunState {
+    pub key: RunKey,
+    in_flight: AtomicU32,
+    draining: AtomicBool,
+    reason: AtomicU8,
     /// Requests admitted so far.
-    pub admitted: AtomicU64,
+    admitted: AtomicU64,
     /// Requests refused by the rate limit so far.
-    pub rate_limited: AtomicU64,
+    rate_limited: AtomicU64,
+    /// When the last request came or went, in ms since `born`.
+    last_active_ms: AtomicU64,
+    born: Instant,
+    /// Fired at the drain deadline (or when the actor stops); every ticket
+    /// watches it.
+    cancel: watch::Sender<bool>,
+}
+
+impl RunState {
+    pub(crate) fn new(key: RunKey) -> Self {
+        Self {
+            key,
+            in_flight: AtomicU32::new(0),
+            draining: AtomicBool::new(false),
+            reason: AtomicU8::new(StopReason::Shutdown.to_u8()),
+            admitted: AtomicU64::new(0),
+            rate_limited: AtomicU64::new(0),
+            last_active_ms: AtomicU64::new(0),
+            born: Instant::now(),
+            cancel: watch::channel(false).0,
+        }
+    }
+
+    pub(crate) fn in_flight(&self) -> u32 {
+        self.in_flight.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn admitted(&self) -> u64 {
+        self.admitted.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn rate_limited(&self) -> u64 {
+        self.rate_limited.load(Ordering::Relaxed)
+    }
+
+    fn reason(&self) -> StopReason {
+        StopReason::from_u8(self.reason.load(Ordering::SeqCst))
+    }
+
+    /// Marks the run draining; false if it already was.
+    fn begin_drain(&self, reason: StopReason) -> bool {
+        // The reason first, so whoever sees the flag reads the right one.
+        if self.draining.load(Ordering::SeqCst) {
+            return false;
+        }
+        self.reason.store(reason.to_u8(), Ordering::SeqCst);
+        !self.draining.swap(true, Ordering::SeqCst)
+    }
+
+    fn touch(&self) {
+        let now = u64::try_from(self.born.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last_active_ms.store(now, Ordering::Relaxed);
+    }
+
+    fn idle_for(&self) -> Duration {
+        let last = Duration::from_millis(self.last_active_ms.load(Ordering::Relaxed));
+        self.born.elapsed().saturating_sub(last)
+    }
+}
+
+/// A run as the request path holds it: its actor and its shared state.
+#[derive(Clone)]
+pub(crate) struct RunHandle {
+    pub addr: Addr<RunActor>,
+    pub state: Arc<RunState>,
+}
+
+impl RunHandle {
+    /// Admits one request: refused if the run is draining or over its rate
+    /// limit; otherwise a ticket that holds the request's slot.
+    pub(crate) async fn admit(&self, limiter: &dyn RateLimiter) -> Result<Ticket, Refused> {
+        let state = &self.state;
+        if state.is_draining() {
+            return Err(Refused::Ended(state.reason()));
+        }
+        // Counted before the flag is checked again and before the (possibly
+        // remote) rate check, so a drain that starts meanwhile either waits
+        // for this request or is seen by it.
+        state.in_flight.fetch_add(1, Ordering::SeqCst);
+        let ticket = Ticket {
+            run: self.clone(),
+            cancel: None,
+        };
+        state.touch();
+        if state.is_draining() {
+            return Err(Refused::Ended(state.reason()));
+        }
+        if let Err(limited) = limiter.acquire(&state.key).await {
+            state.rate_limited.fetch_add(1, Ordering::Relaxed);
+            return Err(Refused::RateLimited(limited));
+        }
+        if state.is_draining() {
+            return Err(Refused::Ended(state.reason()));
+        }
+        state.admitted.fetch_add(1, Ordering::Relaxed);
+        Ok(ticket)
+    }
 }
 
 /// Counts live actors (a leak check for tests and `/v1/runs`).
@@ -89,7 +222,6 @@ pub(crate) struct Census {
 /// Timings every actor of a gateway shares.
 #[derive(Debug, Clone)]
 pub(crate) struct ActorSettings {
-    pub mailbox_capacity: usize,
     pub drain_timeout: Duration,
     pub cancel_grace: Duration,
     /// Shared mode: stop after this long without a request.
@@ -100,41 +232,27 @@ pub(crate) struct ActorSettings {
     pub lookup_timeout: Duration,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    Active,
-    Draining,
-}
-
 /// Everything a new actor starts from.
 pub(crate) struct RunSpec {
-    pub key: RunKey,
     pub generation: u64,
     pub expires_at: Timestamp,
     pub token_hash: TokenHash,
     pub stop: watch::Sender<bool>,
-    pub gauge: Arc<RunGauge>,
+    pub state: Arc<RunState>,
 }
 
 pub(crate) struct RunActor {
-    key: RunKey,
     generation: u64,
-    phase: Phase,
-    reason: StopReason,
-    in_flight: u32,
     in_flight_at_drain: u32,
     cancelled: u32,
     revalidating: bool,
-    last_active: Instant,
     expires_at: Timestamp,
     token_hash: TokenHash,
     limiter: Arc<dyn RateLimiter>,
-    /// Fired at the drain deadline; every ticket watches it.
-    cancel: watch::Sender<bool>,
     /// Fired when the actor stops; the run's listener and connections watch it.
     stop: watch::Sender<bool>,
     waiters: Vec<oneshot::Sender<DrainReport>>,
-    gauge: Arc<RunGauge>,
+    state: Arc<RunState>,
     census: Arc<Census>,
     settings: Arc<ActorSettings>,
     gateway: Weak<Inner>,
@@ -150,48 +268,29 @@ impl RunActor {
     ) -> Self {
         census.actors.fetch_add(1, Ordering::Relaxed);
         Self {
-            key: spec.key,
             generation: spec.generation,
-            phase: Phase::Active,
-            reason: StopReason::Shutdown,
-            in_flight: 0,
             in_flight_at_drain: 0,
             cancelled: 0,
             revalidating: false,
-            last_active: Instant::now(),
             expires_at: spec.expires_at,
             token_hash: spec.token_hash,
             limiter,
-            cancel: watch::channel(false).0,
             stop: spec.stop,
             waiters: Vec::new(),
-            gauge: spec.gauge,
+            state: spec.state,
             census,
             settings,
             gateway,
         }
     }
 
-    /// Starts the actor on `arbiter` with a bounded mailbox.
+    /// Starts the actor on `arbiter`.
     pub(crate) fn launch(self, arbiter: &ArbiterHandle) -> Addr<Self> {
-        let capacity = self.settings.mailbox_capacity;
-        Self::start_in_arbiter(arbiter, move |ctx| {
-            ctx.set_mailbox_capacity(capacity);
-            self
-        })
+        Self::start_in_arbiter(arbiter, move |_| self)
     }
 
-    fn set_in_flight(&mut self, value: u32) {
-        self.in_flight = value;
-        self.gauge.in_flight.store(value, Ordering::Relaxed);
-    }
-
-    fn release_one(&mut self, ctx: &mut Context<Self>) {
-        self.set_in_flight(self.in_flight.saturating_sub(1));
-        self.last_active = Instant::now();
-        if self.phase == Phase::Draining && self.in_flight == 0 {
-            ctx.stop();
-        }
+    fn key(&self) -> &RunKey {
+        &self.state.key
     }
 
     fn begin_drain(
@@ -203,27 +302,26 @@ impl RunActor {
         if let Some(done) = done {
             self.waiters.push(done);
         }
-        if self.phase == Phase::Draining {
+        if !self.state.begin_drain(reason) {
             return;
         }
-        self.phase = Phase::Draining;
-        self.reason = reason;
-        self.in_flight_at_drain = self.in_flight;
-        self.gauge.draining.store(true, Ordering::Relaxed);
+        // After the flag: every request counted from here on sees it.
+        let in_flight = self.state.in_flight();
+        self.in_flight_at_drain = in_flight;
         tracing::info!(
-            tenant = %self.key.tenant,
-            run = %self.key.run,
+            tenant = %self.key().tenant,
+            run = %self.key().run,
             reason = reason.as_str(),
-            in_flight = self.in_flight,
+            in_flight,
             "run draining"
         );
-        if self.in_flight == 0 {
+        if in_flight == 0 {
             ctx.stop();
             return;
         }
         ctx.run_later(self.settings.drain_timeout, |act, ctx| {
-            act.cancelled = act.in_flight;
-            act.cancel.send_replace(true);
+            act.cancelled = act.state.in_flight();
+            act.state.cancel.send_replace(true);
             ctx.run_later(act.settings.cancel_grace, |_, ctx| ctx.stop());
         });
     }
@@ -237,7 +335,7 @@ impl RunActor {
     }
 
     fn revalidate(&mut self, ctx: &mut Context<Self>) {
-        if self.revalidating || self.phase == Phase::Draining {
+        if self.revalidating || self.state.is_draining() {
             return;
         }
         let Some(gateway) = self.gateway.upgrade() else {
@@ -276,9 +374,9 @@ impl Actor for RunActor {
         if let Some(idle) = self.settings.idle_timeout {
             let every = (idle / 4).clamp(Duration::from_millis(50), Duration::from_secs(30));
             ctx.run_interval(every, move |act, ctx| {
-                if act.phase == Phase::Active
-                    && act.in_flight == 0
-                    && act.last_active.elapsed() >= idle
+                if !act.state.is_draining()
+                    && act.state.in_flight() == 0
+                    && act.state.idle_for() >= idle
                 {
                     act.begin_drain(ctx, StopReason::Idle, None);
                 }
@@ -290,24 +388,28 @@ impl Actor for RunActor {
     }
 
     fn stopped(&mut self, _ctx: &mut Context<Self>) {
+        // However it stopped (drained, or its arbiter went away), nothing
+        // is admitted any more and whatever is still running is told so.
+        self.state.begin_drain(StopReason::Shutdown);
+        self.state.cancel.send_replace(true);
         self.stop.send_replace(true);
-        self.limiter.forget(&self.key);
+        self.limiter.forget(self.key());
         let report = DrainReport {
-            reason: self.reason,
+            reason: self.state.reason(),
             in_flight_at_start: self.in_flight_at_drain,
             cancelled: self.cancelled,
-            abandoned: self.in_flight,
+            abandoned: self.state.in_flight(),
         };
         for waiter in self.waiters.drain(..) {
             let _ = waiter.send(report);
         }
         if let Some(gateway) = self.gateway.upgrade() {
-            gateway.run_stopped(&self.key, self.generation);
+            gateway.run_stopped(self.key(), self.generation);
         }
         tracing::info!(
-            tenant = %self.key.tenant,
-            run = %self.key.run,
-            reason = self.reason.as_str(),
+            tenant = %self.key().tenant,
+            run = %self.key().run,
+            reason = report.reason.as_str(),
             cancelled = self.cancelled,
             "run stopped"
         );
@@ -327,69 +429,20 @@ pub(crate) enum Refused {
     RateLimited(RateLimited),
 }
 
-/// Asks the run's actor to admit one request.
-pub(crate) struct Admit;
+/// The last request of a draining run finished.
+struct Drained;
 
-impl Message for Admit {
-    type Result = Result<Ticket, Refused>;
+impl Message for Drained {
+    type Result = ();
 }
 
-impl Handler<Admit> for RunActor {
-    type Result = ResponseActFuture<Self, Result<Ticket, Refused>>;
+impl Handler<Drained> for RunActor {
+    type Result = ();
 
-    fn handle(&mut self, _: Admit, ctx: &mut Context<Self>) -> Self::Result {
-        if self.phase == Phase::Draining {
-            return Box::pin(fut::ready(Err(Refused::Ended(self.reason))));
+    fn handle(&mut self, _: Drained, ctx: &mut Context<Self>) {
+        if self.state.is_draining() && self.state.in_flight() == 0 {
+            ctx.stop();
         }
-        // Counted before the (possibly remote) rate check, so a drain that
-        // starts meanwhile waits for this request too.
-        self.set_in_flight(self.in_flight + 1);
-        self.last_active = Instant::now();
-        let limiter = self.limiter.clone();
-        let key = self.key.clone();
-        let addr = ctx.address();
-        Box::pin(
-            async move { limiter.acquire(&key).await }
-                .into_actor(self)
-                .map(move |allowed, act, ctx| {
-                    let refusal = match allowed {
-                        Err(limited) => Some(Refused::RateLimited(limited)),
-                        Ok(()) if act.phase == Phase::Draining => Some(Refused::Ended(act.reason)),
-                        Ok(()) => None,
-                    };
-                    match refusal {
-                        Some(refusal) => {
-                            if matches!(refusal, Refused::RateLimited(_)) {
-                                act.gauge.rate_limited.fetch_add(1, Ordering::Relaxed);
-                            }
-                            act.release_one(ctx);
-                            Err(refusal)
-                        }
-                        None => {
-                            act.gauge.admitted.fetch_add(1, Ordering::Relaxed);
-                            Ok(Ticket {
-                                addr,
-                                cancel: act.cancel.subscribe(),
-                            })
-                        }
-                    }
-                }),
-        )
-    }
-}
-
-/// Returns a request's slot.
-struct Release;
-
-impl Message for Release {
-    type Result = ();
-}
-
-impl Handler<Release> for RunActor {
-    type Result = ();
-
-    fn handle(&mut self, _: Release, ctx: &mut Context<Self>) {
-        self.release_one(ctx);
     }
 }
 
@@ -412,26 +465,35 @@ impl Handler<Drain> for RunActor {
 }
 
 /// An admitted request's slot. Dropping it (on any path: answered, failed,
-/// cancelled, or the client went away and the handler was dropped)
-/// releases the slot.
+/// cancelled, refused, or the client went away and the handler was
+/// dropped) releases the slot.
 pub(crate) struct Ticket {
-    addr: Addr<RunActor>,
-    cancel: watch::Receiver<bool>,
+    run: RunHandle,
+    cancel: Option<watch::Receiver<bool>>,
 }
 
 impl Ticket {
     /// Resolves when the run's drain deadline passed (or its actor is gone):
     /// the request must stop and answer "run ended".
     pub(crate) async fn cancelled(&mut self) {
-        // An error means the actor (the sender) is gone: the same thing.
-        let _ = self.cancel.wait_for(|cancelled| *cancelled).await;
+        let cancel = self
+            .cancel
+            .get_or_insert_with(|| self.run.state.cancel.subscribe());
+        // `wait_for` looks at the current value first: a cancellation sent
+        // before this subscription is seen too.
+        let _ = cancel.wait_for(|cancelled| *cancelled).await;
     }
 }
 
 impl Drop for Ticket {
     fn drop(&mut self) {
-        // `do_send` ignores the mailbox bound (a release must never wait)
-        // and does nothing once the actor is gone.
-        self.addr.do_send(Release);
+        let state = &self.run.state;
+        state.touch();
+        let before = state.in_flight.fetch_sub(1, Ordering::SeqCst);
+        // Only a draining run waits for its last request; `do_send` never
+        // waits and does nothing once the actor is gone.
+        if before == 1 && state.is_draining() {
+            self.run.addr.do_send(Drained);
+        }
     }
 }

@@ -2,20 +2,19 @@
 //!
 //! Every request that reaches a run gets exactly one correlated answer
 //! (same JSON-RPC id): the MCP endpoint's response, or a typed error when
-//! the run's actor is gone or draining ("run ended"), when its mailbox
-//! stays full past the send timeout ("gateway busy"), when the run's rate
-//! limit is reached, or when the run is stopped while the request is in
-//! flight. A request whose client disconnects is dropped by the HTTP
+//! the run is gone or draining ("run ended"), when the run's rate limit is
+//! reached, or when the run is stopped while the request is in flight.
+//! Admission does not message the run's actor (see [`crate::actor`]), so
+//! a busy or stalled actor thread holds up no request. A request whose client disconnects is dropped by the HTTP
 //! server; its ticket and log guard release the slot and record the
 //! outcome. Nothing waits without a bound.
 
-use crate::actor::{Admit, Refused, RunActor, StopReason};
+use crate::actor::{Refused, RunHandle, StopReason};
 use crate::backend::RequestScope;
 use crate::binding::Binding;
 use crate::gateway::Inner;
 use crate::key::RunKey;
 use crate::rpc::{self, RequestHead, code};
-use actix::{Addr, MailboxError};
 use actix_web::body::{BoxBody, MessageBody};
 use actix_web::http::StatusCode;
 use actix_web::http::header::{self, HeaderMap};
@@ -29,12 +28,6 @@ use serde_json::json;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::Instrument;
-
-/// The run a request is for, and its actor.
-pub(crate) struct Target {
-    pub key: RunKey,
-    pub addr: Addr<RunActor>,
-}
 
 /// A request whose body has been read.
 pub(crate) struct Incoming {
@@ -245,30 +238,30 @@ pub(crate) fn refuse(incoming: Incoming, refusal: Refusal) -> HttpResponse {
     refusal.respond(incoming.head.id.as_deref(), incoming.log)
 }
 
-/// Admits the request at its run's actor, serves it through the MCP
-/// endpoint with one binding snapshot, and answers it.
+/// Admits the request to its run, serves it through the MCP endpoint with
+/// one binding snapshot, and answers it.
 pub(crate) async fn serve(
     inner: &Inner,
-    target: Target,
+    run: &RunHandle,
     mut incoming: Incoming,
     binding: Option<Arc<Binding>>,
     resolved: Option<(TokenHash, Grant)>,
 ) -> HttpResponse {
-    incoming.log.set_run(&target.key);
-    let admitted = tokio::time::timeout(inner.config.send_timeout, target.addr.send(Admit)).await;
-    let mut ticket = match admitted {
-        Ok(Ok(Ok(ticket))) => ticket,
-        Ok(Ok(Err(Refused::Ended(reason)))) => {
-            return refuse(incoming, run_ended(&target.key, Some(reason), false));
+    let key = &run.state.key;
+    incoming.log.set_run(key);
+    let mut ticket = match inner.admit(run).await {
+        Ok(ticket) => ticket,
+        Err(Refused::Ended(reason)) => {
+            return refuse(incoming, run_ended(key, Some(reason), false));
         }
-        Ok(Ok(Err(Refused::RateLimited(limited)))) => {
+        Err(Refused::RateLimited(limited)) => {
             let retry_ms = u64::try_from(limited.retry_after.as_millis()).unwrap_or(u64::MAX);
             let mut refusal = Refusal::new(
                 StatusCode::TOO_MANY_REQUESTS,
                 code::RATE_LIMITED,
                 format!(
                     "Too Many Requests: run {} is over its rate limit; retry in {retry_ms} ms (retryable)",
-                    target.key.run
+                    key.run
                 ),
             )
             .outcome("rate_limited")
@@ -276,24 +269,6 @@ pub(crate) async fn serve(
             refusal.error = refusal
                 .error
                 .with_data(json!({ "retryable": true, "retry_after_ms": retry_ms }));
-            return refuse(incoming, refusal);
-        }
-        Ok(Err(MailboxError::Closed | MailboxError::Timeout)) => {
-            return refuse(incoming, run_ended(&target.key, None, false));
-        }
-        Err(_elapsed) => {
-            let mut refusal = Refusal::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                code::GATEWAY_BUSY,
-                format!(
-                    "Service Unavailable: run {}'s gateway is busy and did not take this request within {} ms; retry shortly (retryable)",
-                    target.key.run,
-                    inner.config.send_timeout.as_millis()
-                ),
-            )
-            .outcome("busy")
-            .retry_after(Duration::from_secs(1));
-            refusal.error = refusal.error.with_data(json!({ "retryable": true }));
             return refuse(incoming, refusal);
         }
     };
@@ -319,10 +294,10 @@ pub(crate) async fn serve(
     };
     let scope = RequestScope {
         binding: binding.unwrap_or_else(|| inner.binding.load()),
-        expected: target.key.clone(),
+        expected: key.clone(),
         resolved,
     };
-    let span = tracing::info_span!("run", tenant = %target.key.tenant, run = %target.key.run);
+    let span = tracing::info_span!("run", tenant = %key.tenant, run = %key.run);
     let endpoint = inner.endpoint.clone();
     let call = scope.run(endpoint.handle(req, payload)).instrument(span);
     tokio::pin!(call);
@@ -330,7 +305,7 @@ pub(crate) async fn serve(
         biased;
         response = &mut call => response,
         () = ticket.cancelled() => {
-            return run_ended(&target.key, None, true).respond(head.id.as_deref(), log);
+            return run_ended(key, None, true).respond(head.id.as_deref(), log);
         }
     };
     drop(ticket);

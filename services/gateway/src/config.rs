@@ -25,11 +25,6 @@ pub struct GatewayConfig {
     pub max_body_bytes: usize,
     /// Bound on every store call and token lookup.
     pub store_timeout: Duration,
-    /// Longest a request waits for its run's actor to take it (a full
-    /// mailbox) before it is answered "gateway busy".
-    pub send_timeout: Duration,
-    /// Bound of each run actor's mailbox.
-    pub mailbox_capacity: usize,
     /// How long a stopping run lets in-flight requests finish.
     pub drain_timeout: Duration,
     /// After the drain deadline, how long cancelled requests get to answer
@@ -52,8 +47,6 @@ pub struct GatewayConfig {
 }
 
 impl GatewayConfig {
-    pub const DEFAULT_SEND_TIMEOUT: Duration = Duration::from_secs(2);
-    pub const DEFAULT_MAILBOX_CAPACITY: usize = 256;
     pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
     pub const DEFAULT_CANCEL_GRACE: Duration = Duration::from_secs(1);
     pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(600);
@@ -72,8 +65,6 @@ impl GatewayConfig {
             },
             max_body_bytes: 1024 * 1024,
             store_timeout: Duration::from_secs(5),
-            send_timeout: Self::DEFAULT_SEND_TIMEOUT,
-            mailbox_capacity: Self::DEFAULT_MAILBOX_CAPACITY,
             drain_timeout: Self::DEFAULT_DRAIN_TIMEOUT,
             cancel_grace: Self::DEFAULT_CANCEL_GRACE,
             idle_timeout: Self::DEFAULT_IDLE_TIMEOUT,

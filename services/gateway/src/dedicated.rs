@@ -12,12 +12,11 @@
 //! every open connection is wound down: its reads report end-of-stream, so
 //! the HTTP dispatcher finishes the response it is writing and closes.
 
-use crate::actor::{Census, RunActor};
-use crate::bridge::{self, Target};
+use crate::actor::{Census, RunHandle};
+use crate::bridge;
 use crate::error::GatewayError;
 use crate::gateway::Inner;
-use crate::key::RunKey;
-use actix::{Addr, Arbiter};
+use actix::Arbiter;
 use actix_http::{Extensions, HttpService, KeepAlive, Protocol};
 use actix_service::{Service, ServiceFactory, map_config};
 use actix_web::dev::AppConfig;
@@ -44,8 +43,7 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
 /// A run as its listener and connections see it.
 pub(crate) struct RunConn {
-    pub key: RunKey,
-    pub addr: Addr<RunActor>,
+    pub run: RunHandle,
     /// Turns true when the run's actor stopped.
     pub stop: watch::Receiver<bool>,
 }
@@ -175,7 +173,7 @@ async fn dedicated_request(
     let run = req.conn_data::<ConnRun>().map(|c| c.0.clone());
     let name = run
         .as_ref()
-        .map_or_else(String::new, |r| r.key.run.to_string());
+        .map_or_else(String::new, |r| r.run.state.key.run.to_string());
     let Some(inner) = gateway.0.upgrade() else {
         return HttpResponse::ServiceUnavailable().finish();
     };
@@ -189,11 +187,7 @@ async fn dedicated_request(
     if incoming.req.path() != "/mcp" {
         return bridge::not_found(incoming, "this run's MCP endpoint is /mcp");
     }
-    let target = Target {
-        key: run.key.clone(),
-        addr: run.addr.clone(),
-    };
-    bridge::serve(&inner, target, incoming, None, None).await
+    bridge::serve(&inner, &run.run, incoming, None, None).await
 }
 
 /// Counts a live listener or connection for as long as it exists.
@@ -224,7 +218,7 @@ async fn accept_loop<S>(
     let listener = match tokio::net::TcpListener::from_std(listener) {
         Ok(listener) => listener,
         Err(err) => {
-            tracing::error!(run = %run.key, error = %err, "gateway listener could not start");
+            tracing::error!(run = %run.run.state.key, error = %err, "gateway listener could not start");
             return;
         }
     };
@@ -242,7 +236,7 @@ async fn accept_loop<S>(
                     actix_rt::spawn(serve_connection(service.clone(), io, peer, census.clone()));
                 }
                 Err(err) => {
-                    tracing::warn!(run = %run.key, error = %err, "gateway accept failed");
+                    tracing::warn!(run = %run.run.state.key, error = %err, "gateway accept failed");
                     tokio::time::sleep(ACCEPT_BACKOFF).await;
                 }
             },

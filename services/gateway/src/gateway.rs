@@ -2,7 +2,7 @@
 //! them, and the listeners their requests arrive on.
 
 use crate::actor::{
-    ActorSettings, Census, Drain, DrainReport, RunActor, RunGauge, RunSpec, StopReason,
+    ActorSettings, Census, Drain, DrainReport, RunActor, RunHandle, RunSpec, RunState, StopReason,
 };
 use crate::backend::GatewayBackend;
 use crate::binding::{Binding, BindingCell};
@@ -12,7 +12,7 @@ use crate::error::GatewayError;
 use crate::key::RunKey;
 use crate::limiter::RateLimiter;
 use crate::registration::Registration;
-use actix::{Addr, Arbiter, ArbiterHandle};
+use actix::{Arbiter, ArbiterHandle};
 use corkboard_board::{Grant, GrantId, RunId, TenantId, Timestamp};
 use corkboard_grants::{GrantRequest, GrantService, TokenHash};
 use corkboard_mcp::{McpEndpoint, McpSettings};
@@ -84,11 +84,10 @@ pub struct GatewayStats {
 
 struct RunEntry {
     generation: u64,
-    addr: Addr<RunActor>,
+    run: RunHandle,
     grant: GrantId,
     expires_at: Timestamp,
     mcp_url: Option<String>,
-    gauge: Arc<RunGauge>,
     activated: bool,
 }
 
@@ -148,12 +147,20 @@ impl Inner {
         }
     }
 
-    /// The actor serving `key`, if it is active here.
-    pub(crate) fn live(&self, key: &RunKey) -> Option<Addr<RunActor>> {
+    /// The run `key`, if it is active here.
+    pub(crate) fn live(&self, key: &RunKey) -> Option<RunHandle> {
         match self.lock().get(key) {
-            Some(Slot::Live(entry)) => Some(entry.addr.clone()),
+            Some(Slot::Live(entry)) => Some(entry.run.clone()),
             _ => None,
         }
+    }
+
+    /// Takes one request's slot in `run` (see [`RunHandle::admit`]).
+    pub(crate) async fn admit(
+        &self,
+        run: &RunHandle,
+    ) -> Result<crate::actor::Ticket, crate::actor::Refused> {
+        run.admit(self.limiter.as_ref()).await
     }
 
     fn spawn_actor(
@@ -162,24 +169,24 @@ impl Inner {
         generation: u64,
         expires_at: Timestamp,
         token_hash: TokenHash,
-    ) -> (Addr<RunActor>, Arc<RunGauge>, watch::Receiver<bool>) {
+    ) -> (RunHandle, watch::Receiver<bool>) {
         let (stop_tx, stop_rx) = watch::channel(false);
-        let gauge = Arc::new(RunGauge::default());
+        let state = Arc::new(RunState::new(key.clone()));
         let actor = RunActor::new(
             RunSpec {
-                key: key.clone(),
                 generation,
                 expires_at,
                 token_hash,
                 stop: stop_tx,
-                gauge: gauge.clone(),
+                state: state.clone(),
             },
             self.limiter.clone(),
             self.census.clone(),
             self.actor_settings.clone(),
             Arc::downgrade(self),
         );
-        (actor.launch(&self.actor_arbiter), gauge, stop_rx)
+        let addr = actor.launch(&self.actor_arbiter);
+        (RunHandle { addr, state }, stop_rx)
     }
 
     /// Shared mode: the actor for a run whose grant the request's token
@@ -191,32 +198,31 @@ impl Inner {
         key: &RunKey,
         grant: &Grant,
         token_hash: TokenHash,
-    ) -> Result<Addr<RunActor>, GatewayError> {
+    ) -> Result<RunHandle, GatewayError> {
         if self.closing.load(Ordering::Relaxed) {
             return Err(GatewayError::ShuttingDown);
         }
         let mut runs = self.lock();
         if let Some(Slot::Live(entry)) = runs.get(key)
-            && !entry.gauge.draining.load(Ordering::Relaxed)
+            && !entry.run.state.is_draining()
         {
-            return Ok(entry.addr.clone());
+            return Ok(entry.run.clone());
         }
         let generation = self.next_generation();
-        let (addr, gauge, _stop) = self.spawn_actor(key, generation, grant.expires_at, token_hash);
+        let (run, _stop) = self.spawn_actor(key, generation, grant.expires_at, token_hash);
         runs.insert(
             key.clone(),
             Slot::Live(RunEntry {
                 generation,
-                addr: addr.clone(),
+                run: run.clone(),
                 grant: grant.id.clone(),
                 expires_at: grant.expires_at,
                 mcp_url: None,
-                gauge,
                 activated: true,
             }),
         );
         tracing::info!(tenant = %key.tenant, run = %key.run, "run activated");
-        Ok(addr)
+        Ok(run)
     }
 }
 
@@ -265,7 +271,6 @@ impl Gateway {
             None => McpEndpoint::new(backend, mcp),
         };
         let actor_settings = Arc::new(ActorSettings {
-            mailbox_capacity: config.mailbox_capacity.max(1),
             drain_timeout: config.drain_timeout,
             cancel_grace: config.cancel_grace,
             idle_timeout: matches!(config.mode, ListenerMode::Shared { .. })
@@ -372,7 +377,7 @@ impl Gateway {
             ),
         };
         let issued = inner.grants.issue(request).await?;
-        let (addr, gauge, stop) = inner.spawn_actor(
+        let (run, stop) = inner.spawn_actor(
             key,
             generation,
             issued.grant.expires_at,
@@ -380,12 +385,11 @@ impl Gateway {
         );
         if let (Some(listener), Some(pool)) = (listener, inner.pool.get()) {
             let conn = Arc::new(RunConn {
-                key: key.clone(),
-                addr: addr.clone(),
+                run: run.clone(),
                 stop,
             });
             if let Err(err) = pool.listen(listener, conn) {
-                addr.do_send(Drain {
+                run.addr.do_send(Drain {
                     reason: StopReason::Shutdown,
                     done: None,
                 });
@@ -403,11 +407,10 @@ impl Gateway {
                     key.clone(),
                     Slot::Live(RunEntry {
                         generation,
-                        addr,
+                        run,
                         grant: issued.grant.id.clone(),
                         expires_at: issued.grant.expires_at,
                         mcp_url: Some(mcp_url.clone()),
-                        gauge,
                         activated: false,
                     }),
                 );
@@ -415,7 +418,7 @@ impl Gateway {
                 // Either the actor stopped already (a grant that expired at
                 // once), or, in shared mode, a request activated the run
                 // meanwhile and that actor serves it: this one is surplus.
-                addr.do_send(Drain {
+                run.addr.do_send(Drain {
                     reason: StopReason::Shutdown,
                     done: None,
                 });
@@ -468,7 +471,7 @@ impl Gateway {
 
     /// Drains and stops the local actor of a run without revoking anything.
     pub async fn stop_run(&self, key: &RunKey, reason: StopReason) -> Option<DrainReport> {
-        let addr = self.inner.live(key)?;
+        let addr = self.inner.live(key)?.addr;
         let (done, report) = oneshot::channel();
         // `do_send` skips the mailbox bound: stopping never queues behind
         // the requests it is about to refuse.
@@ -496,10 +499,10 @@ impl Gateway {
                     grant_id: entry.grant.clone(),
                     mcp_url: entry.mcp_url.clone(),
                     expires_at: entry.expires_at,
-                    in_flight: entry.gauge.in_flight.load(Ordering::Relaxed),
-                    draining: entry.gauge.draining.load(Ordering::Relaxed),
-                    admitted: entry.gauge.admitted.load(Ordering::Relaxed),
-                    rate_limited: entry.gauge.rate_limited.load(Ordering::Relaxed),
+                    in_flight: entry.run.state.in_flight(),
+                    draining: entry.run.state.is_draining(),
+                    admitted: entry.run.state.admitted(),
+                    rate_limited: entry.run.state.rate_limited(),
                     activated: entry.activated,
                 }),
                 Slot::Reserved(_) => None,

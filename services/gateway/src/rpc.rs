@@ -15,9 +15,8 @@ pub mod code {
     /// The run's request budget is spent for now; retry after
     /// `error.data.retry_after_ms`.
     pub const RATE_LIMITED: i64 = -32052;
-    /// The run's actor did not take the request within the send timeout
-    /// (its mailbox stayed full). Retryable.
-    pub const GATEWAY_BUSY: i64 = -32053;
+    // -32053 ("gateway busy", a full actor mailbox) is retired: admission
+    // no longer goes through the actor. Not to be reused.
     /// Nothing is served at this path.
     pub const NOT_FOUND: i64 = -32054;
 }
@@ -218,7 +217,7 @@ mod tests {
         let value: serde_json::Value = serde_json::from_slice(&body).unwrap();
         assert_eq!(value["id"], "req-1");
         assert_eq!(value["error"]["code"], code::RUN_ENDED);
-        let body = error_body(None, &RpcError::new(code::GATEWAY_BUSY, "busy"));
+        let body = error_body(None, &RpcError::new(code::RATE_LIMITED, "slow down"));
         let value: serde_json::Value = serde_json::from_slice(&body).unwrap();
         assert!(value["id"].is_null());
     }

@@ -7,7 +7,7 @@
 //! resolve to a grant for exactly the run in the path; the resolved grant
 //! travels with the request so it is not looked up twice.
 
-use crate::bridge::{self, Refusal, Target};
+use crate::bridge::{self, Refusal};
 use crate::gateway::Gateway;
 use crate::key::RunKey;
 use actix_web::http::StatusCode;
@@ -61,20 +61,13 @@ async fn shared_request(
         );
     }
     let key = RunKey::new(grant.tenant.clone(), run);
-    let addr = match inner.activate(&key, &grant, hash) {
-        Ok(addr) => addr,
+    let run = match inner.activate(&key, &grant, hash) {
+        Ok(run) => run,
         Err(_) => {
             return bridge::refuse(incoming, bridge::run_ended(&key, None, false));
         }
     };
-    bridge::serve(
-        inner,
-        Target { key, addr },
-        incoming,
-        Some(binding),
-        Some((hash, grant)),
-    )
-    .await
+    bridge::serve(inner, &run, incoming, Some(binding), Some((hash, grant))).await
 }
 
 /// Resolves a bearer token the way the board tools do (same messages).
