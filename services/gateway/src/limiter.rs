@@ -5,7 +5,8 @@
 //! Service) the budget must be shared too, or each pod would grant the full
 //! rate: [`RedisRateLimiter`] keeps the bucket in Redis and updates it in
 //! one Lua script, timed by the Redis server's clock so pods with skewed
-//! clocks agree.
+//! clocks agree; each pod leases a few tokens at a time so a request does
+//! not wait for Redis.
 
 use crate::error::GatewayError;
 use crate::key::RunKey;
@@ -105,11 +106,14 @@ impl RateLimiter for LocalRateLimiter {
 }
 
 /// The bucket update, atomic in Redis. KEYS[1]: the run's bucket;
-/// ARGV: rate per second, burst, key lifetime in ms. Returns
-/// `{allowed (0/1), wait_ms}`.
+/// ARGV: rate per second, burst, key lifetime in ms, tokens wanted.
+/// Takes up to the tokens wanted (at least one, or none) and returns
+/// `{granted, wait_ms}`; `wait_ms` says when one token will be there when
+/// none was granted.
 const BUCKET_SCRIPT: &str = r"
 local rate = tonumber(ARGV[1])
 local burst = tonumber(ARGV[2])
+local want = tonumber(ARGV[4])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local state = redis.call('HMGET', KEYS[1], 'tokens', 'at')
@@ -123,20 +127,40 @@ if now > at then
   tokens = math.min(burst, tokens + (now - at) * rate / 1000)
   at = now
 end
-local allowed = 0
+local granted = math.min(want, math.floor(tokens))
 local wait = 0
-if tokens >= 1 then
-  tokens = tokens - 1
-  allowed = 1
+if granted >= 1 then
+  tokens = tokens - granted
 else
+  granted = 0
   wait = math.ceil((1 - tokens) * 1000 / rate)
 end
 redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(at))
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
-return {allowed, wait}
+return {granted, wait}
 ";
 
+/// How long tokens taken from Redis may be spent locally. Unspent ones are
+/// dropped (never given back): a lease can only make the limit stricter,
+/// never looser.
+const LEASE_LIFETIME: Duration = Duration::from_secs(1);
+
+/// Tokens taken from Redis but not yet spent by this pod.
+#[derive(Debug, Clone, Copy)]
+struct Lease {
+    tokens: u32,
+    until: Instant,
+}
+
 /// Token buckets in Redis, shared by every runner pod.
+///
+/// A round trip per request would put Redis in every tool call's path (and
+/// its CPU on the same cores in a small deployment). Each pod instead takes
+/// a small *lease* of tokens in one script call (a tenth of a second's
+/// budget, 1 to 64 tokens) and spends it locally. The pods together still
+/// never spend more than the shared bucket holds: a leased token is taken
+/// from the bucket when it is leased, and a lease that is not spent within
+/// [`LEASE_LIFETIME`] is dropped.
 ///
 /// Fails open: when Redis does not answer within the operation timeout the
 /// request is allowed (and a warning logged). Rate limiting protects the
@@ -147,6 +171,8 @@ pub struct RedisRateLimiter {
     prefix: String,
     timeout: Duration,
     redis: RedisConnector,
+    script_sha: String,
+    leases: Mutex<HashMap<RunKey, Lease>>,
 }
 
 impl std::fmt::Debug for RedisRateLimiter {
@@ -187,6 +213,11 @@ impl RedisRateLimiter {
             prefix: key_prefix.to_owned(),
             timeout,
             redis,
+            script_sha: {
+                use sha1::Digest;
+                hex::encode(sha1::Sha1::digest(BUCKET_SCRIPT.as_bytes()))
+            },
+            leases: Mutex::new(HashMap::new()),
         })
     }
 
@@ -194,16 +225,76 @@ impl RedisRateLimiter {
         format!("{}ratelimit:{}:{}", self.prefix, run.tenant, run.run)
     }
 
+    /// Tokens one script call asks for: a tenth of a second's budget,
+    /// within 1..=64 and never more than the burst.
+    fn lease_size(&self) -> u32 {
+        (self.limit.per_second / 10)
+            .clamp(1, 64)
+            .min(self.limit.burst.max(1))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<RunKey, Lease>> {
+        // Each critical section is a lookup and an integer update.
+        self.leases
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Spends one leased token of `run`, if this pod holds a live one.
+    fn spend_leased(&self, run: &RunKey) -> bool {
+        let mut leases = self.lock();
+        match leases.get_mut(run) {
+            Some(lease) if lease.tokens > 0 && lease.until > Instant::now() => {
+                lease.tokens -= 1;
+                true
+            }
+            Some(_) => {
+                leases.remove(run);
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// Keeps `extra` tokens granted beyond the one being spent now.
+    fn keep_leased(&self, run: &RunKey, extra: u32) {
+        if extra == 0 {
+            return;
+        }
+        let until = Instant::now() + LEASE_LIFETIME;
+        let mut leases = self.lock();
+        let lease = leases
+            .entry(run.clone())
+            .or_insert(Lease { tokens: 0, until });
+        lease.tokens = lease.tokens.saturating_add(extra);
+        lease.until = until;
+    }
+
+    /// Runs the bucket script by its hash (`EVALSHA`), sending the script
+    /// itself only when this Redis node does not have it cached yet.
     async fn run_script(&self, key: String) -> redis::RedisResult<(i64, i64)> {
         let ttl_ms = self.key_lifetime().as_millis().to_string();
-        let mut cmd = redis::cmd("EVAL");
-        cmd.arg(BUCKET_SCRIPT)
-            .arg(1)
-            .arg(key)
-            .arg(self.limit.per_second.max(1))
-            .arg(self.limit.burst.max(1))
-            .arg(ttl_ms);
-        self.redis.get().await?.query(&cmd).await
+        let args = |cmd: &mut redis::Cmd| {
+            cmd.arg(1)
+                .arg(&key)
+                .arg(self.limit.per_second.max(1))
+                .arg(self.limit.burst.max(1))
+                .arg(&ttl_ms)
+                .arg(self.lease_size());
+        };
+        let mut conn = self.redis.get().await?;
+        let mut by_hash = redis::cmd("EVALSHA");
+        by_hash.arg(&self.script_sha);
+        args(&mut by_hash);
+        match conn.query(&by_hash).await {
+            Err(err) if err.kind() == redis::ErrorKind::NoScriptError => {
+                let mut whole = redis::cmd("EVAL");
+                whole.arg(BUCKET_SCRIPT);
+                args(&mut whole);
+                conn.query(&whole).await
+            }
+            other => other,
+        }
     }
 
     /// Long enough for an idle bucket to refill completely, so forgetting
@@ -217,8 +308,14 @@ impl RedisRateLimiter {
 #[async_trait]
 impl RateLimiter for RedisRateLimiter {
     async fn acquire(&self, run: &RunKey) -> Result<(), RateLimited> {
+        if self.spend_leased(run) {
+            return Ok(());
+        }
         match tokio::time::timeout(self.timeout, self.run_script(self.key(run))).await {
-            Ok(Ok((1, _))) => Ok(()),
+            Ok(Ok((granted, _))) if granted >= 1 => {
+                self.keep_leased(run, u32::try_from(granted - 1).unwrap_or(0));
+                Ok(())
+            }
             Ok(Ok((_, wait_ms))) => Err(RateLimited {
                 retry_after: Duration::from_millis(u64::try_from(wait_ms).unwrap_or(1).max(1)),
             }),
@@ -237,8 +334,10 @@ impl RateLimiter for RedisRateLimiter {
         }
     }
 
-    fn forget(&self, _run: &RunKey) {
-        // Other pods may still serve the run; the key expires by itself.
+    fn forget(&self, run: &RunKey) {
+        // Other pods may still serve the run; its Redis key expires by
+        // itself. This pod's unspent lease goes.
+        self.lock().remove(run);
     }
 }
 
