@@ -265,6 +265,9 @@ impl Gateway {
         mcp.allowed_origins = config.allowed_origins.clone();
         mcp.max_body_bytes = config.max_body_bytes;
         mcp.metrics = parts.metrics.clone();
+        // The bridge logs every request once ("gateway request"), refusals
+        // before the endpoint included.
+        mcp.log_exchanges = false;
         let backend = Arc::new(GatewayBackend::new());
         let endpoint = match &parts.session_ends {
             Some(ends) => McpEndpoint::with_session_ends(backend, mcp, ends.clone()),

@@ -123,6 +123,17 @@ async fn one_event_per_request_without_arguments_or_tokens() -> Result<()> {
             .filter(|e| e["fields"]["tool"] == "create_issue" && e["fields"]["outcome"] == "ok")
             .collect();
         assert_eq!(this_mode.len(), 1, "{mode:?}: {this_mode:?}");
+        // And no second info line for the same request from the MCP
+        // endpoint or the board tools.
+        let per_request: Vec<Value> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|e| {
+                ["mcp exchange", "tool call", "gateway request"]
+                    .contains(&e["fields"]["message"].as_str().unwrap_or_default())
+            })
+            .collect();
+        assert_eq!(per_request.len(), 3, "{mode:?}: {per_request:#?}");
         captured.0.lock().unwrap_or_else(|p| p.into_inner()).clear();
     }
     Ok(())

@@ -57,6 +57,10 @@ pub struct McpSettings {
     pub retry_after_secs: u32,
     /// Where request counts and latencies go (none: not counted).
     pub metrics: Option<corkboard_telemetry::Metrics>,
+    /// Emit the info-level "mcp exchange" event per request. Off where the
+    /// caller logs each request once itself (a run's gateway), so a request
+    /// costs one log line, not two.
+    pub log_exchanges: bool,
 }
 
 impl McpSettings {
@@ -75,6 +79,7 @@ impl McpSettings {
             list_ttl: Duration::from_secs(60),
             retry_after_secs: 2,
             metrics: None,
+            log_exchanges: true,
         }
     }
 }
@@ -227,7 +232,9 @@ impl<B: ToolBackend> McpEndpoint<B> {
                 elapsed,
             );
         }
-        span.in_scope(|| log_exchange("http", &summary, status, elapsed));
+        if self.inner.settings.log_exchanges {
+            span.in_scope(|| log_exchange("http", &summary, status, elapsed));
+        }
         response
     }
 

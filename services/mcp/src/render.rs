@@ -142,16 +142,27 @@ pub(crate) fn tools_list(
     let mut out = Vec::with_capacity(tools.get().len() + 160);
     out.extend_from_slice(b"{\"tools\":");
     out.extend_from_slice(tools.get().as_bytes());
+    let mut rest = Map::new();
     if revision.has_result_type() {
-        let mut rest = Map::new();
         rest.insert("ttlMs".into(), Value::from(ttl_ms));
         rest.insert("cacheScope".into(), Value::String("private".into()));
-        let decorated = finish(revision, identity, rest);
-        // `decorated` is a non-empty object `{...}`: splice its members.
-        if decorated.len() > 2 {
-            out.push(b',');
-            out.extend_from_slice(&decorated[1..decorated.len() - 1]);
-        }
+    }
+    close(out, revision, identity, rest)
+}
+
+/// Ends an object whose members `out` holds (at least one) with `rest` and
+/// the revision's decorations.
+fn close(
+    mut out: Vec<u8>,
+    revision: Revision,
+    identity: &ServerIdentity,
+    rest: Map<String, Value>,
+) -> ResultJson {
+    let decorated = finish(revision, identity, rest);
+    // `decorated` is an object `{...}`: splice its members, if any.
+    if decorated.len() > 2 {
+        out.push(b',');
+        out.extend_from_slice(&decorated[1..decorated.len() - 1]);
     }
     out.push(b'}');
     out
@@ -159,22 +170,102 @@ pub(crate) fn tools_list(
 
 /// A `tools/call` result: the text block (the structured JSON when the
 /// tool gave no text), `structuredContent` where the revision has it.
+///
+/// Written directly rather than through a `Value` tree: the structured
+/// result is serialised once and that one string is both the text block
+/// (escaped) and `structuredContent` (as is).
 pub(crate) fn call_result(
     revision: Revision,
     identity: &ServerIdentity,
     output: &ToolOutput,
 ) -> ResultJson {
-    let text = match (&output.structured, output.text.is_empty()) {
-        (Some(structured), true) => structured.to_string(),
-        _ => output.text.clone(),
+    let structured = output.structured.as_ref().map(Value::to_string);
+    let text = match (&structured, output.text.is_empty()) {
+        (Some(structured), true) => structured.as_str(),
+        _ => output.text.as_str(),
     };
-    let mut result = Map::new();
-    result.insert("content".into(), json!([{ "type": "text", "text": text }]));
+    let mut out = Vec::with_capacity(2 * text.len() + 160);
+    out.extend_from_slice(b"{\"content\":[{\"type\":\"text\",\"text\":");
+    write_string(&mut out, text);
+    out.extend_from_slice(b"}]");
     if revision.has_structured_output()
-        && let Some(structured) = &output.structured
+        && let Some(structured) = &structured
     {
-        result.insert("structuredContent".into(), structured.clone());
+        out.extend_from_slice(b",\"structuredContent\":");
+        out.extend_from_slice(structured.as_bytes());
     }
-    result.insert("isError".into(), Value::Bool(output.is_error));
-    finish(revision, identity, result)
+    out.extend_from_slice(if output.is_error {
+        b",\"isError\":true"
+    } else {
+        b",\"isError\":false"
+    });
+    close(out, revision, identity, Map::new())
+}
+
+/// `text` as a JSON string.
+fn write_string(out: &mut Vec<u8>, text: &str) {
+    // Serialising a `&str` into a `Vec` cannot fail.
+    let _ = serde_json::to_writer(&mut *out, text);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn identity() -> ServerIdentity {
+        ServerIdentity {
+            name: "corkboard".into(),
+            version: "1.2.3".into(),
+            title: None,
+            instructions: None,
+        }
+    }
+
+    #[test]
+    fn a_call_result_carries_the_structured_json_as_its_text_block_in_every_revision() {
+        let structured = json!({
+            "title": "quotes \" back\\slash \n newline é 🧷 </script>",
+            "n": [1, 2.5, null, true],
+        });
+        let output = ToolOutput {
+            structured: Some(structured.clone()),
+            text: String::new(),
+            is_error: false,
+        };
+        for revision in Revision::ALL {
+            let bytes = call_result(revision, &identity(), &output);
+            let value: Value = serde_json::from_slice(&bytes).expect("valid JSON");
+            let text = value["content"][0]["text"].as_str().expect("text block");
+            assert_eq!(serde_json::from_str::<Value>(text).unwrap(), structured);
+            assert_eq!(value["content"][0]["type"], "text");
+            assert_eq!(value["isError"], false);
+            assert_eq!(
+                value.get("structuredContent"),
+                revision.has_structured_output().then_some(&structured),
+                "{revision:?}"
+            );
+            assert_eq!(
+                value.get("resultType").is_some(),
+                revision.has_result_type(),
+                "{revision:?}"
+            );
+            if revision.has_result_type() {
+                assert_eq!(value["_meta"][meta_key::SERVER_INFO]["version"], "1.2.3");
+            }
+        }
+    }
+
+    #[test]
+    fn an_error_result_keeps_its_own_text_and_no_structured_content() {
+        let output = ToolOutput {
+            structured: None,
+            text: "board unavailable: \"x\"".into(),
+            is_error: true,
+        };
+        let bytes = call_result(Revision::LATEST_LEGACY, &identity(), &output);
+        let value: Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(value["content"][0]["text"], "board unavailable: \"x\"");
+        assert_eq!(value["isError"], true);
+        assert!(value.get("structuredContent").is_none());
+    }
 }

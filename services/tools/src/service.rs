@@ -137,7 +137,10 @@ impl BoardTools {
             arguments_hash: ArgumentsHash::of(raw_arguments),
             issue,
         });
-        tracing::info!(
+        // Debug: the exchange's own event (MCP endpoint or gateway) already
+        // says which tool ran and how, inside a span naming the grant; one
+        // info line per request keeps logging off the hot path's profile.
+        tracing::debug!(
             tool = name,
             tenant = %grant.tenant,
             run = %grant.run,
@@ -432,9 +435,10 @@ impl ToolBackend for BoardTools {
         );
         match result {
             Ok(Success { value, .. }) => ToolOutput {
-                // The JSON as text too, for clients before 2025-06-18 that
-                // only read content blocks.
-                text: value.to_string(),
+                // No text of its own: the MCP renderer sends the structured
+                // JSON as the text block too (for clients before 2025-06-18
+                // that only read content blocks), serialised once.
+                text: String::new(),
                 structured: Some(value),
                 is_error: false,
             },
