@@ -13,8 +13,11 @@
 //!   number of retries is answered `Unavailable`. Read-modify-write
 //!   operations (updates, idempotent creates) read under that lock, so they
 //!   are atomic across processes.
-//! - **Reads** run on a small pool of connections on tokio's blocking pool,
-//!   each in a read transaction (a consistent snapshot).
+//! - **Reads** use a small pool of connections. Point reads (an issue, a
+//!   grant) run right on the calling thread when a connection is free;
+//!   lists and other reads that can scan run on tokio's blocking pool. A
+//!   read of several statements runs in one read transaction (a consistent
+//!   snapshot).
 //! - Every filter of a list runs in SQL; statements are prepared once per
 //!   connection and cached.
 

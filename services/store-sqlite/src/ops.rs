@@ -1,7 +1,7 @@
 //! The SQL of every operation, on a plain connection. Reads run on a pooled
-//! read connection inside a read transaction; writes run on the writer's
-//! connection inside its group transaction (see [`crate::writer`]), each in
-//! its own savepoint.
+//! read connection (see [`crate::readers`] for their transactions); writes
+//! run on the writer's connection inside its group transaction (see
+//! [`crate::writer`]), each in its own savepoint.
 
 use crate::codec::{
     AUDIT_COLUMNS, COMMENT_COLUMNS, GRANT_COLUMNS, ISSUE_COLUMNS, audit_from_row, comment_from_row,
@@ -16,8 +16,23 @@ use corkboard_board::{
 };
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 use std::collections::HashMap;
+use std::sync::LazyLock;
 
 // ---------------------------------------------------------------- reads
+
+// The statements of the point reads, built once: they run on every request,
+// and their text is the statement cache's key.
+static ISSUE_BY_ID: LazyLock<String> =
+    LazyLock::new(|| format!("SELECT {ISSUE_COLUMNS} FROM issues WHERE tenant = ?1 AND id = ?2"));
+static COMMENTS_OF_ISSUE: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT {COMMENT_COLUMNS} FROM comments WHERE tenant = ?1 AND issue_id = ?2 ORDER BY seq"
+    )
+});
+static GRANT_BY_ID: LazyLock<String> =
+    LazyLock::new(|| format!("SELECT {GRANT_COLUMNS} FROM grants WHERE id = ?1"));
+static GRANT_BY_TOKEN_HASH: LazyLock<String> =
+    LazyLock::new(|| format!("SELECT {GRANT_COLUMNS} FROM grants WHERE token_hash = ?1"));
 
 fn issue_not_found(id: &IssueId) -> OpError {
     OpError::Store(StoreError::not_found(format!("issue {id}")))
@@ -29,9 +44,7 @@ fn grant_not_found(id: &GrantId) -> OpError {
 
 /// The issue row alone, without comments.
 fn issue_row(conn: &Connection, tenant: &TenantId, id: &IssueId) -> Result<Option<Issue>, OpError> {
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {ISSUE_COLUMNS} FROM issues WHERE tenant = ?1 AND id = ?2"
-    ))?;
+    let mut stmt = conn.prepare_cached(&ISSUE_BY_ID)?;
     let mut rows = stmt.query(params![tenant.as_str(), id.as_str()])?;
     match rows.next()? {
         Some(row) => Ok(Some(issue_from_row(tenant, row)?)),
@@ -44,9 +57,7 @@ fn comments_of(
     tenant: &TenantId,
     id: &IssueId,
 ) -> Result<Vec<Comment>, OpError> {
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {COMMENT_COLUMNS} FROM comments WHERE tenant = ?1 AND issue_id = ?2 ORDER BY seq"
-    ))?;
+    let mut stmt = conn.prepare_cached(&COMMENTS_OF_ISSUE)?;
     let mut rows = stmt.query(params![tenant.as_str(), id.as_str()])?;
     let mut comments = Vec::new();
     while let Some(row) = rows.next()? {
@@ -132,8 +143,7 @@ fn attach_comments(
 }
 
 pub(crate) fn load_grant(conn: &Connection, id: &GrantId) -> Result<Option<GrantEvent>, OpError> {
-    let mut stmt =
-        conn.prepare_cached(&format!("SELECT {GRANT_COLUMNS} FROM grants WHERE id = ?1"))?;
+    let mut stmt = conn.prepare_cached(&GRANT_BY_ID)?;
     let mut rows = stmt.query(params![id.as_str()])?;
     match rows.next()? {
         Some(row) => Ok(Some(grant_from_row(row)?)),
@@ -149,9 +159,7 @@ pub(crate) fn grant_by_token_hash(
     conn: &Connection,
     token_hash: &str,
 ) -> Result<Option<GrantEvent>, OpError> {
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {GRANT_COLUMNS} FROM grants WHERE token_hash = ?1"
-    ))?;
+    let mut stmt = conn.prepare_cached(&GRANT_BY_TOKEN_HASH)?;
     let mut rows = stmt.query(params![token_hash])?;
     match rows.next()? {
         Some(row) => Ok(Some(grant_from_row(row)?)),

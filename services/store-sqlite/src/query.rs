@@ -138,6 +138,40 @@ mod tests {
     }
 
     #[test]
+    fn every_list_shape_fits_in_the_statement_cache_with_the_other_reads() {
+        let mut shapes = BTreeSet::new();
+        for cursor in [None, Some(IssueId::generate())] {
+            for states in [vec![], vec![IssueState::Todo]] {
+                for author_run in [None, Some(RunId::parse("r").unwrap())] {
+                    for text in [None, Some("x".to_owned())] {
+                        let label = || vec![Label::parse("l").unwrap()];
+                        for labels in [
+                            LabelFilter::None,
+                            LabelFilter::All(label()),
+                            LabelFilter::Any(label()),
+                        ] {
+                            let query = ListQuery {
+                                states: states.clone(),
+                                labels,
+                                text: text.clone(),
+                                author_run: author_run.clone(),
+                                limit: 10,
+                                cursor: cursor.clone(),
+                            };
+                            shapes.insert(list_issues(&tenant(), &query).text);
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(shapes.len(), 48);
+        // 4 point-read statements, page comments, active grants, 4 grant
+        // lists, 4 audit lists, BEGIN, COMMIT, ROLLBACK.
+        let others = 4 + 1 + 1 + 4 + 4 + 3;
+        assert!(shapes.len() + others <= crate::schema::STATEMENT_CACHE);
+    }
+
+    #[test]
     fn json_arrays_escape_their_values() {
         assert_eq!(json_array(["a\"b"]), r#"["a\"b"]"#);
         assert_eq!(json_array(Vec::<&str>::new()), "[]");

@@ -3,7 +3,7 @@
 use crate::error::{OpError, SqliteError, store_error};
 use crate::ops::{self, WriteOp, WriteOutput};
 use crate::options::SqliteOptions;
-use crate::readers::ReadPool;
+use crate::readers::{ReadPool, snapshot};
 use crate::schema;
 use crate::writer::{self, Counters, GroupPolicy, WriteJob, WriteStats};
 use async_trait::async_trait;
@@ -29,8 +29,11 @@ pub const AUDIT_PAGE_MAX: u32 = 1000;
 ///
 /// Cheap to clone (a handle); the writer thread stops when the last clone is
 /// dropped. Several processes may open the same file at once. The async
-/// methods must run inside a tokio runtime (any flavour): reads use
-/// `spawn_blocking`, every call is bounded by `tokio::time::timeout`.
+/// methods must run inside a tokio runtime (any flavour): point reads run on
+/// the calling thread when a connection is free, other reads use
+/// `spawn_blocking`, and every call that can wait is bounded by
+/// `tokio::time::timeout` (an inline point read takes microseconds and
+/// cannot be interrupted; see the `readers` module).
 #[derive(Clone)]
 pub struct SqliteStore {
     inner: Arc<Inner>,
@@ -137,12 +140,25 @@ impl SqliteStore {
         .await
     }
 
+    /// A read that may scan: on the blocking pool, in one snapshot.
     async fn read<T, F>(&self, read: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T, OpError> + Send + 'static,
     {
-        self.bounded(self.inner.reads.run(read)).await
+        self.bounded(self.inner.reads.run(move |conn| snapshot(conn, read)))
+            .await
+    }
+
+    /// A point read (a primary-key lookup or two): on the calling thread
+    /// when a connection is free. `read` sets up a [`snapshot`] itself if it
+    /// runs more than one statement.
+    async fn point_read<T, F>(&self, read: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: Fn(&Connection) -> Result<T, OpError> + Send + 'static,
+    {
+        self.bounded(self.inner.reads.point(read)).await
     }
 
     /// Every call answers within `operation_timeout`, whatever the file does.
@@ -197,7 +213,8 @@ impl IssueStore for SqliteStore {
 
     async fn get_issue(&self, tenant: &TenantId, id: &IssueId) -> Result<Issue, StoreError> {
         let (tenant, id) = (tenant.clone(), id.clone());
-        self.read(move |conn| ops::get_issue(conn, &tenant, &id))
+        // The issue row and its comments: two statements, one snapshot.
+        self.point_read(move |conn| snapshot(conn, |conn| ops::get_issue(conn, &tenant, &id)))
             .await
     }
 
@@ -283,7 +300,8 @@ impl GrantLedger for SqliteStore {
 
     async fn grant(&self, id: &GrantId) -> Result<GrantEvent, StoreError> {
         let id = id.clone();
-        self.read(move |conn| ops::get_grant(conn, &id)).await
+        // One statement: its own read transaction.
+        self.point_read(move |conn| ops::get_grant(conn, &id)).await
     }
 
     async fn grant_by_token_hash(
@@ -291,7 +309,9 @@ impl GrantLedger for SqliteStore {
         token_hash: &str,
     ) -> Result<Option<GrantEvent>, StoreError> {
         let token_hash = token_hash.to_owned();
-        self.read(move |conn| ops::grant_by_token_hash(conn, &token_hash))
+        // One statement (the unique index, then the row): its own read
+        // transaction. Every authenticated MCP request comes through here.
+        self.point_read(move |conn| ops::grant_by_token_hash(conn, &token_hash))
             .await
     }
 
