@@ -1,8 +1,9 @@
 //! Installing the subscriber and owning the trace pipeline's lifetime.
 
+use crate::buffered::BufferedLog;
 use crate::config::{LogFormat, TelemetryConfig};
 use crate::error::TelemetryError;
-use crate::logs::{CorrelationLayer, JsonLines};
+use crate::logs::{CorrelationLayer, JsonLines, NoSpanFields};
 use crate::otlp;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::Resource;
@@ -118,12 +119,16 @@ impl TelemetryBuilder {
             (None, None) => None,
         };
 
-        let (writer, ansi) = match self.writer {
-            Some(writer) => (writer, false),
-            None => (
-                BoxMakeWriter::new(std::io::stderr),
-                std::io::stderr().is_terminal(),
-            ),
+        let (writer, ansi, buffered) = match self.writer {
+            Some(writer) => (writer, false, None),
+            None => {
+                let buffered = BufferedLog::stderr();
+                (
+                    BoxMakeWriter::new(buffered.clone()),
+                    std::io::stderr().is_terminal(),
+                    Some(buffered),
+                )
+            }
         };
         let json = match config.log_format {
             LogFormat::Json => true,
@@ -133,6 +138,7 @@ impl TelemetryBuilder {
         let fmt_layer = if json {
             tracing_subscriber::fmt::layer()
                 .event_format(JsonLines)
+                .fmt_fields(NoSpanFields)
                 .with_writer(writer)
                 .boxed()
         } else {
@@ -162,6 +168,7 @@ impl TelemetryBuilder {
             TelemetryGuard {
                 provider,
                 timeout: config.shutdown_timeout,
+                log: buffered,
             },
         ))
     }
@@ -189,6 +196,8 @@ impl TelemetryBuilder {
 pub struct TelemetryGuard {
     provider: Option<SdkTracerProvider>,
     timeout: Duration,
+    /// The buffered stderr log, flushed (and its thread stopped) at the end.
+    log: Option<BufferedLog>,
 }
 
 impl fmt::Debug for TelemetryGuard {
@@ -221,15 +230,26 @@ impl TelemetryGuard {
     /// (current-thread) runtime's only thread. The outer timeout bounds the
     /// wait even if the SDK overran its own.
     pub async fn shutdown(mut self) -> Result<(), TelemetryError> {
-        let Some(provider) = self.provider.take() else {
-            return Ok(());
+        let result = match self.provider.take() {
+            Some(provider) => {
+                let timeout = self.timeout;
+                off_thread(timeout, move || provider.shutdown_with_timeout(timeout)).await
+            }
+            None => Ok(()),
         };
-        let timeout = self.timeout;
-        off_thread(timeout, move || provider.shutdown_with_timeout(timeout)).await
+        self.close_log();
+        result
+    }
+
+    fn close_log(&mut self) {
+        if let Some(log) = self.log.take() {
+            log.close();
+        }
     }
 
     /// [`Self::shutdown`] for callers without an async runtime.
     pub fn shutdown_blocking(mut self) -> Result<(), TelemetryError> {
+        self.close_log();
         match self.provider.take() {
             Some(provider) => provider
                 .shutdown_with_timeout(self.timeout)
@@ -246,6 +266,7 @@ impl Drop for TelemetryGuard {
             // thread, so this cannot deadlock even on an async thread.
             let _ = provider.shutdown_with_timeout(self.timeout);
         }
+        self.close_log();
     }
 }
 

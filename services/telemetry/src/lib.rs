@@ -11,6 +11,7 @@
 
 #![forbid(unsafe_code)]
 
+mod buffered;
 mod config;
 mod error;
 pub mod http;

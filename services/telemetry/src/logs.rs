@@ -5,7 +5,6 @@
 //! can put them on every line logged inside a request without the code that
 //! logs having to repeat them.
 
-use serde_json::{Map, Value};
 use std::fmt;
 use tracing::field::{Field, Visit};
 use tracing::{Event, Subscriber, span};
@@ -96,6 +95,9 @@ where
 /// One JSON object per line: `timestamp`, `level`, `target`, `message`,
 /// the event's fields, the innermost `span` name, and the nearest
 /// `request_id`, `trace_id` and `span_id` in the event's scope.
+///
+/// Written straight into the line (no intermediate map of values): the
+/// long-running roles log a line per request.
 #[derive(Debug, Default)]
 pub(crate) struct JsonLines;
 
@@ -121,31 +123,20 @@ where
         event: &Event<'_>,
     ) -> fmt::Result {
         let meta = event.metadata();
-        let mut line = Map::new();
         let timestamp = time::OffsetDateTime::now_utc()
             .format(&time::format_description::well_known::Rfc3339)
             .unwrap_or_default();
-        line.insert("timestamp".into(), Value::String(timestamp));
-        line.insert("level".into(), Value::String(meta.level().as_str().into()));
-        line.insert("target".into(), Value::String(meta.target().into()));
-
-        let mut fields = JsonVisitor(Map::new());
-        event.record(&mut fields);
-        for (key, value) in fields.0 {
-            // An event field named like a line key must not overwrite it.
-            let key = if RESERVED.contains(&key.as_str()) {
-                format!("field.{key}")
-            } else {
-                key
-            };
-            line.insert(key, value);
-        }
+        let mut line = JsonLine::default();
+        line.string("timestamp", &timestamp);
+        line.string("level", meta.level().as_str());
+        line.string("target", meta.target());
+        event.record(&mut line);
 
         if let Some(scope) = ctx.event_scope() {
             let mut correlation = Correlation::default();
             for (depth, span) in scope.enumerate() {
                 if depth == 0 {
-                    line.insert("span".into(), Value::String(span.name().into()));
+                    line.string("span", span.name());
                 }
                 if let Some(found) = span.extensions().get::<Correlation>() {
                     fill(&mut correlation.request_id, &found.request_id);
@@ -159,14 +150,12 @@ where
                 (SPAN_ID_FIELD, correlation.span_id),
             ] {
                 if let Some(value) = value {
-                    line.insert(key.into(), Value::String(value));
+                    line.string(key, &value);
                 }
             }
         }
-
-        let text = serde_json::to_string(&line).map_err(|_| fmt::Error)?;
-        writer.write_str(&text)?;
-        writer.write_char('\n')
+        line.0.push_str("}\n");
+        writer.write_str(&line.0)
     }
 }
 
@@ -177,45 +166,172 @@ fn fill(slot: &mut Option<String>, candidate: &Option<String>) {
     }
 }
 
-struct JsonVisitor(Map<String, Value>);
+/// A JSON object being written: `{` and members so far.
+#[derive(Default)]
+struct JsonLine(String);
 
-impl JsonVisitor {
-    fn put(&mut self, field: &Field, value: Value) {
+impl JsonLine {
+    fn key(&mut self, key: &str) {
+        self.0.push(if self.0.is_empty() { '{' } else { ',' });
+        quote(&mut self.0, key);
+        self.0.push(':');
+    }
+
+    fn string(&mut self, key: &str, value: &str) {
+        self.key(key);
+        quote(&mut self.0, value);
+    }
+
+    fn raw(&mut self, key: &str, value: fmt::Arguments<'_>) {
+        self.key(key);
+        let _ = fmt::Write::write_fmt(&mut self.0, value);
+    }
+
+    /// An event field: named apart from the line's own keys.
+    fn field(&mut self, field: &Field) -> Option<String> {
+        let name = field.name();
         // `log` records bridged into tracing carry their metadata as fields.
-        if !field.name().starts_with("log.") {
-            self.0.insert(field.name().to_owned(), value);
+        if name.starts_with("log.") {
+            return None;
+        }
+        Some(if RESERVED.contains(&name) {
+            format!("field.{name}")
+        } else {
+            name.to_owned()
+        })
+    }
+}
+
+/// `value` as a JSON string.
+fn quote(out: &mut String, value: &str) {
+    // Serialising a `&str` cannot fail, and the output is UTF-8.
+    if let Ok(quoted) = serde_json::to_string(value) {
+        out.push_str(&quoted);
+    }
+}
+
+impl Visit for JsonLine {
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        if let Some(key) = self.field(field) {
+            if value.is_finite() {
+                self.raw(&key, format_args!("{value}"));
+            } else {
+                self.string(&key, &value.to_string());
+            }
+        }
+    }
+
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        if let Some(key) = self.field(field) {
+            self.raw(&key, format_args!("{value}"));
+        }
+    }
+
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        if let Some(key) = self.field(field) {
+            self.raw(&key, format_args!("{value}"));
+        }
+    }
+
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        if let Some(key) = self.field(field) {
+            self.raw(&key, format_args!("{value}"));
+        }
+    }
+
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if let Some(key) = self.field(field) {
+            self.string(&key, value);
+        }
+    }
+
+    fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
+        if let Some(key) = self.field(field) {
+            self.string(&key, &value.to_string());
+        }
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        if let Some(key) = self.field(field) {
+            self.string(&key, &format!("{value:?}"));
         }
     }
 }
 
-impl Visit for JsonVisitor {
-    fn record_f64(&mut self, field: &Field, value: f64) {
-        let value = serde_json::Number::from_f64(value)
-            .map_or_else(|| Value::String(value.to_string()), Value::Number);
-        self.put(field, value);
+/// Span fields as the JSON lines need them: not at all ([`JsonLines`]
+/// reads only the correlation fields, which [`CorrelationLayer`] keeps).
+/// Without this the fmt layer would format every span's fields into text
+/// on creation and on every `record`, for nothing.
+#[derive(Debug, Default)]
+pub(crate) struct NoSpanFields;
+
+impl<'w> FormatFields<'w> for NoSpanFields {
+    fn format_fields<R: tracing_subscriber::field::RecordFields>(
+        &self,
+        _writer: Writer<'w>,
+        _fields: R,
+    ) -> fmt::Result {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+    use tracing_subscriber::layer::SubscriberExt;
+
+    #[derive(Clone, Default)]
+    struct Lines(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Lines {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
     }
 
-    fn record_i64(&mut self, field: &Field, value: i64) {
-        self.put(field, Value::from(value));
-    }
-
-    fn record_u64(&mut self, field: &Field, value: u64) {
-        self.put(field, Value::from(value));
-    }
-
-    fn record_bool(&mut self, field: &Field, value: bool) {
-        self.put(field, Value::Bool(value));
-    }
-
-    fn record_str(&mut self, field: &Field, value: &str) {
-        self.put(field, Value::String(value.to_owned()));
-    }
-
-    fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
-        self.put(field, Value::String(value.to_string()));
-    }
-
-    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        self.put(field, Value::String(format!("{value:?}")));
+    #[test]
+    fn a_line_is_one_json_object_with_typed_fields_and_renamed_reserved_keys() {
+        let lines = Lines::default();
+        let sink = lines.clone();
+        let subscriber = tracing_subscriber::registry().with(CorrelationLayer).with(
+            tracing_subscriber::fmt::layer()
+                .event_format(JsonLines)
+                .fmt_fields(NoSpanFields)
+                .with_writer(move || sink.clone()),
+        );
+        tracing::subscriber::with_default(subscriber, || {
+            let span = tracing::info_span!("outer", request_id = "req-1", tenant = "acme");
+            let _entered = span.enter();
+            tracing::warn!(
+                level = "shadowed",
+                count = 3u64,
+                delta = -2i64,
+                ratio = 0.5f64,
+                ok = true,
+                text = "quote \" newline \n é",
+                "said {}",
+                "hello"
+            );
+        });
+        let text = String::from_utf8(lines.0.lock().unwrap().clone()).unwrap();
+        assert_eq!(text.lines().count(), 1, "{text}");
+        let line: serde_json::Value = serde_json::from_str(text.trim_end()).unwrap();
+        assert_eq!(line["message"], "said hello");
+        assert_eq!(line["level"], "WARN");
+        assert_eq!(line["field.level"], "shadowed");
+        assert_eq!(line["count"], 3);
+        assert_eq!(line["delta"], -2);
+        assert_eq!(line["ratio"], 0.5);
+        assert_eq!(line["ok"], true);
+        assert_eq!(line["text"], "quote \" newline \n é");
+        assert_eq!(line["span"], "outer");
+        assert_eq!(line["request_id"], "req-1");
+        assert!(line.get("tenant").is_none(), "span fields are not copied");
+        assert!(line["timestamp"].as_str().is_some_and(|t| t.ends_with('Z')));
     }
 }
