@@ -15,10 +15,13 @@ use tokio::sync::{Notify, mpsc};
 
 /// Records queued before `record` starts refusing.
 const QUEUE_CAPACITY: usize = 65_536;
-/// Largest batch written in one store call.
+/// Largest batch written in one store call: one store write holds up the
+/// issue writes queued behind it for about a millisecond at most.
 const BATCH_MAX: usize = 512;
-/// How long a partial batch may wait for company.
-const BATCH_WAIT: Duration = Duration::from_millis(50);
+/// How long records gather before they are written (in `BATCH_MAX`
+/// pieces). Every tool call, reads included, is audited: waking up less
+/// often means fewer, fuller writes under load.
+const BATCH_WAIT: Duration = Duration::from_millis(200);
 /// Attempts per batch before its records are reported lost.
 const ATTEMPTS: u32 = 5;
 
@@ -170,11 +173,15 @@ mod tests {
     };
     use corkboard_store_sqlite::SqliteStore;
 
+    /// Records are spread over this many runs, so each run's list fits
+    /// one page.
+    const RUNS: usize = 16;
+
     fn record(i: usize) -> AuditRecord {
         AuditRecord {
             at: Timestamp::now(),
             tenant: TenantId::parse("acme").unwrap(),
-            run: RunId::parse("audited").unwrap(),
+            run: RunId::parse(format!("audited-{}", i % RUNS)).unwrap(),
             grant: GrantId::generate(),
             tool: "get_issue".to_owned(),
             outcome: AuditOutcome::Ok,
@@ -190,27 +197,33 @@ mod tests {
         let store = SqliteStore::open_in_dir(dir.path()).unwrap();
         let writer = AuditWriter::spawn(Arc::new(store.clone()));
         // More than one batch's worth, some while a batch is filling.
+        let total = BATCH_MAX + 150;
         for i in 0..BATCH_MAX + 100 {
             writer.record(record(i));
         }
         tokio::time::sleep(BATCH_WAIT / 2).await;
-        for i in 0..50 {
-            writer.record(record(BATCH_MAX + 100 + i));
+        for i in BATCH_MAX + 100..total {
+            writer.record(record(i));
         }
         writer.close().await;
-        assert_eq!(writer.written(), (BATCH_MAX + 150) as u64);
+        assert_eq!(writer.written(), total as u64);
         assert_eq!(writer.lost(), 0);
-        let stored = store
-            .list_audit(
-                &TenantId::parse("acme").unwrap(),
-                &AuditQuery {
-                    limit: corkboard_store_sqlite::AUDIT_PAGE_MAX,
-                    ..AuditQuery::default()
-                },
-            )
-            .await
-            .unwrap();
-        assert_eq!(stored.len(), BATCH_MAX + 150);
+        let mut stored = 0;
+        for run in 0..RUNS {
+            stored += store
+                .list_audit(
+                    &TenantId::parse("acme").unwrap(),
+                    &AuditQuery {
+                        run: Some(RunId::parse(format!("audited-{run}")).unwrap()),
+                        limit: corkboard_store_sqlite::AUDIT_PAGE_MAX,
+                        ..AuditQuery::default()
+                    },
+                )
+                .await
+                .unwrap()
+                .len();
+        }
+        assert_eq!(stored, total);
         // After close, a record is refused loudly (counted), not dropped silently.
         writer.record(record(0));
         assert_eq!(writer.lost(), 1);

@@ -288,6 +288,12 @@ pub(crate) enum WriteOp {
 
 impl WriteOp {
     /// The operation's name, for diagnostics (never its content).
+    /// Audit records: written durably, but they need not wait for their
+    /// own fsync (see the writer's group durability).
+    pub(crate) fn is_audit(&self) -> bool {
+        matches!(self, Self::AppendAudit { .. })
+    }
+
     pub(crate) fn name(&self) -> &'static str {
         match self {
             Self::CreateIssue { .. } => "create_issue",

@@ -8,6 +8,15 @@
 //! back only that op. Answers are sent only after `COMMIT` succeeded: an
 //! acknowledged write is durable.
 //!
+//! A group of nothing but audit records commits with `synchronous=NORMAL`:
+//! in WAL mode that skips the commit's fsync, and the records become
+//! durable with the next fully synced commit or checkpoint (every issue
+//! write syncs the whole log, earlier frames included). They survive the
+//! process dying at once; only a power cut or kernel crash before that next
+//! sync can take the newest of them. Every tool call, reads included, is
+//! audited: an fsync per audit batch was the largest single cost of a read
+//! under load, and it held up the issue writes queued behind it.
+//!
 //! Other processes writing the same file take the same lock; waiting for it
 //! is SQLite's busy handler (`busy_timeout`), and a group that still finds
 //! the file busy is retried whole a bounded number of times before its
@@ -93,6 +102,7 @@ fn run(
     counters: &Counters,
 ) {
     let max_group = policy.max_group.max(1);
+    let mut sync = Durability::Full;
     while let Some(first) = rx.blocking_recv() {
         let mut jobs = Vec::with_capacity(max_group.min(16));
         jobs.push(first);
@@ -105,7 +115,7 @@ fn run(
         counters
             .writes
             .fetch_add(jobs.len() as u64, Ordering::Relaxed);
-        if commit_group(&conn, jobs, policy) {
+        if commit_group(&conn, jobs, policy, &mut sync) {
             counters.groups.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -116,9 +126,48 @@ fn run(
     }
 }
 
+/// The writer connection's `synchronous` setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Durability {
+    /// Every commit fsyncs the log: what an acknowledged write needs.
+    Full,
+    /// Commits do not fsync (WAL mode): audit-only groups.
+    Normal,
+}
+
+impl Durability {
+    fn for_group(jobs: &[WriteJob]) -> Self {
+        if jobs.iter().all(|job| job.op.is_audit()) {
+            Self::Normal
+        } else {
+            Self::Full
+        }
+    }
+
+    /// Switches the connection to `wanted` (outside a transaction).
+    fn set(current: &mut Self, conn: &Connection, wanted: Self) -> Result<(), rusqlite::Error> {
+        if *current != wanted {
+            run_statement(
+                conn,
+                match wanted {
+                    Self::Full => "PRAGMA synchronous = FULL",
+                    Self::Normal => "PRAGMA synchronous = NORMAL",
+                },
+            )?;
+            *current = wanted;
+        }
+        Ok(())
+    }
+}
+
 /// Commits `jobs` as one transaction and answers each caller. Returns
 /// whether a transaction was attempted at all.
-fn commit_group(conn: &Connection, jobs: Vec<WriteJob>, policy: GroupPolicy) -> bool {
+fn commit_group(
+    conn: &Connection,
+    jobs: Vec<WriteJob>,
+    policy: GroupPolicy,
+    sync: &mut Durability,
+) -> bool {
     // A caller that stopped waiting (timed out, cancelled) was told the
     // write may or may not happen; not doing it saves work under overload.
     let jobs: Vec<WriteJob> = jobs
@@ -131,7 +180,8 @@ fn commit_group(conn: &Connection, jobs: Vec<WriteJob>, policy: GroupPolicy) -> 
     let mut attempt = 0;
     loop {
         attempt += 1;
-        match try_group(conn, &jobs) {
+        let synced = Durability::set(sync, conn, Durability::for_group(&jobs));
+        match synced.and_then(|()| try_group(conn, &jobs)) {
             Ok(replies) => {
                 for (job, reply) in jobs.into_iter().zip(replies) {
                     let _ = job.reply.send(reply);
@@ -287,7 +337,7 @@ mod tests {
             max_group: 8,
             busy_attempts: 1,
         };
-        commit_group(&conn, vec![a, b, c], policy);
+        commit_group(&conn, vec![a, b, c], policy, &mut Durability::Full);
         assert!(matches!(
             a_rx.blocking_recv().unwrap(),
             Ok(WriteOutput::Created(_))
@@ -315,7 +365,7 @@ mod tests {
             max_group: 8,
             busy_attempts: 2,
         };
-        commit_group(&conn, vec![a], policy);
+        commit_group(&conn, vec![a], policy, &mut Durability::Full);
         let answer = a_rx.blocking_recv().unwrap();
         assert!(
             matches!(&answer, Err(StoreError::Unavailable { .. })),
@@ -372,7 +422,59 @@ mod tests {
                 max_group: 8,
                 busy_attempts: 1,
             },
+            &mut Durability::Full,
         );
         assert_eq!(count(&conn), 0);
+    }
+
+    fn synchronous(conn: &Connection) -> i64 {
+        conn.query_row("PRAGMA synchronous", [], |r| r.get(0))
+            .unwrap()
+    }
+
+    fn audit(n: usize) -> WriteOp {
+        use corkboard_board::{ArgumentsHash, AuditOutcome, AuditRecord, GrantId, Timestamp};
+        WriteOp::AppendAudit {
+            records: (0..n)
+                .map(|i| AuditRecord {
+                    at: Timestamp::now(),
+                    tenant: TenantId::parse("t").unwrap(),
+                    run: RunId::parse("r").unwrap(),
+                    grant: GrantId::generate(),
+                    tool: "get_issue".to_owned(),
+                    outcome: AuditOutcome::Ok,
+                    latency_micros: 1,
+                    arguments_hash: ArgumentsHash::of(&i.to_le_bytes()),
+                    issue: None,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn only_audit_only_groups_skip_the_commit_fsync() {
+        let (_dir, conn) = writer_conn();
+        let policy = GroupPolicy {
+            max_group: 8,
+            busy_attempts: 1,
+        };
+        let mut sync = Durability::Full;
+        assert_eq!(synchronous(&conn), 2, "the writer opens with FULL");
+        let (a, a_rx) = job(audit(3));
+        commit_group(&conn, vec![a], policy, &mut sync);
+        assert!(a_rx.blocking_recv().unwrap().is_ok());
+        assert_eq!(synchronous(&conn), 1, "an audit-only group: NORMAL");
+        // A group with an issue write in it syncs, audit records and all.
+        let (b, b_rx) = job(audit(2));
+        let (c, c_rx) = job(create("durable"));
+        commit_group(&conn, vec![b, c], policy, &mut sync);
+        assert!(b_rx.blocking_recv().unwrap().is_ok());
+        assert!(c_rx.blocking_recv().unwrap().is_ok());
+        assert_eq!(synchronous(&conn), 2, "a group with an issue write: FULL");
+        assert_eq!(count(&conn), 1);
+        let audited: i64 = conn
+            .query_row("SELECT count(*) FROM audit", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(audited, 5);
     }
 }
