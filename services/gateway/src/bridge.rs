@@ -27,7 +27,6 @@ use futures_util::StreamExt;
 use serde_json::json;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tracing::Instrument;
 
 /// A request whose body has been read.
 pub(crate) struct Incoming {
@@ -297,9 +296,10 @@ pub(crate) async fn serve(
         expected: key.clone(),
         resolved,
     };
-    let span = tracing::info_span!("run", tenant = %key.tenant, run = %key.run);
+    // No span of its own: the endpoint's `mcp.request` span records the
+    // tenant, run and grant, and the request's log event names them.
     let endpoint = inner.endpoint.clone();
-    let call = scope.run(endpoint.handle(req, payload)).instrument(span);
+    let call = scope.run(endpoint.handle(req, payload));
     tokio::pin!(call);
     let response = tokio::select! {
         biased;
