@@ -66,6 +66,9 @@ fn corrupt(what: &str, id: &str, err: impl std::fmt::Display) -> OpError {
 pub(crate) const ISSUE_COLUMNS: &str = "id, title, body, state, labels, priority, author_run, \
      author_grant, created_at, updated_at, version";
 
+/// How many columns [`ISSUE_COLUMNS`] names.
+pub(crate) const ISSUE_COLUMN_COUNT: usize = 11;
+
 /// An issue row without its comments.
 pub(crate) fn issue_from_row(
     tenant: &TenantId,
@@ -98,18 +101,24 @@ pub(crate) const COMMENT_COLUMNS: &str = "issue_id, id, body, author_run, author
 
 /// A comment row and the issue it belongs to.
 pub(crate) fn comment_from_row(row: &Row<'_>) -> Result<(String, Comment), OpError> {
-    let issue_id: String = row.get(0)?;
-    let id: String = row.get(1)?;
+    comment_from_row_at(row, 0)
+}
+
+/// [`comment_from_row`] for a row whose [`COMMENT_COLUMNS`] start at
+/// column `at` (after an issue's, in a join).
+pub(crate) fn comment_from_row_at(row: &Row<'_>, at: usize) -> Result<(String, Comment), OpError> {
+    let issue_id: String = row.get(at)?;
+    let id: String = row.get(at + 1)?;
     let bad = |e: ValidationError| corrupt("comment", &id, e);
-    let author_grant: Option<String> = row.get(4)?;
+    let author_grant: Option<String> = row.get(at + 4)?;
     let comment = Comment {
         id: CommentId::parse(id.as_str()).map_err(bad)?,
-        body: CommentBody::parse(row.get::<_, String>(2)?).map_err(bad)?,
+        body: CommentBody::parse(row.get::<_, String>(at + 2)?).map_err(bad)?,
         author: Author {
-            run: RunId::parse(row.get::<_, String>(3)?).map_err(bad)?,
+            run: RunId::parse(row.get::<_, String>(at + 3)?).map_err(bad)?,
             grant: author_grant.map(GrantId::parse).transpose().map_err(bad)?,
         },
-        created_at: Timestamp::from_millis(row.get(5)?),
+        created_at: Timestamp::from_millis(row.get(at + 5)?),
     };
     Ok((issue_id, comment))
 }
@@ -167,6 +176,11 @@ pub(crate) fn audit_from_row(row: &Row<'_>) -> Result<AuditRecord, OpError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_issue_column_count_matches_the_column_list() {
+        assert_eq!(ISSUE_COLUMNS.split(',').count(), ISSUE_COLUMN_COUNT);
+    }
 
     #[test]
     fn labels_round_trip_through_the_column() {

@@ -4,8 +4,9 @@
 //! [`crate::writer`]), each in its own savepoint.
 
 use crate::codec::{
-    AUDIT_COLUMNS, COMMENT_COLUMNS, GRANT_COLUMNS, ISSUE_COLUMNS, audit_from_row, comment_from_row,
-    grant_from_row, issue_from_row, join_labels, to_sql_u64,
+    AUDIT_COLUMNS, COMMENT_COLUMNS, GRANT_COLUMNS, ISSUE_COLUMN_COUNT, ISSUE_COLUMNS,
+    audit_from_row, comment_from_row, comment_from_row_at, grant_from_row, issue_from_row,
+    join_labels, to_sql_u64,
 };
 use crate::error::OpError;
 use crate::query::{self, json_array};
@@ -22,11 +23,23 @@ use std::sync::LazyLock;
 
 // The statements of the point reads, built once: they run on every request,
 // and their text is the statement cache's key.
-static ISSUE_BY_ID: LazyLock<String> =
-    LazyLock::new(|| format!("SELECT {ISSUE_COLUMNS} FROM issues WHERE tenant = ?1 AND id = ?2"));
-static COMMENTS_OF_ISSUE: LazyLock<String> = LazyLock::new(|| {
+/// An issue and its comments in one statement (so one read snapshot, with
+/// no explicit transaction): the issue's columns on every row, then a
+/// comment's, or NULLs for an issue without comments.
+static ISSUE_WITH_COMMENTS: LazyLock<String> = LazyLock::new(|| {
+    let qualified = |alias: &str, columns: &str| {
+        columns
+            .split(',')
+            .map(|c| format!("{alias}.{}", c.trim()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     format!(
-        "SELECT {COMMENT_COLUMNS} FROM comments WHERE tenant = ?1 AND issue_id = ?2 ORDER BY seq"
+        "SELECT {}, {} FROM issues i LEFT JOIN comments c \
+         ON c.tenant = i.tenant AND c.issue_id = i.id \
+         WHERE i.tenant = ?1 AND i.id = ?2 ORDER BY c.seq",
+        qualified("i", ISSUE_COLUMNS),
+        qualified("c", COMMENT_COLUMNS)
     )
 });
 static GRANT_BY_ID: LazyLock<String> =
@@ -42,41 +55,28 @@ fn grant_not_found(id: &GrantId) -> OpError {
     OpError::Store(StoreError::not_found(format!("grant {id}")))
 }
 
-/// The issue row alone, without comments.
-fn issue_row(conn: &Connection, tenant: &TenantId, id: &IssueId) -> Result<Option<Issue>, OpError> {
-    let mut stmt = conn.prepare_cached(&ISSUE_BY_ID)?;
-    let mut rows = stmt.query(params![tenant.as_str(), id.as_str()])?;
-    match rows.next()? {
-        Some(row) => Ok(Some(issue_from_row(tenant, row)?)),
-        None => Ok(None),
-    }
-}
-
-fn comments_of(
-    conn: &Connection,
-    tenant: &TenantId,
-    id: &IssueId,
-) -> Result<Vec<Comment>, OpError> {
-    let mut stmt = conn.prepare_cached(&COMMENTS_OF_ISSUE)?;
-    let mut rows = stmt.query(params![tenant.as_str(), id.as_str()])?;
-    let mut comments = Vec::new();
-    while let Some(row) = rows.next()? {
-        comments.push(comment_from_row(row)?.1);
-    }
-    Ok(comments)
-}
-
 /// The issue with its comments, or `None` (unknown here, or another tenant's).
 pub(crate) fn load_issue(
     conn: &Connection,
     tenant: &TenantId,
     id: &IssueId,
 ) -> Result<Option<Issue>, OpError> {
-    let Some(mut issue) = issue_row(conn, tenant, id)? else {
-        return Ok(None);
-    };
-    issue.comments = comments_of(conn, tenant, id)?;
-    Ok(Some(issue))
+    let mut stmt = conn.prepare_cached(&ISSUE_WITH_COMMENTS)?;
+    let mut rows = stmt.query(params![tenant.as_str(), id.as_str()])?;
+    let mut issue: Option<Issue> = None;
+    while let Some(row) = rows.next()? {
+        let issue = match &mut issue {
+            Some(issue) => issue,
+            None => issue.insert(issue_from_row(tenant, row)?),
+        };
+        // The comment's id is NULL when the issue has no comments.
+        if row.get_ref(ISSUE_COLUMN_COUNT + 1)? != rusqlite::types::ValueRef::Null {
+            issue
+                .comments
+                .push(comment_from_row_at(row, ISSUE_COLUMN_COUNT)?.1);
+        }
+    }
+    Ok(issue)
 }
 
 pub(crate) fn get_issue(

@@ -213,8 +213,9 @@ impl IssueStore for SqliteStore {
 
     async fn get_issue(&self, tenant: &TenantId, id: &IssueId) -> Result<Issue, StoreError> {
         let (tenant, id) = (tenant.clone(), id.clone());
-        // The issue row and its comments: two statements, one snapshot.
-        self.point_read(move |conn| snapshot(conn, |conn| ops::get_issue(conn, &tenant, &id)))
+        // One statement (the issue joined with its comments): its own
+        // read snapshot.
+        self.point_read(move |conn| ops::get_issue(conn, &tenant, &id))
             .await
     }
 
