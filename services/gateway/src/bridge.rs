@@ -310,10 +310,20 @@ pub(crate) async fn serve(
     };
     drop(ticket);
     let status = response.status().as_u16();
+    let outcome = response
+        .extensions()
+        .get::<corkboard_mcp::ExchangeOutcome>()
+        .map(|outcome| outcome.0);
     let (response, body) = response.into_parts();
     match body.try_into_bytes() {
         Ok(bytes) => {
-            log.finish(status, rpc::outcome_of(status, &bytes));
+            // The endpoint says how the exchange ended; the body is parsed
+            // only for what it did not classify (refusals, batches).
+            let outcome = match (status, outcome) {
+                (200, Some(outcome)) => outcome,
+                _ => rpc::outcome_of(status, &bytes),
+            };
+            log.finish(status, outcome);
             response.set_body(BoxBody::new(bytes))
         }
         Err(body) => {

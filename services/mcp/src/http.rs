@@ -33,6 +33,12 @@ const MCP_PROTOCOL_VERSION: &str = "mcp-protocol-version";
 const MCP_METHOD: &str = "mcp-method";
 const MCP_NAME: &str = "mcp-name";
 
+/// How the exchange ended (`ok`, `tool_error`, `error`, `accepted`), in the
+/// extensions of every response [`McpEndpoint::handle`] gives, so a caller
+/// that logs the request need not parse the body again to find out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExchangeOutcome(pub &'static str);
+
 /// Endpoint settings.
 #[derive(Debug, Clone)]
 pub struct McpSettings {
@@ -234,6 +240,12 @@ impl<B: ToolBackend> McpEndpoint<B> {
         }
         if self.inner.settings.log_exchanges {
             span.in_scope(|| log_exchange("http", &summary, status, elapsed));
+        }
+        let mut response = response;
+        if !summary.outcome.is_empty() {
+            response
+                .extensions_mut()
+                .insert(ExchangeOutcome(summary.outcome));
         }
         response
     }

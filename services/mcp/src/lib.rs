@@ -28,7 +28,7 @@ pub use backend::{
 };
 pub use engine::{Context, Engine, Outcome, SessionState, Summary};
 pub use error::McpError;
-pub use http::{McpEndpoint, McpSettings, bearer_token};
+pub use http::{ExchangeOutcome, McpEndpoint, McpSettings, bearer_token};
 pub use revision::Revision;
 pub use session::{
     MemorySessionEnds, SessionClaims, SessionCodec, SessionEnds, SessionKey, SessionNonce,
