@@ -3,10 +3,12 @@
 //!
 //! A small pool of arbiters (threads) serves every run. Each builds one
 //! actix-http `HttpService` over an actix-web `App` when it starts; a run's
-//! listener is an accept loop (a task) on one of them, and each accepted
-//! connection is handed to that shared service, tagged with its run
-//! through the connection's extensions. An idle run therefore costs a
-//! socket, a task and its actor, not a server.
+//! listener is an accept loop (a task) on one of them, and the connections
+//! it accepts are dealt round-robin to every worker (a run with many
+//! connections uses every core, not just its listener's), each handed to
+//! that worker's service, tagged with its run through the connection's
+//! extensions. An idle run therefore costs a socket, a task and its actor,
+//! not a server.
 //!
 //! When the run's actor stops, the accept loop ends (the port closes) and
 //! every open connection is wound down: its reads report end-of-stream, so
@@ -48,30 +50,56 @@ pub(crate) struct RunConn {
     pub stop: watch::Receiver<bool>,
 }
 
-struct Listen {
-    listener: std::net::TcpListener,
-    run: Arc<RunConn>,
+/// What a worker is handed.
+enum Intake {
+    /// A run's listener: run its accept loop here.
+    Listen {
+        listener: std::net::TcpListener,
+        run: Arc<RunConn>,
+    },
+    /// A connection another worker accepted: serve it here.
+    Connection {
+        stream: std::net::TcpStream,
+        peer: SocketAddr,
+        run: Arc<RunConn>,
+    },
 }
 
-struct Worker {
-    arbiter: Arbiter,
-    intake: mpsc::UnboundedSender<Listen>,
+/// Every worker's intake, for dealing out work round-robin.
+struct Intakes {
+    senders: Vec<mpsc::UnboundedSender<Intake>>,
+    next: AtomicUsize,
+}
+
+impl Intakes {
+    fn next(&self) -> usize {
+        self.next.fetch_add(1, Ordering::Relaxed) % self.senders.len()
+    }
 }
 
 /// The threads serving dedicated ports.
 pub(crate) struct WorkerPool {
-    workers: Vec<Worker>,
-    next: AtomicUsize,
+    arbiters: Vec<Arbiter>,
+    intakes: Arc<Intakes>,
 }
 
 impl WorkerPool {
     pub(crate) fn start(count: usize, gateway: Weak<Inner>, census: Arc<Census>) -> Self {
-        let workers = (0..count.max(1))
-            .map(|_| {
+        let (senders, receivers): (Vec<_>, Vec<_>) = (0..count.max(1))
+            .map(|_| mpsc::unbounded_channel::<Intake>())
+            .unzip();
+        let intakes = Arc::new(Intakes {
+            senders,
+            next: AtomicUsize::new(0),
+        });
+        let arbiters = receivers
+            .into_iter()
+            .enumerate()
+            .map(|(me, mut intake)| {
                 let arbiter = Arbiter::new();
-                let (intake, mut requests) = mpsc::unbounded_channel::<Listen>();
                 let gateway = gateway.clone();
                 let census = census.clone();
+                let intakes = Arc::clone(&intakes);
                 // The service is not `Send`: it is built on the worker's
                 // own thread and never leaves it.
                 arbiter.spawn_fn(move || {
@@ -83,23 +111,20 @@ impl WorkerPool {
                                 return;
                             }
                         };
-                        while let Some(Listen { listener, run }) = requests.recv().await {
-                            actix_rt::spawn(accept_loop(
-                                service.clone(),
-                                listener,
-                                run,
-                                census.clone(),
-                            ));
+                        let worker = WorkerRef {
+                            me,
+                            intakes,
+                            census,
+                        };
+                        while let Some(work) = intake.recv().await {
+                            worker.take(&service, work);
                         }
                     });
                 });
-                Worker { arbiter, intake }
+                arbiter
             })
             .collect();
-        Self {
-            workers,
-            next: AtomicUsize::new(0),
-        }
+        Self { arbiters, intakes }
     }
 
     /// Serves `run` on `listener` from one of the workers.
@@ -111,16 +136,83 @@ impl WorkerPool {
         listener
             .set_nonblocking(true)
             .map_err(|e| GatewayError::Worker(format!("listener: {e}")))?;
-        let index = self.next.fetch_add(1, Ordering::Relaxed) % self.workers.len();
-        self.workers[index]
-            .intake
-            .send(Listen { listener, run })
+        let index = self.intakes.next();
+        self.intakes.senders[index]
+            .send(Intake::Listen { listener, run })
             .map_err(|_| GatewayError::Worker("the gateway worker has stopped".to_owned()))
     }
 
     pub(crate) fn stop(&self) {
-        for worker in &self.workers {
-            worker.arbiter.stop();
+        for arbiter in &self.arbiters {
+            arbiter.stop();
+        }
+    }
+}
+
+/// One worker, as its own tasks see it.
+#[derive(Clone)]
+struct WorkerRef {
+    me: usize,
+    intakes: Arc<Intakes>,
+    census: Arc<Census>,
+}
+
+impl WorkerRef {
+    fn take<S>(&self, service: &Rc<S>, work: Intake)
+    where
+        S: Service<(RunStream, Protocol, Option<SocketAddr>), Response = ()> + 'static,
+    {
+        match work {
+            Intake::Listen { listener, run } => {
+                actix_rt::spawn(accept_loop(service.clone(), listener, run, self.clone()));
+            }
+            Intake::Connection { stream, peer, run } => match TcpStream::from_std(stream) {
+                Ok(stream) => self.serve(service, stream, peer, run),
+                Err(err) => {
+                    tracing::warn!(run = %run.run.state.key, error = %err, "gateway connection could not be taken over");
+                }
+            },
+        }
+    }
+
+    fn serve<S>(&self, service: &Rc<S>, stream: TcpStream, peer: SocketAddr, run: Arc<RunConn>)
+    where
+        S: Service<(RunStream, Protocol, Option<SocketAddr>), Response = ()> + 'static,
+    {
+        let io = RunStream::new(stream, run);
+        actix_rt::spawn(serve_connection(
+            service.clone(),
+            io,
+            peer,
+            self.census.clone(),
+        ));
+    }
+
+    /// Serves an accepted connection here or hands it to the next worker
+    /// in turn (one hand-off per connection, not per request).
+    fn deal<S>(&self, service: &Rc<S>, stream: TcpStream, peer: SocketAddr, run: &Arc<RunConn>)
+    where
+        S: Service<(RunStream, Protocol, Option<SocketAddr>), Response = ()> + 'static,
+    {
+        let to = self.intakes.next();
+        if to == self.me {
+            return self.serve(service, stream, peer, run.clone());
+        }
+        let handed = stream.into_std().map(|stream| Intake::Connection {
+            stream,
+            peer,
+            run: run.clone(),
+        });
+        match handed {
+            Ok(work) => {
+                if let Err(mpsc::error::SendError(work)) = self.intakes.senders[to].send(work) {
+                    // That worker has stopped: serve it here after all.
+                    self.take(service, work);
+                }
+            }
+            Err(err) => {
+                tracing::warn!(run = %run.run.state.key, error = %err, "gateway connection could not be handed on");
+            }
         }
     }
 }
@@ -210,11 +302,11 @@ async fn accept_loop<S>(
     service: Rc<S>,
     listener: std::net::TcpListener,
     run: Arc<RunConn>,
-    census: Arc<Census>,
+    worker: WorkerRef,
 ) where
     S: Service<(RunStream, Protocol, Option<SocketAddr>), Response = ()> + 'static,
 {
-    let _counted = Counted::new(&census.listeners);
+    let _counted = Counted::new(&worker.census.listeners);
     let listener = match tokio::net::TcpListener::from_std(listener) {
         Ok(listener) => listener,
         Err(err) => {
@@ -232,8 +324,7 @@ async fn accept_loop<S>(
                     // One-buffer responses still meet delayed ACKs on
                     // keep-alive connections without this.
                     let _ = stream.set_nodelay(true);
-                    let io = RunStream::new(stream, run.clone());
-                    actix_rt::spawn(serve_connection(service.clone(), io, peer, census.clone()));
+                    worker.deal(&service, stream, peer, &run);
                 }
                 Err(err) => {
                     tracing::warn!(run = %run.run.state.key, error = %err, "gateway accept failed");
