@@ -906,6 +906,21 @@ fn a_grant_revoked_while_running_stops_the_next_tool_call() {
         assert_eq!(before["result"]["isError"], false, "[{name}] {before}");
         let out = serve.cli(&["grant", "revoke", &granted.grant_id]);
         assert!(out.status.success(), "{}", stderr_of(&out));
+        // Another process revoked it: the server may trust its cached copy
+        // for up to LEDGER_CACHE_TTL (contract 6: within a second). Wait
+        // for a read to be refused, then check the write is too.
+        let revoked_at = std::time::Instant::now();
+        for id in 100.. {
+            let probe = p.request(&call(id, "list_issues", json!({})));
+            if probe.get("error").is_some() || probe["result"]["isError"] == true {
+                break;
+            }
+            assert!(
+                revoked_at.elapsed() < std::time::Duration::from_secs(1),
+                "[{name}] still served a second after the revocation: {probe}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
         let after = p.request(&call(
             2,
             "create_issue",

@@ -3,29 +3,128 @@
 //! `corkboard serve`, `corkboard grant create --data-dir` and the stdio
 //! server are separate processes sharing one data dir. A purely in-memory
 //! registry would not see grants created by the others, so the local
-//! registry resolves each token hash against the ledger (one indexed read),
-//! which also makes a revocation by any process effective immediately.
+//! registry resolves token hashes against the ledger (one indexed read).
+//!
+//! The long-running servers keep a short-lived cache of live grants in
+//! front of it ([`LedgerRegistry::cached`]): a read per request was a
+//! sizeable share of a request's cost. Revocations made through this
+//! process (the admin API, the web board, a run's end) clear the cache at
+//! once; one made by another process on the same data dir (`corkboard grant
+//! revoke --data-dir`) lands when the cached entry ages out, within
+//! [`LEDGER_CACHE_TTL`], well inside the one second contract 6 allows. The
+//! stdio server, which resolves the token again for every tool call, reads
+//! the ledger every time.
 
 use crate::error::RegistryError;
 use crate::registry::TokenRegistry;
 use crate::token::TokenHash;
 use async_trait::async_trait;
 use corkboard_board::{Grant, GrantId, GrantLedger, RunId, StoreError, TenantId, Timestamp};
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+/// How long a live grant read from the ledger is trusted before it is read
+/// again.
+pub const LEDGER_CACHE_TTL: Duration = Duration::from_millis(250);
+/// Most grants cached at once; a full cache is emptied and refills.
+const LEDGER_CACHE_MAX: usize = 10_000;
 
 pub struct LedgerRegistry {
     ledger: Arc<dyn GrantLedger>,
+    cache: Option<GrantCache>,
+}
+
+/// Live grants by token hash, each with when it was read.
+struct GrantCache {
+    ttl: Duration,
+    entries: Mutex<HashMap<TokenHash, (Grant, Instant)>>,
+    /// Bumped by every revocation through this process: a ledger read that
+    /// started before one is not cached (it may predate the revocation).
+    revocations: AtomicU64,
+}
+
+impl GrantCache {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<TokenHash, (Grant, Instant)>> {
+        // Each critical section is a lookup, an insert or a sweep.
+        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn fresh(&self, hash: &TokenHash) -> Option<Grant> {
+        let entries = self.lock();
+        let (grant, read_at) = entries.get(hash)?;
+        (read_at.elapsed() < self.ttl).then(|| grant.clone())
+    }
+
+    fn keep(&self, hash: TokenHash, grant: &Grant, read_since: u64) {
+        let mut entries = self.lock();
+        // Checked under the lock a revocation sweeps under: either the
+        // sweep sees this entry, or this sees the sweep's count.
+        if self.revocations.load(Ordering::SeqCst) != read_since {
+            return;
+        }
+        if entries.len() >= LEDGER_CACHE_MAX {
+            entries.clear();
+        }
+        entries.insert(hash, (grant.clone(), Instant::now()));
+    }
+
+    fn forget(&self, hash: &TokenHash) {
+        self.lock().remove(hash);
+    }
+
+    fn forget_where(&self, ended: impl Fn(&Grant) -> bool) {
+        let mut entries = self.lock();
+        self.revocations.fetch_add(1, Ordering::SeqCst);
+        entries.retain(|_, (grant, _)| !ended(grant));
+    }
 }
 
 impl std::fmt::Debug for LedgerRegistry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LedgerRegistry").finish_non_exhaustive()
+        f.debug_struct("LedgerRegistry")
+            .field("cache_ttl", &self.cache.as_ref().map(|c| c.ttl))
+            .finish_non_exhaustive()
     }
 }
 
 impl LedgerRegistry {
+    /// Reads the ledger for every token.
     pub fn new(ledger: Arc<dyn GrantLedger>) -> Self {
-        Self { ledger }
+        Self {
+            ledger,
+            cache: None,
+        }
+    }
+
+    /// Trusts a live grant read from the ledger for `ttl` (see the module
+    /// docs for what that means for revocations).
+    pub fn cached(ledger: Arc<dyn GrantLedger>, ttl: Duration) -> Self {
+        Self {
+            ledger,
+            cache: Some(GrantCache {
+                ttl,
+                entries: Mutex::new(HashMap::new()),
+                revocations: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    async fn read(&self, hash: &TokenHash) -> Result<Grant, RegistryError> {
+        let event = self
+            .ledger
+            .grant_by_token_hash(&hash.to_hex())
+            .await
+            .map_err(from_store)?
+            .ok_or(RegistryError::UnknownToken)?;
+        if event.revoked_at.is_some() {
+            return Err(RegistryError::Revoked);
+        }
+        if event.grant.is_expired_at(Timestamp::now()) {
+            return Err(RegistryError::Expired);
+        }
+        Ok(event.grant)
     }
 }
 
@@ -44,31 +143,46 @@ impl TokenRegistry for LedgerRegistry {
     }
 
     async fn resolve(&self, hash: &TokenHash) -> Result<Grant, RegistryError> {
-        let event = self
-            .ledger
-            .grant_by_token_hash(&hash.to_hex())
-            .await
-            .map_err(from_store)?
-            .ok_or(RegistryError::UnknownToken)?;
-        if event.revoked_at.is_some() {
-            return Err(RegistryError::Revoked);
+        let Some(cache) = &self.cache else {
+            return self.read(hash).await;
+        };
+        if let Some(grant) = cache.fresh(hash) {
+            if grant.is_expired_at(Timestamp::now()) {
+                cache.forget(hash);
+                return Err(RegistryError::Expired);
+            }
+            return Ok(grant);
         }
-        if event.grant.is_expired_at(Timestamp::now()) {
-            return Err(RegistryError::Expired);
+        let read_since = cache.revocations.load(Ordering::SeqCst);
+        match self.read(hash).await {
+            Ok(grant) => {
+                cache.keep(*hash, &grant, read_since);
+                Ok(grant)
+            }
+            Err(err) => {
+                cache.forget(hash);
+                Err(err)
+            }
         }
-        Ok(event.grant)
     }
 
-    async fn revoke(&self, _grant: &GrantId) -> Result<bool, RegistryError> {
-        // The ledger revocation that precedes this call is the revocation.
+    async fn revoke(&self, grant: &GrantId) -> Result<bool, RegistryError> {
+        // The ledger revocation that precedes this call is the revocation;
+        // what is left is to stop trusting a cached copy.
+        if let Some(cache) = &self.cache {
+            cache.forget_where(|cached| cached.id == *grant);
+        }
         Ok(true)
     }
 
     async fn revoke_run(
         &self,
-        _tenant: &TenantId,
-        _run: &RunId,
+        tenant: &TenantId,
+        run: &RunId,
     ) -> Result<Vec<GrantId>, RegistryError> {
+        if let Some(cache) = &self.cache {
+            cache.forget_where(|cached| cached.tenant == *tenant && cached.run == *run);
+        }
         Ok(Vec::new())
     }
 

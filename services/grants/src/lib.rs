@@ -29,7 +29,7 @@ pub use jwt::{
     AdminMinter, AdminPrincipal, AdminRole, AdminVerifier, AdminVerifierConfig, JwtError,
     SigningKey, VerifyingKey,
 };
-pub use ledger_registry::{LedgerRegistry, ReadThroughRegistry};
+pub use ledger_registry::{LEDGER_CACHE_TTL, LedgerRegistry, ReadThroughRegistry};
 pub use memory::MemoryRegistry;
 pub use redis_conn::{RedisConn, RedisConnector};
 pub use registry::TokenRegistry;

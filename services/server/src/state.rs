@@ -101,25 +101,47 @@ pub async fn open_store(settings: &Settings) -> Result<Arc<dyn BoardStore>, Star
     }
 }
 
-/// Builds the configured token registry over `store`'s ledger.
+/// Builds the configured token registry over `store`'s ledger, for a
+/// process that resolves a token once per tool call (the stdio server):
+/// the embedded registry reads the ledger every time.
 pub async fn open_registry(
     settings: &Settings,
     store: &Arc<dyn BoardStore>,
 ) -> Result<Arc<dyn TokenRegistry>, StartError> {
-    open_registry_metered(settings, store, None).await
+    open_registry_with(settings, store, None, None).await
 }
 
-/// [`open_registry`], exporting the Redis registry's cache and error
-/// counters through `metrics`.
+/// The registry of a long-running server: as [`open_registry`], with the
+/// embedded registry's short cache of live grants
+/// ([`corkboard_grants::LEDGER_CACHE_TTL`]) and the Redis registry's cache
+/// and error counters exported through `metrics`.
 pub async fn open_registry_metered(
     settings: &Settings,
     store: &Arc<dyn BoardStore>,
     metrics: Option<&Metrics>,
 ) -> Result<Arc<dyn TokenRegistry>, StartError> {
+    open_registry_with(
+        settings,
+        store,
+        metrics,
+        Some(corkboard_grants::LEDGER_CACHE_TTL),
+    )
+    .await
+}
+
+async fn open_registry_with(
+    settings: &Settings,
+    store: &Arc<dyn BoardStore>,
+    metrics: Option<&Metrics>,
+    ledger_cache: Option<std::time::Duration>,
+) -> Result<Arc<dyn TokenRegistry>, StartError> {
     match settings.registry {
         RegistryKind::Memory => {
             let ledger: Arc<dyn corkboard_board::GrantLedger> = store.clone();
-            Ok(Arc::new(LedgerRegistry::new(ledger)))
+            Ok(Arc::new(match ledger_cache {
+                Some(ttl) => LedgerRegistry::cached(ledger, ttl),
+                None => LedgerRegistry::new(ledger),
+            }))
         }
         RegistryKind::Redis => {
             let urls: Vec<String> = settings.redis_urls();
