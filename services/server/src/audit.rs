@@ -17,7 +17,7 @@ use tokio::sync::{Notify, mpsc};
 const QUEUE_CAPACITY: usize = 65_536;
 /// Largest batch written in one store call: one store write holds up the
 /// issue writes queued behind it for about a millisecond at most.
-const BATCH_MAX: usize = 512;
+const BATCH_MAX: usize = 128;
 /// How long records gather before they are written (in `BATCH_MAX`
 /// pieces). Every tool call, reads included, is audited: waking up less
 /// often means fewer, fuller writes under load.
