@@ -19,7 +19,6 @@ use corkboard_board::{AuditOutcome, AuditRecord, Issue, IssueId, RunId, TenantId
 use corkboard_tools::AuditSink;
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
-use redis::AsyncCommands;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
@@ -35,6 +34,11 @@ use tokio::task::AbortHandle;
 const SUBSCRIBER_BUFFER: usize = 256;
 /// Events waiting to be published to Redis before new ones are dropped.
 const PUBLISH_QUEUE: usize = 4096;
+/// Most events sent to Redis in one pipeline (one round trip).
+const PUBLISH_BATCH: usize = 512;
+/// How long the publisher lets events gather after the first one, so a
+/// busy board costs a Redis round trip per batch, not per event.
+const PUBLISH_GATHER: Duration = Duration::from_millis(5);
 /// Longest one Redis operation (connect, publish, subscribe, ping) may take.
 const REDIS_TIMEOUT: Duration = Duration::from_secs(2);
 /// How often the subscription proves it is alive.
@@ -227,6 +231,40 @@ pub struct RedisEvents {
     local: Arc<MemoryEvents>,
     queue: mpsc::Sender<(TenantId, BoardEvent)>,
     tasks: Vec<AbortHandle>,
+    dropped: DropCounter,
+}
+
+/// Counts events dropped on a full queue and says so at most once a second
+/// (a warning per event would add to the overload that caused it).
+#[derive(Debug, Default)]
+struct DropCounter {
+    dropped: std::sync::atomic::AtomicU64,
+    /// Dropped events not yet reported, and when the last report was.
+    unreported: Mutex<(u64, Option<std::time::Instant>)>,
+}
+
+impl DropCounter {
+    fn dropped(&self, tenant: &TenantId) {
+        use std::sync::atomic::Ordering;
+        let total = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+        let mut unreported = self
+            .unreported
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        unreported.0 += 1;
+        let due = unreported
+            .1
+            .is_none_or(|last| last.elapsed() >= Duration::from_secs(1));
+        if due {
+            tracing::warn!(
+                %tenant,
+                dropped = unreported.0,
+                total,
+                "board events dropped: the Redis publish queue is full (pages resync when they reconnect)"
+            );
+            *unreported = (0, Some(std::time::Instant::now()));
+        }
+    }
 }
 
 impl fmt::Debug for RedisEvents {
@@ -300,6 +338,7 @@ impl RedisEvents {
             local,
             queue,
             tasks: vec![publish.abort_handle(), subscribe.abort_handle()],
+            dropped: DropCounter::default(),
         })
     }
 }
@@ -307,7 +346,7 @@ impl RedisEvents {
 impl BoardEvents for RedisEvents {
     fn publish(&self, tenant: &TenantId, event: BoardEvent) {
         if self.queue.try_send((tenant.clone(), event)).is_err() {
-            tracing::warn!(%tenant, "board event dropped: the Redis publish queue is full");
+            self.dropped.dropped(tenant);
         }
     }
 
@@ -322,12 +361,22 @@ async fn publish_loop(
     mut rx: mpsc::Receiver<(TenantId, BoardEvent)>,
 ) {
     let mut conn: Option<PublishConn> = None;
-    while let Some((tenant, event)) = rx.recv().await {
-        let payload = match serde_json::to_string(&event) {
-            Ok(p) => p,
-            Err(_) => continue,
-        };
-        let channel = config.channel(&tenant);
+    let mut batch = Vec::with_capacity(PUBLISH_BATCH);
+    while let Some(first) = rx.recv().await {
+        batch.push(first);
+        tokio::time::sleep(PUBLISH_GATHER).await;
+        while batch.len() < PUBLISH_BATCH {
+            match rx.try_recv() {
+                Ok(next) => batch.push(next),
+                Err(_) => break,
+            }
+        }
+        let mut pipe = redis::pipe();
+        for (tenant, event) in batch.drain(..) {
+            if let Ok(payload) = serde_json::to_string(&event) {
+                pipe.publish(config.channel(&tenant), payload).ignore();
+            }
+        }
         let sent = tokio::time::timeout(REDIS_TIMEOUT, async {
             let mut c = match conn.clone() {
                 Some(c) => c,
@@ -345,20 +394,20 @@ async fn publish_loop(
                 }
             };
             match &mut c {
-                PublishConn::Single(c) => c.publish::<_, _, i64>(&channel, &payload).await,
-                PublishConn::Cluster(c) => c.publish::<_, _, i64>(&channel, &payload).await,
+                PublishConn::Single(c) => pipe.query_async::<()>(c).await,
+                PublishConn::Cluster(c) => pipe.query_async::<()>(c).await,
             }
         })
         .await;
         match sent {
-            Ok(Ok(_)) => {}
+            Ok(Ok(())) => {}
             Ok(Err(e)) => {
                 conn = None;
-                tracing::warn!(%tenant, error = %e, "board event not published to Redis");
+                tracing::warn!(error = %e, "board events not published to Redis");
             }
             Err(_) => {
                 conn = None;
-                tracing::warn!(%tenant, "board event not published to Redis: timed out");
+                tracing::warn!("board events not published to Redis: timed out");
             }
         }
     }
@@ -656,6 +705,50 @@ mod tests {
                 .await
                 .is_err(),
             "tenant isolation"
+        );
+    }
+
+    /// A burst is sent in pipelines: every event arrives, once, in order.
+    #[actix_web::test]
+    async fn a_burst_of_events_reaches_the_other_replica_whole_and_in_order() {
+        let redis = corkboard_testkit::RedisServer::start();
+        let config = RedisEventsConfig {
+            urls: vec![redis.url()],
+            key_prefix: corkboard_testkit::unique_prefix("board-burst"),
+        };
+        let a = RedisEvents::start(config.clone()).unwrap();
+        let b = RedisEvents::start(config).unwrap();
+        let mut on_b = b.subscribe(&tenant("acme"));
+        assert_eq!(next(&mut on_b).await, BoardEvent::Resync);
+        let ids: Vec<IssueId> = (0..200).map(|_| issue_id()).collect();
+        for (version, id) in ids.iter().enumerate() {
+            a.publish(
+                &tenant("acme"),
+                BoardEvent::IssueChanged {
+                    id: id.clone(),
+                    version: Some(version as u64),
+                },
+            );
+        }
+        for (version, id) in ids.iter().enumerate() {
+            assert_eq!(
+                next(&mut on_b).await,
+                BoardEvent::IssueChanged {
+                    id: id.clone(),
+                    version: Some(version as u64),
+                },
+                "event {version}"
+            );
+        }
+        assert!(
+            tokio::time::timeout(Duration::from_millis(200), on_b.next())
+                .await
+                .is_err(),
+            "nothing twice"
+        );
+        assert_eq!(
+            a.dropped.dropped.load(std::sync::atomic::Ordering::Relaxed),
+            0
         );
     }
 }
