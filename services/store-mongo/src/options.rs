@@ -28,7 +28,12 @@ pub struct MongoOptions {
     /// shorter than the others, so `/readyz` answers before the probe's
     /// own deadline, with the reason.
     pub check_timeout: Duration,
-    /// Connections kept per server at most.
+    /// Connections kept per server at most. 32 by default, deliberately
+    /// below the concurrency a busy replica sees: every connection costs
+    /// the MongoDB server memory and a worker, every replica has its own
+    /// pool, and two cores cannot usefully keep more operations in flight.
+    /// Calls beyond it wait in the driver's queue, inside the same
+    /// `operation_timeout` (measured in docs/numbers.md).
     pub max_pool_size: u32,
     /// `appName` shown in the server's logs and `currentOp`.
     pub app_name: String,
