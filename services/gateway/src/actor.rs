@@ -400,11 +400,13 @@ impl Actor for RunActor {
             cancelled: self.cancelled,
             abandoned: self.state.in_flight(),
         };
-        for waiter in self.waiters.drain(..) {
-            let _ = waiter.send(report);
-        }
+        // Out of the table first: whoever waits for the drain (a revoke)
+        // finds the run gone when it is told.
         if let Some(gateway) = self.gateway.upgrade() {
             gateway.run_stopped(self.key(), self.generation);
+        }
+        for waiter in self.waiters.drain(..) {
+            let _ = waiter.send(report);
         }
         tracing::info!(
             tenant = %self.key().tenant,
