@@ -151,7 +151,9 @@ impl RunState {
         StopReason::from_u8(self.reason.load(Ordering::SeqCst))
     }
 
-    /// Marks the run draining; false if it already was.
+    /// Marks the run draining; false if it already was. Only the run's
+    /// actor calls this (on its own thread), so the check and the two
+    /// stores cannot interleave with another drain.
     fn begin_drain(&self, reason: StopReason) -> bool {
         // The reason first, so whoever sees the flag reads the right one.
         if self.draining.load(Ordering::SeqCst) {

@@ -5,9 +5,10 @@
 //! the run is gone or draining ("run ended"), when the run's rate limit is
 //! reached, or when the run is stopped while the request is in flight.
 //! Admission does not message the run's actor (see [`crate::actor`]), so
-//! a busy or stalled actor thread holds up no request. A request whose client disconnects is dropped by the HTTP
-//! server; its ticket and log guard release the slot and record the
-//! outcome. Nothing waits without a bound.
+//! a busy or stalled actor thread holds up no request. A request whose
+//! client disconnects is dropped by the HTTP server; its ticket and log
+//! guard release the slot and record the outcome. Nothing waits without a
+//! bound.
 
 use crate::actor::{Refused, RunHandle, StopReason};
 use crate::backend::RequestScope;
