@@ -64,6 +64,7 @@ impl StopReason {
         }
     }
 
+    /// Every reason, in declaration order (so `reason as u8` indexes it).
     const ALL: [Self; 5] = [
         Self::Revoked,
         Self::Expired,
@@ -73,7 +74,7 @@ impl StopReason {
     ];
 
     fn to_u8(self) -> u8 {
-        Self::ALL.iter().position(|r| *r == self).unwrap_or(0) as u8
+        self as u8
     }
 
     fn from_u8(value: u8) -> Self {
@@ -498,6 +499,18 @@ impl Drop for Ticket {
         // waits and does nothing once the actor is gone.
         if before == 1 && state.is_draining() {
             self.run.addr.do_send(Drained);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_stop_reason_survives_the_atomic_round_trip() {
+        for reason in StopReason::ALL {
+            assert_eq!(StopReason::from_u8(reason.to_u8()), reason);
         }
     }
 }

@@ -67,7 +67,20 @@ pub(crate) const ISSUE_COLUMNS: &str = "id, title, body, state, labels, priority
      author_grant, created_at, updated_at, version";
 
 /// How many columns [`ISSUE_COLUMNS`] names.
-pub(crate) const ISSUE_COLUMN_COUNT: usize = 11;
+pub(crate) const ISSUE_COLUMN_COUNT: usize = column_count(ISSUE_COLUMNS);
+
+/// Columns in a comma-separated list.
+const fn column_count(columns: &str) -> usize {
+    let bytes = columns.as_bytes();
+    let (mut i, mut count) = (0, 1);
+    while i < bytes.len() {
+        if bytes[i] == b',' {
+            count += 1;
+        }
+        i += 1;
+    }
+    count
+}
 
 /// An issue row without its comments.
 pub(crate) fn issue_from_row(

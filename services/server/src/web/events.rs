@@ -237,33 +237,44 @@ pub struct RedisEvents {
 /// Counts events dropped on a full queue and says so at most once a second
 /// (a warning per event would add to the overload that caused it).
 #[derive(Debug, Default)]
-struct DropCounter {
-    dropped: std::sync::atomic::AtomicU64,
-    /// Dropped events not yet reported, and when the last report was.
-    unreported: Mutex<(u64, Option<std::time::Instant>)>,
+struct DropCounter(Mutex<Drops>);
+
+#[derive(Debug, Default)]
+struct Drops {
+    total: u64,
+    unreported: u64,
+    last_report: Option<std::time::Instant>,
 }
 
 impl DropCounter {
-    fn dropped(&self, tenant: &TenantId) {
-        use std::sync::atomic::Ordering;
-        let total = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
-        let mut unreported = self
-            .unreported
+    fn lock(&self) -> std::sync::MutexGuard<'_, Drops> {
+        self.0
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        unreported.0 += 1;
-        let due = unreported
-            .1
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn dropped(&self, tenant: &TenantId) {
+        let mut drops = self.lock();
+        drops.total += 1;
+        drops.unreported += 1;
+        let due = drops
+            .last_report
             .is_none_or(|last| last.elapsed() >= Duration::from_secs(1));
         if due {
             tracing::warn!(
                 %tenant,
-                dropped = unreported.0,
-                total,
+                dropped = drops.unreported,
+                total = drops.total,
                 "board events dropped: the Redis publish queue is full (pages resync when they reconnect)"
             );
-            *unreported = (0, Some(std::time::Instant::now()));
+            drops.unreported = 0;
+            drops.last_report = Some(std::time::Instant::now());
         }
+    }
+
+    #[cfg(test)]
+    fn total(&self) -> u64 {
+        self.lock().total
     }
 }
 
@@ -746,9 +757,6 @@ mod tests {
                 .is_err(),
             "nothing twice"
         );
-        assert_eq!(
-            a.dropped.dropped.load(std::sync::atomic::Ordering::Relaxed),
-            0
-        );
+        assert_eq!(a.dropped.total(), 0);
     }
 }
