@@ -37,6 +37,10 @@ pub enum StoreError {
     Invalid(#[from] ValidationError),
     #[error("board unavailable: {reason}")]
     Unavailable { reason: String },
+    /// No board store exists behind this caller at all (a run started
+    /// without one). Not retryable: nothing will change by waiting.
+    #[error("no board store is configured: {reason}")]
+    NotConfigured { reason: String },
     #[error("store error: {0}")]
     Internal(String),
 }

@@ -34,8 +34,8 @@ use clap::{Args, Subcommand};
 use corkboard_board::IssueStore;
 use corkboard_grants::RunToken;
 use corkboard_mcp::{
-    AuthRejection, Engine, Line, Principal, ServerIdentity, StdioOptions, ToolBackend, ToolCall,
-    ToolOutput, ToolSet, meta_key, read_line, serve_stdio,
+    AuthRejection, Authenticate, Engine, Line, Principal, Refusal, ServerIdentity, StdioOptions,
+    ToolBackend, ToolCall, ToolOutput, ToolSet, meta_key, read_line, serve_stdio,
 };
 use corkboard_server::Settings;
 use corkboard_server::audit::AuditWriter;
@@ -256,13 +256,7 @@ impl StdioBoard {
 }
 
 #[async_trait]
-impl ToolBackend for StdioBoard {
-    type Principal = StdioGrant;
-
-    fn identity(&self) -> &ServerIdentity {
-        self.tools.identity()
-    }
-
+impl Authenticate for StdioBoard {
     async fn authenticate(&self, bearer: Option<&str>) -> Result<StdioGrant, AuthRejection> {
         let grant = self.tools.authenticate(bearer).await?;
         // `BoardTools` accepted it, so it has the token's shape.
@@ -270,6 +264,15 @@ impl ToolBackend for StdioBoard {
             .and_then(RunToken::from_presented)
             .ok_or_else(|| AuthRejection::Refused("run token malformed".to_owned()))?;
         Ok(StdioGrant { token, grant })
+    }
+}
+
+#[async_trait]
+impl ToolBackend for StdioBoard {
+    type Principal = StdioGrant;
+
+    fn identity(&self) -> &ServerIdentity {
+        self.tools.identity()
     }
 
     fn tools(&self, principal: &StdioGrant) -> Arc<ToolSet> {
@@ -303,18 +306,9 @@ impl ToolBackend for StdioBoard {
     }
 }
 
-/// How a tool call reports a token that stopped resolving mid-session, in
-/// the words the HTTP transport uses for the same refusal.
+/// How a tool call reports a token that stopped resolving mid-session.
 fn refusal_text(rejection: &AuthRejection) -> String {
-    match rejection {
-        AuthRejection::Missing => format!("Unauthorized: {NO_TOKEN}"),
-        AuthRejection::Refused(message) => format!(
-            "Forbidden: {message}; this run may no longer use the board (ask for a new grant)"
-        ),
-        AuthRejection::Unavailable(message) => {
-            format!("board unavailable: {message}; retry in a few seconds")
-        }
-    }
+    Refusal::credential_tool_text(rejection)
 }
 
 // ---------------------------------------------------------------------------

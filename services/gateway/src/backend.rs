@@ -1,46 +1,55 @@
-//! The MCP backend every run's requests are served by: the board tools,
-//! pinned to the run the request arrived for.
+//! What a run's MCP requests are served by.
 //!
-//! One [`corkboard_mcp::McpEndpoint`] serves every run of a gateway (a
-//! per-run endpoint would cost memory per idle run for nothing). What makes
-//! a request a request *for run R* is its `RequestScope`, set by the
-//! gateway around the endpoint call: the run expected at this port or
-//! route, the binding snapshot the request keeps for its whole life, and
-//! (shared mode) the grant the gateway already resolved to route the
-//! request. [`GatewayBackend::authenticate`] refuses a token whose grant is
-//! for another run or tenant, however valid it is elsewhere.
+//! The gateway resolves every request's caller itself (the token must
+//! resolve to a grant for exactly the run of the port or route) and hands
+//! the engine a [`RunPrincipal`]: the grant plus the binding snapshot the
+//! request keeps for its whole life. Tool calls are then routed to the
+//! binding's [`RunBackend`], the seam a run's tools plug into: the board's
+//! tools today (over a real store, or over one that answers "no board in
+//! this run" as a typed error), the tenant's upstream servers later.
 
 use crate::binding::Binding;
-use crate::boardless::BOARDLESS_MESSAGE;
-use crate::key::RunKey;
 use async_trait::async_trait;
-use corkboard_board::{Grant, Timestamp};
-use corkboard_grants::{RunToken, TokenHash};
+use corkboard_board::Grant;
 use corkboard_mcp::{
-    AuthRejection, Principal, RefusedCall, ServerIdentity, ToolBackend, ToolCall, ToolOutput,
-    ToolSet,
+    Principal, RefusedCall, ServerIdentity, ToolBackend, ToolCall, ToolOutput, ToolSet,
 };
-use corkboard_tools::ResolvedGrant;
+use corkboard_tools::{BoardTool, BoardTools, ResolvedGrant};
 use std::sync::Arc;
 
-tokio::task_local! {
-    static SCOPE: RequestScope;
+/// The tools a run's requests are routed to. **API boundary**: what the
+/// gateway serves for a run is whatever implements this.
+#[async_trait]
+pub trait RunBackend: Send + Sync + 'static {
+    /// The tools this grant may see, built once per capability set.
+    fn tools(&self, grant: &ResolvedGrant) -> Arc<ToolSet>;
+
+    /// Runs one listed tool whose arguments passed its schema.
+    async fn call_tool(&self, grant: &ResolvedGrant, call: ToolCall<'_>) -> ToolOutput;
+
+    /// Told about a call the protocol layer refused (audit); may name why.
+    fn call_refused(&self, grant: &ResolvedGrant, call: RefusedCall<'_>) -> Option<String>;
+
+    /// The log label of a tool name (never client text).
+    fn tool_label(&self, name: &str) -> &'static str;
 }
 
-/// What the gateway knows about a request before the MCP endpoint sees it.
-#[derive(Clone)]
-pub(crate) struct RequestScope {
-    pub binding: Arc<Binding>,
-    pub expected: RunKey,
-    /// A grant the gateway resolved from this request's token already
-    /// (with the same binding), so the token is not resolved twice.
-    pub resolved: Option<(TokenHash, Grant)>,
-}
+#[async_trait]
+impl RunBackend for BoardTools {
+    fn tools(&self, grant: &ResolvedGrant) -> Arc<ToolSet> {
+        ToolBackend::tools(self, grant)
+    }
 
-impl RequestScope {
-    /// Runs `future` (the endpoint call) inside this scope.
-    pub async fn run<F: std::future::Future>(self, future: F) -> F::Output {
-        SCOPE.scope(self, future).await
+    async fn call_tool(&self, grant: &ResolvedGrant, call: ToolCall<'_>) -> ToolOutput {
+        ToolBackend::call_tool(self, grant, call).await
+    }
+
+    fn call_refused(&self, grant: &ResolvedGrant, call: RefusedCall<'_>) -> Option<String> {
+        ToolBackend::call_refused(self, grant, call)
+    }
+
+    fn tool_label(&self, name: &str) -> &'static str {
+        BoardTool::from_name(name).map_or("other", BoardTool::name)
     }
 }
 
@@ -60,6 +69,10 @@ impl std::fmt::Debug for RunPrincipal {
 }
 
 impl RunPrincipal {
+    pub(crate) fn new(grant: ResolvedGrant, binding: Arc<Binding>) -> Self {
+        Self { grant, binding }
+    }
+
     pub fn grant(&self) -> &Grant {
         self.grant.grant()
     }
@@ -71,7 +84,8 @@ impl Principal for RunPrincipal {
     }
 }
 
-/// The board tools, pinned per request to the request's run.
+/// The MCP backend of every run: routes each call to its principal's
+/// binding.
 #[derive(Debug)]
 pub struct GatewayBackend {
     identity: ServerIdentity,
@@ -102,66 +116,22 @@ impl ToolBackend for GatewayBackend {
         &self.identity
     }
 
-    async fn authenticate(&self, bearer: Option<&str>) -> Result<RunPrincipal, AuthRejection> {
-        // Outside a gateway request there is no run to pin to: fail closed.
-        let scope = SCOPE
-            .try_with(RequestScope::clone)
-            .map_err(|_| AuthRejection::Unavailable("gateway request scope missing".to_owned()))?;
-        let pre_resolved = match (&scope.resolved, bearer.and_then(RunToken::from_presented)) {
-            (Some((hash, grant)), Some(token)) if token.hash() == *hash => Some(grant.clone()),
-            _ => None,
-        };
-        let grant = match pre_resolved {
-            Some(grant) => {
-                if grant.is_expired_at(Timestamp::now()) {
-                    return Err(AuthRejection::Refused("run token expired".to_owned()));
-                }
-                grant
-            }
-            None => scope
-                .binding
-                .tools()
-                .authenticate(bearer)
-                .await?
-                .grant()
-                .clone(),
-        };
-        if grant.tenant != scope.expected.tenant || grant.run != scope.expected.run {
-            return Err(AuthRejection::Refused(OTHER_RUN.to_owned()));
-        }
-        Ok(RunPrincipal {
-            grant: ResolvedGrant::new(grant),
-            binding: scope.binding,
-        })
-    }
-
     fn tools(&self, principal: &RunPrincipal) -> Arc<ToolSet> {
-        principal.binding.tools().tools(&principal.grant)
+        principal.binding.backend().tools(&principal.grant)
     }
 
     async fn call_tool(&self, principal: &RunPrincipal, call: ToolCall<'_>) -> ToolOutput {
-        let mut output = principal
+        principal
             .binding
-            .tools()
+            .backend()
             .call_tool(&principal.grant, call)
-            .await;
-        // A boardless binding's store answers "unavailable" to everything;
-        // the tools word that as a passing outage ("retryable"), which would
-        // send the agent into a retry loop. Say what is actually the case.
-        if principal.binding.is_boardless()
-            && output.is_error
-            && output.text.starts_with("board unavailable")
-        {
-            output.text = BOARDLESS_MESSAGE.to_owned();
-        }
-        output
+            .await
     }
 
     fn call_refused(&self, principal: &RunPrincipal, call: RefusedCall<'_>) -> Option<String> {
-        // The board tools audit refused calls and name missing capabilities.
         principal
             .binding
-            .tools()
+            .backend()
             .call_refused(&principal.grant, call)
     }
 }

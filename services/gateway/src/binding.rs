@@ -1,5 +1,6 @@
-//! What a run's requests are served with (board store, token registry,
-//! audit sink), and how it is replaced atomically.
+//! What a run's requests are served with (the [`RunBackend`] its tool
+//! calls are routed to, over a board store, a token registry and an audit
+//! sink), and how it is replaced atomically.
 //!
 //! A request takes one snapshot of the binding when it enters the gateway
 //! and uses that snapshot for everything it does: resolving its token,
@@ -7,6 +8,7 @@
 //! client replaced after a reconnect) therefore never shows a request half
 //! of the old binding and half of the new one.
 
+use crate::backend::RunBackend;
 use crate::boardless::BoardlessStore;
 use corkboard_board::IssueStore;
 use corkboard_grants::TokenRegistry;
@@ -46,7 +48,8 @@ impl Binding {
     }
 
     /// A binding with no board behind it: every tool is listed and every
-    /// call answers that this run has no board (see [`BoardlessStore`]).
+    /// call answers that this run has no board (see [`BoardlessStore`]: a
+    /// typed "not configured" store error the tools word as such).
     pub fn boardless(
         registry: Arc<dyn TokenRegistry>,
         audit: Arc<dyn AuditSink>,
@@ -67,8 +70,14 @@ impl Binding {
         &self.registry
     }
 
-    pub fn tools(&self) -> &BoardTools {
+    /// What this binding's tool calls are routed to.
+    pub fn backend(&self) -> &dyn RunBackend {
         &self.tools
+    }
+
+    /// The bound on a store call and on a token lookup.
+    pub fn store_timeout(&self) -> Duration {
+        self.tools.store_timeout()
     }
 
     pub fn is_boardless(&self) -> bool {

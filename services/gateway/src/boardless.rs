@@ -15,13 +15,21 @@ use std::sync::Mutex;
 /// What a boardless run's tool calls answer.
 pub const BOARDLESS_MESSAGE: &str = "board unavailable in this run: no board store is configured (start corkboard serve or pass --data-dir)";
 
-/// The reason inside the store error (the tools prefix it with "board unavailable: ").
-const REASON: &str =
-    "no board store is configured for this run (start corkboard serve or pass --data-dir)";
+/// The reason inside the store error (the tools word it as
+/// [`BOARDLESS_MESSAGE`]).
+const REASON: &str = "no board store is configured (start corkboard serve or pass --data-dir)";
 
-/// An [`IssueStore`] that answers every call with [`StoreError::Unavailable`].
+/// An [`IssueStore`] that answers every call with
+/// [`StoreError::NotConfigured`]: not an outage to wait out, so the agent is
+/// not sent into a retry loop.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct BoardlessStore;
+
+fn not_configured() -> StoreError {
+    StoreError::NotConfigured {
+        reason: REASON.to_owned(),
+    }
+}
 
 #[async_trait]
 impl IssueStore for BoardlessStore {
@@ -32,15 +40,15 @@ impl IssueStore for BoardlessStore {
         _: NewIssue,
         _: Option<&IdempotencyKey>,
     ) -> Result<Created, StoreError> {
-        Err(StoreError::unavailable(REASON))
+        Err(not_configured())
     }
 
     async fn get_issue(&self, _: &TenantId, _: &IssueId) -> Result<Issue, StoreError> {
-        Err(StoreError::unavailable(REASON))
+        Err(not_configured())
     }
 
     async fn list_issues(&self, _: &TenantId, _: &ListQuery) -> Result<Page, StoreError> {
-        Err(StoreError::unavailable(REASON))
+        Err(not_configured())
     }
 
     async fn update_issue(
@@ -50,7 +58,7 @@ impl IssueStore for BoardlessStore {
         _: IssuePatch,
         _: Option<u64>,
     ) -> Result<Issue, StoreError> {
-        Err(StoreError::unavailable(REASON))
+        Err(not_configured())
     }
 
     async fn add_comment(
@@ -60,7 +68,7 @@ impl IssueStore for BoardlessStore {
         _: NewComment,
         _: Option<&IdempotencyKey>,
     ) -> Result<CommentAdded, StoreError> {
-        Err(StoreError::unavailable(REASON))
+        Err(not_configured())
     }
 }
 
@@ -161,5 +169,16 @@ impl GrantLedger for MemoryLedger {
             .filter(|e| e.revoked_at.is_none() && !e.grant.is_expired_at(now))
             .cloned()
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tools_word_a_boardless_store_as_the_message() {
+        let err = corkboard_tools::ToolsError::from_store(not_configured(), None);
+        assert_eq!(err.to_string(), BOARDLESS_MESSAGE);
     }
 }

@@ -1,40 +1,61 @@
-//! The request path between an HTTP worker and a run's actor.
+//! The request path of a run: from an HTTP worker, through the run's
+//! admission, to the MCP engine, with one correlated answer guaranteed.
+//!
+//! The gateway is a typed router, not a wrapper around an opaque handler:
+//! the body is read once ([`corkboard_mcp::McpEndpoint::read_body`]), the
+//! caller resolved once through the one credential path (the token must
+//! stand for exactly this run), and the parsed request handed to the
+//! endpoint's [`exchange`](corkboard_mcp::McpEndpoint::exchange) with a
+//! [`RunPrincipal`] naming the run and the binding snapshot it is served
+//! with. The engine's [`Summary`](corkboard_mcp::Summary) says how the
+//! exchange ended, so nothing re-parses the response to log it.
 //!
 //! Every request that reaches a run gets exactly one correlated answer
-//! (same JSON-RPC id): the MCP endpoint's response, or a typed error when
-//! the run is gone or draining ("run ended"), when the run's rate limit is
-//! reached, or when the run is stopped while the request is in flight.
-//! Admission does not message the run's actor (see [`crate::actor`]), so
-//! a busy or stalled actor thread holds up no request. A request whose
-//! client disconnects is dropped by the HTTP server; its ticket and log
-//! guard release the slot and record the outcome. Nothing waits without a
-//! bound.
+//! (same JSON-RPC id): the engine's response, or a [`Refusal`] when the run
+//! is gone or draining ("run ended"), when its rate limit is reached, or
+//! when the run is stopped while the request is in flight. Admission does
+//! not message the run's actor (see [`crate::actor`]), so a busy or stalled
+//! actor thread holds up no request. A request whose client disconnects is
+//! dropped by the HTTP server; its ticket and log guard release the slot
+//! and record the outcome. Nothing waits without a bound.
 
 use crate::actor::{Refused, RunHandle, StopReason};
-use crate::backend::RequestScope;
+use crate::backend::{OTHER_RUN, RunPrincipal};
 use crate::binding::Binding;
 use crate::gateway::Inner;
 use crate::key::RunKey;
-use crate::rpc::{self, RequestHead, code};
-use actix_web::body::{BoxBody, MessageBody};
 use actix_web::http::StatusCode;
-use actix_web::http::header::{self, HeaderMap};
-use actix_web::{FromRequest, HttpRequest, HttpResponse, web};
-use bytes::{Bytes, BytesMut};
-use corkboard_board::{Grant, TenantId};
-use corkboard_grants::TokenHash;
-use corkboard_mcp::RpcError;
-use futures_util::StreamExt;
+use actix_web::{HttpRequest, HttpResponse, web};
+use bytes::Bytes;
+use corkboard_board::TenantId;
+use corkboard_mcp::{Admitted, Exchange, Refusal, RequestHead, Transport, code};
+use corkboard_tools::ResolvedGrant;
 use serde_json::json;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
+use tracing::Instrument;
 
 /// A request whose body has been read.
 pub(crate) struct Incoming {
     pub req: HttpRequest,
     pub body: Bytes,
-    pub head: RequestHead,
     pub log: RequestLog,
+}
+
+impl Incoming {
+    /// What the request asks for, for a refusal's id and log line: read
+    /// only when the request is refused before the engine runs it.
+    fn head(&self, binding: &Binding) -> RequestHead {
+        let mut head = corkboard_mcp::peek(&self.body, |name| binding.backend().tool_label(name));
+        if self.body.is_empty() {
+            head.method = match *self.req.method() {
+                actix_web::http::Method::DELETE => "session/delete",
+                actix_web::http::Method::GET => "get",
+                _ => "none",
+            };
+        }
+        head
+    }
 }
 
 /// The one request-log event of a request. Dropped without
@@ -43,7 +64,7 @@ pub(crate) struct Incoming {
 pub(crate) struct RequestLog {
     started: Instant,
     method: &'static str,
-    tool: Option<&'static str>,
+    tool: Option<String>,
     tenant: Option<TenantId>,
     run: String,
     done: bool,
@@ -69,7 +90,7 @@ impl RequestLog {
     fn emit(&self, status: u16, outcome: &str) {
         tracing::info!(
             method = self.method,
-            tool = self.tool.unwrap_or(""),
+            tool = self.tool.as_deref().unwrap_or(""),
             tenant = self.tenant.as_ref().map_or("", TenantId::as_str),
             run = %self.run,
             outcome,
@@ -90,52 +111,6 @@ impl Drop for RequestLog {
         if !self.done {
             self.emit(499, "client_disconnected");
         }
-    }
-}
-
-/// A refusal with the request's id, logged.
-pub(crate) struct Refusal {
-    pub status: StatusCode,
-    pub error: RpcError,
-    pub outcome: &'static str,
-    pub retry_after: Option<Duration>,
-    pub www_authenticate: bool,
-}
-
-impl Refusal {
-    pub(crate) fn new(status: StatusCode, code: i64, message: impl Into<String>) -> Self {
-        Self {
-            status,
-            error: RpcError::new(code, message),
-            outcome: "refused",
-            retry_after: None,
-            www_authenticate: false,
-        }
-    }
-
-    pub(crate) fn outcome(mut self, outcome: &'static str) -> Self {
-        self.outcome = outcome;
-        self
-    }
-
-    pub(crate) fn retry_after(mut self, after: Duration) -> Self {
-        self.retry_after = Some(after);
-        self
-    }
-
-    fn respond(self, id: Option<&serde_json::value::RawValue>, log: RequestLog) -> HttpResponse {
-        let mut builder = HttpResponse::build(self.status);
-        builder.insert_header((header::CONTENT_TYPE, "application/json"));
-        if let Some(after) = self.retry_after {
-            // Whole seconds, rounded up: `Retry-After: 0` invites a storm.
-            let secs = after.as_millis().div_ceil(1000).max(1);
-            builder.insert_header((header::RETRY_AFTER, secs.to_string()));
-        }
-        if self.www_authenticate {
-            builder.insert_header((header::WWW_AUTHENTICATE, "Bearer"));
-        }
-        log.finish(self.status.as_u16(), self.outcome);
-        builder.body(rpc::error_body(id, &self.error))
     }
 }
 
@@ -166,97 +141,84 @@ pub(crate) fn run_ended(run: &RunKey, reason: Option<StopReason>, in_flight: boo
     })
 }
 
-/// Reads the (bounded) body and what the request asks for. `run` names
-/// the run for the log until the request is routed.
+/// Reads the (bounded) body. `run` names the run for the log until the
+/// request is routed.
 pub(crate) async fn read(
+    inner: &Inner,
     req: HttpRequest,
-    mut payload: web::Payload,
-    limit: usize,
+    payload: web::Payload,
     run: String,
 ) -> Result<Incoming, HttpResponse> {
-    let mut log = RequestLog::new(run);
-    let too_large = || {
-        Refusal::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            corkboard_mcp::code::INVALID_REQUEST,
-            format!("Payload Too Large: messages are limited to {limit} bytes"),
-        )
-        .outcome("error")
-    };
-    let declared = declared_length(req.headers());
-    if declared.is_some_and(|len| len > limit as u64) {
-        return Err(too_large().respond(None, log));
-    }
-    let mut body = BytesMut::with_capacity(declared.map_or(0, |len| len as usize).min(limit));
-    while let Some(chunk) = payload.next().await {
-        let Ok(chunk) = chunk else {
-            return Err(Refusal::new(
-                StatusCode::BAD_REQUEST,
-                corkboard_mcp::code::INVALID_REQUEST,
-                "Bad Request: the body could not be read",
-            )
-            .outcome("error")
-            .respond(None, log));
-        };
-        if body.len() + chunk.len() > limit {
-            return Err(too_large().respond(None, log));
+    let log = RequestLog::new(run);
+    match inner.endpoint.read_body(&req, payload).await {
+        Ok(body) => Ok(Incoming { req, body, log }),
+        Err(refusal) => {
+            let refusal = refusal.outcome("error");
+            log.finish(refusal.status.as_u16(), refusal.outcome);
+            Err(refusal.response(None))
         }
-        body.extend_from_slice(&chunk);
     }
-    let body = body.freeze();
-    let head = if body.is_empty() {
-        RequestHead {
-            method: match *req.method() {
-                actix_web::http::Method::DELETE => "session/delete",
-                actix_web::http::Method::GET => "get",
-                _ => "none",
-            },
-            ..RequestHead::default()
-        }
-    } else {
-        rpc::peek(&body)
-    };
-    log.method = head.method;
-    log.tool = head.tool;
-    Ok(Incoming {
-        req,
-        body,
-        head,
-        log,
-    })
-}
-
-fn declared_length(headers: &HeaderMap) -> Option<u64> {
-    headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse().ok())
 }
 
 /// Answers `incoming` with `refusal`, correlated with its id.
-pub(crate) fn refuse(incoming: Incoming, refusal: Refusal) -> HttpResponse {
-    refusal.respond(incoming.head.id.as_deref(), incoming.log)
+pub(crate) fn refuse(inner: &Inner, mut incoming: Incoming, refusal: Refusal) -> HttpResponse {
+    let head = incoming.head(&inner.binding.load());
+    incoming.log.method = head.method;
+    incoming.log.tool = head.tool.map(str::to_owned);
+    incoming
+        .log
+        .finish(refusal.status.as_u16(), refusal.outcome);
+    refusal.response(head.id.as_deref())
 }
 
-/// Admits the request to its run, serves it through the MCP endpoint with
-/// one binding snapshot, and answers it.
+/// Resolves the request's token through the one credential path, and
+/// accepts it only for the run `expected` (when known).
+pub(crate) async fn resolve(
+    binding: &Binding,
+    req: &HttpRequest,
+    expected: Option<&RunKey>,
+) -> Result<ResolvedGrant, Refusal> {
+    let bearer = corkboard_mcp::bearer_token(req.headers());
+    let grant = corkboard_tools::resolve_bearer(
+        binding.registry().as_ref(),
+        bearer,
+        binding.store_timeout(),
+    )
+    .await
+    .map_err(|rejection| Refusal::credential(&rejection, Transport::Http))?;
+    if let Some(key) = expected
+        && (grant.grant().tenant != key.tenant || grant.grant().run != key.run)
+    {
+        return Err(Refusal::new(
+            StatusCode::FORBIDDEN,
+            code::INVALID_REQUEST,
+            format!("Forbidden: {OTHER_RUN}"),
+        ));
+    }
+    Ok(grant)
+}
+
+/// Admits the request to its run, routes it to the engine with one
+/// binding snapshot, and answers it. `resolved` is the caller when the
+/// route already resolved it (shared mode); otherwise it is resolved here,
+/// after admission, and must be for this run.
 pub(crate) async fn serve(
     inner: &Inner,
     run: &RunHandle,
     mut incoming: Incoming,
     binding: Option<Arc<Binding>>,
-    resolved: Option<(TokenHash, Grant)>,
+    resolved: Option<ResolvedGrant>,
 ) -> HttpResponse {
     let key = &run.state.key;
     incoming.log.set_run(key);
     let mut ticket = match inner.admit(run).await {
         Ok(ticket) => ticket,
         Err(Refused::Ended(reason)) => {
-            return refuse(incoming, run_ended(key, Some(reason), false));
+            return refuse(inner, incoming, run_ended(key, Some(reason), false));
         }
         Err(Refused::RateLimited(limited)) => {
             let retry_ms = u64::try_from(limited.retry_after.as_millis()).unwrap_or(u64::MAX);
-            let mut refusal = Refusal::new(
+            let refusal = Refusal::new(
                 StatusCode::TOO_MANY_REQUESTS,
                 code::RATE_LIMITED,
                 format!(
@@ -265,78 +227,69 @@ pub(crate) async fn serve(
                 ),
             )
             .outcome("rate_limited")
-            .retry_after(limited.retry_after);
-            refusal.error = refusal
-                .error
-                .with_data(json!({ "retryable": true, "retry_after_ms": retry_ms }));
-            return refuse(incoming, refusal);
+            .retry_after(limited.retry_after)
+            .with_data(json!({ "retryable": true, "retry_after_ms": retry_ms }));
+            return refuse(inner, incoming, refusal);
         }
     };
-
-    let Incoming {
-        req,
-        body,
-        head,
-        log,
-    } = incoming;
-    let mut raw = actix_web::dev::Payload::from(body);
-    let payload = match web::Payload::from_request(&req, &mut raw).await {
-        Ok(payload) => payload,
-        Err(_) => {
-            return Refusal::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                corkboard_mcp::code::INTERNAL_ERROR,
-                "Internal error: the request body could not be handed on",
-            )
-            .outcome("error")
-            .respond(head.id.as_deref(), log);
+    let admitted = match inner.endpoint.precheck(&incoming.req) {
+        Ok(admitted) => admitted,
+        Err(refusal) => return refuse(inner, incoming, refusal),
+    };
+    let binding = binding.unwrap_or_else(|| inner.binding.load());
+    let started = Instant::now();
+    let span = corkboard_telemetry::mcp::mcp_span_open();
+    let routed = {
+        let routed =
+            route(inner, &incoming, admitted, binding, resolved, key).instrument(span.clone());
+        tokio::pin!(routed);
+        tokio::select! {
+            biased;
+            routed = &mut routed => Some(routed),
+            () = ticket.cancelled() => None,
         }
     };
-    let scope = RequestScope {
-        binding: binding.unwrap_or_else(|| inner.binding.load()),
-        expected: key.clone(),
-        resolved,
-    };
-    // No span of its own: the endpoint's `mcp.request` span records the
-    // tenant, run and grant, and the request's log event names them.
-    let endpoint = inner.endpoint.clone();
-    let call = scope.run(endpoint.handle(req, payload));
-    tokio::pin!(call);
-    let response = tokio::select! {
-        biased;
-        response = &mut call => response,
-        () = ticket.cancelled() => {
-            return run_ended(key, None, true).respond(head.id.as_deref(), log);
-        }
+    let Some(routed) = routed else {
+        return refuse(inner, incoming, run_ended(key, None, true));
     };
     drop(ticket);
-    let status = response.status().as_u16();
-    let outcome = response
-        .extensions()
-        .get::<corkboard_mcp::ExchangeOutcome>()
-        .map(|outcome| outcome.0);
-    let (response, body) = response.into_parts();
-    match body.try_into_bytes() {
-        Ok(bytes) => {
-            // The endpoint says how the exchange ended; the body is parsed
-            // only for what it did not classify (refusals, batches).
-            let outcome = match (status, outcome) {
-                (200, Some(outcome)) => outcome,
-                _ => rpc::outcome_of(status, &bytes),
-            };
-            log.finish(status, outcome);
-            response.set_body(BoxBody::new(bytes))
-        }
-        Err(body) => {
-            log.finish(status, "streamed");
-            response.set_body(body)
-        }
-    }
+    let exchange = match routed {
+        Ok(exchange) => exchange,
+        Err(refusal) => return refuse(inner, incoming, refusal),
+    };
+    inner.endpoint.observe(&span, &exchange, started.elapsed());
+    let Incoming { mut log, .. } = incoming;
+    let summary = &exchange.summary;
+    log.method = summary.method;
+    log.tool = summary.tool.clone();
+    log.finish(exchange.status(), summary.outcome);
+    exchange.response
+}
+
+/// Resolves the caller (unless already resolved) and runs the exchange.
+async fn route(
+    inner: &Inner,
+    incoming: &Incoming,
+    admitted: Admitted,
+    binding: Arc<Binding>,
+    resolved: Option<ResolvedGrant>,
+    key: &RunKey,
+) -> Result<Exchange, Refusal> {
+    let grant = match resolved {
+        Some(grant) => grant,
+        None => resolve(&binding, &incoming.req, Some(key)).await?,
+    };
+    let principal = RunPrincipal::new(grant, binding);
+    Ok(inner
+        .endpoint
+        .exchange(&incoming.req, admitted, &incoming.body, &principal)
+        .await)
 }
 
 /// A bare JSON-RPC error response for paths that serve nothing.
-pub(crate) fn not_found(incoming: Incoming, what: &str) -> HttpResponse {
+pub(crate) fn not_found(inner: &Inner, incoming: Incoming, what: &str) -> HttpResponse {
     refuse(
+        inner,
         incoming,
         Refusal::new(
             StatusCode::NOT_FOUND,
@@ -345,32 +298,4 @@ pub(crate) fn not_found(incoming: Incoming, what: &str) -> HttpResponse {
         )
         .outcome("not_found"),
     )
-}
-
-/// Registry rejections as the MCP endpoint words them (401/403/503).
-pub(crate) fn auth_refusal(rejection: corkboard_mcp::AuthRejection) -> Refusal {
-    use corkboard_mcp::AuthRejection;
-    match rejection {
-        AuthRejection::Missing => {
-            let mut refusal = Refusal::new(
-                StatusCode::UNAUTHORIZED,
-                corkboard_mcp::code::INVALID_REQUEST,
-                "Unauthorized: send the run token as `Authorization: Bearer <token>`",
-            );
-            refusal.www_authenticate = true;
-            refusal
-        }
-        AuthRejection::Refused(message) => Refusal::new(
-            StatusCode::FORBIDDEN,
-            corkboard_mcp::code::INVALID_REQUEST,
-            format!("Forbidden: {message}"),
-        ),
-        AuthRejection::Unavailable(message) => Refusal::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            corkboard_mcp::code::INTERNAL_ERROR,
-            format!("Service Unavailable: {message}; retry shortly"),
-        )
-        .outcome("unavailable")
-        .retry_after(Duration::from_secs(2)),
-    }
 }

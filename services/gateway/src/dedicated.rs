@@ -269,15 +269,15 @@ async fn dedicated_request(
     let Some(inner) = gateway.0.upgrade() else {
         return HttpResponse::ServiceUnavailable().finish();
     };
-    let incoming = match bridge::read(req, payload, inner.config.max_body_bytes, name).await {
+    let incoming = match bridge::read(&inner, req, payload, name).await {
         Ok(incoming) => incoming,
         Err(response) => return response,
     };
     let Some(run) = run else {
-        return bridge::not_found(incoming, "this connection belongs to no run");
+        return bridge::not_found(&inner, incoming, "this connection belongs to no run");
     };
     if incoming.req.path() != "/mcp" {
-        return bridge::not_found(incoming, "this run's MCP endpoint is /mcp");
+        return bridge::not_found(&inner, incoming, "this run's MCP endpoint is /mcp");
     }
     bridge::serve(&inner, &run.run, incoming, None, None).await
 }

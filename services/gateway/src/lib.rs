@@ -12,10 +12,11 @@
 //! in-flight requests for a bounded time and stops the actor and its
 //! listener; expiry does the same by itself.
 //!
-//! Every request is bridged to its run's actor with a correlated answer
-//! guaranteed (the bridge), pinned to its run ([`backend`]), served with one
-//! atomically replaceable binding ([`binding`]) and rate-limited per run
-//! ([`limiter`]).
+//! Every request is routed to its run with a correlated answer guaranteed
+//! (the bridge: one body read, one credential resolution, the parsed
+//! request handed to the MCP engine), pinned to its run and served by the
+//! run's [`RunBackend`] ([`backend`]), with one atomically replaceable
+//! binding ([`binding`]) and a per-run rate limit ([`limiter`]).
 
 #![forbid(unsafe_code)]
 
@@ -32,12 +33,11 @@ mod gateway;
 mod key;
 pub mod limiter;
 mod registration;
-pub mod rpc;
 pub mod runner;
 mod shared;
 
 pub use actor::{DrainReport, StopReason};
-pub use backend::{GatewayBackend, RunPrincipal};
+pub use backend::{GatewayBackend, RunBackend, RunPrincipal};
 pub use binding::{Binding, BindingCell};
 pub use boardless::{BOARDLESS_MESSAGE, BoardlessStore, MemoryLedger};
 pub use config::{GatewayConfig, ListenerMode};

@@ -8,8 +8,9 @@ use actix::Arbiter;
 use anyhow::{Context, Result, bail};
 use common::*;
 use corkboard_board::GrantId;
-use corkboard_gateway::{Binding, RateLimit, StopReason, rpc};
+use corkboard_gateway::{Binding, RateLimit, StopReason};
 use corkboard_grants::{MemoryRegistry, TokenRegistry};
+use corkboard_mcp::code;
 use corkboard_tools::NoopAuditSink;
 use serde_json::json;
 use std::collections::BTreeSet;
@@ -91,7 +92,7 @@ async fn a_run_revoked_with_50_requests_in_flight_answers_all_50() -> Result<()>
                 assert_eq!(answer.status, 403, "{mode:?}: {:?}", answer.json);
                 assert_eq!(
                     answer.error_code(),
-                    Some(rpc::code::RUN_ENDED),
+                    Some(code::RUN_ENDED),
                     "{:?}",
                     answer.json
                 );
@@ -269,7 +270,7 @@ async fn the_rate_limit_answers_a_clear_retryable_error() -> Result<()> {
             "{mode:?}: {allowed} calls passed a burst of 2"
         );
         assert_eq!(limited.json["id"], format!("call-{i}"));
-        assert_eq!(limited.error_code(), Some(rpc::code::RATE_LIMITED));
+        assert_eq!(limited.error_code(), Some(code::RATE_LIMITED));
         assert_eq!(limited.json["error"]["data"]["retryable"], true);
         assert!(
             limited.json["error"]["data"]["retry_after_ms"]

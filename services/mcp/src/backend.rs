@@ -124,17 +124,14 @@ pub struct ToolOutput {
     pub is_error: bool,
 }
 
-/// A product served over MCP.
+/// A product served over MCP. Who the caller is comes from outside: the
+/// embedder resolves the principal (see [`Authenticate`] for backends that
+/// resolve bearer credentials themselves) and hands it to the engine.
 #[async_trait]
 pub trait ToolBackend: Send + Sync + 'static {
     type Principal: Principal;
 
     fn identity(&self) -> &ServerIdentity;
-
-    /// Resolves the bearer credential (`None` when absent). Called for
-    /// every HTTP request (revocation takes effect at once) and once at
-    /// start-up on stdio.
-    async fn authenticate(&self, bearer: Option<&str>) -> Result<Self::Principal, AuthRejection>;
 
     /// The tools this principal may see, in a stable order. Cheap: return a
     /// shared set built once (its wire rendering is cached inside), never
@@ -157,4 +154,15 @@ pub trait ToolBackend: Send + Sync + 'static {
     fn call_refused(&self, _principal: &Self::Principal, _call: RefusedCall<'_>) -> Option<String> {
         None
     }
+}
+
+/// A backend that resolves bearer credentials into its principals itself
+/// (the studio endpoint, stdio). A run gateway resolves them before the
+/// endpoint sees the request, so its backend does not implement this.
+#[async_trait]
+pub trait Authenticate: ToolBackend {
+    /// Resolves the bearer credential (`None` when absent). Called for
+    /// every HTTP request (revocation takes effect at once) and once at
+    /// start-up on stdio.
+    async fn authenticate(&self, bearer: Option<&str>) -> Result<Self::Principal, AuthRejection>;
 }

@@ -18,11 +18,13 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use crate::backend::{RefusalKind, RefusedCall, ToolBackend, ToolCall, ToolOutput};
+use crate::code::{self, ErrorCode};
+use crate::method::method_label as label;
 use crate::render;
 use crate::revision::Revision;
 use crate::session::SessionRejection;
 use crate::validate::{self, Call, HeaderSlot, Incoming, Message, RequestHeaders};
-use crate::wire::{self, ParamsHead, ResultJson, RpcError, code};
+use crate::wire::{self, ParamsHead, ResultJson, RpcError};
 
 /// The legacy session a message arrives in, as the transport found it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,7 +69,7 @@ pub struct Summary {
     pub revision: Option<Revision>,
     /// `ok`, `tool_error`, `error` or `accepted`.
     pub outcome: &'static str,
-    pub code: Option<i64>,
+    pub code: Option<ErrorCode>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,7 +82,7 @@ enum Era {
 /// 2026-07-28 transport (400 for malformed, 404 for unknown methods);
 /// legacy errors on well-formed requests travel with 200, as the 2025
 /// SDK servers do.
-fn status_for(era: Era, error_code: i64) -> u16 {
+fn status_for(era: Era, error_code: ErrorCode) -> u16 {
     match (era, error_code) {
         (_, code::PARSE_ERROR | code::INVALID_REQUEST) => 400,
         (
@@ -89,21 +91,6 @@ fn status_for(era: Era, error_code: i64) -> u16 {
         ) => 400,
         (Era::Modern, code::METHOD_NOT_FOUND) => 404,
         _ => 200,
-    }
-}
-
-fn label(method: &str) -> &'static str {
-    match method {
-        "initialize" => "initialize",
-        "ping" => "ping",
-        "tools/list" => "tools/list",
-        "tools/call" => "tools/call",
-        "server/discover" => "server/discover",
-        "logging/setLevel" => "logging/setLevel",
-        "notifications/initialized" => "notifications/initialized",
-        "notifications/cancelled" => "notifications/cancelled",
-        m if m.starts_with("notifications/") => "notifications/other",
-        _ => "other",
     }
 }
 
@@ -679,7 +666,7 @@ pub(crate) fn log_exchange(
         tool = summary.tool.as_deref().unwrap_or(""),
         revision = summary.revision.map_or("", Revision::as_str),
         outcome = summary.outcome,
-        code = summary.code,
+        code = summary.code.map(ErrorCode::get),
         status,
         latency_us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
         "mcp exchange"

@@ -12,19 +12,20 @@ use std::time::{Duration, Instant};
 use actix_web::http::StatusCode;
 use actix_web::http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use actix_web::{HttpRequest, HttpResponse, web};
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use futures_util::{FutureExt, StreamExt};
 use serde_json::value::RawValue;
 use std::panic::AssertUnwindSafe;
 
-use crate::backend::{AuthRejection, Principal, ToolBackend};
+use crate::backend::{AuthRejection, Authenticate, Principal, ToolBackend};
+use crate::code::{self, ErrorCode};
 use crate::engine::{Context, Engine, SessionState, Summary, log_exchange};
+use crate::refusal::{Refusal, Transport};
 use crate::revision::Revision;
 use crate::session::{
     MemorySessionEnds, SessionCodec, SessionEnds, SessionKey, SessionRejection, now_secs,
 };
 use crate::validate::{self, HeaderSlot, Incoming, RequestHeaders};
-use crate::wire::{self, RpcError};
 use corkboard_telemetry::mcp as telemetry;
 use tracing::Instrument;
 
@@ -32,12 +33,6 @@ const MCP_SESSION_ID: &str = "mcp-session-id";
 const MCP_PROTOCOL_VERSION: &str = "mcp-protocol-version";
 const MCP_METHOD: &str = "mcp-method";
 const MCP_NAME: &str = "mcp-name";
-
-/// How the exchange ended (`ok`, `tool_error`, `error`, `accepted`), in the
-/// extensions of every response [`McpEndpoint::handle`] gives, so a caller
-/// that logs the request need not parse the body again to find out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ExchangeOutcome(pub &'static str);
 
 /// Endpoint settings.
 #[derive(Debug, Clone)]
@@ -59,8 +54,6 @@ pub struct McpSettings {
     pub session_ttl: Duration,
     /// `ttlMs` hint on 2026-07-28 list results.
     pub list_ttl: Duration,
-    /// `Retry-After` seconds when credentials cannot be checked.
-    pub retry_after_secs: u32,
     /// Where request counts and latencies go (none: not counted).
     pub metrics: Option<corkboard_telemetry::Metrics>,
     /// Emit the info-level "mcp exchange" event per request. Off where the
@@ -83,7 +76,6 @@ impl McpSettings {
             session_key,
             session_ttl: Self::DEFAULT_SESSION_TTL,
             list_ttl: Duration::from_secs(60),
-            retry_after_secs: 2,
             metrics: None,
             log_exchanges: true,
         }
@@ -118,51 +110,61 @@ impl<B: ToolBackend> std::fmt::Debug for McpEndpoint<B> {
     }
 }
 
-/// Why a request was refused before the engine saw it.
-struct Refusal<'a> {
-    status: StatusCode,
-    error: RpcError,
-    id: Option<&'a RawValue>,
-    headers: Vec<(HeaderName, HeaderValue)>,
+fn bad(status: StatusCode, message: impl Into<String>) -> Refusal {
+    Refusal::invalid_request(status, message)
 }
 
-impl<'a> Refusal<'a> {
-    fn new(status: StatusCode, error: RpcError) -> Self {
+/// What a request asks of the endpoint, found from its method and
+/// headers before its body is read or its credential checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Admitted {
+    kind: Admission,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Admission {
+    /// A JSON-RPC message; answer as SSE when the client prefers it.
+    Post { prefers_sse: bool },
+    /// End a legacy session.
+    Delete,
+}
+
+impl Admitted {
+    /// Whether the request carries a JSON-RPC body to read.
+    pub fn has_body(self) -> bool {
+        matches!(self.kind, Admission::Post { .. })
+    }
+}
+
+/// One answered HTTP exchange: the response and what the request log and
+/// metrics record about it.
+#[derive(Debug)]
+pub struct Exchange {
+    pub response: HttpResponse,
+    pub summary: Summary,
+}
+
+impl Exchange {
+    fn refused(refusal: &Refusal, id: Option<&RawValue>) -> Self {
         Self {
-            status,
-            error,
-            id: None,
-            headers: Vec::new(),
+            response: refusal.response(id),
+            summary: refusal_summary(refusal),
         }
     }
 
-    fn header(mut self, name: HeaderName, value: &'static str) -> Self {
-        self.headers.push((name, HeaderValue::from_static(value)));
-        self
-    }
-
-    fn id(mut self, id: Option<&'a RawValue>) -> Self {
-        self.id = id;
-        self
-    }
-
-    fn into_response(self, summary: &mut Summary) -> (u16, HttpResponse) {
-        summary.outcome = "error";
-        summary.code = Some(self.error.code);
-        let mut builder = HttpResponse::build(self.status);
-        builder.insert_header((header::CONTENT_TYPE, "application/json"));
-        for (name, value) in self.headers {
-            builder.insert_header((name, value));
-        }
-        (
-            self.status.as_u16(),
-            builder.body(wire::error_response(self.id, &self.error)),
-        )
+    pub fn status(&self) -> u16 {
+        self.response.status().as_u16()
     }
 }
 
-fn bad(status: StatusCode, message: impl Into<String>) -> Refusal<'static> {
-    Refusal::new(status, RpcError::invalid_request(message))
+/// What the request log records about a refusal (the studio endpoint
+/// counts every refusal as `error`, as it always has).
+fn refusal_summary(refusal: &Refusal) -> Summary {
+    Summary {
+        outcome: "error",
+        code: Some(refusal.error.code),
+        ..Summary::default()
+    }
 }
 
 impl<B: ToolBackend> McpEndpoint<B> {
@@ -198,38 +200,76 @@ impl<B: ToolBackend> McpEndpoint<B> {
         &self.inner.settings
     }
 
-    /// Routes every HTTP method on `settings.path` to this endpoint.
-    pub fn configure(&self, cfg: &mut web::ServiceConfig) {
-        let path = self.inner.settings.path.clone();
-        self.configure_at(cfg, &path);
-    }
-
-    /// Routes every HTTP method on `path` to this endpoint.
-    pub fn configure_at(&self, cfg: &mut web::ServiceConfig, path: &str) {
-        let endpoint = self.clone();
-        cfg.route(
-            path,
-            web::route().to(move |req: HttpRequest, body: web::Payload| {
-                let endpoint = endpoint.clone();
-                async move { endpoint.handle(req, body).await }
-            }),
-        );
-    }
-
-    /// Serves one HTTP request on the MCP endpoint.
-    pub async fn handle(&self, req: HttpRequest, body: web::Payload) -> HttpResponse {
+    /// Serves one HTTP request on the MCP endpoint, resolving its bearer
+    /// credential with the backend: the studio endpoint's whole pipeline.
+    pub async fn handle(&self, req: HttpRequest, body: web::Payload) -> HttpResponse
+    where
+        B: Authenticate,
+    {
         let started = Instant::now();
-        let mut summary = Summary::default();
         // The backend records tenant/run/grant into this span once it has
         // resolved the caller; nothing from the request body goes in.
         let span = telemetry::mcp_span_open();
-        let (status, response) = self
-            .respond(&req, body, &mut summary)
+        let exchange = self
+            .authenticate_and_exchange(&req, body)
             .instrument(span.clone())
             .await;
-        let elapsed = started.elapsed();
-        telemetry::record_request(&span, summary.method, summary.tool.as_deref());
-        telemetry::record_outcome(&span, summary.outcome, summary.code, elapsed);
+        self.observe(&span, &exchange, started.elapsed());
+        exchange.response
+    }
+
+    async fn authenticate_and_exchange(&self, req: &HttpRequest, body: web::Payload) -> Exchange
+    where
+        B: Authenticate,
+    {
+        let admitted = match self.precheck(req) {
+            Ok(admitted) => admitted,
+            Err(refusal) => {
+                let mut exchange = Exchange::refused(&refusal, None);
+                if req.method() == actix_web::http::Method::DELETE {
+                    exchange.summary.method = "session/delete";
+                }
+                return exchange;
+            }
+        };
+        let bytes = if admitted.has_body() {
+            match self.read_body(req, body).await {
+                Ok(bytes) => bytes,
+                Err(refusal) => return Exchange::refused(&refusal, None),
+            }
+        } else {
+            Bytes::new()
+        };
+        let backend = self.inner.engine.backend();
+        let result = AssertUnwindSafe(backend.authenticate(bearer_token(req.headers())))
+            .catch_unwind()
+            .await
+            .unwrap_or_else(|_| {
+                tracing::error!("authenticate panicked; refusing the request");
+                Err(AuthRejection::Unavailable(
+                    "the credential check failed".into(),
+                ))
+            });
+        match result {
+            Ok(principal) => self.exchange(req, admitted, &bytes, &principal).await,
+            Err(rejection) => {
+                let refusal = Refusal::credential(&rejection, Transport::Http);
+                Exchange::refused(&refusal, request_id(&bytes))
+            }
+        }
+    }
+
+    /// Records a finished exchange: the `mcp.request` span's fields, the
+    /// endpoint's metrics, and (when configured) its log line.
+    pub fn observe(&self, span: &tracing::Span, exchange: &Exchange, elapsed: Duration) {
+        let summary = &exchange.summary;
+        telemetry::record_request(span, summary.method, summary.tool.as_deref());
+        telemetry::record_outcome(
+            span,
+            summary.outcome,
+            summary.code.map(ErrorCode::get),
+            elapsed,
+        );
         if let Some(metrics) = &self.inner.settings.metrics {
             metrics.mcp_request(
                 summary.method,
@@ -239,39 +279,97 @@ impl<B: ToolBackend> McpEndpoint<B> {
             );
         }
         if self.inner.settings.log_exchanges {
-            span.in_scope(|| log_exchange("http", &summary, status, elapsed));
+            span.in_scope(|| log_exchange("http", summary, exchange.status(), elapsed));
         }
-        let mut response = response;
-        if !summary.outcome.is_empty() {
-            response
-                .extensions_mut()
-                .insert(ExchangeOutcome(summary.outcome));
-        }
-        response
     }
 
-    async fn respond(
-        &self,
-        req: &HttpRequest,
-        body: web::Payload,
-        summary: &mut Summary,
-    ) -> (u16, HttpResponse) {
-        if let Err(refusal) = self.check_host_and_origin(req) {
-            return refusal.into_response(summary);
-        }
+    /// The checks that need neither the body nor a credential, cheapest
+    /// and least revealing first: Host and Origin (DNS-rebinding
+    /// protection), the HTTP method, content negotiation (POST) or the
+    /// session header (DELETE).
+    pub fn precheck(&self, req: &HttpRequest) -> Result<Admitted, Refusal> {
+        self.check_host_and_origin(req)?;
+        let headers = req.headers();
         match *req.method() {
-            actix_web::http::Method::POST => self.post(req, body, summary).await,
-            actix_web::http::Method::DELETE => self.delete(req, summary).await,
-            _ => bad(
+            actix_web::http::Method::POST => {
+                if !is_json_content_type(headers) {
+                    return Err(bad(
+                        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                        "Unsupported Media Type: the body must be `Content-Type: application/json`",
+                    ));
+                }
+                let accept = Accept::parse(headers);
+                if !(accept.json && accept.sse) {
+                    return Err(bad(
+                        StatusCode::NOT_ACCEPTABLE,
+                        "Not Acceptable: the Accept header must list both application/json and text/event-stream",
+                    ));
+                }
+                Ok(Admitted {
+                    kind: Admission::Post {
+                        prefers_sse: accept.prefers_sse,
+                    },
+                })
+            }
+            actix_web::http::Method::DELETE => {
+                if header_slot(headers, MCP_SESSION_ID) == HeaderSlot::Absent {
+                    let modern = matches!(
+                        header_slot(headers, MCP_PROTOCOL_VERSION),
+                        HeaderSlot::Present(v) if Revision::parse(&v).is_some_and(Revision::is_modern)
+                    );
+                    return Err(if modern {
+                        bad(
+                            StatusCode::METHOD_NOT_ALLOWED,
+                            "Method Not Allowed: 2026-07-28 has no sessions to delete",
+                        )
+                        .allow("POST")
+                    } else {
+                        bad(
+                            StatusCode::BAD_REQUEST,
+                            "Bad Request: DELETE ends a session and needs its Mcp-Session-Id header",
+                        )
+                    });
+                }
+                Ok(Admitted {
+                    kind: Admission::Delete,
+                })
+            }
+            _ => Err(bad(
                 StatusCode::METHOD_NOT_ALLOWED,
                 "Method Not Allowed: send JSON-RPC messages with POST (DELETE ends a 2025 session); this server offers no GET stream",
             )
-            .header(header::ALLOW, "POST, DELETE")
-            .into_response(summary),
+            .allow("POST, DELETE")),
         }
     }
 
-    fn check_host_and_origin(&self, req: &HttpRequest) -> Result<(), Refusal<'static>> {
+    /// Reads at most `max_body_bytes`, refusing early on a larger
+    /// `Content-Length` and while streaming otherwise.
+    pub async fn read_body(
+        &self,
+        req: &HttpRequest,
+        payload: web::Payload,
+    ) -> Result<Bytes, Refusal> {
+        read_body(req.headers(), payload, self.inner.settings.max_body_bytes).await
+    }
+
+    /// Serves a request whose transport checks passed ([`Self::precheck`]),
+    /// whose body was read ([`Self::read_body`]) and whose caller was
+    /// resolved: the entry point of embedders that resolve credentials
+    /// themselves (a run's gateway).
+    pub async fn exchange(
+        &self,
+        req: &HttpRequest,
+        admitted: Admitted,
+        body: &[u8],
+        principal: &B::Principal,
+    ) -> Exchange {
+        match admitted.kind {
+            Admission::Post { prefers_sse } => self.post(req, prefers_sse, body, principal).await,
+            Admission::Delete => self.delete(req, principal).await,
+        }
+    }
+
+    fn check_host_and_origin(&self, req: &HttpRequest) -> Result<(), Refusal> {
         let settings = &self.inner.settings;
         if !settings.allow_any_host {
             let host = req
@@ -304,47 +402,11 @@ impl<B: ToolBackend> McpEndpoint<B> {
         Ok(())
     }
 
-    async fn authenticate(&self, req: &HttpRequest) -> Result<B::Principal, Refusal<'static>> {
-        let bearer = bearer_token(req.headers());
-        let backend = self.inner.engine.backend();
-        let result = AssertUnwindSafe(backend.authenticate(bearer))
-            .catch_unwind()
-            .await
-            .unwrap_or_else(|_| {
-                tracing::error!("authenticate panicked; refusing the request");
-                Err(AuthRejection::Unavailable(
-                    "the credential check failed".into(),
-                ))
-            });
-        result.map_err(|rejection| match rejection {
-            AuthRejection::Missing => bad(
-                StatusCode::UNAUTHORIZED,
-                "Unauthorized: send the run token as `Authorization: Bearer <token>`",
-            )
-            .header(header::WWW_AUTHENTICATE, "Bearer"),
-            AuthRejection::Refused(message) => {
-                bad(StatusCode::FORBIDDEN, format!("Forbidden: {message}"))
-            }
-            AuthRejection::Unavailable(message) => {
-                let mut refusal = Refusal::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    RpcError::internal(format!("Service Unavailable: {message}; retry shortly")),
-                );
-                if let Ok(value) =
-                    HeaderValue::from_str(&self.inner.settings.retry_after_secs.to_string())
-                {
-                    refusal.headers.push((header::RETRY_AFTER, value));
-                }
-                refusal
-            }
-        })
-    }
-
     async fn session_state(
         &self,
         headers: &HeaderMap,
         principal: &B::Principal,
-    ) -> Result<SessionState, Refusal<'static>> {
+    ) -> Result<SessionState, Refusal> {
         match header_slot(headers, MCP_SESSION_ID) {
             HeaderSlot::Absent => Ok(SessionState::Missing),
             HeaderSlot::Malformed => Ok(SessionState::Rejected(SessionRejection::Malformed)),
@@ -362,10 +424,10 @@ impl<B: ToolBackend> McpEndpoint<B> {
                             tracing::error!(error = %e, "session-end store unavailable");
                             Err(Refusal::new(
                                 StatusCode::SERVICE_UNAVAILABLE,
-                                RpcError::internal(
-                                    "Service Unavailable: session state cannot be checked; retry shortly",
-                                ),
-                            ))
+                                code::INTERNAL_ERROR,
+                                "Service Unavailable: session state cannot be checked; retry shortly",
+                            )
+                            .outcome("unavailable"))
                         }
                     },
                 }
@@ -376,36 +438,14 @@ impl<B: ToolBackend> McpEndpoint<B> {
     async fn post(
         &self,
         req: &HttpRequest,
-        body: web::Payload,
-        summary: &mut Summary,
-    ) -> (u16, HttpResponse) {
+        prefers_sse: bool,
+        bytes: &[u8],
+        principal: &B::Principal,
+    ) -> Exchange {
         let headers = req.headers();
-        if !is_json_content_type(headers) {
-            return bad(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "Unsupported Media Type: the body must be `Content-Type: application/json`",
-            )
-            .into_response(summary);
-        }
-        let accept = Accept::parse(headers);
-        if !(accept.json && accept.sse) {
-            return bad(
-                StatusCode::NOT_ACCEPTABLE,
-                "Not Acceptable: the Accept header must list both application/json and text/event-stream",
-            )
-            .into_response(summary);
-        }
-        let bytes = match read_body(headers, body, self.inner.settings.max_body_bytes).await {
-            Ok(bytes) => bytes,
-            Err(refusal) => return refusal.into_response(summary),
-        };
-        let principal = match self.authenticate(req).await {
-            Ok(principal) => principal,
-            Err(refusal) => return refusal.id(peek_id(&bytes)).into_response(summary),
-        };
-        let session = match self.session_state(headers, &principal).await {
+        let session = match self.session_state(headers, principal).await {
             Ok(session) => session,
-            Err(refusal) => return refusal.id(peek_id(&bytes)).into_response(summary),
+            Err(refusal) => return Exchange::refused(&refusal, request_id(bytes)),
         };
         let request_headers = RequestHeaders {
             protocol_version: header_slot(headers, MCP_PROTOCOL_VERSION),
@@ -413,33 +453,33 @@ impl<B: ToolBackend> McpEndpoint<B> {
             name: header_slot(headers, MCP_NAME),
         };
         let ctx = Context {
-            principal: &principal,
+            principal,
             session,
             headers: Some(&request_headers),
         };
-        let outcome = self.inner.engine.handle_message(&ctx, &bytes).await;
-        *summary = outcome.summary;
+        let outcome = self.inner.engine.handle_message(&ctx, bytes).await;
+        let summary = outcome.summary;
         let status =
             StatusCode::from_u16(outcome.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let mut builder = HttpResponse::build(status);
         if let Some(revision) = outcome.started {
-            match self.start_session(revision, &principal) {
+            match self.start_session(revision, principal) {
                 Some(value) => {
                     builder.insert_header((HeaderName::from_static(MCP_SESSION_ID), value));
                 }
                 None => {
-                    return Refusal::new(
+                    let refusal = Refusal::new(
                         StatusCode::INTERNAL_SERVER_ERROR,
-                        RpcError::internal("Internal error: could not start a session"),
-                    )
-                    .id(peek_id(&bytes))
-                    .into_response(summary);
+                        code::INTERNAL_ERROR,
+                        "Internal error: could not start a session",
+                    );
+                    return Exchange::refused(&refusal, request_id(bytes));
                 }
             }
         }
         let response = match outcome.body {
             None => builder.finish(),
-            Some(body) if status == StatusCode::OK && accept.prefers_sse => {
+            Some(body) if status == StatusCode::OK && prefers_sse => {
                 // One event carrying the whole response, written as a
                 // single buffer: no chunked trickle for Nagle to delay.
                 let mut event = Vec::with_capacity(body.len() + 24);
@@ -456,7 +496,7 @@ impl<B: ToolBackend> McpEndpoint<B> {
                 .insert_header((header::CONTENT_TYPE, "application/json"))
                 .body(body),
         };
-        (status.as_u16(), response)
+        Exchange { response, summary }
     }
 
     fn start_session(&self, revision: Revision, principal: &B::Principal) -> Option<HeaderValue> {
@@ -470,42 +510,17 @@ impl<B: ToolBackend> McpEndpoint<B> {
         HeaderValue::from_str(&id).ok()
     }
 
-    async fn delete(&self, req: &HttpRequest, summary: &mut Summary) -> (u16, HttpResponse) {
-        summary.method = "session/delete";
-        let headers = req.headers();
-        if header_slot(headers, MCP_SESSION_ID) == HeaderSlot::Absent {
-            let modern = matches!(
-                header_slot(headers, MCP_PROTOCOL_VERSION),
-                HeaderSlot::Present(v) if Revision::parse(&v).is_some_and(Revision::is_modern)
-            );
-            return if modern {
-                bad(
-                    StatusCode::METHOD_NOT_ALLOWED,
-                    "Method Not Allowed: 2026-07-28 has no sessions to delete",
-                )
-                .header(header::ALLOW, "POST")
-                .into_response(summary)
-            } else {
-                bad(
-                    StatusCode::BAD_REQUEST,
-                    "Bad Request: DELETE ends a session and needs its Mcp-Session-Id header",
-                )
-                .into_response(summary)
-            };
-        }
-        let principal = match self.authenticate(req).await {
-            Ok(principal) => principal,
-            Err(refusal) => return refusal.into_response(summary),
-        };
-        let Some(id) = (match header_slot(headers, MCP_SESSION_ID) {
-            HeaderSlot::Present(id) => Some(id),
-            _ => None,
-        }) else {
-            return bad(
-                StatusCode::NOT_FOUND,
-                "Session not found: this Mcp-Session-Id is unknown",
-            )
-            .into_response(summary);
+    async fn delete(&self, req: &HttpRequest, principal: &B::Principal) -> Exchange {
+        let mut exchange = self.end_session(req, principal).await;
+        exchange.summary.method = "session/delete";
+        exchange
+    }
+
+    async fn end_session(&self, req: &HttpRequest, principal: &B::Principal) -> Exchange {
+        let not_found =
+            |message: &str| Exchange::refused(&bad(StatusCode::NOT_FOUND, message), None);
+        let HeaderSlot::Present(id) = header_slot(req.headers(), MCP_SESSION_ID) else {
+            return not_found("Session not found: this Mcp-Session-Id is unknown");
         };
         let claims = match self
             .inner
@@ -514,55 +529,69 @@ impl<B: ToolBackend> McpEndpoint<B> {
         {
             Ok(claims) => claims,
             Err(_) => {
-                return bad(
-                    StatusCode::NOT_FOUND,
+                return not_found(
                     "Session not found: this Mcp-Session-Id is unknown, expired or already ended",
-                )
-                .into_response(summary);
+                );
             }
         };
         let ended = match self.inner.ends.is_ended(&claims.nonce).await {
-            Ok(true) => {
-                return bad(
-                    StatusCode::NOT_FOUND,
-                    "Session not found: this session already ended",
-                )
-                .into_response(summary);
-            }
+            Ok(true) => return not_found("Session not found: this session already ended"),
             Ok(false) => self.inner.ends.end(claims.nonce, claims.expires_at).await,
             Err(e) => Err(e),
         };
-        summary.revision = Some(claims.revision);
-        match ended {
+        let mut exchange = match ended {
             Ok(()) => {
-                summary.outcome = "ok";
                 if let Some(metrics) = &self.inner.settings.metrics {
                     metrics.legacy_session_ended();
                 }
-                (200, HttpResponse::Ok().finish())
+                Exchange {
+                    response: HttpResponse::Ok().finish(),
+                    summary: Summary {
+                        outcome: "ok",
+                        ..Summary::default()
+                    },
+                }
             }
             Err(e) => {
                 tracing::error!(error = %e, "session-end store unavailable");
-                let mut refusal = Refusal::new(
+                let refusal = Refusal::new(
                     StatusCode::SERVICE_UNAVAILABLE,
-                    RpcError::internal(
-                        "Service Unavailable: the session could not be ended; retry shortly",
-                    ),
-                );
-                if let Ok(value) =
-                    HeaderValue::from_str(&self.inner.settings.retry_after_secs.to_string())
-                {
-                    refusal.headers.push((header::RETRY_AFTER, value));
-                }
-                refusal.into_response(summary)
+                    code::INTERNAL_ERROR,
+                    "Service Unavailable: the session could not be ended; retry shortly",
+                )
+                .outcome("unavailable")
+                .retry_after(Refusal::DEFAULT_RETRY_AFTER);
+                Exchange::refused(&refusal, None)
             }
-        }
+        };
+        exchange.summary.revision = Some(claims.revision);
+        exchange
+    }
+}
+
+impl<B: Authenticate> McpEndpoint<B> {
+    /// Routes every HTTP method on `settings.path` to this endpoint.
+    pub fn configure(&self, cfg: &mut web::ServiceConfig) {
+        let path = self.inner.settings.path.clone();
+        self.configure_at(cfg, &path);
+    }
+
+    /// Routes every HTTP method on `path` to this endpoint.
+    pub fn configure_at(&self, cfg: &mut web::ServiceConfig, path: &str) {
+        let endpoint = self.clone();
+        cfg.route(
+            path,
+            web::route().to(move |req: HttpRequest, body: web::Payload| {
+                let endpoint = endpoint.clone();
+                async move { endpoint.handle(req, body).await }
+            }),
+        );
     }
 }
 
 /// The request's id, if the body is a single well-formed message (for
 /// refusals that happen after the body was read).
-fn peek_id(bytes: &[u8]) -> Option<&RawValue> {
+pub fn request_id(bytes: &[u8]) -> Option<&RawValue> {
     match validate::parse(bytes) {
         Ok(Incoming::Single(env)) => match validate::envelope(&env) {
             Ok(validate::Message::Request { id, .. }) => Some(id),
@@ -674,7 +703,7 @@ async fn read_body(
     headers: &HeaderMap,
     mut payload: web::Payload,
     limit: usize,
-) -> Result<BytesMut, Refusal<'static>> {
+) -> Result<Bytes, Refusal> {
     let too_large = || {
         bad(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -701,7 +730,7 @@ async fn read_body(
         }
         buf.extend_from_slice(&chunk);
     }
-    Ok(buf)
+    Ok(buf.freeze())
 }
 
 /// `Origin` check: loopback origins (a page served by this machine, as the

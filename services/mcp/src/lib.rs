@@ -12,9 +12,13 @@
 #![forbid(unsafe_code)]
 
 mod backend;
+pub mod code;
 mod engine;
 mod error;
 mod http;
+pub mod method;
+mod peek;
+mod refusal;
 mod render;
 mod revision;
 mod session;
@@ -23,12 +27,15 @@ mod validate;
 mod wire;
 
 pub use backend::{
-    AuthRejection, Principal, RefusalKind, RefusedCall, ServerIdentity, ToolBackend, ToolCall,
-    ToolDef, ToolOutput, ToolSet,
+    AuthRejection, Authenticate, Principal, RefusalKind, RefusedCall, ServerIdentity, ToolBackend,
+    ToolCall, ToolDef, ToolOutput, ToolSet,
 };
+pub use code::ErrorCode;
 pub use engine::{Context, Engine, Outcome, SessionState, Summary};
 pub use error::McpError;
-pub use http::{ExchangeOutcome, McpEndpoint, McpSettings, bearer_token};
+pub use http::{Admitted, Exchange, McpEndpoint, McpSettings, bearer_token, request_id};
+pub use peek::{RequestHead, peek};
+pub use refusal::{Refusal, Transport};
 pub use revision::Revision;
 pub use session::{
     MemorySessionEnds, SessionClaims, SessionCodec, SessionEnds, SessionKey, SessionNonce,
@@ -36,4 +43,4 @@ pub use session::{
 };
 pub use stdio::{Line, StdioOptions, read_line, serve_stdio};
 pub use validate::{HeaderSlot, RequestHeaders};
-pub use wire::{RpcError, code, meta_key};
+pub use wire::{RpcError, meta_key};

@@ -15,6 +15,7 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
 use crate::backend::{AuthRejection, ToolBackend};
 use crate::engine::{Context, Engine, SessionState, Summary, log_exchange};
 use crate::error::McpError;
+use crate::refusal::{Refusal, Transport};
 use crate::validate::{self, Incoming, Message};
 use crate::wire::{self, RpcError};
 use corkboard_telemetry::mcp as telemetry;
@@ -148,7 +149,12 @@ where
         };
         let elapsed = started.elapsed();
         telemetry::record_request(&span, summary.method, summary.tool.as_deref());
-        telemetry::record_outcome(&span, summary.outcome, summary.code, elapsed);
+        telemetry::record_outcome(
+            &span,
+            summary.outcome,
+            summary.code.map(crate::code::ErrorCode::get),
+            elapsed,
+        );
         span.in_scope(|| log_exchange("stdio", &summary, 0, elapsed));
         if let Some(mut body) = reply {
             body.push(b'\n');
@@ -177,24 +183,14 @@ fn refused_summary(error: &RpcError) -> Summary {
 /// Answers a message when the start-up credential was refused: requests
 /// get the reason, notifications and responses get nothing.
 fn unauthenticated(rejection: &AuthRejection, text: &[u8]) -> (Summary, Option<Vec<u8>>) {
-    let error = match rejection {
-        AuthRejection::Missing => RpcError::invalid_request(
-            "Unauthorized: no credential was configured for this MCP server",
-        ),
-        AuthRejection::Refused(message) => {
-            RpcError::invalid_request(format!("Forbidden: {message}"))
-        }
-        AuthRejection::Unavailable(message) => RpcError::internal(format!(
-            "Service Unavailable: {message}; restart the server once the credential can be checked"
-        )),
-    };
+    let refusal = Refusal::credential(rejection, Transport::Stdio);
     let reply = match validate::parse(text) {
         Ok(Incoming::Single(env)) => match validate::envelope(&env) {
-            Ok(Message::Request { id, .. }) => Some(wire::error_response(Some(id), &error)),
+            Ok(Message::Request { id, .. }) => Some(refusal.body(Some(id))),
             Ok(_) => None,
-            Err(refusal) => Some(wire::error_response(refusal.id, &error)),
+            Err(rejected) => Some(refusal.body(rejected.id)),
         },
-        Ok(Incoming::Batch(_)) | Err(_) => Some(wire::error_response(None, &error)),
+        Ok(Incoming::Batch(_)) | Err(_) => Some(refusal.body(None)),
     };
-    (refused_summary(&error), reply)
+    (refused_summary(&refusal.error), reply)
 }

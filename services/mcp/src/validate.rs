@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 
 use crate::backend::{ServerIdentity, ToolDef, ToolOutput};
 use crate::revision::Revision;
-use crate::wire::{self, Envelope, MetaHead, ParamsHead, RpcError, meta_key};
+use crate::wire::{Envelope, MetaHead, ParamsHead, RpcError, meta_key};
 
 /// A whole incoming body: one message or (2025-03-26 only) a batch.
 #[derive(Debug)]
@@ -304,7 +304,7 @@ pub(crate) fn modern_envelope(
         _ => {
             let supported: Vec<&str> = Revision::MODERN.iter().map(|r| r.as_str()).collect();
             return Err(RpcError::new(
-                wire::code::UNSUPPORTED_PROTOCOL_VERSION,
+                crate::code::UNSUPPORTED_PROTOCOL_VERSION,
                 format!(
                     "Unsupported protocol version: this server serves {} per request (legacy revisions only through `initialize`)",
                     supported.join(", ")

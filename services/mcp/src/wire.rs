@@ -10,18 +10,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-/// JSON-RPC and MCP error codes this crate emits.
-pub mod code {
-    pub const PARSE_ERROR: i64 = -32700;
-    pub const INVALID_REQUEST: i64 = -32600;
-    pub const METHOD_NOT_FOUND: i64 = -32601;
-    pub const INVALID_PARAMS: i64 = -32602;
-    pub const INTERNAL_ERROR: i64 = -32603;
-    /// 2026-07-28: HTTP headers missing or not matching the body.
-    pub const HEADER_MISMATCH: i64 = -32020;
-    /// 2026-07-28: the request's protocol version is not served here.
-    pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
-}
+use crate::code::{self, ErrorCode};
 
 /// `_meta` keys of the 2026-07-28 per-request envelope.
 pub mod meta_key {
@@ -34,14 +23,14 @@ pub mod meta_key {
 /// A JSON-RPC error object.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RpcError {
-    pub code: i64,
+    pub code: ErrorCode,
     pub message: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub data: Option<Value>,
 }
 
 impl RpcError {
-    pub fn new(code: i64, message: impl Into<String>) -> Self {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         Self {
             code,
             message: message.into(),

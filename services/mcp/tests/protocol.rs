@@ -5,19 +5,19 @@ mod common;
 
 use actix_web::http::Method;
 use common::*;
-use corkboard_mcp::code;
+use corkboard_mcp::{ErrorCode, code};
 use serde_json::{Value, json};
 
 struct Case {
     name: &'static str,
     req: Req,
     status: u16,
-    code: Option<i64>,
+    code: Option<ErrorCode>,
     /// Expected `id` of the error response (`Value::Null` = null id).
     id: Option<Value>,
 }
 
-fn case(name: &'static str, req: Req, status: u16, code: Option<i64>) -> Case {
+fn case(name: &'static str, req: Req, status: u16, code: Option<ErrorCode>) -> Case {
     Case {
         name,
         req,

@@ -114,7 +114,9 @@ impl From<StoreError> for ApiError {
                 message: err.to_string(),
             },
             StoreError::Invalid(v) => Self::Invalid(v),
-            StoreError::Unavailable { .. } => Self::Unavailable(err.to_string()),
+            StoreError::Unavailable { .. } | StoreError::NotConfigured { .. } => {
+                Self::Unavailable(err.to_string())
+            }
             StoreError::Internal(detail) => Self::Internal(detail),
         }
     }

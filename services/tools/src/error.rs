@@ -64,6 +64,11 @@ pub enum ToolsError {
     #[error("board unavailable: {reason} (retryable; try again in a few seconds)")]
     Unavailable { reason: String },
 
+    /// This run has no board at all: waiting will not help, so the text
+    /// must not invite a retry loop.
+    #[error("board unavailable in this run: {reason}")]
+    NoBoard { reason: String },
+
     #[error(
         "board unavailable: the board did not answer within {}s (retryable; try again in a \
          few seconds). A write may or may not have been applied: re-read before repeating an \
@@ -82,7 +87,9 @@ impl ToolsError {
     pub fn outcome(&self) -> AuditOutcome {
         match self {
             Self::Denied { .. } => AuditOutcome::Denied,
-            Self::Unavailable { .. } | Self::Timeout { .. } => AuditOutcome::Unavailable,
+            Self::Unavailable { .. } | Self::Timeout { .. } | Self::NoBoard { .. } => {
+                AuditOutcome::Unavailable
+            }
             Self::UnknownTool(_)
             | Self::InvalidArgument { .. }
             | Self::NothingToUpdate
@@ -113,6 +120,7 @@ impl ToolsError {
             (StoreError::IdempotencyConflict, _) => Self::IdempotencyConflict,
             (StoreError::Invalid(err), _) => err.into(),
             (StoreError::Unavailable { reason }, _) => Self::Unavailable { reason },
+            (StoreError::NotConfigured { reason }, _) => Self::NoBoard { reason },
             (StoreError::Internal(detail), _) => Self::Internal { detail },
         }
     }

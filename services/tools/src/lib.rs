@@ -3,7 +3,8 @@
 //! [`corkboard_mcp::ToolBackend`].
 //!
 //! [`BoardTools`] is the only place where an MCP request meets the board:
-//! it resolves the bearer token to a grant ([`ResolvedGrant`]), shows and
+//! bearer tokens resolve to a grant ([`ResolvedGrant`]) through the one
+//! credential path ([`resolve_bearer`]); it shows and
 //! allows only the tools the grant's capabilities cover, parses arguments
 //! into domain types, takes the tenant and author from the grant alone
 //! (no tool has a tenant argument), bounds every store call with a timeout,
@@ -13,11 +14,13 @@
 
 mod args;
 mod audit;
+mod credential;
 mod defs;
 mod error;
 mod service;
 
 pub use audit::{AuditSink, MemoryAuditSink, NoopAuditSink};
+pub use credential::{ResolvedGrant, resolve_bearer};
 pub use defs::{BoardTool, tool_set};
 pub use error::ToolsError;
-pub use service::{BoardTools, DEFAULT_STORE_TIMEOUT, ResolvedGrant, server_identity};
+pub use service::{BoardTools, DEFAULT_STORE_TIMEOUT, server_identity};

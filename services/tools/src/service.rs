@@ -2,16 +2,16 @@
 
 use crate::args;
 use crate::audit::AuditSink;
+use crate::credential::{ResolvedGrant, resolve_bearer};
 use crate::defs::{BoardTool, tool_set};
 use crate::error::ToolsError;
 use async_trait::async_trait;
 use corkboard_board::{
-    ArgumentsHash, AuditOutcome, AuditRecord, Author, Grant, IssueId, IssueStore, StoreError,
-    Timestamp,
+    ArgumentsHash, AuditOutcome, AuditRecord, Author, IssueId, IssueStore, StoreError, Timestamp,
 };
-use corkboard_grants::{RegistryError, RunToken, TokenRegistry};
+use corkboard_grants::TokenRegistry;
 use corkboard_mcp::{
-    AuthRejection, Principal, RefusalKind, RefusedCall, ServerIdentity, ToolBackend, ToolCall,
+    AuthRejection, Authenticate, RefusalKind, RefusedCall, ServerIdentity, ToolBackend, ToolCall,
     ToolOutput, ToolSet,
 };
 use serde_json::{Map, Value};
@@ -42,38 +42,6 @@ pub fn server_identity() -> ServerIdentity {
         version: env!("CARGO_PKG_VERSION").to_owned(),
         title: Some("Corkboard".to_owned()),
         instructions: Some(INSTRUCTIONS.to_owned()),
-    }
-}
-
-/// The principal of an MCP request: the grant its run token resolved to.
-/// Every board operation takes its tenant and author from here.
-#[derive(Debug, Clone)]
-pub struct ResolvedGrant {
-    grant: Arc<Grant>,
-}
-
-impl ResolvedGrant {
-    pub fn new(grant: Grant) -> Self {
-        Self {
-            grant: Arc::new(grant),
-        }
-    }
-
-    pub fn grant(&self) -> &Grant {
-        &self.grant
-    }
-
-    fn author(&self) -> Author {
-        Author {
-            run: self.grant.run.clone(),
-            grant: Some(self.grant.id.clone()),
-        }
-    }
-}
-
-impl Principal for ResolvedGrant {
-    fn session_binding(&self) -> &str {
-        self.grant.id.as_str()
     }
 }
 
@@ -182,7 +150,7 @@ impl BoardTools {
     }
 
     /// Bounds every store call, and the registry lookup of
-    /// [`ToolBackend::authenticate`], to `timeout`.
+    /// [`Authenticate::authenticate`], to `timeout`.
     pub fn with_store_timeout(mut self, timeout: Duration) -> Self {
         self.store_timeout = timeout;
         self
@@ -190,6 +158,11 @@ impl BoardTools {
 
     pub fn store_timeout(&self) -> Duration {
         self.store_timeout
+    }
+
+    /// The registry run tokens are resolved through.
+    pub fn registry(&self) -> &Arc<dyn TokenRegistry> {
+        &self.registry
     }
 
     /// Runs one store call within the timeout, mapping its errors with the
@@ -250,7 +223,7 @@ impl BoardTools {
                     .bounded(
                         None,
                         self.store
-                            .create_issue(tenant, &principal.author(), new, key.as_ref()),
+                            .create_issue(tenant, &author(principal), new, key.as_ref()),
                     )
                     .await?;
                 let id = created.issue.id.clone();
@@ -286,7 +259,7 @@ impl BoardTools {
                     .bounded(
                         Some(&id),
                         self.store
-                            .add_comment(tenant, &principal.author(), comment, key.as_ref()),
+                            .add_comment(tenant, &author(principal), comment, key.as_ref()),
                     )
                     .await?;
                 let mut value = to_json(&added.issue)?;
@@ -298,6 +271,15 @@ impl BoardTools {
                 })
             }
         }
+    }
+}
+
+/// Who a write is recorded as: the grant's run.
+fn author(principal: &ResolvedGrant) -> Author {
+    let grant = principal.grant();
+    Author {
+        run: grant.run.clone(),
+        grant: Some(grant.id.clone()),
     }
 }
 
@@ -313,19 +295,10 @@ fn insert(object: &mut Value, key: &str, value: Value) {
     }
 }
 
-fn registry_rejection(err: RegistryError) -> AuthRejection {
-    match err {
-        RegistryError::UnknownToken | RegistryError::GrantNotFound => {
-            AuthRejection::Refused("run token unknown".to_owned())
-        }
-        RegistryError::Expired => AuthRejection::Refused("run token expired".to_owned()),
-        RegistryError::Revoked => AuthRejection::Refused("run token revoked".to_owned()),
-        RegistryError::Unavailable(reason) => {
-            AuthRejection::Unavailable(format!("token registry unavailable: {reason}"))
-        }
-        // Anything else means the registry could not give a trustworthy
-        // answer: fail closed, as retryable.
-        other => AuthRejection::Unavailable(format!("token registry unavailable: {other}")),
+#[async_trait]
+impl Authenticate for BoardTools {
+    async fn authenticate(&self, bearer: Option<&str>) -> Result<ResolvedGrant, AuthRejection> {
+        resolve_bearer(self.registry.as_ref(), bearer, self.store_timeout).await
     }
 }
 
@@ -335,38 +308,6 @@ impl ToolBackend for BoardTools {
 
     fn identity(&self) -> &ServerIdentity {
         &self.identity
-    }
-
-    async fn authenticate(&self, bearer: Option<&str>) -> Result<ResolvedGrant, AuthRejection> {
-        let bearer = bearer.ok_or(AuthRejection::Missing)?;
-        let token = RunToken::from_presented(bearer).ok_or_else(|| {
-            AuthRejection::Refused(
-                "run token malformed: expected the cbr_… token printed when the grant was created"
-                    .to_owned(),
-            )
-        })?;
-        let hash = token.hash();
-        let grant = tokio::time::timeout(self.store_timeout, self.registry.resolve(&hash))
-            .await
-            .map_err(|_elapsed| {
-                AuthRejection::Unavailable(format!(
-                    "token registry did not answer within {}s",
-                    self.store_timeout.as_secs_f64()
-                ))
-            })?
-            .map_err(registry_rejection)?;
-        // Registries check expiry too; checking here as well keeps a lagging
-        // backend from extending a grant past its end.
-        if grant.is_expired_at(Timestamp::now()) {
-            return Err(AuthRejection::Refused("run token expired".to_owned()));
-        }
-        corkboard_telemetry::mcp::record_principal(
-            &tracing::Span::current(),
-            grant.tenant.as_str(),
-            grant.run.as_str(),
-            grant.id.as_str(),
-        );
-        Ok(ResolvedGrant::new(grant))
     }
 
     fn tools(&self, principal: &ResolvedGrant) -> Arc<ToolSet> {

@@ -10,7 +10,7 @@ use corkboard_board::{
     NewIssue, Page, RunId, StoreError, TenantId, Timestamp,
 };
 use corkboard_grants::{MemoryRegistry, RegistryError, RunToken, TokenHash, TokenRegistry};
-use corkboard_mcp::{AuthRejection, Principal, ToolBackend, ToolCall, ToolOutput};
+use corkboard_mcp::{AuthRejection, Authenticate, Principal, ToolBackend, ToolCall, ToolOutput};
 use corkboard_store_sqlite::SqliteStore;
 use corkboard_tools::{BoardTools, MemoryAuditSink, ResolvedGrant};
 use serde_json::{Map, Value, json};
@@ -582,7 +582,10 @@ async fn a_store_that_never_answers_is_board_unavailable() -> Result<()> {
         let registry = Arc::new(MemoryRegistry::new());
         let tools = BoardTools::new(Arc::new(HangingStore), registry.clone(), audit.clone())
             .with_store_timeout(Duration::from_millis(100));
-        let p = ResolvedGrant::new(grant("acme", "run-1", ALL, 3_600_000)?);
+        let p = ResolvedGrant::new(
+            grant("acme", "run-1", ALL, 3_600_000)?,
+            RunToken::generate().hash(),
+        );
         for (tool, args) in [
             ("list_issues", json!({})),
             ("get_issue", json!({"id": IssueId::generate().as_str()})),
@@ -620,7 +623,10 @@ async fn a_store_that_never_answers_is_board_unavailable() -> Result<()> {
 #[tokio::test]
 async fn store_errors_map_to_tool_errors() -> Result<()> {
     guarded(async {
-        let p = ResolvedGrant::new(grant("acme", "run-1", ALL, 3_600_000)?);
+        let p = ResolvedGrant::new(
+            grant("acme", "run-1", ALL, 3_600_000)?,
+            RunToken::generate().hash(),
+        );
         let id = IssueId::generate();
         for (err, expected, outcome) in [
             (

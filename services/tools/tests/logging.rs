@@ -5,7 +5,7 @@
 use anyhow::{Context, Result, ensure};
 use corkboard_board::{Capabilities, Grant, GrantId, RunId, TenantId, Timestamp};
 use corkboard_grants::{MemoryRegistry, RunToken, TokenRegistry};
-use corkboard_mcp::{ToolBackend, ToolCall, ToolOutput};
+use corkboard_mcp::{Authenticate, ToolBackend, ToolCall, ToolOutput};
 use corkboard_store_sqlite::SqliteStore;
 use corkboard_tools::{BoardTools, NoopAuditSink, ResolvedGrant};
 use serde_json::{Value, json};

@@ -240,8 +240,10 @@ pub struct Answer {
 }
 
 impl Answer {
-    pub fn error_code(&self) -> Option<i64> {
-        self.json["error"]["code"].as_i64()
+    pub fn error_code(&self) -> Option<corkboard_mcp::ErrorCode> {
+        self.json["error"]["code"]
+            .as_i64()
+            .map(corkboard_mcp::ErrorCode)
     }
 
     pub fn error_message(&self) -> String {

@@ -10,8 +10,8 @@ use actix_web::http::Method;
 use actix_web::{App, test};
 use async_trait::async_trait;
 use corkboard_mcp::{
-    AuthRejection, McpEndpoint, McpSettings, Principal, ServerIdentity, SessionKey, ToolBackend,
-    ToolCall, ToolDef, ToolOutput, ToolSet,
+    AuthRejection, Authenticate, ErrorCode, McpEndpoint, McpSettings, Principal, ServerIdentity,
+    SessionKey, ToolBackend, ToolCall, ToolDef, ToolOutput, ToolSet,
 };
 use serde_json::{Value, json};
 
@@ -128,13 +128,7 @@ impl Toy {
 }
 
 #[async_trait]
-impl ToolBackend for Toy {
-    type Principal = ToyPrincipal;
-
-    fn identity(&self) -> &ServerIdentity {
-        &self.identity
-    }
-
+impl Authenticate for Toy {
     async fn authenticate(&self, bearer: Option<&str>) -> Result<ToyPrincipal, AuthRejection> {
         let principal = |grant: &str, limited| ToyPrincipal {
             grant: grant.into(),
@@ -152,6 +146,15 @@ impl ToolBackend for Toy {
                 "unknown or revoked run token".into(),
             )),
         }
+    }
+}
+
+#[async_trait]
+impl ToolBackend for Toy {
+    type Principal = ToyPrincipal;
+
+    fn identity(&self) -> &ServerIdentity {
+        &self.identity
     }
 
     fn tools(&self, principal: &ToyPrincipal) -> Arc<ToolSet> {
@@ -297,8 +300,8 @@ pub struct Reply {
 }
 
 impl Reply {
-    pub fn code(&self) -> Option<i64> {
-        self.json["error"]["code"].as_i64()
+    pub fn code(&self) -> Option<ErrorCode> {
+        self.json["error"]["code"].as_i64().map(ErrorCode)
     }
 
     pub fn header(&self, name: &str) -> Option<String> {
