@@ -12,6 +12,7 @@
 #![forbid(unsafe_code)]
 
 mod backend;
+pub mod client;
 mod engine;
 mod error;
 mod http;
