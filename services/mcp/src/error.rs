@@ -10,4 +10,6 @@ pub enum McpError {
     SessionStore(String),
     #[error("stdio transport I/O failed: {0}")]
     Io(#[from] std::io::Error),
+    #[error("HTTP client could not be set up: {0}")]
+    HttpClient(#[source] reqwest::Error),
 }

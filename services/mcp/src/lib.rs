@@ -12,6 +12,7 @@
 #![forbid(unsafe_code)]
 
 mod backend;
+pub mod client;
 pub mod code;
 mod engine;
 mod error;

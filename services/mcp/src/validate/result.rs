@@ -1,0 +1,132 @@
+//! Checks on what leaves: the tool list, the server identity and each
+//! tool's output, before they are rendered. A defect here is the server's
+//! own, so the engine answers `-32603` instead of sending it.
+
+use std::collections::HashSet;
+
+use serde_json::Value;
+
+use super::schema;
+use crate::backend::{ServerIdentity, ToolDef, ToolOutput};
+use crate::revision::Revision;
+
+/// Tool names: 1-128 characters of `[A-Za-z0-9_.-]` (2025-11-25 tools spec;
+/// applied to every revision, since clients drop lists with bad names).
+pub(crate) fn tool_name(name: &str) -> bool {
+    (1..=128).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
+
+/// Checks a tool list before it is rendered for `revision`. One bad tool
+/// makes clients drop the whole list, so any defect fails the list.
+pub(crate) fn tool_definitions(revision: Revision, tools: &[ToolDef]) -> Result<(), String> {
+    let mut names = HashSet::with_capacity(tools.len());
+    for tool in tools {
+        if !tool_name(&tool.name) {
+            return Err(format!(
+                "tool name {:?} is not 1-128 characters of [A-Za-z0-9_.-]",
+                tool.name
+            ));
+        }
+        if !names.insert(tool.name.as_str()) {
+            return Err(format!("tool name {:?} appears twice", tool.name));
+        }
+        let is_object_schema = |schema: &Value| {
+            schema.is_object() && schema.get("type") == Some(&Value::String("object".into()))
+        };
+        if !is_object_schema(&tool.input_schema) {
+            return Err(format!(
+                "tool {:?}: inputSchema must be an object schema (\"type\": \"object\")",
+                tool.name
+            ));
+        }
+        if let Some(output) = &tool.output_schema
+            && revision.has_structured_output()
+        {
+            let ok = if revision.output_schema_must_be_object() {
+                is_object_schema(output)
+            } else {
+                output.is_object()
+            };
+            if !ok {
+                return Err(format!(
+                    "tool {:?}: outputSchema is not valid for revision {revision}",
+                    tool.name
+                ));
+            }
+        }
+        if tool.annotations.as_ref().is_some_and(|a| !a.is_object()) {
+            return Err(format!(
+                "tool {:?}: annotations must be an object",
+                tool.name
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Checks the server identity: clients reject `serverInfo` without a
+/// string `name` and `version`.
+pub(crate) fn identity(identity: &ServerIdentity) -> Result<(), String> {
+    if identity.name.trim().is_empty() {
+        return Err("serverInfo.name is empty".into());
+    }
+    if identity.version.trim().is_empty() {
+        return Err("serverInfo.version is empty".into());
+    }
+    Ok(())
+}
+
+/// Checks a tool's output against its definition: from 2025-06-18 on,
+/// `structuredContent` is present exactly when the tool declares an
+/// `outputSchema` and the call succeeded, and then it must conform.
+pub(crate) fn tool_output(
+    revision: Revision,
+    tool: &ToolDef,
+    output: &ToolOutput,
+) -> Result<(), String> {
+    if !revision.has_structured_output() {
+        return Ok(());
+    }
+    match (&tool.output_schema, &output.structured, output.is_error) {
+        (_, Some(_), true) => Err(format!(
+            "tool {:?} returned structured content with an error result",
+            tool.name
+        )),
+        (_, None, true) => Ok(()),
+        (Some(output_schema), Some(structured), false) => schema(output_schema, structured)
+            .map_err(|v| {
+                // Only the path: the value is tool output (board data) and
+                // this message is logged.
+                format!(
+                    "tool {:?} returned structured content not matching its outputSchema at `{}`",
+                    tool.name, v.path
+                )
+            }),
+        (Some(_), None, false) => Err(format!(
+            "tool {:?} declares an outputSchema but returned no structured content",
+            tool.name
+        )),
+        (None, Some(_), false) => Err(format!(
+            "tool {:?} returned structured content but declares no outputSchema",
+            tool.name
+        )),
+        (None, None, false) => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert!(tool_name("create_issue"));
+        assert!(tool_name("a.b-c_9"));
+        assert!(!tool_name(""));
+        assert!(!tool_name("has space"));
+        assert!(!tool_name(&"x".repeat(129)));
+    }
+}
