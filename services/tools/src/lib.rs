@@ -18,6 +18,6 @@ mod error;
 mod service;
 
 pub use audit::{AuditSink, MemoryAuditSink, NoopAuditSink};
-pub use defs::{BoardTool, tool_set};
+pub use defs::{BoardTool, ToolSpec, tool_set, vocabulary};
 pub use error::ToolsError;
 pub use service::{BoardTools, DEFAULT_STORE_TIMEOUT, ResolvedGrant, server_identity};
