@@ -252,6 +252,16 @@ fn validation_conflicts_and_not_found_use_the_error_envelope() {
     let (status, doc) = call(&serve, Method::GET, "/v1/openapi.json", None, None);
     assert_eq!(status, 200);
     assert_eq!(doc["openapi"], "3.1.0");
+    assert!(doc["paths"]["/v1/vocabulary"]["get"].is_object());
+
+    // The board vocabulary the web page reads, public like the document.
+    let (status, vocabulary) = call(&serve, Method::GET, "/v1/vocabulary", None, None);
+    assert_eq!(status, 200, "{vocabulary}");
+    assert_eq!(vocabulary["states"][0], "inbox");
+    assert_eq!(vocabulary["priorities"][4], "urgent");
+    assert_eq!(vocabulary["capabilities"][3], "comments:write");
+    assert_eq!(vocabulary["tools"][4]["name"], "add_comment");
+    assert_eq!(vocabulary["tools"][4]["writes"], true);
 }
 
 #[test]

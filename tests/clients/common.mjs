@@ -10,8 +10,13 @@
 
 import { parseArgs } from 'node:util';
 import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 
-export const BOARD_TOOLS = ['list_issues', 'get_issue', 'create_issue', 'update_issue', 'add_comment'];
+// vocabulary.json is generated from the Rust tool table (what GET
+// /v1/vocabulary serves); `cargo test -p corkboard-tools --test vocabulary`
+// checks it and rewrites it when the table changed.
+const VOCABULARY = JSON.parse(readFileSync(new URL('./vocabulary.json', import.meta.url), 'utf8'));
+export const BOARD_TOOLS = VOCABULARY.tools.map((tool) => tool.name);
 const ISSUE_ID = /^iss_[0-9A-HJKMNP-TV-Z]{26}$/;
 const COMMENT_ID = /^cmt_[0-9A-HJKMNP-TV-Z]{26}$/;
 const UNKNOWN_ISSUE = 'iss_00000000000000000000000000';

@@ -33,7 +33,11 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import Implementation
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-BOARD_TOOLS = ["list_issues", "get_issue", "create_issue", "update_issue", "add_comment"]
+# vocabulary.json is generated from the Rust tool table (what GET /v1/vocabulary
+# serves); `cargo test -p corkboard-tools --test vocabulary` checks it and
+# rewrites it when the table changed.
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "vocabulary.json")) as _f:
+    BOARD_TOOLS = [tool["name"] for tool in json.load(_f)["tools"]]
 ISSUE_ID = re.compile(r"^iss_[0-9A-HJKMNP-TV-Z]{26}$")
 COMMENT_ID = re.compile(r"^cmt_[0-9A-HJKMNP-TV-Z]{26}$")
 UNKNOWN_ISSUE = "iss_00000000000000000000000000"

@@ -20,6 +20,9 @@ use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // Spans and metrics name the board's tools: the vocabulary comes from
+    // the tool table, handed to telemetry here, once, before any role runs.
+    corkboard_telemetry::mcp::set_known_tools(corkboard_tools::BoardTool::names());
     let cli = cli::Cli::parse();
     match cli::dispatch(cli) {
         Ok(code) => code,

@@ -16,6 +16,7 @@ mod ledger_registry;
 mod memory;
 mod redis;
 mod redis_conn;
+mod redis_sub;
 mod registry;
 mod service;
 mod token;
@@ -32,6 +33,7 @@ pub use jwt::{
 pub use ledger_registry::{LEDGER_CACHE_TTL, LedgerRegistry, ReadThroughRegistry};
 pub use memory::MemoryRegistry;
 pub use redis_conn::{RedisConn, RedisConnector};
+pub use redis_sub::{Subscription, SubscriptionHandler, Topic};
 pub use registry::TokenRegistry;
 pub use service::{GrantRequest, GrantService, IssuedGrant, mcp_client_config};
 pub use token::{RunToken, TokenHash};

@@ -22,11 +22,11 @@
 use crate::cache::{GrantCache, Lookup};
 use crate::error::RegistryError;
 use crate::redis_conn::RedisConnector;
+use crate::redis_sub::{Subscription, SubscriptionHandler, Topic};
 use crate::registry::TokenRegistry;
 use crate::token::TokenHash;
 use async_trait::async_trait;
 use corkboard_board::{Grant, GrantId, RunId, StoreError, TenantId, Timestamp, ValidationError};
-use futures_util::StreamExt;
 use redis::{Cmd, FromRedisValue, Pipeline, RedisResult};
 use std::fmt;
 use std::future::Future;
@@ -202,11 +202,6 @@ impl RedisRegistry {
             handle.clone(),
         )
         .map_err(|e| invalid_url(&e))?;
-        let subscription_clients = config
-            .urls
-            .iter()
-            .map(|url| redis::Client::open(url.as_str()).map_err(|e| invalid_url(&e)))
-            .collect::<Result<Vec<_>, _>>()?;
         let shared = Arc::new(Shared {
             keys: Keys {
                 prefix: config.key_prefix.clone(),
@@ -220,7 +215,8 @@ impl RedisRegistry {
             contacted: AtomicBool::new(false),
             counters: Counters::default(),
         });
-        let task = handle.spawn(subscribe_forever(shared.clone(), subscription_clients));
+        let subscription = revocations(&config, &shared)?;
+        let task = handle.spawn(subscription.run(Invalidations(shared.clone())));
         Ok(Self {
             shared,
             subscriber: task.abort_handle(),
@@ -543,80 +539,64 @@ impl Keys {
     }
 }
 
-/// Keeps one subscription to the revocation channel up, forever, trying the
-/// configured nodes in turn. Liveness is checked with a PING on the
-/// subscription itself, which also proves Redis is reachable (refreshing
+/// What the revocation subscription does for the registry: drops revoked
+/// hashes from the cache, and keeps the cache in use only while it is up.
+/// Every message and answered PING proves Redis is reachable (refreshing
 /// the grace window when every request is a cache hit).
-async fn subscribe_forever(shared: Arc<Shared>, clients: Vec<redis::Client>) {
-    let channel = shared.keys.channel();
-    let heartbeat = (shared.grace / 3).clamp(Duration::from_millis(50), Duration::from_secs(1));
-    let mut backoff = Duration::from_millis(50);
-    let mut next = 0usize;
-    let mut was_up = false;
-    loop {
-        let client = &clients[next % clients.len()];
-        next = next.wrapping_add(1);
-        let opened = tokio::time::timeout(shared.operation_timeout, async {
-            let mut pubsub = client.get_async_pubsub().await?;
-            pubsub.subscribe(&channel).await?;
-            RedisResult::Ok(pubsub)
-        })
-        .await;
-        match opened {
-            Ok(Ok(pubsub)) => {
-                let (mut sink, mut messages) = pubsub.split();
-                shared.touch();
-                shared.cache.set_live(true);
-                if was_up {
-                    tracing::info!("token registry: revocation subscription restored");
-                }
-                was_up = true;
-                backoff = Duration::from_millis(50);
-                let mut ticks = tokio::time::interval(heartbeat);
-                ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-                ticks.tick().await;
-                loop {
-                    tokio::select! {
-                        message = messages.next() => {
-                            let Some(message) = message else { break };
-                            shared.touch();
-                            let payload: String = message.get_payload().unwrap_or_default();
-                            if let Some(hash) = TokenHash::from_hex(&payload) {
-                                shared.cache.invalidate(&hash);
-                                shared.counters.invalidations.fetch_add(1, Ordering::Relaxed);
-                            }
-                        }
-                        _ = ticks.tick() => {
-                            let pong = tokio::time::timeout(
-                                shared.operation_timeout,
-                                sink.ping::<redis::Value>(),
-                            )
-                            .await;
-                            match pong {
-                                Ok(Ok(_)) => shared.touch(),
-                                _ => break,
-                            }
-                        }
-                    }
-                }
-                shared.cache.set_live(false);
-                shared.counters.redis_errors.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(
-                    "token registry: revocation subscription lost; local cache bypassed until it is back"
-                );
-            }
-            Ok(Err(e)) => {
-                shared.counters.redis_errors.fetch_add(1, Ordering::Relaxed);
-                tracing::debug!(error = %e, "token registry: cannot subscribe to revocations");
-            }
-            Err(_) => {
-                shared.counters.redis_errors.fetch_add(1, Ordering::Relaxed);
-                tracing::debug!("token registry: subscribing to revocations timed out");
-            }
-        }
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(MAX_RESUBSCRIBE_BACKOFF);
+struct Invalidations(Arc<Shared>);
+
+impl SubscriptionHandler for Invalidations {
+    fn up(&mut self) {
+        self.0.touch();
+        self.0.cache.set_live(true);
     }
+
+    fn message(&mut self, message: redis::Msg) {
+        let shared = &self.0;
+        shared.touch();
+        let payload: String = message.get_payload().unwrap_or_default();
+        if let Some(hash) = TokenHash::from_hex(&payload) {
+            shared.cache.invalidate(&hash);
+            shared
+                .counters
+                .invalidations
+                .fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn alive(&mut self) {
+        self.0.touch();
+    }
+
+    fn lost(&mut self) {
+        self.0.cache.set_live(false);
+        self.0.counters.redis_errors.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn failed(&mut self) {
+        self.0.counters.redis_errors.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// The revocation subscription of a registry sharing `shared`.
+fn revocations(
+    config: &RedisRegistryConfig,
+    shared: &Shared,
+) -> Result<Subscription, RegistryError> {
+    let heartbeat = (config.grace / 3).clamp(Duration::from_millis(50), Duration::from_secs(1));
+    let subscription = Subscription::new(
+        &config.urls,
+        Topic::Channel(shared.keys.channel()),
+        config.operation_timeout,
+    )
+    .map_err(|e| invalid_url(&e))?
+    .with_heartbeat(heartbeat)
+    .with_max_backoff(MAX_RESUBSCRIBE_BACKOFF)
+    .with_log_names(
+        "token registry: revocation subscription",
+        "local cache bypassed until it is back",
+    );
+    Ok(subscription)
 }
 
 fn validate(config: &RedisRegistryConfig) -> Result<(), RegistryError> {

@@ -9,14 +9,18 @@
 // `<img src=x onerror=alert(1)>` inert. The Content-Security-Policy forbids
 // inline scripts and styles, so there are none.
 
-const STATES = ['inbox', 'triage', 'todo', 'in_progress', 'blocked', 'done', 'closed'];
+// The board's vocabulary comes from the server (GET /v1/vocabulary, derived
+// from the domain types and the tool table) once at start-up; these stay
+// empty until then.
+let STATES = [];
+let PRIORITIES = [];
+let ALL_CAPS = '';
+// Display text only; a state without an entry shows its name.
 const STATE_LABELS = {
   inbox: 'Inbox', triage: 'Triage', todo: 'To do', in_progress: 'In progress',
   blocked: 'Blocked', done: 'Done', closed: 'Closed',
 };
-const PRIORITIES = ['none', 'low', 'medium', 'high', 'urgent'];
 const TENANT_RE = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
-const ALL_CAPS = 'issues:read,issues:create,issues:update,comments:write';
 const RECENT_KEY = 'corkboard.recentTenants';
 const PAGE = 200;
 // The grants API reads one row past the page to find the cursor; 100 keeps
@@ -171,10 +175,18 @@ async function start() {
     e.preventDefault();
     switchTenant($('tenant-input').value.trim());
   });
+  // Both at once: the vocabulary does not depend on who is signed in.
+  const vocabulary = api('GET', '/v1/vocabulary');
+  vocabulary.catch(() => {}); // handled below; not an unhandled rejection meanwhile
   try {
     app.session = await api('GET', '/web/session');
   } catch (e) {
     if (e.status === 401) return showSignin();
+    return showFailure('Cannot load the board', e);
+  }
+  try {
+    useVocabulary(await vocabulary);
+  } catch (e) {
     return showFailure('Cannot load the board', e);
   }
   const params = new URLSearchParams(location.search);
@@ -184,6 +196,16 @@ async function start() {
   renderHeader();
   window.addEventListener('hashchange', route);
   route();
+}
+
+function useVocabulary(v) {
+  STATES = v.states;
+  PRIORITIES = v.priorities;
+  ALL_CAPS = v.capabilities.join(',');
+}
+
+function stateLabel(s) {
+  return STATE_LABELS[s] ?? s;
 }
 
 function renderHeader() {
@@ -410,7 +432,7 @@ function filterForm(filters) {
   const label = el('input', { id: 'filter-label', name: 'label', value: filters.label ?? '', placeholder: 'bug,api', autocomplete: 'off' });
   const state = el('select', { id: 'filter-state', name: 'state' },
     el('option', { value: '' }, 'Any state'),
-    STATES.map((s) => el('option', { value: s, selected: filters.state === s }, STATE_LABELS[s])));
+    STATES.map((s) => el('option', { value: s, selected: filters.state === s }, stateLabel(s))));
   const run = el('input', { id: 'filter-run', name: 'run', value: filters.run ?? '', autocomplete: 'off' });
   const form = el('form', { class: 'filters', id: 'filters', role: 'search', 'aria-label': 'Filter issues' },
     field('filter-text', 'Title contains', text),
@@ -496,7 +518,7 @@ function renderBoard() {
       const issues = byState.get(s);
       const headingId = `col-${s}`;
       return el('section', { class: 'column', 'aria-labelledby': headingId, dataset: { state: s } },
-        el('h2', { id: headingId }, STATE_LABELS[s], ' ', el('span', { class: 'count' }, `(${issues.length})`)),
+        el('h2', { id: headingId }, stateLabel(s), ' ', el('span', { class: 'count' }, `(${issues.length})`)),
         issues.length
           ? el('ul', { class: 'cards' }, issues.map(card))
           : el('p', { class: 'empty-column' }, 'Nothing here'));
@@ -528,7 +550,7 @@ function card(issue) {
     const id = `move-${issue.id}`;
     const shown = app.moving.get(issue.id) ?? issue.state;
     const select = el('select', { id, dataset: { focusKey: id } },
-      STATES.map((s) => el('option', { value: s, selected: s === shown }, STATE_LABELS[s])));
+      STATES.map((s) => el('option', { value: s, selected: s === shown }, stateLabel(s))));
     select.setAttribute('aria-label', `State of “${issue.title}”`);
     select.addEventListener('change', () => moveIssue(issue.id, select.value));
     item.append(el('div', { class: 'move' }, el('label', { for: id, 'aria-hidden': 'true' }, 'Move to'), select));
@@ -558,7 +580,7 @@ async function moveIssue(id, state) {
         const list = app.board?.issues ?? [];
         const i = list.findIndex((x) => x.id === updated.id);
         if (i >= 0 && list[i].version < updated.version) list[i] = updated;
-        if (app.moving.get(id) === updated.state) announce(`Moved “${updated.title}” to ${STATE_LABELS[updated.state]}.`);
+        if (app.moving.get(id) === updated.state) announce(`Moved “${updated.title}” to ${stateLabel(updated.state)}.`);
       } catch (e) {
         if (e.status === 409) await showBoardConflict(issue);
         else announce(`Could not move “${issue.title}”: ${e.message}`, 'error');
@@ -681,7 +703,7 @@ async function loadIssue() {
 function renderIssue(issue, audit) {
   document.title = `${issue.title} · Corkboard`;
   const dl = el('dl', { class: 'issue-meta' }, [
-    ['State', STATE_LABELS[issue.state] ?? issue.state],
+    ['State', stateLabel(issue.state)],
     ['Priority', issue.priority],
     ['Labels', issue.labels.length ? issue.labels.join(', ') : 'none'],
     ['Author run', el('span', { class: 'mono' }, issue.author.run)],
@@ -711,7 +733,7 @@ function renderIssue(issue, audit) {
 
 function editForm(issue) {
   const state = el('select', { id: 'edit-state', name: 'state' },
-    STATES.map((s) => el('option', { value: s, selected: s === issue.state }, STATE_LABELS[s])));
+    STATES.map((s) => el('option', { value: s, selected: s === issue.state }, stateLabel(s))));
   const priority = el('select', { id: 'edit-priority', name: 'priority' },
     PRIORITIES.map((p) => el('option', { value: p, selected: p === issue.priority }, p)));
   const labels = el('input', { id: 'edit-labels', name: 'labels', value: issue.labels.join(', '), autocomplete: 'off', 'aria-describedby': 'labels-help' });

@@ -27,6 +27,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         web::scope("/v1")
             .route("/openapi.json", web::get().to(openapi))
             .route("/me", web::get().to(me))
+            .route("/vocabulary", web::get().to(vocabulary))
             .route("/tenants/{tenant}/grants", web::post().to(create_grant))
             .route("/tenants/{tenant}/grants", web::get().to(list_grants))
             .route("/tenants/{tenant}/grants/{grant}", web::get().to(get_grant))
@@ -58,6 +59,14 @@ async fn openapi() -> HttpResponse {
     HttpResponse::Ok()
         .content_type("application/json")
         .body(OPENAPI)
+}
+
+/// The board's vocabulary (issue states, priorities, capabilities, tools),
+/// derived from the domain and the tool table: what the web page and other
+/// clients use instead of copies. Public, like the OpenAPI document: it
+/// says nothing about any tenant.
+async fn vocabulary() -> HttpResponse {
+    HttpResponse::Ok().json(corkboard_tools::vocabulary())
 }
 
 async fn me(auth: AdminAuth) -> HttpResponse {

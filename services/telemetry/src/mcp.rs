@@ -8,8 +8,10 @@
 //!
 //! Client-supplied names are mapped onto a fixed vocabulary before they are
 //! recorded: an unknown method or tool becomes `other`, so a client cannot
-//! put arbitrary text (say, a token) into traces through a name.
+//! put arbitrary text (say, a token) into traces through a name. The tool
+//! vocabulary is the product's, handed in once with [`set_known_tools`].
 
+use std::sync::OnceLock;
 use std::time::Duration;
 use tracing::Span;
 
@@ -20,7 +22,7 @@ pub const SPAN_NAME: &str = "mcp.request";
 pub mod field {
     /// JSON-RPC method, from [`super::MCP_METHODS`] or `other`.
     pub const METHOD: &str = "mcp.method";
-    /// Tool of a `tools/call`, from [`super::KNOWN_TOOLS`] or `other`.
+    /// Tool of a `tools/call`, from [`super::known_tools`] or `other`.
     pub const TOOL: &str = "mcp.tool";
     /// Tenant of the resolved grant.
     pub const TENANT: &str = "tenant";
@@ -53,15 +55,24 @@ pub const MCP_METHODS: &[&str] = &[
     "notifications/cancelled",
 ];
 
-/// The board's tools (the stable operator interface): the default tool
-/// vocabulary of spans and metrics.
-pub const KNOWN_TOOLS: &[&str] = &[
-    "create_issue",
-    "get_issue",
-    "list_issues",
-    "update_issue",
-    "add_comment",
-];
+/// The tool vocabulary of spans and metrics, set once by the binary from
+/// the product's tool table (telemetry sits below the crate that owns the
+/// tools, so it cannot name them itself).
+static KNOWN_TOOLS: OnceLock<&'static [&'static str]> = OnceLock::new();
+
+/// Sets the tool names that spans and metrics record by name (anything
+/// else is `other`). The first call wins: call it once, at start-up, before
+/// serving. Until it is called every tool is `other`.
+pub fn set_known_tools(tools: &'static [&'static str]) {
+    if KNOWN_TOOLS.set(tools).is_err() && known_tools() != tools {
+        tracing::warn!("telemetry: the tool vocabulary was already set; keeping the first one");
+    }
+}
+
+/// The tool names set with [`set_known_tools`] (empty before).
+pub fn known_tools() -> &'static [&'static str] {
+    KNOWN_TOOLS.get().copied().unwrap_or_default()
+}
 
 /// `method` if it is a known MCP method, else `other` / `notifications/other`.
 pub fn method_label(method: &str) -> &'static str {
@@ -75,9 +86,9 @@ pub fn method_label(method: &str) -> &'static str {
     }
 }
 
-/// `tool` if it is one of [`KNOWN_TOOLS`], else `other`.
+/// `tool` if it is one of the [`known_tools`], else `other`.
 pub fn tool_label(tool: &str) -> &'static str {
-    KNOWN_TOOLS
+    known_tools()
         .iter()
         .find(|t| **t == tool)
         .copied()
@@ -158,6 +169,7 @@ mod tests {
 
     #[test]
     fn names_outside_the_vocabulary_are_other() {
+        set_known_tools(&["create_issue", "get_issue"]);
         assert_eq!(method_label("tools/call"), "tools/call");
         assert_eq!(method_label("cbr_secret"), "other");
         assert_eq!(

@@ -2,7 +2,8 @@
 //!
 //! [`Metrics`] wraps a `prometheus::Registry` with typed recording methods,
 //! so that label values can only come from fixed vocabularies: HTTP methods
-//! and MCP methods from known lists, tools from the configured tool list,
+//! and MCP methods from known lists, tools from the vocabulary the binary
+//! set ([`crate::mcp::set_known_tools`]),
 //! outcomes from [`OUTCOMES`], routes from the application's route patterns,
 //! store operations from `&'static str` names. Anything else is `other`.
 //! Run ids never become labels; tenants only with
@@ -78,8 +79,6 @@ pub struct MetricsConfig {
     /// With `tenant_labels`, tenants beyond this many distinct ones are
     /// recorded as `other`.
     pub max_tenants: usize,
-    /// Tool names recorded by name; other tools are `other`.
-    pub tools: Vec<String>,
 }
 
 impl Default for MetricsConfig {
@@ -87,10 +86,6 @@ impl Default for MetricsConfig {
         Self {
             tenant_labels: false,
             max_tenants: 1000,
-            tools: crate::mcp::KNOWN_TOOLS
-                .iter()
-                .map(|t| (*t).to_owned())
-                .collect(),
         }
     }
 }
@@ -116,7 +111,6 @@ struct Inner {
     tenant_labels: bool,
     max_tenants: usize,
     tenants: Mutex<HashSet<String>>,
-    tools: Vec<String>,
     http_requests: IntCounterVec,
     http_duration: HistogramVec,
     mcp_requests: IntCounterVec,
@@ -136,7 +130,6 @@ impl fmt::Debug for Metrics {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Metrics")
             .field("tenant_labels", &self.inner.tenant_labels)
-            .field("tools", &self.inner.tools)
             .finish_non_exhaustive()
     }
 }
@@ -276,7 +269,6 @@ impl Metrics {
             tenant_labels: t,
             max_tenants: config.max_tenants,
             tenants: Mutex::new(HashSet::new()),
-            tools: config.tools,
             registry,
         };
         Ok(Self {
@@ -289,12 +281,8 @@ impl Metrics {
         &self.inner.registry
     }
 
-    fn tool<'a>(&'a self, tool: &str) -> &'a str {
-        self.inner
-            .tools
-            .iter()
-            .find(|t| *t == tool)
-            .map_or("other", String::as_str)
+    fn tool(&self, tool: &str) -> &'static str {
+        crate::mcp::tool_label(tool)
     }
 
     /// The tenant label value, bounded by `max_tenants`.

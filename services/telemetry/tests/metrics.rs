@@ -103,6 +103,7 @@ async fn http_counters_and_histograms_move_with_traffic() {
 
 #[actix_rt::test]
 async fn typed_recorders_appear_with_bounded_labels() {
+    set_tool_vocabulary();
     let metrics = Metrics::default();
     metrics.mcp_request("tools/call", Some("create_issue"), "ok", MS);
     metrics.mcp_request("tools/call", Some("create_issue"), "ok", MS);
@@ -221,7 +222,6 @@ async fn tenant_labels_when_enabled_are_bounded() {
     let metrics = Metrics::new(MetricsConfig {
         tenant_labels: true,
         max_tenants: 2,
-        ..MetricsConfig::default()
     });
     for tenant in ["t1", "t2", "t3", "t4", "t1"] {
         metrics

@@ -109,6 +109,7 @@ impl Drop for Receiver {
 }
 
 async fn mcp_handler(body: web::Bytes) -> HttpResponse {
+    set_tool_vocabulary();
     let message: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
     let span = mcp_span(
         message["method"].as_str().unwrap_or_default(),

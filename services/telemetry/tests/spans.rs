@@ -50,6 +50,7 @@ fn capture(format: LogFormat) -> Capture {
 /// principal and the outcome, log one line inside it. It reads the body
 /// (the arguments) to dispatch, and must not record it.
 async fn mcp_handler(req: HttpRequest, body: web::Bytes, id: RequestId) -> HttpResponse {
+    set_tool_vocabulary();
     let started = std::time::Instant::now();
     let message: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
     let method = message["method"].as_str().unwrap_or_default().to_owned();
@@ -381,6 +382,7 @@ async fn unmatched_paths_never_become_labels_or_attributes() {
 
 #[actix_rt::test]
 async fn unknown_names_from_clients_are_mapped_to_other() {
+    set_tool_vocabulary();
     let cap = capture(LogFormat::Json);
     let _default = tracing::dispatcher::set_default(&cap.dispatch);
     {

@@ -1,15 +1,26 @@
-//! The five tools as MCP sees them: names, titles, descriptions written for
-//! a model, input and output schemas, annotations.
+//! The tool table: one [`ToolSpec`] per board tool (name, title,
+//! description written for a model, capability, annotations, input and
+//! output schemas, whether it changes an issue and which argument names the
+//! issue), and everything derived from it: `tools/list` per capability set,
+//! [`BoardTool::names`] (the tool vocabulary of spans and metrics, handed to
+//! telemetry by the binary), [`BoardTool::writes`] (live board events) and
+//! [`vocabulary`] (what the web page and test clients read).
 //!
-//! Definitions are built once per process, and so are the 15 tool sets a
-//! non-empty capability set can select: `tools/list` and every call only
+//! Adding a tool: a [`BoardTool`] variant with its row in
+//! [`BoardTool::spec`] and its place in [`BoardTool::ALL`], its argument
+//! parser (`args.rs`) and its arm in `BoardTools::execute`
+//! (`service.rs`); nothing outside this crate lists tool names.
+//!
+//! Definitions are built once per process, and so is each tool set a
+//! capability set selects (on first use): `tools/list` and every call only
 //! clone an `Arc`, and the transport's cached wire rendering inside each
 //! [`ToolSet`] is reused across requests and runs.
 
 use corkboard_board::{Capabilities, Capability, IssueState, Priority, limits};
 use corkboard_mcp::{ToolDef, ToolSet};
 use serde_json::{Value, json};
-use std::sync::{Arc, LazyLock};
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, PoisonError, RwLock};
 
 /// One of the board's tools.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -21,9 +32,34 @@ pub enum BoardTool {
     AddComment,
 }
 
+/// Everything the product says about one tool: its row of the tool table.
+#[derive(Debug, Clone, Copy)]
+pub struct ToolSpec {
+    pub name: &'static str,
+    pub title: &'static str,
+    pub description: &'static str,
+    /// The capability a grant needs to see and call the tool.
+    pub capability: Capability,
+    /// MCP `readOnlyHint`.
+    pub read_only: bool,
+    /// MCP `idempotentHint`: calling twice with the same arguments has the
+    /// effect of calling once.
+    pub idempotent: bool,
+    /// MCP `destructiveHint`.
+    pub destructive: bool,
+    /// Whether a successful call changes an issue: its audit record then
+    /// names the issue it changed, and live board events follow from it.
+    pub writes: bool,
+    /// The argument naming the issue a call is about, so that even a
+    /// refused call is audited against it.
+    pub issue_argument: Option<&'static str>,
+    pub input_schema: fn() -> Value,
+    pub output_schema: fn() -> Value,
+}
+
 impl BoardTool {
     /// Every tool, in the order `tools/list` shows them.
-    pub const ALL: [BoardTool; 5] = [
+    pub const ALL: &'static [BoardTool] = &[
         Self::ListIssues,
         Self::GetIssue,
         Self::CreateIssue,
@@ -31,108 +67,188 @@ impl BoardTool {
         Self::AddComment,
     ];
 
-    pub fn name(self) -> &'static str {
+    /// The tool table.
+    pub const fn spec(self) -> ToolSpec {
         match self {
-            Self::ListIssues => "list_issues",
-            Self::GetIssue => "get_issue",
-            Self::CreateIssue => "create_issue",
-            Self::UpdateIssue => "update_issue",
-            Self::AddComment => "add_comment",
+            Self::ListIssues => ToolSpec {
+                name: "list_issues",
+                title: "List issues",
+                description: LIST_DESCRIPTION,
+                capability: Capability::IssuesRead,
+                read_only: true,
+                idempotent: true,
+                destructive: false,
+                writes: false,
+                issue_argument: None,
+                input_schema: list_input,
+                output_schema: list_output,
+            },
+            Self::GetIssue => ToolSpec {
+                name: "get_issue",
+                title: "Get issue",
+                description: GET_DESCRIPTION,
+                capability: Capability::IssuesRead,
+                read_only: true,
+                idempotent: true,
+                destructive: false,
+                writes: false,
+                issue_argument: Some("id"),
+                input_schema: get_input,
+                output_schema: issue_schema,
+            },
+            Self::CreateIssue => ToolSpec {
+                name: "create_issue",
+                title: "Create issue",
+                description: CREATE_DESCRIPTION,
+                capability: Capability::IssuesCreate,
+                read_only: false,
+                // Creating twice creates twice unless the caller passes a
+                // key, so the hint must be false: the hint describes the
+                // tool, not one call.
+                idempotent: false,
+                destructive: false,
+                writes: true,
+                issue_argument: None,
+                input_schema: create_input,
+                output_schema: create_output,
+            },
+            Self::UpdateIssue => ToolSpec {
+                name: "update_issue",
+                title: "Update issue",
+                description: UPDATE_DESCRIPTION,
+                capability: Capability::IssuesUpdate,
+                read_only: false,
+                idempotent: true,
+                destructive: false,
+                writes: true,
+                issue_argument: Some("id"),
+                input_schema: update_input,
+                output_schema: issue_schema,
+            },
+            Self::AddComment => ToolSpec {
+                name: "add_comment",
+                title: "Add comment",
+                description: COMMENT_DESCRIPTION,
+                capability: Capability::CommentsWrite,
+                read_only: false,
+                idempotent: false,
+                destructive: false,
+                writes: true,
+                issue_argument: Some("issue_id"),
+                input_schema: comment_input,
+                output_schema: comment_output,
+            },
         }
     }
 
+    pub fn name(self) -> &'static str {
+        self.spec().name
+    }
+
     pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|t| t.name() == name)
+        Self::ALL.iter().copied().find(|t| t.name() == name)
+    }
+
+    /// Every tool's name, in [`Self::ALL`] order: the tool vocabulary the
+    /// binary hands to telemetry (`corkboard_telemetry::mcp::set_known_tools`).
+    pub fn names() -> &'static [&'static str] {
+        static NAMES: LazyLock<Vec<&'static str>> =
+            LazyLock::new(|| BoardTool::ALL.iter().map(|t| t.name()).collect());
+        &NAMES
     }
 
     /// The capability a grant needs to see and call this tool.
     pub fn capability(self) -> Capability {
-        match self {
-            Self::ListIssues | Self::GetIssue => Capability::IssuesRead,
-            Self::CreateIssue => Capability::IssuesCreate,
-            Self::UpdateIssue => Capability::IssuesUpdate,
-            Self::AddComment => Capability::CommentsWrite,
-        }
+        self.spec().capability
+    }
+
+    /// Whether a successful call changes an issue (see [`ToolSpec::writes`]).
+    pub fn writes(self) -> bool {
+        self.spec().writes
     }
 
     fn definition(self) -> ToolDef {
-        let (title, description, input, output) = match self {
-            Self::ListIssues => ("List issues", LIST_DESCRIPTION, list_input(), list_output()),
-            Self::GetIssue => ("Get issue", GET_DESCRIPTION, get_input(), issue_schema()),
-            Self::CreateIssue => (
-                "Create issue",
-                CREATE_DESCRIPTION,
-                create_input(),
-                with_properties(issue_schema(), [("replayed", replayed_schema("issue"))]),
-            ),
-            Self::UpdateIssue => (
-                "Update issue",
-                UPDATE_DESCRIPTION,
-                update_input(),
-                issue_schema(),
-            ),
-            Self::AddComment => (
-                "Add comment",
-                COMMENT_DESCRIPTION,
-                comment_input(),
-                with_properties(
-                    issue_schema(),
-                    [
-                        ("comment", comment_schema("The comment this call added.")),
-                        ("replayed", replayed_schema("comment")),
-                    ],
-                ),
-            ),
-        };
-        let read_only = self.capability() == Capability::IssuesRead;
-        // Creating twice creates twice unless the caller passes a key, so the
-        // hint must be false: the hint describes the tool, not one call.
-        let idempotent = !matches!(self, Self::CreateIssue | Self::AddComment);
+        let spec = self.spec();
         ToolDef {
-            name: self.name().to_owned(),
-            title: Some(title.to_owned()),
-            description: description.to_owned(),
-            input_schema: input,
-            output_schema: Some(output),
+            name: spec.name.to_owned(),
+            title: Some(spec.title.to_owned()),
+            description: spec.description.to_owned(),
+            input_schema: (spec.input_schema)(),
+            output_schema: Some((spec.output_schema)()),
             annotations: Some(json!({
-                "title": title,
-                "readOnlyHint": read_only,
-                "destructiveHint": false,
-                "idempotentHint": idempotent,
+                "title": spec.title,
+                "readOnlyHint": spec.read_only,
+                "destructiveHint": spec.destructive,
+                "idempotentHint": spec.idempotent,
                 "openWorldHint": false,
             })),
         }
     }
 }
 
-static TOOL_SETS: LazyLock<[Arc<ToolSet>; 16]> = LazyLock::new(|| {
-    let defs: Vec<(Capability, ToolDef)> = BoardTool::ALL
-        .into_iter()
+/// Every tool's definition, built once, in [`BoardTool::ALL`] order.
+static DEFINITIONS: LazyLock<Vec<(Capability, ToolDef)>> = LazyLock::new(|| {
+    BoardTool::ALL
+        .iter()
         .map(|t| (t.capability(), t.definition()))
-        .collect();
-    std::array::from_fn(|mask| {
-        Arc::new(ToolSet::new(
-            defs.iter()
-                .filter(|(cap, _)| mask & bit(*cap) != 0)
-                .map(|(_, def)| def.clone())
-                .collect(),
-        ))
-    })
+        .collect()
 });
 
-fn bit(capability: Capability) -> usize {
-    match capability {
-        Capability::IssuesRead => 1,
-        Capability::IssuesCreate => 2,
-        Capability::IssuesUpdate => 4,
-        Capability::CommentsWrite => 8,
-    }
+/// The tool sets handed out so far, by capability mask (bit `i` is
+/// `Capability::ALL[i]`); filled on first use of each set.
+static TOOL_SETS: LazyLock<RwLock<HashMap<u64, Arc<ToolSet>>>> = LazyLock::new(Default::default);
+
+fn mask(capabilities: &Capabilities) -> u64 {
+    Capability::ALL
+        .iter()
+        .enumerate()
+        .filter(|(_, cap)| capabilities.allows(**cap))
+        .fold(0, |acc, (i, _)| acc | 1 << i)
 }
 
 /// The shared tool set a grant with `capabilities` sees.
 pub fn tool_set(capabilities: &Capabilities) -> Arc<ToolSet> {
-    let mask = capabilities.iter().map(bit).fold(0, |acc, b| acc | b);
-    Arc::clone(&TOOL_SETS[mask])
+    let key = mask(capabilities);
+    if let Some(set) = TOOL_SETS
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(&key)
+    {
+        return Arc::clone(set);
+    }
+    let mut sets = TOOL_SETS.write().unwrap_or_else(PoisonError::into_inner);
+    let set = sets.entry(key).or_insert_with(|| {
+        Arc::new(ToolSet::new(
+            DEFINITIONS
+                .iter()
+                .filter(|(cap, _)| capabilities.allows(*cap))
+                .map(|(_, def)| def.clone())
+                .collect(),
+        ))
+    });
+    Arc::clone(set)
+}
+
+/// The board's vocabulary as clients see it: issue states, priorities,
+/// capabilities and tools, all from the domain types and the tool table.
+/// Served at `GET /v1/vocabulary` (the web page reads it at start) and
+/// checked into `tests/clients/vocabulary.json` for the test clients.
+pub fn vocabulary() -> Value {
+    json!({
+        "states": IssueState::names(),
+        "priorities": Priority::ALL.iter().map(|p| p.as_str()).collect::<Vec<_>>(),
+        "capabilities": Capability::ALL.iter().map(|c| c.as_str()).collect::<Vec<_>>(),
+        "tools": BoardTool::ALL.iter().map(|t| {
+            let spec = t.spec();
+            json!({
+                "name": spec.name,
+                "title": spec.title,
+                "capability": spec.capability.as_str(),
+                "read_only": spec.read_only,
+                "writes": spec.writes,
+            })
+        }).collect::<Vec<_>>(),
+    })
 }
 
 const ID_EXAMPLE: &str = "iss_01JD3Z9Q4X8M2N6P7R5S1T0V9W";
@@ -455,6 +571,20 @@ fn list_output() -> Value {
     })
 }
 
+fn create_output() -> Value {
+    with_properties(issue_schema(), [("replayed", replayed_schema("issue"))])
+}
+
+fn comment_output() -> Value {
+    with_properties(
+        issue_schema(),
+        [
+            ("comment", comment_schema("The comment this call added.")),
+            ("replayed", replayed_schema("comment")),
+        ],
+    )
+}
+
 fn replayed_schema(what: &str) -> Value {
     json!({
         "type": "boolean",
@@ -504,6 +634,65 @@ mod tests {
             ]
         );
         assert!(Arc::ptr_eq(&tool_set(&read), &tool_set(&read)));
+    }
+
+    #[test]
+    fn the_table_names_each_tool_once_and_says_which_write() {
+        let names = BoardTool::names();
+        assert_eq!(names.len(), BoardTool::ALL.len());
+        for tool in BoardTool::ALL {
+            assert_eq!(BoardTool::from_name(tool.name()), Some(*tool));
+            assert_eq!(names.iter().filter(|n| **n == tool.name()).count(), 1);
+        }
+        let writing: Vec<&str> = BoardTool::ALL
+            .iter()
+            .filter(|t| t.writes())
+            .map(|t| t.name())
+            .collect();
+        assert_eq!(writing, ["create_issue", "update_issue", "add_comment"]);
+        // A tool that writes is never advertised as read-only.
+        assert!(
+            BoardTool::ALL
+                .iter()
+                .all(|t| !(t.writes() && t.spec().read_only))
+        );
+        assert_eq!(BoardTool::from_name("delete_board"), None);
+    }
+
+    #[test]
+    fn every_capability_set_gets_one_shared_set() {
+        let update = Capabilities::parse_csv("issues:update").unwrap();
+        assert_eq!(names(&tool_set(&update)), ["update_issue"]);
+        assert!(Arc::ptr_eq(&tool_set(&update), &tool_set(&update)));
+        let all = Capabilities::all();
+        assert!(Arc::ptr_eq(&tool_set(&all), &tool_set(&all)));
+        assert_eq!(tool_set(&all).tools().len(), BoardTool::ALL.len());
+    }
+
+    #[test]
+    fn the_vocabulary_comes_from_the_domain_and_the_table() {
+        let v = vocabulary();
+        assert_eq!(v["states"], json!(IssueState::names()));
+        assert_eq!(
+            v["capabilities"],
+            json!([
+                "issues:read",
+                "issues:create",
+                "issues:update",
+                "comments:write"
+            ])
+        );
+        assert_eq!(
+            v["priorities"],
+            json!(["none", "low", "medium", "high", "urgent"])
+        );
+        let tools: Vec<&str> = v["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(tools, BoardTool::names());
     }
 
     #[test]

@@ -21,6 +21,6 @@ mod service;
 
 pub use audit::{AuditSink, MemoryAuditSink, NoopAuditSink};
 pub use credential::{ResolvedGrant, resolve_bearer};
-pub use defs::{BoardTool, tool_set};
+pub use defs::{BoardTool, ToolSpec, tool_set, vocabulary};
 pub use error::ToolsError;
 pub use service::{BoardTools, DEFAULT_STORE_TIMEOUT, server_identity};

@@ -348,13 +348,9 @@ impl ToolBackend for BoardTools {
         let tool = BoardTool::from_name(call.name);
         // Known up front so that refused calls are still audited against
         // the issue they named.
-        let hinted = match tool {
-            Some(BoardTool::GetIssue | BoardTool::UpdateIssue) => {
-                args::issue_hint(call.arguments, "id")
-            }
-            Some(BoardTool::AddComment) => args::issue_hint(call.arguments, "issue_id"),
-            _ => None,
-        };
+        let hinted = tool
+            .and_then(|t| t.spec().issue_argument)
+            .and_then(|key| args::issue_hint(call.arguments, key));
         let result = match tool {
             Some(tool) => self.execute(principal, tool, call.arguments).await,
             None => Err(ToolsError::UnknownTool(call.name.to_owned())),

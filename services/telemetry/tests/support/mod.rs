@@ -278,3 +278,17 @@ pub fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> Option<
         .find(|s| s.name == name && s.labels == want)
         .map(|s| s.value)
 }
+
+/// The tool vocabulary these tests record, set the way the binary sets the
+/// product's (once per process; every test sets the same list).
+pub const TOOLS: &[&str] = &[
+    "create_issue",
+    "get_issue",
+    "list_issues",
+    "update_issue",
+    "add_comment",
+];
+
+pub fn set_tool_vocabulary() {
+    corkboard_telemetry::mcp::set_known_tools(TOOLS);
+}
