@@ -100,19 +100,9 @@ pub fn tool_label(tool: &str) -> &'static str {
 /// Enter it (or `.instrument()` the handling future) so that events and
 /// child spans belong to it.
 pub fn mcp_span(method: &str, tool: Option<&str>) -> Span {
-    tracing::info_span!(
-        "mcp.request",
-        "otel.kind" = "server",
-        "mcp.method" = method_label(method),
-        "mcp.tool" = tool.map(tool_label),
-        tenant = tracing::field::Empty,
-        run = tracing::field::Empty,
-        grant = tracing::field::Empty,
-        outcome = tracing::field::Empty,
-        "rpc.code" = tracing::field::Empty,
-        latency_ms = tracing::field::Empty,
-        "otel.status_code" = tracing::field::Empty,
-    )
+    let span = mcp_span_open();
+    record_request(&span, method, tool);
+    span
 }
 
 /// Records who the request acts for, once the token is resolved.

@@ -26,7 +26,6 @@ use crate::error::McpError;
 use crate::refusal::{Refusal, Transport};
 use crate::validate;
 use crate::wire::{self, RpcError};
-use corkboard_telemetry::mcp as telemetry;
 
 /// How long one HTTP exchange with the server may take. Tool calls are
 /// bounded on the server (store timeout), so this only catches a server
@@ -141,7 +140,7 @@ impl StreamableHttpClient {
             method = shape
                 .method
                 .as_deref()
-                .map_or("none", telemetry::method_label),
+                .map_or("none", crate::method::method_label),
             tool = shape
                 .tool_name
                 .as_deref()
