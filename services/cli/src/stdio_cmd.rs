@@ -27,19 +27,19 @@
 //!   become the JSON-RPC errors they carry, with the request's id.
 
 use crate::cli::ConfigArgs;
+use crate::compose::{open_registry, open_store};
 use anyhow::{Context as _, Result, bail};
 use async_trait::async_trait;
 use base64::Engine as _;
 use clap::{Args, Subcommand};
 use corkboard_board::IssueStore;
+use corkboard_config::Settings;
 use corkboard_grants::RunToken;
 use corkboard_mcp::{
     AuthRejection, Engine, Line, Principal, ServerIdentity, StdioOptions, ToolBackend, ToolCall,
     ToolOutput, ToolSet, meta_key, read_line, serve_stdio,
 };
-use corkboard_server::Settings;
 use corkboard_server::audit::AuditWriter;
-use corkboard_server::state::{open_registry, open_store};
 use corkboard_tools::{BoardTools, ResolvedGrant};
 use serde_json::{Value, json};
 use std::io;
