@@ -58,7 +58,7 @@ CONFIG_KEYS = {
     "jwt_issuer", "jwt_audience", "session_key_file", "otlp_endpoint", "log_format",
     "public_url", "gateway_mode", "gateway_listen", "gateway_public_url",
     "allowed_hosts", "rate_limit_per_second", "rate_limit_burst", "data_dir",
-    # Keys the binary has beyond the brief's contract (services/server settings).
+    # Keys the binary has beyond the brief's contract (services/config settings).
     "jwt_private_key_file", "gateway_bind", "gateway_advertise", "allowed_origins",
     "max_body_bytes", "store_timeout_ms",
 }

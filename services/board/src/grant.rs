@@ -6,6 +6,7 @@ use crate::timestamp::Timestamp;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::BTreeSet;
 use std::fmt;
+use std::time::Duration;
 
 /// One thing a grant allows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -177,6 +178,25 @@ impl GrantEvent {
     }
 }
 
+/// A grant lifetime (or any duration an operator types) like `90s`, `15m`,
+/// `1h`, `7d`: the admin API, the register API and the CLI all read it
+/// here, so they accept and refuse the same spellings.
+pub fn parse_ttl(text: &str) -> Result<Duration, ValidationError> {
+    let bad = || ValidationError::new("ttl", "expected a duration like 90s, 15m, 1h or 7d");
+    let text = text.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
+    let (n, unit) = text.split_at(split);
+    let n: u64 = n.parse().map_err(|_| bad())?;
+    let secs = match unit {
+        "s" => n,
+        "m" => n.saturating_mul(60),
+        "h" => n.saturating_mul(3600),
+        "d" => n.saturating_mul(86_400),
+        _ => return Err(bad()),
+    };
+    Ok(Duration::from_secs(secs))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -190,5 +210,14 @@ mod tests {
         assert!(Capabilities::parse_csv("").is_err());
         let err = Capabilities::parse_csv("issues:delete").unwrap_err();
         assert!(err.reason.contains("issues:delete"));
+    }
+
+    #[test]
+    fn ttl_parses_units() {
+        assert_eq!(parse_ttl("90s").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_ttl("2h").unwrap(), Duration::from_secs(7200));
+        assert!(parse_ttl("2").is_err());
+        assert!(parse_ttl("h").is_err());
+        assert!(parse_ttl("5y").is_err());
     }
 }

@@ -42,9 +42,9 @@ pub fn run(cmd: AdminCommand) -> Result<ExitCode> {
                 .map(TenantId::parse)
                 .transpose()
                 .context("--tenant")?;
-            let ttl = corkboard_server::admin::parse_ttl(&ttl).context("--ttl")?;
+            let ttl = corkboard_board::parse_ttl(&ttl).context("--ttl")?;
             let role = role.parse().context("--role")?;
-            let minter = corkboard_server::state::admin_minter(&settings)?;
+            let minter = crate::compose::admin_minter(&settings)?;
             let token = minter.mint(&subject, role, tenant.as_ref(), ttl)?;
             writeln!(std::io::stdout(), "{token}")?;
             Ok(ExitCode::SUCCESS)

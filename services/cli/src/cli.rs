@@ -3,7 +3,7 @@
 
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
-use corkboard_server::Settings;
+use corkboard_config::Settings;
 use serde_json::{Map, Value};
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -2,11 +2,12 @@
 //! a server's admin API (`--server URL` with an admin JWT).
 
 use crate::cli::ConfigArgs;
+use crate::compose::SecretPolicy;
 use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, Subcommand};
 use corkboard_board::{Capabilities, GrantId, RunId, TenantId};
 use corkboard_grants::GrantRequest;
-use corkboard_server::{AppState, SecretPolicy};
+use corkboard_server::AppState;
 use serde_json::{Value, json};
 use std::io::Write;
 use std::process::ExitCode;
@@ -87,7 +88,7 @@ async fn run_async(cmd: GrantCommand) -> Result<ExitCode> {
             let tenant = TenantId::parse(tenant).context("--tenant")?;
             let run = RunId::parse(run).context("--run")?;
             let caps = Capabilities::parse_csv(&caps).context("--caps")?;
-            let ttl_parsed = corkboard_server::admin::parse_ttl(&ttl).context("--ttl")?;
+            let ttl_parsed = corkboard_board::parse_ttl(&ttl).context("--ttl")?;
             let out = match Remote::from_target(&target)? {
                 Some(remote) => {
                     let caps: Vec<String> = caps.iter().map(|c| c.as_str().to_owned()).collect();
@@ -290,7 +291,7 @@ async fn local_state(target: &Target) -> Result<AppState> {
     {
         settings.public_url = Some(url.trim().to_owned());
     }
-    Ok(AppState::build(settings, SecretPolicy::CreateIfMissing).await?)
+    Ok(crate::compose::app_state(settings, SecretPolicy::CreateIfMissing).await?)
 }
 
 /// An admin API client.

@@ -1,7 +1,7 @@
 //! Log set-up: human-readable text on a terminal, JSON otherwise (or as
 //! configured), to stderr so stdout stays free for command output.
 
-use corkboard_server::settings::LogFormat;
+use corkboard_config::LogFormat;
 use std::io::IsTerminal;
 use tracing_subscriber::EnvFilter;
 
@@ -27,7 +27,7 @@ pub fn init(format: LogFormat) {
 /// Logs plus traces for the long-running roles: OpenTelemetry export when
 /// `otlp_endpoint` is set. The guard flushes on `shutdown`.
 pub fn init_telemetry(
-    settings: &corkboard_server::Settings,
+    settings: &corkboard_config::Settings,
     service: &str,
 ) -> anyhow::Result<corkboard_telemetry::TelemetryGuard> {
     let mut config = corkboard_telemetry::TelemetryConfig::from_env(service);

@@ -1,13 +1,15 @@
 //! `corkboard`: the one binary of every role.
 //!
 //! Process concerns live here (argument parsing, logging set-up, listeners,
-//! signals, exit codes); what the HTTP surface means lives in
-//! `corkboard-server`.
+//! signals, exit codes) and so does composition ([`compose`]: which store,
+//! registry and secrets the configuration selects); what the HTTP surface
+//! means lives in `corkboard-server` and `corkboard-gateway`.
 
 #![forbid(unsafe_code)]
 
 mod admin_cmd;
 mod cli;
+mod compose;
 mod grant_cmd;
 mod logging;
 mod run_cmd;

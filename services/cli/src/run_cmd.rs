@@ -13,12 +13,11 @@ use crate::cli::ConfigArgs;
 use anyhow::{Context, Result, anyhow};
 use clap::Args;
 use corkboard_board::{Capabilities, GrantLedger, RunId, TenantId};
+use corkboard_config::{GatewayMode, Settings};
 use corkboard_gateway::{Binding, Gateway, GatewayParts, MemoryLedger, Registration};
 use corkboard_grants::{GrantRequest, GrantService, MemoryRegistry, TokenRegistry};
 use corkboard_mcp::SessionKey;
-use corkboard_server::Settings;
 use corkboard_server::audit::AuditWriter;
-use corkboard_server::settings::GatewayMode;
 use futures_util::FutureExt;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -99,7 +98,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         None => corkboard_gateway::api::generated_run_id()?,
     };
     let caps = Capabilities::parse_csv(&args.caps).context("--caps")?;
-    let ttl = corkboard_server::admin::parse_ttl(&args.ttl).context("--ttl")?;
+    let ttl = corkboard_board::parse_ttl(&args.ttl).context("--ttl")?;
     let settings = args.config.load()?;
     // The gateway's request log would interleave with CMD's own output;
     // it is shown only when asked for.
@@ -139,8 +138,8 @@ struct LocalBoard {
 async fn local_board(settings: &Settings, explicit_dir: bool) -> LocalBoard {
     let timeout = Duration::from_millis(settings.store_timeout_ms);
     let reason = if explicit_dir || settings.data_dir.is_dir() {
-        match corkboard_server::state::open_store(settings).await {
-            Ok(store) => match corkboard_server::state::open_registry(settings, &store).await {
+        match crate::compose::open_store(settings).await {
+            Ok(store) => match crate::compose::open_registry(settings, &store).await {
                 Ok(registry) => {
                     let ledger: Arc<dyn GrantLedger> = store.clone();
                     let audit = AuditWriter::spawn(store.clone());
@@ -180,8 +179,8 @@ async fn in_process(
     // One run needs no shared port: its gateway always has a port of its own.
     settings.gateway_mode = GatewayMode::Dedicated;
     let board = local_board(&settings, explicit_dir).await;
-    let config = corkboard_gateway::runner::gateway_config(&settings, SessionKey::generate(), None);
-    let limiter = corkboard_gateway::runner::rate_limiter(&settings, config.rate_limit)?;
+    let config = crate::compose::gateway_config(&settings, SessionKey::generate(), None);
+    let limiter = crate::compose::rate_limiter(&settings, config.rate_limit)?;
     let gateway = Gateway::start(
         config,
         GatewayParts {

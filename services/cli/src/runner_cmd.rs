@@ -4,10 +4,9 @@
 //! (`gateway_mode`). Runs until SIGINT/SIGTERM, then drains every run.
 
 use crate::cli::RoleArgs;
+use crate::compose::SecretPolicy;
 use actix_web::{App, HttpServer, web};
 use anyhow::{Context, Result};
-use corkboard_gateway::Runner;
-use corkboard_server::{AppState, SecretPolicy};
 use corkboard_telemetry::HttpTelemetry;
 use std::io::Write;
 use std::process::ExitCode;
@@ -26,10 +25,15 @@ pub fn run(args: RoleArgs) -> Result<ExitCode> {
     let bound = listener.local_addr()?;
     settings.listen = bound;
     actix_web::rt::System::new().block_on(async move {
-        let state = AppState::build(settings, SecretPolicy::MustExist).await?;
-        let runner = Runner::start(&state).await.context("starting the runner")?;
+        let state = crate::compose::app_state(settings, SecretPolicy::MustExist).await?;
+        let runner = crate::compose::start_runner(&state)
+            .await
+            .context("starting the runner")?;
         let api = runner.api();
         let data = web::Data::new(state.clone());
+        // The register API accepts what the server's admin API accepts
+        // (bearer JWT, or a web session signed with the shared key).
+        let authenticator = state.authenticator();
         let metrics = state.metrics.clone();
         let server = HttpServer::new(move || {
             let api = api.clone();
@@ -39,6 +43,7 @@ pub fn run(args: RoleArgs) -> Result<ExitCode> {
                         .without_spans_for(["/healthz", "/readyz", "/metrics"]),
                 )
                 .app_data(data.clone())
+                .app_data(authenticator.clone())
                 .configure(move |cfg| api.configure(cfg))
                 .configure(corkboard_server::health::configure)
                 .configure(corkboard_server::metrics_route)

@@ -2,9 +2,10 @@
 //! SIGINT/SIGTERM, then drain in-flight requests.
 
 use crate::cli::RoleArgs;
+use crate::compose::SecretPolicy;
 use actix_web::{App, HttpServer, web};
 use anyhow::{Context, Result};
-use corkboard_server::{AppState, SecretPolicy};
+use corkboard_server::AppState;
 use corkboard_telemetry::HttpTelemetry;
 use std::io::Write;
 use std::process::ExitCode;
@@ -41,14 +42,14 @@ pub fn run(args: RoleArgs, role: Role) -> Result<ExitCode> {
     let bound = listener.local_addr()?;
     settings.listen = bound;
     actix_web::rt::System::new().block_on(async move {
-        let state = AppState::build(settings, policy).await?;
+        let state = crate::compose::app_state(settings, policy).await?;
         // ---- runner (corkboard-gateway, issue 10): `serve` hosts the
         // register API (/v1/runs) and dedicated-port run gateways
         // in-process. Its routes go before `corkboard_server::routes`,
         // whose /v1 scope answers 404 for paths it does not know.
         let runner = match role {
             Role::Serve => Some(
-                corkboard_gateway::Runner::start(&state)
+                crate::compose::start_runner(&state)
                     .await
                     .context("starting the runner")?,
             ),
@@ -57,6 +58,9 @@ pub fn run(args: RoleArgs, role: Role) -> Result<ExitCode> {
         let runner_api = runner.as_ref().map(corkboard_gateway::Runner::api);
         // ---- end runner
         let data = web::Data::new(state.clone());
+        // Who may call the register API mounted beside the admin API: the
+        // same admins (bearer JWT or web session).
+        let authenticator = state.authenticator();
         let metrics = state.metrics.clone();
         // Nagle off: a response written in more than one chunk must not
         // wait for the client's delayed ACK (a 40 ms p50 under load).
@@ -68,6 +72,7 @@ pub fn run(args: RoleArgs, role: Role) -> Result<ExitCode> {
                         .without_spans_for(["/healthz", "/readyz", "/metrics"]),
                 )
                 .app_data(data.clone())
+                .app_data(authenticator.clone())
                 .configure(move |cfg| {
                     if let Some(api) = &runner_api {
                         api.configure(cfg); // runner (see above)
@@ -121,10 +126,10 @@ pub fn run(args: RoleArgs, role: Role) -> Result<ExitCode> {
 /// `--check-config`: prints the effective configuration (secrets redacted)
 /// and, for cluster roles, checks that the secret files it names can be
 /// read, so a bad Secret mount fails here rather than at start-up.
-pub fn check_config(settings: &corkboard_server::Settings, cluster_role: bool) -> Result<ExitCode> {
+pub fn check_config(settings: &corkboard_config::Settings, cluster_role: bool) -> Result<ExitCode> {
     if cluster_role {
-        corkboard_server::state::admin_verifier(settings, SecretPolicy::MustExist)?;
-        corkboard_server::state::session_key(settings, SecretPolicy::MustExist)?;
+        crate::compose::admin_verifier(settings, SecretPolicy::MustExist)?;
+        crate::compose::session_key(settings, SecretPolicy::MustExist)?;
     }
     write!(std::io::stdout(), "{}", settings.to_redacted_toml())?;
     Ok(ExitCode::SUCCESS)

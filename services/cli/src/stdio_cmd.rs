@@ -28,19 +28,19 @@
 //!   client is `corkboard_mcp::client`; this file only configures it.
 
 use crate::cli::ConfigArgs;
+use crate::compose::{open_registry, open_store};
 use anyhow::{Context as _, Result, bail};
 use async_trait::async_trait;
 use clap::{Args, Subcommand};
 use corkboard_board::IssueStore;
+use corkboard_config::Settings;
 use corkboard_grants::RunToken;
 use corkboard_mcp::client::{ClientOptions, Credential, StreamableHttpClient, relay_stdio};
 use corkboard_mcp::{
     AuthRejection, Authenticate, Engine, Principal, Refusal, ServerIdentity, StdioOptions,
     ToolBackend, ToolCall, ToolOutput, ToolSet, serve_stdio,
 };
-use corkboard_server::Settings;
 use corkboard_server::audit::AuditWriter;
-use corkboard_server::state::{open_registry, open_store};
 use corkboard_tools::{BoardTools, ResolvedGrant};
 use std::process::ExitCode;
 use std::sync::Arc;

@@ -5,17 +5,17 @@
 //! - `GET /v1/runs[?tenant=T]` → the runs active on this runner;
 //! - `DELETE /v1/runs/{tenant}/{run}` → revoke, drain, stop.
 //!
-//! Callers authenticate with an admin JWT (`AdminAuth`) that may manage
-//! the tenant (platform admins, or the tenant's own admin): orchestrators
-//! use a service token minted with `corkboard admin token`.
+//! Callers authenticate with an admin JWT (`AdminAuth`, through the
+//! `AdminAuthenticator` the app registers) that may manage the tenant
+//! (platform admins, or the tenant's own admin): orchestrators use a
+//! service token minted with `corkboard admin token`.
 
 use crate::error::GatewayError;
 use crate::gateway::Gateway;
 use actix_web::{HttpResponse, web};
+use corkboard_api::{AdminAuth, ApiError};
 use corkboard_board::{Capabilities, RunId, TenantId};
 use corkboard_grants::{AdminPrincipal, GrantRequest};
-use corkboard_server::ApiError;
-use corkboard_server::auth::AdminAuth;
 use serde::Deserialize;
 use serde_json::json;
 use std::time::Duration;
@@ -23,7 +23,7 @@ use std::time::Duration;
 /// Default run lifetime when the request names none.
 const DEFAULT_TTL: Duration = Duration::from_secs(3600);
 
-/// Mounts the register API. Register it before `corkboard_server::routes`:
+/// Mounts the register API. Register it before the control plane's routes:
 /// the server's `/v1` scope answers 404 for every path it does not know.
 pub fn configure(cfg: &mut web::ServiceConfig, gateway: Gateway) {
     cfg.service(
@@ -94,7 +94,7 @@ async fn register(
         ttl: body
             .ttl
             .as_deref()
-            .map(corkboard_server::admin::parse_ttl)
+            .map(corkboard_board::parse_ttl)
             .transpose()?
             .unwrap_or(DEFAULT_TTL),
         created_by: auth.0.subject.clone(),

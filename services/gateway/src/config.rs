@@ -2,7 +2,7 @@
 
 use crate::limiter::RateLimit;
 use corkboard_mcp::SessionKey;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 /// Where a run's MCP endpoint lives.
@@ -87,6 +87,27 @@ impl GatewayConfig {
             }
         });
         Self::new(ListenerMode::Dedicated { bind, advertise }, session_key)
+    }
+
+    /// Routes on the shared port bound at `listen`, handed out under
+    /// `public_url`, or without one under the advertised host (a sandbox
+    /// cannot use `0.0.0.0`; `127.0.0.1` when binding every interface) on
+    /// the bound port.
+    pub fn shared(
+        listen: SocketAddr,
+        advertise: Option<String>,
+        public_url: Option<String>,
+        session_key: SessionKey,
+    ) -> Self {
+        let base_url = public_url.unwrap_or_else(|| {
+            let host = match advertise {
+                Some(host) => host,
+                None if listen.ip().is_unspecified() => "127.0.0.1".to_owned(),
+                None => host_of_ip(listen.ip()),
+            };
+            format!("http://{host}:{}", listen.port())
+        });
+        Self::new(ListenerMode::Shared { base_url }, session_key)
     }
 
     /// Host names the MCP endpoint must accept in `Host`: the configured

@@ -46,4 +46,4 @@ pub use gateway::{Gateway, GatewayParts, GatewayStats, RevokeReport, RunInfo};
 pub use key::RunKey;
 pub use limiter::{LocalRateLimiter, RateLimit, RateLimited, RateLimiter, RedisRateLimiter};
 pub use registration::Registration;
-pub use runner::{Runner, RunnerApi};
+pub use runner::{Runner, RunnerApi, RunnerParts};

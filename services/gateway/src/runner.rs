@@ -1,26 +1,52 @@
-//! The runner role assembled from the control plane's [`AppState`]: what
-//! `corkboard runner` runs, and what `corkboard serve` mounts in-process.
+//! The runner role assembled from its parts: what `corkboard runner` runs,
+//! and what `corkboard serve` mounts in-process. Which store, registry and
+//! rate limiter the parts are is the binary's decision (its composition
+//! root, `services/cli/src/compose.rs`); the runner takes them typed.
 
 use crate::binding::Binding;
 use crate::config::{GatewayConfig, ListenerMode};
 use crate::error::GatewayError;
 use crate::gateway::{Gateway, GatewayParts};
-use crate::limiter::{LocalRateLimiter, RateLimit, RateLimiter, RedisRateLimiter};
+use crate::limiter::RateLimiter;
 use actix_web::dev::ServerHandle;
 use actix_web::{App, HttpResponse, HttpServer, web};
 use corkboard_board::IssueStore;
-use corkboard_mcp::SessionKey;
-use corkboard_server::AppState;
-use corkboard_server::settings::{GatewayMode, RegistryKind, Settings};
+use corkboard_grants::GrantService;
+use corkboard_mcp::SessionEnds;
+use corkboard_telemetry::Metrics;
+use corkboard_tools::AuditSink;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Bound on one rate-limit call to Redis.
-const LIMITER_TIMEOUT: Duration = Duration::from_secs(1);
+/// What a [`Runner`] serves its runs with.
+pub struct RunnerParts {
+    /// The board the runs' tools read and write.
+    pub store: Arc<dyn IssueStore>,
+    /// Issues and revokes the runs' grants; its registry resolves tokens.
+    pub grants: GrantService,
+    /// Where tool calls are accounted (audit records, live board events).
+    pub tool_audit: Arc<dyn AuditSink>,
+    pub metrics: Metrics,
+    /// Ended legacy sessions, shared with the other replicas.
+    pub session_ends: Arc<dyn SessionEnds>,
+    /// The per-run rate limiter (refusals are counted in `metrics`).
+    pub limiter: Arc<dyn RateLimiter>,
+    /// Shared mode: the shared gateway port, bound by the caller so that
+    /// port 0 is resolved before the configuration's base URL is written.
+    pub shared_listener: Option<std::net::TcpListener>,
+}
+
+impl std::fmt::Debug for RunnerParts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunnerParts")
+            .field("shared_listener", &self.shared_listener)
+            .finish_non_exhaustive()
+    }
+}
 
 /// A running runner: the gateway and, in shared mode, the HTTP server of
-/// the shared gateway port. Audit records go to the state's audit writer,
+/// the shared gateway port. Audit records go to the parts' audit sink,
 /// which its owner closes.
 pub struct Runner {
     gateway: Gateway,
@@ -36,70 +62,10 @@ impl std::fmt::Debug for Runner {
     }
 }
 
-/// The gateway configuration `settings` describe. `shared_addr` is the
-/// bound shared port (port 0 resolved), for the default base URL.
-pub fn gateway_config(
-    settings: &Settings,
-    session_key: SessionKey,
-    shared_addr: Option<SocketAddr>,
-) -> GatewayConfig {
-    let mut config = match settings.gateway_mode {
-        GatewayMode::Dedicated => GatewayConfig::dedicated(
-            settings.gateway_bind,
-            settings.gateway_advertise.clone(),
-            session_key,
-        ),
-        GatewayMode::Shared => {
-            let listen = shared_addr.unwrap_or(settings.gateway_listen);
-            // Without a public URL: the advertised host (a sandbox cannot
-            // use `0.0.0.0`) on the bound port.
-            let host = match &settings.gateway_advertise {
-                Some(host) => host.clone(),
-                None if listen.ip().is_unspecified() => "127.0.0.1".to_owned(),
-                None => crate::config::host_of_ip(listen.ip()),
-            };
-            let base_url = settings
-                .gateway_public_url
-                .clone()
-                .unwrap_or_else(|| format!("http://{host}:{}", listen.port()));
-            GatewayConfig::new(ListenerMode::Shared { base_url }, session_key)
-        }
-    };
-    config.rate_limit = RateLimit {
-        per_second: settings.rate_limit_per_second,
-        burst: settings.rate_limit_burst,
-    };
-    config.max_body_bytes = settings.max_body_bytes;
-    config.store_timeout = Duration::from_millis(settings.store_timeout_ms);
-    config.allowed_hosts = settings.allowed_hosts.clone();
-    config.allowed_origins = settings.allowed_origins.clone();
-    config
-}
-
-/// The per-run rate limiter `settings` call for: in Redis when the registry
-/// is (runner pods share the budget), in memory otherwise.
-pub fn rate_limiter(
-    settings: &Settings,
-    limit: RateLimit,
-) -> Result<Arc<dyn RateLimiter>, GatewayError> {
-    match settings.registry {
-        RegistryKind::Memory => Ok(Arc::new(LocalRateLimiter::new(limit))),
-        RegistryKind::Redis => {
-            let urls: Vec<String> = settings.redis_urls();
-            Ok(Arc::new(RedisRateLimiter::new(
-                limit,
-                &urls,
-                &settings.redis_key_prefix,
-                LIMITER_TIMEOUT,
-            )?))
-        }
-    }
-}
-
 /// Counts every refusal of the run's rate limiter in the process metrics.
 struct CountingLimiter {
     inner: Arc<dyn RateLimiter>,
-    metrics: corkboard_telemetry::Metrics,
+    metrics: Metrics,
 }
 
 #[async_trait::async_trait]
@@ -118,67 +84,77 @@ impl RateLimiter for CountingLimiter {
 }
 
 impl Runner {
-    /// Starts the gateway over `state` (its store, grants, registry and
-    /// session key) and, in shared mode, the shared gateway port. Must run
-    /// inside an actix `System`.
-    pub async fn start(state: &AppState) -> Result<Self, GatewayError> {
-        let settings = &state.settings;
-        let session_key =
-            SessionKey::new(state.session_key.to_vec()).map_err(|e| GatewayError::Config {
-                key: "session_key_file",
-                reason: e.to_string(),
-            })?;
-        let shared_listener = match settings.gateway_mode {
-            GatewayMode::Shared => {
-                let addr = settings.gateway_listen;
-                let listener = std::net::TcpListener::bind(addr)
-                    .map_err(|source| GatewayError::Bind { addr, source })?;
-                let bound = listener
-                    .local_addr()
-                    .map_err(|source| GatewayError::Bind { addr, source })?;
+    /// Starts the gateway of `config` over `parts` and, in shared mode,
+    /// the HTTP server of the shared gateway port. Must run inside an actix
+    /// `System`.
+    pub async fn start(config: GatewayConfig, parts: RunnerParts) -> Result<Self, GatewayError> {
+        let RunnerParts {
+            store,
+            grants,
+            tool_audit,
+            metrics,
+            session_ends,
+            limiter,
+            shared_listener,
+        } = parts;
+        let shared_listener = match (&config.mode, shared_listener) {
+            (ListenerMode::Shared { .. }, Some(listener)) => {
+                let bound = listener.local_addr().map_err(|e| GatewayError::Config {
+                    key: "gateway_listen",
+                    reason: e.to_string(),
+                })?;
                 Some((listener, bound))
             }
-            GatewayMode::Dedicated => None,
+            (ListenerMode::Dedicated { .. }, None) => None,
+            (ListenerMode::Shared { .. }, None) => {
+                return Err(GatewayError::Config {
+                    key: "gateway_listen",
+                    reason: "shared mode needs the bound shared gateway port".into(),
+                });
+            }
+            (ListenerMode::Dedicated { .. }, Some(_)) => {
+                return Err(GatewayError::Config {
+                    key: "gateway_mode",
+                    reason: "dedicated mode serves no shared gateway port".into(),
+                });
+            }
         };
-        let config = gateway_config(settings, session_key, shared_listener.as_ref().map(|l| l.1));
-        let store: Arc<dyn IssueStore> = state.store.clone();
         let binding = Binding::new(
             store,
-            state.grants.registry().clone(),
-            state.tool_audit.clone(),
+            grants.registry().clone(),
+            tool_audit,
             config.store_timeout,
         )
-        .with_metrics(state.metrics.clone());
+        .with_metrics(metrics.clone());
         let limiter: Arc<dyn RateLimiter> = Arc::new(CountingLimiter {
-            inner: rate_limiter(settings, config.rate_limit)?,
-            metrics: state.metrics.clone(),
+            inner: limiter,
+            metrics: metrics.clone(),
         });
         let gateway = Gateway::start(
             config,
             GatewayParts {
-                grants: state.grants.clone(),
+                grants,
                 binding,
                 limiter,
                 actor_arbiter: None,
-                session_ends: Some(state.session_ends.clone()),
-                metrics: Some(state.metrics.clone()),
+                session_ends: Some(session_ends),
+                metrics: Some(metrics.clone()),
             },
         )?;
         // Active runs, as the process's gauge (read once a second).
         let observed = gateway.clone();
-        let metrics = state.metrics.clone();
+        let gauge = metrics.clone();
         actix_rt::spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_secs(1));
             loop {
                 tick.tick().await;
                 let runs = i64::try_from(observed.stats().runs).unwrap_or(i64::MAX);
-                metrics.active_runs().set(runs);
+                gauge.active_runs().set(runs);
             }
         });
         let shared = match shared_listener {
             Some((listener, bound)) => {
                 let routes = gateway.clone();
-                let metrics = state.metrics.clone();
                 let server = HttpServer::new(move || {
                     let routes = routes.clone();
                     App::new()
@@ -247,8 +223,9 @@ pub struct RunnerApi {
 }
 
 impl RunnerApi {
-    /// Mounts `/v1/runs`; see [`crate::api`]. Mount it before
-    /// `corkboard_server::routes`.
+    /// Mounts `/v1/runs`; see [`crate::api`]. Mount it before the control
+    /// plane's routes, and register a `web::Data<dyn AdminAuthenticator>`
+    /// (`corkboard_api`) in the app: it decides who may call.
     pub fn configure(&self, cfg: &mut web::ServiceConfig) {
         crate::api::configure(cfg, self.gateway.clone());
     }

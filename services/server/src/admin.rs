@@ -5,14 +5,14 @@
 //! before touching the store. Grants or issues of another tenant answer 404,
 //! so their existence is not revealed.
 
-use crate::auth::AdminAuth;
-use crate::error::ApiError;
 use crate::state::AppState;
+use crate::web::WebAuth;
 use actix_web::{HttpResponse, web};
+use corkboard_api::ApiError;
 use corkboard_board::{
     AuditQuery, Capabilities, GrantEvent, GrantId, IssueId, IssuePatch, IssueState, Label,
     LabelFilter, Labels, ListQuery, Priority, RunId, TenantId, Timestamp, Title, ValidationError,
-    limits,
+    limits, parse_ttl,
 };
 use corkboard_grants::{AdminPrincipal, GrantRequest};
 use serde::Deserialize;
@@ -69,7 +69,7 @@ async fn vocabulary() -> HttpResponse {
     HttpResponse::Ok().json(corkboard_tools::vocabulary())
 }
 
-async fn me(auth: AdminAuth) -> HttpResponse {
+async fn me(auth: WebAuth) -> HttpResponse {
     let p = &auth.0;
     HttpResponse::Ok().json(json!({
         "subject": p.subject,
@@ -98,23 +98,6 @@ fn tenant_for_write(p: &AdminPrincipal, raw: &str) -> Result<TenantId, ApiError>
     Ok(tenant)
 }
 
-/// A duration like `90s`, `15m`, `1h`, `7d`.
-pub fn parse_ttl(text: &str) -> Result<Duration, ValidationError> {
-    let bad = || ValidationError::new("ttl", "expected a duration like 90s, 15m, 1h or 7d");
-    let text = text.trim();
-    let split = text.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
-    let (n, unit) = text.split_at(split);
-    let n: u64 = n.parse().map_err(|_| bad())?;
-    let secs = match unit {
-        "s" => n,
-        "m" => n.saturating_mul(60),
-        "h" => n.saturating_mul(3600),
-        "d" => n.saturating_mul(86_400),
-        _ => return Err(bad()),
-    };
-    Ok(Duration::from_secs(secs))
-}
-
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct CreateGrantBody {
@@ -126,7 +109,7 @@ struct CreateGrantBody {
 
 async fn create_grant(
     state: web::Data<AppState>,
-    auth: AdminAuth,
+    auth: WebAuth,
     path: web::Path<String>,
     body: web::Json<CreateGrantBody>,
 ) -> Result<HttpResponse, ApiError> {
@@ -187,7 +170,7 @@ fn grant_json(event: &GrantEvent) -> serde_json::Value {
 
 async fn list_grants(
     state: web::Data<AppState>,
-    auth: AdminAuth,
+    auth: WebAuth,
     path: web::Path<String>,
     params: web::Query<GrantListParams>,
 ) -> Result<HttpResponse, ApiError> {
@@ -227,7 +210,7 @@ async fn grant_of_tenant(
 
 async fn get_grant(
     state: web::Data<AppState>,
-    auth: AdminAuth,
+    auth: WebAuth,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
     let (tenant, grant) = path.into_inner();
@@ -238,7 +221,7 @@ async fn get_grant(
 
 async fn revoke_grant(
     state: web::Data<AppState>,
-    auth: AdminAuth,
+    auth: WebAuth,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
     let (tenant, grant) = path.into_inner();
@@ -255,7 +238,7 @@ async fn revoke_grant(
 
 async fn revoke_run(
     state: web::Data<AppState>,
-    auth: AdminAuth,
+    auth: WebAuth,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
     let (tenant, run) = path.into_inner();
@@ -334,7 +317,7 @@ impl IssueListParams {
 
 async fn list_issues(
     state: web::Data<AppState>,
-    auth: AdminAuth,
+    auth: WebAuth,
     path: web::Path<String>,
     params: web::Query<IssueListParams>,
 ) -> Result<HttpResponse, ApiError> {
@@ -346,7 +329,7 @@ async fn list_issues(
 
 async fn get_issue(
     state: web::Data<AppState>,
-    auth: AdminAuth,
+    auth: WebAuth,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
     let (tenant, issue) = path.into_inner();
@@ -371,7 +354,7 @@ struct UpdateIssueBody {
 
 async fn update_issue(
     state: web::Data<AppState>,
-    auth: AdminAuth,
+    auth: WebAuth,
     path: web::Path<(String, String)>,
     body: web::Json<UpdateIssueBody>,
 ) -> Result<HttpResponse, ApiError> {
@@ -404,7 +387,7 @@ struct AuditParams {
 
 async fn list_audit(
     state: web::Data<AppState>,
-    auth: AdminAuth,
+    auth: WebAuth,
     path: web::Path<String>,
     params: web::Query<AuditParams>,
 ) -> Result<HttpResponse, ApiError> {
@@ -417,18 +400,4 @@ async fn list_audit(
     };
     let records = state.store.list_audit(&tenant, &query).await?;
     Ok(HttpResponse::Ok().json(json!({ "records": records })))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ttl_parses_units() {
-        assert_eq!(parse_ttl("90s").unwrap(), Duration::from_secs(90));
-        assert_eq!(parse_ttl("2h").unwrap(), Duration::from_secs(7200));
-        assert!(parse_ttl("2").is_err());
-        assert!(parse_ttl("h").is_err());
-        assert!(parse_ttl("5y").is_err());
-    }
 }

@@ -1,27 +1,25 @@
 //! The Corkboard control plane as an actix-web application: the admin and
 //! board API under `/v1/`, the studio MCP endpoint at `/mcp`, `/healthz`
-//! and `/readyz`, built from typed [`Settings`].
+//! and `/readyz`, built from typed settings (`corkboard-config`) and the
+//! parts the binary opened ([`AppParts`]).
 //!
-//! The binary (`services/cli`) owns processes, signals and listeners; this
+//! The binary (`services/cli`) owns processes, signals and listeners, and
+//! decides which store, registry and secrets a configuration selects; this
 //! crate owns what the HTTP surface means.
 
 #![forbid(unsafe_code)]
 
 pub mod admin;
 pub mod audit;
-pub mod auth;
-pub mod error;
 pub mod health;
 pub mod metered;
-pub mod secrets;
 pub mod session_ends;
-pub mod settings;
 pub mod state;
+#[cfg(test)]
+mod testing;
 pub mod web;
 
-pub use error::ApiError;
-pub use settings::Settings;
-pub use state::{AppState, SecretPolicy, StartError};
+pub use state::{AppParts, AppState, StartError};
 
 /// Mounts every route of the control plane.
 pub fn routes(cfg: &mut actix_web::web::ServiceConfig) {

@@ -11,10 +11,10 @@
 use super::WebState;
 use super::events::{BoardEvent, EventStream};
 use super::session::WebAuth;
-use crate::error::ApiError;
 use actix_web::http::header;
 use actix_web::web::Bytes;
 use actix_web::{HttpResponse, web};
+use corkboard_api::ApiError;
 use corkboard_board::TenantId;
 use futures_util::StreamExt;
 use std::convert::Infallible;

@@ -26,12 +26,12 @@ pub use events::{
 pub use session::{Session, WebAuth, authenticate};
 pub use signin::SigninCodes;
 
-use crate::error::ApiError;
-use crate::settings::{RegistryKind, Settings};
 use crate::state::StartError;
 use actix_web::dev::Payload;
 use actix_web::{FromRequest, HttpRequest, web};
+use corkboard_api::ApiError;
 use corkboard_board::{Issue, RunId, TenantId};
+use corkboard_config::{RegistryKind, Settings};
 use std::future::{Ready, ready};
 use std::sync::Arc;
 use tokio::sync::watch;

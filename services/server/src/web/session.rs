@@ -15,14 +15,14 @@
 //! without a CORS preflight this server never grants). Bearer requests need
 //! no nonce: browsers never attach bearer credentials on their own.
 
-use crate::auth::bearer;
-use crate::error::ApiError;
 use crate::state::AppState;
 use actix_web::dev::Payload;
 use actix_web::http::{Method, header};
 use actix_web::{FromRequest, HttpRequest, web};
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use corkboard_api::ApiError;
+use corkboard_api::bearer;
 use corkboard_board::{TenantId, Timestamp};
 use corkboard_grants::{AdminPrincipal, AdminRole};
 use hmac::digest::KeyInit;

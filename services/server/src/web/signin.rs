@@ -7,12 +7,12 @@ use super::pages::{no_store, signin_error_page};
 use super::session::{
     MAX_SESSION, Session, WebAuth, authenticate, clear_cookie, now_secs, session_of, set_cookie,
 };
-use crate::error::ApiError;
 use crate::state::AppState;
 use actix_web::http::header;
 use actix_web::{HttpRequest, HttpResponse, web};
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use corkboard_api::ApiError;
 use corkboard_board::{TenantId, Timestamp};
 use corkboard_grants::{AdminPrincipal, AdminRole};
 use rand::RngCore;

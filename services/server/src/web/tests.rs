@@ -3,7 +3,7 @@
 //! the event stream.
 
 use super::*;
-use crate::state::{AppState, SecretPolicy, admin_minter};
+use crate::state::AppState;
 use actix_web::body::MessageBody;
 use actix_web::dev::ServiceResponse;
 use actix_web::http::{Method, StatusCode, header};
@@ -25,9 +25,7 @@ async fn fixture_with(configure: impl FnOnce(&mut Settings)) -> Fixture {
         ..Settings::default()
     };
     configure(&mut settings);
-    let state = AppState::build(settings, SecretPolicy::CreateIfMissing)
-        .await
-        .unwrap();
+    let state = AppState::for_tests(settings);
     // The application's own web state: the one its handlers use.
     let web = state.web.clone();
     Fixture {
@@ -56,8 +54,8 @@ macro_rules! app {
 impl Fixture {
     fn jwt(&self, role: AdminRole, tenant: Option<&str>) -> String {
         let tenant = tenant.map(|t| TenantId::parse(t).unwrap());
-        admin_minter(&self.state.settings)
-            .unwrap()
+        self.state
+            .test_minter()
             .mint("alice", role, tenant.as_ref(), Duration::from_secs(600))
             .unwrap()
     }

@@ -1,5 +1,5 @@
-//! The server's one error type and its one mapping to HTTP: every refusal
-//! of the admin and board APIs leaves as the same JSON envelope
+//! The APIs' one error type and its one mapping to HTTP: every refusal
+//! of the admin, board and register APIs leaves as the same JSON envelope
 //! `{"error": {"code": "...", "message": "...", "details": ...}}` with a
 //! stable machine-readable `code`.
 

@@ -5,13 +5,13 @@
 //! to a default), every error names the key, and secrets never reach logs:
 //! they are held as [`Secret`] whose `Debug`/`Serialize` print `<redacted>`.
 
+use crate::error::ConfigError;
 use figment::Figment;
 use figment::providers::{Format, Serialized, Toml};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
-use thiserror::Error;
 
 /// Where issues, grants and audit records live.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -181,17 +181,6 @@ impl Default for Settings {
 /// Keys whose environment value is a comma-separated list.
 const LIST_KEYS: &[&str] = &["allowed_origins", "allowed_hosts"];
 
-/// A configuration that could not be loaded, naming the key or file.
-#[derive(Debug, Error)]
-pub enum SettingsError {
-    #[error("config file {path}: {reason}")]
-    File { path: PathBuf, reason: String },
-    #[error("configuration key `{key}`: {reason}")]
-    Key { key: String, reason: String },
-    #[error("configuration: {0}")]
-    Other(String),
-}
-
 impl Settings {
     /// The names of every key (for env lookup and documentation).
     pub fn keys() -> Vec<String> {
@@ -206,7 +195,7 @@ impl Settings {
     pub fn load(
         file: Option<&Path>,
         overrides: serde_json::Map<String, serde_json::Value>,
-    ) -> Result<Self, SettingsError> {
+    ) -> Result<Self, ConfigError> {
         Self::load_with_env(file, overrides, std::env::vars())
     }
 
@@ -215,22 +204,22 @@ impl Settings {
         file: Option<&Path>,
         overrides: serde_json::Map<String, serde_json::Value>,
         env: impl IntoIterator<Item = (String, String)>,
-    ) -> Result<Self, SettingsError> {
+    ) -> Result<Self, ConfigError> {
         let mut figment = Figment::from(Serialized::defaults(Settings::default()));
         let known = Self::keys();
         if let Some(path) = file {
-            let text = std::fs::read_to_string(path).map_err(|e| SettingsError::File {
+            let text = std::fs::read_to_string(path).map_err(|e| ConfigError::File {
                 path: path.to_owned(),
                 reason: e.to_string(),
             })?;
             // Parse here first: figment reports file errors without the
             // path, and unknown keys are clearer when the file is named.
-            let table = toml::from_str::<toml::Table>(&text).map_err(|e| SettingsError::File {
+            let table = toml::from_str::<toml::Table>(&text).map_err(|e| ConfigError::File {
                 path: path.to_owned(),
                 reason: e.to_string(),
             })?;
             if let Some(bad) = table.keys().find(|k| !known.contains(k)) {
-                return Err(SettingsError::File {
+                return Err(ConfigError::File {
                     path: path.to_owned(),
                     reason: format!("unknown key `{bad}`"),
                 });
@@ -269,9 +258,9 @@ impl Settings {
             let key = e.path.join(".");
             let reason = e.kind.to_string();
             if key.is_empty() {
-                SettingsError::Other(reason)
+                ConfigError::Other(reason)
             } else {
-                SettingsError::Key { key, reason }
+                ConfigError::Key { key, reason }
             }
         })?;
         settings.check()?;
@@ -279,8 +268,8 @@ impl Settings {
     }
 
     /// Rules that span keys.
-    pub fn check(&self) -> Result<(), SettingsError> {
-        let key = |key: &str, reason: &str| SettingsError::Key {
+    pub fn check(&self) -> Result<(), ConfigError> {
+        let key = |key: &str, reason: &str| ConfigError::Key {
             key: key.into(),
             reason: reason.into(),
         };

@@ -1,27 +1,13 @@
 //! Secret files: signing keys that live next to the data, never in logs.
 
+use crate::error::ConfigError;
 use std::io::Write;
 use std::path::Path;
-use thiserror::Error;
-
-#[derive(Debug, Error)]
-pub enum SecretFileError {
-    #[error("{key}: cannot read secret file {path}: {reason}")]
-    Read {
-        key: &'static str,
-        path: String,
-        reason: String,
-    },
-    #[error("{key}: secret file {path} is empty")]
-    Empty { key: &'static str, path: String },
-    #[error("cannot create secret file {path}: {reason}")]
-    Create { path: String, reason: String },
-}
 
 /// Reads a secret file (trailing newline ignored). `key` names the setting
 /// that pointed here, so the error tells the operator what to fix.
-pub fn read_secret(key: &'static str, path: &Path) -> Result<Vec<u8>, SecretFileError> {
-    let mut bytes = std::fs::read(path).map_err(|e| SecretFileError::Read {
+pub fn read_secret(key: &'static str, path: &Path) -> Result<Vec<u8>, ConfigError> {
+    let mut bytes = std::fs::read(path).map_err(|e| ConfigError::SecretRead {
         key,
         path: path.display().to_string(),
         reason: e.to_string(),
@@ -30,7 +16,7 @@ pub fn read_secret(key: &'static str, path: &Path) -> Result<Vec<u8>, SecretFile
         bytes.pop();
     }
     if bytes.is_empty() {
-        return Err(SecretFileError::Empty {
+        return Err(ConfigError::SecretEmpty {
             key,
             path: path.display().to_string(),
         });
@@ -40,11 +26,11 @@ pub fn read_secret(key: &'static str, path: &Path) -> Result<Vec<u8>, SecretFile
 
 /// Creates `path` with 32 random bytes (hex) and mode 0600 unless it
 /// exists. Returns whether it was created.
-pub fn ensure_secret(path: &Path) -> Result<bool, SecretFileError> {
+pub fn ensure_secret(path: &Path) -> Result<bool, ConfigError> {
     if path.exists() {
         return Ok(false);
     }
-    let fail = |e: std::io::Error| SecretFileError::Create {
+    let fail = |e: std::io::Error| ConfigError::SecretCreate {
         path: path.display().to_string(),
         reason: e.to_string(),
     };

@@ -1,0 +1,391 @@
+//! The composition root: which store, registry, secrets and session store
+//! a configuration selects, opened and handed as typed parts to the control
+//! plane ([`AppState::new`]) and to the runner ([`Runner::start`]).
+//!
+//! This is the one place that reads [`Settings`] to choose backends; the
+//! library crates take what they are given.
+
+use corkboard_board::BoardStore;
+use corkboard_config::{
+    GatewayMode, JwtAlgorithm, RegistryKind, Settings, StoreKind, ensure_secret, read_secret,
+};
+use corkboard_gateway::{
+    GatewayConfig, GatewayError, LocalRateLimiter, RateLimit, RateLimiter, RedisRateLimiter,
+    Runner, RunnerParts,
+};
+use corkboard_grants::RedisConnector;
+use corkboard_grants::{
+    AdminMinter, AdminVerifier, AdminVerifierConfig, JwtError, LedgerRegistry, ReadThroughRegistry,
+    RedisRegistry, RedisRegistryConfig, SigningKey, TokenRegistry, VerifyingKey,
+};
+use corkboard_mcp::{McpSettings, MemorySessionEnds, SessionEnds, SessionKey};
+use corkboard_server::metered::MeteredStore;
+use corkboard_server::session_ends::RedisSessionEnds;
+use corkboard_server::{AppParts, AppState, StartError};
+use corkboard_telemetry::Metrics;
+use corkboard_telemetry::metrics::RegistryCounters;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Bound on one rate-limit call to Redis.
+const LIMITER_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Whether missing signing secrets may be created (embedded `serve`) or
+/// must already exist (cluster roles, where every replica shares them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SecretPolicy {
+    CreateIfMissing,
+    MustExist,
+}
+
+/// The control plane's state as `settings` describe it: the metered store,
+/// the registry over its ledger, the admin verifier and session key (created
+/// for `serve`), the web board's event bus and the ended-session store.
+pub async fn app_state(settings: Settings, policy: SecretPolicy) -> Result<AppState, StartError> {
+    let metrics = Metrics::default();
+    let store: Arc<dyn BoardStore> = Arc::new(MeteredStore::new(
+        open_store(&settings).await?,
+        metrics.clone(),
+    ));
+    let registry = open_registry_metered(&settings, &store, Some(&metrics)).await?;
+    let admin = admin_verifier(&settings, policy)?;
+    let session_key = session_key(&settings, policy)?;
+    let web = corkboard_server::web::WebState::from_settings(&settings)?;
+    let mcp = mcp_settings(&settings, &session_key)?;
+    let session_ends = open_session_ends(&settings)?;
+    Ok(AppState::new(AppParts {
+        settings,
+        metrics,
+        store,
+        registry,
+        admin,
+        session_key,
+        web,
+        session_ends,
+        mcp,
+    }))
+}
+
+/// Starts the runner over `state`'s store, grants, audit sink, metrics and
+/// ended sessions, with the gateway configuration and rate limiter
+/// `state.settings` call for. Binds the shared gateway port first (shared
+/// mode), so that port 0 resolves before any URL is handed out. Must run
+/// inside an actix `System`.
+pub async fn start_runner(state: &AppState) -> Result<Runner, GatewayError> {
+    let settings = &state.settings;
+    let session_key =
+        SessionKey::new(state.session_key.to_vec()).map_err(|e| GatewayError::Config {
+            key: "session_key_file",
+            reason: e.to_string(),
+        })?;
+    let (shared_listener, bound) = match settings.gateway_mode {
+        GatewayMode::Shared => {
+            let addr = settings.gateway_listen;
+            let listener = std::net::TcpListener::bind(addr)
+                .map_err(|source| GatewayError::Bind { addr, source })?;
+            let bound = listener
+                .local_addr()
+                .map_err(|source| GatewayError::Bind { addr, source })?;
+            (Some(listener), Some(bound))
+        }
+        GatewayMode::Dedicated => (None, None),
+    };
+    let config = gateway_config(settings, session_key, bound);
+    let limiter = rate_limiter(settings, config.rate_limit)?;
+    let store: Arc<dyn corkboard_board::IssueStore> = state.store.clone();
+    Runner::start(
+        config,
+        RunnerParts {
+            store,
+            grants: state.grants.clone(),
+            tool_audit: state.tool_audit.clone(),
+            metrics: state.metrics.clone(),
+            session_ends: state.session_ends.clone(),
+            limiter,
+            shared_listener,
+        },
+    )
+    .await
+}
+
+/// The gateway configuration `settings` describe. `shared_addr` is the
+/// bound shared port (port 0 resolved), for the default base URL.
+pub fn gateway_config(
+    settings: &Settings,
+    session_key: SessionKey,
+    shared_addr: Option<SocketAddr>,
+) -> GatewayConfig {
+    let mut config = match settings.gateway_mode {
+        GatewayMode::Dedicated => GatewayConfig::dedicated(
+            settings.gateway_bind,
+            settings.gateway_advertise.clone(),
+            session_key,
+        ),
+        GatewayMode::Shared => GatewayConfig::shared(
+            shared_addr.unwrap_or(settings.gateway_listen),
+            settings.gateway_advertise.clone(),
+            settings.gateway_public_url.clone(),
+            session_key,
+        ),
+    };
+    config.rate_limit = RateLimit {
+        per_second: settings.rate_limit_per_second,
+        burst: settings.rate_limit_burst,
+    };
+    config.max_body_bytes = settings.max_body_bytes;
+    config.store_timeout = Duration::from_millis(settings.store_timeout_ms);
+    config.allowed_hosts = settings.allowed_hosts.clone();
+    config.allowed_origins = settings.allowed_origins.clone();
+    config
+}
+
+/// The per-run rate limiter `settings` call for: in Redis when the registry
+/// is (runner pods share the budget), in memory otherwise.
+pub fn rate_limiter(
+    settings: &Settings,
+    limit: RateLimit,
+) -> Result<Arc<dyn RateLimiter>, GatewayError> {
+    match settings.registry {
+        RegistryKind::Memory => Ok(Arc::new(LocalRateLimiter::new(limit))),
+        RegistryKind::Redis => {
+            let urls: Vec<String> = settings.redis_urls();
+            Ok(Arc::new(RedisRateLimiter::new(
+                limit,
+                &urls,
+                &settings.redis_key_prefix,
+                LIMITER_TIMEOUT,
+            )?))
+        }
+    }
+}
+
+/// Opens the configured board store.
+pub async fn open_store(settings: &Settings) -> Result<Arc<dyn BoardStore>, StartError> {
+    match settings.store {
+        StoreKind::Sqlite => {
+            let store = corkboard_store_sqlite::SqliteStore::open_in_dir(&settings.data_dir)
+                .map_err(|e| StartError::Store(e.to_string()))?;
+            Ok(Arc::new(store))
+        }
+        StoreKind::Mongodb => {
+            let uri = settings.mongodb_uri.as_ref().ok_or(StartError::Setting {
+                key: "mongodb_uri",
+                reason: "required when store = \"mongodb\"".into(),
+            })?;
+            // Lazy: a MongoDB that is down at start-up must not stop the
+            // process; calls answer "board unavailable" until it returns
+            // and /readyz says so.
+            let store = corkboard_store_mongo::MongoStore::connect_lazy(
+                uri.expose(),
+                &settings.mongodb_database,
+                corkboard_store_mongo::MongoOptions::default(),
+            )
+            .await
+            .map_err(|e| StartError::Store(e.to_string()))?;
+            Ok(Arc::new(store))
+        }
+    }
+}
+
+/// Builds the configured token registry over `store`'s ledger, for a
+/// process that resolves a token once per tool call (the stdio server):
+/// the embedded registry reads the ledger every time.
+pub async fn open_registry(
+    settings: &Settings,
+    store: &Arc<dyn BoardStore>,
+) -> Result<Arc<dyn TokenRegistry>, StartError> {
+    open_registry_with(settings, store, None, None).await
+}
+
+/// The registry of a long-running server: as [`open_registry`], with the
+/// embedded registry's short cache of live grants
+/// ([`corkboard_grants::LEDGER_CACHE_TTL`]) and the Redis registry's cache
+/// and error counters exported through `metrics`.
+pub async fn open_registry_metered(
+    settings: &Settings,
+    store: &Arc<dyn BoardStore>,
+    metrics: Option<&Metrics>,
+) -> Result<Arc<dyn TokenRegistry>, StartError> {
+    open_registry_with(
+        settings,
+        store,
+        metrics,
+        Some(corkboard_grants::LEDGER_CACHE_TTL),
+    )
+    .await
+}
+
+async fn open_registry_with(
+    settings: &Settings,
+    store: &Arc<dyn BoardStore>,
+    metrics: Option<&Metrics>,
+    ledger_cache: Option<std::time::Duration>,
+) -> Result<Arc<dyn TokenRegistry>, StartError> {
+    match settings.registry {
+        RegistryKind::Memory => {
+            let ledger: Arc<dyn corkboard_board::GrantLedger> = store.clone();
+            Ok(Arc::new(match ledger_cache {
+                Some(ttl) => LedgerRegistry::cached(ledger, ttl),
+                None => LedgerRegistry::new(ledger),
+            }))
+        }
+        RegistryKind::Redis => {
+            let urls: Vec<String> = settings.redis_urls();
+            let mut config = RedisRegistryConfig::new(urls);
+            config.key_prefix = settings.redis_key_prefix.clone();
+            // Not `connect`: a Redis that is down at start-up must not stop
+            // the process; requests fail closed until it answers (/readyz says so).
+            let registry =
+                RedisRegistry::new(config).map_err(|e| StartError::Registry(e.to_string()))?;
+            if let Some(metrics) = metrics {
+                let stats = registry.stats_handle();
+                metrics.observe_registry(move || {
+                    let s = stats();
+                    RegistryCounters {
+                        cache_hits: s.cache_hits,
+                        cache_misses: s.cache_misses,
+                        redis_errors: s.redis_errors,
+                    }
+                });
+            }
+            // The ledger stays the source of truth: a Redis that restarted
+            // empty is refilled on demand, never trusted to be complete.
+            let ledger: Arc<dyn corkboard_board::GrantLedger> = store.clone();
+            Ok(Arc::new(ReadThroughRegistry::new(registry, ledger)))
+        }
+    }
+}
+
+/// Loads the admin JWT verifier (creating the HS256 secret for `serve`).
+pub fn admin_verifier(
+    settings: &Settings,
+    policy: SecretPolicy,
+) -> Result<AdminVerifier, StartError> {
+    let jwt = |key: &'static str| {
+        move |e: JwtError| StartError::Setting {
+            key,
+            reason: e.to_string(),
+        }
+    };
+    let key = match settings.jwt_algorithm {
+        JwtAlgorithm::HS256 => {
+            let path = settings.jwt_secret_path();
+            if policy == SecretPolicy::CreateIfMissing {
+                ensure_secret(&path)?;
+            }
+            VerifyingKey::hs256_secret_file(&path).map_err(jwt("jwt_secret_file"))?
+        }
+        JwtAlgorithm::RS256 => VerifyingKey::rs256_public_pem_file(public_key_path(settings)?)
+            .map_err(jwt("jwt_public_key_file"))?,
+        JwtAlgorithm::EdDSA => VerifyingKey::eddsa_public_pem_file(public_key_path(settings)?)
+            .map_err(jwt("jwt_public_key_file"))?,
+    };
+    let mut config = AdminVerifierConfig::new(key);
+    config.issuer = settings.jwt_issuer.clone();
+    config.audience = settings.jwt_audience.clone();
+    AdminVerifier::new(config).map_err(jwt("jwt_algorithm"))
+}
+
+fn public_key_path(settings: &Settings) -> Result<&std::path::Path, StartError> {
+    settings
+        .jwt_public_key_file
+        .as_deref()
+        .ok_or(StartError::Setting {
+            key: "jwt_public_key_file",
+            reason: "required when jwt_algorithm is RS256 or EdDSA".into(),
+        })
+}
+
+/// Loads the key `corkboard admin token` signs with.
+pub fn admin_minter(settings: &Settings) -> Result<AdminMinter, StartError> {
+    let jwt = |key: &'static str| {
+        move |e: JwtError| StartError::Setting {
+            key,
+            reason: e.to_string(),
+        }
+    };
+    let private = || {
+        settings
+            .jwt_private_key_file
+            .as_deref()
+            .ok_or(StartError::Setting {
+                key: "jwt_private_key_file",
+                reason: "required to mint RS256/EdDSA tokens".into(),
+            })
+    };
+    let key =
+        match settings.jwt_algorithm {
+            JwtAlgorithm::HS256 => {
+                let path = settings.jwt_secret_path();
+                ensure_secret(&path)?;
+                SigningKey::hs256_secret_file(&path).map_err(jwt("jwt_secret_file"))?
+            }
+            JwtAlgorithm::RS256 => SigningKey::rs256_private_pem_file(private()?)
+                .map_err(jwt("jwt_private_key_file"))?,
+            JwtAlgorithm::EdDSA => SigningKey::eddsa_private_pem_file(private()?)
+                .map_err(jwt("jwt_private_key_file"))?,
+        };
+    AdminMinter::with_issuer_audience(
+        key,
+        settings.jwt_issuer.clone(),
+        settings.jwt_audience.clone(),
+    )
+    .map_err(jwt("jwt_algorithm"))
+}
+
+/// Loads (or, for `serve`, creates) the MCP session signing key.
+pub fn session_key(settings: &Settings, policy: SecretPolicy) -> Result<Vec<u8>, StartError> {
+    let path = settings.session_key_path();
+    if policy == SecretPolicy::CreateIfMissing {
+        ensure_secret(&path)?;
+    }
+    Ok(read_secret("session_key_file", &path)?)
+}
+
+/// Where ended legacy sessions are kept: in Redis when the registry is (so
+/// a DELETE on one replica ends the session on all), in memory otherwise.
+pub fn open_session_ends(settings: &Settings) -> Result<Arc<dyn SessionEnds>, StartError> {
+    match settings.registry {
+        RegistryKind::Memory => Ok(Arc::new(MemorySessionEnds::default())),
+        RegistryKind::Redis => {
+            let urls: Vec<String> = settings.redis_urls();
+            let timeout = Duration::from_secs(1);
+            let handle = tokio::runtime::Handle::try_current().map_err(|_| {
+                StartError::Registry("the Redis session store needs a Tokio runtime".into())
+            })?;
+            let redis = RedisConnector::new(&urls, false, timeout, handle)
+                .map_err(|e| StartError::Registry(e.to_string()))?;
+            Ok(Arc::new(RedisSessionEnds::new(
+                redis,
+                &settings.redis_key_prefix,
+                timeout,
+            )))
+        }
+    }
+}
+
+/// MCP endpoint settings from the configuration. The host of `public_url`
+/// is always accepted, so a configured public name never trips the
+/// DNS-rebinding check.
+pub fn mcp_settings(settings: &Settings, session_key: &[u8]) -> Result<McpSettings, StartError> {
+    let key = SessionKey::new(session_key.to_vec()).map_err(|e| StartError::Setting {
+        key: "session_key_file",
+        reason: e.to_string(),
+    })?;
+    let mut mcp = McpSettings::new(key);
+    mcp.allowed_origins = settings.allowed_origins.clone();
+    mcp.allowed_hosts = settings.allowed_hosts.clone();
+    if let Some(host) = settings.public_url.as_deref().and_then(url_host) {
+        mcp.allowed_hosts.push(host);
+    }
+    mcp.max_body_bytes = settings.max_body_bytes;
+    Ok(mcp)
+}
+
+/// `host[:port]` of an http(s) URL.
+fn url_host(url: &str) -> Option<String> {
+    let rest = url.split_once("://")?.1;
+    let host = rest.split(['/', '?', '#']).next()?;
+    (!host.is_empty()).then(|| host.to_owned())
+}
