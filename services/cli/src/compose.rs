@@ -389,3 +389,25 @@ fn url_host(url: &str) -> Option<String> {
     let host = rest.split(['/', '?', '#']).next()?;
     (!host.is_empty()).then(|| host.to_owned())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `corkboard-config` sits below the crates whose defaults it repeats;
+    /// the composition root sees both, so it checks the copies.
+    #[test]
+    fn configuration_defaults_are_the_libraries_defaults() {
+        let settings = Settings::default();
+        assert_eq!(
+            settings.max_body_bytes,
+            McpSettings::DEFAULT_MAX_BODY_BYTES,
+            "max_body_bytes"
+        );
+        assert_eq!(
+            Duration::from_millis(settings.store_timeout_ms),
+            corkboard_tools::DEFAULT_STORE_TIMEOUT,
+            "store_timeout_ms"
+        );
+    }
+}

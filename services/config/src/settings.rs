@@ -172,6 +172,9 @@ impl Default for Settings {
             allowed_hosts: Vec::new(),
             rate_limit_per_second: 50,
             rate_limit_burst: 100,
+            // Copies of the protocol's and the tools' defaults
+            // (`McpSettings::DEFAULT_MAX_BODY_BYTES`, `DEFAULT_STORE_TIMEOUT`),
+            // which this crate sits below; cli's `compose` tests check them.
             max_body_bytes: 1024 * 1024,
             store_timeout_ms: 5_000,
         }

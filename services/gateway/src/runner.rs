@@ -9,10 +9,11 @@ use crate::error::GatewayError;
 use crate::gateway::{Gateway, GatewayParts};
 use crate::limiter::RateLimiter;
 use actix_web::dev::ServerHandle;
-use actix_web::{App, HttpResponse, HttpServer, web};
+use actix_web::http::StatusCode;
+use actix_web::{App, HttpServer, web};
 use corkboard_board::IssueStore;
 use corkboard_grants::GrantService;
-use corkboard_mcp::SessionEnds;
+use corkboard_mcp::{Refusal, SessionEnds, code};
 use corkboard_telemetry::Metrics;
 use corkboard_tools::AuditSink;
 use std::net::SocketAddr;
@@ -161,9 +162,12 @@ impl Runner {
                         .wrap(corkboard_telemetry::HttpTelemetry::new(metrics.clone()))
                         .configure(move |cfg| routes.configure_shared(cfg))
                         .default_service(web::to(|| async {
-                            HttpResponse::NotFound()
-                                .content_type("application/json")
-                                .body(r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32054,"message":"Not Found: run endpoints are /runs/{run}/mcp"}}"#)
+                            Refusal::new(
+                                StatusCode::NOT_FOUND,
+                                code::NOT_FOUND,
+                                "Not Found: run endpoints are /runs/{run}/mcp",
+                            )
+                            .response(None)
                         }))
                 })
                 .tcp_nodelay(true)

@@ -32,7 +32,7 @@ pub struct StdioOptions {
 impl Default for StdioOptions {
     fn default() -> Self {
         Self {
-            max_line_bytes: 1024 * 1024,
+            max_line_bytes: crate::http::McpSettings::DEFAULT_MAX_BODY_BYTES,
         }
     }
 }
