@@ -135,6 +135,23 @@ impl StdioProcess {
         self.stderr.lock().unwrap().clone()
     }
 
+    /// Whether `needle` appears on stderr within [`DEADLINE`]. Logs are
+    /// written by the process's own buffered writer thread (info lines
+    /// within ~20 ms), so a line logged before a response was written may
+    /// reach stderr just after the response reached stdout.
+    fn stderr_shows(&self, needle: &str) -> bool {
+        let until = std::time::Instant::now() + DEADLINE;
+        loop {
+            if self.stderr().contains(needle) {
+                return true;
+            }
+            if std::time::Instant::now() >= until {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     fn send_raw(&mut self, text: &str) {
         let stdin = self.stdin.as_mut().expect("stdin open");
         stdin
@@ -1262,7 +1279,7 @@ fn the_bridge_reports_an_unreachable_server_and_renews_its_session_after_a_resta
         json!({"title": "after the restart"}),
     ));
     assert_eq!(after["result"]["isError"], false, "{after}\n{}", p.stderr());
-    assert!(p.stderr().contains("opened a new one"), "{}", p.stderr());
+    assert!(p.stderr_shows("opened a new one"), "{}", p.stderr());
     let (status, rest, _) = p.finish();
     assert!(status.success() && rest.is_empty(), "{status:?} {rest:?}");
     drop(second);
