@@ -22,9 +22,12 @@ impl ValidationError {
 
 /// Everything a store operation can answer besides success.
 ///
-/// `Unavailable` is the only retryable variant: the store could not be reached
-/// or did not answer in time, and the operation may or may not have happened
-/// only when `maybe_applied` says so.
+/// `Unavailable` is the only retryable variant: the store could not be
+/// reached or did not answer in time. The operation did not happen, unless
+/// `maybe_applied` says a write was handed to the store and no answer came
+/// back: then it may or may not have been applied, a caller must not say
+/// "not applied", and a retry is safe only when it is idempotent (an
+/// idempotency key, an expected version).
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum StoreError {
     #[error("{what} not found")]
@@ -35,8 +38,11 @@ pub enum StoreError {
     IdempotencyConflict,
     #[error("{0}")]
     Invalid(#[from] ValidationError),
-    #[error("board unavailable: {reason}")]
-    Unavailable { reason: String },
+    #[error(
+        "board unavailable: {reason}{}",
+        if *maybe_applied { "; the write may or may not have been applied" } else { "" }
+    )]
+    Unavailable { reason: String, maybe_applied: bool },
     /// No board store exists behind this caller at all (a run started
     /// without one). Not retryable: nothing will change by waiting.
     #[error("no board store is configured: {reason}")]
@@ -50,14 +56,35 @@ impl StoreError {
         Self::NotFound { what: what.into() }
     }
 
+    /// The store could not do it; nothing was applied.
     pub fn unavailable(reason: impl Into<String>) -> Self {
         Self::Unavailable {
             reason: reason.into(),
+            maybe_applied: false,
         }
     }
 
-    /// Whether the same call may succeed if retried unchanged.
+    /// A write reached the store and no answer came back (the connection
+    /// broke, or the answer did not come in time).
+    pub fn outcome_unknown(reason: impl Into<String>) -> Self {
+        Self::Unavailable {
+            reason: reason.into(),
+            maybe_applied: true,
+        }
+    }
+
+    /// Whether the same call may succeed if retried (unchanged; for a write
+    /// that `maybe_applied`, only if it is idempotent).
     pub fn is_retryable(&self) -> bool {
         matches!(self, Self::Unavailable { .. })
+    }
+
+    /// The error a read gets where a write would be `maybe_applied`: a read
+    /// changes nothing, so its outcome is never in doubt.
+    pub fn for_read(self) -> Self {
+        match self {
+            Self::Unavailable { reason, .. } => Self::unavailable(reason),
+            other => other,
+        }
     }
 }

@@ -130,7 +130,7 @@ impl LedgerRegistry {
 
 fn from_store(err: StoreError) -> RegistryError {
     match err {
-        StoreError::Unavailable { reason } => RegistryError::Unavailable(reason),
+        StoreError::Unavailable { reason, .. } => RegistryError::Unavailable(reason),
         other => RegistryError::Store(other),
     }
 }

@@ -71,7 +71,8 @@ pub(crate) fn is_duplicate_key(err: &Error) -> bool {
 /// Maps a driver failure to what a caller can act on.
 ///
 /// Anything that says the server could not be reached or could not serve
-/// the call is `Unavailable` (retryable); a document too large is `Invalid`;
+/// the call is `Unavailable` (retryable; nothing was applied), or
+/// `OutcomeUnknown` when a write may have reached the server; a document too large is `Invalid`;
 /// the rest is a bug or a damaged database and is `Internal`. Server
 /// messages are neither passed on nor logged: a duplicate-key message
 /// quotes the key's value and an invalid-regex message quotes the pattern,
@@ -85,38 +86,61 @@ pub(crate) fn store_error(err: &Error) -> StoreError {
             "the issue has reached MongoDB's 16 MiB document limit; no more comments fit",
         ));
     }
+    // `(reason, may_be_applied)`: whether a write that met this error could
+    // have reached the server and taken effect. Only failures that happen
+    // before anything is sent (no server selectable, DNS, credentials, a
+    // refused connection, a pool cleared before checkout) are known not to
+    // have applied it.
     let unavailable = match err.kind.as_ref() {
-        ErrorKind::Io(io) => Some(format!("cannot talk to MongoDB: {}", io.kind())),
-        ErrorKind::ServerSelection { .. } => {
-            Some("no MongoDB server could be reached (server selection timed out)".to_owned())
-        }
-        ErrorKind::ConnectionPoolCleared { .. } => {
-            Some("the connection to MongoDB was lost".to_owned())
-        }
-        ErrorKind::DnsResolve { .. } => Some("cannot resolve the MongoDB host".to_owned()),
-        ErrorKind::Authentication { .. } => Some("MongoDB refused the credentials".to_owned()),
-        ErrorKind::Write(WriteFailure::WriteConcernError(e)) => Some(format!(
-            "MongoDB could not confirm the write as durable (write concern error {}); it may or may not have been applied",
-            e.code
+        ErrorKind::Io(io) => Some((
+            format!("cannot talk to MongoDB: {}", io.kind()),
+            io.kind() != std::io::ErrorKind::ConnectionRefused,
         )),
-        ErrorKind::InsertMany(e) if e.write_concern_error.is_some() => Some(
-            "MongoDB could not confirm the write as durable; it may or may not have been applied"
-                .to_owned(),
-        ),
+        ErrorKind::ServerSelection { .. } => Some((
+            "no MongoDB server could be reached (server selection timed out)".to_owned(),
+            false,
+        )),
+        ErrorKind::ConnectionPoolCleared { .. } => {
+            Some(("the connection to MongoDB was lost".to_owned(), false))
+        }
+        ErrorKind::DnsResolve { .. } => Some(("cannot resolve the MongoDB host".to_owned(), false)),
+        ErrorKind::Authentication { .. } => {
+            Some(("MongoDB refused the credentials".to_owned(), false))
+        }
+        ErrorKind::Write(WriteFailure::WriteConcernError(e)) => Some((
+            format!(
+                "MongoDB could not confirm the write as durable (write concern error {})",
+                e.code
+            ),
+            true,
+        )),
+        ErrorKind::InsertMany(e) if e.write_concern_error.is_some() => Some((
+            "MongoDB could not confirm the write as durable".to_owned(),
+            true,
+        )),
         _ if code.is_some_and(|c| UNAVAILABLE_CODES.contains(&c))
             || err.contains_label(mongodb::error::RETRYABLE_WRITE_ERROR) =>
         {
-            Some(format!(
-                "MongoDB cannot serve the request right now (code {})",
-                code.unwrap_or_default()
+            Some((
+                format!(
+                    "MongoDB cannot serve the request right now (code {})",
+                    code.unwrap_or_default()
+                ),
+                true,
             ))
         }
         _ => None,
     };
     match unavailable {
-        Some(reason) => {
+        Some((reason, may_be_applied)) => {
             tracing::warn!(error = %describe(err), "MongoDB unavailable");
-            StoreError::unavailable(reason)
+            // A read changes nothing: `MongoStore::bounded` turns this back
+            // into `Unavailable` for reads.
+            if may_be_applied {
+                StoreError::outcome_unknown(reason)
+            } else {
+                StoreError::unavailable(reason)
+            }
         }
         None => {
             tracing::warn!(error = %describe(err), "MongoDB operation failed");
@@ -130,15 +154,15 @@ pub(crate) fn store_error(err: &Error) -> StoreError {
 
 /// The store call took longer than its budget.
 pub(crate) fn timed_out(what: &str, budget: Duration, writes: bool) -> StoreError {
-    let outcome = if writes {
-        "; the write may or may not have been applied"
-    } else {
-        ""
-    };
-    StoreError::unavailable(format!(
-        "MongoDB did not answer {what} within {} ms{outcome}",
+    let reason = format!(
+        "MongoDB did not answer {what} within {} ms",
         budget.as_millis()
-    ))
+    );
+    if writes {
+        StoreError::outcome_unknown(reason)
+    } else {
+        StoreError::unavailable(reason)
+    }
 }
 
 /// A stored document that does not parse back into a domain value.

@@ -284,7 +284,8 @@ impl MongoStore {
         call: impl Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
         match tokio::time::timeout(budget, call).await {
-            Ok(result) => result,
+            Ok(result) if writes => result,
+            Ok(result) => result.map_err(StoreError::for_read),
             Err(_) => {
                 tracing::warn!(
                     call = what,

@@ -327,3 +327,68 @@ async fn a_lazy_store_starts_without_its_server_and_serves_once_it_is_up() {
         .await
         .expect("drop the test database");
 }
+
+/// Issue 16, item 14: when the connection breaks mid-write, a create that
+/// did commit must never be answered as if it had not ("unavailable, try
+/// again"): writes cut off in flight say their outcome is unknown, and only
+/// failures before anything was sent say "not applied". Both claims are
+/// checked against what the restarted server holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_cut_off_mid_flight_say_their_outcome_is_unknown() {
+    let mut board = TestBoard::start("cut_mid_write").await;
+    let t = TenantId::parse("cut").unwrap();
+    let writers = 8;
+    let mut tasks = Vec::new();
+    for w in 0..writers {
+        let store = std::sync::Arc::clone(&board.store);
+        let t = t.clone();
+        tasks.push(tokio::spawn(async move {
+            // Creates until the first failure; returns the key that failed
+            // and the error.
+            for n in 0.. {
+                let k = format!("w{w}-{n}");
+                let result = store
+                    .create_issue(&t, &author("run-1"), new_issue(&k), Some(&key(&k)))
+                    .await;
+                if let Err(err) = result {
+                    return (k, err);
+                }
+            }
+            unreachable!("the loop only ends on an error")
+        }));
+    }
+    // Let writes flow, then cut the server off while they are in flight.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    board.server.kill();
+    let mut failures = Vec::new();
+    for task in tasks {
+        failures.push(answers("a writer", task).await.expect("writer task"));
+    }
+    board.server.restart();
+    wait_until_healthy(&board.store).await;
+
+    for (k, err) in failures {
+        let StoreError::Unavailable { maybe_applied, .. } = &err else {
+            panic!("{k}: expected Unavailable, got {err:?}");
+        };
+        let maybe_applied = *maybe_applied;
+        // The same key again is always safe: it replays what committed.
+        let retried = board
+            .store
+            .create_issue(&t, &author("run-1"), new_issue(&k), Some(&key(&k)))
+            .await
+            .unwrap_or_else(|e| panic!("{k}: retry with the same key: {e}"));
+        if retried.replayed {
+            assert!(
+                maybe_applied,
+                "{k} had committed but was answered as not applied: {err}"
+            );
+        }
+        if maybe_applied {
+            assert!(
+                err.to_string().contains("may or may not have been applied"),
+                "{k}: {err}"
+            );
+        }
+    }
+}

@@ -20,7 +20,8 @@ pub struct SqliteOptions {
     /// Most writes committed in one transaction (one fsync).
     pub max_group: usize,
     /// Longest a caller waits for any answer; past it the call is
-    /// `Unavailable` (a write may or may not have been applied).
+    /// `Unavailable`, or `OutcomeUnknown` for a write the writer already
+    /// had (it may or may not have been applied).
     pub operation_timeout: Duration,
 }
 

@@ -127,17 +127,27 @@ impl SqliteStore {
     async fn write(&self, op: WriteOp) -> Result<WriteOutput, StoreError> {
         let (reply, answer) = oneshot::channel();
         let job = WriteJob { op, reply };
-        self.bounded(async {
-            self.inner
-                .writes
-                .send(job)
-                .await
-                .map_err(|_| StoreError::unavailable("the SQLite writer has stopped"))?;
-            answer.await.map_err(|_| {
-                StoreError::unavailable("the SQLite writer stopped before answering")
-            })?
-        })
-        .await
+        let limit = self.inner.options.operation_timeout;
+        // One budget for the whole call. Until the writer has the job,
+        // nothing can have been applied; from then on, no answer means the
+        // outcome is unknown.
+        let deadline = tokio::time::Instant::now() + limit;
+        let queued = tokio::time::timeout_at(deadline, self.inner.writes.send(job)).await;
+        match queued {
+            Err(_) => return Err(self.timed_out()),
+            Ok(Err(_)) => return Err(StoreError::unavailable("the SQLite writer has stopped")),
+            Ok(Ok(())) => {}
+        }
+        match tokio::time::timeout_at(deadline, answer).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) => Err(StoreError::outcome_unknown(
+                "the SQLite writer stopped before answering",
+            )),
+            Err(_) => Err(StoreError::outcome_unknown(format!(
+                "the SQLite board did not confirm the write within {} ms",
+                limit.as_millis()
+            ))),
+        }
     }
 
     /// A read that may scan: on the blocking pool, in one snapshot.
@@ -167,12 +177,18 @@ impl SqliteStore {
         call: impl Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
         let limit = self.inner.options.operation_timeout;
-        tokio::time::timeout(limit, call).await.unwrap_or_else(|_| {
-            Err(StoreError::unavailable(format!(
-                "the SQLite board did not answer within {} ms; a write may or may not have been applied",
-                limit.as_millis()
-            )))
-        })
+        tokio::time::timeout(limit, call)
+            .await
+            .unwrap_or_else(|_| Err(self.timed_out()))
+    }
+
+    /// Nothing answered within `operation_timeout`, before anything was
+    /// handed to the writer.
+    fn timed_out(&self) -> StoreError {
+        StoreError::unavailable(format!(
+            "the SQLite board did not answer within {} ms",
+            self.inner.options.operation_timeout.as_millis()
+        ))
     }
 }
 

@@ -64,6 +64,15 @@ pub enum ToolsError {
     #[error("board unavailable: {reason} (retryable; try again in a few seconds)")]
     Unavailable { reason: String },
 
+    /// A write reached the board and no answer came back.
+    #[error(
+        "board unavailable: {reason}. The write may or may not have been applied (retryable \
+         with care): repeat create_issue or add_comment only with the same idempotency_key \
+         (a replay returns the original; without a key a retry may create a duplicate), and \
+         re-read with get_issue before repeating an update"
+    )]
+    OutcomeUnknown { reason: String },
+
     /// This run has no board at all: waiting will not help, so the text
     /// must not invite a retry loop.
     #[error("board unavailable in this run: {reason}")]
@@ -87,9 +96,10 @@ impl ToolsError {
     pub fn outcome(&self) -> AuditOutcome {
         match self {
             Self::Denied { .. } => AuditOutcome::Denied,
-            Self::Unavailable { .. } | Self::Timeout { .. } | Self::NoBoard { .. } => {
-                AuditOutcome::Unavailable
-            }
+            Self::Unavailable { .. }
+            | Self::OutcomeUnknown { .. }
+            | Self::Timeout { .. }
+            | Self::NoBoard { .. } => AuditOutcome::Unavailable,
             Self::UnknownTool(_)
             | Self::InvalidArgument { .. }
             | Self::NothingToUpdate
@@ -119,7 +129,20 @@ impl ToolsError {
             },
             (StoreError::IdempotencyConflict, _) => Self::IdempotencyConflict,
             (StoreError::Invalid(err), _) => err.into(),
-            (StoreError::Unavailable { reason }, _) => Self::Unavailable { reason },
+            (
+                StoreError::Unavailable {
+                    reason,
+                    maybe_applied: false,
+                },
+                _,
+            ) => Self::Unavailable { reason },
+            (
+                StoreError::Unavailable {
+                    reason,
+                    maybe_applied: true,
+                },
+                _,
+            ) => Self::OutcomeUnknown { reason },
             (StoreError::NotConfigured { reason }, _) => Self::NoBoard { reason },
             (StoreError::Internal(detail), _) => Self::Internal { detail },
         }
