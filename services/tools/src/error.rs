@@ -194,6 +194,21 @@ mod tests {
     }
 
     #[test]
+    fn a_write_of_unknown_outcome_says_how_to_retry_safely() {
+        let err = ToolsError::from_store(StoreError::outcome_unknown("connection reset"), None);
+        assert_eq!(err.outcome(), AuditOutcome::Unavailable);
+        let text = err.to_string();
+        assert!(
+            text.starts_with("board unavailable: connection reset"),
+            "{text}"
+        );
+        assert!(text.contains("may or may not have been applied"), "{text}");
+        assert!(text.contains("same idempotency_key"), "{text}");
+        let known = ToolsError::from_store(StoreError::unavailable("refused"), None);
+        assert!(!known.to_string().contains("may or may not"), "{known}");
+    }
+
+    #[test]
     fn internal_details_stay_out_of_the_agent_text() {
         let err = ToolsError::from_store(StoreError::Internal("SQLITE_CORRUPT".into()), None);
         assert!(!err.to_string().contains("SQLITE"));
