@@ -15,6 +15,18 @@
 //! node is enough. While the subscription is down the cache is cleared and
 //! bypassed, since invalidations may be missed then.
 //!
+//! Redis may lose writes (a restart from an RDB/AOF point, a failover to
+//! a lagging replica, a restore from backup) and with them revocations; a
+//! Redis answer must never outlive a revocation in the durable ledger. So
+//! each revocation also increments `{p}revocation_epoch` (its new value
+//! travels with the invalidation message) and every registry remembers the
+//! highest epoch it has seen. A Redis whose epoch is behind that has gone
+//! back in time: its answers are not used until the ledger's revocations
+//! (every revoked, unexpired grant, [`GrantLedger::revoked_grants`]) have
+//! been replayed into it. The replay also runs at start-up, after every
+//! resubscription (anything may have happened meanwhile) and after a
+//! revocation whose Redis step failed, before Redis is trusted again.
+//!
 //! Fail closed: every Redis call is bounded by the operation timeout and an
 //! unanswered one is [`RegistryError::Unavailable`]; a cached grant is only
 //! served while Redis was heard from within the grace window.
@@ -26,12 +38,14 @@ use crate::redis_sub::{Subscription, SubscriptionHandler, Topic};
 use crate::registry::TokenRegistry;
 use crate::token::TokenHash;
 use async_trait::async_trait;
-use corkboard_board::{Grant, GrantId, RunId, StoreError, TenantId, Timestamp, ValidationError};
+use corkboard_board::{
+    Grant, GrantId, GrantLedger, RunId, StoreError, TenantId, Timestamp, ValidationError,
+};
 use redis::{Cmd, FromRedisValue, Pipeline, RedisResult};
 use std::fmt;
 use std::future::Future;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 use tokio::runtime::Handle;
 use tokio::task::AbortHandle;
@@ -214,6 +228,8 @@ impl RedisRegistry {
             last_contact_ms: AtomicU64::new(0),
             contacted: AtomicBool::new(false),
             counters: Counters::default(),
+            ledger: OnceLock::new(),
+            trust: Trust::default(),
         });
         let subscription = revocations(&config, &shared)?;
         let task = handle.spawn(subscription.run(Invalidations(shared.clone())));
@@ -229,6 +245,20 @@ impl RedisRegistry {
         let registry = Self::new(config)?;
         registry.check().await?;
         Ok(registry)
+    }
+
+    /// Replays the revocations of `ledger` into Redis whenever Redis may
+    /// have lost some (see the module docs). Without a ledger only the
+    /// epoch is checked: a Redis behind it is refused until it has caught
+    /// up with what this registry saw.
+    pub fn with_ledger(self, ledger: Arc<dyn GrantLedger>) -> Self {
+        let _ = self.shared.ledger.set(ledger);
+        self
+    }
+
+    /// How many replays of the ledger's revocations have completed.
+    pub fn replays(&self) -> u64 {
+        self.shared.trust.replays.load(Ordering::Relaxed)
     }
 
     pub fn stats(&self) -> RegistryStats {
@@ -250,6 +280,16 @@ impl RedisRegistry {
     /// goes last, so a retry after a failure half-way finds the hash again
     /// and publishes the invalidation again.
     async fn revoke_one(&self, id: &GrantId) -> Result<bool, RegistryError> {
+        let result = self.revoke_one_attempt(id).await;
+        if result.is_err() {
+            // Half applied, or not at all: Redis is not trusted until the
+            // ledger's revocations have been replayed into it.
+            self.shared.trust.distrust();
+        }
+        result
+    }
+
+    async fn revoke_one_attempt(&self, id: &GrantId) -> Result<bool, RegistryError> {
         let s = &self.shared;
         let hash_hex: Option<String> = s.query(redis::cmd("GET").arg(s.keys.grant(id))).await?;
         let Some(hash_hex) = hash_hex else {
@@ -267,8 +307,14 @@ impl RedisRegistry {
         // Our own cache first: a revocation is effective here at once,
         // before the message comes back through Redis.
         s.cache.invalidate(&hash);
-        s.query::<()>(redis::cmd("PUBLISH").arg(s.keys.channel()).arg(&hash_hex))
-            .await?;
+        let epoch: u64 = s.query(redis::cmd("INCR").arg(s.keys.epoch())).await?;
+        s.trust.saw(epoch);
+        s.query::<()>(
+            redis::cmd("PUBLISH")
+                .arg(s.keys.channel())
+                .arg(format!("{hash_hex} {epoch}")),
+        )
+        .await?;
         if let Some(grant) = json.and_then(|j| serde_json::from_str::<Grant>(&j).ok()) {
             s.query::<()>(
                 redis::cmd("SREM")
@@ -355,7 +401,7 @@ impl TokenRegistry for RedisRegistry {
         // Taken before the read: if any invalidation lands while the read is
         // in flight, what we read is not cached.
         let epoch = s.cache.epoch();
-        let json: Option<String> = s.query(redis::cmd("GET").arg(s.keys.token(hash))).await?;
+        let json = s.trusted_get(hash).await?;
         let Some(json) = json else {
             return Err(RegistryError::UnknownToken);
         };
@@ -413,6 +459,9 @@ struct Shared {
     last_contact_ms: AtomicU64,
     contacted: AtomicBool,
     counters: Counters,
+    /// Where revocations are replayed from (see the module docs).
+    ledger: OnceLock<Arc<dyn GrantLedger>>,
+    trust: Trust,
 }
 
 #[derive(Default)]
@@ -423,7 +472,124 @@ struct Counters {
     invalidations: AtomicU64,
 }
 
+/// Whether Redis's answers may be used: not until the ledger's revocations
+/// have been replayed into it since the last reason to doubt it.
+#[derive(Default)]
+struct Trust {
+    /// Whether the last replay is still good.
+    verified: AtomicBool,
+    /// Bumped by every reason to doubt Redis: a replay that started before
+    /// one does not count as verifying.
+    doubts: AtomicU64,
+    /// The highest revocation epoch seen from Redis.
+    seen_epoch: AtomicU64,
+    /// One replay at a time; the others wait for its outcome.
+    replaying: tokio::sync::Mutex<()>,
+    replays: AtomicU64,
+}
+
+impl Trust {
+    fn distrust(&self) {
+        self.doubts.fetch_add(1, Ordering::SeqCst);
+        self.verified.store(false, Ordering::SeqCst);
+    }
+
+    fn saw(&self, epoch: u64) {
+        self.seen_epoch.fetch_max(epoch, Ordering::SeqCst);
+    }
+}
+
+/// Raises the revocation epoch to at least ARGV[1] and returns it: after a
+/// replay, Redis holds every revocation this registry has seen.
+const RAISE_EPOCH: &str = "local c = tonumber(redis.call('GET', KEYS[1]) or '0') \
+local s = tonumber(ARGV[1]) \
+if c < s then redis.call('SET', KEYS[1], ARGV[1]) return s end \
+return c";
+
+/// Revoked grants whose keys one replay deletes concurrently.
+const REPLAY_BATCH: usize = 64;
+
 impl Shared {
+    /// The grant JSON behind `hash`, read from a Redis known to hold every
+    /// revocation this registry has seen (replaying the ledger's first if
+    /// it may not).
+    async fn trusted_get(&self, hash: &TokenHash) -> Result<Option<String>, RegistryError> {
+        for _ in 0..2 {
+            self.verify().await?;
+            let token = redis::cmd("GET").arg(self.keys.token(hash)).clone();
+            let epoch = redis::cmd("GET").arg(self.keys.epoch()).clone();
+            let (json, applied): (Option<String>, Option<u64>) =
+                tokio::try_join!(self.query(&token), self.query(&epoch))?;
+            let applied = applied.unwrap_or(0);
+            if applied >= self.trust.seen_epoch.load(Ordering::SeqCst) {
+                self.trust.saw(applied);
+                return Ok(json);
+            }
+            tracing::warn!(
+                applied,
+                seen = self.trust.seen_epoch.load(Ordering::SeqCst),
+                "token registry: Redis is behind the revocations already seen \
+                 (restarted from a snapshot or failed over?); replaying the ledger's"
+            );
+            self.trust.distrust();
+        }
+        Err(RegistryError::Unavailable(
+            "redis went back in time again during the revocation replay".into(),
+        ))
+    }
+
+    /// Makes Redis trustworthy if it may not be: deletes the keys of every
+    /// revoked, unexpired grant of the ledger, then raises Redis's epoch to
+    /// what this registry has seen.
+    async fn verify(&self) -> Result<(), RegistryError> {
+        if self.trust.verified.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let _one = self.trust.replaying.lock().await;
+        if self.trust.verified.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let doubts = self.trust.doubts.load(Ordering::SeqCst);
+        if let Some(ledger) = self.ledger.get() {
+            let revoked = ledger
+                .revoked_grants(Timestamp::now())
+                .await
+                .map_err(|e| match e {
+                    StoreError::Unavailable { reason } => RegistryError::Unavailable(reason),
+                    other => RegistryError::Store(other),
+                })?;
+            for batch in revoked.chunks(REPLAY_BATCH) {
+                let deletions = batch.iter().map(|event| async move {
+                    if let Some(hash) = TokenHash::from_hex(&event.token_hash) {
+                        self.query::<()>(redis::cmd("DEL").arg(self.keys.token(&hash)))
+                            .await?;
+                        self.cache.invalidate(&hash);
+                    }
+                    self.query::<()>(redis::cmd("DEL").arg(self.keys.grant(&event.grant.id)))
+                        .await
+                });
+                futures_util::future::try_join_all(deletions).await?;
+            }
+        }
+        let seen = self.trust.seen_epoch.load(Ordering::SeqCst);
+        let epoch: u64 = self
+            .query(
+                redis::cmd("EVAL")
+                    .arg(RAISE_EPOCH)
+                    .arg(1)
+                    .arg(self.keys.epoch())
+                    .arg(seen),
+            )
+            .await?;
+        self.trust.saw(epoch);
+        self.trust.replays.fetch_add(1, Ordering::Relaxed);
+        // Only if nothing new cast doubt meanwhile; else the next call replays.
+        if self.trust.doubts.load(Ordering::SeqCst) == doubts {
+            self.trust.verified.store(true, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+
     fn touch(&self) {
         let ms = self.origin.elapsed().as_millis() as u64;
         self.last_contact_ms.fetch_max(ms, Ordering::Relaxed);
@@ -537,6 +703,10 @@ impl Keys {
     fn channel(&self) -> String {
         format!("{}revocations", self.prefix)
     }
+
+    fn epoch(&self) -> String {
+        format!("{}revocation_epoch", self.prefix)
+    }
 }
 
 /// What the revocation subscription does for the registry: drops revoked
@@ -548,6 +718,8 @@ struct Invalidations(Arc<Shared>);
 impl SubscriptionHandler for Invalidations {
     fn up(&mut self) {
         self.0.touch();
+        // Revocations may have been missed, or Redis may have lost them.
+        self.0.trust.distrust();
         self.0.cache.set_live(true);
     }
 
@@ -555,7 +727,13 @@ impl SubscriptionHandler for Invalidations {
         let shared = &self.0;
         shared.touch();
         let payload: String = message.get_payload().unwrap_or_default();
-        if let Some(hash) = TokenHash::from_hex(&payload) {
+        // `<hash>` or `<hash> <revocation epoch>`.
+        let mut parts = payload.split(' ');
+        let hash = parts.next().and_then(TokenHash::from_hex);
+        if let Some(epoch) = parts.next().and_then(|e| e.parse::<u64>().ok()) {
+            shared.trust.saw(epoch);
+        }
+        if let Some(hash) = hash {
             shared.cache.invalidate(&hash);
             shared
                 .counters
