@@ -24,6 +24,7 @@ mod token;
 pub use self::redis::{
     DEFAULT_CACHE_CAPACITY, DEFAULT_CACHE_TTL, DEFAULT_GRACE, DEFAULT_KEY_PREFIX,
     DEFAULT_OPERATION_TIMEOUT, EXPIRY_SLACK, RedisRegistry, RedisRegistryConfig, RegistryStats,
+    SUBSCRIPTION_TRUST,
 };
 pub use error::RegistryError;
 pub use jwt::{

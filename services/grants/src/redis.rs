@@ -64,6 +64,19 @@ pub const EXPIRY_SLACK: Duration = Duration::from_secs(60);
 /// Longest wait between two attempts at re-establishing the subscription.
 const MAX_RESUBSCRIBE_BACKOFF: Duration = Duration::from_secs(2);
 
+/// How often the revocation subscription proves itself alive (PING).
+const REVOCATION_HEARTBEAT: Duration = Duration::from_millis(250);
+/// Longest wait for that PING's answer (capped by the operation timeout).
+const REVOCATION_PING_TIMEOUT: Duration = Duration::from_millis(500);
+/// The local cache serves only while the revocation subscription has shown
+/// a sign of life (subscribed, a message, a PING answered) this recently. A
+/// subscription that dies silently (no FIN: a partition, a hung Redis) is
+/// noticed by the heartbeat within `REVOCATION_HEARTBEAT +
+/// REVOCATION_PING_TIMEOUT`; this bound stops the cache at the same time
+/// even if the subscription task is slow to act, so a missed revocation is
+/// served for less than the one-second revocation contract.
+pub const SUBSCRIPTION_TRUST: Duration = Duration::from_millis(750);
+
 /// How to reach Redis and how much to trust the local cache.
 #[derive(Clone)]
 pub struct RedisRegistryConfig {
@@ -226,6 +239,7 @@ impl RedisRegistry {
             operation_timeout: config.operation_timeout,
             origin: Instant::now(),
             last_contact_ms: AtomicU64::new(0),
+            subscription_proof_ms: AtomicU64::new(0),
             contacted: AtomicBool::new(false),
             counters: Counters::default(),
             ledger: OnceLock::new(),
@@ -384,7 +398,7 @@ impl TokenRegistry for RedisRegistry {
     async fn resolve(&self, hash: &TokenHash) -> Result<Grant, RegistryError> {
         let s = &self.shared;
         let now = Instant::now();
-        if s.contact_is_fresh(now) {
+        if s.contact_is_fresh(now) && s.subscription_is_proven(now) {
             match s.cache.get(hash, now, Timestamp::now()) {
                 Lookup::Hit(grant) => {
                     s.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
@@ -457,6 +471,9 @@ struct Shared {
     origin: Instant,
     /// Milliseconds after `origin` of the last successful Redis reply.
     last_contact_ms: AtomicU64,
+    /// One plus the milliseconds after `origin` of the revocation
+    /// subscription's last sign of life; 0 while it is down.
+    subscription_proof_ms: AtomicU64,
     contacted: AtomicBool,
     counters: Counters,
     /// Where revocations are replayed from (see the module docs).
@@ -596,6 +613,28 @@ impl Shared {
         self.contacted.store(true, Ordering::Relaxed);
     }
 
+    /// The revocation subscription shows a sign of life.
+    fn subscription_proved(&self) {
+        let ms = self.origin.elapsed().as_millis() as u64 + 1;
+        self.subscription_proof_ms.fetch_max(ms, Ordering::SeqCst);
+    }
+
+    fn subscription_lost(&self) {
+        self.subscription_proof_ms.store(0, Ordering::SeqCst);
+    }
+
+    /// Whether the subscription showed a sign of life within
+    /// [`SUBSCRIPTION_TRUST`] of `now` (so no invalidation can have been
+    /// missed for longer than that).
+    fn subscription_is_proven(&self, now: Instant) -> bool {
+        let proof = self.subscription_proof_ms.load(Ordering::SeqCst);
+        if proof == 0 {
+            return false;
+        }
+        let since_origin = now.saturating_duration_since(self.origin).as_millis() as u64 + 1;
+        Duration::from_millis(since_origin.saturating_sub(proof)) <= SUBSCRIPTION_TRUST
+    }
+
     fn contact_is_fresh(&self, now: Instant) -> bool {
         if !self.contacted.load(Ordering::Relaxed) {
             return false;
@@ -718,6 +757,7 @@ struct Invalidations(Arc<Shared>);
 impl SubscriptionHandler for Invalidations {
     fn up(&mut self) {
         self.0.touch();
+        self.0.subscription_proved();
         // Revocations may have been missed, or Redis may have lost them.
         self.0.trust.distrust();
         self.0.cache.set_live(true);
@@ -726,6 +766,7 @@ impl SubscriptionHandler for Invalidations {
     fn message(&mut self, message: redis::Msg) {
         let shared = &self.0;
         shared.touch();
+        shared.subscription_proved();
         let payload: String = message.get_payload().unwrap_or_default();
         // `<hash>` or `<hash> <revocation epoch>`.
         let mut parts = payload.split(' ');
@@ -744,9 +785,11 @@ impl SubscriptionHandler for Invalidations {
 
     fn alive(&mut self) {
         self.0.touch();
+        self.0.subscription_proved();
     }
 
     fn lost(&mut self) {
+        self.0.subscription_lost();
         self.0.cache.set_live(false);
         self.0.counters.redis_errors.fetch_add(1, Ordering::Relaxed);
     }
@@ -761,7 +804,7 @@ fn revocations(
     config: &RedisRegistryConfig,
     shared: &Shared,
 ) -> Result<Subscription, RegistryError> {
-    let heartbeat = (config.grace / 3).clamp(Duration::from_millis(50), Duration::from_secs(1));
+    let (heartbeat, ping_timeout) = revocation_heartbeat(config);
     let subscription = Subscription::new(
         &config.urls,
         Topic::Channel(shared.keys.channel()),
@@ -769,12 +812,21 @@ fn revocations(
     )
     .map_err(|e| invalid_url(&e))?
     .with_heartbeat(heartbeat)
+    .with_ping_timeout(ping_timeout)
     .with_max_backoff(MAX_RESUBSCRIBE_BACKOFF)
     .with_log_names(
         "token registry: revocation subscription",
         "local cache bypassed until it is back",
     );
     Ok(subscription)
+}
+
+/// The revocation subscription's heartbeat and PING bound: together within
+/// [`SUBSCRIPTION_TRUST`], so a silently dead subscription is noticed
+/// before the cache would stop serving anyway.
+fn revocation_heartbeat(config: &RedisRegistryConfig) -> (Duration, Duration) {
+    let ping_timeout = REVOCATION_PING_TIMEOUT.min(config.operation_timeout);
+    (REVOCATION_HEARTBEAT, ping_timeout)
 }
 
 fn validate(config: &RedisRegistryConfig) -> Result<(), RegistryError> {
@@ -851,6 +903,35 @@ mod tests {
         assert!(s.contact_is_fresh(now));
         assert!(s.contact_is_fresh(now + s.grace - Duration::from_millis(100)));
         assert!(!s.contact_is_fresh(now + s.grace + Duration::from_millis(100)));
+    }
+
+    #[tokio::test]
+    async fn the_cache_needs_a_recently_proven_subscription() {
+        let registry = RedisRegistry::new(RedisRegistryConfig::new([format!(
+            "redis://127.0.0.1:{}/",
+            unused_port()
+        )]))
+        .unwrap();
+        let s = &registry.shared;
+        assert!(
+            !s.subscription_is_proven(Instant::now()),
+            "never subscribed"
+        );
+        s.subscription_proved();
+        let now = Instant::now();
+        assert!(s.subscription_is_proven(now));
+        assert!(!s.subscription_is_proven(now + SUBSCRIPTION_TRUST + Duration::from_millis(10)));
+        s.subscription_lost();
+        assert!(!s.subscription_is_proven(now), "lost: nothing is trusted");
+    }
+
+    #[test]
+    fn a_silently_dead_subscription_is_noticed_within_the_revocation_contract() {
+        // The 2.7 s: a 1 s heartbeat plus a 1 s PING timeout.
+        let config = RedisRegistryConfig::new(["redis://127.0.0.1/"]);
+        let (heartbeat, ping_timeout) = revocation_heartbeat(&config);
+        assert!(heartbeat + ping_timeout <= SUBSCRIPTION_TRUST);
+        assert!(SUBSCRIPTION_TRUST < Duration::from_secs(1));
     }
 
     fn unused_port() -> u16 {
