@@ -229,9 +229,22 @@ impl<R: TokenRegistry> TokenRegistry for ReadThroughRegistry<R> {
     }
 
     async fn resolve(&self, hash: &TokenHash) -> Result<Grant, RegistryError> {
+        // A random token costs one lookup per short while, not two per try.
+        if self.shared.known_unknown(hash) {
+            return Err(RegistryError::UnknownToken);
+        }
         match self.shared.resolve(hash).await {
             Err(RegistryError::UnknownToken) => {
-                let grant = self.ledger.resolve(hash).await?;
+                let grant = match self.ledger.resolve(hash).await {
+                    Err(RegistryError::UnknownToken) => {
+                        // Safe to remember: a token only exists once its
+                        // grant is recorded and registered (which forgets
+                        // this again), so nobody can present it earlier.
+                        self.shared.remember_unknown(hash);
+                        return Err(RegistryError::UnknownToken);
+                    }
+                    other => other?,
+                };
                 self.shared.register(&grant, hash).await?;
                 // A revocation may have landed between the ledger read and
                 // the registration. Revocations write the ledger before the
@@ -262,5 +275,13 @@ impl<R: TokenRegistry> TokenRegistry for ReadThroughRegistry<R> {
 
     async fn check(&self) -> Result<(), RegistryError> {
         self.shared.check().await
+    }
+
+    fn known_unknown(&self, hash: &TokenHash) -> bool {
+        self.shared.known_unknown(hash)
+    }
+
+    fn remember_unknown(&self, hash: &TokenHash) {
+        self.shared.remember_unknown(hash);
     }
 }

@@ -12,8 +12,16 @@
 //! `{p}revocations`. Every instance keeps a dedicated subscription to that
 //! channel and drops the hash from its local cache; in cluster mode a
 //! `PUBLISH` reaches subscribers on every node, so one subscription to any
-//! node is enough. While the subscription is down the cache is cleared and
-//! bypassed, since invalidations may be missed then.
+//! node is enough. While the subscription is down, or has not proved itself
+//! alive within [`SUBSCRIPTION_TRUST`], the cache is bypassed (and cleared
+//! once the loss is noticed), since invalidations may be missed then.
+//!
+//! Unknown tokens: a hash found unknown in Redis and in the ledger is
+//! remembered briefly ([`UNKNOWN_CACHE_TTL`]); a registration publishes
+//! `+<hash>` on the same channel so every replica forgets it at once.
+//! Outages: after a call timed out or lost its connection, calls are
+//! refused at once for [`CIRCUIT_OPEN_FOR`] rather than each waiting for
+//! the operation timeout.
 //!
 //! Redis may lose writes (a restart from an RDB/AOF point, a failover to
 //! a lagging replica, a restore from backup) and with them revocations; a
@@ -31,7 +39,7 @@
 //! unanswered one is [`RegistryError::Unavailable`]; a cached grant is only
 //! served while Redis was heard from within the grace window.
 
-use crate::cache::{GrantCache, Lookup};
+use crate::cache::{GrantCache, Lookup, UnknownCache};
 use crate::error::RegistryError;
 use crate::redis_conn::RedisConnector;
 use crate::redis_sub::{Subscription, SubscriptionHandler, Topic};
@@ -76,6 +84,17 @@ const REVOCATION_PING_TIMEOUT: Duration = Duration::from_millis(500);
 /// even if the subscription task is slow to act, so a missed revocation is
 /// served for less than the one-second revocation contract.
 pub const SUBSCRIPTION_TRUST: Duration = Duration::from_millis(750);
+
+/// Most token hashes remembered as unknown everywhere.
+pub const UNKNOWN_CACHE_CAPACITY: usize = 10_000;
+/// How long a token hash found unknown everywhere is refused without a
+/// lookup. Short: it only has to absorb a stream of random tokens.
+pub const UNKNOWN_CACHE_TTL: Duration = Duration::from_secs(5);
+/// After a Redis call timed out or lost its connection, how long further
+/// calls are refused at once (Unavailable) instead of each waiting for the
+/// operation timeout; then one call probes Redis again. An answered PING
+/// on the revocation subscription closes it early.
+pub const CIRCUIT_OPEN_FOR: Duration = Duration::from_millis(500);
 
 /// How to reach Redis and how much to trust the local cache.
 #[derive(Clone)]
@@ -174,6 +193,15 @@ pub struct RegistryStats {
     pub cache_entries: u64,
     /// Whether the invalidation subscription is up (the cache is in use).
     pub subscribed: bool,
+    /// Resolutions refused as unknown from the negative cache, with no
+    /// lookup.
+    pub unknown_hits: u64,
+    /// Token hashes remembered as unknown now.
+    pub unknown_entries: u64,
+    /// Redis calls refused at once because a recent one failed.
+    pub fast_failures: u64,
+    /// Whether Redis calls are being refused at once now.
+    pub circuit_open: bool,
 }
 
 /// A [`TokenRegistry`] in Redis (single node or cluster) with a local cache
@@ -203,6 +231,10 @@ fn stats_of(shared: &Shared) -> RegistryStats {
         invalidations_received: c.invalidations.load(Ordering::Relaxed),
         cache_entries: shared.cache.len() as u64,
         subscribed: shared.cache.epoch().is_some(),
+        unknown_hits: c.unknown_hits.load(Ordering::Relaxed),
+        unknown_entries: shared.unknown.len() as u64,
+        fast_failures: c.fast_failures.load(Ordering::Relaxed),
+        circuit_open: shared.circuit_refuses(Instant::now()),
     }
 }
 
@@ -234,6 +266,11 @@ impl RedisRegistry {
                 prefix: config.key_prefix.clone(),
             },
             cache: GrantCache::new(config.cache_capacity, config.cache_ttl),
+            unknown: UnknownCache::new(
+                UNKNOWN_CACHE_CAPACITY.min(config.cache_capacity),
+                UNKNOWN_CACHE_TTL,
+            ),
+            circuit_open_until_ms: AtomicU64::new(0),
             connector,
             grace: config.grace,
             operation_timeout: config.operation_timeout,
@@ -392,6 +429,17 @@ impl TokenRegistry for RedisRegistry {
         )
         .await?;
         s.cache.invalidate(hash);
+        s.unknown.remove(hash);
+        // Other replicas forget it as unknown too: a registration is
+        // announced on the revocation channel as `+<hash>`, which touches
+        // only their caches of unknown hashes (their grant caches cannot
+        // hold a grant for a hash that was never registered).
+        s.query::<()>(
+            redis::cmd("PUBLISH")
+                .arg(s.keys.channel())
+                .arg(format!("+{}", hash.to_hex())),
+        )
+        .await?;
         Ok(())
     }
 
@@ -459,12 +507,29 @@ impl TokenRegistry for RedisRegistry {
     async fn check(&self) -> Result<(), RegistryError> {
         self.shared.query::<()>(&redis::cmd("PING")).await
     }
+
+    fn known_unknown(&self, hash: &TokenHash) -> bool {
+        let s = &self.shared;
+        let known = s.unknown.contains(hash, Instant::now());
+        if known {
+            s.counters.unknown_hits.fetch_add(1, Ordering::Relaxed);
+        }
+        known
+    }
+
+    fn remember_unknown(&self, hash: &TokenHash) {
+        self.shared.unknown.insert(*hash, Instant::now());
+    }
 }
 
 /// State shared by the registry and its subscription task.
 struct Shared {
     keys: Keys,
     cache: GrantCache,
+    unknown: UnknownCache,
+    /// Milliseconds after `origin` until which Redis calls are refused at
+    /// once; 0 when closed (see [`CIRCUIT_OPEN_FOR`]).
+    circuit_open_until_ms: AtomicU64,
     connector: RedisConnector,
     grace: Duration,
     operation_timeout: Duration,
@@ -487,6 +552,8 @@ struct Counters {
     cache_misses: AtomicU64,
     redis_errors: AtomicU64,
     invalidations: AtomicU64,
+    unknown_hits: AtomicU64,
+    fast_failures: AtomicU64,
 }
 
 /// Whether Redis's answers may be used: not until the ledger's revocations
@@ -652,21 +719,77 @@ impl Shared {
         RegistryError::Unavailable(format!("redis {what} failed: {reason}"))
     }
 
+    fn ms_since_origin(&self, now: Instant) -> u64 {
+        now.saturating_duration_since(self.origin).as_millis() as u64
+    }
+
+    /// Whether calls are refused at once now (a recent call failed).
+    fn circuit_refuses(&self, now: Instant) -> bool {
+        self.ms_since_origin(now) < self.circuit_open_until_ms.load(Ordering::SeqCst)
+    }
+
+    /// Whether this call may go to Redis. Once the open period is over, the
+    /// first call through is the probe: the others are refused while it is
+    /// in flight, so an outage costs one operation timeout per period, not
+    /// one per request.
+    fn circuit_admits(&self) -> bool {
+        let now = self.ms_since_origin(Instant::now());
+        let until = self.circuit_open_until_ms.load(Ordering::SeqCst);
+        if until == 0 {
+            return true;
+        }
+        if now < until {
+            return false;
+        }
+        let probe_until = now + self.operation_timeout.as_millis() as u64;
+        self.circuit_open_until_ms
+            .compare_exchange(until, probe_until, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+    }
+
+    fn open_circuit(&self) {
+        let until = self.ms_since_origin(Instant::now()) + CIRCUIT_OPEN_FOR.as_millis() as u64;
+        self.circuit_open_until_ms
+            .store(until.max(1), Ordering::SeqCst);
+    }
+
+    fn close_circuit(&self) {
+        self.circuit_open_until_ms.store(0, Ordering::SeqCst);
+    }
+
     async fn bounded<T>(
         &self,
         what: &str,
         call: impl Future<Output = RedisResult<T>>,
     ) -> Result<T, RegistryError> {
+        if !self.circuit_admits() {
+            self.counters.fast_failures.fetch_add(1, Ordering::Relaxed);
+            return Err(RegistryError::Unavailable(format!(
+                "redis {what} not attempted: Redis failed within the last {CIRCUIT_OPEN_FOR:?}"
+            )));
+        }
         match tokio::time::timeout(self.operation_timeout, call).await {
             Ok(Ok(value)) => {
                 self.touch();
+                self.close_circuit();
                 Ok(value)
             }
-            Ok(Err(e)) => Err(self.failed(what, e)),
-            Err(_) => Err(self.failed(
-                what,
-                format!("no answer within {:?}", self.operation_timeout),
-            )),
+            Ok(Err(e)) => {
+                if is_connection_error(&e) || e.is_timeout() {
+                    self.open_circuit();
+                } else {
+                    // Redis answered (with an error): it is reachable.
+                    self.close_circuit();
+                }
+                Err(self.failed(what, e))
+            }
+            Err(_) => {
+                self.open_circuit();
+                Err(self.failed(
+                    what,
+                    format!("no answer within {:?}", self.operation_timeout),
+                ))
+            }
         }
     }
 
@@ -758,8 +881,11 @@ impl SubscriptionHandler for Invalidations {
     fn up(&mut self) {
         self.0.touch();
         self.0.subscription_proved();
-        // Revocations may have been missed, or Redis may have lost them.
+        self.0.close_circuit();
+        // Revocations may have been missed, or Redis may have lost them;
+        // registrations too (which a remembered unknown hash must hear of).
         self.0.trust.distrust();
+        self.0.unknown.clear();
         self.0.cache.set_live(true);
     }
 
@@ -768,7 +894,13 @@ impl SubscriptionHandler for Invalidations {
         shared.touch();
         shared.subscription_proved();
         let payload: String = message.get_payload().unwrap_or_default();
-        // `<hash>` or `<hash> <revocation epoch>`.
+        if let Some(registered) = payload.strip_prefix('+') {
+            if let Some(hash) = TokenHash::from_hex(registered) {
+                shared.unknown.remove(&hash);
+            }
+            return;
+        }
+        // A revocation: `<hash>` or `<hash> <revocation epoch>`.
         let mut parts = payload.split(' ');
         let hash = parts.next().and_then(TokenHash::from_hex);
         if let Some(epoch) = parts.next().and_then(|e| e.parse::<u64>().ok()) {
@@ -776,6 +908,7 @@ impl SubscriptionHandler for Invalidations {
         }
         if let Some(hash) = hash {
             shared.cache.invalidate(&hash);
+            shared.unknown.remove(&hash);
             shared
                 .counters
                 .invalidations
@@ -786,6 +919,7 @@ impl SubscriptionHandler for Invalidations {
     fn alive(&mut self) {
         self.0.touch();
         self.0.subscription_proved();
+        self.0.close_circuit();
     }
 
     fn lost(&mut self) {

@@ -29,4 +29,15 @@ pub trait TokenRegistry: Send + Sync + 'static {
 
     /// Whether the backend answers (for `/readyz`).
     async fn check(&self) -> Result<(), RegistryError>;
+
+    /// Whether `hash` was recently found unknown everywhere (this registry
+    /// and the ledger behind it; see [`Self::remember_unknown`]): a
+    /// read-through registry then refuses it without asking either again.
+    fn known_unknown(&self, _hash: &TokenHash) -> bool {
+        false
+    }
+
+    /// Notes that `hash` is unknown everywhere, until a grant for it is
+    /// registered or a short while has passed. A no-op by default.
+    fn remember_unknown(&self, _hash: &TokenHash) {}
 }

@@ -4,14 +4,17 @@
 //! cost one lookup each, an unreachable Redis refuses at once, and a
 //! revocation made while Redis hung converges by itself.
 
-use corkboard_board::{Capabilities, GrantLedger, RunId, TenantId};
+use corkboard_board::{
+    Capabilities, Grant, GrantEvent, GrantId, GrantLedger, RunId, StoreError, TenantId, Timestamp,
+};
 use corkboard_grants::{
     GrantRequest, GrantService, ReadThroughRegistry, RedisRegistry, RedisRegistryConfig,
-    RegistryError, TokenRegistry,
+    RegistryError, RunToken, TokenHash, TokenRegistry,
 };
 use corkboard_store_sqlite::SqliteStore;
 use corkboard_testkit::{RedisServer, Reply, unique_prefix};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Only keeps a broken build from hanging the run.
@@ -175,4 +178,139 @@ async fn a_killed_subscription_stops_the_cache_from_serving() {
     s.b.service.revoke(&issued.grant.id, "test").await.unwrap();
     let result = registry.resolve(&hash).await;
     assert!(refused(&result), "served from the cache: {result:?}");
+}
+
+/// A ledger that counts token lookups.
+struct Counting {
+    inner: Arc<dyn GrantLedger>,
+    lookups: AtomicU64,
+}
+
+#[async_trait::async_trait]
+impl GrantLedger for Counting {
+    async fn record_grant(&self, grant: &Grant, token_hash: &str) -> Result<(), StoreError> {
+        self.inner.record_grant(grant, token_hash).await
+    }
+    async fn record_revocation(
+        &self,
+        id: &GrantId,
+        by: &str,
+        at: Timestamp,
+    ) -> Result<GrantEvent, StoreError> {
+        self.inner.record_revocation(id, by, at).await
+    }
+    async fn grant(&self, id: &GrantId) -> Result<GrantEvent, StoreError> {
+        self.inner.grant(id).await
+    }
+    async fn grant_by_token_hash(
+        &self,
+        token_hash: &str,
+    ) -> Result<Option<GrantEvent>, StoreError> {
+        self.lookups.fetch_add(1, Ordering::SeqCst);
+        self.inner.grant_by_token_hash(token_hash).await
+    }
+    async fn list_grants(
+        &self,
+        tenant: &TenantId,
+        run: Option<&RunId>,
+        cursor: Option<&GrantId>,
+        limit: u32,
+    ) -> Result<Vec<GrantEvent>, StoreError> {
+        self.inner.list_grants(tenant, run, cursor, limit).await
+    }
+    async fn active_grants(&self, now: Timestamp) -> Result<Vec<GrantEvent>, StoreError> {
+        self.inner.active_grants(now).await
+    }
+    async fn revoked_grants(&self, now: Timestamp) -> Result<Vec<GrantEvent>, StoreError> {
+        self.inner.revoked_grants(now).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn random_tokens_cost_one_lookup_each_until_a_grant_is_issued_for_them() {
+    let s = setup("unknown").await;
+    let counting = Arc::new(Counting {
+        inner: s.ledger.clone(),
+        lookups: AtomicU64::new(0),
+    });
+    let ledger: Arc<dyn GrantLedger> = counting.clone();
+    let prefix = s.a.redis().key_prefix().to_owned();
+    let c = replica(
+        RedisRegistryConfig::new([s.server.url()]).with_key_prefix(prefix),
+        &ledger,
+    )
+    .await;
+    let registry = c.service.registry();
+    let before = c.redis().stats();
+    let hashes: Vec<TokenHash> = (0..50).map(|_| RunToken::generate().hash()).collect();
+    for _ in 0..3 {
+        for hash in &hashes {
+            let result = registry.resolve(hash).await;
+            assert!(
+                matches!(result, Err(RegistryError::UnknownToken)),
+                "{result:?}"
+            );
+        }
+    }
+    let after = c.redis().stats();
+    assert_eq!(
+        after.cache_misses - before.cache_misses,
+        50,
+        "one Redis lookup each"
+    );
+    assert_eq!(
+        counting.lookups.load(Ordering::SeqCst),
+        50,
+        "one ledger read each"
+    );
+    assert_eq!(after.unknown_hits - before.unknown_hits, 100);
+    assert_eq!(after.unknown_entries, 50);
+
+    // A grant registered for a remembered hash, here or on another replica
+    // (heard through pub/sub), is found.
+    let (grant, token) = (
+        s.a.service.issue(request("r1")).await.unwrap().grant,
+        RunToken::generate(),
+    );
+    let hash = token.hash();
+    registry.remember_unknown(&hash);
+    c.registry.register(&grant, &hash).await.unwrap();
+    assert_eq!(registry.resolve(&hash).await.unwrap().id, grant.id);
+    let token = RunToken::generate();
+    let hash = token.hash();
+    registry.remember_unknown(&hash);
+    s.b.registry.register(&grant, &hash).await.unwrap();
+    let deadline = Instant::now() + DEADLINE;
+    while registry.resolve(&hash).await.is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "the registration was never heard of"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn with_redis_down_refusals_do_not_each_wait_for_redis() {
+    let mut s = setup("circuit").await;
+    let registry = s.a.service.registry().clone();
+    tokio::task::block_in_place(|| s.server.stop());
+    let before = s.a.redis().stats();
+    for _ in 0..20 {
+        let hash = RunToken::generate().hash();
+        let result = registry.resolve(&hash).await;
+        assert!(
+            matches!(result, Err(RegistryError::Unavailable(_))),
+            "{result:?}"
+        );
+    }
+    let after = s.a.redis().stats();
+    assert!(
+        after.fast_failures > before.fast_failures,
+        "every refusal went to Redis: {after:?}"
+    );
+    assert!(
+        after.redis_errors - before.redis_errors < 20,
+        "every refusal waited for Redis: {after:?}"
+    );
 }
