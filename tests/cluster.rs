@@ -307,3 +307,61 @@ fn a_revocation_survives_redis_restarting_from_an_older_snapshot() {
         }
     }
 }
+
+fn grant_view(server: &str, admin: &str, grant_id: &str) -> Value {
+    let response = http()
+        .get(format!("{server}/v1/tenants/acme/grants/{grant_id}"))
+        .bearer_auth(admin)
+        .send()
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    response.json().unwrap()
+}
+
+#[test]
+fn a_revocation_made_while_redis_hung_converges_without_further_action() {
+    let redis = corkboard_testkit::RedisServer::start();
+    let (env, _dir) = cluster_env(&redis, "hung-revoke");
+    let a = start_server(&env);
+    let b = start_server(&env);
+    let admin = admin_token_with(&env, "platform-admin", None);
+    let issued = create_grant(&a.url, &admin, "acme", "run-1", &["issues:read"]);
+    let token = issued["token"].as_str().unwrap();
+    let grant_id = issued["grant"]["id"].as_str().unwrap();
+    let (mcp_a, mcp_b) = (format!("{}/mcp", a.url), format!("{}/mcp", b.url));
+    assert_eq!(mcp_call(&mcp_a, token, "list_issues", json!({})).0, 200);
+    assert_eq!(mcp_call(&mcp_b, token, "list_issues", json!({})).0, 200);
+
+    redis.pause();
+    let revoked = http()
+        .delete(format!("{}/v1/tenants/acme/grants/{grant_id}", a.url))
+        .bearer_auth(&admin)
+        .send()
+        .unwrap();
+    assert_eq!(revoked.status(), 503, "the Redis step cannot be confirmed");
+    let view = grant_view(&a.url, &admin, grant_id);
+    assert_eq!(view["status"], "revoked", "{view}");
+    assert_eq!(view["revocation"], "pending", "{view}");
+    redis.resume();
+
+    // No further admin action: both replicas refuse it within a bounded
+    // number of polls, and the page says it is confirmed.
+    for (name, mcp) in [("A", &mcp_a), ("B", &mcp_b)] {
+        let mut polls = 0;
+        loop {
+            let (status, _) = mcp_call(mcp, token, "list_issues", json!({}));
+            if status == 403 {
+                break;
+            }
+            polls += 1;
+            assert!(polls < 600, "replica {name} still answers {status}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    let mut polls = 0;
+    while grant_view(&b.url, &admin, grant_id)["revocation"] != "confirmed" {
+        polls += 1;
+        assert!(polls < 600, "the revocation was never confirmed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -265,6 +265,14 @@ impl<R: TokenRegistry> TokenRegistry for ReadThroughRegistry<R> {
         self.shared.revoke(grant).await
     }
 
+    async fn revoke_hash(&self, grant: &GrantId, hash: &TokenHash) -> Result<bool, RegistryError> {
+        self.shared.revoke_hash(grant, hash).await
+    }
+
+    async fn still_resolves(&self, hash: &TokenHash) -> Result<bool, RegistryError> {
+        self.shared.still_resolves(hash).await
+    }
+
     async fn revoke_run(
         &self,
         tenant: &TenantId,

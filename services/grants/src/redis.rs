@@ -202,6 +202,9 @@ pub struct RegistryStats {
     pub fast_failures: u64,
     /// Whether Redis calls are being refused at once now.
     pub circuit_open: bool,
+    /// Revocations recorded in the ledger whose Redis step is still being
+    /// retried.
+    pub pending_revocations: u64,
 }
 
 /// A [`TokenRegistry`] in Redis (single node or cluster) with a local cache
@@ -210,6 +213,7 @@ pub struct RegistryStats {
 pub struct RedisRegistry {
     shared: Arc<Shared>,
     subscriber: AbortHandle,
+    retrier: AbortHandle,
 }
 
 impl fmt::Debug for RedisRegistry {
@@ -235,12 +239,14 @@ fn stats_of(shared: &Shared) -> RegistryStats {
         unknown_entries: shared.unknown.len() as u64,
         fast_failures: c.fast_failures.load(Ordering::Relaxed),
         circuit_open: shared.circuit_refuses(Instant::now()),
+        pending_revocations: shared.pending_len() as u64,
     }
 }
 
 impl Drop for RedisRegistry {
     fn drop(&mut self) {
         self.subscriber.abort();
+        self.retrier.abort();
     }
 }
 
@@ -280,13 +286,16 @@ impl RedisRegistry {
             contacted: AtomicBool::new(false),
             counters: Counters::default(),
             ledger: OnceLock::new(),
+            pending: std::sync::Mutex::new(std::collections::HashMap::new()),
             trust: Trust::default(),
         });
         let subscription = revocations(&config, &shared)?;
         let task = handle.spawn(subscription.run(Invalidations(shared.clone())));
+        let retries = handle.spawn(retry_pending(Arc::downgrade(&shared)));
         Ok(Self {
             shared,
             subscriber: task.abort_handle(),
+            retrier: retries.abort_handle(),
         })
     }
 
@@ -327,30 +336,93 @@ impl RedisRegistry {
         &self.shared.keys.prefix
     }
 
-    /// Removes one grant; returns whether it was registered. The grant key
-    /// goes last, so a retry after a failure half-way finds the hash again
-    /// and publishes the invalidation again.
-    async fn revoke_one(&self, id: &GrantId) -> Result<bool, RegistryError> {
-        let result = self.revoke_one_attempt(id).await;
+    /// Revocations whose Redis step has not succeeded yet (retried in the
+    /// background until it does).
+    pub fn pending_revocations(&self) -> usize {
+        self.shared.pending_len()
+    }
+
+    /// Removes one grant; returns whether it was registered. A failure
+    /// leaves the revocation pending: retried in the background until
+    /// Redis confirms it, and Redis is not trusted until the ledger's
+    /// revocations have been replayed into it.
+    async fn revoke_one(
+        &self,
+        id: &GrantId,
+        hash: Option<TokenHash>,
+    ) -> Result<bool, RegistryError> {
+        let s = &self.shared;
+        let result = s.revoke_attempt(id, hash).await;
         if result.is_err() {
-            // Half applied, or not at all: Redis is not trusted until the
-            // ledger's revocations have been replayed into it.
-            self.shared.trust.distrust();
+            s.trust.distrust();
+            s.pending
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(id.clone(), hash);
         }
         result
     }
+}
 
-    async fn revoke_one_attempt(&self, id: &GrantId) -> Result<bool, RegistryError> {
-        let s = &self.shared;
+/// Retries the pending revocations of `shared` until each is confirmed, for
+/// as long as the registry exists.
+async fn retry_pending(shared: std::sync::Weak<Shared>) {
+    let mut wait = PENDING_RETRY_FIRST;
+    loop {
+        tokio::time::sleep(wait).await;
+        let Some(s) = shared.upgrade() else { return };
+        let pending: Vec<(GrantId, Option<TokenHash>)> = s
+            .pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(id, hash)| (id.clone(), *hash))
+            .collect();
+        wait = PENDING_RETRY_FIRST;
+        for (id, hash) in pending {
+            match s.revoke_attempt(&id, hash).await {
+                Ok(_) => {
+                    s.pending
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .remove(&id);
+                    tracing::info!(grant = %id, "token registry: pending revocation confirmed");
+                }
+                Err(_) => {
+                    wait = PENDING_RETRY_MAX;
+                    break;
+                }
+            }
+        }
+    }
+}
+
+impl Shared {
+    fn pending_len(&self) -> usize {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// One attempt at removing a grant, by its token hash when known (the
+    /// ledger has it: the grant key may have been evicted) or else through
+    /// its grant key. The grant key goes last, so a retry after a failure
+    /// half-way finds the hash again and publishes the invalidation again.
+    async fn revoke_attempt(
+        &self,
+        id: &GrantId,
+        known: Option<TokenHash>,
+    ) -> Result<bool, RegistryError> {
+        let s = self;
         let hash_hex: Option<String> = s.query(redis::cmd("GET").arg(s.keys.grant(id))).await?;
-        let Some(hash_hex) = hash_hex else {
-            return Ok(false);
-        };
-        let Some(hash) = TokenHash::from_hex(&hash_hex) else {
-            // Not written by us; drop it rather than fail every retry.
-            s.query::<()>(redis::cmd("DEL").arg(s.keys.grant(id)))
-                .await?;
-            return Ok(false);
+        let hash = match (known, hash_hex.as_deref().and_then(TokenHash::from_hex)) {
+            (Some(hash), _) | (None, Some(hash)) => hash,
+            (None, None) => {
+                if hash_hex.is_some() {
+                    // Not written by us; drop it rather than fail every retry.
+                    s.query::<()>(redis::cmd("DEL").arg(s.keys.grant(id)))
+                        .await?;
+                }
+                return Ok(false);
+            }
         };
         let tok_key = s.keys.token(&hash);
         let json: Option<String> = s.query(redis::cmd("GET").arg(&tok_key)).await?;
@@ -363,9 +435,10 @@ impl RedisRegistry {
         s.query::<()>(
             redis::cmd("PUBLISH")
                 .arg(s.keys.channel())
-                .arg(format!("{hash_hex} {epoch}")),
+                .arg(format!("{} {epoch}", hash.to_hex())),
         )
         .await?;
+        let registered = json.is_some() || hash_hex.is_some();
         if let Some(grant) = json.and_then(|j| serde_json::from_str::<Grant>(&j).ok()) {
             s.query::<()>(
                 redis::cmd("SREM")
@@ -376,7 +449,7 @@ impl RedisRegistry {
         }
         s.query::<()>(redis::cmd("DEL").arg(s.keys.grant(id)))
             .await?;
-        Ok(true)
+        Ok(registered)
     }
 }
 
@@ -480,7 +553,19 @@ impl TokenRegistry for RedisRegistry {
     }
 
     async fn revoke(&self, grant: &GrantId) -> Result<bool, RegistryError> {
-        self.revoke_one(grant).await
+        self.revoke_one(grant, None).await
+    }
+
+    async fn revoke_hash(&self, grant: &GrantId, hash: &TokenHash) -> Result<bool, RegistryError> {
+        self.revoke_one(grant, Some(*hash)).await
+    }
+
+    async fn still_resolves(&self, hash: &TokenHash) -> Result<bool, RegistryError> {
+        let s = &self.shared;
+        let exists: bool = s
+            .query(redis::cmd("EXISTS").arg(s.keys.token(hash)))
+            .await?;
+        Ok(exists)
     }
 
     async fn revoke_run(
@@ -496,7 +581,7 @@ impl TokenRegistry for RedisRegistry {
             let Ok(id) = GrantId::parse(member) else {
                 continue;
             };
-            if self.revoke_one(&id).await? {
+            if self.revoke_one(&id, None).await? {
                 revoked.push(id);
             }
         }
@@ -541,6 +626,9 @@ struct Shared {
     subscription_proof_ms: AtomicU64,
     contacted: AtomicBool,
     counters: Counters,
+    /// Revocations whose Redis step failed, by grant, with the token hash
+    /// when known: retried by [`retry_pending`] until Redis confirms.
+    pending: std::sync::Mutex<std::collections::HashMap<GrantId, Option<TokenHash>>>,
     /// Where revocations are replayed from (see the module docs).
     ledger: OnceLock<Arc<dyn GrantLedger>>,
     trust: Trust,
@@ -589,6 +677,10 @@ const RAISE_EPOCH: &str = "local c = tonumber(redis.call('GET', KEYS[1]) or '0')
 local s = tonumber(ARGV[1]) \
 if c < s then redis.call('SET', KEYS[1], ARGV[1]) return s end \
 return c";
+
+/// First and longest wait between two retries of pending revocations.
+const PENDING_RETRY_FIRST: Duration = Duration::from_millis(100);
+const PENDING_RETRY_MAX: Duration = Duration::from_millis(500);
 
 /// Revoked grants whose keys one replay deletes concurrently.
 const REPLAY_BATCH: usize = 64;

@@ -20,6 +20,19 @@ pub trait TokenRegistry: Send + Sync + 'static {
     /// Removes one grant everywhere. `Ok(false)` if it was not registered.
     async fn revoke(&self, grant: &GrantId) -> Result<bool, RegistryError>;
 
+    /// [`Self::revoke`] with the grant's token hash (the ledger has it), so
+    /// the token goes even if the backend lost the grant's other keys.
+    async fn revoke_hash(&self, grant: &GrantId, _hash: &TokenHash) -> Result<bool, RegistryError> {
+        self.revoke(grant).await
+    }
+
+    /// Whether `hash` still resolves in the backend itself (for a revoked
+    /// grant: its revocation is not confirmed yet). `false` by default:
+    /// registries without a separate backend forget at once.
+    async fn still_resolves(&self, _hash: &TokenHash) -> Result<bool, RegistryError> {
+        Ok(false)
+    }
+
     /// Removes every grant of a run. Returns the revoked grant ids.
     async fn revoke_run(
         &self,

@@ -314,3 +314,72 @@ async fn with_redis_down_refusals_do_not_each_wait_for_redis() {
         "every refusal waited for Redis: {after:?}"
     );
 }
+
+/// Resolves on `registry` until the token is refused.
+async fn until_refused(registry: &dyn TokenRegistry, hash: &TokenHash, within: Duration) {
+    let deadline = Instant::now() + within;
+    loop {
+        let result = registry.resolve(hash).await;
+        if refused(&result) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still not refused after {within:?}: {result:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_revocation_made_while_redis_hung_converges_by_itself() {
+    let s = setup("hung-revoke").await;
+    let issued = s.a.service.issue(request("r1")).await.unwrap();
+    let hash = issued.token.hash();
+    for r in [&s.a, &s.b] {
+        assert!(r.service.registry().resolve(&hash).await.is_ok());
+    }
+    s.server.pause();
+    let result = s.a.service.revoke(&issued.grant.id, "test").await;
+    assert!(
+        matches!(result, Err(RegistryError::Unavailable(_))),
+        "{result:?}"
+    );
+    let event = s.ledger.grant(&issued.grant.id).await.unwrap();
+    assert!(event.revoked_at.is_some(), "the ledger has it");
+    assert_eq!(s.a.redis().pending_revocations(), 1);
+    assert!(
+        s.a.service.revocation_pending(&event).await,
+        "not confirmed"
+    );
+    s.server.resume();
+    // No further admin action: both replicas refuse it, and it is confirmed.
+    for r in [&s.b, &s.a] {
+        until_refused(r.service.registry().as_ref(), &hash, DEADLINE).await;
+    }
+    let deadline = Instant::now() + DEADLINE;
+    while s.a.redis().pending_revocations() > 0 || s.a.service.revocation_pending(&event).await {
+        assert!(Instant::now() < deadline, "never confirmed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_revocation_goes_by_token_hash_when_the_grant_key_was_evicted() {
+    let s = setup("evicted").await;
+    let issued = s.a.service.issue(request("r1")).await.unwrap();
+    let hash = issued.token.hash();
+    assert!(s.b.service.registry().resolve(&hash).await.is_ok());
+    let key = format!("{}grant:{}", s.a.redis().key_prefix(), issued.grant.id);
+    assert_eq!(s.server.command(&["DEL", &key]).unwrap(), Reply::Integer(1));
+    s.a.service.revoke(&issued.grant.id, "test").await.unwrap();
+    let event = s.ledger.grant(&issued.grant.id).await.unwrap();
+    assert!(!s.a.service.revocation_pending(&event).await);
+    // Within the propagation bound of the registry contract.
+    until_refused(
+        s.b.service.registry().as_ref(),
+        &hash,
+        Duration::from_secs(10),
+    )
+    .await;
+}
