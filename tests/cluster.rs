@@ -343,6 +343,7 @@ fn a_revocation_made_while_redis_hung_converges_without_further_action() {
     assert_eq!(view["status"], "revoked", "{view}");
     assert_eq!(view["revocation"], "pending", "{view}");
     redis.resume();
+    let resumed = Instant::now();
 
     // No further admin action: both replicas refuse it within a bounded
     // number of polls, and the page says it is confirmed.
@@ -357,6 +358,10 @@ fn a_revocation_made_while_redis_hung_converges_without_further_action() {
             assert!(polls < 600, "replica {name} still answers {status}");
             std::thread::sleep(Duration::from_millis(50));
         }
+        eprintln!(
+            "replica {name} refuses the revoked token {:?} after Redis resumed",
+            resumed.elapsed()
+        );
     }
     let mut polls = 0;
     while grant_view(&b.url, &admin, grant_id)["revocation"] != "confirmed" {
