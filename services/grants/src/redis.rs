@@ -575,7 +575,15 @@ impl TokenRegistry for RedisRegistry {
     ) -> Result<Vec<GrantId>, RegistryError> {
         let s = &self.shared;
         let run_key = s.keys.run(tenant, run);
-        let members: Vec<String> = s.query(redis::cmd("SMEMBERS").arg(&run_key)).await?;
+        let members: Vec<String> = match s.query(redis::cmd("SMEMBERS").arg(&run_key)).await {
+            Ok(members) => members,
+            Err(err) => {
+                // The ledger has the revocations; Redis is not trusted
+                // until they have been replayed into it.
+                s.trust.distrust();
+                return Err(err);
+            }
+        };
         let mut revoked = Vec::new();
         for member in members {
             let Ok(id) = GrantId::parse(member) else {
