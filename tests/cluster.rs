@@ -233,3 +233,140 @@ fn redis_outage_fails_closed_and_service_resumes_without_restart() {
     assert_eq!(revoked.status(), 200);
     assert_eq!(mcp_call(&mcp, token, "list_issues", json!({})).0, 403);
 }
+
+/// Polls `url` with `token` until the answer is not 503 (Redis coming
+/// back), and returns that status.
+fn status_once_redis_answers(mcp: &str, token: &str) -> u16 {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, _) = mcp_call(mcp, token, "list_issues", json!({}));
+        if status != 503 {
+            return status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still 503 30 s after Redis returned"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_revocation_survives_redis_restarting_from_an_older_snapshot() {
+    let mut redis = corkboard_testkit::RedisServer::start();
+    let (env, _dir) = cluster_env(&redis, "snapshot");
+    let a = start_server(&env);
+    let b = start_server(&env);
+    let admin = admin_token_with(&env, "platform-admin", None);
+    let issued = create_grant(&a.url, &admin, "acme", "run-1", &["issues:read"]);
+    let token = issued["token"].as_str().unwrap();
+    let (mcp_a, mcp_b) = (format!("{}/mcp", a.url), format!("{}/mcp", b.url));
+    assert_eq!(mcp_call(&mcp_a, token, "list_issues", json!({})).0, 200);
+    assert_eq!(mcp_call(&mcp_b, token, "list_issues", json!({})).0, 200);
+
+    // A snapshot that still holds the live grant.
+    let saved = redis.command(&["SAVE"]).expect("SAVE");
+    assert_eq!(saved.as_text().as_deref(), Some("OK"), "{saved:?}");
+
+    let grant_id = issued["grant"]["id"].as_str().unwrap();
+    let revoked = http()
+        .delete(format!("{}/v1/tenants/acme/grants/{grant_id}", a.url))
+        .bearer_auth(&admin)
+        .send()
+        .unwrap();
+    assert_eq!(revoked.status(), 200);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while mcp_call(&mcp_b, token, "list_issues", json!({})).0 != 403 {
+        assert!(Instant::now() < deadline, "revocation did not reach B");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(mcp_call(&mcp_a, token, "list_issues", json!({})).0, 403);
+
+    // Redis loses the revocation: SIGKILL, then back from the snapshot on
+    // the same port, with the revoked grant's keys in it again.
+    redis.stop();
+    redis.restart();
+    let keys = redis.command(&["DBSIZE"]).expect("DBSIZE");
+    assert!(
+        !matches!(keys, corkboard_testkit::Reply::Integer(0)),
+        "the snapshot must hold the grant: {keys:?}"
+    );
+
+    for (name, mcp) in [("A", &mcp_a), ("B", &mcp_b)] {
+        assert_eq!(
+            status_once_redis_answers(mcp, token),
+            403,
+            "replica {name} served a revoked token from a restored Redis"
+        );
+        for _ in 0..20 {
+            let (status, body) = mcp_call(mcp, token, "list_issues", json!({}));
+            assert!(
+                status == 403 || status == 503,
+                "replica {name} served a revoked token: {status} {body}"
+            );
+        }
+    }
+}
+
+fn grant_view(server: &str, admin: &str, grant_id: &str) -> Value {
+    let response = http()
+        .get(format!("{server}/v1/tenants/acme/grants/{grant_id}"))
+        .bearer_auth(admin)
+        .send()
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    response.json().unwrap()
+}
+
+#[test]
+fn a_revocation_made_while_redis_hung_converges_without_further_action() {
+    let redis = corkboard_testkit::RedisServer::start();
+    let (env, _dir) = cluster_env(&redis, "hung-revoke");
+    let a = start_server(&env);
+    let b = start_server(&env);
+    let admin = admin_token_with(&env, "platform-admin", None);
+    let issued = create_grant(&a.url, &admin, "acme", "run-1", &["issues:read"]);
+    let token = issued["token"].as_str().unwrap();
+    let grant_id = issued["grant"]["id"].as_str().unwrap();
+    let (mcp_a, mcp_b) = (format!("{}/mcp", a.url), format!("{}/mcp", b.url));
+    assert_eq!(mcp_call(&mcp_a, token, "list_issues", json!({})).0, 200);
+    assert_eq!(mcp_call(&mcp_b, token, "list_issues", json!({})).0, 200);
+
+    redis.pause();
+    let revoked = http()
+        .delete(format!("{}/v1/tenants/acme/grants/{grant_id}", a.url))
+        .bearer_auth(&admin)
+        .send()
+        .unwrap();
+    assert_eq!(revoked.status(), 503, "the Redis step cannot be confirmed");
+    let view = grant_view(&a.url, &admin, grant_id);
+    assert_eq!(view["status"], "revoked", "{view}");
+    assert_eq!(view["revocation"], "pending", "{view}");
+    redis.resume();
+    let resumed = Instant::now();
+
+    // No further admin action: both replicas refuse it within a bounded
+    // number of polls, and the page says it is confirmed.
+    for (name, mcp) in [("A", &mcp_a), ("B", &mcp_b)] {
+        let mut polls = 0;
+        loop {
+            let (status, _) = mcp_call(mcp, token, "list_issues", json!({}));
+            if status == 403 {
+                break;
+            }
+            polls += 1;
+            assert!(polls < 600, "replica {name} still answers {status}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        eprintln!(
+            "replica {name} refuses the revoked token {:?} after Redis resumed",
+            resumed.elapsed()
+        );
+    }
+    let mut polls = 0;
+    while grant_view(&b.url, &admin, grant_id)["revocation"] != "confirmed" {
+        polls += 1;
+        assert!(polls < 600, "the revocation was never confirmed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -81,6 +81,11 @@ pub trait GrantLedger: Send + Sync + 'static {
 
     /// Every grant neither revoked nor expired at `now`, to rebuild a registry.
     async fn active_grants(&self, now: Timestamp) -> Result<Vec<GrantEvent>, StoreError>;
+
+    /// Every revoked grant that has not expired at `now`: the revocations a
+    /// shared registry must hold to be trusted (replayed into a Redis that
+    /// may have lost writes; the token hash is what it is keyed by).
+    async fn revoked_grants(&self, now: Timestamp) -> Result<Vec<GrantEvent>, StoreError>;
 }
 
 /// Append-only audit trail.

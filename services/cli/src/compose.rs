@@ -236,8 +236,12 @@ async fn open_registry_with(
             config.key_prefix = settings.redis_key_prefix.clone();
             // Not `connect`: a Redis that is down at start-up must not stop
             // the process; requests fail closed until it answers (/readyz says so).
-            let registry =
-                RedisRegistry::new(config).map_err(|e| StartError::Registry(e.to_string()))?;
+            let ledger: Arc<dyn corkboard_board::GrantLedger> = store.clone();
+            // The ledger's revocations are replayed into a Redis that may
+            // have lost some (restored, failed over) before it is trusted.
+            let registry = RedisRegistry::new(config)
+                .map_err(|e| StartError::Registry(e.to_string()))?
+                .with_ledger(ledger.clone());
             if let Some(metrics) = metrics {
                 let stats = registry.stats_handle();
                 metrics.observe_registry(move || {
@@ -251,7 +255,6 @@ async fn open_registry_with(
             }
             // The ledger stays the source of truth: a Redis that restarted
             // empty is refilled on demand, never trusted to be complete.
-            let ledger: Arc<dyn corkboard_board::GrantLedger> = store.clone();
             Ok(Arc::new(ReadThroughRegistry::new(registry, ledger)))
         }
     }

@@ -170,6 +170,15 @@ impl GrantLedger for MemoryLedger {
             .cloned()
             .collect())
     }
+
+    async fn revoked_grants(&self, now: Timestamp) -> Result<Vec<GrantEvent>, StoreError> {
+        Ok(self
+            .lock()
+            .values()
+            .filter(|e| e.revoked_at.is_some() && !e.grant.is_expired_at(now))
+            .cloned()
+            .collect())
+    }
 }
 
 #[cfg(test)]

@@ -10,6 +10,9 @@
 //!   invalidations may be missed) it is empty, serves nothing and accepts
 //!   nothing;
 //! - entries live at most `ttl`, and at most `capacity` of them are kept.
+//!
+//! [`UnknownCache`] is its negative counterpart: hashes recently found
+//! unknown everywhere.
 
 use crate::token::TokenHash;
 use corkboard_board::{Grant, Timestamp};
@@ -172,6 +175,86 @@ impl Inner {
     }
 }
 
+/// Token hashes recently found unknown everywhere (the shared registry and
+/// the ledger), so that a stream of random tokens costs one lookup each per
+/// `ttl` rather than a Redis and a ledger read per request. Bounded: at
+/// most `capacity` hashes, the oldest dropped first. A hash leaves it when
+/// a grant for it is registered (here or, through the revocation channel,
+/// on another replica) and after `ttl`.
+#[derive(Debug)]
+pub(crate) struct UnknownCache {
+    capacity: usize,
+    ttl: Duration,
+    inner: std::sync::Mutex<UnknownInner>,
+}
+
+#[derive(Debug, Default)]
+struct UnknownInner {
+    entries: HashMap<TokenHash, Instant>,
+    /// Insertion order; pairs whose entry was removed or replaced since are
+    /// skipped (recognised by their instant).
+    order: VecDeque<(TokenHash, Instant)>,
+}
+
+impl UnknownCache {
+    pub(crate) fn new(capacity: usize, ttl: Duration) -> Self {
+        Self {
+            capacity,
+            ttl,
+            inner: std::sync::Mutex::new(UnknownInner::default()),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, UnknownInner> {
+        // Each critical section is a few map/deque operations.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn contains(&self, hash: &TokenHash, now: Instant) -> bool {
+        self.lock()
+            .entries
+            .get(hash)
+            .is_some_and(|at| now.saturating_duration_since(*at) < self.ttl)
+    }
+
+    pub(crate) fn insert(&self, hash: TokenHash, now: Instant) {
+        if self.capacity == 0 {
+            return;
+        }
+        let mut inner = self.lock();
+        while inner.entries.len() >= self.capacity && !inner.entries.contains_key(&hash) {
+            let Some((old, at)) = inner.order.pop_front() else {
+                break;
+            };
+            if inner.entries.get(&old) == Some(&at) {
+                inner.entries.remove(&old);
+            }
+        }
+        inner.entries.insert(hash, now);
+        inner.order.push_back((hash, now));
+        if inner.order.len() > 2 * self.capacity + 16 {
+            let mut live: Vec<(TokenHash, Instant)> =
+                inner.entries.iter().map(|(h, at)| (*h, *at)).collect();
+            live.sort_unstable_by_key(|(_, at)| *at);
+            inner.order = live.into();
+        }
+    }
+
+    pub(crate) fn remove(&self, hash: &TokenHash) {
+        self.lock().entries.remove(hash);
+    }
+
+    pub(crate) fn clear(&self) {
+        let mut inner = self.lock();
+        inner.entries.clear();
+        inner.order.clear();
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.lock().entries.len()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -253,6 +336,26 @@ mod tests {
         let after_expiry = g.expires_at.plus_millis(1);
         cache.insert(cache.epoch().unwrap(), b, g, t0);
         assert!(matches!(cache.get(&b, t0, after_expiry), Lookup::Expired));
+    }
+
+    #[test]
+    fn unknown_hashes_are_bounded_age_out_and_can_be_removed() {
+        let cache = UnknownCache::new(2, Duration::from_secs(5));
+        let (a, b, c) = (hash(), hash(), hash());
+        let t0 = Instant::now();
+        cache.insert(a, t0);
+        assert!(cache.contains(&a, t0));
+        assert!(!cache.contains(&a, t0 + Duration::from_secs(5)), "aged out");
+        cache.insert(b, t0);
+        cache.insert(c, t0);
+        assert_eq!(cache.len(), 2);
+        assert!(!cache.contains(&a, t0), "the oldest went first");
+        cache.remove(&b);
+        assert!(!cache.contains(&b, t0) && cache.contains(&c, t0));
+        for _ in 0..100 {
+            cache.insert(c, t0);
+        }
+        assert!(cache.lock().order.len() <= 2 * 2 + 16);
     }
 
     #[test]

@@ -229,9 +229,22 @@ impl<R: TokenRegistry> TokenRegistry for ReadThroughRegistry<R> {
     }
 
     async fn resolve(&self, hash: &TokenHash) -> Result<Grant, RegistryError> {
+        // A random token costs one lookup per short while, not two per try.
+        if self.shared.known_unknown(hash) {
+            return Err(RegistryError::UnknownToken);
+        }
         match self.shared.resolve(hash).await {
             Err(RegistryError::UnknownToken) => {
-                let grant = self.ledger.resolve(hash).await?;
+                let grant = match self.ledger.resolve(hash).await {
+                    Err(RegistryError::UnknownToken) => {
+                        // Safe to remember: a token only exists once its
+                        // grant is recorded and registered (which forgets
+                        // this again), so nobody can present it earlier.
+                        self.shared.remember_unknown(hash);
+                        return Err(RegistryError::UnknownToken);
+                    }
+                    other => other?,
+                };
                 self.shared.register(&grant, hash).await?;
                 // A revocation may have landed between the ledger read and
                 // the registration. Revocations write the ledger before the
@@ -252,6 +265,14 @@ impl<R: TokenRegistry> TokenRegistry for ReadThroughRegistry<R> {
         self.shared.revoke(grant).await
     }
 
+    async fn revoke_hash(&self, grant: &GrantId, hash: &TokenHash) -> Result<bool, RegistryError> {
+        self.shared.revoke_hash(grant, hash).await
+    }
+
+    async fn still_resolves(&self, hash: &TokenHash) -> Result<bool, RegistryError> {
+        self.shared.still_resolves(hash).await
+    }
+
     async fn revoke_run(
         &self,
         tenant: &TenantId,
@@ -262,5 +283,13 @@ impl<R: TokenRegistry> TokenRegistry for ReadThroughRegistry<R> {
 
     async fn check(&self) -> Result<(), RegistryError> {
         self.shared.check().await
+    }
+
+    fn known_unknown(&self, hash: &TokenHash) -> bool {
+        self.shared.known_unknown(hash)
+    }
+
+    fn remember_unknown(&self, hash: &TokenHash) {
+        self.shared.remember_unknown(hash);
     }
 }

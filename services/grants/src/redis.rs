@@ -12,26 +12,48 @@
 //! `{p}revocations`. Every instance keeps a dedicated subscription to that
 //! channel and drops the hash from its local cache; in cluster mode a
 //! `PUBLISH` reaches subscribers on every node, so one subscription to any
-//! node is enough. While the subscription is down the cache is cleared and
-//! bypassed, since invalidations may be missed then.
+//! node is enough. While the subscription is down, or has not proved itself
+//! alive within [`SUBSCRIPTION_TRUST`], the cache is bypassed (and cleared
+//! once the loss is noticed), since invalidations may be missed then.
+//!
+//! Unknown tokens: a hash found unknown in Redis and in the ledger is
+//! remembered briefly ([`UNKNOWN_CACHE_TTL`]); a registration publishes
+//! `+<hash>` on the same channel so every replica forgets it at once.
+//! Outages: after a call timed out or lost its connection, calls are
+//! refused at once for [`CIRCUIT_OPEN_FOR`] rather than each waiting for
+//! the operation timeout.
+//!
+//! Redis may lose writes (a restart from an RDB/AOF point, a failover to
+//! a lagging replica, a restore from backup) and with them revocations; a
+//! Redis answer must never outlive a revocation in the durable ledger. So
+//! each revocation also increments `{p}revocation_epoch` (its new value
+//! travels with the invalidation message) and every registry remembers the
+//! highest epoch it has seen. A Redis whose epoch is behind that has gone
+//! back in time: its answers are not used until the ledger's revocations
+//! (every revoked, unexpired grant, [`GrantLedger::revoked_grants`]) have
+//! been replayed into it. The replay also runs at start-up, after every
+//! resubscription (anything may have happened meanwhile) and after a
+//! revocation whose Redis step failed, before Redis is trusted again.
 //!
 //! Fail closed: every Redis call is bounded by the operation timeout and an
 //! unanswered one is [`RegistryError::Unavailable`]; a cached grant is only
 //! served while Redis was heard from within the grace window.
 
-use crate::cache::{GrantCache, Lookup};
+use crate::cache::{GrantCache, Lookup, UnknownCache};
 use crate::error::RegistryError;
 use crate::redis_conn::RedisConnector;
 use crate::redis_sub::{Subscription, SubscriptionHandler, Topic};
 use crate::registry::TokenRegistry;
 use crate::token::TokenHash;
 use async_trait::async_trait;
-use corkboard_board::{Grant, GrantId, RunId, StoreError, TenantId, Timestamp, ValidationError};
+use corkboard_board::{
+    Grant, GrantId, GrantLedger, RunId, StoreError, TenantId, Timestamp, ValidationError,
+};
 use redis::{Cmd, FromRedisValue, Pipeline, RedisResult};
 use std::fmt;
 use std::future::Future;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 use tokio::runtime::Handle;
 use tokio::task::AbortHandle;
@@ -49,6 +71,30 @@ pub const EXPIRY_SLACK: Duration = Duration::from_secs(60);
 
 /// Longest wait between two attempts at re-establishing the subscription.
 const MAX_RESUBSCRIBE_BACKOFF: Duration = Duration::from_secs(2);
+
+/// How often the revocation subscription proves itself alive (PING).
+const REVOCATION_HEARTBEAT: Duration = Duration::from_millis(250);
+/// Longest wait for that PING's answer (capped by the operation timeout).
+const REVOCATION_PING_TIMEOUT: Duration = Duration::from_millis(500);
+/// The local cache serves only while the revocation subscription has shown
+/// a sign of life (subscribed, a message, a PING answered) this recently. A
+/// subscription that dies silently (no FIN: a partition, a hung Redis) is
+/// noticed by the heartbeat within `REVOCATION_HEARTBEAT +
+/// REVOCATION_PING_TIMEOUT`; this bound stops the cache at the same time
+/// even if the subscription task is slow to act, so a missed revocation is
+/// served for less than the one-second revocation contract.
+pub const SUBSCRIPTION_TRUST: Duration = Duration::from_millis(750);
+
+/// Most token hashes remembered as unknown everywhere.
+pub const UNKNOWN_CACHE_CAPACITY: usize = 10_000;
+/// How long a token hash found unknown everywhere is refused without a
+/// lookup. Short: it only has to absorb a stream of random tokens.
+pub const UNKNOWN_CACHE_TTL: Duration = Duration::from_secs(5);
+/// After a Redis call timed out or lost its connection, how long further
+/// calls are refused at once (Unavailable) instead of each waiting for the
+/// operation timeout; then one call probes Redis again. An answered PING
+/// on the revocation subscription closes it early.
+pub const CIRCUIT_OPEN_FOR: Duration = Duration::from_millis(500);
 
 /// How to reach Redis and how much to trust the local cache.
 #[derive(Clone)]
@@ -147,6 +193,18 @@ pub struct RegistryStats {
     pub cache_entries: u64,
     /// Whether the invalidation subscription is up (the cache is in use).
     pub subscribed: bool,
+    /// Resolutions refused as unknown from the negative cache, with no
+    /// lookup.
+    pub unknown_hits: u64,
+    /// Token hashes remembered as unknown now.
+    pub unknown_entries: u64,
+    /// Redis calls refused at once because a recent one failed.
+    pub fast_failures: u64,
+    /// Whether Redis calls are being refused at once now.
+    pub circuit_open: bool,
+    /// Revocations recorded in the ledger whose Redis step is still being
+    /// retried.
+    pub pending_revocations: u64,
 }
 
 /// A [`TokenRegistry`] in Redis (single node or cluster) with a local cache
@@ -155,6 +213,7 @@ pub struct RegistryStats {
 pub struct RedisRegistry {
     shared: Arc<Shared>,
     subscriber: AbortHandle,
+    retrier: AbortHandle,
 }
 
 impl fmt::Debug for RedisRegistry {
@@ -176,12 +235,18 @@ fn stats_of(shared: &Shared) -> RegistryStats {
         invalidations_received: c.invalidations.load(Ordering::Relaxed),
         cache_entries: shared.cache.len() as u64,
         subscribed: shared.cache.epoch().is_some(),
+        unknown_hits: c.unknown_hits.load(Ordering::Relaxed),
+        unknown_entries: shared.unknown.len() as u64,
+        fast_failures: c.fast_failures.load(Ordering::Relaxed),
+        circuit_open: shared.circuit_refuses(Instant::now()),
+        pending_revocations: shared.pending_len() as u64,
     }
 }
 
 impl Drop for RedisRegistry {
     fn drop(&mut self) {
         self.subscriber.abort();
+        self.retrier.abort();
     }
 }
 
@@ -207,19 +272,30 @@ impl RedisRegistry {
                 prefix: config.key_prefix.clone(),
             },
             cache: GrantCache::new(config.cache_capacity, config.cache_ttl),
+            unknown: UnknownCache::new(
+                UNKNOWN_CACHE_CAPACITY.min(config.cache_capacity),
+                UNKNOWN_CACHE_TTL,
+            ),
+            circuit_open_until_ms: AtomicU64::new(0),
             connector,
             grace: config.grace,
             operation_timeout: config.operation_timeout,
             origin: Instant::now(),
             last_contact_ms: AtomicU64::new(0),
+            subscription_proof_ms: AtomicU64::new(0),
             contacted: AtomicBool::new(false),
             counters: Counters::default(),
+            ledger: OnceLock::new(),
+            pending: std::sync::Mutex::new(std::collections::HashMap::new()),
+            trust: Trust::default(),
         });
         let subscription = revocations(&config, &shared)?;
         let task = handle.spawn(subscription.run(Invalidations(shared.clone())));
+        let retries = handle.spawn(retry_pending(Arc::downgrade(&shared)));
         Ok(Self {
             shared,
             subscriber: task.abort_handle(),
+            retrier: retries.abort_handle(),
         })
     }
 
@@ -229,6 +305,20 @@ impl RedisRegistry {
         let registry = Self::new(config)?;
         registry.check().await?;
         Ok(registry)
+    }
+
+    /// Replays the revocations of `ledger` into Redis whenever Redis may
+    /// have lost some (see the module docs). Without a ledger only the
+    /// epoch is checked: a Redis behind it is refused until it has caught
+    /// up with what this registry saw.
+    pub fn with_ledger(self, ledger: Arc<dyn GrantLedger>) -> Self {
+        let _ = self.shared.ledger.set(ledger);
+        self
+    }
+
+    /// How many replays of the ledger's revocations have completed.
+    pub fn replays(&self) -> u64 {
+        self.shared.trust.replays.load(Ordering::Relaxed)
     }
 
     pub fn stats(&self) -> RegistryStats {
@@ -246,20 +336,93 @@ impl RedisRegistry {
         &self.shared.keys.prefix
     }
 
-    /// Removes one grant; returns whether it was registered. The grant key
-    /// goes last, so a retry after a failure half-way finds the hash again
-    /// and publishes the invalidation again.
-    async fn revoke_one(&self, id: &GrantId) -> Result<bool, RegistryError> {
+    /// Revocations whose Redis step has not succeeded yet (retried in the
+    /// background until it does).
+    pub fn pending_revocations(&self) -> usize {
+        self.shared.pending_len()
+    }
+
+    /// Removes one grant; returns whether it was registered. A failure
+    /// leaves the revocation pending: retried in the background until
+    /// Redis confirms it, and Redis is not trusted until the ledger's
+    /// revocations have been replayed into it.
+    async fn revoke_one(
+        &self,
+        id: &GrantId,
+        hash: Option<TokenHash>,
+    ) -> Result<bool, RegistryError> {
         let s = &self.shared;
+        let result = s.revoke_attempt(id, hash).await;
+        if result.is_err() {
+            s.trust.distrust();
+            s.pending
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(id.clone(), hash);
+        }
+        result
+    }
+}
+
+/// Retries the pending revocations of `shared` until each is confirmed, for
+/// as long as the registry exists.
+async fn retry_pending(shared: std::sync::Weak<Shared>) {
+    let mut wait = PENDING_RETRY_FIRST;
+    loop {
+        tokio::time::sleep(wait).await;
+        let Some(s) = shared.upgrade() else { return };
+        let pending: Vec<(GrantId, Option<TokenHash>)> = s
+            .pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(id, hash)| (id.clone(), *hash))
+            .collect();
+        wait = PENDING_RETRY_FIRST;
+        for (id, hash) in pending {
+            match s.revoke_attempt(&id, hash).await {
+                Ok(_) => {
+                    s.pending
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .remove(&id);
+                    tracing::info!(grant = %id, "token registry: pending revocation confirmed");
+                }
+                Err(_) => {
+                    wait = PENDING_RETRY_MAX;
+                    break;
+                }
+            }
+        }
+    }
+}
+
+impl Shared {
+    fn pending_len(&self) -> usize {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// One attempt at removing a grant, by its token hash when known (the
+    /// ledger has it: the grant key may have been evicted) or else through
+    /// its grant key. The grant key goes last, so a retry after a failure
+    /// half-way finds the hash again and publishes the invalidation again.
+    async fn revoke_attempt(
+        &self,
+        id: &GrantId,
+        known: Option<TokenHash>,
+    ) -> Result<bool, RegistryError> {
+        let s = self;
         let hash_hex: Option<String> = s.query(redis::cmd("GET").arg(s.keys.grant(id))).await?;
-        let Some(hash_hex) = hash_hex else {
-            return Ok(false);
-        };
-        let Some(hash) = TokenHash::from_hex(&hash_hex) else {
-            // Not written by us; drop it rather than fail every retry.
-            s.query::<()>(redis::cmd("DEL").arg(s.keys.grant(id)))
-                .await?;
-            return Ok(false);
+        let hash = match (known, hash_hex.as_deref().and_then(TokenHash::from_hex)) {
+            (Some(hash), _) | (None, Some(hash)) => hash,
+            (None, None) => {
+                if hash_hex.is_some() {
+                    // Not written by us; drop it rather than fail every retry.
+                    s.query::<()>(redis::cmd("DEL").arg(s.keys.grant(id)))
+                        .await?;
+                }
+                return Ok(false);
+            }
         };
         let tok_key = s.keys.token(&hash);
         let json: Option<String> = s.query(redis::cmd("GET").arg(&tok_key)).await?;
@@ -267,8 +430,15 @@ impl RedisRegistry {
         // Our own cache first: a revocation is effective here at once,
         // before the message comes back through Redis.
         s.cache.invalidate(&hash);
-        s.query::<()>(redis::cmd("PUBLISH").arg(s.keys.channel()).arg(&hash_hex))
-            .await?;
+        let epoch: u64 = s.query(redis::cmd("INCR").arg(s.keys.epoch())).await?;
+        s.trust.saw(epoch);
+        s.query::<()>(
+            redis::cmd("PUBLISH")
+                .arg(s.keys.channel())
+                .arg(format!("{} {epoch}", hash.to_hex())),
+        )
+        .await?;
+        let registered = json.is_some() || hash_hex.is_some();
         if let Some(grant) = json.and_then(|j| serde_json::from_str::<Grant>(&j).ok()) {
             s.query::<()>(
                 redis::cmd("SREM")
@@ -279,7 +449,7 @@ impl RedisRegistry {
         }
         s.query::<()>(redis::cmd("DEL").arg(s.keys.grant(id)))
             .await?;
-        Ok(true)
+        Ok(registered)
     }
 }
 
@@ -332,13 +502,24 @@ impl TokenRegistry for RedisRegistry {
         )
         .await?;
         s.cache.invalidate(hash);
+        s.unknown.remove(hash);
+        // Other replicas forget it as unknown too: a registration is
+        // announced on the revocation channel as `+<hash>`, which touches
+        // only their caches of unknown hashes (their grant caches cannot
+        // hold a grant for a hash that was never registered).
+        s.query::<()>(
+            redis::cmd("PUBLISH")
+                .arg(s.keys.channel())
+                .arg(format!("+{}", hash.to_hex())),
+        )
+        .await?;
         Ok(())
     }
 
     async fn resolve(&self, hash: &TokenHash) -> Result<Grant, RegistryError> {
         let s = &self.shared;
         let now = Instant::now();
-        if s.contact_is_fresh(now) {
+        if s.contact_is_fresh(now) && s.subscription_is_proven(now) {
             match s.cache.get(hash, now, Timestamp::now()) {
                 Lookup::Hit(grant) => {
                     s.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
@@ -355,7 +536,7 @@ impl TokenRegistry for RedisRegistry {
         // Taken before the read: if any invalidation lands while the read is
         // in flight, what we read is not cached.
         let epoch = s.cache.epoch();
-        let json: Option<String> = s.query(redis::cmd("GET").arg(s.keys.token(hash))).await?;
+        let json = s.trusted_get(hash).await?;
         let Some(json) = json else {
             return Err(RegistryError::UnknownToken);
         };
@@ -372,7 +553,19 @@ impl TokenRegistry for RedisRegistry {
     }
 
     async fn revoke(&self, grant: &GrantId) -> Result<bool, RegistryError> {
-        self.revoke_one(grant).await
+        self.revoke_one(grant, None).await
+    }
+
+    async fn revoke_hash(&self, grant: &GrantId, hash: &TokenHash) -> Result<bool, RegistryError> {
+        self.revoke_one(grant, Some(*hash)).await
+    }
+
+    async fn still_resolves(&self, hash: &TokenHash) -> Result<bool, RegistryError> {
+        let s = &self.shared;
+        let exists: bool = s
+            .query(redis::cmd("EXISTS").arg(s.keys.token(hash)))
+            .await?;
+        Ok(exists)
     }
 
     async fn revoke_run(
@@ -382,13 +575,21 @@ impl TokenRegistry for RedisRegistry {
     ) -> Result<Vec<GrantId>, RegistryError> {
         let s = &self.shared;
         let run_key = s.keys.run(tenant, run);
-        let members: Vec<String> = s.query(redis::cmd("SMEMBERS").arg(&run_key)).await?;
+        let members: Vec<String> = match s.query(redis::cmd("SMEMBERS").arg(&run_key)).await {
+            Ok(members) => members,
+            Err(err) => {
+                // The ledger has the revocations; Redis is not trusted
+                // until they have been replayed into it.
+                s.trust.distrust();
+                return Err(err);
+            }
+        };
         let mut revoked = Vec::new();
         for member in members {
             let Ok(id) = GrantId::parse(member) else {
                 continue;
             };
-            if self.revoke_one(&id).await? {
+            if self.revoke_one(&id, None).await? {
                 revoked.push(id);
             }
         }
@@ -399,20 +600,46 @@ impl TokenRegistry for RedisRegistry {
     async fn check(&self) -> Result<(), RegistryError> {
         self.shared.query::<()>(&redis::cmd("PING")).await
     }
+
+    fn known_unknown(&self, hash: &TokenHash) -> bool {
+        let s = &self.shared;
+        let known = s.unknown.contains(hash, Instant::now());
+        if known {
+            s.counters.unknown_hits.fetch_add(1, Ordering::Relaxed);
+        }
+        known
+    }
+
+    fn remember_unknown(&self, hash: &TokenHash) {
+        self.shared.unknown.insert(*hash, Instant::now());
+    }
 }
 
 /// State shared by the registry and its subscription task.
 struct Shared {
     keys: Keys,
     cache: GrantCache,
+    unknown: UnknownCache,
+    /// Milliseconds after `origin` until which Redis calls are refused at
+    /// once; 0 when closed (see [`CIRCUIT_OPEN_FOR`]).
+    circuit_open_until_ms: AtomicU64,
     connector: RedisConnector,
     grace: Duration,
     operation_timeout: Duration,
     origin: Instant,
     /// Milliseconds after `origin` of the last successful Redis reply.
     last_contact_ms: AtomicU64,
+    /// One plus the milliseconds after `origin` of the revocation
+    /// subscription's last sign of life; 0 while it is down.
+    subscription_proof_ms: AtomicU64,
     contacted: AtomicBool,
     counters: Counters,
+    /// Revocations whose Redis step failed, by grant, with the token hash
+    /// when known: retried by [`retry_pending`] until Redis confirms.
+    pending: std::sync::Mutex<std::collections::HashMap<GrantId, Option<TokenHash>>>,
+    /// Where revocations are replayed from (see the module docs).
+    ledger: OnceLock<Arc<dyn GrantLedger>>,
+    trust: Trust,
 }
 
 #[derive(Default)]
@@ -421,13 +648,158 @@ struct Counters {
     cache_misses: AtomicU64,
     redis_errors: AtomicU64,
     invalidations: AtomicU64,
+    unknown_hits: AtomicU64,
+    fast_failures: AtomicU64,
 }
 
+/// Whether Redis's answers may be used: not until the ledger's revocations
+/// have been replayed into it since the last reason to doubt it.
+#[derive(Default)]
+struct Trust {
+    /// Whether the last replay is still good.
+    verified: AtomicBool,
+    /// Bumped by every reason to doubt Redis: a replay that started before
+    /// one does not count as verifying.
+    doubts: AtomicU64,
+    /// The highest revocation epoch seen from Redis.
+    seen_epoch: AtomicU64,
+    /// One replay at a time; the others wait for its outcome.
+    replaying: tokio::sync::Mutex<()>,
+    replays: AtomicU64,
+}
+
+impl Trust {
+    fn distrust(&self) {
+        self.doubts.fetch_add(1, Ordering::SeqCst);
+        self.verified.store(false, Ordering::SeqCst);
+    }
+
+    fn saw(&self, epoch: u64) {
+        self.seen_epoch.fetch_max(epoch, Ordering::SeqCst);
+    }
+}
+
+/// Raises the revocation epoch to at least ARGV[1] and returns it: after a
+/// replay, Redis holds every revocation this registry has seen.
+const RAISE_EPOCH: &str = "local c = tonumber(redis.call('GET', KEYS[1]) or '0') \
+local s = tonumber(ARGV[1]) \
+if c < s then redis.call('SET', KEYS[1], ARGV[1]) return s end \
+return c";
+
+/// First and longest wait between two retries of pending revocations.
+const PENDING_RETRY_FIRST: Duration = Duration::from_millis(100);
+const PENDING_RETRY_MAX: Duration = Duration::from_millis(500);
+
+/// Revoked grants whose keys one replay deletes concurrently.
+const REPLAY_BATCH: usize = 64;
+
 impl Shared {
+    /// The grant JSON behind `hash`, read from a Redis known to hold every
+    /// revocation this registry has seen (replaying the ledger's first if
+    /// it may not).
+    async fn trusted_get(&self, hash: &TokenHash) -> Result<Option<String>, RegistryError> {
+        for _ in 0..2 {
+            self.verify().await?;
+            let token = redis::cmd("GET").arg(self.keys.token(hash)).clone();
+            let epoch = redis::cmd("GET").arg(self.keys.epoch()).clone();
+            let (json, applied): (Option<String>, Option<u64>) =
+                tokio::try_join!(self.query(&token), self.query(&epoch))?;
+            let applied = applied.unwrap_or(0);
+            if applied >= self.trust.seen_epoch.load(Ordering::SeqCst) {
+                self.trust.saw(applied);
+                return Ok(json);
+            }
+            tracing::warn!(
+                applied,
+                seen = self.trust.seen_epoch.load(Ordering::SeqCst),
+                "token registry: Redis is behind the revocations already seen \
+                 (restarted from a snapshot or failed over?); replaying the ledger's"
+            );
+            self.trust.distrust();
+        }
+        Err(RegistryError::Unavailable(
+            "redis went back in time again during the revocation replay".into(),
+        ))
+    }
+
+    /// Makes Redis trustworthy if it may not be: deletes the keys of every
+    /// revoked, unexpired grant of the ledger, then raises Redis's epoch to
+    /// what this registry has seen.
+    async fn verify(&self) -> Result<(), RegistryError> {
+        if self.trust.verified.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let _one = self.trust.replaying.lock().await;
+        if self.trust.verified.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let doubts = self.trust.doubts.load(Ordering::SeqCst);
+        if let Some(ledger) = self.ledger.get() {
+            let revoked = ledger
+                .revoked_grants(Timestamp::now())
+                .await
+                .map_err(|e| match e {
+                    StoreError::Unavailable { reason } => RegistryError::Unavailable(reason),
+                    other => RegistryError::Store(other),
+                })?;
+            for batch in revoked.chunks(REPLAY_BATCH) {
+                let deletions = batch.iter().map(|event| async move {
+                    if let Some(hash) = TokenHash::from_hex(&event.token_hash) {
+                        self.query::<()>(redis::cmd("DEL").arg(self.keys.token(&hash)))
+                            .await?;
+                        self.cache.invalidate(&hash);
+                    }
+                    self.query::<()>(redis::cmd("DEL").arg(self.keys.grant(&event.grant.id)))
+                        .await
+                });
+                futures_util::future::try_join_all(deletions).await?;
+            }
+        }
+        let seen = self.trust.seen_epoch.load(Ordering::SeqCst);
+        let epoch: u64 = self
+            .query(
+                redis::cmd("EVAL")
+                    .arg(RAISE_EPOCH)
+                    .arg(1)
+                    .arg(self.keys.epoch())
+                    .arg(seen),
+            )
+            .await?;
+        self.trust.saw(epoch);
+        self.trust.replays.fetch_add(1, Ordering::Relaxed);
+        // Only if nothing new cast doubt meanwhile; else the next call replays.
+        if self.trust.doubts.load(Ordering::SeqCst) == doubts {
+            self.trust.verified.store(true, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+
     fn touch(&self) {
         let ms = self.origin.elapsed().as_millis() as u64;
         self.last_contact_ms.fetch_max(ms, Ordering::Relaxed);
         self.contacted.store(true, Ordering::Relaxed);
+    }
+
+    /// The revocation subscription shows a sign of life.
+    fn subscription_proved(&self) {
+        let ms = self.origin.elapsed().as_millis() as u64 + 1;
+        self.subscription_proof_ms.fetch_max(ms, Ordering::SeqCst);
+    }
+
+    fn subscription_lost(&self) {
+        self.subscription_proof_ms.store(0, Ordering::SeqCst);
+    }
+
+    /// Whether the subscription showed a sign of life within
+    /// [`SUBSCRIPTION_TRUST`] of `now` (so no invalidation can have been
+    /// missed for longer than that).
+    fn subscription_is_proven(&self, now: Instant) -> bool {
+        let proof = self.subscription_proof_ms.load(Ordering::SeqCst);
+        if proof == 0 {
+            return false;
+        }
+        let since_origin = now.saturating_duration_since(self.origin).as_millis() as u64 + 1;
+        Duration::from_millis(since_origin.saturating_sub(proof)) <= SUBSCRIPTION_TRUST
     }
 
     fn contact_is_fresh(&self, now: Instant) -> bool {
@@ -447,21 +819,77 @@ impl Shared {
         RegistryError::Unavailable(format!("redis {what} failed: {reason}"))
     }
 
+    fn ms_since_origin(&self, now: Instant) -> u64 {
+        now.saturating_duration_since(self.origin).as_millis() as u64
+    }
+
+    /// Whether calls are refused at once now (a recent call failed).
+    fn circuit_refuses(&self, now: Instant) -> bool {
+        self.ms_since_origin(now) < self.circuit_open_until_ms.load(Ordering::SeqCst)
+    }
+
+    /// Whether this call may go to Redis. Once the open period is over, the
+    /// first call through is the probe: the others are refused while it is
+    /// in flight, so an outage costs one operation timeout per period, not
+    /// one per request.
+    fn circuit_admits(&self) -> bool {
+        let now = self.ms_since_origin(Instant::now());
+        let until = self.circuit_open_until_ms.load(Ordering::SeqCst);
+        if until == 0 {
+            return true;
+        }
+        if now < until {
+            return false;
+        }
+        let probe_until = now + self.operation_timeout.as_millis() as u64;
+        self.circuit_open_until_ms
+            .compare_exchange(until, probe_until, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+    }
+
+    fn open_circuit(&self) {
+        let until = self.ms_since_origin(Instant::now()) + CIRCUIT_OPEN_FOR.as_millis() as u64;
+        self.circuit_open_until_ms
+            .store(until.max(1), Ordering::SeqCst);
+    }
+
+    fn close_circuit(&self) {
+        self.circuit_open_until_ms.store(0, Ordering::SeqCst);
+    }
+
     async fn bounded<T>(
         &self,
         what: &str,
         call: impl Future<Output = RedisResult<T>>,
     ) -> Result<T, RegistryError> {
+        if !self.circuit_admits() {
+            self.counters.fast_failures.fetch_add(1, Ordering::Relaxed);
+            return Err(RegistryError::Unavailable(format!(
+                "redis {what} not attempted: Redis failed within the last {CIRCUIT_OPEN_FOR:?}"
+            )));
+        }
         match tokio::time::timeout(self.operation_timeout, call).await {
             Ok(Ok(value)) => {
                 self.touch();
+                self.close_circuit();
                 Ok(value)
             }
-            Ok(Err(e)) => Err(self.failed(what, e)),
-            Err(_) => Err(self.failed(
-                what,
-                format!("no answer within {:?}", self.operation_timeout),
-            )),
+            Ok(Err(e)) => {
+                if is_connection_error(&e) || e.is_timeout() {
+                    self.open_circuit();
+                } else {
+                    // Redis answered (with an error): it is reachable.
+                    self.close_circuit();
+                }
+                Err(self.failed(what, e))
+            }
+            Err(_) => {
+                self.open_circuit();
+                Err(self.failed(
+                    what,
+                    format!("no answer within {:?}", self.operation_timeout),
+                ))
+            }
         }
     }
 
@@ -537,6 +965,10 @@ impl Keys {
     fn channel(&self) -> String {
         format!("{}revocations", self.prefix)
     }
+
+    fn epoch(&self) -> String {
+        format!("{}revocation_epoch", self.prefix)
+    }
 }
 
 /// What the revocation subscription does for the registry: drops revoked
@@ -548,15 +980,35 @@ struct Invalidations(Arc<Shared>);
 impl SubscriptionHandler for Invalidations {
     fn up(&mut self) {
         self.0.touch();
+        self.0.subscription_proved();
+        self.0.close_circuit();
+        // Revocations may have been missed, or Redis may have lost them;
+        // registrations too (which a remembered unknown hash must hear of).
+        self.0.trust.distrust();
+        self.0.unknown.clear();
         self.0.cache.set_live(true);
     }
 
     fn message(&mut self, message: redis::Msg) {
         let shared = &self.0;
         shared.touch();
+        shared.subscription_proved();
         let payload: String = message.get_payload().unwrap_or_default();
-        if let Some(hash) = TokenHash::from_hex(&payload) {
+        if let Some(registered) = payload.strip_prefix('+') {
+            if let Some(hash) = TokenHash::from_hex(registered) {
+                shared.unknown.remove(&hash);
+            }
+            return;
+        }
+        // A revocation: `<hash>` or `<hash> <revocation epoch>`.
+        let mut parts = payload.split(' ');
+        let hash = parts.next().and_then(TokenHash::from_hex);
+        if let Some(epoch) = parts.next().and_then(|e| e.parse::<u64>().ok()) {
+            shared.trust.saw(epoch);
+        }
+        if let Some(hash) = hash {
             shared.cache.invalidate(&hash);
+            shared.unknown.remove(&hash);
             shared
                 .counters
                 .invalidations
@@ -566,9 +1018,12 @@ impl SubscriptionHandler for Invalidations {
 
     fn alive(&mut self) {
         self.0.touch();
+        self.0.subscription_proved();
+        self.0.close_circuit();
     }
 
     fn lost(&mut self) {
+        self.0.subscription_lost();
         self.0.cache.set_live(false);
         self.0.counters.redis_errors.fetch_add(1, Ordering::Relaxed);
     }
@@ -583,7 +1038,7 @@ fn revocations(
     config: &RedisRegistryConfig,
     shared: &Shared,
 ) -> Result<Subscription, RegistryError> {
-    let heartbeat = (config.grace / 3).clamp(Duration::from_millis(50), Duration::from_secs(1));
+    let (heartbeat, ping_timeout) = revocation_heartbeat(config);
     let subscription = Subscription::new(
         &config.urls,
         Topic::Channel(shared.keys.channel()),
@@ -591,12 +1046,21 @@ fn revocations(
     )
     .map_err(|e| invalid_url(&e))?
     .with_heartbeat(heartbeat)
+    .with_ping_timeout(ping_timeout)
     .with_max_backoff(MAX_RESUBSCRIBE_BACKOFF)
     .with_log_names(
         "token registry: revocation subscription",
         "local cache bypassed until it is back",
     );
     Ok(subscription)
+}
+
+/// The revocation subscription's heartbeat and PING bound: together within
+/// [`SUBSCRIPTION_TRUST`], so a silently dead subscription is noticed
+/// before the cache would stop serving anyway.
+fn revocation_heartbeat(config: &RedisRegistryConfig) -> (Duration, Duration) {
+    let ping_timeout = REVOCATION_PING_TIMEOUT.min(config.operation_timeout);
+    (REVOCATION_HEARTBEAT, ping_timeout)
 }
 
 fn validate(config: &RedisRegistryConfig) -> Result<(), RegistryError> {
@@ -673,6 +1137,35 @@ mod tests {
         assert!(s.contact_is_fresh(now));
         assert!(s.contact_is_fresh(now + s.grace - Duration::from_millis(100)));
         assert!(!s.contact_is_fresh(now + s.grace + Duration::from_millis(100)));
+    }
+
+    #[tokio::test]
+    async fn the_cache_needs_a_recently_proven_subscription() {
+        let registry = RedisRegistry::new(RedisRegistryConfig::new([format!(
+            "redis://127.0.0.1:{}/",
+            unused_port()
+        )]))
+        .unwrap();
+        let s = &registry.shared;
+        assert!(
+            !s.subscription_is_proven(Instant::now()),
+            "never subscribed"
+        );
+        s.subscription_proved();
+        let now = Instant::now();
+        assert!(s.subscription_is_proven(now));
+        assert!(!s.subscription_is_proven(now + SUBSCRIPTION_TRUST + Duration::from_millis(10)));
+        s.subscription_lost();
+        assert!(!s.subscription_is_proven(now), "lost: nothing is trusted");
+    }
+
+    #[test]
+    fn a_silently_dead_subscription_is_noticed_within_the_revocation_contract() {
+        // The issue's 2.7 s: a 1 s heartbeat plus a 1 s PING timeout.
+        let config = RedisRegistryConfig::new(["redis://127.0.0.1/"]);
+        let (heartbeat, ping_timeout) = revocation_heartbeat(&config);
+        assert!(heartbeat + ping_timeout <= SUBSCRIPTION_TRUST);
+        assert!(SUBSCRIPTION_TRUST < Duration::from_secs(1));
     }
 
     fn unused_port() -> u16 {

@@ -46,8 +46,11 @@ pub trait SubscriptionHandler: Send + 'static {
 pub struct Subscription {
     clients: Vec<redis::Client>,
     topic: Topic,
-    /// Bound on subscribing and on each PING.
+    /// Bound on subscribing.
     timeout: Duration,
+    /// Bound on each PING: with the heartbeat, how long a silently dead
+    /// subscription can go unnoticed.
+    ping_timeout: Duration,
     /// How often a PING proves the subscription alive.
     heartbeat: Duration,
     /// Longest wait between two attempts.
@@ -88,6 +91,7 @@ impl Subscription {
             clients,
             topic,
             timeout,
+            ping_timeout: timeout,
             heartbeat: Duration::from_secs(5),
             max_backoff: Duration::from_secs(5),
             name: "redis subscription",
@@ -97,6 +101,14 @@ impl Subscription {
 
     pub fn with_heartbeat(mut self, heartbeat: Duration) -> Self {
         self.heartbeat = heartbeat;
+        self
+    }
+
+    /// Bounds each heartbeat PING more tightly than subscribing: a dead
+    /// subscription is noticed at most `heartbeat + ping_timeout` after its
+    /// last sign of life.
+    pub fn with_ping_timeout(mut self, ping_timeout: Duration) -> Self {
+        self.ping_timeout = ping_timeout;
         self
     }
 
@@ -141,7 +153,7 @@ impl Subscription {
                             }
                             _ = ticks.tick() => {
                                 let pong = tokio::time::timeout(
-                                    self.timeout,
+                                    self.ping_timeout,
                                     sink.ping::<redis::Value>(),
                                 )
                                 .await;

@@ -20,6 +20,19 @@ pub trait TokenRegistry: Send + Sync + 'static {
     /// Removes one grant everywhere. `Ok(false)` if it was not registered.
     async fn revoke(&self, grant: &GrantId) -> Result<bool, RegistryError>;
 
+    /// [`Self::revoke`] with the grant's token hash (the ledger has it), so
+    /// the token goes even if the backend lost the grant's other keys.
+    async fn revoke_hash(&self, grant: &GrantId, _hash: &TokenHash) -> Result<bool, RegistryError> {
+        self.revoke(grant).await
+    }
+
+    /// Whether `hash` still resolves in the backend itself (for a revoked
+    /// grant: its revocation is not confirmed yet). `false` by default:
+    /// registries without a separate backend forget at once.
+    async fn still_resolves(&self, _hash: &TokenHash) -> Result<bool, RegistryError> {
+        Ok(false)
+    }
+
     /// Removes every grant of a run. Returns the revoked grant ids.
     async fn revoke_run(
         &self,
@@ -29,4 +42,15 @@ pub trait TokenRegistry: Send + Sync + 'static {
 
     /// Whether the backend answers (for `/readyz`).
     async fn check(&self) -> Result<(), RegistryError>;
+
+    /// Whether `hash` was recently found unknown everywhere (this registry
+    /// and the ledger behind it; see [`Self::remember_unknown`]): a
+    /// read-through registry then refuses it without asking either again.
+    fn known_unknown(&self, _hash: &TokenHash) -> bool {
+        false
+    }
+
+    /// Notes that `hash` is unknown everywhere, until a grant for it is
+    /// registered or a short while has passed. A no-op by default.
+    fn remember_unknown(&self, _hash: &TokenHash) {}
 }

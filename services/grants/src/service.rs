@@ -97,8 +97,25 @@ impl GrantService {
             .ledger
             .record_revocation(id, by, Timestamp::now())
             .await?;
-        self.registry.revoke(id).await?;
+        // By token hash: the registry may have lost the grant's other keys.
+        match crate::token::TokenHash::from_hex(&event.token_hash) {
+            Some(hash) => self.registry.revoke_hash(id, &hash).await?,
+            None => self.registry.revoke(id).await?,
+        };
         Ok(event)
+    }
+
+    /// Whether a revoked grant's token still resolves in the registry's
+    /// backend: its revocation is recorded but not yet confirmed there (it
+    /// is being retried). An unreachable backend counts as not confirmed.
+    pub async fn revocation_pending(&self, event: &GrantEvent) -> bool {
+        if event.revoked_at.is_none() || event.grant.is_expired_at(Timestamp::now()) {
+            return false;
+        }
+        match crate::token::TokenHash::from_hex(&event.token_hash) {
+            Some(hash) => self.registry.still_resolves(&hash).await.unwrap_or(true),
+            None => false,
+        }
     }
 
     /// Revokes every grant of a run.

@@ -884,12 +884,13 @@ function renderGrants() {
         el('tbody', {}, list.map((g) => el('tr', { dataset: { grantId: g.id, status: g.status } },
           el('td', { class: 'mono' }, g.id),
           el('td', {}, g.capabilities.join(', ')),
-          el('td', { class: `status-${g.status}` }, g.status, g.revoked_at ? el('span', { class: 'muted' }, ` by ${g.revoked_by ?? '?'}`) : null),
+          el('td', { class: `status-${g.status}` }, g.status, g.revoked_at ? el('span', { class: 'muted' }, ` by ${g.revoked_by ?? '?'}`) : null,
+            g.revocation === 'pending' ? el('strong', { class: 'revocation-pending' }, ' (pending: the token still works until the registry confirms; retried automatically)') : null),
           el('td', {}, timeEl(g.created_at)),
           el('td', {}, timeEl(g.expires_at)),
           el('td', {}, g.created_by),
           canManage
-            ? el('td', {}, g.status === 'active'
+            ? el('td', {}, g.status === 'active' || g.revocation === 'pending'
               ? el('button', { type: 'button', class: 'secondary revoke-grant', dataset: { grantId: g.id, focusKey: `revoke-${g.id}` }, 'aria-label': `Revoke grant ${g.id}`, onclick: () => revokeGrant(g) }, 'Revoke')
               : '')
             : null))))));

@@ -154,7 +154,26 @@ fn page_limit(limit: Option<u32>) -> Result<u32, ValidationError> {
 }
 
 fn grant_json(event: &GrantEvent) -> serde_json::Value {
+    grant_json_with(event, None)
+}
+
+/// A grant as the API shows it, with `revocation`: for a revoked grant
+/// still in its lifetime, `"pending"` while its token still resolves in the
+/// registry (the revocation is recorded and being retried), `"confirmed"`
+/// once it does not.
+async fn grant_json_checked(state: &AppState, event: &GrantEvent) -> serde_json::Value {
+    let revocation = if event.revoked_at.is_some() {
+        let pending = state.grants.revocation_pending(event).await;
+        Some(if pending { "pending" } else { "confirmed" })
+    } else {
+        None
+    };
+    grant_json_with(event, revocation)
+}
+
+fn grant_json_with(event: &GrantEvent, revocation: Option<&str>) -> serde_json::Value {
     json!({
+        "revocation": revocation,
         "id": event.grant.id,
         "tenant": event.grant.tenant,
         "run": event.grant.run,
@@ -188,8 +207,12 @@ async fn list_grants(
     } else {
         None
     };
+    let mut grants = Vec::with_capacity(page.len());
+    for event in &page {
+        grants.push(grant_json_checked(&state, event).await);
+    }
     Ok(HttpResponse::Ok().json(json!({
-        "grants": page.iter().map(grant_json).collect::<Vec<_>>(),
+        "grants": grants,
         "next_cursor": next_cursor,
     })))
 }
@@ -216,7 +239,7 @@ async fn get_grant(
     let (tenant, grant) = path.into_inner();
     let tenant = tenant_for_read(&auth.0, &tenant)?;
     let event = grant_of_tenant(&state, &tenant, &grant).await?;
-    Ok(HttpResponse::Ok().json(grant_json(&event)))
+    Ok(HttpResponse::Ok().json(grant_json_checked(&state, &event).await))
 }
 
 async fn revoke_grant(
@@ -233,7 +256,7 @@ async fn revoke_grant(
         .await?;
     state.metrics.revocation();
     state.web.grants_changed(&tenant, Some(&revoked.grant.run));
-    Ok(HttpResponse::Ok().json(grant_json(&revoked)))
+    Ok(HttpResponse::Ok().json(grant_json_checked(&state, &revoked).await))
 }
 
 async fn revoke_run(

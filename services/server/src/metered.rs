@@ -154,6 +154,11 @@ impl GrantLedger for MeteredStore {
         self.timed("active_grants", self.inner.active_grants(now))
             .await
     }
+
+    async fn revoked_grants(&self, now: Timestamp) -> Result<Vec<GrantEvent>, StoreError> {
+        self.timed("revoked_grants", self.inner.revoked_grants(now))
+            .await
+    }
 }
 
 #[async_trait]

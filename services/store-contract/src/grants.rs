@@ -2,7 +2,7 @@
 
 use crate::fixtures::*;
 use corkboard_board::{BoardStore, GrantEvent, GrantId, StoreError, Timestamp};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 const HOUR: i64 = 3_600_000;
@@ -263,4 +263,48 @@ pub async fn case_active_grants_exclude_revoked_and_expired<S: BoardStore>(store
         .expect("active grants later");
     let later_ids: HashSet<&GrantId> = later.iter().map(|e| &e.grant.id).collect();
     assert!(!later_ids.contains(&barely.id) && !later_ids.contains(&active.id));
+}
+
+pub async fn case_revoked_grants_are_the_unexpired_revocations<S: BoardStore>(store: Arc<S>) {
+    let a = tenant("revoked-a");
+    let b = tenant("revoked-b");
+    let now = Timestamp::now();
+    let active = grant(&a, "run-1", now.plus_millis(-HOUR), 2 * HOUR);
+    let revoked = grant(&a, "run-2", now.plus_millis(-HOUR), 2 * HOUR);
+    let revoked_other_tenant = grant(&b, "run-1", now.plus_millis(-HOUR), 2 * HOUR);
+    let revoked_expired = grant(&a, "run-3", now.plus_millis(-2 * HOUR), HOUR);
+    let mut hashes = HashMap::new();
+    for g in [&active, &revoked, &revoked_other_tenant, &revoked_expired] {
+        let hash = token_hash();
+        store.record_grant(g, &hash).await.expect("record");
+        hashes.insert(g.id.clone(), hash);
+    }
+    for g in [&revoked, &revoked_other_tenant, &revoked_expired] {
+        store
+            .record_revocation(&g.id, "admin", now.plus_millis(-1))
+            .await
+            .expect("revoke");
+    }
+    let listed = store.revoked_grants(now).await.expect("revoked grants");
+    let ids: HashSet<&GrantId> = listed.iter().map(|e| &e.grant.id).collect();
+    assert_eq!(ids.len(), listed.len(), "no grant is listed twice");
+    for g in [&revoked, &revoked_other_tenant] {
+        assert!(ids.contains(&g.id), "revoked grant {} missing", g.id);
+    }
+    assert!(
+        !ids.contains(&active.id),
+        "an active grant is listed as revoked"
+    );
+    assert!(
+        !ids.contains(&revoked_expired.id),
+        "an expired revocation needs no replay"
+    );
+    for e in &listed {
+        assert!(e.revoked_at.is_some());
+        assert_eq!(
+            Some(&e.token_hash),
+            hashes.get(&e.grant.id),
+            "the token hash comes with it"
+        );
+    }
 }

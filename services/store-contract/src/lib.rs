@@ -129,6 +129,7 @@ macro_rules! store_contract_tests {
             case_grant_by_token_hash,
             case_list_grants,
             case_active_grants_exclude_revoked_and_expired,
+            case_revoked_grants_are_the_unexpired_revocations,
             case_audit_append_and_list,
             case_audit_filters_and_limit,
             case_audit_tenant_isolation,

@@ -177,4 +177,21 @@ impl GrantLedger for MongoStore {
         })
         .await
     }
+
+    async fn revoked_grants(&self, now: Timestamp) -> Result<Vec<GrantEvent>, StoreError> {
+        self.bounded("revoked_grants", async {
+            let found = self
+                .grants()
+                .find(doc! {
+                    grant_field::REVOKED_AT: { "$ne": Bson::Null },
+                    grant_field::EXPIRES_AT: { "$gt": date(now) },
+                })
+                .sort(doc! { field::ID: 1 })
+                .max_time(self.max_time())
+                .await
+                .map_err(|e| store_error(&e))?;
+            collect_grants(found).await
+        })
+        .await
+    }
 }

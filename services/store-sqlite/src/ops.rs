@@ -214,6 +214,23 @@ pub(crate) fn active_grants(conn: &Connection, now: Timestamp) -> Result<Vec<Gra
     Ok(out)
 }
 
+pub(crate) fn revoked_grants(
+    conn: &Connection,
+    now: Timestamp,
+) -> Result<Vec<GrantEvent>, OpError> {
+    // No index: it runs when a registry is (re)verified, not per request.
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {GRANT_COLUMNS} FROM grants \
+         WHERE revoked_at IS NOT NULL AND expires_at > ?1 ORDER BY id"
+    ))?;
+    let mut rows = stmt.query(params![now.as_millis()])?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next()? {
+        out.push(grant_from_row(row)?);
+    }
+    Ok(out)
+}
+
 pub(crate) fn list_audit(
     conn: &Connection,
     tenant: &TenantId,

@@ -348,6 +348,10 @@ impl GrantLedger for SqliteStore {
     async fn active_grants(&self, now: Timestamp) -> Result<Vec<GrantEvent>, StoreError> {
         self.read(move |conn| ops::active_grants(conn, now)).await
     }
+
+    async fn revoked_grants(&self, now: Timestamp) -> Result<Vec<GrantEvent>, StoreError> {
+        self.read(move |conn| ops::revoked_grants(conn, now)).await
+    }
 }
 
 #[async_trait]

@@ -1,0 +1,493 @@
+//! The Redis registry under Redis faults, against a real `redis-server`
+//! and a real SQLite ledger: a revocation outlives Redis losing writes, a
+//! dropped subscription (killed, or silent behind a freezing proxy) stops
+//! the local cache from serving, unknown tokens cost one lookup each, an
+//! unreachable Redis refuses at once, and a revocation made while Redis
+//! hung converges by itself.
+
+use corkboard_board::{
+    Capabilities, Grant, GrantEvent, GrantId, GrantLedger, RunId, StoreError, TenantId, Timestamp,
+};
+use corkboard_grants::{
+    GrantRequest, GrantService, ReadThroughRegistry, RedisRegistry, RedisRegistryConfig,
+    RegistryError, RunToken, TokenHash, TokenRegistry,
+};
+use corkboard_store_sqlite::SqliteStore;
+use corkboard_testkit::{RedisServer, Reply, unique_prefix};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// Only keeps a broken build from hanging the run.
+const DEADLINE: Duration = Duration::from_secs(60);
+
+/// One replica: its registry, composed as `corkboard server` does (Redis
+/// with the ledger's revocations, read through the ledger), and its grant
+/// service.
+struct Replica {
+    registry: Arc<ReadThroughRegistry<RedisRegistry>>,
+    service: GrantService,
+}
+
+impl Replica {
+    fn redis(&self) -> &RedisRegistry {
+        self.registry.shared()
+    }
+}
+
+struct Setup {
+    _dir: tempfile::TempDir,
+    server: RedisServer,
+    ledger: Arc<dyn GrantLedger>,
+    a: Replica,
+    b: Replica,
+}
+
+async fn replica(config: RedisRegistryConfig, ledger: &Arc<dyn GrantLedger>) -> Replica {
+    let redis = RedisRegistry::connect(config)
+        .await
+        .expect("connect")
+        .with_ledger(ledger.clone());
+    let registry = Arc::new(ReadThroughRegistry::new(redis, ledger.clone()));
+    let deadline = Instant::now() + DEADLINE;
+    while !registry.shared().stats().subscribed {
+        assert!(Instant::now() < deadline, "never subscribed");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    Replica {
+        service: GrantService::new(ledger.clone(), registry.clone()),
+        registry,
+    }
+}
+
+async fn setup(case: &str) -> Setup {
+    setup_with(case, |c| c).await
+}
+
+async fn setup_with(
+    case: &str,
+    tune: impl Fn(RedisRegistryConfig) -> RedisRegistryConfig,
+) -> Setup {
+    let server = tokio::task::spawn_blocking(RedisServer::start)
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ledger: Arc<dyn GrantLedger> =
+        Arc::new(SqliteStore::open(&dir.path().join("board.sqlite3")).unwrap());
+    let prefix = unique_prefix(case);
+    let config = || tune(RedisRegistryConfig::new([server.url()]).with_key_prefix(&prefix));
+    let a = replica(config(), &ledger).await;
+    let b = replica(config(), &ledger).await;
+    Setup {
+        _dir: dir,
+        server,
+        ledger,
+        a,
+        b,
+    }
+}
+
+fn request(run: &str) -> GrantRequest {
+    GrantRequest {
+        tenant: TenantId::parse("acme").unwrap(),
+        run: RunId::parse(run).unwrap(),
+        capabilities: Capabilities::all(),
+        ttl: Duration::from_secs(3600),
+        created_by: "test".to_owned(),
+    }
+}
+
+fn refused(result: &Result<corkboard_board::Grant, RegistryError>) -> bool {
+    matches!(
+        result,
+        Err(RegistryError::UnknownToken | RegistryError::Revoked)
+    )
+}
+
+/// Resolves until Redis answers (not Unavailable) and returns that answer.
+async fn once_available(
+    registry: &dyn TokenRegistry,
+    hash: &corkboard_grants::TokenHash,
+) -> Result<corkboard_board::Grant, RegistryError> {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        match registry.resolve(hash).await {
+            Err(RegistryError::Unavailable(_)) => {
+                assert!(Instant::now() < deadline, "Redis never answered again");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_revocation_outlives_redis_restarting_from_an_older_snapshot() {
+    let mut s = setup("snapshot").await;
+    let issued = s.a.service.issue(request("r1")).await.unwrap();
+    let hash = issued.token.hash();
+    for r in [&s.a, &s.b] {
+        assert!(r.service.registry().resolve(&hash).await.is_ok());
+    }
+    assert_eq!(
+        s.server.command(&["SAVE"]).unwrap(),
+        Reply::Simple("OK".into())
+    );
+    s.a.service.revoke(&issued.grant.id, "test").await.unwrap();
+    assert!(refused(&s.a.service.registry().resolve(&hash).await));
+    let server = std::mem::replace(&mut s.server, RedisServer::start());
+    let server = tokio::task::spawn_blocking(move || {
+        let mut server = server;
+        server.stop();
+        server.restart();
+        server
+    })
+    .await
+    .unwrap();
+    s.server = server;
+    for (name, r) in [("A", &s.a), ("B", &s.b)] {
+        let result = once_available(r.service.registry().as_ref(), &hash).await;
+        assert!(refused(&result), "replica {name} served it: {result:?}");
+        assert!(r.redis().replays() >= 1, "replica {name} never replayed");
+    }
+    assert!(
+        s.ledger
+            .grant(&issued.grant.id)
+            .await
+            .unwrap()
+            .revoked_at
+            .is_some()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_killed_subscription_stops_the_cache_from_serving() {
+    let s = setup("pubsub-kill").await;
+    let issued = s.a.service.issue(request("r1")).await.unwrap();
+    let hash = issued.token.hash();
+    let registry = s.a.service.registry();
+    assert!(registry.resolve(&hash).await.is_ok());
+    assert!(registry.resolve(&hash).await.is_ok());
+    assert!(s.a.redis().stats().cache_hits >= 1, "the grant is cached");
+    // Both replicas' subscriptions go; B revokes meanwhile, so A never
+    // hears of it through pub/sub.
+    let killed = s
+        .server
+        .command(&["CLIENT", "KILL", "TYPE", "pubsub"])
+        .unwrap();
+    assert!(matches!(killed, Reply::Integer(n) if n >= 2), "{killed:?}");
+    s.b.service.revoke(&issued.grant.id, "test").await.unwrap();
+    let result = registry.resolve(&hash).await;
+    assert!(refused(&result), "served from the cache: {result:?}");
+}
+
+/// A ledger that counts token lookups.
+struct Counting {
+    inner: Arc<dyn GrantLedger>,
+    lookups: AtomicU64,
+}
+
+#[async_trait::async_trait]
+impl GrantLedger for Counting {
+    async fn record_grant(&self, grant: &Grant, token_hash: &str) -> Result<(), StoreError> {
+        self.inner.record_grant(grant, token_hash).await
+    }
+    async fn record_revocation(
+        &self,
+        id: &GrantId,
+        by: &str,
+        at: Timestamp,
+    ) -> Result<GrantEvent, StoreError> {
+        self.inner.record_revocation(id, by, at).await
+    }
+    async fn grant(&self, id: &GrantId) -> Result<GrantEvent, StoreError> {
+        self.inner.grant(id).await
+    }
+    async fn grant_by_token_hash(
+        &self,
+        token_hash: &str,
+    ) -> Result<Option<GrantEvent>, StoreError> {
+        self.lookups.fetch_add(1, Ordering::SeqCst);
+        self.inner.grant_by_token_hash(token_hash).await
+    }
+    async fn list_grants(
+        &self,
+        tenant: &TenantId,
+        run: Option<&RunId>,
+        cursor: Option<&GrantId>,
+        limit: u32,
+    ) -> Result<Vec<GrantEvent>, StoreError> {
+        self.inner.list_grants(tenant, run, cursor, limit).await
+    }
+    async fn active_grants(&self, now: Timestamp) -> Result<Vec<GrantEvent>, StoreError> {
+        self.inner.active_grants(now).await
+    }
+    async fn revoked_grants(&self, now: Timestamp) -> Result<Vec<GrantEvent>, StoreError> {
+        self.inner.revoked_grants(now).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn random_tokens_cost_one_lookup_each_until_a_grant_is_issued_for_them() {
+    let s = setup("unknown").await;
+    let counting = Arc::new(Counting {
+        inner: s.ledger.clone(),
+        lookups: AtomicU64::new(0),
+    });
+    let ledger: Arc<dyn GrantLedger> = counting.clone();
+    let prefix = s.a.redis().key_prefix().to_owned();
+    let c = replica(
+        RedisRegistryConfig::new([s.server.url()]).with_key_prefix(prefix),
+        &ledger,
+    )
+    .await;
+    let registry = c.service.registry();
+    let before = c.redis().stats();
+    let hashes: Vec<TokenHash> = (0..50).map(|_| RunToken::generate().hash()).collect();
+    for _ in 0..3 {
+        for hash in &hashes {
+            let result = registry.resolve(hash).await;
+            assert!(
+                matches!(result, Err(RegistryError::UnknownToken)),
+                "{result:?}"
+            );
+        }
+    }
+    let after = c.redis().stats();
+    assert_eq!(
+        after.cache_misses - before.cache_misses,
+        50,
+        "one Redis lookup each"
+    );
+    assert_eq!(
+        counting.lookups.load(Ordering::SeqCst),
+        50,
+        "one ledger read each"
+    );
+    assert_eq!(after.unknown_hits - before.unknown_hits, 100);
+    assert_eq!(after.unknown_entries, 50);
+
+    // A grant registered for a remembered hash, here or on another replica
+    // (heard through pub/sub), is found.
+    let (grant, token) = (
+        s.a.service.issue(request("r1")).await.unwrap().grant,
+        RunToken::generate(),
+    );
+    let hash = token.hash();
+    registry.remember_unknown(&hash);
+    c.registry.register(&grant, &hash).await.unwrap();
+    assert_eq!(registry.resolve(&hash).await.unwrap().id, grant.id);
+    let token = RunToken::generate();
+    let hash = token.hash();
+    registry.remember_unknown(&hash);
+    s.b.registry.register(&grant, &hash).await.unwrap();
+    let deadline = Instant::now() + DEADLINE;
+    while registry.resolve(&hash).await.is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "the registration was never heard of"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn with_redis_down_refusals_do_not_each_wait_for_redis() {
+    let mut s = setup("circuit").await;
+    let registry = s.a.service.registry().clone();
+    tokio::task::block_in_place(|| s.server.stop());
+    let before = s.a.redis().stats();
+    for _ in 0..20 {
+        let hash = RunToken::generate().hash();
+        let result = registry.resolve(&hash).await;
+        assert!(
+            matches!(result, Err(RegistryError::Unavailable(_))),
+            "{result:?}"
+        );
+    }
+    let after = s.a.redis().stats();
+    assert!(
+        after.fast_failures > before.fast_failures,
+        "every refusal went to Redis: {after:?}"
+    );
+    assert!(
+        after.redis_errors - before.redis_errors < 20,
+        "every refusal waited for Redis: {after:?}"
+    );
+}
+
+/// Resolves on `registry` until the token is refused.
+async fn until_refused(registry: &dyn TokenRegistry, hash: &TokenHash, within: Duration) {
+    let deadline = Instant::now() + within;
+    loop {
+        let result = registry.resolve(hash).await;
+        if refused(&result) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still not refused after {within:?}: {result:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_revocation_made_while_redis_hung_converges_by_itself() {
+    let s = setup("hung-revoke").await;
+    let issued = s.a.service.issue(request("r1")).await.unwrap();
+    let hash = issued.token.hash();
+    for r in [&s.a, &s.b] {
+        assert!(r.service.registry().resolve(&hash).await.is_ok());
+    }
+    s.server.pause();
+    let result = s.a.service.revoke(&issued.grant.id, "test").await;
+    assert!(
+        matches!(result, Err(RegistryError::Unavailable(_))),
+        "{result:?}"
+    );
+    let event = s.ledger.grant(&issued.grant.id).await.unwrap();
+    assert!(event.revoked_at.is_some(), "the ledger has it");
+    assert_eq!(s.a.redis().pending_revocations(), 1);
+    assert!(
+        s.a.service.revocation_pending(&event).await,
+        "not confirmed"
+    );
+    s.server.resume();
+    // No further admin action: both replicas refuse it, and it is confirmed.
+    for r in [&s.b, &s.a] {
+        until_refused(r.service.registry().as_ref(), &hash, DEADLINE).await;
+    }
+    let deadline = Instant::now() + DEADLINE;
+    while s.a.redis().pending_revocations() > 0 || s.a.service.revocation_pending(&event).await {
+        assert!(Instant::now() < deadline, "never confirmed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_revocation_goes_by_token_hash_when_the_grant_key_was_evicted() {
+    let s = setup("evicted").await;
+    let issued = s.a.service.issue(request("r1")).await.unwrap();
+    let hash = issued.token.hash();
+    assert!(s.b.service.registry().resolve(&hash).await.is_ok());
+    let key = format!("{}grant:{}", s.a.redis().key_prefix(), issued.grant.id);
+    assert_eq!(s.server.command(&["DEL", &key]).unwrap(), Reply::Integer(1));
+    s.a.service.revoke(&issued.grant.id, "test").await.unwrap();
+    let event = s.ledger.grant(&issued.grant.id).await.unwrap();
+    assert!(!s.a.service.revocation_pending(&event).await);
+    // Within the propagation bound of the registry contract.
+    until_refused(
+        s.b.service.registry().as_ref(),
+        &hash,
+        Duration::from_secs(10),
+    )
+    .await;
+}
+
+/// A TCP proxy in front of Redis that can silently stop forwarding on its
+/// subscription connections (those that sent SUBSCRIBE): the connection
+/// stays open and nothing arrives, as in a network partition without FIN.
+struct Proxy {
+    port: u16,
+    frozen: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Proxy {
+    async fn start(redis_port: u16) -> Self {
+        use std::sync::atomic::AtomicBool;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let frozen = Arc::new(AtomicBool::new(false));
+        let frozen_all = frozen.clone();
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let Ok(server) = tokio::net::TcpStream::connect(("127.0.0.1", redis_port)).await
+                else {
+                    continue;
+                };
+                let pubsub = Arc::new(AtomicBool::new(false));
+                let (mut cr, mut cw) = client.into_split();
+                let (mut sr, mut sw) = server.into_split();
+                let (f1, p1) = (frozen_all.clone(), pubsub.clone());
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 16 * 1024];
+                    loop {
+                        while f1.load(Ordering::SeqCst) && p1.load(Ordering::SeqCst) {
+                            tokio::time::sleep(Duration::from_millis(10)).await;
+                        }
+                        let Ok(n) = cr.read(&mut buf).await else {
+                            return;
+                        };
+                        if n == 0 {
+                            return;
+                        }
+                        if buf[..n]
+                            .windows(9)
+                            .any(|w| w.eq_ignore_ascii_case(b"SUBSCRIBE"))
+                        {
+                            p1.store(true, Ordering::SeqCst);
+                        }
+                        if f1.load(Ordering::SeqCst) && p1.load(Ordering::SeqCst) {
+                            continue; // swallowed
+                        }
+                        if sw.write_all(&buf[..n]).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+                let (f2, p2) = (frozen_all.clone(), pubsub);
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 16 * 1024];
+                    loop {
+                        let Ok(n) = sr.read(&mut buf).await else {
+                            return;
+                        };
+                        if n == 0 {
+                            return;
+                        }
+                        if f2.load(Ordering::SeqCst) && p2.load(Ordering::SeqCst) {
+                            continue; // swallowed: the subscriber hears nothing
+                        }
+                        if cw.write_all(&buf[..n]).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        Self { port, frozen }
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_silently_dead_subscription_stops_the_cache_within_its_trust_bound() {
+    let s = setup("pubsub-silent").await;
+    let proxy = Proxy::start(s.server.port()).await;
+    let prefix = s.a.redis().key_prefix().to_owned();
+    let c = replica(
+        RedisRegistryConfig::new([proxy.url()]).with_key_prefix(prefix),
+        &s.ledger,
+    )
+    .await;
+    let issued = s.b.service.issue(request("r1")).await.unwrap();
+    let hash = issued.token.hash();
+    let registry = c.service.registry();
+    assert!(registry.resolve(&hash).await.is_ok());
+    assert!(registry.resolve(&hash).await.is_ok());
+    assert!(c.redis().stats().cache_hits >= 1, "the grant is cached");
+    // The subscription goes silent (no FIN); B revokes, C hears nothing.
+    proxy.frozen.store(true, Ordering::SeqCst);
+    s.b.service.revoke(&issued.grant.id, "test").await.unwrap();
+    // Past the designed bound (not a measurement: the cache must have
+    // stopped by then, however the loss is detected). Before the bound
+    // existed, a silent subscription went unnoticed for up to ~2.7 s.
+    tokio::time::sleep(corkboard_grants::SUBSCRIPTION_TRUST + Duration::from_millis(100)).await;
+    let result = registry.resolve(&hash).await;
+    assert!(refused(&result), "served from the cache: {result:?}");
+}
