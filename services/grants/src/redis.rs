@@ -739,7 +739,7 @@ impl Shared {
                 .revoked_grants(Timestamp::now())
                 .await
                 .map_err(|e| match e {
-                    StoreError::Unavailable { reason } => RegistryError::Unavailable(reason),
+                    StoreError::Unavailable { reason, .. } => RegistryError::Unavailable(reason),
                     other => RegistryError::Store(other),
                 })?;
             for batch in revoked.chunks(REPLAY_BATCH) {
