@@ -115,6 +115,10 @@ pub(crate) struct RunState {
     /// Fired at the drain deadline (or when the actor stops); every ticket
     /// watches it.
     cancel: watch::Sender<bool>,
+    /// Whether the run's own port (dedicated mode) still listens. Stopping
+    /// a run waits for it to turn false, so a revoke that returned means
+    /// the port is closed, not about to be.
+    pub(crate) listening: watch::Sender<bool>,
 }
 
 impl RunState {
@@ -129,6 +133,7 @@ impl RunState {
             last_active_ms: AtomicU64::new(0),
             born: Instant::now(),
             cancel: watch::channel(false).0,
+            listening: watch::channel(false).0,
         }
     }
 

@@ -311,6 +311,7 @@ async fn accept_loop<S>(
         Ok(listener) => listener,
         Err(err) => {
             tracing::error!(run = %run.run.state.key, error = %err, "gateway listener could not start");
+            run.run.state.listening.send_replace(false);
             return;
         }
     };
@@ -333,7 +334,10 @@ async fn accept_loop<S>(
             },
         }
     }
-    // Dropping the listener here closes the run's port.
+    // Closing the run's port, then saying so: whoever stops the run waits
+    // for this before reporting the run stopped.
+    drop(listener);
+    run.run.state.listening.send_replace(false);
 }
 
 async fn serve_connection<S>(service: Rc<S>, io: RunStream, peer: SocketAddr, census: Arc<Census>)

@@ -23,6 +23,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use tokio::sync::{oneshot, watch};
 
+/// Longest a stop waits for the run's own port to close after its drain.
+const PORT_CLOSE_BOUND: Duration = Duration::from_secs(2);
+
 /// What a gateway serves runs with.
 pub struct GatewayParts {
     /// Issues and revokes the runs' grants.
@@ -387,6 +390,7 @@ impl Gateway {
             issued.token.hash(),
         );
         if let (Some(listener), Some(pool)) = (listener, inner.pool.get()) {
+            run.state.listening.send_replace(true);
             let conn = Arc::new(RunConn {
                 run: run.clone(),
                 stop,
@@ -474,18 +478,26 @@ impl Gateway {
 
     /// Drains and stops the local actor of a run without revoking anything.
     pub async fn stop_run(&self, key: &RunKey, reason: StopReason) -> Option<DrainReport> {
-        let addr = self.inner.live(key)?.addr;
+        let run = self.inner.live(key)?;
         let (done, report) = oneshot::channel();
         // `do_send` skips the mailbox bound: stopping never queues behind
         // the requests it is about to refuse.
-        addr.do_send(Drain {
+        run.addr.do_send(Drain {
             reason,
             done: Some(done),
         });
         let bound = self.inner.config.drain_timeout
             + self.inner.config.cancel_grace
             + Duration::from_secs(2);
-        tokio::time::timeout(bound, report).await.ok()?.ok()
+        let report = tokio::time::timeout(bound, report).await.ok()?.ok()?;
+        // The accept loop closes the port on its worker thread once it sees
+        // the stop; a revoke that returns must find it closed.
+        let mut listening = run.state.listening.subscribe();
+        let closed = tokio::time::timeout(PORT_CLOSE_BOUND, listening.wait_for(|open| !*open));
+        if closed.await.is_err() {
+            tracing::warn!(tenant = %key.tenant, run = %key.run, "the run's port did not close in time");
+        }
+        Some(report)
     }
 
     /// Active runs, optionally of one tenant, sorted by tenant and run.
