@@ -411,3 +411,118 @@ fn a_call_outside_the_grant_is_refused_by_name_and_audited() {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
 }
+
+/// A CA and a certificate for 127.0.0.1 it signed, made with `openssl`.
+fn private_ca(
+    dir: &std::path::Path,
+) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    let sh = |script: &str| {
+        let out = std::process::Command::new("sh")
+            .args(["-ec", script])
+            .current_dir(dir)
+            .output()
+            .expect("openssl (sh)");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    sh("openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 1 -subj /CN=test-ca 2>/dev/null
+        openssl req -newkey rsa:2048 -nodes -keyout leaf.key -out leaf.csr -subj /CN=127.0.0.1 2>/dev/null
+        printf 'subjectAltName=IP:127.0.0.1\\nbasicConstraints=CA:FALSE\\n' > leaf.ext
+        openssl x509 -req -in leaf.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out leaf.pem -days 1 -extfile leaf.ext 2>/dev/null");
+    (
+        dir.join("ca.pem"),
+        dir.join("leaf.pem"),
+        dir.join("leaf.key"),
+    )
+}
+
+/// A TLS terminator in front of `backend` (Python's ssl module): a real
+/// https server for the CLI to talk to.
+fn tls_proxy(
+    cert: &std::path::Path,
+    key: &std::path::Path,
+    backend: &str,
+) -> (std::process::Child, u16) {
+    let script = r#"
+import http.server, ssl, sys, urllib.request
+backend = sys.argv[3]
+class H(http.server.BaseHTTPRequestHandler):
+    def relay(self):
+        n = int(self.headers.get("content-length") or 0)
+        req = urllib.request.Request(backend + self.path, data=self.rfile.read(n) if n else None, method=self.command)
+        for h in ("authorization", "content-type"):
+            if self.headers.get(h): req.add_header(h, self.headers[h])
+        try:
+            resp = urllib.request.urlopen(req)
+        except urllib.error.HTTPError as e:
+            resp = e
+        body = resp.read()
+        self.send_response(resp.status)
+        self.send_header("content-type", resp.headers.get("content-type", "application/json"))
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    do_GET = do_POST = do_DELETE = relay
+    def log_message(self, *a): pass
+s = http.server.HTTPServer(("127.0.0.1", 0), H)
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(sys.argv[1], sys.argv[2])
+s.socket = ctx.wrap_socket(s.socket, server_side=True)
+print(s.server_address[1], flush=True)
+s.serve_forever()
+"#;
+    let mut child = std::process::Command::new("python3")
+        .args(["-c", script])
+        .arg(cert)
+        .arg(key)
+        .arg(backend)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    (child, line.trim().parse().expect("port"))
+}
+
+#[test]
+fn the_cli_talks_to_an_https_server_and_verifies_its_certificate() {
+    let serve = Serve::start();
+    let admin = serve.admin_token("platform-admin", None);
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = private_ca(dir.path());
+    let (mut proxy, port) = tls_proxy(&cert, &key, serve.url());
+    let server = format!("https://127.0.0.1:{port}");
+    let grant_list = |ca: Option<&std::path::Path>| {
+        let mut cmd = corkboard();
+        cmd.args([
+            "grant", "list", "--tenant", "acme", "--json", "--server", &server,
+        ])
+        .env("CORKBOARD_ADMIN_TOKEN", &admin);
+        if let Some(ca) = ca {
+            cmd.env("CORKBOARD_SERVER_CA_FILE", ca);
+        }
+        run(&mut cmd)
+    };
+    // Trusted through the private CA: the call goes through TLS.
+    let out = grant_list(Some(&ca));
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let listed: serde_json::Value = serde_json::from_str(&stdout_of(&out)).unwrap();
+    assert!(listed["grants"].is_array(), "{listed}");
+    // Without it the certificate is refused, never used unverified.
+    let out = grant_list(None);
+    assert!(!out.status.success());
+    assert!(
+        stderr_of(&out).contains("certificate"),
+        "{}",
+        stderr_of(&out)
+    );
+    let _ = proxy.kill();
+    let _ = proxy.wait();
+}

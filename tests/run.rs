@@ -421,3 +421,125 @@ fn sigterm_and_sigint_are_forwarded_and_the_run_is_revoked() {
         assert_eq!(grants[0]["status"], "revoked", "{signal}: {grants:?}");
     }
 }
+
+/// The environment a child printed with `env`: name to value.
+fn env_of(stdout: &str) -> std::collections::BTreeMap<String, String> {
+    stdout
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+}
+
+#[test]
+fn cmd_gets_only_the_allow_list_its_run_and_what_is_passed_by_name() {
+    let empty_cwd = tempfile::tempdir().unwrap();
+    let secret = format!("s3cret-{}", std::process::id());
+    let with_secrets = |cmd: &mut Command| {
+        cmd.env(
+            "CORKBOARD_MONGODB_URI",
+            format!("mongodb://board:{secret}@db.internal/corkboard"),
+        )
+        .env(
+            "CORKBOARD_REDIS_URL",
+            format!("redis://:{secret}@redis.internal:6379"),
+        )
+        .env("CORKBOARD_ADMIN_TOKEN", format!("jwt-{secret}"))
+        .env("SOME_SECRET", &secret)
+        .env("ANTHROPIC_API_KEY", format!("sk-{secret}"))
+        .env("OTHER_KEY", format!("other-{secret}"))
+        .env("HOME", "/home/agent-test")
+        .env("LANG", "C.UTF-8")
+        .env("LC_TIME", "C")
+        .env("TERM", "dumb")
+        .env("TZ", "UTC")
+        .current_dir(empty_cwd.path());
+    };
+
+    // Without --pass-env: none of the operator's secrets, every allowed name.
+    let mut cmd = corkboard_run(&["--tenant", "acme", "--caps", "issues:read"], &["env"]);
+    with_secrets(&mut cmd);
+    let out = run(&mut cmd);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let stdout = stdout_of(&out);
+    assert!(
+        !stdout.contains(&secret),
+        "the agent saw a secret of the operator's environment:\n{stdout}"
+    );
+    let env = env_of(&stdout);
+    for name in [
+        "CORKBOARD_MONGODB_URI",
+        "CORKBOARD_REDIS_URL",
+        "CORKBOARD_ADMIN_TOKEN",
+        "CORKBOARD_LOG",
+        "SOME_SECRET",
+        "ANTHROPIC_API_KEY",
+    ] {
+        assert!(!env.contains_key(name), "{name} reached the agent: {env:?}");
+    }
+    assert_eq!(env["HOME"], "/home/agent-test");
+    assert_eq!(env["LANG"], "C.UTF-8");
+    assert_eq!(env["LC_TIME"], "C");
+    assert_eq!(env["TERM"], "dumb");
+    assert_eq!(env["TZ"], "UTC");
+    assert_eq!(env["PATH"], std::env::var("PATH").unwrap());
+    assert!(env["CORKBOARD_TOKEN"].starts_with("cbr_"), "{env:?}");
+    for name in [
+        "CORKBOARD_MCP_URL",
+        "CORKBOARD_MCP_CONFIG",
+        "CORKBOARD_MCP_CONFIG_JSON",
+        "NO_PROXY",
+        "no_proxy",
+    ] {
+        assert!(env.contains_key(name), "{name} missing: {env:?}");
+    }
+
+    // --pass-env passes exactly the names given (one not set is skipped).
+    let mut cmd = corkboard_run(
+        &[
+            "--tenant",
+            "acme",
+            "--caps",
+            "issues:read",
+            "--pass-env",
+            "ANTHROPIC_API_KEY",
+            "--pass-env",
+            "NOT_SET_ANYWHERE",
+        ],
+        &["env"],
+    );
+    with_secrets(&mut cmd);
+    let out = run(&mut cmd);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let env = env_of(&stdout_of(&out));
+    assert_eq!(env["ANTHROPIC_API_KEY"], format!("sk-{secret}"));
+    for name in ["OTHER_KEY", "SOME_SECRET", "NOT_SET_ANYWHERE"] {
+        assert!(!env.contains_key(name), "{name} reached the agent: {env:?}");
+    }
+    let passed: Vec<&String> = env.values().filter(|v| v.contains(&secret)).collect();
+    assert_eq!(passed.len(), 1, "{env:?}");
+
+    // Our own variables are never passable: refused before CMD starts.
+    for name in ["CORKBOARD_MONGODB_URI", "corkboard_redis_url", "BAD-NAME"] {
+        let mut cmd = corkboard_run(
+            &[
+                "--tenant",
+                "acme",
+                "--caps",
+                "issues:read",
+                "--pass-env",
+                name,
+            ],
+            &["sh", "-c", "echo started"],
+        );
+        with_secrets(&mut cmd);
+        let out = run(&mut cmd);
+        assert!(!out.status.success(), "--pass-env {name} was accepted");
+        assert!(!stdout_of(&out).contains("started"), "{name}");
+        assert!(
+            stderr_of(&out).contains("--pass-env"),
+            "{}",
+            stderr_of(&out)
+        );
+    }
+}

@@ -158,3 +158,74 @@ fn check_config_redacts_secrets() {
     assert!(text.contains("store = \"mongodb\""), "{text}");
     assert!(!text.contains("hunter2"), "{text}");
 }
+
+fn mode_of(path: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .permissions()
+        .mode()
+        & 0o7777
+}
+
+#[test]
+fn the_data_dir_and_every_file_in_it_are_private_and_an_exposed_secret_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("corkboard-data");
+    let serve = |data: &std::path::Path| {
+        let mut cmd = corkboard();
+        cmd.args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(data);
+        cmd
+    };
+    let running = Running::spawn(serve(&data));
+    // A write (a grant), so the WAL and its index exist while serve runs.
+    let granted = run(corkboard()
+        .args(["grant", "create", "--tenant", "acme", "--run", "r1"])
+        .args(["--caps", "issues:read", "--data-dir"])
+        .arg(&data));
+    assert!(granted.status.success(), "{}", stderr_of(&granted));
+    assert_eq!(mode_of(&data), 0o700, "the data dir");
+    let files: Vec<_> = std::fs::read_dir(&data)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    for name in [
+        "board.sqlite3",
+        "board.sqlite3-wal",
+        "board.sqlite3-shm",
+        "jwt.secret",
+        "session.key",
+        "serve.url",
+    ] {
+        assert!(
+            files.contains(&data.join(name)),
+            "{name} missing: {files:?}"
+        );
+    }
+    for file in &files {
+        assert_eq!(mode_of(file), 0o600, "{}", file.display());
+    }
+    assert!(running.terminate().success());
+
+    // A signing secret other users may read: serve refuses to start, and
+    // says which file and how to fix it.
+    use std::os::unix::fs::PermissionsExt;
+    let secret = data.join("jwt.secret");
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = run(&mut serve(&data));
+    assert!(!out.status.success());
+    let err = stderr_of(&out);
+    assert!(
+        err.contains(&format!("chmod 600 {}", secret.display())) && err.contains("0644"),
+        "{err}"
+    );
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let session_key = data.join("session.key");
+    std::fs::set_permissions(&session_key, std::fs::Permissions::from_mode(0o604)).unwrap();
+    let err = stderr_of(&run(&mut serve(&data)));
+    assert!(
+        err.contains("session_key_file") && err.contains(&session_key.display().to_string()),
+        "{err}"
+    );
+}

@@ -752,6 +752,8 @@ def check_compose_binary(workdir: Path) -> str:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 content = "dummy-" + secrets.token_urlsafe(36)
                 path.write_text(content)
+                # As secrets-init leaves them (secret files others may read are refused).
+                path.chmod(0o400)
                 must_not_leak.append(content)
                 value = str(path)
             env[key] = value

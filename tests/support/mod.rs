@@ -321,6 +321,11 @@ pub fn cluster_secrets(dir: &Path) -> Vec<(String, String)> {
         "73657373696f6e206b657920666f72207465737473206f6e6c792031323334353637",
     )
     .unwrap();
+    // Secret files others may read are refused: private like real ones.
+    use std::os::unix::fs::PermissionsExt;
+    for path in [&jwt, &session] {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
     vec![
         (
             "CORKBOARD_JWT_SECRET_FILE".into(),

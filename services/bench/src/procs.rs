@@ -269,6 +269,10 @@ pub fn cluster_secrets(dir: &Path) -> Result<Vec<(String, String)>> {
         // Throwaway keys for a throwaway cluster; not secret.
         let hex: String = (0..32u8).map(|i| format!("{:02x}", i ^ seed)).collect();
         std::fs::write(path, hex).map_err(BenchError::io(format!("write {}", path.display())))?;
+        // Secret files others may read are refused, throwaway or not.
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+            .map_err(BenchError::io(format!("chmod {}", path.display())))?;
     }
     Ok(vec![
         (

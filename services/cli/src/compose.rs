@@ -7,7 +7,8 @@
 
 use corkboard_board::BoardStore;
 use corkboard_config::{
-    GatewayMode, JwtAlgorithm, RegistryKind, Settings, StoreKind, ensure_secret, read_secret,
+    GatewayMode, JwtAlgorithm, RegistryKind, Settings, StoreKind, check_secret_mode, ensure_secret,
+    read_secret,
 };
 use corkboard_gateway::{
     GatewayConfig, GatewayError, LocalRateLimiter, RateLimit, RateLimiter, RedisRateLimiter,
@@ -277,6 +278,7 @@ pub fn admin_verifier(
             if policy == SecretPolicy::CreateIfMissing {
                 ensure_secret(&path)?;
             }
+            check_secret_mode("jwt_secret_file", &path)?;
             VerifyingKey::hs256_secret_file(&path).map_err(jwt("jwt_secret_file"))?
         }
         JwtAlgorithm::RS256 => VerifyingKey::rs256_public_pem_file(public_key_path(settings)?)
@@ -317,18 +319,24 @@ pub fn admin_minter(settings: &Settings) -> Result<AdminMinter, StartError> {
                 reason: "required to mint RS256/EdDSA tokens".into(),
             })
     };
-    let key =
-        match settings.jwt_algorithm {
-            JwtAlgorithm::HS256 => {
-                let path = settings.jwt_secret_path();
-                ensure_secret(&path)?;
-                SigningKey::hs256_secret_file(&path).map_err(jwt("jwt_secret_file"))?
-            }
-            JwtAlgorithm::RS256 => SigningKey::rs256_private_pem_file(private()?)
-                .map_err(jwt("jwt_private_key_file"))?,
-            JwtAlgorithm::EdDSA => SigningKey::eddsa_private_pem_file(private()?)
-                .map_err(jwt("jwt_private_key_file"))?,
-        };
+    // A private key is a secret like the HS256 one: refused if others may read it.
+    let private_key = || -> Result<&std::path::Path, StartError> {
+        let path = private()?;
+        check_secret_mode("jwt_private_key_file", path)?;
+        Ok(path)
+    };
+    let key = match settings.jwt_algorithm {
+        JwtAlgorithm::HS256 => {
+            let path = settings.jwt_secret_path();
+            ensure_secret(&path)?;
+            check_secret_mode("jwt_secret_file", &path)?;
+            SigningKey::hs256_secret_file(&path).map_err(jwt("jwt_secret_file"))?
+        }
+        JwtAlgorithm::RS256 => SigningKey::rs256_private_pem_file(private_key()?)
+            .map_err(jwt("jwt_private_key_file"))?,
+        JwtAlgorithm::EdDSA => SigningKey::eddsa_private_pem_file(private_key()?)
+            .map_err(jwt("jwt_private_key_file"))?,
+    };
     AdminMinter::with_issuer_audience(
         key,
         settings.jwt_issuer.clone(),

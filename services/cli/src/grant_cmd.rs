@@ -294,6 +294,9 @@ async fn local_state(target: &Target) -> Result<AppState> {
     Ok(crate::compose::app_state(settings, SecretPolicy::CreateIfMissing).await?)
 }
 
+/// Extra CA certificates (PEM) that `--server https://...` is verified against.
+const SERVER_CA_FILE_ENV: &str = "CORKBOARD_SERVER_CA_FILE";
+
 /// An admin API client.
 pub struct Remote {
     base: String,
@@ -307,16 +310,40 @@ impl Remote {
     }
 
     /// A client of the admin API at `base`, with the admin JWT from
-    /// `CORKBOARD_ADMIN_TOKEN`.
+    /// `CORKBOARD_ADMIN_TOKEN`. `https://` is verified against the public
+    /// roots (rustls, the workspace's one TLS stack) plus the PEM
+    /// certificates in `CORKBOARD_SERVER_CA_FILE`, for a private CA.
     pub fn new(base: &str) -> Result<Self> {
         let token = std::env::var("CORKBOARD_ADMIN_TOKEN")
             .map_err(|_| anyhow!("--server needs an admin JWT in CORKBOARD_ADMIN_TOKEN (mint one with `corkboard admin token`)"))?;
+        let mut client = reqwest::Client::builder().timeout(std::time::Duration::from_secs(30));
+        if let Some(path) = std::env::var_os(SERVER_CA_FILE_ENV) {
+            let pem = std::fs::read(&path).with_context(|| {
+                format!(
+                    "{SERVER_CA_FILE_ENV}: cannot read {}",
+                    path.to_string_lossy()
+                )
+            })?;
+            let certificates = reqwest::Certificate::from_pem_bundle(&pem).with_context(|| {
+                format!(
+                    "{SERVER_CA_FILE_ENV}: {} holds no PEM certificate",
+                    path.to_string_lossy()
+                )
+            })?;
+            if certificates.is_empty() {
+                bail!(
+                    "{SERVER_CA_FILE_ENV}: {} holds no PEM certificate",
+                    path.to_string_lossy()
+                );
+            }
+            for certificate in certificates {
+                client = client.add_root_certificate(certificate);
+            }
+        }
         Ok(Self {
             base: base.trim_end_matches('/').to_owned(),
             token,
-            client: reqwest::Client::builder()
-                .timeout(std::time::Duration::from_secs(30))
-                .build()?,
+            client: client.build()?,
         })
     }
 

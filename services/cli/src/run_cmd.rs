@@ -44,11 +44,66 @@ pub struct RunArgs {
     /// in-process; the admin JWT comes from CORKBOARD_ADMIN_TOKEN.
     #[arg(long, env = "CORKBOARD_SERVER")]
     server: Option<String>,
+    /// Also pass this variable of this process's environment to CMD, which
+    /// otherwise gets only the allow-list (PATH, HOME, LANG, ...) and the
+    /// run's own variables; repeatable (e.g. `--pass-env ANTHROPIC_API_KEY`).
+    /// `CORKBOARD_*` names are refused: they hold the operator's secrets.
+    #[arg(long = "pass-env", value_name = "NAME")]
+    pass_env: Vec<String>,
     #[command(flatten)]
     config: ConfigArgs,
     /// The command to run, after `--`.
     #[arg(last = true, required = true, num_args = 1..)]
     command: Vec<String>,
+}
+
+/// The variables of this process's environment CMD inherits without being
+/// asked: what a shell and a locale need, nothing that could hold a secret.
+/// Everything else (notably `CORKBOARD_MONGODB_URI`, `CORKBOARD_REDIS_URL`,
+/// `CORKBOARD_ADMIN_TOKEN`, cloud and model credentials) stays here unless
+/// named with `--pass-env`.
+pub const CHILD_ENV_ALLOWED: &[&str] = &[
+    "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TERM", "TZ", "TMPDIR", "SHELL",
+];
+
+/// Allowed by prefix as well: the locale categories (`LC_ALL`, `LC_CTYPE`, ...).
+const CHILD_ENV_ALLOWED_PREFIX: &str = "LC_";
+
+/// The `--pass-env` names, checked: a valid variable name, and never one of
+/// ours, whose values are the operator's secrets (store URIs, admin JWTs).
+fn pass_env_names(names: &[String]) -> Result<Vec<String>> {
+    names
+        .iter()
+        .map(|name| {
+            let valid = !name.is_empty()
+                && !name.starts_with(|c: char| c.is_ascii_digit())
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !valid {
+                return Err(anyhow!("--pass-env {name:?}: not an environment variable name"));
+            }
+            if name.to_ascii_uppercase().starts_with("CORKBOARD_") {
+                return Err(anyhow!(
+                    "--pass-env {name}: CORKBOARD_* variables are never passed to the agent (they hold the operator's store URIs and credentials); the agent gets its own CORKBOARD_MCP_URL, CORKBOARD_TOKEN and CORKBOARD_MCP_CONFIG"
+                ));
+            }
+            Ok(name.clone())
+        })
+        .collect()
+}
+
+/// The part of this process's environment CMD inherits: the allow-list and
+/// the names passed with `--pass-env` (those not set here are skipped).
+fn inherited_env(pass: &[String]) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+    std::env::vars_os()
+        .filter(|(name, _)| {
+            let Some(name) = name.to_str() else {
+                return false;
+            };
+            CHILD_ENV_ALLOWED.contains(&name)
+                || name.starts_with(CHILD_ENV_ALLOWED_PREFIX)
+                || pass.iter().any(|p| p == name)
+        })
+        .collect()
 }
 
 /// What the child gets, however the run was registered.
@@ -98,6 +153,8 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         None => corkboard_gateway::api::generated_run_id()?,
     };
     let caps = Capabilities::parse_csv(&args.caps).context("--caps")?;
+    // Checked before anything is registered: a refused name starts nothing.
+    pass_env_names(&args.pass_env)?;
     let ttl = corkboard_board::parse_ttl(&args.ttl).context("--ttl")?;
     let settings = args.config.load()?;
     // The gateway's request log would interleave with CMD's own output;
@@ -198,7 +255,7 @@ async fn in_process(
             let handout = Handout::from_registration(&registration);
             announce(&tenant, &run, &handout.mcp_url);
             // A panic in supervision must not skip the revocation below.
-            AssertUnwindSafe(supervise(&handout, &args.command, &mut signals))
+            AssertUnwindSafe(supervise(&handout, args, &mut signals))
                 .catch_unwind()
                 .await
                 .unwrap_or_else(|_| Err(anyhow!("supervising the command failed unexpectedly")))
@@ -236,7 +293,7 @@ async fn remote(server: String, request: GrantRequest, args: &RunArgs) -> Result
         .context("registering the run")?;
     let handout = Handout::from_json(&body)?;
     announce(&request.tenant, &request.run, &handout.mcp_url);
-    let outcome = AssertUnwindSafe(supervise(&handout, &args.command, &mut signals))
+    let outcome = AssertUnwindSafe(supervise(&handout, args, &mut signals))
         .catch_unwind()
         .await
         .unwrap_or_else(|_| Err(anyhow!("supervising the command failed unexpectedly")));
@@ -276,8 +333,10 @@ impl Signals {
 
 /// Runs the command with the run's environment until it ends, forwarding
 /// SIGINT and SIGTERM, and returns the exit code to pass on.
-async fn supervise(handout: &Handout, command: &[String], signals: &mut Signals) -> Result<u8> {
-    let (program, arguments) = command
+async fn supervise(handout: &Handout, args: &RunArgs, signals: &mut Signals) -> Result<u8> {
+    let pass = pass_env_names(&args.pass_env)?;
+    let (program, arguments) = args
+        .command
         .split_first()
         .ok_or_else(|| anyhow!("no command given after --"))?;
     // Private (0600) and removed when this function returns, however it does.
@@ -290,7 +349,14 @@ async fn supervise(handout: &Handout, command: &[String], signals: &mut Signals)
     config_file.flush()?;
 
     let mut child = tokio::process::Command::new(program);
-    child.args(arguments).envs(&handout.env);
+    // A clean environment: the operator's holds the store URIs (with their
+    // passwords) and the admin JWT, which reach every tenant's data; the
+    // agent gets the allow-list, what was passed by name, and its run.
+    child
+        .env_clear()
+        .envs(inherited_env(&pass))
+        .args(arguments)
+        .envs(&handout.env);
     child.env("CORKBOARD_MCP_CONFIG", config_file.path());
     for name in ["NO_PROXY", "no_proxy"] {
         let ours = handout.env.get(name).cloned().unwrap_or_default();
@@ -303,8 +369,6 @@ async fn supervise(handout: &Handout, command: &[String], signals: &mut Signals)
         };
         child.env(name, merged);
     }
-    // The agent gets its run token, never the operator's admin credential.
-    child.env_remove("CORKBOARD_ADMIN_TOKEN");
     let mut child = match child.spawn() {
         Ok(child) => child,
         Err(err) => {

@@ -99,9 +99,10 @@ pub fn run(args: RoleArgs, role: Role) -> Result<ExitCode> {
         if role == Role::Serve {
             // Local CLI commands (`grant create --data-dir`) read this to
             // print URLs that reach this process.
-            let _ = std::fs::write(
-                crate::grant_cmd::served_url_path(&state.settings.data_dir),
-                state.public_url(),
+            // Private like everything in the data dir (0600).
+            let _ = corkboard_config::write_private(
+                &crate::grant_cmd::served_url_path(&state.settings.data_dir),
+                state.public_url().as_bytes(),
             );
         }
         announce(&state, role, bound, started);

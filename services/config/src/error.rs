@@ -23,4 +23,12 @@ pub enum ConfigError {
     SecretEmpty { key: &'static str, path: String },
     #[error("cannot create secret file {path}: {reason}")]
     SecretCreate { path: String, reason: String },
+    #[error(
+        "{key}: secret file {path} has mode {mode:04o}, which lets other users read or change it; run `chmod 600 {path}` (owner and group read, 0440, is accepted for fsGroup mounts)"
+    )]
+    SecretExposed {
+        key: &'static str,
+        path: String,
+        mode: u32,
+    },
 }

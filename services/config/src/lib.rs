@@ -2,7 +2,8 @@
 //! composition root (`services/cli`): [`Settings`] (defaults, then a TOML
 //! file, then `CORKBOARD_<KEY>` environment variables, then flags), the
 //! [`Secret`] wrapper that never prints, and the signing-secret files
-//! ([`read_secret`], [`ensure_secret`]).
+//! ([`read_secret`], [`ensure_secret`], [`check_secret_mode`]) and the
+//! private files of the data dir ([`private_dir`], [`write_private`]).
 //!
 //! Nothing here opens a store, a registry or a socket: which backends a
 //! configuration selects is decided where the binary composes the parts.
@@ -14,7 +15,7 @@ pub mod secrets;
 pub mod settings;
 
 pub use error::ConfigError;
-pub use secrets::{ensure_secret, read_secret};
+pub use secrets::{check_secret_mode, ensure_secret, private_dir, read_secret, write_private};
 pub use settings::{
     GatewayMode, JwtAlgorithm, LogFormat, RegistryKind, Secret, Settings, StoreKind,
 };

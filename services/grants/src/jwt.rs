@@ -102,6 +102,16 @@ impl FromStr for AdminRole {
     }
 }
 
+/// A verified admin token: who, and until when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifiedAdmin {
+    pub principal: AdminPrincipal,
+    /// The token's `exp`, Unix seconds, rounded down: a non-integer `exp`
+    /// (RFC 7519 allows one) is honoured, never ignored, and nothing
+    /// derived from the token outlives it.
+    pub expires_at: u64,
+}
+
 /// A verified admin.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AdminPrincipal {
@@ -320,6 +330,13 @@ impl AdminVerifier {
     /// Checks signature, algorithm, `exp`, `nbf`, `iat`, `iss`, `aud` and
     /// the role/tenant combination.
     pub fn verify(&self, token: &str) -> Result<AdminPrincipal, JwtError> {
+        self.verify_with_expiry(token)
+            .map(|verified| verified.principal)
+    }
+
+    /// [`verify`](Self::verify), also answering when the token expires, so
+    /// that what is derived from it (a web session) ends no later.
+    pub fn verify_with_expiry(&self, token: &str) -> Result<VerifiedAdmin, JwtError> {
         let token = token.trim();
         if token.is_empty() {
             return Err(JwtError::Missing);
@@ -345,10 +362,13 @@ impl AdminVerifier {
             })
             .transpose()?;
         check_role_tenant(role, tenant.as_ref())?;
-        Ok(AdminPrincipal {
-            subject: claims.sub,
-            role,
-            tenant,
+        Ok(VerifiedAdmin {
+            principal: AdminPrincipal {
+                subject: claims.sub,
+                role,
+                tenant,
+            },
+            expires_at: claims.exp.0,
         })
     }
 
@@ -506,6 +526,46 @@ struct Claims {
     tenant: Option<String>,
     #[serde(default)]
     iat: Option<u64>,
+    /// Required and range-checked by the library too (which rounds a
+    /// fractional one); read here for the caller, rounded down.
+    exp: NumericDate,
+}
+
+/// A JWT NumericDate (RFC 7519 §2): seconds since the epoch, integer or
+/// not. A fractional value is rounded down, so the time kept is never
+/// later than the token's.
+struct NumericDate(u64);
+
+impl<'de> Deserialize<'de> for NumericDate {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = NumericDate;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a non-negative number of seconds since the epoch")
+            }
+            fn visit_u64<E: serde::de::Error>(self, value: u64) -> Result<NumericDate, E> {
+                Ok(NumericDate(value))
+            }
+            fn visit_i64<E: serde::de::Error>(self, value: i64) -> Result<NumericDate, E> {
+                u64::try_from(value)
+                    .map(NumericDate)
+                    .map_err(|_| E::custom("a NumericDate must not be negative"))
+            }
+            fn visit_f64<E: serde::de::Error>(self, value: f64) -> Result<NumericDate, E> {
+                if value.is_finite() && value >= 0.0 && value < u64::MAX as f64 {
+                    // Truncation is the point: round down, never up.
+                    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+                    Ok(NumericDate(value.floor() as u64))
+                } else {
+                    Err(E::custom(
+                        "a NumericDate must be a finite non-negative number",
+                    ))
+                }
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
 }
 
 #[derive(Serialize)]

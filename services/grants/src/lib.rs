@@ -29,7 +29,7 @@ pub use self::redis::{
 pub use error::RegistryError;
 pub use jwt::{
     AdminMinter, AdminPrincipal, AdminRole, AdminVerifier, AdminVerifierConfig, JwtError,
-    SigningKey, VerifyingKey,
+    SigningKey, VerifiedAdmin, VerifyingKey,
 };
 pub use ledger_registry::{LEDGER_CACHE_TTL, LedgerRegistry, ReadThroughRegistry};
 pub use memory::MemoryRegistry;

@@ -193,6 +193,29 @@ fn expired_and_not_yet_valid_tokens_are_refused() {
 }
 
 #[test]
+fn the_verified_expiry_is_the_tokens_exp_rounded_down_even_when_fractional() {
+    let now = now();
+    for suite in suites() {
+        let whole = suite
+            .verifier
+            .verify_with_expiry(&suite.sign(&claims()))
+            .unwrap();
+        assert_eq!(whole.expires_at, now + 600, "{}", suite.name);
+        assert_eq!(whole.principal.subject, "alice");
+        // RFC 7519 NumericDate may be fractional: honoured, rounded down.
+        let fractional = with(claims(), "exp", json!(now as f64 + 60.75));
+        let verified = suite
+            .verifier
+            .verify_with_expiry(&suite.sign(&fractional))
+            .unwrap();
+        assert_eq!(verified.expires_at, now + 60, "{}", suite.name);
+        // A fractional exp in the past is expired like an integer one.
+        let expired = with(claims(), "exp", json!(now as f64 - 120.5));
+        assert_eq!(suite.refuse(&suite.sign(&expired)), JwtError::Expired);
+    }
+}
+
+#[test]
 fn leeway_tolerates_small_skew_and_is_configurable() {
     let now = now();
     // Expired 5 s ago: inside the default 30 s leeway, outside a 0 s one.

@@ -16,6 +16,12 @@ pub enum SqliteError {
         #[source]
         source: std::io::Error,
     },
+    #[error("cannot create the SQLite board file {}: {source}", .path.display())]
+    CreateFile {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("cannot open the SQLite board {}: {source}", .path.display())]
     Open {
         path: PathBuf,

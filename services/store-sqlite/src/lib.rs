@@ -25,6 +25,7 @@
 
 mod codec;
 mod error;
+mod files;
 mod ops;
 mod options;
 mod query;

@@ -1,6 +1,7 @@
 //! [`SqliteStore`]: the board traits over one writer thread and a read pool.
 
 use crate::error::{OpError, SqliteError, store_error};
+use crate::files;
 use crate::ops::{self, WriteOp, WriteOutput};
 use crate::options::SqliteOptions;
 use crate::readers::{ReadPool, snapshot};
@@ -66,17 +67,17 @@ impl SqliteStore {
         Self::open(&data_dir.join(FILE_NAME))
     }
 
-    /// Opens (creating if needed) the board at `path`: creates its directory,
+    /// Opens (creating if needed) the board at `path`: creates its directory
+    /// (0700) and the file (0600, tightening one left readable by others),
     /// switches the file to WAL with `synchronous=FULL`, migrates the schema,
     /// and starts the writer thread. Blocking; call it at start-up (or in
     /// `spawn_blocking`).
     pub fn open_with(path: &Path, options: SqliteOptions) -> Result<Self, SqliteError> {
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(|source| SqliteError::CreateDir {
-                path: parent.to_path_buf(),
-                source,
-            })?;
+            files::private_dir(parent)?;
         }
+        // Before SQLite sees it, so the file and its WAL/SHM are 0600.
+        files::private_db(path)?;
         let write_conn = schema::open_writer(path, &options)?;
         // One reader now, so a file readers cannot open fails here, not on
         // the first request.

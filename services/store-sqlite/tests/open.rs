@@ -236,3 +236,58 @@ async fn write_stats_count_every_write() {
     assert_eq!(stats.writes, 64);
     assert!(stats.groups >= 1 && stats.groups <= 64, "{stats:?}");
 }
+
+fn mode_of(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o7777
+}
+
+/// The database and its WAL companions.
+fn board_files(db: &Path) -> [std::path::PathBuf; 3] {
+    [
+        db.to_path_buf(),
+        db.with_extension("sqlite3-wal"),
+        db.with_extension("sqlite3-shm"),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_board_and_its_directory_are_private_to_the_owner() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data/nested");
+    let store = SqliteStore::open_in_dir(&dir).unwrap();
+    store
+        .create_issue(&tenant(), &author(), new_issue("private"), None)
+        .await
+        .unwrap();
+    assert_eq!(mode_of(&dir), 0o700);
+    assert_eq!(mode_of(&tmp.path().join("data")), 0o700);
+    for file in board_files(&dir.join(FILE_NAME)) {
+        assert_eq!(mode_of(&file), 0o600, "{}", file.display());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn board_files_an_older_version_left_readable_are_tightened_on_open() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join(FILE_NAME);
+    // Keep one connection open so the WAL and SHM stay on disk.
+    let first = SqliteStore::open(&db).unwrap();
+    first
+        .create_issue(&tenant(), &author(), new_issue("first"), None)
+        .await
+        .unwrap();
+    for file in board_files(&db) {
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    let second = SqliteStore::open(&db).unwrap();
+    second
+        .create_issue(&tenant(), &author(), new_issue("second"), None)
+        .await
+        .unwrap();
+    for file in board_files(&db) {
+        assert_eq!(mode_of(&file), 0o600, "{}", file.display());
+    }
+    drop(first);
+}

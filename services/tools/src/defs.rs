@@ -55,6 +55,10 @@ pub struct ToolSpec {
     pub issue_argument: Option<&'static str>,
     pub input_schema: fn() -> Value,
     pub output_schema: fn() -> Value,
+    /// The output schema for a grant without `issues:read`, for a write
+    /// that would otherwise answer with the whole issue: such a grant is
+    /// answered with what its call wrote, never the rest of the issue.
+    pub write_only_output_schema: Option<fn() -> Value>,
 }
 
 impl BoardTool {
@@ -82,6 +86,7 @@ impl BoardTool {
                 issue_argument: None,
                 input_schema: list_input,
                 output_schema: list_output,
+                write_only_output_schema: None,
             },
             Self::GetIssue => ToolSpec {
                 name: "get_issue",
@@ -95,6 +100,7 @@ impl BoardTool {
                 issue_argument: Some("id"),
                 input_schema: get_input,
                 output_schema: issue_schema,
+                write_only_output_schema: None,
             },
             Self::CreateIssue => ToolSpec {
                 name: "create_issue",
@@ -111,6 +117,7 @@ impl BoardTool {
                 issue_argument: None,
                 input_schema: create_input,
                 output_schema: create_output,
+                write_only_output_schema: None,
             },
             Self::UpdateIssue => ToolSpec {
                 name: "update_issue",
@@ -124,6 +131,7 @@ impl BoardTool {
                 issue_argument: Some("id"),
                 input_schema: update_input,
                 output_schema: issue_schema,
+                write_only_output_schema: Some(update_write_only_output),
             },
             Self::AddComment => ToolSpec {
                 name: "add_comment",
@@ -137,6 +145,7 @@ impl BoardTool {
                 issue_argument: Some("issue_id"),
                 input_schema: comment_input,
                 output_schema: comment_output,
+                write_only_output_schema: Some(comment_write_only_output),
             },
         }
     }
@@ -167,14 +176,27 @@ impl BoardTool {
         self.spec().writes
     }
 
-    fn definition(self) -> ToolDef {
+    /// Whether a grant with `capabilities` is answered with the whole
+    /// issue by this tool, or (without `issues:read`) only with what its
+    /// call wrote.
+    pub fn answers_whole_issue(self, capabilities: &Capabilities) -> bool {
+        self.spec().write_only_output_schema.is_none()
+            || capabilities.allows(Capability::IssuesRead)
+    }
+
+    /// The definition a grant that may (`reads`) or may not read issues sees.
+    fn definition(self, reads: bool) -> ToolDef {
         let spec = self.spec();
+        let output = match spec.write_only_output_schema {
+            Some(write_only) if !reads => write_only,
+            _ => spec.output_schema,
+        };
         ToolDef {
             name: spec.name.to_owned(),
             title: Some(spec.title.to_owned()),
             description: spec.description.to_owned(),
             input_schema: (spec.input_schema)(),
-            output_schema: Some((spec.output_schema)()),
+            output_schema: Some(output()),
             annotations: Some(json!({
                 "title": spec.title,
                 "readOnlyHint": spec.read_only,
@@ -186,11 +208,12 @@ impl BoardTool {
     }
 }
 
-/// Every tool's definition, built once, in [`BoardTool::ALL`] order.
-static DEFINITIONS: LazyLock<Vec<(Capability, ToolDef)>> = LazyLock::new(|| {
+/// Every tool's definition, built once, in [`BoardTool::ALL`] order: as a
+/// grant with `issues:read` sees it, and as one without does.
+static DEFINITIONS: LazyLock<Vec<(Capability, ToolDef, ToolDef)>> = LazyLock::new(|| {
     BoardTool::ALL
         .iter()
-        .map(|t| (t.capability(), t.definition()))
+        .map(|t| (t.capability(), t.definition(true), t.definition(false)))
         .collect()
 });
 
@@ -217,12 +240,13 @@ pub fn tool_set(capabilities: &Capabilities) -> Arc<ToolSet> {
         return Arc::clone(set);
     }
     let mut sets = TOOL_SETS.write().unwrap_or_else(PoisonError::into_inner);
+    let reads = capabilities.allows(Capability::IssuesRead);
     let set = sets.entry(key).or_insert_with(|| {
         Arc::new(ToolSet::new(
             DEFINITIONS
                 .iter()
-                .filter(|(cap, _)| capabilities.allows(*cap))
-                .map(|(_, def)| def.clone())
+                .filter(|(cap, _, _)| capabilities.allows(*cap))
+                .map(|(_, reader, writer)| if reads { reader } else { writer }.clone())
                 .collect(),
         ))
     });
@@ -279,7 +303,8 @@ original issue with replayed=true instead of a duplicate, and reusing a key with
 arguments is refused. Check list_issues first so you do not file an issue that exists.";
 
 const UPDATE_DESCRIPTION: &str = "Change an issue's title, body, state, labels or priority and \
-return the updated issue with its new version. Omitted fields stay as they are; `labels` \
+return the updated issue with its new version (a run that may not read issues gets only the \
+id, version, updated_at and the fields it set). Omitted fields stay as they are; `labels` \
 replaces the whole label set. Pass `expected_version`, the version you last read (from \
 get_issue, list_issues or your previous update): if the issue changed since, nothing is \
 written and the error gives its current version. Then re-read it with get_issue, check that \
@@ -288,7 +313,8 @@ Without expected_version the update applies unconditionally and may overwrite so
 else's change.";
 
 const COMMENT_DESCRIPTION: &str = "Add a comment to an issue. Returns the issue with all its \
-comments, the new `comment`, and `replayed`. `issue_id` is an issue id exactly as \
+comments, the new `comment`, and `replayed` (a run that may not read issues gets only the \
+issue's id, version and updated_at with the new `comment` and `replayed`). `issue_id` is an issue id exactly as \
 create_issue or list_issues returned it (iss_ followed by 26 characters). Pass an \
 `idempotency_key` when you might retry: the same key with the same arguments returns the \
 original comment (replayed=true) instead of adding it twice.";
@@ -578,6 +604,55 @@ fn create_output() -> Value {
 fn comment_output() -> Value {
     with_properties(
         issue_schema(),
+        [
+            ("comment", comment_schema("The comment this call added.")),
+            ("replayed", replayed_schema("comment")),
+        ],
+    )
+}
+
+/// `issue_schema` cut down to `keep` (of which `required` are required):
+/// the answer to a grant that may write but not read.
+fn issue_fields(keep: &[&str], required: &[&str]) -> Value {
+    let full = issue_schema();
+    let properties: serde_json::Map<String, Value> = keep
+        .iter()
+        .filter_map(|name| Some(((*name).to_owned(), full["properties"].get(*name)?.clone())))
+        .collect();
+    json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+    })
+}
+
+/// update_issue without `issues:read`: the issue's id, new version and
+/// updated_at, and the fields this call set (as set), nothing else.
+fn update_write_only_output() -> Value {
+    issue_fields(
+        &[
+            "id",
+            "version",
+            "updated_at",
+            "title",
+            "body",
+            "state",
+            "labels",
+            "priority",
+        ],
+        &["id", "version", "updated_at"],
+    )
+}
+
+/// add_comment without `issues:read`: the issue's id, new version and
+/// updated_at, the comment this call added and `replayed`; no body, no
+/// other comments.
+fn comment_write_only_output() -> Value {
+    with_properties(
+        issue_fields(
+            &["id", "version", "updated_at"],
+            &["id", "version", "updated_at"],
+        ),
         [
             ("comment", comment_schema("The comment this call added.")),
             ("replayed", replayed_schema("comment")),

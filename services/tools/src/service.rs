@@ -240,6 +240,7 @@ impl BoardTools {
                     patch,
                     expected_version,
                 } = args::update(arguments)?;
+                let set = patch_fields(&patch);
                 let issue = self
                     .bounded(
                         Some(&id),
@@ -247,8 +248,16 @@ impl BoardTools {
                             .update_issue(tenant, &id, patch, expected_version),
                     )
                     .await?;
+                let mut value = to_json(&issue)?;
+                if !tool.answers_whole_issue(&grant.capabilities) {
+                    // Only what this call wrote: the grant may not read the rest.
+                    retain(
+                        &mut value,
+                        &[&["id", "version", "updated_at"], &set[..]].concat(),
+                    );
+                }
                 Ok(Success {
-                    value: to_json(&issue)?,
+                    value,
                     issue: Some(id),
                 })
             }
@@ -263,6 +272,11 @@ impl BoardTools {
                     )
                     .await?;
                 let mut value = to_json(&added.issue)?;
+                if !tool.answers_whole_issue(&grant.capabilities) {
+                    // Not the body nor the other comments: this grant may
+                    // write a comment, not read the issue.
+                    retain(&mut value, &["id", "version", "updated_at"]);
+                }
                 insert(&mut value, "comment", to_json(&added.comment)?);
                 insert(&mut value, "replayed", Value::Bool(added.replayed));
                 Ok(Success {
@@ -287,6 +301,27 @@ fn to_json<T: serde::Serialize>(value: &T) -> Result<Value, ToolsError> {
     serde_json::to_value(value).map_err(|err| ToolsError::Internal {
         detail: format!("result not serialisable: {err}"),
     })
+}
+
+/// The issue fields a patch sets, by their names in the issue's JSON.
+fn patch_fields(patch: &corkboard_board::IssuePatch) -> Vec<&'static str> {
+    [
+        ("title", patch.title.is_some()),
+        ("body", patch.body.is_some()),
+        ("state", patch.state.is_some()),
+        ("labels", patch.labels.is_some()),
+        ("priority", patch.priority.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(name, set)| set.then_some(name))
+    .collect()
+}
+
+/// Drops every member of `object` not named in `keep`.
+fn retain(object: &mut Value, keep: &[&str]) {
+    if let Value::Object(map) = object {
+        map.retain(|key, _| keep.contains(&key.as_str()));
+    }
 }
 
 fn insert(object: &mut Value, key: &str, value: Value) {

@@ -866,3 +866,149 @@ impl IssueStore for FailingStore {
         Err(self.0.clone())
     }
 }
+
+/// The structured result matches the output schema the grant was shown:
+/// every required member present, every member declared.
+fn matches_declared_schema(
+    f: &Fixture,
+    principal: &ResolvedGrant,
+    tool: &str,
+    value: &Value,
+) -> Result<()> {
+    let set = f.tools.tools(principal);
+    let def = set.get(tool).context("tool not in the grant's set")?;
+    let schema = def.output_schema.as_ref().context("no outputSchema")?;
+    let object = value.as_object().context("result is not an object")?;
+    for required in schema["required"].as_array().context("required")? {
+        let name = required.as_str().context("required name")?;
+        ensure!(
+            object.contains_key(name),
+            "{tool}: {name} missing from {value}"
+        );
+    }
+    for name in object.keys() {
+        ensure!(
+            schema["properties"].get(name).is_some(),
+            "{tool}: {name} returned but not in the outputSchema"
+        );
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_grant_that_may_write_but_not_read_sees_only_what_it_wrote() -> Result<()> {
+    guarded(async {
+        let f = Fixture::new()?;
+        let owner = f.principal("acme", "owner", ALL).await?;
+        let created = f
+            .ok(
+                &owner,
+                "create_issue",
+                json!({"title": "Secret plan", "body": "The confidential body.", "labels": ["x"]}),
+            )
+            .await?;
+        let id = created["id"].as_str().context("id")?.to_owned();
+        f.ok(
+            &owner,
+            "add_comment",
+            json!({"issue_id": id, "body": "An earlier, private comment."}),
+        )
+        .await?;
+
+        // comments:write only: the answer has the new comment, never the
+        // issue's body, title or other comments.
+        let commenter = f.principal("acme", "commenter", "comments:write").await?;
+        let added = f
+            .ok(
+                &commenter,
+                "add_comment",
+                json!({"issue_id": id, "body": "Mine.", "idempotency_key": "c-1"}),
+            )
+            .await?;
+        let text = added.to_string();
+        for hidden in ["Secret plan", "confidential body", "earlier, private"] {
+            ensure!(
+                !text.contains(hidden),
+                "add_comment leaked {hidden:?}: {text}"
+            );
+        }
+        assert_eq!(added["id"], id.as_str());
+        assert_eq!(added["version"], 3);
+        assert!(added["updated_at"].is_string(), "{added}");
+        assert_eq!(added["comment"]["body"], "Mine.");
+        assert_eq!(added["comment"]["author"]["run"], "commenter");
+        assert_eq!(added["replayed"], false);
+        for absent in ["body", "title", "comments", "labels", "tenant", "author"] {
+            ensure!(added.get(absent).is_none(), "{absent} in {added}");
+        }
+        matches_declared_schema(&f, &commenter, "add_comment", &added)?;
+        // A replay answers the same way.
+        let replay = f
+            .ok(
+                &commenter,
+                "add_comment",
+                json!({"issue_id": id, "body": "Mine.", "idempotency_key": "c-1"}),
+            )
+            .await?;
+        assert_eq!(replay["replayed"], true);
+        ensure!(!replay.to_string().contains("confidential"), "{replay}");
+
+        // issues:update only: the fields it set, id, version, updated_at.
+        let updater = f.principal("acme", "updater", "issues:update").await?;
+        let updated = f
+            .ok(
+                &updater,
+                "update_issue",
+                json!({"id": id, "state": "in_progress"}),
+            )
+            .await?;
+        let text = updated.to_string();
+        for hidden in [
+            "Secret plan",
+            "confidential body",
+            "private comment",
+            "Mine.",
+        ] {
+            ensure!(
+                !text.contains(hidden),
+                "update_issue leaked {hidden:?}: {text}"
+            );
+        }
+        assert_eq!(updated["id"], id.as_str());
+        assert_eq!(updated["state"], "in_progress");
+        assert_eq!(updated["version"], 4);
+        assert!(updated["updated_at"].is_string(), "{updated}");
+        let mut keys: Vec<&String> = updated.as_object().context("object")?.keys().collect();
+        keys.sort();
+        assert_eq!(keys, ["id", "state", "updated_at", "version"], "{updated}");
+        matches_declared_schema(&f, &updater, "update_issue", &updated)?;
+
+        // With issues:read the answers stay whole (and match their schemas).
+        let reader = f
+            .principal("acme", "reader", "issues:read,issues:update,comments:write")
+            .await?;
+        let whole = f
+            .ok(
+                &reader,
+                "add_comment",
+                json!({"issue_id": id, "body": "Seen."}),
+            )
+            .await?;
+        assert_eq!(whole["body"], "The confidential body.");
+        assert_eq!(whole["comments"].as_array().map(Vec::len), Some(3));
+        assert_eq!(whole["comment"]["body"], "Seen.");
+        matches_declared_schema(&f, &reader, "add_comment", &whole)?;
+        let whole = f
+            .ok(
+                &reader,
+                "update_issue",
+                json!({"id": id, "priority": "high"}),
+            )
+            .await?;
+        assert_eq!(whole["title"], "Secret plan");
+        assert_eq!(whole["comments"].as_array().map(Vec::len), Some(3));
+        matches_declared_schema(&f, &reader, "update_issue", &whole)?;
+        Ok(())
+    })
+    .await
+}

@@ -69,15 +69,30 @@ pub struct Session {
 impl Session {
     /// A fresh session for `principal`, valid for `ttl` (at most [`MAX_SESSION`]).
     pub fn new(principal: &AdminPrincipal, ttl: Duration) -> Self {
+        let ttl = ttl.min(MAX_SESSION);
+        Self::expiring(
+            principal,
+            now_secs().saturating_add(i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX)),
+        )
+    }
+
+    /// A fresh session for the admin of a credential that expires at
+    /// `credential_exp` (Unix seconds): it ends then, or after
+    /// [`MAX_SESSION`] if that is sooner, never later than the credential.
+    pub fn until(principal: &AdminPrincipal, credential_exp: i64) -> Self {
+        let longest = now_secs().saturating_add(MAX_SESSION.as_secs() as i64);
+        Self::expiring(principal, credential_exp.min(longest))
+    }
+
+    fn expiring(principal: &AdminPrincipal, exp: i64) -> Self {
         let mut nonce = [0u8; 32];
         rand::rng().fill_bytes(&mut nonce);
-        let ttl = ttl.min(MAX_SESSION);
         Self {
             v: 1,
             sub: principal.subject.clone(),
             role: principal.role,
             tenant: principal.tenant.clone(),
-            exp: now_secs().saturating_add(i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX)),
+            exp,
             csrf: URL_SAFE_NO_PAD.encode(nonce),
         }
     }

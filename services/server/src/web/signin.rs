@@ -160,26 +160,21 @@ pub(super) async fn exchange(
     body: web::Json<ExchangeBody>,
 ) -> Result<HttpResponse, ApiError> {
     let token = body.into_inner().token;
-    let admin = state.admin.verify(token.trim())?;
-    let ttl = jwt_expiry(token.trim())
-        .map(|exp| Duration::from_secs(u64::try_from(exp - now_secs()).unwrap_or(0)))
-        .unwrap_or(MAX_SESSION);
-    if ttl.is_zero() {
+    // The expiry the verifier checked (a fractional `exp` included), not a
+    // second reading of the payload: the session must not outlive it.
+    let verified = state.admin.verify_with_expiry(token.trim())?;
+    let admin = verified.principal;
+    let expires_at = i64::try_from(verified.expires_at).unwrap_or(i64::MAX);
+    // Within the verifier's leeway a token may verify a moment after its
+    // `exp`; it still buys no session.
+    if expires_at <= now_secs() {
         return Err(ApiError::Unauthenticated("admin token has expired".into()));
     }
-    let session = Session::new(&admin, ttl);
+    let session = Session::until(&admin, expires_at);
     tracing::info!(subject = %admin.subject, role = %admin.role, "web sign-in with an admin token");
     Ok(no_store(HttpResponse::Ok())
         .insert_header((header::SET_COOKIE, set_cookie(&state, &session)))
         .json(session_json(&state, &session)))
-}
-
-/// `exp` of a JWT that was already verified (so its payload is trusted).
-fn jwt_expiry(token: &str) -> Option<i64> {
-    let payload = token.split('.').nth(1)?;
-    let json: serde_json::Value =
-        serde_json::from_slice(&URL_SAFE_NO_PAD.decode(payload).ok()?).ok()?;
-    json.get("exp")?.as_i64()
 }
 
 /// `GET /web/session`: who is signed in, and the CSRF nonce the page must

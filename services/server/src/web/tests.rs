@@ -8,6 +8,8 @@ use actix_web::body::MessageBody;
 use actix_web::dev::ServiceResponse;
 use actix_web::http::{Method, StatusCode, header};
 use actix_web::{App, test};
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use corkboard_board::{Author, NewIssue, Title};
 use corkboard_grants::{AdminPrincipal, AdminRole};
 use std::time::Duration;
@@ -256,6 +258,67 @@ async fn an_admin_jwt_is_exchanged_for_a_session_with_its_role_and_tenant() {
             "errors never echo the token"
         );
     }
+}
+
+/// An HS256 admin JWT with exactly these claims, signed with the state's
+/// secret (the minter only writes integer times).
+fn hs256_with(state: &AppState, claims: &serde_json::Value) -> String {
+    use hmac::Mac;
+    let secret =
+        corkboard_config::read_secret("jwt_secret_file", &state.settings.jwt_secret_path())
+            .unwrap();
+    let signed = format!(
+        "{}.{}",
+        URL_SAFE_NO_PAD.encode(r#"{"alg":"HS256","typ":"JWT"}"#),
+        URL_SAFE_NO_PAD.encode(claims.to_string())
+    );
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(&secret).unwrap();
+    mac.update(signed.as_bytes());
+    format!(
+        "{signed}.{}",
+        URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes())
+    )
+}
+
+#[actix_web::test]
+async fn a_session_from_a_jwt_with_a_fractional_exp_ends_no_later_than_the_jwt() {
+    let f = fixture().await;
+    let app = app!(f);
+    let now = session::now_secs();
+    let exp = now as f64 + 60.5;
+    let token = hs256_with(
+        &f.state,
+        &serde_json::json!({
+            "sub": "alice",
+            "role": "platform-admin",
+            "iss": f.state.settings.jwt_issuer,
+            "aud": f.state.settings.jwt_audience,
+            "iat": now,
+            "nbf": now,
+            "exp": exp,
+        }),
+    );
+    let req = test::TestRequest::post()
+        .uri("/web/session")
+        .set_json(serde_json::json!({ "token": token }))
+        .to_request();
+    let resp = test::call_service(&app, req).await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    let set_cookie = header_of(&resp, header::SET_COOKIE).to_owned();
+    let max_age: i64 = set_cookie
+        .split("; ")
+        .find_map(|a| a.strip_prefix("Max-Age="))
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    assert!(
+        max_age > 0 && max_age <= 61,
+        "the cookie must not outlive the token: Max-Age={max_age}"
+    );
+    // The signed session itself (what the server checks) ends by `exp`.
+    let cookie = cookie_pair(&set_cookie);
+    let value = cookie.split_once('=').unwrap().1;
+    let session = Session::decode(&f.state.session_key, value, now).unwrap();
+    assert!(session.exp as f64 <= exp, "{} > {exp}", session.exp);
 }
 
 #[actix_web::test]
