@@ -114,6 +114,10 @@ impl From<StoreError> for ApiError {
                 message: err.to_string(),
             },
             StoreError::Invalid(v) => Self::Invalid(v),
+            StoreError::CommentLimit { .. } => Self::Conflict {
+                code: "comment_limit",
+                message: err.to_string(),
+            },
             StoreError::Unavailable { .. } | StoreError::NotConfigured { .. } => {
                 Self::Unavailable(err.to_string())
             }

@@ -61,6 +61,12 @@ pub enum ToolsError {
     )]
     IdempotencyConflict,
 
+    #[error(
+        "issue {issue} has reached its limit of {max} comments; nothing was written. \
+         Open a new issue to continue the discussion"
+    )]
+    CommentLimit { issue: IssueId, max: usize },
+
     #[error("board unavailable: {reason} (retryable; try again in a few seconds)")]
     Unavailable { reason: String },
 
@@ -97,6 +103,7 @@ impl ToolsError {
             | Self::NotFound(_)
             | Self::VersionConflict { .. }
             | Self::IdempotencyConflict
+            | Self::CommentLimit { .. }
             | Self::Internal { .. } => AuditOutcome::ToolError,
         }
     }
@@ -119,6 +126,7 @@ impl ToolsError {
             },
             (StoreError::IdempotencyConflict, _) => Self::IdempotencyConflict,
             (StoreError::Invalid(err), _) => err.into(),
+            (StoreError::CommentLimit { issue, max }, _) => Self::CommentLimit { issue, max },
             (StoreError::Unavailable { reason }, _) => Self::Unavailable { reason },
             (StoreError::NotConfigured { reason }, _) => Self::NoBoard { reason },
             (StoreError::Internal(detail), _) => Self::Internal { detail },
@@ -168,6 +176,24 @@ mod tests {
         };
         assert!(timeout.to_string().contains("within 1.5s"), "{timeout}");
         assert_eq!(timeout.outcome(), AuditOutcome::Unavailable);
+    }
+
+    #[test]
+    fn comment_limit_names_the_issue_and_the_limit() {
+        let id = IssueId::generate();
+        let err = ToolsError::from_store(
+            StoreError::CommentLimit {
+                issue: id.clone(),
+                max: 500,
+            },
+            Some(&id),
+        );
+        let text = err.to_string();
+        assert!(
+            text.starts_with(&format!("issue {id} has reached its limit of 500 comments")),
+            "{text}"
+        );
+        assert_eq!(err.outcome(), AuditOutcome::ToolError);
     }
 
     #[test]
