@@ -137,6 +137,7 @@ pub fn gateway_config(
     config.store_timeout = Duration::from_millis(settings.store_timeout_ms);
     config.allowed_hosts = settings.allowed_hosts.clone();
     config.allowed_origins = settings.allowed_origins.clone();
+    config.live_runs_per_tenant_max = settings.live_runs_per_tenant_max;
     config
 }
 
@@ -408,6 +409,16 @@ mod tests {
             Duration::from_millis(settings.store_timeout_ms),
             corkboard_tools::DEFAULT_STORE_TIMEOUT,
             "store_timeout_ms"
+        );
+        assert_eq!(
+            settings.live_runs_per_tenant_max,
+            GatewayConfig::DEFAULT_LIVE_RUNS_PER_TENANT_MAX,
+            "live_runs_per_tenant_max"
+        );
+        assert_eq!(
+            settings.live_grants_per_tenant_max,
+            corkboard_grants::GrantService::DEFAULT_LIVE_GRANTS_MAX,
+            "live_grants_per_tenant_max"
         );
     }
 }

@@ -140,6 +140,12 @@ pub struct Settings {
     pub max_body_bytes: usize,
     /// Longest time a store call may take before the tool answers "board unavailable".
     pub store_timeout_ms: u64,
+    /// Most runs one tenant may have live on one runner at once; the next
+    /// registration is refused with 409 `run_limit`.
+    pub live_runs_per_tenant_max: usize,
+    /// Most grants (neither revoked nor expired) one tenant may hold; the
+    /// next one is refused with 409 `grant_limit`.
+    pub live_grants_per_tenant_max: usize,
 }
 
 impl Default for Settings {
@@ -177,6 +183,8 @@ impl Default for Settings {
             // which this crate sits below; cli's `compose` tests check them.
             max_body_bytes: 1024 * 1024,
             store_timeout_ms: 5_000,
+            live_runs_per_tenant_max: 100,
+            live_grants_per_tenant_max: 1_000,
         }
     }
 }
@@ -302,6 +310,12 @@ impl Settings {
         }
         if self.store_timeout_ms == 0 {
             return Err(key("store_timeout_ms", "must be at least 1"));
+        }
+        if self.live_runs_per_tenant_max == 0 {
+            return Err(key("live_runs_per_tenant_max", "must be at least 1"));
+        }
+        if self.live_grants_per_tenant_max == 0 {
+            return Err(key("live_grants_per_tenant_max", "must be at least 1"));
         }
         if let Some(url) = &self.public_url
             && !(url.starts_with("http://") || url.starts_with("https://"))

@@ -44,6 +44,9 @@ pub struct GatewayConfig {
     pub allowed_origins: Vec<String>,
     /// Signs legacy MCP session ids; share it between replicas.
     pub session_key: SessionKey,
+    /// Most runs one tenant may have live (registered and not stopped) on
+    /// this runner; each holds a listener or a route for up to 30 days.
+    pub live_runs_per_tenant_max: usize,
 }
 
 impl GatewayConfig {
@@ -51,6 +54,7 @@ impl GatewayConfig {
     pub const DEFAULT_CANCEL_GRACE: Duration = Duration::from_secs(1);
     pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(600);
     pub const DEFAULT_REVALIDATE_INTERVAL: Duration = Duration::from_secs(10);
+    pub const DEFAULT_LIVE_RUNS_PER_TENANT_MAX: usize = 100;
 
     pub fn new(mode: ListenerMode, session_key: SessionKey) -> Self {
         let workers = std::thread::available_parallelism()
@@ -73,6 +77,7 @@ impl GatewayConfig {
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
             session_key,
+            live_runs_per_tenant_max: Self::DEFAULT_LIVE_RUNS_PER_TENANT_MAX,
         }
     }
 

@@ -14,6 +14,11 @@ pub enum GatewayError {
         "run {run} of tenant {tenant} is already active on this runner; revoke it (DELETE /v1/runs/{tenant}/{run}) or pick another run id"
     )]
     RunActive { tenant: TenantId, run: RunId },
+    #[error(
+        "tenant {tenant} already has {max} live runs on this runner, its limit \
+         (live_runs_per_tenant_max); revoke runs that are done (DELETE /v1/runs/{tenant}/{{run}})"
+    )]
+    RunLimit { tenant: TenantId, max: usize },
     #[error("gateway listener: cannot bind {addr}: {source}")]
     Bind {
         addr: SocketAddr,

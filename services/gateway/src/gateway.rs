@@ -338,6 +338,15 @@ impl Gateway {
                     run: key.run,
                 });
             }
+            // Counted under the same lock that reserves the slot, so racing
+            // registrations cannot pass the limit together.
+            let max = self.inner.config.live_runs_per_tenant_max;
+            if runs.keys().filter(|k| k.tenant == key.tenant).count() >= max {
+                return Err(GatewayError::RunLimit {
+                    tenant: key.tenant,
+                    max,
+                });
+            }
             runs.insert(key.clone(), Slot::Reserved(generation));
         }
         let result = self.register_reserved(&key, generation, request).await;

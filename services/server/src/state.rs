@@ -101,7 +101,8 @@ impl AppState {
             mcp: mut mcp_settings,
         } = parts;
         let ledger: Arc<dyn corkboard_board::GrantLedger> = store.clone();
-        let grants = GrantService::new(ledger, registry);
+        let grants = GrantService::new(ledger, registry)
+            .with_live_grants_max(settings.live_grants_per_tenant_max);
         let audit = AuditWriter::spawn(store.clone());
         let tool_audit: Arc<dyn AuditSink> = Arc::new(crate::web::EventPublishingSink::new(
             audit.clone(),
