@@ -134,6 +134,8 @@ pub fn gateway_config(
         burst: settings.rate_limit_burst,
     };
     config.max_body_bytes = settings.max_body_bytes;
+    config.max_batch_len = settings.max_batch_len;
+    config.max_batch_response_bytes = settings.max_batch_response_bytes;
     config.store_timeout = Duration::from_millis(settings.store_timeout_ms);
     config.allowed_hosts = settings.allowed_hosts.clone();
     config.allowed_origins = settings.allowed_origins.clone();
@@ -381,6 +383,8 @@ pub fn mcp_settings(settings: &Settings, session_key: &[u8]) -> Result<McpSettin
         mcp.allowed_hosts.push(host);
     }
     mcp.max_body_bytes = settings.max_body_bytes;
+    mcp.max_batch_len = settings.max_batch_len;
+    mcp.max_batch_response_bytes = settings.max_batch_response_bytes;
     Ok(mcp)
 }
 
@@ -409,6 +413,16 @@ mod tests {
             Duration::from_millis(settings.store_timeout_ms),
             corkboard_tools::DEFAULT_STORE_TIMEOUT,
             "store_timeout_ms"
+        );
+        assert_eq!(
+            settings.max_batch_len,
+            McpSettings::DEFAULT_MAX_BATCH_LEN,
+            "max_batch_len"
+        );
+        assert_eq!(
+            settings.max_batch_response_bytes,
+            McpSettings::DEFAULT_MAX_BATCH_RESPONSE_BYTES,
+            "max_batch_response_bytes"
         );
         assert_eq!(
             settings.live_runs_per_tenant_max,

@@ -138,6 +138,12 @@ pub struct Settings {
     pub rate_limit_burst: u32,
     /// Largest MCP request body, in bytes.
     pub max_body_bytes: usize,
+    /// Most elements of one JSON-RPC batch (2025-03-26 sessions); a longer
+    /// batch is refused whole.
+    pub max_batch_len: usize,
+    /// Once a batch's response holds this many bytes, its remaining
+    /// requests are not run and are answered -32055 (retry them singly).
+    pub max_batch_response_bytes: usize,
     /// Longest time a store call may take before the tool answers "board unavailable".
     pub store_timeout_ms: u64,
     /// Most runs one tenant may have live on one runner at once; the next
@@ -182,6 +188,8 @@ impl Default for Settings {
             // (`McpSettings::DEFAULT_MAX_BODY_BYTES`, `DEFAULT_STORE_TIMEOUT`),
             // which this crate sits below; cli's `compose` tests check them.
             max_body_bytes: 1024 * 1024,
+            max_batch_len: 32,
+            max_batch_response_bytes: 4 * 1024 * 1024,
             store_timeout_ms: 5_000,
             live_runs_per_tenant_max: 100,
             live_grants_per_tenant_max: 1_000,
@@ -310,6 +318,12 @@ impl Settings {
         }
         if self.store_timeout_ms == 0 {
             return Err(key("store_timeout_ms", "must be at least 1"));
+        }
+        if self.max_batch_len == 0 {
+            return Err(key("max_batch_len", "must be at least 1"));
+        }
+        if self.max_batch_response_bytes < 1024 {
+            return Err(key("max_batch_response_bytes", "must be at least 1024"));
         }
         if self.live_runs_per_tenant_max == 0 {
             return Err(key("live_runs_per_tenant_max", "must be at least 1"));

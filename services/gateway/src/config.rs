@@ -23,6 +23,9 @@ pub struct GatewayConfig {
     pub mode: ListenerMode,
     pub rate_limit: RateLimit,
     pub max_body_bytes: usize,
+    /// Batch bounds of the runs' MCP endpoints (see `McpSettings`).
+    pub max_batch_len: usize,
+    pub max_batch_response_bytes: usize,
     /// Bound on every store call and token lookup.
     pub store_timeout: Duration,
     /// How long a stopping run lets in-flight requests finish.
@@ -68,6 +71,8 @@ impl GatewayConfig {
                 burst: 100,
             },
             max_body_bytes: corkboard_mcp::McpSettings::DEFAULT_MAX_BODY_BYTES,
+            max_batch_len: corkboard_mcp::McpSettings::DEFAULT_MAX_BATCH_LEN,
+            max_batch_response_bytes: corkboard_mcp::McpSettings::DEFAULT_MAX_BATCH_RESPONSE_BYTES,
             store_timeout: corkboard_tools::DEFAULT_STORE_TIMEOUT,
             drain_timeout: Self::DEFAULT_DRAIN_TIMEOUT,
             cancel_grace: Self::DEFAULT_CANCEL_GRACE,

@@ -113,7 +113,7 @@ pub(crate) struct Inner {
     pub endpoint: McpEndpoint<GatewayBackend>,
     pub census: Arc<Census>,
     grants: GrantService,
-    limiter: Arc<dyn RateLimiter>,
+    pub(crate) limiter: Arc<dyn RateLimiter>,
     actor_settings: Arc<ActorSettings>,
     runs: Mutex<HashMap<RunKey, Slot>>,
     generation: AtomicU64,
@@ -264,6 +264,8 @@ impl Gateway {
         mcp.allowed_hosts = config.endpoint_hosts();
         mcp.allowed_origins = config.allowed_origins.clone();
         mcp.max_body_bytes = config.max_body_bytes;
+        mcp.max_batch_len = config.max_batch_len;
+        mcp.max_batch_response_bytes = config.max_batch_response_bytes;
         mcp.metrics = parts.metrics.clone();
         // The bridge logs every request once ("gateway request"), refusals
         // before the endpoint included.

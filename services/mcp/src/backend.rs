@@ -1,5 +1,6 @@
 //! What a product implements to be served over MCP.
 
+use crate::wire::RpcError;
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 use std::sync::Arc;
@@ -153,6 +154,15 @@ pub trait ToolBackend: Send + Sync + 'static {
     /// missing permission). Must not block.
     fn call_refused(&self, _principal: &Self::Principal, _call: RefusedCall<'_>) -> Option<String> {
         None
+    }
+    /// Asked before each request of a JSON-RPC batch after the first: the
+    /// transport admitted the batch as one request, so a backend that
+    /// meters requests (a run's rate limit) or can end mid-batch (a revoked
+    /// run) charges and checks the others here. An error answers that
+    /// element, correlated with its id, instead of running it. Default:
+    /// every element is admitted.
+    async fn admit_batch_element(&self, _principal: &Self::Principal) -> Result<(), RpcError> {
+        Ok(())
     }
 }
 

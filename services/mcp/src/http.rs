@@ -50,6 +50,12 @@ pub struct McpSettings {
     /// Accept any `Host` (deployments behind an ingress that owns this).
     pub allow_any_host: bool,
     pub max_body_bytes: usize,
+    /// Most elements of one JSON-RPC batch (2025-03-26 sessions); a longer
+    /// batch is refused whole with `-32600`.
+    pub max_batch_len: usize,
+    /// Once a batch's response holds this many bytes, its remaining
+    /// requests are not run and answered `-32055` (retry them singly).
+    pub max_batch_response_bytes: usize,
     pub session_key: SessionKey,
     pub session_ttl: Duration,
     /// `ttlMs` hint on 2026-07-28 list results.
@@ -64,6 +70,8 @@ pub struct McpSettings {
 
 impl McpSettings {
     pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
+    pub const DEFAULT_MAX_BATCH_LEN: usize = 32;
+    pub const DEFAULT_MAX_BATCH_RESPONSE_BYTES: usize = 4 * 1024 * 1024;
     pub const DEFAULT_SESSION_TTL: Duration = Duration::from_secs(12 * 60 * 60);
 
     pub fn new(session_key: SessionKey) -> Self {
@@ -73,6 +81,8 @@ impl McpSettings {
             allowed_hosts: Vec::new(),
             allow_any_host: false,
             max_body_bytes: Self::DEFAULT_MAX_BODY_BYTES,
+            max_batch_len: Self::DEFAULT_MAX_BATCH_LEN,
+            max_batch_response_bytes: Self::DEFAULT_MAX_BATCH_RESPONSE_BYTES,
             session_key,
             session_ttl: Self::DEFAULT_SESSION_TTL,
             list_ttl: Duration::from_secs(60),
@@ -180,7 +190,9 @@ impl<B: ToolBackend> McpEndpoint<B> {
         settings: McpSettings,
         ends: Arc<dyn SessionEnds>,
     ) -> Self {
-        let engine = Engine::new(backend).with_list_ttl(settings.list_ttl);
+        let engine = Engine::new(backend)
+            .with_list_ttl(settings.list_ttl)
+            .with_batch_limits(settings.max_batch_len, settings.max_batch_response_bytes);
         let codec = SessionCodec::new(settings.session_key.clone(), settings.session_ttl);
         Self {
             inner: Arc::new(Inner {
