@@ -4,6 +4,7 @@
 
 mod support;
 
+use serde_json::json;
 use support::*;
 
 #[test]
@@ -157,4 +158,39 @@ fn check_config_redacts_secrets() {
     let text = stdout_of(&out);
     assert!(text.contains("store = \"mongodb\""), "{text}");
     assert!(!text.contains("hunter2"), "{text}");
+}
+
+/// Issue 16 item 4: only run gateways were rate-limited; a token on the
+/// studio `/mcp` endpoint could call without bound.
+#[test]
+fn the_studio_endpoint_rate_limits_each_run() {
+    let serve = Serve::start_with_env(&[
+        ("CORKBOARD_RATE_LIMIT_PER_SECOND", "1"),
+        ("CORKBOARD_RATE_LIMIT_BURST", "3"),
+    ]);
+    let chatty = serve.grant("acme", "chatty", "issues:read");
+    assert!(chatty.mcp_url.ends_with("/mcp"), "{}", chatty.mcp_url);
+    let mut limited = None;
+    for _ in 0..8 {
+        let (status, reply) = mcp_call(&chatty.mcp_url, &chatty.token, "list_issues", json!({}));
+        if status == 429 {
+            limited = Some(reply);
+            break;
+        }
+        assert_eq!(status, 200, "{reply}");
+    }
+    let reply = limited.expect("eight quick calls on a burst of 3 at 1/s were never limited");
+    assert_eq!(reply["id"], 1, "{reply}");
+    assert_eq!(reply["error"]["code"], -32052, "{reply}");
+    assert_eq!(reply["error"]["data"]["retryable"], true, "{reply}");
+    assert!(
+        reply["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("run chatty is over its rate limit")),
+        "{reply}"
+    );
+    // Budgets are per run.
+    let quiet = serve.grant("acme", "quiet", "issues:read");
+    let (status, reply) = mcp_call(&quiet.mcp_url, &quiet.token, "list_issues", json!({}));
+    assert_eq!(status, 200, "{reply}");
 }

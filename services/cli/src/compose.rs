@@ -54,6 +54,15 @@ pub async fn app_state(settings: Settings, policy: SecretPolicy) -> Result<AppSt
     let web = corkboard_server::web::WebState::from_settings(&settings)?;
     let mcp = mcp_settings(&settings, &session_key)?;
     let session_ends = open_session_ends(&settings)?;
+    // The studio endpoint meters runs like their gateways do.
+    let limit = RateLimit {
+        per_second: settings.rate_limit_per_second,
+        burst: settings.rate_limit_burst,
+    };
+    let rate_limiter = rate_limiter(&settings, limit).map_err(|e| StartError::Setting {
+        key: "rate_limit_per_second",
+        reason: e.to_string(),
+    })?;
     Ok(AppState::new(AppParts {
         settings,
         metrics,
@@ -64,6 +73,7 @@ pub async fn app_state(settings: Settings, policy: SecretPolicy) -> Result<AppSt
         web,
         session_ends,
         mcp,
+        rate_limiter: Some(rate_limiter),
     }))
 }
 

@@ -26,10 +26,10 @@
 //! gateway's table.
 
 use crate::gateway::Inner;
-use crate::key::RunKey;
-use crate::limiter::{RateLimited, RateLimiter};
 use actix::prelude::*;
 use corkboard_board::Timestamp;
+use corkboard_grants::RunKey;
+use corkboard_grants::limiter::{RateLimited, RateLimiter};
 use corkboard_grants::{RegistryError, TokenHash};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};

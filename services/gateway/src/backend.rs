@@ -11,9 +11,9 @@
 use crate::actor::{Refused, RunHandle};
 use crate::binding::Binding;
 use crate::bridge::{rate_limited, run_ended};
-use crate::limiter::RateLimiter;
 use async_trait::async_trait;
 use corkboard_board::Grant;
+use corkboard_grants::limiter::RateLimiter;
 use corkboard_mcp::{
     Principal, RefusedCall, RpcError, ServerIdentity, ToolBackend, ToolCall, ToolOutput, ToolSet,
 };

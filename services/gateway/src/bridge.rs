@@ -23,15 +23,14 @@ use crate::actor::{Refused, RunHandle, StopReason};
 use crate::backend::{OTHER_RUN, RunPrincipal};
 use crate::binding::Binding;
 use crate::gateway::Inner;
-use crate::key::RunKey;
-use crate::limiter::RateLimited;
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
 use bytes::Bytes;
 use corkboard_board::TenantId;
+use corkboard_grants::RunKey;
+use corkboard_grants::limiter::RateLimited;
 use corkboard_mcp::{Admitted, Exchange, Refusal, RequestHead, Transport, code};
 use corkboard_tools::ResolvedGrant;
-use serde_json::json;
 use std::sync::Arc;
 use std::time::Instant;
 use tracing::Instrument;
@@ -144,18 +143,7 @@ pub(crate) fn run_ended(run: &RunKey, reason: Option<StopReason>, in_flight: boo
 
 /// The refusal of a request over its run's rate limit.
 pub(crate) fn rate_limited(run: &RunKey, limited: RateLimited) -> Refusal {
-    let retry_ms = u64::try_from(limited.retry_after.as_millis()).unwrap_or(u64::MAX);
-    Refusal::new(
-        StatusCode::TOO_MANY_REQUESTS,
-        code::RATE_LIMITED,
-        format!(
-            "Too Many Requests: run {} is over its rate limit; retry in {retry_ms} ms (retryable)",
-            run.run
-        ),
-    )
-    .outcome("rate_limited")
-    .retry_after(limited.retry_after)
-    .with_data(json!({ "retryable": true, "retry_after_ms": retry_ms }))
+    Refusal::rate_limited(format_args!("run {}", run.run), limited.retry_after)
 }
 
 /// Reads the (bounded) body. `run` names the run for the log until the

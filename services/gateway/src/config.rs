@@ -1,6 +1,6 @@
 //! How a gateway listens and what it tolerates.
 
-use crate::limiter::RateLimit;
+use corkboard_grants::limiter::RateLimit;
 use corkboard_mcp::SessionKey;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;

@@ -35,3 +35,12 @@ pub enum GatewayError {
     #[error("rate limiter: {0}")]
     Limiter(String),
 }
+
+impl From<corkboard_grants::LimiterError> for GatewayError {
+    fn from(err: corkboard_grants::LimiterError) -> Self {
+        match err {
+            corkboard_grants::LimiterError::Runtime(reason) => Self::Limiter(reason),
+            corkboard_grants::LimiterError::Config { key, reason } => Self::Config { key, reason },
+        }
+    }
+}

@@ -175,4 +175,11 @@ pub trait Authenticate: ToolBackend {
     /// every HTTP request (revocation takes effect at once) and once at
     /// start-up on stdio.
     async fn authenticate(&self, bearer: Option<&str>) -> Result<Self::Principal, AuthRejection>;
+
+    /// Admits a request of an authenticated principal (its rate limit);
+    /// a refusal is answered as is, correlated with the request's id.
+    /// Called over HTTP after [`Self::authenticate`]. Default: admitted.
+    async fn admit(&self, _principal: &Self::Principal) -> Result<(), crate::Refusal> {
+        Ok(())
+    }
 }

@@ -263,7 +263,10 @@ impl<B: ToolBackend> McpEndpoint<B> {
                 ))
             });
         match result {
-            Ok(principal) => self.exchange(req, admitted, &bytes, &principal).await,
+            Ok(principal) => match backend.admit(&principal).await {
+                Ok(()) => self.exchange(req, admitted, &bytes, &principal).await,
+                Err(refusal) => Exchange::refused(&refusal, request_id(&bytes)),
+            },
             Err(rejection) => {
                 let refusal = Refusal::credential(&rejection, Transport::Http);
                 Exchange::refused(&refusal, request_id(&bytes))
