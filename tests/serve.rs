@@ -194,3 +194,46 @@ fn the_studio_endpoint_rate_limits_each_run() {
     let (status, reply) = mcp_call(&quiet.mcp_url, &quiet.token, "list_issues", json!({}));
     assert_eq!(status, 200, "{reply}");
 }
+
+/// Sends an MCP POST's head (and `body_start` of a body announced as 1,000
+/// bytes), never the rest, and returns the status line of the answer.
+fn stalled_post(url: &str, token: Option<&str>, body_start: &str) -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let addr = url
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    let mut stream = std::net::TcpStream::connect(&addr).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    write!(
+        stream,
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\n{auth}Content-Length: 1000\r\n\r\n{body_start}"
+    )
+    .unwrap();
+    stream.flush().unwrap();
+    let mut line = String::new();
+    BufReader::new(stream).read_line(&mut line).unwrap();
+    line
+}
+
+/// Issue 16 item 6: the body (up to 1 MiB) was read before the token was
+/// checked, with no deadline, so tokenless slow bodies held memory.
+#[test]
+fn a_tokenless_request_is_refused_before_its_body_and_a_stalled_body_times_out() {
+    let serve = Serve::start_with_env(&[("CORKBOARD_BODY_TIMEOUT_MS", "500")]);
+    // Without a token: refused from the headers, while the body never comes.
+    let line = stalled_post(serve.url(), None, "");
+    assert!(line.starts_with("HTTP/1.1 401"), "{line}");
+    let line = stalled_post(serve.url(), Some("cbr_not-a-real-token"), "{\"jsonrpc\"");
+    assert!(line.starts_with("HTTP/1.1 403"), "{line}");
+    // With a valid token, a body that stalls past the deadline gets 408.
+    let granted = serve.grant("acme", "slow", "issues:read");
+    let line = stalled_post(serve.url(), Some(&granted.token), "{\"jsonrpc\"");
+    assert!(line.starts_with("HTTP/1.1 408"), "{line}");
+}

@@ -144,6 +144,7 @@ pub fn gateway_config(
         burst: settings.rate_limit_burst,
     };
     config.max_body_bytes = settings.max_body_bytes;
+    config.body_timeout = Duration::from_millis(settings.body_timeout_ms);
     config.max_batch_len = settings.max_batch_len;
     config.max_batch_response_bytes = settings.max_batch_response_bytes;
     config.store_timeout = Duration::from_millis(settings.store_timeout_ms);
@@ -393,6 +394,7 @@ pub fn mcp_settings(settings: &Settings, session_key: &[u8]) -> Result<McpSettin
         mcp.allowed_hosts.push(host);
     }
     mcp.max_body_bytes = settings.max_body_bytes;
+    mcp.body_timeout = Duration::from_millis(settings.body_timeout_ms);
     mcp.max_batch_len = settings.max_batch_len;
     mcp.max_batch_response_bytes = settings.max_batch_response_bytes;
     Ok(mcp)
@@ -423,6 +425,11 @@ mod tests {
             Duration::from_millis(settings.store_timeout_ms),
             corkboard_tools::DEFAULT_STORE_TIMEOUT,
             "store_timeout_ms"
+        );
+        assert_eq!(
+            Duration::from_millis(settings.body_timeout_ms),
+            McpSettings::DEFAULT_BODY_TIMEOUT,
+            "body_timeout_ms"
         );
         assert_eq!(
             settings.max_batch_len,

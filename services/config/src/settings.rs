@@ -138,6 +138,9 @@ pub struct Settings {
     pub rate_limit_burst: u32,
     /// Largest MCP request body, in bytes.
     pub max_body_bytes: usize,
+    /// Longest time an MCP request's body may take to arrive, in ms; a
+    /// slower body is answered 408.
+    pub body_timeout_ms: u64,
     /// Most elements of one JSON-RPC batch (2025-03-26 sessions); a longer
     /// batch is refused whole.
     pub max_batch_len: usize,
@@ -188,6 +191,7 @@ impl Default for Settings {
             // (`McpSettings::DEFAULT_MAX_BODY_BYTES`, `DEFAULT_STORE_TIMEOUT`),
             // which this crate sits below; cli's `compose` tests check them.
             max_body_bytes: 1024 * 1024,
+            body_timeout_ms: 10_000,
             max_batch_len: 32,
             max_batch_response_bytes: 4 * 1024 * 1024,
             store_timeout_ms: 5_000,
@@ -318,6 +322,9 @@ impl Settings {
         }
         if self.store_timeout_ms == 0 {
             return Err(key("store_timeout_ms", "must be at least 1"));
+        }
+        if self.body_timeout_ms == 0 {
+            return Err(key("body_timeout_ms", "must be at least 1"));
         }
         if self.max_batch_len == 0 {
             return Err(key("max_batch_len", "must be at least 1"));

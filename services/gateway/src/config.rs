@@ -23,6 +23,8 @@ pub struct GatewayConfig {
     pub mode: ListenerMode,
     pub rate_limit: RateLimit,
     pub max_body_bytes: usize,
+    /// Longest time a request body may take to arrive (408 after).
+    pub body_timeout: Duration,
     /// Batch bounds of the runs' MCP endpoints (see `McpSettings`).
     pub max_batch_len: usize,
     pub max_batch_response_bytes: usize,
@@ -71,6 +73,7 @@ impl GatewayConfig {
                 burst: 100,
             },
             max_body_bytes: corkboard_mcp::McpSettings::DEFAULT_MAX_BODY_BYTES,
+            body_timeout: corkboard_mcp::McpSettings::DEFAULT_BODY_TIMEOUT,
             max_batch_len: corkboard_mcp::McpSettings::DEFAULT_MAX_BATCH_LEN,
             max_batch_response_bytes: corkboard_mcp::McpSettings::DEFAULT_MAX_BATCH_RESPONSE_BYTES,
             store_timeout: corkboard_tools::DEFAULT_STORE_TIMEOUT,

@@ -264,6 +264,7 @@ impl Gateway {
         mcp.allowed_hosts = config.endpoint_hosts();
         mcp.allowed_origins = config.allowed_origins.clone();
         mcp.max_body_bytes = config.max_body_bytes;
+        mcp.body_timeout = config.body_timeout;
         mcp.max_batch_len = config.max_batch_len;
         mcp.max_batch_response_bytes = config.max_batch_response_bytes;
         mcp.metrics = parts.metrics.clone();
