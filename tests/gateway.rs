@@ -332,9 +332,74 @@ fn registering_needs_an_admin_jwt_that_may_manage_the_tenant() {
     assert!(!reachable(created["mcp_url"].as_str().unwrap()));
 }
 
+/// Issue 16 item 7: a tenant-admin could register runs without bound,
+/// each holding a listening socket for up to 30 days.
+#[test]
+fn a_tenant_over_its_live_run_or_grant_limit_is_refused_by_name() {
+    let serve = Serve::start_with_env(&[
+        ("CORKBOARD_LIVE_RUNS_PER_TENANT_MAX", "2"),
+        ("CORKBOARD_LIVE_GRANTS_PER_TENANT_MAX", "3"),
+    ]);
+    let acme = serve.admin_token("tenant-admin", Some("acme"));
+    let run = |name: &str| json!({"tenant": "acme", "run": name, "capabilities": ["issues:read"]});
+    assert_eq!(register(serve.url(), &acme, run("r1")).0, 201);
+    assert_eq!(register(serve.url(), &acme, run("r2")).0, 201);
+    let (status, refused) = register(serve.url(), &acme, run("r3"));
+    assert_eq!(
+        (status, refused["error"]["code"].as_str()),
+        (409, Some("run_limit")),
+        "{refused}"
+    );
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("2 live runs") && message.contains("live_runs_per_tenant_max"),
+        "{message}"
+    );
+    // The limit is per tenant.
+    let globex = serve.admin_token("tenant-admin", Some("globex"));
+    let (status, other) = register(
+        serve.url(),
+        &globex,
+        json!({"tenant": "globex", "run": "g1", "capabilities": ["issues:read"]}),
+    );
+    assert_eq!(status, 201, "{other}");
+    // A revoked run frees its place.
+    assert_eq!(revoke(serve.url(), &acme, "acme", "r1").0, 200);
+    assert_eq!(register(serve.url(), &acme, run("r3")).0, 201);
+
+    // Live grants of acme: r2 and r3 (r1's is revoked); the admin API may
+    // issue one more, then refuses.
+    let grant = || {
+        let response = http()
+            .post(format!("{}/v1/tenants/acme/grants", serve.url()))
+            .bearer_auth(&acme)
+            .json(&json!({"run": "x", "capabilities": ["issues:read"]}))
+            .send()
+            .unwrap();
+        let status = response.status().as_u16();
+        (status, response.json::<Value>().unwrap_or(Value::Null))
+    };
+    assert_eq!(grant().0, 201);
+    let (status, refused) = grant();
+    assert_eq!(
+        (status, refused["error"]["code"].as_str()),
+        (409, Some("grant_limit")),
+        "{refused}"
+    );
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("3 live grants") && message.contains("live_grants_per_tenant_max"),
+        "{message}"
+    );
+}
+
 #[test]
 fn a_thousand_runs_through_the_api_leave_nothing_behind() {
-    let serve = Serve::start();
+    // A thousand live runs of one tenant: above the default quotas.
+    let serve = Serve::start_with_env(&[
+        ("CORKBOARD_LIVE_RUNS_PER_TENANT_MAX", "1000"),
+        ("CORKBOARD_LIVE_GRANTS_PER_TENANT_MAX", "1000"),
+    ]);
     let admin = serve.admin_token("platform-admin", None);
     let pid = serve.process.child.id();
     let fds = || {

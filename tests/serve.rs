@@ -4,6 +4,7 @@
 
 mod support;
 
+use serde_json::json;
 use support::*;
 
 #[test]
@@ -228,4 +229,82 @@ fn the_data_dir_and_every_file_in_it_are_private_and_an_exposed_secret_is_refuse
         err.contains("session_key_file") && err.contains(&session_key.display().to_string()),
         "{err}"
     );
+}
+
+/// Issue 16 item 4: only run gateways were rate-limited; a token on the
+/// studio `/mcp` endpoint could call without bound.
+#[test]
+fn the_studio_endpoint_rate_limits_each_run() {
+    let serve = Serve::start_with_env(&[
+        ("CORKBOARD_RATE_LIMIT_PER_SECOND", "1"),
+        ("CORKBOARD_RATE_LIMIT_BURST", "3"),
+    ]);
+    let chatty = serve.grant("acme", "chatty", "issues:read");
+    assert!(chatty.mcp_url.ends_with("/mcp"), "{}", chatty.mcp_url);
+    let mut limited = None;
+    for _ in 0..8 {
+        let (status, reply) = mcp_call(&chatty.mcp_url, &chatty.token, "list_issues", json!({}));
+        if status == 429 {
+            limited = Some(reply);
+            break;
+        }
+        assert_eq!(status, 200, "{reply}");
+    }
+    let reply = limited.expect("eight quick calls on a burst of 3 at 1/s were never limited");
+    assert_eq!(reply["id"], 1, "{reply}");
+    assert_eq!(reply["error"]["code"], -32052, "{reply}");
+    assert_eq!(reply["error"]["data"]["retryable"], true, "{reply}");
+    assert!(
+        reply["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("run chatty is over its rate limit")),
+        "{reply}"
+    );
+    // Budgets are per run.
+    let quiet = serve.grant("acme", "quiet", "issues:read");
+    let (status, reply) = mcp_call(&quiet.mcp_url, &quiet.token, "list_issues", json!({}));
+    assert_eq!(status, 200, "{reply}");
+}
+
+/// Sends an MCP POST's head (and `body_start` of a body announced as 1,000
+/// bytes), never the rest, and returns the status line of the answer.
+fn stalled_post(url: &str, token: Option<&str>, body_start: &str) -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let addr = url
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    let mut stream = std::net::TcpStream::connect(&addr).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    write!(
+        stream,
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\n{auth}Content-Length: 1000\r\n\r\n{body_start}"
+    )
+    .unwrap();
+    stream.flush().unwrap();
+    let mut line = String::new();
+    BufReader::new(stream).read_line(&mut line).unwrap();
+    line
+}
+
+/// Issue 16 item 6: the body (up to 1 MiB) was read before the token was
+/// checked, with no deadline, so tokenless slow bodies held memory.
+#[test]
+fn a_tokenless_request_is_refused_before_its_body_and_a_stalled_body_times_out() {
+    let serve = Serve::start_with_env(&[("CORKBOARD_BODY_TIMEOUT_MS", "500")]);
+    // Without a token: refused from the headers, while the body never comes.
+    let line = stalled_post(serve.url(), None, "");
+    assert!(line.starts_with("HTTP/1.1 401"), "{line}");
+    let line = stalled_post(serve.url(), Some("cbr_not-a-real-token"), "{\"jsonrpc\"");
+    assert!(line.starts_with("HTTP/1.1 403"), "{line}");
+    // With a valid token, a body that stalls past the deadline gets 408.
+    let granted = serve.grant("acme", "slow", "issues:read");
+    let line = stalled_post(serve.url(), Some(&granted.token), "{\"jsonrpc\"");
+    assert!(line.starts_with("HTTP/1.1 408"), "{line}");
 }

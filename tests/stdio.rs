@@ -1382,7 +1382,11 @@ type Job = Box<dyn FnOnce() -> Vec<String> + Send>;
 
 #[test]
 fn stdio_processes_and_serve_share_a_data_dir_without_losing_writes() {
-    let serve = Serve::start();
+    // Writers hammer one run each as fast as they can: no rate limit here.
+    let serve = Serve::start_with_env(&[
+        ("CORKBOARD_RATE_LIMIT_PER_SECOND", "100000"),
+        ("CORKBOARD_RATE_LIMIT_BURST", "100000"),
+    ]);
     let admin = serve.admin_token("platform-admin", None);
     let data_dir = serve.data_dir.path().to_path_buf();
     let writers: Vec<(String, Job)> = ["stdio-a", "stdio-b", "bridge-c", "http-d", "http-e"]

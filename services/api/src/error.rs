@@ -114,6 +114,10 @@ impl From<StoreError> for ApiError {
                 message: err.to_string(),
             },
             StoreError::Invalid(v) => Self::Invalid(v),
+            StoreError::CommentLimit { .. } => Self::Conflict {
+                code: "comment_limit",
+                message: err.to_string(),
+            },
             StoreError::Unavailable { .. } | StoreError::NotConfigured { .. } => {
                 Self::Unavailable(err.to_string())
             }
@@ -126,6 +130,10 @@ impl From<RegistryError> for ApiError {
     fn from(err: RegistryError) -> Self {
         match err {
             RegistryError::GrantNotFound => Self::NotFound("grant not found".into()),
+            RegistryError::GrantLimit { .. } => Self::Conflict {
+                code: "grant_limit",
+                message: err.to_string(),
+            },
             RegistryError::Unavailable(_) => Self::Unavailable(err.to_string()),
             RegistryError::Invalid(v) => Self::Invalid(v),
             RegistryError::Store(store) => store.into(),

@@ -1,5 +1,6 @@
 //! The domain's errors: field validation and store outcomes.
 
+use crate::IssueId;
 use serde::Serialize;
 use thiserror::Error;
 
@@ -38,6 +39,10 @@ pub enum StoreError {
     IdempotencyConflict,
     #[error("{0}")]
     Invalid(#[from] ValidationError),
+    /// The issue already has [`limits::COMMENTS_MAX`](crate::issue::limits::COMMENTS_MAX)
+    /// comments; nothing was written. Not retryable.
+    #[error("issue {issue} has reached its limit of {max} comments")]
+    CommentLimit { issue: IssueId, max: usize },
     #[error(
         "board unavailable: {reason}{}",
         if *maybe_applied { "; the write may or may not have been applied" } else { "" }

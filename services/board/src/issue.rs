@@ -24,6 +24,10 @@ pub mod limits {
     pub const PAGE_DEFAULT: u32 = 50;
     /// Maximum length of the free-text filter, in characters.
     pub const TEXT_FILTER_MAX_CHARS: usize = 200;
+    /// Maximum number of comments on one issue. Every read returns them
+    /// all, so an unbounded thread would make each `get_issue` unbounded
+    /// too: 500 comments of at most 64 KiB keep an issue under 32 MiB.
+    pub const COMMENTS_MAX: usize = 500;
 }
 
 /// Where an issue stands. The order is the board's column order.

@@ -55,6 +55,15 @@ pub async fn app_state(settings: Settings, policy: SecretPolicy) -> Result<AppSt
     let web = corkboard_server::web::WebState::from_settings(&settings)?;
     let mcp = mcp_settings(&settings, &session_key)?;
     let session_ends = open_session_ends(&settings)?;
+    // The studio endpoint meters runs like their gateways do.
+    let limit = RateLimit {
+        per_second: settings.rate_limit_per_second,
+        burst: settings.rate_limit_burst,
+    };
+    let rate_limiter = rate_limiter(&settings, limit).map_err(|e| StartError::Setting {
+        key: "rate_limit_per_second",
+        reason: e.to_string(),
+    })?;
     Ok(AppState::new(AppParts {
         settings,
         metrics,
@@ -65,6 +74,7 @@ pub async fn app_state(settings: Settings, policy: SecretPolicy) -> Result<AppSt
         web,
         session_ends,
         mcp,
+        rate_limiter: Some(rate_limiter),
     }))
 }
 
@@ -135,9 +145,13 @@ pub fn gateway_config(
         burst: settings.rate_limit_burst,
     };
     config.max_body_bytes = settings.max_body_bytes;
+    config.body_timeout = Duration::from_millis(settings.body_timeout_ms);
+    config.max_batch_len = settings.max_batch_len;
+    config.max_batch_response_bytes = settings.max_batch_response_bytes;
     config.store_timeout = Duration::from_millis(settings.store_timeout_ms);
     config.allowed_hosts = settings.allowed_hosts.clone();
     config.allowed_origins = settings.allowed_origins.clone();
+    config.live_runs_per_tenant_max = settings.live_runs_per_tenant_max;
     config
 }
 
@@ -391,6 +405,9 @@ pub fn mcp_settings(settings: &Settings, session_key: &[u8]) -> Result<McpSettin
         mcp.allowed_hosts.push(host);
     }
     mcp.max_body_bytes = settings.max_body_bytes;
+    mcp.body_timeout = Duration::from_millis(settings.body_timeout_ms);
+    mcp.max_batch_len = settings.max_batch_len;
+    mcp.max_batch_response_bytes = settings.max_batch_response_bytes;
     Ok(mcp)
 }
 
@@ -419,6 +436,31 @@ mod tests {
             Duration::from_millis(settings.store_timeout_ms),
             corkboard_tools::DEFAULT_STORE_TIMEOUT,
             "store_timeout_ms"
+        );
+        assert_eq!(
+            Duration::from_millis(settings.body_timeout_ms),
+            McpSettings::DEFAULT_BODY_TIMEOUT,
+            "body_timeout_ms"
+        );
+        assert_eq!(
+            settings.max_batch_len,
+            McpSettings::DEFAULT_MAX_BATCH_LEN,
+            "max_batch_len"
+        );
+        assert_eq!(
+            settings.max_batch_response_bytes,
+            McpSettings::DEFAULT_MAX_BATCH_RESPONSE_BYTES,
+            "max_batch_response_bytes"
+        );
+        assert_eq!(
+            settings.live_runs_per_tenant_max,
+            GatewayConfig::DEFAULT_LIVE_RUNS_PER_TENANT_MAX,
+            "live_runs_per_tenant_max"
+        );
+        assert_eq!(
+            settings.live_grants_per_tenant_max,
+            corkboard_grants::GrantService::DEFAULT_LIVE_GRANTS_MAX,
+            "live_grants_per_tenant_max"
         );
     }
 }

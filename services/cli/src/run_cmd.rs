@@ -202,7 +202,8 @@ async fn local_board(settings: &Settings, explicit_dir: bool) -> LocalBoard {
                     let audit = AuditWriter::spawn(store.clone());
                     let binding = Binding::new(store, registry.clone(), audit.clone(), timeout);
                     return LocalBoard {
-                        grants: GrantService::new(ledger, registry),
+                        grants: GrantService::new(ledger, registry)
+                            .with_live_grants_max(settings.live_grants_per_tenant_max),
                         binding,
                         audit: Some(audit),
                     };

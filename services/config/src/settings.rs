@@ -138,8 +138,23 @@ pub struct Settings {
     pub rate_limit_burst: u32,
     /// Largest MCP request body, in bytes.
     pub max_body_bytes: usize,
+    /// Longest time an MCP request's body may take to arrive, in ms; a
+    /// slower body is answered 408.
+    pub body_timeout_ms: u64,
+    /// Most elements of one JSON-RPC batch (2025-03-26 sessions); a longer
+    /// batch is refused whole.
+    pub max_batch_len: usize,
+    /// Once a batch's response holds this many bytes, its remaining
+    /// requests are not run and are answered -32055 (retry them singly).
+    pub max_batch_response_bytes: usize,
     /// Longest time a store call may take before the tool answers "board unavailable".
     pub store_timeout_ms: u64,
+    /// Most runs one tenant may have live on one runner at once; the next
+    /// registration is refused with 409 `run_limit`.
+    pub live_runs_per_tenant_max: usize,
+    /// Most grants (neither revoked nor expired) one tenant may hold; the
+    /// next one is refused with 409 `grant_limit`.
+    pub live_grants_per_tenant_max: usize,
 }
 
 impl Default for Settings {
@@ -176,7 +191,12 @@ impl Default for Settings {
             // (`McpSettings::DEFAULT_MAX_BODY_BYTES`, `DEFAULT_STORE_TIMEOUT`),
             // which this crate sits below; cli's `compose` tests check them.
             max_body_bytes: 1024 * 1024,
+            body_timeout_ms: 10_000,
+            max_batch_len: 32,
+            max_batch_response_bytes: 4 * 1024 * 1024,
             store_timeout_ms: 5_000,
+            live_runs_per_tenant_max: 100,
+            live_grants_per_tenant_max: 1_000,
         }
     }
 }
@@ -302,6 +322,21 @@ impl Settings {
         }
         if self.store_timeout_ms == 0 {
             return Err(key("store_timeout_ms", "must be at least 1"));
+        }
+        if self.body_timeout_ms == 0 {
+            return Err(key("body_timeout_ms", "must be at least 1"));
+        }
+        if self.max_batch_len == 0 {
+            return Err(key("max_batch_len", "must be at least 1"));
+        }
+        if self.max_batch_response_bytes < 1024 {
+            return Err(key("max_batch_response_bytes", "must be at least 1024"));
+        }
+        if self.live_runs_per_tenant_max == 0 {
+            return Err(key("live_runs_per_tenant_max", "must be at least 1"));
+        }
+        if self.live_grants_per_tenant_max == 0 {
+            return Err(key("live_grants_per_tenant_max", "must be at least 1"));
         }
         if let Some(url) = &self.public_url
             && !(url.starts_with("http://") || url.starts_with("https://"))

@@ -26,10 +26,10 @@
 //! gateway's table.
 
 use crate::gateway::Inner;
-use crate::key::RunKey;
-use crate::limiter::{RateLimited, RateLimiter};
 use actix::prelude::*;
 use corkboard_board::Timestamp;
+use corkboard_grants::RunKey;
+use corkboard_grants::limiter::{RateLimited, RateLimiter};
 use corkboard_grants::{RegistryError, TokenHash};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
@@ -216,6 +216,25 @@ impl RunHandle {
         }
         state.admitted.fetch_add(1, Ordering::Relaxed);
         Ok(ticket)
+    }
+
+    /// Admits one more request of a batch already holding a ticket: the
+    /// run must still be live (a revocation mid-batch stops the rest) and
+    /// the request is charged to the rate limit like a single one.
+    pub(crate) async fn admit_more(&self, limiter: &dyn RateLimiter) -> Result<(), Refused> {
+        let state = &self.state;
+        if state.is_draining() {
+            return Err(Refused::Ended(state.reason()));
+        }
+        if let Err(limited) = limiter.acquire(&state.key).await {
+            state.rate_limited.fetch_add(1, Ordering::Relaxed);
+            return Err(Refused::RateLimited(limited));
+        }
+        if state.is_draining() {
+            return Err(Refused::Ended(state.reason()));
+        }
+        state.admitted.fetch_add(1, Ordering::Relaxed);
+        Ok(())
     }
 }
 

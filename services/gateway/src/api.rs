@@ -45,6 +45,10 @@ impl From<GatewayError> for ApiError {
                 code: "run_active",
                 message: err.to_string(),
             },
+            GatewayError::RunLimit { .. } => ApiError::Conflict {
+                code: "run_limit",
+                message: err.to_string(),
+            },
             GatewayError::Registry(registry) => registry.into(),
             GatewayError::ShuttingDown => ApiError::Unavailable(err.to_string()),
             GatewayError::Bind { .. } | GatewayError::Worker(_) | GatewayError::Limiter(_) => {

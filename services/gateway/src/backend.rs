@@ -8,11 +8,14 @@
 //! tools today (over a real store, or over one that answers "no board in
 //! this run" as a typed error), the tenant's upstream servers later.
 
+use crate::actor::{Refused, RunHandle};
 use crate::binding::Binding;
+use crate::bridge::{rate_limited, run_ended};
 use async_trait::async_trait;
 use corkboard_board::Grant;
+use corkboard_grants::limiter::RateLimiter;
 use corkboard_mcp::{
-    Principal, RefusedCall, ServerIdentity, ToolBackend, ToolCall, ToolOutput, ToolSet,
+    Principal, RefusedCall, RpcError, ServerIdentity, ToolBackend, ToolCall, ToolOutput, ToolSet,
 };
 use corkboard_tools::{BoardTool, BoardTools, ResolvedGrant};
 use std::sync::Arc;
@@ -58,6 +61,16 @@ impl RunBackend for BoardTools {
 pub struct RunPrincipal {
     grant: ResolvedGrant,
     binding: Arc<Binding>,
+    /// Admits a batch's requests after the first (none: all admitted).
+    gate: Option<BatchGate>,
+}
+
+/// The run a request was admitted to and the limiter that admitted it:
+/// what the batch's further requests are checked against.
+#[derive(Clone)]
+pub(crate) struct BatchGate {
+    run: RunHandle,
+    limiter: Arc<dyn RateLimiter>,
 }
 
 impl std::fmt::Debug for RunPrincipal {
@@ -70,7 +83,18 @@ impl std::fmt::Debug for RunPrincipal {
 
 impl RunPrincipal {
     pub(crate) fn new(grant: ResolvedGrant, binding: Arc<Binding>) -> Self {
-        Self { grant, binding }
+        Self {
+            grant,
+            binding,
+            gate: None,
+        }
+    }
+
+    /// Charges a batch's further requests to `run`'s rate limit and stops
+    /// them once the run ends.
+    pub(crate) fn with_batch_gate(mut self, run: RunHandle, limiter: Arc<dyn RateLimiter>) -> Self {
+        self.gate = Some(BatchGate { run, limiter });
+        self
     }
 
     pub fn grant(&self) -> &Grant {
@@ -133,5 +157,16 @@ impl ToolBackend for GatewayBackend {
             .binding
             .backend()
             .call_refused(&principal.grant, call)
+    }
+    async fn admit_batch_element(&self, principal: &RunPrincipal) -> Result<(), RpcError> {
+        let Some(gate) = &principal.gate else {
+            return Ok(());
+        };
+        let key = &gate.run.state.key;
+        match gate.run.admit_more(gate.limiter.as_ref()).await {
+            Ok(()) => Ok(()),
+            Err(Refused::Ended(reason)) => Err(run_ended(key, Some(reason), false).error),
+            Err(Refused::RateLimited(limited)) => Err(rate_limited(key, limited).error),
+        }
     }
 }

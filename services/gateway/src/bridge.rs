@@ -23,14 +23,14 @@ use crate::actor::{Refused, RunHandle, StopReason};
 use crate::backend::{OTHER_RUN, RunPrincipal};
 use crate::binding::Binding;
 use crate::gateway::Inner;
-use crate::key::RunKey;
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
 use bytes::Bytes;
 use corkboard_board::TenantId;
+use corkboard_grants::RunKey;
+use corkboard_grants::limiter::RateLimited;
 use corkboard_mcp::{Admitted, Exchange, Refusal, RequestHead, Transport, code};
 use corkboard_tools::ResolvedGrant;
-use serde_json::json;
 use std::sync::Arc;
 use std::time::Instant;
 use tracing::Instrument;
@@ -141,6 +141,11 @@ pub(crate) fn run_ended(run: &RunKey, reason: Option<StopReason>, in_flight: boo
     })
 }
 
+/// The refusal of a request over its run's rate limit.
+pub(crate) fn rate_limited(run: &RunKey, limited: RateLimited) -> Refusal {
+    Refusal::rate_limited(format_args!("run {}", run.run), limited.retry_after)
+}
+
 /// Reads the (bounded) body. `run` names the run for the log until the
 /// request is routed.
 pub(crate) async fn read(
@@ -217,19 +222,7 @@ pub(crate) async fn serve(
             return refuse(inner, incoming, run_ended(key, Some(reason), false));
         }
         Err(Refused::RateLimited(limited)) => {
-            let retry_ms = u64::try_from(limited.retry_after.as_millis()).unwrap_or(u64::MAX);
-            let refusal = Refusal::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                code::RATE_LIMITED,
-                format!(
-                    "Too Many Requests: run {} is over its rate limit; retry in {retry_ms} ms (retryable)",
-                    key.run
-                ),
-            )
-            .outcome("rate_limited")
-            .retry_after(limited.retry_after)
-            .with_data(json!({ "retryable": true, "retry_after_ms": retry_ms }));
-            return refuse(inner, incoming, refusal);
+            return refuse(inner, incoming, rate_limited(key, limited));
         }
     };
     let admitted = match inner.endpoint.precheck(&incoming.req) {
@@ -241,7 +234,7 @@ pub(crate) async fn serve(
     let span = corkboard_telemetry::mcp::mcp_span_open();
     let routed = {
         let routed =
-            route(inner, &incoming, admitted, binding, resolved, key).instrument(span.clone());
+            route(inner, &incoming, admitted, binding, resolved, run).instrument(span.clone());
         tokio::pin!(routed);
         tokio::select! {
             biased;
@@ -273,13 +266,14 @@ async fn route(
     admitted: Admitted,
     binding: Arc<Binding>,
     resolved: Option<ResolvedGrant>,
-    key: &RunKey,
+    run: &RunHandle,
 ) -> Result<Exchange, Refusal> {
     let grant = match resolved {
         Some(grant) => grant,
-        None => resolve(&binding, &incoming.req, Some(key)).await?,
+        None => resolve(&binding, &incoming.req, Some(&run.state.key)).await?,
     };
-    let principal = RunPrincipal::new(grant, binding);
+    let principal =
+        RunPrincipal::new(grant, binding).with_batch_gate(run.clone(), inner.limiter.clone());
     Ok(inner
         .endpoint
         .exchange(&incoming.req, admitted, &incoming.body, &principal)

@@ -1,6 +1,6 @@
 //! How a gateway listens and what it tolerates.
 
-use crate::limiter::RateLimit;
+use corkboard_grants::limiter::RateLimit;
 use corkboard_mcp::SessionKey;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
@@ -23,6 +23,11 @@ pub struct GatewayConfig {
     pub mode: ListenerMode,
     pub rate_limit: RateLimit,
     pub max_body_bytes: usize,
+    /// Longest time a request body may take to arrive (408 after).
+    pub body_timeout: Duration,
+    /// Batch bounds of the runs' MCP endpoints (see `McpSettings`).
+    pub max_batch_len: usize,
+    pub max_batch_response_bytes: usize,
     /// Bound on every store call and token lookup.
     pub store_timeout: Duration,
     /// How long a stopping run lets in-flight requests finish.
@@ -44,6 +49,9 @@ pub struct GatewayConfig {
     pub allowed_origins: Vec<String>,
     /// Signs legacy MCP session ids; share it between replicas.
     pub session_key: SessionKey,
+    /// Most runs one tenant may have live (registered and not stopped) on
+    /// this runner; each holds a listener or a route for up to 30 days.
+    pub live_runs_per_tenant_max: usize,
 }
 
 impl GatewayConfig {
@@ -51,6 +59,7 @@ impl GatewayConfig {
     pub const DEFAULT_CANCEL_GRACE: Duration = Duration::from_secs(1);
     pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(600);
     pub const DEFAULT_REVALIDATE_INTERVAL: Duration = Duration::from_secs(10);
+    pub const DEFAULT_LIVE_RUNS_PER_TENANT_MAX: usize = 100;
 
     pub fn new(mode: ListenerMode, session_key: SessionKey) -> Self {
         let workers = std::thread::available_parallelism()
@@ -64,6 +73,9 @@ impl GatewayConfig {
                 burst: 100,
             },
             max_body_bytes: corkboard_mcp::McpSettings::DEFAULT_MAX_BODY_BYTES,
+            body_timeout: corkboard_mcp::McpSettings::DEFAULT_BODY_TIMEOUT,
+            max_batch_len: corkboard_mcp::McpSettings::DEFAULT_MAX_BATCH_LEN,
+            max_batch_response_bytes: corkboard_mcp::McpSettings::DEFAULT_MAX_BATCH_RESPONSE_BYTES,
             store_timeout: corkboard_tools::DEFAULT_STORE_TIMEOUT,
             drain_timeout: Self::DEFAULT_DRAIN_TIMEOUT,
             cancel_grace: Self::DEFAULT_CANCEL_GRACE,
@@ -73,6 +85,7 @@ impl GatewayConfig {
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
             session_key,
+            live_runs_per_tenant_max: Self::DEFAULT_LIVE_RUNS_PER_TENANT_MAX,
         }
     }
 

@@ -14,6 +14,11 @@ pub enum GatewayError {
         "run {run} of tenant {tenant} is already active on this runner; revoke it (DELETE /v1/runs/{tenant}/{run}) or pick another run id"
     )]
     RunActive { tenant: TenantId, run: RunId },
+    #[error(
+        "tenant {tenant} already has {max} live runs on this runner, its limit \
+         (live_runs_per_tenant_max); revoke runs that are done (DELETE /v1/runs/{tenant}/{{run}})"
+    )]
+    RunLimit { tenant: TenantId, max: usize },
     #[error("gateway listener: cannot bind {addr}: {source}")]
     Bind {
         addr: SocketAddr,
@@ -29,4 +34,13 @@ pub enum GatewayError {
     Worker(String),
     #[error("rate limiter: {0}")]
     Limiter(String),
+}
+
+impl From<corkboard_grants::LimiterError> for GatewayError {
+    fn from(err: corkboard_grants::LimiterError) -> Self {
+        match err {
+            corkboard_grants::LimiterError::Runtime(reason) => Self::Limiter(reason),
+            corkboard_grants::LimiterError::Config { key, reason } => Self::Config { key, reason },
+        }
+    }
 }

@@ -9,11 +9,11 @@ use crate::binding::{Binding, BindingCell};
 use crate::config::{GatewayConfig, ListenerMode, host_of_ip};
 use crate::dedicated::{RunConn, WorkerPool};
 use crate::error::GatewayError;
-use crate::key::RunKey;
-use crate::limiter::RateLimiter;
 use crate::registration::Registration;
 use actix::{Arbiter, ArbiterHandle};
 use corkboard_board::{Grant, GrantId, RunId, TenantId, Timestamp};
+use corkboard_grants::RunKey;
+use corkboard_grants::limiter::RateLimiter;
 use corkboard_grants::{GrantRequest, GrantService, TokenHash};
 use corkboard_mcp::{McpEndpoint, McpSettings};
 use std::collections::HashMap;
@@ -116,7 +116,7 @@ pub(crate) struct Inner {
     pub endpoint: McpEndpoint<GatewayBackend>,
     pub census: Arc<Census>,
     grants: GrantService,
-    limiter: Arc<dyn RateLimiter>,
+    pub(crate) limiter: Arc<dyn RateLimiter>,
     actor_settings: Arc<ActorSettings>,
     runs: Mutex<HashMap<RunKey, Slot>>,
     generation: AtomicU64,
@@ -267,6 +267,9 @@ impl Gateway {
         mcp.allowed_hosts = config.endpoint_hosts();
         mcp.allowed_origins = config.allowed_origins.clone();
         mcp.max_body_bytes = config.max_body_bytes;
+        mcp.body_timeout = config.body_timeout;
+        mcp.max_batch_len = config.max_batch_len;
+        mcp.max_batch_response_bytes = config.max_batch_response_bytes;
         mcp.metrics = parts.metrics.clone();
         // The bridge logs every request once ("gateway request"), refusals
         // before the endpoint included.
@@ -339,6 +342,15 @@ impl Gateway {
                 return Err(GatewayError::RunActive {
                     tenant: key.tenant,
                     run: key.run,
+                });
+            }
+            // Counted under the same lock that reserves the slot, so racing
+            // registrations cannot pass the limit together.
+            let max = self.inner.config.live_runs_per_tenant_max;
+            if runs.keys().filter(|k| k.tenant == key.tenant).count() >= max {
+                return Err(GatewayError::RunLimit {
+                    tenant: key.tenant,
+                    max,
                 });
             }
             runs.insert(key.clone(), Slot::Reserved(generation));

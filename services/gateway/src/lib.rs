@@ -16,7 +16,8 @@
 //! (the bridge: one body read, one credential resolution, the parsed
 //! request handed to the MCP engine), pinned to its run and served by the
 //! run's [`RunBackend`] ([`backend`]), with one atomically replaceable
-//! binding ([`binding`]) and a per-run rate limit ([`limiter`]).
+//! binding ([`binding`]) and a per-run rate limit (`corkboard_grants::limiter`, shared with the
+//! studio endpoint).
 
 #![forbid(unsafe_code)]
 
@@ -30,8 +31,6 @@ pub mod config;
 mod dedicated;
 mod error;
 mod gateway;
-mod key;
-pub mod limiter;
 mod registration;
 pub mod runner;
 mod shared;
@@ -41,9 +40,11 @@ pub use backend::{GatewayBackend, RunBackend, RunPrincipal};
 pub use binding::{Binding, BindingCell};
 pub use boardless::{BOARDLESS_MESSAGE, BoardlessStore, MemoryLedger};
 pub use config::{GatewayConfig, ListenerMode};
+pub use corkboard_grants::RunKey;
+pub use corkboard_grants::limiter::{
+    LocalRateLimiter, RateLimit, RateLimited, RateLimiter, RedisRateLimiter,
+};
 pub use error::GatewayError;
 pub use gateway::{Gateway, GatewayParts, GatewayStats, RevokeReport, RunInfo};
-pub use key::RunKey;
-pub use limiter::{LocalRateLimiter, RateLimit, RateLimited, RateLimiter, RedisRateLimiter};
 pub use registration::Registration;
 pub use runner::{Runner, RunnerApi, RunnerParts};

@@ -7,12 +7,12 @@ use crate::binding::Binding;
 use crate::config::{GatewayConfig, ListenerMode};
 use crate::error::GatewayError;
 use crate::gateway::{Gateway, GatewayParts};
-use crate::limiter::RateLimiter;
 use actix_web::dev::ServerHandle;
 use actix_web::http::StatusCode;
 use actix_web::{App, HttpServer, web};
 use corkboard_board::IssueStore;
 use corkboard_grants::GrantService;
+use corkboard_grants::limiter::RateLimiter;
 use corkboard_mcp::{Refusal, SessionEnds, code};
 use corkboard_telemetry::Metrics;
 use corkboard_tools::AuditSink;
@@ -71,7 +71,10 @@ struct CountingLimiter {
 
 #[async_trait::async_trait]
 impl RateLimiter for CountingLimiter {
-    async fn acquire(&self, run: &crate::key::RunKey) -> Result<(), crate::limiter::RateLimited> {
+    async fn acquire(
+        &self,
+        run: &corkboard_grants::RunKey,
+    ) -> Result<(), corkboard_grants::limiter::RateLimited> {
         let result = self.inner.acquire(run).await;
         if result.is_err() {
             self.metrics.rate_limited();
@@ -79,7 +82,7 @@ impl RateLimiter for CountingLimiter {
         result
     }
 
-    fn forget(&self, run: &crate::key::RunKey) {
+    fn forget(&self, run: &corkboard_grants::RunKey) {
         self.inner.forget(run);
     }
 }

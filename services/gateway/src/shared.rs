@@ -10,10 +10,10 @@
 use crate::backend::OTHER_RUN;
 use crate::bridge;
 use crate::gateway::Gateway;
-use crate::key::RunKey;
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
 use corkboard_board::RunId;
+use corkboard_grants::RunKey;
 use corkboard_mcp::{Refusal, code};
 
 pub(crate) fn configure(cfg: &mut web::ServiceConfig, gateway: Gateway) {

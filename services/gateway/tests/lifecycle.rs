@@ -95,7 +95,9 @@ async fn a_thousand_runs_leave_nothing_behind_and_idle_runs_are_cheap() -> Resul
             per_second: 100,
             burst: 100,
         }));
-        let mut setup = Setup::new(mode, sqlite_store(dir.path())?);
+        // A thousand live runs of one tenant: above the default quota.
+        let mut setup = Setup::new(mode, sqlite_store(dir.path())?)
+            .configure(|c| c.live_runs_per_tenant_max = RUNS);
         setup.limiter = Some(limiter.clone() as Arc<dyn RateLimiter>);
         let harness = setup.start()?;
         let client = http();

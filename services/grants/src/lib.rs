@@ -13,11 +13,13 @@ mod cache;
 mod error;
 mod jwt;
 mod ledger_registry;
+pub mod limiter;
 mod memory;
 mod redis;
 mod redis_conn;
 mod redis_sub;
 mod registry;
+mod run_key;
 mod service;
 mod token;
 
@@ -32,9 +34,13 @@ pub use jwt::{
     SigningKey, VerifiedAdmin, VerifyingKey,
 };
 pub use ledger_registry::{LEDGER_CACHE_TTL, LedgerRegistry, ReadThroughRegistry};
+pub use limiter::{
+    LimiterError, LocalRateLimiter, RateLimit, RateLimited, RateLimiter, RedisRateLimiter,
+};
 pub use memory::MemoryRegistry;
 pub use redis_conn::{RedisConn, RedisConnector};
 pub use redis_sub::{Subscription, SubscriptionHandler, Topic};
 pub use registry::TokenRegistry;
+pub use run_key::RunKey;
 pub use service::{GrantRequest, GrantService, IssuedGrant, mcp_client_config};
 pub use token::{RunToken, TokenHash};

@@ -35,6 +35,7 @@ pub struct IssuedGrant {
 pub struct GrantService {
     ledger: Arc<dyn GrantLedger>,
     registry: Arc<dyn TokenRegistry>,
+    live_grants_max: usize,
 }
 
 impl std::fmt::Debug for GrantService {
@@ -44,8 +45,33 @@ impl std::fmt::Debug for GrantService {
 }
 
 impl GrantService {
+    /// Live grants one tenant may hold unless configured otherwise.
+    pub const DEFAULT_LIVE_GRANTS_MAX: usize = 1_000;
+
     pub fn new(ledger: Arc<dyn GrantLedger>, registry: Arc<dyn TokenRegistry>) -> Self {
-        Self { ledger, registry }
+        Self {
+            ledger,
+            registry,
+            live_grants_max: Self::DEFAULT_LIVE_GRANTS_MAX,
+        }
+    }
+
+    /// Sets how many live (neither revoked nor expired) grants one tenant
+    /// may hold; `issue` refuses the next with [`RegistryError::GrantLimit`].
+    pub fn with_live_grants_max(mut self, max: usize) -> Self {
+        self.live_grants_max = max.max(1);
+        self
+    }
+
+    /// Live grants of `tenant` at `now`, from the ledger.
+    async fn live_grants(&self, tenant: &TenantId, now: Timestamp) -> Result<usize, RegistryError> {
+        Ok(self
+            .ledger
+            .active_grants(now)
+            .await?
+            .iter()
+            .filter(|event| &event.grant.tenant == tenant)
+            .count())
     }
 
     pub fn registry(&self) -> &Arc<dyn TokenRegistry> {
@@ -68,6 +94,15 @@ impl GrantService {
             .into());
         }
         let now = Timestamp::now();
+        // Checked before recording, not under a lock: grants issued at the
+        // same instant (here or on another replica) may each see room and
+        // overshoot the limit by as many as raced, never more.
+        if self.live_grants(&request.tenant, now).await? >= self.live_grants_max {
+            return Err(RegistryError::GrantLimit {
+                tenant: request.tenant,
+                max: self.live_grants_max,
+            });
+        }
         let grant = Grant {
             id: GrantId::generate(),
             tenant: request.tenant,

@@ -1,5 +1,6 @@
 //! What a product implements to be served over MCP.
 
+use crate::wire::RpcError;
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 use std::sync::Arc;
@@ -154,6 +155,15 @@ pub trait ToolBackend: Send + Sync + 'static {
     fn call_refused(&self, _principal: &Self::Principal, _call: RefusedCall<'_>) -> Option<String> {
         None
     }
+    /// Asked before each request of a JSON-RPC batch after the first: the
+    /// transport admitted the batch as one request, so a backend that
+    /// meters requests (a run's rate limit) or can end mid-batch (a revoked
+    /// run) charges and checks the others here. An error answers that
+    /// element, correlated with its id, instead of running it. Default:
+    /// every element is admitted.
+    async fn admit_batch_element(&self, _principal: &Self::Principal) -> Result<(), RpcError> {
+        Ok(())
+    }
 }
 
 /// A backend that resolves bearer credentials into its principals itself
@@ -165,4 +175,11 @@ pub trait Authenticate: ToolBackend {
     /// every HTTP request (revocation takes effect at once) and once at
     /// start-up on stdio.
     async fn authenticate(&self, bearer: Option<&str>) -> Result<Self::Principal, AuthRejection>;
+
+    /// Admits a request of an authenticated principal (its rate limit);
+    /// a refusal is answered as is, correlated with the request's id.
+    /// Called over HTTP after [`Self::authenticate`]. Default: admitted.
+    async fn admit(&self, _principal: &Self::Principal) -> Result<(), crate::Refusal> {
+        Ok(())
+    }
 }

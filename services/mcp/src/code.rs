@@ -91,6 +91,9 @@ pub const RATE_LIMITED: ErrorCode = ErrorCode(-32052);
 // longer goes through the actor. Not to be reused.
 /// Nothing is served at this path.
 pub const NOT_FOUND: ErrorCode = ErrorCode(-32054);
+/// A batch's response reached its byte budget before this element ran;
+/// nothing was executed for it. Retry it on its own.
+pub const RESPONSE_BUDGET: ErrorCode = ErrorCode(-32055);
 
 /// Every code the product emits.
 pub const REGISTRY: &[CodeRow] = &[
@@ -143,6 +146,11 @@ pub const REGISTRY: &[CodeRow] = &[
         code: NOT_FOUND,
         name: "not_found",
         meaning: "no MCP endpoint is served at this path",
+    },
+    CodeRow {
+        code: RESPONSE_BUDGET,
+        name: "response_budget",
+        meaning: "the batch's response reached its byte budget before this element ran; nothing was executed for it, retry it singly",
     },
 ];
 

@@ -156,6 +156,11 @@ impl<'a> Step<'a> {
 pub struct Engine<B: ToolBackend> {
     backend: Arc<B>,
     list_ttl_ms: u64,
+    /// Most elements one batch may have; a longer batch is refused whole.
+    max_batch_len: usize,
+    /// Once a batch's response holds this many bytes, its remaining
+    /// requests are answered [`code::RESPONSE_BUDGET`] without running.
+    max_batch_response_bytes: usize,
 }
 
 impl<B: ToolBackend> std::fmt::Debug for Engine<B> {
@@ -174,7 +179,18 @@ impl<B: ToolBackend> Engine<B> {
         Self {
             backend,
             list_ttl_ms: Self::DEFAULT_LIST_TTL.as_millis() as u64,
+            max_batch_len: crate::McpSettings::DEFAULT_MAX_BATCH_LEN,
+            max_batch_response_bytes: crate::McpSettings::DEFAULT_MAX_BATCH_RESPONSE_BYTES,
         }
+    }
+
+    /// Bounds the work of one batch: at most `max_len` elements, and no
+    /// further element run once the response holds `max_response_bytes`
+    /// (so a response is at most that plus one element's answer).
+    pub fn with_batch_limits(mut self, max_len: usize, max_response_bytes: usize) -> Self {
+        self.max_batch_len = max_len.max(1);
+        self.max_batch_response_bytes = max_response_bytes.max(1);
+        self
     }
 
     /// Sets the `ttlMs` hint on 2026-07-28 `tools/list` and
@@ -391,11 +407,25 @@ impl<B: ToolBackend> Engine<B> {
                 summary,
             );
         }
+        if elements.len() > self.max_batch_len {
+            return refuse(
+                400,
+                RpcError::invalid_request(format!(
+                    "Invalid Request: this batch has {} elements; at most {} are accepted in one batch (send the rest in further batches or singly); nothing was executed",
+                    elements.len(),
+                    self.max_batch_len
+                )),
+                summary,
+            );
+        }
         if let Err(error) = validate::legacy_protocol_header(ctx.headers, revision) {
             return refuse(400, error, summary);
         }
         let mut out = Vec::new();
         let mut element_summary = Summary::default();
+        // The transport admitted the batch as one request: that covers its
+        // first request; each further one is admitted by the backend.
+        let mut admitted_first = false;
         for raw in elements {
             let reply = match validate::parse_element(raw) {
                 Err(error) => Some((None, Err(error))),
@@ -418,6 +448,17 @@ impl<B: ToolBackend> Engine<B> {
                             Err(RpcError::invalid_request(
                                 "Invalid Request: `initialize` must not be part of a batch",
                             ))
+                        } else if out.len() >= self.max_batch_response_bytes {
+                            Err(RpcError::new(
+                                code::RESPONSE_BUDGET,
+                                format!(
+                                    "Response budget reached: this batch's response already holds {} bytes (budget {}), so this request was not executed; retry it singly",
+                                    out.len(),
+                                    self.max_batch_response_bytes
+                                ),
+                            ))
+                        } else if let Err(error) = self.admit_element(ctx, &mut admitted_first).await {
+                            Err(error)
                         } else {
                             self.legacy_call(ctx, revision, &method, head, &mut element_summary).await
                         };
@@ -447,6 +488,20 @@ impl<B: ToolBackend> Engine<B> {
             started: None,
             summary: Summary::default(),
         }
+    }
+
+    /// Admits one request of a batch: the first is covered by the batch's
+    /// own admission, the others ask the backend.
+    async fn admit_element(
+        &self,
+        ctx: &Context<'_, B::Principal>,
+        admitted_first: &mut bool,
+    ) -> Result<(), RpcError> {
+        if !*admitted_first {
+            *admitted_first = true;
+            return Ok(());
+        }
+        self.backend.admit_batch_element(ctx.principal).await
     }
 
     fn initialize(&self, revision: Revision) -> Answer {

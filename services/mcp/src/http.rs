@@ -50,6 +50,14 @@ pub struct McpSettings {
     /// Accept any `Host` (deployments behind an ingress that owns this).
     pub allow_any_host: bool,
     pub max_body_bytes: usize,
+    /// Longest time the body of a request may take to arrive (408 after).
+    pub body_timeout: Duration,
+    /// Most elements of one JSON-RPC batch (2025-03-26 sessions); a longer
+    /// batch is refused whole with `-32600`.
+    pub max_batch_len: usize,
+    /// Once a batch's response holds this many bytes, its remaining
+    /// requests are not run and answered `-32055` (retry them singly).
+    pub max_batch_response_bytes: usize,
     pub session_key: SessionKey,
     pub session_ttl: Duration,
     /// `ttlMs` hint on 2026-07-28 list results.
@@ -64,6 +72,9 @@ pub struct McpSettings {
 
 impl McpSettings {
     pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
+    pub const DEFAULT_MAX_BATCH_LEN: usize = 32;
+    pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(10);
+    pub const DEFAULT_MAX_BATCH_RESPONSE_BYTES: usize = 4 * 1024 * 1024;
     pub const DEFAULT_SESSION_TTL: Duration = Duration::from_secs(12 * 60 * 60);
 
     pub fn new(session_key: SessionKey) -> Self {
@@ -73,6 +84,9 @@ impl McpSettings {
             allowed_hosts: Vec::new(),
             allow_any_host: false,
             max_body_bytes: Self::DEFAULT_MAX_BODY_BYTES,
+            body_timeout: Self::DEFAULT_BODY_TIMEOUT,
+            max_batch_len: Self::DEFAULT_MAX_BATCH_LEN,
+            max_batch_response_bytes: Self::DEFAULT_MAX_BATCH_RESPONSE_BYTES,
             session_key,
             session_ttl: Self::DEFAULT_SESSION_TTL,
             list_ttl: Duration::from_secs(60),
@@ -180,7 +194,9 @@ impl<B: ToolBackend> McpEndpoint<B> {
         settings: McpSettings,
         ends: Arc<dyn SessionEnds>,
     ) -> Self {
-        let engine = Engine::new(backend).with_list_ttl(settings.list_ttl);
+        let engine = Engine::new(backend)
+            .with_list_ttl(settings.list_ttl)
+            .with_batch_limits(settings.max_batch_len, settings.max_batch_response_bytes);
         let codec = SessionCodec::new(settings.session_key.clone(), settings.session_ttl);
         Self {
             inner: Arc::new(Inner {
@@ -232,14 +248,10 @@ impl<B: ToolBackend> McpEndpoint<B> {
                 return exchange;
             }
         };
-        let bytes = if admitted.has_body() {
-            match self.read_body(req, body).await {
-                Ok(bytes) => bytes,
-                Err(refusal) => return Exchange::refused(&refusal, None),
-            }
-        } else {
-            Bytes::new()
-        };
+        // The credential is in the headers: check it before reading up to
+        // `max_body_bytes` of body, so a caller without a valid token costs
+        // no body buffer and cannot hold one open. Its refusal therefore
+        // carries no request id (`null`).
         let backend = self.inner.engine.backend();
         let result = AssertUnwindSafe(backend.authenticate(bearer_token(req.headers())))
             .catch_unwind()
@@ -250,12 +262,24 @@ impl<B: ToolBackend> McpEndpoint<B> {
                     "the credential check failed".into(),
                 ))
             });
-        match result {
-            Ok(principal) => self.exchange(req, admitted, &bytes, &principal).await,
+        let principal = match result {
+            Ok(principal) => principal,
             Err(rejection) => {
                 let refusal = Refusal::credential(&rejection, Transport::Http);
-                Exchange::refused(&refusal, request_id(&bytes))
+                return Exchange::refused(&refusal, None);
             }
+        };
+        let bytes = if admitted.has_body() {
+            match self.read_body(req, body).await {
+                Ok(bytes) => bytes,
+                Err(refusal) => return Exchange::refused(&refusal, None),
+            }
+        } else {
+            Bytes::new()
+        };
+        match backend.admit(&principal).await {
+            Ok(()) => self.exchange(req, admitted, &bytes, &principal).await,
+            Err(refusal) => Exchange::refused(&refusal, request_id(&bytes)),
         }
     }
 
@@ -349,7 +373,22 @@ impl<B: ToolBackend> McpEndpoint<B> {
         req: &HttpRequest,
         payload: web::Payload,
     ) -> Result<Bytes, Refusal> {
-        read_body(req.headers(), payload, self.inner.settings.max_body_bytes).await
+        let settings = &self.inner.settings;
+        let deadline = settings.body_timeout;
+        tokio::time::timeout(
+            deadline,
+            read_body(req.headers(), payload, settings.max_body_bytes),
+        )
+        .await
+        .unwrap_or_else(|_elapsed| {
+            Err(bad(
+                StatusCode::REQUEST_TIMEOUT,
+                format!(
+                    "Request Timeout: the body did not arrive within {}s; send it in one go",
+                    deadline.as_secs_f64()
+                ),
+            ))
+        })
     }
 
     /// Serves a request whose transport checks passed ([`Self::precheck`]),

@@ -88,6 +88,23 @@ impl Refusal {
         self
     }
 
+    /// The one wording of a request over its rate limit: HTTP 429 with
+    /// `Retry-After` and `-32052`, retryable after `retry_after`.
+    /// `subject` names whose budget is spent (`run build-7`).
+    pub fn rate_limited(subject: impl std::fmt::Display, retry_after: Duration) -> Self {
+        let retry_ms = u64::try_from(retry_after.as_millis()).unwrap_or(u64::MAX);
+        Self::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            code::RATE_LIMITED,
+            format!(
+                "Too Many Requests: {subject} is over its rate limit; retry in {retry_ms} ms (retryable)"
+            ),
+        )
+        .outcome("rate_limited")
+        .retry_after(retry_after)
+        .with_data(serde_json::json!({ "retryable": true, "retry_after_ms": retry_ms }))
+    }
+
     /// The one wording of a rejected credential, per transport.
     pub fn credential(rejection: &AuthRejection, transport: Transport) -> Self {
         match (rejection, transport) {

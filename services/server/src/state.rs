@@ -45,6 +45,8 @@ pub struct AppParts {
     pub session_ends: Arc<dyn SessionEnds>,
     /// The studio endpoint's settings (origins, hosts, body limit, key).
     pub mcp: McpSettings,
+    /// Meters the studio endpoint's requests per run (none: unmetered).
+    pub rate_limiter: Option<Arc<dyn corkboard_grants::RateLimiter>>,
 }
 
 impl std::fmt::Debug for AppParts {
@@ -99,9 +101,11 @@ impl AppState {
             web,
             session_ends,
             mcp: mut mcp_settings,
+            rate_limiter,
         } = parts;
         let ledger: Arc<dyn corkboard_board::GrantLedger> = store.clone();
-        let grants = GrantService::new(ledger, registry);
+        let grants = GrantService::new(ledger, registry)
+            .with_live_grants_max(settings.live_grants_per_tenant_max);
         let audit = AuditWriter::spawn(store.clone());
         let tool_audit: Arc<dyn AuditSink> = Arc::new(crate::web::EventPublishingSink::new(
             audit.clone(),
@@ -111,6 +115,10 @@ impl AppState {
         let tools = BoardTools::new(issues, grants.registry().clone(), tool_audit.clone())
             .with_store_timeout(Duration::from_millis(settings.store_timeout_ms))
             .with_metrics(metrics.clone());
+        let tools = match rate_limiter {
+            Some(limiter) => tools.with_rate_limiter(limiter),
+            None => tools,
+        };
         mcp_settings.metrics = Some(metrics.clone());
         let mcp =
             McpEndpoint::with_session_ends(Arc::new(tools), mcp_settings, session_ends.clone());

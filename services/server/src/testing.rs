@@ -53,6 +53,7 @@ impl AppState {
             web,
             session_ends: Arc::new(MemorySessionEnds::default()),
             mcp,
+            rate_limiter: None,
         })
     }
 

@@ -3,7 +3,7 @@
 //! calls really overlap on the multi-threaded runtime.
 
 use crate::fixtures::*;
-use corkboard_board::{BoardStore, IssueId, ListQuery, StoreError};
+use corkboard_board::{BoardStore, IssueId, ListQuery, StoreError, limits};
 use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 use tokio::sync::Barrier;
@@ -260,4 +260,76 @@ pub async fn case_idempotent_comment_race<S: BoardStore>(store: Arc<S>) {
     let stored = store.get_issue(&t, &issue.id).await.expect("get");
     assert_eq!(stored.comments.len(), 1);
     assert_eq!(stored.version, 2);
+}
+
+/// An issue takes at most `COMMENTS_MAX` comments, even when more writers
+/// than that race for the last places; the refusal names the issue and the
+/// limit, and a key refused this way stays free for another request.
+pub async fn case_comment_limit_holds_under_a_race<S: BoardStore>(store: Arc<S>) {
+    let t = tenant("comment-limit");
+    let issue = store
+        .create_issue(&t, &author("run-1"), new_issue("Busy"), None)
+        .await
+        .expect("create")
+        .issue;
+    let extra = 8;
+    let writers = limits::COMMENTS_MAX + extra;
+    let barrier = Arc::new(Barrier::new(writers));
+    let mut set = JoinSet::new();
+    for i in 0..writers {
+        let (store, t, id, barrier) = (
+            Arc::clone(&store),
+            t.clone(),
+            issue.id.clone(),
+            Arc::clone(&barrier),
+        );
+        set.spawn(async move {
+            barrier.wait().await;
+            store
+                .add_comment(&t, &author("run-2"), comment(&id, &format!("c{i}")), None)
+                .await
+                .map(|_| ())
+        });
+    }
+    let results = join_all(set).await;
+    let accepted = results.iter().filter(|r| r.is_ok()).count();
+    assert_eq!(
+        accepted,
+        limits::COMMENTS_MAX,
+        "exactly the limit is accepted"
+    );
+    let full = StoreError::CommentLimit {
+        issue: issue.id.clone(),
+        max: limits::COMMENTS_MAX,
+    };
+    for refused in results.iter().filter_map(|r| r.as_ref().err()) {
+        assert_eq!(refused, &full);
+    }
+    assert_eq!(
+        full.to_string(),
+        format!(
+            "issue {} has reached its limit of {} comments",
+            issue.id,
+            limits::COMMENTS_MAX
+        )
+    );
+    let stored = store.get_issue(&t, &issue.id).await.expect("get");
+    assert_eq!(stored.comments.len(), limits::COMMENTS_MAX);
+    assert_eq!(stored.version, 1 + limits::COMMENTS_MAX as u64);
+
+    let k = key("full");
+    let keyed = store
+        .add_comment(&t, &author("run-2"), comment(&issue.id, "late"), Some(&k))
+        .await;
+    assert_eq!(keyed.map(|_| ()), Err(full));
+    let other = store
+        .create_issue(&t, &author("run-1"), new_issue("Quiet"), None)
+        .await
+        .expect("create")
+        .issue;
+    let landed = store
+        .add_comment(&t, &author("run-2"), comment(&other.id, "late"), Some(&k))
+        .await
+        .expect("the refused key is still free");
+    assert!(!landed.replayed);
 }

@@ -123,6 +123,7 @@ macro_rules! store_contract_tests {
             case_concurrent_creates_are_distinct,
             case_idempotent_create_race,
             case_idempotent_comment_race,
+            case_comment_limit_holds_under_a_race,
             case_grant_record_and_get,
             case_grant_record_is_retry_safe,
             case_grant_revocation_first_wins,

@@ -34,7 +34,7 @@ use async_trait::async_trait;
 use corkboard_board::{
     Author, Comment, CommentAdded, CommentId, Created, IdempotencyKey, Issue, IssueId, IssuePatch,
     IssueStore, ListQuery, NewComment, NewIssue, Page, RunId, StoreError, TenantId, Timestamp,
-    ValidationError,
+    ValidationError, limits,
 };
 use mongodb::bson::{Document, doc};
 use mongodb::options::ReturnDocument;
@@ -106,6 +106,26 @@ impl MongoStore {
             Err(e) if is_duplicate_key(&e) => Ok(false),
             Err(e) => Err(store_error(&e)),
         }
+    }
+
+    /// Deletes the comment claim this caller made under (run, key).
+    async fn release_claim(
+        &self,
+        tenant: &TenantId,
+        author: &Author,
+        key: &IdempotencyKey,
+        comment: &CommentId,
+    ) -> Result<(), StoreError> {
+        self.idempotency(tenant)
+            .delete_one(doc! {
+                idem_field::RUN: author.run.as_str(),
+                idem_field::KEY: key.as_str(),
+                idem_field::KIND: Kind::Comment.as_str(),
+                "comment.id": comment.as_str(),
+            })
+            .await
+            .map_err(|e| store_error(&e))?;
+        Ok(())
     }
 
     /// The record another caller inserted under (run, key, kind), waiting
@@ -195,12 +215,17 @@ impl MongoStore {
 
     /// Appends `comment` unless the issue already has it, as one atomic
     /// update that also bumps the version. Returns the issue with it.
+    ///
+    /// The filter also requires that the issue has fewer than
+    /// [`limits::COMMENTS_MAX`] comments (no element at index
+    /// `COMMENTS_MAX - 1`), so the limit holds however many writers race.
     async fn push_comment(
         &self,
         tenant: &TenantId,
         id: &IssueId,
         comment: &Comment,
     ) -> Result<Issue, StoreError> {
+        let last_allowed = format!("{}.{}", field::COMMENTS, limits::COMMENTS_MAX - 1);
         for _ in 0..UPDATE_ATTEMPTS {
             let updated = self
                 .issues(tenant)
@@ -208,6 +233,7 @@ impl MongoStore {
                     doc! {
                         field::ID: id.as_str(),
                         field::COMMENT_IDS: { "$ne": comment.id.as_str() },
+                        last_allowed.as_str(): { "$exists": false },
                     },
                     doc! {
                         "$push": { field::COMMENTS: comment_doc(comment) },
@@ -226,6 +252,12 @@ impl MongoStore {
                 None => return Err(issue_not_found(id)),
                 Some(issue) if issue.comments.iter().any(|c| c.id == comment.id) => {
                     return Ok(issue);
+                }
+                Some(issue) if issue.comments.len() >= limits::COMMENTS_MAX => {
+                    return Err(StoreError::CommentLimit {
+                        issue: id.clone(),
+                        max: limits::COMMENTS_MAX,
+                    });
                 }
                 // The issue exists without the comment, so the update
                 // should have matched: try again.
@@ -266,7 +298,17 @@ impl MongoStore {
             field::CREATED_AT: date(comment.created_at),
         };
         if self.claim_key(tenant, record).await? {
-            let issue = self.push_comment(tenant, &new.issue, &comment).await?;
+            let issue = match self.push_comment(tenant, &new.issue, &comment).await {
+                Ok(issue) => issue,
+                Err(err @ StoreError::CommentLimit { .. }) => {
+                    // The issue is full, so the comment will never land:
+                    // free the key for a request that can succeed (a
+                    // replay meanwhile gets the same refusal from its push).
+                    self.release_claim(tenant, author, key, &comment.id).await?;
+                    return Err(err);
+                }
+                Err(err) => return Err(err),
+            };
             return Ok(CommentAdded {
                 issue,
                 comment,

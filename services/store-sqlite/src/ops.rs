@@ -13,7 +13,7 @@ use crate::query::{self, json_array};
 use corkboard_board::{
     AuditQuery, AuditRecord, Author, Comment, CommentAdded, CommentId, Created, Grant, GrantEvent,
     GrantId, IdempotencyKey, Issue, IssueId, IssuePatch, ListQuery, NewComment, NewIssue, Page,
-    RunId, StoreError, TenantId, Timestamp, ValidationError,
+    RunId, StoreError, TenantId, Timestamp, ValidationError, limits,
 };
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 use std::collections::HashMap;
@@ -621,6 +621,19 @@ fn add_comment(
             comment,
             replayed: true,
         });
+    }
+    // The count and the insert run in the writer's one transaction, so
+    // racing comments cannot pass the limit together.
+    let mut count =
+        conn.prepare_cached("SELECT COUNT(*) FROM comments WHERE tenant = ?1 AND issue_id = ?2")?;
+    let existing: i64 = count.query_row(params![tenant.as_str(), new.issue.as_str()], |row| {
+        row.get(0)
+    })?;
+    if usize::try_from(existing).unwrap_or(usize::MAX) >= limits::COMMENTS_MAX {
+        return Err(OpError::Store(StoreError::CommentLimit {
+            issue: new.issue.clone(),
+            max: limits::COMMENTS_MAX,
+        }));
     }
     let now = Timestamp::now();
     let mut bump = conn.prepare_cached(

@@ -68,7 +68,34 @@ pub async fn resolve_bearer(
         )
     })?;
     let hash = token.hash();
-    let grant = tokio::time::timeout(limit, registry.resolve(&hash))
+    let grant = resolve_hash(registry, &hash, limit).await?;
+    corkboard_telemetry::mcp::record_principal(
+        &tracing::Span::current(),
+        grant.tenant.as_str(),
+        grant.run.as_str(),
+        grant.id.as_str(),
+    );
+    Ok(ResolvedGrant::new(grant, hash))
+}
+
+/// Resolves `grant`'s token again: what a request that runs several calls
+/// (a batch) checks between them, so a revocation stops the rest.
+pub async fn reresolve(
+    registry: &dyn TokenRegistry,
+    grant: &ResolvedGrant,
+    limit: Duration,
+) -> Result<(), AuthRejection> {
+    resolve_hash(registry, &grant.token, limit)
+        .await
+        .map(|_| ())
+}
+
+async fn resolve_hash(
+    registry: &dyn TokenRegistry,
+    hash: &TokenHash,
+    limit: Duration,
+) -> Result<Grant, AuthRejection> {
+    let grant = tokio::time::timeout(limit, registry.resolve(hash))
         .await
         .map_err(|_elapsed| {
             AuthRejection::Unavailable(format!(
@@ -82,13 +109,7 @@ pub async fn resolve_bearer(
     if grant.is_expired_at(Timestamp::now()) {
         return Err(AuthRejection::Refused("run token expired".to_owned()));
     }
-    corkboard_telemetry::mcp::record_principal(
-        &tracing::Span::current(),
-        grant.tenant.as_str(),
-        grant.run.as_str(),
-        grant.id.as_str(),
-    );
-    Ok(ResolvedGrant::new(grant, hash))
+    Ok(grant)
 }
 
 /// A registry answer as the client hears it.

@@ -61,6 +61,12 @@ pub enum ToolsError {
     )]
     IdempotencyConflict,
 
+    #[error(
+        "issue {issue} has reached its limit of {max} comments; nothing was written. \
+         Open a new issue to continue the discussion"
+    )]
+    CommentLimit { issue: IssueId, max: usize },
+
     #[error("board unavailable: {reason} (retryable; try again in a few seconds)")]
     Unavailable { reason: String },
 
@@ -107,6 +113,7 @@ impl ToolsError {
             | Self::NotFound(_)
             | Self::VersionConflict { .. }
             | Self::IdempotencyConflict
+            | Self::CommentLimit { .. }
             | Self::Internal { .. } => AuditOutcome::ToolError,
         }
     }
@@ -129,6 +136,7 @@ impl ToolsError {
             },
             (StoreError::IdempotencyConflict, _) => Self::IdempotencyConflict,
             (StoreError::Invalid(err), _) => err.into(),
+            (StoreError::CommentLimit { issue, max }, _) => Self::CommentLimit { issue, max },
             (
                 StoreError::Unavailable {
                     reason,
@@ -206,6 +214,24 @@ mod tests {
         assert!(text.contains("same idempotency_key"), "{text}");
         let known = ToolsError::from_store(StoreError::unavailable("refused"), None);
         assert!(!known.to_string().contains("may or may not"), "{known}");
+    }
+
+    #[test]
+    fn comment_limit_names_the_issue_and_the_limit() {
+        let id = IssueId::generate();
+        let err = ToolsError::from_store(
+            StoreError::CommentLimit {
+                issue: id.clone(),
+                max: 500,
+            },
+            Some(&id),
+        );
+        let text = err.to_string();
+        assert!(
+            text.starts_with(&format!("issue {id} has reached its limit of 500 comments")),
+            "{text}"
+        );
+        assert_eq!(err.outcome(), AuditOutcome::ToolError);
     }
 
     #[test]

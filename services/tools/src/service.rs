@@ -9,10 +9,10 @@ use async_trait::async_trait;
 use corkboard_board::{
     ArgumentsHash, AuditOutcome, AuditRecord, Author, IssueId, IssueStore, StoreError, Timestamp,
 };
-use corkboard_grants::TokenRegistry;
+use corkboard_grants::{RateLimiter, RunKey, TokenRegistry};
 use corkboard_mcp::{
-    AuthRejection, Authenticate, RefusalKind, RefusedCall, ServerIdentity, ToolBackend, ToolCall,
-    ToolOutput, ToolSet,
+    AuthRejection, Authenticate, Refusal, RefusalKind, RefusedCall, RpcError, ServerIdentity,
+    ToolBackend, ToolCall, ToolOutput, ToolSet, Transport,
 };
 use serde_json::{Map, Value};
 use std::future::Future;
@@ -56,6 +56,9 @@ pub struct BoardTools {
     store_timeout: Duration,
     identity: ServerIdentity,
     metrics: Option<corkboard_telemetry::Metrics>,
+    /// Meters each run's requests (HTTP, and each request of a batch);
+    /// none: unmetered (stdio, where the caller is one local process).
+    limiter: Option<Arc<dyn RateLimiter>>,
 }
 
 impl std::fmt::Debug for BoardTools {
@@ -140,10 +143,30 @@ impl BoardTools {
             store_timeout: DEFAULT_STORE_TIMEOUT,
             identity: server_identity(),
             metrics: None,
+            limiter: None,
         }
     }
 
     /// Counts tool calls by tool and outcome.
+    /// Charges every request to its run's budget in `limiter` (the same
+    /// per-run budget as the run gateways').
+    pub fn with_rate_limiter(mut self, limiter: Arc<dyn RateLimiter>) -> Self {
+        self.limiter = Some(limiter);
+        self
+    }
+
+    /// Takes one request from the caller's run budget.
+    async fn charge(&self, principal: &ResolvedGrant) -> Result<(), Refusal> {
+        let Some(limiter) = &self.limiter else {
+            return Ok(());
+        };
+        let grant = principal.grant();
+        let key = RunKey::new(grant.tenant.clone(), grant.run.clone());
+        limiter.acquire(&key).await.map_err(|limited| {
+            Refusal::rate_limited(format_args!("run {}", grant.run), limited.retry_after)
+        })
+    }
+
     pub fn with_metrics(mut self, metrics: corkboard_telemetry::Metrics) -> Self {
         self.metrics = Some(metrics);
         self
@@ -335,6 +358,10 @@ impl Authenticate for BoardTools {
     async fn authenticate(&self, bearer: Option<&str>) -> Result<ResolvedGrant, AuthRejection> {
         resolve_bearer(self.registry.as_ref(), bearer, self.store_timeout).await
     }
+
+    async fn admit(&self, principal: &ResolvedGrant) -> Result<(), Refusal> {
+        self.charge(principal).await
+    }
 }
 
 #[async_trait]
@@ -347,6 +374,16 @@ impl ToolBackend for BoardTools {
 
     fn tools(&self, principal: &ResolvedGrant) -> Arc<ToolSet> {
         tool_set(&principal.grant().capabilities)
+    }
+
+    async fn admit_batch_element(&self, principal: &ResolvedGrant) -> Result<(), RpcError> {
+        // A grant revoked while the batch runs stops its other requests.
+        crate::credential::reresolve(self.registry.as_ref(), principal, self.store_timeout)
+            .await
+            .map_err(|rejection| Refusal::credential(&rejection, Transport::Http).error)?;
+        self.charge(principal)
+            .await
+            .map_err(|refusal| refusal.error)
     }
 
     fn call_refused(&self, principal: &ResolvedGrant, call: RefusedCall<'_>) -> Option<String> {

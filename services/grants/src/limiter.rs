@@ -1,4 +1,6 @@
 //! Per-run rate limits: a token bucket per run, behind [`RateLimiter`].
+//! Here, below both, so run gateways and the studio endpoint meter runs
+//! with the same limiter.
 //!
 //! In one process the bucket lives in memory ([`LocalRateLimiter`]). When
 //! several runner pods serve the same run (shared mode behind a Kubernetes
@@ -8,15 +10,23 @@
 //! clocks agree; each pod leases a few tokens at a time so a request does
 //! not wait for Redis.
 
-use crate::error::GatewayError;
-use crate::key::RunKey;
+use crate::redis_conn::RedisConnector;
+use crate::run_key::RunKey;
 use async_trait::async_trait;
-use corkboard_grants::RedisConnector;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use thiserror::Error;
 use tokio::runtime::Handle;
+
+/// Why a rate limiter could not be built.
+#[derive(Debug, Error)]
+pub enum LimiterError {
+    #[error("rate limiter: {0}")]
+    Runtime(String),
+    #[error("{key}: {reason}")]
+    Config { key: &'static str, reason: String },
+}
 
 /// A sustained rate and a burst.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -193,16 +203,16 @@ impl RedisRateLimiter {
         urls: &[String],
         key_prefix: &str,
         timeout: Duration,
-    ) -> Result<Self, GatewayError> {
+    ) -> Result<Self, LimiterError> {
         let handle = Handle::try_current().map_err(|_| {
-            GatewayError::Limiter("the Redis rate limiter needs a Tokio runtime".to_owned())
+            LimiterError::Runtime("the Redis rate limiter needs a Tokio runtime".to_owned())
         })?;
-        let bad_url = |e: redis::RedisError| GatewayError::Config {
+        let bad_url = |e: redis::RedisError| LimiterError::Config {
             key: "redis_url",
             reason: format!("not a usable Redis URL: {}", e.category()),
         };
         if urls.is_empty() {
-            return Err(GatewayError::Config {
+            return Err(LimiterError::Config {
                 key: "redis_url",
                 reason: "required for the shared rate limiter".to_owned(),
             });
