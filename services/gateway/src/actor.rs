@@ -204,23 +204,15 @@ impl RunHandle {
             cancel: None,
         };
         state.touch();
-        if state.is_draining() {
-            return Err(Refused::Ended(state.reason()));
-        }
-        if let Err(limited) = limiter.acquire(&state.key).await {
-            state.rate_limited.fetch_add(1, Ordering::Relaxed);
-            return Err(Refused::RateLimited(limited));
-        }
-        if state.is_draining() {
-            return Err(Refused::Ended(state.reason()));
-        }
-        state.admitted.fetch_add(1, Ordering::Relaxed);
+        // Refused here, the ticket drops and gives the slot back.
+        self.admit_more(limiter).await?;
         Ok(ticket)
     }
 
-    /// Admits one more request of a batch already holding a ticket: the
-    /// run must still be live (a revocation mid-batch stops the rest) and
-    /// the request is charged to the rate limit like a single one.
+    /// The checks of a request that holds a ticket: the run must still be
+    /// live and the request is charged to the rate limit. [`Self::admit`]
+    /// runs them for a request, and a batch for each element after its
+    /// first (a revocation mid-batch stops the rest).
     pub(crate) async fn admit_more(&self, limiter: &dyn RateLimiter) -> Result<(), Refused> {
         let state = &self.state;
         if state.is_draining() {
