@@ -20,13 +20,12 @@ use std::time::Duration;
 pub struct Binding {
     registry: Arc<dyn TokenRegistry>,
     tools: BoardTools,
-    boardless: bool,
 }
 
 impl std::fmt::Debug for Binding {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Binding")
-            .field("boardless", &self.boardless)
+            .field("tools", &self.tools)
             .finish_non_exhaustive()
     }
 }
@@ -40,11 +39,7 @@ impl Binding {
     ) -> Self {
         let tools =
             BoardTools::new(store, registry.clone(), audit).with_store_timeout(store_timeout);
-        Self {
-            registry,
-            tools,
-            boardless: false,
-        }
+        Self { registry, tools }
     }
 
     /// A binding with no board behind it: every tool is listed and every
@@ -55,9 +50,7 @@ impl Binding {
         audit: Arc<dyn AuditSink>,
         store_timeout: Duration,
     ) -> Self {
-        let mut binding = Self::new(Arc::new(BoardlessStore), registry, audit, store_timeout);
-        binding.boardless = true;
-        binding
+        Self::new(Arc::new(BoardlessStore), registry, audit, store_timeout)
     }
 
     /// Counts this binding's tool calls in `metrics`.
@@ -78,10 +71,6 @@ impl Binding {
     /// The bound on a store call and on a token lookup.
     pub fn store_timeout(&self) -> Duration {
         self.tools.store_timeout()
-    }
-
-    pub fn is_boardless(&self) -> bool {
-        self.boardless
     }
 }
 

@@ -630,7 +630,7 @@ impl<B: Authenticate> McpEndpoint<B> {
 
 /// The request's id, if the body is a single well-formed message (for
 /// refusals that happen after the body was read).
-pub fn request_id(bytes: &[u8]) -> Option<&RawValue> {
+fn request_id(bytes: &[u8]) -> Option<&RawValue> {
     match validate::parse(bytes) {
         Ok(Incoming::Single(env)) => match validate::envelope(&env) {
             Ok(validate::Message::Request { id, .. }) => Some(id),

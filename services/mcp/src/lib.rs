@@ -34,7 +34,7 @@ pub use backend::{
 pub use code::ErrorCode;
 pub use engine::{Context, Engine, Outcome, SessionState, Summary};
 pub use error::McpError;
-pub use http::{Admitted, Exchange, McpEndpoint, McpSettings, bearer_token, request_id};
+pub use http::{Admitted, Exchange, McpEndpoint, McpSettings, bearer_token};
 pub use peek::{RequestHead, peek};
 pub use refusal::{Refusal, Transport};
 pub use revision::Revision;
