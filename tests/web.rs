@@ -139,6 +139,7 @@ fn the_web_board_works_in_a_real_browser() {
         "viewer",
         "cross_tenant",
         "usable",
+        "long_column",
         "revoke_run",
     ] {
         assert!(

@@ -62,6 +62,42 @@ function el(tag, attrs = {}, ...children) {
   return node;
 }
 
+// Markdown arrives from the server already rendered and sanitised
+// (GET …/issues/{id}?render=html; see services/server/src/markdown.rs).
+// It is still never assigned as HTML: DOMParser builds an inert document
+// (no script runs, nothing loads), and `markdownNode` copies only these
+// elements and attributes into the page, through `el`.
+const MARKDOWN_TAGS = new Set(['a', 'blockquote', 'br', 'code', 'del', 'em', 'h1', 'h2', 'h3', 'h4', 'h5', 'h6',
+  'hr', 'input', 'li', 'ol', 'p', 'pre', 'strong', 'table', 'tbody', 'td', 'th', 'thead', 'tr', 'ul']);
+const MARKDOWN_ATTRS = { a: ['href', 'rel'], ol: ['start'], input: ['type', 'checked', 'disabled'], code: ['class'] };
+const SAFE_URL = /^(https?:|mailto:)/i;
+
+/** A `div.markdown` holding the copy of sanitised `html`. */
+function markdownNode(html, attrs = {}) {
+  const doc = new DOMParser().parseFromString(`<body>${html}</body>`, 'text/html');
+  const copy = (node) => {
+    if (node.nodeType === Node.TEXT_NODE) return document.createTextNode(node.data);
+    if (node.nodeType !== Node.ELEMENT_NODE) return null;
+    const tag = node.localName;
+    const children = [...node.childNodes].map(copy);
+    // An element outside the list keeps its text, not its markup.
+    if (!MARKDOWN_TAGS.has(tag)) return children;
+    const keep = {};
+    for (const name of MARKDOWN_ATTRS[tag] ?? []) {
+      if (!node.hasAttribute(name)) continue;
+      const value = node.getAttribute(name);
+      if (name === 'href' && !SAFE_URL.test(value)) continue;
+      keep[name] = name === 'checked' || name === 'disabled' ? true : value;
+    }
+    if (tag === 'input') {
+      if (keep.type !== 'checkbox') return null;
+      keep.disabled = true;
+    }
+    return el(tag, keep, children);
+  };
+  return el('div', { class: 'markdown', ...attrs }, [...doc.body.childNodes].map(copy));
+}
+
 const $ = (id) => document.getElementById(id);
 const mainEl = () => $('main');
 
@@ -520,7 +556,9 @@ function renderBoard() {
       return el('section', { class: 'column', 'aria-labelledby': headingId, dataset: { state: s } },
         el('h2', { id: headingId }, stateLabel(s), ' ', el('span', { class: 'count' }, `(${issues.length})`)),
         issues.length
-          ? el('ul', { class: 'cards' }, issues.map(card))
+          // A column scrolls on its own (see .cards in app.css), so it is a
+          // focusable region: keyboard users scroll it too.
+          ? el('ul', { class: 'cards', tabindex: 0, 'aria-label': `${stateLabel(s)} issues` }, issues.map(card))
           : el('p', { class: 'empty-column' }, 'Nothing here'));
     }));
   const parts = [];
@@ -681,7 +719,7 @@ async function loadIssue() {
   const id = state.id;
   try {
     const [issue, audit] = await Promise.all([
-      api('GET', tenantPath(`/issues/${encodeURIComponent(id)}`)),
+      api('GET', tenantPath(`/issues/${encodeURIComponent(id)}?render=html`)),
       api('GET', tenantPath(`/audit?issue=${encodeURIComponent(id)}&limit=${PAGE}`)).catch((e) => ({ error: e })),
     ]);
     if (app.issue !== state) return;
@@ -712,13 +750,14 @@ function renderIssue(issue, audit) {
     ['Version', String(issue.version)],
     ['Id', el('span', { class: 'mono' }, issue.id)],
   ].flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, v)]));
+  const rendered = issue.rendered ?? { body: '', comments: {} };
   const body = issue.body
-    ? el('pre', { class: 'issue-body', id: 'issue-body' }, issue.body)
+    ? markdownNode(rendered.body, { class: 'markdown issue-body', id: 'issue-body' })
     : el('p', { class: 'issue-body empty', id: 'issue-body' }, 'No description.');
   const comments = issue.comments.length
-    ? el('ol', { class: 'comments', id: 'comments' }, issue.comments.map((c) => el('li', {},
+    ? el('ol', { class: 'comments', id: 'comments' }, issue.comments.map((c) => el('li', { dataset: { commentId: c.id } },
       el('div', { class: 'meta' }, el('span', { class: 'mono' }, c.author.run), timeEl(c.created_at)),
-      el('pre', { class: 'comment-body' }, c.body))))
+      markdownNode(rendered.comments[c.id] ?? '', { class: 'markdown comment-body' }))))
     : el('p', { class: 'empty-column' }, 'No comments yet.');
   setMain(el('article', { class: 'issue', id: 'issue', dataset: { issueId: issue.id, version: String(issue.version) } },
     el('p', {}, el('a', { href: '#/board' }, '← Back to the board')),

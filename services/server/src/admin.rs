@@ -350,18 +350,52 @@ async fn list_issues(
     Ok(HttpResponse::Ok().json(page))
 }
 
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IssueGetParams {
+    /// `html`: add `rendered`, the body and each comment as sanitised HTML
+    /// (what the web board shows; see `crate::markdown`).
+    render: Option<String>,
+}
+
 async fn get_issue(
     state: web::Data<AppState>,
     auth: WebAuth,
     path: web::Path<(String, String)>,
+    params: web::Query<IssueGetParams>,
 ) -> Result<HttpResponse, ApiError> {
     let (tenant, issue) = path.into_inner();
     let tenant = tenant_for_read(&auth.0, &tenant)?;
+    let render = match params.render.as_deref() {
+        None => false,
+        Some("html") => true,
+        Some(other) => {
+            return Err(ValidationError::new(
+                "render",
+                format!("unknown rendering {other:?}; the only one is \"html\""),
+            )
+            .into());
+        }
+    };
     let issue = state
         .store
         .get_issue(&tenant, &IssueId::parse(issue)?)
         .await?;
-    Ok(HttpResponse::Ok().json(issue))
+    if !render {
+        return Ok(HttpResponse::Ok().json(issue));
+    }
+    let rendered = json!({
+        "body": crate::markdown::render(issue.body.as_str()),
+        "comments": issue
+            .comments
+            .iter()
+            .map(|c| (c.id.to_string(), crate::markdown::render(c.body.as_str()).into()))
+            .collect::<serde_json::Map<String, serde_json::Value>>(),
+    });
+    let mut value = serde_json::to_value(&issue)
+        .map_err(|err| ApiError::Internal(format!("issue not serialisable: {err}")))?;
+    value["rendered"] = rendered;
+    Ok(HttpResponse::Ok().json(value))
 }
 
 #[derive(Debug, Deserialize)]

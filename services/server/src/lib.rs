@@ -12,6 +12,7 @@
 pub mod admin;
 pub mod audit;
 pub mod health;
+pub mod markdown;
 pub mod metered;
 pub mod session_ends;
 pub mod state;

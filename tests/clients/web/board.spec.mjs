@@ -30,7 +30,10 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 
 const CHROMIUM = '/usr/bin/chromium';
 const XSS_TITLE = '<img src=x onerror=alert(1)>';
-const XSS_BODY = '<script>alert(2)</script>\n**not bold**';
+// Markdown is rendered; raw HTML in it is shown as text; a javascript:
+// link loses its target.
+const XSS_BODY = '<script>alert(2)</script>\n\n**bold** <img src=x onerror=alert(3)> [click](javascript:alert(4))';
+const MANY_CARDS = 80;
 
 class Failure extends Error {}
 const fail = (message) => {
@@ -312,7 +315,12 @@ async function scenario() {
   check(await page.locator('#main img').count() === 0, 'the hostile title created an <img>');
   await page.goto(`/?tenant=${tenant}#/issue/${hostile.id}`);
   check(await page.locator('#issue-title').textContent() === XSS_TITLE, 'the issue view did not show the hostile title as text');
-  check(await page.locator('#issue-body').textContent() === XSS_BODY, 'the issue body was not shown as text');
+  const bodyText = await page.locator('#issue-body').textContent();
+  check(bodyText.includes('<script>alert(2)</script>') && bodyText.includes('<img src=x onerror=alert(3)>'),
+    `raw HTML in the body was not shown as text: ${JSON.stringify(bodyText)}`);
+  check(await page.locator('#issue-body strong').textContent() === 'bold', 'the body\'s Markdown was not rendered');
+  check(await page.locator('#issue-body a').count() === 1, 'the Markdown link is missing');
+  check(await page.locator('#issue-body a[href]').count() === 0, 'a javascript: link kept its target');
   check(await page.locator('#main img, #main script, #main b').count() === 0, 'user text became markup');
   await page.waitForTimeout(300);
   check(!dialogs.some((d) => d.type === 'alert'), `a script ran: ${JSON.stringify(dialogs)}`);
@@ -421,6 +429,30 @@ async function scenario() {
   const closed = await tool(agent, 'get_issue', { id: created.id });
   check(closed.state === 'closed', `after the keyboard moves the store has ${closed.state}`);
   checks.usable = { keyboard_move: true };
+
+  // --- A column with many cards scrolls inside itself; the page does not stretch.
+  const many = [];
+  for (let i = 0; i < MANY_CARDS; i += 1) {
+    many.push(await tool(agent, 'create_issue', { title: `Queued work ${i} ${tag}`, state: 'todo' }));
+  }
+  await page.goto(`/?tenant=${tenant}#/board`);
+  await page.locator(inColumn('todo', many[MANY_CARDS - 1].id)).waitFor();
+  const layout = await page.evaluate(() => {
+    const cards = document.querySelector('section.column[data-state="todo"] .cards');
+    return {
+      page: document.documentElement.scrollHeight,
+      viewport: innerHeight,
+      column_scroll: cards.scrollHeight,
+      column_client: cards.clientHeight,
+    };
+  });
+  check(layout.column_scroll > layout.column_client, `the to-do column does not scroll: ${JSON.stringify(layout)}`);
+  check(layout.page < layout.viewport * 1.5, `${MANY_CARDS} cards stretched the page: ${JSON.stringify(layout)}`);
+  const oldest = page.locator(inColumn('todo', many[0].id));
+  await oldest.scrollIntoViewIfNeeded();
+  check(await oldest.isVisible(), 'the oldest card of a long column cannot be scrolled into view');
+  await shot(page, 'long-column');
+  checks.long_column = layout;
 
   // --- Revoking the run from the page: its token is refused on the MCP endpoint.
   await page.goto(`/?tenant=${tenant}#/grants`);

@@ -575,3 +575,43 @@ async fn platform_admins_are_offered_the_tenants_with_active_grants() {
     assert_eq!(body["tenants"], serde_json::json!(["acme", "globex"]));
     assert_eq!(body["complete"], false);
 }
+
+#[actix_web::test]
+async fn an_issue_read_for_the_page_carries_its_markdown_rendered_and_sanitised() {
+    let f = fixture().await;
+    let app = app!(f);
+    let author = Author {
+        run: RunId::parse("r1").unwrap(),
+        grant: None,
+    };
+    let mut new = NewIssue::new(Title::parse("markdown").unwrap());
+    new.body = corkboard_board::Body::parse("**bold** <script>alert(1)</script>").unwrap();
+    let acme = TenantId::parse("acme").unwrap();
+    let created = f
+        .state
+        .store
+        .create_issue(&acme, &author, new, None)
+        .await
+        .unwrap();
+    let token = f.jwt(AdminRole::Viewer, Some("acme"));
+    let get = |query: &str| {
+        test::TestRequest::get()
+            .uri(&format!(
+                "/v1/tenants/acme/issues/{}{query}",
+                created.issue.id
+            ))
+            .insert_header((header::AUTHORIZATION, format!("Bearer {token}")))
+            .to_request()
+    };
+    let plain: serde_json::Value = test::call_and_read_body_json(&app, get("")).await;
+    assert!(plain.get("rendered").is_none(), "{plain}");
+    let page: serde_json::Value = test::call_and_read_body_json(&app, get("?render=html")).await;
+    let body = page["rendered"]["body"].as_str().unwrap();
+    assert!(body.contains("<strong>bold</strong>"), "{body}");
+    assert!(
+        body.contains("&lt;script&gt;") && !body.contains("<script"),
+        "{body}"
+    );
+    let unknown = test::call_service(&app, get("?render=pdf")).await;
+    assert_eq!(unknown.status(), StatusCode::UNPROCESSABLE_ENTITY);
+}
