@@ -1,8 +1,10 @@
 //! The Model Context Protocol, board-agnostic: JSON-RPC and MCP wire types,
 //! revision negotiation for both eras (2025 session-based, 2026-07-28
 //! stateless), the one validator every request and result passes, signed
-//! self-contained legacy sessions, and the Streamable HTTP and stdio
-//! transports. A product plugs in through [`ToolBackend`].
+//! self-contained legacy sessions, the relay validator and sealing for
+//! server-to-client requests a gateway carries from upstream servers
+//! ([`relay`]), and the Streamable HTTP and stdio transports. A product
+//! plugs in through [`ToolBackend`].
 //!
 //! Embedders serving HTTP should enable `TCP_NODELAY`
 //! (`HttpServer::tcp_nodelay(true)`): actix-web keeps the OS default
@@ -20,6 +22,7 @@ mod http;
 pub mod method;
 mod peek;
 mod refusal;
+pub mod relay;
 mod render;
 mod revision;
 mod session;

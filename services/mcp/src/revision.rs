@@ -95,6 +95,24 @@ impl Revision {
         !self.is_modern()
     }
 
+    /// `elicitation/create` (introduced in 2025-06-18).
+    pub fn has_elicitation(self) -> bool {
+        self >= Self::V2025_06_18
+    }
+
+    /// Sampling with tools (SEP-1577, 2025-11-25): `tools` and
+    /// `toolChoice` in `sampling/createMessage`, `tool_use` and
+    /// `tool_result` blocks, and message content as one block or an array.
+    pub fn has_sampling_tools(self) -> bool {
+        self >= Self::V2025_11_25
+    }
+
+    /// Elicitation modes (2025-11-25): `mode: "url"`, titled and
+    /// multi-select enum fields, and `string[]` answers.
+    pub fn has_elicitation_modes(self) -> bool {
+        self >= Self::V2025_11_25
+    }
+
     /// Position in [`Self::ALL`]; indexes per-revision caches.
     pub(crate) fn index(self) -> usize {
         match self {

@@ -25,7 +25,7 @@ use sha2::Sha256;
 use crate::error::McpError;
 use crate::revision::Revision;
 
-type HmacSha256 = Hmac<Sha256>;
+pub(crate) type HmacSha256 = Hmac<Sha256>;
 
 const FORMAT_VERSION: u8 = 1;
 const NONCE_LEN: usize = 16;
@@ -57,7 +57,7 @@ impl SessionKey {
 
     /// HMAC accepts keys of any length, so this is `None` only if the
     /// crate's contract changed; callers then refuse rather than panic.
-    fn mac(&self) -> Option<HmacSha256> {
+    pub(crate) fn mac(&self) -> Option<HmacSha256> {
         HmacSha256::new_from_slice(&self.0).ok()
     }
 }
