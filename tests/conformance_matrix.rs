@@ -53,14 +53,19 @@ fn cells(line: &str) -> Vec<String> {
     inner.split('|').map(|c| c.trim().to_owned()).collect()
 }
 
-/// Parses the matrix table; every malformed row is reported.
+/// Parses every matrix table (the main matrix and each section's, such as
+/// "Relay validation"); every malformed row is reported, and ids are
+/// unique across all of them.
 fn parse(markdown: &str) -> (Vec<Row>, Vec<String>) {
     let mut problems = Vec::new();
     let lines: Vec<&str> = markdown.lines().collect();
-    let Some(start) = lines
+    let starts: Vec<usize> = lines
         .iter()
-        .position(|l| l.trim().starts_with('|') && cells(l) == HEADER)
-    else {
+        .enumerate()
+        .filter(|(_, l)| l.trim().starts_with('|') && cells(l) == HEADER)
+        .map(|(i, _)| i)
+        .collect();
+    if starts.is_empty() {
         return (
             Vec::new(),
             vec![format!(
@@ -68,7 +73,23 @@ fn parse(markdown: &str) -> (Vec<Row>, Vec<String>) {
                 HEADER.join(" | ")
             )],
         );
-    };
+    }
+    let mut rows = Vec::new();
+    let mut ids = BTreeSet::new();
+    for start in starts {
+        parse_table(&lines, start, &mut rows, &mut ids, &mut problems);
+    }
+    (rows, problems)
+}
+
+/// Parses the table whose header is at line index `start`.
+fn parse_table(
+    lines: &[&str],
+    start: usize,
+    rows: &mut Vec<Row>,
+    ids: &mut BTreeSet<String>,
+    problems: &mut Vec<String>,
+) {
     let separator_ok = lines.get(start + 1).is_some_and(|l| {
         let c = cells(l);
         c.len() == HEADER.len()
@@ -81,8 +102,6 @@ fn parse(markdown: &str) -> (Vec<Row>, Vec<String>) {
             start + 2
         ));
     }
-    let mut rows = Vec::new();
-    let mut ids = BTreeSet::new();
     for (index, line) in lines.iter().enumerate().skip(start + 2) {
         if !line.trim().starts_with('|') {
             break;
@@ -177,7 +196,6 @@ fn parse(markdown: &str) -> (Vec<Row>, Vec<String>) {
             coverage,
         });
     }
-    (rows, problems)
 }
 
 /// Whether the lines above `fn_line` (attributes, comments) carry a test

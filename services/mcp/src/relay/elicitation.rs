@@ -30,7 +30,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{AgentCapabilities, Ctx, Expectation, RelayRefusal, RelayRule, as_object};
+use super::{AgentCapabilities, Ctx, Expectation, RelayRefusal, RelayRule, as_object, label};
 use crate::revision::Revision;
 use crate::validate;
 
@@ -165,16 +165,6 @@ fn requested_schema(ctx: Ctx, schema: &Value) -> Result<(), RelayRefusal> {
         })?;
     }
     Ok(())
-}
-
-/// A property name as it may appear in a message: bounded, since it is
-/// upstream text.
-fn label(name: &str) -> String {
-    let mut short: String = name.chars().take(64).collect();
-    if short.len() < name.len() {
-        short.push_str("...");
-    }
-    short
 }
 
 /// One field of the flat form; the problem in words otherwise.

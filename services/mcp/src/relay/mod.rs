@@ -368,6 +368,16 @@ fn join(path: &str, key: &str) -> String {
     }
 }
 
+/// A key or name the sender chose, as it may appear in a refusal:
+/// bounded, since refusals are logged.
+fn label(name: &str) -> String {
+    let mut short: String = name.chars().take(64).collect();
+    if short.len() < name.len() {
+        short.push_str("...");
+    }
+    short
+}
+
 fn decode(ctx: Ctx, raw: &RawValue, path: &str) -> Result<Value, RelayRefusal> {
     serde_json::from_str(raw.get()).map_err(|_| ctx.malformed(path, "is not valid JSON"))
 }
@@ -495,7 +505,7 @@ pub fn check_input_requests(
     }
     let mut expected = BTreeMap::new();
     for (key, request) in &requests {
-        let path = format!("inputRequests[{key:?}]");
+        let path = format!("inputRequests[{:?}]", label(key));
         let Some(request) = request.as_object() else {
             return Err(refuse(format!("`{path}` must be an object")));
         };
@@ -543,12 +553,14 @@ pub fn check_input_responses(
     };
     if let Some(key) = expected.keys().find(|k| !responses.contains_key(*k)) {
         return Err(keys(format!(
-            "`inputResponses` lacks the answer to input request {key:?}"
+            "`inputResponses` lacks the answer to input request {:?}",
+            label(key)
         )));
     }
     if let Some(key) = responses.keys().find(|k| !expected.contains_key(*k)) {
         return Err(keys(format!(
-            "`inputResponses` answers {key:?}, which no input request asked"
+            "`inputResponses` answers {:?}, which no input request asked",
+            label(key)
         )));
     }
     for (key, expectation) in expected {
@@ -557,7 +569,7 @@ pub fn check_input_responses(
             sender: Party::Agent,
             method: expectation.method(),
         };
-        let path = format!("inputResponses[{key:?}]");
+        let path = format!("inputResponses[{:?}]", label(key));
         check_answer_value(ctx, expectation, &responses[key], &path)?;
     }
     Ok(())

@@ -19,7 +19,8 @@
 //! - **Expiry.** Each carries its expiry; past it, [`SealRejection::Expired`].
 //! - **Self-contained.** The state carries the upstream's own
 //!   `requestState` (echoed to it exactly), the [`Expectation`] of every
-//!   pending input request and the round number; the id carries the
+//!   pending input request, the round number and, for a 2025 upstream,
+//!   the upstream request id behind each input request; the id carries the
 //!   upstream's name, its request id (restored byte for byte) and the
 //!   request's [`Expectation`]. Any replica holding the key resumes the
 //!   relay and checks the answer; nothing is kept per relay.
@@ -233,7 +234,7 @@ fn binding_digest(fields: &[&[u8]]) -> [u8; DIGEST_LEN] {
 }
 
 /// What a sealed `requestState` carries.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RequestState {
     /// The upstream's own `requestState`, echoed to it exactly on retry.
     #[serde(rename = "u", default, skip_serializing_if = "Option::is_none")]
@@ -245,6 +246,26 @@ pub struct RequestState {
     /// Rounds of input requests so far in this call, this one included.
     #[serde(rename = "r")]
     pub round: u8,
+    /// For a 2025 upstream relayed to a 2026-07-28 agent: each input
+    /// request key's upstream request id (exactly as the upstream sent
+    /// it), so the replica that receives the retry can answer the upstream
+    /// under its own id.
+    #[serde(rename = "p", default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub upstream_ids: BTreeMap<String, Box<RawValue>>,
+}
+
+impl PartialEq for RequestState {
+    fn eq(&self, other: &Self) -> bool {
+        self.upstream_state == other.upstream_state
+            && self.expected == other.expected
+            && self.round == other.round
+            && self.upstream_ids.len() == other.upstream_ids.len()
+            && self
+                .upstream_ids
+                .iter()
+                .zip(&other.upstream_ids)
+                .all(|((k, v), (l, w))| k == l && v.get() == w.get())
+    }
 }
 
 /// A verified sealed state.

@@ -1141,10 +1141,13 @@ fn state() -> RequestState {
             schema: Some(json!({"type": "object", "properties": {"n": {"type": "string"}}})),
         },
     );
+    let mut upstream_ids = BTreeMap::new();
+    upstream_ids.insert("name".to_owned(), raw(&json!(12345678901234567890u64)));
     RequestState {
         upstream_state: Some("upstream-opaque-\u{e9}-state".into()),
         expected,
         round: 1,
+        upstream_ids,
     }
 }
 
@@ -1161,6 +1164,10 @@ fn a_sealed_request_state_round_trips_bound_to_its_call() {
     );
     let opened = s.open_state(&sealed, &binding, 1_001).unwrap();
     assert_eq!(opened.state, state());
+    assert_eq!(
+        opened.state.upstream_ids["name"].get(),
+        "12345678901234567890"
+    );
     assert_eq!(opened.expires_at, 1_000 + DEFAULT_TTL.as_secs());
     // Key order of the arguments does not matter; their values do.
     let reordered = call(
@@ -1530,6 +1537,7 @@ fn sealed_states_round_trip_whatever_the_upstream_state() {
                     upstream_state: Some(upstream_state),
                     expected: BTreeMap::new(),
                     round,
+                    upstream_ids: BTreeMap::new(),
                 };
                 let sealed = s.seal_state(&binding, &state, now).unwrap();
                 prop_assert_eq!(
