@@ -16,7 +16,10 @@
 //!   [`RelayRefusal`] naming the rule ([`RelayRule`]), the party that sent
 //!   the bad message ([`Party`]: that is who gets the error) and the path
 //!   of the offending member. [`RelayRefusal::rpc_error`] is the JSON-RPC
-//!   error, always `-32602` (`code::INVALID_PARAMS`).
+//!   error, always `-32602` (`code::INVALID_PARAMS`);
+//!   [`RelayRefusal::peer_error`] completes the other side's pending
+//!   request when it had one (a refused answer still answers the
+//!   upstream), so nothing is left hanging.
 //! - **Nothing is filled in, nothing is changed.** The validator reads the
 //!   message and never builds a new one: no invented `role`, `model`,
 //!   `maxTokens` or defaults. A caller forwards the exact bytes it checked,
@@ -244,6 +247,21 @@ impl RelayRefusal {
     /// The JSON-RPC error for the sender: `-32602` with this message.
     pub fn rpc_error(&self) -> RpcError {
         RpcError::invalid_params(self.to_string())
+    }
+
+    /// The error that completes the other side's pending request, so
+    /// nothing is left hanging: when the agent's answer is refused, the
+    /// upstream's request gets `-32603` naming the rule (no values). A
+    /// refused upstream request never reached the agent: `None`.
+    pub fn peer_error(&self) -> Option<RpcError> {
+        match self.sender {
+            Party::Upstream => None,
+            Party::Agent => Some(RpcError::internal(format!(
+                "Internal error: the agent's answer to this {} was refused by the gateway ({}) and not relayed",
+                self.method.map_or("request", RelayMethod::as_str),
+                self.rule.name()
+            ))),
+        }
     }
 }
 

@@ -732,7 +732,7 @@ fn titled() -> Value {
 }
 
 fn multi() -> Value {
-    json!({"type": "array", "minItems": 1, "items": {"type": "string", "enum": ["a", "b", "c"]}})
+    json!({"type": "array", "minItems": 1, "items": {"type": "string", "enum": ["a", "b", "c"]}, "default": ["a"]})
 }
 
 fn multi_titled() -> Value {
@@ -1011,6 +1011,15 @@ fn refusals_are_invalid_params_naming_paths_never_values() {
         "{refusal}"
     );
     assert!(!refusal.to_string().contains(secret));
+    let peer = refusal.peer_error().unwrap();
+    assert_eq!(peer.code, code::INTERNAL_ERROR);
+    assert!(peer.message.contains("elicitation/create") && peer.message.contains("elicit_answer"));
+    assert!(!peer.message.contains(secret));
+    let upstream_refused = sampling(eras(NEW, NEW), params(json!([]))).unwrap_err();
+    assert!(
+        upstream_refused.peer_error().is_none(),
+        "the agent never saw it"
+    );
     assert_eq!(RelayRule::UnpairedToolResult.name(), "unpaired_tool_result");
 }
 
