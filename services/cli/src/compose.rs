@@ -149,6 +149,7 @@ pub fn gateway_config(
     config.max_batch_len = settings.max_batch_len;
     config.max_batch_response_bytes = settings.max_batch_response_bytes;
     config.store_timeout = Duration::from_millis(settings.store_timeout_ms);
+    config.max_result_bytes = settings.max_result_bytes;
     config.allowed_hosts = settings.allowed_hosts.clone();
     config.allowed_origins = settings.allowed_origins.clone();
     config.live_runs_per_tenant_max = settings.live_runs_per_tenant_max;
@@ -437,6 +438,16 @@ mod tests {
             corkboard_tools::DEFAULT_STORE_TIMEOUT,
             "store_timeout_ms"
         );
+        assert_eq!(
+            settings.max_result_bytes,
+            corkboard_tools::DEFAULT_RESULT_BUDGET,
+            "max_result_bytes"
+        );
+        let mut small = Settings::default();
+        small.max_result_bytes = corkboard_tools::MIN_RESULT_BUDGET - 1;
+        assert!(small.check().is_err(), "the minimum is the tools' minimum");
+        small.max_result_bytes = corkboard_tools::MIN_RESULT_BUDGET;
+        assert!(small.check().is_ok());
         assert_eq!(
             Duration::from_millis(settings.body_timeout_ms),
             McpSettings::DEFAULT_BODY_TIMEOUT,
