@@ -443,11 +443,13 @@ mod tests {
             corkboard_tools::DEFAULT_RESULT_BUDGET,
             "max_result_bytes"
         );
-        let mut small = Settings::default();
-        small.max_result_bytes = corkboard_tools::MIN_RESULT_BUDGET - 1;
-        assert!(small.check().is_err(), "the minimum is the tools' minimum");
-        small.max_result_bytes = corkboard_tools::MIN_RESULT_BUDGET;
-        assert!(small.check().is_ok());
+        let at = |max_result_bytes| Settings {
+            max_result_bytes,
+            ..Settings::default()
+        };
+        let minimum = corkboard_tools::MIN_RESULT_BUDGET;
+        assert!(at(minimum - 1).check().is_err(), "the tools' minimum");
+        assert!(at(minimum).check().is_ok());
         assert_eq!(
             Duration::from_millis(settings.body_timeout_ms),
             McpSettings::DEFAULT_BODY_TIMEOUT,
