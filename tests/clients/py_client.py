@@ -325,7 +325,7 @@ async def exercise(client: Any, options: argparse.Namespace, label: str, recorde
         if options.caps_check is not None:
             expected = [s.strip() for s in options.caps_check.split(",") if s.strip()]
             summary = await caps_scenario(client, expected, recorder)
-        elif options.budget_check is not None:
+        elif getattr(options, "budget_check", None) is not None:
             summary = await budget_scenario(client, options.budget_check)
         else:
             summary = await full_scenario(client, label)
