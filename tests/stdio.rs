@@ -719,9 +719,19 @@ fn both_eras_are_served_over_stdio() {
                 version != "2025-03-26",
                 "[{name}] {version}: {created}"
             );
-            let text: Value = serde_json::from_str(&tool_text(&created))
-                .expect("the result as a JSON text block");
-            assert!(text["id"].is_string());
+            // The text block renders the answer for clients that read only
+            // `content` (no longer the JSON a second time): it names the
+            // new issue exactly, as the structured result does.
+            let text = tool_text(&created);
+            let at = text.find("iss_").expect("the text block names the issue");
+            let id = text.get(at..at + 30).unwrap_or_default();
+            assert!(
+                id[4..].chars().all(|c| c.is_ascii_alphanumeric()),
+                "[{name}] {text}"
+            );
+            if let Some(structured) = created["result"].get("structuredContent") {
+                assert_eq!(structured["id"], id, "[{name}] {created}");
+            }
             let bad = p.request(&call(4, "create_issue", json!({"title": 5})));
             if version == "2025-11-25" {
                 assert_eq!(bad["result"]["isError"], true, "[{name}] {bad}");

@@ -41,6 +41,10 @@ const USAGE = `options:
   --caps-check LIST       assert tools/list equals LIST (comma-separated tool names,
                           any order) and that calling a hidden tool fails
   --expect-era ERA        assert the negotiated era (modern | legacy)
+  --budget-check BYTES    call list_issues with no arguments on a board of more than one
+                          page: the whole result (JSON of content and structuredContent)
+                          must be at most BYTES and say how to get the rest; then page
+                          to the end and report every issue seen
   --timeout-ms N          overall deadline (default 60000)`;
 
 /** Parses the common command line; exits with status 2 on bad usage. */
@@ -56,6 +60,7 @@ export function parseOptions(scriptName, { modes, defaultMode }) {
                 'expect-message': { type: 'string' },
                 'caps-check': { type: 'string' },
                 'expect-era': { type: 'string' },
+                'budget-check': { type: 'string' },
                 'timeout-ms': { type: 'string', default: '60000' },
                 help: { type: 'boolean', default: false },
             },
@@ -89,9 +94,12 @@ export function parseOptions(scriptName, { modes, defaultMode }) {
     const capsCheck = values['caps-check'] === undefined
         ? undefined
         : values['caps-check'].split(',').map((s) => s.trim()).filter(Boolean);
+    const budgetCheck = values['budget-check'] === undefined ? undefined : Number(values['budget-check']);
+    if (budgetCheck !== undefined && !(Number.isInteger(budgetCheck) && budgetCheck > 0)) usage(scriptName, modes, '--budget-check must be a positive integer');
     return {
         url,
         token,
+        budgetCheck,
         mode: values.mode,
         expectAuthFailure: values['expect-auth-failure'],
         expectMessage: values['expect-message'],
@@ -234,6 +242,41 @@ async function fullScenario(client, label) {
     };
 }
 
+/**
+ * The default list_issues on a board larger than one answer: the whole
+ * result as the SDK hands it over (content and structuredContent) within
+ * `budget` bytes, saying how to get the rest, its text naming every issue;
+ * then every page to the end.
+ */
+async function budgetScenario(client, budget) {
+    const seen = [];
+    let cursor = null;
+    let first = null;
+    let pages = 0;
+    do {
+        const result = await client.callTool({ name: 'list_issues', arguments: cursor === null ? {} : { cursor } });
+        check(!result.isError, `list_issues returned a tool error: ${textOf(result)}`);
+        const bytes = Buffer.byteLength(JSON.stringify(result), 'utf8');
+        check(bytes <= budget, `a list_issues result is ${bytes} bytes, over the ${budget}-byte budget`);
+        const sc = result.structuredContent;
+        check(sc && Array.isArray(sc.issues), 'list_issues returned no structuredContent.issues');
+        const text = textOf(result);
+        for (const issue of sc.issues) {
+            check(text.includes(issue.id), `the text block does not name ${issue.id}`);
+            seen.push(issue.id);
+        }
+        if (first === null) {
+            check(typeof sc.next_cursor === 'string', 'the first page of a board larger than one answer must give a next_cursor');
+            check(text.includes(sc.next_cursor), 'the text block does not give the next cursor');
+            first = { bytes, shown: sc.issues.length, next_cursor: sc.next_cursor, truncated: sc.truncated ?? null };
+        }
+        cursor = sc.next_cursor;
+        pages += 1;
+        check(pages <= 100, 'more than 100 pages: the cursor does not advance');
+    } while (cursor !== null);
+    return { budget_check: { ...first, pages, seen: seen.length, unique: new Set(seen).size } };
+}
+
 function argumentsFor(tool) {
     switch (tool) {
         case 'list_issues':
@@ -309,7 +352,9 @@ export async function main(label, options, connect) {
         }
         const summary = options.capsCheck !== undefined
             ? await capsScenario(client, options.capsCheck, recorder)
-            : await fullScenario(client, label);
+            : options.budgetCheck !== undefined
+                ? await budgetScenario(client, options.budgetCheck)
+                : await fullScenario(client, label);
         process.stderr.write(`${label}: ok (${info.era ?? 'legacy'} ${info.protocolVersion})\n`);
         return finish(true, {
             client: label,

@@ -208,6 +208,41 @@ async def caps_scenario(client: Client, expected: list[str], recorder: Recorder)
     return {"tools": tools, "hidden_call": {"tool": hidden, **outcome, "reached_server": recorder.requests > before}}
 
 
+async def budget_scenario(client: Client, budget: int) -> dict[str, Any]:
+    """The default list_issues on a board larger than one answer, as in common.mjs."""
+    seen: list[str] = []
+    cursor = None
+    first: dict[str, Any] | None = None
+    pages = 0
+    while True:
+        result = await client.call_tool("list_issues", {} if cursor is None else {"cursor": cursor})
+        check(not result.is_error, f"list_issues returned a tool error: {text_of(result)}")
+        wire = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+        size = len(json.dumps(wire, ensure_ascii=False, separators=(",", ":")).encode())
+        check(size <= budget, f"a list_issues result is {size} bytes, over the {budget}-byte budget")
+        sc = result.structured_content
+        check(isinstance(sc, dict) and isinstance(sc.get("issues"), list), "no structuredContent.issues")
+        text = text_of(result)
+        for issue in sc["issues"]:
+            check(issue["id"] in text, f"the text block does not name {issue['id']}")
+            seen.append(issue["id"])
+        if first is None:
+            check(isinstance(sc.get("next_cursor"), str), "the first page must give a next_cursor")
+            check(sc["next_cursor"] in text, "the text block does not give the next cursor")
+            first = {
+                "bytes": size,
+                "shown": len(sc["issues"]),
+                "next_cursor": sc["next_cursor"],
+                "truncated": sc.get("truncated"),
+            }
+        cursor = sc.get("next_cursor")
+        pages += 1
+        check(pages <= 100, "more than 100 pages: the cursor does not advance")
+        if cursor is None:
+            break
+    return {"budget_check": {**first, "pages": pages, "seen": len(seen), "unique": len(set(seen))}}
+
+
 def parse_options() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--url", default=os.environ.get("CORKBOARD_MCP_URL"), help="MCP endpoint ($CORKBOARD_MCP_URL)")
@@ -217,6 +252,11 @@ def parse_options() -> argparse.Namespace:
     parser.add_argument("--expect-message", help="with --expect-auth-failure: the error must contain this")
     parser.add_argument("--caps-check", help="comma-separated tool names tools/list must equal")
     parser.add_argument("--expect-era", choices=["modern", "legacy"])
+    parser.add_argument(
+        "--budget-check",
+        type=int,
+        help="the default list_issues result must be at most this many bytes and say how to get the rest",
+    )
     parser.add_argument("--timeout-ms", type=int, default=60000)
     options = parser.parse_args()
     if not options.url:
@@ -285,6 +325,8 @@ async def exercise(client: Any, options: argparse.Namespace, label: str, recorde
         if options.caps_check is not None:
             expected = [s.strip() for s in options.caps_check.split(",") if s.strip()]
             summary = await caps_scenario(client, expected, recorder)
+        elif getattr(options, "budget_check", None) is not None:
+            summary = await budget_scenario(client, options.budget_check)
         else:
             summary = await full_scenario(client, label)
     except Failure:

@@ -125,6 +125,10 @@ pub enum Command {
         #[arg(long, default_value_t = 16)]
         parallel: usize,
     },
+    /// Bytes and estimated tokens of the default list_issues and get_issue
+    /// answers on the 60-issue board of the budget issue, today and as the
+    /// whole-issue answers were before the result budget.
+    AnswerSize,
     /// Cold start to ready and idle RSS of `corkboard serve`.
     ColdStart {
         #[arg(long, default_value_t = 10)]
@@ -318,6 +322,7 @@ async fn dispatch(cli: &Cli, sink: &mut Sink) -> Result<()> {
         Command::ColdStart { trials } => {
             scenario::cold_start::run(&bins()?, *trials, &logs, sink).await
         }
+        Command::AnswerSize => scenario::answer_size::run(&bins()?, &logs, sink).await,
     }
 }
 

@@ -113,7 +113,7 @@ impl Record {
     /// `endpoint/store/registry tool era` style name from the labels.
     pub fn name(&self) -> String {
         let order = [
-            "endpoint", "store", "registry", "tool", "era", "mode", "start",
+            "endpoint", "store", "registry", "tool", "era", "mode", "start", "shape", "board",
         ];
         let mut parts: Vec<&str> = order
             .iter()

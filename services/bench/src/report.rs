@@ -449,6 +449,8 @@ pub fn render(
         let _ = writeln!(s);
     }
 
+    answer_sizes(&mut s, records);
+
     let failed: Vec<&Record> = records.iter().filter(|r| r.kind == "failed").collect();
     if !failed.is_empty() {
         let _ = writeln!(s, "## Not measured\n");
@@ -468,6 +470,51 @@ pub fn render(
         let _ = writeln!(s);
     }
     s
+}
+
+/// The answer-size section: bytes of one tool result, not a timing.
+fn answer_sizes(s: &mut String, records: &[Record]) {
+    let rows: Vec<&Record> = records.iter().filter(|r| r.kind == "answer_size").collect();
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "## Answer size: one tool result on a large board
+"
+    );
+    let _ = writeln!(
+        s,
+        "Bytes of the whole `result` of one `tools/call` (both content blocks and the envelope) \
+         as the server wrote it, stateless era, studio endpoint; tokens estimated as bytes / 4. \
+         The result budget is 32,000 bytes (`max_result_bytes`); Claude Code warns above 10,000 \
+         tokens of MCP output and cuts at 25,000. \"before\" rows rebuild the answer the board \
+         gave before the budget (every issue whole with every comment, its JSON twice) from the \
+         same board.\n"
+    );
+    let _ = writeln!(
+        s,
+        "| tool | board | answer | bytes | tokens (est.) | structured JSON | text block | items |\n| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"
+    );
+    for r in &rows {
+        let figure = |key: &str| value(r, key).map_or_else(|| "-".into(), |v| format!("{v:.0}"));
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
+            label(r, "tool"),
+            label(r, "board"),
+            label(r, "shape"),
+            figure("bytes"),
+            figure("tokens_est"),
+            figure("structured_bytes"),
+            figure("text_bytes"),
+            figure("items"),
+        );
+    }
+    for c in distinct(rows.iter().map(|r| r.command.as_str())) {
+        let _ = writeln!(s, "\nCommand: `{c}`");
+    }
+    let _ = writeln!(s);
 }
 
 fn errors(r: &Record) -> String {
@@ -534,6 +581,25 @@ fn what(r: &Record, records: &[Record]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn answer_sizes_are_a_table_of_their_own() {
+        let row = Record::new("answer_size")
+            .label("tool", "list_issues")
+            .label("board", "60 issues")
+            .label("shape", "summaries (today)")
+            .value("bytes", 30_836.0)
+            .value("tokens_est", 7_709.0)
+            .value("items", 34.0);
+        let text = render(&[row], &Machine::default(), None, "scripts/bench");
+        assert!(text.contains("## Answer size"), "{text}");
+        assert!(
+            text.contains(
+                "| list_issues | 60 issues | summaries (today) | 30836 | 7709 | - | - | 34 |"
+            ),
+            "{text}"
+        );
+    }
 
     #[test]
     fn targets_are_judged_from_records() {

@@ -195,6 +195,22 @@ fn cold_start() {
 }
 
 #[test]
+fn answer_size() {
+    let records = scenario(&["answer-size"]);
+    assert_eq!(kinds(&records, "answer_size"), 7);
+    for record in &records {
+        let bytes = record["values"]["bytes"].as_f64().unwrap();
+        let shape = record["labels"]["shape"].as_str().unwrap();
+        if shape.contains("today") {
+            assert!(bytes <= 32_000.0, "within the default budget: {record}");
+        }
+        if shape.contains("before") && record["values"]["items"].as_f64() > Some(3.0) {
+            assert!(bytes > 100_000.0, "whole issues were far larger: {record}");
+        }
+    }
+}
+
+#[test]
 fn load_refuses_other_machines() {
     let output = Command::new(bench_bin())
         .args([

@@ -149,6 +149,7 @@ pub fn gateway_config(
     config.max_batch_len = settings.max_batch_len;
     config.max_batch_response_bytes = settings.max_batch_response_bytes;
     config.store_timeout = Duration::from_millis(settings.store_timeout_ms);
+    config.max_result_bytes = settings.max_result_bytes;
     config.allowed_hosts = settings.allowed_hosts.clone();
     config.allowed_origins = settings.allowed_origins.clone();
     config.live_runs_per_tenant_max = settings.live_runs_per_tenant_max;
@@ -437,6 +438,18 @@ mod tests {
             corkboard_tools::DEFAULT_STORE_TIMEOUT,
             "store_timeout_ms"
         );
+        assert_eq!(
+            settings.max_result_bytes,
+            corkboard_tools::DEFAULT_RESULT_BUDGET,
+            "max_result_bytes"
+        );
+        let at = |max_result_bytes| Settings {
+            max_result_bytes,
+            ..Settings::default()
+        };
+        let minimum = corkboard_tools::MIN_RESULT_BUDGET;
+        assert!(at(minimum - 1).check().is_err(), "the tools' minimum");
+        assert!(at(minimum).check().is_ok());
         assert_eq!(
             Duration::from_millis(settings.body_timeout_ms),
             McpSettings::DEFAULT_BODY_TIMEOUT,

@@ -200,7 +200,8 @@ async fn local_board(settings: &Settings, explicit_dir: bool) -> LocalBoard {
                 Ok(registry) => {
                     let ledger: Arc<dyn GrantLedger> = store.clone();
                     let audit = AuditWriter::spawn(store.clone());
-                    let binding = Binding::new(store, registry.clone(), audit.clone(), timeout);
+                    let binding = Binding::new(store, registry.clone(), audit.clone(), timeout)
+                        .with_result_budget(settings.max_result_bytes);
                     return LocalBoard {
                         grants: GrantService::new(ledger, registry)
                             .with_live_grants_max(settings.live_grants_per_tenant_max),

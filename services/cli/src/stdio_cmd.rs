@@ -181,7 +181,8 @@ where
     let audit = AuditWriter::spawn(store.clone());
     let issues: Arc<dyn IssueStore> = store.clone();
     let tools = BoardTools::new(issues, registry, audit.clone())
-        .with_store_timeout(Duration::from_millis(settings.store_timeout_ms));
+        .with_store_timeout(Duration::from_millis(settings.store_timeout_ms))
+        .with_result_budget(settings.max_result_bytes);
     let backend = Arc::new(StdioBoard { tools });
     let principal = backend.start(token.as_deref()).await;
     match &principal {

@@ -149,6 +149,10 @@ pub struct Settings {
     pub max_batch_response_bytes: usize,
     /// Longest time a store call may take before the tool answers "board unavailable".
     pub store_timeout_ms: u64,
+    /// Most bytes one tool result may take (structured JSON, text block and
+    /// envelope); a longer answer is cut at an item boundary and says what
+    /// it left out and how to get it. At least 16384.
+    pub max_result_bytes: usize,
     /// Most runs one tenant may have live on one runner at once; the next
     /// registration is refused with 409 `run_limit`.
     pub live_runs_per_tenant_max: usize,
@@ -195,6 +199,8 @@ impl Default for Settings {
             max_batch_len: 32,
             max_batch_response_bytes: 4 * 1024 * 1024,
             store_timeout_ms: 5_000,
+            // `corkboard_tools::DEFAULT_RESULT_BUDGET`: about 8,000 tokens.
+            max_result_bytes: 32_000,
             live_runs_per_tenant_max: 100,
             live_grants_per_tenant_max: 1_000,
         }
@@ -322,6 +328,12 @@ impl Settings {
         }
         if self.store_timeout_ms == 0 {
             return Err(key("store_timeout_ms", "must be at least 1"));
+        }
+        if self.max_result_bytes < 16_384 {
+            return Err(key(
+                "max_result_bytes",
+                "must be at least 16384 (corkboard_tools::MIN_RESULT_BUDGET)",
+            ));
         }
         if self.body_timeout_ms == 0 {
             return Err(key("body_timeout_ms", "must be at least 1"));

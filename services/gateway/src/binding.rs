@@ -53,6 +53,13 @@ impl Binding {
         Self::new(Arc::new(BoardlessStore), registry, audit, store_timeout)
     }
 
+    /// Bounds every tool result to `bytes` (see
+    /// [`BoardTools::with_result_budget`]).
+    pub fn with_result_budget(mut self, bytes: usize) -> Self {
+        self.tools = self.tools.with_result_budget(bytes);
+        self
+    }
+
     /// Counts this binding's tool calls in `metrics`.
     pub fn with_metrics(mut self, metrics: corkboard_telemetry::Metrics) -> Self {
         self.tools = self.tools.with_metrics(metrics);

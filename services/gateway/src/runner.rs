@@ -129,6 +129,7 @@ impl Runner {
             tool_audit,
             config.store_timeout,
         )
+        .with_result_budget(config.max_result_bytes)
         .with_metrics(metrics.clone());
         let limiter: Arc<dyn RateLimiter> = Arc::new(CountingLimiter {
             inner: limiter,

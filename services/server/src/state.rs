@@ -114,6 +114,7 @@ impl AppState {
         let issues: Arc<dyn corkboard_board::IssueStore> = store.clone();
         let tools = BoardTools::new(issues, grants.registry().clone(), tool_audit.clone())
             .with_store_timeout(Duration::from_millis(settings.store_timeout_ms))
+            .with_result_budget(settings.max_result_bytes)
             .with_metrics(metrics.clone());
         let tools = match rate_limiter {
             Some(limiter) => tools.with_rate_limiter(limiter),

@@ -7,9 +7,11 @@
 //! what a call means.
 
 use crate::error::ToolsError;
+use crate::view::{COMMENTS_DEFAULT, CommentWindow, ListView, SELECTABLE_FIELDS};
 use corkboard_board::{
-    Body, CommentBody, IdempotencyKey, IssueId, IssuePatch, IssueState, Label, LabelFilter, Labels,
-    ListQuery, NewComment, NewIssue, Priority, RunId, Title, ValidationError, limits,
+    Body, CommentBody, CommentId, IdempotencyKey, IssueId, IssuePatch, IssueState, Label,
+    LabelFilter, Labels, ListQuery, NewComment, NewIssue, Priority, RunId, Title, ValidationError,
+    limits,
 };
 use serde_json::{Map, Value};
 
@@ -84,6 +86,29 @@ impl<'a> Args<'a> {
             })
             .collect::<Result<Vec<_>, _>>()
             .map(Some)
+    }
+
+    fn bool(&self, key: &str) -> Result<Option<bool>, ToolsError> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(*b)),
+            Some(other) => Err(invalid(
+                key,
+                format!("must be true or false, not {}", kind(other)),
+            )),
+        }
+    }
+
+    /// An optional count between `min` and `max`.
+    fn count(&self, key: &str, min: usize, max: usize) -> Result<Option<usize>, ToolsError> {
+        self.u64(key)?
+            .map(|n| {
+                usize::try_from(n)
+                    .ok()
+                    .filter(|n| (min..=max).contains(n))
+                    .ok_or_else(|| invalid(key, format!("must be between {min} and {max}")))
+            })
+            .transpose()
     }
 
     fn u64(&self, key: &str) -> Result<Option<u64>, ToolsError> {
@@ -161,8 +186,8 @@ pub(crate) const CREATE_ARGS: [&str; 6] = [
     "priority",
     "idempotency_key",
 ];
-pub(crate) const GET_ARGS: [&str; 1] = ["id"];
-pub(crate) const LIST_ARGS: [&str; 7] = [
+pub(crate) const GET_ARGS: [&str; 4] = ["id", "comments_before", "comments_limit", "body_offset"];
+pub(crate) const LIST_ARGS: [&str; 10] = [
     "states",
     "labels",
     "label_match",
@@ -170,6 +195,9 @@ pub(crate) const LIST_ARGS: [&str; 7] = [
     "author_run",
     "limit",
     "cursor",
+    "fields",
+    "include_body",
+    "include_comments",
 ];
 pub(crate) const UPDATE_ARGS: [&str; 7] = [
     "id",
@@ -281,6 +309,64 @@ pub(crate) fn list(map: &Map<String, Value>) -> Result<ListQuery, ToolsError> {
         })?;
     query.validate()?;
     Ok(query)
+}
+
+/// What a list shows of each issue: `fields`, `include_body` and
+/// `include_comments`.
+pub(crate) fn list_view(map: &Map<String, Value>) -> Result<ListView, ToolsError> {
+    let args = Args::new("list_issues", map, &LIST_ARGS)?;
+    let fields = args
+        .str_list("fields")?
+        .unwrap_or_default()
+        .into_iter()
+        .map(|name| {
+            if SELECTABLE_FIELDS.contains(&name) {
+                Ok(name.to_owned())
+            } else {
+                Err(invalid(
+                    "fields",
+                    format!(
+                        "unknown field {name:?}; a summary always has id, title, state, labels, \
+                         priority, author_run, claim, updated_at, version, comment_count and \
+                         excerpt, and fields may add: {}",
+                        SELECTABLE_FIELDS.join(", ")
+                    ),
+                ))
+            }
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(ListView {
+        fields,
+        body: args.bool("include_body")?.unwrap_or(false),
+        comments: args.count("include_comments", 0, limits::COMMENTS_MAX)?,
+    })
+}
+
+/// Which part of an issue get_issue shows: its comment window and where
+/// its body starts (`body_offset`, in bytes).
+pub(crate) fn issue_view(map: &Map<String, Value>) -> Result<(CommentWindow, usize), ToolsError> {
+    let args = Args::new("get_issue", map, &GET_ARGS)?;
+    let before = args
+        .str("comments_before")?
+        .map(|id| {
+            CommentId::parse(id)
+                .map(|id| id.as_str().to_owned())
+                .map_err(|_| {
+                    invalid(
+                        "comments_before",
+                        "must be the comments_cursor of an earlier get_issue answer, unchanged"
+                            .to_owned(),
+                    )
+                })
+        })
+        .transpose()?;
+    let limit = args
+        .count("comments_limit", 1, limits::COMMENTS_MAX)?
+        .unwrap_or(COMMENTS_DEFAULT);
+    let offset = args
+        .count("body_offset", 0, limits::BODY_MAX_BYTES)?
+        .unwrap_or(0);
+    Ok((CommentWindow { before, limit }, offset))
 }
 
 #[derive(Debug)]

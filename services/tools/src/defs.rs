@@ -16,6 +16,7 @@
 //! clone an `Arc`, and the transport's cached wire rendering inside each
 //! [`ToolSet`] is reused across requests and runs.
 
+use crate::view::{COMMENTS_DEFAULT, EXCERPT_CHARS, SELECTABLE_FIELDS};
 use corkboard_board::{Capabilities, Capability, IssueState, Priority, limits};
 use corkboard_mcp::{ToolDef, ToolSet};
 use serde_json::{Value, json};
@@ -99,7 +100,7 @@ impl BoardTool {
                 writes: false,
                 issue_argument: Some("id"),
                 input_schema: get_input,
-                output_schema: issue_schema,
+                output_schema: issue_answer_schema,
                 write_only_output_schema: None,
             },
             Self::CreateIssue => ToolSpec {
@@ -130,7 +131,7 @@ impl BoardTool {
                 writes: true,
                 issue_argument: Some("id"),
                 input_schema: update_input,
-                output_schema: issue_schema,
+                output_schema: issue_answer_schema,
                 write_only_output_schema: Some(update_write_only_output),
             },
             Self::AddComment => ToolSpec {
@@ -277,22 +278,37 @@ pub fn vocabulary() -> Value {
 
 const ID_EXAMPLE: &str = "iss_01JD3Z9Q4X8M2N6P7R5S1T0V9W";
 const ISSUE_ID_PATTERN: &str = "^iss_[0-9A-HJKMNP-TV-Z]{26}$";
+const COMMENT_ID_PATTERN: &str = "^cmt_[0-9A-HJKMNP-TV-Z]{26}$";
 
 const LIST_DESCRIPTION: &str = "List issues on this run's board, newest first. Returns \
-{issues, next_cursor}; every issue comes complete, with its comments and its current version. \
-Filters combine with AND: `states` keeps issues in any of the given states; `labels` keeps \
+{issues, next_cursor, truncated}; each issue is a summary: id, title, state, labels, priority, \
+author_run, claim (when claimed), updated_at, version, comment_count and an excerpt of the body \
+(at most 160 characters; excerpt_cut=true when the body goes on). To see more, name it: \
+`fields` adds fields by name (body, comments, created_at, author, ...), `include_body`=true \
+gives the whole body, `include_comments`=N the latest N comments of each issue; or read one \
+issue with get_issue. Filters combine with AND: `states` keeps issues in any of the given states; `labels` keeps \
 issues carrying every given label (label_match \"all\", the default) or at least one of them \
 (label_match \"any\"); `text` is a case-insensitive substring of the title; `author_run` keeps \
 issues created by that run. Paging: a page holds at most `limit` issues (default 50, max 200). \
 When next_cursor is a string, call list_issues again with the same filters and \
-cursor=next_cursor for the next page; null means this was the last page. Search here before \
-creating an issue, to avoid duplicates.";
+cursor=next_cursor for the next page; null means this was the last page. Budget: one result \
+is at most about 8,000 tokens (32,000 bytes by default, set by the board's operator); a page \
+that would be larger holds fewer issues, and then `truncated` says how many were left out and \
+next_cursor continues right after the last issue shown, so nothing is skipped. Search here \
+before creating an issue, to avoid duplicates.";
 
-const GET_DESCRIPTION: &str = "Read one issue with all its comments. `id` is an issue id \
-exactly as create_issue or list_issues returned it: iss_ followed by 26 characters, e.g. \
-iss_01JD3Z9Q4X8M2N6P7R5S1T0V9W; never shorten or retype it from memory. The result's \
-`version` is the value update_issue's expected_version wants. An unknown id is an error that \
-says so.";
+const GET_DESCRIPTION: &str = "Read one issue: every field, with its latest comments \
+(10 unless `comments_limit` says otherwise, oldest first) and `comment_count`. When older \
+comments exist, `older_comments` counts them and `comments_cursor` is a comment id: call \
+get_issue again with comments_before=comments_cursor for the ones before it, until \
+comments_cursor is null. `id` is an issue id exactly as create_issue or list_issues returned \
+it: iss_ followed by 26 characters, e.g. iss_01JD3Z9Q4X8M2N6P7R5S1T0V9W; never shorten or \
+retype it from memory. The result's `version` is the value update_issue's expected_version \
+wants. Budget: one result is at most about 8,000 tokens (32,000 bytes by default); an answer \
+that would be larger keeps the newest comments (then `truncated` says how many more are older \
+and comments_cursor reaches them) and a body too long for one answer is cut with \
+`body_truncated`, whose next_offset you pass as body_offset for the rest. An unknown id is an \
+error that says so.";
 
 const CREATE_DESCRIPTION: &str = "Create an issue on this run's board and return it, with its \
 new id (iss_ followed by 26 characters) and version 1. Only `title` is required; state \
@@ -300,7 +316,8 @@ defaults to inbox, priority to none, labels to none. The issue is recorded as wr
 run. Pass an `idempotency_key` (a fresh unique string per intended issue, e.g. a UUID) \
 whenever you might retry: resending the same arguments with the same key returns the \
 original issue with replayed=true instead of a duplicate, and reusing a key with different \
-arguments is refused. Check list_issues first so you do not file an issue that exists.";
+arguments is refused. Check list_issues first so you do not file an issue that exists. The \
+answer, like every answer, stays within the result budget (about 8,000 tokens).";
 
 const UPDATE_DESCRIPTION: &str = "Change an issue's title, body, state, labels or priority and \
 return the updated issue with its new version (a run that may not read issues gets only the \
@@ -310,10 +327,12 @@ get_issue, list_issues or your previous update): if the issue changed since, not
 written and the error gives its current version. Then re-read it with get_issue, check that \
 your change still makes sense, and retry with expected_version set to the current version. \
 Without expected_version the update applies unconditionally and may overwrite someone \
-else's change.";
+else's change. The answer carries the latest 10 comments (comment_count and comments_cursor as \
+in get_issue) and stays within the result budget (about 8,000 tokens).";
 
-const COMMENT_DESCRIPTION: &str = "Add a comment to an issue. Returns the issue with all its \
-comments, the new `comment`, and `replayed` (a run that may not read issues gets only the \
+const COMMENT_DESCRIPTION: &str = "Add a comment to an issue. Returns the issue with its \
+latest 10 comments (comment_count and comments_cursor as in get_issue; the answer stays within \
+the result budget of about 8,000 tokens), the new `comment`, and `replayed` (a run that may not read issues gets only the \
 issue's id, version and updated_at with the new `comment` and `replayed`). `issue_id` is an issue id exactly as \
 create_issue or list_issues returned it (iss_ followed by 26 characters). Pass an \
 `idempotency_key` when you might retry: the same key with the same arguments returns the \
@@ -432,7 +451,38 @@ fn create_input() -> Value {
 
 fn get_input() -> Value {
     object(
-        json!({ "id": issue_id_schema("The issue to read.") }),
+        json!({
+            "id": issue_id_schema("The issue to read."),
+            "comments_before": {
+                "type": "string",
+                "pattern": COMMENT_ID_PATTERN,
+                "minLength": 30,
+                "maxLength": 30,
+                "description": "The comments_cursor of an earlier get_issue answer for this \
+                                issue, unchanged: the answer then holds the comments before \
+                                that one. Omit for the latest comments.",
+            },
+            "comments_limit": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": limits::COMMENTS_MAX,
+                "default": COMMENTS_DEFAULT,
+                "description": format!(
+                    "Most comments in the answer, 1-{}; defaults to {COMMENTS_DEFAULT}. The \
+                     result budget may hold fewer (then `truncated` says so).",
+                    limits::COMMENTS_MAX
+                ),
+            },
+            "body_offset": {
+                "type": "integer",
+                "minimum": 0,
+                "maximum": limits::BODY_MAX_BYTES,
+                "default": 0,
+                "description": "Start the body at this byte: the next_offset of an earlier \
+                                answer's body_truncated, unchanged, to read the rest of a body \
+                                too long for one answer.",
+            },
+        }),
         &["id"],
     )
 }
@@ -480,6 +530,26 @@ fn list_input() -> Value {
                 "The next_cursor of the previous page, unchanged, to read the next page. \
                  Omit for the first page."
             ),
+            "fields": {
+                "type": "array",
+                "items": { "type": "string", "enum": SELECTABLE_FIELDS },
+                "uniqueItems": true,
+                "description": "Fields to add to each summary, by name; a field an issue \
+                                does not have is left out. \"body\" replaces the excerpt with \
+                                the whole body, \"comments\" adds every comment.",
+            },
+            "include_body": {
+                "type": "boolean",
+                "default": false,
+                "description": "true: each issue's whole body instead of the excerpt.",
+            },
+            "include_comments": {
+                "type": "integer",
+                "minimum": 0,
+                "maximum": limits::COMMENTS_MAX,
+                "description": "Add each issue's latest N comments (with older_comments and \
+                                comments_cursor for get_issue). Omit for none.",
+            },
         }),
         &[],
     )
@@ -575,6 +645,27 @@ fn issue_schema() -> Value {
                 "type": "array",
                 "items": comment_schema("A comment, oldest first."),
             },
+            "comment_count": {
+                "type": "integer",
+                "minimum": 0,
+                "description": "Comments the issue has, shown or not.",
+            },
+            "older_comments": {
+                "type": "integer",
+                "minimum": 0,
+                "description": "Comments older than those shown, left out of this answer.",
+            },
+            "comments_cursor": {
+                "type": ["string", "null"],
+                "description": "Pass as get_issue's comments_before for the older comments; \
+                                null when none is left out.",
+            },
+            "truncated": truncated_schema("comments"),
+            "body_truncated": body_truncated_schema(),
+            "body_offset": {
+                "type": "integer",
+                "description": "The body shown starts at this byte (get_issue's body_offset).",
+            },
         },
         "required": [
             "id", "tenant", "title", "body", "state", "labels", "priority", "author",
@@ -583,27 +674,119 @@ fn issue_schema() -> Value {
     })
 }
 
+/// An answer about one whole issue: the issue with its window of comments.
+fn issue_answer_schema() -> Value {
+    let mut schema = issue_schema();
+    if let Some(Value::Array(required)) = schema.get_mut("required") {
+        for name in ["comment_count", "older_comments", "comments_cursor"] {
+            required.push(Value::from(name));
+        }
+    }
+    schema
+}
+
+/// What a cut to fit the result budget left out (absent or null: nothing).
+fn truncated_schema(what: &str) -> Value {
+    json!({
+        "type": ["object", "null"],
+        "description": format!(
+            "Present when this answer was cut to fit the result budget: how many {what} were \
+             left out and how to get them."
+        ),
+        "properties": {
+            "reason": { "type": "string" },
+            "omitted_count": { "type": "integer", "minimum": 0 },
+            "omitted": { "type": "string", "enum": ["issues", "comments"] },
+            "how": { "type": "string", "description": "The call that gets what was left out." },
+        },
+        "required": ["reason", "omitted_count", "omitted", "how"],
+    })
+}
+
+fn body_truncated_schema() -> Value {
+    json!({
+        "type": "object",
+        "description": "Present when the body was too long for the result budget: the bytes \
+                        shown and where the rest starts.",
+        "properties": {
+            "reason": { "type": "string" },
+            "offset": { "type": "integer", "minimum": 0 },
+            "kept_bytes": { "type": "integer", "minimum": 0 },
+            "next_offset": { "type": "integer", "minimum": 0 },
+            "total_bytes": { "type": "integer", "minimum": 0 },
+            "how": { "type": "string" },
+        },
+        "required": ["reason", "kept_bytes", "total_bytes", "how"],
+    })
+}
+
+/// One issue of a list page: the summary, plus the fields asked for.
+/// Open to new properties, like the issue.
+fn summary_schema() -> Value {
+    let full = issue_schema();
+    let mut properties = full["properties"].as_object().cloned().unwrap_or_default();
+    properties.remove("tenant");
+    for (name, property) in [
+        (
+            "author_run",
+            json!({ "type": "string", "description": "The run that created the issue." }),
+        ),
+        (
+            "excerpt",
+            json!({
+                "type": "string",
+                "description": format!(
+                    "The start of the body on one line, at most {EXCERPT_CHARS} characters; \
+                     ends with … when cut."
+                ),
+            }),
+        ),
+        (
+            "excerpt_cut",
+            json!({
+                "type": "boolean",
+                "description": "true when the body goes on past the excerpt: pass \
+                                include_body=true or call get_issue for all of it.",
+            }),
+        ),
+    ] {
+        properties.insert(name.to_owned(), property);
+    }
+    json!({
+        "type": "object",
+        "properties": properties,
+        "required": [
+            "id", "title", "state", "labels", "priority", "author_run", "updated_at",
+            "version", "comment_count",
+        ],
+    })
+}
+
 fn list_output() -> Value {
     json!({
         "type": "object",
         "properties": {
-            "issues": { "type": "array", "items": issue_schema() },
+            "issues": { "type": "array", "items": summary_schema() },
             "next_cursor": {
                 "type": ["string", "null"],
                 "description": "Pass as cursor for the next page; null on the last page.",
             },
+            "truncated": truncated_schema("issues"),
         },
-        "required": ["issues", "next_cursor"],
+        "required": ["issues", "next_cursor", "truncated"],
     })
 }
 
 fn create_output() -> Value {
-    with_properties(issue_schema(), [("replayed", replayed_schema("issue"))])
+    with_properties(
+        issue_answer_schema(),
+        [("replayed", replayed_schema("issue"))],
+    )
 }
 
 fn comment_output() -> Value {
     with_properties(
-        issue_schema(),
+        issue_answer_schema(),
         [
             ("comment", comment_schema("The comment this call added.")),
             ("replayed", replayed_schema("comment")),

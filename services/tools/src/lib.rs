@@ -9,18 +9,26 @@
 //! into domain types, takes the tenant and author from the grant alone
 //! (no tool has a tenant argument), bounds every store call with a timeout,
 //! and leaves one [`AuditRecord`](corkboard_board::AuditRecord) per call.
+//! Every answer is projected (`view`: summaries, chosen fields, a window
+//! of comments), rendered as text (`render`) and kept within one byte
+//! budget (`budget`) in one place, whatever the store returned.
 
 #![forbid(unsafe_code)]
 
 mod args;
 mod audit;
+mod budget;
 mod credential;
 mod defs;
 mod error;
+mod render;
 mod service;
+mod view;
 
 pub use audit::{AuditSink, MemoryAuditSink, NoopAuditSink};
+pub use budget::{DEFAULT_RESULT_BUDGET, ENVELOPE_BYTES, MIN_RESULT_BUDGET};
 pub use credential::{ResolvedGrant, resolve_bearer};
 pub use defs::{BoardTool, ToolSpec, tool_set, vocabulary};
 pub use error::ToolsError;
 pub use service::{BoardTools, DEFAULT_STORE_TIMEOUT, server_identity};
+pub use view::{COMMENTS_DEFAULT, EXCERPT_CHARS, SELECTABLE_FIELDS};

@@ -2,9 +2,11 @@
 
 use crate::args;
 use crate::audit::AuditSink;
+use crate::budget::{self, Answer, DEFAULT_RESULT_BUDGET, MIN_RESULT_BUDGET};
 use crate::credential::{ResolvedGrant, resolve_bearer};
 use crate::defs::{BoardTool, tool_set};
 use crate::error::ToolsError;
+use crate::view::{self, CommentWindow};
 use async_trait::async_trait;
 use corkboard_board::{
     ArgumentsHash, AuditOutcome, AuditRecord, Author, IssueId, IssueStore, StoreError, Timestamp,
@@ -32,7 +34,13 @@ to move it between states (inbox, triage, todo, in_progress, blocked, done, clos
 change its labels and priority, add_comment to record progress. Issue ids look like \
 iss_01JD3Z9Q4X8M2N6P7R5S1T0V9W: always quote them exactly as a tool returned them, never \
 shorten, guess or retype them. Pass an idempotency_key to create_issue and add_comment when \
-you might retry, and expected_version to update_issue. An error starting with \"board \
+you might retry, and expected_version to update_issue. Every answer fits a budget of about \
+8,000 tokens (32,000 bytes unless the operator set another): list_issues returns short \
+summaries (ask for more with fields, include_body or include_comments, or read one issue with \
+get_issue), get_issue the latest 10 comments (comments_cursor reaches the older ones). An \
+answer that would be larger is cut at an issue or comment boundary and says so in \
+`truncated` (what was left out and the call that gets it) and, for a body, in \
+`body_truncated`; nothing is dropped silently. An error starting with \"board \
 unavailable\" is temporary: wait a few seconds and retry.";
 
 /// Who the board says it is in `initialize` and `server/discover`.
@@ -59,12 +67,15 @@ pub struct BoardTools {
     /// Meters each run's requests (HTTP, and each request of a batch);
     /// none: unmetered (stdio, where the caller is one local process).
     limiter: Option<Arc<dyn RateLimiter>>,
+    /// Bytes one successful answer may cost (see `budget`).
+    result_budget: usize,
 }
 
 impl std::fmt::Debug for BoardTools {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BoardTools")
             .field("store_timeout", &self.store_timeout)
+            .field("result_budget", &self.result_budget)
             .field("identity", &self.identity.name)
             .finish_non_exhaustive()
     }
@@ -123,10 +134,10 @@ impl BoardTools {
     }
 }
 
-/// What a successful call produced: the structured result and the issue it
-/// touched, for the audit record.
+/// What a successful call produced: the answer (structured and text,
+/// within the budget) and the issue it touched, for the audit record.
 struct Success {
-    value: Value,
+    answer: Answer,
     issue: Option<IssueId>,
 }
 
@@ -144,7 +155,20 @@ impl BoardTools {
             identity: server_identity(),
             metrics: None,
             limiter: None,
+            result_budget: DEFAULT_RESULT_BUDGET,
         }
+    }
+
+    /// Bounds every successful answer to `bytes` (structured JSON, text
+    /// block and envelope; at least [`MIN_RESULT_BUDGET`], which a smaller
+    /// value is raised to: configuration refuses one).
+    pub fn with_result_budget(mut self, bytes: usize) -> Self {
+        self.result_budget = bytes.max(MIN_RESULT_BUDGET);
+        self
+    }
+
+    pub fn result_budget(&self) -> usize {
+        self.result_budget
     }
 
     /// Counts tool calls by tool and outcome.
@@ -222,21 +246,32 @@ impl BoardTools {
         match tool {
             BoardTool::ListIssues => {
                 let query = args::list(arguments)?;
+                let shown = args::list_view(arguments)?;
                 let page = self
                     .bounded(None, self.store.list_issues(tenant, &query))
                     .await?;
+                let items = page
+                    .issues
+                    .iter()
+                    .map(|issue| view::summary(to_json(issue)?, &shown))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let cursor = page.next_cursor.map(|c| c.as_str().to_owned());
                 Ok(Success {
-                    value: to_json(&page)?,
+                    answer: budget::page(items, cursor, self.result_budget),
                     issue: None,
                 })
             }
             BoardTool::GetIssue => {
                 let id = args::get(arguments)?;
+                let (window, body_offset) = args::issue_view(arguments)?;
                 let issue = self
                     .bounded(Some(&id), self.store.get_issue(tenant, &id))
                     .await?;
+                let mut value = view::issue(to_json(&issue)?, &window)?;
+                view::skip_body(&mut value, body_offset)?;
+                let headline = format!("get_issue: issue {id}");
                 Ok(Success {
-                    value: to_json(&issue)?,
+                    answer: budget::issue(value, &headline, self.result_budget),
                     issue: Some(id),
                 })
             }
@@ -250,10 +285,18 @@ impl BoardTools {
                     )
                     .await?;
                 let id = created.issue.id.clone();
-                let mut value = to_json(&created.issue)?;
+                let mut value = view::issue(to_json(&created.issue)?, &CommentWindow::default())?;
                 insert(&mut value, "replayed", Value::Bool(created.replayed));
+                let headline = if created.replayed {
+                    format!(
+                        "create_issue: replayed; issue {id} was created by the earlier call with \
+                         this idempotency_key"
+                    )
+                } else {
+                    format!("create_issue: created issue {id}")
+                };
                 Ok(Success {
-                    value,
+                    answer: budget::issue(value, &headline, self.result_budget),
                     issue: Some(id),
                 })
             }
@@ -271,8 +314,14 @@ impl BoardTools {
                             .update_issue(tenant, &id, patch, expected_version),
                     )
                     .await?;
+                let headline = format!(
+                    "update_issue: issue {id} is now at version {}",
+                    issue.version
+                );
                 let mut value = to_json(&issue)?;
-                if !tool.answers_whole_issue(&grant.capabilities) {
+                if tool.answers_whole_issue(&grant.capabilities) {
+                    value = view::issue(value, &CommentWindow::default())?;
+                } else {
                     // Only what this call wrote: the grant may not read the rest.
                     retain(
                         &mut value,
@@ -280,7 +329,7 @@ impl BoardTools {
                     );
                 }
                 Ok(Success {
-                    value,
+                    answer: budget::issue(value, &headline, self.result_budget),
                     issue: Some(id),
                 })
             }
@@ -295,15 +344,29 @@ impl BoardTools {
                     )
                     .await?;
                 let mut value = to_json(&added.issue)?;
-                if !tool.answers_whole_issue(&grant.capabilities) {
+                if tool.answers_whole_issue(&grant.capabilities) {
+                    value = view::issue(value, &CommentWindow::default())?;
+                } else {
                     // Not the body nor the other comments: this grant may
                     // write a comment, not read the issue.
                     retain(&mut value, &["id", "version", "updated_at"]);
                 }
                 insert(&mut value, "comment", to_json(&added.comment)?);
                 insert(&mut value, "replayed", Value::Bool(added.replayed));
+                let headline = if added.replayed {
+                    format!(
+                        "add_comment: replayed; comment {} on issue {id} was added by the \
+                         earlier call with this idempotency_key",
+                        added.comment.id
+                    )
+                } else {
+                    format!(
+                        "add_comment: added comment {} to issue {id}",
+                        added.comment.id
+                    )
+                };
                 Ok(Success {
-                    value,
+                    answer: budget::issue(value, &headline, self.result_budget),
                     issue: Some(id),
                 })
             }
@@ -443,12 +506,12 @@ impl ToolBackend for BoardTools {
             issue,
         );
         match result {
-            Ok(Success { value, .. }) => ToolOutput {
-                // No text of its own: the MCP renderer sends the structured
-                // JSON as the text block too (for clients before 2025-06-18
-                // that only read content blocks), serialised once.
-                text: String::new(),
-                structured: Some(value),
+            Ok(Success { answer, .. }) => ToolOutput {
+                // Its own text, not the JSON again: clients that read only
+                // `content` get the same answer in a compact form, and both
+                // blocks together stay within the budget.
+                text: answer.text,
+                structured: Some(answer.structured),
                 is_error: false,
             },
             Err(err) => {

@@ -12,7 +12,9 @@ use corkboard_board::{
 use corkboard_grants::{MemoryRegistry, RegistryError, RunToken, TokenHash, TokenRegistry};
 use corkboard_mcp::{AuthRejection, Authenticate, Principal, ToolBackend, ToolCall, ToolOutput};
 use corkboard_store_sqlite::SqliteStore;
-use corkboard_tools::{BoardTools, MemoryAuditSink, ResolvedGrant};
+use corkboard_tools::{
+    BoardTools, DEFAULT_RESULT_BUDGET, ENVELOPE_BYTES, MemoryAuditSink, ResolvedGrant,
+};
 use serde_json::{Map, Value, json};
 use std::future::Future;
 use std::sync::Arc;
@@ -80,9 +82,24 @@ impl Fixture {
         let out = self.call(principal, name, args).await;
         ensure!(!out.is_error, "{name} failed: {}", out.text);
         let structured = out.structured.context("no structured result")?;
-        // No text of its own: the renderer sends the structured JSON as
-        // the text block (checked by the MCP endpoint's tests).
-        ensure!(out.text.is_empty(), "{}", out.text);
+        // Its own text block, a rendering of the same answer for clients
+        // that read only `content`: it quotes the issue ids exactly.
+        ensure!(!out.text.is_empty(), "{name}: no text block");
+        if let Some(id) = structured["id"].as_str() {
+            ensure!(
+                out.text.contains(id),
+                "{name}: text lacks {id}: {}",
+                out.text
+            );
+        }
+        for issue in structured["issues"].as_array().into_iter().flatten() {
+            let id = issue["id"].as_str().unwrap_or_default();
+            ensure!(
+                out.text.contains(id),
+                "{name}: text lacks {id}: {}",
+                out.text
+            );
+        }
         Ok(structured)
     }
 
@@ -1008,6 +1025,300 @@ async fn a_grant_that_may_write_but_not_read_sees_only_what_it_wrote() -> Result
         assert_eq!(whole["title"], "Secret plan");
         assert_eq!(whole["comments"].as_array().map(Vec::len), Some(3));
         matches_declared_schema(&f, &reader, "update_issue", &whole)?;
+        Ok(())
+    })
+    .await
+}
+
+// ---------------------------------------------------------------------------
+// The result budget
+
+/// Bytes an answer costs against the budget: the structured JSON, the text
+/// block as a JSON string, and the renderer's envelope (the MCP endpoint
+/// tests in tests/mcp_interop.rs measure the real wire bytes).
+fn answer_bytes(out: &ToolOutput) -> usize {
+    let structured = out.structured.as_ref().map_or(0, |s| s.to_string().len());
+    structured + Value::from(out.text.as_str()).to_string().len() + ENVELOPE_BYTES
+}
+
+/// Prose of about `bytes` bytes, in words, as agents write it.
+fn prose(seed: usize, bytes: usize) -> String {
+    let words = [
+        "the", "build", "fails", "when", "cache", "is", "cold", "and", "retry", "works",
+    ];
+    let mut out = String::new();
+    let mut i = seed;
+    while out.len() < bytes {
+        out.push_str(words[i % words.len()]);
+        out.push(if i % 13 == 12 { '\n' } else { ' ' });
+        i += 7;
+    }
+    out
+}
+
+/// The board of the budget issue: 60 issues with 2 KB bodies and 3
+/// comments each; returns their ids, oldest first.
+async fn sixty_issue_board(f: &Fixture, p: &ResolvedGrant) -> Result<Vec<String>> {
+    let mut ids = Vec::new();
+    for i in 0..60 {
+        let issue = f
+            .ok(
+                p,
+                "create_issue",
+                json!({
+                    "title": format!("Flaky integration test number {i} on the CI runners"),
+                    "body": prose(i, 2_048),
+                    "labels": ["bug", "area:ci"],
+                    "priority": "high",
+                }),
+            )
+            .await?;
+        let id = issue["id"].as_str().context("id")?.to_owned();
+        for c in 0..3 {
+            f.ok(
+                p,
+                "add_comment",
+                json!({"issue_id": id, "body": prose(c, 400)}),
+            )
+            .await?;
+        }
+        ids.push(id);
+    }
+    Ok(ids)
+}
+
+#[tokio::test]
+async fn the_default_list_of_a_sixty_issue_board_fits_the_budget_and_pages_to_the_end() -> Result<()>
+{
+    guarded(async {
+        let f = Fixture::new()?;
+        let p = f.principal("acme", "run-1", ALL).await?;
+        let ids = sixty_issue_board(&f, &p).await?;
+        let out = f.call(&p, "list_issues", json!({})).await;
+        ensure!(!out.is_error, "{}", out.text);
+        let bytes = answer_bytes(&out);
+        ensure!(bytes <= DEFAULT_RESULT_BUDGET, "{bytes} bytes");
+        let page = out.structured.clone().context("structured")?;
+        matches_declared_schema(&f, &p, "list_issues", &page)?;
+        let shown = page["issues"].as_array().context("issues")?;
+        // Cut by the budget below the page size of 50, and it says so.
+        ensure!(
+            shown.len() < 50 && shown.len() >= 20,
+            "{} shown",
+            shown.len()
+        );
+        let last = shown.last().context("last")?["id"].clone();
+        assert_eq!(page["next_cursor"], last);
+        assert_eq!(page["truncated"]["omitted"], "issues");
+        assert_eq!(page["truncated"]["omitted_count"], 50 - shown.len());
+        let how = page["truncated"]["how"].as_str().context("how")?;
+        ensure!(how.contains(last.as_str().unwrap_or_default()), "{how}");
+        ensure!(out.text.contains("CUT:"), "{}", out.text);
+        for summary in shown {
+            matches_declared_schema(
+                &f,
+                &p,
+                "list_issues",
+                &json!({"issues": [summary], "next_cursor": null, "truncated": null}),
+            )?;
+            assert_eq!(summary["comment_count"], 3);
+            assert_eq!(summary["excerpt_cut"], true);
+            assert_eq!(summary["author_run"], "run-1");
+            ensure!(summary.get("body").is_none() && summary.get("comments").is_none());
+        }
+        // Following the cursors reaches every issue exactly once, newest first.
+        let mut seen: Vec<String> = Vec::new();
+        let mut cursor = Value::Null;
+        loop {
+            let mut args = json!({});
+            if !cursor.is_null() {
+                args["cursor"] = cursor.clone();
+            }
+            let out = f.call(&p, "list_issues", args).await;
+            ensure!(answer_bytes(&out) <= DEFAULT_RESULT_BUDGET);
+            let page = out.structured.context("structured")?;
+            seen.extend(
+                page["issues"]
+                    .as_array()
+                    .context("issues")?
+                    .iter()
+                    .map(|i| i["id"].as_str().unwrap_or_default().to_owned()),
+            );
+            cursor = page["next_cursor"].clone();
+            if cursor.is_null() {
+                break;
+            }
+        }
+        let newest_first: Vec<String> = ids.iter().rev().cloned().collect();
+        assert_eq!(seen, newest_first);
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn list_fields_and_includes_add_what_they_name_and_nothing_else() -> Result<()> {
+    guarded(async {
+        let f = Fixture::new()?;
+        let p = f.principal("acme", "run-1", ALL).await?;
+        let issue = f
+            .ok(&p, "create_issue", json!({"title": "T", "body": "short body"}))
+            .await?;
+        let id = issue["id"].as_str().context("id")?;
+        for c in 0..4 {
+            f.ok(&p, "add_comment", json!({"issue_id": id, "body": format!("c{c}")}))
+                .await?;
+        }
+        let page = f
+            .ok(
+                &p,
+                "list_issues",
+                json!({"include_body": true, "include_comments": 2, "fields": ["created_at", "author"]}),
+            )
+            .await?;
+        matches_declared_schema(&f, &p, "list_issues", &page)?;
+        let item = &page["issues"][0];
+        assert_eq!(item["body"], "short body");
+        ensure!(item.get("excerpt").is_none());
+        assert_eq!(item["author"]["run"], "run-1");
+        ensure!(item["created_at"].is_string());
+        let bodies: Vec<&str> = item["comments"]
+            .as_array()
+            .context("comments")?
+            .iter()
+            .filter_map(|c| c["body"].as_str())
+            .collect();
+        assert_eq!(bodies, ["c2", "c3"]);
+        assert_eq!(item["older_comments"], 2);
+        assert_eq!(item["comment_count"], 4);
+        ensure!(item.get("tenant").is_none());
+        // The default summary carries the whole short body as its excerpt.
+        let plain = f.ok(&p, "list_issues", json!({})).await?;
+        assert_eq!(plain["issues"][0]["excerpt"], "short body");
+        ensure!(plain["issues"][0].get("excerpt_cut").is_none());
+        let err = f
+            .error(&p, "list_issues", json!({"fields": ["secrets"]}))
+            .await?;
+        ensure!(err.contains("fields") && err.contains("created_at"), "{err}");
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn get_issue_pages_five_hundred_comments_within_the_budget_each_seen_once() -> Result<()> {
+    guarded(async {
+        let f = Fixture::new()?;
+        let p = f.principal("acme", "run-1", ALL).await?;
+        let issue = f
+            .ok(
+                &p,
+                "create_issue",
+                json!({"title": "Long thread", "body": prose(0, 2_048)}),
+            )
+            .await?;
+        let id = issue["id"].as_str().context("id")?.to_owned();
+        let mut comments = Vec::new();
+        for c in 0..500 {
+            let out = f
+                .call(
+                    &p,
+                    "add_comment",
+                    json!({"issue_id": id, "body": prose(c, 300)}),
+                )
+                .await;
+            ensure!(!out.is_error, "{}", out.text);
+            ensure!(answer_bytes(&out) <= DEFAULT_RESULT_BUDGET);
+            let added = out.structured.context("structured")?;
+            comments.push(
+                added["comment"]["id"]
+                    .as_str()
+                    .context("comment id")?
+                    .to_owned(),
+            );
+        }
+        // The default: the latest 10, and the way to the rest.
+        let out = f.call(&p, "get_issue", json!({"id": id})).await;
+        ensure!(answer_bytes(&out) <= DEFAULT_RESULT_BUDGET);
+        let got = out.structured.clone().context("structured")?;
+        matches_declared_schema(&f, &p, "get_issue", &got)?;
+        assert_eq!(got["comment_count"], 500);
+        assert_eq!(got["older_comments"], 490);
+        assert_eq!(got["comments"].as_array().map(Vec::len), Some(10));
+        assert_eq!(got["comments_cursor"], comments[490].as_str());
+        ensure!(got.get("truncated").is_none());
+        ensure!(out.text.contains(&comments[490]), "{}", out.text);
+        // As many as the budget holds per answer, paging back to the first.
+        let mut seen: Vec<String> = Vec::new();
+        let mut args = json!({"id": id, "comments_limit": 500});
+        let mut answers = 0;
+        loop {
+            let out = f.call(&p, "get_issue", args.clone()).await;
+            ensure!(!out.is_error, "{}", out.text);
+            let bytes = answer_bytes(&out);
+            ensure!(bytes <= DEFAULT_RESULT_BUDGET, "{bytes} bytes");
+            let got = out.structured.context("structured")?;
+            let page: Vec<String> = got["comments"]
+                .as_array()
+                .context("comments")?
+                .iter()
+                .map(|c| c["id"].as_str().unwrap_or_default().to_owned())
+                .collect();
+            ensure!(!page.is_empty());
+            seen.splice(0..0, page);
+            answers += 1;
+            match got["comments_cursor"].as_str() {
+                Some(cursor) => {
+                    let how = got["truncated"]["how"].as_str().context("how")?;
+                    ensure!(how.contains(cursor), "{how}");
+                    args["comments_before"] = json!(cursor);
+                }
+                None => break,
+            }
+        }
+        assert_eq!(seen, comments, "every comment once, in order");
+        ensure!(answers > 3, "{answers} answers: the budget cut them");
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_body_longer_than_the_budget_is_read_whole_through_body_offset() -> Result<()> {
+    guarded(async {
+        let f = Fixture::new()?;
+        let p = f.principal("acme", "run-1", ALL).await?;
+        let body = prose(3, corkboard_board::limits::BODY_MAX_BYTES - 20) + "é";
+        let issue = f
+            .call(&p, "create_issue", json!({"title": "Huge", "body": body}))
+            .await;
+        ensure!(answer_bytes(&issue) <= DEFAULT_RESULT_BUDGET);
+        let id = issue.structured.context("structured")?["id"].clone();
+        let mut read = String::new();
+        let mut args = json!({"id": id});
+        loop {
+            let out = f.call(&p, "get_issue", args.clone()).await;
+            ensure!(!out.is_error, "{}", out.text);
+            ensure!(answer_bytes(&out) <= DEFAULT_RESULT_BUDGET);
+            let got = out.structured.context("structured")?;
+            read.push_str(got["body"].as_str().context("body")?);
+            match got.get("body_truncated") {
+                Some(cut) => {
+                    assert_eq!(cut["total_bytes"], body.len());
+                    args["body_offset"] = cut["next_offset"].clone();
+                }
+                None => break,
+            }
+        }
+        assert_eq!(read, body);
+        let err = f
+            .error(
+                &p,
+                "get_issue",
+                json!({"id": id, "body_offset": body.len() - 1}),
+            )
+            .await?;
+        ensure!(err.contains("body_offset"), "{err}");
         Ok(())
     })
     .await

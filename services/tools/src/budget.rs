@@ -1,0 +1,529 @@
+//! The byte budget of every tool result, and the one cutter that keeps an
+//! answer within it.
+//!
+//! What counts: the structured JSON plus the text block as they go on the
+//! wire (the text JSON-escaped), plus [`ENVELOPE_BYTES`] for what the MCP
+//! renderer wraps around them (`content`, `isError`, `resultType`,
+//! `_meta`). That is the whole `result` of the `tools/call` response in
+//! every revision, the larger of what a client reads (`structuredContent`
+//! or `content`) and what it receives.
+//!
+//! An answer over budget is cut at an item boundary, never in the middle
+//! of a JSON value, and says so where it was cut: a list page ends early
+//! (its `next_cursor` then continues after the last issue shown) with a
+//! page-level `truncated`; an issue drops its oldest comments (keeping the
+//! newest, `comments_cursor` reaching the rest) with an issue-level
+//! `truncated`; a body too long for any answer is shortened and carries
+//! `body_truncated` with the offset to read on from.
+
+use crate::render;
+use crate::view;
+use serde_json::{Map, Value, json};
+
+/// Bytes of one tool result when the operator does not choose:
+/// about 8,000 tokens at 4 bytes a token, under the 10,000 tokens at which
+/// Claude Code warns about an MCP result.
+pub const DEFAULT_RESULT_BUDGET: usize = 32_000;
+
+/// The smallest budget that holds any one issue summary whole (a title of
+/// 200 characters, 20 labels of 50, escaped, twice) with room to spare.
+pub const MIN_RESULT_BUDGET: usize = 16_384;
+
+/// What the MCP renderer adds around the structured JSON and the text (the
+/// `content` array, `isError`, and from 2026-07-28 `resultType` and the
+/// server's `_meta`), rounded up.
+pub const ENVELOPE_BYTES: usize = 512;
+
+/// A successful answer: its structured result and its text block.
+#[derive(Debug, Clone)]
+pub(crate) struct Answer {
+    pub structured: Value,
+    pub text: String,
+}
+
+impl Answer {
+    /// The bytes this answer costs against the budget.
+    pub fn size(&self) -> usize {
+        json_len(&self.structured) + string_len(&self.text) + ENVELOPE_BYTES
+    }
+}
+
+/// Bytes of `value` as compact JSON.
+pub(crate) fn json_len(value: &Value) -> usize {
+    let mut counter = Counter(0);
+    // Writing into a counter cannot fail.
+    let _ = serde_json::to_writer(&mut counter, value);
+    counter.0
+}
+
+/// Bytes of `text` as a JSON string (quotes and escapes included).
+fn string_len(text: &str) -> usize {
+    let mut counter = Counter(0);
+    let _ = serde_json::to_writer(&mut counter, text);
+    counter.0
+}
+
+struct Counter(usize);
+
+impl std::io::Write for Counter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn reason(budget: usize) -> String {
+    format!(
+        "one result is limited to {budget} bytes, about {} tokens (max_result_bytes)",
+        budget / 4
+    )
+}
+
+/// A `list_issues` page of `items` (summaries), `next_cursor` as the
+/// store gave it, within `budget`.
+pub(crate) fn page(mut items: Vec<Value>, next_cursor: Option<String>, budget: usize) -> Answer {
+    let whole = page_answer(items.clone(), next_cursor.clone(), Value::Null);
+    if whole.size() <= budget || items.is_empty() {
+        return whole;
+    }
+    let total = items.len();
+    // Estimate how many fit from each item's own cost, then check the
+    // real answer and step back while it is over (estimates of separators
+    // and the note are close, not exact).
+    let base = page_answer(
+        Vec::new(),
+        Some(id_of(&items[0]).unwrap_or_default()),
+        page_note(budget, total, "iss_00000000000000000000000000"),
+    )
+    .size();
+    let mut used = base;
+    let mut fit = 0;
+    for item in &items {
+        let cost = json_len(item) + 1 + render::item(item).len() + 2;
+        if used + cost > budget {
+            break;
+        }
+        used += cost;
+        fit += 1;
+    }
+    let mut fit = fit.max(1);
+    while fit > 1 && cut_page(&items[..fit], total, &next_cursor, budget).size() > budget {
+        fit -= 1;
+    }
+    let answer = cut_page(&items[..fit], total, &next_cursor, budget);
+    if answer.size() <= budget {
+        return answer;
+    }
+    // The first issue alone is over: shrink it (comments, then its body).
+    let mut first = items.swap_remove(0);
+    if let Value::Object(map) = &mut first {
+        shrink(map, budget, &|map: &Map<String, Value>| {
+            cut_page(&[Value::Object(map.clone())], total, &next_cursor, budget).size()
+        });
+    }
+    cut_page(&[first], total, &next_cursor, budget)
+}
+
+/// The first `shown` of a page of `total` issues: when it ends early, its
+/// cursor continues after the last issue shown and a note says so.
+fn cut_page(shown: &[Value], total: usize, next_cursor: &Option<String>, budget: usize) -> Answer {
+    let omitted = total - shown.len();
+    match shown.last().and_then(id_of) {
+        Some(last) if omitted > 0 => {
+            let note = page_note(budget, omitted, &last);
+            page_answer(shown.to_vec(), Some(last), note)
+        }
+        _ => page_answer(shown.to_vec(), next_cursor.clone(), Value::Null),
+    }
+}
+
+fn page_note(budget: usize, omitted: usize, cursor: &str) -> Value {
+    json!({
+        "reason": reason(budget),
+        "omitted_count": omitted,
+        "omitted": "issues",
+        "how": format!(
+            "call list_issues again with the same arguments and cursor=\"{cursor}\" for them \
+             (and the pages after), or ask for fewer fields"
+        ),
+    })
+}
+
+fn page_answer(items: Vec<Value>, next_cursor: Option<String>, truncated: Value) -> Answer {
+    let structured = json!({
+        "issues": items,
+        "next_cursor": next_cursor,
+        "truncated": truncated,
+    });
+    let text = render::page(&structured);
+    Answer { structured, text }
+}
+
+fn id_of(item: &Value) -> Option<String> {
+    item.get("id").and_then(Value::as_str).map(str::to_owned)
+}
+
+/// An answer about one issue (`value`: its JSON as `view::issue` shaped
+/// it, perhaps with more members), within `budget`; `headline` starts its
+/// text.
+pub(crate) fn issue(value: Value, headline: &str, budget: usize) -> Answer {
+    let build = |structured: Value| {
+        let text = render::issue(&structured, headline);
+        Answer { structured, text }
+    };
+    let answer = build(value);
+    if answer.size() <= budget {
+        return answer;
+    }
+    let Value::Object(mut map) = answer.structured else {
+        return answer;
+    };
+    shrink(&mut map, budget, &|map: &Map<String, Value>| {
+        build(Value::Object(map.clone())).size()
+    });
+    build(Value::Object(map))
+}
+
+/// Makes an issue-like object cost at most `budget` as `measure` counts
+/// it: first its oldest comments go (the newest stays), then its body is
+/// shortened, then the kept comment's body. Each cut is recorded on the
+/// object itself.
+fn shrink(
+    map: &mut Map<String, Value>,
+    budget: usize,
+    measure: &dyn Fn(&Map<String, Value>) -> usize,
+) {
+    let id = map
+        .get("id")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let over = measure(map).saturating_sub(budget);
+    if over == 0 {
+        return;
+    }
+    // 1. The oldest comments, estimated from each one's own cost.
+    if let Some(Value::Array(comments)) = map.get("comments")
+        && comments.len() > 1
+    {
+        let mut dropped = 0;
+        let mut freed = 0;
+        for comment in &comments[..comments.len() - 1] {
+            if freed >= over {
+                break;
+            }
+            let mut text = String::new();
+            render::comment_line(&mut text, comment);
+            freed += json_len(comment) + 1 + text.len();
+            dropped += 1;
+        }
+        drop_comments(map, dropped, budget, &id);
+        // Step back while the estimate was short.
+        loop {
+            let shown = map
+                .get("comments")
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len);
+            if measure(map) <= budget || shown <= 1 {
+                break;
+            }
+            drop_comments(map, 1, budget, &id);
+        }
+    }
+    // 2. The body.
+    if measure(map) > budget {
+        cut_body(map, budget, measure, &id);
+    }
+    // 3. The body of the one comment kept.
+    if measure(map) > budget {
+        let kept = map
+            .get("comments")
+            .and_then(Value::as_array)
+            .is_some_and(|c| !c.is_empty());
+        if kept {
+            cut_comment_body(map, budget, measure, &id);
+        }
+    }
+}
+
+/// Drops the `n` oldest comments shown and says so.
+fn drop_comments(map: &mut Map<String, Value>, n: usize, budget: usize, id: &str) {
+    if n == 0 {
+        return;
+    }
+    if let Some(Value::Array(comments)) = map.get_mut("comments") {
+        comments.drain(..n.min(comments.len()));
+    }
+    let older = map
+        .get("older_comments")
+        .and_then(Value::as_u64)
+        .unwrap_or(0) as usize;
+    view::set_older(map, older + n);
+    let omitted = map
+        .get("truncated")
+        .and_then(|t| t.get("omitted_count"))
+        .and_then(Value::as_u64)
+        .unwrap_or(0) as usize
+        + n;
+    let cursor = map.get("comments_cursor").cloned().unwrap_or(Value::Null);
+    map.insert(
+        "truncated".to_owned(),
+        json!({
+            "reason": reason(budget),
+            "omitted_count": omitted,
+            "omitted": "comments",
+            "how": format!(
+                "call get_issue with id=\"{id}\" and comments_before={cursor} for the older \
+                 comments (comments_limit sets how many per answer)"
+            ),
+        }),
+    );
+}
+
+/// The longest prefix of `text` (at a char boundary) for which `fits`
+/// holds, by binary search over its length.
+fn longest_prefix(text: &str, fits: &dyn Fn(usize) -> bool) -> usize {
+    let (mut lo, mut hi) = (0, text.len());
+    while lo < hi {
+        let mid = floor_boundary(text, lo + (hi - lo).div_ceil(2));
+        if mid <= lo {
+            // No boundary between lo and hi other than lo: try hi itself.
+            if fits(hi) && text.is_char_boundary(hi) {
+                lo = hi;
+            }
+            break;
+        }
+        if fits(mid) {
+            lo = mid;
+        } else {
+            hi = floor_boundary(text, mid - 1);
+        }
+    }
+    lo
+}
+
+fn floor_boundary(text: &str, mut at: usize) -> usize {
+    at = at.min(text.len());
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
+}
+
+fn cut_body(
+    map: &mut Map<String, Value>,
+    budget: usize,
+    measure: &dyn Fn(&Map<String, Value>) -> usize,
+    id: &str,
+) {
+    let Some(Value::String(body)) = map.get("body").cloned() else {
+        return;
+    };
+    // The body may already start at an offset (get_issue's body_offset).
+    let offset = map.get("body_offset").and_then(Value::as_u64).unwrap_or(0) as usize;
+    let total = offset + body.len();
+    let with = |kept: usize| {
+        let mut map = map.clone();
+        map.insert("body".to_owned(), Value::String(body[..kept].to_owned()));
+        map.insert(
+            "body_truncated".to_owned(),
+            json!({
+                "reason": reason(budget),
+                "offset": offset,
+                "kept_bytes": kept,
+                "next_offset": offset + kept,
+                "total_bytes": total,
+                "how": format!(
+                    "call get_issue with id=\"{id}\" and body_offset={} for the rest of the body",
+                    offset + kept
+                ),
+            }),
+        );
+        map
+    };
+    let kept = longest_prefix(&body, &|kept| measure(&with(kept)) <= budget);
+    *map = with(kept);
+}
+
+fn cut_comment_body(
+    map: &mut Map<String, Value>,
+    budget: usize,
+    measure: &dyn Fn(&Map<String, Value>) -> usize,
+    id: &str,
+) {
+    let Some(Value::Array(comments)) = map.get("comments") else {
+        return;
+    };
+    let Some(body) = comments[0]
+        .get("body")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+    else {
+        return;
+    };
+    let tenant_note = format!(
+        "a comment this long does not fit in one result: read it whole on the web board or \
+         through the admin API (GET /v1/tenants/{{tenant}}/issues/{id})"
+    );
+    let with = |kept: usize| {
+        let mut map = map.clone();
+        if let Some(Value::Array(comments)) = map.get_mut("comments")
+            && let Some(Value::Object(comment)) = comments.get_mut(0)
+        {
+            comment.insert("body".to_owned(), Value::String(body[..kept].to_owned()));
+            comment.insert(
+                "body_truncated".to_owned(),
+                json!({
+                    "reason": reason(budget),
+                    "kept_bytes": kept,
+                    "total_bytes": body.len(),
+                    "how": tenant_note,
+                }),
+            );
+        }
+        map
+    };
+    let kept = longest_prefix(&body, &|kept| measure(&with(kept)) <= budget);
+    *map = with(kept);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(i: usize, excerpt_len: usize) -> Value {
+        json!({
+            "id": format!("iss_{i:026}"),
+            "title": format!("Issue number {i}"),
+            "state": "todo",
+            "labels": ["bug"],
+            "priority": "low",
+            "author_run": "run-1",
+            "updated_at": "2026-11-30T00:00:00Z",
+            "version": 4,
+            "comment_count": 3,
+            "excerpt": "x".repeat(excerpt_len),
+        })
+    }
+
+    fn comment(i: usize, len: usize) -> Value {
+        json!({
+            "id": format!("cmt_{i:026}"),
+            "body": "c".repeat(len),
+            "author": { "run": "run-2", "grant": null },
+            "created_at": "2026-11-30T00:00:00Z",
+        })
+    }
+
+    #[test]
+    fn a_page_that_fits_is_untouched() {
+        let items: Vec<Value> = (0..3).map(|i| summary(i, 50)).collect();
+        let answer = page(items.clone(), Some("iss_x".into()), DEFAULT_RESULT_BUDGET);
+        assert_eq!(answer.structured["issues"], json!(items));
+        assert_eq!(answer.structured["next_cursor"], "iss_x");
+        assert_eq!(answer.structured["truncated"], Value::Null);
+    }
+
+    #[test]
+    fn a_page_over_budget_ends_early_and_says_where_to_go_on() {
+        let items: Vec<Value> = (0..200).map(|i| summary(i, 150)).collect();
+        let budget = 20_000;
+        let answer = page(items.clone(), None, budget);
+        assert!(answer.size() <= budget, "{}", answer.size());
+        let shown = answer.structured["issues"].as_array().unwrap();
+        assert!(shown.len() > 10 && shown.len() < 200, "{}", shown.len());
+        assert_eq!(shown[..], items[..shown.len()]);
+        let last = shown.last().unwrap()["id"].clone();
+        assert_eq!(answer.structured["next_cursor"], last);
+        let cut = &answer.structured["truncated"];
+        assert_eq!(cut["omitted_count"], 200 - shown.len());
+        assert_eq!(cut["omitted"], "issues");
+        assert!(
+            cut["how"]
+                .as_str()
+                .unwrap()
+                .contains(last.as_str().unwrap())
+        );
+        assert!(answer.text.contains(last.as_str().unwrap()));
+        // Filled close to the budget, not cut far short of it.
+        assert!(answer.size() > budget - 2_000, "{}", answer.size());
+    }
+
+    #[test]
+    fn an_issue_over_budget_keeps_its_newest_comments_and_says_how_to_get_the_rest() {
+        let comments: Vec<Value> = (0..40).map(|i| comment(i, 1_000)).collect();
+        let mut value = json!({
+            "id": "iss_A", "title": "T", "body": "b", "version": 2,
+            "comments": comments, "comment_count": 45,
+        });
+        view::set_older(value.as_object_mut().unwrap(), 5);
+        let budget = DEFAULT_RESULT_BUDGET;
+        let answer = issue(value, "get_issue: iss_A", budget);
+        assert!(answer.size() <= budget, "{}", answer.size());
+        let shown = answer.structured["comments"].as_array().unwrap();
+        assert!(shown.len() > 5 && shown.len() < 40, "{}", shown.len());
+        assert_eq!(shown.last().unwrap()["id"], comment(39, 0)["id"]);
+        let older = 45 - shown.len();
+        assert_eq!(answer.structured["older_comments"], older);
+        assert_eq!(answer.structured["comments_cursor"], shown[0]["id"]);
+        let cut = &answer.structured["truncated"];
+        assert_eq!(cut["omitted_count"], 40 - shown.len());
+        assert!(cut["how"].as_str().unwrap().contains("comments_before="));
+        assert!(answer.text.contains("CUT:"), "{}", answer.text);
+    }
+
+    #[test]
+    fn a_body_longer_than_the_budget_is_cut_at_a_char_boundary_with_its_offset() {
+        let body = "é".repeat(30_000);
+        let value = json!({ "id": "iss_A", "title": "T", "body": body, "comments": [] });
+        let budget = MIN_RESULT_BUDGET;
+        let answer = issue(value, "get_issue: iss_A", budget);
+        assert!(answer.size() <= budget, "{}", answer.size());
+        let cut = &answer.structured["body_truncated"];
+        let kept = cut["kept_bytes"].as_u64().unwrap() as usize;
+        assert_eq!(answer.structured["body"].as_str().unwrap().len(), kept);
+        assert!(kept > 1_000 && kept.is_multiple_of(2), "{kept}");
+        assert_eq!(cut["next_offset"], kept);
+        assert_eq!(cut["total_bytes"], body.len());
+        assert!(
+            cut["how"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("body_offset={kept}"))
+        );
+        // Close to the budget: the search found the longest prefix.
+        assert!(answer.size() > budget - 64, "{}", answer.size());
+    }
+
+    #[test]
+    fn one_huge_issue_on_a_page_is_shrunk_not_dropped() {
+        let mut big = summary(0, 10);
+        big["comments"] = json!((0..20).map(|i| comment(i, 5_000)).collect::<Vec<_>>());
+        view::set_older(big.as_object_mut().unwrap(), 0);
+        let items = vec![big, summary(1, 10)];
+        let budget = 20_000;
+        let answer = page(items, None, budget);
+        assert!(answer.size() <= budget, "{}", answer.size());
+        let shown = answer.structured["issues"].as_array().unwrap();
+        assert_eq!(shown.len(), 1);
+        assert_eq!(answer.structured["next_cursor"], shown[0]["id"]);
+        assert_eq!(answer.structured["truncated"]["omitted_count"], 1);
+        assert_eq!(shown[0]["truncated"]["omitted"], "comments");
+        assert!(shown[0]["comments_cursor"].is_string());
+    }
+
+    #[test]
+    fn sizes_count_both_blocks_and_the_envelope() {
+        let answer = Answer {
+            structured: json!({ "a": "\"" }),
+            text: "x\n".into(),
+        };
+        assert_eq!(
+            answer.size(),
+            r#"{"a":"\""}"#.len() + r#""x\n""#.len() + ENVELOPE_BYTES
+        );
+    }
+}

@@ -1,0 +1,396 @@
+//! What an answer shows of an issue: the summary `list_issues` returns by
+//! default, the fields a caller adds by name (`fields`, `include_body`,
+//! `include_comments`), and the window of comments an issue answer
+//! carries (the latest ones, with a cursor to the older ones).
+//!
+//! Everything here works on the issue's JSON by field name, not on the
+//! domain struct: a field the domain gains later (a claim, a parent) is in
+//! a summary or selectable by `fields` as soon as its name is listed
+//! below, with no other code. The stores still return whole issues; this
+//! is the one place where an answer is projected (a store could project
+//! itself later without changing what callers see).
+
+use crate::error::ToolsError;
+use serde_json::{Map, Value};
+
+/// Characters of the body a summary shows as `excerpt`.
+pub const EXCERPT_CHARS: usize = 160;
+
+/// Comments an issue answer carries when the caller does not say.
+pub const COMMENTS_DEFAULT: usize = 10;
+
+/// Fields of the issue JSON a summary carries as they are (when present:
+/// `claim` appears on claimed issues only).
+const SUMMARY_FIELDS: [&str; 8] = [
+    "id",
+    "title",
+    "state",
+    "labels",
+    "priority",
+    "claim",
+    "updated_at",
+    "version",
+];
+
+/// Names `list_issues`' `fields` accepts (besides the summary's own),
+/// each a field of the issue JSON, shown when the issue has it. `body`
+/// replaces the excerpt; `comments` adds every comment (as
+/// `include_comments` with the largest count).
+pub const SELECTABLE_FIELDS: [&str; 10] = [
+    "body",
+    "comments",
+    "created_at",
+    "author",
+    "tenant",
+    "parent",
+    "duplicate_of",
+    "blocked_by",
+    "close_reason",
+    "claim",
+];
+
+/// What a list shows of each issue beyond the summary.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct ListView {
+    /// Extra fields by name, each one of [`SELECTABLE_FIELDS`].
+    pub fields: Vec<String>,
+    /// The whole body instead of the excerpt.
+    pub body: bool,
+    /// The latest this many comments of each issue.
+    pub comments: Option<usize>,
+}
+
+/// Which comments an issue answer carries: at most `limit`, the newest of
+/// those older than `before` (a comment id), or the newest of all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CommentWindow {
+    pub before: Option<String>,
+    pub limit: usize,
+}
+
+impl Default for CommentWindow {
+    fn default() -> Self {
+        Self {
+            before: None,
+            limit: COMMENTS_DEFAULT,
+        }
+    }
+}
+
+/// The summary of `issue` (its JSON) that `view` asks for.
+pub(crate) fn summary(issue: Value, view: &ListView) -> Result<Value, ToolsError> {
+    let Value::Object(mut full) = issue else {
+        return Ok(issue);
+    };
+    let mut out = Map::new();
+    for name in SUMMARY_FIELDS {
+        if let Some(value) = full.remove(name) {
+            out.insert(name.to_owned(), value);
+        }
+    }
+    if let Some(run) = full.get("author").and_then(|a| a.get("run")) {
+        out.insert("author_run".to_owned(), run.clone());
+    }
+    let body = full.remove("body");
+    let wants_body = view.body || view.fields.iter().any(|f| f == "body");
+    match body {
+        Some(body) if wants_body => {
+            out.insert("body".to_owned(), body);
+        }
+        Some(Value::String(body)) => {
+            let (excerpt, cut) = excerpt(&body, EXCERPT_CHARS);
+            out.insert("excerpt".to_owned(), Value::String(excerpt));
+            if cut {
+                out.insert("excerpt_cut".to_owned(), Value::Bool(true));
+            }
+        }
+        _ => {}
+    }
+    for name in &view.fields {
+        if name != "body"
+            && name != "comments"
+            && let Some(value) = full.get(name.as_str())
+        {
+            out.insert(name.clone(), value.clone());
+        }
+    }
+    let comments = match full.remove("comments") {
+        Some(Value::Array(comments)) => comments,
+        _ => Vec::new(),
+    };
+    out.insert("comment_count".to_owned(), Value::from(comments.len()));
+    let limit = match view.comments {
+        _ if view.fields.iter().any(|f| f == "comments") => Some(usize::MAX),
+        limit => limit,
+    };
+    if let Some(limit) = limit {
+        let window = CommentWindow {
+            before: None,
+            limit,
+        };
+        put_window(&mut out, comments, &window)?;
+    }
+    Ok(Value::Object(out))
+}
+
+/// The whole issue (its JSON) with only the comments `window` selects,
+/// and how many there are: `comment_count`, `older_comments` and
+/// `comments_cursor` (null when no older comment is left out).
+pub(crate) fn issue(issue: Value, window: &CommentWindow) -> Result<Value, ToolsError> {
+    let Value::Object(mut full) = issue else {
+        return Ok(issue);
+    };
+    let comments = match full.remove("comments") {
+        Some(Value::Array(comments)) => comments,
+        Some(other) => {
+            full.insert("comments".to_owned(), other);
+            return Ok(Value::Object(full));
+        }
+        None => return Ok(Value::Object(full)),
+    };
+    full.insert("comment_count".to_owned(), Value::from(comments.len()));
+    put_window(&mut full, comments, window)?;
+    Ok(Value::Object(full))
+}
+
+/// Starts the issue's `body` at byte `offset` (get_issue's `body_offset`,
+/// read from an earlier answer's `body_truncated.next_offset`), recorded
+/// as `body_offset`; 0 leaves it whole.
+pub(crate) fn skip_body(issue: &mut Value, offset: usize) -> Result<(), ToolsError> {
+    if offset == 0 {
+        return Ok(());
+    }
+    let Some(Value::String(body)) = issue.get_mut("body") else {
+        return Ok(());
+    };
+    if offset > body.len() || !body.is_char_boundary(offset) {
+        return Err(ToolsError::InvalidArgument {
+            field: "body_offset".to_owned(),
+            reason: format!(
+                "{offset} is not a place in this body of {} bytes; pass the next_offset of an \
+                 earlier answer's body_truncated, unchanged",
+                body.len()
+            ),
+        });
+    }
+    body.drain(..offset);
+    if let Value::Object(map) = issue {
+        map.insert("body_offset".to_owned(), Value::from(offset));
+    }
+    Ok(())
+}
+
+/// Puts the comments `window` selects into `out`, with `older_comments`
+/// and `comments_cursor`.
+fn put_window(
+    out: &mut Map<String, Value>,
+    mut comments: Vec<Value>,
+    window: &CommentWindow,
+) -> Result<(), ToolsError> {
+    let end = match &window.before {
+        None => comments.len(),
+        Some(before) => comments
+            .iter()
+            .position(|c| c.get("id").and_then(Value::as_str) == Some(before.as_str()))
+            .ok_or_else(|| ToolsError::InvalidArgument {
+                field: "comments_before".to_owned(),
+                reason: format!(
+                    "this issue has no comment {before}; pass the comments_cursor of an earlier \
+                     get_issue answer for this issue, unchanged"
+                ),
+            })?,
+    };
+    let start = end.saturating_sub(window.limit);
+    comments.truncate(end);
+    comments.drain(..start);
+    out.insert("comments".to_owned(), Value::Array(comments));
+    set_older(out, start);
+    Ok(())
+}
+
+/// Records that the `older` comments before those in `out["comments"]`
+/// are left out: `older_comments` and the cursor that reads them.
+pub(crate) fn set_older(out: &mut Map<String, Value>, older: usize) {
+    let cursor = match out.get("comments").and_then(Value::as_array) {
+        Some(shown) if older > 0 => shown
+            .first()
+            .and_then(|c| c.get("id"))
+            .cloned()
+            .unwrap_or(Value::Null),
+        _ => Value::Null,
+    };
+    out.insert("older_comments".to_owned(), Value::from(older));
+    out.insert("comments_cursor".to_owned(), cursor);
+}
+
+/// The start of `text` as one line of at most `max` characters (runs of
+/// whitespace become one space), cut at a word boundary when one is near;
+/// `…` ends a cut excerpt, and the flag says whether it was cut.
+pub(crate) fn excerpt(text: &str, max: usize) -> (String, bool) {
+    // Normalised only as far as it can matter: `max` characters and one more.
+    let mut whole = String::new();
+    let mut chars = 0;
+    for word in text.split_whitespace() {
+        if chars > max {
+            break;
+        }
+        if !whole.is_empty() {
+            whole.push(' ');
+            chars += 1;
+        }
+        whole.push_str(word);
+        chars += word.chars().count();
+    }
+    if chars <= max {
+        return (whole, false);
+    }
+    // One character of `max` is the `…`.
+    let room = max.saturating_sub(1);
+    let end = whole
+        .char_indices()
+        .nth(room)
+        .map_or(whole.len(), |(i, _)| i);
+    let mut head = &whole[..end];
+    if let Some(space) = head.rfind(' ')
+        && head[..space].chars().count() >= room / 2
+    {
+        head = &head[..space];
+    }
+    (format!("{}…", head.trim_end()), true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn issue_json(comments: usize, body: &str) -> Value {
+        json!({
+            "id": "iss_01JD3Z9Q4X8M2N6P7R5S1T0V9W",
+            "tenant": "acme",
+            "title": "Flaky test",
+            "body": body,
+            "state": "todo",
+            "labels": ["bug"],
+            "priority": "high",
+            "author": { "run": "run-1", "grant": "gr_1" },
+            "created_at": "2026-11-30T00:00:00Z",
+            "updated_at": "2026-11-30T00:00:01Z",
+            "version": 3,
+            "comments": (0..comments)
+                .map(|i| json!({ "id": format!("cmt_{i}"), "body": format!("c{i}") }))
+                .collect::<Vec<_>>(),
+        })
+    }
+
+    #[test]
+    fn a_summary_has_the_documented_fields_and_an_excerpt() {
+        let long = "word ".repeat(100);
+        let s = summary(issue_json(3, &long), &ListView::default()).unwrap();
+        let mut keys: Vec<&str> = s.as_object().unwrap().keys().map(String::as_str).collect();
+        keys.sort_unstable();
+        assert_eq!(
+            keys,
+            [
+                "author_run",
+                "comment_count",
+                "excerpt",
+                "excerpt_cut",
+                "id",
+                "labels",
+                "priority",
+                "state",
+                "title",
+                "updated_at",
+                "version"
+            ]
+        );
+        assert_eq!(s["author_run"], "run-1");
+        assert_eq!(s["comment_count"], 3);
+        let excerpt = s["excerpt"].as_str().unwrap();
+        assert!(excerpt.chars().count() <= EXCERPT_CHARS, "{excerpt}");
+        assert!(excerpt.ends_with("word…"), "{excerpt}");
+        // A short body is whole and not marked.
+        let s = summary(issue_json(0, "short body"), &ListView::default()).unwrap();
+        assert_eq!(s["excerpt"], "short body");
+        assert!(s.get("excerpt_cut").is_none());
+    }
+
+    #[test]
+    fn fields_by_name_appear_when_the_issue_has_them() {
+        let mut with_claim = issue_json(12, "b");
+        with_claim["claim"] = json!({ "run": "run-2" });
+        with_claim["parent"] = json!("iss_01JD3Z9Q4X8M2N6P7R5S1T0V9X");
+        let view = ListView {
+            fields: vec!["created_at".into(), "parent".into(), "close_reason".into()],
+            body: true,
+            comments: Some(2),
+        };
+        let s = summary(with_claim, &view).unwrap();
+        assert_eq!(s["claim"]["run"], "run-2", "claim is in every summary");
+        assert_eq!(s["parent"], "iss_01JD3Z9Q4X8M2N6P7R5S1T0V9X");
+        assert_eq!(s["created_at"], "2026-11-30T00:00:00Z");
+        assert!(s.get("close_reason").is_none(), "absent from the issue");
+        assert_eq!(s["body"], "b");
+        assert!(s.get("excerpt").is_none());
+        assert_eq!(
+            s["comments"],
+            json!([{"id": "cmt_10", "body": "c10"}, {"id": "cmt_11", "body": "c11"}])
+        );
+        assert_eq!(s["older_comments"], 10);
+        assert_eq!(s["comments_cursor"], "cmt_10");
+        assert_eq!(s["comment_count"], 12);
+        assert!(s.get("tenant").is_none() && s.get("author").is_none());
+    }
+
+    #[test]
+    fn the_comment_window_pages_back_to_the_first_comment() {
+        let mut seen = Vec::new();
+        let mut window = CommentWindow {
+            before: None,
+            limit: 7,
+        };
+        loop {
+            let answer = issue(issue_json(30, "b"), &window).unwrap();
+            assert_eq!(answer["comment_count"], 30);
+            let ids: Vec<String> = answer["comments"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["id"].as_str().unwrap().to_owned())
+                .collect();
+            seen.splice(0..0, ids);
+            match answer["comments_cursor"].as_str() {
+                Some(cursor) => window.before = Some(cursor.to_owned()),
+                None => {
+                    assert_eq!(answer["older_comments"], 0);
+                    break;
+                }
+            }
+        }
+        let all: Vec<String> = (0..30).map(|i| format!("cmt_{i}")).collect();
+        assert_eq!(seen, all);
+        let unknown = CommentWindow {
+            before: Some("cmt_x".into()),
+            limit: 3,
+        };
+        assert!(matches!(
+            issue(issue_json(3, "b"), &unknown),
+            Err(ToolsError::InvalidArgument { field, .. }) if field == "comments_before"
+        ));
+    }
+
+    #[test]
+    fn excerpts_cut_on_word_and_char_boundaries() {
+        assert_eq!(excerpt("a  b\n\nc", 10), ("a b c".into(), false));
+        assert_eq!(
+            excerpt("alpha beta gamma", 12),
+            ("alpha beta…".into(), true)
+        );
+        let (cut, was_cut) = excerpt(&"é".repeat(50), 10);
+        assert!(was_cut);
+        assert_eq!(cut, format!("{}…", "é".repeat(9)));
+        assert_eq!(cut.chars().count(), 10);
+        assert_eq!(excerpt("", 10), (String::new(), false));
+    }
+}
