@@ -9,7 +9,7 @@ use serde_json::Value;
 use std::process::Output;
 use support::*;
 
-const ALL: &str = "issues:read,issues:create,issues:update,comments:write";
+const ALL: &str = "issues:read,issues:create,issues:update,comments:write,issues:claim";
 
 /// (script, runner, mode, expected era)
 const CLIENTS: &[(&str, &str, &str, &str)] = &[

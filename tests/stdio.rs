@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 use support::*;
 
-const ALL: &str = "issues:read,issues:create,issues:update,comments:write";
+const ALL: &str = "issues:read,issues:create,issues:update,comments:write,issues:claim";
 const MODERN: &str = "2026-07-28";
 /// Long enough for a loaded 2-core machine; only there to turn a hang into
 /// a failure.
