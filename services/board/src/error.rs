@@ -59,7 +59,7 @@ pub enum StoreError {
     NotClaimable { issue: IssueId, state: IssueState },
     /// A relation names an issue that does not exist on the caller's board
     /// (another tenant's issue reads exactly like a missing one).
-    #[error("{field}: issue {id} does not exist on this board")]
+    #[error("{field}: issue {id} not found on this board")]
     UnknownRelated { field: &'static str, id: IssueId },
     /// Setting `parent` would make an issue its own ancestor.
     #[error("parent: making {parent} the parent of {issue} would form a cycle")]

@@ -91,7 +91,7 @@ pub enum ToolsError {
     NotClaimable { issue: IssueId, state: IssueState },
 
     #[error(
-        "invalid argument `{field}`: issue {id} does not exist on this board; nothing was \
+        "invalid argument `{field}`: issue {id} not found on this board; nothing was \
          written. Quote ids exactly as list_issues or create_issue returned them"
     )]
     UnknownRelated { field: &'static str, id: IssueId },
