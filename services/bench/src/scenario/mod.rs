@@ -2,6 +2,7 @@
 //! Redis, the MongoDB-protocol server, the ceiling), measures, and emits
 //! records. One scenario is one command.
 
+pub mod claims;
 pub mod cold_start;
 pub mod deploy;
 pub mod mcp;
