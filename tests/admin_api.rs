@@ -267,7 +267,7 @@ fn validation_conflicts_and_not_found_use_the_error_envelope() {
 #[test]
 fn a_run_token_never_reaches_another_tenant_through_any_tool() {
     let serve = Serve::start();
-    let all = "issues:read,issues:create,issues:update,comments:write";
+    let all = "issues:read,issues:create,issues:update,comments:write,issues:claim";
     let acme = serve.grant("acme", "run-a", all);
     let globex = serve.grant("globex", "run-b", all);
     let (_, created) = mcp_call(
@@ -285,6 +285,14 @@ fn a_run_token_never_reaches_another_tenant_through_any_tool() {
         ("get_issue", json!({"id": foreign})),
         ("update_issue", json!({"id": foreign, "state": "done"})),
         ("add_comment", json!({"issue_id": foreign, "body": "hi"})),
+        ("claim_issue", json!({"id": foreign})),
+        ("release_issue", json!({"id": foreign})),
+        // Another tenant's id as a relation reads like a missing one.
+        ("create_issue", json!({"title": "x", "parent": foreign})),
+        (
+            "create_issue",
+            json!({"title": "x", "blocked_by": [foreign]}),
+        ),
     ] {
         let (status, reply) = mcp_call(&acme.mcp_url, &acme.token, tool, args);
         assert_eq!(status, 200, "{reply}");
@@ -525,4 +533,79 @@ fn the_cli_talks_to_an_https_server_and_verifies_its_certificate() {
     );
     let _ = proxy.kill();
     let _ = proxy.wait();
+}
+
+/// A claim ends with its run's grant: after the admin API revokes run A's
+/// grant (the ledger clears A's claims with the revocation), run B can take
+/// A's issue, and the board API shows who holds what.
+#[test]
+fn revoking_a_runs_grant_puts_its_claimed_issue_back_in_the_pool() {
+    let serve = Serve::start();
+    let url = format!("{}/mcp", serve.url());
+    let caps = "issues:read,issues:create,issues:claim";
+    let a = serve.grant("acme", "run-a", caps);
+    let b = serve.grant("acme", "run-b", caps);
+    let admin = serve.admin_token("platform-admin", None);
+    let tool = |token: &str, name: &str, args: Value| -> Value {
+        let (status, reply) = mcp_call(&url, token, name, args);
+        assert_eq!(status, 200, "{reply}");
+        reply["result"].clone()
+    };
+
+    let created = tool(&a.token, "create_issue", json!({"title": "Shared work"}));
+    let id = created["structuredContent"]["id"]
+        .as_str()
+        .expect("an issue id")
+        .to_owned();
+    let claimed = tool(&a.token, "claim_issue", json!({"id": id}));
+    assert_eq!(claimed["isError"], false, "{claimed}");
+    assert_eq!(claimed["structuredContent"]["claim"]["run"], "run-a");
+
+    let refused = tool(&b.token, "claim_issue", json!({"id": id}));
+    assert_eq!(refused["isError"], true, "{refused}");
+    let text = refused["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.contains("claimed by run run-a"), "{text}");
+
+    let list = |query: &str| -> Vec<String> {
+        let (status, page) = call(
+            &serve,
+            Method::GET,
+            &format!("/v1/tenants/acme/issues?{query}"),
+            Some(&admin),
+            None,
+        );
+        assert_eq!(status, 200, "{page}");
+        page["issues"]
+            .as_array()
+            .expect("issues")
+            .iter()
+            .map(|i| i["id"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    };
+    assert_eq!(list("claimed_by=run-a"), [id.clone()]);
+    assert!(list("unclaimed=true").is_empty());
+
+    let (status, reply) = call(
+        &serve,
+        Method::DELETE,
+        &format!("/v1/tenants/acme/grants/{}", a.grant_id),
+        Some(&admin),
+        None,
+    );
+    assert!(status < 300, "{status} {reply}");
+    assert_eq!(list("unclaimed=true"), [id.clone()]);
+
+    let taken = tool(&b.token, "claim_issue", json!({"id": id}));
+    assert_eq!(taken["isError"], false, "{taken}");
+    assert_eq!(taken["structuredContent"]["claim"]["run"], "run-b");
+    let (status, issue) = call(
+        &serve,
+        Method::GET,
+        &format!("/v1/tenants/acme/issues/{id}"),
+        Some(&admin),
+        None,
+    );
+    assert_eq!(status, 200, "{issue}");
+    assert_eq!(issue["claim"]["run"], "run-b");
+    assert_eq!(issue["children"], json!([]));
 }

@@ -11,7 +11,7 @@ use std::process::{Command, Output};
 use std::time::Duration;
 use support::*;
 
-const ALL_CAPS: &str = "issues:read,issues:create,issues:update,comments:write";
+const ALL_CAPS: &str = "issues:read,issues:create,issues:update,comments:write,issues:claim";
 
 /// A `corkboard runner` process sharing a data dir (board, secrets) with a
 /// `corkboard serve` that shows the board.

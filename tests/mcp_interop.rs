@@ -11,7 +11,7 @@ use serde_json::Value;
 use std::process::Output;
 use support::*;
 
-const ALL: &str = "issues:read,issues:create,issues:update,comments:write";
+const ALL: &str = "issues:read,issues:create,issues:update,comments:write,issues:claim";
 
 /// (script, runner, mode, expected era)
 const CLIENTS: &[(&str, &str, &str, &str)] = &[
@@ -91,7 +91,7 @@ fn every_client_against(serve: &Serve) {
         }
         assert_eq!(
             summary["tools"].as_array().map(Vec::len),
-            Some(5),
+            Some(7),
             "{summary}"
         );
         let created = summary["created"].as_str().unwrap();

@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 use support::*;
 
-const ALL_CAPS: &str = "issues:read,issues:create,issues:update,comments:write";
+const ALL_CAPS: &str = "issues:read,issues:create,issues:update,comments:write,issues:claim";
 
 fn venv_python() -> PathBuf {
     let py = repo_root().join("target/venv/bin/python");

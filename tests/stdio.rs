@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 use support::*;
 
-const ALL: &str = "issues:read,issues:create,issues:update,comments:write";
+const ALL: &str = "issues:read,issues:create,issues:update,comments:write,issues:claim";
 const MODERN: &str = "2026-07-28";
 /// Long enough for a loaded 2-core machine; only there to turn a hang into
 /// a failure.
@@ -428,9 +428,11 @@ fn sdk_stdio_clients_list_and_call_every_tool_in_both_eras() {
                 tools,
                 BTreeSet::from([
                     "add_comment",
+                    "claim_issue",
                     "create_issue",
                     "get_issue",
                     "list_issues",
+                    "release_issue",
                     "update_issue"
                 ]),
                 "{summary}"
@@ -580,7 +582,7 @@ fn both_eras_are_served_over_stdio() {
             list["result"]["ttlMs"].is_u64() && list["result"]["cacheScope"].is_string(),
             "[{name}] {list}"
         );
-        assert_eq!(list["result"]["tools"].as_array().map(Vec::len), Some(5));
+        assert_eq!(list["result"]["tools"].as_array().map(Vec::len), Some(7));
         let created = p.request(&modern(
             json!(2),
             "tools/call",
@@ -683,7 +685,7 @@ fn both_eras_are_served_over_stdio() {
                 .as_array()
                 .cloned()
                 .unwrap_or_default();
-            assert_eq!(tools.len(), 5, "[{name}] {list}");
+            assert_eq!(tools.len(), 7, "[{name}] {list}");
             assert!(
                 result.get("resultType").is_none(),
                 "[{name}] no resultType before 2026-07-28: {init}"
@@ -755,7 +757,7 @@ fn both_eras_are_served_over_stdio() {
                 );
                 assert_eq!(
                     replies[1]["result"]["tools"].as_array().map(Vec::len),
-                    Some(5)
+                    Some(7)
                 );
             } else {
                 assert_eq!(

@@ -235,10 +235,32 @@ async function fullScenario(client, label) {
     const after = await callOk(client, 'get_issue', { id });
     check(after.title === createArgs.title && after.version === commented.version, 'the stale update must not have written anything');
 
+    // Relations: a sub-issue shows up as a child of its parent.
+    const child = await callOk(client, 'create_issue', { title: `Child ${tag}`, parent: id, blocked_by: [id] });
+    check(child.parent === id && child.blocked_by.length === 1, `create_issue did not keep parent/blocked_by: ${JSON.stringify(child)}`);
+    const parentView = await callOk(client, 'get_issue', { id });
+    check(parentView.children.includes(child.id) && parentView.blocks.includes(child.id), `get_issue of the parent lacks children/blocks: ${JSON.stringify(parentView.children)}`);
+    const cycle = await callFailing(client, 'update_issue', { id, parent: child.id });
+    check(cycle.kind === 'tool_error' && cycle.message.includes('cycle'), `a parent cycle must be a tool error: ${cycle.kind}: ${cycle.message}`);
+
+    // Claims: claim, claim again (no change), listed as claimed, release.
+    const claimed = await callOk(client, 'claim_issue', { id: child.id });
+    check(typeof claimed.claim?.run === 'string' && claimed.version === child.version + 1, `claim_issue: ${JSON.stringify(claimed.claim)} at version ${claimed.version}`);
+    const again = await callOk(client, 'claim_issue', { id: child.id });
+    check(again.version === claimed.version, 'claiming one\'s own claim again must change nothing');
+    const free = await callOk(client, 'list_issues', { parent: id, unclaimed: true });
+    check(!free.issues.some((i) => i.id === child.id), 'a claimed issue must not be listed as unclaimed');
+    const released = await callOk(client, 'release_issue', { id: child.id, expected_version: claimed.version });
+    check(released.claim === null && released.version === claimed.version + 1, `release_issue: claim ${JSON.stringify(released.claim)} at version ${released.version}`);
+    const notClaimed = await callFailing(client, 'release_issue', { id: child.id });
+    check(notClaimed.kind === 'tool_error' && notClaimed.message.includes('not claimed'), `a second release must be a tool error: ${notClaimed.message}`);
+    const closed = await callOk(client, 'update_issue', { id: child.id, state: 'closed', close_reason: 'not_planned' });
+    check(closed.close_reason === 'not_planned', `update_issue did not keep close_reason: ${closed.close_reason}`);
+
     return {
         tools,
         created: id,
-        errors: { stale_version: stale, not_found: notFound, tenant_argument: tenant },
+        errors: { stale_version: stale, not_found: notFound, tenant_argument: tenant, parent_cycle: cycle, not_claimed: notClaimed },
     };
 }
 
@@ -289,6 +311,9 @@ function argumentsFor(tool) {
             return { id: UNKNOWN_ISSUE, title: 'must not be written' };
         case 'add_comment':
             return { issue_id: UNKNOWN_ISSUE, body: 'must not be written' };
+        case 'claim_issue':
+        case 'release_issue':
+            return { id: UNKNOWN_ISSUE };
         default:
             return {};
     }

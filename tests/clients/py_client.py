@@ -180,10 +180,50 @@ async def full_scenario(client: Client, label: str) -> dict[str, Any]:
         after.get("title") == create_args["title"] and after.get("version") == commented["version"],
         "the stale update must not have written anything",
     )
+
+    # Relations: a sub-issue shows up as a child of its parent.
+    child = await call_ok(client, "create_issue", {"title": f"Child {tag}", "parent": issue_id, "blocked_by": [issue_id]})
+    check(child.get("parent") == issue_id and len(child.get("blocked_by", [])) == 1, f"create_issue lost relations: {child}")
+    parent_view = await call_ok(client, "get_issue", {"id": issue_id})
+    check(
+        child["id"] in parent_view.get("children", []) and child["id"] in parent_view.get("blocks", []),
+        f"get_issue of the parent lacks children/blocks: {parent_view.get('children')}",
+    )
+    cycle = await call_failing(client, "update_issue", {"id": issue_id, "parent": child["id"]})
+    check(cycle["kind"] == "tool_error" and "cycle" in cycle["message"], f"a parent cycle must be a tool error: {cycle}")
+
+    # Claims: claim, claim again (no change), listed as claimed, release.
+    claimed = await call_ok(client, "claim_issue", {"id": child["id"]})
+    check(
+        isinstance((claimed.get("claim") or {}).get("run"), str) and claimed.get("version") == child["version"] + 1,
+        f"claim_issue: {claimed.get('claim')} at version {claimed.get('version')}",
+    )
+    again = await call_ok(client, "claim_issue", {"id": child["id"]})
+    check(again.get("version") == claimed["version"], "claiming one's own claim again must change nothing")
+    free = await call_ok(client, "list_issues", {"parent": issue_id, "unclaimed": True})
+    check(all(i.get("id") != child["id"] for i in free.get("issues", [])), "a claimed issue is listed as unclaimed")
+    released = await call_ok(client, "release_issue", {"id": child["id"], "expected_version": claimed["version"]})
+    check(
+        released.get("claim", "missing") is None and released.get("version") == claimed["version"] + 1,
+        f"release_issue: claim {released.get('claim')} at version {released.get('version')}",
+    )
+    not_claimed = await call_failing(client, "release_issue", {"id": child["id"]})
+    check(
+        not_claimed["kind"] == "tool_error" and "not claimed" in not_claimed["message"],
+        f"a second release must be a tool error: {not_claimed}",
+    )
+    closed = await call_ok(client, "update_issue", {"id": child["id"], "state": "closed", "close_reason": "not_planned"})
+    check(closed.get("close_reason") == "not_planned", f"update_issue lost close_reason: {closed.get('close_reason')}")
     return {
         "tools": tools,
         "created": issue_id,
-        "errors": {"stale_version": stale, "not_found": not_found, "tenant_argument": tenant},
+        "errors": {
+            "stale_version": stale,
+            "not_found": not_found,
+            "tenant_argument": tenant,
+            "parent_cycle": cycle,
+            "not_claimed": not_claimed,
+        },
     }
 
 
@@ -194,6 +234,8 @@ def arguments_for(tool: str) -> dict[str, Any]:
         "create_issue": {"title": "must not be created"},
         "update_issue": {"id": UNKNOWN_ISSUE, "title": "must not be written"},
         "add_comment": {"issue_id": UNKNOWN_ISSUE, "body": "must not be written"},
+        "claim_issue": {"id": UNKNOWN_ISSUE},
+        "release_issue": {"id": UNKNOWN_ISSUE},
     }.get(tool, {})
 
 

@@ -118,6 +118,25 @@ impl From<StoreError> for ApiError {
                 code: "comment_limit",
                 message: err.to_string(),
             },
+            StoreError::Claimed { .. } => Self::Conflict {
+                code: "claimed",
+                message: err.to_string(),
+            },
+            StoreError::NotClaimed { .. } => Self::Conflict {
+                code: "not_claimed",
+                message: err.to_string(),
+            },
+            StoreError::NotClaimable { .. } => Self::Conflict {
+                code: "not_claimable",
+                message: err.to_string(),
+            },
+            StoreError::RelationCycle { .. } => Self::Conflict {
+                code: "relation_cycle",
+                message: err.to_string(),
+            },
+            StoreError::UnknownRelated { field, .. } => {
+                Self::Invalid(ValidationError::new(field, err.to_string()))
+            }
             StoreError::Unavailable { .. } | StoreError::NotConfigured { .. } => {
                 Self::Unavailable(err.to_string())
             }

@@ -106,6 +106,15 @@ pub enum Command {
         #[arg(long, default_value_t = 1000)]
         trials: usize,
     },
+    /// `claim_issue` with many runs claiming one issue at once.
+    Claims {
+        #[arg(long, default_value = "sqlite")]
+        store: Store,
+        #[arg(long, default_value_t = 64)]
+        claimants: usize,
+        #[arg(long, default_value_t = 50)]
+        trials: usize,
+    },
     /// Run register → first answered request, on a runner.
     RegisterLatency {
         #[arg(long, default_value = "gateway")]
@@ -306,6 +315,18 @@ async fn dispatch(cli: &Cli, sink: &mut Sink) -> Result<()> {
         }
         Command::Revocation { trials } => {
             scenario::revocation::run(&bins()?, *trials, &logs, sink).await
+        }
+        Command::Claims {
+            store,
+            claimants,
+            trials,
+        } => {
+            if *claimants < 2 {
+                return Err(BenchError::Usage(
+                    "--claimants must be at least 2 (one winner, the others refused)".into(),
+                ));
+            }
+            scenario::claims::run(&bins()?, *store, *claimants, *trials, &logs, sink).await
         }
         Command::RegisterLatency {
             mode,

@@ -57,6 +57,7 @@ impl FromStr for Era {
 pub enum Tool {
     GetIssue,
     CreateIssue,
+    ClaimIssue,
 }
 
 impl Tool {
@@ -64,6 +65,7 @@ impl Tool {
         match self {
             Self::GetIssue => "get_issue",
             Self::CreateIssue => "create_issue",
+            Self::ClaimIssue => "claim_issue",
         }
     }
 
@@ -74,6 +76,11 @@ impl Tool {
                 let id = issue.ok_or_else(|| {
                     BenchError::Usage("get_issue needs an issue id (--issue-id)".into())
                 })?;
+                Ok(json!({ "id": id }))
+            }
+            Self::ClaimIssue => {
+                let id = issue
+                    .ok_or_else(|| BenchError::Usage("claim_issue needs an issue id".into()))?;
                 Ok(json!({ "id": id }))
             }
             Self::CreateIssue => Ok(json!({
@@ -98,8 +105,9 @@ impl FromStr for Tool {
         match s {
             "get_issue" => Ok(Self::GetIssue),
             "create_issue" => Ok(Self::CreateIssue),
+            "claim_issue" => Ok(Self::ClaimIssue),
             other => Err(format!(
-                "unknown tool {other:?} (get_issue or create_issue)"
+                "unknown tool {other:?} (get_issue, create_issue or claim_issue)"
             )),
         }
     }

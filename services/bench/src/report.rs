@@ -395,7 +395,7 @@ pub fn render(
         let _ = writeln!(s);
     }
 
-    let sections: [(&str, &str); 6] = [
+    let sections: [(&str, &str); 7] = [
         (
             "disk",
             "Disk: fsync latency where the SQLite board lives (ms)",
@@ -405,6 +405,10 @@ pub fn render(
             "Revocation propagation (two servers sharing Redis)",
         ),
         ("register", "Run register → first answered request"),
+        (
+            "claims",
+            "claim_issue with many runs claiming one issue at once (ms)",
+        ),
         ("idle_runs", "Memory per idle run"),
         ("cold_start", "Cold start of `corkboard serve` to ready"),
         ("idle_rss", "Idle RSS of `corkboard serve`"),

@@ -1,6 +1,6 @@
 //! The domain's errors: field validation and store outcomes.
 
-use crate::IssueId;
+use crate::{IssueId, IssueState, RunId, Timestamp};
 use serde::Serialize;
 use thiserror::Error;
 
@@ -43,6 +43,27 @@ pub enum StoreError {
     /// comments; nothing was written. Not retryable.
     #[error("issue {issue} has reached its limit of {max} comments")]
     CommentLimit { issue: IssueId, max: usize },
+    /// Another run holds the issue. Not retryable: pick other work, or
+    /// wait for that run to release it.
+    #[error("issue {issue} is claimed by run {run} since {since}")]
+    Claimed {
+        issue: IssueId,
+        run: RunId,
+        since: Timestamp,
+    },
+    /// A release of an issue nobody holds.
+    #[error("issue {issue} is not claimed")]
+    NotClaimed { issue: IssueId },
+    /// Only open issues can be claimed.
+    #[error("issue {issue} is {state}: only an open issue can be claimed")]
+    NotClaimable { issue: IssueId, state: IssueState },
+    /// A relation names an issue that does not exist on the caller's board
+    /// (another tenant's issue reads exactly like a missing one).
+    #[error("{field}: issue {id} not found on this board")]
+    UnknownRelated { field: &'static str, id: IssueId },
+    /// Setting `parent` would make an issue its own ancestor.
+    #[error("parent: making {parent} the parent of {issue} would form a cycle")]
+    RelationCycle { issue: IssueId, parent: IssueId },
     #[error(
         "board unavailable: {reason}{}",
         if *maybe_applied { "; the write may or may not have been applied" } else { "" }

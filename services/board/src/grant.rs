@@ -19,14 +19,19 @@ pub enum Capability {
     IssuesUpdate,
     /// `add_comment`.
     CommentsWrite,
+    /// `claim_issue`, `release_issue`.
+    IssuesClaim,
 }
 
 impl Capability {
-    pub const ALL: [Capability; 4] = [
+    /// Every capability. Append only: a capability's index is its bit in
+    /// the tool sets' masks.
+    pub const ALL: [Capability; 5] = [
         Self::IssuesRead,
         Self::IssuesCreate,
         Self::IssuesUpdate,
         Self::CommentsWrite,
+        Self::IssuesClaim,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -35,18 +40,23 @@ impl Capability {
             Self::IssuesCreate => "issues:create",
             Self::IssuesUpdate => "issues:update",
             Self::CommentsWrite => "comments:write",
+            Self::IssuesClaim => "issues:claim",
         }
     }
 
     pub fn parse(text: &str) -> Result<Self, ValidationError> {
-        Self::ALL.into_iter().find(|c| c.as_str() == text).ok_or_else(|| {
-            ValidationError::new(
-                "capabilities",
-                format!(
-                    "unknown capability {text:?}; expected issues:read, issues:create, issues:update or comments:write"
-                ),
-            )
-        })
+        Self::ALL
+            .into_iter()
+            .find(|c| c.as_str() == text)
+            .ok_or_else(|| {
+                ValidationError::new(
+                    "capabilities",
+                    format!(
+                        "unknown capability {text:?}; expected one of {}",
+                        Self::ALL.map(Self::as_str).join(", ")
+                    ),
+                )
+            })
     }
 }
 

@@ -2,6 +2,7 @@
 
 use crate::error::ValidationError;
 use crate::ids::{CommentId, GrantId, IssueId, RunId, TenantId};
+use crate::relations::{BlockedBy, Claim, ClaimFilter, CloseReason};
 use crate::timestamp::Timestamp;
 use serde::{Deserialize, Deserializer, Serialize};
 use sha2::{Digest, Sha256};
@@ -310,6 +311,22 @@ pub struct Issue {
     /// Starts at 1 and grows by one with every change (comments included).
     pub version: u64,
     pub comments: Vec<Comment>,
+    /// The issue this one is a sub-issue of.
+    #[serde(default)]
+    pub parent: Option<IssueId>,
+    /// The original this issue duplicates.
+    #[serde(default)]
+    pub duplicate_of: Option<IssueId>,
+    /// Issues that must be finished before this one.
+    #[serde(default)]
+    pub blocked_by: BlockedBy,
+    /// Why it was finished: set exactly when the state is terminal
+    /// (`done`, `closed`).
+    #[serde(default)]
+    pub close_reason: Option<CloseReason>,
+    /// The run working on it, if any (an ended claim reads as none).
+    #[serde(default)]
+    pub claim: Option<Claim>,
 }
 
 /// A request to create an issue. Fields the caller did not send take the
@@ -321,6 +338,17 @@ pub struct NewIssue {
     pub state: IssueState,
     pub labels: Labels,
     pub priority: Priority,
+    // The relations are left out of the fingerprint when unset, so a
+    // request without them hashes as it did before they existed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent: Option<IssueId>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duplicate_of: Option<IssueId>,
+    #[serde(skip_serializing_if = "BlockedBy::is_empty")]
+    pub blocked_by: BlockedBy,
+    /// Only with a terminal state; defaults to `completed` there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub close_reason: Option<CloseReason>,
 }
 
 impl NewIssue {
@@ -331,7 +359,33 @@ impl NewIssue {
             state: IssueState::Inbox,
             labels: Labels::default(),
             priority: Priority::None,
+            parent: None,
+            duplicate_of: None,
+            blocked_by: BlockedBy::default(),
+            close_reason: None,
         }
+    }
+
+    /// Every issue id this request relates to, with the field naming it:
+    /// what a store checks exists in the caller's tenant.
+    pub fn related(&self) -> Vec<(&'static str, &IssueId)> {
+        related(
+            self.parent.as_ref(),
+            self.duplicate_of.as_ref(),
+            Some(&self.blocked_by),
+        )
+    }
+
+    /// Checks what needs no store (the lifecycle, a bare `duplicate`).
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        let reason = close_reason_for(self.state, None, self.close_reason)?;
+        if reason == Some(CloseReason::Duplicate) && self.duplicate_of.is_none() {
+            return Err(ValidationError::new(
+                "close_reason",
+                "duplicate needs duplicate_of: the id of the original issue",
+            ));
+        }
+        Ok(())
     }
 
     /// A stable digest of the request, used to tell an idempotent replay
@@ -355,7 +409,53 @@ impl NewIssue {
             updated_at: now,
             version: 1,
             comments: Vec::new(),
+            close_reason: close_reason_for(self.state, None, self.close_reason)
+                .ok()
+                .flatten(),
+            parent: self.parent,
+            duplicate_of: self.duplicate_of,
+            blocked_by: self.blocked_by,
+            claim: None,
         }
+    }
+}
+
+fn related<'a>(
+    parent: Option<&'a IssueId>,
+    duplicate_of: Option<&'a IssueId>,
+    blocked_by: Option<&'a BlockedBy>,
+) -> Vec<(&'static str, &'a IssueId)> {
+    let mut out = Vec::new();
+    out.extend(parent.map(|id| ("parent", id)));
+    out.extend(duplicate_of.map(|id| ("duplicate_of", id)));
+    out.extend(
+        blocked_by
+            .into_iter()
+            .flat_map(|b| b.iter().map(|id| ("blocked_by", id))),
+    );
+    out
+}
+
+/// The lifecycle rule, once: an issue in a terminal state (`done`,
+/// `closed`) has a close reason (the one asked for, else the one it had,
+/// else `completed`); an issue in an open state has none, and asking for
+/// one there is refused, so a reason is never silently dropped.
+fn close_reason_for(
+    state: IssueState,
+    current: Option<CloseReason>,
+    asked: Option<CloseReason>,
+) -> Result<Option<CloseReason>, ValidationError> {
+    if state.is_terminal() {
+        return Ok(Some(asked.or(current).unwrap_or(CloseReason::Completed)));
+    }
+    match asked {
+        Some(_) => Err(ValidationError::new(
+            "close_reason",
+            format!(
+                "only a done or closed issue has a close reason; this one is {state}: set state too"
+            ),
+        )),
+        None => Ok(None),
     }
 }
 
@@ -378,7 +478,9 @@ fn fingerprint<T: Serialize>(value: &T) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
-/// A partial update; `None` fields stay as they are.
+/// A partial update; `None` fields stay as they are. For the relations
+/// `parent` and `duplicate_of`, `Some(None)` clears them; `blocked_by`
+/// replaces the whole set (empty clears it).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct IssuePatch {
     pub title: Option<Title>,
@@ -386,6 +488,11 @@ pub struct IssuePatch {
     pub state: Option<IssueState>,
     pub labels: Option<Labels>,
     pub priority: Option<Priority>,
+    pub parent: Option<Option<IssueId>>,
+    pub duplicate_of: Option<Option<IssueId>>,
+    pub blocked_by: Option<BlockedBy>,
+    /// With a terminal `state` (or on an issue already in one).
+    pub close_reason: Option<CloseReason>,
 }
 
 impl IssuePatch {
@@ -395,27 +502,73 @@ impl IssuePatch {
             && self.state.is_none()
             && self.labels.is_none()
             && self.priority.is_none()
+            && self.parent.is_none()
+            && self.duplicate_of.is_none()
+            && self.blocked_by.is_none()
+            && self.close_reason.is_none()
     }
 
-    /// Applies the patch, bumping version and `updated_at`.
-    pub fn apply_to(self, issue: &mut Issue, now: Timestamp) {
-        if let Some(title) = self.title {
+    /// Every issue id this patch sets, with the field naming it: what a
+    /// store checks exists in the caller's tenant.
+    pub fn related(&self) -> Vec<(&'static str, &IssueId)> {
+        related(
+            self.parent.as_ref().and_then(Option::as_ref),
+            self.duplicate_of.as_ref().and_then(Option::as_ref),
+            self.blocked_by.as_ref(),
+        )
+    }
+
+    /// The parent this patch sets (not clears), whose chain a store walks.
+    pub fn new_parent(&self) -> Option<&IssueId> {
+        self.parent.as_ref().and_then(Option::as_ref)
+    }
+
+    /// Applies the patch, bumping version and `updated_at`, with the
+    /// lifecycle rules: entering a terminal state sets a close reason
+    /// (default `completed`) and ends the claim; reopening clears the
+    /// reason. Refused, with `issue` unchanged, when the result breaks a
+    /// rule that needs no store (self-relations, a reason on an open
+    /// issue, `duplicate` without `duplicate_of`).
+    pub fn apply_to(self, issue: &mut Issue, now: Timestamp) -> Result<(), ValidationError> {
+        let mut next = issue.clone();
+        self.apply_fields(&mut next);
+        next.close_reason = close_reason_for(next.state, issue.close_reason, self.close_reason)?;
+        if next.state.is_terminal() {
+            next.claim = None;
+        }
+        crate::relations::check_relations(Some(&issue.id), &next)?;
+        next.version += 1;
+        next.updated_at = now;
+        *issue = next;
+        Ok(())
+    }
+
+    fn apply_fields(&self, issue: &mut Issue) {
+        let this = self.clone();
+        if let Some(parent) = this.parent {
+            issue.parent = parent;
+        }
+        if let Some(duplicate_of) = this.duplicate_of {
+            issue.duplicate_of = duplicate_of;
+        }
+        if let Some(blocked_by) = this.blocked_by {
+            issue.blocked_by = blocked_by;
+        }
+        if let Some(title) = this.title {
             issue.title = title;
         }
-        if let Some(body) = self.body {
+        if let Some(body) = this.body {
             issue.body = body;
         }
-        if let Some(state) = self.state {
+        if let Some(state) = this.state {
             issue.state = state;
         }
-        if let Some(labels) = self.labels {
+        if let Some(labels) = this.labels {
             issue.labels = labels;
         }
-        if let Some(priority) = self.priority {
+        if let Some(priority) = this.priority {
             issue.priority = priority;
         }
-        issue.version += 1;
-        issue.updated_at = now;
     }
 }
 
@@ -452,6 +605,10 @@ pub struct ListQuery {
     pub author_run: Option<RunId>,
     pub limit: u32,
     pub cursor: Option<IssueId>,
+    /// Sub-issues of this issue only.
+    pub parent: Option<IssueId>,
+    /// Claimed, unclaimed, or claimed by one run (ended claims count as none).
+    pub claim: ClaimFilter,
 }
 
 impl Default for ListQuery {
@@ -463,6 +620,8 @@ impl Default for ListQuery {
             author_run: None,
             limit: limits::PAGE_DEFAULT,
             cursor: None,
+            parent: None,
+            claim: ClaimFilter::Any,
         }
     }
 }
@@ -500,6 +659,11 @@ impl ListQuery {
                 .author_run
                 .as_ref()
                 .is_none_or(|run| &issue.author.run == run)
+            && self
+                .parent
+                .as_ref()
+                .is_none_or(|p| issue.parent.as_ref() == Some(p))
+            && self.claim.matches(issue.claim.as_ref())
             && self.text.as_ref().is_none_or(|text| {
                 issue
                     .title
@@ -592,10 +756,76 @@ mod tests {
             state: Some(IssueState::Done),
             ..Default::default()
         }
-        .apply_to(&mut issue, Timestamp::from_millis(2));
+        .apply_to(&mut issue, Timestamp::from_millis(2))
+        .unwrap();
         assert_eq!(issue.version, 2);
         assert_eq!(issue.state, IssueState::Done);
         assert_eq!(issue.updated_at, Timestamp::from_millis(2));
+        assert_eq!(issue.close_reason, Some(CloseReason::Completed));
+    }
+
+    #[test]
+    fn closing_carries_a_reason_and_reopening_clears_it() {
+        let author = Author {
+            run: RunId::parse("r").unwrap(),
+            grant: None,
+        };
+        let mut issue = NewIssue::new(Title::parse("a").unwrap()).into_issue(
+            TenantId::parse("t").unwrap(),
+            author,
+            Timestamp::from_millis(1),
+        );
+        let patch = |f: fn(&mut IssuePatch)| {
+            let mut p = IssuePatch::default();
+            f(&mut p);
+            p
+        };
+        // A reason on an open issue is refused and changes nothing.
+        let err = patch(|p| p.close_reason = Some(CloseReason::NotPlanned))
+            .apply_to(&mut issue, Timestamp::from_millis(2))
+            .unwrap_err();
+        assert_eq!(err.field, "close_reason");
+        assert_eq!(issue.version, 1);
+        // Duplicate needs the original.
+        let err = patch(|p| {
+            p.state = Some(IssueState::Closed);
+            p.close_reason = Some(CloseReason::Duplicate);
+        })
+        .apply_to(&mut issue, Timestamp::from_millis(2))
+        .unwrap_err();
+        assert_eq!(err.field, "close_reason");
+        let original = IssueId::generate();
+        let mut close = patch(|p| {
+            p.state = Some(IssueState::Closed);
+            p.close_reason = Some(CloseReason::Duplicate);
+        });
+        close.duplicate_of = Some(Some(original.clone()));
+        close
+            .apply_to(&mut issue, Timestamp::from_millis(3))
+            .unwrap();
+        assert_eq!(issue.close_reason, Some(CloseReason::Duplicate));
+        assert_eq!(issue.duplicate_of, Some(original));
+        // Changing a closed issue's labels keeps its reason.
+        patch(|p| p.priority = Some(Priority::Low))
+            .apply_to(&mut issue, Timestamp::from_millis(4))
+            .unwrap();
+        assert_eq!(issue.close_reason, Some(CloseReason::Duplicate));
+        patch(|p| p.state = Some(IssueState::Todo))
+            .apply_to(&mut issue, Timestamp::from_millis(5))
+            .unwrap();
+        assert_eq!(issue.close_reason, None);
+        assert_eq!(issue.version, 4);
+        // Self-relations are refused.
+        let own = IssuePatch {
+            parent: Some(Some(issue.id.clone())),
+            ..IssuePatch::default()
+        };
+        assert_eq!(
+            own.apply_to(&mut issue, Timestamp::from_millis(6))
+                .unwrap_err()
+                .field,
+            "parent"
+        );
     }
 
     #[test]

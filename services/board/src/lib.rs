@@ -13,6 +13,7 @@ mod error;
 mod grant;
 mod ids;
 mod issue;
+mod relations;
 mod store;
 mod timestamp;
 
@@ -23,6 +24,10 @@ pub use ids::{CommentId, GrantId, IdempotencyKey, IssueId, RunId, TenantId};
 pub use issue::{
     Author, Body, Comment, CommentAdded, CommentBody, Created, Issue, IssuePatch, IssueState,
     Label, LabelFilter, Labels, ListQuery, NewComment, NewIssue, Page, Priority, Title, limits,
+};
+pub use relations::{
+    BlockedBy, Claim, ClaimCheck, ClaimFilter, Claimant, CloseReason, IssueView, ParentChain,
+    check_release, relation_limits,
 };
 pub use store::{AuditLog, BoardStore, GrantLedger, IssueStore, StoreHealth};
 pub use timestamp::Timestamp;

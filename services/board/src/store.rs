@@ -8,6 +8,7 @@ use crate::ids::{GrantId, IdempotencyKey, IssueId, RunId, TenantId};
 use crate::issue::{
     Author, CommentAdded, Created, Issue, IssuePatch, ListQuery, NewComment, NewIssue, Page,
 };
+use crate::relations::{Claimant, IssueView};
 use crate::timestamp::Timestamp;
 use async_trait::async_trait;
 
@@ -18,6 +19,8 @@ pub trait IssueStore: Send + Sync + 'static {
     /// Creates an issue. With a key, a replay of the same request by the same
     /// run returns the original issue (`replayed: true`) and a different
     /// request under the same key is [`StoreError::IdempotencyConflict`].
+    /// Relations must name issues of `tenant` ([`StoreError::UnknownRelated`]
+    /// otherwise; another tenant's id reads exactly like a missing one).
     async fn create_issue(
         &self,
         tenant: &TenantId,
@@ -31,12 +34,47 @@ pub trait IssueStore: Send + Sync + 'static {
     async fn list_issues(&self, tenant: &TenantId, query: &ListQuery) -> Result<Page, StoreError>;
 
     /// Applies `patch`. With `expected_version`, a stale version is a
-    /// [`StoreError::VersionConflict`] and nothing is written.
+    /// [`StoreError::VersionConflict`] and nothing is written. The lifecycle
+    /// rules are [`IssuePatch::apply_to`]'s; relations are checked as on
+    /// create, and a parent that would form a cycle is
+    /// [`StoreError::RelationCycle`].
     async fn update_issue(
         &self,
         tenant: &TenantId,
         id: &IssueId,
         patch: IssuePatch,
+        expected_version: Option<u64>,
+    ) -> Result<Issue, StoreError>;
+
+    /// The issue with the relations other issues hold to it (children,
+    /// the issues it blocks), read in one snapshot.
+    async fn get_issue_view(
+        &self,
+        tenant: &TenantId,
+        id: &IssueId,
+    ) -> Result<IssueView, StoreError>;
+
+    /// Gives an open issue to `claimant`'s run, atomically: of many racing
+    /// claimants exactly one wins, the others get [`StoreError::Claimed`]
+    /// naming the winner. Claiming one's own claim again is a success that
+    /// changes nothing. A claim whose grant has expired or been revoked
+    /// counts as none and is taken over. Bumps the version.
+    async fn claim_issue(
+        &self,
+        tenant: &TenantId,
+        id: &IssueId,
+        claimant: &Claimant,
+        expected_version: Option<u64>,
+    ) -> Result<Issue, StoreError>;
+
+    /// Ends `run`'s claim on the issue (bumping the version). Refused with
+    /// [`StoreError::Claimed`] when another run holds it and
+    /// [`StoreError::NotClaimed`] when nobody does.
+    async fn release_issue(
+        &self,
+        tenant: &TenantId,
+        id: &IssueId,
+        run: &RunId,
         expected_version: Option<u64>,
     ) -> Result<Issue, StoreError>;
 
@@ -56,6 +94,9 @@ pub trait GrantLedger: Send + Sync + 'static {
     async fn record_grant(&self, grant: &Grant, token_hash: &str) -> Result<(), StoreError>;
 
     /// Marks a grant revoked (first revocation wins) and returns its record.
+    /// Every claim made under the grant ends with it (in the same
+    /// transaction where the store has one; else right after, and a claim
+    /// attempt takes over a claim whose grant is revoked meanwhile).
     async fn record_revocation(
         &self,
         id: &GrantId,

@@ -22,7 +22,7 @@ pub enum GrantCommand {
         tenant: String,
         #[arg(long)]
         run: String,
-        /// Comma-separated: issues:read, issues:create, issues:update, comments:write.
+        /// Comma-separated: issues:read, issues:create, issues:update, comments:write, issues:claim.
         #[arg(long)]
         caps: String,
         /// Lifetime, e.g. 30m, 1h, 7d.

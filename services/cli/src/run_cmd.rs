@@ -34,7 +34,7 @@ pub struct RunArgs {
     /// Run id [default: run-<ulid>].
     #[arg(long)]
     run: Option<String>,
-    /// Comma-separated: issues:read, issues:create, issues:update, comments:write.
+    /// Comma-separated: issues:read, issues:create, issues:update, comments:write, issues:claim.
     #[arg(long)]
     caps: String,
     /// Longest the run may live (it is revoked as soon as CMD ends anyway).

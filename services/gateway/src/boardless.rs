@@ -5,9 +5,9 @@
 
 use async_trait::async_trait;
 use corkboard_board::{
-    Author, CommentAdded, Created, Grant, GrantEvent, GrantId, GrantLedger, IdempotencyKey, Issue,
-    IssueId, IssuePatch, IssueStore, ListQuery, NewComment, NewIssue, Page, RunId, StoreError,
-    TenantId, Timestamp,
+    Author, Claimant, CommentAdded, Created, Grant, GrantEvent, GrantId, GrantLedger,
+    IdempotencyKey, Issue, IssueId, IssuePatch, IssueStore, IssueView, ListQuery, NewComment,
+    NewIssue, Page, RunId, StoreError, TenantId, Timestamp,
 };
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -56,6 +56,30 @@ impl IssueStore for BoardlessStore {
         _: &TenantId,
         _: &IssueId,
         _: IssuePatch,
+        _: Option<u64>,
+    ) -> Result<Issue, StoreError> {
+        Err(not_configured())
+    }
+
+    async fn get_issue_view(&self, _: &TenantId, _: &IssueId) -> Result<IssueView, StoreError> {
+        Err(not_configured())
+    }
+
+    async fn claim_issue(
+        &self,
+        _: &TenantId,
+        _: &IssueId,
+        _: &Claimant,
+        _: Option<u64>,
+    ) -> Result<Issue, StoreError> {
+        Err(not_configured())
+    }
+
+    async fn release_issue(
+        &self,
+        _: &TenantId,
+        _: &IssueId,
+        _: &RunId,
         _: Option<u64>,
     ) -> Result<Issue, StoreError> {
         Err(not_configured())

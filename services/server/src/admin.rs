@@ -10,9 +10,9 @@ use crate::web::WebAuth;
 use actix_web::{HttpResponse, web};
 use corkboard_api::ApiError;
 use corkboard_board::{
-    AuditQuery, Capabilities, GrantEvent, GrantId, IssueId, IssuePatch, IssueState, Label,
-    LabelFilter, Labels, ListQuery, Priority, RunId, TenantId, Timestamp, Title, ValidationError,
-    limits, parse_ttl,
+    AuditQuery, Capabilities, ClaimFilter, CloseReason, GrantEvent, GrantId, IssueId, IssuePatch,
+    IssueState, Label, LabelFilter, Labels, ListQuery, Priority, RunId, TenantId, Timestamp, Title,
+    ValidationError, limits, parse_ttl,
 };
 use corkboard_grants::{AdminPrincipal, GrantRequest};
 use serde::Deserialize;
@@ -294,6 +294,12 @@ struct IssueListParams {
     run: Option<String>,
     cursor: Option<String>,
     limit: Option<u32>,
+    /// Sub-issues of this issue.
+    parent: Option<String>,
+    /// `true`: issues no run has claimed.
+    unclaimed: Option<bool>,
+    /// Issues claimed by this run.
+    claimed_by: Option<String>,
 }
 
 fn csv(text: &Option<String>) -> Vec<&str> {
@@ -325,6 +331,17 @@ impl IssueListParams {
                 return Err(ValidationError::new("label_match", "expected all or any"));
             }
         };
+        let claim = match (self.unclaimed, self.claimed_by) {
+            (Some(true), Some(_)) => {
+                return Err(ValidationError::new(
+                    "unclaimed",
+                    "cannot be combined with claimed_by",
+                ));
+            }
+            (Some(true), None) => ClaimFilter::Unclaimed,
+            (_, Some(run)) => ClaimFilter::ClaimedBy(RunId::parse(run)?),
+            (_, None) => ClaimFilter::Any,
+        };
         let query = ListQuery {
             states,
             labels,
@@ -332,6 +349,8 @@ impl IssueListParams {
             author_run: self.run.map(RunId::parse).transpose()?,
             limit: page_limit(self.limit)?,
             cursor: self.cursor.map(IssueId::parse).transpose()?,
+            parent: self.parent.map(IssueId::parse).transpose()?,
+            claim,
         };
         query.validate()?;
         Ok(query)
@@ -377,16 +396,18 @@ async fn get_issue(
             .into());
         }
     };
+    // With the inverse relations (children, blocks), like MCP's get_issue.
     let issue = state
         .store
-        .get_issue(&tenant, &IssueId::parse(issue)?)
+        .get_issue_view(&tenant, &IssueId::parse(issue)?)
         .await?;
     if !render {
         return Ok(HttpResponse::Ok().json(issue));
     }
     let rendered = json!({
-        "body": crate::markdown::render(issue.body.as_str()),
+        "body": crate::markdown::render(issue.issue.body.as_str()),
         "comments": issue
+            .issue
             .comments
             .iter()
             .map(|c| (c.id.to_string(), crate::markdown::render(c.body.as_str()).into()))
@@ -407,6 +428,8 @@ struct UpdateIssueBody {
     state: Option<String>,
     labels: Option<Vec<String>>,
     priority: Option<String>,
+    /// With state done or closed; see `IssuePatch::apply_to`.
+    close_reason: Option<String>,
 }
 
 async fn update_issue(
@@ -425,6 +448,12 @@ async fn update_issue(
         state: body.state.as_deref().map(IssueState::parse).transpose()?,
         labels: body.labels.map(Labels::parse).transpose()?,
         priority: body.priority.as_deref().map(Priority::parse).transpose()?,
+        close_reason: body
+            .close_reason
+            .as_deref()
+            .map(CloseReason::parse)
+            .transpose()?,
+        ..IssuePatch::default()
     };
     let updated = state
         .store

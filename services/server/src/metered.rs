@@ -4,9 +4,10 @@
 
 use async_trait::async_trait;
 use corkboard_board::{
-    AuditLog, AuditQuery, AuditRecord, Author, BoardStore, CommentAdded, Created, Grant,
+    AuditLog, AuditQuery, AuditRecord, Author, BoardStore, Claimant, CommentAdded, Created, Grant,
     GrantEvent, GrantId, GrantLedger, IdempotencyKey, Issue, IssueId, IssuePatch, IssueStore,
-    ListQuery, NewComment, NewIssue, Page, RunId, StoreError, StoreHealth, TenantId, Timestamp,
+    IssueView, ListQuery, NewComment, NewIssue, Page, RunId, StoreError, StoreHealth, TenantId,
+    Timestamp,
 };
 use corkboard_telemetry::Metrics;
 use std::future::Future;
@@ -82,6 +83,44 @@ impl IssueStore for MeteredStore {
         self.timed(
             "update_issue",
             self.inner.update_issue(tenant, id, patch, expected_version),
+        )
+        .await
+    }
+
+    async fn get_issue_view(
+        &self,
+        tenant: &TenantId,
+        id: &IssueId,
+    ) -> Result<IssueView, StoreError> {
+        self.timed("get_issue", self.inner.get_issue_view(tenant, id))
+            .await
+    }
+
+    async fn claim_issue(
+        &self,
+        tenant: &TenantId,
+        id: &IssueId,
+        claimant: &Claimant,
+        expected_version: Option<u64>,
+    ) -> Result<Issue, StoreError> {
+        self.timed(
+            "claim_issue",
+            self.inner
+                .claim_issue(tenant, id, claimant, expected_version),
+        )
+        .await
+    }
+
+    async fn release_issue(
+        &self,
+        tenant: &TenantId,
+        id: &IssueId,
+        run: &RunId,
+        expected_version: Option<u64>,
+    ) -> Result<Issue, StoreError> {
+        self.timed(
+            "release_issue",
+            self.inner.release_issue(tenant, id, run, expected_version),
         )
         .await
     }

@@ -52,6 +52,7 @@ pub fn full_issue(text: &str) -> NewIssue {
         state: IssueState::Todo,
         labels: labels(&["bug", "area:api"]),
         priority: Priority::High,
+        ..NewIssue::new(title(text))
     }
 }
 

@@ -207,7 +207,10 @@ pub async fn case_update_each_field<S: BoardStore>(store: Arc<S>) {
     ];
     for patch in patches {
         let mut expected = current.clone();
-        patch.clone().apply_to(&mut expected, current.updated_at);
+        patch
+            .clone()
+            .apply_to(&mut expected, current.updated_at)
+            .expect("a valid patch");
         let updated = store
             .update_issue(&t, &current.id, patch.clone(), None)
             .await

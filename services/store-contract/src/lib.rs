@@ -28,6 +28,7 @@
 #![forbid(unsafe_code)]
 
 mod audit;
+mod claims;
 mod concurrency;
 pub mod fixtures;
 mod grants;
@@ -35,6 +36,7 @@ mod issues;
 mod lists;
 
 pub use audit::*;
+pub use claims::*;
 pub use concurrency::*;
 pub use grants::*;
 pub use issues::*;
@@ -134,6 +136,11 @@ macro_rules! store_contract_tests {
             case_audit_append_and_list,
             case_audit_filters_and_limit,
             case_audit_tenant_isolation,
+            case_claim_race_has_one_winner_until_revoked,
+            case_claim_expires_with_its_grant,
+            case_claim_release_close_and_versions,
+            case_close_reasons_and_reopen,
+            case_relations_are_checked_and_shown,
         }
     };
     (@tests [$factory:expr] $($case:ident),* $(,)?) => {
@@ -167,6 +174,7 @@ mod tests {
     fn every_case_function_is_in_the_macro() {
         let sources = [
             include_str!("audit.rs"),
+            include_str!("claims.rs"),
             include_str!("concurrency.rs"),
             include_str!("grants.rs"),
             include_str!("issues.rs"),

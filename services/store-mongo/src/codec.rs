@@ -11,9 +11,9 @@
 
 use crate::error::corrupt;
 use corkboard_board::{
-    ArgumentsHash, AuditOutcome, AuditRecord, Author, Body, Capabilities, Comment, CommentBody,
-    CommentId, Grant, GrantEvent, GrantId, Issue, IssueId, IssueState, Labels, Priority, RunId,
-    StoreError, TenantId, Timestamp, Title,
+    ArgumentsHash, AuditOutcome, AuditRecord, Author, BlockedBy, Body, Capabilities, Claim,
+    CloseReason, Comment, CommentBody, CommentId, Grant, GrantEvent, GrantId, Issue, IssueId,
+    IssueState, Labels, Priority, RunId, StoreError, TenantId, Timestamp, Title,
 };
 use mongodb::bson::{Bson, DateTime, Document, doc};
 
@@ -36,6 +36,16 @@ pub(crate) mod field {
     pub const VERSION: &str = "version";
     pub const COMMENTS: &str = "comments";
     pub const COMMENT_IDS: &str = "comments.id";
+    pub const PARENT: &str = "parent";
+    pub const DUPLICATE_OF: &str = "duplicate_of";
+    pub const BLOCKED_BY: &str = "blocked_by";
+    pub const CLOSE_REASON: &str = "close_reason";
+    /// `{run, grant, claimed_at, expires_at}` or null.
+    pub const CLAIM: &str = "claim";
+    pub const CLAIM_RUN: &str = "claim.run";
+    pub const CLAIM_GRANT: &str = "claim.grant";
+    pub const CLAIMED_AT: &str = "claim.claimed_at";
+    pub const CLAIM_EXPIRES_AT: &str = "claim.expires_at";
 }
 
 pub(crate) fn date(t: Timestamp) -> DateTime {
@@ -67,8 +77,47 @@ fn author_doc(author: &Author) -> Document {
     }
 }
 
+pub(crate) fn claim_bson(claim: Option<&Claim>) -> Bson {
+    match claim {
+        None => Bson::Null,
+        Some(c) => Bson::Document(doc! {
+            "run": c.run.as_str(),
+            "grant": c.grant.as_str(),
+            "claimed_at": date(c.claimed_at),
+            "expires_at": date(c.expires_at),
+        }),
+    }
+}
+
+fn ids_bson(ids: &BlockedBy) -> Bson {
+    Bson::Array(ids.iter().map(|id| Bson::from(id.as_str())).collect())
+}
+
+/// The `$set` of a whole-issue update: every field a change may touch
+/// (all but the id, tenant, author, creation time, version, comments).
+pub(crate) fn issue_set(issue: &Issue) -> Document {
+    doc! {
+        field::TITLE: issue.title.as_str(),
+        field::TITLE_LOWER: issue.title.as_str().to_lowercase(),
+        field::BODY: issue.body.as_str(),
+        field::STATE: issue.state.as_str(),
+        field::LABELS: labels_bson(&issue.labels),
+        field::PRIORITY: issue.priority.as_str(),
+        field::PARENT: issue.parent.as_ref().map(|p| p.as_str()),
+        field::DUPLICATE_OF: issue.duplicate_of.as_ref().map(|p| p.as_str()),
+        field::BLOCKED_BY: ids_bson(&issue.blocked_by),
+        field::CLOSE_REASON: issue.close_reason.map(|r| r.as_str()),
+        field::CLAIM: claim_bson(issue.claim.as_ref()),
+    }
+}
+
 pub(crate) fn issue_doc(issue: &Issue) -> Document {
     doc! {
+        field::PARENT: issue.parent.as_ref().map(|p| p.as_str()),
+        field::DUPLICATE_OF: issue.duplicate_of.as_ref().map(|p| p.as_str()),
+        field::BLOCKED_BY: ids_bson(&issue.blocked_by),
+        field::CLOSE_REASON: issue.close_reason.map(|r| r.as_str()),
+        field::CLAIM: claim_bson(issue.claim.as_ref()),
         field::ID: issue.id.as_str(),
         field::TENANT: issue.tenant.as_str(),
         field::TITLE: issue.title.as_str(),
@@ -213,9 +262,45 @@ impl<'a> Reader<'a> {
     }
 }
 
+impl Reader<'_> {
+    fn opt_id(&self, key: &str) -> Result<Option<IssueId>, StoreError> {
+        self.opt_str(key)?
+            .map(|id| self.parse(IssueId::parse(id)))
+            .transpose()
+    }
+
+    /// A stored claim, raw (an ended one too).
+    fn claim(&self) -> Result<Option<Claim>, StoreError> {
+        let claim = match self.doc.get(field::CLAIM) {
+            None | Some(Bson::Null) => return Ok(None),
+            Some(Bson::Document(c)) => c,
+            Some(_) => return Err(self.fail("field claim is not a document")),
+        };
+        let inner = Reader {
+            what: self.what,
+            id: self.id.clone(),
+            doc: claim,
+        };
+        Ok(Some(Claim {
+            run: inner.parse(RunId::parse(inner.str("run")?))?,
+            grant: inner.parse(GrantId::parse(inner.str("grant")?))?,
+            claimed_at: inner.date("claimed_at")?,
+            expires_at: inner.date("expires_at")?,
+        }))
+    }
+}
+
+/// The claim stored on an issue document as it is, ended or not: what a
+/// takeover of a revoked grant's claim matches on.
+pub(crate) fn raw_claim(doc: &Document) -> Result<Option<Claim>, StoreError> {
+    Reader::new("issue", doc, field::ID).claim()
+}
+
 /// An issue document of `tenant`'s collection. A document naming another
 /// tenant is refused: it would mean a document was copied between tenants'
-/// collections, and showing it would break tenant pinning.
+/// collections, and showing it would break tenant pinning. Documents
+/// written before relations existed read with none; a finished one without
+/// a close reason reads as `completed`. An ended claim reads as none.
 pub(crate) fn issue_from_doc(tenant: &TenantId, doc: &Document) -> Result<Issue, StoreError> {
     let r = Reader::new("issue", doc, field::ID);
     let stored_tenant = r.str(field::TENANT)?;
@@ -233,12 +318,33 @@ pub(crate) fn issue_from_doc(tenant: &TenantId, doc: &Document) -> Result<Issue,
             .collect::<Result<Vec<_>, _>>()?,
         Some(_) => return Err(r.fail("field comments is not an array")),
     };
+    let state = r.parse(IssueState::parse(r.str(field::STATE)?))?;
+    let close_reason = match r.opt_str(field::CLOSE_REASON)? {
+        Some(reason) => Some(r.parse(CloseReason::parse(reason))?),
+        None if state.is_terminal() => Some(CloseReason::Completed),
+        None => None,
+    };
+    let blocked_by = match doc.get(field::BLOCKED_BY) {
+        None | Some(Bson::Null) => BlockedBy::default(),
+        Some(_) => r.parse(BlockedBy::parse(
+            r.strings(field::BLOCKED_BY)?
+                .into_iter()
+                .map(IssueId::parse)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| r.fail(e))?,
+        ))?,
+    };
     Ok(Issue {
+        parent: r.opt_id(field::PARENT)?,
+        duplicate_of: r.opt_id(field::DUPLICATE_OF)?,
+        blocked_by,
+        close_reason,
+        claim: r.claim()?.and_then(|c| c.live_at(Timestamp::now())),
         id: r.parse(IssueId::parse(r.str(field::ID)?))?,
         tenant: tenant.clone(),
         title: r.parse(Title::parse(r.str(field::TITLE)?))?,
         body: r.parse(Body::parse(r.str(field::BODY)?))?,
-        state: r.parse(IssueState::parse(r.str(field::STATE)?))?,
+        state,
         labels: r.parse(Labels::parse(r.strings(field::LABELS)?))?,
         priority: r.parse(Priority::parse(r.str(field::PRIORITY)?))?,
         author: r.author(r.sub(field::AUTHOR)?)?,

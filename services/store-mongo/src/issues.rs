@@ -24,7 +24,8 @@
 //! guarded by "this comment id is not there yet" instead of the insert.
 
 use crate::codec::{
-    comment_doc, comment_from_doc, date, field, issue_doc, issue_from_doc, patch_set, to_i64,
+    claim_bson, comment_doc, comment_from_doc, date, field, issue_doc, issue_from_doc, issue_set,
+    patch_set, raw_claim, to_i64,
 };
 use crate::error::{is_duplicate_key, store_error};
 use crate::query::list_filter;
@@ -32,11 +33,12 @@ use crate::schema::idem_field;
 use crate::store::MongoStore;
 use async_trait::async_trait;
 use corkboard_board::{
-    Author, Comment, CommentAdded, CommentId, Created, IdempotencyKey, Issue, IssueId, IssuePatch,
-    IssueStore, ListQuery, NewComment, NewIssue, Page, RunId, StoreError, TenantId, Timestamp,
-    ValidationError, limits,
+    Author, ClaimCheck, Claimant, Comment, CommentAdded, CommentId, Created, GrantLedger,
+    IdempotencyKey, Issue, IssueId, IssuePatch, IssueStore, IssueView, ListQuery, NewComment,
+    NewIssue, Page, ParentChain, RunId, StoreError, TenantId, Timestamp, ValidationError,
+    check_release, limits, relation_limits,
 };
-use mongodb::bson::{Document, doc};
+use mongodb::bson::{Bson, Document, doc};
 use mongodb::options::ReturnDocument;
 use std::time::Duration;
 
@@ -68,11 +70,335 @@ const VISIBILITY_PAUSE: Duration = Duration::from_millis(25);
 /// says it should have, is tried again before the store gives up.
 const UPDATE_ATTEMPTS: u32 = 5;
 
+/// How often an update that must read the issue first (a lifecycle or
+/// relation change, a claim) retries its compare-and-swap when another
+/// writer changed the issue in between. Each lost round means another
+/// writer won one, so this bounds the wait under a burst of that many.
+const CAS_ATTEMPTS: u32 = 64;
+
+/// Whether the patch can be applied without reading the issue: it touches
+/// only fields whose new value does not depend on the current one.
+fn is_blind(patch: &IssuePatch) -> bool {
+    patch.state.is_none()
+        && patch.close_reason.is_none()
+        && patch.parent.is_none()
+        && patch.duplicate_of.is_none()
+        && patch.blocked_by.is_none()
+}
+
 fn issue_not_found(id: &IssueId) -> StoreError {
     StoreError::not_found(format!("issue {id}"))
 }
 
 impl MongoStore {
+    /// Whether `id` exists in `tenant`'s collection, and its parent.
+    async fn parent_of(
+        &self,
+        tenant: &TenantId,
+        id: &IssueId,
+    ) -> Result<Option<Option<IssueId>>, StoreError> {
+        let found = self
+            .issues(tenant)
+            .find_one(doc! { field::ID: id.as_str() })
+            .projection(doc! { field::PARENT: 1 })
+            .max_time(self.max_time())
+            .await
+            .map_err(|e| store_error(&e))?;
+        Ok(found.map(|doc| {
+            doc.get_str(field::PARENT)
+                .ok()
+                .and_then(|p| IssueId::parse(p).ok())
+        }))
+    }
+
+    /// Refuses relations to issues missing from `tenant` (another tenant's
+    /// collection is never read, so its ids are missing too) and a parent
+    /// whose chain would hold `child` or be too deep. Read before the
+    /// write; a racing re-parent could still close a cycle between the
+    /// check and the write, which the bounded chain walk tolerates.
+    async fn check_relations(
+        &self,
+        tenant: &TenantId,
+        child: Option<&IssueId>,
+        related: &[(&'static str, &IssueId)],
+        parent: Option<&IssueId>,
+    ) -> Result<(), StoreError> {
+        for (field, id) in related {
+            if self.parent_of(tenant, id).await?.is_none() {
+                return Err(StoreError::UnknownRelated {
+                    field,
+                    id: (*id).clone(),
+                });
+            }
+        }
+        if let Some(parent) = parent {
+            let mut chain = ParentChain::new(child, parent)?;
+            while let Some(ancestor) = chain.pending().cloned() {
+                chain.step(self.parent_of(tenant, &ancestor).await?)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Ids of `tenant`'s issues matching `filter`, newest first, one more
+    /// than [`relation_limits::INVERSE_MAX`].
+    async fn related_ids(
+        &self,
+        tenant: &TenantId,
+        filter: Document,
+    ) -> Result<Vec<IssueId>, StoreError> {
+        let fetch = i64::try_from(relation_limits::INVERSE_MAX + 1).unwrap_or(i64::MAX);
+        let mut cursor = self
+            .issues(tenant)
+            .find(filter)
+            .projection(doc! { field::ID: 1 })
+            .sort(doc! { field::ID: -1 })
+            .limit(fetch)
+            .max_time(self.max_time())
+            .await
+            .map_err(|e| store_error(&e))?;
+        let mut out = Vec::new();
+        while cursor.advance().await.map_err(|e| store_error(&e))? {
+            let doc = cursor.deserialize_current().map_err(|e| store_error(&e))?;
+            let id = doc.get_str(field::ID).unwrap_or_default();
+            out.push(
+                IssueId::parse(id).map_err(|e| {
+                    StoreError::Internal(format!("a stored issue id is invalid: {e}"))
+                })?,
+            );
+        }
+        Ok(out)
+    }
+
+    /// An update that depends on the issue as it is (lifecycle, relations):
+    /// read, apply in memory, then a compare-and-swap on the version read.
+    async fn apply_patch_read_first(
+        &self,
+        tenant: &TenantId,
+        id: &IssueId,
+        patch: &IssuePatch,
+        expected_version: Option<u64>,
+    ) -> Result<Issue, StoreError> {
+        self.check_relations(tenant, Some(id), &patch.related(), patch.new_parent())
+            .await?;
+        for _ in 0..CAS_ATTEMPTS {
+            let Some(mut issue) = self.find_issue(tenant, id).await? else {
+                return Err(issue_not_found(id));
+            };
+            if let Some(expected) = expected_version
+                && expected != issue.version
+            {
+                return Err(StoreError::VersionConflict {
+                    expected,
+                    actual: issue.version,
+                });
+            }
+            let read_version = issue.version;
+            let now = Timestamp::now().max(issue.updated_at);
+            patch.clone().apply_to(&mut issue, now)?;
+            let updated = self
+                .issues(tenant)
+                .find_one_and_update(
+                    doc! { field::ID: id.as_str(), field::VERSION: to_i64(read_version) },
+                    doc! {
+                        "$set": issue_set(&issue),
+                        "$inc": { field::VERSION: 1_i64 },
+                        "$max": { field::UPDATED_AT: date(now) },
+                    },
+                )
+                .return_document(ReturnDocument::After)
+                .max_time(self.max_time())
+                .await
+                .map_err(|e| store_error(&e))?;
+            if let Some(doc) = updated {
+                return issue_from_doc(tenant, &doc);
+            }
+            // Someone else changed it in between: read again.
+        }
+        Err(StoreError::unavailable(format!(
+            "issue {id} kept changing during {CAS_ATTEMPTS} attempts to update it; retry"
+        )))
+    }
+
+    /// Takes over a claim whose grant the ledger says is revoked (its
+    /// revocation's clean-up has not reached this issue yet), matching that
+    /// exact claim so a fresh claim made meanwhile is never cleared.
+    async fn clear_revoked_claim(
+        &self,
+        tenant: &TenantId,
+        id: &IssueId,
+    ) -> Result<bool, StoreError> {
+        let Some(doc) = self
+            .issues(tenant)
+            .find_one(doc! { field::ID: id.as_str() })
+            .max_time(self.max_time())
+            .await
+            .map_err(|e| store_error(&e))?
+        else {
+            return Ok(false);
+        };
+        let Some(claim) = raw_claim(&doc)? else {
+            return Ok(false);
+        };
+        let revoked = match self.grant(&claim.grant).await {
+            Ok(event) => event.revoked_at.is_some(),
+            Err(StoreError::NotFound { .. }) => false,
+            Err(err) => return Err(err),
+        };
+        if !revoked {
+            return Ok(false);
+        }
+        self.issues(tenant)
+            .update_one(
+                doc! {
+                    field::ID: id.as_str(),
+                    field::CLAIM_GRANT: claim.grant.as_str(),
+                    field::CLAIMED_AT: date(claim.claimed_at),
+                },
+                doc! {
+                    "$set": { field::CLAIM: Bson::Null },
+                    "$inc": { field::VERSION: 1_i64 },
+                    "$max": { field::UPDATED_AT: date(Timestamp::now()) },
+                },
+            )
+            .await
+            .map_err(|e| store_error(&e))?;
+        Ok(true)
+    }
+
+    async fn claim(
+        &self,
+        tenant: &TenantId,
+        id: &IssueId,
+        claimant: &Claimant,
+        expected_version: Option<u64>,
+    ) -> Result<Issue, StoreError> {
+        for _ in 0..UPDATE_ATTEMPTS {
+            let now = Timestamp::now();
+            let claim = claimant.claim_at(now);
+            let mut filter = doc! {
+                field::ID: id.as_str(),
+                field::STATE: { "$nin": ["done", "closed"] },
+                "$or": [
+                    { field::CLAIM: Bson::Null },
+                    { field::CLAIM_EXPIRES_AT: { "$lte": date(now) } },
+                    { field::CLAIM_RUN: claimant.run.as_str(), field::CLAIM_GRANT: { "$ne": claimant.grant.as_str() } },
+                ],
+            };
+            if let Some(expected) = expected_version {
+                filter.insert(field::VERSION, to_i64(expected));
+            }
+            if claimant.expires_at > now {
+                // One conditional update decides among racing claimants.
+                let updated = self
+                    .issues(tenant)
+                    .find_one_and_update(
+                        filter,
+                        doc! {
+                            "$set": { field::CLAIM: claim_bson(Some(&claim)) },
+                            "$inc": { field::VERSION: 1_i64 },
+                            "$max": { field::UPDATED_AT: date(now) },
+                        },
+                    )
+                    .return_document(ReturnDocument::After)
+                    .max_time(self.max_time())
+                    .await
+                    .map_err(|e| store_error(&e))?;
+                if let Some(doc) = updated {
+                    return issue_from_doc(tenant, &doc);
+                }
+            }
+            let Some(issue) = self.find_issue(tenant, id).await? else {
+                return Err(issue_not_found(id));
+            };
+            match ClaimCheck::of(&issue, claimant, expected_version) {
+                ClaimCheck::Own => return Ok(issue),
+                ClaimCheck::Refused(err @ StoreError::Claimed { .. }) => {
+                    if !self.clear_revoked_claim(tenant, id).await? {
+                        return Err(err);
+                    }
+                    // The revoked claim is gone: try again.
+                }
+                ClaimCheck::Refused(err) => return Err(err),
+                ClaimCheck::Free if claimant.expires_at <= Timestamp::now() => {
+                    return Err(ValidationError::new(
+                        "grant",
+                        "the grant of this run has expired; a claim needs a live grant",
+                    )
+                    .into());
+                }
+                // Freed between the update and the read: try again.
+                ClaimCheck::Free => {}
+            }
+        }
+        Err(StoreError::unavailable(format!(
+            "issue {id} kept changing during {UPDATE_ATTEMPTS} attempts to claim it; retry"
+        )))
+    }
+
+    async fn release(
+        &self,
+        tenant: &TenantId,
+        id: &IssueId,
+        run: &RunId,
+        expected_version: Option<u64>,
+    ) -> Result<Issue, StoreError> {
+        let now = Timestamp::now();
+        let mut filter = doc! {
+            field::ID: id.as_str(),
+            field::CLAIM_RUN: run.as_str(),
+            field::CLAIM_EXPIRES_AT: { "$gt": date(now) },
+        };
+        if let Some(expected) = expected_version {
+            filter.insert(field::VERSION, to_i64(expected));
+        }
+        let updated = self
+            .issues(tenant)
+            .find_one_and_update(
+                filter,
+                doc! {
+                    "$set": { field::CLAIM: Bson::Null },
+                    "$inc": { field::VERSION: 1_i64 },
+                    "$max": { field::UPDATED_AT: date(now) },
+                },
+            )
+            .return_document(ReturnDocument::After)
+            .max_time(self.max_time())
+            .await
+            .map_err(|e| store_error(&e))?;
+        if let Some(doc) = updated {
+            return issue_from_doc(tenant, &doc);
+        }
+        let Some(issue) = self.find_issue(tenant, id).await? else {
+            return Err(issue_not_found(id));
+        };
+        check_release(&issue, run, expected_version)?;
+        Err(StoreError::unavailable(format!(
+            "issue {id} changed while releasing it; retry"
+        )))
+    }
+
+    /// Ends every claim made under `grant` on `tenant`'s board.
+    pub(crate) async fn end_claims_of(
+        &self,
+        tenant: &TenantId,
+        grant: &corkboard_board::GrantId,
+        at: Timestamp,
+    ) -> Result<(), StoreError> {
+        self.issues(tenant)
+            .update_many(
+                doc! { field::CLAIM_GRANT: grant.as_str() },
+                doc! {
+                    "$set": { field::CLAIM: Bson::Null },
+                    "$inc": { field::VERSION: 1_i64 },
+                    "$max": { field::UPDATED_AT: date(at) },
+                },
+            )
+            .await
+            .map_err(|e| store_error(&e))?;
+        Ok(())
+    }
+
     async fn find_issue(
         &self,
         tenant: &TenantId,
@@ -401,7 +727,10 @@ impl IssueStore for MongoStore {
         key: Option<&IdempotencyKey>,
     ) -> Result<Created, StoreError> {
         self.bounded_write("create_issue", async {
+            new.validate()?;
             self.ensure_tenant(tenant).await?;
+            self.check_relations(tenant, None, &new.related(), new.parent.as_ref())
+                .await?;
             match key {
                 Some(key) => self.create_with_key(tenant, author, new, key).await,
                 None => {
@@ -481,7 +810,59 @@ impl IssueStore for MongoStore {
         // No index set-up here: an update never creates a document (or a
         // collection), so it has nothing to wait for.
         self.bounded_write("update_issue", async {
-            self.apply_patch(tenant, id, &patch, expected_version).await
+            if is_blind(&patch) {
+                self.apply_patch(tenant, id, &patch, expected_version).await
+            } else {
+                self.apply_patch_read_first(tenant, id, &patch, expected_version)
+                    .await
+            }
+        })
+        .await
+    }
+
+    async fn get_issue_view(
+        &self,
+        tenant: &TenantId,
+        id: &IssueId,
+    ) -> Result<IssueView, StoreError> {
+        self.bounded("get_issue", async {
+            let issue = self
+                .find_issue(tenant, id)
+                .await?
+                .ok_or_else(|| issue_not_found(id))?;
+            let children = self
+                .related_ids(tenant, doc! { field::PARENT: id.as_str() })
+                .await?;
+            let blocks = self
+                .related_ids(tenant, doc! { field::BLOCKED_BY: id.as_str() })
+                .await?;
+            Ok(IssueView::new(issue, children, blocks))
+        })
+        .await
+    }
+
+    async fn claim_issue(
+        &self,
+        tenant: &TenantId,
+        id: &IssueId,
+        claimant: &Claimant,
+        expected_version: Option<u64>,
+    ) -> Result<Issue, StoreError> {
+        self.bounded_write("claim_issue", async {
+            self.claim(tenant, id, claimant, expected_version).await
+        })
+        .await
+    }
+
+    async fn release_issue(
+        &self,
+        tenant: &TenantId,
+        id: &IssueId,
+        run: &RunId,
+        expected_version: Option<u64>,
+    ) -> Result<Issue, StoreError> {
+        self.bounded_write("release_issue", async {
+            self.release(tenant, id, run, expected_version).await
         })
         .await
     }

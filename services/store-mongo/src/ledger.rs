@@ -101,13 +101,20 @@ impl GrantLedger for MongoStore {
                 .max_time(self.max_time())
                 .await
                 .map_err(|e| store_error(&e))?;
-            match updated {
-                Some(doc) => grant_from_doc(&doc),
+            let event = match updated {
+                Some(doc) => grant_from_doc(&doc)?,
                 None => self
                     .find_grant(doc! { field::ID: id.as_str() })
                     .await?
-                    .ok_or_else(|| grant_not_found(id)),
-            }
+                    .ok_or_else(|| grant_not_found(id))?,
+            };
+            // The grant's claims end with it. Right after the revocation
+            // (MongoDB has no transaction across the two collections here):
+            // should this fail, the revocation stands, the caller sees the
+            // error and may retry (a retry clears them), and a claim
+            // attempt takes over a claim whose grant is revoked meanwhile.
+            self.end_claims_of(&event.grant.tenant, id, at).await?;
+            Ok(event)
         })
         .await
     }

@@ -1,8 +1,8 @@
 //! The list query as a MongoDB filter: every filter runs on the server, in
 //! a shape the `(state|labels|author.run, _id)` indexes serve.
 
-use crate::codec::field;
-use corkboard_board::{LabelFilter, ListQuery};
+use crate::codec::{date, field};
+use corkboard_board::{ClaimFilter, LabelFilter, ListQuery, Timestamp};
 use mongodb::bson::{Bson, Document, doc};
 use std::collections::BTreeSet;
 
@@ -14,7 +14,32 @@ use std::collections::BTreeSet;
 /// empty `Any` list matches none, and a text filter with a control
 /// character matches none (titles cannot contain one).
 pub(crate) fn list_filter(query: &ListQuery) -> Option<Document> {
+    list_filter_at(query, Timestamp::now())
+}
+
+/// [`list_filter`] with claims judged live or ended as of `now`.
+pub(crate) fn list_filter_at(query: &ListQuery, now: Timestamp) -> Option<Document> {
     let mut filter = Document::new();
+    if let Some(parent) = &query.parent {
+        filter.insert(field::PARENT, parent.as_str());
+    }
+    match &query.claim {
+        ClaimFilter::Any => {}
+        // An ended claim (its grant expired) is no claim.
+        ClaimFilter::Unclaimed => {
+            filter.insert(
+                "$or",
+                vec![
+                    doc! { field::CLAIM: Bson::Null },
+                    doc! { field::CLAIM_EXPIRES_AT: { "$lte": date(now) } },
+                ],
+            );
+        }
+        ClaimFilter::ClaimedBy(run) => {
+            filter.insert(field::CLAIM_RUN, run.as_str());
+            filter.insert(field::CLAIM_EXPIRES_AT, doc! { "$gt": date(now) });
+        }
+    }
     if let Some(cursor) = &query.cursor {
         filter.insert(field::ID, doc! { "$lt": cursor.as_str() });
     }
@@ -99,6 +124,7 @@ mod tests {
             author_run: Some(RunId::parse("r1").unwrap()),
             limit: 10,
             cursor: Some(cursor.clone()),
+            ..ListQuery::default()
         };
         let filter = list_filter(&query).unwrap();
         assert_eq!(
@@ -110,6 +136,32 @@ mod tests {
                 "title_lower": { "$regex": "flaky \\(x\\)" },
                 "labels": { "$all": ["bug", "ui"] },
             }
+        );
+    }
+
+    #[test]
+    fn parent_and_claim_filters_run_on_the_server() {
+        let parent = IssueId::generate();
+        let now = Timestamp::from_millis(5);
+        let query = ListQuery {
+            parent: Some(parent.clone()),
+            claim: ClaimFilter::Unclaimed,
+            ..ListQuery::default()
+        };
+        assert_eq!(
+            list_filter_at(&query, now),
+            Some(doc! {
+                "parent": parent.as_str(),
+                "$or": [{ "claim": Bson::Null }, { "claim.expires_at": { "$lte": date(now) } }],
+            })
+        );
+        let mine = ListQuery {
+            claim: ClaimFilter::ClaimedBy(RunId::parse("r1").unwrap()),
+            ..ListQuery::default()
+        };
+        assert_eq!(
+            list_filter_at(&mine, now),
+            Some(doc! { "claim.run": "r1", "claim.expires_at": { "$gt": date(now) } })
         );
     }
 

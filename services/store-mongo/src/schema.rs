@@ -70,6 +70,13 @@ pub(crate) fn issue_indexes() -> Vec<IndexModel> {
         index(doc! { field::LABELS: 1, field::ID: -1 }),
         index(doc! { field::AUTHOR_RUN: 1, field::ID: -1 }),
         index(doc! { field::UPDATED_AT: -1 }),
+        // Sub-issues (list filter, get_issue's children) and the inverse
+        // of blocked_by (get_issue's blocks).
+        index(doc! { field::PARENT: 1, field::ID: -1 }),
+        index(doc! { field::BLOCKED_BY: 1, field::ID: -1 }),
+        // Claimed-by lists, and revocation ending a grant's claims.
+        index(doc! { field::CLAIM_RUN: 1, field::ID: -1 }),
+        index(doc! { field::CLAIM_GRANT: 1 }),
     ]
 }
 

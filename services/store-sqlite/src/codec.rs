@@ -6,9 +6,9 @@
 
 use crate::error::OpError;
 use corkboard_board::{
-    ArgumentsHash, AuditOutcome, AuditRecord, Author, Body, Capabilities, Comment, CommentBody,
-    CommentId, Grant, GrantEvent, GrantId, IssueId, IssueState, Labels, Priority, RunId,
-    StoreError, TenantId, Timestamp, Title, ValidationError,
+    ArgumentsHash, AuditOutcome, AuditRecord, Author, BlockedBy, Body, Capabilities, Claim,
+    CloseReason, Comment, CommentBody, CommentId, Grant, GrantEvent, GrantId, IssueId, IssueState,
+    Labels, Priority, RunId, StoreError, TenantId, Timestamp, Title, ValidationError,
 };
 use rusqlite::Row;
 
@@ -32,6 +32,28 @@ pub(crate) fn split_labels(text: &str) -> Result<Labels, ValidationError> {
         return Ok(Labels::default());
     }
     Labels::parse(text.split(LABEL_SEPARATOR))
+}
+
+/// Separator of the denormalised `issues.blocked_by` column (issue ids
+/// are `iss_` and Crockford base 32).
+const ID_SEPARATOR: char = ',';
+
+pub(crate) fn join_ids(ids: &BlockedBy) -> String {
+    ids.iter()
+        .map(IssueId::as_str)
+        .collect::<Vec<_>>()
+        .join(&ID_SEPARATOR.to_string())
+}
+
+pub(crate) fn split_ids(text: &str) -> Result<BlockedBy, ValidationError> {
+    if text.is_empty() {
+        return Ok(BlockedBy::default());
+    }
+    BlockedBy::parse(
+        text.split(ID_SEPARATOR)
+            .map(IssueId::parse)
+            .collect::<Result<Vec<_>, _>>()?,
+    )
 }
 
 /// SQLite integers are signed; versions and latencies never get near the
@@ -64,7 +86,8 @@ fn corrupt(what: &str, id: &str, err: impl std::fmt::Display) -> OpError {
 
 /// Columns of `issues` that [`issue_from_row`] reads, in its order.
 pub(crate) const ISSUE_COLUMNS: &str = "id, title, body, state, labels, priority, author_run, \
-     author_grant, created_at, updated_at, version";
+     author_grant, created_at, updated_at, version, parent, duplicate_of, blocked_by, \
+     close_reason, claim_run, claim_grant, claimed_at, claim_expires_at";
 
 /// How many columns [`ISSUE_COLUMNS`] names.
 pub(crate) const ISSUE_COLUMN_COUNT: usize = column_count(ISSUE_COLUMNS);
@@ -82,7 +105,8 @@ const fn column_count(columns: &str) -> usize {
     count
 }
 
-/// An issue row without its comments.
+/// An issue row without its comments. A claim that has ended (its grant
+/// expired) reads as none, as of now.
 pub(crate) fn issue_from_row(
     tenant: &TenantId,
     row: &Row<'_>,
@@ -90,6 +114,32 @@ pub(crate) fn issue_from_row(
     let id: String = row.get(0)?;
     let bad = |e: ValidationError| corrupt("issue", &id, e);
     let author_grant: Option<String> = row.get(7)?;
+    let opt_id = |at: usize| -> Result<Option<IssueId>, OpError> {
+        row.get::<_, Option<String>>(at)?
+            .map(IssueId::parse)
+            .transpose()
+            .map_err(bad)
+    };
+    let close_reason = row
+        .get::<_, Option<String>>(14)?
+        .map(|r| CloseReason::parse(&r))
+        .transpose()
+        .map_err(bad)?;
+    let claim = match (
+        row.get::<_, Option<String>>(15)?,
+        row.get::<_, Option<String>>(16)?,
+        row.get::<_, Option<i64>>(17)?,
+        row.get::<_, Option<i64>>(18)?,
+    ) {
+        (Some(run), Some(grant), Some(at), Some(expires)) => Claim {
+            run: RunId::parse(run).map_err(bad)?,
+            grant: GrantId::parse(grant).map_err(bad)?,
+            claimed_at: Timestamp::from_millis(at),
+            expires_at: Timestamp::from_millis(expires),
+        }
+        .live_at(Timestamp::now()),
+        _ => None,
+    };
     Ok(corkboard_board::Issue {
         id: IssueId::parse(id.as_str()).map_err(bad)?,
         tenant: tenant.clone(),
@@ -106,6 +156,11 @@ pub(crate) fn issue_from_row(
         updated_at: Timestamp::from_millis(row.get(9)?),
         version: from_sql_u64(row.get(10)?),
         comments: Vec::new(),
+        parent: opt_id(11)?,
+        duplicate_of: opt_id(12)?,
+        blocked_by: split_ids(&row.get::<_, String>(13)?).map_err(bad)?,
+        close_reason,
+        claim,
     })
 }
 

@@ -61,6 +61,12 @@ impl From<StoreError> for OpError {
     }
 }
 
+impl From<corkboard_board::ValidationError> for OpError {
+    fn from(err: corkboard_board::ValidationError) -> Self {
+        Self::Store(StoreError::Invalid(err))
+    }
+}
+
 impl From<rusqlite::Error> for OpError {
     fn from(err: rusqlite::Error) -> Self {
         Self::Sqlite(err)

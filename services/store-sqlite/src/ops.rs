@@ -6,14 +6,16 @@
 use crate::codec::{
     AUDIT_COLUMNS, COMMENT_COLUMNS, GRANT_COLUMNS, ISSUE_COLUMN_COUNT, ISSUE_COLUMNS,
     audit_from_row, comment_from_row, comment_from_row_at, grant_from_row, issue_from_row,
-    join_labels, to_sql_u64,
+    join_ids, join_labels, to_sql_u64,
 };
 use crate::error::OpError;
 use crate::query::{self, json_array};
+use crate::readers::snapshot;
 use corkboard_board::{
-    AuditQuery, AuditRecord, Author, Comment, CommentAdded, CommentId, Created, Grant, GrantEvent,
-    GrantId, IdempotencyKey, Issue, IssueId, IssuePatch, ListQuery, NewComment, NewIssue, Page,
-    RunId, StoreError, TenantId, Timestamp, ValidationError, limits,
+    AuditQuery, AuditRecord, Author, ClaimCheck, Claimant, Comment, CommentAdded, CommentId,
+    Created, Grant, GrantEvent, GrantId, IdempotencyKey, Issue, IssueId, IssuePatch, IssueView,
+    ListQuery, NewComment, NewIssue, Page, ParentChain, RunId, StoreError, TenantId, Timestamp,
+    ValidationError, check_release, limits, relation_limits,
 };
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 use std::collections::HashMap;
@@ -85,6 +87,41 @@ pub(crate) fn get_issue(
     id: &IssueId,
 ) -> Result<Issue, OpError> {
     load_issue(conn, tenant, id)?.ok_or_else(|| issue_not_found(id))
+}
+
+/// The issue and the relations others hold to it, in one snapshot.
+pub(crate) fn get_issue_view(
+    conn: &Connection,
+    tenant: &TenantId,
+    id: &IssueId,
+) -> Result<IssueView, OpError> {
+    snapshot(conn, |conn| {
+        let issue = get_issue(conn, tenant, id)?;
+        // One more than shown, so the view knows whether there are more.
+        let fetch = (relation_limits::INVERSE_MAX + 1) as i64;
+        let ids = |sql: &str| -> Result<Vec<IssueId>, OpError> {
+            let mut stmt = conn.prepare_cached(sql)?;
+            let mut rows = stmt.query(params![tenant.as_str(), id.as_str(), fetch])?;
+            let mut out = Vec::new();
+            while let Some(row) = rows.next()? {
+                let text: String = row.get(0)?;
+                out.push(IssueId::parse(text).map_err(|e| {
+                    OpError::Store(StoreError::Internal(format!(
+                        "a stored relation of issue {id} is invalid: {e}"
+                    )))
+                })?);
+            }
+            Ok(out)
+        };
+        let children = ids(
+            "SELECT id FROM issues WHERE tenant = ?1 AND parent = ?2 ORDER BY id DESC LIMIT ?3",
+        )?;
+        let blocks = ids(
+            "SELECT issue_id FROM issue_blocked_by WHERE tenant = ?1 AND blocker_id = ?2 \
+             ORDER BY issue_id DESC LIMIT ?3",
+        )?;
+        Ok(IssueView::new(issue, children, blocks))
+    })
 }
 
 pub(crate) fn list_issues(
@@ -289,6 +326,18 @@ pub(crate) enum WriteOp {
         key: Option<IdempotencyKey>,
         fingerprint: String,
     },
+    ClaimIssue {
+        tenant: TenantId,
+        id: IssueId,
+        claimant: Claimant,
+        expected_version: Option<u64>,
+    },
+    ReleaseIssue {
+        tenant: TenantId,
+        id: IssueId,
+        run: RunId,
+        expected_version: Option<u64>,
+    },
     RecordGrant {
         grant: Grant,
         token_hash: String,
@@ -316,6 +365,8 @@ impl WriteOp {
             Self::CreateIssue { .. } => "create_issue",
             Self::UpdateIssue { .. } => "update_issue",
             Self::AddComment { .. } => "add_comment",
+            Self::ClaimIssue { .. } => "claim_issue",
+            Self::ReleaseIssue { .. } => "release_issue",
             Self::RecordGrant { .. } => "record_grant",
             Self::RecordRevocation { .. } => "record_revocation",
             Self::AppendAudit { .. } => "append_audit",
@@ -358,6 +409,18 @@ pub(crate) fn execute(conn: &Connection, op: &WriteOp) -> Result<WriteOutput, Op
             fingerprint,
         } => add_comment(conn, tenant, author, comment, key.as_ref(), fingerprint)
             .map(WriteOutput::Commented),
+        WriteOp::ClaimIssue {
+            tenant,
+            id,
+            claimant,
+            expected_version,
+        } => claim_issue(conn, tenant, id, claimant, *expected_version).map(WriteOutput::Updated),
+        WriteOp::ReleaseIssue {
+            tenant,
+            id,
+            run,
+            expected_version,
+        } => release_issue(conn, tenant, id, run, *expected_version).map(WriteOutput::Updated),
         WriteOp::RecordGrant { grant, token_hash } => {
             record_grant(conn, grant, token_hash).map(|()| WriteOutput::Recorded)
         }
@@ -476,6 +539,68 @@ fn insert_labels(conn: &Connection, issue: &Issue) -> Result<(), OpError> {
     Ok(())
 }
 
+/// Whether `id` exists in `tenant`, and its parent: one primary-key read.
+fn parent_of(
+    conn: &Connection,
+    tenant: &TenantId,
+    id: &IssueId,
+) -> Result<Option<Option<IssueId>>, OpError> {
+    let mut stmt =
+        conn.prepare_cached("SELECT parent FROM issues WHERE tenant = ?1 AND id = ?2")?;
+    let found: Option<Option<String>> = stmt
+        .query_row(params![tenant.as_str(), id.as_str()], |row| row.get(0))
+        .optional()?;
+    Ok(found.map(|parent| parent.and_then(|p| IssueId::parse(p).ok())))
+}
+
+/// Refuses relations to issues that do not exist in `tenant` (an issue of
+/// another tenant is not found either: the lookup is by tenant and id) and
+/// a parent whose chain would hold `child` (a cycle) or be too deep.
+/// Runs inside the write, under the write lock.
+fn check_relations(
+    conn: &Connection,
+    tenant: &TenantId,
+    child: Option<&IssueId>,
+    related: &[(&'static str, &IssueId)],
+    parent: Option<&IssueId>,
+) -> Result<(), OpError> {
+    for (field, id) in related {
+        if parent_of(conn, tenant, id)?.is_none() {
+            return Err(OpError::Store(StoreError::UnknownRelated {
+                field,
+                id: (*id).clone(),
+            }));
+        }
+    }
+    if let Some(parent) = parent {
+        let mut chain = ParentChain::new(child, parent)?;
+        while let Some(ancestor) = chain.pending().cloned() {
+            chain.step(parent_of(conn, tenant, &ancestor)?)?;
+        }
+    }
+    Ok(())
+}
+
+/// Rewrites the rows the inverse relation `blocks` reads.
+fn write_blocked_by(conn: &Connection, issue: &Issue, replace: bool) -> Result<(), OpError> {
+    if replace {
+        let mut stmt = conn
+            .prepare_cached("DELETE FROM issue_blocked_by WHERE tenant = ?1 AND issue_id = ?2")?;
+        stmt.execute(params![issue.tenant.as_str(), issue.id.as_str()])?;
+    }
+    let mut stmt = conn.prepare_cached(
+        "INSERT INTO issue_blocked_by (tenant, issue_id, blocker_id) VALUES (?1, ?2, ?3)",
+    )?;
+    for blocker in issue.blocked_by.iter() {
+        stmt.execute(params![
+            issue.tenant.as_str(),
+            issue.id.as_str(),
+            blocker.as_str()
+        ])?;
+    }
+    Ok(())
+}
+
 fn create_issue(
     conn: &Connection,
     tenant: &TenantId,
@@ -496,12 +621,15 @@ fn create_issue(
             replayed: true,
         });
     }
+    new.validate()?;
+    check_relations(conn, tenant, None, &new.related(), new.parent.as_ref())?;
     let now = Timestamp::now();
     let issue = new.clone().into_issue(tenant.clone(), author.clone(), now);
     let mut stmt = conn.prepare_cached(
         "INSERT INTO issues (tenant, id, title, title_lower, body, state, priority, labels, \
-         author_run, author_grant, created_at, updated_at, version) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+         author_run, author_grant, created_at, updated_at, version, parent, duplicate_of, \
+         blocked_by, close_reason) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
     )?;
     stmt.execute(params![
         tenant.as_str(),
@@ -517,8 +645,13 @@ fn create_issue(
         issue.created_at.as_millis(),
         issue.updated_at.as_millis(),
         to_sql_u64(issue.version),
+        issue.parent.as_ref().map(IssueId::as_str),
+        issue.duplicate_of.as_ref().map(IssueId::as_str),
+        join_ids(&issue.blocked_by),
+        issue.close_reason.map(|r| r.as_str()),
     ])?;
     insert_labels(conn, &issue)?;
+    write_blocked_by(conn, &issue, false)?;
     if let Some(key) = key {
         remember_key(
             conn,
@@ -558,12 +691,20 @@ fn update_issue(
     }
     let previous_version = issue.version;
     let labels_changed = patch.labels.as_ref().is_some_and(|l| *l != issue.labels);
+    let blocked_by_changed = patch
+        .blocked_by
+        .as_ref()
+        .is_some_and(|b| *b != issue.blocked_by);
     // Never move updated_at backwards, even if another process's clock is ahead.
     let now = Timestamp::now().max(issue.updated_at);
-    patch.clone().apply_to(&mut issue, now);
+    patch.clone().apply_to(&mut issue, now)?;
+    check_relations(conn, tenant, Some(id), &patch.related(), patch.new_parent())?;
+    let claim = issue.claim.as_ref();
     let mut stmt = conn.prepare_cached(
         "UPDATE issues SET title = ?1, title_lower = ?2, body = ?3, state = ?4, priority = ?5, \
-         labels = ?6, updated_at = ?7, version = ?8 \
+         labels = ?6, updated_at = ?7, version = ?8, parent = ?12, duplicate_of = ?13, \
+         blocked_by = ?14, close_reason = ?15, claim_run = ?16, claim_grant = ?17, \
+         claimed_at = ?18, claim_expires_at = ?19 \
          WHERE tenant = ?9 AND id = ?10 AND version = ?11",
     )?;
     let changed = stmt.execute(params![
@@ -578,6 +719,14 @@ fn update_issue(
         tenant.as_str(),
         id.as_str(),
         to_sql_u64(previous_version),
+        issue.parent.as_ref().map(IssueId::as_str),
+        issue.duplicate_of.as_ref().map(IssueId::as_str),
+        join_ids(&issue.blocked_by),
+        issue.close_reason.map(|r| r.as_str()),
+        claim.map(|c| c.run.as_str()),
+        claim.map(|c| c.grant.as_str()),
+        claim.map(|c| c.claimed_at.as_millis()),
+        claim.map(|c| c.expires_at.as_millis()),
     ])?;
     if changed != 1 {
         return Err(OpError::Store(StoreError::Internal(format!(
@@ -590,7 +739,86 @@ fn update_issue(
         stmt.execute(params![tenant.as_str(), id.as_str()])?;
         insert_labels(conn, &issue)?;
     }
+    if blocked_by_changed {
+        write_blocked_by(conn, &issue, true)?;
+    }
     Ok(issue)
+}
+
+/// One conditional statement decides a claim: it matches only an open
+/// issue with no live claim (none, an expired one, or the same run's under
+/// another grant) at the expected version. Claims of revoked grants were
+/// cleared with the revocation, in its transaction. When it matches
+/// nothing, the row says why ([`ClaimCheck`]).
+fn claim_issue(
+    conn: &Connection,
+    tenant: &TenantId,
+    id: &IssueId,
+    claimant: &Claimant,
+    expected_version: Option<u64>,
+) -> Result<Issue, OpError> {
+    let now = Timestamp::now();
+    let mut stmt = conn.prepare_cached(
+        "UPDATE issues SET claim_run = ?1, claim_grant = ?2, claimed_at = ?3, \
+         claim_expires_at = ?4, version = version + 1, updated_at = max(updated_at, ?3) \
+         WHERE tenant = ?5 AND id = ?6 AND state NOT IN ('done', 'closed') \
+         AND (claim_run IS NULL OR claim_expires_at <= ?3 OR (claim_run = ?1 AND claim_grant <> ?2)) \
+         AND (?7 IS NULL OR version = ?7) AND ?4 > ?3",
+    )?;
+    let changed = stmt.execute(params![
+        claimant.run.as_str(),
+        claimant.grant.as_str(),
+        now.as_millis(),
+        claimant.expires_at.as_millis(),
+        tenant.as_str(),
+        id.as_str(),
+        expected_version.map(to_sql_u64),
+    ])?;
+    let issue = get_issue(conn, tenant, id)?;
+    if changed == 1 {
+        return Ok(issue);
+    }
+    match ClaimCheck::of(&issue, claimant, expected_version) {
+        ClaimCheck::Own => Ok(issue),
+        ClaimCheck::Refused(err) => Err(OpError::Store(err)),
+        // Only a claimant whose grant has already expired gets here.
+        ClaimCheck::Free => Err(OpError::Store(StoreError::Invalid(ValidationError::new(
+            "grant",
+            "the grant of this run has expired; a claim needs a live grant",
+        )))),
+    }
+}
+
+/// Ends `run`'s live claim, in one conditional statement.
+fn release_issue(
+    conn: &Connection,
+    tenant: &TenantId,
+    id: &IssueId,
+    run: &RunId,
+    expected_version: Option<u64>,
+) -> Result<Issue, OpError> {
+    let now = Timestamp::now();
+    let mut stmt = conn.prepare_cached(
+        "UPDATE issues SET claim_run = NULL, claim_grant = NULL, claimed_at = NULL, \
+         claim_expires_at = NULL, version = version + 1, updated_at = max(updated_at, ?1) \
+         WHERE tenant = ?2 AND id = ?3 AND claim_run = ?4 AND claim_expires_at > ?1 \
+         AND (?5 IS NULL OR version = ?5)",
+    )?;
+    let changed = stmt.execute(params![
+        now.as_millis(),
+        tenant.as_str(),
+        id.as_str(),
+        run.as_str(),
+        expected_version.map(to_sql_u64),
+    ])?;
+    let issue = get_issue(conn, tenant, id)?;
+    if changed == 1 {
+        return Ok(issue);
+    }
+    check_release(&issue, run, expected_version).map_err(OpError::Store)?;
+    Err(OpError::Store(StoreError::Internal(format!(
+        "releasing issue {id} matched nothing although the run holds it"
+    ))))
 }
 
 fn add_comment(
@@ -735,6 +963,14 @@ fn record_revocation(
         "UPDATE grants SET revoked_at = ?1, revoked_by = ?2 WHERE id = ?3 AND revoked_at IS NULL",
     )?;
     stmt.execute(params![at.as_millis(), by, id.as_str()])?;
+    // The grant's claims end with it, in the same transaction: the issues
+    // go back to the pool (a change, so their versions grow).
+    let mut clear = conn.prepare_cached(
+        "UPDATE issues SET claim_run = NULL, claim_grant = NULL, claimed_at = NULL, \
+         claim_expires_at = NULL, version = version + 1, updated_at = max(updated_at, ?1) \
+         WHERE claim_grant = ?2",
+    )?;
+    clear.execute(params![at.as_millis(), id.as_str()])?;
     get_grant(conn, id)
 }
 

@@ -3,7 +3,7 @@
 //! SQL. Each combination of filters is one statement text, cached once.
 
 use crate::codec::ISSUE_COLUMNS;
-use corkboard_board::{LabelFilter, ListQuery, TenantId};
+use corkboard_board::{ClaimFilter, LabelFilter, ListQuery, TenantId, Timestamp};
 use rusqlite::types::Value;
 use std::collections::BTreeSet;
 
@@ -17,6 +17,11 @@ pub(crate) struct Sql {
 /// `SELECT` of one page plus one row, so the caller knows whether another
 /// page exists without a second query.
 pub(crate) fn list_issues(tenant: &TenantId, query: &ListQuery) -> Sql {
+    list_issues_at(tenant, query, Timestamp::now())
+}
+
+/// [`list_issues`] with claims judged live or ended as of `now`.
+pub(crate) fn list_issues_at(tenant: &TenantId, query: &ListQuery, now: Timestamp) -> Sql {
     let mut text = format!("SELECT {ISSUE_COLUMNS} FROM issues i WHERE i.tenant = ?");
     let mut params = vec![Value::Text(tenant.as_str().to_owned())];
 
@@ -38,6 +43,23 @@ pub(crate) fn list_issues(tenant: &TenantId, query: &ListQuery) -> Sql {
         // title matches Rust's Unicode lower-casing of the needle exactly.
         text.push_str(" AND instr(i.title_lower, ?) > 0");
         params.push(Value::Text(needle.to_lowercase()));
+    }
+    if let Some(parent) = &query.parent {
+        text.push_str(" AND i.parent = ?");
+        params.push(Value::Text(parent.as_str().to_owned()));
+    }
+    match &query.claim {
+        ClaimFilter::Any => {}
+        // An ended claim (its grant expired) is no claim.
+        ClaimFilter::Unclaimed => {
+            text.push_str(" AND (i.claim_run IS NULL OR i.claim_expires_at <= ?)");
+            params.push(Value::Integer(now.as_millis()));
+        }
+        ClaimFilter::ClaimedBy(run) => {
+            text.push_str(" AND i.claim_run = ? AND i.claim_expires_at > ?");
+            params.push(Value::Text(run.as_str().to_owned()));
+            params.push(Value::Integer(now.as_millis()));
+        }
     }
     match &query.labels {
         LabelFilter::None => {}
@@ -108,6 +130,7 @@ mod tests {
             author_run: Some(RunId::parse("r1").unwrap()),
             limit: 10,
             cursor: Some(cursor.clone()),
+            ..ListQuery::default()
         };
         let sql = list_issues(&tenant(), &query);
         assert_eq!(sql.text.matches('?').count(), sql.params.len());
@@ -124,6 +147,36 @@ mod tests {
                 Value::Integer(11),
             ]
         );
+    }
+
+    #[test]
+    fn relation_and_claim_filters_add_their_clauses() {
+        let parent = IssueId::generate();
+        let now = Timestamp::from_millis(77);
+        let query = ListQuery {
+            parent: Some(parent.clone()),
+            claim: ClaimFilter::ClaimedBy(RunId::parse("r9").unwrap()),
+            ..ListQuery::default()
+        };
+        let sql = list_issues_at(&tenant(), &query, now);
+        assert_eq!(sql.text.matches('?').count(), sql.params.len());
+        assert_eq!(
+            sql.params,
+            vec![
+                Value::Text("acme".into()),
+                Value::Text(parent.as_str().into()),
+                Value::Text("r9".into()),
+                Value::Integer(77),
+                Value::Integer(51),
+            ]
+        );
+        let unclaimed = ListQuery {
+            claim: ClaimFilter::Unclaimed,
+            ..ListQuery::default()
+        };
+        let sql = list_issues_at(&tenant(), &unclaimed, now);
+        assert!(sql.text.contains("claim_run IS NULL"), "{}", sql.text);
+        assert_eq!(sql.text.matches('?').count(), sql.params.len());
     }
 
     #[test]
@@ -150,24 +203,34 @@ mod tests {
                             LabelFilter::All(label()),
                             LabelFilter::Any(label()),
                         ] {
-                            let query = ListQuery {
-                                states: states.clone(),
-                                labels,
-                                text: text.clone(),
-                                author_run: author_run.clone(),
-                                limit: 10,
-                                cursor: cursor.clone(),
-                            };
-                            shapes.insert(list_issues(&tenant(), &query).text);
+                            for parent in [None, Some(IssueId::generate())] {
+                                for claim in [
+                                    ClaimFilter::Any,
+                                    ClaimFilter::Unclaimed,
+                                    ClaimFilter::ClaimedBy(RunId::parse("r").unwrap()),
+                                ] {
+                                    let query = ListQuery {
+                                        states: states.clone(),
+                                        labels: labels.clone(),
+                                        text: text.clone(),
+                                        author_run: author_run.clone(),
+                                        limit: 10,
+                                        cursor: cursor.clone(),
+                                        parent: parent.clone(),
+                                        claim,
+                                    };
+                                    shapes.insert(list_issues(&tenant(), &query).text);
+                                }
+                            }
                         }
                     }
                 }
             }
         }
-        assert_eq!(shapes.len(), 48);
+        assert_eq!(shapes.len(), 288);
         // 4 point-read statements, page comments, active grants, 4 grant
-        // lists, 4 audit lists, BEGIN, COMMIT, ROLLBACK.
-        let others = 4 + 1 + 1 + 4 + 4 + 3;
+        // lists, 4 audit lists, 2 inverse relations, BEGIN, COMMIT, ROLLBACK.
+        let others = 4 + 1 + 1 + 4 + 4 + 2 + 3;
         assert!(shapes.len() + others <= crate::schema::STATEMENT_CACHE);
     }
 

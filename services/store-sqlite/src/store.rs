@@ -9,9 +9,10 @@ use crate::schema;
 use crate::writer::{self, Counters, GroupPolicy, WriteJob, WriteStats};
 use async_trait::async_trait;
 use corkboard_board::{
-    AuditLog, AuditQuery, AuditRecord, Author, CommentAdded, Created, Grant, GrantEvent, GrantId,
-    GrantLedger, IdempotencyKey, Issue, IssueId, IssuePatch, IssueStore, ListQuery, NewComment,
-    NewIssue, Page, RunId, StoreError, StoreHealth, TenantId, Timestamp, ValidationError, limits,
+    AuditLog, AuditQuery, AuditRecord, Author, Claimant, CommentAdded, Created, Grant, GrantEvent,
+    GrantId, GrantLedger, IdempotencyKey, Issue, IssueId, IssuePatch, IssueStore, IssueView,
+    ListQuery, NewComment, NewIssue, Page, RunId, StoreError, StoreHealth, TenantId, Timestamp,
+    ValidationError, limits,
 };
 use rusqlite::Connection;
 use std::fmt;
@@ -257,6 +258,55 @@ impl IssueStore for SqliteStore {
             tenant: tenant.clone(),
             id: id.clone(),
             patch,
+            expected_version,
+        };
+        match self.write(op).await? {
+            WriteOutput::Updated(issue) => Ok(issue),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn get_issue_view(
+        &self,
+        tenant: &TenantId,
+        id: &IssueId,
+    ) -> Result<IssueView, StoreError> {
+        let (tenant, id) = (tenant.clone(), id.clone());
+        // Three primary-key or index reads in one snapshot.
+        self.point_read(move |conn| ops::get_issue_view(conn, &tenant, &id))
+            .await
+    }
+
+    async fn claim_issue(
+        &self,
+        tenant: &TenantId,
+        id: &IssueId,
+        claimant: &Claimant,
+        expected_version: Option<u64>,
+    ) -> Result<Issue, StoreError> {
+        let op = WriteOp::ClaimIssue {
+            tenant: tenant.clone(),
+            id: id.clone(),
+            claimant: claimant.clone(),
+            expected_version,
+        };
+        match self.write(op).await? {
+            WriteOutput::Updated(issue) => Ok(issue),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn release_issue(
+        &self,
+        tenant: &TenantId,
+        id: &IssueId,
+        run: &RunId,
+        expected_version: Option<u64>,
+    ) -> Result<Issue, StoreError> {
+        let op = WriteOp::ReleaseIssue {
+            tenant: tenant.clone(),
+            id: id.clone(),
+            run: run.clone(),
             expected_version,
         };
         match self.write(op).await? {

@@ -9,9 +9,9 @@
 use crate::error::ToolsError;
 use crate::view::{COMMENTS_DEFAULT, CommentWindow, ListView, SELECTABLE_FIELDS};
 use corkboard_board::{
-    Body, CommentBody, CommentId, IdempotencyKey, IssueId, IssuePatch, IssueState, Label,
-    LabelFilter, Labels, ListQuery, NewComment, NewIssue, Priority, RunId, Title, ValidationError,
-    limits,
+    BlockedBy, Body, ClaimFilter, CloseReason, CommentBody, CommentId, IdempotencyKey, IssueId,
+    IssuePatch, IssueState, Label, LabelFilter, Labels, ListQuery, NewComment, NewIssue, Priority,
+    RunId, Title, ValidationError, limits,
 };
 use serde_json::{Map, Value};
 
@@ -170,6 +170,56 @@ fn labels(args: &Args<'_>) -> Result<Option<Labels>, ToolsError> {
         .map_err(as_field("labels"))
 }
 
+fn optional_id(args: &Args<'_>, key: &str) -> Result<Option<IssueId>, ToolsError> {
+    args.str(key)?
+        .map(IssueId::parse)
+        .transpose()
+        .map_err(as_field(key))
+}
+
+/// A relation update: absent leaves it, `""` clears it, an id sets it
+/// (`null` counts as absent, like everywhere else).
+fn relation_change(args: &Args<'_>, key: &str) -> Result<Option<Option<IssueId>>, ToolsError> {
+    match args.str(key)? {
+        None => Ok(None),
+        Some("") => Ok(Some(None)),
+        Some(id) => IssueId::parse(id)
+            .map(|id| Some(Some(id)))
+            .map_err(as_field(key)),
+    }
+}
+
+fn blocked_by(args: &Args<'_>) -> Result<Option<BlockedBy>, ToolsError> {
+    let Some(ids) = args.str_list("blocked_by")? else {
+        return Ok(None);
+    };
+    let ids = ids
+        .into_iter()
+        .map(IssueId::parse)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(as_field("blocked_by"))?;
+    BlockedBy::parse(ids).map(Some).map_err(Into::into)
+}
+
+fn close_reason(args: &Args<'_>) -> Result<Option<CloseReason>, ToolsError> {
+    args.str("close_reason")?
+        .map(CloseReason::parse)
+        .transpose()
+        .map_err(Into::into)
+}
+
+fn expected_version(args: &Args<'_>) -> Result<Option<u64>, ToolsError> {
+    let expected_version = args.u64("expected_version")?;
+    if expected_version == Some(0) {
+        return Err(invalid(
+            "expected_version",
+            "versions start at 1; pass the version field of the issue as you last read it"
+                .to_owned(),
+        ));
+    }
+    Ok(expected_version)
+}
+
 /// The issue id a call names, if it names a well-formed one, so that even a
 /// call refused for other reasons is audited against its issue.
 pub(crate) fn issue_hint(map: &Map<String, Value>, key: &str) -> Option<IssueId> {
@@ -178,16 +228,20 @@ pub(crate) fn issue_hint(map: &Map<String, Value>, key: &str) -> Option<IssueId>
         .and_then(|s| IssueId::parse(s).ok())
 }
 
-pub(crate) const CREATE_ARGS: [&str; 6] = [
+pub(crate) const CREATE_ARGS: [&str; 10] = [
     "title",
     "body",
     "state",
     "labels",
     "priority",
     "idempotency_key",
+    "parent",
+    "duplicate_of",
+    "blocked_by",
+    "close_reason",
 ];
 pub(crate) const GET_ARGS: [&str; 4] = ["id", "comments_before", "comments_limit", "body_offset"];
-pub(crate) const LIST_ARGS: [&str; 10] = [
+pub(crate) const LIST_ARGS: [&str; 13] = [
     "states",
     "labels",
     "label_match",
@@ -198,8 +252,11 @@ pub(crate) const LIST_ARGS: [&str; 10] = [
     "fields",
     "include_body",
     "include_comments",
+    "parent",
+    "unclaimed",
+    "claimed_by",
 ];
-pub(crate) const UPDATE_ARGS: [&str; 7] = [
+pub(crate) const UPDATE_ARGS: [&str; 11] = [
     "id",
     "title",
     "body",
@@ -207,7 +264,12 @@ pub(crate) const UPDATE_ARGS: [&str; 7] = [
     "labels",
     "priority",
     "expected_version",
+    "parent",
+    "duplicate_of",
+    "blocked_by",
+    "close_reason",
 ];
+pub(crate) const CLAIM_ARGS: [&str; 2] = ["id", "expected_version"];
 pub(crate) const COMMENT_ARGS: [&str; 3] = ["issue_id", "body", "idempotency_key"];
 
 #[derive(Debug)]
@@ -231,6 +293,11 @@ pub(crate) fn create(map: &Map<String, Value>) -> Result<CreateArgs, ToolsError>
     if let Some(priority) = args.str("priority")? {
         new.priority = Priority::parse(priority)?;
     }
+    new.parent = optional_id(&args, "parent")?;
+    new.duplicate_of = optional_id(&args, "duplicate_of")?;
+    new.blocked_by = blocked_by(&args)?.unwrap_or_default();
+    new.close_reason = close_reason(&args)?;
+    new.validate()?;
     Ok(CreateArgs {
         new,
         key: idempotency_key(&args)?,
@@ -296,6 +363,23 @@ pub(crate) fn list(map: &Map<String, Value>) -> Result<ListQuery, ToolsError> {
                 )
             })?;
     }
+    query.parent = optional_id(&args, "parent")?;
+    let claimed_by = args
+        .str("claimed_by")?
+        .map(RunId::parse)
+        .transpose()
+        .map_err(as_field("claimed_by"))?;
+    query.claim = match (args.bool("unclaimed")?, claimed_by) {
+        (Some(true), Some(_)) => {
+            return Err(invalid(
+                "unclaimed",
+                "cannot be combined with claimed_by; give one of them".to_owned(),
+            ));
+        }
+        (Some(true), None) => ClaimFilter::Unclaimed,
+        (_, Some(run)) => ClaimFilter::ClaimedBy(run),
+        (_, None) => ClaimFilter::Any,
+    };
     query.cursor = args
         .str("cursor")?
         .map(IssueId::parse)
@@ -385,22 +469,34 @@ pub(crate) fn update(map: &Map<String, Value>) -> Result<UpdateArgs, ToolsError>
         state: args.str("state")?.map(IssueState::parse).transpose()?,
         labels: labels(&args)?,
         priority: args.str("priority")?.map(Priority::parse).transpose()?,
+        parent: relation_change(&args, "parent")?,
+        duplicate_of: relation_change(&args, "duplicate_of")?,
+        blocked_by: blocked_by(&args)?,
+        close_reason: close_reason(&args)?,
     };
     if patch.is_empty() {
         return Err(ToolsError::NothingToUpdate);
     }
-    let expected_version = args.u64("expected_version")?;
-    if expected_version == Some(0) {
-        return Err(invalid(
-            "expected_version",
-            "versions start at 1; pass the version field of the issue as you last read it"
-                .to_owned(),
-        ));
-    }
+    let expected_version = expected_version(&args)?;
     Ok(UpdateArgs {
         id,
         patch,
         expected_version,
+    })
+}
+
+/// `claim_issue` and `release_issue`: the issue and an optional version.
+#[derive(Debug)]
+pub(crate) struct ClaimArgs {
+    pub id: IssueId,
+    pub expected_version: Option<u64>,
+}
+
+pub(crate) fn claim(tool: &str, map: &Map<String, Value>) -> Result<ClaimArgs, ToolsError> {
+    let args = Args::new(tool, map, &CLAIM_ARGS)?;
+    Ok(ClaimArgs {
+        id: issue_id(&args, "id")?,
+        expected_version: expected_version(&args)?,
     })
 }
 
@@ -542,6 +638,38 @@ mod tests {
         assert_eq!(field_of(err), "expected_version");
         let err = update(&map(json!({"id": "42", "title": "x"}))).unwrap_err();
         assert_eq!(field_of(err), "id");
+    }
+
+    #[test]
+    fn relations_and_claim_filters_parse() {
+        let parent = IssueId::generate();
+        let created = create(&map(json!({
+            "title": "t", "parent": parent.as_str(), "blocked_by": [parent.as_str()],
+            "state": "closed", "close_reason": "not_planned"
+        })))
+        .unwrap();
+        assert_eq!(created.new.parent.as_ref(), Some(&parent));
+        assert_eq!(created.new.blocked_by.len(), 1);
+        assert_eq!(created.new.close_reason, Some(CloseReason::NotPlanned));
+        let err = create(&map(json!({"title": "t", "close_reason": "completed"}))).unwrap_err();
+        assert_eq!(field_of(err), "close_reason");
+        let cleared = update(&map(json!({"id": parent.as_str(), "parent": ""}))).unwrap();
+        assert_eq!(cleared.patch.parent, Some(None));
+        let err = update(&map(json!({"id": parent.as_str(), "duplicate_of": "x"}))).unwrap_err();
+        assert_eq!(field_of(err), "duplicate_of");
+        let q = list(&map(json!({"unclaimed": true, "parent": parent.as_str()}))).unwrap();
+        assert_eq!(q.claim, ClaimFilter::Unclaimed);
+        assert_eq!(q.parent, Some(parent.clone()));
+        let q = list(&map(json!({"claimed_by": "run-2"}))).unwrap();
+        assert!(matches!(q.claim, ClaimFilter::ClaimedBy(ref r) if r.as_str() == "run-2"));
+        let err = list(&map(json!({"claimed_by": "run-2", "unclaimed": true}))).unwrap_err();
+        assert_eq!(field_of(err), "unclaimed");
+        let err = claim(
+            "claim_issue",
+            &map(json!({"id": parent.as_str(), "run": "x"})),
+        )
+        .unwrap_err();
+        assert_eq!(field_of(err), "run");
     }
 
     #[test]

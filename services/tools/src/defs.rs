@@ -17,7 +17,9 @@
 //! [`ToolSet`] is reused across requests and runs.
 
 use crate::view::{COMMENTS_DEFAULT, EXCERPT_CHARS, SELECTABLE_FIELDS};
-use corkboard_board::{Capabilities, Capability, IssueState, Priority, limits};
+use corkboard_board::{
+    Capabilities, Capability, CloseReason, IssueState, Priority, limits, relation_limits,
+};
 use corkboard_mcp::{ToolDef, ToolSet};
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -31,6 +33,8 @@ pub enum BoardTool {
     CreateIssue,
     UpdateIssue,
     AddComment,
+    ClaimIssue,
+    ReleaseIssue,
 }
 
 /// Everything the product says about one tool: its row of the tool table.
@@ -70,6 +74,8 @@ impl BoardTool {
         Self::CreateIssue,
         Self::UpdateIssue,
         Self::AddComment,
+        Self::ClaimIssue,
+        Self::ReleaseIssue,
     ];
 
     /// The tool table.
@@ -100,7 +106,7 @@ impl BoardTool {
                 writes: false,
                 issue_argument: Some("id"),
                 input_schema: get_input,
-                output_schema: issue_answer_schema,
+                output_schema: view_schema,
                 write_only_output_schema: None,
             },
             Self::CreateIssue => ToolSpec {
@@ -147,6 +153,37 @@ impl BoardTool {
                 input_schema: comment_input,
                 output_schema: comment_output,
                 write_only_output_schema: Some(comment_write_only_output),
+            },
+            Self::ClaimIssue => ToolSpec {
+                name: "claim_issue",
+                title: "Claim issue",
+                description: CLAIM_DESCRIPTION,
+                capability: Capability::IssuesClaim,
+                read_only: false,
+                // Claiming one's own claim again changes nothing.
+                idempotent: true,
+                destructive: false,
+                writes: true,
+                issue_argument: Some("id"),
+                input_schema: claim_input,
+                output_schema: issue_schema,
+                write_only_output_schema: Some(claim_write_only_output),
+            },
+            Self::ReleaseIssue => ToolSpec {
+                name: "release_issue",
+                title: "Release issue",
+                description: RELEASE_DESCRIPTION,
+                capability: Capability::IssuesClaim,
+                read_only: false,
+                // A second release is refused ("not claimed") and changes
+                // nothing, so repeating the call has the effect of one.
+                idempotent: true,
+                destructive: false,
+                writes: true,
+                issue_argument: Some("id"),
+                input_schema: release_input,
+                output_schema: issue_schema,
+                write_only_output_schema: Some(claim_write_only_output),
             },
         }
     }
@@ -263,6 +300,7 @@ pub fn vocabulary() -> Value {
         "states": IssueState::names(),
         "priorities": Priority::ALL.iter().map(|p| p.as_str()).collect::<Vec<_>>(),
         "capabilities": Capability::ALL.iter().map(|c| c.as_str()).collect::<Vec<_>>(),
+        "close_reasons": CloseReason::names(),
         "tools": BoardTool::ALL.iter().map(|t| {
             let spec = t.spec();
             json!({
@@ -289,7 +327,9 @@ gives the whole body, `include_comments`=N the latest N comments of each issue; 
 issue with get_issue. Filters combine with AND: `states` keeps issues in any of the given states; `labels` keeps \
 issues carrying every given label (label_match \"all\", the default) or at least one of them \
 (label_match \"any\"); `text` is a case-insensitive substring of the title; `author_run` keeps \
-issues created by that run. Paging: a page holds at most `limit` issues (default 50, max 200). \
+issues created by that run; `parent` keeps the sub-issues of one issue; `unclaimed: true` keeps \
+work no run has claimed (use it, with states, to find work to take) and `claimed_by` the \
+issues one run has claimed. Paging: a page holds at most `limit` issues (default 50, max 200). \
 When next_cursor is a string, call list_issues again with the same filters and \
 cursor=next_cursor for the next page; null means this was the last page. Budget: one result \
 is at most about 8,000 tokens (32,000 bytes by default, set by the board's operator); a page \
@@ -307,8 +347,11 @@ retype it from memory. The result's `version` is the value update_issue's expect
 wants. Budget: one result is at most about 8,000 tokens (32,000 bytes by default); an answer \
 that would be larger keeps the newest comments (then `truncated` says how many more are older \
 and comments_cursor reaches them) and a body too long for one answer is cut with \
-`body_truncated`, whose next_offset you pass as body_offset for the rest. An unknown id is an \
-error that says so.";
+`body_truncated`, whose next_offset you pass as body_offset for the rest. It also shows the \
+relations: `parent`, `duplicate_of`, `blocked_by`, and the inverse ones other issues hold to \
+it, `children` (its sub-issues) and `blocks` (issues waiting on it), each listing at most 100 \
+(more_children / more_blocks say when there are more); `claim` names the run working on it. \
+An unknown id is an error that says so.";
 
 const CREATE_DESCRIPTION: &str = "Create an issue on this run's board and return it, with its \
 new id (iss_ followed by 26 characters) and version 1. Only `title` is required; state \
@@ -316,8 +359,10 @@ defaults to inbox, priority to none, labels to none. The issue is recorded as wr
 run. Pass an `idempotency_key` (a fresh unique string per intended issue, e.g. a UUID) \
 whenever you might retry: resending the same arguments with the same key returns the \
 original issue with replayed=true instead of a duplicate, and reusing a key with different \
-arguments is refused. Check list_issues first so you do not file an issue that exists. The \
-answer, like every answer, stays within the result budget (about 8,000 tokens).";
+arguments is refused. Relations: `parent` makes it a sub-issue, `blocked_by` lists issues \
+that must be finished first (at most 50), `duplicate_of` names the original; every id must \
+be an issue of this board. Check list_issues first so you do not file an issue that exists. \
+The answer, like every answer, stays within the result budget (about 8,000 tokens).";
 
 const UPDATE_DESCRIPTION: &str = "Change an issue's title, body, state, labels or priority and \
 return the updated issue with its new version (a run that may not read issues gets only the \
@@ -327,8 +372,26 @@ get_issue, list_issues or your previous update): if the issue changed since, not
 written and the error gives its current version. Then re-read it with get_issue, check that \
 your change still makes sense, and retry with expected_version set to the current version. \
 Without expected_version the update applies unconditionally and may overwrite someone \
-else's change. The answer carries the latest 10 comments (comment_count and comments_cursor as \
-in get_issue) and stays within the result budget (about 8,000 tokens).";
+else's change. Closing: set state to done or closed, with `close_reason` completed (the \
+default), not_planned, or duplicate (then also set duplicate_of to the original's id); \
+closing ends any claim. Reopen by setting an open state: the close reason is cleared. \
+Relations: `parent` and `duplicate_of` take an issue id, or \"\" to remove them; \
+`blocked_by` replaces the whole list ([] removes all). A parent that would make an issue its \
+own ancestor is refused. The answer carries the latest 10 comments (comment_count and \
+comments_cursor as in get_issue) and stays within the result budget (about 8,000 tokens).";
+
+const CLAIM_DESCRIPTION: &str = "Claim an issue for this run before you start working on it, so \
+no other agent takes the same work. Exactly one of several runs claiming at once gets it; the \
+others get an error naming the run that holds it (not retryable: pick other work, e.g. \
+list_issues with unclaimed=true). Claiming an issue you already hold succeeds and changes \
+nothing. Only open issues (not done or closed) can be claimed. The claim lasts until you call \
+release_issue, the issue is closed, or this run ends (its grant is revoked or expires): then \
+the issue goes back to the pool. Returns the issue with its `claim` and new version.";
+
+const RELEASE_DESCRIPTION: &str = "Give back an issue this run claimed, when you stop working on \
+it without finishing (closing it with update_issue ends the claim by itself). Refused when \
+another run holds the claim or nobody does. Returns the issue with `claim` null and its new \
+version.";
 
 const COMMENT_DESCRIPTION: &str = "Add a comment to an issue. Returns the issue with its \
 latest 10 comments (comment_count and comments_cursor as in get_issue; the answer stays within \
@@ -444,6 +507,10 @@ fn create_input() -> Value {
             )),
             "priority": priority_schema("Defaults to none (nobody has said)."),
             "idempotency_key": key_schema("issue"),
+            "parent": issue_id_schema("Make it a sub-issue of this issue."),
+            "duplicate_of": issue_id_schema("The original issue this one duplicates."),
+            "blocked_by": blocked_by_schema("Issues that must be finished before this one."),
+            "close_reason": close_reason_schema(),
         }),
         &["title"],
     )
@@ -550,6 +617,18 @@ fn list_input() -> Value {
                 "description": "Add each issue's latest N comments (with older_comments and \
                                 comments_cursor for get_issue). Omit for none.",
             },
+            "parent": issue_id_schema("Keep the sub-issues of this issue."),
+            "unclaimed": {
+                "type": "boolean",
+                "description": "true: keep issues no run has claimed (work free to take).",
+            },
+            "claimed_by": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 128,
+                "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]*$",
+                "description": "Keep issues claimed by this run id.",
+            },
         }),
         &[],
     )
@@ -564,13 +643,75 @@ fn update_input() -> Value {
             "state": state_schema("New state."),
             "labels": labels_schema("New label set; replaces the old one entirely. [] removes all."),
             "priority": priority_schema("New priority."),
-            "expected_version": {
-                "type": "integer",
-                "minimum": 1,
-                "description": "The issue's version as you last read it. If the issue has \
-                                changed since, nothing is written and the error gives the \
-                                current version.",
-            },
+            "expected_version": version_schema(),
+            "parent": relation_id_schema("New parent issue; \"\" removes the parent."),
+            "duplicate_of": relation_id_schema("The original this duplicates; \"\" removes it."),
+            "blocked_by": blocked_by_schema(
+                "New list of blocking issues; replaces the old one entirely. [] removes all."
+            ),
+            "close_reason": close_reason_schema(),
+        }),
+        &["id"],
+    )
+}
+
+fn relation_id_schema(description: &str) -> Value {
+    json!({
+        "type": "string",
+        "pattern": "^(iss_[0-9A-HJKMNP-TV-Z]{26})?$",
+        "maxLength": 30,
+        "description": format!("{description} Example: {ID_EXAMPLE}."),
+    })
+}
+
+fn blocked_by_schema(description: &str) -> Value {
+    json!({
+        "type": "array",
+        "items": {
+            "type": "string",
+            "pattern": ISSUE_ID_PATTERN,
+            "minLength": 30,
+            "maxLength": 30,
+        },
+        "maxItems": relation_limits::BLOCKED_BY_MAX,
+        "description": description,
+    })
+}
+
+fn close_reason_schema() -> Value {
+    json!({
+        "type": "string",
+        "enum": CloseReason::names(),
+        "description": "Why the issue is finished; only with state done or closed (default \
+                        completed). duplicate needs duplicate_of.",
+    })
+}
+
+fn version_schema() -> Value {
+    json!({
+        "type": "integer",
+        "minimum": 1,
+        "description": "The issue's version as you last read it. If the issue has \
+                        changed since, nothing is written and the error gives the \
+                        current version.",
+    })
+}
+
+fn claim_input() -> Value {
+    object(
+        json!({
+            "id": issue_id_schema("The issue to claim."),
+            "expected_version": version_schema(),
+        }),
+        &["id"],
+    )
+}
+
+fn release_input() -> Value {
+    object(
+        json!({
+            "id": issue_id_schema("The issue to give back."),
+            "expected_version": version_schema(),
         }),
         &["id"],
     )
@@ -666,6 +807,22 @@ fn issue_schema() -> Value {
                 "type": "integer",
                 "description": "The body shown starts at this byte (get_issue's body_offset).",
             },
+            "parent": { "type": ["string", "null"], "description": "The parent issue's id." },
+            "duplicate_of": {
+                "type": ["string", "null"],
+                "description": "The original this issue duplicates.",
+            },
+            "blocked_by": {
+                "type": "array",
+                "items": { "type": "string" },
+                "description": "Issues that must be finished before this one.",
+            },
+            "close_reason": {
+                "type": ["string", "null"],
+                "enum": [Value::Null, "completed", "not_planned", "duplicate"],
+                "description": "Why it is finished; null while open.",
+            },
+            "claim": claim_schema(),
         },
         "required": [
             "id", "tenant", "title", "body", "state", "labels", "priority", "author",
@@ -762,6 +919,48 @@ fn summary_schema() -> Value {
     })
 }
 
+fn claim_schema() -> Value {
+    json!({
+        "type": ["object", "null"],
+        "description": "The run working on this issue, or null when nobody claimed it.",
+        "properties": {
+            "run": { "type": "string" },
+            "grant": { "type": "string" },
+            "claimed_at": { "type": "string", "description": "RFC 3339, UTC." },
+            "expires_at": {
+                "type": "string",
+                "description": "When the claim ends at the latest (its grant expires).",
+            },
+        },
+    })
+}
+
+/// get_issue: the issue and the relations other issues hold to it.
+fn view_schema() -> Value {
+    let ids = |description: &str| json!({ "type": "array", "items": { "type": "string" }, "description": description });
+    with_properties(
+        issue_answer_schema(),
+        [
+            (
+                "children",
+                ids("Sub-issues (issues whose parent this is), newest first."),
+            ),
+            ("more_children", json!({ "type": "boolean" })),
+            ("blocks", ids("Issues blocked by this one, newest first.")),
+            ("more_blocks", json!({ "type": "boolean" })),
+        ],
+    )
+}
+
+/// claim_issue / release_issue without `issues:read`: the id, new
+/// version, updated_at and the claim.
+fn claim_write_only_output() -> Value {
+    issue_fields(
+        &["id", "version", "updated_at", "claim"],
+        &["id", "version", "updated_at", "claim"],
+    )
+}
+
 fn list_output() -> Value {
     json!({
         "type": "object",
@@ -822,6 +1021,10 @@ fn update_write_only_output() -> Value {
             "state",
             "labels",
             "priority",
+            "parent",
+            "duplicate_of",
+            "blocked_by",
+            "close_reason",
         ],
         &["id", "version", "updated_at"],
     )
@@ -888,8 +1091,15 @@ mod tests {
                 "get_issue",
                 "create_issue",
                 "update_issue",
-                "add_comment"
+                "add_comment",
+                "claim_issue",
+                "release_issue"
             ]
+        );
+        let claim = Capabilities::parse_csv("issues:read,issues:claim").unwrap();
+        assert_eq!(
+            names(&tool_set(&claim)),
+            ["list_issues", "get_issue", "claim_issue", "release_issue"]
         );
         assert!(Arc::ptr_eq(&tool_set(&read), &tool_set(&read)));
     }
@@ -907,7 +1117,16 @@ mod tests {
             .filter(|t| t.writes())
             .map(|t| t.name())
             .collect();
-        assert_eq!(writing, ["create_issue", "update_issue", "add_comment"]);
+        assert_eq!(
+            writing,
+            [
+                "create_issue",
+                "update_issue",
+                "add_comment",
+                "claim_issue",
+                "release_issue"
+            ]
+        );
         // A tool that writes is never advertised as read-only.
         assert!(
             BoardTool::ALL
@@ -937,7 +1156,8 @@ mod tests {
                 "issues:read",
                 "issues:create",
                 "issues:update",
-                "comments:write"
+                "comments:write",
+                "issues:claim"
             ])
         );
         assert_eq!(
@@ -955,7 +1175,9 @@ mod tests {
 
     #[test]
     fn schemas_accept_exactly_what_the_parser_accepts() {
-        use crate::args::{COMMENT_ARGS, CREATE_ARGS, GET_ARGS, LIST_ARGS, UPDATE_ARGS};
+        use crate::args::{
+            CLAIM_ARGS, COMMENT_ARGS, CREATE_ARGS, GET_ARGS, LIST_ARGS, UPDATE_ARGS,
+        };
         let all = tool_set(&Capabilities::all());
         for (name, accepted) in [
             ("create_issue", &CREATE_ARGS[..]),
@@ -963,6 +1185,8 @@ mod tests {
             ("list_issues", &LIST_ARGS[..]),
             ("update_issue", &UPDATE_ARGS[..]),
             ("add_comment", &COMMENT_ARGS[..]),
+            ("claim_issue", &CLAIM_ARGS[..]),
+            ("release_issue", &CLAIM_ARGS[..]),
         ] {
             let schema = &all.get(name).unwrap().input_schema;
             let mut properties: Vec<&str> = schema["properties"]

@@ -2,7 +2,9 @@
 //! (`isError: true`) whose text is [`ToolsError`]'s `Display`: written for
 //! the model that made the call, naming what to fix or whether to retry.
 
-use corkboard_board::{AuditOutcome, Capability, IssueId, StoreError, ValidationError};
+use corkboard_board::{
+    AuditOutcome, Capability, IssueId, IssueState, RunId, StoreError, Timestamp, ValidationError,
+};
 use std::time::Duration;
 use thiserror::Error;
 
@@ -27,8 +29,8 @@ pub enum ToolsError {
     InvalidArgument { field: String, reason: String },
 
     #[error(
-        "update_issue needs at least one of title, body, state, labels or priority to change; \
-         nothing was written"
+        "update_issue needs at least one of title, body, state, labels, priority, parent, \
+         duplicate_of, blocked_by or close_reason to change; nothing was written"
     )]
     NothingToUpdate,
 
@@ -66,6 +68,39 @@ pub enum ToolsError {
          Open a new issue to continue the discussion"
     )]
     CommentLimit { issue: IssueId, max: usize },
+
+    /// Another run holds the issue: not retryable, pick other work.
+    #[error(
+        "issue {issue} is claimed by run {run} since {since}; nothing was written. Another \
+         agent is working on it: do not work on it too. Pick another issue (list_issues with \
+         unclaimed=true); it comes back to the pool when that run releases it, closes it or ends"
+    )]
+    Claimed {
+        issue: IssueId,
+        run: RunId,
+        since: Timestamp,
+    },
+
+    #[error("issue {issue} is not claimed by anyone, so there is nothing to release")]
+    NotClaimed { issue: IssueId },
+
+    #[error(
+        "issue {issue} is {state}: only an open issue can be claimed. Reopen it with \
+         update_issue first if the work is not finished"
+    )]
+    NotClaimable { issue: IssueId, state: IssueState },
+
+    #[error(
+        "invalid argument `{field}`: issue {id} not found on this board; nothing was \
+         written. Quote ids exactly as list_issues or create_issue returned them"
+    )]
+    UnknownRelated { field: &'static str, id: IssueId },
+
+    #[error(
+        "invalid argument `parent`: making {parent} the parent of {issue} would form a cycle \
+         ({parent} is already below {issue}); nothing was written"
+    )]
+    RelationCycle { issue: IssueId, parent: IssueId },
 
     #[error("board unavailable: {reason} (retryable; try again in a few seconds)")]
     Unavailable { reason: String },
@@ -114,6 +149,11 @@ impl ToolsError {
             | Self::VersionConflict { .. }
             | Self::IdempotencyConflict
             | Self::CommentLimit { .. }
+            | Self::Claimed { .. }
+            | Self::NotClaimed { .. }
+            | Self::NotClaimable { .. }
+            | Self::UnknownRelated { .. }
+            | Self::RelationCycle { .. }
             | Self::Internal { .. } => AuditOutcome::ToolError,
         }
     }
@@ -137,6 +177,13 @@ impl ToolsError {
             (StoreError::IdempotencyConflict, _) => Self::IdempotencyConflict,
             (StoreError::Invalid(err), _) => err.into(),
             (StoreError::CommentLimit { issue, max }, _) => Self::CommentLimit { issue, max },
+            (StoreError::Claimed { issue, run, since }, _) => Self::Claimed { issue, run, since },
+            (StoreError::NotClaimed { issue }, _) => Self::NotClaimed { issue },
+            (StoreError::NotClaimable { issue, state }, _) => Self::NotClaimable { issue, state },
+            (StoreError::UnknownRelated { field, id }, _) => Self::UnknownRelated { field, id },
+            (StoreError::RelationCycle { issue, parent }, _) => {
+                Self::RelationCycle { issue, parent }
+            }
             (
                 StoreError::Unavailable {
                     reason,
@@ -231,6 +278,23 @@ mod tests {
             text.starts_with(&format!("issue {id} has reached its limit of 500 comments")),
             "{text}"
         );
+        assert_eq!(err.outcome(), AuditOutcome::ToolError);
+    }
+
+    #[test]
+    fn a_claimed_issue_names_the_run_and_is_not_retryable() {
+        let id = IssueId::generate();
+        let err = ToolsError::from_store(
+            StoreError::Claimed {
+                issue: id.clone(),
+                run: RunId::parse("run-7").unwrap(),
+                since: Timestamp::from_millis(0),
+            },
+            Some(&id),
+        );
+        let text = err.to_string();
+        assert!(text.contains("claimed by run run-7 since 1970"), "{text}");
+        assert!(!text.contains("retryable"), "{text}");
         assert_eq!(err.outcome(), AuditOutcome::ToolError);
     }
 

@@ -9,7 +9,8 @@ use crate::error::ToolsError;
 use crate::view::{self, CommentWindow};
 use async_trait::async_trait;
 use corkboard_board::{
-    ArgumentsHash, AuditOutcome, AuditRecord, Author, IssueId, IssueStore, StoreError, Timestamp,
+    ArgumentsHash, AuditOutcome, AuditRecord, Author, Claimant, IssueId, IssueStore, StoreError,
+    Timestamp,
 };
 use corkboard_grants::{RateLimiter, RunKey, TokenRegistry};
 use corkboard_mcp::{
@@ -31,7 +32,10 @@ your run's grant, so no tool takes a board or tenant argument, and the tools you
 ones your grant allows. Typical flow: list_issues to see what exists (and avoid duplicates), \
 get_issue to read one issue with its comments, create_issue to file new work, update_issue \
 to move it between states (inbox, triage, todo, in_progress, blocked, done, closed) or \
-change its labels and priority, add_comment to record progress. Issue ids look like \
+change its labels and priority, add_comment to record progress. When several agents share \
+the board and you may claim issues: claim_issue before you start on one (if another run \
+holds it, pick other work: list_issues with unclaimed=true), release_issue if you give it up; \
+closing it or the end of your run ends the claim. Issue ids look like \
 iss_01JD3Z9Q4X8M2N6P7R5S1T0V9W: always quote them exactly as a tool returned them, never \
 shorten, guess or retype them. Pass an idempotency_key to create_issue and add_comment when \
 you might retry, and expected_version to update_issue. Every answer fits a budget of about \
@@ -265,7 +269,7 @@ impl BoardTools {
                 let id = args::get(arguments)?;
                 let (window, body_offset) = args::issue_view(arguments)?;
                 let issue = self
-                    .bounded(Some(&id), self.store.get_issue(tenant, &id))
+                    .bounded(Some(&id), self.store.get_issue_view(tenant, &id))
                     .await?;
                 let mut value = view::issue(to_json(&issue)?, &window)?;
                 view::skip_body(&mut value, body_offset)?;
@@ -370,6 +374,49 @@ impl BoardTools {
                     issue: Some(id),
                 })
             }
+            BoardTool::ClaimIssue | BoardTool::ReleaseIssue => {
+                let args::ClaimArgs {
+                    id,
+                    expected_version,
+                } = args::claim(tool.name(), arguments)?;
+                let issue = if tool == BoardTool::ClaimIssue {
+                    // The claim ends when the grant does: its expiry, from
+                    // the grant, never from input.
+                    let claimant = Claimant {
+                        run: grant.run.clone(),
+                        grant: grant.id.clone(),
+                        expires_at: grant.expires_at,
+                    };
+                    self.bounded(
+                        Some(&id),
+                        self.store
+                            .claim_issue(tenant, &id, &claimant, expected_version),
+                    )
+                    .await?
+                } else {
+                    self.bounded(
+                        Some(&id),
+                        self.store
+                            .release_issue(tenant, &id, &grant.run, expected_version),
+                    )
+                    .await?
+                };
+                let headline = if tool == BoardTool::ClaimIssue {
+                    format!("claim_issue: issue {id} is claimed by run {}", grant.run)
+                } else {
+                    format!("release_issue: issue {id} is unclaimed")
+                };
+                let mut value = to_json(&issue)?;
+                if tool.answers_whole_issue(&grant.capabilities) {
+                    value = view::issue(value, &CommentWindow::default())?;
+                } else {
+                    retain(&mut value, &["id", "version", "updated_at", "claim"]);
+                }
+                Ok(Success {
+                    answer: budget::issue(value, &headline, self.result_budget),
+                    issue: Some(id),
+                })
+            }
         }
     }
 }
@@ -397,6 +444,14 @@ fn patch_fields(patch: &corkboard_board::IssuePatch) -> Vec<&'static str> {
         ("state", patch.state.is_some()),
         ("labels", patch.labels.is_some()),
         ("priority", patch.priority.is_some()),
+        ("parent", patch.parent.is_some()),
+        ("duplicate_of", patch.duplicate_of.is_some()),
+        ("blocked_by", patch.blocked_by.is_some()),
+        // Closing sets a reason even when none was given.
+        (
+            "close_reason",
+            patch.close_reason.is_some() || patch.state.is_some_and(|s| s.is_terminal()),
+        ),
     ]
     .into_iter()
     .filter_map(|(name, set)| set.then_some(name))

@@ -833,6 +833,31 @@ impl IssueStore for HangingStore {
     ) -> Result<Issue, StoreError> {
         std::future::pending().await
     }
+    async fn get_issue_view(
+        &self,
+        _: &TenantId,
+        _: &IssueId,
+    ) -> Result<corkboard_board::IssueView, StoreError> {
+        std::future::pending().await
+    }
+    async fn claim_issue(
+        &self,
+        _: &TenantId,
+        _: &IssueId,
+        _: &corkboard_board::Claimant,
+        _: Option<u64>,
+    ) -> Result<Issue, StoreError> {
+        std::future::pending().await
+    }
+    async fn release_issue(
+        &self,
+        _: &TenantId,
+        _: &IssueId,
+        _: &RunId,
+        _: Option<u64>,
+    ) -> Result<Issue, StoreError> {
+        std::future::pending().await
+    }
     async fn add_comment(
         &self,
         _: &TenantId,
@@ -869,6 +894,31 @@ impl IssueStore for FailingStore {
         _: &TenantId,
         _: &IssueId,
         _: IssuePatch,
+        _: Option<u64>,
+    ) -> Result<Issue, StoreError> {
+        Err(self.0.clone())
+    }
+    async fn get_issue_view(
+        &self,
+        _: &TenantId,
+        _: &IssueId,
+    ) -> Result<corkboard_board::IssueView, StoreError> {
+        Err(self.0.clone())
+    }
+    async fn claim_issue(
+        &self,
+        _: &TenantId,
+        _: &IssueId,
+        _: &corkboard_board::Claimant,
+        _: Option<u64>,
+    ) -> Result<Issue, StoreError> {
+        Err(self.0.clone())
+    }
+    async fn release_issue(
+        &self,
+        _: &TenantId,
+        _: &IssueId,
+        _: &RunId,
         _: Option<u64>,
     ) -> Result<Issue, StoreError> {
         Err(self.0.clone())

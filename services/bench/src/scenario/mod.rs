@@ -3,6 +3,7 @@
 //! records. One scenario is one command.
 
 pub mod answer_size;
+pub mod claims;
 pub mod cold_start;
 pub mod deploy;
 pub mod mcp;

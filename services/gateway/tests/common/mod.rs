@@ -386,6 +386,34 @@ impl IssueStore for GatedStore {
         self.inner.update_issue(tenant, id, patch, expected).await
     }
 
+    async fn get_issue_view(
+        &self,
+        tenant: &TenantId,
+        id: &IssueId,
+    ) -> Result<corkboard_board::IssueView, StoreError> {
+        self.inner.get_issue_view(tenant, id).await
+    }
+
+    async fn claim_issue(
+        &self,
+        tenant: &TenantId,
+        id: &IssueId,
+        claimant: &corkboard_board::Claimant,
+        expected: Option<u64>,
+    ) -> Result<Issue, StoreError> {
+        self.inner.claim_issue(tenant, id, claimant, expected).await
+    }
+
+    async fn release_issue(
+        &self,
+        tenant: &TenantId,
+        id: &IssueId,
+        run: &corkboard_board::RunId,
+        expected: Option<u64>,
+    ) -> Result<Issue, StoreError> {
+        self.inner.release_issue(tenant, id, run, expected).await
+    }
+
     async fn add_comment(
         &self,
         tenant: &TenantId,
