@@ -269,17 +269,21 @@ async fn dedicated_request(
     let Some(inner) = gateway.0.upgrade() else {
         return HttpResponse::ServiceUnavailable().finish();
     };
-    let incoming = match bridge::read(&inner, req, payload, name).await {
-        Ok(incoming) => incoming,
-        Err(response) => return response,
-    };
+    let incoming = bridge::incoming(req, name);
     let Some(run) = run else {
         return bridge::not_found(&inner, incoming, "this connection belongs to no run");
     };
     if incoming.req.path() != "/mcp" {
         return bridge::not_found(&inner, incoming, "this run's MCP endpoint is /mcp");
     }
-    bridge::serve(&inner, &run.run, incoming, None, None).await
+    // One binding snapshot for the caller's resolution and its exchange.
+    let binding = inner.binding.load();
+    let key = &run.run.state.key;
+    let caller = match bridge::authenticate(&inner, &incoming, &binding, Some(key)).await {
+        Ok(caller) => caller,
+        Err(refusal) => return bridge::refuse(&inner, incoming, refusal),
+    };
+    bridge::serve(&inner, &run.run, incoming, payload, binding, caller).await
 }
 
 /// Counts a live listener or connection for as long as it exists.

@@ -58,7 +58,8 @@ async fn runs_are_served_and_pinned_to_their_own_token() -> Result<()> {
         );
 
         // A valid token of another run (same tenant, or another tenant's run
-        // of the same name) is refused at this run's endpoint, with the id.
+        // of the same name) is refused at this run's endpoint, from the
+        // headers before the body is read, so without the id.
         let mut intrusions = vec![(&b, &a.mcp_url), (&a, &b.mcp_url)];
         if mode == Mode::Dedicated {
             intrusions.extend([(&other, &a.mcp_url), (&a, &other.mcp_url)]);
@@ -71,7 +72,7 @@ async fn runs_are_served_and_pinned_to_their_own_token() -> Result<()> {
             );
             let refused = send(&client, url, intruder.token.expose(), &body).await?;
             assert_eq!(refused.status, 403, "{mode:?}: {:?}", refused.json);
-            assert_eq!(refused.json["id"], 99, "{mode:?}: {:?}", refused.json);
+            assert_eq!(refused.json["id"], json!(null), "{mode:?}: {:?}", refused.json);
             assert!(
                 refused.error_message().contains("belongs to another run"),
                 "{}",
@@ -152,6 +153,45 @@ async fn a_boardless_run_lists_every_tool_and_says_it_has_no_board() -> Result<(
                 answer.json
             );
         }
+        harness.stop().await;
+    }
+    Ok(())
+}
+
+/// Issue 16 item 6: the gateway read the body (up to 1 MiB, for up to the
+/// body deadline) before it resolved the token. Now a caller without a
+/// valid token for this run is answered from its headers while its body
+/// never comes, and only the run's own token waits for a body (408 once
+/// the deadline passes).
+#[actix_rt::test]
+async fn a_request_without_this_runs_token_is_refused_before_its_body() -> Result<()> {
+    for mode in MODES {
+        let dir = tempfile::tempdir()?;
+        let harness = Setup::new(mode, sqlite_store(dir.path())?)
+            // Long enough that a refusal after the body deadline (408)
+            // cannot pass for one from the headers.
+            .configure(|c| c.body_timeout = std::time::Duration::from_secs(60))
+            .start()?;
+        let run = harness.register("acme", "guarded").await?;
+        let other = harness.register("acme", "neighbour").await?;
+        let url = &run.mcp_url;
+        let line = stalled_post(url, None, "").await?;
+        assert!(line.starts_with("HTTP/1.1 401"), "{mode:?}: {line}");
+        let line = stalled_post(url, Some("cbr_not-a-real-token"), "{\"jsonrpc\"").await?;
+        assert!(line.starts_with("HTTP/1.1 403"), "{mode:?}: {line}");
+        let line = stalled_post(url, Some(other.token.expose()), "{").await?;
+        assert!(line.starts_with("HTTP/1.1 403"), "{mode:?}: {line}");
+        harness.stop().await;
+    }
+    // The run's own token: its stalled body is cut off at the deadline.
+    for mode in MODES {
+        let dir = tempfile::tempdir()?;
+        let harness = Setup::new(mode, sqlite_store(dir.path())?)
+            .configure(|c| c.body_timeout = std::time::Duration::from_millis(300))
+            .start()?;
+        let run = harness.register("acme", "slow").await?;
+        let line = stalled_post(&run.mcp_url, Some(run.token.expose()), "{").await?;
+        assert!(line.starts_with("HTTP/1.1 408"), "{mode:?}: {line}");
         harness.stop().await;
     }
     Ok(())

@@ -413,3 +413,30 @@ pub async fn issues(store: &dyn IssueStore, tenant_name: &str) -> Result<Vec<Iss
         }
     }
 }
+
+/// `host:port` and path of an `http://` URL.
+pub fn host_and_path(url: &str) -> (String, String) {
+    let rest = url.trim_start_matches("http://");
+    let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
+    (host.to_owned(), format!("/{path}"))
+}
+
+/// Sends an MCP POST's head (and `body_start` of a body announced as 1,000
+/// bytes) over a raw connection, never the rest, and returns the status
+/// line of the answer.
+pub async fn stalled_post(url: &str, token: Option<&str>, body_start: &str) -> Result<String> {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let (addr, path) = host_and_path(url);
+    let mut stream = tokio::net::TcpStream::connect(&addr).await?;
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: {MODERN}\r\n\
+         {auth}Content-Length: 1000\r\n\r\n{body_start}"
+    );
+    stream.write_all(head.as_bytes()).await?;
+    stream.flush().await?;
+    let mut line = String::new();
+    bounded("the status line", BufReader::new(stream).read_line(&mut line)).await??;
+    Ok(line)
+}
