@@ -134,6 +134,7 @@ macro_rules! store_contract_tests {
             case_audit_append_and_list,
             case_audit_filters_and_limit,
             case_audit_tenant_isolation,
+            case_audit_retries_store_each_record_once,
         }
     };
     (@tests [$factory:expr] $($case:ident),* $(,)?) => {

@@ -106,6 +106,13 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX audit_by_run ON audit (tenant, run, at);
     CREATE INDEX audit_by_issue ON audit (tenant, issue_id, at) WHERE issue_id IS NOT NULL;
     "#,
+    // 2: audit records keep the id the audit writer gave them, so a batch
+    // written again after an unknown outcome (its writer answered too late)
+    // stores each record once. Older records have none (NULLs are distinct).
+    r#"
+    ALTER TABLE audit ADD COLUMN record_id TEXT;
+    CREATE UNIQUE INDEX audit_by_record_id ON audit (record_id);
+    "#,
 ];
 
 /// The schema version this build writes.
