@@ -470,3 +470,51 @@ fn a_request_head_dribbled_slowly_is_cut_off_at_the_header_deadline() {
     let answer = String::from_utf8_lossy(&answer).into_owned();
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer:?}");
 }
+
+/// actix's head deadline covers only a connection's first request: after
+/// one answered request, the next head could be dribbled for ever (held
+/// 28 s and counting with a 500 ms deadline). The next head must reach the
+/// app within the keep-alive period plus the header deadline.
+#[test]
+fn the_next_request_head_on_a_kept_alive_connection_is_bounded_too() {
+    use std::io::{Read, Write};
+    let serve = Serve::start_with_env(&[
+        ("CORKBOARD_HEADER_TIMEOUT_MS", "300"),
+        ("CORKBOARD_KEEP_ALIVE_MS", "300"),
+    ]);
+    let mut conn = RawConn::open(serve.url());
+    assert_eq!(conn.healthz().map(|r| r.0), Some(200));
+    let host = conn.host.clone();
+    let mut stream = conn.reader.into_inner();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_millis(20)))
+        .unwrap();
+    // 600 bytes at one per 20 ms: 12 s, far past 0.6 s.
+    let head = format!(
+        "GET /healthz HTTP/1.1\r\nHost: {host}\r\nX-Slow: {}",
+        "a".repeat(600)
+    );
+    let mut closed = false;
+    for byte in head.bytes() {
+        if stream.write_all(&[byte]).is_err() {
+            closed = true;
+            break;
+        }
+        let mut buf = [0u8; 256];
+        match stream.read(&mut buf) {
+            Ok(0) => {
+                closed = true;
+                break;
+            }
+            Ok(_) => {}
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::TimedOut => {}
+            Err(_) => {
+                closed = true;
+                break;
+            }
+        }
+    }
+    assert!(closed, "a dribbled second request head was held for 12 s");
+}

@@ -38,7 +38,11 @@ pub fn run(args: RoleArgs) -> Result<ExitCode> {
         let authenticator = state.authenticator();
         let metrics = state.metrics.clone();
         let settings = &state.settings;
-        let cap = ConnectionCap::new("runner", settings.max_connections, Some(metrics.clone()));
+        let cap = ConnectionCap::new("runner", settings.max_connections, Some(metrics.clone()))
+            .with_next_head_deadline(
+                Duration::from_millis(settings.keep_alive_ms),
+                Duration::from_millis(settings.header_timeout_ms),
+            );
         let workers = conn::http_workers();
         let on_connect = cap.clone();
         let server = HttpServer::new(move || {
@@ -60,7 +64,7 @@ pub fn run(args: RoleArgs) -> Result<ExitCode> {
         .max_connections(cap.per_worker(workers))
         .client_request_timeout(Duration::from_millis(settings.header_timeout_ms))
         .keep_alive(Duration::from_millis(settings.keep_alive_ms))
-        .on_connect(move |_, extensions| on_connect.on_connect(extensions))
+        .on_connect(move |io, extensions| on_connect.on_connect(io, extensions))
         .listen(listener)
         .context("listen: cannot serve on the bound socket")?
         .shutdown_timeout(10)

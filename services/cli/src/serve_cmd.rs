@@ -65,7 +65,11 @@ pub fn run(args: RoleArgs, role: Role) -> Result<ExitCode> {
         let authenticator = state.authenticator();
         let metrics = state.metrics.clone();
         let settings = &state.settings;
-        let cap = ConnectionCap::new("server", settings.max_connections, Some(metrics.clone()));
+        let cap = ConnectionCap::new("server", settings.max_connections, Some(metrics.clone()))
+            .with_next_head_deadline(
+                Duration::from_millis(settings.keep_alive_ms),
+                Duration::from_millis(settings.header_timeout_ms),
+            );
         let workers = conn::http_workers();
         let on_connect = cap.clone();
         // Nagle off: a response written in more than one chunk must not
@@ -92,7 +96,7 @@ pub fn run(args: RoleArgs, role: Role) -> Result<ExitCode> {
         .max_connections(cap.per_worker(workers))
         .client_request_timeout(Duration::from_millis(settings.header_timeout_ms))
         .keep_alive(Duration::from_millis(settings.keep_alive_ms))
-        .on_connect(move |_, extensions| on_connect.on_connect(extensions))
+        .on_connect(move |io, extensions| on_connect.on_connect(io, extensions))
         .listen(listener)
         .context("listen: cannot serve on the bound socket")?
         .shutdown_timeout(10)

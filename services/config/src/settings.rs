@@ -212,7 +212,7 @@ impl Default for Settings {
             // Below the usual 1,024 open-files limit is not enough for
             // several listeners at their caps: raise `ulimit -n` with it.
             max_connections: 1_024,
-            max_connections_per_run: 64,
+            max_connections_per_run: 512,
             header_timeout_ms: 5_000,
             keep_alive_ms: 5_000,
         }

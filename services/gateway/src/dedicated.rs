@@ -286,6 +286,7 @@ async fn build_service(
         .on_connect_ext(|io: &RunStream, ext: &mut Extensions| {
             ext.insert(ConnRun(io.run.clone()));
             ext.insert(io.slot.state());
+            io.run.cap.watch(&io.io, ext);
         })
         .finish(map_config(app, |()| AppConfig::default()));
     factory.new_service(()).await

@@ -413,7 +413,8 @@ impl Gateway {
                     "gateway_run",
                     inner.config.max_connections_per_run,
                     inner.metrics.clone(),
-                ),
+                )
+                .with_next_head_deadline(inner.config.keep_alive, inner.config.header_timeout),
             });
             if let Err(err) = pool.listen(listener, conn) {
                 run.addr.do_send(Drain {

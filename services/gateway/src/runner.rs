@@ -166,7 +166,8 @@ impl Runner {
             Some((listener, bound)) => {
                 let routes = gateway.clone();
                 let cap =
-                    ConnectionCap::new("gateway_shared", max_connections, Some(metrics.clone()));
+                    ConnectionCap::new("gateway_shared", max_connections, Some(metrics.clone()))
+                        .with_next_head_deadline(keep_alive, header_timeout);
                 let workers = conn::http_workers();
                 let on_connect = cap.clone();
                 let server = HttpServer::new(move || {
@@ -190,7 +191,7 @@ impl Runner {
                 .max_connections(cap.per_worker(workers))
                 .client_request_timeout(header_timeout)
                 .keep_alive(keep_alive)
-                .on_connect(move |_, extensions| on_connect.on_connect(extensions))
+                .on_connect(move |io, extensions| on_connect.on_connect(io, extensions))
                 .disable_signals()
                 .shutdown_timeout(5)
                 .listen(listener)

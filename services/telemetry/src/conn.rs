@@ -17,22 +17,35 @@
 //! connection attempts.
 //!
 //! Time before a request is in is bounded too: every listener gives a
-//! request's head [`DEFAULT_HEADER_TIMEOUT`] (configurable) to arrive,
-//! however slowly it dribbles in, and an idle keep-alive connection
-//! [`DEFAULT_KEEP_ALIVE`]; bodies have their own deadline (the MCP
-//! endpoint's `body_timeout`).
+//! connection's first request head [`DEFAULT_HEADER_TIMEOUT`]
+//! (configurable) to arrive, however slowly it dribbles in, and an idle
+//! keep-alive connection [`DEFAULT_KEEP_ALIVE`]; bodies have their own
+//! deadline (the MCP endpoint's `body_timeout`). actix's head deadline
+//! covers only the first request of a connection, and its keep-alive
+//! timer stops at the next request's first byte, so a client could send
+//! one request and then dribble the next head for ever: a watchdog per
+//! connection ([`ConnectionCap::with_next_head_deadline`]) closes a
+//! connection whose next request has not reached the app within the
+//! keep-alive period plus the header deadline after its last response was
+//! written (never while a request is being served or its response body
+//! is still streaming).
 
 use crate::metrics::Metrics;
+use actix_web::body::{BodySize, BoxBody, MessageBody};
 use actix_web::dev::{Extensions, Service, ServiceRequest, ServiceResponse, Transform};
 use actix_web::http::StatusCode;
+use actix_web::web::Bytes;
 use actix_web::{HttpResponse, ResponseError};
-use futures_util::future::{Either, Ready, ready};
+use futures_util::future::{LocalBoxFuture, Ready, ready};
+use std::cell::Cell;
 use std::fmt;
 use std::net::{SocketAddr, TcpListener};
+use std::pin::Pin;
+use std::rc::{Rc, Weak};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Seconds a client over the cap is told to wait.
 const RETRY_AFTER_SECS: u32 = 1;
@@ -41,7 +54,7 @@ const RETRY_AFTER_SECS: u32 = 1;
 /// gateway port) unless configured (`max_connections`).
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
 /// Open connections per run's dedicated port (`max_connections_per_run`).
-pub const DEFAULT_MAX_CONNECTIONS_PER_RUN: usize = 64;
+pub const DEFAULT_MAX_CONNECTIONS_PER_RUN: usize = 512;
 /// Longest time a request's head may take to arrive (`header_timeout_ms`);
 /// actix answers 408 and closes after it.
 pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(5);
@@ -81,6 +94,8 @@ struct Inner {
     max: usize,
     open: AtomicUsize,
     metrics: Option<Metrics>,
+    /// See [`ConnectionCap::with_next_head_deadline`].
+    next_head: Option<Duration>,
 }
 
 impl fmt::Debug for ConnectionCap {
@@ -103,8 +118,23 @@ impl ConnectionCap {
                 max: max.max(1),
                 open: AtomicUsize::new(0),
                 metrics,
+                next_head: None,
             }),
         }
+    }
+
+    /// Closes a connection whose next request has not reached the app
+    /// within `keep_alive + header_timeout` of its last response (see the
+    /// module docs). Call before the cap is shared.
+    pub fn with_next_head_deadline(
+        mut self,
+        keep_alive: Duration,
+        header_timeout: Duration,
+    ) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.next_head = Some(keep_alive + header_timeout);
+        }
+        self
     }
 
     pub fn max(&self) -> usize {
@@ -143,11 +173,36 @@ impl ConnectionCap {
 
     /// For `HttpServer::on_connect`: puts the connection's slot (and the
     /// state [`ConnectionGate`] reads) into its extensions, which live as
-    /// long as the connection.
-    pub fn on_connect(&self, extensions: &mut Extensions) {
+    /// long as the connection, and starts its watchdog. `io` is what
+    /// actix hands `on_connect` (a TCP stream on plain listeners).
+    pub fn on_connect(&self, io: &dyn std::any::Any, extensions: &mut Extensions) {
         let slot = self.admit();
         extensions.insert(slot.state());
         extensions.insert(slot);
+        if let Some(stream) = io.downcast_ref::<tokio::net::TcpStream>() {
+            self.watch(stream, extensions);
+        }
+    }
+
+    /// Starts the next-head watchdog of the connection on `stream` (when
+    /// configured), its state in the connection's `extensions`. Runs on
+    /// the connection's own worker (a local task).
+    pub fn watch(&self, stream: &tokio::net::TcpStream, extensions: &mut Extensions) {
+        let Some(limit) = self.inner.next_head else {
+            return;
+        };
+        // A second handle on the same socket, to shut it down from the
+        // watchdog; the connection's reads then end and actix closes it.
+        let Ok(socket) = socket2::SockRef::from(stream).try_clone() else {
+            return;
+        };
+        let state = Rc::new(Idle {
+            busy: Cell::new(0),
+            last_done: Cell::new(None),
+            socket,
+        });
+        tokio::task::spawn_local(watchdog(Rc::downgrade(&state), limit));
+        extensions.insert(IdleGuard(state));
     }
 
     /// Counts a connection refused at the cap.
@@ -160,6 +215,83 @@ impl ConnectionCap {
             max = self.inner.max,
             "connection over the cap refused"
         );
+    }
+}
+
+/// What a connection's watchdog watches.
+struct Idle {
+    /// Requests being served or streaming their response body.
+    busy: Cell<u32>,
+    /// When the last response body was written out.
+    last_done: Cell<Option<Instant>>,
+    socket: socket2::Socket,
+}
+
+/// The watchdog's state, in the connection's extensions (dropped with the
+/// connection, which ends the watchdog).
+#[derive(Clone)]
+struct IdleGuard(Rc<Idle>);
+
+/// Marks a request done when its response body is dropped (written out,
+/// or abandoned).
+struct Done(Rc<Idle>);
+
+impl Drop for Done {
+    fn drop(&mut self) {
+        let idle = &self.0;
+        idle.busy.set(idle.busy.get().saturating_sub(1));
+        idle.last_done.set(Some(Instant::now()));
+    }
+}
+
+async fn watchdog(state: Weak<Idle>, limit: Duration) {
+    loop {
+        let Some(idle) = state.upgrade() else {
+            return;
+        };
+        let wait = match (idle.busy.get(), idle.last_done.get()) {
+            (0, Some(done)) => match limit.checked_sub(done.elapsed()) {
+                Some(left) if !left.is_zero() => left,
+                _ => {
+                    tracing::debug!(
+                        "closing a connection whose next request head did not arrive in time"
+                    );
+                    let _ = idle.socket.shutdown(std::net::Shutdown::Both);
+                    return;
+                }
+            },
+            _ => limit,
+        };
+        drop(idle);
+        tokio::time::sleep(wait).await;
+    }
+}
+
+/// A response body that marks its request done (for the connection's
+/// watchdog) when dropped.
+pub struct Tracked {
+    body: BoxBody,
+    _done: Option<Done>,
+}
+
+impl fmt::Debug for Tracked {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tracked").finish_non_exhaustive()
+    }
+}
+
+impl MessageBody for Tracked {
+    type Error = Box<dyn std::error::Error>;
+
+    fn size(&self) -> BodySize {
+        self.body.size()
+    }
+
+    fn poll_next(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Bytes, Self::Error>>> {
+        Pin::new(&mut self.get_mut().body).poll_next(cx)
     }
 }
 
@@ -262,8 +394,9 @@ pub struct ConnectionGate;
 impl<S, B> Transform<S, ServiceRequest> for ConnectionGate
 where
     S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = actix_web::Error> + 'static,
+    B: MessageBody + 'static,
 {
-    type Response = ServiceResponse<B>;
+    type Response = ServiceResponse<Tracked>;
     type Error = actix_web::Error;
     type Transform = ConnectionGateService<S>;
     type InitError = ();
@@ -289,10 +422,11 @@ impl<S> fmt::Debug for ConnectionGateService<S> {
 impl<S, B> Service<ServiceRequest> for ConnectionGateService<S>
 where
     S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = actix_web::Error> + 'static,
+    B: MessageBody + 'static,
 {
-    type Response = ServiceResponse<B>;
+    type Response = ServiceResponse<Tracked>;
     type Error = actix_web::Error;
-    type Future = Either<S::Future, Ready<Result<Self::Response, Self::Error>>>;
+    type Future = LocalBoxFuture<'static, Result<Self::Response, Self::Error>>;
 
     fn poll_ready(&self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.service.poll_ready(cx)
@@ -305,8 +439,22 @@ where
             .map(|state| state.cap.clone());
         if let Some(cap) = over {
             cap.refused();
-            return Either::Right(ready(Err(TooManyConnections { max: cap.max() }.into())));
+            return Box::pin(ready(Err(TooManyConnections { max: cap.max() }.into())));
         }
-        Either::Left(self.service.call(req))
+        let done = req.conn_data::<IdleGuard>().map(|guard| {
+            let idle = &guard.0;
+            idle.busy.set(idle.busy.get() + 1);
+            Done(Rc::clone(idle))
+        });
+        let call = self.service.call(req);
+        Box::pin(async move {
+            // An error is rendered by actix after this: done is dropped
+            // (the request counted done) as it is answered.
+            let response = call.await?;
+            Ok(response.map_body(|_, body| Tracked {
+                body: body.boxed(),
+                _done: done,
+            }))
+        })
     }
 }
