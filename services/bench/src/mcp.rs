@@ -119,10 +119,16 @@ fn base_headers(token: &str) -> Result<Headers> {
 
 /// The stateless (2026-07-28) `tools/call` for `tool`.
 pub fn stateless_call(token: &str, tool: Tool, arguments: &Value) -> Result<PreparedCall> {
+    stateless_call_named(token, tool.name(), arguments)
+}
+
+/// The stateless `tools/call` of any tool by name (setup calls such as
+/// `add_comment`).
+pub fn stateless_call_named(token: &str, name: &str, arguments: &Value) -> Result<PreparedCall> {
     let body = json!({
         "jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": {
-            "name": tool.name(), "arguments": arguments,
+            "name": name, "arguments": arguments,
             "_meta": {
                 "io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
                 "io.modelcontextprotocol/clientCapabilities": {},
@@ -132,7 +138,7 @@ pub fn stateless_call(token: &str, tool: Tool, arguments: &Value) -> Result<Prep
     let headers = base_headers(token)?
         .set("mcp-protocol-version", MODERN_VERSION)?
         .set("mcp-method", "tools/call")?
-        .set("mcp-name", tool.name())?;
+        .set("mcp-name", name)?;
     Ok(PreparedCall {
         headers: headers.into_map(),
         body: Bytes::from(serde_json::to_vec(&body)?),

@@ -4,6 +4,7 @@
 
 pub mod cold_start;
 pub mod deploy;
+pub mod hardening;
 pub mod mcp;
 pub mod revocation;
 pub mod runs;
