@@ -128,22 +128,23 @@ pub async fn batch_attack(
     sink: &mut Sink,
 ) -> Result<()> {
     let deployment = Deployment::start(bins, studio(Vec::new()), logs).await?;
+    // The writer may not read: its add_comment answers carry the comment
+    // only, not the (growing) issue.
+    let writer = deployment
+        .grant("bench", "writer", &["issues:create", "comments:write"])
+        .await?;
     let granted = deployment
-        .grant(
-            "bench",
-            "attacker",
-            &["issues:read", "issues:create", "comments:write"],
-        )
+        .grant("bench", "attacker", &["issues:read"])
         .await?;
     let target = Target::parse(&granted.mcp_url)?;
-    let issue = setup::seed_issue(&granted.mcp_url, &granted.token).await?;
+    let issue = setup::seed_issue(&writer.mcp_url, &writer.token).await?;
     let mut connection = Connection::open(&target).await?;
     let body = "x".repeat(COMMENT_BYTES);
     for _ in 0..COMMENTS {
         let comment = mcp::stateless_call_named(
-            &granted.token,
+            &writer.token,
             "add_comment",
-            &json!({ "id": issue, "body": body }),
+            &json!({ "issue_id": issue, "body": body }),
         )?;
         call(&mut connection, &target, &comment).await?;
     }
@@ -172,12 +173,14 @@ pub async fn batch_attack(
         tasks.push(tokio::spawn(async move {
             let mut connection = Connection::open(&target).await?;
             let arguments = json!({ "id": issue });
-            let session = mcp::legacy_session(
+            // Batches exist only in 2025-03-26 sessions.
+            let session = mcp::legacy_session_at(
                 &mut connection,
                 &target.path,
                 &token,
                 Tool::GetIssue,
                 &arguments,
+                "2025-03-26",
             )
             .await?;
             let (mut batches, mut bytes, mut refused) = (0u64, 0u64, BTreeMap::new());
