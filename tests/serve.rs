@@ -308,3 +308,213 @@ fn a_tokenless_request_is_refused_before_its_body_and_a_stalled_body_times_out()
     let line = stalled_post(serve.url(), Some(&granted.token), "{\"jsonrpc\"");
     assert!(line.starts_with("HTTP/1.1 408"), "{line}");
 }
+
+/// A raw keep-alive HTTP/1.1 connection to `serve`.
+struct RawConn {
+    reader: std::io::BufReader<std::net::TcpStream>,
+    host: String,
+}
+
+impl RawConn {
+    fn open(url: &str) -> RawConn {
+        let host = url
+            .trim_start_matches("http://")
+            .split('/')
+            .next()
+            .unwrap()
+            .to_owned();
+        let stream = std::net::TcpStream::connect(&host).unwrap();
+        stream
+            .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+            .unwrap();
+        RawConn {
+            reader: std::io::BufReader::new(stream),
+            host,
+        }
+    }
+
+    /// `GET /healthz`; the status and the response head, or `None` when
+    /// the server closed the connection without an answer.
+    fn healthz(&mut self) -> Option<(u16, String)> {
+        use std::io::{BufRead, Read, Write};
+        let request = format!("GET /healthz HTTP/1.1\r\nHost: {}\r\n\r\n", self.host);
+        self.reader.get_mut().write_all(request.as_bytes()).ok()?;
+        let mut head = String::new();
+        loop {
+            let mut line = String::new();
+            if self.reader.read_line(&mut line).ok()? == 0 {
+                return None;
+            }
+            if line == "\r\n" {
+                break;
+            }
+            head.push_str(&line.to_ascii_lowercase());
+        }
+        let status = head.split(' ').nth(1)?.parse().ok()?;
+        let length: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0);
+        let mut body = vec![0; length];
+        self.reader.read_exact(&mut body).ok()?;
+        Some((status, head))
+    }
+}
+
+/// Issue 16 item 6: the server's listener took any number of connections
+/// (400 tokenless ones held 545 MB), bound with the standard backlog of
+/// 128. Now it serves `max_connections`; the next is answered 503 and
+/// closed (and counted) while the others keep working, and capacity
+/// returns when connections close.
+#[test]
+fn connections_over_the_cap_are_answered_503_and_capacity_returns() {
+    const CAP: usize = 6;
+    let serve = Serve::start_with_env(&[
+        ("CORKBOARD_MAX_CONNECTIONS", "6"),
+        // Idle connections must outlive the test's pauses.
+        ("CORKBOARD_KEEP_ALIVE_MS", "120000"),
+    ]);
+    let mut open: Vec<RawConn> = (0..CAP).map(|_| RawConn::open(serve.url())).collect();
+    for conn in &mut open {
+        // Served, so accepted and counted.
+        assert_eq!(conn.healthz().map(|r| r.0), Some(200));
+    }
+    let mut over = RawConn::open(serve.url());
+    let (status, head) = over.healthz().expect("an answer, not a silent close");
+    assert_eq!(status, 503, "{head}");
+    assert!(head.contains("connection: close"), "{head}");
+    assert!(head.contains("retry-after:"), "{head}");
+    assert!(
+        over.healthz().is_none(),
+        "the connection over the cap is closed"
+    );
+    for conn in &mut open {
+        assert_eq!(conn.healthz().map(|r| r.0), Some(200), "still served");
+    }
+    open.truncate(CAP - 2);
+    let mut again = None;
+    for _ in 0..100 {
+        let mut conn = RawConn::open(serve.url());
+        if conn.healthz().map(|r| r.0) == Some(200) {
+            again = Some(conn);
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let mut again = again.expect("no connection was served after two closed");
+    let metrics = {
+        use std::io::{BufRead, Write};
+        let host = again.host.clone();
+        write!(
+            again.reader.get_mut(),
+            "GET /metrics HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut text = String::new();
+        let mut line = String::new();
+        while again.reader.read_line(&mut line).unwrap_or(0) > 0 {
+            text.push_str(&line);
+            line.clear();
+        }
+        text
+    };
+    let refused = metrics
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("corkboard_http_connections_refused_total{listener=\"server\"} ")
+        })
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(0);
+    assert!(refused >= 1, "refusals not counted:\n{metrics}");
+}
+
+/// Issue 16 item 6: time before authentication is bounded on the server's
+/// listener too. A request head dribbled in a byte at a time is answered
+/// 408 at the header deadline, however long the client would go on.
+#[test]
+fn a_request_head_dribbled_slowly_is_cut_off_at_the_header_deadline() {
+    use std::io::{Read, Write};
+    let serve = Serve::start_with_env(&[("CORKBOARD_HEADER_TIMEOUT_MS", "500")]);
+    let host = serve
+        .url()
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    let mut stream = std::net::TcpStream::connect(&host).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_millis(20)))
+        .unwrap();
+    // 600 bytes at one per 20 ms: 12 s for the head, far past the deadline.
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {host}\r\nX-Slow: {}",
+        "a".repeat(600)
+    );
+    let mut answer = Vec::new();
+    for byte in head.bytes() {
+        if stream.write_all(&[byte]).is_err() {
+            break;
+        }
+        let mut buf = [0u8; 256];
+        match stream.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => answer.extend_from_slice(&buf[..n]),
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::TimedOut => {}
+            Err(_) => break,
+        }
+    }
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer:?}");
+}
+
+/// actix's head deadline covers only a connection's first request: after
+/// one answered request, the next head could be dribbled for ever (held
+/// 28 s and counting with a 500 ms deadline). The next head must reach the
+/// app within the keep-alive period plus the header deadline.
+#[test]
+fn the_next_request_head_on_a_kept_alive_connection_is_bounded_too() {
+    use std::io::{Read, Write};
+    let serve = Serve::start_with_env(&[
+        ("CORKBOARD_HEADER_TIMEOUT_MS", "300"),
+        ("CORKBOARD_KEEP_ALIVE_MS", "300"),
+    ]);
+    let mut conn = RawConn::open(serve.url());
+    assert_eq!(conn.healthz().map(|r| r.0), Some(200));
+    let host = conn.host.clone();
+    let mut stream = conn.reader.into_inner();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_millis(20)))
+        .unwrap();
+    // 600 bytes at one per 20 ms: 12 s, far past 0.6 s.
+    let head = format!(
+        "GET /healthz HTTP/1.1\r\nHost: {host}\r\nX-Slow: {}",
+        "a".repeat(600)
+    );
+    let mut closed = false;
+    for byte in head.bytes() {
+        if stream.write_all(&[byte]).is_err() {
+            closed = true;
+            break;
+        }
+        let mut buf = [0u8; 256];
+        match stream.read(&mut buf) {
+            Ok(0) => {
+                closed = true;
+                break;
+            }
+            Ok(_) => {}
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::TimedOut => {}
+            Err(_) => {
+                closed = true;
+                break;
+            }
+        }
+    }
+    assert!(closed, "a dribbled second request head was held for 12 s");
+}

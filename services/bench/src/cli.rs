@@ -138,6 +138,26 @@ pub enum Command {
     /// answers on the 60-issue board of the budget issue, today and as the
     /// whole-issue answers were before the result budget.
     AnswerSize,
+    /// Server RSS while sessions send max-length batches of get_issue on
+    /// an issue with the most comments it may hold.
+    BatchAttack {
+        #[arg(long, default_value_t = 8)]
+        attackers: usize,
+        #[arg(long, default_value = "10s", value_parser = parse_duration)]
+        duration: Duration,
+    },
+    /// Server RSS and connection hold times under slowloris and slow-body
+    /// connections.
+    SlowAttack {
+        #[arg(long, default_value_t = 1000)]
+        connections: usize,
+    },
+    /// Time until every replica refuses a token revoked while Redis was
+    /// frozen, from Redis's return.
+    RevocationOutage {
+        #[arg(long, default_value_t = 20)]
+        trials: usize,
+    },
     /// Cold start to ready and idle RSS of `corkboard serve`.
     ColdStart {
         #[arg(long, default_value_t = 10)]
@@ -304,6 +324,7 @@ async fn dispatch(cli: &Cli, sink: &mut Sink) -> Result<()> {
                     store: *store,
                     registry: *registry,
                     log: server_log.clone(),
+                    env: Vec::new(),
                 },
                 tools: tools.clone(),
                 eras: eras.clone(),
@@ -344,6 +365,16 @@ async fn dispatch(cli: &Cli, sink: &mut Sink) -> Result<()> {
             scenario::cold_start::run(&bins()?, *trials, &logs, sink).await
         }
         Command::AnswerSize => scenario::answer_size::run(&bins()?, &logs, sink).await,
+        Command::BatchAttack {
+            attackers,
+            duration,
+        } => scenario::hardening::batch_attack(&bins()?, *attackers, *duration, &logs, sink).await,
+        Command::SlowAttack { connections } => {
+            scenario::hardening::slow_attack(&bins()?, *connections, &logs, sink).await
+        }
+        Command::RevocationOutage { trials } => {
+            scenario::hardening::revocation_after_outage(&bins()?, *trials, &logs, sink).await
+        }
     }
 }
 

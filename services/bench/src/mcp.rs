@@ -180,10 +180,22 @@ pub async fn legacy_session(
     tool: Tool,
     arguments: &Value,
 ) -> Result<PreparedCall> {
+    legacy_session_at(connection, path, token, tool, arguments, LEGACY_VERSION).await
+}
+
+/// [`legacy_session`] at `revision` (JSON-RPC batches need 2025-03-26).
+pub async fn legacy_session_at(
+    connection: &mut Connection,
+    path: &str,
+    token: &str,
+    tool: Tool,
+    arguments: &Value,
+    revision: &str,
+) -> Result<PreparedCall> {
     let init = json!({
         "jsonrpc": "2.0", "id": 0, "method": "initialize",
         "params": {
-            "protocolVersion": LEGACY_VERSION,
+            "protocolVersion": revision,
             "capabilities": {},
             "clientInfo": { "name": "corkboard-bench", "version": env!("CARGO_PKG_VERSION") },
         }
@@ -210,7 +222,7 @@ pub async fn legacy_session(
         .to_owned();
     let headers = base_headers(token)?
         .set("mcp-session-id", &session)?
-        .set("mcp-protocol-version", LEGACY_VERSION)?;
+        .set("mcp-protocol-version", revision)?;
     let initialized = json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
     let reply = connection
         .send(

@@ -395,7 +395,7 @@ pub fn render(
         let _ = writeln!(s);
     }
 
-    let sections: [(&str, &str); 7] = [
+    let sections: [(&str, &str); 9] = [
         (
             "disk",
             "Disk: fsync latency where the SQLite board lives (ms)",
@@ -412,6 +412,14 @@ pub fn render(
         ("idle_runs", "Memory per idle run"),
         ("cold_start", "Cold start of `corkboard serve` to ready"),
         ("idle_rss", "Idle RSS of `corkboard serve`"),
+        (
+            "hardening_memory",
+            "Hardening: server memory under attack (RSS in KiB)",
+        ),
+        (
+            "hardening_revocation",
+            "Hardening: revocation convergence after Redis returns",
+        ),
     ];
     for (kind, title) in sections {
         let rows: Vec<&Record> = records.iter().filter(|r| r.kind == kind).collect();

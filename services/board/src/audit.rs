@@ -4,6 +4,7 @@ use crate::ids::{GrantId, IssueId, RunId, TenantId};
 use crate::timestamp::Timestamp;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use std::sync::{Mutex, PoisonError};
 
 /// How a tool call ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -51,6 +52,53 @@ impl ArgumentsHash {
     }
 }
 
+/// The identity of one audit record, given once when the record is
+/// handed to the audit writer, so that writing the same batch again after
+/// an unknown outcome (a timeout, a connection cut mid-write) stores each
+/// record at most once: a store keeps one record per id.
+///
+/// A ULID from a monotonic generator: ids made by one process sort in the
+/// order they were made, which stores use to order records of the same
+/// millisecond.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct AuditId(String);
+
+impl AuditId {
+    pub fn generate() -> Self {
+        static GENERATOR: Mutex<Option<ulid::Generator>> = Mutex::new(None);
+        let mut generator = GENERATOR.lock().unwrap_or_else(PoisonError::into_inner);
+        // Overflow of the random part within one millisecond (2^80 ids)
+        // cannot happen in practice; a fresh ULID is still unique then.
+        let id = generator
+            .get_or_insert_with(ulid::Generator::new)
+            .generate()
+            .unwrap_or_else(|_| ulid::Ulid::new());
+        Self(id.to_string())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// An audit record with the id it is stored under.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditEntry {
+    pub id: AuditId,
+    pub record: AuditRecord,
+}
+
+impl AuditEntry {
+    /// `record` under a fresh id.
+    pub fn new(record: AuditRecord) -> Self {
+        Self {
+            id: AuditId::generate(),
+            record,
+        }
+    }
+}
+
 /// One tool call.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuditRecord {
@@ -81,5 +129,19 @@ impl Default for AuditQuery {
             issue: None,
             limit: 100,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn audit_ids_are_unique_and_sort_in_the_order_they_were_made() {
+        let ids: Vec<AuditId> = (0..10_000).map(|_| AuditId::generate()).collect();
+        assert!(
+            ids.windows(2).all(|w| w[0] < w[1]),
+            "not strictly increasing"
+        );
     }
 }

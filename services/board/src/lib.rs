@@ -17,7 +17,7 @@ mod relations;
 mod store;
 mod timestamp;
 
-pub use audit::{ArgumentsHash, AuditOutcome, AuditQuery, AuditRecord};
+pub use audit::{ArgumentsHash, AuditEntry, AuditId, AuditOutcome, AuditQuery, AuditRecord};
 pub use error::{StoreError, ValidationError};
 pub use grant::{Capabilities, Capability, Grant, GrantEvent, GrantStatus, parse_ttl};
 pub use ids::{CommentId, GrantId, IdempotencyKey, IssueId, RunId, TenantId};

@@ -1,7 +1,7 @@
 //! The traits every board store implements (SQLite, MongoDB). The contract
 //! they must meet is written down as a test suite that runs against each.
 
-use crate::audit::{AuditQuery, AuditRecord};
+use crate::audit::{AuditEntry, AuditQuery, AuditRecord};
 use crate::error::StoreError;
 use crate::grant::{Grant, GrantEvent};
 use crate::ids::{GrantId, IdempotencyKey, IssueId, RunId, TenantId};
@@ -132,7 +132,17 @@ pub trait GrantLedger: Send + Sync + 'static {
 /// Append-only audit trail.
 #[async_trait]
 pub trait AuditLog: Send + Sync + 'static {
-    async fn append_audit(&self, records: &[AuditRecord]) -> Result<(), StoreError>;
+    /// Appends `entries`, each at most once: an entry whose id the store
+    /// already holds counts as written. Writing the same entries again
+    /// after a write whose outcome is unknown therefore duplicates nothing.
+    async fn append_audit_entries(&self, entries: &[AuditEntry]) -> Result<(), StoreError>;
+
+    /// Appends `records`, each under a fresh id (for callers that never
+    /// write the same records twice).
+    async fn append_audit(&self, records: &[AuditRecord]) -> Result<(), StoreError> {
+        let entries: Vec<AuditEntry> = records.iter().cloned().map(AuditEntry::new).collect();
+        self.append_audit_entries(&entries).await
+    }
 
     async fn list_audit(
         &self,

@@ -93,7 +93,8 @@ pub async fn start_runner(state: &AppState) -> Result<Runner, GatewayError> {
     let (shared_listener, bound) = match settings.gateway_mode {
         GatewayMode::Shared => {
             let addr = settings.gateway_listen;
-            let listener = std::net::TcpListener::bind(addr)
+            // With a backlog matching the connection cap.
+            let listener = corkboard_telemetry::conn::bind(addr, settings.max_connections)
                 .map_err(|source| GatewayError::Bind { addr, source })?;
             let bound = listener
                 .local_addr()
@@ -153,6 +154,10 @@ pub fn gateway_config(
     config.allowed_hosts = settings.allowed_hosts.clone();
     config.allowed_origins = settings.allowed_origins.clone();
     config.live_runs_per_tenant_max = settings.live_runs_per_tenant_max;
+    config.max_connections = settings.max_connections;
+    config.max_connections_per_run = settings.max_connections_per_run;
+    config.header_timeout = Duration::from_millis(settings.header_timeout_ms);
+    config.keep_alive = Duration::from_millis(settings.keep_alive_ms);
     config
 }
 
@@ -474,6 +479,27 @@ mod tests {
             settings.live_grants_per_tenant_max,
             corkboard_grants::GrantService::DEFAULT_LIVE_GRANTS_MAX,
             "live_grants_per_tenant_max"
+        );
+        use corkboard_telemetry::conn;
+        assert_eq!(
+            settings.max_connections,
+            conn::DEFAULT_MAX_CONNECTIONS,
+            "max_connections"
+        );
+        assert_eq!(
+            settings.max_connections_per_run,
+            conn::DEFAULT_MAX_CONNECTIONS_PER_RUN,
+            "max_connections_per_run"
+        );
+        assert_eq!(
+            Duration::from_millis(settings.header_timeout_ms),
+            conn::DEFAULT_HEADER_TIMEOUT,
+            "header_timeout_ms"
+        );
+        assert_eq!(
+            Duration::from_millis(settings.keep_alive_ms),
+            conn::DEFAULT_KEEP_ALIVE,
+            "keep_alive_ms"
         );
     }
 }

@@ -8,9 +8,10 @@ use crate::compose::SecretPolicy;
 use actix_web::{App, HttpServer, web};
 use anyhow::{Context, Result};
 use corkboard_telemetry::HttpTelemetry;
+use corkboard_telemetry::conn::{self, ConnectionCap, ConnectionGate};
 use std::io::Write;
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 pub fn run(args: RoleArgs) -> Result<ExitCode> {
     let started = Instant::now();
@@ -20,7 +21,8 @@ pub fn run(args: RoleArgs) -> Result<ExitCode> {
     }
     let telemetry = crate::logging::init_telemetry(&settings, "corkboard-runner")?;
     // Bound first, so that port 0 resolves before any URL is handed out.
-    let listener = std::net::TcpListener::bind(settings.listen)
+    // With a backlog matching the connection cap.
+    let listener = conn::bind(settings.listen, settings.max_connections)
         .with_context(|| format!("listen: cannot bind {}", settings.listen))?;
     let bound = listener.local_addr()?;
     settings.listen = bound;
@@ -35,9 +37,18 @@ pub fn run(args: RoleArgs) -> Result<ExitCode> {
         // (bearer JWT, or a web session signed with the shared key).
         let authenticator = state.authenticator();
         let metrics = state.metrics.clone();
+        let settings = &state.settings;
+        let cap = ConnectionCap::new("runner", settings.max_connections, Some(metrics.clone()))
+            .with_next_head_deadline(
+                Duration::from_millis(settings.keep_alive_ms),
+                Duration::from_millis(settings.header_timeout_ms),
+            );
+        let workers = conn::http_workers();
+        let on_connect = cap.clone();
         let server = HttpServer::new(move || {
             let api = api.clone();
             App::new()
+                .wrap(ConnectionGate)
                 .wrap(
                     HttpTelemetry::new(metrics.clone())
                         .without_spans_for(["/healthz", "/readyz", "/metrics"]),
@@ -49,6 +60,11 @@ pub fn run(args: RoleArgs) -> Result<ExitCode> {
                 .configure(corkboard_server::metrics_route)
         })
         .tcp_nodelay(true)
+        .workers(workers)
+        .max_connections(cap.per_worker(workers))
+        .client_request_timeout(Duration::from_millis(settings.header_timeout_ms))
+        .keep_alive(Duration::from_millis(settings.keep_alive_ms))
+        .on_connect(move |io, extensions| on_connect.on_connect(io, extensions))
         .listen(listener)
         .context("listen: cannot serve on the bound socket")?
         .shutdown_timeout(10)

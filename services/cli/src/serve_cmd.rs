@@ -7,9 +7,10 @@ use actix_web::{App, HttpServer, web};
 use anyhow::{Context, Result};
 use corkboard_server::AppState;
 use corkboard_telemetry::HttpTelemetry;
+use corkboard_telemetry::conn::{self, ConnectionCap, ConnectionGate};
 use std::io::Write;
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
@@ -37,7 +38,8 @@ pub fn run(args: RoleArgs, role: Role) -> Result<ExitCode> {
     let mut settings = settings;
     // Bind before building the state, so that port 0 resolves to the real
     // port in every URL the server hands out.
-    let listener = std::net::TcpListener::bind(settings.listen)
+    // With a backlog matching the connection cap.
+    let listener = conn::bind(settings.listen, settings.max_connections)
         .with_context(|| format!("listen: cannot bind {}", settings.listen))?;
     let bound = listener.local_addr()?;
     settings.listen = bound;
@@ -62,11 +64,20 @@ pub fn run(args: RoleArgs, role: Role) -> Result<ExitCode> {
         // same admins (bearer JWT or web session).
         let authenticator = state.authenticator();
         let metrics = state.metrics.clone();
+        let settings = &state.settings;
+        let cap = ConnectionCap::new("server", settings.max_connections, Some(metrics.clone()))
+            .with_next_head_deadline(
+                Duration::from_millis(settings.keep_alive_ms),
+                Duration::from_millis(settings.header_timeout_ms),
+            );
+        let workers = conn::http_workers();
+        let on_connect = cap.clone();
         // Nagle off: a response written in more than one chunk must not
         // wait for the client's delayed ACK (a 40 ms p50 under load).
         let server = HttpServer::new(move || {
             let runner_api = runner_api.clone();
             App::new()
+                .wrap(ConnectionGate)
                 .wrap(
                     HttpTelemetry::new(metrics.clone())
                         .without_spans_for(["/healthz", "/readyz", "/metrics"]),
@@ -81,6 +92,11 @@ pub fn run(args: RoleArgs, role: Role) -> Result<ExitCode> {
                 .configure(corkboard_server::routes)
         })
         .tcp_nodelay(true)
+        .workers(workers)
+        .max_connections(cap.per_worker(workers))
+        .client_request_timeout(Duration::from_millis(settings.header_timeout_ms))
+        .keep_alive(Duration::from_millis(settings.keep_alive_ms))
+        .on_connect(move |io, extensions| on_connect.on_connect(io, extensions))
         .listen(listener)
         .context("listen: cannot serve on the bound socket")?
         .shutdown_timeout(10)

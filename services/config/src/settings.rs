@@ -159,6 +159,18 @@ pub struct Settings {
     /// Most grants (neither revoked nor expired) one tenant may hold; the
     /// next one is refused with 409 `grant_limit`.
     pub live_grants_per_tenant_max: usize,
+    /// Most open client connections per listener (`listen`, and a
+    /// runner's shared gateway port). Connections over it are answered 503
+    /// and closed (up to as many again), past that they wait in the listen
+    /// backlog (sized to this) or are dropped by the kernel.
+    pub max_connections: usize,
+    /// The same, for each run's dedicated gateway port.
+    pub max_connections_per_run: usize,
+    /// Longest time a request's head (request line and headers) may take
+    /// to arrive, in ms; a slower one gets 408 and its connection closes.
+    pub header_timeout_ms: u64,
+    /// Longest time an idle keep-alive connection stays open, in ms.
+    pub keep_alive_ms: u64,
 }
 
 impl Default for Settings {
@@ -203,6 +215,12 @@ impl Default for Settings {
             max_result_bytes: 32_000,
             live_runs_per_tenant_max: 100,
             live_grants_per_tenant_max: 1_000,
+            // Below the usual 1,024 open-files limit is not enough for
+            // several listeners at their caps: raise `ulimit -n` with it.
+            max_connections: 1_024,
+            max_connections_per_run: 512,
+            header_timeout_ms: 5_000,
+            keep_alive_ms: 5_000,
         }
     }
 }
@@ -349,6 +367,20 @@ impl Settings {
         }
         if self.live_grants_per_tenant_max == 0 {
             return Err(key("live_grants_per_tenant_max", "must be at least 1"));
+        }
+        for (name, value) in [
+            ("max_connections", self.max_connections),
+            ("max_connections_per_run", self.max_connections_per_run),
+        ] {
+            if value == 0 || value > i32::MAX as usize {
+                return Err(key(name, "must be at least 1 (and fit a listen backlog)"));
+            }
+        }
+        if self.header_timeout_ms == 0 {
+            return Err(key("header_timeout_ms", "must be at least 1"));
+        }
+        if self.keep_alive_ms == 0 {
+            return Err(key("keep_alive_ms", "must be at least 1"));
         }
         if let Some(url) = &self.public_url
             && !(url.starts_with("http://") || url.starts_with("https://"))

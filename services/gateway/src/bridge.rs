@@ -1,11 +1,14 @@
 //! The request path of a run: from an HTTP worker, through the run's
 //! admission, to the MCP engine, with one correlated answer guaranteed.
 //!
-//! The gateway is a typed router, not a wrapper around an opaque handler:
-//! the body is read once ([`corkboard_mcp::McpEndpoint::read_body`]), the
-//! caller resolved once through the one credential path (the token must
-//! stand for exactly this run), and the parsed request handed to the
-//! endpoint's [`exchange`](corkboard_mcp::McpEndpoint::exchange) with a
+//! The gateway is a typed router, not a wrapper around an opaque handler.
+//! It goes through the studio endpoint's phases in the studio's order:
+//! the transport checks and the caller from the headers alone
+//! ([`authenticate`]: the token must stand for exactly this run), only
+//! then the body, read once under the endpoint's size limit and deadline
+//! ([`corkboard_mcp::McpEndpoint::read_body`]), then the run's admission,
+//! and the parsed request handed to the endpoint's
+//! [`exchange`](corkboard_mcp::McpEndpoint::exchange) with a
 //! [`RunPrincipal`] naming the run and the binding snapshot it is served
 //! with. The engine's [`Summary`](corkboard_mcp::Summary) says how the
 //! exchange ended, so nothing re-parses the response to log it.
@@ -29,7 +32,7 @@ use bytes::Bytes;
 use corkboard_board::TenantId;
 use corkboard_grants::RunKey;
 use corkboard_grants::limiter::RateLimited;
-use corkboard_mcp::{Admitted, Exchange, Refusal, RequestHead, Transport, code};
+use corkboard_mcp::{Admitted, Refusal, RequestHead, Transport, code};
 use corkboard_tools::ResolvedGrant;
 use std::sync::Arc;
 use std::time::Instant;
@@ -146,26 +149,61 @@ pub(crate) fn rate_limited(run: &RunKey, limited: RateLimited) -> Refusal {
     Refusal::rate_limited(format_args!("run {}", run.run), limited.retry_after)
 }
 
-/// Reads the (bounded) body. `run` names the run for the log until the
-/// request is routed.
-pub(crate) async fn read(
-    inner: &Inner,
-    req: HttpRequest,
-    payload: web::Payload,
-    run: String,
-) -> Result<Incoming, HttpResponse> {
-    let log = RequestLog::new(run);
-    match inner.endpoint.read_body(&req, payload).await {
-        Ok(body) => Ok(Incoming { req, body, log }),
-        Err(refusal) => {
-            let refusal = refusal.outcome("error");
-            log.finish(refusal.status.as_u16(), refusal.outcome);
-            Err(refusal.response(None))
-        }
+/// What the headers established about a request before its body is
+/// read: the endpoint's transport checks passed and the caller resolved.
+pub(crate) struct Caller {
+    admitted: Admitted,
+    grant: ResolvedGrant,
+    span: tracing::Span,
+    started: Instant,
+}
+
+/// Starts the request log of a request whose body is not read yet. `run`
+/// names the run for the log until the request is routed.
+pub(crate) fn incoming(req: HttpRequest, run: String) -> Incoming {
+    Incoming {
+        req,
+        body: Bytes::new(),
+        log: RequestLog::new(run),
     }
 }
 
-/// Answers `incoming` with `refusal`, correlated with its id.
+/// The header phases of the studio endpoint, in its order: its transport
+/// checks ([`corkboard_mcp::McpEndpoint::precheck`]), then the caller
+/// through the one credential path, accepted only for the run `expected`
+/// (when known). Nothing of the body has been read: a caller without a
+/// valid token for this run costs no body buffer and cannot hold one open,
+/// so these refusals carry no request id (`null`), as on the studio
+/// endpoint.
+pub(crate) async fn authenticate(
+    inner: &Inner,
+    incoming: &Incoming,
+    binding: &Binding,
+    expected: Option<&RunKey>,
+) -> Result<Caller, Refusal> {
+    let started = Instant::now();
+    let admitted = inner.endpoint.precheck(&incoming.req)?;
+    // The credential path records tenant, run and grant into this span.
+    let span = corkboard_telemetry::mcp::mcp_span_open();
+    let grant = resolve(binding, &incoming.req, expected)
+        .instrument(span.clone())
+        .await?;
+    Ok(Caller {
+        admitted,
+        grant,
+        span,
+        started,
+    })
+}
+
+impl Caller {
+    pub(crate) fn grant(&self) -> &ResolvedGrant {
+        &self.grant
+    }
+}
+
+/// Answers `incoming` with `refusal`, correlated with its id (when its
+/// body was read).
 pub(crate) fn refuse(inner: &Inner, mut incoming: Incoming, refusal: Refusal) -> HttpResponse {
     let head = incoming.head(&inner.binding.load());
     incoming.log.method = head.method;
@@ -178,7 +216,7 @@ pub(crate) fn refuse(inner: &Inner, mut incoming: Incoming, refusal: Refusal) ->
 
 /// Resolves the request's token through the one credential path, and
 /// accepts it only for the run `expected` (when known).
-pub(crate) async fn resolve(
+async fn resolve(
     binding: &Binding,
     req: &HttpRequest,
     expected: Option<&RunKey>,
@@ -194,28 +232,46 @@ pub(crate) async fn resolve(
     if let Some(key) = expected
         && (grant.grant().tenant != key.tenant || grant.grant().run != key.run)
     {
-        return Err(Refusal::new(
-            StatusCode::FORBIDDEN,
-            code::INVALID_REQUEST,
-            format!("Forbidden: {OTHER_RUN}"),
-        ));
+        return Err(other_run());
     }
     Ok(grant)
 }
 
-/// Admits the request to its run, routes it to the engine with one
-/// binding snapshot, and answers it. `resolved` is the caller when the
-/// route already resolved it (shared mode); otherwise it is resolved here,
-/// after admission, and must be for this run.
+/// The refusal of a token for another run than the port's or the path's.
+pub(crate) fn other_run() -> Refusal {
+    Refusal::new(
+        StatusCode::FORBIDDEN,
+        code::INVALID_REQUEST,
+        format!("Forbidden: {OTHER_RUN}"),
+    )
+}
+
+/// Reads the body of an authenticated request (bounded by the endpoint's
+/// body limit and deadline), admits it to its run, routes it to the engine
+/// with the `binding` snapshot its caller was resolved with, and answers
+/// it.
 pub(crate) async fn serve(
     inner: &Inner,
     run: &RunHandle,
     mut incoming: Incoming,
-    binding: Option<Arc<Binding>>,
-    resolved: Option<ResolvedGrant>,
+    payload: web::Payload,
+    binding: Arc<Binding>,
+    caller: Caller,
 ) -> HttpResponse {
     let key = &run.state.key;
     incoming.log.set_run(key);
+    let Caller {
+        admitted,
+        grant,
+        span,
+        started,
+    } = caller;
+    if admitted.has_body() {
+        match inner.endpoint.read_body(&incoming.req, payload).await {
+            Ok(body) => incoming.body = body,
+            Err(refusal) => return refuse(inner, incoming, refusal.outcome("error")),
+        }
+    }
     let mut ticket = match inner.admit(run).await {
         Ok(ticket) => ticket,
         Err(Refused::Ended(reason)) => {
@@ -225,31 +281,24 @@ pub(crate) async fn serve(
             return refuse(inner, incoming, rate_limited(key, limited));
         }
     };
-    let admitted = match inner.endpoint.precheck(&incoming.req) {
-        Ok(admitted) => admitted,
-        Err(refusal) => return refuse(inner, incoming, refusal),
-    };
-    let binding = binding.unwrap_or_else(|| inner.binding.load());
-    let started = Instant::now();
-    let span = corkboard_telemetry::mcp::mcp_span_open();
-    let routed = {
-        let routed =
-            route(inner, &incoming, admitted, binding, resolved, run).instrument(span.clone());
-        tokio::pin!(routed);
+    let principal =
+        RunPrincipal::new(grant, binding).with_batch_gate(run.clone(), inner.limiter.clone());
+    let exchange = {
+        let exchange = inner
+            .endpoint
+            .exchange(&incoming.req, admitted, &incoming.body, &principal)
+            .instrument(span.clone());
+        tokio::pin!(exchange);
         tokio::select! {
             biased;
-            routed = &mut routed => Some(routed),
+            exchange = &mut exchange => Some(exchange),
             () = ticket.cancelled() => None,
         }
     };
-    let Some(routed) = routed else {
+    let Some(exchange) = exchange else {
         return refuse(inner, incoming, run_ended(key, None, true));
     };
     drop(ticket);
-    let exchange = match routed {
-        Ok(exchange) => exchange,
-        Err(refusal) => return refuse(inner, incoming, refusal),
-    };
     inner.endpoint.observe(&span, &exchange, started.elapsed());
     let Incoming { mut log, .. } = incoming;
     let summary = &exchange.summary;
@@ -257,27 +306,6 @@ pub(crate) async fn serve(
     log.tool = summary.tool.clone();
     log.finish(exchange.status(), summary.outcome);
     exchange.response
-}
-
-/// Resolves the caller (unless already resolved) and runs the exchange.
-async fn route(
-    inner: &Inner,
-    incoming: &Incoming,
-    admitted: Admitted,
-    binding: Arc<Binding>,
-    resolved: Option<ResolvedGrant>,
-    run: &RunHandle,
-) -> Result<Exchange, Refusal> {
-    let grant = match resolved {
-        Some(grant) => grant,
-        None => resolve(&binding, &incoming.req, Some(&run.state.key)).await?,
-    };
-    let principal =
-        RunPrincipal::new(grant, binding).with_batch_gate(run.clone(), inner.limiter.clone());
-    Ok(inner
-        .endpoint
-        .exchange(&incoming.req, admitted, &incoming.body, &principal)
-        .await)
 }
 
 /// A bare JSON-RPC error response for paths that serve nothing.

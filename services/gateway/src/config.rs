@@ -2,6 +2,7 @@
 
 use corkboard_grants::limiter::RateLimit;
 use corkboard_mcp::SessionKey;
+use corkboard_telemetry::conn;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
@@ -54,6 +55,15 @@ pub struct GatewayConfig {
     /// Most runs one tenant may have live (registered and not stopped) on
     /// this runner; each holds a listener or a route for up to 30 days.
     pub live_runs_per_tenant_max: usize,
+    /// Most open connections of the shared gateway port (see
+    /// `corkboard_telemetry::conn` for what happens past it).
+    pub max_connections: usize,
+    /// Most open connections of each run's dedicated port.
+    pub max_connections_per_run: usize,
+    /// Longest time a request's head may take to arrive (408 after).
+    pub header_timeout: Duration,
+    /// Longest time an idle keep-alive connection stays open.
+    pub keep_alive: Duration,
 }
 
 impl GatewayConfig {
@@ -89,6 +99,10 @@ impl GatewayConfig {
             allowed_origins: Vec::new(),
             session_key,
             live_runs_per_tenant_max: Self::DEFAULT_LIVE_RUNS_PER_TENANT_MAX,
+            max_connections: conn::DEFAULT_MAX_CONNECTIONS,
+            max_connections_per_run: conn::DEFAULT_MAX_CONNECTIONS_PER_RUN,
+            header_timeout: conn::DEFAULT_HEADER_TIMEOUT,
+            keep_alive: conn::DEFAULT_KEEP_ALIVE,
         }
     }
 

@@ -10,6 +10,12 @@
 //! extensions. An idle run therefore costs a socket, a task and its actor,
 //! not a server.
 //!
+//! Each run's port has its own connection cap (`max_connections_per_run`,
+//! see `corkboard_telemetry::conn`): its accept loop counts every
+//! connection, the connection carries its slot, and the workers' apps
+//! answer a connection over the cap 503 and close it; past twice the cap
+//! the accept loop closes new connections at once.
+//!
 //! When the run's actor stops, the accept loop ends (the port closes) and
 //! every open connection is wound down: its reads report end-of-stream, so
 //! the HTTP dispatcher finishes the response it is writing and closes.
@@ -24,6 +30,7 @@ use actix_service::{Service, ServiceFactory, map_config};
 use actix_web::dev::AppConfig;
 use actix_web::{App, HttpRequest, HttpResponse, web};
 use corkboard_telemetry::HttpTelemetry;
+use corkboard_telemetry::conn::{self, ConnSlot, ConnectionCap, ConnectionGate};
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -48,6 +55,8 @@ pub(crate) struct RunConn {
     pub run: RunHandle,
     /// Turns true when the run's actor stopped.
     pub stop: watch::Receiver<bool>,
+    /// The port's open connections, capped.
+    pub cap: ConnectionCap,
 }
 
 /// What a worker is handed.
@@ -62,6 +71,7 @@ enum Intake {
         stream: std::net::TcpStream,
         peer: SocketAddr,
         run: Arc<RunConn>,
+        slot: ConnSlot,
     },
 }
 
@@ -166,8 +176,13 @@ impl WorkerRef {
             Intake::Listen { listener, run } => {
                 actix_rt::spawn(accept_loop(service.clone(), listener, run, self.clone()));
             }
-            Intake::Connection { stream, peer, run } => match TcpStream::from_std(stream) {
-                Ok(stream) => self.serve(service, stream, peer, run),
+            Intake::Connection {
+                stream,
+                peer,
+                run,
+                slot,
+            } => match TcpStream::from_std(stream) {
+                Ok(stream) => self.serve(service, stream, peer, run, slot),
                 Err(err) => {
                     tracing::warn!(run = %run.run.state.key, error = %err, "gateway connection could not be taken over");
                 }
@@ -175,11 +190,17 @@ impl WorkerRef {
         }
     }
 
-    fn serve<S>(&self, service: &Rc<S>, stream: TcpStream, peer: SocketAddr, run: Arc<RunConn>)
-    where
+    fn serve<S>(
+        &self,
+        service: &Rc<S>,
+        stream: TcpStream,
+        peer: SocketAddr,
+        run: Arc<RunConn>,
+        slot: ConnSlot,
+    ) where
         S: Service<(RunStream, Protocol, Option<SocketAddr>), Response = ()> + 'static,
     {
-        let io = RunStream::new(stream, run);
+        let io = RunStream::new(stream, run, slot);
         actix_rt::spawn(serve_connection(
             service.clone(),
             io,
@@ -190,18 +211,25 @@ impl WorkerRef {
 
     /// Serves an accepted connection here or hands it to the next worker
     /// in turn (one hand-off per connection, not per request).
-    fn deal<S>(&self, service: &Rc<S>, stream: TcpStream, peer: SocketAddr, run: &Arc<RunConn>)
-    where
+    fn deal<S>(
+        &self,
+        service: &Rc<S>,
+        stream: TcpStream,
+        peer: SocketAddr,
+        run: &Arc<RunConn>,
+        slot: ConnSlot,
+    ) where
         S: Service<(RunStream, Protocol, Option<SocketAddr>), Response = ()> + 'static,
     {
         let to = self.intakes.next();
         if to == self.me {
-            return self.serve(service, stream, peer, run.clone());
+            return self.serve(service, stream, peer, run.clone(), slot);
         }
         let handed = stream.into_std().map(|stream| Intake::Connection {
             stream,
             peer,
             run: run.clone(),
+            slot,
         });
         match handed {
             Ok(work) => {
@@ -239,19 +267,26 @@ async fn build_service(
         Some(metrics) => HttpTelemetry::new(metrics),
         None => HttpTelemetry::without_metrics(),
     };
+    let (keep_alive, header_timeout) = gateway
+        .upgrade()
+        .map(|g| (g.config.keep_alive, g.config.header_timeout))
+        .unwrap_or((conn::DEFAULT_KEEP_ALIVE, conn::DEFAULT_HEADER_TIMEOUT));
     let gateway = web::Data::new(GatewayRef(gateway));
     let app = App::new()
+        .wrap(ConnectionGate)
         .wrap(telemetry)
         .app_data(gateway)
         .default_service(web::to(dedicated_request));
     let factory = HttpService::build()
-        .keep_alive(KeepAlive::Timeout(Duration::from_secs(5)))
-        .client_request_timeout(Duration::from_secs(5))
+        .keep_alive(KeepAlive::Timeout(keep_alive))
+        .client_request_timeout(header_timeout)
         // A client that closes its side is gone: drop its pending request
         // (releasing the slot) instead of computing an answer nobody reads.
         .h1_allow_half_closed(false)
         .on_connect_ext(|io: &RunStream, ext: &mut Extensions| {
             ext.insert(ConnRun(io.run.clone()));
+            ext.insert(io.slot.state());
+            io.run.cap.watch(&io.io, ext);
         })
         .finish(map_config(app, |()| AppConfig::default()));
     factory.new_service(()).await
@@ -269,17 +304,21 @@ async fn dedicated_request(
     let Some(inner) = gateway.0.upgrade() else {
         return HttpResponse::ServiceUnavailable().finish();
     };
-    let incoming = match bridge::read(&inner, req, payload, name).await {
-        Ok(incoming) => incoming,
-        Err(response) => return response,
-    };
+    let incoming = bridge::incoming(req, name);
     let Some(run) = run else {
         return bridge::not_found(&inner, incoming, "this connection belongs to no run");
     };
     if incoming.req.path() != "/mcp" {
         return bridge::not_found(&inner, incoming, "this run's MCP endpoint is /mcp");
     }
-    bridge::serve(&inner, &run.run, incoming, None, None).await
+    // One binding snapshot for the caller's resolution and its exchange.
+    let binding = inner.binding.load();
+    let key = &run.run.state.key;
+    let caller = match bridge::authenticate(&inner, &incoming, &binding, Some(key)).await {
+        Ok(caller) => caller,
+        Err(refusal) => return bridge::refuse(&inner, incoming, refusal),
+    };
+    bridge::serve(&inner, &run.run, incoming, payload, binding, caller).await
 }
 
 /// Counts a live listener or connection for as long as it exists.
@@ -322,10 +361,16 @@ async fn accept_loop<S>(
             _ = stop.wait_for(|stopped| *stopped) => break,
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
+                    let slot = run.cap.admit();
+                    if slot.beyond() {
+                        // Refused at accept: closed at once, unanswered.
+                        run.cap.refused();
+                        continue;
+                    }
                     // One-buffer responses still meet delayed ACKs on
                     // keep-alive connections without this.
                     let _ = stream.set_nodelay(true);
-                    worker.deal(&service, stream, peer, &run);
+                    worker.deal(&service, stream, peer, &run, slot);
                 }
                 Err(err) => {
                     tracing::warn!(run = %run.run.state.key, error = %err, "gateway accept failed");
@@ -365,14 +410,17 @@ pub(crate) struct RunStream {
     io: TcpStream,
     run: Arc<RunConn>,
     closing: Arc<AtomicBool>,
+    /// Counted in the port's cap for as long as the connection lives.
+    slot: ConnSlot,
 }
 
 impl RunStream {
-    fn new(io: TcpStream, run: Arc<RunConn>) -> Self {
+    fn new(io: TcpStream, run: Arc<RunConn>, slot: ConnSlot) -> Self {
         Self {
             io,
             run,
             closing: Arc::new(AtomicBool::new(false)),
+            slot,
         }
     }
 }

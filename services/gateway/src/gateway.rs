@@ -16,8 +16,9 @@ use corkboard_grants::RunKey;
 use corkboard_grants::limiter::RateLimiter;
 use corkboard_grants::{GrantRequest, GrantService, TokenHash};
 use corkboard_mcp::{McpEndpoint, McpSettings};
+use corkboard_telemetry::ConnectionCap;
 use std::collections::HashMap;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -376,8 +377,10 @@ impl Gateway {
         let (listener, mcp_url) = match &inner.config.mode {
             ListenerMode::Dedicated { bind, advertise } => {
                 let addr = SocketAddr::new(*bind, 0);
-                let listener = TcpListener::bind(addr)
-                    .map_err(|source| GatewayError::Bind { addr, source })?;
+                // The backlog matches the port's connection cap.
+                let listener =
+                    corkboard_telemetry::conn::bind(addr, inner.config.max_connections_per_run)
+                        .map_err(|source| GatewayError::Bind { addr, source })?;
                 let port = listener
                     .local_addr()
                     .map_err(|source| GatewayError::Bind { addr, source })?
@@ -406,6 +409,12 @@ impl Gateway {
             let conn = Arc::new(RunConn {
                 run: run.clone(),
                 stop,
+                cap: ConnectionCap::new(
+                    "gateway_run",
+                    inner.config.max_connections_per_run,
+                    inner.metrics.clone(),
+                )
+                .with_next_head_deadline(inner.config.keep_alive, inner.config.header_timeout),
             });
             if let Err(err) = pool.listen(listener, conn) {
                 run.addr.do_send(Drain {

@@ -15,6 +15,7 @@ use corkboard_grants::GrantService;
 use corkboard_grants::limiter::RateLimiter;
 use corkboard_mcp::{Refusal, SessionEnds, code};
 use corkboard_telemetry::Metrics;
+use corkboard_telemetry::conn::{self, ConnectionCap, ConnectionGate};
 use corkboard_tools::AuditSink;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -135,6 +136,11 @@ impl Runner {
             inner: limiter,
             metrics: metrics.clone(),
         });
+        let (max_connections, header_timeout, keep_alive) = (
+            config.max_connections,
+            config.header_timeout,
+            config.keep_alive,
+        );
         let gateway = Gateway::start(
             config,
             GatewayParts {
@@ -160,9 +166,15 @@ impl Runner {
         let shared = match shared_listener {
             Some((listener, bound)) => {
                 let routes = gateway.clone();
+                let cap =
+                    ConnectionCap::new("gateway_shared", max_connections, Some(metrics.clone()))
+                        .with_next_head_deadline(keep_alive, header_timeout);
+                let workers = conn::http_workers();
+                let on_connect = cap.clone();
                 let server = HttpServer::new(move || {
                     let routes = routes.clone();
                     App::new()
+                        .wrap(ConnectionGate)
                         .wrap(corkboard_telemetry::HttpTelemetry::new(metrics.clone()))
                         .configure(move |cfg| routes.configure_shared(cfg))
                         .default_service(web::to(|| async {
@@ -176,6 +188,11 @@ impl Runner {
                 })
                 .tcp_nodelay(true)
                 .h1_allow_half_closed(false)
+                .workers(workers)
+                .max_connections(cap.per_worker(workers))
+                .client_request_timeout(header_timeout)
+                .keep_alive(keep_alive)
+                .on_connect(move |io, extensions| on_connect.on_connect(io, extensions))
                 .disable_signals()
                 .shutdown_timeout(5)
                 .listen(listener)

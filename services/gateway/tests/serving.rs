@@ -3,7 +3,7 @@
 
 mod common;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use common::*;
 use corkboard_gateway::{BOARDLESS_MESSAGE, Binding};
 use corkboard_tools::NoopAuditSink;
@@ -58,7 +58,8 @@ async fn runs_are_served_and_pinned_to_their_own_token() -> Result<()> {
         );
 
         // A valid token of another run (same tenant, or another tenant's run
-        // of the same name) is refused at this run's endpoint, with the id.
+        // of the same name) is refused at this run's endpoint, from the
+        // headers before the body is read, so without the id.
         let mut intrusions = vec![(&b, &a.mcp_url), (&a, &b.mcp_url)];
         if mode == Mode::Dedicated {
             intrusions.extend([(&other, &a.mcp_url), (&a, &other.mcp_url)]);
@@ -71,7 +72,12 @@ async fn runs_are_served_and_pinned_to_their_own_token() -> Result<()> {
             );
             let refused = send(&client, url, intruder.token.expose(), &body).await?;
             assert_eq!(refused.status, 403, "{mode:?}: {:?}", refused.json);
-            assert_eq!(refused.json["id"], 99, "{mode:?}: {:?}", refused.json);
+            assert_eq!(
+                refused.json["id"],
+                json!(null),
+                "{mode:?}: {:?}",
+                refused.json
+            );
             assert!(
                 refused.error_message().contains("belongs to another run"),
                 "{}",
@@ -154,5 +160,146 @@ async fn a_boardless_run_lists_every_tool_and_says_it_has_no_board() -> Result<(
         }
         harness.stop().await;
     }
+    Ok(())
+}
+
+/// Issue 16 item 6: the gateway read the body (up to 1 MiB, for up to the
+/// body deadline) before it resolved the token. Now a caller without a
+/// valid token for this run is answered from its headers while its body
+/// never comes, and only the run's own token waits for a body (408 once
+/// the deadline passes).
+#[actix_rt::test]
+async fn a_request_without_this_runs_token_is_refused_before_its_body() -> Result<()> {
+    for mode in MODES {
+        let dir = tempfile::tempdir()?;
+        let harness = Setup::new(mode, sqlite_store(dir.path())?)
+            // Long enough that a refusal after the body deadline (408)
+            // cannot pass for one from the headers.
+            .configure(|c| c.body_timeout = std::time::Duration::from_secs(60))
+            .start()?;
+        let run = harness.register("acme", "guarded").await?;
+        let other = harness.register("acme", "neighbour").await?;
+        let url = &run.mcp_url;
+        let line = stalled_post(url, None, "").await?;
+        assert!(line.starts_with("HTTP/1.1 401"), "{mode:?}: {line}");
+        let line = stalled_post(url, Some("cbr_not-a-real-token"), "{\"jsonrpc\"").await?;
+        assert!(line.starts_with("HTTP/1.1 403"), "{mode:?}: {line}");
+        let line = stalled_post(url, Some(other.token.expose()), "{").await?;
+        assert!(line.starts_with("HTTP/1.1 403"), "{mode:?}: {line}");
+        harness.stop().await;
+    }
+    // The run's own token: its stalled body is cut off at the deadline.
+    for mode in MODES {
+        let dir = tempfile::tempdir()?;
+        let harness = Setup::new(mode, sqlite_store(dir.path())?)
+            .configure(|c| c.body_timeout = std::time::Duration::from_millis(300))
+            .start()?;
+        let run = harness.register("acme", "slow").await?;
+        let line = stalled_post(&run.mcp_url, Some(run.token.expose()), "{").await?;
+        assert!(line.starts_with("HTTP/1.1 408"), "{mode:?}: {line}");
+        harness.stop().await;
+    }
+    Ok(())
+}
+
+/// Issue 16 item 6: connections were not capped per listener. A run's
+/// dedicated port serves `max_connections_per_run` open connections; the
+/// next one is answered 503 (and closed) while the others keep working,
+/// and once some close, new ones are served again.
+#[actix_rt::test]
+async fn a_runs_port_serves_up_to_its_connection_cap() -> Result<()> {
+    const CAP: usize = 4;
+    let dir = tempfile::tempdir()?;
+    let harness = Setup::new(Mode::Dedicated, sqlite_store(dir.path())?)
+        .configure(|c| {
+            c.max_connections_per_run = CAP;
+            // Idle connections must outlive the test's pauses.
+            c.keep_alive = std::time::Duration::from_secs(120);
+        })
+        .start()?;
+    let run = harness.register("acme", "capped").await?;
+    let token = run.token.expose();
+    let mut open = Vec::new();
+    for _ in 0..CAP {
+        let mut conn = RawConn::open(&run.mcp_url).await?;
+        // Served, so accepted and counted.
+        assert_eq!(conn.list_tools("/mcp", token).await?.status, 200);
+        open.push(conn);
+    }
+    let mut over = RawConn::open(&run.mcp_url).await?;
+    let refused = over.list_tools("/mcp", token).await?;
+    assert_eq!(refused.status, 503, "{refused:?}");
+    assert_eq!(refused.header("connection"), Some("close"), "{refused:?}");
+    assert!(refused.header("retry-after").is_some(), "{refused:?}");
+    assert!(
+        refused.body.contains("cap of 4 open connections"),
+        "{}",
+        refused.body
+    );
+    assert!(over.closed_by_server().await?);
+    // The connections within the cap keep working.
+    for conn in &mut open {
+        assert_eq!(conn.list_tools("/mcp", token).await?.status, 200);
+    }
+    // Capacity returns as connections close.
+    open.truncate(CAP - 2);
+    let mut served = None;
+    for _ in 0..100 {
+        let mut conn = RawConn::open(&run.mcp_url).await?;
+        let answer = conn.list_tools("/mcp", token).await?;
+        if answer.status == 200 {
+            served = Some(conn);
+            break;
+        }
+        assert_eq!(answer.status, 503);
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let mut served = served.context("no connection was served after two closed")?;
+    assert_eq!(served.list_tools("/mcp", token).await?.status, 200);
+    harness.stop().await;
+    Ok(())
+}
+
+/// Issue 16 item 6: time before authentication is bounded. A request head
+/// dribbled in a byte at a time is cut off at the header deadline (408 and
+/// the connection closed) on a run's port; tests/serve.rs checks the
+/// server's listener.
+#[actix_rt::test]
+async fn a_dribbled_request_head_is_cut_off_at_the_header_deadline() -> Result<()> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir()?;
+    let harness = Setup::new(Mode::Dedicated, sqlite_store(dir.path())?)
+        .configure(|c| c.header_timeout = std::time::Duration::from_millis(500))
+        .start()?;
+    let run = harness.register("acme", "dribbled").await?;
+    let (host, _) = host_and_path(&run.mcp_url);
+    let mut stream = tokio::net::TcpStream::connect(&host).await?;
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {host}\r\nX-Slow: {}",
+        "a".repeat(600)
+    );
+    let started = std::time::Instant::now();
+    let mut answer = Vec::new();
+    // One byte every 20 ms: 12 s for the whole head, far past the deadline.
+    for byte in head.bytes() {
+        if stream.write_all(&[byte]).await.is_err() {
+            break;
+        }
+        let mut buf = [0u8; 256];
+        match tokio::time::timeout(std::time::Duration::from_millis(20), stream.read(&mut buf))
+            .await
+        {
+            Ok(Ok(0)) | Ok(Err(_)) => break,
+            Ok(Ok(n)) => answer.extend_from_slice(&buf[..n]),
+            Err(_) => {}
+        }
+    }
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    assert!(
+        answer.starts_with("HTTP/1.1 408"),
+        "after {:?}: {answer:?}",
+        started.elapsed()
+    );
+    harness.stop().await;
     Ok(())
 }

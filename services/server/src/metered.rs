@@ -4,10 +4,10 @@
 
 use async_trait::async_trait;
 use corkboard_board::{
-    AuditLog, AuditQuery, AuditRecord, Author, BoardStore, Claimant, CommentAdded, Created, Grant,
-    GrantEvent, GrantId, GrantLedger, IdempotencyKey, Issue, IssueId, IssuePatch, IssueStore,
-    IssueView, ListQuery, NewComment, NewIssue, Page, RunId, StoreError, StoreHealth, TenantId,
-    Timestamp,
+    AuditEntry, AuditLog, AuditQuery, AuditRecord, Author, BoardStore, Claimant, CommentAdded,
+    Created, Grant, GrantEvent, GrantId, GrantLedger, IdempotencyKey, Issue, IssueId, IssuePatch,
+    IssueStore, IssueView, ListQuery, NewComment, NewIssue, Page, RunId, StoreError, StoreHealth,
+    TenantId, Timestamp,
 };
 use corkboard_telemetry::Metrics;
 use std::future::Future;
@@ -202,8 +202,8 @@ impl GrantLedger for MeteredStore {
 
 #[async_trait]
 impl AuditLog for MeteredStore {
-    async fn append_audit(&self, records: &[AuditRecord]) -> Result<(), StoreError> {
-        self.timed("append_audit", self.inner.append_audit(records))
+    async fn append_audit_entries(&self, entries: &[AuditEntry]) -> Result<(), StoreError> {
+        self.timed("append_audit", self.inner.append_audit_entries(entries))
             .await
     }
 

@@ -106,7 +106,7 @@ impl AppState {
         let ledger: Arc<dyn corkboard_board::GrantLedger> = store.clone();
         let grants = GrantService::new(ledger, registry)
             .with_live_grants_max(settings.live_grants_per_tenant_max);
-        let audit = AuditWriter::spawn(store.clone());
+        let audit = AuditWriter::spawn_with_metrics(store.clone(), Some(metrics.clone()));
         let tool_audit: Arc<dyn AuditSink> = Arc::new(crate::web::EventPublishingSink::new(
             audit.clone(),
             web.events(),

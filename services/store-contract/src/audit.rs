@@ -1,7 +1,8 @@
-//! The audit log: batches append atomically and read back newest first.
+//! The audit log: batches append atomically, each record at most once
+//! under its id, and read back newest first.
 
 use crate::fixtures::*;
-use corkboard_board::{AuditQuery, AuditRecord, BoardStore, IssueId, StoreError};
+use corkboard_board::{AuditEntry, AuditQuery, AuditRecord, BoardStore, IssueId, StoreError};
 use std::sync::Arc;
 
 const BASE: i64 = 1_764_000_000_000;
@@ -134,4 +135,76 @@ pub async fn case_audit_tenant_isolation<S: BoardStore>(store: Arc<S>) {
         vec![batch[1].clone()],
         "an issue filter never crosses tenants"
     );
+}
+
+/// Issue 16 item 15: the audit writer retries a batch whose write may or
+/// may not have landed (a timeout, a connection cut mid-insert). Retried
+/// with the same ids, each record is stored exactly once: whether the
+/// first attempt wrote all of the batch, part of it (cut off midway), or
+/// nothing.
+pub async fn case_audit_retries_store_each_record_once<S: BoardStore>(store: Arc<S>) {
+    let a = tenant("audit-retry-a");
+    let b = tenant("audit-retry-b");
+    // Two tenants in one batch: stores write a batch tenant by tenant, so
+    // a cut-off attempt may have written one tenant's part only.
+    let entries: Vec<AuditEntry> = (0..20)
+        .map(|i| {
+            let t = if i % 4 == 0 { &b } else { &a };
+            AuditEntry::new(audit_record(t, "run-1", BASE + i, None))
+        })
+        .collect();
+    // The first attempt got as far as some records (tenant b's, part of a's)...
+    let partial: Vec<AuditEntry> = entries
+        .iter()
+        .filter(|e| e.record.tenant == b || e.record.at.as_millis() < BASE + 7)
+        .cloned()
+        .collect();
+    store
+        .append_audit_entries(&partial)
+        .await
+        .expect("first attempt");
+    // ...then its answer was lost, and the whole batch is written again,
+    // twice (the retry's answer was lost too).
+    for _ in 0..2 {
+        store
+            .append_audit_entries(&entries)
+            .await
+            .expect("a retry of records already stored succeeds");
+    }
+    for t in [&a, &b] {
+        let stored = store
+            .list_audit(
+                t,
+                &AuditQuery {
+                    limit: 100,
+                    ..AuditQuery::default()
+                },
+            )
+            .await
+            .expect("list");
+        let expected: Vec<AuditRecord> = entries
+            .iter()
+            .filter(|e| &e.record.tenant == t)
+            .map(|e| e.record.clone())
+            .collect();
+        assert_eq!(
+            stored,
+            newest_first(expected),
+            "{t}: each record exactly once"
+        );
+    }
+    // The same record under a new id is a new record (a second call).
+    let again = AuditEntry::new(entries[1].record.clone());
+    store.append_audit_entries(&[again]).await.expect("append");
+    let stored = store
+        .list_audit(
+            &a,
+            &AuditQuery {
+                limit: 100,
+                ..AuditQuery::default()
+            },
+        )
+        .await
+        .expect("list");
+    assert_eq!(stored.len(), 16, "a new id is a new record");
 }

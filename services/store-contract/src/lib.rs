@@ -141,6 +141,7 @@ macro_rules! store_contract_tests {
             case_claim_release_close_and_versions,
             case_close_reasons_and_reopen,
             case_relations_are_checked_and_shown,
+            case_audit_retries_store_each_record_once,
         }
     };
     (@tests [$factory:expr] $($case:ident),* $(,)?) => {

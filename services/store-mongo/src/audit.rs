@@ -1,41 +1,49 @@
 //! The audit trail, one append-only collection per tenant.
 //!
-//! Records carry a driver-generated ObjectId: within one process its
-//! counter grows with every insert, so `(at, _id)` descending lists the
-//! records of one millisecond newest first as well.
+//! A record's `_id` is the [`AuditId`](corkboard_board::AuditId) the audit
+//! writer gave it, so writing a batch again after an unknown outcome (the
+//! connection cut mid-insert, a timeout) inserts only what is missing: the
+//! insert is unordered, and duplicate-key refusals of `_id` mean "already
+//! written". The ids come from a monotonic generator, so within one process
+//! `(at, _id)` descending lists the records of one millisecond newest first
+//! as well.
 
 use crate::codec::{audit_doc, audit_field, audit_from_doc};
-use crate::error::store_error;
+use crate::error::{DUPLICATE_KEY, store_error};
 use crate::ledger::check_limit;
 use crate::store::MongoStore;
 use async_trait::async_trait;
-use corkboard_board::{AuditLog, AuditQuery, AuditRecord, StoreError, TenantId};
+use corkboard_board::{AuditEntry, AuditLog, AuditQuery, AuditRecord, StoreError, TenantId};
 use mongodb::bson::{Document, doc};
+use mongodb::error::{Error, ErrorKind};
 
 /// Most audit records one list may ask for.
 pub const AUDIT_PAGE_MAX: u32 = 1000;
 
 #[async_trait]
 impl AuditLog for MongoStore {
-    async fn append_audit(&self, records: &[AuditRecord]) -> Result<(), StoreError> {
-        if records.is_empty() {
+    async fn append_audit_entries(&self, entries: &[AuditEntry]) -> Result<(), StoreError> {
+        if entries.is_empty() {
             return Ok(());
         }
         // One batch per tenant, in the callers' order, each one insert.
         let mut batches: Vec<(&TenantId, Vec<Document>)> = Vec::new();
-        for record in records {
+        for AuditEntry { id, record } in entries {
+            let mut doc = doc! { "_id": id.as_str() };
+            doc.extend(audit_doc(record));
             match batches.iter_mut().find(|(t, _)| *t == &record.tenant) {
-                Some((_, docs)) => docs.push(audit_doc(record)),
-                None => batches.push((&record.tenant, vec![audit_doc(record)])),
+                Some((_, docs)) => docs.push(doc),
+                None => batches.push((&record.tenant, vec![doc])),
             }
         }
         self.bounded_write("append_audit", async {
             for (tenant, docs) in batches {
                 self.ensure_tenant(tenant).await?;
-                self.audit(tenant)
-                    .insert_many(docs)
-                    .await
-                    .map_err(|e| store_error(&e))?;
+                match self.audit(tenant).insert_many(docs).ordered(false).await {
+                    Ok(_) => {}
+                    Err(err) if only_already_written(&err) => {}
+                    Err(err) => return Err(store_error(&err)),
+                }
             }
             Ok(())
         })
@@ -72,5 +80,20 @@ impl AuditLog for MongoStore {
             Ok(records)
         })
         .await
+    }
+}
+
+/// Whether an unordered insert failed only because some records' `_id`s
+/// are already stored (an earlier attempt wrote them): everything else was
+/// inserted, and the server confirmed it.
+fn only_already_written(err: &Error) -> bool {
+    match err.kind.as_ref() {
+        ErrorKind::InsertMany(e) => {
+            e.write_concern_error.is_none()
+                && e.write_errors.as_ref().is_some_and(|errors| {
+                    !errors.is_empty() && errors.iter().all(|e| e.code == DUPLICATE_KEY)
+                })
+        }
+        _ => false,
     }
 }

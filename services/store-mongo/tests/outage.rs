@@ -392,3 +392,81 @@ async fn writes_cut_off_mid_flight_say_their_outcome_is_unknown() {
         }
     }
 }
+
+/// Issue 16 item 15: the audit writer retries a batch whose insert was cut
+/// off, and the driver's ObjectIds made every retry of a batch that had
+/// (partly) landed write its records again. Batches are cut off by killing
+/// the server mid-flight, then retried with the same ids after it
+/// restarts: every batch, acknowledged or cut off, is stored exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_batches_cut_off_mid_flight_are_stored_once_when_retried() {
+    use corkboard_board::{AuditEntry, AuditQuery};
+    const PER_BATCH: i64 = 16;
+    let mut board = TestBoard::start("cut_mid_audit").await;
+    let t = TenantId::parse("audit-cut").unwrap();
+    fn batch(t: &TenantId, w: i64, n: i64) -> Vec<AuditEntry> {
+        let run = format!("w{w}-{n}");
+        (0..PER_BATCH)
+            .map(|i| AuditEntry::new(audit_record(t, &run, 1_000 * n + i, None)))
+            .collect()
+    }
+    let mut tasks = Vec::new();
+    for w in 0..4 {
+        let store = std::sync::Arc::clone(&board.store);
+        let t = t.clone();
+        tasks.push(tokio::spawn(async move {
+            // Batches until the first failure: the acknowledged ones and
+            // the one cut off.
+            let mut written = Vec::new();
+            for n in 0.. {
+                let entries = batch(&t, w, n);
+                if store.append_audit_entries(&entries).await.is_err() {
+                    return (written, entries);
+                }
+                written.push(entries);
+            }
+            unreachable!("the loop only ends on an error")
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    board.server.kill();
+    let mut outcomes = Vec::new();
+    for task in tasks {
+        outcomes.push(answers("an audit writer", task).await.expect("writer task"));
+    }
+    board.server.restart();
+    wait_until_healthy(&board.store).await;
+
+    let mut batches = Vec::new();
+    for (written, cut_off) in outcomes {
+        // The retry of the batch whose outcome is unknown, as the audit
+        // writer makes it: the same entries, so the same ids.
+        answers("the retry", board.store.append_audit_entries(&cut_off))
+            .await
+            .expect("the retried batch is written");
+        batches.extend(written);
+        batches.push(cut_off);
+    }
+    assert!(
+        batches.len() > 4,
+        "no batch was acknowledged before the kill"
+    );
+    for entries in batches {
+        let run = entries[0].record.run.clone();
+        let mut stored = board
+            .store
+            .list_audit(
+                &t,
+                &AuditQuery {
+                    run: Some(run.clone()),
+                    limit: 100,
+                    ..AuditQuery::default()
+                },
+            )
+            .await
+            .expect("list");
+        stored.reverse();
+        let expected: Vec<_> = entries.into_iter().map(|e| e.record).collect();
+        assert_eq!(stored, expected, "batch {run}: each record exactly once");
+    }
+}

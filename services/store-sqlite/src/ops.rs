@@ -12,10 +12,10 @@ use crate::error::OpError;
 use crate::query::{self, json_array};
 use crate::readers::snapshot;
 use corkboard_board::{
-    AuditQuery, AuditRecord, Author, ClaimCheck, Claimant, Comment, CommentAdded, CommentId,
-    Created, Grant, GrantEvent, GrantId, IdempotencyKey, Issue, IssueId, IssuePatch, IssueView,
-    ListQuery, NewComment, NewIssue, Page, ParentChain, RunId, StoreError, TenantId, Timestamp,
-    ValidationError, check_release, limits, relation_limits,
+    AuditEntry, AuditQuery, AuditRecord, Author, ClaimCheck, Claimant, Comment, CommentAdded,
+    CommentId, Created, Grant, GrantEvent, GrantId, IdempotencyKey, Issue, IssueId, IssuePatch,
+    IssueView, ListQuery, NewComment, NewIssue, Page, ParentChain, RunId, StoreError, TenantId,
+    Timestamp, ValidationError, check_release, limits, relation_limits,
 };
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 use std::collections::HashMap;
@@ -348,7 +348,7 @@ pub(crate) enum WriteOp {
         at: Timestamp,
     },
     AppendAudit {
-        records: Vec<AuditRecord>,
+        entries: Vec<AuditEntry>,
     },
 }
 
@@ -427,8 +427,8 @@ pub(crate) fn execute(conn: &Connection, op: &WriteOp) -> Result<WriteOutput, Op
         WriteOp::RecordRevocation { id, by, at } => {
             record_revocation(conn, id, by, *at).map(WriteOutput::Revoked)
         }
-        WriteOp::AppendAudit { records } => {
-            append_audit(conn, records).map(|()| WriteOutput::Appended)
+        WriteOp::AppendAudit { entries } => {
+            append_audit(conn, entries).map(|()| WriteOutput::Appended)
         }
     }
 }
@@ -974,12 +974,15 @@ fn record_revocation(
     get_grant(conn, id)
 }
 
-fn append_audit(conn: &Connection, records: &[AuditRecord]) -> Result<(), OpError> {
+/// An entry whose id is already stored was written by an earlier attempt
+/// whose answer was lost: it is skipped, not stored twice.
+fn append_audit(conn: &Connection, entries: &[AuditEntry]) -> Result<(), OpError> {
     let mut stmt = conn.prepare_cached(
         "INSERT INTO audit (at, tenant, run, grant_id, tool, outcome, latency_micros, \
-         arguments_hash, issue_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+         arguments_hash, issue_id, record_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) \
+         ON CONFLICT (record_id) DO NOTHING",
     )?;
-    for record in records {
+    for AuditEntry { id, record } in entries {
         stmt.execute(params![
             record.at.as_millis(),
             record.tenant.as_str(),
@@ -990,6 +993,7 @@ fn append_audit(conn: &Connection, records: &[AuditRecord]) -> Result<(), OpErro
             to_sql_u64(record.latency_micros),
             record.arguments_hash.as_str(),
             record.issue.as_ref().map(IssueId::as_str),
+            id.as_str(),
         ])?;
     }
     Ok(())

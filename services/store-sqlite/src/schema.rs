@@ -135,6 +135,13 @@ const MIGRATIONS: &[&str] = &[
     ) WITHOUT ROWID;
     CREATE INDEX issue_blocked_by_blocker ON issue_blocked_by (tenant, blocker_id, issue_id);
     "#,
+    // 3: audit records keep the id the audit writer gave them, so a batch
+    // written again after an unknown outcome (its writer answered too late)
+    // stores each record once. Older records have none (NULLs are distinct).
+    r#"
+    ALTER TABLE audit ADD COLUMN record_id TEXT;
+    CREATE UNIQUE INDEX audit_by_record_id ON audit (record_id);
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -9,10 +9,10 @@ use crate::schema;
 use crate::writer::{self, Counters, GroupPolicy, WriteJob, WriteStats};
 use async_trait::async_trait;
 use corkboard_board::{
-    AuditLog, AuditQuery, AuditRecord, Author, Claimant, CommentAdded, Created, Grant, GrantEvent,
-    GrantId, GrantLedger, IdempotencyKey, Issue, IssueId, IssuePatch, IssueStore, IssueView,
-    ListQuery, NewComment, NewIssue, Page, RunId, StoreError, StoreHealth, TenantId, Timestamp,
-    ValidationError, limits,
+    AuditEntry, AuditLog, AuditQuery, AuditRecord, Author, Claimant, CommentAdded, Created, Grant,
+    GrantEvent, GrantId, GrantLedger, IdempotencyKey, Issue, IssueId, IssuePatch, IssueStore,
+    IssueView, ListQuery, NewComment, NewIssue, Page, RunId, StoreError, StoreHealth, TenantId,
+    Timestamp, ValidationError, limits,
 };
 use rusqlite::Connection;
 use std::fmt;
@@ -407,12 +407,12 @@ impl GrantLedger for SqliteStore {
 
 #[async_trait]
 impl AuditLog for SqliteStore {
-    async fn append_audit(&self, records: &[AuditRecord]) -> Result<(), StoreError> {
-        if records.is_empty() {
+    async fn append_audit_entries(&self, entries: &[AuditEntry]) -> Result<(), StoreError> {
+        if entries.is_empty() {
             return Ok(());
         }
         let op = WriteOp::AppendAudit {
-            records: records.to_vec(),
+            entries: entries.to_vec(),
         };
         match self.write(op).await? {
             WriteOutput::Appended => Ok(()),

@@ -433,9 +433,11 @@ mod tests {
     }
 
     fn audit(n: usize) -> WriteOp {
-        use corkboard_board::{ArgumentsHash, AuditOutcome, AuditRecord, GrantId, Timestamp};
+        use corkboard_board::{
+            ArgumentsHash, AuditEntry, AuditOutcome, AuditRecord, GrantId, Timestamp,
+        };
         WriteOp::AppendAudit {
-            records: (0..n)
+            entries: (0..n)
                 .map(|i| AuditRecord {
                     at: Timestamp::now(),
                     tenant: TenantId::parse("t").unwrap(),
@@ -447,6 +449,7 @@ mod tests {
                     arguments_hash: ArgumentsHash::of(&i.to_le_bytes()),
                     issue: None,
                 })
+                .map(AuditEntry::new)
                 .collect(),
         }
     }

@@ -52,6 +52,26 @@ const LATENCY_BUCKETS: &[f64] = &[
 /// Label of tenants past [`MetricsConfig::max_tenants`].
 const OTHER_TENANT: &str = "other";
 
+/// Most tenants named in `corkboard_audit_records_lost_total`; losses of
+/// further tenants are counted under `tenant="other"`. Only tenants that
+/// lost records get a series at all, so this bounds the worst case (a
+/// store outage that loses every tenant's records), not the normal one.
+pub const AUDIT_LOSS_TENANTS_MAX: usize = 100;
+
+/// Why audit records were lost; anything else is `other`.
+pub const AUDIT_LOSS_REASONS: &[&str] = &["queue_full", "writer_stopped", "store_failed"];
+
+/// Listener labels of the connection metrics; anything else is `other`.
+pub const LISTENERS: &[&str] = &["server", "runner", "gateway_shared", "gateway_run"];
+
+fn listener_label(listener: &str) -> &'static str {
+    LISTENERS
+        .iter()
+        .find(|l| **l == listener)
+        .copied()
+        .unwrap_or("other")
+}
+
 /// `outcome` if it is one of [`OUTCOMES`], else `other`.
 pub fn outcome_label(outcome: &str) -> &'static str {
     OUTCOMES
@@ -124,6 +144,10 @@ struct Inner {
     active_runs: IntGauge,
     legacy_sessions: IntCounterVec,
     registry_counters: Arc<RegistryCollector>,
+    audit_lost: IntCounterVec,
+    audit_loss_tenants: Mutex<HashSet<String>>,
+    connections_open: prometheus::IntGaugeVec,
+    connections_refused: IntCounterVec,
 }
 
 impl fmt::Debug for Metrics {
@@ -207,7 +231,29 @@ impl Metrics {
             "Grants or runs revoked by this process.",
         )?;
         registry.register(Box::new(revocations.clone()))?;
+        let connections_open = prometheus::IntGaugeVec::new(
+            Opts::new(
+                "corkboard_http_connections_open",
+                "Open client connections by listener (connections over the cap included until they are closed).",
+            ),
+            &["listener"],
+        )?;
+        registry.register(Box::new(connections_open.clone()))?;
         let inner = Inner {
+            audit_lost: counter_vec(
+                r,
+                "corkboard_audit_records_lost_total",
+                "Audit records never written, by tenant (at most 100 named, then `other`) and reason (queue_full, writer_stopped, store_failed).",
+                &["tenant", "reason"],
+            )?,
+            audit_loss_tenants: Mutex::new(HashSet::new()),
+            connections_open,
+            connections_refused: counter_vec(
+                r,
+                "corkboard_http_connections_refused_total",
+                "Client connections refused because their listener was at its connection cap, by listener.",
+                &["listener"],
+            )?,
             http_requests: counter_vec(
                 r,
                 "corkboard_http_requests_total",
@@ -439,6 +485,49 @@ impl Metrics {
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .push(Box::new(read));
+    }
+
+    /// `count` audit records of `tenant` lost for `reason` (one of
+    /// [`AUDIT_LOSS_REASONS`]). The tenant is a label for the first
+    /// [`AUDIT_LOSS_TENANTS_MAX`] tenants that lose records, `other` after.
+    pub fn audit_records_lost(&self, tenant: &str, reason: &str, count: u64) {
+        let reason = AUDIT_LOSS_REASONS
+            .iter()
+            .find(|r| **r == reason)
+            .copied()
+            .unwrap_or("other");
+        let label = {
+            let mut seen = self
+                .inner
+                .audit_loss_tenants
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if seen.contains(tenant) || seen.len() < AUDIT_LOSS_TENANTS_MAX {
+                seen.insert(tenant.to_owned());
+                tenant
+            } else {
+                OTHER_TENANT
+            }
+        };
+        self.inner
+            .audit_lost
+            .with_label_values(&[label, reason])
+            .inc_by(count);
+    }
+
+    /// Open connections of `listener` (one of [`LISTENERS`]).
+    pub fn connections_open(&self, listener: &str) -> prometheus::IntGauge {
+        self.inner
+            .connections_open
+            .with_label_values(&[listener_label(listener)])
+    }
+
+    /// One connection of `listener` refused at its cap.
+    pub fn connection_refused(&self, listener: &str) {
+        self.inner
+            .connections_refused
+            .with_label_values(&[listener_label(listener)])
+            .inc();
     }
 
     /// One grant or run revoked.

@@ -146,6 +146,7 @@ pub async fn run(bins: &Binaries, logs: &Path, sink: &mut Sink) -> Result<()> {
         store: Store::Sqlite,
         registry: Registry::Memory,
         log: None,
+        env: Vec::new(),
     };
     let deployment = Deployment::start(bins, spec, logs).await?;
     let granted = deployment.grant("bench", "answer-size", &CAPS).await?;

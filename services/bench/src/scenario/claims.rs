@@ -33,6 +33,7 @@ pub async fn run(
             store,
             registry: Registry::Memory,
             log: Some("warn".into()),
+            env: Vec::new(),
         },
         logs,
     )

@@ -73,6 +73,8 @@ pub struct DeploySpec {
     pub registry: Registry,
     /// `CORKBOARD_LOG` for the corkboard process (`None`: its default).
     pub log: Option<String>,
+    /// Further configuration (`CORKBOARD_*`), applied last.
+    pub env: Vec<(String, String)>,
 }
 
 /// A started deployment.
@@ -149,6 +151,7 @@ impl Deployment {
                 env.push(("CORKBOARD_GATEWAY_LISTEN".into(), "127.0.0.1:0".into()));
             }
         }
+        env.extend(spec.env.iter().cloned());
         let mut cmd = bins.corkboard();
         cmd.args([role, "--listen", "127.0.0.1:0"])
             .envs(env.iter().cloned());

@@ -6,6 +6,7 @@ pub mod answer_size;
 pub mod claims;
 pub mod cold_start;
 pub mod deploy;
+pub mod hardening;
 pub mod mcp;
 pub mod revocation;
 pub mod runs;

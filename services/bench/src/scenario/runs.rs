@@ -53,6 +53,7 @@ fn deploy_spec(mode: Endpoint, registry: Registry) -> DeploySpec {
         store: Store::Sqlite,
         registry,
         log: None,
+        env: Vec::new(),
     }
 }
 

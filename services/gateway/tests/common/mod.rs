@@ -441,3 +441,130 @@ pub async fn issues(store: &dyn IssueStore, tenant_name: &str) -> Result<Vec<Iss
         }
     }
 }
+
+/// `host:port` and path of an `http://` URL.
+pub fn host_and_path(url: &str) -> (String, String) {
+    let rest = url.trim_start_matches("http://");
+    let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
+    (host.to_owned(), format!("/{path}"))
+}
+
+/// Sends an MCP POST's head (and `body_start` of a body announced as 1,000
+/// bytes) over a raw connection, never the rest, and returns the status
+/// line of the answer.
+pub async fn stalled_post(url: &str, token: Option<&str>, body_start: &str) -> Result<String> {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let (addr, path) = host_and_path(url);
+    let mut stream = tokio::net::TcpStream::connect(&addr).await?;
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: {MODERN}\r\n\
+         {auth}Content-Length: 1000\r\n\r\n{body_start}"
+    );
+    stream.write_all(head.as_bytes()).await?;
+    stream.flush().await?;
+    let mut line = String::new();
+    bounded(
+        "the status line",
+        BufReader::new(stream).read_line(&mut line),
+    )
+    .await??;
+    Ok(line)
+}
+
+/// A raw keep-alive HTTP/1.1 connection, for tests that count
+/// connections.
+pub struct RawConn {
+    stream: tokio::io::BufReader<tokio::net::TcpStream>,
+    host: String,
+}
+
+/// One response read off a [`RawConn`].
+#[derive(Debug)]
+pub struct RawResponse {
+    pub status: u16,
+    /// Lower-cased header names.
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl RawResponse {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+impl RawConn {
+    pub async fn open(url: &str) -> Result<Self> {
+        let (host, _) = host_and_path(url);
+        let stream = tokio::net::TcpStream::connect(&host).await?;
+        Ok(Self {
+            stream: tokio::io::BufReader::new(stream),
+            host,
+        })
+    }
+
+    /// POSTs an MCP `tools/list` to `path` with `token` and reads the
+    /// answer (an error when the server closed the connection instead).
+    pub async fn list_tools(&mut self, path: &str, token: &str) -> Result<RawResponse> {
+        use tokio::io::AsyncWriteExt;
+        let body = modern(json!(1), "tools/list", json!({})).to_string();
+        let request = format!(
+            "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: {MODERN}\r\n\
+             Mcp-Method: tools/list\r\nAuthorization: Bearer {token}\r\nContent-Length: {}\r\n\r\n{body}",
+            self.host,
+            body.len()
+        );
+        self.stream.get_mut().write_all(request.as_bytes()).await?;
+        bounded("a response", self.read_response()).await?
+    }
+
+    async fn read_response(&mut self) -> Result<RawResponse> {
+        use tokio::io::{AsyncBufReadExt, AsyncReadExt};
+        let mut line = String::new();
+        if self.stream.read_line(&mut line).await? == 0 {
+            bail!("the server closed the connection without an answer");
+        }
+        let status = line
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .with_context(|| format!("bad status line {line:?}"))?;
+        let mut headers = Vec::new();
+        loop {
+            let mut line = String::new();
+            self.stream.read_line(&mut line).await?;
+            let line = line.trim_end();
+            if line.is_empty() {
+                break;
+            }
+            if let Some((name, value)) = line.split_once(':') {
+                headers.push((name.trim().to_ascii_lowercase(), value.trim().to_owned()));
+            }
+        }
+        let length: usize = headers
+            .iter()
+            .find(|(n, _)| n == "content-length")
+            .and_then(|(_, v)| v.parse().ok())
+            .unwrap_or(0);
+        let mut body = vec![0; length];
+        self.stream.read_exact(&mut body).await?;
+        Ok(RawResponse {
+            status,
+            headers,
+            body: String::from_utf8_lossy(&body).into_owned(),
+        })
+    }
+
+    /// Whether the server has closed the connection (reads end-of-stream).
+    pub async fn closed_by_server(&mut self) -> Result<bool> {
+        use tokio::io::AsyncReadExt;
+        let mut byte = [0u8; 1];
+        Ok(bounded("end of stream", self.stream.read(&mut byte)).await?? == 0)
+    }
+}
