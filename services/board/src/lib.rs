@@ -18,7 +18,7 @@ mod timestamp;
 
 pub use audit::{ArgumentsHash, AuditOutcome, AuditQuery, AuditRecord};
 pub use error::{StoreError, ValidationError};
-pub use grant::{Capabilities, Capability, Grant, GrantEvent, GrantStatus, parse_ttl};
+pub use grant::{Capabilities, Capability, Grant, GrantEvent, GrantPolicy, GrantStatus, parse_ttl};
 pub use ids::{CommentId, GrantId, IdempotencyKey, IssueId, RunId, TenantId};
 pub use issue::{
     Author, Body, Comment, CommentAdded, CommentBody, Created, Issue, IssuePatch, IssueState,

@@ -3,7 +3,7 @@
 
 use crate::audit::{AuditQuery, AuditRecord};
 use crate::error::StoreError;
-use crate::grant::{Grant, GrantEvent};
+use crate::grant::{Grant, GrantEvent, GrantPolicy};
 use crate::ids::{GrantId, IdempotencyKey, IssueId, RunId, TenantId};
 use crate::issue::{
     Author, CommentAdded, Created, Issue, IssuePatch, ListQuery, NewComment, NewIssue, Page,
@@ -63,6 +63,17 @@ pub trait GrantLedger: Send + Sync + 'static {
         at: Timestamp,
     ) -> Result<GrantEvent, StoreError>;
 
+    /// Moves a live grant's expiry to `expires_at` (renewal), atomically
+    /// with the check that it is live: a grant revoked, or expired at
+    /// `now`, is left unchanged. Returns the record as it is afterwards, so
+    /// the caller tells a renewal from a refusal by its status and expiry.
+    async fn record_expiry(
+        &self,
+        id: &GrantId,
+        expires_at: Timestamp,
+        now: Timestamp,
+    ) -> Result<GrantEvent, StoreError>;
+
     async fn grant(&self, id: &GrantId) -> Result<GrantEvent, StoreError>;
 
     /// The grant whose token hashes to `token_hash` (hex SHA-256), if any,
@@ -78,6 +89,16 @@ pub trait GrantLedger: Send + Sync + 'static {
         cursor: Option<&GrantId>,
         limit: u32,
     ) -> Result<Vec<GrantEvent>, StoreError>;
+
+    /// The tenant's own grant settings (all unset when it has none).
+    async fn grant_policy(&self, tenant: &TenantId) -> Result<GrantPolicy, StoreError>;
+
+    /// Replaces the tenant's grant settings (durable once acknowledged).
+    async fn set_grant_policy(
+        &self,
+        tenant: &TenantId,
+        policy: &GrantPolicy,
+    ) -> Result<(), StoreError>;
 
     /// Every grant neither revoked nor expired at `now`, to rebuild a registry.
     async fn active_grants(&self, now: Timestamp) -> Result<Vec<GrantEvent>, StoreError>;

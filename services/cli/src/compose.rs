@@ -462,5 +462,10 @@ mod tests {
             corkboard_grants::GrantService::DEFAULT_LIVE_GRANTS_MAX,
             "live_grants_per_tenant_max"
         );
+        assert_eq!(
+            Duration::from_secs(settings.grant_max_lifetime_secs),
+            corkboard_grants::DEFAULT_MAX_LIFETIME,
+            "grant_max_lifetime_secs"
+        );
     }
 }

@@ -13,6 +13,7 @@ mod compose;
 mod grant_cmd;
 mod logging;
 mod run_cmd;
+mod run_renew;
 mod runner_cmd;
 mod serve_cmd;
 mod signals;

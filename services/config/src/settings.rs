@@ -155,6 +155,10 @@ pub struct Settings {
     /// Most grants (neither revoked nor expired) one tenant may hold; the
     /// next one is refused with 409 `grant_limit`.
     pub live_grants_per_tenant_max: usize,
+    /// Longest a grant may live in all, renewals included, in seconds from
+    /// its creation (a tenant may set a shorter one of its own); at most 30
+    /// days, the longest any grant may be given.
+    pub grant_max_lifetime_secs: u64,
 }
 
 impl Default for Settings {
@@ -197,6 +201,9 @@ impl Default for Settings {
             store_timeout_ms: 5_000,
             live_runs_per_tenant_max: 100,
             live_grants_per_tenant_max: 1_000,
+            // A copy of `corkboard_grants::DEFAULT_MAX_LIFETIME` (30 days),
+            // which this crate sits below; cli's `compose` tests check it.
+            grant_max_lifetime_secs: 30 * 24 * 3600,
         }
     }
 }
@@ -337,6 +344,12 @@ impl Settings {
         }
         if self.live_grants_per_tenant_max == 0 {
             return Err(key("live_grants_per_tenant_max", "must be at least 1"));
+        }
+        if !(1..=30 * 24 * 3600).contains(&self.grant_max_lifetime_secs) {
+            return Err(key(
+                "grant_max_lifetime_secs",
+                "must be between 1 and 2592000 (30 days)",
+            ));
         }
         if let Some(url) = &self.public_url
             && !(url.starts_with("http://") || url.starts_with("https://"))

@@ -5,8 +5,9 @@
 use async_trait::async_trait;
 use corkboard_board::{
     AuditLog, AuditQuery, AuditRecord, Author, BoardStore, CommentAdded, Created, Grant,
-    GrantEvent, GrantId, GrantLedger, IdempotencyKey, Issue, IssueId, IssuePatch, IssueStore,
-    ListQuery, NewComment, NewIssue, Page, RunId, StoreError, StoreHealth, TenantId, Timestamp,
+    GrantEvent, GrantId, GrantLedger, GrantPolicy, IdempotencyKey, Issue, IssueId, IssuePatch,
+    IssueStore, ListQuery, NewComment, NewIssue, Page, RunId, StoreError, StoreHealth, TenantId,
+    Timestamp,
 };
 use corkboard_telemetry::Metrics;
 use std::future::Future;
@@ -117,6 +118,36 @@ impl GrantLedger for MeteredStore {
         self.timed(
             "record_revocation",
             self.inner.record_revocation(id, by, at),
+        )
+        .await
+    }
+
+    async fn record_expiry(
+        &self,
+        id: &GrantId,
+        expires_at: Timestamp,
+        now: Timestamp,
+    ) -> Result<GrantEvent, StoreError> {
+        self.timed(
+            "record_expiry",
+            self.inner.record_expiry(id, expires_at, now),
+        )
+        .await
+    }
+
+    async fn grant_policy(&self, tenant: &TenantId) -> Result<GrantPolicy, StoreError> {
+        self.timed("grant_policy", self.inner.grant_policy(tenant))
+            .await
+    }
+
+    async fn set_grant_policy(
+        &self,
+        tenant: &TenantId,
+        policy: &GrantPolicy,
+    ) -> Result<(), StoreError> {
+        self.timed(
+            "set_grant_policy",
+            self.inner.set_grant_policy(tenant, policy),
         )
         .await
     }

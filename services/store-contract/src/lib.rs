@@ -33,12 +33,14 @@ pub mod fixtures;
 mod grants;
 mod issues;
 mod lists;
+mod renewal;
 
 pub use audit::*;
 pub use concurrency::*;
 pub use grants::*;
 pub use issues::*;
 pub use lists::*;
+pub use renewal::*;
 
 use corkboard_board::BoardStore;
 use std::future::Future;
@@ -131,6 +133,8 @@ macro_rules! store_contract_tests {
             case_list_grants,
             case_active_grants_exclude_revoked_and_expired,
             case_revoked_grants_are_the_unexpired_revocations,
+            case_grant_renewal_moves_only_a_live_grants_expiry,
+            case_grant_policy_is_per_tenant,
             case_audit_append_and_list,
             case_audit_filters_and_limit,
             case_audit_tenant_isolation,
@@ -171,6 +175,7 @@ mod tests {
             include_str!("grants.rs"),
             include_str!("issues.rs"),
             include_str!("lists.rs"),
+            include_str!("renewal.rs"),
         ];
         let defined: BTreeSet<&str> = sources
             .iter()

@@ -5,7 +5,7 @@ use crate::error::{is_duplicate_key, store_error};
 use crate::store::MongoStore;
 use async_trait::async_trait;
 use corkboard_board::{
-    Grant, GrantEvent, GrantId, GrantLedger, RunId, StoreError, TenantId, Timestamp,
+    Grant, GrantEvent, GrantId, GrantLedger, GrantPolicy, RunId, StoreError, TenantId, Timestamp,
     ValidationError, limits,
 };
 use mongodb::Cursor;
@@ -110,6 +110,52 @@ impl GrantLedger for MongoStore {
             }
         })
         .await
+    }
+
+    async fn record_expiry(
+        &self,
+        id: &GrantId,
+        expires_at: Timestamp,
+        now: Timestamp,
+    ) -> Result<GrantEvent, StoreError> {
+        self.bounded_write("record_expiry", async {
+            // Live at `now` in the filter: a revoked or expired grant is
+            // not matched and stays as it is (one atomic document update).
+            let updated = self
+                .grants()
+                .find_one_and_update(
+                    doc! {
+                        field::ID: id.as_str(),
+                        grant_field::REVOKED_AT: Bson::Null,
+                        grant_field::EXPIRES_AT: { "$gt": date(now) },
+                    },
+                    doc! { "$set": { grant_field::EXPIRES_AT: date(expires_at) } },
+                )
+                .return_document(ReturnDocument::After)
+                .max_time(self.max_time())
+                .await
+                .map_err(|e| store_error(&e))?;
+            match updated {
+                Some(doc) => grant_from_doc(&doc),
+                None => self
+                    .find_grant(doc! { field::ID: id.as_str() })
+                    .await?
+                    .ok_or_else(|| grant_not_found(id)),
+            }
+        })
+        .await
+    }
+
+    async fn grant_policy(&self, tenant: &TenantId) -> Result<GrantPolicy, StoreError> {
+        self.load_policy(tenant).await
+    }
+
+    async fn set_grant_policy(
+        &self,
+        tenant: &TenantId,
+        policy: &GrantPolicy,
+    ) -> Result<(), StoreError> {
+        self.store_policy(tenant, policy).await
     }
 
     async fn grant(&self, id: &GrantId) -> Result<GrantEvent, StoreError> {

@@ -37,6 +37,7 @@ mod error;
 mod issues;
 mod ledger;
 mod options;
+mod policy;
 mod query;
 pub mod schema;
 mod store;

@@ -28,6 +28,7 @@ mod error;
 mod files;
 mod ops;
 mod options;
+mod policy;
 mod query;
 mod readers;
 mod schema;

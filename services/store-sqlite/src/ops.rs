@@ -298,6 +298,15 @@ pub(crate) enum WriteOp {
         by: String,
         at: Timestamp,
     },
+    RecordExpiry {
+        id: GrantId,
+        expires_at: Timestamp,
+        now: Timestamp,
+    },
+    SetGrantPolicy {
+        tenant: TenantId,
+        policy: corkboard_board::GrantPolicy,
+    },
     AppendAudit {
         records: Vec<AuditRecord>,
     },
@@ -318,6 +327,8 @@ impl WriteOp {
             Self::AddComment { .. } => "add_comment",
             Self::RecordGrant { .. } => "record_grant",
             Self::RecordRevocation { .. } => "record_revocation",
+            Self::RecordExpiry { .. } => "record_expiry",
+            Self::SetGrantPolicy { .. } => "set_grant_policy",
             Self::AppendAudit { .. } => "append_audit",
         }
     }
@@ -331,6 +342,7 @@ pub(crate) enum WriteOutput {
     Commented(CommentAdded),
     Recorded,
     Revoked(GrantEvent),
+    Renewed(GrantEvent),
     Appended,
 }
 
@@ -363,6 +375,14 @@ pub(crate) fn execute(conn: &Connection, op: &WriteOp) -> Result<WriteOutput, Op
         }
         WriteOp::RecordRevocation { id, by, at } => {
             record_revocation(conn, id, by, *at).map(WriteOutput::Revoked)
+        }
+        WriteOp::RecordExpiry {
+            id,
+            expires_at,
+            now,
+        } => record_expiry(conn, id, *expires_at, *now).map(WriteOutput::Renewed),
+        WriteOp::SetGrantPolicy { tenant, policy } => {
+            crate::policy::store_policy(conn, tenant, policy).map(|()| WriteOutput::Recorded)
         }
         WriteOp::AppendAudit { records } => {
             append_audit(conn, records).map(|()| WriteOutput::Appended)
@@ -735,6 +755,25 @@ fn record_revocation(
         "UPDATE grants SET revoked_at = ?1, revoked_by = ?2 WHERE id = ?3 AND revoked_at IS NULL",
     )?;
     stmt.execute(params![at.as_millis(), by, id.as_str()])?;
+    get_grant(conn, id)
+}
+
+fn record_expiry(
+    conn: &Connection,
+    id: &GrantId,
+    expires_at: Timestamp,
+    now: Timestamp,
+) -> Result<GrantEvent, OpError> {
+    // Live at `now` in the same statement: a revoked or expired grant
+    // matches no row and stays as it is.
+    let mut stmt = conn.prepare_cached(
+        "UPDATE grants SET expires_at = ?1 WHERE id = ?2 AND revoked_at IS NULL AND expires_at > ?3",
+    )?;
+    stmt.execute(params![
+        expires_at.as_millis(),
+        id.as_str(),
+        now.as_millis()
+    ])?;
     get_grant(conn, id)
 }
 

@@ -106,6 +106,13 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX audit_by_run ON audit (tenant, run, at);
     CREATE INDEX audit_by_issue ON audit (tenant, issue_id, at) WHERE issue_id IS NOT NULL;
     "#,
+    // Tenants' own grant settings (renewal limits; JSON, see policy.rs).
+    r#"
+    CREATE TABLE tenant_settings (
+        tenant       TEXT NOT NULL PRIMARY KEY,
+        grant_policy TEXT NOT NULL
+    ) WITHOUT ROWID;
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -10,8 +10,9 @@ use crate::writer::{self, Counters, GroupPolicy, WriteJob, WriteStats};
 use async_trait::async_trait;
 use corkboard_board::{
     AuditLog, AuditQuery, AuditRecord, Author, CommentAdded, Created, Grant, GrantEvent, GrantId,
-    GrantLedger, IdempotencyKey, Issue, IssueId, IssuePatch, IssueStore, ListQuery, NewComment,
-    NewIssue, Page, RunId, StoreError, StoreHealth, TenantId, Timestamp, ValidationError, limits,
+    GrantLedger, GrantPolicy, IdempotencyKey, Issue, IssueId, IssuePatch, IssueStore, ListQuery,
+    NewComment, NewIssue, Page, RunId, StoreError, StoreHealth, TenantId, Timestamp,
+    ValidationError, limits,
 };
 use rusqlite::Connection;
 use std::fmt;
@@ -312,6 +313,45 @@ impl GrantLedger for SqliteStore {
         };
         match self.write(op).await? {
             WriteOutput::Revoked(event) => Ok(event),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn record_expiry(
+        &self,
+        id: &GrantId,
+        expires_at: Timestamp,
+        now: Timestamp,
+    ) -> Result<GrantEvent, StoreError> {
+        let op = WriteOp::RecordExpiry {
+            id: id.clone(),
+            expires_at,
+            now,
+        };
+        match self.write(op).await? {
+            WriteOutput::Renewed(event) => Ok(event),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn grant_policy(&self, tenant: &TenantId) -> Result<GrantPolicy, StoreError> {
+        let tenant = tenant.clone();
+        self.point_read(move |conn| crate::policy::load_policy(conn, &tenant))
+            .await
+    }
+
+    async fn set_grant_policy(
+        &self,
+        tenant: &TenantId,
+        policy: &GrantPolicy,
+    ) -> Result<(), StoreError> {
+        policy.validate()?;
+        let op = WriteOp::SetGrantPolicy {
+            tenant: tenant.clone(),
+            policy: policy.clone(),
+        };
+        match self.write(op).await? {
+            WriteOutput::Recorded => Ok(()),
             other => Err(unexpected(other)),
         }
     }
