@@ -4,11 +4,12 @@
 use crate::audit::{AuditQuery, AuditRecord};
 use crate::error::StoreError;
 use crate::grant::{Grant, GrantEvent, GrantPolicy};
-use crate::ids::{GrantId, IdempotencyKey, IssueId, RunId, TenantId};
+use crate::ids::{DeliveryId, GrantId, IdempotencyKey, IssueId, RunId, TenantId, WebhookId};
 use crate::issue::{
     Author, CommentAdded, Created, Issue, IssuePatch, ListQuery, NewComment, NewIssue, Page,
 };
 use crate::timestamp::Timestamp;
+use crate::webhook::{AttemptOutcome, ClaimedDelivery, NewWebhook, Webhook, WebhookWithStatus};
 use async_trait::async_trait;
 
 /// Issues and comments of every tenant. Every method takes the tenant
@@ -121,6 +122,53 @@ pub trait AuditLog: Send + Sync + 'static {
     ) -> Result<Vec<AuditRecord>, StoreError>;
 }
 
+/// Webhook endpoints and the durable outbox of their deliveries.
+///
+/// Deliveries are queued by the store itself, inside the board writes that
+/// cause them (issue created, updated, closed, commented; a grant recorded
+/// is a run started, its first revocation a run ended), for every endpoint
+/// of the write's tenant subscribed to the event, so only a tenant's own
+/// events reach its endpoints. What "inside" means is each store's to say:
+/// SQLite writes them in the same transaction as the board write; MongoDB
+/// inserts them after the board write and before acknowledging it (a crash
+/// between the two loses those deliveries, never a write).
+#[async_trait]
+pub trait WebhookStore: Send + Sync + 'static {
+    /// Registers an endpoint; refused past
+    /// [`ENDPOINTS_PER_TENANT_MAX`](crate::webhook::limits::ENDPOINTS_PER_TENANT_MAX).
+    async fn create_webhook(
+        &self,
+        tenant: &TenantId,
+        new: &NewWebhook,
+        at: Timestamp,
+    ) -> Result<Webhook, StoreError>;
+
+    /// The tenant's endpoints with their delivery status, oldest first.
+    async fn list_webhooks(&self, tenant: &TenantId) -> Result<Vec<WebhookWithStatus>, StoreError>;
+
+    /// Removes an endpoint and its undelivered deliveries.
+    async fn delete_webhook(&self, tenant: &TenantId, id: &WebhookId) -> Result<(), StoreError>;
+
+    /// Up to `limit` deliveries due at `now` (not delivered, not given up,
+    /// next attempt due, no live lease), oldest first, each leased until
+    /// `now + lease` so no other worker takes it meanwhile.
+    async fn claim_deliveries(
+        &self,
+        now: Timestamp,
+        lease: std::time::Duration,
+        limit: u32,
+    ) -> Result<Vec<ClaimedDelivery>, StoreError>;
+
+    /// Records an attempt: delivered, or failed and due again after
+    /// [`retry_delay`](crate::webhook::retry_delay), or given up after the
+    /// last attempt. Releases the lease.
+    async fn record_attempt(
+        &self,
+        id: &DeliveryId,
+        outcome: &AttemptOutcome,
+    ) -> Result<(), StoreError>;
+}
+
 /// Whether the store answers right now (for `/readyz`).
 #[async_trait]
 pub trait StoreHealth: Send + Sync + 'static {
@@ -128,6 +176,6 @@ pub trait StoreHealth: Send + Sync + 'static {
 }
 
 /// A complete board store.
-pub trait BoardStore: IssueStore + GrantLedger + AuditLog + StoreHealth {}
+pub trait BoardStore: IssueStore + GrantLedger + AuditLog + WebhookStore + StoreHealth {}
 
-impl<T: IssueStore + GrantLedger + AuditLog + StoreHealth> BoardStore for T {}
+impl<T: IssueStore + GrantLedger + AuditLog + WebhookStore + StoreHealth> BoardStore for T {}

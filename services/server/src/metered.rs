@@ -215,3 +215,55 @@ impl StoreHealth for MeteredStore {
         self.timed("check", self.inner.check()).await
     }
 }
+
+#[async_trait]
+impl corkboard_board::WebhookStore for MeteredStore {
+    async fn create_webhook(
+        &self,
+        tenant: &TenantId,
+        new: &corkboard_board::NewWebhook,
+        at: Timestamp,
+    ) -> Result<corkboard_board::Webhook, StoreError> {
+        self.timed("create_webhook", self.inner.create_webhook(tenant, new, at))
+            .await
+    }
+
+    async fn list_webhooks(
+        &self,
+        tenant: &TenantId,
+    ) -> Result<Vec<corkboard_board::WebhookWithStatus>, StoreError> {
+        self.timed("list_webhooks", self.inner.list_webhooks(tenant))
+            .await
+    }
+
+    async fn delete_webhook(
+        &self,
+        tenant: &TenantId,
+        id: &corkboard_board::WebhookId,
+    ) -> Result<(), StoreError> {
+        self.timed("delete_webhook", self.inner.delete_webhook(tenant, id))
+            .await
+    }
+
+    async fn claim_deliveries(
+        &self,
+        now: Timestamp,
+        lease: std::time::Duration,
+        limit: u32,
+    ) -> Result<Vec<corkboard_board::ClaimedDelivery>, StoreError> {
+        self.timed(
+            "claim_deliveries",
+            self.inner.claim_deliveries(now, lease, limit),
+        )
+        .await
+    }
+
+    async fn record_attempt(
+        &self,
+        id: &corkboard_board::DeliveryId,
+        outcome: &corkboard_board::AttemptOutcome,
+    ) -> Result<(), StoreError> {
+        self.timed("record_attempt", self.inner.record_attempt(id, outcome))
+            .await
+    }
+}

@@ -34,6 +34,7 @@ mod grants;
 mod issues;
 mod lists;
 mod renewal;
+mod webhooks;
 
 pub use audit::*;
 pub use concurrency::*;
@@ -41,6 +42,7 @@ pub use grants::*;
 pub use issues::*;
 pub use lists::*;
 pub use renewal::*;
+pub use webhooks::*;
 
 use corkboard_board::BoardStore;
 use std::future::Future;
@@ -135,6 +137,9 @@ macro_rules! store_contract_tests {
             case_revoked_grants_are_the_unexpired_revocations,
             case_grant_renewal_moves_only_a_live_grants_expiry,
             case_grant_policy_is_per_tenant,
+            case_webhook_outbox_follows_the_tenants_board_writes,
+            case_webhook_deliveries_are_leased_retried_and_given_up,
+            case_webhook_endpoints_are_bounded_and_deleted_with_their_deliveries,
             case_audit_append_and_list,
             case_audit_filters_and_limit,
             case_audit_tenant_isolation,
@@ -176,6 +181,7 @@ mod tests {
             include_str!("issues.rs"),
             include_str!("lists.rs"),
             include_str!("renewal.rs"),
+            include_str!("webhooks.rs"),
         ];
         let defined: BTreeSet<&str> = sources
             .iter()

@@ -41,6 +41,7 @@ mod policy;
 mod query;
 pub mod schema;
 mod store;
+mod webhooks;
 
 pub use audit::AUDIT_PAGE_MAX;
 pub use error::MongoStoreError;

@@ -307,6 +307,24 @@ pub(crate) enum WriteOp {
         tenant: TenantId,
         policy: corkboard_board::GrantPolicy,
     },
+    CreateWebhook {
+        tenant: TenantId,
+        new: corkboard_board::NewWebhook,
+        at: Timestamp,
+    },
+    DeleteWebhook {
+        tenant: TenantId,
+        id: corkboard_board::WebhookId,
+    },
+    ClaimDeliveries {
+        now: Timestamp,
+        lease: std::time::Duration,
+        limit: u32,
+    },
+    RecordAttempt {
+        id: corkboard_board::DeliveryId,
+        outcome: corkboard_board::AttemptOutcome,
+    },
     AppendAudit {
         records: Vec<AuditRecord>,
     },
@@ -329,6 +347,10 @@ impl WriteOp {
             Self::RecordRevocation { .. } => "record_revocation",
             Self::RecordExpiry { .. } => "record_expiry",
             Self::SetGrantPolicy { .. } => "set_grant_policy",
+            Self::CreateWebhook { .. } => "create_webhook",
+            Self::DeleteWebhook { .. } => "delete_webhook",
+            Self::ClaimDeliveries { .. } => "claim_deliveries",
+            Self::RecordAttempt { .. } => "record_attempt",
             Self::AppendAudit { .. } => "append_audit",
         }
     }
@@ -343,10 +365,20 @@ pub(crate) enum WriteOutput {
     Recorded,
     Revoked(GrantEvent),
     Renewed(GrantEvent),
+    Webhook(corkboard_board::Webhook),
+    Claimed(Vec<corkboard_board::ClaimedDelivery>),
     Appended,
 }
 
 pub(crate) fn execute(conn: &Connection, op: &WriteOp) -> Result<WriteOutput, OpError> {
+    // The webhook outbox rows a write causes go in with it (webhooks.rs).
+    let before = crate::webhooks::before(conn, op)?;
+    let output = execute_op(conn, op)?;
+    crate::webhooks::after(conn, op, before, &output)?;
+    Ok(output)
+}
+
+fn execute_op(conn: &Connection, op: &WriteOp) -> Result<WriteOutput, OpError> {
     match op {
         WriteOp::CreateIssue {
             tenant,
@@ -383,6 +415,18 @@ pub(crate) fn execute(conn: &Connection, op: &WriteOp) -> Result<WriteOutput, Op
         } => record_expiry(conn, id, *expires_at, *now).map(WriteOutput::Renewed),
         WriteOp::SetGrantPolicy { tenant, policy } => {
             crate::policy::store_policy(conn, tenant, policy).map(|()| WriteOutput::Recorded)
+        }
+        WriteOp::CreateWebhook { tenant, new, at } => {
+            crate::webhooks::create_webhook(conn, tenant, new, *at).map(WriteOutput::Webhook)
+        }
+        WriteOp::DeleteWebhook { tenant, id } => {
+            crate::webhooks::delete_webhook(conn, tenant, id).map(|()| WriteOutput::Recorded)
+        }
+        WriteOp::ClaimDeliveries { now, lease, limit } => {
+            crate::webhooks::claim_deliveries(conn, *now, *lease, *limit).map(WriteOutput::Claimed)
+        }
+        WriteOp::RecordAttempt { id, outcome } => {
+            crate::webhooks::record_attempt(conn, id, outcome).map(|()| WriteOutput::Recorded)
         }
         WriteOp::AppendAudit { records } => {
             append_audit(conn, records).map(|()| WriteOutput::Appended)

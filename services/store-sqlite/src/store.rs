@@ -439,3 +439,77 @@ impl StoreHealth for SqliteStore {
         Ok(())
     }
 }
+
+#[async_trait]
+impl corkboard_board::WebhookStore for SqliteStore {
+    async fn create_webhook(
+        &self,
+        tenant: &TenantId,
+        new: &corkboard_board::NewWebhook,
+        at: Timestamp,
+    ) -> Result<corkboard_board::Webhook, StoreError> {
+        let op = WriteOp::CreateWebhook {
+            tenant: tenant.clone(),
+            new: new.clone(),
+            at,
+        };
+        match self.write(op).await? {
+            WriteOutput::Webhook(webhook) => Ok(webhook),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn list_webhooks(
+        &self,
+        tenant: &TenantId,
+    ) -> Result<Vec<corkboard_board::WebhookWithStatus>, StoreError> {
+        let tenant = tenant.clone();
+        self.read(move |conn| crate::webhooks::list_webhooks(conn, &tenant))
+            .await
+    }
+
+    async fn delete_webhook(
+        &self,
+        tenant: &TenantId,
+        id: &corkboard_board::WebhookId,
+    ) -> Result<(), StoreError> {
+        let op = WriteOp::DeleteWebhook {
+            tenant: tenant.clone(),
+            id: id.clone(),
+        };
+        match self.write(op).await? {
+            WriteOutput::Recorded => Ok(()),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn claim_deliveries(
+        &self,
+        now: Timestamp,
+        lease: std::time::Duration,
+        limit: u32,
+    ) -> Result<Vec<corkboard_board::ClaimedDelivery>, StoreError> {
+        match self
+            .write(WriteOp::ClaimDeliveries { now, lease, limit })
+            .await?
+        {
+            WriteOutput::Claimed(claimed) => Ok(claimed),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn record_attempt(
+        &self,
+        id: &corkboard_board::DeliveryId,
+        outcome: &corkboard_board::AttemptOutcome,
+    ) -> Result<(), StoreError> {
+        let op = WriteOp::RecordAttempt {
+            id: id.clone(),
+            outcome: outcome.clone(),
+        };
+        match self.write(op).await? {
+            WriteOutput::Recorded => Ok(()),
+            other => Err(unexpected(other)),
+        }
+    }
+}
