@@ -159,6 +159,12 @@ pub struct Settings {
     /// its creation (a tenant may set a shorter one of its own); at most 30
     /// days, the longest any grant may be given.
     pub grant_max_lifetime_secs: u64,
+    /// Hosts webhook endpoints may point at. Empty (the default): any host
+    /// except loopback, private and link-local addresses and `localhost`;
+    /// otherwise only these (exact names or IPs, or `*.example.com` for its
+    /// subdomains), loopback included when listed (e.g. `127.0.0.1` for
+    /// local use).
+    pub webhook_allowed_hosts: Vec<String>,
 }
 
 impl Default for Settings {
@@ -204,12 +210,13 @@ impl Default for Settings {
             // A copy of `corkboard_grants::DEFAULT_MAX_LIFETIME` (30 days),
             // which this crate sits below; cli's `compose` tests check it.
             grant_max_lifetime_secs: 30 * 24 * 3600,
+            webhook_allowed_hosts: Vec::new(),
         }
     }
 }
 
 /// Keys whose environment value is a comma-separated list.
-const LIST_KEYS: &[&str] = &["allowed_origins", "allowed_hosts"];
+const LIST_KEYS: &[&str] = &["allowed_origins", "allowed_hosts", "webhook_allowed_hosts"];
 
 impl Settings {
     /// The names of every key (for env lookup and documentation).

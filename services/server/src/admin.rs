@@ -52,6 +52,18 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 web::patch().to(update_issue),
             )
             .route("/tenants/{tenant}/audit", web::get().to(list_audit))
+            .route(
+                "/tenants/{tenant}/webhooks",
+                web::post().to(crate::webhook_api::create),
+            )
+            .route(
+                "/tenants/{tenant}/webhooks",
+                web::get().to(crate::webhook_api::list),
+            )
+            .route(
+                "/tenants/{tenant}/webhooks/{webhook}",
+                web::delete().to(crate::webhook_api::delete),
+            )
             .default_service(web::to(|| async {
                 Err::<HttpResponse, _>(ApiError::NotFound("no such API endpoint".into()))
             })),
@@ -84,7 +96,7 @@ async fn me(auth: WebAuth) -> HttpResponse {
     }))
 }
 
-fn tenant_for_read(p: &AdminPrincipal, raw: &str) -> Result<TenantId, ApiError> {
+pub(crate) fn tenant_for_read(p: &AdminPrincipal, raw: &str) -> Result<TenantId, ApiError> {
     let tenant = TenantId::parse(raw)?;
     if !p.can_read(&tenant) {
         return Err(ApiError::Forbidden(format!(
@@ -94,7 +106,7 @@ fn tenant_for_read(p: &AdminPrincipal, raw: &str) -> Result<TenantId, ApiError> 
     Ok(tenant)
 }
 
-fn tenant_for_write(p: &AdminPrincipal, raw: &str) -> Result<TenantId, ApiError> {
+pub(crate) fn tenant_for_write(p: &AdminPrincipal, raw: &str) -> Result<TenantId, ApiError> {
     let tenant = TenantId::parse(raw)?;
     if !p.can_manage(&tenant) {
         return Err(ApiError::Forbidden(format!(
