@@ -293,6 +293,13 @@ fn signed_deliveries_retry_stay_with_their_tenant_and_survive_a_sigkill() {
     assert_eq!(status["pending"], 0, "{listed}");
     assert_eq!(status["last_status"], 200, "{listed}");
     assert!(!listed.to_string().contains(ACME_SECRET), "{listed}");
+    // The same through the CLI.
+    let out = run(corkboard()
+        .args(["webhook", "list", "--tenant", "acme", "--server", serve.url()])
+        .env("CORKBOARD_ADMIN_TOKEN", &admin));
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let cli: Value = serde_json::from_str(&stdout_of(&out)).unwrap();
+    assert_eq!(cli["webhooks"][0]["id"], listed["webhooks"][0]["id"]);
 
     // Writes whose deliveries have not gone through when the server is
     // SIGKILLed arrive after it restarts on the same data dir.
