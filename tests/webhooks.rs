@@ -295,7 +295,14 @@ fn signed_deliveries_retry_stay_with_their_tenant_and_survive_a_sigkill() {
     assert!(!listed.to_string().contains(ACME_SECRET), "{listed}");
     // The same through the CLI.
     let out = run(corkboard()
-        .args(["webhook", "list", "--tenant", "acme", "--server", serve.url()])
+        .args([
+            "webhook",
+            "list",
+            "--tenant",
+            "acme",
+            "--server",
+            serve.url(),
+        ])
         .env("CORKBOARD_ADMIN_TOKEN", &admin));
     assert!(out.status.success(), "{}", stderr_of(&out));
     let cli: Value = serde_json::from_str(&stdout_of(&out)).unwrap();
@@ -341,7 +348,7 @@ fn signed_deliveries_retry_stay_with_their_tenant_and_survive_a_sigkill() {
     assert_eq!(ids.len(), 2, "two distinct deliveries: {got:#?}");
     assert!(
         got.iter()
-            .all(|r| r.path != "/globex" || event(&r) == "issue.created"),
+            .all(|r| r.path != "/globex" || event(r) == "issue.created"),
         "globex's endpoint got only its own subscription"
     );
 }
