@@ -489,16 +489,20 @@ impl IssueStore for MongoStore {
         }
         // No index set-up here: an update never creates a document (or a
         // collection), so it has nothing to wait for.
-        // Read first only for a tenant with webhooks, to tell a close from
-        // another update (a close racing this one may be reported twice).
-        let before = if self.has_webhooks(tenant).await {
-            self.find_issue(tenant, id).await.ok().flatten()
-        } else {
-            None
-        };
-        let issue = self
+        let (before, issue) = self
             .bounded_write("update_issue", async {
-                self.apply_patch(tenant, id, &patch, expected_version).await
+                // Read first only for a tenant with webhooks, to tell a
+                // close from another update (a close racing this one may
+                // be reported twice); inside the bound like the write.
+                let before = if self.has_webhooks(tenant).await {
+                    self.find_issue(tenant, id).await.ok().flatten()
+                } else {
+                    None
+                };
+                let issue = self
+                    .apply_patch(tenant, id, &patch, expected_version)
+                    .await?;
+                Ok((before, issue))
             })
             .await?;
         if let Some(before) = before {

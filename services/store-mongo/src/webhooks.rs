@@ -86,7 +86,15 @@ impl MongoStore {
         event: WebhookEvent,
         data: serde_json::Value,
     ) {
-        if let Err(err) = self.queue(tenant, event, data).await {
+        // Bounded like every call: a server that stops answering after the
+        // write must not hold the write's answer.
+        let queued = tokio::time::timeout(self.max_time(), self.queue(tenant, event, data)).await;
+        let failure = match queued {
+            Ok(Ok(())) => None,
+            Ok(Err(err)) => Some(err.to_string()),
+            Err(_) => Some("the store did not answer in time".to_owned()),
+        };
+        if let Some(err) = failure {
             tracing::warn!(
                 tenant = %tenant,
                 event = event.as_str(),
