@@ -49,6 +49,24 @@ fn endpoints(tenant: &str, grant: &str, issue: &str) -> Vec<(Method, String, Opt
             false,
         ),
         (
+            Method::PATCH,
+            format!("/v1/tenants/{tenant}/grants/{grant}"),
+            Some(json!({"extend_by":"1h"})),
+            true,
+        ),
+        (
+            Method::GET,
+            format!("/v1/tenants/{tenant}/settings"),
+            None,
+            false,
+        ),
+        (
+            Method::PUT,
+            format!("/v1/tenants/{tenant}/settings"),
+            Some(json!({"max_lifetime":"1h"})),
+            true,
+        ),
+        (
             Method::DELETE,
             format!("/v1/tenants/{tenant}/grants/{grant}"),
             None,
@@ -608,4 +626,234 @@ fn revoking_a_runs_grant_puts_its_claimed_issue_back_in_the_pool() {
     assert_eq!(status, 200, "{issue}");
     assert_eq!(issue["claim"]["run"], "run-b");
     assert_eq!(issue["children"], json!([]));
+}
+
+fn instant_millis(v: &Value) -> i64 {
+    corkboard_board::Timestamp::parse_rfc3339(v.as_str().unwrap_or_else(|| panic!("{v}")))
+        .expect("RFC 3339")
+        .as_millis()
+}
+
+#[test]
+fn grants_are_renewed_with_the_same_token_within_their_maximum_lifetime() {
+    // A 2 h maximum lifetime, from the configuration.
+    let serve = Serve::start_with_env(&[("CORKBOARD_GRANT_MAX_LIFETIME_SECS", "7200")]);
+    let admin = serve.admin_token("tenant-admin", Some("acme"));
+    let create = |run: &str, ttl: &str| {
+        let (status, reply) = call(
+            &serve,
+            Method::POST,
+            "/v1/tenants/acme/grants",
+            Some(&admin),
+            Some(json!({"run": run, "capabilities": ["issues:read"], "ttl": ttl})),
+        );
+        assert_eq!(status, 201, "{reply}");
+        reply
+    };
+    let patch = |id: &str, body: Value| {
+        call(
+            &serve,
+            Method::PATCH,
+            &format!("/v1/tenants/acme/grants/{id}"),
+            Some(&admin),
+            Some(body),
+        )
+    };
+    let issued = create("r1", "1h");
+    let id = issued["grant"]["id"].as_str().unwrap().to_owned();
+    let token = issued["token"].as_str().unwrap().to_owned();
+    let first_expiry = instant_millis(&issued["grant"]["expires_at"]);
+
+    let (status, renewed) = patch(&id, json!({"extend_by": "30m"}));
+    assert_eq!(status, 200, "{renewed}");
+    assert_eq!(
+        instant_millis(&renewed["expires_at"]) - first_expiry,
+        30 * 60 * 1000,
+        "{renewed}"
+    );
+    assert_eq!(renewed["status"], "active");
+    let (status, _) = mcp_list(&format!("{}/mcp", serve.url()), &token);
+    assert_eq!(status, 200, "the same token works after renewal");
+
+    // Past the maximum lifetime (created + 2 h): refused, nothing changed.
+    let (status, reply) = patch(&id, json!({"extend_by": "1h"}));
+    assert_eq!(
+        (status, reply["error"]["code"].as_str()),
+        (409, Some("lifetime_limit")),
+        "{reply}"
+    );
+    assert!(
+        reply["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("7200s"),
+        "{reply}"
+    );
+    // Exactly one of the two fields, and only later instants.
+    for body in [
+        json!({}),
+        json!({"extend_by": "1m", "expires_at": "2030-01-01T00:00:00Z"}),
+    ] {
+        let (status, reply) = patch(&id, body);
+        assert_eq!(status, 400, "{reply}");
+    }
+    let (status, reply) = patch(&id, json!({"expires_at": issued["grant"]["created_at"]}));
+    assert_eq!(status, 422, "{reply}");
+
+    // Revoked: 409; expired: 410.
+    let revoked = create("r2", "1h");
+    let revoked_id = revoked["grant"]["id"].as_str().unwrap();
+    let (status, _) = call(
+        &serve,
+        Method::DELETE,
+        &format!("/v1/tenants/acme/grants/{revoked_id}"),
+        Some(&admin),
+        None,
+    );
+    assert_eq!(status, 200);
+    let (status, reply) = patch(revoked_id, json!({"extend_by": "1m"}));
+    assert_eq!(
+        (status, reply["error"]["code"].as_str()),
+        (409, Some("grant_revoked")),
+        "{reply}"
+    );
+    let short = create("r3", "1s");
+    std::thread::sleep(std::time::Duration::from_millis(1_200));
+    let (status, reply) = patch(
+        short["grant"]["id"].as_str().unwrap(),
+        json!({"extend_by": "1m"}),
+    );
+    assert_eq!(
+        (status, reply["error"]["code"].as_str()),
+        (410, Some("grant_expired")),
+        "{reply}"
+    );
+
+    // `corkboard grant renew`, against the server.
+    let other = create("r4", "10m");
+    let other_id = other["grant"]["id"].as_str().unwrap();
+    let out = run(corkboard()
+        .args([
+            "grant",
+            "renew",
+            other_id,
+            "--tenant",
+            "acme",
+            "--extend-by",
+            "5m",
+            "--json",
+        ])
+        .args(["--server", serve.url()])
+        .env("CORKBOARD_ADMIN_TOKEN", &admin));
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let renewed: Value = serde_json::from_str(&stdout_of(&out)).unwrap();
+    assert_eq!(
+        instant_millis(&renewed["expires_at"]) - instant_millis(&other["grant"]["expires_at"]),
+        5 * 60 * 1000
+    );
+
+    // The tenant's own settings: a shorter maximum lifetime and a run TTL.
+    let (status, settings) = call(
+        &serve,
+        Method::GET,
+        "/v1/tenants/acme/settings",
+        Some(&admin),
+        None,
+    );
+    assert_eq!(status, 200, "{settings}");
+    assert_eq!(settings["effective_max_lifetime_secs"], 7200, "{settings}");
+    let (status, settings) = call(
+        &serve,
+        Method::PUT,
+        "/v1/tenants/acme/settings",
+        Some(&admin),
+        Some(json!({"max_lifetime": "1h", "run_ttl": "10m"})),
+    );
+    assert_eq!(status, 200, "{settings}");
+    assert_eq!(settings["max_lifetime_secs"], 3600, "{settings}");
+    assert_eq!(settings["effective_max_lifetime_secs"], 3600, "{settings}");
+    let (status, reply) = patch(&id, json!({"extend_by": "1m"}));
+    assert_eq!(
+        (status, reply["error"]["code"].as_str()),
+        (409, Some("lifetime_limit")),
+        "the tenant's 1 h now bounds the 1.5 h grant: {reply}"
+    );
+    // A tenant cannot loosen the operator's limit.
+    let (_, settings) = call(
+        &serve,
+        Method::PUT,
+        "/v1/tenants/acme/settings",
+        Some(&admin),
+        Some(json!({"max_lifetime": "30d", "run_ttl": "10m"})),
+    );
+    assert_eq!(settings["effective_max_lifetime_secs"], 7200, "{settings}");
+    // Other tenants keep the configuration.
+    let platform = serve.admin_token("platform-admin", None);
+    let (_, globex) = call(
+        &serve,
+        Method::GET,
+        "/v1/tenants/globex/settings",
+        Some(&platform),
+        None,
+    );
+    assert_eq!(globex["run_ttl_secs"], Value::Null, "{globex}");
+
+    // The register API applies the tenant's run TTL (a run asking 1 h gets
+    // 10 m) and renews a run by its id.
+    let (status, registered) = call(
+        &serve,
+        Method::POST,
+        "/v1/runs",
+        Some(&admin),
+        Some(
+            json!({"tenant": "acme", "run": "reg-1", "capabilities": ["issues:read"], "ttl": "1h"}),
+        ),
+    );
+    assert_eq!(status, 201, "{registered}");
+    let lifetime =
+        instant_millis(&registered["expires_at"]) - instant_millis(&registered["created_at"]);
+    assert_eq!(lifetime, 600_000, "{registered}");
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let (status, renewed) = call(
+        &serve,
+        Method::PATCH,
+        "/v1/runs/acme/reg-1",
+        Some(&admin),
+        Some(json!({"ttl": "5m"})),
+    );
+    assert_eq!(status, 200, "{renewed}");
+    // Never shortened: 5 m from now is before the current expiry.
+    assert_eq!(renewed["expires_at"], registered["expires_at"], "{renewed}");
+    let (status, renewed) = call(
+        &serve,
+        Method::PATCH,
+        "/v1/runs/acme/reg-1",
+        Some(&admin),
+        Some(json!({})),
+    );
+    assert_eq!(status, 200, "{renewed}");
+    assert!(
+        instant_millis(&renewed["expires_at"]) > instant_millis(&registered["expires_at"]),
+        "{renewed}"
+    );
+    let (status, reply) = call(
+        &serve,
+        Method::DELETE,
+        "/v1/runs/acme/reg-1",
+        Some(&admin),
+        None,
+    );
+    assert_eq!(status, 200, "{reply}");
+    let (status, reply) = call(
+        &serve,
+        Method::PATCH,
+        "/v1/runs/acme/reg-1",
+        Some(&admin),
+        Some(json!({})),
+    );
+    assert_eq!(
+        (status, reply["error"]["code"].as_str()),
+        (409, Some("grant_revoked")),
+        "{reply}"
+    );
 }

@@ -370,3 +370,69 @@ fn a_revocation_made_while_redis_hung_converges_without_further_action() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+#[test]
+fn a_grant_renewed_on_one_replica_works_on_the_other_past_its_old_expiry() {
+    let cluster = Cluster::new("renewal");
+    let a = start_server(&cluster.env);
+    let b = start_server(&cluster.env);
+    let admin = admin_token_with(&cluster.env, "platform-admin", None);
+    let response = http()
+        .post(format!("{}/v1/tenants/acme/grants", a.url))
+        .bearer_auth(&admin)
+        .json(&json!({ "run": "run-r", "capabilities": ["issues:read"], "ttl": "4s" }))
+        .send()
+        .unwrap();
+    assert_eq!(response.status(), 201);
+    let issued: Value = response.json().unwrap();
+    let token = issued["token"].as_str().unwrap();
+    let grant_id = issued["grant"]["id"].as_str().unwrap();
+    let old_expiry =
+        corkboard_board::Timestamp::parse_rfc3339(issued["grant"]["expires_at"].as_str().unwrap())
+            .unwrap();
+    // B caches the grant with its old expiry.
+    for _ in 0..2 {
+        let (status, body) = mcp_list(&format!("{}/mcp", b.url), token);
+        assert_eq!(status, 200, "{body}");
+    }
+    let renewed = http()
+        .patch(format!("{}/v1/tenants/acme/grants/{grant_id}", a.url))
+        .bearer_auth(&admin)
+        .json(&json!({ "extend_by": "1h" }))
+        .send()
+        .unwrap();
+    assert_eq!(renewed.status(), 200);
+    let renewed_at = Instant::now();
+    // Past the old expiry, the token works on B (its cached copy, which
+    // said "expired" by then, was invalidated) and on A.
+    let wait = old_expiry.as_millis() - corkboard_board::Timestamp::now().as_millis() + 200;
+    std::thread::sleep(Duration::from_millis(u64::try_from(wait).unwrap_or(0)));
+    for server in [&b.url, &a.url] {
+        let (status, body) = mcp_call(&format!("{server}/mcp"), token, "list_issues", json!({}));
+        assert_eq!(status, 200, "{server}: {body}");
+        assert_eq!(body["result"]["isError"], false, "{server}: {body}");
+    }
+    eprintln!(
+        "renewed token used on the other replica {:?} after the renewal",
+        renewed_at.elapsed()
+    );
+    // Revocation still ends it everywhere.
+    let revoked = http()
+        .delete(format!("{}/v1/tenants/acme/grants/{grant_id}", a.url))
+        .bearer_auth(&admin)
+        .send()
+        .unwrap();
+    assert_eq!(revoked.status(), 200);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, _) = mcp_list(&format!("{}/mcp", b.url), token);
+        if status == 403 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "B still accepts the revoked token"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -543,3 +543,99 @@ fn cmd_gets_only_the_allow_list_its_run_and_what_is_passed_by_name() {
         );
     }
 }
+
+/// A run whose grant lives 3 s and a command that lives about 8 s and
+/// calls the board only at the end: `corkboard run` renews the grant (same
+/// token) while the command lives, so the call works; afterwards the grant
+/// is revoked as always, and it was renewed past its first expiry.
+fn a_run_outliving_its_ttl_keeps_working(flags: &[&str], serve: Option<&Serve>) -> (String, Value) {
+    let scratch = tempfile::tempdir().unwrap();
+    let record = scratch.path().join("handout");
+    let agent = recording_agent(&record, "py_client.py", "--mode auto");
+    let mut late_agent = agent.clone();
+    // Sleep first: the call comes well past the grant's first expiry.
+    late_agent[2] = format!("sleep 8 && {}", agent[2]);
+    let late_agent: Vec<&str> = late_agent.iter().map(String::as_str).collect();
+    let mut all_flags = vec!["--tenant", "acme", "--caps", ALL_CAPS, "--ttl", "3s"];
+    all_flags.extend_from_slice(flags);
+    let mut cmd = corkboard_run(&all_flags, &late_agent);
+    if let Some(serve) = serve {
+        cmd.env(
+            "CORKBOARD_ADMIN_TOKEN",
+            serve.admin_token("platform-admin", None),
+        );
+    }
+    let started = std::time::Instant::now();
+    let out = run(&mut cmd);
+    assert!(
+        out.status.success(),
+        "corkboard run failed: {}\n{}",
+        stdout_of(&out),
+        stderr_of(&out)
+    );
+    assert!(started.elapsed() >= Duration::from_secs(8));
+    let result = json_line(&stdout_of(&out));
+    assert_eq!(
+        result["ok"],
+        true,
+        "the board refused the run after its first expiry: {result}\n{}",
+        stderr_of(&out)
+    );
+    let handout = std::fs::read_to_string(&record).unwrap();
+    let (token, _) = handout.split_once(' ').unwrap();
+    (token.to_owned(), result)
+}
+
+fn millis_between(from: &Value, to: &Value) -> i64 {
+    let at = |v: &Value| {
+        corkboard_board::Timestamp::parse_rfc3339(v.as_str().expect("an instant"))
+            .expect("RFC 3339")
+            .as_millis()
+    };
+    at(to) - at(from)
+}
+
+#[test]
+fn a_run_through_serve_is_renewed_while_its_command_lives_and_revoked_after() {
+    let serve = Serve::start();
+    let (token, _) = a_run_outliving_its_ttl_keeps_working(
+        &["--server", serve.url(), "--run", "long-agent"],
+        Some(&serve),
+    );
+    let grants = grants_of(&serve, "acme", "long-agent");
+    assert_eq!(grants.len(), 1, "renewal issued no new grant: {grants:?}");
+    assert_eq!(grants[0]["status"], "revoked", "{grants:?}");
+    let lived = millis_between(&grants[0]["created_at"], &grants[0]["expires_at"]);
+    assert!(
+        lived > 8_000,
+        "the grant was not renewed past its 3 s lifetime: {grants:?}"
+    );
+    let (status, _) = mcp_list(&format!("{}/mcp", serve.url()), &token);
+    assert_eq!(
+        status, 403,
+        "the run's token must be refused after it ended"
+    );
+}
+
+#[test]
+fn an_in_process_run_is_renewed_while_its_command_lives() {
+    let dir = tempfile::tempdir().unwrap();
+    a_run_outliving_its_ttl_keeps_working(
+        &[
+            "--run",
+            "long-local",
+            "--data-dir",
+            dir.path().to_str().unwrap(),
+        ],
+        None,
+    );
+    let out = run(corkboard()
+        .args(["grant", "list", "--tenant", "acme", "--json", "--data-dir"])
+        .arg(dir.path()));
+    let listed: Value = serde_json::from_str(&stdout_of(&out)).expect("grant list JSON");
+    let grants = listed["grants"].as_array().cloned().unwrap_or_default();
+    assert_eq!(grants.len(), 1, "{grants:?}");
+    assert_eq!(grants[0]["status"], "revoked", "{grants:?}");
+    let lived = millis_between(&grants[0]["created_at"], &grants[0]["expires_at"]);
+    assert!(lived > 8_000, "not renewed: {grants:?}");
+}

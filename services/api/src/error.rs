@@ -20,6 +20,9 @@ pub enum ApiError {
     NotFound(String),
     #[error("{message}")]
     Conflict { code: &'static str, message: String },
+    /// The thing existed and is gone for good (an expired grant).
+    #[error("{message}")]
+    Gone { code: &'static str, message: String },
     #[error("{0}")]
     Invalid(ValidationError),
     #[error("{0}")]
@@ -39,7 +42,7 @@ impl ApiError {
             Self::Unauthenticated(_) => "unauthenticated",
             Self::Forbidden(_) => "forbidden",
             Self::NotFound(_) => "not_found",
-            Self::Conflict { code, .. } => code,
+            Self::Conflict { code, .. } | Self::Gone { code, .. } => code,
             Self::Invalid(_) => "invalid_request",
             Self::BadRequest(_) => "bad_request",
             Self::RateLimited { .. } => "rate_limited",
@@ -56,6 +59,7 @@ impl ResponseError for ApiError {
             Self::Forbidden(_) => StatusCode::FORBIDDEN,
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::Conflict { .. } => StatusCode::CONFLICT,
+            Self::Gone { .. } => StatusCode::GONE,
             Self::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::BadRequest(_) => StatusCode::BAD_REQUEST,
             Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
@@ -151,6 +155,18 @@ impl From<RegistryError> for ApiError {
             RegistryError::GrantNotFound => Self::NotFound("grant not found".into()),
             RegistryError::GrantLimit { .. } => Self::Conflict {
                 code: "grant_limit",
+                message: err.to_string(),
+            },
+            RegistryError::RenewRevoked(_) => Self::Conflict {
+                code: "grant_revoked",
+                message: err.to_string(),
+            },
+            RegistryError::LifetimeLimit { .. } => Self::Conflict {
+                code: "lifetime_limit",
+                message: err.to_string(),
+            },
+            RegistryError::RenewExpired(_) => Self::Gone {
+                code: "grant_expired",
                 message: err.to_string(),
             },
             RegistryError::Unavailable(_) => Self::Unavailable(err.to_string()),

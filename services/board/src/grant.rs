@@ -188,6 +188,35 @@ impl GrantEvent {
     }
 }
 
+/// A tenant's own grant settings, set once by its admin and kept in the
+/// board store; a field left unset falls back to the operator's
+/// configuration. Renewal limits today; per-run budgets join them later.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GrantPolicy {
+    /// Lifetime of a run's grant (the register API, `corkboard run`): a run
+    /// asking for less gets less, one asking for more or nothing gets this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_ttl_secs: Option<u64>,
+    /// How long a grant may live in all, renewals included, counted from
+    /// its creation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_lifetime_secs: Option<u64>,
+}
+
+impl GrantPolicy {
+    /// Refuses zero lifetimes (a grant that could never be used).
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        if self.run_ttl_secs == Some(0) {
+            return Err(ValidationError::new("run_ttl", "must be at least 1s"));
+        }
+        if self.max_lifetime_secs == Some(0) {
+            return Err(ValidationError::new("max_lifetime", "must be at least 1s"));
+        }
+        Ok(())
+    }
+}
+
 /// A grant lifetime (or any duration an operator types) like `90s`, `15m`,
 /// `1h`, `7d`: the admin API, the register API and the CLI all read it
 /// here, so they accept and refuse the same spellings.

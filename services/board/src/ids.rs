@@ -136,6 +136,15 @@ string_id!(
     GrantId, "grant_id", |v| check_prefixed_ulid(v, "gr_")
 );
 string_id!(
+    /// A webhook endpoint: `wh_` followed by a ULID.
+    WebhookId, "webhook_id", |v| check_prefixed_ulid(v, "wh_")
+);
+string_id!(
+    /// One delivery of one event to one endpoint: `dlv_` followed by a
+    /// ULID; receivers dedupe by it.
+    DeliveryId, "delivery_id", |v| check_prefixed_ulid(v, "dlv_")
+);
+string_id!(
     /// A caller-chosen idempotency key: 1-200 visible ASCII characters.
     IdempotencyKey, "idempotency_key", |v| {
         if v.is_empty() || v.len() > 200 {
@@ -163,6 +172,18 @@ impl CommentId {
 impl GrantId {
     pub fn generate() -> Self {
         Self(format!("gr_{}", ulid::Ulid::new()))
+    }
+}
+
+impl WebhookId {
+    pub fn generate() -> Self {
+        Self(format!("wh_{}", ulid::Ulid::new()))
+    }
+}
+
+impl DeliveryId {
+    pub fn generate() -> Self {
+        Self(format!("dlv_{}", ulid::Ulid::new()))
     }
 }
 

@@ -16,11 +16,14 @@ mod issue;
 mod relations;
 mod store;
 mod timestamp;
+pub mod webhook;
 
 pub use audit::{ArgumentsHash, AuditEntry, AuditId, AuditOutcome, AuditQuery, AuditRecord};
 pub use error::{StoreError, ValidationError};
-pub use grant::{Capabilities, Capability, Grant, GrantEvent, GrantStatus, parse_ttl};
-pub use ids::{CommentId, GrantId, IdempotencyKey, IssueId, RunId, TenantId};
+pub use grant::{Capabilities, Capability, Grant, GrantEvent, GrantPolicy, GrantStatus, parse_ttl};
+pub use ids::{
+    CommentId, DeliveryId, GrantId, IdempotencyKey, IssueId, RunId, TenantId, WebhookId,
+};
 pub use issue::{
     Author, Body, Comment, CommentAdded, CommentBody, Created, Issue, IssuePatch, IssueState,
     Label, LabelFilter, Labels, ListQuery, NewComment, NewIssue, Page, Priority, Title, limits,
@@ -29,5 +32,9 @@ pub use relations::{
     BlockedBy, Claim, ClaimCheck, ClaimFilter, Claimant, CloseReason, IssueView, ParentChain,
     check_release, relation_limits,
 };
-pub use store::{AuditLog, BoardStore, GrantLedger, IssueStore, StoreHealth};
+pub use store::{AuditLog, BoardStore, GrantLedger, IssueStore, StoreHealth, WebhookStore};
 pub use timestamp::Timestamp;
+pub use webhook::{
+    AttemptOutcome, ClaimedDelivery, NewWebhook, Webhook, WebhookEvent, WebhookEvents,
+    WebhookSecret, WebhookStatus, WebhookUrl, WebhookWithStatus,
+};

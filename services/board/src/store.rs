@@ -3,13 +3,14 @@
 
 use crate::audit::{AuditEntry, AuditQuery, AuditRecord};
 use crate::error::StoreError;
-use crate::grant::{Grant, GrantEvent};
-use crate::ids::{GrantId, IdempotencyKey, IssueId, RunId, TenantId};
+use crate::grant::{Grant, GrantEvent, GrantPolicy};
+use crate::ids::{DeliveryId, GrantId, IdempotencyKey, IssueId, RunId, TenantId, WebhookId};
 use crate::issue::{
     Author, CommentAdded, Created, Issue, IssuePatch, ListQuery, NewComment, NewIssue, Page,
 };
 use crate::relations::{Claimant, IssueView};
 use crate::timestamp::Timestamp;
+use crate::webhook::{AttemptOutcome, ClaimedDelivery, NewWebhook, Webhook, WebhookWithStatus};
 use async_trait::async_trait;
 
 /// Issues and comments of every tenant. Every method takes the tenant
@@ -104,6 +105,17 @@ pub trait GrantLedger: Send + Sync + 'static {
         at: Timestamp,
     ) -> Result<GrantEvent, StoreError>;
 
+    /// Moves a live grant's expiry to `expires_at` (renewal), atomically
+    /// with the check that it is live: a grant revoked, or expired at
+    /// `now`, is left unchanged. Returns the record as it is afterwards, so
+    /// the caller tells a renewal from a refusal by its status and expiry.
+    async fn record_expiry(
+        &self,
+        id: &GrantId,
+        expires_at: Timestamp,
+        now: Timestamp,
+    ) -> Result<GrantEvent, StoreError>;
+
     async fn grant(&self, id: &GrantId) -> Result<GrantEvent, StoreError>;
 
     /// The grant whose token hashes to `token_hash` (hex SHA-256), if any,
@@ -119,6 +131,16 @@ pub trait GrantLedger: Send + Sync + 'static {
         cursor: Option<&GrantId>,
         limit: u32,
     ) -> Result<Vec<GrantEvent>, StoreError>;
+
+    /// The tenant's own grant settings (all unset when it has none).
+    async fn grant_policy(&self, tenant: &TenantId) -> Result<GrantPolicy, StoreError>;
+
+    /// Replaces the tenant's grant settings (durable once acknowledged).
+    async fn set_grant_policy(
+        &self,
+        tenant: &TenantId,
+        policy: &GrantPolicy,
+    ) -> Result<(), StoreError>;
 
     /// Every grant neither revoked nor expired at `now`, to rebuild a registry.
     async fn active_grants(&self, now: Timestamp) -> Result<Vec<GrantEvent>, StoreError>;
@@ -151,6 +173,53 @@ pub trait AuditLog: Send + Sync + 'static {
     ) -> Result<Vec<AuditRecord>, StoreError>;
 }
 
+/// Webhook endpoints and the durable outbox of their deliveries.
+///
+/// Deliveries are queued by the store itself, inside the board writes that
+/// cause them (issue created, updated, closed, commented; a grant recorded
+/// is a run started, its first revocation a run ended), for every endpoint
+/// of the write's tenant subscribed to the event, so only a tenant's own
+/// events reach its endpoints. What "inside" means is each store's to say:
+/// SQLite writes them in the same transaction as the board write; MongoDB
+/// inserts them after the board write and before acknowledging it (a crash
+/// between the two loses those deliveries, never a write).
+#[async_trait]
+pub trait WebhookStore: Send + Sync + 'static {
+    /// Registers an endpoint; refused past
+    /// [`ENDPOINTS_PER_TENANT_MAX`](crate::webhook::limits::ENDPOINTS_PER_TENANT_MAX).
+    async fn create_webhook(
+        &self,
+        tenant: &TenantId,
+        new: &NewWebhook,
+        at: Timestamp,
+    ) -> Result<Webhook, StoreError>;
+
+    /// The tenant's endpoints with their delivery status, oldest first.
+    async fn list_webhooks(&self, tenant: &TenantId) -> Result<Vec<WebhookWithStatus>, StoreError>;
+
+    /// Removes an endpoint and its undelivered deliveries.
+    async fn delete_webhook(&self, tenant: &TenantId, id: &WebhookId) -> Result<(), StoreError>;
+
+    /// Up to `limit` deliveries due at `now` (not delivered, not given up,
+    /// next attempt due, no live lease), oldest first, each leased until
+    /// `now + lease` so no other worker takes it meanwhile.
+    async fn claim_deliveries(
+        &self,
+        now: Timestamp,
+        lease: std::time::Duration,
+        limit: u32,
+    ) -> Result<Vec<ClaimedDelivery>, StoreError>;
+
+    /// Records an attempt: delivered, or failed and due again after
+    /// [`retry_delay`](crate::webhook::retry_delay), or given up after the
+    /// last attempt. Releases the lease.
+    async fn record_attempt(
+        &self,
+        id: &DeliveryId,
+        outcome: &AttemptOutcome,
+    ) -> Result<(), StoreError>;
+}
+
 /// Whether the store answers right now (for `/readyz`).
 #[async_trait]
 pub trait StoreHealth: Send + Sync + 'static {
@@ -158,6 +227,6 @@ pub trait StoreHealth: Send + Sync + 'static {
 }
 
 /// A complete board store.
-pub trait BoardStore: IssueStore + GrantLedger + AuditLog + StoreHealth {}
+pub trait BoardStore: IssueStore + GrantLedger + AuditLog + WebhookStore + StoreHealth {}
 
-impl<T: IssueStore + GrantLedger + AuditLog + StoreHealth> BoardStore for T {}
+impl<T: IssueStore + GrantLedger + AuditLog + WebhookStore + StoreHealth> BoardStore for T {}

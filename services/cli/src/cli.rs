@@ -28,6 +28,9 @@ pub enum Command {
     /// Manage grants (locally with --data-dir, or against --server).
     #[command(subcommand)]
     Grant(crate::grant_cmd::GrantCommand),
+    /// Webhook endpoints of a tenant (through a server's admin API).
+    #[command(subcommand)]
+    Webhook(crate::webhook_cmd::WebhookCommand),
     /// Admin credentials.
     #[command(subcommand)]
     Admin(crate::admin_cmd::AdminCommand),
@@ -96,6 +99,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Serve(args) => crate::serve_cmd::run(args, crate::serve_cmd::Role::Serve),
         Command::Server(args) => crate::serve_cmd::run(args, crate::serve_cmd::Role::Server),
         Command::Grant(cmd) => crate::grant_cmd::run(cmd),
+        Command::Webhook(cmd) => crate::webhook_cmd::run(cmd),
         Command::Admin(cmd) => crate::admin_cmd::run(cmd),
         Command::Mcp(cmd) => crate::stdio_cmd::run(cmd),
         Command::Runner(args) => crate::runner_cmd::run(args),

@@ -501,5 +501,10 @@ mod tests {
             conn::DEFAULT_KEEP_ALIVE,
             "keep_alive_ms"
         );
+        assert_eq!(
+            Duration::from_secs(settings.grant_max_lifetime_secs),
+            corkboard_grants::DEFAULT_MAX_LIFETIME,
+            "grant_max_lifetime_secs"
+        );
     }
 }

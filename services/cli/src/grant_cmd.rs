@@ -1,4 +1,4 @@
-//! `corkboard grant create|list|revoke`, locally (`--data-dir`) or against
+//! `corkboard grant create|list|renew|revoke`, locally (`--data-dir`) or against
 //! a server's admin API (`--server URL` with an admin JWT).
 
 use crate::cli::ConfigArgs;
@@ -6,7 +6,7 @@ use crate::compose::SecretPolicy;
 use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, Subcommand};
 use corkboard_board::{Capabilities, GrantId, RunId, TenantId};
-use corkboard_grants::GrantRequest;
+use corkboard_grants::{GrantRequest, Renewal};
 use corkboard_server::AppState;
 use serde_json::{Value, json};
 use std::io::Write;
@@ -40,6 +40,29 @@ pub enum GrantCommand {
         tenant: String,
         #[arg(long)]
         run: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Extend a live grant's expiry, keeping its token (bounded by the
+    /// grant's maximum lifetime from its creation).
+    Renew {
+        #[command(flatten)]
+        target: Target,
+        /// The grant to renew.
+        grant: String,
+        /// Its tenant (required with --server).
+        #[arg(long)]
+        tenant: Option<String>,
+        /// Add this to the current expiry, e.g. 30m, 1h.
+        #[arg(
+            long,
+            conflicts_with = "expires_at",
+            required_unless_present = "expires_at"
+        )]
+        extend_by: Option<String>,
+        /// The new expiry, RFC 3339 (e.g. 2026-12-01T18:00:00Z).
+        #[arg(long)]
+        expires_at: Option<String>,
         #[arg(long)]
         json: bool,
     },
@@ -167,6 +190,60 @@ async fn run_async(cmd: GrantCommand) -> Result<ExitCode> {
                         str_of(&g["expires_at"]),
                     )?;
                 }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        GrantCommand::Renew {
+            target,
+            grant,
+            tenant,
+            extend_by,
+            expires_at,
+            json,
+        } => {
+            let id = GrantId::parse(grant).context("GRANT_ID")?;
+            let out = match Remote::from_target(&target)? {
+                Some(remote) => {
+                    let tenant =
+                        tenant.ok_or_else(|| anyhow!("--tenant is required with --server"))?;
+                    let tenant = TenantId::parse(tenant).context("--tenant")?;
+                    let body = match (&extend_by, &expires_at) {
+                        (Some(by), _) => json!({ "extend_by": by }),
+                        (None, at) => json!({ "expires_at": at }),
+                    };
+                    remote
+                        .call(
+                            reqwest::Method::PATCH,
+                            &format!("/v1/tenants/{tenant}/grants/{id}"),
+                            Some(body),
+                        )
+                        .await?
+                }
+                None => {
+                    let how = match (extend_by, expires_at) {
+                        (Some(by), _) => Renewal::ExtendBy(
+                            corkboard_board::parse_ttl(&by).context("--extend-by")?,
+                        ),
+                        (None, Some(at)) => Renewal::Until(
+                            corkboard_board::Timestamp::parse_rfc3339(&at).ok_or_else(|| {
+                                anyhow!("--expires-at: expected an RFC 3339 instant")
+                            })?,
+                        ),
+                        (None, None) => bail!("give --extend-by or --expires-at"),
+                    };
+                    let state = local_state(&target).await?;
+                    let event = state.grants.renew(&id, how).await?;
+                    json!({ "id": event.grant.id, "run": event.grant.run, "expires_at": event.grant.expires_at })
+                }
+            };
+            if json {
+                println_json(&out)?;
+            } else {
+                writeln!(
+                    std::io::stdout(),
+                    "renewed; expires {}",
+                    str_of(&out["expires_at"])
+                )?;
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -355,6 +432,21 @@ impl Remote {
         path: &str,
         body: Option<Value>,
     ) -> Result<Value> {
+        let (status, value) = self.call_status(method, path, body).await?;
+        if !status.is_success() {
+            bail!("{}", refusal_text(status, &value));
+        }
+        Ok(value)
+    }
+
+    /// One call, answered with its status and body whatever the status;
+    /// only a server that cannot be reached is an error.
+    pub async fn call_status(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<(reqwest::StatusCode, Value)> {
         let mut request = self
             .client
             .request(method, format!("{}{}", self.base, path))
@@ -368,11 +460,14 @@ impl Remote {
             .with_context(|| format!("cannot reach {}", self.base))?;
         let status = response.status();
         let value: Value = response.json().await.unwrap_or(Value::Null);
-        if !status.is_success() {
-            let code = str_of(&value["error"]["code"]);
-            let message = str_of(&value["error"]["message"]);
-            bail!("server refused ({status}, {code}): {message}");
-        }
-        Ok(value)
+        Ok((status, value))
     }
+}
+
+/// How a refusal of the API reads: the status, the stable code and the
+/// server's message.
+pub fn refusal_text(status: reqwest::StatusCode, value: &Value) -> String {
+    let code = str_of(&value["error"]["code"]);
+    let message = str_of(&value["error"]["message"]);
+    format!("server refused ({status}, {code}): {message}")
 }

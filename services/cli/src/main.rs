@@ -13,10 +13,12 @@ mod compose;
 mod grant_cmd;
 mod logging;
 mod run_cmd;
+mod run_renew;
 mod runner_cmd;
 mod serve_cmd;
 mod signals;
 mod stdio_cmd;
+mod webhook_cmd;
 
 use clap::Parser;
 use std::process::ExitCode;

@@ -1,7 +1,8 @@
 //! `corkboard run --tenant T --caps ... -- CMD [ARGS]`: registers a run with
 //! its own gateway, runs CMD with the run's endpoint, token and MCP client
-//! configuration in its environment, forwards SIGINT/SIGTERM to it, revokes
-//! the run when CMD ends however it ends, and exits with CMD's status.
+//! configuration in its environment, renews the run's grant while CMD lives
+//! (`run_renew.rs`), forwards SIGINT/SIGTERM to it, revokes the run when CMD
+//! ends however it ends, and exits with CMD's status.
 //!
 //! In-process (no `--server`): the gateway runs inside this process on the
 //! data dir's board. With neither a server nor a usable data dir the agent
@@ -10,9 +11,10 @@
 //! runner's `POST /v1/runs` (admin JWT from `CORKBOARD_ADMIN_TOKEN`).
 
 use crate::cli::ConfigArgs;
+use crate::run_renew::{Attempt, KeepAlive};
 use anyhow::{Context, Result, anyhow};
 use clap::Args;
-use corkboard_board::{Capabilities, GrantLedger, RunId, TenantId};
+use corkboard_board::{Capabilities, GrantLedger, RunId, TenantId, Timestamp};
 use corkboard_config::{GatewayMode, Settings};
 use corkboard_gateway::{Binding, Gateway, GatewayParts, MemoryLedger, Registration};
 use corkboard_grants::{GrantRequest, GrantService, MemoryRegistry, TokenRegistry};
@@ -37,9 +39,12 @@ pub struct RunArgs {
     /// Comma-separated: issues:read, issues:create, issues:update, comments:write, issues:claim.
     #[arg(long)]
     caps: String,
-    /// Longest the run may live (it is revoked as soon as CMD ends anyway).
-    #[arg(long, default_value = "8h")]
-    ttl: String,
+    /// Lifetime of the run's grant between renewals: renewed every third of
+    /// it while CMD lives (same token) and revoked when CMD ends, so a
+    /// `corkboard run` killed outright leaves a token that works at most
+    /// this much longer [default: the tenant's run_ttl, else 15m].
+    #[arg(long)]
+    ttl: Option<String>,
     /// Register against this server or runner (its `/v1/runs` API) instead of
     /// in-process; the admin JWT comes from CORKBOARD_ADMIN_TOKEN.
     #[arg(long, env = "CORKBOARD_SERVER")]
@@ -155,7 +160,12 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let caps = Capabilities::parse_csv(&args.caps).context("--caps")?;
     // Checked before anything is registered: a refused name starts nothing.
     pass_env_names(&args.pass_env)?;
-    let ttl = corkboard_board::parse_ttl(&args.ttl).context("--ttl")?;
+    let asked_ttl = args
+        .ttl
+        .as_deref()
+        .map(corkboard_board::parse_ttl)
+        .transpose()
+        .context("--ttl")?;
     let settings = args.config.load()?;
     // The gateway's request log would interleave with CMD's own output;
     // it is shown only when asked for.
@@ -168,7 +178,9 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         tenant,
         run,
         capabilities: caps,
-        ttl,
+        // In-process: replaced by the tenant-capped lifetime below; remote:
+        // the server decides from `args.ttl`.
+        ttl: asked_ttl.unwrap_or(DEFAULT_RUN_TTL),
         created_by: "local".to_owned(),
     };
     let code = match args.server.clone() {
@@ -183,6 +195,17 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         }
     };
     Ok(ExitCode::from(code))
+}
+
+/// The run's grant lifetime between renewals when neither `--ttl` nor the
+/// tenant's `run_ttl` says.
+const DEFAULT_RUN_TTL: Duration = Duration::from_secs(15 * 60);
+
+/// The grant's lifetime as issued: expiry minus creation, both by the
+/// issuer's clock.
+fn issued_ttl(created_at: Timestamp, expires_at: Timestamp) -> Duration {
+    let millis = expires_at.as_millis() - created_at.as_millis();
+    Duration::from_millis(u64::try_from(millis).unwrap_or(0)).max(Duration::from_secs(1))
 }
 
 /// The board a local run writes to, or none.
@@ -204,7 +227,10 @@ async fn local_board(settings: &Settings, explicit_dir: bool) -> LocalBoard {
                         .with_result_budget(settings.max_result_bytes);
                     return LocalBoard {
                         grants: GrantService::new(ledger, registry)
-                            .with_live_grants_max(settings.live_grants_per_tenant_max),
+                            .with_live_grants_max(settings.live_grants_per_tenant_max)
+                            .with_max_lifetime(Duration::from_secs(
+                                settings.grant_max_lifetime_secs,
+                            )),
                         binding,
                         audit: Some(audit),
                     };
@@ -231,7 +257,7 @@ async fn local_board(settings: &Settings, explicit_dir: bool) -> LocalBoard {
 async fn in_process(
     mut settings: Settings,
     explicit_dir: bool,
-    request: GrantRequest,
+    mut request: GrantRequest,
     args: &RunArgs,
 ) -> Result<u8> {
     let mut signals = Signals::catch()?;
@@ -252,12 +278,29 @@ async fn in_process(
         },
     )?;
     let (tenant, run) = (request.tenant.clone(), request.run.clone());
-    let outcome = match gateway.register(request).await {
+    let asked = args.ttl.is_some().then_some(request.ttl);
+    let registered = match gateway.run_ttl(&tenant, asked, DEFAULT_RUN_TTL).await {
+        Ok(ttl) => {
+            request.ttl = ttl;
+            gateway.register(request).await
+        }
+        Err(err) => Err(err),
+    };
+    let outcome = match registered {
         Ok(registration) => {
             let handout = Handout::from_registration(&registration);
             announce(&tenant, &run, &handout.mcp_url);
+            let grant = &registration.grant;
+            let keep_alive = KeepAlive::new(
+                issued_ttl(grant.created_at, grant.expires_at),
+                grant.expires_at,
+                |ttl| {
+                    let (gateway, tenant, run) = (&gateway, &tenant, &run);
+                    async move { renewed_in_process(gateway.renew(tenant, run, ttl).await) }
+                },
+            );
             // A panic in supervision must not skip the revocation below.
-            AssertUnwindSafe(supervise(&handout, args, &mut signals))
+            AssertUnwindSafe(supervise(&handout, args, &mut signals, keep_alive))
                 .catch_unwind()
                 .await
                 .unwrap_or_else(|_| Err(anyhow!("supervising the command failed unexpectedly")))
@@ -273,6 +316,56 @@ async fn in_process(
         eprintln!("corkboard run: revoking run {run} failed: {err}; it expires on its own");
     }
     outcome
+}
+
+/// What an in-process renewal came to.
+fn renewed_in_process(
+    result: Result<Vec<corkboard_board::GrantEvent>, corkboard_gateway::GatewayError>,
+) -> Attempt {
+    use corkboard_gateway::GatewayError;
+    use corkboard_grants::RegistryError;
+    match result {
+        Ok(events) => match events.iter().map(|e| e.grant.expires_at).max() {
+            Some(at) => Attempt::Renewed(at),
+            None => Attempt::Refused("the run has no live grant".into()),
+        },
+        Err(
+            err @ GatewayError::Registry(
+                RegistryError::RenewRevoked(_)
+                | RegistryError::RenewExpired(_)
+                | RegistryError::LifetimeLimit { .. }
+                | RegistryError::GrantNotFound,
+            ),
+        ) => Attempt::Refused(err.to_string()),
+        Err(err) => Attempt::Failed(err.to_string()),
+    }
+}
+
+/// What a renewal through a server's register API came to: 4xx refusals
+/// are for good (revoked 409, expired 410, ...), except a rate limit.
+async fn renewed_remotely(api: &crate::grant_cmd::Remote, path: &str, ttl: Duration) -> Attempt {
+    let body = json!({ "ttl": format!("{}s", ttl.as_secs().max(1)) });
+    match api
+        .call_status(reqwest::Method::PATCH, path, Some(body))
+        .await
+    {
+        Ok((status, value)) if status.is_success() => {
+            match value["expires_at"]
+                .as_str()
+                .and_then(Timestamp::parse_rfc3339)
+            {
+                Some(at) => Attempt::Renewed(at),
+                None => Attempt::Failed("the server's answer has no expires_at".into()),
+            }
+        }
+        Ok((status, value))
+            if status.is_client_error() && status != reqwest::StatusCode::TOO_MANY_REQUESTS =>
+        {
+            Attempt::Refused(crate::grant_cmd::refusal_text(status, &value))
+        }
+        Ok((status, value)) => Attempt::Failed(crate::grant_cmd::refusal_text(status, &value)),
+        Err(err) => Attempt::Failed(format!("{err:#}")),
+    }
 }
 
 async fn remote(server: String, request: GrantRequest, args: &RunArgs) -> Result<u8> {
@@ -295,11 +388,22 @@ async fn remote(server: String, request: GrantRequest, args: &RunArgs) -> Result
         .context("registering the run")?;
     let handout = Handout::from_json(&body)?;
     announce(&request.tenant, &request.run, &handout.mcp_url);
-    let outcome = AssertUnwindSafe(supervise(&handout, args, &mut signals))
+    let instant = |field: &str| {
+        body[field]
+            .as_str()
+            .and_then(Timestamp::parse_rfc3339)
+            .ok_or_else(|| anyhow!("the server's answer has no `{field}`"))
+    };
+    let (created_at, expires_at) = (instant("created_at")?, instant("expires_at")?);
+    let path = format!("/v1/runs/{}/{}", request.tenant, request.run);
+    let keep_alive = KeepAlive::new(issued_ttl(created_at, expires_at), expires_at, |ttl| {
+        let (api, path) = (&api, &path);
+        async move { renewed_remotely(api, path, ttl).await }
+    });
+    let outcome = AssertUnwindSafe(supervise(&handout, args, &mut signals, keep_alive))
         .catch_unwind()
         .await
         .unwrap_or_else(|_| Err(anyhow!("supervising the command failed unexpectedly")));
-    let path = format!("/v1/runs/{}/{}", request.tenant, request.run);
     if let Err(err) = api.call(reqwest::Method::DELETE, &path, None).await {
         eprintln!(
             "corkboard run: revoking run {} failed: {err:#}; it expires on its own",
@@ -334,8 +438,18 @@ impl Signals {
 }
 
 /// Runs the command with the run's environment until it ends, forwarding
-/// SIGINT and SIGTERM, and returns the exit code to pass on.
-async fn supervise(handout: &Handout, args: &RunArgs, signals: &mut Signals) -> Result<u8> {
+/// SIGINT and SIGTERM and renewing the run's grant, and returns the exit
+/// code to pass on.
+async fn supervise<F, Fut>(
+    handout: &Handout,
+    args: &RunArgs,
+    signals: &mut Signals,
+    mut keep_alive: KeepAlive<F>,
+) -> Result<u8>
+where
+    F: FnMut(Duration) -> Fut,
+    Fut: std::future::Future<Output = Attempt>,
+{
     let pass = pass_env_names(&args.pass_env)?;
     let (program, arguments) = args
         .command
@@ -388,6 +502,7 @@ async fn supervise(handout: &Handout, args: &RunArgs, signals: &mut Signals) -> 
     let status = loop {
         tokio::select! {
             status = child.wait() => break status?,
+            () = keep_alive.tick() => {}
             _ = signals.interrupt.recv() => forward(pid, rustix::process::Signal::INT),
             _ = signals.terminate.recv() => forward(pid, rustix::process::Signal::TERM),
         }

@@ -45,6 +45,12 @@ pub fn run(args: RoleArgs, role: Role) -> Result<ExitCode> {
     settings.listen = bound;
     actix_web::rt::System::new().block_on(async move {
         let state = crate::compose::app_state(settings, policy).await?;
+        // One webhook delivery worker per server process (leases keep
+        // replicas from sending the same delivery).
+        let deliveries = corkboard_server::webhooks::DeliveryWorker::spawn(
+            state.store.clone(),
+            corkboard_server::webhooks::HostPolicy::new(&state.settings.webhook_allowed_hosts),
+        );
         // ---- runner (corkboard-gateway, issue 10): `serve` hosts the
         // register API (/v1/runs) and dedicated-port run gateways
         // in-process. Its routes go before `corkboard_server::routes`,
@@ -123,6 +129,7 @@ pub fn run(args: RoleArgs, role: Role) -> Result<ExitCode> {
         }
         announce(&state, role, bound, started);
         server.await.context("HTTP server failed")?;
+        deliveries.stop();
         if let Some(runner) = runner {
             runner.shutdown().await; // runner: drain its runs
         }

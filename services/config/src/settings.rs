@@ -171,6 +171,16 @@ pub struct Settings {
     pub header_timeout_ms: u64,
     /// Longest time an idle keep-alive connection stays open, in ms.
     pub keep_alive_ms: u64,
+    /// Longest a grant may live in all, renewals included, in seconds from
+    /// its creation (a tenant may set a shorter one of its own); at most 30
+    /// days, the longest any grant may be given.
+    pub grant_max_lifetime_secs: u64,
+    /// Hosts webhook endpoints may point at. Empty (the default): any host
+    /// except loopback, private and link-local addresses and `localhost`;
+    /// otherwise only these (exact names or IPs, or `*.example.com` for its
+    /// subdomains), loopback included when listed (e.g. `127.0.0.1` for
+    /// local use).
+    pub webhook_allowed_hosts: Vec<String>,
 }
 
 impl Default for Settings {
@@ -221,12 +231,16 @@ impl Default for Settings {
             max_connections_per_run: 512,
             header_timeout_ms: 5_000,
             keep_alive_ms: 5_000,
+            // A copy of `corkboard_grants::DEFAULT_MAX_LIFETIME` (30 days),
+            // which this crate sits below; cli's `compose` tests check it.
+            grant_max_lifetime_secs: 30 * 24 * 3600,
+            webhook_allowed_hosts: Vec::new(),
         }
     }
 }
 
 /// Keys whose environment value is a comma-separated list.
-const LIST_KEYS: &[&str] = &["allowed_origins", "allowed_hosts"];
+const LIST_KEYS: &[&str] = &["allowed_origins", "allowed_hosts", "webhook_allowed_hosts"];
 
 impl Settings {
     /// The names of every key (for env lookup and documentation).
@@ -381,6 +395,12 @@ impl Settings {
         }
         if self.keep_alive_ms == 0 {
             return Err(key("keep_alive_ms", "must be at least 1"));
+        }
+        if !(1..=30 * 24 * 3600).contains(&self.grant_max_lifetime_secs) {
+            return Err(key(
+                "grant_max_lifetime_secs",
+                "must be between 1 and 2592000 (30 days)",
+            ));
         }
         if let Some(url) = &self.public_url
             && !(url.starts_with("http://") || url.starts_with("https://"))

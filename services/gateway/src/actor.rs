@@ -348,9 +348,40 @@ impl RunActor {
     fn schedule_expiry(&self, ctx: &mut Context<Self>) {
         let left = self.expires_at.as_millis() - Timestamp::now().as_millis();
         let left = Duration::from_millis(u64::try_from(left).unwrap_or(0));
-        ctx.run_later(left, |act, ctx| {
-            act.begin_drain(ctx, StopReason::Expired, None);
-        });
+        ctx.run_later(left, |act, ctx| act.expiry_due(ctx));
+    }
+
+    /// The expiry the actor knows of has come: unless the grant was renewed
+    /// meanwhile (here, which moved `expires_at`, or elsewhere: the admin
+    /// API, another replica, which the registry knows), the run drains.
+    fn expiry_due(&mut self, ctx: &mut Context<Self>) {
+        if self.state.is_draining() {
+            return;
+        }
+        if Timestamp::now() < self.expires_at {
+            self.schedule_expiry(ctx);
+            return;
+        }
+        let Some(gateway) = self.gateway.upgrade() else {
+            self.begin_drain(ctx, StopReason::Expired, None);
+            return;
+        };
+        let registry = gateway.binding.load().registry().clone();
+        let hash = self.token_hash;
+        let limit = self.settings.lookup_timeout;
+        ctx.spawn(
+            async move { tokio::time::timeout(limit, registry.resolve(&hash)).await }
+                .into_actor(self)
+                .map(|result, act, ctx| match result {
+                    Ok(Ok(grant)) if grant.expires_at > Timestamp::now() => {
+                        act.expires_at = act.expires_at.max(grant.expires_at);
+                        act.schedule_expiry(ctx);
+                    }
+                    // Expired, gone, or no answer in time: as far as
+                    // anyone can tell the grant has expired.
+                    _ => act.begin_drain(ctx, StopReason::Expired, None),
+                }),
+        );
     }
 
     fn revalidate(&mut self, ctx: &mut Context<Self>) {
@@ -369,6 +400,10 @@ impl RunActor {
                 .into_actor(self)
                 .map(|result, act, ctx| {
                     act.revalidating = false;
+                    if let Ok(Ok(grant)) = &result {
+                        // Renewed elsewhere: the expiry timer will see it.
+                        act.expires_at = act.expires_at.max(grant.expires_at);
+                    }
                     // Only a definite answer ends the run; an unreachable
                     // registry is not a revocation.
                     if let Ok(Err(
@@ -464,6 +499,25 @@ impl Handler<Drained> for RunActor {
         if self.state.is_draining() && self.state.in_flight() == 0 {
             ctx.stop();
         }
+    }
+}
+
+/// The run's grant was renewed: it now expires at this instant (never
+/// earlier than before).
+pub(crate) struct Renewed {
+    pub expires_at: Timestamp,
+}
+
+impl Message for Renewed {
+    type Result = ();
+}
+
+impl Handler<Renewed> for RunActor {
+    type Result = ();
+
+    fn handle(&mut self, renewed: Renewed, _: &mut Context<Self>) {
+        // The pending expiry timer reschedules itself when it fires early.
+        self.expires_at = self.expires_at.max(renewed.expires_at);
     }
 }
 

@@ -3,6 +3,9 @@
 //! - `POST /v1/runs` `{tenant, run?, capabilities, ttl?}` → `201` with the
 //!   endpoint, the token, the MCP client configuration and the sandbox env;
 //! - `GET /v1/runs[?tenant=T]` → the runs active on this runner;
+//! - `PATCH /v1/runs/{tenant}/{run}` `{ttl?}` → renew: the run's grants
+//!   expire `ttl` from now (default: the run's lifetime), same token,
+//!   capped at their maximum lifetime;
 //! - `DELETE /v1/runs/{tenant}/{run}` → revoke, drain, stop.
 //!
 //! Callers authenticate with an admin JWT (`AdminAuth`, through the
@@ -32,6 +35,7 @@ pub fn configure(cfg: &mut web::ServiceConfig, gateway: Gateway) {
             .route("", web::post().to(register))
             .route("", web::get().to(list))
             .route("/{tenant}/{run}", web::delete().to(revoke))
+            .route("/{tenant}/{run}", web::patch().to(renew))
             .default_service(web::to(|| async {
                 Err::<HttpResponse, _>(ApiError::NotFound("no such API endpoint".into()))
             })),
@@ -91,16 +95,17 @@ async fn register(
         Some(run) => RunId::parse(run)?,
         None => generated_run_id()?,
     };
+    let asked = body
+        .ttl
+        .as_deref()
+        .map(corkboard_board::parse_ttl)
+        .transpose()?;
+    let ttl = gateway.run_ttl(&tenant, asked, DEFAULT_TTL).await?;
     let request = GrantRequest {
         tenant,
         run,
         capabilities: Capabilities::parse_list(&body.capabilities)?,
-        ttl: body
-            .ttl
-            .as_deref()
-            .map(corkboard_board::parse_ttl)
-            .transpose()?
-            .unwrap_or(DEFAULT_TTL),
+        ttl,
         created_by: auth.0.subject.clone(),
     };
     let registration = gateway.register(request).await?;
@@ -148,6 +153,42 @@ async fn list(
     Ok(HttpResponse::Ok().json(json!({
         "runs": gateway.runs(tenant.as_ref()),
         "stats": gateway.stats(),
+    })))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RenewBody {
+    /// `30m`, `1h`, ...: the new expiry is this far from now (default 1h,
+    /// capped by the tenant's `run_ttl`).
+    ttl: Option<String>,
+}
+
+async fn renew(
+    gateway: web::Data<Gateway>,
+    auth: AdminAuth,
+    path: web::Path<(String, String)>,
+    body: web::Json<RenewBody>,
+) -> Result<HttpResponse, ApiError> {
+    let (tenant, run) = path.into_inner();
+    let tenant = managed_tenant(&auth.0, &tenant)?;
+    let run = RunId::parse(run)?;
+    let asked = body
+        .ttl
+        .as_deref()
+        .map(corkboard_board::parse_ttl)
+        .transpose()?;
+    let ttl = gateway.run_ttl(&tenant, asked, DEFAULT_TTL).await?;
+    let renewed = gateway.renew(&tenant, &run, ttl).await?;
+    Ok(HttpResponse::Ok().json(json!({
+        "tenant": tenant,
+        "run": run,
+        "expires_at": renewed.iter().map(|e| e.grant.expires_at).max(),
+        "grants": renewed.iter().map(|e| json!({
+            "id": e.grant.id,
+            "created_at": e.grant.created_at,
+            "expires_at": e.grant.expires_at,
+        })).collect::<Vec<_>>(),
     })))
 }
 

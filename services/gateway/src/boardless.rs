@@ -5,7 +5,7 @@
 
 use async_trait::async_trait;
 use corkboard_board::{
-    Author, Claimant, CommentAdded, Created, Grant, GrantEvent, GrantId, GrantLedger,
+    Author, Claimant, CommentAdded, Created, Grant, GrantEvent, GrantId, GrantLedger, GrantPolicy,
     IdempotencyKey, Issue, IssueId, IssuePatch, IssueStore, IssueView, ListQuery, NewComment,
     NewIssue, Page, RunId, StoreError, TenantId, Timestamp,
 };
@@ -147,6 +147,37 @@ impl GrantLedger for MemoryLedger {
             event.revoked_by = Some(by.to_owned());
         }
         Ok(event.clone())
+    }
+
+    async fn record_expiry(
+        &self,
+        id: &GrantId,
+        expires_at: Timestamp,
+        now: Timestamp,
+    ) -> Result<GrantEvent, StoreError> {
+        let mut grants = self.lock();
+        let event = grants
+            .get_mut(id)
+            .ok_or_else(|| StoreError::not_found(format!("grant {id}")))?;
+        if event.revoked_at.is_none() && !event.grant.is_expired_at(now) {
+            event.grant.expires_at = expires_at;
+        }
+        Ok(event.clone())
+    }
+
+    async fn grant_policy(&self, _tenant: &TenantId) -> Result<GrantPolicy, StoreError> {
+        // A boardless run has no tenant settings: the configuration applies.
+        Ok(GrantPolicy::default())
+    }
+
+    async fn set_grant_policy(
+        &self,
+        _tenant: &TenantId,
+        _policy: &GrantPolicy,
+    ) -> Result<(), StoreError> {
+        Err(StoreError::NotConfigured {
+            reason: "this run has no board store to keep tenant settings in".into(),
+        })
     }
 
     async fn grant(&self, id: &GrantId) -> Result<GrantEvent, StoreError> {

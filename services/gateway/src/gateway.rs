@@ -2,7 +2,8 @@
 //! them, and the listeners their requests arrive on.
 
 use crate::actor::{
-    ActorSettings, Census, Drain, DrainReport, RunActor, RunHandle, RunSpec, RunState, StopReason,
+    ActorSettings, Census, Drain, DrainReport, Renewed, RunActor, RunHandle, RunSpec, RunState,
+    StopReason,
 };
 use crate::backend::GatewayBackend;
 use crate::binding::{Binding, BindingCell};
@@ -11,10 +12,10 @@ use crate::dedicated::{RunConn, WorkerPool};
 use crate::error::GatewayError;
 use crate::registration::Registration;
 use actix::{Arbiter, ArbiterHandle};
-use corkboard_board::{Grant, GrantId, RunId, TenantId, Timestamp};
+use corkboard_board::{Grant, GrantEvent, GrantId, RunId, TenantId, Timestamp};
 use corkboard_grants::RunKey;
 use corkboard_grants::limiter::RateLimiter;
-use corkboard_grants::{GrantRequest, GrantService, TokenHash};
+use corkboard_grants::{GrantRequest, GrantService, RegistryError, Renewal, TokenHash};
 use corkboard_mcp::{McpEndpoint, McpSettings};
 use corkboard_telemetry::ConnectionCap;
 use std::collections::HashMap;
@@ -495,6 +496,63 @@ impl Gateway {
             revoked: revoked.into_iter().map(|e| e.grant.id).collect(),
             drained,
         })
+    }
+
+    /// The lifetime of a run's grant: what it asked for, capped by its
+    /// tenant's own `run_ttl` (see [`GrantService::run_ttl`]).
+    pub async fn run_ttl(
+        &self,
+        tenant: &TenantId,
+        asked: Option<Duration>,
+        default: Duration,
+    ) -> Result<Duration, GatewayError> {
+        Ok(self.inner.grants.run_ttl(tenant, asked, default).await?)
+    }
+
+    /// Keeps a run alive: every live grant of the run (from the ledger, so
+    /// any runner can answer) expires `ttl` from now, capped at its
+    /// maximum lifetime, with the same token; the local actor, if any,
+    /// moves its expiry too. A run with only revoked grants is refused
+    /// ([`RegistryError::RenewRevoked`]), one whose grants expired too
+    /// ([`RegistryError::RenewExpired`]).
+    pub async fn renew(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+        ttl: Duration,
+    ) -> Result<Vec<GrantEvent>, GatewayError> {
+        let grants = &self.inner.grants;
+        let ttl = grants.run_ttl(tenant, Some(ttl), ttl).await?;
+        let recorded = grants
+            .ledger()
+            .list_grants(tenant, Some(run), None, corkboard_board::limits::PAGE_MAX)
+            .await
+            .map_err(RegistryError::from)?;
+        let Some(first) = recorded.first() else {
+            return Err(RegistryError::GrantNotFound.into());
+        };
+        let first = first.grant.id.clone();
+        let mut renewed = Vec::new();
+        let mut refusal = None;
+        for event in recorded.iter().filter(|e| e.revoked_at.is_none()) {
+            match grants.renew(&event.grant.id, Renewal::KeepAlive(ttl)).await {
+                Ok(event) => renewed.push(event),
+                Err(err @ (RegistryError::RenewExpired(_) | RegistryError::RenewRevoked(_))) => {
+                    refusal.get_or_insert(err);
+                }
+                Err(err) => return Err(err.into()),
+            }
+        }
+        let Some(latest) = renewed.iter().map(|e| e.grant.expires_at).max() else {
+            return Err(refusal.unwrap_or(RegistryError::RenewRevoked(first)).into());
+        };
+        let key = RunKey::new(tenant.clone(), run.clone());
+        let mut runs = self.inner.lock();
+        if let Some(Slot::Live(entry)) = runs.get_mut(&key) {
+            entry.expires_at = entry.expires_at.max(latest);
+            entry.run.addr.do_send(Renewed { expires_at: latest });
+        }
+        Ok(renewed)
     }
 
     /// Drains and stops the local actor of a run without revoking anything.

@@ -1,6 +1,6 @@
 //! Why a token could not be resolved or a grant not changed.
 
-use corkboard_board::{StoreError, TenantId, ValidationError};
+use corkboard_board::{GrantId, StoreError, TenantId, Timestamp, ValidationError};
 use thiserror::Error;
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -19,6 +19,23 @@ pub enum RegistryError {
          (live_grants_per_tenant_max); revoke grants it no longer needs"
     )]
     GrantLimit { tenant: TenantId, max: usize },
+    /// A revoked grant cannot be renewed.
+    #[error("grant {0} is revoked; a revoked grant cannot be renewed (issue a new one)")]
+    RenewRevoked(GrantId),
+    /// An expired grant cannot be renewed.
+    #[error("grant {0} has expired; an expired grant cannot be renewed (issue a new one)")]
+    RenewExpired(GrantId),
+    /// The renewal would take the grant past its maximum lifetime,
+    /// counted from its creation; nothing was changed.
+    #[error(
+        "grant {grant} may live at most {max_secs}s from its creation, until {limit} \
+         (grant_max_lifetime_secs or the tenant's grant_max_lifetime); renew it to at most that"
+    )]
+    LifetimeLimit {
+        grant: GrantId,
+        max_secs: u64,
+        limit: Timestamp,
+    },
     /// The registry backend cannot be reached; fail closed.
     #[error("token registry unavailable: {0}")]
     Unavailable(String),

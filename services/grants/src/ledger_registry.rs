@@ -147,11 +147,12 @@ impl TokenRegistry for LedgerRegistry {
             return self.read(hash).await;
         };
         if let Some(grant) = cache.fresh(hash) {
-            if grant.is_expired_at(Timestamp::now()) {
-                cache.forget(hash);
-                return Err(RegistryError::Expired);
+            if !grant.is_expired_at(Timestamp::now()) {
+                return Ok(grant);
             }
-            return Ok(grant);
+            // Expired as cached; another process may have renewed it since,
+            // so the ledger decides.
+            cache.forget(hash);
         }
         let read_since = cache.revocations.load(Ordering::SeqCst);
         match self.read(hash).await {
@@ -164,6 +165,16 @@ impl TokenRegistry for LedgerRegistry {
                 Err(err)
             }
         }
+    }
+
+    async fn renew(&self, grant: &Grant, _hash: &TokenHash) -> Result<bool, RegistryError> {
+        // The ledger write that precedes this call is the renewal; a cached
+        // copy with the old expiry is dropped so this process sees it at
+        // once (other processes within `LEDGER_CACHE_TTL`).
+        if let Some(cache) = &self.cache {
+            cache.forget_where(|cached| cached.id == grant.id);
+        }
+        Ok(true)
     }
 
     async fn revoke(&self, grant: &GrantId) -> Result<bool, RegistryError> {
@@ -259,6 +270,10 @@ impl<R: TokenRegistry> TokenRegistry for ReadThroughRegistry<R> {
             }
             other => other,
         }
+    }
+
+    async fn renew(&self, grant: &Grant, hash: &TokenHash) -> Result<bool, RegistryError> {
+        self.shared.renew(grant, hash).await
     }
 
     async fn revoke(&self, grant: &GrantId) -> Result<bool, RegistryError> {

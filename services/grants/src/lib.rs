@@ -42,5 +42,8 @@ pub use redis_conn::{RedisConn, RedisConnector};
 pub use redis_sub::{Subscription, SubscriptionHandler, Topic};
 pub use registry::TokenRegistry;
 pub use run_key::RunKey;
-pub use service::{GrantRequest, GrantService, IssuedGrant, mcp_client_config};
+pub use service::{
+    DEFAULT_MAX_LIFETIME, GrantRequest, GrantService, IssuedGrant, MAX_TTL, Renewal,
+    mcp_client_config,
+};
 pub use token::{RunToken, TokenHash};

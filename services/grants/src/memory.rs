@@ -81,6 +81,17 @@ impl TokenRegistry for MemoryRegistry {
         Ok(grant)
     }
 
+    async fn renew(&self, grant: &Grant, hash: &TokenHash) -> Result<bool, RegistryError> {
+        let mut inner = self.write();
+        Ok(match inner.by_hash.get_mut(hash) {
+            Some(held) if held.id == grant.id => {
+                *held = grant.clone();
+                true
+            }
+            _ => false,
+        })
+    }
+
     async fn revoke(&self, grant: &GrantId) -> Result<bool, RegistryError> {
         let mut inner = self.write();
         Ok(match inner.hash_by_grant.remove(grant) {

@@ -16,6 +16,12 @@
 //! alive within [`SUBSCRIPTION_TRUST`], the cache is bypassed (and cleared
 //! once the loss is noticed), since invalidations may be missed then.
 //!
+//! Renewal rewrites `{p}tok:{hash}` only if it still exists (`SET ... XX`,
+//! so a revocation that deleted it wins), pushes the other keys' expiry
+//! out (`PEXPIREAT ... GT`), then publishes `~<hash>` on the same channel:
+//! every replica drops its cached copy with the old expiry, as it does for
+//! a revocation (the subscription's liveness rules apply unchanged).
+//!
 //! Unknown tokens: a hash found unknown in Redis and in the ledger is
 //! remembered briefly ([`UNKNOWN_CACHE_TTL`]); a registration publishes
 //! `+<hash>` on the same channel so every replica forgets it at once.
@@ -516,6 +522,44 @@ impl TokenRegistry for RedisRegistry {
         Ok(())
     }
 
+    async fn renew(&self, grant: &Grant, hash: &TokenHash) -> Result<bool, RegistryError> {
+        let s = &self.shared;
+        let json = serde_json::to_string(grant)
+            .map_err(|e| StoreError::Internal(format!("cannot encode grant: {e}")))?;
+        let expire_at = grant
+            .expires_at
+            .plus_millis(EXPIRY_SLACK.as_millis() as i64)
+            .as_millis();
+        // The index keys first (GT: never shortened; one key per command,
+        // as Redis Cluster needs), the token last and only if it is still
+        // there: a revocation's DEL wins.
+        for key in [
+            s.keys.run(&grant.tenant, &grant.run),
+            s.keys.grant(&grant.id),
+        ] {
+            s.query::<()>(redis::cmd("PEXPIREAT").arg(key).arg(expire_at).arg("GT"))
+                .await?;
+        }
+        let set: Option<String> = s
+            .query(
+                redis::cmd("SET")
+                    .arg(s.keys.token(hash))
+                    .arg(json)
+                    .arg("PXAT")
+                    .arg(expire_at)
+                    .arg("XX"),
+            )
+            .await?;
+        s.cache.invalidate(hash);
+        s.query::<()>(
+            redis::cmd("PUBLISH")
+                .arg(s.keys.channel())
+                .arg(format!("~{}", hash.to_hex())),
+        )
+        .await?;
+        Ok(set.is_some())
+    }
+
     async fn resolve(&self, hash: &TokenHash) -> Result<Grant, RegistryError> {
         let s = &self.shared;
         let now = Instant::now();
@@ -997,6 +1041,17 @@ impl SubscriptionHandler for Invalidations {
         if let Some(registered) = payload.strip_prefix('+') {
             if let Some(hash) = TokenHash::from_hex(registered) {
                 shared.unknown.remove(&hash);
+            }
+            return;
+        }
+        if let Some(renewed) = payload.strip_prefix('~') {
+            // A renewal: the cached copy has the old expiry.
+            if let Some(hash) = TokenHash::from_hex(renewed) {
+                shared.cache.invalidate(&hash);
+                shared
+                    .counters
+                    .invalidations
+                    .fetch_add(1, Ordering::Relaxed);
             }
             return;
         }

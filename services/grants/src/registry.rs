@@ -17,6 +17,14 @@ pub trait TokenRegistry: Send + Sync + 'static {
     /// backend's grace window.
     async fn resolve(&self, hash: &TokenHash) -> Result<Grant, RegistryError>;
 
+    /// Rewrites the record of a grant that is still registered (a renewal:
+    /// its new expiry), so every replica resolves the new copy within the
+    /// revocation contract's second. Never registers a grant that is gone:
+    /// a revocation racing the renewal wins. `Ok(false)` if `hash` was not
+    /// registered (a read-through registry then finds the renewed grant in
+    /// the ledger).
+    async fn renew(&self, grant: &Grant, hash: &TokenHash) -> Result<bool, RegistryError>;
+
     /// Removes one grant everywhere. `Ok(false)` if it was not registered.
     async fn revoke(&self, grant: &GrantId) -> Result<bool, RegistryError>;
 

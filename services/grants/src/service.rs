@@ -4,13 +4,30 @@ use crate::error::RegistryError;
 use crate::registry::TokenRegistry;
 use crate::token::RunToken;
 use corkboard_board::{
-    Capabilities, Grant, GrantEvent, GrantId, GrantLedger, RunId, TenantId, Timestamp,
+    Capabilities, Grant, GrantEvent, GrantId, GrantLedger, GrantStatus, RunId, TenantId, Timestamp,
 };
 use std::sync::Arc;
 use std::time::Duration;
 
 /// Longest lifetime a grant may be given.
 pub const MAX_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// How long a grant may live in all, from its creation, renewals included,
+/// unless configured otherwise (`grant_max_lifetime_secs`, or per tenant).
+pub const DEFAULT_MAX_LIFETIME: Duration = MAX_TTL;
+
+/// How a renewal moves a grant's expiry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Renewal {
+    /// To this instant (later than the current expiry).
+    Until(Timestamp),
+    /// The current expiry plus this much.
+    ExtendBy(Duration),
+    /// To now plus this much, capped at the maximum lifetime instead of
+    /// refused past it: the keep-alive of a run that lives as long as its
+    /// process (`corkboard run`). Never shortens the grant.
+    KeepAlive(Duration),
+}
 
 /// What to grant.
 #[derive(Debug, Clone)]
@@ -36,6 +53,7 @@ pub struct GrantService {
     ledger: Arc<dyn GrantLedger>,
     registry: Arc<dyn TokenRegistry>,
     live_grants_max: usize,
+    max_lifetime: Duration,
 }
 
 impl std::fmt::Debug for GrantService {
@@ -53,7 +71,32 @@ impl GrantService {
             ledger,
             registry,
             live_grants_max: Self::DEFAULT_LIVE_GRANTS_MAX,
+            max_lifetime: DEFAULT_MAX_LIFETIME,
         }
+    }
+
+    /// Sets how long a grant may live in all, counted from its creation:
+    /// renewals past it are refused ([`RegistryError::LifetimeLimit`]) or,
+    /// for a keep-alive, capped. A tenant's own shorter setting wins.
+    pub fn with_max_lifetime(mut self, max: Duration) -> Self {
+        self.max_lifetime = max.max(Duration::from_secs(1));
+        self
+    }
+
+    /// The maximum lifetime that applies to grants of `tenant`: the
+    /// configured one, or the tenant's own setting in the ledger when that
+    /// is shorter (a tenant admin may tighten the operator's limit, never
+    /// loosen it).
+    pub async fn max_lifetime_for(&self, tenant: &TenantId) -> Result<Duration, RegistryError> {
+        let policy = self.ledger.grant_policy(tenant).await?;
+        Ok(policy.max_lifetime_secs.map_or(self.max_lifetime, |own| {
+            Duration::from_secs(own).min(self.max_lifetime)
+        }))
+    }
+
+    /// The configured maximum lifetime (before any tenant's own).
+    pub fn max_lifetime(&self) -> Duration {
+        self.max_lifetime
     }
 
     /// Sets how many live (neither revoked nor expired) grants one tenant
@@ -93,6 +136,19 @@ impl GrantService {
             )
             .into());
         }
+        let max = self.max_lifetime_for(&request.tenant).await?;
+        if request.ttl > max {
+            return Err(corkboard_board::ValidationError::new(
+                "ttl",
+                format!(
+                    "must be at most {}s, the maximum lifetime of tenant {}'s grants \
+                     (grant_max_lifetime_secs or the tenant's max_lifetime)",
+                    max.as_secs(),
+                    request.tenant
+                ),
+            )
+            .into());
+        }
         let now = Timestamp::now();
         // Checked before recording, not under a lock: grants issued at the
         // same instant (here or on another replica) may each see room and
@@ -123,6 +179,99 @@ impl GrantService {
             return Err(err);
         }
         Ok(IssuedGrant { grant, token })
+    }
+
+    /// The lifetime of a run's grant: what the run asked for, capped by the
+    /// tenant's own `run_ttl` when it has one (a run may ask for less,
+    /// never more); `default` when neither says.
+    pub async fn run_ttl(
+        &self,
+        tenant: &TenantId,
+        asked: Option<Duration>,
+        default: Duration,
+    ) -> Result<Duration, RegistryError> {
+        let policy = self.ledger.grant_policy(tenant).await?;
+        Ok(
+            match (asked, policy.run_ttl_secs.map(Duration::from_secs)) {
+                (Some(asked), Some(tenant)) => asked.min(tenant),
+                (None, Some(tenant)) => tenant,
+                (Some(asked), None) => asked,
+                (None, None) => default,
+            },
+        )
+    }
+
+    /// Extends a live grant's expiry without changing its token: the ledger
+    /// first (atomically with the check that the grant is live there), then
+    /// the registry, whose copies on every replica are replaced within the
+    /// revocation contract's second. Revoked grants are refused with
+    /// [`RegistryError::RenewRevoked`], expired ones with
+    /// [`RegistryError::RenewExpired`], a new expiry past the maximum
+    /// lifetime with [`RegistryError::LifetimeLimit`].
+    ///
+    /// If the registry step fails, the ledger holds the new expiry and the
+    /// error is returned: renewing again (idempotent for `Until` and
+    /// `KeepAlive`) brings the registry up to date.
+    pub async fn renew(&self, id: &GrantId, how: Renewal) -> Result<GrantEvent, RegistryError> {
+        let event = self.ledger.grant(id).await.map_err(|err| match err {
+            corkboard_board::StoreError::NotFound { .. } => RegistryError::GrantNotFound,
+            other => other.into(),
+        })?;
+        let now = Timestamp::now();
+        match event.status_at(now) {
+            GrantStatus::Revoked => return Err(RegistryError::RenewRevoked(id.clone())),
+            GrantStatus::Expired => return Err(RegistryError::RenewExpired(id.clone())),
+            GrantStatus::Active => {}
+        }
+        let max = self.max_lifetime_for(&event.grant.tenant).await?;
+        let limit = event
+            .grant
+            .created_at
+            .plus_millis(i64::try_from(max.as_millis()).unwrap_or(i64::MAX));
+        let current = event.grant.expires_at;
+        let wanted = match how {
+            Renewal::Until(at) => {
+                if at <= current {
+                    return Err(corkboard_board::ValidationError::new(
+                        "expires_at",
+                        format!("must be later than the grant's current expiry, {current}"),
+                    )
+                    .into());
+                }
+                at
+            }
+            Renewal::ExtendBy(by) | Renewal::KeepAlive(by) if by.is_zero() => {
+                return Err(corkboard_board::ValidationError::new(
+                    "extend_by",
+                    "must be at least 1s",
+                )
+                .into());
+            }
+            Renewal::ExtendBy(by) => current.plus_millis(millis(by)),
+            Renewal::KeepAlive(by) => now.plus_millis(millis(by)).min(limit),
+        };
+        if wanted > limit {
+            return Err(RegistryError::LifetimeLimit {
+                grant: id.clone(),
+                max_secs: max.as_secs(),
+                limit,
+            });
+        }
+        if wanted <= current {
+            // A keep-alive that would not extend (capped, or early).
+            return Ok(event);
+        }
+        let renewed = self.ledger.record_expiry(id, wanted, now).await?;
+        if renewed.revoked_at.is_some() {
+            return Err(RegistryError::RenewRevoked(id.clone()));
+        }
+        if renewed.grant.expires_at != wanted {
+            return Err(RegistryError::RenewExpired(id.clone()));
+        }
+        if let Some(hash) = crate::token::TokenHash::from_hex(&renewed.token_hash) {
+            self.registry.renew(&renewed.grant, &hash).await?;
+        }
+        Ok(renewed)
     }
 
     /// Revokes one grant: ledger first, so the revocation survives a
@@ -200,6 +349,10 @@ impl GrantService {
         }
         Ok(count)
     }
+}
+
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
 /// The MCP client configuration for a run, in Claude Code's `--mcp-config`

@@ -200,6 +200,27 @@ impl GrantLedger for Counting {
     ) -> Result<GrantEvent, StoreError> {
         self.inner.record_revocation(id, by, at).await
     }
+    async fn record_expiry(
+        &self,
+        id: &GrantId,
+        expires_at: Timestamp,
+        now: Timestamp,
+    ) -> Result<GrantEvent, StoreError> {
+        self.inner.record_expiry(id, expires_at, now).await
+    }
+    async fn grant_policy(
+        &self,
+        tenant: &TenantId,
+    ) -> Result<corkboard_board::GrantPolicy, StoreError> {
+        self.inner.grant_policy(tenant).await
+    }
+    async fn set_grant_policy(
+        &self,
+        tenant: &TenantId,
+        policy: &corkboard_board::GrantPolicy,
+    ) -> Result<(), StoreError> {
+        self.inner.set_grant_policy(tenant, policy).await
+    }
     async fn grant(&self, id: &GrantId) -> Result<GrantEvent, StoreError> {
         self.inner.grant(id).await
     }

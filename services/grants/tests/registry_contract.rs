@@ -365,6 +365,79 @@ mod cases {
         }
     }
 
+    /// A renewal (same token, later expiry) reaches the other instance,
+    /// whose cache held the old copy, within the revocation contract; the
+    /// token then works there past its old expiry.
+    pub async fn renewal_reaches_another_instance(fx: &Fixture) {
+        let (g, hash, _) = grant("acme", "run-1", 2_000);
+        fx.registry.register(&g, &hash).await.unwrap();
+        // Warm both caches with the old expiry.
+        for _ in 0..2 {
+            assert_eq!(fx.registry.resolve(&hash).await.unwrap(), g);
+            assert_eq!(fx.peer.resolve(&hash).await.unwrap(), g);
+        }
+        let peer_before = fx.redis.as_ref().map(|(_, peer)| peer.stats());
+        let mut renewed = g.clone();
+        renewed.expires_at = Timestamp::now().plus_millis(HOUR_MS);
+        let renew_started = Instant::now();
+        assert!(fx.registry.renew(&renewed, &hash).await.unwrap());
+        assert_eq!(
+            fx.registry.resolve(&hash).await.unwrap(),
+            renewed,
+            "the renewing instance sees the new expiry at once"
+        );
+        let (took, _) = poll_until(fx.peer.as_ref(), &hash, PROPAGATION_DEADLINE, |r| {
+            r.as_ref()
+                .is_ok_and(|got| got.expires_at == renewed.expires_at)
+        })
+        .await;
+        eprintln!(
+            "renewal: the other instance saw the new expiry {took:?} after renew() returned              ({:?} after it started)",
+            renew_started.elapsed()
+        );
+        if let (Some((_, peer)), Some(before)) = (&fx.redis, peer_before) {
+            assert!(
+                peer.stats().invalidations_received > before.invalidations_received,
+                "the other instance's cached copy was not invalidated"
+            );
+        }
+        let wait = g.expires_at.as_millis() - Timestamp::now().as_millis() + 50;
+        if wait > 0 {
+            tokio::time::sleep(Duration::from_millis(wait as u64)).await;
+        }
+        assert_eq!(
+            fx.peer.resolve(&hash).await.unwrap(),
+            renewed,
+            "past its old expiry the token works on the other instance"
+        );
+        assert_eq!(fx.registry.resolve(&hash).await.unwrap(), renewed);
+    }
+
+    /// A renewal after a revocation leaves the grant revoked (the revoking
+    /// call deleted it; renewal only rewrites what is still there).
+    pub async fn renewal_never_resurrects_a_revoked_grant(fx: &Fixture) {
+        let (g, hash, _) = grant("acme", "run-1", HOUR_MS);
+        fx.registry.register(&g, &hash).await.unwrap();
+        assert!(fx.peer.resolve(&hash).await.is_ok());
+        assert!(fx.registry.revoke(&g.id).await.unwrap());
+        let mut renewed = g.clone();
+        renewed.expires_at = g.expires_at.plus_millis(HOUR_MS);
+        assert!(
+            !fx.registry.renew(&renewed, &hash).await.unwrap(),
+            "nothing to renew"
+        );
+        let here = fx.registry.resolve(&hash).await;
+        assert!(is_refused(&here), "{here:?}");
+        poll_until(fx.peer.as_ref(), &hash, PROPAGATION_DEADLINE, is_refused).await;
+        if fx.redis.is_some() {
+            let stored = fx.stored();
+            assert!(
+                !stored.iter().any(|(k, _)| k.contains(&hash.to_hex())),
+                "the renewal wrote the revoked token back: {stored:?}"
+            );
+        }
+    }
+
     pub async fn cache_never_serves_a_revoked_grant(fx: &Fixture) {
         let (g, hash, _) = grant("acme", "run-1", HOUR_MS);
         fx.registry.register(&g, &hash).await.unwrap();
@@ -586,6 +659,8 @@ contract!(memory:
     revoke_refuses_the_grant,
     revoke_run_refuses_every_grant_of_the_run,
     revocation_reaches_another_instance,
+    renewal_reaches_another_instance,
+    renewal_never_resurrects_a_revoked_grant,
     cache_never_serves_a_revoked_grant,
 );
 
@@ -596,6 +671,8 @@ contract!(redis_single:
     revoke_refuses_the_grant,
     revoke_run_refuses_every_grant_of_the_run,
     revocation_reaches_another_instance,
+    renewal_reaches_another_instance,
+    renewal_never_resurrects_a_revoked_grant,
     cache_never_serves_a_revoked_grant,
     outage_fails_closed_and_recovers,
     hung_redis_fails_closed_within_bounds,
@@ -608,6 +685,8 @@ contract!(redis_cluster:
     revoke_refuses_the_grant,
     revoke_run_refuses_every_grant_of_the_run,
     revocation_reaches_another_instance,
+    renewal_reaches_another_instance,
+    renewal_never_resurrects_a_revoked_grant,
     cache_never_serves_a_revoked_grant,
     outage_fails_closed_and_recovers,
     hung_redis_fails_closed_within_bounds,

@@ -853,7 +853,10 @@ async function showGrants({ focus } = {}) {
     el('div', { class: 'toolbar' },
       el('label', {}, toggle, ' Show revoked and expired grants'),
       app.session.can_manage ? null : el('span', { class: 'muted', id: 'read-only' }, 'Read-only: your role cannot revoke.')),
-    el('div', { id: 'grants-body' }, el('p', { class: 'loading' }, 'Loading grants…')));
+    el('div', { id: 'grants-body' }, el('p', { class: 'loading' }, 'Loading grants…')),
+    el('section', { id: 'webhooks', 'aria-labelledby': 'webhooks-heading' },
+      el('h2', { id: 'webhooks-heading' }, 'Webhooks'),
+      el('div', { id: 'webhooks-body' }, el('p', { class: 'loading' }, 'Loading webhooks…'))));
   if (focus) focusMain();
   if (await loadGrants()) connectEvents();
 }
@@ -866,6 +869,7 @@ async function loadGrants() {
     state.grants = page.grants;
     state.next = page.next_cursor;
     preservingFocus(renderGrants);
+    loadWebhooks();
     return true;
   } catch (e) {
     if (app.grants !== state) return false;
@@ -937,6 +941,36 @@ function renderGrants() {
   const parts = [...sections];
   if (next) parts.push(el('p', { class: 'more' }, el('button', { type: 'button', class: 'secondary', onclick: loadMoreGrants }, 'Load more grants')));
   body.replaceChildren(...parts);
+}
+
+// The tenant's webhook endpoints and how their deliveries are going
+// (registered through the admin API or `corkboard webhook`).
+async function loadWebhooks() {
+  const body = $('webhooks-body');
+  if (!body) return;
+  try {
+    const { webhooks } = await api('GET', tenantPath('/webhooks'));
+    if (!webhooks.length) {
+      body.replaceChildren(el('p', { class: 'empty-column', id: 'no-webhooks' }, 'No webhook endpoints on this tenant.'));
+      return;
+    }
+    body.replaceChildren(el('div', { class: 'table-wrap' }, el('table', {},
+      el('caption', { class: 'visually-hidden' }, 'Webhook endpoints and their last delivery'),
+      el('thead', {}, el('tr', {}, ['Endpoint', 'Events', 'Pending', 'Delivered', 'Given up', 'Dropped', 'Last attempt', 'Last status', 'Last error']
+        .map((h) => el('th', { scope: 'col' }, h)))),
+      el('tbody', {}, webhooks.map((w) => el('tr', { dataset: { webhookId: w.id } },
+        el('td', { class: 'mono' }, w.url),
+        el('td', {}, w.events.join(', ')),
+        el('td', {}, String(w.status.pending)),
+        el('td', {}, String(w.status.delivered)),
+        el('td', { class: w.status.dead ? 'status-revoked' : '' }, String(w.status.dead)),
+        el('td', {}, String(w.status.dropped)),
+        el('td', {}, w.status.last_attempt_at ? timeEl(w.status.last_attempt_at) : '—'),
+        el('td', {}, w.status.last_status == null ? '—' : String(w.status.last_status)),
+        el('td', {}, w.status.last_error ?? '')))))));
+  } catch (e) {
+    body.replaceChildren(el('p', { class: 'notice', role: 'alert' }, `Cannot load webhooks: ${e.message}`));
+  }
 }
 
 async function revokeGrant(grant) {

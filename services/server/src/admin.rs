@@ -10,11 +10,11 @@ use crate::web::WebAuth;
 use actix_web::{HttpResponse, web};
 use corkboard_api::ApiError;
 use corkboard_board::{
-    AuditQuery, Capabilities, ClaimFilter, CloseReason, GrantEvent, GrantId, IssueId, IssuePatch,
-    IssueState, Label, LabelFilter, Labels, ListQuery, Priority, RunId, TenantId, Timestamp, Title,
-    ValidationError, limits, parse_ttl,
+    AuditQuery, Capabilities, ClaimFilter, CloseReason, GrantEvent, GrantId, GrantPolicy, IssueId,
+    IssuePatch, IssueState, Label, LabelFilter, Labels, ListQuery, Priority, RunId, TenantId,
+    Timestamp, Title, ValidationError, limits, parse_ttl,
 };
-use corkboard_grants::{AdminPrincipal, GrantRequest};
+use corkboard_grants::{AdminPrincipal, GrantRequest, Renewal};
 use serde::Deserialize;
 use serde_json::json;
 use std::time::Duration;
@@ -36,6 +36,12 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 web::delete().to(revoke_grant),
             )
             .route(
+                "/tenants/{tenant}/grants/{grant}",
+                web::patch().to(renew_grant),
+            )
+            .route("/tenants/{tenant}/settings", web::get().to(get_settings))
+            .route("/tenants/{tenant}/settings", web::put().to(put_settings))
+            .route(
                 "/tenants/{tenant}/runs/{run}/revoke",
                 web::post().to(revoke_run),
             )
@@ -46,6 +52,18 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 web::patch().to(update_issue),
             )
             .route("/tenants/{tenant}/audit", web::get().to(list_audit))
+            .route(
+                "/tenants/{tenant}/webhooks",
+                web::post().to(crate::webhook_api::create),
+            )
+            .route(
+                "/tenants/{tenant}/webhooks",
+                web::get().to(crate::webhook_api::list),
+            )
+            .route(
+                "/tenants/{tenant}/webhooks/{webhook}",
+                web::delete().to(crate::webhook_api::delete),
+            )
             .default_service(web::to(|| async {
                 Err::<HttpResponse, _>(ApiError::NotFound("no such API endpoint".into()))
             })),
@@ -78,7 +96,7 @@ async fn me(auth: WebAuth) -> HttpResponse {
     }))
 }
 
-fn tenant_for_read(p: &AdminPrincipal, raw: &str) -> Result<TenantId, ApiError> {
+pub(crate) fn tenant_for_read(p: &AdminPrincipal, raw: &str) -> Result<TenantId, ApiError> {
     let tenant = TenantId::parse(raw)?;
     if !p.can_read(&tenant) {
         return Err(ApiError::Forbidden(format!(
@@ -88,7 +106,7 @@ fn tenant_for_read(p: &AdminPrincipal, raw: &str) -> Result<TenantId, ApiError> 
     Ok(tenant)
 }
 
-fn tenant_for_write(p: &AdminPrincipal, raw: &str) -> Result<TenantId, ApiError> {
+pub(crate) fn tenant_for_write(p: &AdminPrincipal, raw: &str) -> Result<TenantId, ApiError> {
     let tenant = TenantId::parse(raw)?;
     if !p.can_manage(&tenant) {
         return Err(ApiError::Forbidden(format!(
@@ -257,6 +275,106 @@ async fn revoke_grant(
     state.metrics.revocation();
     state.web.grants_changed(&tenant, Some(&revoked.grant.run));
     Ok(HttpResponse::Ok().json(grant_json_checked(&state, &revoked).await))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RenewGrantBody {
+    /// RFC 3339, later than the current expiry.
+    expires_at: Option<String>,
+    /// `30m`, `1h`, ...: added to the current expiry.
+    extend_by: Option<String>,
+}
+
+/// Renewal: the same token, a later expiry (on every replica within a
+/// second), bounded by the grant's maximum lifetime from its creation.
+async fn renew_grant(
+    state: web::Data<AppState>,
+    auth: WebAuth,
+    path: web::Path<(String, String)>,
+    body: web::Json<RenewGrantBody>,
+) -> Result<HttpResponse, ApiError> {
+    let (tenant, grant) = path.into_inner();
+    let tenant = tenant_for_write(&auth.0, &tenant)?;
+    let how =
+        match body.into_inner() {
+            RenewGrantBody {
+                expires_at: Some(at),
+                extend_by: None,
+            } => Renewal::Until(Timestamp::parse_rfc3339(&at).ok_or_else(|| {
+                ValidationError::new("expires_at", "expected an RFC 3339 instant")
+            })?),
+            RenewGrantBody {
+                expires_at: None,
+                extend_by: Some(by),
+            } => Renewal::ExtendBy(parse_ttl(&by)?),
+            _ => {
+                return Err(ApiError::BadRequest(
+                    "give exactly one of expires_at (RFC 3339) or extend_by (e.g. 1h)".into(),
+                ));
+            }
+        };
+    let event = grant_of_tenant(&state, &tenant, &grant).await?;
+    let renewed = state.grants.renew(&event.grant.id, how).await?;
+    state.web.grants_changed(&tenant, Some(&renewed.grant.run));
+    Ok(HttpResponse::Ok().json(grant_json_checked(&state, &renewed).await))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SettingsBody {
+    /// Lifetime of a run's grant (`1h`, ...); `null` or absent: none.
+    run_ttl: Option<String>,
+    /// Longest a grant may live in all, renewals included; at most the
+    /// operator's `grant_max_lifetime_secs`.
+    max_lifetime: Option<String>,
+}
+
+async fn settings_json(state: &AppState, tenant: &TenantId) -> Result<serde_json::Value, ApiError> {
+    let policy = state.store.grant_policy(tenant).await?;
+    let effective = state.grants.max_lifetime_for(tenant).await?;
+    Ok(json!({
+        "tenant": tenant,
+        "run_ttl_secs": policy.run_ttl_secs,
+        "max_lifetime_secs": policy.max_lifetime_secs,
+        "configured_max_lifetime_secs": state.grants.max_lifetime().as_secs(),
+        "effective_max_lifetime_secs": effective.as_secs(),
+    }))
+}
+
+async fn get_settings(
+    state: web::Data<AppState>,
+    auth: WebAuth,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let tenant = tenant_for_read(&auth.0, &path)?;
+    Ok(HttpResponse::Ok().json(settings_json(&state, &tenant).await?))
+}
+
+/// Replaces the tenant's own grant settings (renewal limits).
+async fn put_settings(
+    state: web::Data<AppState>,
+    auth: WebAuth,
+    path: web::Path<String>,
+    body: web::Json<SettingsBody>,
+) -> Result<HttpResponse, ApiError> {
+    let tenant = tenant_for_write(&auth.0, &path)?;
+    let body = body.into_inner();
+    let secs = |field: &'static str, raw: Option<String>| -> Result<Option<u64>, ValidationError> {
+        raw.map(|raw| {
+            parse_ttl(&raw)
+                .map(|d| d.as_secs())
+                .map_err(|e| ValidationError::new(field, e.reason))
+        })
+        .transpose()
+    };
+    let policy = GrantPolicy {
+        run_ttl_secs: secs("run_ttl", body.run_ttl)?,
+        max_lifetime_secs: secs("max_lifetime", body.max_lifetime)?,
+    };
+    policy.validate()?;
+    state.store.set_grant_policy(&tenant, &policy).await?;
+    Ok(HttpResponse::Ok().json(settings_json(&state, &tenant).await?))
 }
 
 async fn revoke_run(

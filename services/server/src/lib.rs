@@ -19,6 +19,8 @@ pub mod state;
 #[cfg(test)]
 mod testing;
 pub mod web;
+mod webhook_api;
+pub mod webhooks;
 
 pub use state::{AppParts, AppState, StartError};
 

@@ -5,9 +5,9 @@
 use async_trait::async_trait;
 use corkboard_board::{
     AuditEntry, AuditLog, AuditQuery, AuditRecord, Author, BoardStore, Claimant, CommentAdded,
-    Created, Grant, GrantEvent, GrantId, GrantLedger, IdempotencyKey, Issue, IssueId, IssuePatch,
-    IssueStore, IssueView, ListQuery, NewComment, NewIssue, Page, RunId, StoreError, StoreHealth,
-    TenantId, Timestamp,
+    Created, Grant, GrantEvent, GrantId, GrantLedger, GrantPolicy, IdempotencyKey, Issue, IssueId,
+    IssuePatch, IssueStore, IssueView, ListQuery, NewComment, NewIssue, Page, RunId, StoreError,
+    StoreHealth, TenantId, Timestamp,
 };
 use corkboard_telemetry::Metrics;
 use std::future::Future;
@@ -160,6 +160,36 @@ impl GrantLedger for MeteredStore {
         .await
     }
 
+    async fn record_expiry(
+        &self,
+        id: &GrantId,
+        expires_at: Timestamp,
+        now: Timestamp,
+    ) -> Result<GrantEvent, StoreError> {
+        self.timed(
+            "record_expiry",
+            self.inner.record_expiry(id, expires_at, now),
+        )
+        .await
+    }
+
+    async fn grant_policy(&self, tenant: &TenantId) -> Result<GrantPolicy, StoreError> {
+        self.timed("grant_policy", self.inner.grant_policy(tenant))
+            .await
+    }
+
+    async fn set_grant_policy(
+        &self,
+        tenant: &TenantId,
+        policy: &GrantPolicy,
+    ) -> Result<(), StoreError> {
+        self.timed(
+            "set_grant_policy",
+            self.inner.set_grant_policy(tenant, policy),
+        )
+        .await
+    }
+
     async fn grant(&self, id: &GrantId) -> Result<GrantEvent, StoreError> {
         self.timed("grant", self.inner.grant(id)).await
     }
@@ -221,5 +251,57 @@ impl AuditLog for MeteredStore {
 impl StoreHealth for MeteredStore {
     async fn check(&self) -> Result<(), StoreError> {
         self.timed("check", self.inner.check()).await
+    }
+}
+
+#[async_trait]
+impl corkboard_board::WebhookStore for MeteredStore {
+    async fn create_webhook(
+        &self,
+        tenant: &TenantId,
+        new: &corkboard_board::NewWebhook,
+        at: Timestamp,
+    ) -> Result<corkboard_board::Webhook, StoreError> {
+        self.timed("create_webhook", self.inner.create_webhook(tenant, new, at))
+            .await
+    }
+
+    async fn list_webhooks(
+        &self,
+        tenant: &TenantId,
+    ) -> Result<Vec<corkboard_board::WebhookWithStatus>, StoreError> {
+        self.timed("list_webhooks", self.inner.list_webhooks(tenant))
+            .await
+    }
+
+    async fn delete_webhook(
+        &self,
+        tenant: &TenantId,
+        id: &corkboard_board::WebhookId,
+    ) -> Result<(), StoreError> {
+        self.timed("delete_webhook", self.inner.delete_webhook(tenant, id))
+            .await
+    }
+
+    async fn claim_deliveries(
+        &self,
+        now: Timestamp,
+        lease: std::time::Duration,
+        limit: u32,
+    ) -> Result<Vec<corkboard_board::ClaimedDelivery>, StoreError> {
+        self.timed(
+            "claim_deliveries",
+            self.inner.claim_deliveries(now, lease, limit),
+        )
+        .await
+    }
+
+    async fn record_attempt(
+        &self,
+        id: &corkboard_board::DeliveryId,
+        outcome: &corkboard_board::AttemptOutcome,
+    ) -> Result<(), StoreError> {
+        self.timed("record_attempt", self.inner.record_attempt(id, outcome))
+            .await
     }
 }

@@ -105,7 +105,10 @@ impl AppState {
         } = parts;
         let ledger: Arc<dyn corkboard_board::GrantLedger> = store.clone();
         let grants = GrantService::new(ledger, registry)
-            .with_live_grants_max(settings.live_grants_per_tenant_max);
+            .with_live_grants_max(settings.live_grants_per_tenant_max)
+            .with_max_lifetime(std::time::Duration::from_secs(
+                settings.grant_max_lifetime_secs,
+            ));
         let audit = AuditWriter::spawn_with_metrics(store.clone(), Some(metrics.clone()));
         let tool_audit: Arc<dyn AuditSink> = Arc::new(crate::web::EventPublishingSink::new(
             audit.clone(),

@@ -34,6 +34,8 @@ pub mod fixtures;
 mod grants;
 mod issues;
 mod lists;
+mod renewal;
+mod webhooks;
 
 pub use audit::*;
 pub use claims::*;
@@ -41,6 +43,8 @@ pub use concurrency::*;
 pub use grants::*;
 pub use issues::*;
 pub use lists::*;
+pub use renewal::*;
+pub use webhooks::*;
 
 use corkboard_board::BoardStore;
 use std::future::Future;
@@ -133,6 +137,11 @@ macro_rules! store_contract_tests {
             case_list_grants,
             case_active_grants_exclude_revoked_and_expired,
             case_revoked_grants_are_the_unexpired_revocations,
+            case_grant_renewal_moves_only_a_live_grants_expiry,
+            case_grant_policy_is_per_tenant,
+            case_webhook_outbox_follows_the_tenants_board_writes,
+            case_webhook_deliveries_are_leased_retried_and_given_up,
+            case_webhook_endpoints_are_bounded_and_deleted_with_their_deliveries,
             case_audit_append_and_list,
             case_audit_filters_and_limit,
             case_audit_tenant_isolation,
@@ -180,6 +189,8 @@ mod tests {
             include_str!("grants.rs"),
             include_str!("issues.rs"),
             include_str!("lists.rs"),
+            include_str!("renewal.rs"),
+            include_str!("webhooks.rs"),
         ];
         let defined: BTreeSet<&str> = sources
             .iter()

@@ -32,6 +32,7 @@ use crate::query::list_filter;
 use crate::schema::idem_field;
 use crate::store::MongoStore;
 use async_trait::async_trait;
+use corkboard_board::webhook::{self, WebhookEvent};
 use corkboard_board::{
     Author, ClaimCheck, Claimant, Comment, CommentAdded, CommentId, Created, GrantLedger,
     IdempotencyKey, Issue, IssueId, IssuePatch, IssueStore, IssueView, ListQuery, NewComment,
@@ -726,27 +727,35 @@ impl IssueStore for MongoStore {
         new: NewIssue,
         key: Option<&IdempotencyKey>,
     ) -> Result<Created, StoreError> {
-        self.bounded_write("create_issue", async {
-            new.validate()?;
-            self.ensure_tenant(tenant).await?;
-            self.check_relations(tenant, None, &new.related(), new.parent.as_ref())
-                .await?;
-            match key {
-                Some(key) => self.create_with_key(tenant, author, new, key).await,
-                None => {
-                    let issue = new.into_issue(tenant.clone(), author.clone(), Timestamp::now());
-                    self.issues(tenant)
-                        .insert_one(issue_doc(&issue))
-                        .await
-                        .map_err(|e| store_error(&e))?;
-                    Ok(Created {
-                        issue,
-                        replayed: false,
-                    })
+        let created = self
+            .bounded_write("create_issue", async {
+                new.validate()?;
+                self.ensure_tenant(tenant).await?;
+                self.check_relations(tenant, None, &new.related(), new.parent.as_ref())
+                    .await?;
+                match key {
+                    Some(key) => self.create_with_key(tenant, author, new, key).await,
+                    None => {
+                        let issue =
+                            new.into_issue(tenant.clone(), author.clone(), Timestamp::now());
+                        self.issues(tenant)
+                            .insert_one(issue_doc(&issue))
+                            .await
+                            .map_err(|e| store_error(&e))?;
+                        Ok(Created {
+                            issue,
+                            replayed: false,
+                        })
+                    }
                 }
-            }
-        })
-        .await
+            })
+            .await?;
+        if !created.replayed {
+            let data = webhook::issue_summary(&created.issue);
+            self.queue_after(tenant, WebhookEvent::IssueCreated, data)
+                .await;
+        }
+        Ok(created)
     }
 
     async fn get_issue(&self, tenant: &TenantId, id: &IssueId) -> Result<Issue, StoreError> {
@@ -809,15 +818,33 @@ impl IssueStore for MongoStore {
         }
         // No index set-up here: an update never creates a document (or a
         // collection), so it has nothing to wait for.
-        self.bounded_write("update_issue", async {
-            if is_blind(&patch) {
-                self.apply_patch(tenant, id, &patch, expected_version).await
-            } else {
-                self.apply_patch_read_first(tenant, id, &patch, expected_version)
-                    .await
+        let (before, issue) = self
+            .bounded_write("update_issue", async {
+                // Read first only for a tenant with webhooks, to tell a
+                // close from another update (a close racing this one may
+                // be reported twice); inside the bound like the write.
+                let before = if self.has_webhooks(tenant).await {
+                    self.find_issue(tenant, id).await.ok().flatten()
+                } else {
+                    None
+                };
+                let issue = if is_blind(&patch) {
+                    self.apply_patch(tenant, id, &patch, expected_version)
+                        .await?
+                } else {
+                    self.apply_patch_read_first(tenant, id, &patch, expected_version)
+                        .await?
+                };
+                Ok((before, issue))
+            })
+            .await?;
+        if let Some(before) = before {
+            for event in webhook::issue_events(Some(&before), &issue) {
+                self.queue_after(tenant, event, webhook::issue_summary(&issue))
+                    .await;
             }
-        })
-        .await
+        }
+        Ok(issue)
     }
 
     async fn get_issue_view(
@@ -874,30 +901,39 @@ impl IssueStore for MongoStore {
         comment: NewComment,
         key: Option<&IdempotencyKey>,
     ) -> Result<CommentAdded, StoreError> {
-        self.bounded_write("add_comment", async {
-            match key {
-                Some(key) => {
-                    // The key's record is an insert, guarded by the unique
-                    // index; a plain comment only updates its issue.
-                    self.ensure_tenant(tenant).await?;
-                    self.comment_with_key(tenant, author, comment, key).await
+        let added = self
+            .bounded_write("add_comment", async {
+                match key {
+                    Some(key) => {
+                        // The key's record is an insert, guarded by the unique
+                        // index; a plain comment only updates its issue.
+                        self.ensure_tenant(tenant).await?;
+                        self.comment_with_key(tenant, author, comment, key).await
+                    }
+                    None => {
+                        let new = Comment {
+                            id: CommentId::generate(),
+                            body: comment.body,
+                            author: author.clone(),
+                            created_at: Timestamp::now(),
+                        };
+                        let issue = self.push_comment(tenant, &comment.issue, &new).await?;
+                        Ok(CommentAdded {
+                            issue,
+                            comment: new,
+                            replayed: false,
+                        })
+                    }
                 }
-                None => {
-                    let new = Comment {
-                        id: CommentId::generate(),
-                        body: comment.body,
-                        author: author.clone(),
-                        created_at: Timestamp::now(),
-                    };
-                    let issue = self.push_comment(tenant, &comment.issue, &new).await?;
-                    Ok(CommentAdded {
-                        issue,
-                        comment: new,
-                        replayed: false,
-                    })
-                }
-            }
-        })
-        .await
+            })
+            .await?;
+        if !added.replayed {
+            let mut data = webhook::issue_summary(&added.issue);
+            data["comment"] =
+                serde_json::json!({ "id": added.comment.id, "author": added.comment.author });
+            self.queue_after(tenant, WebhookEvent::IssueCommented, data)
+                .await;
+        }
+        Ok(added)
     }
 }

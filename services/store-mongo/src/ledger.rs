@@ -4,8 +4,9 @@ use crate::codec::{date, field, grant_doc, grant_field, grant_from_doc};
 use crate::error::{is_duplicate_key, store_error};
 use crate::store::MongoStore;
 use async_trait::async_trait;
+use corkboard_board::WebhookEvent;
 use corkboard_board::{
-    Grant, GrantEvent, GrantId, GrantLedger, RunId, StoreError, TenantId, Timestamp,
+    Grant, GrantEvent, GrantId, GrantLedger, GrantPolicy, RunId, StoreError, TenantId, Timestamp,
     ValidationError, limits,
 };
 use mongodb::Cursor;
@@ -46,9 +47,10 @@ impl MongoStore {
     }
 }
 
-#[async_trait]
-impl GrantLedger for MongoStore {
-    async fn record_grant(&self, grant: &Grant, token_hash: &str) -> Result<(), StoreError> {
+impl MongoStore {
+    /// The grant write itself; [`GrantLedger::record_grant`] queues its
+    /// webhook deliveries after it.
+    async fn record_grant_only(&self, grant: &Grant, token_hash: &str) -> Result<(), StoreError> {
         self.bounded_write("record_grant", async {
             // The unique token-hash index must exist before the first
             // grant goes in (it does after `connect`; this covers
@@ -79,7 +81,8 @@ impl GrantLedger for MongoStore {
         .await
     }
 
-    async fn record_revocation(
+    /// The revocation write itself (see [`Self::record_grant_only`]).
+    async fn record_revocation_only(
         &self,
         id: &GrantId,
         by: &str,
@@ -117,6 +120,84 @@ impl GrantLedger for MongoStore {
             Ok(event)
         })
         .await
+    }
+}
+
+#[async_trait]
+impl GrantLedger for MongoStore {
+    async fn record_grant(&self, grant: &Grant, token_hash: &str) -> Result<(), StoreError> {
+        self.record_grant_only(grant, token_hash).await?;
+        let data = serde_json::json!({ "run": {
+            "id": grant.run, "grant": grant.id, "capabilities": grant.capabilities,
+            "expires_at": grant.expires_at,
+        } });
+        self.queue_after(&grant.tenant, WebhookEvent::RunStarted, data)
+            .await;
+        Ok(())
+    }
+
+    async fn record_revocation(
+        &self,
+        id: &GrantId,
+        by: &str,
+        at: Timestamp,
+    ) -> Result<GrantEvent, StoreError> {
+        let event = self.record_revocation_only(id, by, at).await?;
+        // Only the revocation that took effect, not a repeat.
+        if event.revoked_at == Some(at) && event.revoked_by.as_deref() == Some(by) {
+            let data = serde_json::json!({ "run": {
+                "id": event.grant.run, "grant": event.grant.id, "revoked_by": by,
+            } });
+            self.queue_after(&event.grant.tenant, WebhookEvent::RunEnded, data)
+                .await;
+        }
+        Ok(event)
+    }
+
+    async fn record_expiry(
+        &self,
+        id: &GrantId,
+        expires_at: Timestamp,
+        now: Timestamp,
+    ) -> Result<GrantEvent, StoreError> {
+        self.bounded_write("record_expiry", async {
+            // Live at `now` in the filter: a revoked or expired grant is
+            // not matched and stays as it is (one atomic document update).
+            let updated = self
+                .grants()
+                .find_one_and_update(
+                    doc! {
+                        field::ID: id.as_str(),
+                        grant_field::REVOKED_AT: Bson::Null,
+                        grant_field::EXPIRES_AT: { "$gt": date(now) },
+                    },
+                    doc! { "$set": { grant_field::EXPIRES_AT: date(expires_at) } },
+                )
+                .return_document(ReturnDocument::After)
+                .max_time(self.max_time())
+                .await
+                .map_err(|e| store_error(&e))?;
+            match updated {
+                Some(doc) => grant_from_doc(&doc),
+                None => self
+                    .find_grant(doc! { field::ID: id.as_str() })
+                    .await?
+                    .ok_or_else(|| grant_not_found(id)),
+            }
+        })
+        .await
+    }
+
+    async fn grant_policy(&self, tenant: &TenantId) -> Result<GrantPolicy, StoreError> {
+        self.load_policy(tenant).await
+    }
+
+    async fn set_grant_policy(
+        &self,
+        tenant: &TenantId,
+        policy: &GrantPolicy,
+    ) -> Result<(), StoreError> {
+        self.store_policy(tenant, policy).await
     }
 
     async fn grant(&self, id: &GrantId) -> Result<GrantEvent, StoreError> {

@@ -37,9 +37,11 @@ mod error;
 mod issues;
 mod ledger;
 mod options;
+mod policy;
 mod query;
 pub mod schema;
 mod store;
+mod webhooks;
 
 pub use audit::AUDIT_PAGE_MAX;
 pub use error::MongoStoreError;

@@ -244,6 +244,10 @@ impl MongoStore {
         self.inner.db.collection(&schema::audit(tenant))
     }
 
+    pub(crate) fn database(&self) -> &Database {
+        &self.inner.db
+    }
+
     pub(crate) fn grants(&self) -> Collection<Document> {
         self.inner.db.collection(schema::GRANTS)
     }

@@ -28,10 +28,12 @@ mod error;
 mod files;
 mod ops;
 mod options;
+mod policy;
 mod query;
 mod readers;
 mod schema;
 mod store;
+mod webhooks;
 mod writer;
 
 pub use error::SqliteError;

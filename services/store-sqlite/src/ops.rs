@@ -347,6 +347,33 @@ pub(crate) enum WriteOp {
         by: String,
         at: Timestamp,
     },
+    RecordExpiry {
+        id: GrantId,
+        expires_at: Timestamp,
+        now: Timestamp,
+    },
+    SetGrantPolicy {
+        tenant: TenantId,
+        policy: corkboard_board::GrantPolicy,
+    },
+    CreateWebhook {
+        tenant: TenantId,
+        new: corkboard_board::NewWebhook,
+        at: Timestamp,
+    },
+    DeleteWebhook {
+        tenant: TenantId,
+        id: corkboard_board::WebhookId,
+    },
+    ClaimDeliveries {
+        now: Timestamp,
+        lease: std::time::Duration,
+        limit: u32,
+    },
+    RecordAttempt {
+        id: corkboard_board::DeliveryId,
+        outcome: corkboard_board::AttemptOutcome,
+    },
     AppendAudit {
         entries: Vec<AuditEntry>,
     },
@@ -369,6 +396,12 @@ impl WriteOp {
             Self::ReleaseIssue { .. } => "release_issue",
             Self::RecordGrant { .. } => "record_grant",
             Self::RecordRevocation { .. } => "record_revocation",
+            Self::RecordExpiry { .. } => "record_expiry",
+            Self::SetGrantPolicy { .. } => "set_grant_policy",
+            Self::CreateWebhook { .. } => "create_webhook",
+            Self::DeleteWebhook { .. } => "delete_webhook",
+            Self::ClaimDeliveries { .. } => "claim_deliveries",
+            Self::RecordAttempt { .. } => "record_attempt",
             Self::AppendAudit { .. } => "append_audit",
         }
     }
@@ -382,10 +415,21 @@ pub(crate) enum WriteOutput {
     Commented(CommentAdded),
     Recorded,
     Revoked(GrantEvent),
+    Renewed(GrantEvent),
+    Webhook(corkboard_board::Webhook),
+    Claimed(Vec<corkboard_board::ClaimedDelivery>),
     Appended,
 }
 
 pub(crate) fn execute(conn: &Connection, op: &WriteOp) -> Result<WriteOutput, OpError> {
+    // The webhook outbox rows a write causes go in with it (webhooks.rs).
+    let before = crate::webhooks::before(conn, op)?;
+    let output = execute_op(conn, op)?;
+    crate::webhooks::after(conn, op, before, &output)?;
+    Ok(output)
+}
+
+fn execute_op(conn: &Connection, op: &WriteOp) -> Result<WriteOutput, OpError> {
     match op {
         WriteOp::CreateIssue {
             tenant,
@@ -426,6 +470,26 @@ pub(crate) fn execute(conn: &Connection, op: &WriteOp) -> Result<WriteOutput, Op
         }
         WriteOp::RecordRevocation { id, by, at } => {
             record_revocation(conn, id, by, *at).map(WriteOutput::Revoked)
+        }
+        WriteOp::RecordExpiry {
+            id,
+            expires_at,
+            now,
+        } => record_expiry(conn, id, *expires_at, *now).map(WriteOutput::Renewed),
+        WriteOp::SetGrantPolicy { tenant, policy } => {
+            crate::policy::store_policy(conn, tenant, policy).map(|()| WriteOutput::Recorded)
+        }
+        WriteOp::CreateWebhook { tenant, new, at } => {
+            crate::webhooks::create_webhook(conn, tenant, new, *at).map(WriteOutput::Webhook)
+        }
+        WriteOp::DeleteWebhook { tenant, id } => {
+            crate::webhooks::delete_webhook(conn, tenant, id).map(|()| WriteOutput::Recorded)
+        }
+        WriteOp::ClaimDeliveries { now, lease, limit } => {
+            crate::webhooks::claim_deliveries(conn, *now, *lease, *limit).map(WriteOutput::Claimed)
+        }
+        WriteOp::RecordAttempt { id, outcome } => {
+            crate::webhooks::record_attempt(conn, id, outcome).map(|()| WriteOutput::Recorded)
         }
         WriteOp::AppendAudit { entries } => {
             append_audit(conn, entries).map(|()| WriteOutput::Appended)
@@ -971,6 +1035,25 @@ fn record_revocation(
          WHERE claim_grant = ?2",
     )?;
     clear.execute(params![at.as_millis(), id.as_str()])?;
+    get_grant(conn, id)
+}
+
+fn record_expiry(
+    conn: &Connection,
+    id: &GrantId,
+    expires_at: Timestamp,
+    now: Timestamp,
+) -> Result<GrantEvent, OpError> {
+    // Live at `now` in the same statement: a revoked or expired grant
+    // matches no row and stays as it is.
+    let mut stmt = conn.prepare_cached(
+        "UPDATE grants SET expires_at = ?1 WHERE id = ?2 AND revoked_at IS NULL AND expires_at > ?3",
+    )?;
+    stmt.execute(params![
+        expires_at.as_millis(),
+        id.as_str(),
+        now.as_millis()
+    ])?;
     get_grant(conn, id)
 }
 

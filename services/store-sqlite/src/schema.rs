@@ -142,6 +142,46 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE audit ADD COLUMN record_id TEXT;
     CREATE UNIQUE INDEX audit_by_record_id ON audit (record_id);
     "#,
+    // 4: tenants' own grant settings (renewal limits; JSON, see policy.rs).
+    r#"
+    CREATE TABLE tenant_settings (
+        tenant       TEXT NOT NULL PRIMARY KEY,
+        grant_policy TEXT NOT NULL
+    ) WITHOUT ROWID;
+    "#,
+    // 5: webhook endpoints and the outbox of their undelivered deliveries
+    // (webhooks.rs).
+    r#"
+    CREATE TABLE webhooks (
+        id              TEXT    NOT NULL PRIMARY KEY,
+        tenant          TEXT    NOT NULL,
+        url             TEXT    NOT NULL,
+        events          TEXT    NOT NULL,
+        secret          TEXT    NOT NULL,
+        created_at      INTEGER NOT NULL,
+        delivered       INTEGER NOT NULL DEFAULT 0,
+        dead            INTEGER NOT NULL DEFAULT 0,
+        dropped         INTEGER NOT NULL DEFAULT 0,
+        last_attempt_at INTEGER,
+        last_status     INTEGER,
+        last_error      TEXT
+    ) WITHOUT ROWID;
+    CREATE INDEX webhooks_by_tenant ON webhooks (tenant, id);
+    CREATE TABLE webhook_outbox (
+        id              TEXT    NOT NULL PRIMARY KEY,
+        tenant          TEXT    NOT NULL,
+        webhook         TEXT    NOT NULL,
+        event           TEXT    NOT NULL,
+        body            TEXT    NOT NULL,
+        created_at      INTEGER NOT NULL,
+        attempts        INTEGER NOT NULL,
+        next_attempt_at INTEGER NOT NULL,
+        lease_until     INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX webhook_outbox_due ON webhook_outbox (next_attempt_at, id);
+    CREATE INDEX webhook_outbox_by_webhook ON webhook_outbox (webhook);
+    CREATE INDEX webhook_outbox_by_tenant ON webhook_outbox (tenant);
+    "#,
 ];
 
 /// The schema version this build writes.

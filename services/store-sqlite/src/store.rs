@@ -10,9 +10,9 @@ use crate::writer::{self, Counters, GroupPolicy, WriteJob, WriteStats};
 use async_trait::async_trait;
 use corkboard_board::{
     AuditEntry, AuditLog, AuditQuery, AuditRecord, Author, Claimant, CommentAdded, Created, Grant,
-    GrantEvent, GrantId, GrantLedger, IdempotencyKey, Issue, IssueId, IssuePatch, IssueStore,
-    IssueView, ListQuery, NewComment, NewIssue, Page, RunId, StoreError, StoreHealth, TenantId,
-    Timestamp, ValidationError, limits,
+    GrantEvent, GrantId, GrantLedger, GrantPolicy, IdempotencyKey, Issue, IssueId, IssuePatch,
+    IssueStore, IssueView, ListQuery, NewComment, NewIssue, Page, RunId, StoreError, StoreHealth,
+    TenantId, Timestamp, ValidationError, limits,
 };
 use rusqlite::Connection;
 use std::fmt;
@@ -366,6 +366,45 @@ impl GrantLedger for SqliteStore {
         }
     }
 
+    async fn record_expiry(
+        &self,
+        id: &GrantId,
+        expires_at: Timestamp,
+        now: Timestamp,
+    ) -> Result<GrantEvent, StoreError> {
+        let op = WriteOp::RecordExpiry {
+            id: id.clone(),
+            expires_at,
+            now,
+        };
+        match self.write(op).await? {
+            WriteOutput::Renewed(event) => Ok(event),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn grant_policy(&self, tenant: &TenantId) -> Result<GrantPolicy, StoreError> {
+        let tenant = tenant.clone();
+        self.point_read(move |conn| crate::policy::load_policy(conn, &tenant))
+            .await
+    }
+
+    async fn set_grant_policy(
+        &self,
+        tenant: &TenantId,
+        policy: &GrantPolicy,
+    ) -> Result<(), StoreError> {
+        policy.validate()?;
+        let op = WriteOp::SetGrantPolicy {
+            tenant: tenant.clone(),
+            policy: policy.clone(),
+        };
+        match self.write(op).await? {
+            WriteOutput::Recorded => Ok(()),
+            other => Err(unexpected(other)),
+        }
+    }
+
     async fn grant(&self, id: &GrantId) -> Result<GrantEvent, StoreError> {
         let id = id.clone();
         // One statement: its own read transaction.
@@ -447,5 +486,79 @@ impl StoreHealth for SqliteStore {
             return Err(StoreError::unavailable("the SQLite writer has stopped"));
         }
         Ok(())
+    }
+}
+
+#[async_trait]
+impl corkboard_board::WebhookStore for SqliteStore {
+    async fn create_webhook(
+        &self,
+        tenant: &TenantId,
+        new: &corkboard_board::NewWebhook,
+        at: Timestamp,
+    ) -> Result<corkboard_board::Webhook, StoreError> {
+        let op = WriteOp::CreateWebhook {
+            tenant: tenant.clone(),
+            new: new.clone(),
+            at,
+        };
+        match self.write(op).await? {
+            WriteOutput::Webhook(webhook) => Ok(webhook),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn list_webhooks(
+        &self,
+        tenant: &TenantId,
+    ) -> Result<Vec<corkboard_board::WebhookWithStatus>, StoreError> {
+        let tenant = tenant.clone();
+        self.read(move |conn| crate::webhooks::list_webhooks(conn, &tenant))
+            .await
+    }
+
+    async fn delete_webhook(
+        &self,
+        tenant: &TenantId,
+        id: &corkboard_board::WebhookId,
+    ) -> Result<(), StoreError> {
+        let op = WriteOp::DeleteWebhook {
+            tenant: tenant.clone(),
+            id: id.clone(),
+        };
+        match self.write(op).await? {
+            WriteOutput::Recorded => Ok(()),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn claim_deliveries(
+        &self,
+        now: Timestamp,
+        lease: std::time::Duration,
+        limit: u32,
+    ) -> Result<Vec<corkboard_board::ClaimedDelivery>, StoreError> {
+        match self
+            .write(WriteOp::ClaimDeliveries { now, lease, limit })
+            .await?
+        {
+            WriteOutput::Claimed(claimed) => Ok(claimed),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn record_attempt(
+        &self,
+        id: &corkboard_board::DeliveryId,
+        outcome: &corkboard_board::AttemptOutcome,
+    ) -> Result<(), StoreError> {
+        let op = WriteOp::RecordAttempt {
+            id: id.clone(),
+            outcome: outcome.clone(),
+        };
+        match self.write(op).await? {
+            WriteOutput::Recorded => Ok(()),
+            other => Err(unexpected(other)),
+        }
     }
 }

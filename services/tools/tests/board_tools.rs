@@ -771,6 +771,9 @@ impl TokenRegistry for FixedRegistry {
     async fn resolve(&self, _: &TokenHash) -> Result<Grant, RegistryError> {
         Err(self.0.clone())
     }
+    async fn renew(&self, _: &Grant, _: &TokenHash) -> Result<bool, RegistryError> {
+        Ok(false)
+    }
     async fn revoke(&self, _: &GrantId) -> Result<bool, RegistryError> {
         Ok(false)
     }
@@ -792,6 +795,9 @@ impl TokenRegistry for HangingRegistry {
     }
     async fn resolve(&self, _: &TokenHash) -> Result<Grant, RegistryError> {
         std::future::pending().await
+    }
+    async fn renew(&self, _: &Grant, _: &TokenHash) -> Result<bool, RegistryError> {
+        Ok(false)
     }
     async fn revoke(&self, _: &GrantId) -> Result<bool, RegistryError> {
         Ok(false)

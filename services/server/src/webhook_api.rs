@@ -1,0 +1,84 @@
+//! The webhook endpoints of the admin API:
+//!
+//! - `POST /v1/tenants/{tenant}/webhooks` `{url, events, secret?}` → 201
+//!   with the endpoint; the secret is in the answer only when the server
+//!   generated it (then, and never again);
+//! - `GET /v1/tenants/{tenant}/webhooks` → endpoints with their delivery
+//!   status (pending, delivered, given up, dropped, last attempt);
+//! - `DELETE /v1/tenants/{tenant}/webhooks/{id}` → gone, with its
+//!   undelivered deliveries.
+
+use crate::admin::{tenant_for_read, tenant_for_write};
+use crate::state::AppState;
+use crate::web::WebAuth;
+use crate::webhooks::HostPolicy;
+use actix_web::{HttpResponse, web};
+use corkboard_api::ApiError;
+use corkboard_board::{
+    NewWebhook, Timestamp, ValidationError, WebhookEvents, WebhookId, WebhookSecret, WebhookUrl,
+};
+use serde::Deserialize;
+use serde_json::json;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CreateBody {
+    url: String,
+    events: Vec<String>,
+    /// 16-256 bytes; generated when absent.
+    secret: Option<String>,
+}
+
+pub(crate) async fn create(
+    state: web::Data<AppState>,
+    auth: WebAuth,
+    path: web::Path<String>,
+    body: web::Json<CreateBody>,
+) -> Result<HttpResponse, ApiError> {
+    let tenant = tenant_for_write(&auth.0, &path)?;
+    let body = body.into_inner();
+    let url = WebhookUrl::parse(body.url)?;
+    if let Some(refusal) = HostPolicy::new(&state.settings.webhook_allowed_hosts).refusal(&url) {
+        return Err(ValidationError::new("url", refusal).into());
+    }
+    let (secret, generated) = match body.secret {
+        Some(secret) => (WebhookSecret::parse(secret)?, false),
+        None => (WebhookSecret::generate(), true),
+    };
+    let new = NewWebhook {
+        url,
+        events: WebhookEvents::parse_list(&body.events)?,
+        secret,
+    };
+    let webhook = state
+        .store
+        .create_webhook(&tenant, &new, Timestamp::now())
+        .await?;
+    let mut answer = json!(webhook);
+    if generated {
+        answer["secret"] = json!(new.secret.expose());
+    }
+    Ok(HttpResponse::Created().json(answer))
+}
+
+pub(crate) async fn list(
+    state: web::Data<AppState>,
+    auth: WebAuth,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let tenant = tenant_for_read(&auth.0, &path)?;
+    let webhooks = state.store.list_webhooks(&tenant).await?;
+    Ok(HttpResponse::Ok().json(json!({ "webhooks": webhooks })))
+}
+
+pub(crate) async fn delete(
+    state: web::Data<AppState>,
+    auth: WebAuth,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let (tenant, id) = path.into_inner();
+    let tenant = tenant_for_write(&auth.0, &tenant)?;
+    let id = WebhookId::parse(id)?;
+    state.store.delete_webhook(&tenant, &id).await?;
+    Ok(HttpResponse::Ok().json(json!({ "deleted": id })))
+}

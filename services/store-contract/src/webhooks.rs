@@ -1,0 +1,330 @@
+//! Webhook endpoints and the outbox: board writes queue deliveries for the
+//! writing tenant's subscribed endpoints only; claims lease; failures are
+//! retried with backoff until given up; status is kept per endpoint.
+
+use crate::fixtures::*;
+use corkboard_board::webhook::limits;
+use corkboard_board::{
+    AttemptOutcome, BoardStore, ClaimedDelivery, IssuePatch, IssueState, NewWebhook, StoreError,
+    TenantId, Timestamp, WebhookEvent, WebhookEvents, WebhookId, WebhookSecret, WebhookUrl,
+};
+use std::sync::Arc;
+use std::time::Duration;
+
+const LEASE: Duration = Duration::from_secs(30);
+
+fn hook(events: &[&str]) -> NewWebhook {
+    NewWebhook {
+        url: WebhookUrl::parse("https://hooks.example.com/in?key=k").unwrap(),
+        events: WebhookEvents::parse_list(events).unwrap(),
+        secret: WebhookSecret::parse("a-secret-of-16-bytes").unwrap(),
+    }
+}
+
+/// Claims everything due within the next `ahead` and acknowledges it, so
+/// each check sees only what the last write queued.
+async fn drain<S: BoardStore>(store: &S, ahead: i64) -> Vec<ClaimedDelivery> {
+    let now = Timestamp::now().plus_millis(ahead);
+    let claimed = store
+        .claim_deliveries(now, LEASE, 100)
+        .await
+        .expect("claim");
+    for delivery in &claimed {
+        let ok = AttemptOutcome {
+            at: now,
+            status: Some(200),
+            error: None,
+        };
+        store
+            .record_attempt(&delivery.id, &ok)
+            .await
+            .expect("record");
+    }
+    claimed
+}
+
+fn events_of(claimed: &[ClaimedDelivery], webhook: &WebhookId) -> Vec<WebhookEvent> {
+    let mut events: Vec<WebhookEvent> = claimed
+        .iter()
+        .filter(|d| &d.webhook == webhook)
+        .map(|d| d.event)
+        .collect();
+    events.sort();
+    events
+}
+
+pub async fn case_webhook_outbox_follows_the_tenants_board_writes<S: BoardStore>(store: Arc<S>) {
+    let (a, b) = (tenant("hooks-a"), tenant("hooks-b"));
+    let now = Timestamp::now();
+    let e1 = store
+        .create_webhook(
+            &a,
+            &hook(&[
+                "issue.created",
+                "issue.closed",
+                "issue.commented",
+                "run.started",
+                "run.ended",
+            ]),
+            now,
+        )
+        .await
+        .expect("create");
+    let e2 = store
+        .create_webhook(&a, &hook(&["issue.updated"]), now)
+        .await
+        .expect("create");
+    let all: Vec<&str> = WebhookEvent::ALL.iter().map(|e| e.as_str()).collect();
+    let eb = store
+        .create_webhook(&b, &hook(&all), now)
+        .await
+        .expect("create");
+
+    let created = store
+        .create_issue(&a, &author("run-1"), new_issue("hooked"), Some(&key("k1")))
+        .await
+        .expect("create issue");
+    let claimed = drain(&*store, 0).await;
+    assert_eq!(
+        events_of(&claimed, &e1.id),
+        vec![WebhookEvent::IssueCreated]
+    );
+    assert!(events_of(&claimed, &e2.id).is_empty(), "not subscribed");
+    assert!(
+        events_of(&claimed, &eb.id).is_empty(),
+        "another tenant's endpoint never gets this tenant's events"
+    );
+    let delivery = &claimed[0];
+    assert_eq!(delivery.tenant, a);
+    assert_eq!(delivery.secret.expose(), "a-secret-of-16-bytes");
+    let body: serde_json::Value = serde_json::from_str(&delivery.body).expect("JSON body");
+    assert_eq!(body["event"], "issue.created");
+    assert_eq!(body["tenant"], a.as_str());
+    assert_eq!(body["data"]["issue"]["id"], created.issue.id.as_str());
+
+    // A replay queues nothing.
+    store
+        .create_issue(&a, &author("run-1"), new_issue("hooked"), Some(&key("k1")))
+        .await
+        .expect("replay");
+    assert!(
+        drain(&*store, 0).await.is_empty(),
+        "a replay is not a new event"
+    );
+
+    let close = IssuePatch {
+        state: Some(IssueState::Done),
+        ..IssuePatch::default()
+    };
+    store
+        .update_issue(&a, &created.issue.id, close.clone(), None)
+        .await
+        .expect("close");
+    let claimed = drain(&*store, 0).await;
+    assert_eq!(events_of(&claimed, &e1.id), vec![WebhookEvent::IssueClosed]);
+    assert_eq!(
+        events_of(&claimed, &e2.id),
+        vec![WebhookEvent::IssueUpdated]
+    );
+    // Already done: an update, not a second close.
+    store
+        .update_issue(&a, &created.issue.id, title_patch("renamed"), None)
+        .await
+        .expect("update");
+    let claimed = drain(&*store, 0).await;
+    assert!(events_of(&claimed, &e1.id).is_empty());
+    assert_eq!(
+        events_of(&claimed, &e2.id),
+        vec![WebhookEvent::IssueUpdated]
+    );
+
+    store
+        .add_comment(&a, &author("run-1"), comment(&created.issue.id, "hi"), None)
+        .await
+        .expect("comment");
+    let claimed = drain(&*store, 0).await;
+    assert_eq!(
+        events_of(&claimed, &e1.id),
+        vec![WebhookEvent::IssueCommented]
+    );
+
+    let g = grant(&a, "run-9", Timestamp::now(), 3_600_000);
+    store.record_grant(&g, &token_hash()).await.expect("grant");
+    let at = Timestamp::now();
+    store
+        .record_revocation(&g.id, "admin", at)
+        .await
+        .expect("revoke");
+    store
+        .record_revocation(&g.id, "admin", at.plus_millis(5))
+        .await
+        .expect("revoke again");
+    let claimed = drain(&*store, 0).await;
+    assert_eq!(
+        events_of(&claimed, &e1.id),
+        vec![WebhookEvent::RunStarted, WebhookEvent::RunEnded],
+        "one start, one end"
+    );
+    assert!(events_of(&claimed, &eb.id).is_empty());
+
+    let listed = store.list_webhooks(&a).await.expect("list");
+    let status = &listed
+        .iter()
+        .find(|w| w.webhook.id == e1.id)
+        .unwrap()
+        .status;
+    assert_eq!((status.delivered, status.pending), (5, 0), "{status:?}");
+    assert_eq!(status.last_status, Some(200));
+    let other = store.list_webhooks(&b).await.expect("list");
+    assert_eq!(other.len(), 1);
+    assert_eq!(other[0].status.delivered, 0);
+}
+
+pub async fn case_webhook_deliveries_are_leased_retried_and_given_up<S: BoardStore>(store: Arc<S>) {
+    let t = tenant("hooks-retry");
+    let now = Timestamp::now();
+    let e = store
+        .create_webhook(&t, &hook(&["issue.created"]), now)
+        .await
+        .expect("create");
+    store
+        .create_issue(&t, &author("run-1"), new_issue("one"), None)
+        .await
+        .expect("create issue");
+    let at = Timestamp::now();
+    let claimed = store.claim_deliveries(at, LEASE, 10).await.expect("claim");
+    assert_eq!(claimed.len(), 1);
+    let id = claimed[0].id.clone();
+    assert_eq!(claimed[0].attempts, 0);
+    assert!(
+        store
+            .claim_deliveries(at, LEASE, 10)
+            .await
+            .expect("claim")
+            .is_empty(),
+        "a leased delivery is not claimed twice"
+    );
+    // A lease that ran out (its worker died) is claimed again.
+    let later = at.plus_millis(31_000);
+    let again = store
+        .claim_deliveries(later, LEASE, 10)
+        .await
+        .expect("claim");
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].id, id, "same delivery id on every attempt");
+
+    let failed = |at: Timestamp| AttemptOutcome {
+        at,
+        status: Some(500),
+        error: Some("the receiver answered 500".into()),
+    };
+    store
+        .record_attempt(&id, &failed(later))
+        .await
+        .expect("record");
+    let status = store.list_webhooks(&t).await.expect("list")[0]
+        .status
+        .clone();
+    assert_eq!(status.pending, 1);
+    assert_eq!(status.last_status, Some(500));
+    assert_eq!(
+        status.last_error.as_deref(),
+        Some("the receiver answered 500")
+    );
+    assert!(
+        store
+            .claim_deliveries(later.plus_millis(500), LEASE, 10)
+            .await
+            .expect("claim")
+            .is_empty(),
+        "not due before its backoff"
+    );
+    let mut when = later.plus_millis(1_000);
+    let mut attempts = 1;
+    loop {
+        let due = store
+            .claim_deliveries(when, LEASE, 10)
+            .await
+            .expect("claim");
+        assert_eq!(due.len(), 1, "due again after attempt {attempts}");
+        assert_eq!(due[0].attempts, attempts);
+        store
+            .record_attempt(&id, &failed(when))
+            .await
+            .expect("record");
+        attempts += 1;
+        if attempts == limits::ATTEMPTS_MAX {
+            break;
+        }
+        when = when.plus_millis(11 * 60 * 1000);
+    }
+    let status = store.list_webhooks(&t).await.expect("list")[0]
+        .status
+        .clone();
+    assert_eq!(
+        (status.pending, status.dead, status.delivered),
+        (0, 1, 0),
+        "{status:?}"
+    );
+    assert!(
+        store
+            .claim_deliveries(when.plus_millis(3_600_000), LEASE, 10)
+            .await
+            .expect("claim")
+            .is_empty(),
+        "given up"
+    );
+    let _ = e;
+}
+
+pub async fn case_webhook_endpoints_are_bounded_and_deleted_with_their_deliveries<S: BoardStore>(
+    store: Arc<S>,
+) {
+    let (t, other) = (tenant("hooks-limit"), tenant("hooks-other"));
+    let now = Timestamp::now();
+    let mut ids = Vec::new();
+    for _ in 0..limits::ENDPOINTS_PER_TENANT_MAX {
+        ids.push(
+            store
+                .create_webhook(&t, &hook(&["issue.created"]), now)
+                .await
+                .expect("create")
+                .id,
+        );
+    }
+    let over = store
+        .create_webhook(&t, &hook(&["issue.created"]), now)
+        .await;
+    assert!(matches!(over, Err(StoreError::Invalid(_))), "{over:?}");
+    let listed = store.list_webhooks(&t).await.expect("list");
+    assert_eq!(listed.len(), limits::ENDPOINTS_PER_TENANT_MAX);
+    assert!(
+        !format!("{listed:?}").contains("a-secret"),
+        "listing never shows a secret"
+    );
+    store
+        .create_issue(&t, &author("run-1"), new_issue("x"), None)
+        .await
+        .expect("create issue");
+    assert_not_found(
+        store.delete_webhook(&other, &ids[0]).await,
+        "another tenant's endpoint",
+    );
+    for id in &ids {
+        store.delete_webhook(&t, id).await.expect("delete");
+    }
+    assert!(store.list_webhooks(&t).await.expect("list").is_empty());
+    assert!(
+        store
+            .claim_deliveries(Timestamp::now(), LEASE, 100)
+            .await
+            .expect("claim")
+            .is_empty(),
+        "a deleted endpoint's deliveries go with it"
+    );
+    assert_not_found(
+        store.delete_webhook(&t, &ids[0]).await,
+        "a deleted endpoint",
+    );
+    let _: &TenantId = &other;
+}

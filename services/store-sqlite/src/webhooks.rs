@@ -1,0 +1,377 @@
+//! Webhook endpoints and their outbox (`webhooks`, `webhook_outbox`).
+//!
+//! The outbox is transactional: [`before`] and [`after`] run around every
+//! board write inside its savepoint, so the deliveries an issue write or a
+//! grant change causes are committed with it or not at all; a crash can
+//! lose neither one without the other. The outbox holds only undelivered
+//! deliveries: a delivered or given-up one is deleted and counted on its
+//! endpoint (`delivered`, `dead`), which also keeps the last attempt's
+//! status. Claims lease rows (`lease_until`) under the writer's `BEGIN
+//! IMMEDIATE`, so two processes never claim the same row at once.
+
+use crate::error::OpError;
+use crate::ops::{WriteOp, WriteOutput, get_issue};
+use corkboard_board::webhook::{
+    self, AttemptOutcome, ClaimedDelivery, NewWebhook, Webhook, WebhookEvent, WebhookEvents,
+    WebhookSecret, WebhookStatus, WebhookUrl, WebhookWithStatus, limits,
+};
+use corkboard_board::{
+    DeliveryId, Issue, StoreError, TenantId, Timestamp, ValidationError, WebhookId,
+};
+use rusqlite::{Connection, OptionalExtension, params};
+use serde_json::json;
+use std::time::Duration;
+
+/// What a write needs remembered from before it runs: the issue an update
+/// changes (to tell a close from another update), only when the tenant has
+/// endpoints at all.
+pub(crate) fn before(conn: &Connection, op: &WriteOp) -> Result<Option<Issue>, OpError> {
+    match op {
+        WriteOp::UpdateIssue { tenant, id, .. } if has_endpoints(conn, tenant)? => {
+            match get_issue(conn, tenant, id) {
+                Ok(issue) => Ok(Some(issue)),
+                // The update itself reports the missing issue.
+                Err(OpError::Store(StoreError::NotFound { .. })) => Ok(None),
+                Err(other) => Err(other),
+            }
+        }
+        _ => Ok(None),
+    }
+}
+
+/// Queues the deliveries `op`, which produced `output`, causes.
+pub(crate) fn after(
+    conn: &Connection,
+    op: &WriteOp,
+    before: Option<Issue>,
+    output: &WriteOutput,
+) -> Result<(), OpError> {
+    let now = Timestamp::now();
+    match (op, output) {
+        (WriteOp::CreateIssue { tenant, .. }, WriteOutput::Created(created))
+            if !created.replayed =>
+        {
+            let data = webhook::issue_summary(&created.issue);
+            enqueue(conn, tenant, WebhookEvent::IssueCreated, &data, now)
+        }
+        (WriteOp::UpdateIssue { tenant, .. }, WriteOutput::Updated(issue)) => {
+            let Some(before) = before else {
+                return Ok(());
+            };
+            let data = webhook::issue_summary(issue);
+            for event in webhook::issue_events(Some(&before), issue) {
+                enqueue(conn, tenant, event, &data, now)?;
+            }
+            Ok(())
+        }
+        (WriteOp::AddComment { tenant, .. }, WriteOutput::Commented(added)) if !added.replayed => {
+            let mut data = webhook::issue_summary(&added.issue);
+            data["comment"] = json!({ "id": added.comment.id, "author": added.comment.author });
+            enqueue(conn, tenant, WebhookEvent::IssueCommented, &data, now)
+        }
+        (WriteOp::RecordGrant { grant, .. }, WriteOutput::Recorded) => {
+            let data = json!({ "run": {
+                "id": grant.run, "grant": grant.id, "capabilities": grant.capabilities,
+                "expires_at": grant.expires_at,
+            } });
+            enqueue(conn, &grant.tenant, WebhookEvent::RunStarted, &data, now)
+        }
+        (WriteOp::RecordRevocation { by, at, .. }, WriteOutput::Revoked(event))
+            // Only the revocation that took effect, not a repeat.
+            if event.revoked_at == Some(*at) && event.revoked_by.as_deref() == Some(by) =>
+        {
+            let data = json!({ "run": {
+                "id": event.grant.run, "grant": event.grant.id, "revoked_by": by,
+            } });
+            enqueue(conn, &event.grant.tenant, WebhookEvent::RunEnded, &data, now)
+        }
+        _ => Ok(()),
+    }
+}
+
+fn has_endpoints(conn: &Connection, tenant: &TenantId) -> Result<bool, OpError> {
+    let mut stmt = conn.prepare_cached("SELECT 1 FROM webhooks WHERE tenant = ?1 LIMIT 1")?;
+    Ok(stmt.exists(params![tenant.as_str()])?)
+}
+
+/// One delivery per endpoint of `tenant` subscribed to `event`; past the
+/// tenant's pending limit the endpoint counts it as dropped instead.
+fn enqueue(
+    conn: &Connection,
+    tenant: &TenantId,
+    event: WebhookEvent,
+    data: &serde_json::Value,
+    now: Timestamp,
+) -> Result<(), OpError> {
+    let mut stmt = conn.prepare_cached("SELECT id, events FROM webhooks WHERE tenant = ?1")?;
+    let subscribed: Vec<String> = stmt
+        .query_map(params![tenant.as_str()], |row| {
+            Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+        })?
+        .collect::<Result<Vec<_>, _>>()?
+        .into_iter()
+        .filter(|(_, events)| events.split(',').any(|e| e == event.as_str()))
+        .map(|(id, _)| id)
+        .collect();
+    if subscribed.is_empty() {
+        return Ok(());
+    }
+    let body = webhook::event_body(event, tenant, now, data.clone());
+    let mut pending: u64 = conn
+        .prepare_cached("SELECT COUNT(*) FROM webhook_outbox WHERE tenant = ?1")?
+        .query_row(params![tenant.as_str()], |row| row.get::<_, i64>(0))?
+        .try_into()
+        .unwrap_or(0);
+    for id in subscribed {
+        if pending >= limits::PENDING_PER_TENANT_MAX || body.len() > limits::PAYLOAD_MAX {
+            conn.prepare_cached("UPDATE webhooks SET dropped = dropped + 1 WHERE id = ?1")?
+                .execute(params![id])?;
+            continue;
+        }
+        conn.prepare_cached(
+            "INSERT INTO webhook_outbox (id, tenant, webhook, event, body, created_at, \
+             attempts, next_attempt_at, lease_until) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?6, 0)",
+        )?
+        .execute(params![
+            DeliveryId::generate().as_str(),
+            tenant.as_str(),
+            id,
+            event.as_str(),
+            body,
+            now.as_millis(),
+        ])?;
+        pending += 1;
+    }
+    Ok(())
+}
+
+pub(crate) fn create_webhook(
+    conn: &Connection,
+    tenant: &TenantId,
+    new: &NewWebhook,
+    at: Timestamp,
+) -> Result<Webhook, OpError> {
+    let count: i64 = conn
+        .prepare_cached("SELECT COUNT(*) FROM webhooks WHERE tenant = ?1")?
+        .query_row(params![tenant.as_str()], |row| row.get(0))?;
+    if count >= limits::ENDPOINTS_PER_TENANT_MAX as i64 {
+        return Err(OpError::Store(StoreError::Invalid(ValidationError::new(
+            "webhooks",
+            format!(
+                "tenant {tenant} already has {} webhook endpoints, the limit; delete one first",
+                limits::ENDPOINTS_PER_TENANT_MAX
+            ),
+        ))));
+    }
+    let webhook = Webhook {
+        id: WebhookId::generate(),
+        tenant: tenant.clone(),
+        url: new.url.clone(),
+        events: new.events.clone(),
+        created_at: at,
+    };
+    conn.prepare_cached(
+        "INSERT INTO webhooks (id, tenant, url, events, secret, created_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?
+    .execute(params![
+        webhook.id.as_str(),
+        tenant.as_str(),
+        webhook.url.as_str(),
+        webhook.events.to_csv(),
+        new.secret.expose(),
+        at.as_millis(),
+    ])?;
+    Ok(webhook)
+}
+
+pub(crate) fn delete_webhook(
+    conn: &Connection,
+    tenant: &TenantId,
+    id: &WebhookId,
+) -> Result<(), OpError> {
+    let deleted = conn
+        .prepare_cached("DELETE FROM webhooks WHERE id = ?1 AND tenant = ?2")?
+        .execute(params![id.as_str(), tenant.as_str()])?;
+    if deleted == 0 {
+        return Err(OpError::Store(StoreError::not_found(format!(
+            "webhook {id}"
+        ))));
+    }
+    conn.prepare_cached("DELETE FROM webhook_outbox WHERE webhook = ?1")?
+        .execute(params![id.as_str()])?;
+    Ok(())
+}
+
+fn corrupt(what: &str, detail: impl std::fmt::Display) -> OpError {
+    OpError::Store(StoreError::Internal(format!("unreadable {what}: {detail}")))
+}
+
+fn opt_ts(millis: Option<i64>) -> Option<Timestamp> {
+    millis.map(Timestamp::from_millis)
+}
+
+pub(crate) fn list_webhooks(
+    conn: &Connection,
+    tenant: &TenantId,
+) -> Result<Vec<WebhookWithStatus>, OpError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT w.id, w.url, w.events, w.created_at, w.delivered, w.dead, w.dropped, \
+         w.last_attempt_at, w.last_status, w.last_error, \
+         (SELECT COUNT(*) FROM webhook_outbox o WHERE o.webhook = w.id) \
+         FROM webhooks w WHERE w.tenant = ?1 ORDER BY w.id",
+    )?;
+    let rows = stmt
+        .query_map(params![tenant.as_str()], |row| {
+            Ok((
+                row.get::<_, String>(0)?,
+                row.get::<_, String>(1)?,
+                row.get::<_, String>(2)?,
+                row.get::<_, i64>(3)?,
+                [
+                    row.get::<_, i64>(4)?,
+                    row.get::<_, i64>(5)?,
+                    row.get::<_, i64>(6)?,
+                ],
+                row.get::<_, Option<i64>>(7)?,
+                row.get::<_, Option<i64>>(8)?,
+                row.get::<_, Option<String>>(9)?,
+                row.get::<_, i64>(10)?,
+            ))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    rows.into_iter()
+        .map(
+            |(
+                id,
+                url,
+                events,
+                created_at,
+                [delivered, dead, dropped],
+                last_at,
+                status,
+                error,
+                pending,
+            )| {
+                let count = |n: i64| u64::try_from(n).unwrap_or(0);
+                Ok(WebhookWithStatus {
+                    webhook: Webhook {
+                        id: WebhookId::parse(id).map_err(|e| corrupt("webhook id", e))?,
+                        tenant: tenant.clone(),
+                        url: WebhookUrl::parse(url).map_err(|e| corrupt("webhook url", e))?,
+                        events: WebhookEvents::parse_list(events.split(','))
+                            .map_err(|e| corrupt("webhook events", e))?,
+                        created_at: Timestamp::from_millis(created_at),
+                    },
+                    status: WebhookStatus {
+                        pending: count(pending),
+                        delivered: count(delivered),
+                        dead: count(dead),
+                        dropped: count(dropped),
+                        last_attempt_at: opt_ts(last_at),
+                        last_status: status.and_then(|s| u16::try_from(s).ok()),
+                        last_error: error,
+                    },
+                })
+            },
+        )
+        .collect()
+}
+
+pub(crate) fn claim_deliveries(
+    conn: &Connection,
+    now: Timestamp,
+    lease: Duration,
+    limit: u32,
+) -> Result<Vec<ClaimedDelivery>, OpError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT o.id, o.tenant, o.webhook, o.event, o.body, o.attempts, w.url, w.secret \
+         FROM webhook_outbox o JOIN webhooks w ON w.id = o.webhook \
+         WHERE o.next_attempt_at <= ?1 AND o.lease_until <= ?1 \
+         ORDER BY o.next_attempt_at, o.id LIMIT ?2",
+    )?;
+    let rows = stmt
+        .query_map(params![now.as_millis(), limit], |row| {
+            Ok((
+                row.get::<_, String>(0)?,
+                row.get::<_, String>(1)?,
+                row.get::<_, String>(2)?,
+                row.get::<_, String>(3)?,
+                row.get::<_, String>(4)?,
+                row.get::<_, i64>(5)?,
+                row.get::<_, String>(6)?,
+                row.get::<_, String>(7)?,
+            ))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    let until = now.plus_millis(i64::try_from(lease.as_millis()).unwrap_or(i64::MAX));
+    let mut lease_stmt =
+        conn.prepare_cached("UPDATE webhook_outbox SET lease_until = ?1 WHERE id = ?2")?;
+    let mut claimed = Vec::with_capacity(rows.len());
+    for (id, tenant, webhook, event, body, attempts, url, secret) in rows {
+        lease_stmt.execute(params![until.as_millis(), id])?;
+        claimed.push(ClaimedDelivery {
+            id: DeliveryId::parse(id).map_err(|e| corrupt("delivery id", e))?,
+            tenant: TenantId::parse(tenant).map_err(|e| corrupt("delivery tenant", e))?,
+            webhook: WebhookId::parse(webhook).map_err(|e| corrupt("webhook id", e))?,
+            event: WebhookEvent::parse(&event).map_err(|e| corrupt("delivery event", e))?,
+            url: WebhookUrl::parse(url).map_err(|e| corrupt("webhook url", e))?,
+            secret: WebhookSecret::parse(secret).map_err(|e| corrupt("webhook secret", e))?,
+            body,
+            attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
+        });
+    }
+    Ok(claimed)
+}
+
+pub(crate) fn record_attempt(
+    conn: &Connection,
+    id: &DeliveryId,
+    outcome: &AttemptOutcome,
+) -> Result<(), OpError> {
+    let row: Option<(String, i64)> = conn
+        .prepare_cached("SELECT webhook, attempts FROM webhook_outbox WHERE id = ?1")?
+        .query_row(params![id.as_str()], |row| Ok((row.get(0)?, row.get(1)?)))
+        .optional()?;
+    // Its endpoint was deleted meanwhile: nothing left to record.
+    let Some((webhook, attempts)) = row else {
+        return Ok(());
+    };
+    let attempts = u32::try_from(attempts)
+        .unwrap_or(u32::MAX)
+        .saturating_add(1);
+    let counter = if outcome.succeeded() {
+        Some("delivered")
+    } else {
+        match webhook::retry_delay(attempts) {
+            Some(delay) => {
+                let next = outcome
+                    .at
+                    .plus_millis(i64::try_from(delay.as_millis()).unwrap_or(i64::MAX));
+                conn.prepare_cached(
+                    "UPDATE webhook_outbox SET attempts = ?1, next_attempt_at = ?2, \
+                     lease_until = 0 WHERE id = ?3",
+                )?
+                .execute(params![attempts, next.as_millis(), id.as_str()])?;
+                None
+            }
+            None => Some("dead"),
+        }
+    };
+    if let Some(counter) = counter {
+        conn.prepare_cached("DELETE FROM webhook_outbox WHERE id = ?1")?
+            .execute(params![id.as_str()])?;
+        let sql = format!("UPDATE webhooks SET {counter} = {counter} + 1 WHERE id = ?1");
+        conn.prepare_cached(&sql)?.execute(params![webhook])?;
+    }
+    conn.prepare_cached(
+        "UPDATE webhooks SET last_attempt_at = ?1, last_status = ?2, last_error = ?3 WHERE id = ?4",
+    )?
+    .execute(params![
+        outcome.at.as_millis(),
+        outcome.status,
+        outcome.error,
+        webhook
+    ])?;
+    Ok(())
+}
