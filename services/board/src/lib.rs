@@ -13,6 +13,7 @@ mod error;
 mod grant;
 mod ids;
 mod issue;
+mod search;
 mod store;
 mod timestamp;
 
@@ -23,6 +24,11 @@ pub use ids::{CommentId, GrantId, IdempotencyKey, IssueId, RunId, TenantId};
 pub use issue::{
     Author, Body, Comment, CommentAdded, CommentBody, Created, Issue, IssuePatch, IssueState,
     Label, LabelFilter, Labels, ListQuery, NewComment, NewIssue, Page, Priority, Title, limits,
+};
+pub use search::{
+    CreateOutcome, IssueTerms, MONGO_CANDIDATES_MAX, MatchField, NEAR_MATCH, SearchHit, SearchPage,
+    SearchQuery, SearchText, SimilarIssue, Term, is_open, normalized, rank_order, rank_similar,
+    term_set, title_similarity, tokens,
 };
 pub use store::{AuditLog, BoardStore, GrantLedger, IssueStore, StoreHealth};
 pub use timestamp::Timestamp;

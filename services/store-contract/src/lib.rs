@@ -33,12 +33,14 @@ pub mod fixtures;
 mod grants;
 mod issues;
 mod lists;
+mod search;
 
 pub use audit::*;
 pub use concurrency::*;
 pub use grants::*;
 pub use issues::*;
 pub use lists::*;
+pub use search::*;
 
 use corkboard_board::BoardStore;
 use std::future::Future;
@@ -134,6 +136,16 @@ macro_rules! store_contract_tests {
             case_audit_append_and_list,
             case_audit_filters_and_limit,
             case_audit_tenant_isolation,
+            case_search_finds_a_body_word_first_with_its_snippet,
+            case_search_finds_a_comment_word_right_after_the_comment,
+            case_search_ranks_title_over_body_over_comments,
+            case_search_matches_the_reference,
+            case_search_combines_with_every_list_filter,
+            case_search_and_similarity_stay_in_their_tenant,
+            case_search_sees_every_write_when_it_returns,
+            case_search_pages_by_offset_and_checks_limits,
+            case_similar_open_issues_and_refusing_near_duplicates,
+            case_list_priority_and_updated_since_match_reference,
         }
     };
     (@tests [$factory:expr] $($case:ident),* $(,)?) => {
@@ -171,6 +183,7 @@ mod tests {
             include_str!("grants.rs"),
             include_str!("issues.rs"),
             include_str!("lists.rs"),
+            include_str!("search.rs"),
         ];
         let defined: BTreeSet<&str> = sources
             .iter()

@@ -262,6 +262,7 @@ pub async fn case_list_filters_match_reference<S: BoardStore>(store: Arc<S>) {
                         author_run: author_run.clone(),
                         limit: limits::PAGE_MAX,
                         cursor: None,
+                        ..ListQuery::default()
                     };
                     let expected = expected_ids(&board, &query);
                     let page = list(&*store, &t, &query).await;

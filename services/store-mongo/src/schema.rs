@@ -70,6 +70,11 @@ pub(crate) fn issue_indexes() -> Vec<IndexModel> {
         index(doc! { field::LABELS: 1, field::ID: -1 }),
         index(doc! { field::AUTHOR_RUN: 1, field::ID: -1 }),
         index(doc! { field::UPDATED_AT: -1 }),
+        // Multikey: one entry per word, ending in `_id` so the newest
+        // candidates of a word come straight from the index.
+        index(doc! { field::TERMS_TITLE: 1, field::ID: -1 }),
+        index(doc! { field::TERMS_BODY: 1, field::ID: -1 }),
+        index(doc! { field::TERMS_COMMENTS: 1, field::ID: -1 }),
     ]
 }
 

@@ -66,6 +66,16 @@ fn corrupt(what: &str, id: &str, err: impl std::fmt::Display) -> OpError {
 pub(crate) const ISSUE_COLUMNS: &str = "id, title, body, state, labels, priority, author_run, \
      author_grant, created_at, updated_at, version";
 
+/// `columns` (a comma-separated list) each prefixed with `alias.`, for
+/// statements joining tables whose column names overlap.
+pub(crate) fn qualified(alias: &str, columns: &str) -> String {
+    columns
+        .split(',')
+        .map(|c| format!("{alias}.{}", c.trim()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// How many columns [`ISSUE_COLUMNS`] names.
 pub(crate) const ISSUE_COLUMN_COUNT: usize = column_count(ISSUE_COLUMNS);
 

@@ -825,6 +825,30 @@ impl IssueStore for HangingStore {
     ) -> Result<CommentAdded, StoreError> {
         std::future::pending().await
     }
+    async fn search_issues(
+        &self,
+        _: &TenantId,
+        _: &corkboard_board::SearchQuery,
+    ) -> Result<corkboard_board::SearchPage, StoreError> {
+        std::future::pending().await
+    }
+    async fn similar_open_issues(
+        &self,
+        _: &TenantId,
+        _: &corkboard_board::Title,
+        _: u32,
+    ) -> Result<Vec<corkboard_board::SimilarIssue>, StoreError> {
+        std::future::pending().await
+    }
+    async fn create_issue_unless_similar(
+        &self,
+        _: &TenantId,
+        _: &Author,
+        _: NewIssue,
+        _: Option<&IdempotencyKey>,
+    ) -> Result<corkboard_board::CreateOutcome, StoreError> {
+        std::future::pending().await
+    }
 }
 
 /// A store that answers every call with one error.
@@ -863,6 +887,30 @@ impl IssueStore for FailingStore {
         _: NewComment,
         _: Option<&IdempotencyKey>,
     ) -> Result<CommentAdded, StoreError> {
+        Err(self.0.clone())
+    }
+    async fn search_issues(
+        &self,
+        _: &TenantId,
+        _: &corkboard_board::SearchQuery,
+    ) -> Result<corkboard_board::SearchPage, StoreError> {
+        Err(self.0.clone())
+    }
+    async fn similar_open_issues(
+        &self,
+        _: &TenantId,
+        _: &corkboard_board::Title,
+        _: u32,
+    ) -> Result<Vec<corkboard_board::SimilarIssue>, StoreError> {
+        Err(self.0.clone())
+    }
+    async fn create_issue_unless_similar(
+        &self,
+        _: &TenantId,
+        _: &Author,
+        _: NewIssue,
+        _: Option<&IdempotencyKey>,
+    ) -> Result<corkboard_board::CreateOutcome, StoreError> {
         Err(self.0.clone())
     }
 }
