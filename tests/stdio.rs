@@ -486,7 +486,12 @@ fn sdk_stdio_clients_see_only_the_granted_tools() {
                 script,
                 &target,
                 Some(&granted.token),
-                &["--mode", mode, "--caps-check", "list_issues,get_issue"],
+                &[
+                    "--mode",
+                    mode,
+                    "--caps-check",
+                    "list_issues,get_issue,search_issues",
+                ],
             );
             assert!(ok, "{script} {mode} ({}): {summary}", target.name());
             // A hidden tool is unknown to this caller: refused, and said so.

@@ -30,6 +30,7 @@ pub enum BoardTool {
     CreateIssue,
     UpdateIssue,
     AddComment,
+    SearchIssues,
 }
 
 /// Everything the product says about one tool: its row of the tool table.
@@ -69,6 +70,7 @@ impl BoardTool {
         Self::CreateIssue,
         Self::UpdateIssue,
         Self::AddComment,
+        Self::SearchIssues,
     ];
 
     /// The tool table.
@@ -146,6 +148,20 @@ impl BoardTool {
                 input_schema: comment_input,
                 output_schema: comment_output,
                 write_only_output_schema: Some(comment_write_only_output),
+            },
+            Self::SearchIssues => ToolSpec {
+                name: "search_issues",
+                title: "Search issues",
+                description: SEARCH_DESCRIPTION,
+                capability: Capability::IssuesRead,
+                read_only: true,
+                idempotent: true,
+                destructive: false,
+                writes: false,
+                issue_argument: None,
+                input_schema: search_input,
+                output_schema: search_output,
+                write_only_output_schema: None,
             },
         }
     }
@@ -283,10 +299,27 @@ const LIST_DESCRIPTION: &str = "List issues on this run's board, newest first. R
 Filters combine with AND: `states` keeps issues in any of the given states; `labels` keeps \
 issues carrying every given label (label_match \"all\", the default) or at least one of them \
 (label_match \"any\"); `text` is a case-insensitive substring of the title; `author_run` keeps \
-issues created by that run. Paging: a page holds at most `limit` issues (default 50, max 200). \
-When next_cursor is a string, call list_issues again with the same filters and \
-cursor=next_cursor for the next page; null means this was the last page. Search here before \
-creating an issue, to avoid duplicates.";
+issues created by that run; `priorities` keeps issues of any of the given priorities; \
+`updated_since` (RFC 3339) keeps issues changed at or after that time. Paging: a page holds at \
+most `limit` issues (default 50, max 200). When next_cursor is a string, call list_issues again \
+with the same filters and cursor=next_cursor for the next page; null means this was the last \
+page. To find issues by words in their body or comments, use search_issues.";
+
+const SEARCH_DESCRIPTION: &str = "Full-text search of this run's board: titles, bodies and \
+comments. Returns {hits, next_offset, partial}; each hit is a short summary of the issue (id, \
+title, state, labels, priority, updated_at, version, comment_count) with its score, the field \
+that matched best (title, body or comment, plus the comment's id) and a snippet of that field \
+with the matching words in **bold**; read the whole issue with get_issue. `query`: 1-200 \
+characters, 1-16 words; words are case-insensitive runs of letters and digits (punctuation \
+separates them); an issue matches only when EVERY word occurs in its title, body or one of its \
+comments; end a word with * to match it as a prefix (timeo* finds timeout, timeouts; at least 2 \
+characters before the *). Ranking: title matches first, then body, then comment-only matches, \
+then the most recently updated. The list filters (states, labels with label_match, text, \
+author_run, priorities, updated_since) combine with the query as in list_issues. Paging: \
+`limit` hits per answer (default 10, max 50); when next_offset is a number, call again with the \
+same arguments and offset=next_offset; offset + limit may not exceed 1000 (narrow the query \
+instead). partial=true means more issues matched than the board ranks (only the newest 1000 \
+matches were ranked): add words or filters. Search here before creating an issue.";
 
 const GET_DESCRIPTION: &str = "Read one issue with all its comments. `id` is an issue id \
 exactly as create_issue or list_issues returned it: iss_ followed by 26 characters, e.g. \
@@ -300,7 +333,15 @@ defaults to inbox, priority to none, labels to none. The issue is recorded as wr
 run. Pass an `idempotency_key` (a fresh unique string per intended issue, e.g. a UUID) \
 whenever you might retry: resending the same arguments with the same key returns the \
 original issue with replayed=true instead of a duplicate, and reusing a key with different \
-arguments is refused. Check list_issues first so you do not file an issue that exists.";
+arguments is refused. The answer has `created` (true when this call filed the issue) and, for \
+a run that may read issues, `similar`: up to 5 open issues (not done or closed) whose titles are \
+most like this one, each {id, title, state, score} with score the share of title words they \
+have in common (0-1; 0.75 or more is a near match). Pass if_similar=\"refuse\" to file only \
+when no open issue is a near match: then, if one is, NOTHING is created and the answer is that \
+existing issue with created=false, `reason` saying why and `similar` listing the near matches; \
+work on it (add_comment, update_issue) instead of filing again. A retry with the same \
+idempotency_key always returns the original issue, whatever is similar now. Search \
+(search_issues) first so you do not file an issue that exists.";
 
 const UPDATE_DESCRIPTION: &str = "Change an issue's title, body, state, labels or priority and \
 return the updated issue with its new version (a run that may not read issues gets only the \
@@ -425,9 +466,74 @@ fn create_input() -> Value {
             )),
             "priority": priority_schema("Defaults to none (nobody has said)."),
             "idempotency_key": key_schema("issue"),
+            "if_similar": {
+                "type": "string",
+                "enum": ["report", "refuse"],
+                "default": "report",
+                "description": "\"report\" (default): create, and list similar open issues in \
+                                `similar`. \"refuse\": create nothing when an open issue's title \
+                                is a near match (score 0.75 or more); the answer is then that \
+                                issue with created=false. Needs issues:read.",
+            },
         }),
         &["title"],
     )
+}
+
+/// search_issues's input: the query, list_issues's filter schemas (so a
+/// filter is described once), and offset paging.
+fn search_input() -> Value {
+    let list = list_input();
+    let mut properties = serde_json::Map::new();
+    properties.insert(
+        "query".to_owned(),
+        json!({
+            "type": "string",
+            "minLength": 1,
+            "maxLength": limits::SEARCH_QUERY_MAX_CHARS,
+            "description": format!(
+                "Words to find, e.g. \"login timeout\" or \"timeo*\": every word must occur in \
+                 the title, body or a comment; word* matches as a prefix. 1-{} characters, at \
+                 most {} words.",
+                limits::SEARCH_QUERY_MAX_CHARS,
+                limits::SEARCH_TERMS_MAX
+            ),
+        }),
+    );
+    for name in crate::args::FILTER_ARGS {
+        if let Some(schema) = list["properties"].get(name) {
+            properties.insert(name.to_owned(), schema.clone());
+        }
+    }
+    properties.insert(
+        "limit".to_owned(),
+        json!({
+            "type": "integer",
+            "minimum": 1,
+            "maximum": limits::SEARCH_LIMIT_MAX,
+            "default": limits::SEARCH_LIMIT_DEFAULT,
+            "description": format!(
+                "Hits per answer, 1-{}; defaults to {}.",
+                limits::SEARCH_LIMIT_MAX,
+                limits::SEARCH_LIMIT_DEFAULT
+            ),
+        }),
+    );
+    properties.insert(
+        "offset".to_owned(),
+        json!({
+            "type": "integer",
+            "minimum": 0,
+            "maximum": limits::SEARCH_DEPTH_MAX - 1,
+            "default": 0,
+            "description": format!(
+                "The next_offset of the previous answer, to read the next hits; offset + limit \
+                 at most {}.",
+                limits::SEARCH_DEPTH_MAX
+            ),
+        }),
+    );
+    object(Value::Object(properties), &["query"])
 }
 
 fn get_input() -> Value {
@@ -464,6 +570,21 @@ fn list_input() -> Value {
                 "maxLength": 128,
                 "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]*$",
                 "description": "Keep issues created by this run id.",
+            },
+            "priorities": {
+                "type": "array",
+                "items": {
+                    "type": "string",
+                    "enum": Priority::ALL.iter().map(|p| p.as_str()).collect::<Vec<_>>(),
+                },
+                "description": "Keep issues of any of these priorities. Omit for every priority.",
+            },
+            "updated_since": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 64,
+                "description": "RFC 3339 time, e.g. 2026-01-31T12:00:00Z: keep issues changed \
+                                (or created) at or after it.",
             },
             "limit": {
                 "type": "integer",
@@ -597,8 +718,112 @@ fn list_output() -> Value {
     })
 }
 
+fn similar_schema() -> Value {
+    json!({
+        "type": "array",
+        "description": "Open issues with titles like this one, most similar first; present for \
+                        a run that may read issues (absent if the lookup failed).",
+        "items": {
+            "type": "object",
+            "properties": {
+                "id": { "type": "string" },
+                "title": { "type": "string" },
+                "state": { "type": "string", "enum": IssueState::names() },
+                "score": {
+                    "type": "number",
+                    "minimum": 0,
+                    "maximum": 1,
+                    "description": "Share of title words in common; 0.75 or more is a near match.",
+                },
+            },
+            "required": ["id", "title", "state", "score"],
+        },
+    })
+}
+
+/// create_issue's answer: the issue it filed (or, refused, the existing
+/// near match), `replayed`, `created`, and optionally `similar`/`reason`.
 fn create_output() -> Value {
-    with_properties(issue_schema(), [("replayed", replayed_schema("issue"))])
+    let mut schema = with_properties(
+        issue_schema(),
+        [
+            ("replayed", replayed_schema("issue")),
+            (
+                "created",
+                json!({
+                    "type": "boolean",
+                    "description": "True when this call (or the original call of a replay) \
+                                    filed this issue; false when if_similar=\"refuse\" found a \
+                                    near match: nothing was created and this is the existing issue.",
+                }),
+            ),
+        ],
+    );
+    if let Some(Value::Object(properties)) = schema.get_mut("properties") {
+        properties.insert("similar".to_owned(), similar_schema());
+        properties.insert(
+            "reason".to_owned(),
+            json!({
+                "type": "string",
+                "description": "Why nothing was created (only when created is false).",
+            }),
+        );
+    }
+    schema
+}
+
+fn search_output() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "hits": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "id": { "type": "string", "description": "iss_ followed by 26 characters." },
+                        "title": { "type": "string" },
+                        "state": { "type": "string", "enum": IssueState::names() },
+                        "labels": { "type": "array", "items": { "type": "string" } },
+                        "priority": {
+                            "type": "string",
+                            "enum": Priority::ALL.iter().map(|p| p.as_str()).collect::<Vec<_>>(),
+                        },
+                        "updated_at": { "type": "string", "description": "RFC 3339, UTC." },
+                        "version": { "type": "integer", "minimum": 1 },
+                        "comment_count": { "type": "integer", "minimum": 0 },
+                        "score": {
+                            "type": "number",
+                            "description": "Higher is better; compare only within one answer.",
+                        },
+                        "field": { "type": "string", "enum": ["title", "body", "comment"] },
+                        "comment": {
+                            "type": ["string", "null"],
+                            "description": "The comment the snippet is from (field comment).",
+                        },
+                        "snippet": {
+                            "type": "string",
+                            "description": "Excerpt of the best-matching field, matches in **.",
+                        },
+                    },
+                    "required": [
+                        "id", "title", "state", "labels", "priority", "updated_at", "version",
+                        "comment_count", "score", "field", "comment", "snippet",
+                    ],
+                },
+            },
+            "next_offset": {
+                "type": ["integer", "null"],
+                "description": "Pass as offset for the next hits; null on the last page.",
+            },
+            "partial": {
+                "type": "boolean",
+                "description": "True when more issues matched than were ranked (the newest 1000): \
+                                narrow the query.",
+            },
+        },
+        "required": ["hits", "next_offset", "partial"],
+    })
 }
 
 fn comment_output() -> Value {
@@ -695,7 +920,10 @@ mod tests {
     #[test]
     fn sets_follow_capabilities_and_are_shared() {
         let read = Capabilities::parse_csv("issues:read").unwrap();
-        assert_eq!(names(&tool_set(&read)), ["list_issues", "get_issue"]);
+        assert_eq!(
+            names(&tool_set(&read)),
+            ["list_issues", "get_issue", "search_issues"]
+        );
         let write = Capabilities::parse_csv("issues:create,comments:write").unwrap();
         assert_eq!(names(&tool_set(&write)), ["create_issue", "add_comment"]);
         assert_eq!(
@@ -705,7 +933,8 @@ mod tests {
                 "get_issue",
                 "create_issue",
                 "update_issue",
-                "add_comment"
+                "add_comment",
+                "search_issues"
             ]
         );
         assert!(Arc::ptr_eq(&tool_set(&read), &tool_set(&read)));
@@ -772,7 +1001,9 @@ mod tests {
 
     #[test]
     fn schemas_accept_exactly_what_the_parser_accepts() {
-        use crate::args::{COMMENT_ARGS, CREATE_ARGS, GET_ARGS, LIST_ARGS, UPDATE_ARGS};
+        use crate::args::{
+            COMMENT_ARGS, CREATE_ARGS, GET_ARGS, LIST_ARGS, SEARCH_ARGS, UPDATE_ARGS,
+        };
         let all = tool_set(&Capabilities::all());
         for (name, accepted) in [
             ("create_issue", &CREATE_ARGS[..]),
@@ -780,6 +1011,7 @@ mod tests {
             ("list_issues", &LIST_ARGS[..]),
             ("update_issue", &UPDATE_ARGS[..]),
             ("add_comment", &COMMENT_ARGS[..]),
+            ("search_issues", &SEARCH_ARGS[..]),
         ] {
             let schema = &all.get(name).unwrap().input_schema;
             let mut properties: Vec<&str> = schema["properties"]
@@ -821,6 +1053,12 @@ mod tests {
         assert_eq!(create.annotations.as_ref().unwrap()["readOnlyHint"], false);
         let list = all.get("list_issues").unwrap();
         assert_eq!(list.annotations.as_ref().unwrap()["readOnlyHint"], true);
+        let search = all.get("search_issues").unwrap();
+        assert_eq!(search.annotations.as_ref().unwrap()["readOnlyHint"], true);
+        assert_eq!(
+            search.input_schema["properties"]["states"], list.input_schema["properties"]["states"],
+            "search takes its filter schemas from list_issues"
+        );
         assert_eq!(
             create.input_schema["properties"]["state"]["enum"],
             json!([

@@ -266,7 +266,12 @@ fn clients_see_only_what_the_grant_allows() -> Result<()> {
             script,
             &served.url,
             Some(&reader),
-            &["--mode", mode, "--caps-check", "list_issues,get_issue"],
+            &[
+                "--mode",
+                mode,
+                "--caps-check",
+                "list_issues,get_issue,search_issues",
+            ],
         )?;
         ensure!(
             summary["hidden_call"]["tool"] == "create_issue",
