@@ -233,7 +233,8 @@ fn every_client_runs_the_full_scenario_in_every_mode() -> Result<()> {
         );
     }
     // Each client's calls that reached the tools left one audit record each:
-    // seven successes and at least the stale update and the unknown id.
+    // nine successes (the seven board calls, the refused near duplicate and
+    // the search) and at least the stale update and the unknown id.
     let records = served.audit.records();
     for (run, clients) in [("run-legacy", 3), ("run-auto", 2), ("run-20260728", 2)] {
         let count = |outcome| {
@@ -244,7 +245,7 @@ fn every_client_runs_the_full_scenario_in_every_mode() -> Result<()> {
         };
         let ok = count(AuditOutcome::Ok);
         let failed = count(AuditOutcome::ToolError);
-        ensure!(ok == 7 * clients, "{run}: {ok} successful calls audited");
+        ensure!(ok == 9 * clients, "{run}: {ok} successful calls audited");
         ensure!(
             failed >= 2 * clients,
             "{run}: {failed} failed calls audited"
