@@ -395,7 +395,7 @@ pub fn render(
         let _ = writeln!(s);
     }
 
-    let sections: [(&str, &str); 6] = [
+    let sections: [(&str, &str); 7] = [
         (
             "disk",
             "Disk: fsync latency where the SQLite board lives (ms)",
@@ -408,6 +408,10 @@ pub fn render(
         ("idle_runs", "Memory per idle run"),
         ("cold_start", "Cold start of `corkboard serve` to ready"),
         ("idle_rss", "Idle RSS of `corkboard serve`"),
+        (
+            "search",
+            "Search latency (`search_issues` store calls, one tenant, one at a time)",
+        ),
     ];
     for (kind, title) in sections {
         let rows: Vec<&Record> = records.iter().filter(|r| r.kind == kind).collect();
