@@ -518,6 +518,9 @@ pub fn rank_similar(
 }
 
 /// The answer to `create_issue_unless_similar`.
+// Returned once per create and taken apart at once: boxing the common
+// variant would only add an allocation.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub enum CreateOutcome {
     /// Created (or an idempotent replay of an earlier create).

@@ -23,6 +23,11 @@ async fn search<S: BoardStore>(store: &S, t: &TenantId, q: &SearchQuery) -> Sear
         .unwrap_or_else(|e| panic!("search {q:?}: {e}"))
 }
 
+/// The one id a search must find.
+fn only(id: &IssueId) -> Vec<IssueId> {
+    vec![id.clone()]
+}
+
 fn hit_ids(page: &SearchPage) -> Vec<IssueId> {
     page.hits.iter().map(|h| h.issue.id.clone()).collect()
 }
@@ -74,7 +79,7 @@ pub async fn case_search_finds_a_body_word_first_with_its_snippet<S: BoardStore>
     .await;
     noise(&*store, &t, 3).await;
     let page = search(&*store, &t, &query("xylophonic")).await;
-    assert_eq!(hit_ids(&page), [target.id.clone()], "only the body has it");
+    assert_eq!(hit_ids(&page), only(&target.id), "only the body has it");
     let hit = &page.hits[0];
     assert_eq!(hit.field, MatchField::Body);
     assert!(
@@ -93,7 +98,7 @@ pub async fn case_search_finds_a_body_word_first_with_its_snippet<S: BoardStore>
 
     // Case and punctuation do not matter; a prefix needs its `*`.
     let page = search(&*store, &t, &query("XYLOPHONIC!")).await;
-    assert_eq!(hit_ids(&page), [target.id.clone()]);
+    assert_eq!(hit_ids(&page), only(&target.id));
     assert!(
         search(&*store, &t, &query("xylophon"))
             .await
@@ -101,10 +106,10 @@ pub async fn case_search_finds_a_body_word_first_with_its_snippet<S: BoardStore>
             .is_empty()
     );
     let page = search(&*store, &t, &query("xylophon*")).await;
-    assert_eq!(hit_ids(&page), [target.id.clone()]);
+    assert_eq!(hit_ids(&page), only(&target.id));
     // Every term must match.
     let page = search(&*store, &t, &query("xylophonic cache")).await;
-    assert_eq!(hit_ids(&page), [target.id.clone()]);
+    assert_eq!(hit_ids(&page), only(&target.id));
     assert!(
         search(&*store, &t, &query("xylophonic kubernetes"))
             .await
@@ -155,7 +160,7 @@ pub async fn case_search_finds_a_comment_word_right_after_the_comment<S: BoardSt
         .await
         .expect("comment");
     let page = search(&*store, &t, &query("quarkonium")).await;
-    assert_eq!(hit_ids(&page), [target.id.clone()]);
+    assert_eq!(hit_ids(&page), only(&target.id));
     let hit = &page.hits[0];
     assert_eq!(hit.field, MatchField::Comment);
     assert_eq!(hit.comment.as_ref(), Some(&added.comment.id));
@@ -163,7 +168,7 @@ pub async fn case_search_finds_a_comment_word_right_after_the_comment<S: BoardSt
     assert_eq!(hit.issue.comments.len(), 2, "the hit carries its comments");
     // Terms may match in different fields.
     let page = search(&*store, &t, &query("login quarkonium")).await;
-    assert_eq!(hit_ids(&page), [target.id.clone()]);
+    assert_eq!(hit_ids(&page), only(&target.id));
 }
 
 pub async fn case_search_ranks_title_over_body_over_comments<S: BoardStore>(store: Arc<S>) {
@@ -447,7 +452,7 @@ pub async fn case_search_sees_every_write_when_it_returns<S: BoardStore>(store: 
     .await;
     assert_eq!(
         hit_ids(&search(&*store, &t, &query("alphaword")).await),
-        [issue.id.clone()]
+        only(&issue.id)
     );
     store
         .update_issue(&t, &issue.id, title_patch("Omegaword title"), None)
@@ -461,11 +466,11 @@ pub async fn case_search_sees_every_write_when_it_returns<S: BoardStore>(store: 
     );
     assert_eq!(
         hit_ids(&search(&*store, &t, &query("omegaword")).await),
-        [issue.id.clone()]
+        only(&issue.id)
     );
     assert_eq!(
         hit_ids(&search(&*store, &t, &query("betaword")).await),
-        [issue.id.clone()],
+        only(&issue.id),
         "a title change keeps the body searchable"
     );
     store
@@ -498,7 +503,7 @@ pub async fn case_search_sees_every_write_when_it_returns<S: BoardStore>(store: 
     for word in ["deltaword", "gammaword", "omegaword"] {
         assert_eq!(
             hit_ids(&search(&*store, &t, &query(word)).await),
-            [issue.id.clone()],
+            only(&issue.id),
             "{word} after a body update"
         );
     }

@@ -54,7 +54,7 @@ async fn issues_without_word_arrays_are_backfilled_on_first_use() {
             .await
             .unwrap();
         let ids: Vec<_> = page.hits.iter().map(|h| h.issue.id.clone()).collect();
-        assert_eq!(ids, [created.id.clone()], "{word}");
+        assert_eq!(ids, vec![created.id.clone()], "{word}");
     }
     let stored = issues
         .find_one(doc! { "_id": created.id.as_str() })

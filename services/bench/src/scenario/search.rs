@@ -138,7 +138,7 @@ async fn seed(
                     .create_issue(&tenant, &author, new, None)
                     .await
                     .map_err(store_error("seeding create_issue"))?;
-                if i % 3 == 0 {
+                if i.is_multiple_of(3) {
                     let comment = NewComment {
                         issue: created.issue.id,
                         body: CommentBody::parse(rng.words(15))
