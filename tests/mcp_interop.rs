@@ -89,7 +89,7 @@ fn every_client_against(serve: &Serve) {
         }
         assert_eq!(
             summary["tools"].as_array().map(Vec::len),
-            Some(5),
+            Some(6),
             "{summary}"
         );
         let created = summary["created"].as_str().unwrap();

@@ -585,7 +585,7 @@ fn both_eras_are_served_over_stdio() {
             list["result"]["ttlMs"].is_u64() && list["result"]["cacheScope"].is_string(),
             "[{name}] {list}"
         );
-        assert_eq!(list["result"]["tools"].as_array().map(Vec::len), Some(5));
+        assert_eq!(list["result"]["tools"].as_array().map(Vec::len), Some(6));
         let created = p.request(&modern(
             json!(2),
             "tools/call",
@@ -688,7 +688,7 @@ fn both_eras_are_served_over_stdio() {
                 .as_array()
                 .cloned()
                 .unwrap_or_default();
-            assert_eq!(tools.len(), 5, "[{name}] {list}");
+            assert_eq!(tools.len(), 6, "[{name}] {list}");
             assert!(
                 result.get("resultType").is_none(),
                 "[{name}] no resultType before 2026-07-28: {init}"
@@ -750,7 +750,7 @@ fn both_eras_are_served_over_stdio() {
                 );
                 assert_eq!(
                     replies[1]["result"]["tools"].as_array().map(Vec::len),
-                    Some(5)
+                    Some(6)
                 );
             } else {
                 assert_eq!(
