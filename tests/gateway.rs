@@ -231,7 +231,11 @@ fn the_runner_serves_real_clients_in_both_listener_modes() {
         assert_ok(&ts1, "ts-sdk-v1");
         // Capabilities follow the run's grant.
         assert_ok(
-            &python_agent(url_b, token_b, &["--caps-check", "list_issues,get_issue"]),
+            &python_agent(
+                url_b,
+                token_b,
+                &["--caps-check", "list_issues,get_issue,search_issues"],
+            ),
             "caps check",
         );
         // A valid token of another run is refused at this run's endpoint.

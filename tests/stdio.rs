@@ -488,7 +488,12 @@ fn sdk_stdio_clients_see_only_the_granted_tools() {
                 script,
                 &target,
                 Some(&granted.token),
-                &["--mode", mode, "--caps-check", "list_issues,get_issue"],
+                &[
+                    "--mode",
+                    mode,
+                    "--caps-check",
+                    "list_issues,get_issue,search_issues",
+                ],
             );
             assert!(ok, "{script} {mode} ({}): {summary}", target.name());
             // A hidden tool is unknown to this caller: refused, and said so.
@@ -582,7 +587,7 @@ fn both_eras_are_served_over_stdio() {
             list["result"]["ttlMs"].is_u64() && list["result"]["cacheScope"].is_string(),
             "[{name}] {list}"
         );
-        assert_eq!(list["result"]["tools"].as_array().map(Vec::len), Some(7));
+        assert_eq!(list["result"]["tools"].as_array().map(Vec::len), Some(8));
         let created = p.request(&modern(
             json!(2),
             "tools/call",
@@ -685,7 +690,7 @@ fn both_eras_are_served_over_stdio() {
                 .as_array()
                 .cloned()
                 .unwrap_or_default();
-            assert_eq!(tools.len(), 7, "[{name}] {list}");
+            assert_eq!(tools.len(), 8, "[{name}] {list}");
             assert!(
                 result.get("resultType").is_none(),
                 "[{name}] no resultType before 2026-07-28: {init}"
@@ -757,7 +762,7 @@ fn both_eras_are_served_over_stdio() {
                 );
                 assert_eq!(
                     replies[1]["result"]["tools"].as_array().map(Vec::len),
-                    Some(7)
+                    Some(8)
                 );
             } else {
                 assert_eq!(

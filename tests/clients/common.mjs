@@ -208,6 +208,15 @@ async function fullScenario(client, label) {
 
     const replay = await callOk(client, 'create_issue', createArgs);
     check(replay.id === id && replay.replayed === true, `replaying create_issue with the same key must return ${id} with replayed=true, got ${replay.id} replayed=${replay.replayed}`);
+    check(created.created === true && Array.isArray(created.similar), `create_issue must say created=true and list similar issues: ${JSON.stringify(created).slice(0, 300)}`);
+
+    // The same title again with if_similar "refuse": nothing created, the
+    // original back, not an error, and a text block that says so first.
+    const refusedResult = await client.callTool({ name: 'create_issue', arguments: { title: createArgs.title, if_similar: 'refuse' } });
+    check(refusedResult.isError !== true, `a refused near duplicate is not a tool error: ${textOf(refusedResult).slice(0, 300)}`);
+    const refused = refusedResult.structuredContent ?? {};
+    check(refused.created === false && refused.id === id, `if_similar "refuse" must answer the near match ${id} with created=false, got ${refused.id} created=${refused.created}`);
+    check(textOf(refusedResult).startsWith('NOT CREATED'), `the refusal's text must start with NOT CREATED: ${textOf(refusedResult).slice(0, 200)}`);
 
     const got = await callOk(client, 'get_issue', { id });
     check(got.id === id && got.title === createArgs.title, 'get_issue returned another issue');
@@ -219,9 +228,16 @@ async function fullScenario(client, label) {
     const updated = await callOk(client, 'update_issue', { id, state: 'in_progress', expected_version: got.version });
     check(updated.state === 'in_progress' && updated.version === got.version + 1, `update_issue: expected state in_progress at version ${got.version + 1}, got ${updated.state} at ${updated.version}`);
 
-    const commented = await callOk(client, 'add_comment', { issue_id: id, body: 'Interop comment.', idempotency_key: `${key}-c` });
+    const word = `zq${randomUUID().replace(/-/g, '').slice(0, 12)}`;
+    const commented = await callOk(client, 'add_comment', { issue_id: id, body: `Interop comment about ${word}.`, idempotency_key: `${key}-c` });
     check(COMMENT_ID.test(commented.comment?.id ?? ''), 'add_comment returned no comment id');
     check(commented.comments.length === 1 && commented.replayed === false, 'add_comment: expected one comment, replayed=false');
+
+    // A word only in the comment is found at once, ranked first, with a snippet.
+    const found = await callOk(client, 'search_issues', { query: word, states: ['in_progress'], limit: 5 });
+    const hit = found.hits?.[0];
+    check(hit?.id === id && hit.field === 'comment' && hit.snippet.includes(`**${word}**`), `search_issues must find ${id} by its comment word: ${JSON.stringify(found).slice(0, 400)}`);
+    check(found.next_offset === null && found.partial === false, 'one search hit is one page');
 
     const stale = await callFailing(client, 'update_issue', { id, title: 'stale write', expected_version: got.version });
     check(stale.kind === 'tool_error', `a stale expected_version must be a tool error (isError), got ${stale.kind}: ${stale.message}`);
@@ -314,6 +330,8 @@ function argumentsFor(tool) {
         case 'claim_issue':
         case 'release_issue':
             return { id: UNKNOWN_ISSUE };
+        case 'search_issues':
+            return { query: 'anything' };
         default:
             return {};
     }

@@ -137,6 +137,21 @@ async def full_scenario(client: Client, label: str) -> dict[str, Any]:
         f"replaying create_issue must return {issue_id} with replayed=true, got {replay.get('id')} {replay.get('replayed')}",
     )
 
+    check(
+        created.get("created") is True and isinstance(created.get("similar"), list),
+        f"create_issue must say created=true and list similar issues: {str(created)[:300]}",
+    )
+    # The same title again with if_similar "refuse": nothing created, the
+    # original back, not an error, and a text block that says so first.
+    refused_result = await client.call_tool("create_issue", {"title": create_args["title"], "if_similar": "refuse"})
+    check(not refused_result.is_error, f"a refused near duplicate is not a tool error: {text_of(refused_result)[:300]}")
+    refused = refused_result.structured_content or {}
+    check(
+        refused.get("created") is False and refused.get("id") == issue_id,
+        f"if_similar refuse must answer {issue_id} with created=false, got {refused.get('id')} {refused.get('created')}",
+    )
+    check(text_of(refused_result).startswith("NOT CREATED"), f"refusal text: {text_of(refused_result)[:200]}")
+
     got = await call_ok(client, "get_issue", {"id": issue_id})
     check(got.get("id") == issue_id and got.get("title") == create_args["title"], "get_issue returned another issue")
 
@@ -152,11 +167,23 @@ async def full_scenario(client: Client, label: str) -> dict[str, Any]:
         f"update_issue: got state {updated.get('state')} at version {updated.get('version')}",
     )
 
+    word = f"zq{uuid.uuid4().hex[:12]}"
     commented = await call_ok(
-        client, "add_comment", {"issue_id": issue_id, "body": "Interop comment.", "idempotency_key": f"{key}-c"}
+        client,
+        "add_comment",
+        {"issue_id": issue_id, "body": f"Interop comment about {word}.", "idempotency_key": f"{key}-c"},
     )
     check(bool(COMMENT_ID.match((commented.get("comment") or {}).get("id", ""))), "add_comment returned no comment id")
     check(len(commented.get("comments", [])) == 1 and commented.get("replayed") is False, "add_comment: one comment")
+
+    # A word only in the comment is found at once, ranked first, with a snippet.
+    found = await call_ok(client, "search_issues", {"query": word, "states": ["in_progress"], "limit": 5})
+    hits = found.get("hits") or [{}]
+    check(
+        hits[0].get("id") == issue_id and hits[0].get("field") == "comment" and f"**{word}**" in hits[0].get("snippet", ""),
+        f"search_issues must find {issue_id} by its comment word: {str(found)[:400]}",
+    )
+    check(found.get("next_offset", "missing") is None and found.get("partial") is False, "one search hit is one page")
 
     stale = await call_failing(
         client, "update_issue", {"id": issue_id, "title": "stale write", "expected_version": got["version"]}
@@ -236,6 +263,7 @@ def arguments_for(tool: str) -> dict[str, Any]:
         "add_comment": {"issue_id": UNKNOWN_ISSUE, "body": "must not be written"},
         "claim_issue": {"id": UNKNOWN_ISSUE},
         "release_issue": {"id": UNKNOWN_ISSUE},
+        "search_issues": {"query": "anything"},
     }.get(tool, {})
 
 

@@ -163,6 +163,18 @@ pub enum Command {
         #[arg(long, default_value_t = 10)]
         trials: usize,
     },
+    /// Search latency by query kind at growing board sizes, one tenant,
+    /// seeded and queried through the store directly (not over MCP).
+    Search {
+        #[arg(long, default_value = "sqlite")]
+        store: Store,
+        /// Board sizes, measured on one board growing through them.
+        #[arg(long, value_delimiter = ',', default_value = "10000,100000")]
+        issues: Vec<usize>,
+        /// Queries per kind and size.
+        #[arg(long, default_value_t = 100)]
+        queries: usize,
+    },
     /// Render collected JSON lines as markdown (docs/numbers.md).
     Report {
         #[arg(long)]
@@ -361,6 +373,21 @@ async fn dispatch(cli: &Cli, sink: &mut Sink) -> Result<()> {
             runs,
             parallel,
         } => scenario::runs::idle_runs(&bins()?, *mode, *runs, *parallel, &logs, sink).await,
+        Command::Search {
+            store,
+            issues,
+            queries,
+        } => {
+            scenario::search::run(
+                &scenario::search::SearchSpec {
+                    store: *store,
+                    sizes: issues.clone(),
+                    queries: *queries,
+                },
+                sink,
+            )
+            .await
+        }
         Command::ColdStart { trials } => {
             scenario::cold_start::run(&bins()?, *trials, &logs, sink).await
         }

@@ -395,7 +395,7 @@ pub fn render(
         let _ = writeln!(s);
     }
 
-    let sections: [(&str, &str); 9] = [
+    let sections: [(&str, &str); 10] = [
         (
             "disk",
             "Disk: fsync latency where the SQLite board lives (ms)",
@@ -419,6 +419,10 @@ pub fn render(
         (
             "hardening_revocation",
             "Hardening: revocation convergence after Redis returns",
+        ),
+        (
+            "search",
+            "Search latency (`search_issues` store calls, one tenant, one at a time)",
         ),
     ];
     for (kind, title) in sections {

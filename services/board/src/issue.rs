@@ -29,6 +29,20 @@ pub mod limits {
     /// all, so an unbounded thread would make each `get_issue` unbounded
     /// too: 500 comments of at most 64 KiB keep an issue under 32 MiB.
     pub const COMMENTS_MAX: usize = 500;
+    /// Maximum length of a search query, in characters.
+    pub const SEARCH_QUERY_MAX_CHARS: usize = 200;
+    /// Most distinct terms one search query may have: each is one more
+    /// index lookup (and, on MongoDB, one more condition).
+    pub const SEARCH_TERMS_MAX: usize = 16;
+    /// Hits per search answer when the caller does not choose.
+    pub const SEARCH_LIMIT_DEFAULT: u32 = 10;
+    /// Largest number of hits one search answer may ask for.
+    pub const SEARCH_LIMIT_MAX: u32 = 50;
+    /// How deep a search may page: `offset + limit` is at most this. Ranked
+    /// results deeper than this are a sign the query should be narrower.
+    pub const SEARCH_DEPTH_MAX: u32 = 1000;
+    /// Most similar issues `similar_open_issues` answers with.
+    pub const SIMILAR_LIMIT_MAX: u32 = 10;
 }
 
 /// Where an issue stands. The order is the board's column order.
@@ -603,6 +617,10 @@ pub struct ListQuery {
     /// Case-insensitive substring of the title.
     pub text: Option<String>,
     pub author_run: Option<RunId>,
+    /// Issues of any of these priorities; empty: every priority.
+    pub priorities: Vec<Priority>,
+    /// Issues changed (or created) at or after this instant.
+    pub updated_since: Option<Timestamp>,
     pub limit: u32,
     pub cursor: Option<IssueId>,
     /// Sub-issues of this issue only.
@@ -618,6 +636,8 @@ impl Default for ListQuery {
             labels: LabelFilter::None,
             text: None,
             author_run: None,
+            priorities: Vec::new(),
+            updated_since: None,
             limit: limits::PAGE_DEFAULT,
             cursor: None,
             parent: None,
@@ -664,6 +684,10 @@ impl ListQuery {
                 .as_ref()
                 .is_none_or(|p| issue.parent.as_ref() == Some(p))
             && self.claim.matches(issue.claim.as_ref())
+            && (self.priorities.is_empty() || self.priorities.contains(&issue.priority))
+            && self
+                .updated_since
+                .is_none_or(|since| issue.updated_at >= since)
             && self.text.as_ref().is_none_or(|text| {
                 issue
                     .title
@@ -846,6 +870,14 @@ mod tests {
         assert!(q(|q| q.text = Some("flaky".into())).matches(&issue));
         assert!(!q(|q| q.text = Some("nope".into())).matches(&issue));
         assert!(q(|q| q.states = vec![IssueState::Inbox]).matches(&issue));
+        assert!(q(|q| q.priorities = vec![Priority::None, Priority::High]).matches(&issue));
+        assert!(!q(|q| q.priorities = vec![Priority::High]).matches(&issue));
+        let since = |at| ListQuery {
+            updated_since: Some(at),
+            ..Default::default()
+        };
+        assert!(since(issue.updated_at).matches(&issue));
+        assert!(!since(issue.updated_at.plus_millis(1)).matches(&issue));
         assert!(!q(|q| q.states = vec![IssueState::Done]).matches(&issue));
         let mut all = ListQuery {
             labels: LabelFilter::All(vec![label("ci"), label("bug")]),

@@ -14,6 +14,7 @@ mod grant;
 mod ids;
 mod issue;
 mod relations;
+mod search;
 mod store;
 mod timestamp;
 pub mod webhook;
@@ -31,6 +32,11 @@ pub use issue::{
 pub use relations::{
     BlockedBy, Claim, ClaimCheck, ClaimFilter, Claimant, CloseReason, IssueView, ParentChain,
     check_release, relation_limits,
+};
+pub use search::{
+    CreateOutcome, IssueTerms, MONGO_CANDIDATES_MAX, MatchField, NEAR_MATCH, SearchHit, SearchPage,
+    SearchQuery, SearchText, SimilarIssue, Term, is_open, normalized, rank_order, rank_similar,
+    term_set, title_similarity, tokens,
 };
 pub use store::{AuditLog, BoardStore, GrantLedger, IssueStore, StoreHealth, WebhookStore};
 pub use timestamp::Timestamp;

@@ -5,10 +5,12 @@ use crate::audit::{AuditEntry, AuditQuery, AuditRecord};
 use crate::error::StoreError;
 use crate::grant::{Grant, GrantEvent, GrantPolicy};
 use crate::ids::{DeliveryId, GrantId, IdempotencyKey, IssueId, RunId, TenantId, WebhookId};
+use crate::issue::Title;
 use crate::issue::{
     Author, CommentAdded, Created, Issue, IssuePatch, ListQuery, NewComment, NewIssue, Page,
 };
 use crate::relations::{Claimant, IssueView};
+use crate::search::{CreateOutcome, SearchPage, SearchQuery, SimilarIssue};
 use crate::timestamp::Timestamp;
 use crate::webhook::{AttemptOutcome, ClaimedDelivery, NewWebhook, Webhook, WebhookWithStatus};
 use async_trait::async_trait;
@@ -87,6 +89,37 @@ pub trait IssueStore: Send + Sync + 'static {
         comment: NewComment,
         key: Option<&IdempotencyKey>,
     ) -> Result<CommentAdded, StoreError>;
+
+    /// Ranked full-text search over titles, bodies and comments, with the
+    /// list filters (see `corkboard_board::search` for what matches and how
+    /// hits rank). Sees every write that has returned.
+    async fn search_issues(
+        &self,
+        tenant: &TenantId,
+        query: &SearchQuery,
+    ) -> Result<SearchPage, StoreError>;
+
+    /// The open issues (states other than done and closed) whose titles are
+    /// most like `title`, most similar first, at most `limit`
+    /// (`1..=SIMILAR_LIMIT_MAX`); only issues sharing a word with it.
+    async fn similar_open_issues(
+        &self,
+        tenant: &TenantId,
+        title: &Title,
+        limit: u32,
+    ) -> Result<Vec<SimilarIssue>, StoreError>;
+
+    /// [`Self::create_issue`], unless an open issue is a near match for the
+    /// new title: then nothing is written and the near matches come back.
+    /// A replay of an earlier create under `key` is answered as a replay
+    /// whatever is similar now.
+    async fn create_issue_unless_similar(
+        &self,
+        tenant: &TenantId,
+        author: &Author,
+        new: NewIssue,
+        key: Option<&IdempotencyKey>,
+    ) -> Result<CreateOutcome, StoreError>;
 }
 
 /// The durable record of grants: who created and revoked what, and when.

@@ -9,6 +9,7 @@ use corkboard_board::{
     IdempotencyKey, Issue, IssueId, IssuePatch, IssueStore, IssueView, ListQuery, NewComment,
     NewIssue, Page, RunId, StoreError, TenantId, Timestamp,
 };
+use corkboard_board::{CreateOutcome, SearchPage, SearchQuery, SimilarIssue, Title};
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
@@ -92,6 +93,29 @@ impl IssueStore for BoardlessStore {
         _: NewComment,
         _: Option<&IdempotencyKey>,
     ) -> Result<CommentAdded, StoreError> {
+        Err(not_configured())
+    }
+
+    async fn search_issues(&self, _: &TenantId, _: &SearchQuery) -> Result<SearchPage, StoreError> {
+        Err(not_configured())
+    }
+
+    async fn similar_open_issues(
+        &self,
+        _: &TenantId,
+        _: &Title,
+        _: u32,
+    ) -> Result<Vec<SimilarIssue>, StoreError> {
+        Err(not_configured())
+    }
+
+    async fn create_issue_unless_similar(
+        &self,
+        _: &TenantId,
+        _: &Author,
+        _: NewIssue,
+        _: Option<&IdempotencyKey>,
+    ) -> Result<CreateOutcome, StoreError> {
         Err(not_configured())
     }
 }

@@ -11,8 +11,8 @@ use actix_web::{HttpResponse, web};
 use corkboard_api::ApiError;
 use corkboard_board::{
     AuditQuery, Capabilities, ClaimFilter, CloseReason, GrantEvent, GrantId, GrantPolicy, IssueId,
-    IssuePatch, IssueState, Label, LabelFilter, Labels, ListQuery, Priority, RunId, TenantId,
-    Timestamp, Title, ValidationError, limits, parse_ttl,
+    IssuePatch, IssueState, Label, LabelFilter, Labels, ListQuery, Priority, RunId, SearchQuery,
+    SearchText, TenantId, Timestamp, Title, ValidationError, limits, parse_ttl,
 };
 use corkboard_grants::{AdminPrincipal, GrantRequest, Renewal};
 use serde::Deserialize;
@@ -46,6 +46,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 web::post().to(revoke_run),
             )
             .route("/tenants/{tenant}/issues", web::get().to(list_issues))
+            // Before `{issue}`, which would otherwise take "search" as an id.
+            .route(
+                "/tenants/{tenant}/issues/search",
+                web::get().to(search_issues),
+            )
             .route("/tenants/{tenant}/issues/{issue}", web::get().to(get_issue))
             .route(
                 "/tenants/{tenant}/issues/{issue}",
@@ -410,6 +415,10 @@ struct IssueListParams {
     label_match: Option<String>,
     text: Option<String>,
     run: Option<String>,
+    /// Comma-separated priorities.
+    priority: Option<String>,
+    /// RFC 3339: issues updated at or after it.
+    updated_since: Option<String>,
     cursor: Option<String>,
     limit: Option<u32>,
     /// Sub-issues of this issue.
@@ -418,6 +427,56 @@ struct IssueListParams {
     unclaimed: Option<bool>,
     /// Issues claimed by this run.
     claimed_by: Option<String>,
+}
+
+/// `GET .../issues/search`: the list filters, the query `q`, and paging by
+/// `offset` (no cursor: hits are ranked, not ordered by id).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IssueSearchParams {
+    q: Option<String>,
+    state: Option<String>,
+    label: Option<String>,
+    label_match: Option<String>,
+    text: Option<String>,
+    run: Option<String>,
+    priority: Option<String>,
+    updated_since: Option<String>,
+    parent: Option<String>,
+    unclaimed: Option<bool>,
+    claimed_by: Option<String>,
+    offset: Option<u32>,
+    limit: Option<u32>,
+}
+
+impl IssueSearchParams {
+    fn into_query(self) -> Result<SearchQuery, ValidationError> {
+        let text = SearchText::parse(self.q.unwrap_or_default())?;
+        // The filters exactly as the list route reads them.
+        let filter = IssueListParams {
+            state: self.state,
+            label: self.label,
+            label_match: self.label_match,
+            text: self.text,
+            run: self.run,
+            priority: self.priority,
+            updated_since: self.updated_since,
+            parent: self.parent,
+            unclaimed: self.unclaimed,
+            claimed_by: self.claimed_by,
+            cursor: None,
+            limit: None,
+        }
+        .into_query()?;
+        let query = SearchQuery {
+            text,
+            filter,
+            limit: self.limit.unwrap_or(limits::SEARCH_LIMIT_DEFAULT),
+            offset: self.offset.unwrap_or(0),
+        };
+        query.validate()?;
+        Ok(query)
+    }
 }
 
 fn csv(text: &Option<String>) -> Vec<&str> {
@@ -460,11 +519,28 @@ impl IssueListParams {
             (_, Some(run)) => ClaimFilter::ClaimedBy(RunId::parse(run)?),
             (_, None) => ClaimFilter::Any,
         };
+        let priorities = csv(&self.priority)
+            .into_iter()
+            .map(Priority::parse)
+            .collect::<Result<Vec<_>, _>>()?;
+        let updated_since = self
+            .updated_since
+            .map(|text| {
+                Timestamp::parse_rfc3339(&text).ok_or_else(|| {
+                    ValidationError::new(
+                        "updated_since",
+                        "must be an RFC 3339 time, e.g. 2026-01-31T12:00:00Z",
+                    )
+                })
+            })
+            .transpose()?;
         let query = ListQuery {
             states,
             labels,
             text: self.text.filter(|t| !t.is_empty()),
             author_run: self.run.map(RunId::parse).transpose()?,
+            priorities,
+            updated_since,
             limit: page_limit(self.limit)?,
             cursor: self.cursor.map(IssueId::parse).transpose()?,
             parent: self.parent.map(IssueId::parse).transpose()?,
@@ -484,6 +560,20 @@ async fn list_issues(
     let tenant = tenant_for_read(&auth.0, &path)?;
     let query = params.into_inner().into_query()?;
     let page = state.store.list_issues(&tenant, &query).await?;
+    Ok(HttpResponse::Ok().json(page))
+}
+
+/// Ranked search with the list filters: the same store call as the
+/// `search_issues` tool.
+async fn search_issues(
+    state: web::Data<AppState>,
+    auth: WebAuth,
+    path: web::Path<String>,
+    params: web::Query<IssueSearchParams>,
+) -> Result<HttpResponse, ApiError> {
+    let tenant = tenant_for_read(&auth.0, &path)?;
+    let query = params.into_inner().into_query()?;
+    let page = state.store.search_issues(&tenant, &query).await?;
     Ok(HttpResponse::Ok().json(page))
 }
 

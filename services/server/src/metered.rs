@@ -9,6 +9,7 @@ use corkboard_board::{
     IssuePatch, IssueStore, IssueView, ListQuery, NewComment, NewIssue, Page, RunId, StoreError,
     StoreHealth, TenantId, Timestamp,
 };
+use corkboard_board::{CreateOutcome, SearchPage, SearchQuery, SimilarIssue, Title};
 use corkboard_telemetry::Metrics;
 use std::future::Future;
 use std::sync::Arc;
@@ -135,6 +136,43 @@ impl IssueStore for MeteredStore {
         self.timed(
             "add_comment",
             self.inner.add_comment(tenant, author, comment, key),
+        )
+        .await
+    }
+
+    async fn search_issues(
+        &self,
+        tenant: &TenantId,
+        query: &SearchQuery,
+    ) -> Result<SearchPage, StoreError> {
+        self.timed("search_issues", self.inner.search_issues(tenant, query))
+            .await
+    }
+
+    async fn similar_open_issues(
+        &self,
+        tenant: &TenantId,
+        title: &Title,
+        limit: u32,
+    ) -> Result<Vec<SimilarIssue>, StoreError> {
+        self.timed(
+            "similar_open_issues",
+            self.inner.similar_open_issues(tenant, title, limit),
+        )
+        .await
+    }
+
+    async fn create_issue_unless_similar(
+        &self,
+        tenant: &TenantId,
+        author: &Author,
+        new: NewIssue,
+        key: Option<&IdempotencyKey>,
+    ) -> Result<CreateOutcome, StoreError> {
+        self.timed(
+            "create_issue_unless_similar",
+            self.inner
+                .create_issue_unless_similar(tenant, author, new, key),
         )
         .await
     }

@@ -35,6 +35,7 @@ mod grants;
 mod issues;
 mod lists;
 mod renewal;
+mod search;
 mod webhooks;
 
 pub use audit::*;
@@ -44,6 +45,7 @@ pub use grants::*;
 pub use issues::*;
 pub use lists::*;
 pub use renewal::*;
+pub use search::*;
 pub use webhooks::*;
 
 use corkboard_board::BoardStore;
@@ -151,6 +153,16 @@ macro_rules! store_contract_tests {
             case_close_reasons_and_reopen,
             case_relations_are_checked_and_shown,
             case_audit_retries_store_each_record_once,
+            case_search_finds_a_body_word_first_with_its_snippet,
+            case_search_finds_a_comment_word_right_after_the_comment,
+            case_search_ranks_title_over_body_over_comments,
+            case_search_matches_the_reference,
+            case_search_combines_with_every_list_filter,
+            case_search_and_similarity_stay_in_their_tenant,
+            case_search_sees_every_write_when_it_returns,
+            case_search_pages_by_offset_and_checks_limits,
+            case_similar_open_issues_and_refusing_near_duplicates,
+            case_list_priority_and_updated_since_match_reference,
         }
     };
     (@tests [$factory:expr] $($case:ident),* $(,)?) => {
@@ -191,6 +203,7 @@ mod tests {
             include_str!("lists.rs"),
             include_str!("renewal.rs"),
             include_str!("webhooks.rs"),
+            include_str!("search.rs"),
         ];
         let defined: BTreeSet<&str> = sources
             .iter()

@@ -46,6 +46,55 @@ pub(crate) mod field {
     pub const CLAIM_GRANT: &str = "claim.grant";
     pub const CLAIMED_AT: &str = "claim.claimed_at";
     pub const CLAIM_EXPIRES_AT: &str = "claim.expires_at";
+    /// The distinct words (`corkboard_board::term_set`) of the title, the
+    /// body and all comments, each its own multikey-indexed array: a title
+    /// or body change replaces its array in the same update, a comment
+    /// adds its words to the third with `$addToSet`, so no write needs to
+    /// read the others first. Search finds candidates through them.
+    pub const TERMS_TITLE: &str = "terms_title";
+    pub const TERMS_BODY: &str = "terms_body";
+    pub const TERMS_COMMENTS: &str = "terms_comments";
+    /// The three, in ranking order (title, body, comments).
+    pub const TERMS: [&str; 3] = [TERMS_TITLE, TERMS_BODY, TERMS_COMMENTS];
+}
+
+/// The distinct words of `text` as a BSON array.
+pub(crate) fn terms_bson(text: &str) -> Bson {
+    Bson::Array(
+        corkboard_board::term_set(text)
+            .into_iter()
+            .map(Bson::String)
+            .collect(),
+    )
+}
+
+/// The words of every comment of `issue` together.
+fn comment_terms_bson(issue: &Issue) -> Bson {
+    let words: std::collections::BTreeSet<String> = issue
+        .comments
+        .iter()
+        .flat_map(|c| corkboard_board::tokens(c.body.as_str()))
+        .collect();
+    Bson::Array(words.into_iter().map(Bson::String).collect())
+}
+
+/// The per-field word arrays of a document (missing arrays read as empty).
+pub(crate) fn issue_terms(doc: &Document) -> corkboard_board::IssueTerms {
+    let words = |name: &str| {
+        doc.get_array(name)
+            .map(|items| {
+                items
+                    .iter()
+                    .filter_map(|b| b.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    corkboard_board::IssueTerms {
+        title: words(field::TERMS_TITLE),
+        body: words(field::TERMS_BODY),
+        comments: words(field::TERMS_COMMENTS),
+    }
 }
 
 pub(crate) fn date(t: Timestamp) -> DateTime {
@@ -131,6 +180,9 @@ pub(crate) fn issue_doc(issue: &Issue) -> Document {
         field::UPDATED_AT: date(issue.updated_at),
         field::VERSION: to_i64(issue.version),
         field::COMMENTS: issue.comments.iter().map(comment_doc).collect::<Vec<_>>(),
+        field::TERMS_TITLE: terms_bson(issue.title.as_str()),
+        field::TERMS_BODY: terms_bson(issue.body.as_str()),
+        field::TERMS_COMMENTS: comment_terms_bson(issue),
     }
 }
 
@@ -149,9 +201,11 @@ pub(crate) fn patch_set(patch: &corkboard_board::IssuePatch) -> Document {
     if let Some(title) = &patch.title {
         set.insert(field::TITLE, title.as_str());
         set.insert(field::TITLE_LOWER, title.as_str().to_lowercase());
+        set.insert(field::TERMS_TITLE, terms_bson(title.as_str()));
     }
     if let Some(body) = &patch.body {
         set.insert(field::BODY, body.as_str());
+        set.insert(field::TERMS_BODY, terms_bson(body.as_str()));
     }
     if let Some(state) = patch.state {
         set.insert(field::STATE, state.as_str());
@@ -533,8 +587,13 @@ mod tests {
             ..IssuePatch::default()
         };
         let set = patch_set(&patch);
-        assert_eq!(set.len(), 3);
+        // Title, its lower-cased copy, its search words, and the state.
+        assert_eq!(set.len(), 4);
         assert_eq!(set.get_str(field::TITLE_LOWER).unwrap(), "new title");
+        assert_eq!(
+            set.get_array(field::TERMS_TITLE).unwrap(),
+            &vec![Bson::from("new"), Bson::from("title")]
+        );
         assert!(patch_set(&IssuePatch::default()).is_empty());
     }
 

@@ -25,19 +25,20 @@
 
 use crate::codec::{
     claim_bson, comment_doc, comment_from_doc, date, field, issue_doc, issue_from_doc, issue_set,
-    patch_set, raw_claim, to_i64,
+    issue_terms, patch_set, raw_claim, terms_bson, to_i64,
 };
-use crate::error::{is_duplicate_key, store_error};
-use crate::query::list_filter;
+use crate::error::{corrupt, is_duplicate_key, store_error};
+use crate::query::{list_filter, search_filter, similar_filter};
 use crate::schema::idem_field;
 use crate::store::MongoStore;
 use async_trait::async_trait;
 use corkboard_board::webhook::{self, WebhookEvent};
 use corkboard_board::{
-    Author, ClaimCheck, Claimant, Comment, CommentAdded, CommentId, Created, GrantLedger,
-    IdempotencyKey, Issue, IssueId, IssuePatch, IssueStore, IssueView, ListQuery, NewComment,
-    NewIssue, Page, ParentChain, RunId, StoreError, TenantId, Timestamp, ValidationError,
-    check_release, limits, relation_limits,
+    Author, ClaimCheck, Claimant, Comment, CommentAdded, CommentId, CreateOutcome, Created,
+    GrantLedger, IdempotencyKey, Issue, IssueId, IssuePatch, IssueState, IssueStore, IssueView,
+    ListQuery, MONGO_CANDIDATES_MAX, NewComment, NewIssue, Page, ParentChain, RunId, SearchPage,
+    SearchQuery, SimilarIssue, StoreError, TenantId, Timestamp, Title, ValidationError,
+    check_release, limits, rank_order, rank_similar, relation_limits,
 };
 use mongodb::bson::{Bson, Document, doc};
 use mongodb::options::ReturnDocument;
@@ -564,6 +565,9 @@ impl MongoStore {
                     },
                     doc! {
                         "$push": { field::COMMENTS: comment_doc(comment) },
+                        "$addToSet": {
+                            field::TERMS_COMMENTS: { "$each": terms_bson(comment.body.as_str()) },
+                        },
                         "$inc": { field::VERSION: 1_i64 },
                         "$max": { field::UPDATED_AT: date(comment.created_at) },
                     },
@@ -716,7 +720,233 @@ impl MongoStore {
             "updating issue {id} matched nothing {UPDATE_ATTEMPTS} times"
         )))
     }
+
+    /// Creates as [`IssueStore::create_issue`] does (inside its bound).
+    async fn create(
+        &self,
+        tenant: &TenantId,
+        author: &Author,
+        new: NewIssue,
+        key: Option<&IdempotencyKey>,
+    ) -> Result<Created, StoreError> {
+        new.validate()?;
+        self.ensure_tenant(tenant).await?;
+        self.check_relations(tenant, None, &new.related(), new.parent.as_ref())
+            .await?;
+        match key {
+            Some(key) => self.create_with_key(tenant, author, new, key).await,
+            None => {
+                let issue = new.into_issue(tenant.clone(), author.clone(), Timestamp::now());
+                self.issues(tenant)
+                    .insert_one(issue_doc(&issue))
+                    .await
+                    .map_err(|e| store_error(&e))?;
+                Ok(Created {
+                    issue,
+                    replayed: false,
+                })
+            }
+        }
+    }
+
+    /// Queues the `issue.created` webhook deliveries of a create that was
+    /// not a replay (after the write: see `queue_after`).
+    async fn created_event(&self, tenant: &TenantId, created: &Created) {
+        if !created.replayed {
+            let data = webhook::issue_summary(&created.issue);
+            self.queue_after(tenant, WebhookEvent::IssueCreated, data)
+                .await;
+        }
+    }
+
+    /// Whether (run, key) already holds an issue's idempotency record.
+    async fn key_used(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+        key: &IdempotencyKey,
+    ) -> Result<bool, StoreError> {
+        let found = self
+            .idempotency(tenant)
+            .find_one(doc! {
+                idem_field::RUN: run.as_str(),
+                idem_field::KEY: key.as_str(),
+                idem_field::KIND: Kind::Issue.as_str(),
+            })
+            .projection(doc! { field::ID: 1 })
+            .max_time(self.max_time())
+            .await
+            .map_err(|e| store_error(&e))?;
+        Ok(found.is_some())
+    }
+
+    /// The documents matching `filter`, newest first, at most `limit`,
+    /// with only `projection`'s fields.
+    async fn find_docs(
+        &self,
+        tenant: &TenantId,
+        filter: Document,
+        projection: Option<Document>,
+        limit: i64,
+    ) -> Result<Vec<Document>, StoreError> {
+        let options = mongodb::options::FindOptions::builder()
+            .sort(doc! { field::ID: -1 })
+            .limit(limit)
+            .batch_size(u32::try_from(limit).unwrap_or(u32::MAX).min(1000))
+            .projection(projection)
+            .max_time(self.max_time())
+            .build();
+        let mut cursor = self
+            .issues(tenant)
+            .find(filter)
+            .with_options(options)
+            .await
+            .map_err(|e| store_error(&e))?;
+        let mut out = Vec::new();
+        while cursor.advance().await.map_err(|e| store_error(&e))? {
+            out.push(cursor.deserialize_current().map_err(|e| store_error(&e))?);
+        }
+        Ok(out)
+    }
+
+    async fn search(
+        &self,
+        tenant: &TenantId,
+        query: &SearchQuery,
+    ) -> Result<SearchPage, StoreError> {
+        let empty = SearchPage {
+            hits: Vec::new(),
+            next_offset: None,
+            partial: false,
+        };
+        let Some(filter) = search_filter(query) else {
+            return Ok(empty);
+        };
+        // Older documents get their word arrays here if no write has given
+        // them yet (see `MongoStore::ensure_tenant`).
+        self.ensure_tenant(tenant).await?;
+        // Candidates: the newest MONGO_CANDIDATES_MAX matches, words only;
+        // ranked here by the domain's reference score.
+        let mut projection = doc! { field::UPDATED_AT: 1 };
+        for name in field::TERMS {
+            projection.insert(name, 1);
+        }
+        let bound = i64::from(MONGO_CANDIDATES_MAX);
+        let docs = self
+            .find_docs(tenant, filter, Some(projection), bound + 1)
+            .await?;
+        let partial = docs.len() as i64 > bound;
+        let mut ranked = Vec::with_capacity(docs.len());
+        for doc in docs.iter().take(MONGO_CANDIDATES_MAX as usize) {
+            let id = doc
+                .get_str(field::ID)
+                .ok()
+                .and_then(|id| IssueId::parse(id).ok())
+                .ok_or_else(|| bad_field(doc, field::ID))?;
+            let updated = updated_at(doc)?;
+            // The server matched it; a `None` here would mean the arrays
+            // and the domain disagree, and the domain decides.
+            if let Some(score) = query.text.score(&issue_terms(doc)) {
+                ranked.push((score, updated, id));
+            }
+        }
+        ranked.sort_by(|a, b| rank_order((a.0, a.1, &a.2), (b.0, b.1, &b.2)));
+        let from = (query.offset as usize).min(ranked.len());
+        let to = (from + query.limit as usize).min(ranked.len());
+        let next_offset = (ranked.len() > to).then(|| query.offset + query.limit);
+        let page = &ranked[from..to];
+        let ids: Vec<&str> = page.iter().map(|(_, _, id)| id.as_str()).collect();
+        let mut full = std::collections::HashMap::new();
+        for doc in self
+            .find_docs(
+                tenant,
+                doc! { field::ID: { "$in": ids } },
+                None,
+                page.len() as i64,
+            )
+            .await?
+        {
+            let issue = issue_from_doc(tenant, &doc)?;
+            full.insert(issue.id.clone(), issue);
+        }
+        // An issue gone between the two reads (no deletes exist today) is
+        // left out rather than failing the search.
+        let hits = page
+            .iter()
+            .filter_map(|(score, _, id)| full.remove(id).map(|i| query.text.hit(i, *score)))
+            .collect();
+        Ok(SearchPage {
+            hits,
+            next_offset,
+            partial,
+        })
+    }
+
+    async fn similar(
+        &self,
+        tenant: &TenantId,
+        title: &Title,
+        limit: u32,
+    ) -> Result<Vec<SimilarIssue>, StoreError> {
+        let words: Vec<String> = corkboard_board::term_set(title.as_str())
+            .into_iter()
+            .collect();
+        if words.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.ensure_tenant(tenant).await?;
+        let projection = doc! { field::TITLE: 1, field::STATE: 1, field::UPDATED_AT: 1 };
+        // Titles with every word first (where near duplicates are), then
+        // the newest sharing any word; both bounded.
+        let mut docs = self
+            .find_docs(
+                tenant,
+                similar_filter(&words, true),
+                Some(projection.clone()),
+                SIMILAR_ALL_CANDIDATES,
+            )
+            .await?;
+        docs.extend(
+            self.find_docs(
+                tenant,
+                similar_filter(&words, false),
+                Some(projection),
+                SIMILAR_ANY_CANDIDATES,
+            )
+            .await?,
+        );
+        let mut candidates = Vec::with_capacity(docs.len());
+        for doc in &docs {
+            let text = |name: &'static str| doc.get_str(name).map_err(|_| bad_field(doc, name));
+            candidates.push((
+                IssueId::parse(text(field::ID)?).map_err(|_| bad_field(doc, field::ID))?,
+                Title::parse(text(field::TITLE)?).map_err(|_| bad_field(doc, field::TITLE))?,
+                IssueState::parse(text(field::STATE)?).map_err(|_| bad_field(doc, field::STATE))?,
+                updated_at(doc)?,
+            ));
+        }
+        Ok(rank_similar(title.as_str(), candidates, limit))
+    }
 }
+
+fn bad_field(doc: &Document, name: &str) -> StoreError {
+    corrupt(
+        "issue",
+        doc.get_str(field::ID).unwrap_or("?"),
+        format_args!("field {name} is missing or invalid"),
+    )
+}
+
+fn updated_at(doc: &Document) -> Result<Timestamp, StoreError> {
+    doc.get_datetime(field::UPDATED_AT)
+        .map(|d| Timestamp::from_millis(d.timestamp_millis()))
+        .map_err(|_| bad_field(doc, field::UPDATED_AT))
+}
+
+/// Candidates of `similar_open_issues` whose titles have every word of the
+/// new title, and those sharing any word (the newest of each).
+const SIMILAR_ALL_CANDIDATES: i64 = 50;
+const SIMILAR_ANY_CANDIDATES: i64 = 200;
 
 #[async_trait]
 impl IssueStore for MongoStore {
@@ -728,34 +958,85 @@ impl IssueStore for MongoStore {
         key: Option<&IdempotencyKey>,
     ) -> Result<Created, StoreError> {
         let created = self
+            .bounded_write("create_issue", self.create(tenant, author, new, key))
+            .await?;
+        self.created_event(tenant, &created).await;
+        Ok(created)
+    }
+
+    /// Not atomic on MongoDB: the check and the insert are two operations
+    /// on different documents, so two near-duplicate creates racing each
+    /// other may both be created (each checked before the other landed).
+    /// A key's replay is still decided by the key's unique index.
+    async fn create_issue_unless_similar(
+        &self,
+        tenant: &TenantId,
+        author: &Author,
+        new: NewIssue,
+        key: Option<&IdempotencyKey>,
+    ) -> Result<CreateOutcome, StoreError> {
+        let outcome = self
             .bounded_write("create_issue", async {
-                new.validate()?;
                 self.ensure_tenant(tenant).await?;
-                self.check_relations(tenant, None, &new.related(), new.parent.as_ref())
-                    .await?;
-                match key {
-                    Some(key) => self.create_with_key(tenant, author, new, key).await,
-                    None => {
-                        let issue =
-                            new.into_issue(tenant.clone(), author.clone(), Timestamp::now());
-                        self.issues(tenant)
-                            .insert_one(issue_doc(&issue))
-                            .await
-                            .map_err(|e| store_error(&e))?;
-                        Ok(Created {
-                            issue,
-                            replayed: false,
-                        })
+                let replay = match key {
+                    Some(key) => self.key_used(tenant, &author.run, key).await?,
+                    None => false,
+                };
+                if !replay {
+                    let near: Vec<SimilarIssue> = self
+                        .similar(tenant, &new.title, limits::SIMILAR_LIMIT_MAX)
+                        .await?
+                        .into_iter()
+                        .filter(SimilarIssue::is_near)
+                        .collect();
+                    // A racing request under the same key may have created the
+                    // issue just now: that is a replay, not a refusal.
+                    let raced = match key {
+                        Some(key) if !near.is_empty() => {
+                            self.key_used(tenant, &author.run, key).await?
+                        }
+                        _ => false,
+                    };
+                    if !near.is_empty() && !raced {
+                        return Ok(CreateOutcome::Refused(near));
                     }
                 }
+                self.create(tenant, author, new, key)
+                    .await
+                    .map(CreateOutcome::Created)
             })
             .await?;
-        if !created.replayed {
-            let data = webhook::issue_summary(&created.issue);
-            self.queue_after(tenant, WebhookEvent::IssueCreated, data)
-                .await;
+        if let CreateOutcome::Created(created) = &outcome {
+            self.created_event(tenant, created).await;
         }
-        Ok(created)
+        Ok(outcome)
+    }
+
+    async fn search_issues(
+        &self,
+        tenant: &TenantId,
+        query: &SearchQuery,
+    ) -> Result<SearchPage, StoreError> {
+        query.validate()?;
+        self.bounded("search_issues", self.search(tenant, query))
+            .await
+    }
+
+    async fn similar_open_issues(
+        &self,
+        tenant: &TenantId,
+        title: &Title,
+        limit: u32,
+    ) -> Result<Vec<SimilarIssue>, StoreError> {
+        if limit == 0 || limit > limits::SIMILAR_LIMIT_MAX {
+            return Err(ValidationError::new(
+                "limit",
+                format!("must be between 1 and {}", limits::SIMILAR_LIMIT_MAX),
+            )
+            .into());
+        }
+        self.bounded("similar_open_issues", self.similar(tenant, title, limit))
+            .await
     }
 
     async fn get_issue(&self, tenant: &TenantId, id: &IssueId) -> Result<Issue, StoreError> {

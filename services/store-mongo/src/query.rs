@@ -2,7 +2,9 @@
 //! a shape the `(state|labels|author.run, _id)` indexes serve.
 
 use crate::codec::{date, field};
-use corkboard_board::{ClaimFilter, LabelFilter, ListQuery, Timestamp};
+use corkboard_board::{
+    ClaimFilter, IssueState, LabelFilter, ListQuery, SearchQuery, Term, Timestamp, is_open,
+};
 use mongodb::bson::{Bson, Document, doc};
 use std::collections::BTreeSet;
 
@@ -50,6 +52,13 @@ pub(crate) fn list_filter_at(query: &ListQuery, now: Timestamp) -> Option<Docume
     if let Some(run) = &query.author_run {
         filter.insert(field::AUTHOR_RUN, run.as_str());
     }
+    if !query.priorities.is_empty() {
+        let priorities: BTreeSet<&str> = query.priorities.iter().map(|p| p.as_str()).collect();
+        filter.insert(field::PRIORITY, doc! { "$in": strings(priorities) });
+    }
+    if let Some(since) = query.updated_since {
+        filter.insert(field::UPDATED_AT, doc! { "$gte": date(since) });
+    }
     if let Some(text) = &query.text {
         if text.chars().any(char::is_control) {
             return None;
@@ -80,6 +89,52 @@ pub(crate) fn list_filter_at(query: &ListQuery, now: Timestamp) -> Option<Docume
     Some(filter)
 }
 
+/// The filter of a search's candidates: the list filters, and every term
+/// in one of the three word arrays (a prefix term as an anchored regex,
+/// which a server answers from the array's index as a range of words).
+/// `None` when no issue can match.
+pub(crate) fn search_filter(query: &SearchQuery) -> Option<Document> {
+    let mut filter = list_filter(&query.filter)?;
+    let terms: Vec<Bson> = query
+        .text
+        .terms()
+        .iter()
+        .map(|term| {
+            let any: Vec<Bson> = field::TERMS
+                .iter()
+                .map(|name| Bson::Document(doc! { *name: term_condition(term) }))
+                .collect();
+            Bson::Document(doc! { "$or": any })
+        })
+        .collect();
+    filter.insert("$and", terms);
+    Some(filter)
+}
+
+fn term_condition(term: &Term) -> Bson {
+    if term.prefix {
+        Bson::Document(doc! { "$regex": format!("^{}", escape_regex(&term.word)) })
+    } else {
+        Bson::String(term.word.clone())
+    }
+}
+
+/// The filter of similar-title candidates: open issues whose title has
+/// every word of `words` (`all`) or any of them.
+pub(crate) fn similar_filter(words: &[String], all: bool) -> Document {
+    let closed: Vec<Bson> = IssueState::ALL
+        .into_iter()
+        .filter(|s| !is_open(*s))
+        .map(|s| Bson::from(s.as_str()))
+        .collect();
+    let words: Vec<Bson> = words.iter().map(|w| Bson::from(w.as_str())).collect();
+    let op = if all { "$all" } else { "$in" };
+    doc! {
+        field::TERMS_TITLE: { op: words },
+        field::STATE: { "$nin": closed },
+    }
+}
+
 fn strings<'a>(values: impl IntoIterator<Item = &'a str>) -> Vec<Bson> {
     values.into_iter().map(Bson::from).collect()
 }
@@ -104,7 +159,7 @@ pub(crate) fn escape_regex(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use corkboard_board::{IssueId, IssueState, Label, RunId};
+    use corkboard_board::{IssueId, IssueState, Label, Priority, RunId, SearchText, Timestamp};
 
     #[test]
     fn no_filters_is_an_empty_filter() {
@@ -122,6 +177,8 @@ mod tests {
             ]),
             text: Some("FlAky (x)".into()),
             author_run: Some(RunId::parse("r1").unwrap()),
+            priorities: vec![Priority::Urgent, Priority::Low],
+            updated_since: Some(Timestamp::from_millis(1234)),
             limit: 10,
             cursor: Some(cursor.clone()),
             ..ListQuery::default()
@@ -133,6 +190,8 @@ mod tests {
                 "_id": { "$lt": cursor.as_str() },
                 "state": { "$in": ["done", "todo"] },
                 "author.run": "r1",
+                "priority": { "$in": ["low", "urgent"] },
+                "updated_at": { "$gte": mongodb::bson::DateTime::from_millis(1234) },
                 "title_lower": { "$regex": "flaky \\(x\\)" },
                 "labels": { "$all": ["bug", "ui"] },
             }
@@ -199,6 +258,40 @@ mod tests {
             ..ListQuery::default()
         };
         assert_eq!(list_filter(&empty), Some(Document::new()));
+    }
+
+    #[test]
+    fn search_adds_one_condition_per_term_over_the_three_word_arrays() {
+        let mut query = SearchQuery::new(SearchText::parse("Login ab.cd*").unwrap());
+        query.filter.states = vec![IssueState::Todo];
+        let filter = search_filter(&query).unwrap();
+        let any = |cond: Bson| {
+            doc! { "$or": [
+                { "terms_title": cond.clone() },
+                { "terms_body": cond.clone() },
+                { "terms_comments": cond },
+            ] }
+        };
+        // "ab.cd*" is the word "ab" and the prefix "cd".
+        assert_eq!(
+            filter,
+            doc! {
+                "state": { "$in": ["todo"] },
+                "$and": [
+                    any(Bson::from("ab")),
+                    any(Bson::Document(doc! { "$regex": "^cd" })),
+                    any(Bson::from("login")),
+                ],
+            }
+        );
+        let nothing = SearchQuery {
+            filter: ListQuery {
+                labels: LabelFilter::Any(Vec::new()),
+                ..ListQuery::default()
+            },
+            ..query
+        };
+        assert_eq!(search_filter(&nothing), None);
     }
 
     #[test]

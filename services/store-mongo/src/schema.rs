@@ -77,6 +77,11 @@ pub(crate) fn issue_indexes() -> Vec<IndexModel> {
         // Claimed-by lists, and revocation ending a grant's claims.
         index(doc! { field::CLAIM_RUN: 1, field::ID: -1 }),
         index(doc! { field::CLAIM_GRANT: 1 }),
+        // Multikey: one entry per word, ending in `_id` so the newest
+        // candidates of a word come straight from the index.
+        index(doc! { field::TERMS_TITLE: 1, field::ID: -1 }),
+        index(doc! { field::TERMS_BODY: 1, field::ID: -1 }),
+        index(doc! { field::TERMS_COMMENTS: 1, field::ID: -1 }),
     ]
 }
 

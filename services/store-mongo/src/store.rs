@@ -209,11 +209,64 @@ impl MongoStore {
                 .create_indexes(schema::audit_indexes())
                 .await
                 .map_err(|e| store_error(&e))?;
+            self.backfill_terms(tenant).await?;
             tracing::debug!(tenant = %tenant, "MongoDB indexes ready");
             Ok(())
         })
         .await
         .map(|_| ())
+    }
+
+    /// Gives the word arrays search needs to issues written before search
+    /// existed (once per tenant per process, after the indexes). Each
+    /// update is guarded by the version it read: an issue changed meanwhile
+    /// was written with its arrays by that change. Interrupted (by the
+    /// operation bound or a failure), it carries on at the next call.
+    async fn backfill_terms(&self, tenant: &TenantId) -> Result<(), StoreError> {
+        use crate::codec::{field, terms_bson};
+        let filter = doc! { field::TERMS_TITLE: { "$exists": false } };
+        let mut cursor = self
+            .issues(tenant)
+            .find(filter)
+            .projection(doc! {
+                field::TITLE: 1, field::BODY: 1, "comments.body": 1, field::VERSION: 1,
+            })
+            .await
+            .map_err(|e| store_error(&e))?;
+        let mut filled = 0u64;
+        while cursor.advance().await.map_err(|e| store_error(&e))? {
+            let doc = cursor.deserialize_current().map_err(|e| store_error(&e))?;
+            let text = |name: &str| doc.get_str(name).unwrap_or_default().to_owned();
+            let comments: String = doc
+                .get_array(field::COMMENTS)
+                .map(|items| {
+                    items
+                        .iter()
+                        .filter_map(|c| c.as_document()?.get_str("body").ok())
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                })
+                .unwrap_or_default();
+            let (Some(id), Some(version)) = (doc.get(field::ID), doc.get(field::VERSION)) else {
+                continue;
+            };
+            self.issues(tenant)
+                .update_one(
+                    doc! { field::ID: id.clone(), field::VERSION: version.clone() },
+                    doc! { "$set": {
+                        field::TERMS_TITLE: terms_bson(&text(field::TITLE)),
+                        field::TERMS_BODY: terms_bson(&text(field::BODY)),
+                        field::TERMS_COMMENTS: terms_bson(&comments),
+                    } },
+                )
+                .await
+                .map_err(|e| store_error(&e))?;
+            filled += 1;
+        }
+        if filled > 0 {
+            tracing::info!(tenant = %tenant, issues = filled, "gave older issues their search words");
+        }
+        Ok(())
     }
 
     /// Makes sure the grants collection has its indexes (above all the

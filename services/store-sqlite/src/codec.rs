@@ -89,6 +89,16 @@ pub(crate) const ISSUE_COLUMNS: &str = "id, title, body, state, labels, priority
      author_grant, created_at, updated_at, version, parent, duplicate_of, blocked_by, \
      close_reason, claim_run, claim_grant, claimed_at, claim_expires_at";
 
+/// `columns` (a comma-separated list) each prefixed with `alias.`, for
+/// statements joining tables whose column names overlap.
+pub(crate) fn qualified(alias: &str, columns: &str) -> String {
+    columns
+        .split(',')
+        .map(|c| format!("{alias}.{}", c.trim()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// How many columns [`ISSUE_COLUMNS`] names.
 pub(crate) const ISSUE_COLUMN_COUNT: usize = column_count(ISSUE_COLUMNS);
 

@@ -6,16 +6,17 @@
 use crate::codec::{
     AUDIT_COLUMNS, COMMENT_COLUMNS, GRANT_COLUMNS, ISSUE_COLUMN_COUNT, ISSUE_COLUMNS,
     audit_from_row, comment_from_row, comment_from_row_at, grant_from_row, issue_from_row,
-    join_ids, join_labels, to_sql_u64,
+    join_ids, join_labels, qualified, to_sql_u64,
 };
 use crate::error::OpError;
 use crate::query::{self, json_array};
 use crate::readers::snapshot;
 use corkboard_board::{
     AuditEntry, AuditQuery, AuditRecord, Author, ClaimCheck, Claimant, Comment, CommentAdded,
-    CommentId, Created, Grant, GrantEvent, GrantId, IdempotencyKey, Issue, IssueId, IssuePatch,
-    IssueView, ListQuery, NewComment, NewIssue, Page, ParentChain, RunId, StoreError, TenantId,
-    Timestamp, ValidationError, check_release, limits, relation_limits,
+    CommentId, CreateOutcome, Created, Grant, GrantEvent, GrantId, IdempotencyKey, Issue, IssueId,
+    IssuePatch, IssueState, IssueView, ListQuery, NewComment, NewIssue, Page, ParentChain, RunId,
+    SearchPage, SearchQuery, SimilarIssue, StoreError, TenantId, Timestamp, Title, ValidationError,
+    check_release, limits, normalized, rank_similar, relation_limits,
 };
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 use std::collections::HashMap;
@@ -29,13 +30,6 @@ use std::sync::LazyLock;
 /// no explicit transaction): the issue's columns on every row, then a
 /// comment's, or NULLs for an issue without comments.
 static ISSUE_WITH_COMMENTS: LazyLock<String> = LazyLock::new(|| {
-    let qualified = |alias: &str, columns: &str| {
-        columns
-            .split(',')
-            .map(|c| format!("{alias}.{}", c.trim()))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
     format!(
         "SELECT {}, {} FROM issues i LEFT JOIN comments c \
          ON c.tenant = i.tenant AND c.issue_id = i.id \
@@ -179,6 +173,73 @@ fn attach_comments(
     Ok(())
 }
 
+/// One page of ranked hits (bm25 order, see [`query::search_issues`]),
+/// with their comments and snippets. SQLite ranks every match, so the page
+/// is never partial.
+pub(crate) fn search_issues(
+    conn: &Connection,
+    tenant: &TenantId,
+    query: &SearchQuery,
+) -> Result<SearchPage, OpError> {
+    let sql = query::search_issues(tenant, query);
+    let mut stmt = conn.prepare_cached(&sql.text)?;
+    let mut rows = stmt.query(params_from_iter(sql.params.iter()))?;
+    let limit = query.limit as usize;
+    let mut issues = Vec::with_capacity(limit + 1);
+    let mut ranks = Vec::with_capacity(limit + 1);
+    while let Some(row) = rows.next()? {
+        issues.push(issue_from_row(tenant, row)?);
+        ranks.push(row.get::<_, f64>(ISSUE_COLUMN_COUNT)?);
+    }
+    let next_offset = (issues.len() > limit).then(|| query.offset + query.limit);
+    issues.truncate(limit);
+    attach_comments(conn, tenant, &mut issues)?;
+    let hits = issues
+        .into_iter()
+        .zip(ranks)
+        // bm25 is lower-is-better and negative; hits say higher-is-better.
+        .map(|(issue, rank)| query.text.hit(issue, -rank))
+        .collect();
+    Ok(SearchPage {
+        hits,
+        next_offset,
+        partial: false,
+    })
+}
+
+/// The open issues most like `title` (see [`query::similar_candidates`]
+/// for the candidates, `rank_similar` for the choice).
+pub(crate) fn similar_open_issues(
+    conn: &Connection,
+    tenant: &TenantId,
+    title: &Title,
+    limit: u32,
+) -> Result<Vec<SimilarIssue>, OpError> {
+    let Some(sql) = query::similar_candidates(tenant, title) else {
+        return Ok(Vec::new());
+    };
+    let mut stmt = conn.prepare_cached(&sql.text)?;
+    let mut rows = stmt.query(params_from_iter(sql.params.iter()))?;
+    let mut candidates = Vec::new();
+    while let Some(row) = rows.next()? {
+        let id: String = row.get(0)?;
+        let candidate: String = row.get(1)?;
+        let state: String = row.get(2)?;
+        let corrupt = |e: ValidationError| {
+            OpError::Store(StoreError::Internal(format!(
+                "stored issue {id} is invalid: {e}"
+            )))
+        };
+        candidates.push((
+            IssueId::parse(id.as_str()).map_err(corrupt)?,
+            Title::parse(candidate).map_err(corrupt)?,
+            IssueState::parse(&state).map_err(corrupt)?,
+            Timestamp::from_millis(row.get(3)?),
+        ));
+    }
+    Ok(rank_similar(title.as_str(), candidates, limit))
+}
+
 pub(crate) fn load_grant(conn: &Connection, id: &GrantId) -> Result<Option<GrantEvent>, OpError> {
     let mut stmt = conn.prepare_cached(&GRANT_BY_ID)?;
     let mut rows = stmt.query(params![id.as_str()])?;
@@ -312,6 +373,9 @@ pub(crate) enum WriteOp {
         new: NewIssue,
         key: Option<IdempotencyKey>,
         fingerprint: String,
+        /// Write nothing when an open issue is a near match (checked in
+        /// the same transaction as the insert).
+        unless_similar: bool,
     },
     UpdateIssue {
         tenant: TenantId,
@@ -411,6 +475,8 @@ impl WriteOp {
 #[derive(Debug)]
 pub(crate) enum WriteOutput {
     Created(Created),
+    /// `unless_similar` found near matches; nothing was written.
+    Refused(Vec<SimilarIssue>),
     Updated(Issue),
     Commented(CommentAdded),
     Recorded,
@@ -437,8 +503,20 @@ fn execute_op(conn: &Connection, op: &WriteOp) -> Result<WriteOutput, OpError> {
             new,
             key,
             fingerprint,
-        } => create_issue(conn, tenant, author, new, key.as_ref(), fingerprint)
-            .map(WriteOutput::Created),
+            unless_similar,
+        } => create_issue(
+            conn,
+            tenant,
+            author,
+            new,
+            key.as_ref(),
+            fingerprint,
+            *unless_similar,
+        )
+        .map(|outcome| match outcome {
+            CreateOutcome::Created(created) => WriteOutput::Created(created),
+            CreateOutcome::Refused(similar) => WriteOutput::Refused(similar),
+        }),
         WriteOp::UpdateIssue {
             tenant,
             id,
@@ -672,7 +750,8 @@ fn create_issue(
     new: &NewIssue,
     key: Option<&IdempotencyKey>,
     fingerprint: &str,
-) -> Result<Created, OpError> {
+    unless_similar: bool,
+) -> Result<CreateOutcome, OpError> {
     if let Some(key) = key
         && let Some(record) = find_key(conn, tenant, &author.run, key, KeyKind::Issue)?
     {
@@ -680,20 +759,44 @@ fn create_issue(
         // The current issue, not a snapshot: the caller retried and wants
         // to see where the issue stands now.
         let issue = get_issue(conn, tenant, &id)?;
-        return Ok(Created {
+        return Ok(CreateOutcome::Created(Created {
             issue,
             replayed: true,
-        });
+        }));
+    }
+    if unless_similar {
+        // On the writer, inside the group's write transaction: no other
+        // create (from any process) can land between this check and the
+        // insert below.
+        let near: Vec<SimilarIssue> =
+            similar_open_issues(conn, tenant, &new.title, limits::SIMILAR_LIMIT_MAX)?
+                .into_iter()
+                .filter(SimilarIssue::is_near)
+                .collect();
+        if !near.is_empty() {
+            return Ok(CreateOutcome::Refused(near));
+        }
     }
     new.validate()?;
     check_relations(conn, tenant, None, &new.related(), new.parent.as_ref())?;
     let now = Timestamp::now();
     let issue = new.clone().into_issue(tenant.clone(), author.clone(), now);
+    let mut search = conn.prepare_cached(
+        "INSERT INTO issue_search (tenant, issue_id, title, body, comments) \
+         VALUES (?1, ?2, ?3, ?4, '')",
+    )?;
+    search.execute(params![
+        tenant.as_str(),
+        issue.id.as_str(),
+        normalized(issue.title.as_str()),
+        normalized(issue.body.as_str()),
+    ])?;
+    let search_rowid = conn.last_insert_rowid();
     let mut stmt = conn.prepare_cached(
         "INSERT INTO issues (tenant, id, title, title_lower, body, state, priority, labels, \
          author_run, author_grant, created_at, updated_at, version, parent, duplicate_of, \
-         blocked_by, close_reason) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+         blocked_by, close_reason, search_rowid) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
     )?;
     stmt.execute(params![
         tenant.as_str(),
@@ -713,6 +816,7 @@ fn create_issue(
         issue.duplicate_of.as_ref().map(IssueId::as_str),
         join_ids(&issue.blocked_by),
         issue.close_reason.map(|r| r.as_str()),
+        search_rowid,
     ])?;
     insert_labels(conn, &issue)?;
     write_blocked_by(conn, &issue, false)?;
@@ -729,9 +833,24 @@ fn create_issue(
             now,
         )?;
     }
-    Ok(Created {
+    Ok(CreateOutcome::Created(Created {
         issue,
         replayed: false,
+    }))
+}
+
+/// The issue's row in `issue_search`.
+fn search_rowid(conn: &Connection, tenant: &TenantId, id: &IssueId) -> Result<i64, OpError> {
+    let mut stmt =
+        conn.prepare_cached("SELECT search_rowid FROM issues WHERE tenant = ?1 AND id = ?2")?;
+    let rowid: Option<i64> = stmt
+        .query_row(params![tenant.as_str(), id.as_str()], |row| row.get(0))
+        .optional()?
+        .flatten();
+    rowid.ok_or_else(|| {
+        OpError::Store(StoreError::Internal(format!(
+            "issue {id} has no search row"
+        )))
     })
 }
 
@@ -796,6 +915,16 @@ fn update_issue(
         return Err(OpError::Store(StoreError::Internal(format!(
             "issue {id} changed under the write lock"
         ))));
+    }
+    if patch.title.is_some() || patch.body.is_some() {
+        let rowid = search_rowid(conn, tenant, id)?;
+        let mut stmt =
+            conn.prepare_cached("UPDATE issue_search SET title = ?1, body = ?2 WHERE rowid = ?3")?;
+        stmt.execute(params![
+            normalized(issue.title.as_str()),
+            normalized(issue.body.as_str()),
+            rowid
+        ])?;
     }
     if labels_changed {
         let mut stmt =
@@ -959,6 +1088,12 @@ fn add_comment(
         comment.author.grant.as_ref().map(GrantId::as_str),
         now.as_millis(),
     ])?;
+    let rowid = search_rowid(conn, tenant, &new.issue)?;
+    let mut search = conn.prepare_cached(
+        "UPDATE issue_search SET comments = CASE WHEN comments = '' THEN ?1 \
+         ELSE comments || ' ' || ?1 END WHERE rowid = ?2",
+    )?;
+    search.execute(params![normalized(comment.body.as_str()), rowid])?;
     if let Some(key) = key {
         remember_key(
             conn,

@@ -2,8 +2,11 @@
 //! pick the index that fits (state, author, label) and every filter runs in
 //! SQL. Each combination of filters is one statement text, cached once.
 
-use crate::codec::ISSUE_COLUMNS;
-use corkboard_board::{ClaimFilter, LabelFilter, ListQuery, TenantId, Timestamp};
+use crate::codec::{ISSUE_COLUMNS, qualified};
+use corkboard_board::{
+    ClaimFilter, LabelFilter, ListQuery, SearchQuery, SearchText, TenantId, Timestamp, Title,
+    tokens,
+};
 use rusqlite::types::Value;
 use std::collections::BTreeSet;
 
@@ -29,6 +32,23 @@ pub(crate) fn list_issues_at(tenant: &TenantId, query: &ListQuery, now: Timestam
         text.push_str(" AND i.id < ?");
         params.push(Value::Text(cursor.as_str().to_owned()));
     }
+    push_filters(query, now, &mut text, &mut params);
+    text.push_str(" ORDER BY i.id DESC LIMIT ?");
+    params.push(Value::Integer(i64::from(query.limit) + 1));
+    Sql { text, params }
+}
+
+/// Appends the condition of every filter `query` sets (not its cursor) on
+/// the issues row `i` (claims judged as of `now`), as ` AND ...` clauses
+/// with their parameters: the one
+/// WHERE builder of lists and searches, so each filter means the same in
+/// both.
+pub(crate) fn push_filters(
+    query: &ListQuery,
+    now: Timestamp,
+    text: &mut String,
+    params: &mut Vec<Value>,
+) {
     if !query.states.is_empty() {
         let states: BTreeSet<&str> = query.states.iter().map(|s| s.as_str()).collect();
         text.push_str(" AND i.state IN (SELECT value FROM json_each(?))");
@@ -82,9 +102,113 @@ pub(crate) fn list_issues_at(tenant: &TenantId, query: &ListQuery, now: Timestam
             params.push(Value::Text(json_array(wanted)));
         }
     }
-    text.push_str(" ORDER BY i.id DESC LIMIT ?");
+    if !query.priorities.is_empty() {
+        let priorities: BTreeSet<&str> = query.priorities.iter().map(|p| p.as_str()).collect();
+        text.push_str(" AND i.priority IN (SELECT value FROM json_each(?))");
+        params.push(Value::Text(json_array(priorities)));
+    }
+    if let Some(since) = query.updated_since {
+        text.push_str(" AND i.updated_at >= ?");
+        params.push(Value::Integer(since.as_millis()));
+    }
+}
+
+/// bm25 weights of the search table's columns, in its column order
+/// (tenant, issue_id, title, body, comments): the tenant phrase every query
+/// carries counts for nothing, a title match far more than a body match,
+/// and a body match more than a comment match.
+const BM25_WEIGHTS: &str = "0.0, 0.0, 10.0, 3.0, 1.0";
+
+/// The FTS5 phrase of one word: our words are alphanumeric (see
+/// `corkboard_board::tokens`), so they never contain a `"`.
+fn phrase(word: &str) -> String {
+    format!("\"{word}\"")
+}
+
+/// The MATCH expression pinning `tenant`: its one token in the tenant
+/// column (tenant ids are `[a-z0-9-]`, and the table's tokenizer keeps `-`
+/// inside a token).
+fn tenant_phrase(tenant: &TenantId) -> String {
+    format!("tenant : {}", phrase(tenant.as_str()))
+}
+
+/// The MATCH expression of a search: the tenant, and every term somewhere
+/// in the title, body or comments (`word*` for a prefix term).
+pub(crate) fn search_match(tenant: &TenantId, text: &SearchText) -> String {
+    let terms: Vec<String> = text
+        .terms()
+        .iter()
+        .map(|t| {
+            let p = phrase(&t.word);
+            if t.prefix { format!("{p}*") } else { p }
+        })
+        .collect();
+    format!(
+        "{} AND {{title body comments}} : ({})",
+        tenant_phrase(tenant),
+        terms.join(" AND ")
+    )
+}
+
+/// The ranked hits of a search, one row more than the page (so the caller
+/// knows whether another page exists): the issue's columns, then the bm25
+/// rank (lower is better). The FTS table drives the join (CROSS JOIN), each
+/// hit is found in `issues` by its primary key and must be that issue's
+/// current search row, and every list filter applies through
+/// [`push_filters`].
+pub(crate) fn search_issues(tenant: &TenantId, query: &SearchQuery) -> Sql {
+    let mut text = format!(
+        "SELECT {}, bm25(issue_search, {BM25_WEIGHTS}) AS rank \
+         FROM issue_search s CROSS JOIN issues i ON i.tenant = ? AND i.id = s.issue_id \
+         WHERE issue_search MATCH ? AND i.search_rowid = s.rowid",
+        qualified("i", ISSUE_COLUMNS)
+    );
+    let mut params = vec![
+        Value::Text(tenant.as_str().to_owned()),
+        Value::Text(search_match(tenant, &query.text)),
+    ];
+    push_filters(&query.filter, Timestamp::now(), &mut text, &mut params);
+    text.push_str(" ORDER BY rank, i.updated_at DESC, i.id DESC LIMIT ? OFFSET ?");
     params.push(Value::Integer(i64::from(query.limit) + 1));
+    params.push(Value::Integer(i64::from(query.offset)));
     Sql { text, params }
+}
+
+/// Most candidates [`similar_candidates`] reads: the best by bm25 over the
+/// titles sharing a word with the new one, which is where the most similar
+/// titles are; the domain's `rank_similar` then decides among them.
+pub(crate) const SIMILAR_CANDIDATES: i64 = 50;
+
+/// Open issues whose titles share a word with `title`, best bm25 first:
+/// id, title, state, updated_at. `None` when the title has no words.
+pub(crate) fn similar_candidates(tenant: &TenantId, title: &Title) -> Option<Sql> {
+    let words: BTreeSet<String> = tokens(title.as_str()).collect();
+    if words.is_empty() {
+        return None;
+    }
+    let any: Vec<String> = words.iter().map(|w| phrase(w)).collect();
+    let open: Vec<&str> = corkboard_board::IssueState::ALL
+        .into_iter()
+        .filter(|s| !corkboard_board::is_open(*s))
+        .map(|s| s.as_str())
+        .collect();
+    let text = "SELECT i.id, i.title, i.state, i.updated_at \
+         FROM issue_search s CROSS JOIN issues i ON i.tenant = ? AND i.id = s.issue_id \
+         WHERE issue_search MATCH ? AND i.search_rowid = s.rowid \
+         AND i.state NOT IN (SELECT value FROM json_each(?)) \
+         ORDER BY bm25(issue_search, 0.0, 0.0, 1.0, 0.0, 0.0), i.updated_at DESC LIMIT ?"
+        .to_owned();
+    let params = vec![
+        Value::Text(tenant.as_str().to_owned()),
+        Value::Text(format!(
+            "{} AND title : ({})",
+            tenant_phrase(tenant),
+            any.join(" OR ")
+        )),
+        Value::Text(json_array(open)),
+        Value::Integer(SIMILAR_CANDIDATES),
+    ];
+    Some(Sql { text, params })
 }
 
 /// A JSON array of strings, for `json_each(?)`: one statement text whatever
@@ -97,7 +221,7 @@ pub(crate) fn json_array<'a>(values: impl IntoIterator<Item = &'a str>) -> Strin
 #[cfg(test)]
 mod tests {
     use super::*;
-    use corkboard_board::{IssueId, IssueState, Label, RunId};
+    use corkboard_board::{IssueId, IssueState, Label, Priority, RunId, Timestamp};
 
     fn tenant() -> TenantId {
         TenantId::parse("acme").unwrap()
@@ -128,6 +252,8 @@ mod tests {
             ]),
             text: Some("FlAky".into()),
             author_run: Some(RunId::parse("r1").unwrap()),
+            priorities: vec![Priority::Urgent, Priority::None],
+            updated_since: Some(Timestamp::from_millis(1234)),
             limit: 10,
             cursor: Some(cursor.clone()),
             ..ListQuery::default()
@@ -144,6 +270,8 @@ mod tests {
                 Value::Text("flaky".into()),
                 Value::Text(r#"["bug","ui"]"#.into()),
                 Value::Integer(2),
+                Value::Text(r#"["none","urgent"]"#.into()),
+                Value::Integer(1234),
                 Value::Integer(11),
             ]
         );
@@ -193,11 +321,11 @@ mod tests {
     #[test]
     fn every_list_shape_fits_in_the_statement_cache_with_the_other_reads() {
         let mut shapes = BTreeSet::new();
+        let label = || vec![Label::parse("l").unwrap()];
         for cursor in [None, Some(IssueId::generate())] {
             for states in [vec![], vec![IssueState::Todo]] {
                 for author_run in [None, Some(RunId::parse("r").unwrap())] {
                     for text in [None, Some("x".to_owned())] {
-                        let label = || vec![Label::parse("l").unwrap()];
                         for labels in [
                             LabelFilter::None,
                             LabelFilter::All(label()),
@@ -209,17 +337,24 @@ mod tests {
                                     ClaimFilter::Unclaimed,
                                     ClaimFilter::ClaimedBy(RunId::parse("r").unwrap()),
                                 ] {
-                                    let query = ListQuery {
-                                        states: states.clone(),
-                                        labels: labels.clone(),
-                                        text: text.clone(),
-                                        author_run: author_run.clone(),
-                                        limit: 10,
-                                        cursor: cursor.clone(),
-                                        parent: parent.clone(),
-                                        claim,
-                                    };
-                                    shapes.insert(list_issues(&tenant(), &query).text);
+                                    for priorities in [vec![], vec![Priority::High]] {
+                                        for updated_since in [None, Some(Timestamp::from_millis(1))]
+                                        {
+                                            let query = ListQuery {
+                                                states: states.clone(),
+                                                labels: labels.clone(),
+                                                text: text.clone(),
+                                                author_run: author_run.clone(),
+                                                limit: 10,
+                                                cursor: cursor.clone(),
+                                                parent: parent.clone(),
+                                                claim: claim.clone(),
+                                                priorities: priorities.clone(),
+                                                updated_since,
+                                            };
+                                            shapes.insert(list_issues(&tenant(), &query).text);
+                                        }
+                                    }
                                 }
                             }
                         }
@@ -227,11 +362,45 @@ mod tests {
                 }
             }
         }
-        assert_eq!(shapes.len(), 288);
+        assert_eq!(shapes.len(), 1152);
         // 4 point-read statements, page comments, active grants, 4 grant
         // lists, 4 audit lists, 2 inverse relations, BEGIN, COMMIT, ROLLBACK.
         let others = 4 + 1 + 1 + 4 + 4 + 2 + 3;
         assert!(shapes.len() + others <= crate::schema::STATEMENT_CACHE);
+    }
+
+    #[test]
+    fn searches_pin_the_tenant_in_the_join_and_the_match_and_reuse_the_filters() {
+        let mut query = SearchQuery::new(SearchText::parse("Login timeo* \"x\"").unwrap());
+        query.filter.states = vec![IssueState::Todo];
+        query.offset = 20;
+        let sql = search_issues(&tenant(), &query);
+        assert_eq!(sql.text.matches('?').count(), sql.params.len());
+        assert_eq!(
+            sql.params,
+            vec![
+                Value::Text("acme".into()),
+                Value::Text(
+                    r#"tenant : "acme" AND {title body comments} : ("login" AND "timeo"* AND "x")"#
+                        .into()
+                ),
+                Value::Text(r#"["todo"]"#.into()),
+                Value::Integer(11),
+                Value::Integer(20),
+            ]
+        );
+        assert!(sql.text.contains("i.state IN"), "{}", sql.text);
+        let similar =
+            similar_candidates(&tenant(), &Title::parse("Login fails, login!").unwrap()).unwrap();
+        assert_eq!(
+            similar.params[1],
+            Value::Text(r#"tenant : "acme" AND title : ("fails" OR "login")"#.into())
+        );
+        assert_eq!(
+            similar.params[2],
+            Value::Text(r#"["done","closed"]"#.into())
+        );
+        assert!(similar_candidates(&tenant(), &Title::parse("!!").unwrap()).is_none());
     }
 
     #[test]

@@ -182,17 +182,48 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX webhook_outbox_by_webhook ON webhook_outbox (webhook);
     CREATE INDEX webhook_outbox_by_tenant ON webhook_outbox (tenant);
     "#,
+    // 6: full-text search over titles, bodies and comments.
+    //
+    // One FTS5 row per issue, holding the issue's words as the domain cuts
+    // them (`corkboard_board::normalized`: lower-cased alphanumeric runs
+    // joined by spaces), so the `ascii` tokenizer only splits on spaces and
+    // never disagrees with the domain about what a word is. `tenant` is an
+    // indexed column holding the tenant id as one token (`-` is a token
+    // character), so every MATCH pins its tenant. `issues.search_rowid`
+    // is the issue's row here: every write that changes a title, a body or
+    // the comments updates it in the same transaction. The backfill uses
+    // `corkboard_words`, the domain's normalisation registered on the
+    // migrating connection.
+    r#"
+    ALTER TABLE issues ADD COLUMN search_rowid INTEGER;
+    CREATE VIRTUAL TABLE issue_search USING fts5(
+        tenant, issue_id UNINDEXED, title, body, comments,
+        tokenize = "ascii tokenchars '-'",
+        prefix = '2 3'
+    );
+    UPDATE issues SET search_rowid = n.rn
+        FROM (SELECT tenant, id, row_number() OVER (ORDER BY tenant, id) AS rn FROM issues) AS n
+        WHERE issues.tenant = n.tenant AND issues.id = n.id;
+    INSERT INTO issue_search (rowid, tenant, issue_id, title, body, comments)
+        SELECT i.search_rowid, i.tenant, i.id, corkboard_words(i.title), corkboard_words(i.body),
+               coalesce((SELECT group_concat(corkboard_words(c.body), ' ') FROM comments c
+                         WHERE c.tenant = i.tenant AND c.issue_id = i.id), '')
+        FROM issues i;
+    "#,
 ];
 
 /// The schema version this build writes.
 pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// How many prepared statements each connection keeps (least recently used
-/// go first). A reader needs 288 list-query shapes (one per combination of
-/// filters), 8 of grants and audit lists, the point reads and inverse
-/// relations, and `BEGIN`, `COMMIT`, `ROLLBACK`: about 310, so nothing is
-/// ever evicted and re-parsed. The writer needs about three dozen.
-pub(crate) const STATEMENT_CACHE: usize = 320;
+/// go first). A reader needs 1,152 list-query shapes (one per combination
+/// of filters), 8 of grants and audit lists, the point reads and inverse
+/// relations, and `BEGIN`, `COMMIT`, `ROLLBACK`: about 1,175, so no list
+/// shape is ever evicted and re-parsed (a connection caches only the
+/// shapes it has used). Searches (one shape per filter combination too)
+/// share the rest: the shapes in use stay, a rare one is parsed again. The
+/// writer needs about three dozen.
+pub(crate) const STATEMENT_CACHE: usize = 1_200;
 
 /// How often `PRAGMA journal_mode=WAL` is retried when another process is
 /// switching the same fresh file at the same moment.
@@ -315,6 +346,7 @@ fn migrate_locked(conn: &Connection, path: &Path) -> Result<(), SqliteError> {
             supported: SCHEMA_VERSION,
         });
     }
+    register_words(conn).map_err(fail)?;
     let start = usize::try_from(current).unwrap_or(0);
     for (index, step) in MIGRATIONS.iter().enumerate().skip(start) {
         conn.execute_batch(step).map_err(fail)?;
@@ -323,6 +355,21 @@ fn migrate_locked(conn: &Connection, path: &Path) -> Result<(), SqliteError> {
         tracing::info!(path = %path.display(), version = index + 1, "migrated the SQLite board");
     }
     Ok(())
+}
+
+/// Registers `corkboard_words(text)`: the domain's normalisation of text
+/// into words, for migrations that fill the search table from SQL.
+fn register_words(conn: &Connection) -> Result<(), rusqlite::Error> {
+    use rusqlite::functions::FunctionFlags;
+    conn.create_scalar_function(
+        "corkboard_words",
+        1,
+        FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
+        |ctx| {
+            let text: Option<String> = ctx.get(0)?;
+            Ok(corkboard_board::normalized(text.as_deref().unwrap_or("")))
+        },
+    )
 }
 
 fn open_error(path: &Path, source: rusqlite::Error) -> SqliteError {
@@ -369,6 +416,49 @@ mod tests {
         let reader = open_reader(&dir.path().join("p.sqlite3"), &SqliteOptions::default()).unwrap();
         let refused = reader.execute("DELETE FROM issues", []);
         assert!(refused.is_err(), "readers are query-only");
+    }
+
+    #[test]
+    fn the_search_step_backfills_issues_and_comments_written_before_it() {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(MIGRATIONS[0]).unwrap();
+        conn.pragma_update(None, "user_version", 1).unwrap();
+        conn.execute_batch(
+            "INSERT INTO issues (tenant, id, title, title_lower, body, state, priority, labels, \
+             author_run, created_at, updated_at, version) VALUES \
+             ('acme', 'iss_1', 'Old Login-Bug', 'old login-bug', 'Body WORDS', 'todo', 'none', \
+              '', 'r', 1, 1, 1), \
+             ('acme-2', 'iss_2', 'Other', 'other', '', 'todo', 'none', '', 'r', 1, 1, 1);
+             INSERT INTO comments (tenant, issue_id, id, body, author_run, created_at) VALUES \
+             ('acme', 'iss_1', 'cmt_1', 'first Comment', 'r', 2), \
+             ('acme', 'iss_1', 'cmt_2', 'second one', 'r', 3);",
+        )
+        .unwrap();
+        migrate(&conn, Path::new(":memory:")).unwrap();
+        let found = |expr: &str| -> Vec<String> {
+            let mut stmt = conn
+                .prepare(
+                    "SELECT i.id FROM issue_search s JOIN issues i \
+                     ON i.tenant = 'acme' AND i.id = s.issue_id AND i.search_rowid = s.rowid \
+                     WHERE issue_search MATCH ?1",
+                )
+                .unwrap();
+            stmt.query_map([expr], |row| row.get(0))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap()
+        };
+        assert_eq!(found(r#"tenant : "acme" AND "login" AND "bug""#), ["iss_1"]);
+        assert_eq!(found(r#"tenant : "acme" AND "words""#), ["iss_1"]);
+        assert_eq!(
+            found(r#"tenant : "acme" AND "comment" AND "second""#),
+            ["iss_1"]
+        );
+        assert!(found(r#"tenant : "acme" AND "other""#).is_empty());
+        let rows: i64 = conn
+            .query_row("SELECT count(*) FROM issue_search", [], |row| row.get(0))
+            .unwrap();
+        assert_eq!(rows, 2);
     }
 
     #[test]

@@ -8,11 +8,12 @@ use crate::readers::{ReadPool, snapshot};
 use crate::schema;
 use crate::writer::{self, Counters, GroupPolicy, WriteJob, WriteStats};
 use async_trait::async_trait;
+use corkboard_board::CreateOutcome;
 use corkboard_board::{
     AuditEntry, AuditLog, AuditQuery, AuditRecord, Author, Claimant, CommentAdded, Created, Grant,
     GrantEvent, GrantId, GrantLedger, GrantPolicy, IdempotencyKey, Issue, IssueId, IssuePatch,
-    IssueStore, IssueView, ListQuery, NewComment, NewIssue, Page, RunId, StoreError, StoreHealth,
-    TenantId, Timestamp, ValidationError, limits,
+    IssueStore, IssueView, ListQuery, NewComment, NewIssue, Page, RunId, SearchPage, SearchQuery,
+    SimilarIssue, StoreError, StoreHealth, TenantId, Timestamp, Title, ValidationError, limits,
 };
 use rusqlite::Connection;
 use std::fmt;
@@ -222,11 +223,59 @@ impl IssueStore for SqliteStore {
             fingerprint: new.fingerprint(),
             new,
             key: key.cloned(),
+            unless_similar: false,
         };
         match self.write(op).await? {
             WriteOutput::Created(created) => Ok(created),
             other => Err(unexpected(other)),
         }
+    }
+
+    async fn create_issue_unless_similar(
+        &self,
+        tenant: &TenantId,
+        author: &Author,
+        new: NewIssue,
+        key: Option<&IdempotencyKey>,
+    ) -> Result<CreateOutcome, StoreError> {
+        // The check runs on the writer, in the same transaction as the
+        // insert: atomic against every other create on this file.
+        let op = WriteOp::CreateIssue {
+            tenant: tenant.clone(),
+            author: author.clone(),
+            fingerprint: new.fingerprint(),
+            new,
+            key: key.cloned(),
+            unless_similar: true,
+        };
+        match self.write(op).await? {
+            WriteOutput::Created(created) => Ok(CreateOutcome::Created(created)),
+            WriteOutput::Refused(similar) => Ok(CreateOutcome::Refused(similar)),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn search_issues(
+        &self,
+        tenant: &TenantId,
+        query: &SearchQuery,
+    ) -> Result<SearchPage, StoreError> {
+        query.validate()?;
+        let (tenant, query) = (tenant.clone(), query.clone());
+        self.read(move |conn| ops::search_issues(conn, &tenant, &query))
+            .await
+    }
+
+    async fn similar_open_issues(
+        &self,
+        tenant: &TenantId,
+        title: &Title,
+        limit: u32,
+    ) -> Result<Vec<SimilarIssue>, StoreError> {
+        check_limit("limit", limit, limits::SIMILAR_LIMIT_MAX)?;
+        let (tenant, title) = (tenant.clone(), title.clone());
+        self.read(move |conn| ops::similar_open_issues(conn, &tenant, &title, limit))
+            .await
     }
 
     async fn get_issue(&self, tenant: &TenantId, id: &IssueId) -> Result<Issue, StoreError> {

@@ -306,6 +306,7 @@ mod tests {
             fingerprint: new.fingerprint(),
             new,
             key: None,
+            unless_similar: false,
         }
     }
 

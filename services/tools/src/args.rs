@@ -11,7 +11,7 @@ use crate::view::{COMMENTS_DEFAULT, CommentWindow, ListView, SELECTABLE_FIELDS};
 use corkboard_board::{
     BlockedBy, Body, ClaimFilter, CloseReason, CommentBody, CommentId, IdempotencyKey, IssueId,
     IssuePatch, IssueState, Label, LabelFilter, Labels, ListQuery, NewComment, NewIssue, Priority,
-    RunId, Title, ValidationError, limits,
+    RunId, SearchQuery, SearchText, Timestamp, Title, ValidationError, limits,
 };
 use serde_json::{Map, Value};
 
@@ -228,7 +228,7 @@ pub(crate) fn issue_hint(map: &Map<String, Value>, key: &str) -> Option<IssueId>
         .and_then(|s| IssueId::parse(s).ok())
 }
 
-pub(crate) const CREATE_ARGS: [&str; 10] = [
+pub(crate) const CREATE_ARGS: [&str; 11] = [
     "title",
     "body",
     "state",
@@ -239,14 +239,31 @@ pub(crate) const CREATE_ARGS: [&str; 10] = [
     "duplicate_of",
     "blocked_by",
     "close_reason",
+    "if_similar",
 ];
 pub(crate) const GET_ARGS: [&str; 4] = ["id", "comments_before", "comments_limit", "body_offset"];
-pub(crate) const LIST_ARGS: [&str; 13] = [
+/// The list filters, shared by list_issues and search_issues (parsed by
+/// [`filters`], their schemas taken from list_issues's by `defs.rs`).
+pub(crate) const FILTER_ARGS: [&str; 10] = [
     "states",
     "labels",
     "label_match",
     "text",
     "author_run",
+    "priorities",
+    "updated_since",
+    "parent",
+    "unclaimed",
+    "claimed_by",
+];
+pub(crate) const LIST_ARGS: [&str; 15] = [
+    "states",
+    "labels",
+    "label_match",
+    "text",
+    "author_run",
+    "priorities",
+    "updated_since",
     "limit",
     "cursor",
     "fields",
@@ -256,6 +273,30 @@ pub(crate) const LIST_ARGS: [&str; 13] = [
     "unclaimed",
     "claimed_by",
 ];
+pub(crate) const SEARCH_ARGS: [&str; 13] = [
+    "query",
+    "states",
+    "labels",
+    "label_match",
+    "text",
+    "author_run",
+    "priorities",
+    "updated_since",
+    "parent",
+    "unclaimed",
+    "claimed_by",
+    "limit",
+    "offset",
+];
+
+/// What create_issue does when an open issue is a near match.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum IfSimilar {
+    /// Create anyway and report the similar issues (the default).
+    Report,
+    /// Create nothing and answer with the near match.
+    Refuse,
+}
 pub(crate) const UPDATE_ARGS: [&str; 11] = [
     "id",
     "title",
@@ -276,6 +317,7 @@ pub(crate) const COMMENT_ARGS: [&str; 3] = ["issue_id", "body", "idempotency_key
 pub(crate) struct CreateArgs {
     pub new: NewIssue,
     pub key: Option<IdempotencyKey>,
+    pub if_similar: IfSimilar,
 }
 
 pub(crate) fn create(map: &Map<String, Value>) -> Result<CreateArgs, ToolsError> {
@@ -298,9 +340,20 @@ pub(crate) fn create(map: &Map<String, Value>) -> Result<CreateArgs, ToolsError>
     new.blocked_by = blocked_by(&args)?.unwrap_or_default();
     new.close_reason = close_reason(&args)?;
     new.validate()?;
+    let if_similar = match args.str("if_similar")? {
+        None | Some("report") => IfSimilar::Report,
+        Some("refuse") => IfSimilar::Refuse,
+        Some(other) => {
+            return Err(invalid(
+                "if_similar",
+                format!("unknown value {other:?}; expected \"report\" or \"refuse\""),
+            ));
+        }
+    };
     Ok(CreateArgs {
         new,
         key: idempotency_key(&args)?,
+        if_similar,
     })
 }
 
@@ -309,8 +362,8 @@ pub(crate) fn get(map: &Map<String, Value>) -> Result<IssueId, ToolsError> {
     issue_id(&args, "id")
 }
 
-pub(crate) fn list(map: &Map<String, Value>) -> Result<ListQuery, ToolsError> {
-    let args = Args::new("list_issues", map, &LIST_ARGS)?;
+/// The list filters ([`FILTER_ARGS`]) of a list or search call.
+fn filters(args: &Args<'_>) -> Result<ListQuery, ToolsError> {
     let mut query = ListQuery::default();
     if let Some(states) = args.str_list("states")? {
         query.states = states
@@ -352,18 +405,28 @@ pub(crate) fn list(map: &Map<String, Value>) -> Result<ListQuery, ToolsError> {
         .map(RunId::parse)
         .transpose()
         .map_err(as_field("author_run"))?;
-    if let Some(limit) = args.u64("limit")? {
-        query.limit = u32::try_from(limit)
-            .ok()
-            .filter(|l| (1..=limits::PAGE_MAX).contains(l))
-            .ok_or_else(|| {
-                invalid(
-                    "limit",
-                    format!("must be between 1 and {}", limits::PAGE_MAX),
-                )
-            })?;
+    if let Some(priorities) = args.str_list("priorities")? {
+        query.priorities = priorities
+            .into_iter()
+            .map(Priority::parse)
+            .collect::<Result<_, _>>()
+            .map_err(as_field("priorities"))?;
     }
-    query.parent = optional_id(&args, "parent")?;
+    query.updated_since = args
+        .str("updated_since")?
+        .map(|text| {
+            Timestamp::parse_rfc3339(text).ok_or_else(|| {
+                invalid(
+                    "updated_since",
+                    format!(
+                        "{text:?} is not an RFC 3339 time; write e.g. 2026-01-31T12:00:00Z \
+                         (an updated_at value from an issue works)"
+                    ),
+                )
+            })
+        })
+        .transpose()?;
+    query.parent = optional_id(args, "parent")?;
     let claimed_by = args
         .str("claimed_by")?
         .map(RunId::parse)
@@ -380,6 +443,23 @@ pub(crate) fn list(map: &Map<String, Value>) -> Result<ListQuery, ToolsError> {
         (_, Some(run)) => ClaimFilter::ClaimedBy(run),
         (_, None) => ClaimFilter::Any,
     };
+    Ok(query)
+}
+
+pub(crate) fn list(map: &Map<String, Value>) -> Result<ListQuery, ToolsError> {
+    let args = Args::new("list_issues", map, &LIST_ARGS)?;
+    let mut query = filters(&args)?;
+    if let Some(limit) = args.u64("limit")? {
+        query.limit = u32::try_from(limit)
+            .ok()
+            .filter(|l| (1..=limits::PAGE_MAX).contains(l))
+            .ok_or_else(|| {
+                invalid(
+                    "limit",
+                    format!("must be between 1 and {}", limits::PAGE_MAX),
+                )
+            })?;
+    }
     query.cursor = args
         .str("cursor")?
         .map(IssueId::parse)
@@ -451,6 +531,30 @@ pub(crate) fn issue_view(map: &Map<String, Value>) -> Result<(CommentWindow, usi
         .count("body_offset", 0, limits::BODY_MAX_BYTES)?
         .unwrap_or(0);
     Ok((CommentWindow { before, limit }, offset))
+}
+
+/// `search_issues`: the query, the list filters, the page.
+pub(crate) fn search(map: &Map<String, Value>) -> Result<SearchQuery, ToolsError> {
+    let args = Args::new("search_issues", map, &SEARCH_ARGS)?;
+    let text = SearchText::parse(args.required_str("query")?)?;
+    let mut query = SearchQuery::new(text);
+    query.filter = filters(&args)?;
+    if let Some(limit) = args.u64("limit")? {
+        query.limit = u32::try_from(limit)
+            .ok()
+            .filter(|l| (1..=limits::SEARCH_LIMIT_MAX).contains(l))
+            .ok_or_else(|| {
+                invalid(
+                    "limit",
+                    format!("must be between 1 and {}", limits::SEARCH_LIMIT_MAX),
+                )
+            })?;
+    }
+    if let Some(offset) = args.u64("offset")? {
+        query.offset = u32::try_from(offset).unwrap_or(u32::MAX);
+    }
+    query.validate()?;
+    Ok(query)
 }
 
 #[derive(Debug)]
@@ -616,6 +720,62 @@ mod tests {
                 "{args}"
             );
         }
+    }
+
+    #[test]
+    fn list_and_search_share_the_filters() {
+        let filters = json!({
+            "states": ["todo"], "priorities": ["high", "urgent"],
+            "updated_since": "2026-01-31T12:00:00Z", "author_run": "run-1"
+        });
+        let listed = list(&map(filters.clone())).unwrap();
+        assert_eq!(listed.priorities, [Priority::High, Priority::Urgent]);
+        assert_eq!(
+            listed.updated_since,
+            Timestamp::parse_rfc3339("2026-01-31T12:00:00Z")
+        );
+        let mut with_query = filters.clone();
+        with_query["query"] = json!("login timeo*");
+        with_query["limit"] = json!(5);
+        with_query["offset"] = json!(10);
+        let searched = search(&map(with_query)).unwrap();
+        assert_eq!(searched.filter, listed, "the same filters, parsed once");
+        assert_eq!((searched.limit, searched.offset), (5, 10));
+        assert_eq!(searched.text.terms().len(), 2);
+        for name in FILTER_ARGS {
+            assert!(
+                LIST_ARGS.contains(&name) && SEARCH_ARGS.contains(&name),
+                "{name}"
+            );
+        }
+        for (args, field) in [
+            (json!({}), "query"),
+            (json!({"query": "  "}), "query"),
+            (json!({"query": "x", "limit": 51}), "limit"),
+            (json!({"query": "x", "offset": 995}), "offset"),
+            (json!({"query": "x", "cursor": "c"}), "cursor"),
+            (json!({"query": "x", "priorities": ["p1"]}), "priorities"),
+            (
+                json!({"query": "x", "updated_since": "yesterday"}),
+                "updated_since",
+            ),
+        ] {
+            assert_eq!(
+                field_of(search(&map(args.clone())).unwrap_err()),
+                field,
+                "{args}"
+            );
+        }
+    }
+
+    #[test]
+    fn create_reads_if_similar() {
+        let plain = create(&map(json!({"title": "t"}))).unwrap();
+        assert_eq!(plain.if_similar, IfSimilar::Report);
+        let refuse = create(&map(json!({"title": "t", "if_similar": "refuse"}))).unwrap();
+        assert_eq!(refuse.if_similar, IfSimilar::Refuse);
+        let err = create(&map(json!({"title": "t", "if_similar": "merge"}))).unwrap_err();
+        assert_eq!(field_of(err), "if_similar");
     }
 
     #[test]

@@ -166,6 +166,50 @@ fn id_of(item: &Value) -> Option<String> {
     item.get("id").and_then(Value::as_str).map(str::to_owned)
 }
 
+/// A `search_issues` answer within `budget`: hits are dropped from the
+/// end (the lowest ranked) until it fits, and then `next_offset` continues
+/// right after the last hit shown and `truncated` says how many were left.
+pub(crate) fn hits(
+    hits: Vec<Value>,
+    offset: u32,
+    next_offset: Option<u32>,
+    partial: bool,
+    budget: usize,
+) -> Answer {
+    let total = hits.len();
+    let mut shown = total;
+    loop {
+        let omitted = total - shown;
+        let (next, note) = if omitted > 0 {
+            let next = offset.saturating_add(u32::try_from(shown).unwrap_or(u32::MAX));
+            let note = json!({
+                "reason": reason(budget),
+                "omitted_count": omitted,
+                "omitted": "issues",
+                "how": format!(
+                    "call search_issues again with the same arguments and offset={next} for them"
+                ),
+            });
+            (Some(next), note)
+        } else {
+            (next_offset, Value::Null)
+        };
+        let structured = json!({
+            "hits": hits[..shown],
+            "next_offset": next,
+            "partial": partial,
+            "truncated": note,
+        });
+        let text = render::hits(&structured);
+        let answer = Answer { structured, text };
+        // Every hit is small (a summary and a snippet), so one always fits.
+        if answer.size() <= budget || shown <= 1 {
+            return answer;
+        }
+        shown -= 1;
+    }
+}
+
 /// An answer about one issue (`value`: its JSON as `view::issue` shaped
 /// it, perhaps with more members), within `budget`; `headline` starts its
 /// text.

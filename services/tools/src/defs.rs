@@ -35,6 +35,7 @@ pub enum BoardTool {
     AddComment,
     ClaimIssue,
     ReleaseIssue,
+    SearchIssues,
 }
 
 /// Everything the product says about one tool: its row of the tool table.
@@ -76,6 +77,7 @@ impl BoardTool {
         Self::AddComment,
         Self::ClaimIssue,
         Self::ReleaseIssue,
+        Self::SearchIssues,
     ];
 
     /// The tool table.
@@ -184,6 +186,20 @@ impl BoardTool {
                 input_schema: release_input,
                 output_schema: issue_schema,
                 write_only_output_schema: Some(claim_write_only_output),
+            },
+            Self::SearchIssues => ToolSpec {
+                name: "search_issues",
+                title: "Search issues",
+                description: SEARCH_DESCRIPTION,
+                capability: Capability::IssuesRead,
+                read_only: true,
+                idempotent: true,
+                destructive: false,
+                writes: false,
+                issue_argument: None,
+                input_schema: search_input,
+                output_schema: search_output,
+                write_only_output_schema: None,
             },
         }
     }
@@ -327,15 +343,33 @@ gives the whole body, `include_comments`=N the latest N comments of each issue; 
 issue with get_issue. Filters combine with AND: `states` keeps issues in any of the given states; `labels` keeps \
 issues carrying every given label (label_match \"all\", the default) or at least one of them \
 (label_match \"any\"); `text` is a case-insensitive substring of the title; `author_run` keeps \
-issues created by that run; `parent` keeps the sub-issues of one issue; `unclaimed: true` keeps \
+issues created by that run; `priorities` keeps issues of any of the given priorities; \
+`updated_since` (RFC 3339) keeps issues changed at or after that time; `parent` keeps the sub-issues of one issue; `unclaimed: true` keeps \
 work no run has claimed (use it, with states, to find work to take) and `claimed_by` the \
 issues one run has claimed. Paging: a page holds at most `limit` issues (default 50, max 200). \
 When next_cursor is a string, call list_issues again with the same filters and \
 cursor=next_cursor for the next page; null means this was the last page. Budget: one result \
 is at most about 8,000 tokens (32,000 bytes by default, set by the board's operator); a page \
 that would be larger holds fewer issues, and then `truncated` says how many were left out and \
-next_cursor continues right after the last issue shown, so nothing is skipped. Search here \
-before creating an issue, to avoid duplicates.";
+next_cursor continues right after the last issue shown, so nothing is skipped. To find issues \
+by words in their body or comments, use search_issues.";
+
+const SEARCH_DESCRIPTION: &str = "Full-text search of this run's board: titles, bodies and \
+comments. Returns {hits, next_offset, partial}; each hit is a short summary of the issue (id, \
+title, state, labels, priority, updated_at, version, comment_count) with its score, the field \
+that matched best (title, body or comment, plus the comment's id) and a snippet of that field \
+with the matching words in **bold**; read the whole issue with get_issue. `query`: 1-200 \
+characters, 1-16 words; words are case-insensitive runs of letters and digits (punctuation \
+separates them); an issue matches only when EVERY word occurs in its title, body or one of its \
+comments; end a word with * to match it as a prefix (timeo* finds timeout, timeouts; at least 2 \
+characters before the *). Ranking: title matches first, then body, then comment-only matches, \
+then the most recently updated. The list filters (states, labels with label_match, text, \
+author_run, priorities, updated_since, parent, unclaimed, claimed_by) combine with the query as in list_issues. Paging: \
+`limit` hits per answer (default 10, max 50); when next_offset is a number, call again with the \
+same arguments and offset=next_offset; offset + limit may not exceed 1000 (narrow the query \
+instead). partial=true means more issues matched than the board ranks (only the newest 1000 \
+matches were ranked): add words or filters. The answer stays within the result budget (about \
+8,000 tokens), like every answer. Search here before creating an issue.";
 
 const GET_DESCRIPTION: &str = "Read one issue: every field, with its latest comments \
 (10 unless `comments_limit` says otherwise, oldest first) and `comment_count`. When older \
@@ -361,8 +395,16 @@ whenever you might retry: resending the same arguments with the same key returns
 original issue with replayed=true instead of a duplicate, and reusing a key with different \
 arguments is refused. Relations: `parent` makes it a sub-issue, `blocked_by` lists issues \
 that must be finished first (at most 50), `duplicate_of` names the original; every id must \
-be an issue of this board. Check list_issues first so you do not file an issue that exists. \
-The answer, like every answer, stays within the result budget (about 8,000 tokens).";
+be an issue of this board. The answer has `created` (true when this call filed the issue) and, for \
+a run that may read issues, `similar`: up to 5 open issues (not done or closed) whose titles are \
+most like this one, each {id, title, state, score} with score the share of title words they \
+have in common (0-1; 0.75 or more is a near match). Pass if_similar=\"refuse\" to file only \
+when no open issue is a near match: then, if one is, NOTHING is created and the answer is that \
+existing issue with created=false, `reason` saying why and `similar` listing the near matches; \
+work on it (add_comment, update_issue) instead of filing again. A retry with the same \
+idempotency_key always returns the original issue, whatever is similar now. Search \
+(search_issues) first so you do not file an issue that exists. The answer, like every answer, \
+stays within the result budget (about 8,000 tokens).";
 
 const UPDATE_DESCRIPTION: &str = "Change an issue's title, body, state, labels or priority and \
 return the updated issue with its new version (a run that may not read issues gets only the \
@@ -511,9 +553,74 @@ fn create_input() -> Value {
             "duplicate_of": issue_id_schema("The original issue this one duplicates."),
             "blocked_by": blocked_by_schema("Issues that must be finished before this one."),
             "close_reason": close_reason_schema(),
+            "if_similar": {
+                "type": "string",
+                "enum": ["report", "refuse"],
+                "default": "report",
+                "description": "\"report\" (default): create, and list similar open issues in \
+                                `similar`. \"refuse\": create nothing when an open issue's title \
+                                is a near match (score 0.75 or more); the answer is then that \
+                                issue with created=false. Needs issues:read.",
+            },
         }),
         &["title"],
     )
+}
+
+/// search_issues's input: the query, list_issues's filter schemas (so a
+/// filter is described once), and offset paging.
+fn search_input() -> Value {
+    let list = list_input();
+    let mut properties = serde_json::Map::new();
+    properties.insert(
+        "query".to_owned(),
+        json!({
+            "type": "string",
+            "minLength": 1,
+            "maxLength": limits::SEARCH_QUERY_MAX_CHARS,
+            "description": format!(
+                "Words to find, e.g. \"login timeout\" or \"timeo*\": every word must occur in \
+                 the title, body or a comment; word* matches as a prefix. 1-{} characters, at \
+                 most {} words.",
+                limits::SEARCH_QUERY_MAX_CHARS,
+                limits::SEARCH_TERMS_MAX
+            ),
+        }),
+    );
+    for name in crate::args::FILTER_ARGS {
+        if let Some(schema) = list["properties"].get(name) {
+            properties.insert(name.to_owned(), schema.clone());
+        }
+    }
+    properties.insert(
+        "limit".to_owned(),
+        json!({
+            "type": "integer",
+            "minimum": 1,
+            "maximum": limits::SEARCH_LIMIT_MAX,
+            "default": limits::SEARCH_LIMIT_DEFAULT,
+            "description": format!(
+                "Hits per answer, 1-{}; defaults to {}.",
+                limits::SEARCH_LIMIT_MAX,
+                limits::SEARCH_LIMIT_DEFAULT
+            ),
+        }),
+    );
+    properties.insert(
+        "offset".to_owned(),
+        json!({
+            "type": "integer",
+            "minimum": 0,
+            "maximum": limits::SEARCH_DEPTH_MAX - 1,
+            "default": 0,
+            "description": format!(
+                "The next_offset of the previous answer, to read the next hits; offset + limit \
+                 at most {}.",
+                limits::SEARCH_DEPTH_MAX
+            ),
+        }),
+    );
+    object(Value::Object(properties), &["query"])
 }
 
 fn get_input() -> Value {
@@ -581,6 +688,21 @@ fn list_input() -> Value {
                 "maxLength": 128,
                 "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]*$",
                 "description": "Keep issues created by this run id.",
+            },
+            "priorities": {
+                "type": "array",
+                "items": {
+                    "type": "string",
+                    "enum": Priority::ALL.iter().map(|p| p.as_str()).collect::<Vec<_>>(),
+                },
+                "description": "Keep issues of any of these priorities. Omit for every priority.",
+            },
+            "updated_since": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 64,
+                "description": "RFC 3339 time, e.g. 2026-01-31T12:00:00Z: keep issues changed \
+                                (or created) at or after it.",
             },
             "limit": {
                 "type": "integer",
@@ -976,11 +1098,113 @@ fn list_output() -> Value {
     })
 }
 
+fn similar_schema() -> Value {
+    json!({
+        "type": "array",
+        "description": "Open issues with titles like this one, most similar first; present for \
+                        a run that may read issues (absent if the lookup failed).",
+        "items": {
+            "type": "object",
+            "properties": {
+                "id": { "type": "string" },
+                "title": { "type": "string" },
+                "state": { "type": "string", "enum": IssueState::names() },
+                "score": {
+                    "type": "number",
+                    "minimum": 0,
+                    "maximum": 1,
+                    "description": "Share of title words in common; 0.75 or more is a near match.",
+                },
+            },
+            "required": ["id", "title", "state", "score"],
+        },
+    })
+}
+
+/// create_issue's answer: the issue it filed (or, refused, the existing
+/// near match), `replayed`, `created`, and optionally `similar`/`reason`.
 fn create_output() -> Value {
-    with_properties(
+    let mut schema = with_properties(
         issue_answer_schema(),
-        [("replayed", replayed_schema("issue"))],
-    )
+        [
+            ("replayed", replayed_schema("issue")),
+            (
+                "created",
+                json!({
+                    "type": "boolean",
+                    "description": "True when this call (or the original call of a replay) \
+                                    filed this issue; false when if_similar=\"refuse\" found a \
+                                    near match: nothing was created and this is the existing issue.",
+                }),
+            ),
+        ],
+    );
+    if let Some(Value::Object(properties)) = schema.get_mut("properties") {
+        properties.insert("similar".to_owned(), similar_schema());
+        properties.insert(
+            "reason".to_owned(),
+            json!({
+                "type": "string",
+                "description": "Why nothing was created (only when created is false).",
+            }),
+        );
+    }
+    schema
+}
+
+fn search_output() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "hits": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "id": { "type": "string", "description": "iss_ followed by 26 characters." },
+                        "title": { "type": "string" },
+                        "state": { "type": "string", "enum": IssueState::names() },
+                        "labels": { "type": "array", "items": { "type": "string" } },
+                        "priority": {
+                            "type": "string",
+                            "enum": Priority::ALL.iter().map(|p| p.as_str()).collect::<Vec<_>>(),
+                        },
+                        "updated_at": { "type": "string", "description": "RFC 3339, UTC." },
+                        "version": { "type": "integer", "minimum": 1 },
+                        "comment_count": { "type": "integer", "minimum": 0 },
+                        "score": {
+                            "type": "number",
+                            "description": "Higher is better; compare only within one answer.",
+                        },
+                        "field": { "type": "string", "enum": ["title", "body", "comment"] },
+                        "comment": {
+                            "type": ["string", "null"],
+                            "description": "The comment the snippet is from (field comment).",
+                        },
+                        "snippet": {
+                            "type": "string",
+                            "description": "Excerpt of the best-matching field, matches in **.",
+                        },
+                    },
+                    "required": [
+                        "id", "title", "state", "labels", "priority", "updated_at", "version",
+                        "comment_count", "score", "field", "comment", "snippet",
+                    ],
+                },
+            },
+            "next_offset": {
+                "type": ["integer", "null"],
+                "description": "Pass as offset for the next hits; null on the last page.",
+            },
+            "partial": {
+                "type": "boolean",
+                "description": "True when more issues matched than were ranked (the newest 1000): \
+                                narrow the query.",
+            },
+            "truncated": truncated_schema("hits"),
+        },
+        "required": ["hits", "next_offset", "partial"],
+    })
 }
 
 fn comment_output() -> Value {
@@ -1081,7 +1305,10 @@ mod tests {
     #[test]
     fn sets_follow_capabilities_and_are_shared() {
         let read = Capabilities::parse_csv("issues:read").unwrap();
-        assert_eq!(names(&tool_set(&read)), ["list_issues", "get_issue"]);
+        assert_eq!(
+            names(&tool_set(&read)),
+            ["list_issues", "get_issue", "search_issues"]
+        );
         let write = Capabilities::parse_csv("issues:create,comments:write").unwrap();
         assert_eq!(names(&tool_set(&write)), ["create_issue", "add_comment"]);
         assert_eq!(
@@ -1093,13 +1320,20 @@ mod tests {
                 "update_issue",
                 "add_comment",
                 "claim_issue",
-                "release_issue"
+                "release_issue",
+                "search_issues"
             ]
         );
         let claim = Capabilities::parse_csv("issues:read,issues:claim").unwrap();
         assert_eq!(
             names(&tool_set(&claim)),
-            ["list_issues", "get_issue", "claim_issue", "release_issue"]
+            [
+                "list_issues",
+                "get_issue",
+                "claim_issue",
+                "release_issue",
+                "search_issues"
+            ]
         );
         assert!(Arc::ptr_eq(&tool_set(&read), &tool_set(&read)));
     }
@@ -1176,7 +1410,7 @@ mod tests {
     #[test]
     fn schemas_accept_exactly_what_the_parser_accepts() {
         use crate::args::{
-            CLAIM_ARGS, COMMENT_ARGS, CREATE_ARGS, GET_ARGS, LIST_ARGS, UPDATE_ARGS,
+            CLAIM_ARGS, COMMENT_ARGS, CREATE_ARGS, GET_ARGS, LIST_ARGS, SEARCH_ARGS, UPDATE_ARGS,
         };
         let all = tool_set(&Capabilities::all());
         for (name, accepted) in [
@@ -1187,6 +1421,7 @@ mod tests {
             ("add_comment", &COMMENT_ARGS[..]),
             ("claim_issue", &CLAIM_ARGS[..]),
             ("release_issue", &CLAIM_ARGS[..]),
+            ("search_issues", &SEARCH_ARGS[..]),
         ] {
             let schema = &all.get(name).unwrap().input_schema;
             let mut properties: Vec<&str> = schema["properties"]
@@ -1228,6 +1463,12 @@ mod tests {
         assert_eq!(create.annotations.as_ref().unwrap()["readOnlyHint"], false);
         let list = all.get("list_issues").unwrap();
         assert_eq!(list.annotations.as_ref().unwrap()["readOnlyHint"], true);
+        let search = all.get("search_issues").unwrap();
+        assert_eq!(search.annotations.as_ref().unwrap()["readOnlyHint"], true);
+        assert_eq!(
+            search.input_schema["properties"]["states"], list.input_schema["properties"]["states"],
+            "search takes its filter schemas from list_issues"
+        );
         assert_eq!(
             create.input_schema["properties"]["state"]["enum"],
             json!([

@@ -60,6 +60,44 @@ pub(crate) fn page(page: &Value) -> String {
     out
 }
 
+/// A `search_issues` answer: the hits, best first, each with its snippet.
+pub(crate) fn hits(answer: &Value) -> String {
+    let hits = answer["hits"].as_array().map_or(&[][..], Vec::as_slice);
+    let mut out = format!("{} matching issues, best first.", hits.len());
+    match answer["next_offset"].as_u64() {
+        Some(offset) => {
+            let _ = write!(
+                out,
+                " More: call search_issues with the same arguments and offset={offset}."
+            );
+        }
+        None => out.push_str(" No more matches."),
+    }
+    if answer["partial"].as_bool() == Some(true) {
+        out.push_str(
+            " More issues matched than were ranked (the newest 1000): add words or filters.",
+        );
+    }
+    truncation(&mut out, &answer["truncated"]);
+    out.push('\n');
+    for hit in hits {
+        let _ = write!(
+            out,
+            "\n- {} [{}] {} (matched in the {}{})\n  {}",
+            hit["id"].as_str().unwrap_or_default(),
+            hit["state"].as_str().unwrap_or_default(),
+            hit["title"].as_str().unwrap_or_default(),
+            hit["field"].as_str().unwrap_or_default(),
+            hit["comment"]
+                .as_str()
+                .map(|c| format!(" {c}"))
+                .unwrap_or_default(),
+            hit["snippet"].as_str().unwrap_or_default(),
+        );
+    }
+    out
+}
+
 /// One issue of a page, as [`page`] writes it.
 pub(crate) fn item(issue: &Value) -> String {
     let mut out = String::from("- ");

@@ -9,8 +9,8 @@ use crate::error::ToolsError;
 use crate::view::{self, CommentWindow};
 use async_trait::async_trait;
 use corkboard_board::{
-    ArgumentsHash, AuditOutcome, AuditRecord, Author, Claimant, IssueId, IssueStore, StoreError,
-    Timestamp,
+    ArgumentsHash, AuditOutcome, AuditRecord, Author, Capability, Claimant, CreateOutcome, Issue,
+    IssueId, IssueStore, NEAR_MATCH, SearchHit, SimilarIssue, StoreError, TenantId, Timestamp,
 };
 use corkboard_grants::{RateLimiter, RunKey, TokenRegistry};
 use corkboard_mcp::{
@@ -29,7 +29,8 @@ pub const DEFAULT_STORE_TIMEOUT: Duration = Duration::from_secs(5);
 const INSTRUCTIONS: &str = "Corkboard is the shared issue board of the team you work for. \
 You are connected as one agent run: the board you see and what you may do on it come from \
 your run's grant, so no tool takes a board or tenant argument, and the tools you see are the \
-ones your grant allows. Typical flow: list_issues to see what exists (and avoid duplicates), \
+ones your grant allows. Typical flow: search_issues to find issues by words in their title, \
+body or comments (and avoid duplicates), list_issues to see what exists by state or label, \
 get_issue to read one issue with its comments, create_issue to file new work, update_issue \
 to move it between states (inbox, triage, todo, in_progress, blocked, done, closed) or \
 change its labels and priority, add_comment to record progress. When several agents share \
@@ -144,6 +145,9 @@ struct Success {
     answer: Answer,
     issue: Option<IssueId>,
 }
+
+/// How many similar open issues create_issue reports.
+const SIMILAR_SHOWN: u32 = 5;
 
 impl BoardTools {
     pub fn new(
@@ -280,17 +284,85 @@ impl BoardTools {
                 })
             }
             BoardTool::CreateIssue => {
-                let args::CreateArgs { new, key } = args::create(arguments)?;
-                let created = self
-                    .bounded(
-                        None,
-                        self.store
-                            .create_issue(tenant, &author(principal), new, key.as_ref()),
-                    )
-                    .await?;
+                let args::CreateArgs {
+                    new,
+                    key,
+                    if_similar,
+                } = args::create(arguments)?;
+                let reads = grant.capabilities.allows(Capability::IssuesRead);
+                let title = new.title.clone();
+                let created = match if_similar {
+                    args::IfSimilar::Report => {
+                        self.bounded(
+                            None,
+                            self.store
+                                .create_issue(tenant, &author(principal), new, key.as_ref()),
+                        )
+                        .await?
+                    }
+                    args::IfSimilar::Refuse => {
+                        if !reads {
+                            // A refusal answers with another issue: that
+                            // is a read this grant may not do.
+                            return Err(ToolsError::InvalidArgument {
+                                field: "if_similar".to_owned(),
+                                reason: format!(
+                                    "\"refuse\" answers with the existing issue, which needs \
+                                     the issues:read capability; this grant has {}. Omit \
+                                     if_similar",
+                                    grant.capabilities.to_csv()
+                                ),
+                            });
+                        }
+                        let outcome = self
+                            .bounded(
+                                None,
+                                self.store.create_issue_unless_similar(
+                                    tenant,
+                                    &author(principal),
+                                    new,
+                                    key.as_ref(),
+                                ),
+                            )
+                            .await?;
+                        match outcome {
+                            CreateOutcome::Created(created) => created,
+                            CreateOutcome::Refused(near) => {
+                                return self.refused(tenant, near).await;
+                            }
+                        }
+                    }
+                };
                 let id = created.issue.id.clone();
                 let mut value = view::issue(to_json(&created.issue)?, &CommentWindow::default())?;
                 insert(&mut value, "replayed", Value::Bool(created.replayed));
+                insert(&mut value, "created", Value::Bool(true));
+                if reads {
+                    // After the create, so a replay reports the same way; the
+                    // issue itself is left out. A failed lookup leaves
+                    // `similar` out rather than failing a create that happened.
+                    let similar = self
+                        .bounded(
+                            None,
+                            self.store
+                                .similar_open_issues(tenant, &title, SIMILAR_SHOWN + 1),
+                        )
+                        .await;
+                    match similar {
+                        Ok(similar) => {
+                            let shown: Vec<Value> = similar
+                                .iter()
+                                .filter(|s| s.id != id)
+                                .take(SIMILAR_SHOWN as usize)
+                                .map(similar_json)
+                                .collect();
+                            insert(&mut value, "similar", Value::Array(shown));
+                        }
+                        Err(err) => {
+                            tracing::warn!(error = %err, "similar issues unavailable after a create");
+                        }
+                    }
+                }
                 let headline = if created.replayed {
                     format!(
                         "create_issue: replayed; issue {id} was created by the earlier call with \
@@ -302,6 +374,23 @@ impl BoardTools {
                 Ok(Success {
                     answer: budget::issue(value, &headline, self.result_budget),
                     issue: Some(id),
+                })
+            }
+            BoardTool::SearchIssues => {
+                let query = args::search(arguments)?;
+                let page = self
+                    .bounded(None, self.store.search_issues(tenant, &query))
+                    .await?;
+                let hits: Vec<Value> = page.hits.iter().map(hit_json).collect();
+                Ok(Success {
+                    answer: budget::hits(
+                        hits,
+                        query.offset,
+                        page.next_offset,
+                        page.partial,
+                        self.result_budget,
+                    ),
+                    issue: None,
                 })
             }
             BoardTool::UpdateIssue => {
@@ -419,6 +508,85 @@ impl BoardTools {
             }
         }
     }
+}
+
+impl BoardTools {
+    /// The answer to a create refused for a near match: the existing issue
+    /// (the best match) with `created: false`, the reason, and every near
+    /// match; the text block leads with "NOT CREATED" for models that read
+    /// only the text. Not an error result: the caller asked for exactly
+    /// this outcome, and the answer carries the issue to work on.
+    async fn refused(
+        &self,
+        tenant: &TenantId,
+        near: Vec<SimilarIssue>,
+    ) -> Result<Success, ToolsError> {
+        let Some(best) = near.first() else {
+            return Err(ToolsError::Internal {
+                detail: "a create was refused without a near match".to_owned(),
+            });
+        };
+        let existing: Issue = self
+            .bounded(Some(&best.id), self.store.get_issue(tenant, &best.id))
+            .await?;
+        let reason = format!(
+            "NOT CREATED: open issue {} \"{}\" ({}) is a near match for this title (similarity \
+             {:.2}, near at {NEAR_MATCH}), and if_similar is \"refuse\". Nothing was filed; the \
+             issue below is that existing one. Work on it (add_comment, update_issue), or call \
+             create_issue with if_similar \"report\" to file a separate issue anyway.",
+            best.id,
+            best.title.as_str(),
+            best.state,
+            best.score
+        );
+        let mut value = view::issue(to_json(&existing)?, &CommentWindow::default())?;
+        insert(&mut value, "replayed", Value::Bool(false));
+        insert(&mut value, "created", Value::Bool(false));
+        insert(
+            &mut value,
+            "similar",
+            Value::Array(near.iter().map(similar_json).collect()),
+        );
+        insert(&mut value, "reason", Value::String(reason.clone()));
+        Ok(Success {
+            answer: budget::issue(value, &reason, self.result_budget),
+            issue: Some(existing.id),
+        })
+    }
+}
+
+fn similar_json(similar: &SimilarIssue) -> Value {
+    serde_json::json!({
+        "id": similar.id,
+        "title": similar.title,
+        "state": similar.state,
+        "score": round(similar.score),
+    })
+}
+
+/// A search hit as the tool answers it: a summary of the issue (read the
+/// rest with get_issue), the score and the snippet.
+fn hit_json(hit: &SearchHit) -> Value {
+    let issue = &hit.issue;
+    serde_json::json!({
+        "id": issue.id,
+        "title": issue.title,
+        "state": issue.state,
+        "labels": issue.labels,
+        "priority": issue.priority,
+        "updated_at": issue.updated_at,
+        "version": issue.version,
+        "comment_count": issue.comments.len(),
+        "score": round(hit.score),
+        "field": hit.field,
+        "comment": hit.comment,
+        "snippet": hit.snippet,
+    })
+}
+
+/// Four decimals: enough to order by, short to read.
+fn round(score: f64) -> f64 {
+    (score * 10_000.0).round() / 10_000.0
 }
 
 /// Who a write is recorded as: the grant's run.

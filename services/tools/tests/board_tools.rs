@@ -250,13 +250,16 @@ async fn tools_list_follows_capabilities_and_other_calls_are_denied() -> Result<
     guarded(async {
         let f = Fixture::new()?;
         for (caps, expected) in [
-            ("issues:read", vec!["list_issues", "get_issue"]),
+            (
+                "issues:read",
+                vec!["list_issues", "get_issue", "search_issues"],
+            ),
             ("issues:create", vec!["create_issue"]),
             ("issues:update", vec!["update_issue"]),
             ("comments:write", vec!["add_comment"]),
             (
                 "issues:read,comments:write",
-                vec!["list_issues", "get_issue", "add_comment"],
+                vec!["list_issues", "get_issue", "add_comment", "search_issues"],
             ),
             (
                 ALL,
@@ -266,6 +269,7 @@ async fn tools_list_follows_capabilities_and_other_calls_are_denied() -> Result<
                     "create_issue",
                     "update_issue",
                     "add_comment",
+                    "search_issues",
                 ],
             ),
         ] {
@@ -873,6 +877,30 @@ impl IssueStore for HangingStore {
     ) -> Result<CommentAdded, StoreError> {
         std::future::pending().await
     }
+    async fn search_issues(
+        &self,
+        _: &TenantId,
+        _: &corkboard_board::SearchQuery,
+    ) -> Result<corkboard_board::SearchPage, StoreError> {
+        std::future::pending().await
+    }
+    async fn similar_open_issues(
+        &self,
+        _: &TenantId,
+        _: &corkboard_board::Title,
+        _: u32,
+    ) -> Result<Vec<corkboard_board::SimilarIssue>, StoreError> {
+        std::future::pending().await
+    }
+    async fn create_issue_unless_similar(
+        &self,
+        _: &TenantId,
+        _: &Author,
+        _: NewIssue,
+        _: Option<&IdempotencyKey>,
+    ) -> Result<corkboard_board::CreateOutcome, StoreError> {
+        std::future::pending().await
+    }
 }
 
 /// A store that answers every call with one error.
@@ -936,6 +964,30 @@ impl IssueStore for FailingStore {
         _: NewComment,
         _: Option<&IdempotencyKey>,
     ) -> Result<CommentAdded, StoreError> {
+        Err(self.0.clone())
+    }
+    async fn search_issues(
+        &self,
+        _: &TenantId,
+        _: &corkboard_board::SearchQuery,
+    ) -> Result<corkboard_board::SearchPage, StoreError> {
+        Err(self.0.clone())
+    }
+    async fn similar_open_issues(
+        &self,
+        _: &TenantId,
+        _: &corkboard_board::Title,
+        _: u32,
+    ) -> Result<Vec<corkboard_board::SimilarIssue>, StoreError> {
+        Err(self.0.clone())
+    }
+    async fn create_issue_unless_similar(
+        &self,
+        _: &TenantId,
+        _: &Author,
+        _: NewIssue,
+        _: Option<&IdempotencyKey>,
+    ) -> Result<corkboard_board::CreateOutcome, StoreError> {
         Err(self.0.clone())
     }
 }
@@ -1375,6 +1427,112 @@ async fn a_body_longer_than_the_budget_is_read_whole_through_body_offset() -> Re
             )
             .await?;
         ensure!(err.contains("body_offset"), "{err}");
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn search_finds_body_words_and_create_reports_or_refuses_near_duplicates() -> Result<()> {
+    guarded(async {
+        let f = Fixture::new()?;
+        let p = f.principal("acme", "run-1", ALL).await?;
+        let first = f
+            .ok(
+                &p,
+                "create_issue",
+                json!({"title": "Login page crashes on Safari", "body": "The zyzzyva cache expires."}),
+            )
+            .await?;
+        matches_declared_schema(&f, &p, "create_issue", &first)?;
+        ensure!(first["created"] == true && first["similar"] == json!([]), "{first}");
+        let first_id = first["id"].as_str().context("id")?.to_owned();
+
+        // The default reports the near duplicate and creates anyway.
+        let second = f
+            .ok(&p, "create_issue", json!({"title": "Login page crashes on Safari 17"}))
+            .await?;
+        matches_declared_schema(&f, &p, "create_issue", &second)?;
+        ensure!(second["created"] == true, "{second}");
+        ensure!(second["similar"][0]["id"] == first_id.as_str(), "{second}");
+        ensure!(second["similar"][0]["score"].as_f64() >= Some(0.75), "{second}");
+
+        // Refused: not an error, nothing created, the existing issue back.
+        let out = f
+            .call(
+                &p,
+                "create_issue",
+                json!({"title": "login page crashes on safari", "if_similar": "refuse"}),
+            )
+            .await;
+        ensure!(!out.is_error, "{}", out.text);
+        ensure!(out.text.starts_with("NOT CREATED"), "{}", out.text);
+        let refused = out.structured.context("structured")?;
+        matches_declared_schema(&f, &p, "create_issue", &refused)?;
+        ensure!(refused["created"] == false, "{refused}");
+        ensure!(refused["reason"].as_str().is_some_and(|r| r.contains("near match")));
+        let existing = refused["id"].as_str().context("id")?;
+        ensure!(
+            existing == first_id || Some(existing) == second["id"].as_str(),
+            "{refused}"
+        );
+        let audit = f.last_audit()?;
+        ensure!(audit.tool == "create_issue" && audit.outcome == AuditOutcome::Ok);
+        let listed = f.ok(&p, "list_issues", json!({})).await?;
+        ensure!(listed["issues"].as_array().map(Vec::len) == Some(2), "{listed}");
+
+        // A unique title is created under refuse too.
+        let third = f
+            .ok(
+                &p,
+                "create_issue",
+                json!({"title": "Dark mode colours", "if_similar": "refuse"}),
+            )
+            .await?;
+        ensure!(third["created"] == true, "{third}");
+
+        // Search finds the body word, ranked first, with its snippet.
+        let found = f.ok(&p, "search_issues", json!({"query": "ZYZZYVA"})).await?;
+        matches_declared_schema(&f, &p, "search_issues", &found)?;
+        ensure!(found["hits"][0]["id"] == first_id.as_str(), "{found}");
+        ensure!(found["hits"][0]["field"] == "body", "{found}");
+        ensure!(
+            found["hits"][0]["snippet"]
+                .as_str()
+                .is_some_and(|s| s.contains("**zyzzyva**")),
+            "{found}"
+        );
+        ensure!(found["next_offset"].is_null() && found["partial"] == false);
+        let filtered = f
+            .ok(
+                &p,
+                "search_issues",
+                json!({"query": "login", "states": ["done"], "limit": 5}),
+            )
+            .await?;
+        ensure!(filtered["hits"] == json!([]), "{filtered}");
+        let text = f.error(&p, "search_issues", json!({"query": "a*"})).await?;
+        ensure!(text.contains("query"), "{text}");
+
+        // Another tenant finds nothing.
+        let other = f.principal("globex", "run-9", ALL).await?;
+        let none = f.ok(&other, "search_issues", json!({"query": "zyzzyva"})).await?;
+        ensure!(none["hits"] == json!([]), "{none}");
+
+        // A grant that may not read gets no `similar`, and may not refuse.
+        let creator = f.principal("acme", "run-2", "issues:create").await?;
+        let made = f
+            .ok(&creator, "create_issue", json!({"title": "Login page crashes on Safari"}))
+            .await?;
+        ensure!(made.get("similar").is_none() && made["created"] == true, "{made}");
+        let text = f
+            .error(
+                &creator,
+                "create_issue",
+                json!({"title": "x", "if_similar": "refuse"}),
+            )
+            .await?;
+        ensure!(text.contains("issues:read"), "{text}");
         Ok(())
     })
     .await

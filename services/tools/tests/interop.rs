@@ -233,9 +233,10 @@ fn every_client_runs_the_full_scenario_in_every_mode() -> Result<()> {
         );
     }
     // Each client's calls that reached the tools left one audit record each:
-    // fourteen successes (seven on one issue, seven on its sub-issue:
-    // relations, claims, close) and at least the stale update, the unknown
-    // id, the parent cycle and the second release.
+    // sixteen successes (seven on one issue, seven on its sub-issue:
+    // relations, claims, close; the refused near duplicate and the search)
+    // and at least the stale update, the unknown id, the parent cycle and
+    // the second release.
     let records = served.audit.records();
     for (run, clients) in [("run-legacy", 3), ("run-auto", 2), ("run-20260728", 2)] {
         let count = |outcome| {
@@ -246,7 +247,7 @@ fn every_client_runs_the_full_scenario_in_every_mode() -> Result<()> {
         };
         let ok = count(AuditOutcome::Ok);
         let failed = count(AuditOutcome::ToolError);
-        ensure!(ok == 14 * clients, "{run}: {ok} successful calls audited");
+        ensure!(ok == 16 * clients, "{run}: {ok} successful calls audited");
         ensure!(
             failed >= 4 * clients,
             "{run}: {failed} failed calls audited"
@@ -268,7 +269,12 @@ fn clients_see_only_what_the_grant_allows() -> Result<()> {
             script,
             &served.url,
             Some(&reader),
-            &["--mode", mode, "--caps-check", "list_issues,get_issue"],
+            &[
+                "--mode",
+                mode,
+                "--caps-check",
+                "list_issues,get_issue,search_issues",
+            ],
         )?;
         ensure!(
             summary["hidden_call"]["tool"] == "create_issue",

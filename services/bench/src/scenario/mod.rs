@@ -10,3 +10,4 @@ pub mod hardening;
 pub mod mcp;
 pub mod revocation;
 pub mod runs;
+pub mod search;

@@ -423,6 +423,42 @@ impl IssueStore for GatedStore {
     ) -> Result<CommentAdded, StoreError> {
         self.inner.add_comment(tenant, author, comment, key).await
     }
+
+    async fn search_issues(
+        &self,
+        tenant: &TenantId,
+        query: &corkboard_board::SearchQuery,
+    ) -> Result<corkboard_board::SearchPage, StoreError> {
+        self.inner.search_issues(tenant, query).await
+    }
+
+    async fn similar_open_issues(
+        &self,
+        tenant: &TenantId,
+        title: &corkboard_board::Title,
+        limit: u32,
+    ) -> Result<Vec<corkboard_board::SimilarIssue>, StoreError> {
+        self.inner.similar_open_issues(tenant, title, limit).await
+    }
+
+    /// Gated like `create_issue`: it creates too.
+    async fn create_issue_unless_similar(
+        &self,
+        tenant: &TenantId,
+        author: &Author,
+        new: NewIssue,
+        key: Option<&IdempotencyKey>,
+    ) -> Result<corkboard_board::CreateOutcome, StoreError> {
+        let permit = self
+            .gate
+            .acquire()
+            .await
+            .map_err(|_| StoreError::unavailable("gate closed"))?;
+        permit.forget();
+        self.inner
+            .create_issue_unless_similar(tenant, author, new, key)
+            .await
+    }
 }
 
 /// Every issue of `tenant` in `store`.

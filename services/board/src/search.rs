@@ -1,0 +1,703 @@
+//! Search and similarity: how text becomes terms, what a query matches, how
+//! hits rank, what a snippet shows, and how alike two titles are. Every
+//! store and the contract tests use these functions, so "what matches" is
+//! decided once.
+//!
+//! # The search contract
+//!
+//! - **Terms.** Text is cut into words: maximal runs of alphanumeric
+//!   characters (Unicode), each lower-cased with Rust's Unicode
+//!   lower-casing. Everything else (spaces, punctuation, `-`, `_`, `.`)
+//!   separates words, so `login-page` is the two words `login` and `page`.
+//! - **Query.** 1 to 200 characters with 1 to 16 distinct terms. A term
+//!   followed directly by `*` (`timeo*`) matches every word starting with
+//!   it (at least 2 characters before the `*`); any other term matches the
+//!   whole word only. An issue matches when **every** term occurs in its
+//!   title, its body or one of its comments (not necessarily the same one).
+//! - **Ranking.** Title matches before body matches before comment-only
+//!   matches; ties go to the most recently updated issue. The reference
+//!   score ([`SearchText::score`]) is, per term, 3 for the title, 2 for the
+//!   body, 1 for a comment (its best field), summed and divided by 3 × the
+//!   number of terms, so 1.0 means every term is in the title. SQLite ranks
+//!   with FTS5's bm25 weighted the same way (title ≫ body ≫ comments),
+//!   which also weighs how often and how rare a word is; its scores are
+//!   comparable only within one answer.
+//! - **Snippet.** A short excerpt (about [`SNIPPET_CHARS`] characters) of
+//!   the field with the most matching terms, each matching word wrapped in
+//!   `**`, with `…` where the field was cut.
+//! - **Similarity** ([`title_similarity`]): the Jaccard index of two
+//!   titles' word sets (shared words / all words), in 0..1. An open issue
+//!   (any state but done and closed) at or above [`NEAR_MATCH`] is a near
+//!   match: what `create_issue`'s `if_similar: "refuse"` refuses on.
+
+use crate::error::ValidationError;
+use crate::ids::{CommentId, IssueId};
+use crate::issue::{Created, Issue, IssueState, ListQuery, Title, limits};
+use crate::timestamp::Timestamp;
+use serde::Serialize;
+use std::cmp::Ordering;
+use std::collections::BTreeSet;
+
+/// Similarity at or above which an open issue is a near match.
+pub const NEAR_MATCH: f64 = 0.75;
+
+/// About how many characters a snippet of a body or comment shows.
+pub const SNIPPET_CHARS: usize = 160;
+
+/// Characters of context kept before the first match in a snippet.
+const SNIPPET_LEAD_CHARS: usize = 50;
+
+/// Shortest prefix a `word*` term may have: a one-letter prefix matches
+/// nearly every issue and makes the index lookup as big as the board.
+pub const PREFIX_MIN_CHARS: usize = 2;
+
+/// The words of `text`, lower-cased, in order (repeats kept).
+pub fn tokens(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+}
+
+/// The distinct words of `text`, sorted.
+pub fn term_set(text: &str) -> BTreeSet<String> {
+    tokens(text).collect()
+}
+
+/// `text` as its words joined by single spaces: what a full-text index is
+/// fed, so its own tokenizer only has to split on spaces and agrees with
+/// [`tokens`] exactly.
+pub fn normalized(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for word in tokens(text) {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(&word);
+    }
+    out
+}
+
+/// One term of a query.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct Term {
+    /// Lower-cased, alphanumeric only.
+    pub word: String,
+    /// Matches every word starting with `word`.
+    pub prefix: bool,
+}
+
+impl Term {
+    /// Whether the (normalised) word `token` satisfies this term.
+    pub fn matches(&self, token: &str) -> bool {
+        if self.prefix {
+            token.starts_with(&self.word)
+        } else {
+            token == self.word
+        }
+    }
+
+    /// Whether any word of the sorted set `words` satisfies this term.
+    pub fn in_set(&self, words: &BTreeSet<String>) -> bool {
+        if self.prefix {
+            words
+                .range(self.word.clone()..)
+                .next()
+                .is_some_and(|w| w.starts_with(&self.word))
+        } else {
+            words.contains(&self.word)
+        }
+    }
+}
+
+/// A parsed free-text query (see the module docs for the rules).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SearchText {
+    raw: String,
+    terms: Vec<Term>,
+}
+
+impl SearchText {
+    pub fn parse(raw: impl Into<String>) -> Result<Self, ValidationError> {
+        let raw: String = raw.into();
+        let chars = raw.chars().count();
+        if chars == 0 || chars > limits::SEARCH_QUERY_MAX_CHARS {
+            return Err(ValidationError::new(
+                "query",
+                format!("must be 1 to {} characters", limits::SEARCH_QUERY_MAX_CHARS),
+            ));
+        }
+        let mut terms: BTreeSet<Term> = BTreeSet::new();
+        let mut rest = raw.as_str();
+        while let Some(start) = rest.find(|c: char| c.is_alphanumeric()) {
+            let word_and_after = &rest[start..];
+            let end = word_and_after
+                .find(|c: char| !c.is_alphanumeric())
+                .unwrap_or(word_and_after.len());
+            let word = word_and_after[..end].to_lowercase();
+            let after = &word_and_after[end..];
+            let prefix = after.starts_with('*');
+            if prefix && word.chars().count() < PREFIX_MIN_CHARS {
+                return Err(ValidationError::new(
+                    "query",
+                    format!(
+                        "a prefix term (word*) needs at least {PREFIX_MIN_CHARS} characters \
+                         before the *; {word:?}* is too short"
+                    ),
+                ));
+            }
+            terms.insert(Term { word, prefix });
+            rest = after;
+        }
+        if terms.is_empty() {
+            return Err(ValidationError::new(
+                "query",
+                "must contain at least one word (letters or digits)",
+            ));
+        }
+        if terms.len() > limits::SEARCH_TERMS_MAX {
+            return Err(ValidationError::new(
+                "query",
+                format!(
+                    "has {} distinct words; at most {} are allowed",
+                    terms.len(),
+                    limits::SEARCH_TERMS_MAX
+                ),
+            ));
+        }
+        Ok(Self {
+            raw,
+            terms: terms.into_iter().collect(),
+        })
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.raw
+    }
+
+    /// The distinct terms, sorted.
+    pub fn terms(&self) -> &[Term] {
+        &self.terms
+    }
+
+    /// Whether `issue` matches: every term somewhere in it.
+    pub fn matches(&self, issue: &Issue) -> bool {
+        self.score(&IssueTerms::of(issue)).is_some()
+    }
+
+    /// The reference score of an issue with `words`, in 0..=1, or `None`
+    /// when it does not match.
+    pub fn score(&self, words: &IssueTerms) -> Option<f64> {
+        let mut total = 0u32;
+        for term in &self.terms {
+            total += if term.in_set(&words.title) {
+                3
+            } else if term.in_set(&words.body) {
+                2
+            } else if term.in_set(&words.comments) {
+                1
+            } else {
+                return None;
+            };
+        }
+        Some(f64::from(total) / (3.0 * self.terms.len() as f64))
+    }
+
+    /// How many terms the text's words satisfy.
+    fn count_in(&self, text: &str) -> usize {
+        let words = term_set(text);
+        self.terms.iter().filter(|t| t.in_set(&words)).count()
+    }
+
+    /// The hit for a matching `issue` with `score`: the best-matching field
+    /// (most terms; title before body before comments, later comments
+    /// before earlier ones on a tie) and its snippet.
+    pub fn hit(&self, issue: Issue, score: f64) -> SearchHit {
+        let mut best = (self.count_in(issue.title.as_str()), MatchField::Title, None);
+        let body = self.count_in(issue.body.as_str());
+        if body > best.0 {
+            best = (body, MatchField::Body, None);
+        }
+        for (i, comment) in issue.comments.iter().enumerate().rev() {
+            let count = self.count_in(comment.body.as_str());
+            if count > best.0 {
+                best = (count, MatchField::Comment, Some(i));
+            }
+        }
+        let (_, field, comment) = best;
+        let snippet = match (field, comment) {
+            (MatchField::Title, _) => mark(issue.title.as_str(), &self.terms, usize::MAX),
+            (MatchField::Body, _) => mark(issue.body.as_str(), &self.terms, SNIPPET_CHARS),
+            (MatchField::Comment, Some(i)) => {
+                mark(issue.comments[i].body.as_str(), &self.terms, SNIPPET_CHARS)
+            }
+            (MatchField::Comment, None) => String::new(),
+        };
+        let comment = comment.map(|i| issue.comments[i].id.clone());
+        SearchHit {
+            issue,
+            score,
+            field,
+            comment,
+            snippet,
+        }
+    }
+}
+
+/// The distinct words of an issue, by field.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IssueTerms {
+    pub title: BTreeSet<String>,
+    pub body: BTreeSet<String>,
+    /// Of every comment together.
+    pub comments: BTreeSet<String>,
+}
+
+impl IssueTerms {
+    pub fn of(issue: &Issue) -> Self {
+        Self {
+            title: term_set(issue.title.as_str()),
+            body: term_set(issue.body.as_str()),
+            comments: issue
+                .comments
+                .iter()
+                .flat_map(|c| tokens(c.body.as_str()))
+                .collect(),
+        }
+    }
+}
+
+/// The excerpt of `text` around its first matching word, at most about
+/// `max_chars` characters (the whole text when shorter), whitespace runs
+/// shown as one space, matching words in `**`.
+fn mark(text: &str, terms: &[Term], max_chars: usize) -> String {
+    // Byte spans of the words, and whether each matches.
+    let mut words: Vec<(usize, usize, bool)> = Vec::new();
+    let mut start = None;
+    for (i, c) in text.char_indices().chain([(text.len(), ' ')]) {
+        match (c.is_alphanumeric() && i < text.len(), start) {
+            (true, None) => start = Some(i),
+            (false, Some(s)) => {
+                let word = text[s..i].to_lowercase();
+                words.push((s, i, terms.iter().any(|t| t.matches(&word))));
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    let first = words.iter().find(|w| w.2).map_or(0, |w| w.0);
+    // Start a few words before the first match, on a word's start.
+    let lead = text[..first]
+        .char_indices()
+        .rev()
+        .nth(SNIPPET_LEAD_CHARS)
+        .map_or(0, |(i, _)| i);
+    let from = if lead == 0 {
+        0
+    } else {
+        words
+            .iter()
+            .find(|w| w.0 >= lead)
+            .map_or(first, |w| w.0.min(first))
+    };
+    let mut to = text[from..]
+        .char_indices()
+        .nth(max_chars)
+        .map_or(text.len(), |(i, _)| from + i);
+    // Never cut a word in half.
+    if let Some(w) = words.iter().find(|w| w.0 < to && to < w.1) {
+        to = w.1;
+    }
+    let mut out = String::new();
+    if from > 0 {
+        out.push('…');
+    }
+    let mut at = from;
+    for &(s, e, hit) in words.iter().filter(|w| w.0 >= from && w.1 <= to) {
+        push_spaced(&mut out, &text[at..s]);
+        if hit {
+            out.push_str("**");
+            out.push_str(&text[s..e]);
+            out.push_str("**");
+        } else {
+            out.push_str(&text[s..e]);
+        }
+        at = e;
+    }
+    push_spaced(&mut out, &text[at..to]);
+    let trimmed_end = out.trim_end().len();
+    out.truncate(trimmed_end);
+    if to < text.len() {
+        out.push('…');
+    }
+    out
+}
+
+/// Appends `gap` with every whitespace run as one space.
+fn push_spaced(out: &mut String, gap: &str) {
+    let mut space = false;
+    for c in gap.chars() {
+        if c.is_whitespace() {
+            space = true;
+        } else {
+            if space && !out.is_empty() && !out.ends_with(' ') {
+                out.push(' ');
+            }
+            space = false;
+            out.push(c);
+        }
+    }
+    if space && !out.is_empty() && !out.ends_with(' ') && !out.ends_with('…') {
+        out.push(' ');
+    }
+}
+
+/// Which field of an issue a hit's snippet comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MatchField {
+    Title,
+    Body,
+    Comment,
+}
+
+/// One search result.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SearchHit {
+    pub issue: Issue,
+    /// Higher is better; comparable only within one answer.
+    pub score: f64,
+    pub field: MatchField,
+    /// The comment the snippet comes from, when `field` is `comment`.
+    pub comment: Option<CommentId>,
+    pub snippet: String,
+}
+
+/// A search request: the text, and the list filters it combines with.
+///
+/// Of `filter`, every filter applies (`text` too, as the title substring
+/// filter); its `limit` and `cursor` do not: a search pages by `offset`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SearchQuery {
+    pub text: SearchText,
+    pub filter: ListQuery,
+    pub limit: u32,
+    pub offset: u32,
+}
+
+impl SearchQuery {
+    pub fn new(text: SearchText) -> Self {
+        Self {
+            text,
+            filter: ListQuery::default(),
+            limit: limits::SEARCH_LIMIT_DEFAULT,
+            offset: 0,
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        if self.limit == 0 || self.limit > limits::SEARCH_LIMIT_MAX {
+            return Err(ValidationError::new(
+                "limit",
+                format!("must be between 1 and {}", limits::SEARCH_LIMIT_MAX),
+            ));
+        }
+        if self.offset.saturating_add(self.limit) > limits::SEARCH_DEPTH_MAX {
+            return Err(ValidationError::new(
+                "offset",
+                format!(
+                    "offset + limit must be at most {}: search ranks at most that many \
+                     hits; narrow the query or add filters instead of paging deeper",
+                    limits::SEARCH_DEPTH_MAX
+                ),
+            ));
+        }
+        if self.filter.cursor.is_some() {
+            return Err(ValidationError::new(
+                "cursor",
+                "search pages by offset (next_offset), not by cursor",
+            ));
+        }
+        self.filter.validate()
+    }
+
+    /// Whether `issue` passes the filters and matches the text.
+    pub fn matches(&self, issue: &Issue) -> bool {
+        self.filter.matches(issue) && self.text.matches(issue)
+    }
+}
+
+/// One page of ranked hits.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SearchPage {
+    pub hits: Vec<SearchHit>,
+    /// Pass back as `offset` for the next page; absent on the last page.
+    pub next_offset: Option<u32>,
+    /// True when more issues matched than the store ranks (MongoDB ranks
+    /// the newest [`MONGO_CANDIDATES_MAX`] matches, see its store): older
+    /// matches may be missing; narrow the query.
+    pub partial: bool,
+}
+
+/// Most matching issues a store that ranks outside the database fetches
+/// per search (the newest ones), so a common word cannot make a query
+/// unbounded. Equal to the deepest page a search may ask for.
+pub const MONGO_CANDIDATES_MAX: u32 = limits::SEARCH_DEPTH_MAX;
+
+/// The ranking order: higher score first, then most recently updated, then
+/// newest id.
+pub fn rank_order(a: (f64, Timestamp, &IssueId), b: (f64, Timestamp, &IssueId)) -> Ordering {
+    b.0.total_cmp(&a.0)
+        .then_with(|| b.1.cmp(&a.1))
+        .then_with(|| b.2.cmp(a.2))
+}
+
+/// Whether work in `state` is still open (not done, not closed).
+pub fn is_open(state: IssueState) -> bool {
+    !matches!(state, IssueState::Done | IssueState::Closed)
+}
+
+/// The Jaccard index of the two titles' word sets, in 0..=1 (0 when either
+/// has no words).
+pub fn title_similarity(a: &str, b: &str) -> f64 {
+    let (a, b) = (term_set(a), term_set(b));
+    let union = a.union(&b).count();
+    if union == 0 {
+        return 0.0;
+    }
+    a.intersection(&b).count() as f64 / union as f64
+}
+
+/// An open issue like a given title.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SimilarIssue {
+    pub id: IssueId,
+    pub title: Title,
+    pub state: IssueState,
+    pub updated_at: Timestamp,
+    /// [`title_similarity`], in 0..=1.
+    pub score: f64,
+}
+
+impl SimilarIssue {
+    /// At or above [`NEAR_MATCH`].
+    pub fn is_near(&self) -> bool {
+        self.score >= NEAR_MATCH
+    }
+}
+
+/// The reference choice of similar issues among `candidates` (id, title,
+/// state, updated_at): open ones sharing a word with `title`, most similar
+/// first (then most recently updated), at most `limit`. Stores find the
+/// candidates; this decides.
+pub fn rank_similar(
+    title: &str,
+    candidates: impl IntoIterator<Item = (IssueId, Title, IssueState, Timestamp)>,
+    limit: u32,
+) -> Vec<SimilarIssue> {
+    let mut seen = BTreeSet::new();
+    let mut out: Vec<SimilarIssue> = candidates
+        .into_iter()
+        .filter(|(id, _, state, _)| is_open(*state) && seen.insert(id.clone()))
+        .map(|(id, candidate, state, updated_at)| SimilarIssue {
+            score: title_similarity(title, candidate.as_str()),
+            id,
+            title: candidate,
+            state,
+            updated_at,
+        })
+        .filter(|s| s.score > 0.0)
+        .collect();
+    out.sort_by(|a, b| {
+        rank_order(
+            (a.score, a.updated_at, &a.id),
+            (b.score, b.updated_at, &b.id),
+        )
+    });
+    out.truncate(limit as usize);
+    out
+}
+
+/// The answer to `create_issue_unless_similar`.
+// Returned once per create and taken apart at once: boxing the common
+// variant would only add an allocation.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub enum CreateOutcome {
+    /// Created (or an idempotent replay of an earlier create).
+    Created(Created),
+    /// Nothing was created: these open issues are near matches (best first).
+    Refused(Vec<SimilarIssue>),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::{RunId, TenantId};
+    use crate::issue::{Author, Body, Comment, CommentBody, NewIssue};
+
+    fn issue(title: &str, body: &str, comments: &[&str]) -> Issue {
+        let mut new = NewIssue::new(Title::parse(title).unwrap());
+        new.body = Body::parse(body).unwrap();
+        let author = Author {
+            run: RunId::parse("r").unwrap(),
+            grant: None,
+        };
+        let mut issue = new.into_issue(
+            TenantId::parse("t").unwrap(),
+            author.clone(),
+            Timestamp::from_millis(1),
+        );
+        for c in comments {
+            issue.comments.push(Comment {
+                id: CommentId::generate(),
+                body: CommentBody::parse(*c).unwrap(),
+                author: author.clone(),
+                created_at: Timestamp::from_millis(2),
+            });
+        }
+        issue
+    }
+
+    #[test]
+    fn words_are_lowercased_alphanumeric_runs() {
+        assert_eq!(
+            tokens("Login-page: CRASHES (Ünïcode_ok) v2.1").collect::<Vec<_>>(),
+            ["login", "page", "crashes", "ünïcode", "ok", "v2", "1"]
+        );
+        assert_eq!(normalized("  A, b\n\tC "), "a b c");
+    }
+
+    #[test]
+    fn queries_parse_terms_prefixes_and_limits() {
+        let q = SearchText::parse("Timeo* login login").unwrap();
+        assert_eq!(
+            q.terms(),
+            [
+                Term {
+                    word: "login".into(),
+                    prefix: false
+                },
+                Term {
+                    word: "timeo".into(),
+                    prefix: true
+                }
+            ]
+        );
+        for bad in ["", "  ,, ", "a*", &"x".repeat(201)] {
+            let err = SearchText::parse(bad).unwrap_err();
+            assert_eq!(err.field, "query", "{bad:?}");
+        }
+        let many: Vec<String> = (0..17).map(|i| format!("w{i}")).collect();
+        assert!(SearchText::parse(many.join(" ")).is_err());
+        assert!(SearchText::parse(many[..16].join(" ")).is_ok());
+    }
+
+    #[test]
+    fn every_term_must_match_somewhere_and_fields_rank() {
+        let i = issue("Login fails", "The session times out", &["seen on safari"]);
+        let q = |s: &str| SearchText::parse(s).unwrap();
+        assert!(q("login").matches(&i));
+        assert!(
+            q("login safari").matches(&i),
+            "terms may match in different fields"
+        );
+        assert!(!q("login chrome").matches(&i));
+        assert!(q("tim*").matches(&i));
+        assert!(!q("tim").matches(&i), "whole words only without *");
+        let words = IssueTerms::of(&i);
+        assert_eq!(q("login").score(&words), Some(1.0));
+        assert_eq!(q("session").score(&words), Some(2.0 / 3.0));
+        assert_eq!(q("safari").score(&words), Some(1.0 / 3.0));
+    }
+
+    #[test]
+    fn hits_show_the_best_field_with_marked_words() {
+        let i = issue(
+            "Build is red",
+            &format!(
+                "{} the flaky test xyzzy fails {}",
+                "lorem ".repeat(30),
+                "ipsum ".repeat(40)
+            ),
+            &["unrelated", "also xyzzy here"],
+        );
+        let hit = SearchText::parse("xyzzy flaky")
+            .unwrap()
+            .hit(i.clone(), 0.5);
+        assert_eq!(hit.field, MatchField::Body);
+        assert!(
+            hit.snippet.contains("**flaky** test **xyzzy** fails"),
+            "{}",
+            hit.snippet
+        );
+        assert!(
+            hit.snippet.starts_with('…') && hit.snippet.ends_with('…'),
+            "{}",
+            hit.snippet
+        );
+        assert!(
+            hit.snippet.chars().count() <= SNIPPET_CHARS + 20,
+            "{}",
+            hit.snippet
+        );
+        let hit = SearchText::parse("here").unwrap().hit(i.clone(), 0.1);
+        assert_eq!(hit.field, MatchField::Comment);
+        assert_eq!(hit.comment.as_ref(), Some(&i.comments[1].id));
+        assert_eq!(hit.snippet, "also xyzzy **here**");
+        let hit = SearchText::parse("red").unwrap().hit(i, 1.0);
+        assert_eq!(
+            (hit.field, hit.snippet.as_str()),
+            (MatchField::Title, "Build is **red**")
+        );
+    }
+
+    #[test]
+    fn search_queries_bound_limit_depth_and_refuse_cursors() {
+        let mut q = SearchQuery::new(SearchText::parse("x").unwrap());
+        q.validate().unwrap();
+        q.limit = 51;
+        assert_eq!(q.validate().unwrap_err().field, "limit");
+        q.limit = 50;
+        q.offset = 951;
+        assert_eq!(q.validate().unwrap_err().field, "offset");
+        q.offset = 950;
+        q.validate().unwrap();
+        q.filter.cursor = Some(IssueId::generate());
+        assert_eq!(q.validate().unwrap_err().field, "cursor");
+    }
+
+    #[test]
+    fn similarity_is_the_jaccard_index_of_title_words() {
+        assert_eq!(title_similarity("Login fails", "login FAILS!"), 1.0);
+        assert_eq!(
+            title_similarity(
+                "Login page crashes on Safari",
+                "Login page crashes on Safari 17"
+            ),
+            5.0 / 6.0
+        );
+        assert!(title_similarity("Fix the login bug", "Fix the signup bug") < NEAR_MATCH);
+        assert_eq!(title_similarity("a", "b"), 0.0);
+        let open = |s: &str, state| {
+            (
+                IssueId::generate(),
+                Title::parse(s).unwrap(),
+                state,
+                Timestamp::from_millis(1),
+            )
+        };
+        let ranked = rank_similar(
+            "login fails",
+            [
+                open("login fails", IssueState::Closed),
+                open("login fails badly", IssueState::Todo),
+                open("login fails", IssueState::Inbox),
+                open("unrelated", IssueState::Inbox),
+            ],
+            5,
+        );
+        let titles: Vec<&str> = ranked.iter().map(|s| s.title.as_str()).collect();
+        assert_eq!(titles, ["login fails", "login fails badly"]);
+        assert!(ranked[0].is_near());
+    }
+}
