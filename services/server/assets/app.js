@@ -23,6 +23,8 @@ const STATE_LABELS = {
 const TENANT_RE = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
 const RECENT_KEY = 'corkboard.recentTenants';
 const PAGE = 200;
+// Search hits per request (the API's maximum is 50).
+const SEARCH_PAGE = 50;
 // The grants API reads one row past the page to find the cursor; 100 keeps
 // that within the store's page limit.
 const GRANT_PAGE = 100;
@@ -418,7 +420,7 @@ function showSignin(message) {
 
 function filtersFrom(params) {
   const f = {};
-  for (const key of ['text', 'label', 'state', 'run']) {
+  for (const key of ['q', 'text', 'label', 'state', 'run']) {
     const v = (params.get(key) ?? '').trim();
     if (v) f[key] = v;
   }
@@ -464,6 +466,7 @@ function setLive(state) {
 
 function filterForm(filters) {
   const field = (id, label, input) => el('div', { class: 'field' }, el('label', { for: id }, label), input);
+  const search = el('input', { id: 'filter-q', name: 'q', type: 'search', value: filters.q ?? '', maxlength: 200, placeholder: 'words in title, body or comments' });
   const text = el('input', { id: 'filter-text', name: 'text', type: 'search', value: filters.text ?? '', maxlength: 200 });
   const label = el('input', { id: 'filter-label', name: 'label', value: filters.label ?? '', placeholder: 'bug,api', autocomplete: 'off' });
   const state = el('select', { id: 'filter-state', name: 'state' },
@@ -471,6 +474,7 @@ function filterForm(filters) {
     STATES.map((s) => el('option', { value: s, selected: filters.state === s }, stateLabel(s))));
   const run = el('input', { id: 'filter-run', name: 'run', value: filters.run ?? '', autocomplete: 'off' });
   const form = el('form', { class: 'filters', id: 'filters', role: 'search', 'aria-label': 'Filter issues' },
+    field('filter-q', 'Search', search),
     field('filter-text', 'Title contains', text),
     field('filter-label', 'Labels (all of)', label),
     field('filter-state', 'State', state),
@@ -493,17 +497,37 @@ function filterForm(filters) {
 
 function issueQuery(filters, cursor) {
   const q = new URLSearchParams({ limit: String(PAGE) });
-  for (const [k, v] of Object.entries(filters)) q.set(k, v);
+  for (const [k, v] of Object.entries(filters)) if (k !== 'q') q.set(k, v);
   if (cursor) q.set('cursor', cursor);
   return q;
 }
 
-/** Fetches the board; false when the tenant is out of reach. */
+/** A search (GET …/issues/search): ranked hits, paged by offset. */
+function searchQuery(filters, offset) {
+  const q = new URLSearchParams({ limit: String(SEARCH_PAGE) });
+  for (const [k, v] of Object.entries(filters)) q.set(k, v);
+  if (offset) q.set('offset', String(offset));
+  return q;
+}
+
+/** Fetches the board, or the search hits when there is a query; false when the tenant is out of reach. */
 async function loadBoard() {
   const board = app.board;
   try {
+    if (board.filters.q) {
+      const page = await api('GET', tenantPath(`/issues/search?${searchQuery(board.filters)}`));
+      if (app.board !== board) return false;
+      board.hits = page.hits;
+      board.next = page.next_offset ?? null;
+      board.partial = page.partial;
+      board.issues = page.hits.map((h) => h.issue);
+      board.loaded = true;
+      preservingFocus(renderBoard);
+      return true;
+    }
     const page = await api('GET', tenantPath(`/issues?${issueQuery(board.filters)}`));
     if (app.board !== board) return false;
+    board.hits = null;
     board.issues = page.issues;
     board.next = page.next_cursor;
     board.loaded = true;
@@ -529,6 +553,16 @@ function handleLoadError(e) {
 async function loadMoreIssues() {
   const board = app.board;
   try {
+    if (board.hits) {
+      const page = await api('GET', tenantPath(`/issues/search?${searchQuery(board.filters, board.next)}`));
+      const seen = new Set(board.hits.map((h) => h.issue.id));
+      board.hits.push(...page.hits.filter((h) => !seen.has(h.issue.id)));
+      board.issues = board.hits.map((h) => h.issue);
+      board.next = page.next_offset ?? null;
+      board.partial = page.partial;
+      preservingFocus(renderBoard);
+      return;
+    }
     const page = await api('GET', tenantPath(`/issues?${issueQuery(board.filters, board.next)}`));
     const seen = new Set(board.issues.map((i) => i.id));
     board.issues.push(...page.issues.filter((i) => !seen.has(i.id)));
@@ -545,6 +579,11 @@ function renderBoard() {
   const board = app.board;
   if (board.issues.length === 0 && !hasFilters(board.filters)) {
     body.replaceChildren(emptyState());
+    return;
+  }
+  if (board.hits) {
+    body.replaceChildren(...searchResults(board));
+    app.fresh.clear();
     return;
   }
   const byState = new Map(STATES.map((s) => [s, []]));
@@ -570,6 +609,38 @@ function renderBoard() {
   }
   body.replaceChildren(...parts);
   app.fresh.clear();
+}
+
+/** Ranked search hits with the snippet that matched. */
+function searchResults(board) {
+  const parts = [];
+  if (board.hits.length === 0) {
+    parts.push(el('p', { class: 'notice', id: 'no-match' }, `No issue matches “${board.filters.q}”.`));
+    return parts;
+  }
+  parts.push(el('ol', { class: 'hits', id: 'search-results', 'aria-label': `Issues matching “${board.filters.q}”, best first` },
+    board.hits.map((hit) => el('li', { class: 'hit', dataset: { issueId: hit.issue.id, field: hit.field } },
+      el('a', { class: 'card-title', href: `#/issue/${encodeURIComponent(hit.issue.id)}` }, hit.issue.title),
+      el('div', { class: 'meta' },
+        el('span', { class: 'chip' }, stateLabel(hit.issue.state)),
+        el('span', {}, `matched in the ${hit.field}`),
+        el('span', {}, 'by ', el('span', { class: 'mono' }, hit.issue.author.run)),
+        timeEl(hit.issue.updated_at)),
+      el('p', { class: 'snippet-text' }, marked(hit.snippet))))));
+  if (board.partial) {
+    parts.push(el('p', { class: 'notice', id: 'search-partial' },
+      'More issues match than the search ranks; the oldest matches may be missing. Add words or filters to narrow it.'));
+  }
+  if (board.next) {
+    parts.push(el('p', { class: 'more' },
+      el('button', { type: 'button', class: 'secondary', id: 'load-more', onclick: loadMoreIssues, dataset: { focusKey: 'load-more' } }, 'More results')));
+  }
+  return parts;
+}
+
+/** A snippet's `**match**` spans as <mark>, the rest as text. */
+function marked(snippet) {
+  return snippet.split('**').map((part, i) => (i % 2 === 1 ? el('mark', {}, part) : part));
 }
 
 function card(issue) {
