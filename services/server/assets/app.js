@@ -420,10 +420,11 @@ function showSignin(message) {
 
 function filtersFrom(params) {
   const f = {};
-  for (const key of ['q', 'text', 'label', 'state', 'run']) {
+  for (const key of ['q', 'text', 'label', 'state', 'run', 'claimed_by']) {
     const v = (params.get(key) ?? '').trim();
     if (v) f[key] = v;
   }
+  if (params.get('unclaimed') === 'true') f.unclaimed = 'true';
   return f;
 }
 
@@ -473,12 +474,14 @@ function filterForm(filters) {
     el('option', { value: '' }, 'Any state'),
     STATES.map((s) => el('option', { value: s, selected: filters.state === s }, stateLabel(s))));
   const run = el('input', { id: 'filter-run', name: 'run', value: filters.run ?? '', autocomplete: 'off' });
+  const unclaimed = el('input', { id: 'filter-unclaimed', name: 'unclaimed', type: 'checkbox', value: 'true', checked: filters.unclaimed === 'true' });
   const form = el('form', { class: 'filters', id: 'filters', role: 'search', 'aria-label': 'Filter issues' },
     field('filter-q', 'Search', search),
     field('filter-text', 'Title contains', text),
     field('filter-label', 'Labels (all of)', label),
     field('filter-state', 'State', state),
     field('filter-run', 'Author run', run),
+    el('div', { class: 'field check' }, el('label', { for: 'filter-unclaimed' }, unclaimed, ' Unclaimed only')),
     el('div', { class: 'actions' },
       el('button', { type: 'submit' }, 'Apply'),
       el('button', { type: 'button', class: 'secondary', id: 'filter-clear' }, 'Clear')));
@@ -654,7 +657,10 @@ function card(issue) {
   el('div', { class: 'meta' },
     issue.priority !== 'none' ? el('span', { class: `priority priority-${issue.priority}` }, issue.priority) : null,
     el('span', {}, 'by ', el('span', { class: 'mono' }, issue.author.run)),
-    timeEl(issue.created_at)));
+    timeEl(issue.created_at)),
+  issue.claim ? el('p', { class: 'claim', dataset: { claimedBy: issue.claim.run } }, 'Claimed by ', el('span', { class: 'mono' }, issue.claim.run)) : null,
+  issue.close_reason && issue.close_reason !== 'completed'
+    ? el('p', { class: 'close-reason', dataset: { reason: issue.close_reason } }, closeReasonText(issue)) : null);
   if (canManage) {
     const id = `move-${issue.id}`;
     const shown = app.moving.get(issue.id) ?? issue.state;
@@ -820,6 +826,7 @@ function renderIssue(issue, audit) {
     ['Updated', timeEl(issue.updated_at, formatTime(issue.updated_at))],
     ['Version', String(issue.version)],
     ['Id', el('span', { class: 'mono' }, issue.id)],
+    ...relationRows(issue),
   ].flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, v)]));
   const rendered = issue.rendered ?? { body: '', comments: {} };
   const body = issue.body
@@ -841,16 +848,61 @@ function renderIssue(issue, audit) {
     el('section', { class: 'block', 'aria-labelledby': 'h-history' }, el('h2', { id: 'h-history' }, 'History'), historyTable(audit))));
 }
 
+const CLOSE_REASONS = { completed: 'Completed', not_planned: 'Not planned', duplicate: 'Duplicate' };
+
+function closeReasonText(issue) {
+  const text = CLOSE_REASONS[issue.close_reason] ?? issue.close_reason;
+  return issue.close_reason === 'duplicate' && issue.duplicate_of ? `${text} of ${issue.duplicate_of}` : text;
+}
+
+/** A link to another issue of this tenant, by id. */
+function issueLink(id) {
+  return el('a', { class: 'mono', href: `#/issue/${encodeURIComponent(id)}` }, id);
+}
+
+function issueLinks(ids, more) {
+  return el('span', { class: 'links' }, ids.flatMap((id, i) => (i ? [', ', issueLink(id)] : [issueLink(id)])), more ? ' and more' : null);
+}
+
+/** The issue view's rows for claims, close reasons and relations (only those that are set). */
+function relationRows(issue) {
+  const rows = [];
+  if (issue.claim) {
+    rows.push(['Claimed by', el('span', { id: 'issue-claim' }, el('span', { class: 'mono' }, issue.claim.run), ' since ', timeEl(issue.claim.claimed_at))]);
+  }
+  if (issue.close_reason) {
+    rows.push(['Close reason', el('span', { id: 'issue-close-reason' },
+      CLOSE_REASONS[issue.close_reason] ?? issue.close_reason,
+      issue.duplicate_of && issue.close_reason === 'duplicate' ? [' of ', issueLink(issue.duplicate_of)] : null)]);
+  }
+  if (issue.parent) rows.push(['Parent', el('span', { id: 'issue-parent' }, issueLink(issue.parent))]);
+  if (issue.children?.length) rows.push(['Sub-issues', el('span', { id: 'issue-children' }, issueLinks(issue.children, issue.more_children))]);
+  if (issue.duplicate_of && issue.close_reason !== 'duplicate') rows.push(['Duplicate of', issueLink(issue.duplicate_of)]);
+  if (issue.blocked_by?.length) rows.push(['Blocked by', el('span', { id: 'issue-blocked-by' }, issueLinks(issue.blocked_by))]);
+  if (issue.blocks?.length) rows.push(['Blocks', el('span', { id: 'issue-blocks' }, issueLinks(issue.blocks, issue.more_blocks))]);
+  return rows;
+}
+
 function editForm(issue) {
   const state = el('select', { id: 'edit-state', name: 'state' },
     STATES.map((s) => el('option', { value: s, selected: s === issue.state }, stateLabel(s))));
   const priority = el('select', { id: 'edit-priority', name: 'priority' },
     PRIORITIES.map((p) => el('option', { value: p, selected: p === issue.priority }, p)));
   const labels = el('input', { id: 'edit-labels', name: 'labels', value: issue.labels.join(', '), autocomplete: 'off', 'aria-describedby': 'labels-help' });
+  // A done or closed issue carries a reason; `duplicate` needs the original,
+  // which agents set (duplicate_of), so the page offers it only when it is set.
+  const reasons = Object.keys(CLOSE_REASONS).filter((r) => r !== 'duplicate' || issue.duplicate_of);
+  const reason = el('select', { id: 'edit-close-reason', name: 'close_reason' },
+    reasons.map((r) => el('option', { value: r, selected: r === (issue.close_reason ?? 'completed') }, CLOSE_REASONS[r])));
+  const reasonField = el('div', { class: 'field', id: 'close-reason-field' }, el('label', { for: 'edit-close-reason' }, 'Close reason'), reason);
+  const finished = (s) => s === 'done' || s === 'closed';
+  reasonField.hidden = !finished(issue.state);
+  state.addEventListener('change', () => { reasonField.hidden = !finished(state.value); });
   const error = el('p', { class: 'form-error', id: 'edit-error', role: 'alert' });
   const form = el('form', { class: 'edit', id: 'edit-form', 'aria-label': 'Change this issue' },
     el('div', { class: 'field' }, el('label', { for: 'edit-state' }, 'State'), state),
     el('div', { class: 'field' }, el('label', { for: 'edit-priority' }, 'Priority'), priority),
+    reasonField,
     el('div', { class: 'field wide' }, el('label', { for: 'edit-labels' }, 'Labels'), labels,
       el('span', { id: 'labels-help' }, 'Comma-separated: lowercase letters, digits, - _ . : /')),
     el('button', { type: 'submit', id: 'edit-save' }, 'Save changes'),
@@ -864,11 +916,12 @@ function editForm(issue) {
     const patch = { expected_version: issue.version };
     if (state.value !== issue.state) patch.state = state.value;
     if (priority.value !== issue.priority) patch.priority = priority.value;
+    if (finished(state.value) && reason.value !== (issue.close_reason ?? 'completed')) patch.close_reason = reason.value;
     const newLabels = labels.value.split(',').map((l) => l.trim()).filter(Boolean);
     const sorted = [...new Set(newLabels)].sort();
     if (JSON.stringify(sorted) !== JSON.stringify(issue.labels)) patch.labels = sorted;
     if (Object.keys(patch).length === 1) {
-      error.textContent = 'Nothing to save: change the state, priority or labels first.';
+      error.textContent = 'Nothing to save: change the state, close reason, priority or labels first.';
       return;
     }
     try {
