@@ -75,7 +75,7 @@ fn the_web_board_works_in_a_real_browser() {
     let agent = serve.grant(
         "acme",
         AGENT_RUN,
-        "issues:read,issues:create,issues:update,comments:write",
+        "issues:read,issues:create,issues:update,comments:write,issues:claim",
     );
     let other = serve.grant("globex", OTHER_RUN, "issues:read,issues:create");
     let viewer = serve.admin_token("viewer", Some("acme"));
@@ -135,6 +135,8 @@ fn the_web_board_works_in_a_real_browser() {
         "live_update",
         "conflict",
         "xss",
+        "search",
+        "work",
         "csrf",
         "viewer",
         "cross_tenant",

@@ -23,6 +23,8 @@ const STATE_LABELS = {
 const TENANT_RE = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
 const RECENT_KEY = 'corkboard.recentTenants';
 const PAGE = 200;
+// Search hits per request (the API's maximum is 50).
+const SEARCH_PAGE = 50;
 // The grants API reads one row past the page to find the cursor; 100 keeps
 // that within the store's page limit.
 const GRANT_PAGE = 100;
@@ -418,10 +420,11 @@ function showSignin(message) {
 
 function filtersFrom(params) {
   const f = {};
-  for (const key of ['text', 'label', 'state', 'run']) {
+  for (const key of ['q', 'text', 'label', 'state', 'run', 'claimed_by']) {
     const v = (params.get(key) ?? '').trim();
     if (v) f[key] = v;
   }
+  if (params.get('unclaimed') === 'true') f.unclaimed = 'true';
   return f;
 }
 
@@ -464,17 +467,21 @@ function setLive(state) {
 
 function filterForm(filters) {
   const field = (id, label, input) => el('div', { class: 'field' }, el('label', { for: id }, label), input);
+  const search = el('input', { id: 'filter-q', name: 'q', type: 'search', value: filters.q ?? '', maxlength: 200, placeholder: 'words in title, body or comments' });
   const text = el('input', { id: 'filter-text', name: 'text', type: 'search', value: filters.text ?? '', maxlength: 200 });
   const label = el('input', { id: 'filter-label', name: 'label', value: filters.label ?? '', placeholder: 'bug,api', autocomplete: 'off' });
   const state = el('select', { id: 'filter-state', name: 'state' },
     el('option', { value: '' }, 'Any state'),
     STATES.map((s) => el('option', { value: s, selected: filters.state === s }, stateLabel(s))));
   const run = el('input', { id: 'filter-run', name: 'run', value: filters.run ?? '', autocomplete: 'off' });
+  const unclaimed = el('input', { id: 'filter-unclaimed', name: 'unclaimed', type: 'checkbox', value: 'true', checked: filters.unclaimed === 'true' });
   const form = el('form', { class: 'filters', id: 'filters', role: 'search', 'aria-label': 'Filter issues' },
+    field('filter-q', 'Search', search),
     field('filter-text', 'Title contains', text),
     field('filter-label', 'Labels (all of)', label),
     field('filter-state', 'State', state),
     field('filter-run', 'Author run', run),
+    el('div', { class: 'field check' }, el('label', { for: 'filter-unclaimed' }, unclaimed, ' Unclaimed only')),
     el('div', { class: 'actions' },
       el('button', { type: 'submit' }, 'Apply'),
       el('button', { type: 'button', class: 'secondary', id: 'filter-clear' }, 'Clear')));
@@ -493,17 +500,37 @@ function filterForm(filters) {
 
 function issueQuery(filters, cursor) {
   const q = new URLSearchParams({ limit: String(PAGE) });
-  for (const [k, v] of Object.entries(filters)) q.set(k, v);
+  for (const [k, v] of Object.entries(filters)) if (k !== 'q') q.set(k, v);
   if (cursor) q.set('cursor', cursor);
   return q;
 }
 
-/** Fetches the board; false when the tenant is out of reach. */
+/** A search (GET …/issues/search): ranked hits, paged by offset. */
+function searchQuery(filters, offset) {
+  const q = new URLSearchParams({ limit: String(SEARCH_PAGE) });
+  for (const [k, v] of Object.entries(filters)) q.set(k, v);
+  if (offset) q.set('offset', String(offset));
+  return q;
+}
+
+/** Fetches the board, or the search hits when there is a query; false when the tenant is out of reach. */
 async function loadBoard() {
   const board = app.board;
   try {
+    if (board.filters.q) {
+      const page = await api('GET', tenantPath(`/issues/search?${searchQuery(board.filters)}`));
+      if (app.board !== board) return false;
+      board.hits = page.hits;
+      board.next = page.next_offset ?? null;
+      board.partial = page.partial;
+      board.issues = page.hits.map((h) => h.issue);
+      board.loaded = true;
+      preservingFocus(renderBoard);
+      return true;
+    }
     const page = await api('GET', tenantPath(`/issues?${issueQuery(board.filters)}`));
     if (app.board !== board) return false;
+    board.hits = null;
     board.issues = page.issues;
     board.next = page.next_cursor;
     board.loaded = true;
@@ -529,6 +556,16 @@ function handleLoadError(e) {
 async function loadMoreIssues() {
   const board = app.board;
   try {
+    if (board.hits) {
+      const page = await api('GET', tenantPath(`/issues/search?${searchQuery(board.filters, board.next)}`));
+      const seen = new Set(board.hits.map((h) => h.issue.id));
+      board.hits.push(...page.hits.filter((h) => !seen.has(h.issue.id)));
+      board.issues = board.hits.map((h) => h.issue);
+      board.next = page.next_offset ?? null;
+      board.partial = page.partial;
+      preservingFocus(renderBoard);
+      return;
+    }
     const page = await api('GET', tenantPath(`/issues?${issueQuery(board.filters, board.next)}`));
     const seen = new Set(board.issues.map((i) => i.id));
     board.issues.push(...page.issues.filter((i) => !seen.has(i.id)));
@@ -545,6 +582,11 @@ function renderBoard() {
   const board = app.board;
   if (board.issues.length === 0 && !hasFilters(board.filters)) {
     body.replaceChildren(emptyState());
+    return;
+  }
+  if (board.hits) {
+    body.replaceChildren(...searchResults(board));
+    app.fresh.clear();
     return;
   }
   const byState = new Map(STATES.map((s) => [s, []]));
@@ -572,6 +614,38 @@ function renderBoard() {
   app.fresh.clear();
 }
 
+/** Ranked search hits with the snippet that matched. */
+function searchResults(board) {
+  const parts = [];
+  if (board.hits.length === 0) {
+    parts.push(el('p', { class: 'notice', id: 'no-match' }, `No issue matches “${board.filters.q}”.`));
+    return parts;
+  }
+  parts.push(el('ol', { class: 'hits', id: 'search-results', 'aria-label': `Issues matching “${board.filters.q}”, best first` },
+    board.hits.map((hit) => el('li', { class: 'hit', dataset: { issueId: hit.issue.id, field: hit.field } },
+      el('a', { class: 'card-title', href: `#/issue/${encodeURIComponent(hit.issue.id)}` }, hit.issue.title),
+      el('div', { class: 'meta' },
+        el('span', { class: 'chip' }, stateLabel(hit.issue.state)),
+        el('span', {}, `matched in the ${hit.field}`),
+        el('span', {}, 'by ', el('span', { class: 'mono' }, hit.issue.author.run)),
+        timeEl(hit.issue.updated_at)),
+      el('p', { class: 'snippet-text' }, marked(hit.snippet))))));
+  if (board.partial) {
+    parts.push(el('p', { class: 'notice', id: 'search-partial' },
+      'More issues match than the search ranks; the oldest matches may be missing. Add words or filters to narrow it.'));
+  }
+  if (board.next) {
+    parts.push(el('p', { class: 'more' },
+      el('button', { type: 'button', class: 'secondary', id: 'load-more', onclick: loadMoreIssues, dataset: { focusKey: 'load-more' } }, 'More results')));
+  }
+  return parts;
+}
+
+/** A snippet's `**match**` spans as <mark>, the rest as text. */
+function marked(snippet) {
+  return snippet.split('**').map((part, i) => (i % 2 === 1 ? el('mark', {}, part) : part));
+}
+
 function card(issue) {
   const canManage = app.session.can_manage;
   const item = el('li', {
@@ -583,7 +657,10 @@ function card(issue) {
   el('div', { class: 'meta' },
     issue.priority !== 'none' ? el('span', { class: `priority priority-${issue.priority}` }, issue.priority) : null,
     el('span', {}, 'by ', el('span', { class: 'mono' }, issue.author.run)),
-    timeEl(issue.created_at)));
+    timeEl(issue.created_at)),
+  issue.claim ? el('p', { class: 'claim', dataset: { claimedBy: issue.claim.run } }, 'Claimed by ', el('span', { class: 'mono' }, issue.claim.run)) : null,
+  issue.close_reason && issue.close_reason !== 'completed'
+    ? el('p', { class: 'close-reason', dataset: { reason: issue.close_reason } }, closeReasonText(issue)) : null);
   if (canManage) {
     const id = `move-${issue.id}`;
     const shown = app.moving.get(issue.id) ?? issue.state;
@@ -749,6 +826,7 @@ function renderIssue(issue, audit) {
     ['Updated', timeEl(issue.updated_at, formatTime(issue.updated_at))],
     ['Version', String(issue.version)],
     ['Id', el('span', { class: 'mono' }, issue.id)],
+    ...relationRows(issue),
   ].flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, v)]));
   const rendered = issue.rendered ?? { body: '', comments: {} };
   const body = issue.body
@@ -770,16 +848,61 @@ function renderIssue(issue, audit) {
     el('section', { class: 'block', 'aria-labelledby': 'h-history' }, el('h2', { id: 'h-history' }, 'History'), historyTable(audit))));
 }
 
+const CLOSE_REASONS = { completed: 'Completed', not_planned: 'Not planned', duplicate: 'Duplicate' };
+
+function closeReasonText(issue) {
+  const text = CLOSE_REASONS[issue.close_reason] ?? issue.close_reason;
+  return issue.close_reason === 'duplicate' && issue.duplicate_of ? `${text} of ${issue.duplicate_of}` : text;
+}
+
+/** A link to another issue of this tenant, by id. */
+function issueLink(id) {
+  return el('a', { class: 'mono', href: `#/issue/${encodeURIComponent(id)}` }, id);
+}
+
+function issueLinks(ids, more) {
+  return el('span', { class: 'links' }, ids.flatMap((id, i) => (i ? [', ', issueLink(id)] : [issueLink(id)])), more ? ' and more' : null);
+}
+
+/** The issue view's rows for claims, close reasons and relations (only those that are set). */
+function relationRows(issue) {
+  const rows = [];
+  if (issue.claim) {
+    rows.push(['Claimed by', el('span', { id: 'issue-claim' }, el('span', { class: 'mono' }, issue.claim.run), ' since ', timeEl(issue.claim.claimed_at))]);
+  }
+  if (issue.close_reason) {
+    rows.push(['Close reason', el('span', { id: 'issue-close-reason' },
+      CLOSE_REASONS[issue.close_reason] ?? issue.close_reason,
+      issue.duplicate_of && issue.close_reason === 'duplicate' ? [' of ', issueLink(issue.duplicate_of)] : null)]);
+  }
+  if (issue.parent) rows.push(['Parent', el('span', { id: 'issue-parent' }, issueLink(issue.parent))]);
+  if (issue.children?.length) rows.push(['Sub-issues', el('span', { id: 'issue-children' }, issueLinks(issue.children, issue.more_children))]);
+  if (issue.duplicate_of && issue.close_reason !== 'duplicate') rows.push(['Duplicate of', issueLink(issue.duplicate_of)]);
+  if (issue.blocked_by?.length) rows.push(['Blocked by', el('span', { id: 'issue-blocked-by' }, issueLinks(issue.blocked_by))]);
+  if (issue.blocks?.length) rows.push(['Blocks', el('span', { id: 'issue-blocks' }, issueLinks(issue.blocks, issue.more_blocks))]);
+  return rows;
+}
+
 function editForm(issue) {
   const state = el('select', { id: 'edit-state', name: 'state' },
     STATES.map((s) => el('option', { value: s, selected: s === issue.state }, stateLabel(s))));
   const priority = el('select', { id: 'edit-priority', name: 'priority' },
     PRIORITIES.map((p) => el('option', { value: p, selected: p === issue.priority }, p)));
   const labels = el('input', { id: 'edit-labels', name: 'labels', value: issue.labels.join(', '), autocomplete: 'off', 'aria-describedby': 'labels-help' });
+  // A done or closed issue carries a reason; `duplicate` needs the original,
+  // which agents set (duplicate_of), so the page offers it only when it is set.
+  const reasons = Object.keys(CLOSE_REASONS).filter((r) => r !== 'duplicate' || issue.duplicate_of);
+  const reason = el('select', { id: 'edit-close-reason', name: 'close_reason' },
+    reasons.map((r) => el('option', { value: r, selected: r === (issue.close_reason ?? 'completed') }, CLOSE_REASONS[r])));
+  const reasonField = el('div', { class: 'field', id: 'close-reason-field' }, el('label', { for: 'edit-close-reason' }, 'Close reason'), reason);
+  const finished = (s) => s === 'done' || s === 'closed';
+  reasonField.hidden = !finished(issue.state);
+  state.addEventListener('change', () => { reasonField.hidden = !finished(state.value); });
   const error = el('p', { class: 'form-error', id: 'edit-error', role: 'alert' });
   const form = el('form', { class: 'edit', id: 'edit-form', 'aria-label': 'Change this issue' },
     el('div', { class: 'field' }, el('label', { for: 'edit-state' }, 'State'), state),
     el('div', { class: 'field' }, el('label', { for: 'edit-priority' }, 'Priority'), priority),
+    reasonField,
     el('div', { class: 'field wide' }, el('label', { for: 'edit-labels' }, 'Labels'), labels,
       el('span', { id: 'labels-help' }, 'Comma-separated: lowercase letters, digits, - _ . : /')),
     el('button', { type: 'submit', id: 'edit-save' }, 'Save changes'),
@@ -793,11 +916,12 @@ function editForm(issue) {
     const patch = { expected_version: issue.version };
     if (state.value !== issue.state) patch.state = state.value;
     if (priority.value !== issue.priority) patch.priority = priority.value;
+    if (finished(state.value) && reason.value !== (issue.close_reason ?? 'completed')) patch.close_reason = reason.value;
     const newLabels = labels.value.split(',').map((l) => l.trim()).filter(Boolean);
     const sorted = [...new Set(newLabels)].sort();
     if (JSON.stringify(sorted) !== JSON.stringify(issue.labels)) patch.labels = sorted;
     if (Object.keys(patch).length === 1) {
-      error.textContent = 'Nothing to save: change the state, priority or labels first.';
+      error.textContent = 'Nothing to save: change the state, close reason, priority or labels first.';
       return;
     }
     try {

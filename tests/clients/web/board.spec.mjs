@@ -326,6 +326,51 @@ async function scenario() {
   check(!dialogs.some((d) => d.type === 'alert'), `a script ran: ${JSON.stringify(dialogs)}`);
   checks.xss = true;
 
+  // --- Search finds a word that only a comment holds, ranked first, with its snippet.
+  const word = `zephyrine${tag.replace(/[^a-z0-9]/gi, '').toLowerCase()}`;
+  const decoy = await tool(agent, 'create_issue', { title: `Decoy ${tag}`, body: 'nothing to see here' });
+  const needle = await tool(agent, 'create_issue', { title: `Needle ${tag}`, body: 'an ordinary body' });
+  await tool(agent, 'add_comment', { issue_id: needle.id, body: `the cause is the ${word} cache` });
+  await page.goto(`/?tenant=${tenant}#/board`);
+  await page.locator('#filter-q').fill(word);
+  await page.locator('#filters button[type="submit"]').click();
+  await page.locator('#search-results li.hit').first().waitFor();
+  const hits = await page.locator('#search-results li.hit').evaluateAll((items) => items.map((li) => ({
+    id: li.dataset.issueId, field: li.dataset.field, mark: li.querySelector('mark')?.textContent ?? null,
+  })));
+  check(hits.length >= 1 && hits[0].id === needle.id, `search for a comment-only word: ${JSON.stringify(hits)}`);
+  check(hits[0].field === 'comment' && hits[0].mark?.toLowerCase() === word, `the hit's snippet does not mark the word: ${JSON.stringify(hits[0])}`);
+  check(!hits.some((h) => h.id === decoy.id), 'search returned an issue without the word');
+  await shot(page, 'search');
+  checks.search = { hits: hits.length, field: hits[0].field };
+
+  // --- Claims, relations and close reasons as the agents set them.
+  const parent = await tool(agent, 'create_issue', { title: `Parent ${tag}` });
+  const child = await tool(agent, 'create_issue', { title: `Child ${tag}`, parent: parent.id });
+  await tool(agent, 'claim_issue', { id: child.id });
+  await page.goto(`/?tenant=${tenant}#/board`);
+  await page.locator(`${cardSelector(child.id)} .claim[data-claimed-by="${run}"]`).waitFor();
+  await page.goto(`/?tenant=${tenant}#/issue/${parent.id}`);
+  await page.locator(`#issue-children a[href="#/issue/${encodeURIComponent(child.id)}"]`).waitFor();
+  await page.goto(`/?tenant=${tenant}#/issue/${child.id}`);
+  check((await page.locator('#issue-claim').textContent()).includes(run), 'the issue view does not show the claim');
+  await page.locator(`#issue-parent a[href="#/issue/${encodeURIComponent(parent.id)}"]`).waitFor();
+  // Unclaimed-only hides the claimed card.
+  await page.goto(`/?tenant=${tenant}#/board?unclaimed=true`);
+  await page.locator(cardSelector(parent.id)).waitFor();
+  check(await page.locator(cardSelector(child.id)).count() === 0, 'the unclaimed filter shows a claimed issue');
+  // Closing from the page with a reason ends the claim.
+  await page.goto(`/?tenant=${tenant}#/issue/${child.id}`);
+  await page.locator('#edit-state').selectOption('closed');
+  await page.locator('#edit-close-reason').selectOption('not_planned');
+  await page.locator('#edit-save').click();
+  await page.locator('#issue-close-reason').filter({ hasText: 'Not planned' }).waitFor();
+  const closedChild = await tool(agent, 'get_issue', { id: child.id });
+  check(closedChild.state === 'closed' && closedChild.close_reason === 'not_planned', `closed from the page: ${closedChild.state}/${closedChild.close_reason}`);
+  check(!closedChild.claim, 'closing did not end the claim');
+  await shot(page, 'relations');
+  checks.work = { claimed: true, close_reason: closedChild.close_reason };
+
   // --- The other tenant's issue, and the platform admin's view of it (the control).
   const other = await mcpClient(otherToken, 'other');
   const secret = await tool(other, 'create_issue', { title: `Globex secret ${tag}` });
