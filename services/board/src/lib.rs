@@ -1,4 +1,5 @@
-//! The board domain: what an issue, a comment, a grant and an audit record are,
+//! The board domain: what an issue, a comment, a grant, an audit record and
+//! a tenant's upstream MCP server are,
 //! how their fields are validated, and the traits every store implements.
 //!
 //! This crate does no IO. Everything that crosses a boundary (HTTP, MCP, a
@@ -15,6 +16,7 @@ mod ids;
 mod issue;
 mod store;
 mod timestamp;
+mod upstream;
 
 pub use audit::{ArgumentsHash, AuditOutcome, AuditQuery, AuditRecord};
 pub use error::{StoreError, ValidationError};
@@ -24,5 +26,9 @@ pub use issue::{
     Author, Body, Comment, CommentAdded, CommentBody, Created, Issue, IssuePatch, IssueState,
     Label, LabelFilter, Labels, ListQuery, NewComment, NewIssue, Page, Priority, Title, limits,
 };
-pub use store::{AuditLog, BoardStore, GrantLedger, IssueStore, StoreHealth};
+pub use store::{AuditLog, BoardStore, GrantLedger, IssueStore, StoreHealth, UpstreamStore};
 pub use timestamp::Timestamp;
+pub use upstream::{
+    HeaderName, SealedCredential, UPSTREAM_NAME_MAX, UPSTREAM_URL_MAX, UPSTREAMS_PER_TENANT_MAX,
+    Upstream, UpstreamName, UpstreamPattern, UpstreamUrl,
+};

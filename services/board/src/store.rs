@@ -9,6 +9,7 @@ use crate::issue::{
     Author, CommentAdded, Created, Issue, IssuePatch, ListQuery, NewComment, NewIssue, Page,
 };
 use crate::timestamp::Timestamp;
+use crate::upstream::{Upstream, UpstreamName};
 use async_trait::async_trait;
 
 /// Issues and comments of every tenant. Every method takes the tenant
@@ -100,6 +101,27 @@ pub trait AuditLog: Send + Sync + 'static {
     ) -> Result<Vec<AuditRecord>, StoreError>;
 }
 
+/// A tenant's upstream MCP servers (their credentials sealed).
+#[async_trait]
+pub trait UpstreamStore: Send + Sync + 'static {
+    /// Records `upstream`, replacing one of the same tenant and name (a
+    /// new URL or credential is a whole new record, never half of one).
+    /// A tenant that already has
+    /// [`UPSTREAMS_PER_TENANT_MAX`](crate::UPSTREAMS_PER_TENANT_MAX) other
+    /// upstreams is refused with [`StoreError::Invalid`] naming the limit.
+    async fn put_upstream(&self, upstream: &Upstream) -> Result<(), StoreError>;
+
+    /// The tenant's upstreams, by name.
+    async fn list_upstreams(&self, tenant: &TenantId) -> Result<Vec<Upstream>, StoreError>;
+
+    /// Removes one; [`StoreError::NotFound`] when there is none.
+    async fn delete_upstream(
+        &self,
+        tenant: &TenantId,
+        name: &UpstreamName,
+    ) -> Result<(), StoreError>;
+}
+
 /// Whether the store answers right now (for `/readyz`).
 #[async_trait]
 pub trait StoreHealth: Send + Sync + 'static {
@@ -107,6 +129,6 @@ pub trait StoreHealth: Send + Sync + 'static {
 }
 
 /// A complete board store.
-pub trait BoardStore: IssueStore + GrantLedger + AuditLog + StoreHealth {}
+pub trait BoardStore: IssueStore + GrantLedger + AuditLog + UpstreamStore + StoreHealth {}
 
-impl<T: IssueStore + GrantLedger + AuditLog + StoreHealth> BoardStore for T {}
+impl<T: IssueStore + GrantLedger + AuditLog + UpstreamStore + StoreHealth> BoardStore for T {}

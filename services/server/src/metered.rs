@@ -7,6 +7,7 @@ use corkboard_board::{
     AuditLog, AuditQuery, AuditRecord, Author, BoardStore, CommentAdded, Created, Grant,
     GrantEvent, GrantId, GrantLedger, IdempotencyKey, Issue, IssueId, IssuePatch, IssueStore,
     ListQuery, NewComment, NewIssue, Page, RunId, StoreError, StoreHealth, TenantId, Timestamp,
+    Upstream, UpstreamName, UpstreamStore,
 };
 use corkboard_telemetry::Metrics;
 use std::future::Future;
@@ -174,6 +175,28 @@ impl AuditLog for MeteredStore {
         query: &AuditQuery,
     ) -> Result<Vec<AuditRecord>, StoreError> {
         self.timed("list_audit", self.inner.list_audit(tenant, query))
+            .await
+    }
+}
+
+#[async_trait]
+impl UpstreamStore for MeteredStore {
+    async fn put_upstream(&self, upstream: &Upstream) -> Result<(), StoreError> {
+        self.timed("put_upstream", self.inner.put_upstream(upstream))
+            .await
+    }
+
+    async fn list_upstreams(&self, tenant: &TenantId) -> Result<Vec<Upstream>, StoreError> {
+        self.timed("list_upstreams", self.inner.list_upstreams(tenant))
+            .await
+    }
+
+    async fn delete_upstream(
+        &self,
+        tenant: &TenantId,
+        name: &UpstreamName,
+    ) -> Result<(), StoreError> {
+        self.timed("delete_upstream", self.inner.delete_upstream(tenant, name))
             .await
     }
 }

@@ -33,12 +33,14 @@ pub mod fixtures;
 mod grants;
 mod issues;
 mod lists;
+mod upstreams;
 
 pub use audit::*;
 pub use concurrency::*;
 pub use grants::*;
 pub use issues::*;
 pub use lists::*;
+pub use upstreams::*;
 
 use corkboard_board::BoardStore;
 use std::future::Future;
@@ -134,6 +136,9 @@ macro_rules! store_contract_tests {
             case_audit_append_and_list,
             case_audit_filters_and_limit,
             case_audit_tenant_isolation,
+            case_upstreams_put_list_replace_delete,
+            case_upstreams_per_tenant_limit,
+            case_grants_keep_upstream_patterns,
         }
     };
     (@tests [$factory:expr] $($case:ident),* $(,)?) => {

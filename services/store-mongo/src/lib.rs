@@ -40,6 +40,7 @@ mod options;
 mod query;
 pub mod schema;
 mod store;
+mod upstreams;
 
 pub use audit::AUDIT_PAGE_MAX;
 pub use error::MongoStoreError;

@@ -32,6 +32,7 @@ mod query;
 mod readers;
 mod schema;
 mod store;
+mod upstreams;
 mod writer;
 
 pub use error::SqliteError;

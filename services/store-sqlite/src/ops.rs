@@ -13,7 +13,7 @@ use crate::query::{self, json_array};
 use corkboard_board::{
     AuditQuery, AuditRecord, Author, Comment, CommentAdded, CommentId, Created, Grant, GrantEvent,
     GrantId, IdempotencyKey, Issue, IssueId, IssuePatch, ListQuery, NewComment, NewIssue, Page,
-    RunId, StoreError, TenantId, Timestamp, ValidationError, limits,
+    RunId, StoreError, TenantId, Timestamp, Upstream, UpstreamName, ValidationError, limits,
 };
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 use std::collections::HashMap;
@@ -301,6 +301,13 @@ pub(crate) enum WriteOp {
     AppendAudit {
         records: Vec<AuditRecord>,
     },
+    PutUpstream {
+        upstream: Upstream,
+    },
+    DeleteUpstream {
+        tenant: TenantId,
+        name: UpstreamName,
+    },
 }
 
 impl WriteOp {
@@ -319,6 +326,8 @@ impl WriteOp {
             Self::RecordGrant { .. } => "record_grant",
             Self::RecordRevocation { .. } => "record_revocation",
             Self::AppendAudit { .. } => "append_audit",
+            Self::PutUpstream { .. } => "put_upstream",
+            Self::DeleteUpstream { .. } => "delete_upstream",
         }
     }
 }
@@ -366,6 +375,12 @@ pub(crate) fn execute(conn: &Connection, op: &WriteOp) -> Result<WriteOutput, Op
         }
         WriteOp::AppendAudit { records } => {
             append_audit(conn, records).map(|()| WriteOutput::Appended)
+        }
+        WriteOp::PutUpstream { upstream } => {
+            crate::upstreams::put_upstream(conn, upstream).map(|()| WriteOutput::Recorded)
+        }
+        WriteOp::DeleteUpstream { tenant, name } => {
+            crate::upstreams::delete_upstream(conn, tenant, name).map(|()| WriteOutput::Recorded)
         }
     }
 }

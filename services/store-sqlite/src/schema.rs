@@ -106,6 +106,19 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX audit_by_run ON audit (tenant, run, at);
     CREATE INDEX audit_by_issue ON audit (tenant, issue_id, at) WHERE issue_id IS NOT NULL;
     "#,
+    // 2: a tenant's upstream MCP servers; `credential` is sealed bytes.
+    r#"
+    CREATE TABLE upstreams (
+        tenant     TEXT    NOT NULL,
+        name       TEXT    NOT NULL,
+        url        TEXT    NOT NULL,
+        header     TEXT    NOT NULL,
+        credential BLOB    NOT NULL,
+        created_at INTEGER NOT NULL,
+        created_by TEXT    NOT NULL,
+        PRIMARY KEY (tenant, name)
+    ) WITHOUT ROWID;
+    "#,
 ];
 
 /// The schema version this build writes.

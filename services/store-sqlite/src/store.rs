@@ -11,7 +11,8 @@ use async_trait::async_trait;
 use corkboard_board::{
     AuditLog, AuditQuery, AuditRecord, Author, CommentAdded, Created, Grant, GrantEvent, GrantId,
     GrantLedger, IdempotencyKey, Issue, IssueId, IssuePatch, IssueStore, ListQuery, NewComment,
-    NewIssue, Page, RunId, StoreError, StoreHealth, TenantId, Timestamp, ValidationError, limits,
+    NewIssue, Page, RunId, StoreError, StoreHealth, TenantId, Timestamp, Upstream, UpstreamName,
+    UpstreamStore, ValidationError, limits,
 };
 use rusqlite::Connection;
 use std::fmt;
@@ -379,6 +380,40 @@ impl AuditLog for SqliteStore {
         let (tenant, query) = (tenant.clone(), query.clone());
         self.read(move |conn| ops::list_audit(conn, &tenant, &query))
             .await
+    }
+}
+
+#[async_trait]
+impl UpstreamStore for SqliteStore {
+    async fn put_upstream(&self, upstream: &Upstream) -> Result<(), StoreError> {
+        let op = WriteOp::PutUpstream {
+            upstream: upstream.clone(),
+        };
+        match self.write(op).await? {
+            WriteOutput::Recorded => Ok(()),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn list_upstreams(&self, tenant: &TenantId) -> Result<Vec<Upstream>, StoreError> {
+        let tenant = tenant.clone();
+        self.read(move |conn| crate::upstreams::list_upstreams(conn, &tenant))
+            .await
+    }
+
+    async fn delete_upstream(
+        &self,
+        tenant: &TenantId,
+        name: &UpstreamName,
+    ) -> Result<(), StoreError> {
+        let op = WriteOp::DeleteUpstream {
+            tenant: tenant.clone(),
+            name: name.clone(),
+        };
+        match self.write(op).await? {
+            WriteOutput::Recorded => Ok(()),
+            other => Err(unexpected(other)),
+        }
     }
 }
 
