@@ -28,6 +28,9 @@ pub enum Command {
     /// Manage grants (locally with --data-dir, or against --server).
     #[command(subcommand)]
     Grant(crate::grant_cmd::GrantCommand),
+    /// Manage a tenant's upstream MCP servers (against --server).
+    #[command(subcommand)]
+    Upstream(crate::upstream_cmd::UpstreamCommand),
     /// Admin credentials.
     #[command(subcommand)]
     Admin(crate::admin_cmd::AdminCommand),
@@ -97,6 +100,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Server(args) => crate::serve_cmd::run(args, crate::serve_cmd::Role::Server),
         Command::Grant(cmd) => crate::grant_cmd::run(cmd),
         Command::Admin(cmd) => crate::admin_cmd::run(cmd),
+        Command::Upstream(cmd) => crate::upstream_cmd::run(cmd),
         Command::Mcp(cmd) => crate::stdio_cmd::run(cmd),
         Command::Runner(args) => crate::runner_cmd::run(args),
         Command::Run(args) => crate::run_cmd::run(args),

@@ -17,6 +17,7 @@ mod runner_cmd;
 mod serve_cmd;
 mod signals;
 mod stdio_cmd;
+mod upstream_cmd;
 
 use clap::Parser;
 use std::process::ExitCode;

@@ -272,8 +272,10 @@ async fn route(
         Some(grant) => grant,
         None => resolve(&binding, &incoming.req, Some(&run.state.key)).await?,
     };
-    let principal =
-        RunPrincipal::new(grant, binding).with_batch_gate(run.clone(), inner.limiter.clone());
+    let principal = RunPrincipal::new(grant, binding)
+        .with_batch_gate(run.clone(), inner.limiter.clone())
+        .with_upstreams()
+        .await;
     Ok(inner
         .endpoint
         .exchange(&incoming.req, admitted, &incoming.body, &principal)

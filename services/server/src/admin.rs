@@ -46,6 +46,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 web::patch().to(update_issue),
             )
             .route("/tenants/{tenant}/audit", web::get().to(list_audit))
+            .configure(crate::upstreams::configure)
             .default_service(web::to(|| async {
                 Err::<HttpResponse, _>(ApiError::NotFound("no such API endpoint".into()))
             })),
@@ -78,7 +79,7 @@ async fn me(auth: WebAuth) -> HttpResponse {
     }))
 }
 
-fn tenant_for_read(p: &AdminPrincipal, raw: &str) -> Result<TenantId, ApiError> {
+pub(crate) fn tenant_for_read(p: &AdminPrincipal, raw: &str) -> Result<TenantId, ApiError> {
     let tenant = TenantId::parse(raw)?;
     if !p.can_read(&tenant) {
         return Err(ApiError::Forbidden(format!(
@@ -88,7 +89,7 @@ fn tenant_for_read(p: &AdminPrincipal, raw: &str) -> Result<TenantId, ApiError> 
     Ok(tenant)
 }
 
-fn tenant_for_write(p: &AdminPrincipal, raw: &str) -> Result<TenantId, ApiError> {
+pub(crate) fn tenant_for_write(p: &AdminPrincipal, raw: &str) -> Result<TenantId, ApiError> {
     let tenant = TenantId::parse(raw)?;
     if !p.can_manage(&tenant) {
         return Err(ApiError::Forbidden(format!(

@@ -18,6 +18,7 @@ pub mod session_ends;
 pub mod state;
 #[cfg(test)]
 mod testing;
+pub mod upstreams;
 pub mod web;
 
 pub use state::{AppParts, AppState, StartError};
