@@ -57,6 +57,10 @@ impl FromStr for Era {
 pub enum Tool {
     GetIssue,
     CreateIssue,
+    /// The benchmark upstream's `add`, through a run's gateway.
+    UpstreamAdd,
+    /// The same `add`, called on the upstream directly.
+    DirectAdd,
 }
 
 impl Tool {
@@ -64,6 +68,8 @@ impl Tool {
         match self {
             Self::GetIssue => "get_issue",
             Self::CreateIssue => "create_issue",
+            Self::UpstreamAdd => "bench__add",
+            Self::DirectAdd => "add",
         }
     }
 
@@ -82,6 +88,7 @@ impl Tool {
                 "labels": ["bench"],
                 "priority": "low",
             })),
+            Self::UpstreamAdd | Self::DirectAdd => Ok(json!({ "a": 20, "b": 22 })),
         }
     }
 }
@@ -98,8 +105,10 @@ impl FromStr for Tool {
         match s {
             "get_issue" => Ok(Self::GetIssue),
             "create_issue" => Ok(Self::CreateIssue),
+            "bench__add" => Ok(Self::UpstreamAdd),
+            "add" => Ok(Self::DirectAdd),
             other => Err(format!(
-                "unknown tool {other:?} (get_issue or create_issue)"
+                "unknown tool {other:?} (get_issue, create_issue, bench__add or add)"
             )),
         }
     }

@@ -7,3 +7,4 @@ pub mod deploy;
 pub mod mcp;
 pub mod revocation;
 pub mod runs;
+pub mod upstream;
