@@ -484,3 +484,37 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn upstream_tools_are_renamed_and_checked() {
+        let up = UpstreamName::parse("github").unwrap();
+        let (def, original) = tool_def(
+            &up,
+            &json!({ "name": "issue_read", "description": "Reads", "inputSchema": { "type": "object" } }),
+        )
+        .unwrap();
+        assert_eq!(def.name, "github__issue_read");
+        assert_eq!(original, "issue_read");
+        let bad = tool_def(
+            &up,
+            &json!({ "name": "x", "inputSchema": { "type": "object", "properties": { "n": { "type": "int" } } } }),
+        );
+        assert!(bad.unwrap_err().contains("github__x"));
+        let no_schema = tool_def(&up, &json!({ "name": "y" }));
+        assert!(no_schema.is_err());
+        let bad_name = tool_def(
+            &up,
+            &json!({ "name": "has space secret", "inputSchema": { "type": "object" } }),
+        );
+        assert_eq!(
+            bad_name.unwrap_err(),
+            "a tool whose name is not 1-128 characters of [A-Za-z0-9_.-]",
+            "a name that is not a tool name is not logged"
+        );
+    }
+}

@@ -242,3 +242,74 @@ fn to_output(
         outcome,
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn def(output_schema: Option<Value>) -> ToolDef {
+        ToolDef {
+            name: "up__t".into(),
+            title: None,
+            description: String::new(),
+            input_schema: json!({ "type": "object" }),
+            output_schema,
+            annotations: None,
+        }
+    }
+
+    #[test]
+    fn upstream_results_map_to_tool_outputs() {
+        let (out, outcome) = to_output(
+            &def(None),
+            Ok(json!({ "content": [
+                { "type": "text", "text": "one" },
+                { "type": "image", "data": "AAAA", "mimeType": "image/png" },
+                { "type": "text", "text": "two" },
+            ] })),
+        );
+        assert_eq!(outcome, AuditOutcome::Ok);
+        assert!(!out.is_error);
+        assert_eq!(
+            out.text,
+            "one\n[image content from the upstream, not relayed by this gateway]\ntwo"
+        );
+        assert!(
+            out.structured.is_none(),
+            "no outputSchema, no structured content"
+        );
+
+        let schema = Some(json!({ "type": "object" }));
+        let (out, _) = to_output(
+            &def(schema.clone()),
+            Ok(json!({ "content": [], "structuredContent": { "r": 1 } })),
+        );
+        assert_eq!(out.structured, Some(json!({ "r": 1 })));
+        let (out, outcome) = to_output(&def(schema), Ok(json!({ "content": [] })));
+        assert!(
+            out.is_error && outcome == AuditOutcome::ToolError,
+            "{}",
+            out.text
+        );
+
+        let (out, outcome) = to_output(
+            &def(None),
+            Ok(json!({ "content": [{ "type": "text", "text": "nope" }], "isError": true })),
+        );
+        assert!(out.is_error);
+        assert_eq!(outcome, AuditOutcome::ToolError);
+
+        let (out, outcome) = to_output(
+            &def(None),
+            Err(crate::UpstreamError::Unavailable(
+                "upstream up unavailable: no answer within 5 ms".into(),
+            )),
+        );
+        assert_eq!(outcome, AuditOutcome::Unavailable);
+        assert_eq!(
+            out.text,
+            "upstream up unavailable: no answer within 5 ms; retry later"
+        );
+    }
+}
