@@ -600,7 +600,7 @@ fn revoking_a_runs_grant_puts_its_claimed_issue_back_in_the_pool() {
             .map(|i| i["id"].as_str().unwrap_or_default().to_owned())
             .collect()
     };
-    assert_eq!(list("claimed_by=run-a"), [id.clone()]);
+    assert_eq!(list("claimed_by=run-a"), std::slice::from_ref(&id));
     assert!(list("unclaimed=true").is_empty());
 
     let (status, reply) = call(
@@ -611,7 +611,7 @@ fn revoking_a_runs_grant_puts_its_claimed_issue_back_in_the_pool() {
         None,
     );
     assert!(status < 300, "{status} {reply}");
-    assert_eq!(list("unclaimed=true"), [id.clone()]);
+    assert_eq!(list("unclaimed=true"), std::slice::from_ref(&id));
 
     let taken = tool(&b.token, "claim_issue", json!({"id": id}));
     assert_eq!(taken["isError"], false, "{taken}");
