@@ -394,9 +394,11 @@ fn a_call_outside_the_grant_is_refused_by_name_and_audited() {
         .iter()
         .map(|t| t["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names.len(), 2, "{names:?}");
+    assert_eq!(names.len(), 3, "{names:?}");
     assert!(
-        names.contains(&"get_issue") && names.contains(&"list_issues"),
+        names.contains(&"get_issue")
+            && names.contains(&"list_issues")
+            && names.contains(&"search_issues"),
         "{names:?}"
     );
 

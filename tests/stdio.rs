@@ -433,6 +433,7 @@ fn sdk_stdio_clients_list_and_call_every_tool_in_both_eras() {
                     "get_issue",
                     "list_issues",
                     "release_issue",
+                    "search_issues",
                     "update_issue"
                 ]),
                 "{summary}"

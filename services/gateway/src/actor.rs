@@ -273,6 +273,8 @@ pub(crate) struct RunActor {
     waiters: Vec<oneshot::Sender<DrainReport>>,
     state: Arc<RunState>,
     census: Arc<Census>,
+    /// Whether this actor still counts in `census.actors`.
+    counted: bool,
     settings: Arc<ActorSettings>,
     gateway: Weak<Inner>,
 }
@@ -287,6 +289,7 @@ impl RunActor {
     ) -> Self {
         census.actors.fetch_add(1, Ordering::Relaxed);
         Self {
+            counted: true,
             generation: spec.generation,
             in_flight_at_drain: 0,
             cancelled: 0,
@@ -454,8 +457,10 @@ impl Actor for RunActor {
             cancelled: self.cancelled,
             abandoned: self.state.in_flight(),
         };
-        // Out of the table first: whoever waits for the drain (a revoke)
-        // finds the run gone when it is told.
+        // Out of the table and the census first: whoever waits for the
+        // drain (a revoke) finds the run gone when it is told, though the
+        // actor's value is dropped a moment later.
+        self.uncount();
         if let Some(gateway) = self.gateway.upgrade() {
             gateway.run_stopped(self.key(), self.generation);
         }
@@ -472,9 +477,19 @@ impl Actor for RunActor {
     }
 }
 
+impl RunActor {
+    /// Takes this actor out of the census, once (at `stopped`, or at drop
+    /// for an actor that never started).
+    fn uncount(&mut self) {
+        if std::mem::take(&mut self.counted) {
+            self.census.actors.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
 impl Drop for RunActor {
     fn drop(&mut self) {
-        self.census.actors.fetch_sub(1, Ordering::Relaxed);
+        self.uncount();
     }
 }
 
