@@ -7,6 +7,7 @@ use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, ResponseError};
 use corkboard_board::{StoreError, ValidationError};
 use corkboard_grants::{JwtError, RegistryError};
+use corkboard_upstream::UpstreamError;
 use serde_json::json;
 use thiserror::Error;
 
@@ -145,6 +146,19 @@ impl From<StoreError> for ApiError {
                 Self::Unavailable(err.to_string())
             }
             StoreError::Internal(detail) => Self::Internal(detail),
+        }
+    }
+}
+
+impl From<UpstreamError> for ApiError {
+    fn from(err: UpstreamError) -> Self {
+        match err {
+            UpstreamError::Invalid(v) => Self::Invalid(v),
+            // A key that cannot seal or open is the server's problem; its
+            // text names no secret.
+            UpstreamError::Key(detail) => Self::Internal(detail),
+            UpstreamError::Unavailable(why) => Self::Unavailable(why),
+            UpstreamError::Rpc { .. } => Self::Unavailable(err.to_string()),
         }
     }
 }

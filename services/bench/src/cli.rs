@@ -158,6 +158,19 @@ pub enum Command {
         #[arg(long, default_value_t = 20)]
         trials: usize,
     },
+    /// Added latency of an upstream tool call through a run's gateway vs
+    /// calling the (Python SDK) upstream directly, at each concurrency.
+    Upstream {
+        #[arg(long, value_delimiter = ',', default_value = "1,64")]
+        concurrency: Vec<usize>,
+        #[arg(long, default_value = "5s", value_parser = parse_duration)]
+        duration: Duration,
+        #[arg(long, default_value = "1s", value_parser = parse_duration)]
+        warmup: Duration,
+        /// The checkout holding target/venv and tests/clients/upstream [default: this source tree].
+        #[arg(long)]
+        repo: Option<PathBuf>,
+    },
     /// Cold start to ready and idle RSS of `corkboard serve`.
     ColdStart {
         #[arg(long, default_value_t = 10)]
@@ -387,6 +400,22 @@ async fn dispatch(cli: &Cli, sink: &mut Sink) -> Result<()> {
                 sink,
             )
             .await
+        }
+        Command::Upstream {
+            concurrency,
+            duration,
+            warmup,
+            repo,
+        } => {
+            let scenario = crate::scenario::upstream::UpstreamScenario {
+                concurrency: concurrency.clone(),
+                warmup: *warmup,
+                duration: *duration,
+                repo: repo.clone().unwrap_or_else(|| {
+                    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+                }),
+            };
+            scenario::upstream::run(&bins()?, &scenario, &logs, sink).await
         }
         Command::ColdStart { trials } => {
             scenario::cold_start::run(&bins()?, *trials, &logs, sink).await

@@ -58,6 +58,10 @@ pub enum Tool {
     GetIssue,
     CreateIssue,
     ClaimIssue,
+    /// The benchmark upstream's `add`, through a run's gateway.
+    UpstreamAdd,
+    /// The same `add`, called on the upstream directly.
+    DirectAdd,
 }
 
 impl Tool {
@@ -66,6 +70,8 @@ impl Tool {
             Self::GetIssue => "get_issue",
             Self::CreateIssue => "create_issue",
             Self::ClaimIssue => "claim_issue",
+            Self::UpstreamAdd => "bench__add",
+            Self::DirectAdd => "add",
         }
     }
 
@@ -89,6 +95,7 @@ impl Tool {
                 "labels": ["bench"],
                 "priority": "low",
             })),
+            Self::UpstreamAdd | Self::DirectAdd => Ok(json!({ "a": 20, "b": 22 })),
         }
     }
 }
@@ -106,8 +113,10 @@ impl FromStr for Tool {
             "get_issue" => Ok(Self::GetIssue),
             "create_issue" => Ok(Self::CreateIssue),
             "claim_issue" => Ok(Self::ClaimIssue),
+            "bench__add" => Ok(Self::UpstreamAdd),
+            "add" => Ok(Self::DirectAdd),
             other => Err(format!(
-                "unknown tool {other:?} (get_issue, create_issue or claim_issue)"
+                "unknown tool {other:?} (get_issue, create_issue, claim_issue, bench__add or add)"
             )),
         }
     }

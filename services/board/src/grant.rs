@@ -3,6 +3,7 @@
 use crate::error::ValidationError;
 use crate::ids::{GrantId, RunId, TenantId};
 use crate::timestamp::Timestamp;
+use crate::upstream::{UpstreamName, UpstreamPattern};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::BTreeSet;
 use std::fmt;
@@ -78,10 +79,15 @@ impl<'de> Deserialize<'de> for Capability {
     }
 }
 
-/// A non-empty set of capabilities.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
-#[serde(transparent)]
-pub struct Capabilities(BTreeSet<Capability>);
+/// A non-empty set of capabilities: the board's, and patterns naming
+/// upstream tools (`upstream:<name>:<glob>`, see [`UpstreamPattern`]).
+/// Both travel as one list of strings (CSV in SQLite, an array in JSON,
+/// Redis and MongoDB), so every place that stores a grant stores both.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Capabilities {
+    board: BTreeSet<Capability>,
+    upstream: BTreeSet<UpstreamPattern>,
+}
 
 impl Capabilities {
     pub fn parse_list<I, S>(items: I) -> Result<Self, ValidationError>
@@ -89,17 +95,23 @@ impl Capabilities {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        let set = items
-            .into_iter()
-            .map(|s| Capability::parse(s.as_ref().trim()))
-            .collect::<Result<BTreeSet<_>, _>>()?;
-        if set.is_empty() {
+        let mut board = BTreeSet::new();
+        let mut upstream = BTreeSet::new();
+        for item in items {
+            let item = item.as_ref().trim();
+            if item.starts_with(UpstreamPattern::PREFIX) {
+                upstream.insert(UpstreamPattern::parse(item)?);
+            } else {
+                board.insert(Capability::parse(item)?);
+            }
+        }
+        if board.is_empty() && upstream.is_empty() {
             return Err(ValidationError::new(
                 "capabilities",
                 "at least one capability is required",
             ));
         }
-        Ok(Self(set))
+        Ok(Self { board, upstream })
     }
 
     /// Parses a comma-separated list such as `issues:read,issues:create`.
@@ -108,23 +120,48 @@ impl Capabilities {
     }
 
     pub fn all() -> Self {
-        Self(Capability::ALL.into_iter().collect())
+        Self {
+            board: Capability::ALL.into_iter().collect(),
+            upstream: BTreeSet::new(),
+        }
     }
 
     pub fn allows(&self, capability: Capability) -> bool {
-        self.0.contains(&capability)
+        self.board.contains(&capability)
     }
 
+    /// The board capabilities.
     pub fn iter(&self) -> impl Iterator<Item = Capability> + '_ {
-        self.0.iter().copied()
+        self.board.iter().copied()
+    }
+
+    /// The upstream patterns.
+    pub fn upstream_patterns(&self) -> impl Iterator<Item = &UpstreamPattern> + '_ {
+        self.upstream.iter()
+    }
+
+    /// Whether any pattern allows `tool` of `upstream`.
+    pub fn allows_upstream(&self, upstream: &UpstreamName, tool: &str) -> bool {
+        self.upstream.iter().any(|p| p.allows(upstream, tool))
+    }
+
+    /// Every capability as written: the board's, then the upstream patterns.
+    pub fn names(&self) -> Vec<String> {
+        self.board
+            .iter()
+            .map(|c| c.as_str().to_owned())
+            .chain(self.upstream.iter().map(ToString::to_string))
+            .collect()
     }
 
     pub fn to_csv(&self) -> String {
-        self.0
-            .iter()
-            .map(|c| c.as_str())
-            .collect::<Vec<_>>()
-            .join(",")
+        self.names().join(",")
+    }
+}
+
+impl Serialize for Capabilities {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.names())
     }
 }
 
@@ -249,6 +286,22 @@ mod tests {
         assert!(Capabilities::parse_csv("").is_err());
         let err = Capabilities::parse_csv("issues:delete").unwrap_err();
         assert!(err.reason.contains("issues:delete"));
+    }
+
+    #[test]
+    fn upstream_patterns_travel_with_board_capabilities() {
+        let caps = Capabilities::parse_csv("issues:read,upstream:github:issue_*").unwrap();
+        let github = UpstreamName::parse("github").unwrap();
+        assert!(caps.allows(Capability::IssuesRead));
+        assert!(caps.allows_upstream(&github, "issue_read"));
+        assert!(!caps.allows_upstream(&github, "pr_merge"));
+        assert_eq!(caps.to_csv(), "issues:read,upstream:github:issue_*");
+        let json = serde_json::to_string(&caps).unwrap();
+        assert_eq!(json, r#"["issues:read","upstream:github:issue_*"]"#);
+        assert_eq!(serde_json::from_str::<Capabilities>(&json).unwrap(), caps);
+        let only = Capabilities::parse_csv("upstream:github:*").unwrap();
+        assert_eq!(only.iter().count(), 0);
+        assert!(Capabilities::parse_csv("upstream:Bad:*").is_err());
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! The board domain: what an issue, a comment, a grant and an audit record are,
+//! The board domain: what an issue, a comment, a grant, an audit record and
+//! a tenant's upstream MCP server are,
 //! how their fields are validated, and the traits every store implements.
 //!
 //! This crate does no IO. Everything that crosses a boundary (HTTP, MCP, a
@@ -17,6 +18,7 @@ mod relations;
 mod search;
 mod store;
 mod timestamp;
+mod upstream;
 pub mod webhook;
 
 pub use audit::{ArgumentsHash, AuditEntry, AuditId, AuditOutcome, AuditQuery, AuditRecord};
@@ -38,8 +40,14 @@ pub use search::{
     SearchQuery, SearchText, SimilarIssue, Term, is_open, normalized, rank_order, rank_similar,
     term_set, title_similarity, tokens,
 };
-pub use store::{AuditLog, BoardStore, GrantLedger, IssueStore, StoreHealth, WebhookStore};
+pub use store::{
+    AuditLog, BoardStore, GrantLedger, IssueStore, StoreHealth, UpstreamStore, WebhookStore,
+};
 pub use timestamp::Timestamp;
+pub use upstream::{
+    HeaderName, SealedCredential, UPSTREAM_NAME_MAX, UPSTREAM_URL_MAX, UPSTREAMS_PER_TENANT_MAX,
+    Upstream, UpstreamName, UpstreamPattern, UpstreamUrl,
+};
 pub use webhook::{
     AttemptOutcome, ClaimedDelivery, NewWebhook, Webhook, WebhookEvent, WebhookEvents,
     WebhookSecret, WebhookStatus, WebhookUrl, WebhookWithStatus,

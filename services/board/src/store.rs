@@ -12,6 +12,7 @@ use crate::issue::{
 use crate::relations::{Claimant, IssueView};
 use crate::search::{CreateOutcome, SearchPage, SearchQuery, SimilarIssue};
 use crate::timestamp::Timestamp;
+use crate::upstream::{Upstream, UpstreamName};
 use crate::webhook::{AttemptOutcome, ClaimedDelivery, NewWebhook, Webhook, WebhookWithStatus};
 use async_trait::async_trait;
 
@@ -253,6 +254,27 @@ pub trait WebhookStore: Send + Sync + 'static {
     ) -> Result<(), StoreError>;
 }
 
+/// A tenant's upstream MCP servers (their credentials sealed).
+#[async_trait]
+pub trait UpstreamStore: Send + Sync + 'static {
+    /// Records `upstream`, replacing one of the same tenant and name (a
+    /// new URL or credential is a whole new record, never half of one).
+    /// A tenant that already has
+    /// [`UPSTREAMS_PER_TENANT_MAX`](crate::UPSTREAMS_PER_TENANT_MAX) other
+    /// upstreams is refused with [`StoreError::Invalid`] naming the limit.
+    async fn put_upstream(&self, upstream: &Upstream) -> Result<(), StoreError>;
+
+    /// The tenant's upstreams, by name.
+    async fn list_upstreams(&self, tenant: &TenantId) -> Result<Vec<Upstream>, StoreError>;
+
+    /// Removes one; [`StoreError::NotFound`] when there is none.
+    async fn delete_upstream(
+        &self,
+        tenant: &TenantId,
+        name: &UpstreamName,
+    ) -> Result<(), StoreError>;
+}
+
 /// Whether the store answers right now (for `/readyz`).
 #[async_trait]
 pub trait StoreHealth: Send + Sync + 'static {
@@ -260,6 +282,12 @@ pub trait StoreHealth: Send + Sync + 'static {
 }
 
 /// A complete board store.
-pub trait BoardStore: IssueStore + GrantLedger + AuditLog + WebhookStore + StoreHealth {}
+pub trait BoardStore:
+    IssueStore + GrantLedger + AuditLog + WebhookStore + UpstreamStore + StoreHealth
+{
+}
 
-impl<T: IssueStore + GrantLedger + AuditLog + WebhookStore + StoreHealth> BoardStore for T {}
+impl<T: IssueStore + GrantLedger + AuditLog + WebhookStore + UpstreamStore + StoreHealth> BoardStore
+    for T
+{
+}

@@ -31,6 +31,9 @@ pub enum Command {
     /// Webhook endpoints of a tenant (through a server's admin API).
     #[command(subcommand)]
     Webhook(crate::webhook_cmd::WebhookCommand),
+    /// Manage a tenant's upstream MCP servers (against --server).
+    #[command(subcommand)]
+    Upstream(crate::upstream_cmd::UpstreamCommand),
     /// Admin credentials.
     #[command(subcommand)]
     Admin(crate::admin_cmd::AdminCommand),
@@ -101,6 +104,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Grant(cmd) => crate::grant_cmd::run(cmd),
         Command::Webhook(cmd) => crate::webhook_cmd::run(cmd),
         Command::Admin(cmd) => crate::admin_cmd::run(cmd),
+        Command::Upstream(cmd) => crate::upstream_cmd::run(cmd),
         Command::Mcp(cmd) => crate::stdio_cmd::run(cmd),
         Command::Runner(args) => crate::runner_cmd::run(args),
         Command::Run(args) => crate::run_cmd::run(args),

@@ -25,6 +25,7 @@ use corkboard_server::session_ends::RedisSessionEnds;
 use corkboard_server::{AppParts, AppState, StartError};
 use corkboard_telemetry::Metrics;
 use corkboard_telemetry::metrics::RegistryCounters;
+use corkboard_upstream::{CredentialKey, UpstreamOptions, Upstreams};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -64,7 +65,8 @@ pub async fn app_state(settings: Settings, policy: SecretPolicy) -> Result<AppSt
         key: "rate_limit_per_second",
         reason: e.to_string(),
     })?;
-    Ok(AppState::new(AppParts {
+    let upstream_key = upstream_key(&settings, policy)?;
+    let state = AppState::new(AppParts {
         settings,
         metrics,
         store,
@@ -75,7 +77,34 @@ pub async fn app_state(settings: Settings, policy: SecretPolicy) -> Result<AppSt
         session_ends,
         mcp,
         rate_limiter: Some(rate_limiter),
-    }))
+    });
+    Ok(match upstream_key {
+        Some(key) => state.with_upstream_key(key),
+        None => state,
+    })
+}
+
+/// Loads (or, for `serve`, creates) the key upstream credentials are
+/// sealed with. A server or runner without the file serves no upstreams
+/// (their API answers 503 saying so); an unreadable or too-open file is
+/// refused at start-up like the other secrets.
+pub fn upstream_key(
+    settings: &Settings,
+    policy: SecretPolicy,
+) -> Result<Option<Arc<CredentialKey>>, StartError> {
+    let path = settings.upstream_key_path();
+    if policy == SecretPolicy::CreateIfMissing {
+        ensure_secret(&path)?;
+    } else if !path.exists() {
+        tracing::info!(path = %path.display(), "no upstream key file: upstream MCP servers are off");
+        return Ok(None);
+    }
+    let secret = read_secret("upstream_key_file", &path)?;
+    let key = CredentialKey::from_secret(&secret).map_err(|e| StartError::Setting {
+        key: "upstream_key_file",
+        reason: e.to_string(),
+    })?;
+    Ok(Some(Arc::new(key)))
 }
 
 /// Starts the runner over `state`'s store, grants, audit sink, metrics and
@@ -106,6 +135,23 @@ pub async fn start_runner(state: &AppState) -> Result<Runner, GatewayError> {
     let config = gateway_config(settings, session_key, bound);
     let limiter = rate_limiter(settings, config.rate_limit)?;
     let store: Arc<dyn corkboard_board::IssueStore> = state.store.clone();
+    let upstreams = match &state.upstream_key {
+        Some(key) => {
+            let upstream_store: Arc<dyn corkboard_board::UpstreamStore> = state.store.clone();
+            let upstreams = Upstreams::new(
+                upstream_store,
+                key.clone(),
+                state.tool_audit.clone(),
+                UpstreamOptions::default(),
+            )
+            .map_err(|e| GatewayError::Config {
+                key: "upstream_key_file",
+                reason: e.to_string(),
+            })?;
+            Some(Arc::new(upstreams))
+        }
+        None => None,
+    };
     Runner::start(
         config,
         RunnerParts {
@@ -116,6 +162,7 @@ pub async fn start_runner(state: &AppState) -> Result<Runner, GatewayError> {
             session_ends: state.session_ends.clone(),
             limiter,
             shared_listener,
+            upstreams,
         },
     )
     .await

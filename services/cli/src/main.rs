@@ -18,6 +18,7 @@ mod runner_cmd;
 mod serve_cmd;
 mod signals;
 mod stdio_cmd;
+mod upstream_cmd;
 mod webhook_cmd;
 
 use clap::Parser;

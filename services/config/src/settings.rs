@@ -117,6 +117,11 @@ pub struct Settings {
     /// HMAC key for MCP session ids; shared by every replica. Defaults to
     /// `<data_dir>/session.key`, created on first start by `serve`.
     pub session_key_file: Option<PathBuf>,
+    /// Key upstream MCP servers' credentials are sealed with (at rest, in
+    /// the board store); shared by the servers that register upstreams and
+    /// the runners that call them. Defaults to `<data_dir>/upstream.key`,
+    /// created on first start by `serve`; without it, upstreams are off.
+    pub upstream_key_file: Option<PathBuf>,
     pub otlp_endpoint: Option<String>,
     pub log_format: LogFormat,
     /// Base URL clients use to reach this server (for MCP URLs in grant output).
@@ -201,6 +206,7 @@ impl Default for Settings {
             jwt_issuer: "corkboard".into(),
             jwt_audience: "corkboard-admin".into(),
             session_key_file: None,
+            upstream_key_file: None,
             otlp_endpoint: None,
             log_format: LogFormat::Auto,
             public_url: None,
@@ -435,6 +441,12 @@ impl Settings {
         self.session_key_file
             .clone()
             .unwrap_or_else(|| self.data_dir.join("session.key"))
+    }
+
+    pub fn upstream_key_path(&self) -> PathBuf {
+        self.upstream_key_file
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("upstream.key"))
     }
 
     /// The effective configuration as TOML, secrets redacted.

@@ -6,7 +6,10 @@
 //! request keeps for its whole life. Tool calls are then routed to the
 //! binding's [`RunBackend`], the seam a run's tools plug into: the board's
 //! tools today (over a real store, or over one that answers "no board in
-//! this run" as a typed error), the tenant's upstream servers later.
+//! this run" as a typed error), and the tenant's upstream servers: a
+//! request of a grant with `upstream:` capabilities carries its
+//! [`UpstreamView`] (taken once, like the binding), whose tools are listed
+//! after the board's and whose calls go to the upstream.
 
 use crate::actor::{Refused, RunHandle};
 use crate::binding::Binding;
@@ -18,6 +21,7 @@ use corkboard_mcp::{
     Principal, RefusedCall, RpcError, ServerIdentity, ToolBackend, ToolCall, ToolOutput, ToolSet,
 };
 use corkboard_tools::{BoardTool, BoardTools, ResolvedGrant};
+use corkboard_upstream::UpstreamView;
 use std::sync::Arc;
 
 /// The tools a run's requests are routed to. **API boundary**: what the
@@ -63,6 +67,8 @@ pub struct RunPrincipal {
     binding: Arc<Binding>,
     /// Admits a batch's requests after the first (none: all admitted).
     gate: Option<BatchGate>,
+    /// The grant's upstream tools (none: the board's alone).
+    upstream: Option<Arc<UpstreamView>>,
 }
 
 /// The run a request was admitted to and the limiter that admitted it:
@@ -87,7 +93,18 @@ impl RunPrincipal {
             grant,
             binding,
             gate: None,
+            upstream: None,
         }
+    }
+
+    /// Takes the grant's view of its tenant's upstream tools, when the
+    /// binding serves upstreams and the grant names any (bounded: cached
+    /// lists, or a fetch within the upstream list timeout).
+    pub(crate) async fn with_upstreams(mut self) -> Self {
+        if let Some(upstreams) = self.binding.upstreams() {
+            self.upstream = upstreams.view(&self.grant).await;
+        }
+        self
     }
 
     /// Charges a batch's further requests to `run`'s rate limit and stops
@@ -141,10 +158,18 @@ impl ToolBackend for GatewayBackend {
     }
 
     fn tools(&self, principal: &RunPrincipal) -> Arc<ToolSet> {
-        principal.binding.backend().tools(&principal.grant)
+        match &principal.upstream {
+            Some(view) => view.tools(),
+            None => principal.binding.backend().tools(&principal.grant),
+        }
     }
 
     async fn call_tool(&self, principal: &RunPrincipal, call: ToolCall<'_>) -> ToolOutput {
+        if let (Some(view), Some(upstreams)) = (&principal.upstream, principal.binding.upstreams())
+            && let Some(output) = view.call(upstreams, &principal.grant, &call).await
+        {
+            return output;
+        }
         principal
             .binding
             .backend()
@@ -153,6 +178,11 @@ impl ToolBackend for GatewayBackend {
     }
 
     fn call_refused(&self, principal: &RunPrincipal, call: RefusedCall<'_>) -> Option<String> {
+        if let (Some(view), Some(upstreams)) = (&principal.upstream, principal.binding.upstreams())
+            && let Some(message) = view.refused(upstreams, &principal.grant, &call)
+        {
+            return message;
+        }
         principal
             .binding
             .backend()

@@ -13,13 +13,16 @@ use crate::boardless::BoardlessStore;
 use corkboard_board::IssueStore;
 use corkboard_grants::TokenRegistry;
 use corkboard_tools::{AuditSink, BoardTools};
+use corkboard_upstream::Upstreams;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-/// A board store, a registry and an audit sink, wired into the board tools.
+/// A board store, a registry and an audit sink, wired into the board
+/// tools; and the tenants' upstream servers, when configured.
 pub struct Binding {
     registry: Arc<dyn TokenRegistry>,
     tools: BoardTools,
+    upstreams: Option<Arc<Upstreams>>,
 }
 
 impl std::fmt::Debug for Binding {
@@ -39,7 +42,11 @@ impl Binding {
     ) -> Self {
         let tools =
             BoardTools::new(store, registry.clone(), audit).with_store_timeout(store_timeout);
-        Self { registry, tools }
+        Self {
+            registry,
+            tools,
+            upstreams: None,
+        }
     }
 
     /// A binding with no board behind it: every tool is listed and every
@@ -64,6 +71,19 @@ impl Binding {
     pub fn with_metrics(mut self, metrics: corkboard_telemetry::Metrics) -> Self {
         self.tools = self.tools.with_metrics(metrics);
         self
+    }
+
+    /// Serves the tenants' upstream MCP servers next to the board (see
+    /// `corkboard_upstream`): grants with `upstream:` capabilities see
+    /// their tools.
+    pub fn with_upstreams(mut self, upstreams: Arc<Upstreams>) -> Self {
+        self.upstreams = Some(upstreams);
+        self
+    }
+
+    /// The upstream servers, when configured.
+    pub fn upstreams(&self) -> Option<&Arc<Upstreams>> {
+        self.upstreams.as_ref()
     }
 
     pub fn registry(&self) -> &Arc<dyn TokenRegistry> {

@@ -281,8 +281,10 @@ pub(crate) async fn serve(
             return refuse(inner, incoming, rate_limited(key, limited));
         }
     };
-    let principal =
-        RunPrincipal::new(grant, binding).with_batch_gate(run.clone(), inner.limiter.clone());
+    let principal = RunPrincipal::new(grant, binding)
+        .with_batch_gate(run.clone(), inner.limiter.clone())
+        .with_upstreams()
+        .await;
     let exchange = {
         let exchange = inner
             .endpoint

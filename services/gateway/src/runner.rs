@@ -37,6 +37,8 @@ pub struct RunnerParts {
     /// Shared mode: the shared gateway port, bound by the caller so that
     /// port 0 is resolved before the configuration's base URL is written.
     pub shared_listener: Option<std::net::TcpListener>,
+    /// The tenants' upstream MCP servers (none: runs see the board alone).
+    pub upstreams: Option<Arc<corkboard_upstream::Upstreams>>,
 }
 
 impl std::fmt::Debug for RunnerParts {
@@ -101,6 +103,7 @@ impl Runner {
             session_ends,
             limiter,
             shared_listener,
+            upstreams,
         } = parts;
         let shared_listener = match (&config.mode, shared_listener) {
             (ListenerMode::Shared { .. }, Some(listener)) => {
@@ -132,6 +135,10 @@ impl Runner {
         )
         .with_result_budget(config.max_result_bytes)
         .with_metrics(metrics.clone());
+        let binding = match upstreams {
+            Some(upstreams) => binding.with_upstreams(upstreams),
+            None => binding,
+        };
         let limiter: Arc<dyn RateLimiter> = Arc::new(CountingLimiter {
             inner: limiter,
             metrics: metrics.clone(),

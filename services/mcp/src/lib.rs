@@ -46,5 +46,5 @@ pub use session::{
     SessionRejection,
 };
 pub use stdio::{Line, StdioOptions, read_line, serve_stdio};
-pub use validate::{HeaderSlot, RequestHeaders};
+pub use validate::{HeaderSlot, RequestHeaders, check_tool_definition};
 pub use wire::{RpcError, meta_key};

@@ -69,6 +69,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 "/tenants/{tenant}/webhooks/{webhook}",
                 web::delete().to(crate::webhook_api::delete),
             )
+            .configure(crate::upstreams::configure)
             .default_service(web::to(|| async {
                 Err::<HttpResponse, _>(ApiError::NotFound("no such API endpoint".into()))
             })),

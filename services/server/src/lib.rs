@@ -18,6 +18,7 @@ pub mod session_ends;
 pub mod state;
 #[cfg(test)]
 mod testing;
+pub mod upstreams;
 pub mod web;
 mod webhook_api;
 pub mod webhooks;

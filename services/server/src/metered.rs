@@ -7,7 +7,7 @@ use corkboard_board::{
     AuditEntry, AuditLog, AuditQuery, AuditRecord, Author, BoardStore, Claimant, CommentAdded,
     Created, Grant, GrantEvent, GrantId, GrantLedger, GrantPolicy, IdempotencyKey, Issue, IssueId,
     IssuePatch, IssueStore, IssueView, ListQuery, NewComment, NewIssue, Page, RunId, StoreError,
-    StoreHealth, TenantId, Timestamp,
+    StoreHealth, TenantId, Timestamp, Upstream, UpstreamName, UpstreamStore,
 };
 use corkboard_board::{CreateOutcome, SearchPage, SearchQuery, SimilarIssue, Title};
 use corkboard_telemetry::Metrics;
@@ -281,6 +281,28 @@ impl AuditLog for MeteredStore {
         query: &AuditQuery,
     ) -> Result<Vec<AuditRecord>, StoreError> {
         self.timed("list_audit", self.inner.list_audit(tenant, query))
+            .await
+    }
+}
+
+#[async_trait]
+impl UpstreamStore for MeteredStore {
+    async fn put_upstream(&self, upstream: &Upstream) -> Result<(), StoreError> {
+        self.timed("put_upstream", self.inner.put_upstream(upstream))
+            .await
+    }
+
+    async fn list_upstreams(&self, tenant: &TenantId) -> Result<Vec<Upstream>, StoreError> {
+        self.timed("list_upstreams", self.inner.list_upstreams(tenant))
+            .await
+    }
+
+    async fn delete_upstream(
+        &self,
+        tenant: &TenantId,
+        name: &UpstreamName,
+    ) -> Result<(), StoreError> {
+        self.timed("delete_upstream", self.inner.delete_upstream(tenant, name))
             .await
     }
 }

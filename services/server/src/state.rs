@@ -78,6 +78,9 @@ pub struct AppState {
     /// board events derived from it. Every MCP endpoint (studio, run
     /// gateways) passes this to its tools.
     pub tool_audit: Arc<dyn AuditSink>,
+    /// Seals upstream MCP servers' credentials (none: upstreams are off,
+    /// their API answers 503).
+    pub upstream_key: Option<Arc<corkboard_upstream::CredentialKey>>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -138,7 +141,14 @@ impl AppState {
             web,
             tool_audit,
             session_ends,
+            upstream_key: None,
         }
+    }
+
+    /// Turns the upstream API on, sealing credentials with `key`.
+    pub fn with_upstream_key(mut self, key: Arc<corkboard_upstream::CredentialKey>) -> Self {
+        self.upstream_key = Some(key);
+        self
     }
 
     /// The admin authenticator for `web::Data<dyn AdminAuthenticator>`, so

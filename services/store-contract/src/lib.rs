@@ -36,6 +36,7 @@ mod issues;
 mod lists;
 mod renewal;
 mod search;
+mod upstreams;
 mod webhooks;
 
 pub use audit::*;
@@ -46,6 +47,7 @@ pub use issues::*;
 pub use lists::*;
 pub use renewal::*;
 pub use search::*;
+pub use upstreams::*;
 pub use webhooks::*;
 
 use corkboard_board::BoardStore;
@@ -163,6 +165,9 @@ macro_rules! store_contract_tests {
             case_search_pages_by_offset_and_checks_limits,
             case_similar_open_issues_and_refusing_near_duplicates,
             case_list_priority_and_updated_since_match_reference,
+            case_upstreams_put_list_replace_delete,
+            case_upstreams_per_tenant_limit,
+            case_grants_keep_upstream_patterns,
         }
     };
     (@tests [$factory:expr] $($case:ident),* $(,)?) => {

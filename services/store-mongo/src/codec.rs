@@ -433,7 +433,7 @@ pub(crate) fn grant_doc(grant: &Grant, token_hash: &str) -> Document {
         field::ID: grant.id.as_str(),
         field::TENANT: grant.tenant.as_str(),
         grant_field::RUN: grant.run.as_str(),
-        "capabilities": grant.capabilities.iter().map(|c| c.as_str()).collect::<Vec<_>>(),
+        "capabilities": grant.capabilities.names(),
         field::CREATED_AT: date(grant.created_at),
         grant_field::EXPIRES_AT: date(grant.expires_at),
         "created_by": grant.created_by.as_str(),

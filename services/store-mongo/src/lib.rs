@@ -41,6 +41,7 @@ mod policy;
 mod query;
 pub mod schema;
 mod store;
+mod upstreams;
 mod webhooks;
 
 pub use audit::AUDIT_PAGE_MAX;

@@ -24,6 +24,8 @@ const ISSUES_PREFIX: &str = "issues.";
 
 /// The one collection of every tenant's grants.
 pub const GRANTS: &str = "grants";
+/// Every tenant's upstream MCP servers (a few per tenant).
+pub const UPSTREAMS: &str = "upstreams";
 
 /// The collection holding `tenant`'s issues.
 pub fn issues(tenant: &TenantId) -> String {

@@ -305,6 +305,10 @@ impl MongoStore {
         self.inner.db.collection(schema::GRANTS)
     }
 
+    pub(crate) fn upstreams(&self) -> Collection<Document> {
+        self.inner.db.collection(schema::UPSTREAMS)
+    }
+
     /// `maxTimeMS` for reads: the server stops working for a caller that
     /// has stopped waiting.
     pub(crate) fn max_time(&self) -> Duration {

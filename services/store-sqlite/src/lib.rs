@@ -33,6 +33,7 @@ mod query;
 mod readers;
 mod schema;
 mod store;
+mod upstreams;
 mod webhooks;
 mod writer;
 

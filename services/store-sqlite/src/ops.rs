@@ -15,8 +15,9 @@ use corkboard_board::{
     AuditEntry, AuditQuery, AuditRecord, Author, ClaimCheck, Claimant, Comment, CommentAdded,
     CommentId, CreateOutcome, Created, Grant, GrantEvent, GrantId, IdempotencyKey, Issue, IssueId,
     IssuePatch, IssueState, IssueView, ListQuery, NewComment, NewIssue, Page, ParentChain, RunId,
-    SearchPage, SearchQuery, SimilarIssue, StoreError, TenantId, Timestamp, Title, ValidationError,
-    check_release, limits, normalized, rank_similar, relation_limits,
+    SearchPage, SearchQuery, SimilarIssue, StoreError, TenantId, Timestamp, Title, Upstream,
+    UpstreamName, ValidationError, check_release, limits, normalized, rank_similar,
+    relation_limits,
 };
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 use std::collections::HashMap;
@@ -441,6 +442,13 @@ pub(crate) enum WriteOp {
     AppendAudit {
         entries: Vec<AuditEntry>,
     },
+    PutUpstream {
+        upstream: Upstream,
+    },
+    DeleteUpstream {
+        tenant: TenantId,
+        name: UpstreamName,
+    },
 }
 
 impl WriteOp {
@@ -467,6 +475,8 @@ impl WriteOp {
             Self::ClaimDeliveries { .. } => "claim_deliveries",
             Self::RecordAttempt { .. } => "record_attempt",
             Self::AppendAudit { .. } => "append_audit",
+            Self::PutUpstream { .. } => "put_upstream",
+            Self::DeleteUpstream { .. } => "delete_upstream",
         }
     }
 }
@@ -571,6 +581,12 @@ fn execute_op(conn: &Connection, op: &WriteOp) -> Result<WriteOutput, OpError> {
         }
         WriteOp::AppendAudit { entries } => {
             append_audit(conn, entries).map(|()| WriteOutput::Appended)
+        }
+        WriteOp::PutUpstream { upstream } => {
+            crate::upstreams::put_upstream(conn, upstream).map(|()| WriteOutput::Recorded)
+        }
+        WriteOp::DeleteUpstream { tenant, name } => {
+            crate::upstreams::delete_upstream(conn, tenant, name).map(|()| WriteOutput::Recorded)
         }
     }
 }

@@ -210,6 +210,19 @@ const MIGRATIONS: &[&str] = &[
                          WHERE c.tenant = i.tenant AND c.issue_id = i.id), '')
         FROM issues i;
     "#,
+    // 7: a tenant's upstream MCP servers; `credential` is sealed bytes.
+    r#"
+    CREATE TABLE upstreams (
+        tenant     TEXT    NOT NULL,
+        name       TEXT    NOT NULL,
+        url        TEXT    NOT NULL,
+        header     TEXT    NOT NULL,
+        credential BLOB    NOT NULL,
+        created_at INTEGER NOT NULL,
+        created_by TEXT    NOT NULL,
+        PRIMARY KEY (tenant, name)
+    ) WITHOUT ROWID;
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -13,7 +13,8 @@ use corkboard_board::{
     AuditEntry, AuditLog, AuditQuery, AuditRecord, Author, Claimant, CommentAdded, Created, Grant,
     GrantEvent, GrantId, GrantLedger, GrantPolicy, IdempotencyKey, Issue, IssueId, IssuePatch,
     IssueStore, IssueView, ListQuery, NewComment, NewIssue, Page, RunId, SearchPage, SearchQuery,
-    SimilarIssue, StoreError, StoreHealth, TenantId, Timestamp, Title, ValidationError, limits,
+    SimilarIssue, StoreError, StoreHealth, TenantId, Timestamp, Title, Upstream, UpstreamName,
+    UpstreamStore, ValidationError, limits,
 };
 use rusqlite::Connection;
 use std::fmt;
@@ -517,6 +518,40 @@ impl AuditLog for SqliteStore {
         let (tenant, query) = (tenant.clone(), query.clone());
         self.read(move |conn| ops::list_audit(conn, &tenant, &query))
             .await
+    }
+}
+
+#[async_trait]
+impl UpstreamStore for SqliteStore {
+    async fn put_upstream(&self, upstream: &Upstream) -> Result<(), StoreError> {
+        let op = WriteOp::PutUpstream {
+            upstream: upstream.clone(),
+        };
+        match self.write(op).await? {
+            WriteOutput::Recorded => Ok(()),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn list_upstreams(&self, tenant: &TenantId) -> Result<Vec<Upstream>, StoreError> {
+        let tenant = tenant.clone();
+        self.read(move |conn| crate::upstreams::list_upstreams(conn, &tenant))
+            .await
+    }
+
+    async fn delete_upstream(
+        &self,
+        tenant: &TenantId,
+        name: &UpstreamName,
+    ) -> Result<(), StoreError> {
+        let op = WriteOp::DeleteUpstream {
+            tenant: tenant.clone(),
+            name: name.clone(),
+        };
+        match self.write(op).await? {
+            WriteOutput::Recorded => Ok(()),
+            other => Err(unexpected(other)),
+        }
     }
 }
 

@@ -11,3 +11,4 @@ pub mod mcp;
 pub mod revocation;
 pub mod runs;
 pub mod search;
+pub mod upstream;

@@ -67,6 +67,22 @@ pub(crate) fn tool_definitions(revision: Revision, tools: &[ToolDef]) -> Result<
     Ok(())
 }
 
+/// Checks one tool defined elsewhere (an upstream server's) before it may
+/// be served: its name, and its schemas well-formed for the subset the
+/// validator enforces and legal in every revision it may be rendered for.
+pub fn check_tool_definition(tool: &ToolDef) -> Result<(), String> {
+    for revision in Revision::ALL {
+        tool_definitions(revision, std::slice::from_ref(tool))?;
+    }
+    schema::well_formed(&tool.input_schema)
+        .map_err(|v| format!("tool {:?}: inputSchema {v}", tool.name))?;
+    if let Some(output) = &tool.output_schema {
+        schema::well_formed(output)
+            .map_err(|v| format!("tool {:?}: outputSchema {v}", tool.name))?;
+    }
+    Ok(())
+}
+
 /// Checks the server identity: clients reject `serverInfo` without a
 /// string `name` and `version`.
 pub(crate) fn identity(identity: &ServerIdentity) -> Result<(), String> {
@@ -120,6 +136,37 @@ pub(crate) fn tool_output(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn foreign_tool_definitions_are_checked() {
+        let tool = |input: Value| ToolDef {
+            name: "github__issue_read".into(),
+            title: None,
+            description: "Reads an issue".into(),
+            input_schema: input,
+            output_schema: None,
+            annotations: None,
+        };
+        let good = serde_json::json!({
+            "type": "object",
+            "properties": { "n": { "type": "integer", "minimum": 1 }, "tags": { "type": "array", "items": { "type": "string" } } },
+            "required": ["n"],
+            "$schema": "https://json-schema.org/draft/2020-12/schema"
+        });
+        assert_eq!(check_tool_definition(&tool(good)), Ok(()));
+        for bad in [
+            serde_json::json!({ "type": "array" }),
+            serde_json::json!({ "type": "object", "properties": { "n": { "type": "int" } } }),
+            serde_json::json!({ "type": "object", "required": "n" }),
+            serde_json::json!({ "type": "object", "properties": { "s": { "type": "string", "maxLength": -1 } } }),
+            serde_json::json!({ "type": "object", "properties": [] }),
+        ] {
+            assert!(check_tool_definition(&tool(bad.clone())).is_err(), "{bad}");
+        }
+        let mut named = tool(serde_json::json!({ "type": "object" }));
+        named.name = "bad name".into();
+        assert!(check_tool_definition(&named).is_err());
+    }
 
     #[test]
     fn names() {

@@ -38,6 +38,104 @@ pub(crate) fn schema(schema: &Value, value: &Value) -> Result<(), Violation> {
     check(schema, value, &mut path, 0)
 }
 
+/// The JSON types a schema's `type` may name.
+const TYPES: [&str; 7] = [
+    "null", "boolean", "integer", "number", "string", "array", "object",
+];
+
+/// Checks that `schema` is a well-formed schema for the keywords this
+/// subset enforces (a schema we cannot read correctly would validate
+/// arguments wrongly): `type` a known type or a list of them, `properties`
+/// an object of schemas, `required` a list of strings, `enum` a list,
+/// `items` and `additionalProperties` schemas, lengths and counts
+/// non-negative integers, bounds numbers, nesting within the depth limit.
+/// Other keywords are annotations and are not checked. For schemas from
+/// elsewhere (an upstream server's tools) before they are served.
+pub(crate) fn well_formed(schema: &Value) -> Result<(), Violation> {
+    let mut path = String::new();
+    well_formed_at(schema, &mut path, 0)
+}
+
+fn well_formed_at(schema: &Value, path: &mut String, depth: usize) -> Result<(), Violation> {
+    let rules = match schema {
+        Value::Bool(_) => return Ok(()),
+        Value::Object(rules) => rules,
+        _ => return Err(violation(path, "is not a schema (an object or a boolean)")),
+    };
+    if depth > MAX_SCHEMA_DEPTH {
+        return Err(violation(
+            path,
+            "is nested deeper than this server validates",
+        ));
+    }
+    let known = |v: &Value| v.as_str().is_some_and(|t| TYPES.contains(&t));
+    match rules.get("type") {
+        None => {}
+        Some(Value::Array(types)) if !types.is_empty() && types.iter().all(known) => {}
+        Some(ty) if known(ty) => {}
+        Some(_) => {
+            return Err(violation(
+                path,
+                "has a `type` that is not a JSON type or a list of them",
+            ));
+        }
+    }
+    if rules.get("enum").is_some_and(|e| !e.is_array()) {
+        return Err(violation(path, "has an `enum` that is not a list"));
+    }
+    if let Some(required) = rules.get("required")
+        && !required
+            .as_array()
+            .is_some_and(|r| r.iter().all(Value::is_string))
+    {
+        return Err(violation(
+            path,
+            "has a `required` that is not a list of strings",
+        ));
+    }
+    for key in ["minLength", "maxLength", "minItems", "maxItems"] {
+        if rules.get(key).is_some_and(|v| v.as_u64().is_none()) {
+            return Err(violation(
+                path,
+                format!("has a `{key}` that is not a non-negative integer"),
+            ));
+        }
+    }
+    for key in ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"] {
+        if rules.get(key).is_some_and(|v| !v.is_number()) {
+            return Err(violation(
+                path,
+                format!("has a `{key}` that is not a number"),
+            ));
+        }
+    }
+    if rules.get("uniqueItems").is_some_and(|v| !v.is_boolean()) {
+        return Err(violation(path, "has a `uniqueItems` that is not a boolean"));
+    }
+    let nested = |key: &str, sub: &Value, path: &mut String| {
+        let len = path.len();
+        path.push_str(if path.is_empty() { "" } else { "." });
+        path.push_str(key);
+        let result = well_formed_at(sub, path, depth + 1);
+        path.truncate(len);
+        result
+    };
+    if let Some(properties) = rules.get("properties") {
+        let Some(properties) = properties.as_object() else {
+            return Err(violation(path, "has `properties` that is not an object"));
+        };
+        for (name, sub) in properties {
+            nested(name, sub, path)?;
+        }
+    }
+    for key in ["items", "additionalProperties"] {
+        if let Some(sub) = rules.get(key) {
+            nested(&format!("<{key}>"), sub, path)?;
+        }
+    }
+    Ok(())
+}
+
 fn violation(path: &str, problem: impl Into<String>) -> Violation {
     Violation {
         path: path.to_owned(),

@@ -1,0 +1,125 @@
+//! The admin API of a tenant's upstream MCP servers:
+//!
+//! - `PUT /v1/tenants/{tenant}/upstreams/{name}` `{url, header, credential}`
+//!   registers or replaces one (200 with the record);
+//! - `GET /v1/tenants/{tenant}/upstreams` lists them;
+//! - `DELETE /v1/tenants/{tenant}/upstreams/{name}` removes one (204).
+//!
+//! The credential is sealed with the upstream key before it is stored and
+//! is never returned, logged or audited: every answer shows the URL, the
+//! header name and who registered it, nothing more. Runs reach upstream
+//! tools through grants with `upstream:<name>:<glob>` capabilities.
+
+use crate::admin::{tenant_for_read, tenant_for_write};
+use crate::state::AppState;
+use crate::web::WebAuth;
+use actix_web::{HttpResponse, web};
+use corkboard_api::ApiError;
+use corkboard_board::{HeaderName, Timestamp, Upstream, UpstreamName, UpstreamUrl};
+use corkboard_upstream::{Credential, CredentialKey};
+use serde::Deserialize;
+use serde_json::json;
+use std::sync::Arc;
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/tenants/{tenant}/upstreams", web::get().to(list))
+        .route("/tenants/{tenant}/upstreams/{name}", web::put().to(put))
+        .route(
+            "/tenants/{tenant}/upstreams/{name}",
+            web::delete().to(delete),
+        );
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PutBody {
+    url: String,
+    /// The request header the credential goes in (`Authorization`, ...).
+    header: String,
+    credential: String,
+}
+
+// Never print the credential.
+impl std::fmt::Debug for PutBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PutBody")
+            .field("url", &self.url)
+            .field("header", &self.header)
+            .finish_non_exhaustive()
+    }
+}
+
+fn key(state: &AppState) -> Result<&Arc<CredentialKey>, ApiError> {
+    state.upstream_key.as_ref().ok_or_else(|| {
+        ApiError::Unavailable(
+            "upstreams are off on this server: no upstream_key_file (create one with 32 random bytes, mode 0600, shared with the runners)".into(),
+        )
+    })
+}
+
+/// An upstream as the API shows it: never its credential.
+fn upstream_json(upstream: &Upstream) -> serde_json::Value {
+    json!({
+        "tenant": upstream.tenant,
+        "name": upstream.name.as_str(),
+        "url": upstream.url.as_str(),
+        "header": upstream.header.as_str(),
+        "created_at": upstream.created_at,
+        "created_by": upstream.created_by,
+        "capability": format!("upstream:{}:*", upstream.name),
+    })
+}
+
+async fn put(
+    state: web::Data<AppState>,
+    auth: WebAuth,
+    path: web::Path<(String, String)>,
+    body: web::Json<PutBody>,
+) -> Result<HttpResponse, ApiError> {
+    let (tenant, name) = path.into_inner();
+    let tenant = tenant_for_write(&auth.0, &tenant)?;
+    let key = key(&state)?;
+    let body = body.into_inner();
+    let name = UpstreamName::parse(&name)?;
+    let url = UpstreamUrl::parse(&body.url)?;
+    let header = HeaderName::parse(&body.header)?;
+    let credential = Credential::parse(body.credential)?;
+    let sealed = key.seal(&tenant, &name, &header, &credential)?;
+    let upstream = Upstream {
+        tenant,
+        name,
+        url,
+        header,
+        credential: sealed,
+        created_at: Timestamp::now(),
+        created_by: auth.0.subject.clone(),
+    };
+    state.store.put_upstream(&upstream).await?;
+    tracing::info!(tenant = %upstream.tenant, upstream = %upstream.name, by = %upstream.created_by, "upstream registered");
+    Ok(HttpResponse::Ok().json(upstream_json(&upstream)))
+}
+
+async fn list(
+    state: web::Data<AppState>,
+    auth: WebAuth,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let tenant = tenant_for_read(&auth.0, &path)?;
+    let upstreams = state.store.list_upstreams(&tenant).await?;
+    Ok(HttpResponse::Ok().json(json!({
+        "upstreams": upstreams.iter().map(upstream_json).collect::<Vec<_>>(),
+    })))
+}
+
+async fn delete(
+    state: web::Data<AppState>,
+    auth: WebAuth,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let (tenant, name) = path.into_inner();
+    let tenant = tenant_for_write(&auth.0, &tenant)?;
+    let name = UpstreamName::parse(&name)?;
+    state.store.delete_upstream(&tenant, &name).await?;
+    tracing::info!(%tenant, upstream = %name, by = %auth.0.subject, "upstream deleted");
+    Ok(HttpResponse::NoContent().finish())
+}

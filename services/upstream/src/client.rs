@@ -1,0 +1,562 @@
+//! The gateway's client of one upstream MCP server over Streamable HTTP.
+//!
+//! It speaks the upstream's era, whatever the agent speaks: it first asks
+//! `server/discover` as 2026-07-28 (stateless, `_meta` and mirrored
+//! headers on every request); an upstream that does not answer that gets
+//! a 2025 `initialize` and a session the gateway owns. When the upstream
+//! forgets that session (404, or 400 from servers that answer an unknown
+//! session so), the client opens a new one and sends the request again,
+//! once, so no half-alive session is ever kept. Agents'
+//! legacy sessions are the gateway's own signed ids and never name the
+//! upstream's, so any replica continues an agent's session: it has (or
+//! opens) its own session with the upstream.
+//!
+//! Every request carries the credential header and is bounded by the
+//! caller's deadline, from connecting to the last byte. An SSE answer is
+//! read event by event: progress and log notifications are skipped, and a
+//! request the upstream sends the client on that stream goes to
+//! [`crate::seam`] (refused today, answered at once, never left hanging).
+//! Errors name the upstream and the HTTP status or transport failure,
+//! never the credential, the arguments or the upstream's error text in
+//! logs.
+
+use crate::error::UpstreamError;
+use crate::seal::Credential;
+use crate::seam;
+use corkboard_board::{Upstream, UpstreamName};
+use corkboard_mcp::{Revision, meta_key};
+use reqwest::header::{HeaderName, HeaderValue};
+use serde_json::{Value, json};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use tokio::sync::Mutex;
+
+/// The 2025 revision the gateway asks for in `initialize`.
+const LEGACY: Revision = Revision::LATEST_LEGACY;
+const MODERN: Revision = Revision::V2026_07_28;
+
+/// How the gateway talks to one upstream, once negotiated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Era {
+    /// 2026-07-28: stateless, every request self-describing.
+    Modern,
+    /// A 2025 session the gateway opened (`session` absent when the
+    /// upstream keeps none), at the revision the upstream chose.
+    Legacy {
+        session: Option<String>,
+        version: String,
+    },
+}
+
+impl Era {
+    /// The revision label for diagnostics.
+    pub fn label(&self) -> &str {
+        match self {
+            Self::Modern => MODERN.as_str(),
+            Self::Legacy { version, .. } => version,
+        }
+    }
+}
+
+/// What one exchange ended with.
+enum Answer {
+    /// The JSON-RPC `result`.
+    Result(Value),
+    /// The upstream answered the request with a JSON-RPC error.
+    Error { code: i64, message: String },
+    /// The legacy session is gone (HTTP 404): open another.
+    SessionGone,
+}
+
+/// A client of one upstream; see the module docs. Shared by every request
+/// of the tenant's runs on this replica.
+pub struct UpstreamClient {
+    name: UpstreamName,
+    url: String,
+    header: HeaderName,
+    credential: HeaderValue,
+    http: reqwest::Client,
+    era: Mutex<Option<Era>>,
+    ids: AtomicU64,
+}
+
+impl std::fmt::Debug for UpstreamClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UpstreamClient")
+            .field("name", &self.name)
+            .field("url", &self.url)
+            .finish_non_exhaustive()
+    }
+}
+
+impl UpstreamClient {
+    /// A client of `upstream`, sending `credential` in its header.
+    pub fn new(
+        http: reqwest::Client,
+        upstream: &Upstream,
+        credential: &Credential,
+    ) -> Result<Self, UpstreamError> {
+        let invalid = |field: &'static str, why: &str| {
+            UpstreamError::Invalid(corkboard_board::ValidationError::new(field, why.to_owned()))
+        };
+        let header = HeaderName::from_bytes(upstream.header.as_str().as_bytes())
+            .map_err(|_| invalid("header", "not a valid HTTP header name"))?;
+        let mut value = HeaderValue::from_str(credential.expose())
+            .map_err(|_| invalid("credential", "not a valid HTTP header value"))?;
+        // Kept out of reqwest's and hyper's debug output.
+        value.set_sensitive(true);
+        Ok(Self {
+            name: upstream.name.clone(),
+            url: upstream.url.as_str().to_owned(),
+            header,
+            credential: value,
+            http,
+            era: Mutex::new(None),
+            ids: AtomicU64::new(1),
+        })
+    }
+
+    pub fn name(&self) -> &UpstreamName {
+        &self.name
+    }
+
+    /// The era negotiated so far, if any.
+    pub async fn era(&self) -> Option<Era> {
+        self.era.lock().await.clone()
+    }
+
+    /// Every tool the upstream lists (following `nextCursor`, at most
+    /// `max_pages` pages), as the upstream wrote them.
+    pub async fn list_tools(
+        &self,
+        deadline: Duration,
+        max_pages: usize,
+    ) -> Result<Vec<Value>, UpstreamError> {
+        let work = async {
+            let mut tools = Vec::new();
+            let mut cursor: Option<String> = None;
+            for _ in 0..max_pages {
+                let params = match &cursor {
+                    Some(c) => json!({ "cursor": c }),
+                    None => json!({}),
+                };
+                let result = self.request("tools/list", None, params).await?;
+                let page = result
+                    .get("tools")
+                    .and_then(Value::as_array)
+                    .ok_or_else(|| self.unavailable("its tools/list result has no tools array"))?;
+                tools.extend(page.iter().cloned());
+                match result.get("nextCursor").and_then(Value::as_str) {
+                    Some(next) if !next.is_empty() => cursor = Some(next.to_owned()),
+                    _ => return Ok(tools),
+                }
+            }
+            Ok(tools)
+        };
+        tokio::time::timeout(deadline, work)
+            .await
+            .unwrap_or_else(|_| Err(self.timed_out(deadline)))
+    }
+
+    /// Calls `tool` with the agent's argument bytes, passed on unchanged;
+    /// returns the upstream's `tools/call` result.
+    pub async fn call_tool(
+        &self,
+        tool: &str,
+        arguments: &[u8],
+        deadline: Duration,
+    ) -> Result<Value, UpstreamError> {
+        let arguments: Value = serde_json::from_slice(arguments)
+            .map_err(|_| self.unavailable("the arguments are not JSON"))?;
+        let params = json!({ "name": tool, "arguments": arguments });
+        tokio::time::timeout(deadline, self.request("tools/call", Some(tool), params))
+            .await
+            .unwrap_or_else(|_| Err(self.timed_out(deadline)))
+    }
+
+    /// One request in the negotiated era; a forgotten session is renewed
+    /// and the request sent again, once.
+    async fn request(
+        &self,
+        method: &str,
+        tool: Option<&str>,
+        params: Value,
+    ) -> Result<Value, UpstreamError> {
+        let mut era = self.negotiated().await?;
+        for attempt in 0..2 {
+            match self.exchange(&era, method, tool, params.clone()).await? {
+                Answer::Result(result) => return Ok(result),
+                Answer::Error { code, message } => {
+                    return Err(UpstreamError::Rpc {
+                        upstream: self.name.to_string(),
+                        code,
+                        message,
+                    });
+                }
+                Answer::SessionGone if attempt == 0 => {
+                    tracing::info!(upstream = %self.name, "upstream session expired; opening a new one");
+                    era = self.renew(&era).await?;
+                }
+                Answer::SessionGone => break,
+            }
+        }
+        Err(self.unavailable(
+            "it refused the request in a session it had just opened (HTTP 400 or 404 twice)",
+        ))
+    }
+
+    /// The era, negotiating it first if needed (one negotiation at a time).
+    async fn negotiated(&self) -> Result<Era, UpstreamError> {
+        let mut slot = self.era.lock().await;
+        if let Some(era) = &*slot {
+            return Ok(era.clone());
+        }
+        let era = self.negotiate().await?;
+        *slot = Some(era.clone());
+        Ok(era)
+    }
+
+    /// Replaces the session `stale` with a new one, unless another request
+    /// already did.
+    async fn renew(&self, stale: &Era) -> Result<Era, UpstreamError> {
+        let mut slot = self.era.lock().await;
+        if let Some(era) = &*slot
+            && era != stale
+        {
+            return Ok(era.clone());
+        }
+        *slot = None;
+        let era = self.legacy_initialize().await?;
+        *slot = Some(era.clone());
+        Ok(era)
+    }
+
+    async fn negotiate(&self) -> Result<Era, UpstreamError> {
+        match self
+            .exchange(&Era::Modern, "server/discover", None, json!({}))
+            .await?
+        {
+            Answer::Result(result)
+                if result
+                    .get("supportedVersions")
+                    .and_then(Value::as_array)
+                    .is_some_and(|v| v.iter().any(|v| v == MODERN.as_str())) =>
+            {
+                tracing::info!(upstream = %self.name, era = MODERN.as_str(), "upstream era negotiated");
+                Ok(Era::Modern)
+            }
+            _ => self.legacy_initialize().await,
+        }
+    }
+
+    async fn legacy_initialize(&self) -> Result<Era, UpstreamError> {
+        let id = self.ids.fetch_add(1, Ordering::Relaxed);
+        let body = json!({
+            "jsonrpc": "2.0",
+            "id": id,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": LEGACY.as_str(),
+                // No sampling, elicitation or roots: the gateway does not
+                // relay server-to-client requests yet (see `seam`).
+                "capabilities": {},
+                "clientInfo": client_info(),
+            }
+        });
+        let response = self
+            .post(&body, None, None, None, "initialize")
+            .send()
+            .await
+            .map_err(|e| self.transport(&e))?;
+        let status = response.status().as_u16();
+        if status != 200 {
+            return Err(self.status(status, "initialize"));
+        }
+        let session = response
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let probe = Era::Legacy {
+            session: session.clone(),
+            version: LEGACY.as_str().to_owned(),
+        };
+        let result = match self.read_answer(response, id, &probe).await? {
+            Answer::Result(result) => result,
+            Answer::Error { code, .. } => {
+                return Err(self.unavailable(&format!("it refused initialize (JSON-RPC {code})")));
+            }
+            Answer::SessionGone => return Err(self.status(404, "initialize")),
+        };
+        let version = result
+            .get("protocolVersion")
+            .and_then(Value::as_str)
+            .filter(|v| Revision::parse(v).is_some_and(|r| !r.is_modern()))
+            .ok_or_else(|| {
+                self.unavailable(
+                    "its initialize result names no protocol revision the gateway speaks",
+                )
+            })?
+            .to_owned();
+        let era = Era::Legacy { session, version };
+        let initialized = json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
+        let sent = self
+            .post(
+                &initialized,
+                Some(&era),
+                None,
+                None,
+                "notifications/initialized",
+            )
+            .send()
+            .await
+            .map_err(|e| self.transport(&e))?;
+        if !sent.status().is_success() {
+            return Err(self.status(sent.status().as_u16(), "notifications/initialized"));
+        }
+        tracing::info!(upstream = %self.name, era = era.label(), "upstream era negotiated");
+        Ok(era)
+    }
+
+    /// Sends one request in `era` and reads its answer.
+    async fn exchange(
+        &self,
+        era: &Era,
+        method: &str,
+        tool: Option<&str>,
+        mut params: Value,
+    ) -> Result<Answer, UpstreamError> {
+        let id = self.ids.fetch_add(1, Ordering::Relaxed);
+        if *era == Era::Modern
+            && let Some(object) = params.as_object_mut()
+        {
+            object.insert(
+                "_meta".into(),
+                json!({
+                    meta_key::PROTOCOL_VERSION: MODERN.as_str(),
+                    meta_key::CLIENT_CAPABILITIES: {},
+                    meta_key::CLIENT_INFO: client_info(),
+                }),
+            );
+        }
+        let body = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
+        let response = self
+            .post(&body, Some(era), Some(method), tool, method)
+            .send()
+            .await
+            .map_err(|e| self.transport(&e))?;
+        let status = response.status().as_u16();
+        let legacy_session = matches!(
+            era,
+            Era::Legacy {
+                session: Some(_),
+                ..
+            }
+        );
+        // 404 is how the spec says a session is gone; some servers (the
+        // reference server-everything among them) answer an unknown
+        // session with 400. Either way one new session and one retry:
+        // the refused request did not run.
+        if matches!(status, 400 | 404) && legacy_session {
+            return Ok(Answer::SessionGone);
+        }
+        if status != 200 {
+            if *era == Era::Modern && method == "server/discover" {
+                // Not a 2026-07-28 server: try a 2025 session instead.
+                return Ok(Answer::Error {
+                    code: 0,
+                    message: String::new(),
+                });
+            }
+            return Err(self.status(status, method));
+        }
+        self.read_answer(response, id, era).await
+    }
+
+    fn post(
+        &self,
+        body: &Value,
+        era: Option<&Era>,
+        method: Option<&str>,
+        tool: Option<&str>,
+        _what: &str,
+    ) -> reqwest::RequestBuilder {
+        let mut request = self
+            .http
+            .post(&self.url)
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .header(self.header.clone(), self.credential.clone())
+            .body(body.to_string());
+        match era {
+            Some(Era::Modern) => {
+                request = request.header("mcp-protocol-version", MODERN.as_str());
+                if let Some(method) = method {
+                    request = request.header("mcp-method", method);
+                }
+                if let Some(tool) = tool {
+                    request = request.header("mcp-name", tool);
+                }
+            }
+            Some(Era::Legacy { session, version }) => {
+                request = request.header("mcp-protocol-version", version.as_str());
+                if let Some(session) = session {
+                    request = request.header("mcp-session-id", session.as_str());
+                }
+            }
+            None => {}
+        }
+        request
+    }
+
+    /// Reads a JSON or SSE answer until the response to `id` arrives.
+    async fn read_answer(
+        &self,
+        mut response: reqwest::Response,
+        id: u64,
+        era: &Era,
+    ) -> Result<Answer, UpstreamError> {
+        let event_stream = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        if !event_stream {
+            let body = response.bytes().await.map_err(|e| self.transport(&e))?;
+            let message: Value = serde_json::from_slice(&body)
+                .map_err(|_| self.unavailable("its answer is not JSON"))?;
+            return self
+                .answer_of(&message, id)
+                .ok_or_else(|| self.unavailable("its answer is not the response to the request"));
+        }
+        let mut buffer: Vec<u8> = Vec::new();
+        loop {
+            let chunk = response.chunk().await.map_err(|e| self.transport(&e))?;
+            let ended = chunk.is_none();
+            if let Some(chunk) = chunk {
+                buffer.extend_from_slice(&chunk);
+            }
+            // Complete events end with a blank line; at the end of the body
+            // whatever is left is the last event.
+            while let Some(end) =
+                event_end(&buffer).or(ended.then_some(buffer.len()).filter(|&n| n > 0))
+            {
+                let event: Vec<u8> = buffer.drain(..end).collect();
+                for payload in corkboard_mcp::client::data_payloads(&event) {
+                    let Ok(message) = serde_json::from_slice::<Value>(&payload) else {
+                        continue;
+                    };
+                    if let Some(answer) = self.answer_of(&message, id) {
+                        return Ok(answer);
+                    }
+                    if message.get("method").is_some() && message.get("id").is_some() {
+                        self.answer_server_request(era, &message);
+                    }
+                    // Notifications (progress, logging) are not relayed.
+                }
+            }
+            if ended {
+                return Err(self.unavailable("its event stream ended without the response"));
+            }
+        }
+    }
+
+    /// The answer in `message` when it is the response to `id`.
+    fn answer_of(&self, message: &Value, id: u64) -> Option<Answer> {
+        if message.get("method").is_some() || message.get("id") != Some(&json!(id)) {
+            return None;
+        }
+        if let Some(result) = message.get("result") {
+            return Some(Answer::Result(result.clone()));
+        }
+        let error = message.get("error")?;
+        Some(Answer::Error {
+            code: error.get("code").and_then(Value::as_i64).unwrap_or(0),
+            message: error
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .chars()
+                .take(512)
+                .collect(),
+        })
+    }
+
+    /// Answers a request the upstream sent on a response stream, at once
+    /// and in the background (the stream goes on being read).
+    fn answer_server_request(&self, era: &Era, request: &Value) {
+        let reply = seam::answer(&self.name, request);
+        let post = self.post(&reply, Some(era), None, None, "response");
+        let name = self.name.clone();
+        tokio::spawn(async move {
+            let sent = tokio::time::timeout(seam::ANSWER_TIMEOUT, post.send()).await;
+            if !matches!(sent, Ok(Ok(ref r)) if r.status().is_success()) {
+                tracing::warn!(upstream = %name, "could not deliver the refusal of an upstream's request to the client");
+            }
+        });
+    }
+
+    fn unavailable(&self, why: &str) -> UpstreamError {
+        UpstreamError::Unavailable(format!("upstream {} unavailable: {why}", self.name))
+    }
+
+    fn status(&self, status: u16, what: &str) -> UpstreamError {
+        let why = match status {
+            401 | 403 => format!(
+                "it refused the gateway's credential for {what} (HTTP {status}); the tenant's admin must update it"
+            ),
+            _ => format!("it answered {what} with HTTP {status}"),
+        };
+        self.unavailable(&why)
+    }
+
+    fn transport(&self, err: &reqwest::Error) -> UpstreamError {
+        // reqwest's Display names the URL but never headers.
+        let why = if err.is_connect() {
+            "it refused or dropped the connection".to_owned()
+        } else if err.is_timeout() {
+            "it did not answer in time".to_owned()
+        } else {
+            let kind = if err.is_body() || err.is_decode() {
+                "its answer broke off"
+            } else {
+                "the HTTP exchange failed"
+            };
+            kind.to_owned()
+        };
+        self.unavailable(&why)
+    }
+
+    fn timed_out(&self, deadline: Duration) -> UpstreamError {
+        self.unavailable(&format!("no answer within {} ms", deadline.as_millis()))
+    }
+}
+
+/// Where the first complete SSE event in `buffer` ends (after its blank line).
+fn event_end(buffer: &[u8]) -> Option<usize> {
+    let lf = buffer.windows(2).position(|w| w == b"\n\n").map(|i| i + 2);
+    let crlf = buffer
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|i| i + 4);
+    match (lf, crlf) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+fn client_info() -> Value {
+    json!({ "name": "corkboard-gateway", "version": env!("CARGO_PKG_VERSION") })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_end_at_blank_lines() {
+        assert_eq!(event_end(b"data: x\n\ndata: y"), Some(9));
+        assert_eq!(event_end(b"data: x\r\n\r\n"), Some(11));
+        assert_eq!(event_end(b"data: x\n"), None);
+    }
+}

@@ -1,0 +1,29 @@
+//! The upstream crate's one error type.
+
+use corkboard_board::ValidationError;
+use thiserror::Error;
+
+/// What registering, sealing or reaching an upstream can fail with. No
+/// variant ever carries a credential.
+#[derive(Debug, Clone, Error)]
+pub enum UpstreamError {
+    /// A registration field was refused.
+    #[error("{0}")]
+    Invalid(#[from] ValidationError),
+    /// The sealing key is missing, unusable, or does not open a credential.
+    #[error("upstream key: {0}")]
+    Key(String),
+    /// The upstream could not be reached or did not answer usably in time.
+    /// The text names the upstream and why, and says it is retryable.
+    #[error("{0}")]
+    Unavailable(String),
+    /// The upstream answered the request with a JSON-RPC error. The
+    /// message is the upstream's (bounded); it goes to the agent, never
+    /// into logs.
+    #[error("upstream {upstream} refused the request (JSON-RPC {code}): {message}")]
+    Rpc {
+        upstream: String,
+        code: i64,
+        message: String,
+    },
+}

@@ -1,0 +1,520 @@
+//! The upstreams of every tenant this process serves, and each grant's
+//! view of their tools.
+//!
+//! A tenant's registrations are read from the board store and kept for
+//! [`UpstreamOptions::registry_ttl`]; each upstream gets one
+//! [`UpstreamClient`] (its era, its session) and a cached tool list,
+//! refreshed after [`UpstreamOptions::tools_ttl`], retried no sooner than
+//! [`UpstreamOptions::retry_after_failure`] after a failure. A new URL,
+//! header or credential makes a new client: a request keeps the one it
+//! started with, so rebinding is atomic per request.
+//!
+//! Each upstream tool is offered as `<upstream>__<tool>` after its
+//! definition passed the one validator
+//! ([`corkboard_mcp::check_tool_definition`]); one that fails is dropped
+//! and logged with the reason, never sent. An upstream whose list cannot
+//! be fetched and that has never been listed shows one tool,
+//! `<upstream>__unavailable`, whose description and calls say why, so the
+//! agent is told rather than left to guess at a missing tool; one listed
+//! before keeps its last list and its calls answer "unavailable".
+
+use crate::client::UpstreamClient;
+use crate::error::UpstreamError;
+use crate::seal::CredentialKey;
+use crate::view::{Route, UpstreamView};
+use corkboard_board::{Capabilities, TenantId, Upstream, UpstreamName, UpstreamStore};
+use corkboard_mcp::{ToolDef, ToolSet};
+use corkboard_tools::{AuditSink, ResolvedGrant};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The separator between an upstream's name and its tool's.
+pub const SEPARATOR: &str = "__";
+/// The name of the stand-in tool of an upstream that could not be listed.
+pub const UNAVAILABLE_TOOL: &str = "unavailable";
+
+/// The bounds of everything the gateway does with upstreams.
+#[derive(Debug, Clone)]
+pub struct UpstreamOptions {
+    /// Connecting to an upstream.
+    pub connect_timeout: Duration,
+    /// Listing an upstream's tools (every page, negotiation included).
+    pub list_timeout: Duration,
+    /// One tool call, from sending it to the last byte of its answer.
+    pub call_timeout: Duration,
+    /// How long a fetched tool list is used before it is fetched again.
+    pub tools_ttl: Duration,
+    /// How long after a failed listing the next attempt is made.
+    pub retry_after_failure: Duration,
+    /// How long a tenant's registrations are used before they are re-read.
+    pub registry_ttl: Duration,
+    /// Most `tools/list` pages read from one upstream.
+    pub max_pages: usize,
+    /// Most tools offered from one upstream (the rest dropped, logged).
+    pub max_tools: usize,
+}
+
+impl Default for UpstreamOptions {
+    fn default() -> Self {
+        Self {
+            connect_timeout: Duration::from_secs(2),
+            list_timeout: Duration::from_secs(5),
+            call_timeout: Duration::from_secs(30),
+            tools_ttl: Duration::from_secs(60),
+            retry_after_failure: Duration::from_secs(5),
+            registry_ttl: Duration::from_secs(5),
+            max_pages: 10,
+            max_tools: 256,
+        }
+    }
+}
+
+/// One upstream's tools as last listed: their agent-facing definitions,
+/// and which upstream tool each is.
+#[derive(Debug)]
+pub(crate) struct Listed {
+    pub(crate) tools: Vec<(ToolDef, String)>,
+}
+
+#[derive(Debug, Default)]
+struct ToolsState {
+    listed: Option<Arc<Listed>>,
+    failure: Option<String>,
+    checked: Option<Instant>,
+    generation: u64,
+}
+
+/// One registered upstream and its client.
+pub(crate) struct Conn {
+    pub(crate) record: Upstream,
+    /// The client, or why none could be made (a credential that does not
+    /// open with this key).
+    pub(crate) client: Result<UpstreamClient, String>,
+    tools: Mutex<ToolsState>,
+    fetching: tokio::sync::Mutex<()>,
+    /// Unique per connection object, so a view built on a replaced one is
+    /// rebuilt.
+    pub(crate) serial: u64,
+}
+
+impl std::fmt::Debug for Conn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conn")
+            .field("upstream", &self.record.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a view is built from: one upstream's list or failure, stamped.
+struct Snapshot {
+    listed: Option<Arc<Listed>>,
+    failure: Option<String>,
+    generation: u64,
+}
+
+#[derive(Debug)]
+struct TenantState {
+    loaded: Instant,
+    conns: Vec<Arc<Conn>>,
+}
+
+/// The upstreams of every tenant this process serves; see the module docs.
+pub struct Upstreams {
+    store: Arc<dyn UpstreamStore>,
+    key: Arc<CredentialKey>,
+    http: reqwest::Client,
+    pub(crate) audit: Arc<dyn AuditSink>,
+    pub(crate) options: UpstreamOptions,
+    tenants: Mutex<HashMap<TenantId, Arc<TenantState>>>,
+    views: Mutex<HashMap<(TenantId, Capabilities), Arc<UpstreamView>>>,
+    serials: AtomicU64,
+}
+
+impl std::fmt::Debug for Upstreams {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Upstreams")
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Most cached views (grant capability sets × tenants) before the cache
+/// is emptied and rebuilt on demand.
+const VIEWS_MAX: usize = 4096;
+
+impl Upstreams {
+    pub fn new(
+        store: Arc<dyn UpstreamStore>,
+        key: Arc<CredentialKey>,
+        audit: Arc<dyn AuditSink>,
+        options: UpstreamOptions,
+    ) -> Result<Self, UpstreamError> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(options.connect_timeout)
+            // Upstream URLs are registered by an admin; redirects could
+            // carry the credential header to another host.
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| UpstreamError::Unavailable(format!("HTTP client: {e}")))?;
+        Ok(Self {
+            store,
+            key,
+            http,
+            audit,
+            options,
+            tenants: Mutex::new(HashMap::new()),
+            views: Mutex::new(HashMap::new()),
+            serials: AtomicU64::new(1),
+        })
+    }
+
+    /// The upstream tools `grant` may see and call, with the board's tools
+    /// for its capabilities in front; `None` when the grant names no
+    /// upstream (its requests are the board's alone).
+    pub async fn view(&self, grant: &ResolvedGrant) -> Option<Arc<UpstreamView>> {
+        let caps = &grant.grant().capabilities;
+        caps.upstream_patterns().next()?;
+        let tenant = &grant.grant().tenant;
+        let state = self.tenant(tenant).await;
+        let allowed: Vec<Arc<Conn>> = state
+            .conns
+            .iter()
+            .filter(|conn| {
+                caps.upstream_patterns()
+                    .any(|p| p.upstream() == &conn.record.name)
+            })
+            .cloned()
+            .collect();
+        if allowed.is_empty() {
+            return None;
+        }
+        let mut snapshots = Vec::with_capacity(allowed.len());
+        for conn in &allowed {
+            snapshots.push(self.tools_of(conn).await);
+        }
+        let stamp: Vec<(u64, u64)> = allowed
+            .iter()
+            .zip(&snapshots)
+            .map(|(conn, snap)| (conn.serial, snap.generation))
+            .collect();
+        let cache_key = (tenant.clone(), caps.clone());
+        if let Some(view) = lock(&self.views).get(&cache_key)
+            && view.stamp == stamp
+        {
+            return Some(view.clone());
+        }
+        let view = Arc::new(build_view(caps, &allowed, &snapshots, stamp));
+        let mut views = lock(&self.views);
+        if views.len() >= VIEWS_MAX {
+            views.clear();
+        }
+        views.insert(cache_key, view.clone());
+        Some(view)
+    }
+
+    /// The tenant's registrations, re-read once they are older than the TTL.
+    async fn tenant(&self, tenant: &TenantId) -> Arc<TenantState> {
+        let cached = lock(&self.tenants).get(tenant).cloned();
+        if let Some(state) = &cached
+            && state.loaded.elapsed() < self.options.registry_ttl
+        {
+            return state.clone();
+        }
+        let read =
+            tokio::time::timeout(self.options.list_timeout, self.store.list_upstreams(tenant))
+                .await;
+        let records = match read {
+            Ok(Ok(records)) => records,
+            Ok(Err(err)) => {
+                tracing::warn!(%tenant, error = %err, "could not read the tenant's upstreams; using the last known");
+                return self.keep(tenant, cached);
+            }
+            Err(_) => {
+                tracing::warn!(%tenant, "reading the tenant's upstreams timed out; using the last known");
+                return self.keep(tenant, cached);
+            }
+        };
+        let previous: Vec<Arc<Conn>> = cached.map(|s| s.conns.clone()).unwrap_or_default();
+        let conns = records
+            .into_iter()
+            .map(|record| {
+                // Same URL, header and sealed credential: keep the client
+                // (its session and tool list); anything else is a new one.
+                previous
+                    .iter()
+                    .find(|c| c.record == record)
+                    .cloned()
+                    .unwrap_or_else(|| Arc::new(self.connect(record)))
+            })
+            .collect();
+        let state = Arc::new(TenantState {
+            loaded: Instant::now(),
+            conns,
+        });
+        lock(&self.tenants).insert(tenant.clone(), state.clone());
+        state
+    }
+
+    /// The last known state (or none), retried after the failure delay.
+    fn keep(&self, tenant: &TenantId, cached: Option<Arc<TenantState>>) -> Arc<TenantState> {
+        let retry_in = self.options.retry_after_failure;
+        let loaded = Instant::now()
+            .checked_sub(self.options.registry_ttl.saturating_sub(retry_in))
+            .unwrap_or_else(Instant::now);
+        let state = Arc::new(TenantState {
+            loaded,
+            conns: cached.map(|s| s.conns.clone()).unwrap_or_default(),
+        });
+        lock(&self.tenants).insert(tenant.clone(), state.clone());
+        state
+    }
+
+    fn connect(&self, record: Upstream) -> Conn {
+        let client = self
+            .key
+            .open(
+                &record.tenant,
+                &record.name,
+                &record.header,
+                &record.credential,
+            )
+            .and_then(|credential| UpstreamClient::new(self.http.clone(), &record, &credential))
+            .map_err(|e| e.to_string());
+        if let Err(why) = &client {
+            tracing::warn!(upstream = %record.name, tenant = %record.tenant, reason = %why, "upstream cannot be used");
+        }
+        Conn {
+            record,
+            client,
+            tools: Mutex::new(ToolsState::default()),
+            fetching: tokio::sync::Mutex::new(()),
+            serial: self.serials.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+
+    /// `conn`'s tools: cached, or fetched within the list timeout.
+    async fn tools_of(&self, conn: &Conn) -> Snapshot {
+        if let Some(snapshot) = self.fresh(conn) {
+            return snapshot;
+        }
+        // One fetch per upstream at a time; the others wait for it (within
+        // the same bound) and read what it found.
+        let _fetching = conn.fetching.lock().await;
+        if let Some(snapshot) = self.fresh(conn) {
+            return snapshot;
+        }
+        let fetched = match &conn.client {
+            Ok(client) => client
+                .list_tools(self.options.list_timeout, self.options.max_pages)
+                .await
+                .map_err(|e| e.to_string()),
+            Err(why) => Err(why.clone()),
+        };
+        let mut state = lock(&conn.tools);
+        state.checked = Some(Instant::now());
+        state.generation += 1;
+        match fetched {
+            Ok(tools) => {
+                state.listed = Some(Arc::new(self.admit_tools(&conn.record.name, tools)));
+                state.failure = None;
+            }
+            Err(why) => {
+                tracing::warn!(upstream = %conn.record.name, tenant = %conn.record.tenant, reason = %why, "upstream tools could not be listed");
+                state.failure = Some(why);
+            }
+        }
+        snapshot_of(&state)
+    }
+
+    fn fresh(&self, conn: &Conn) -> Option<Snapshot> {
+        let state = lock(&conn.tools);
+        let checked = state.checked?;
+        let ttl = if state.failure.is_some() {
+            self.options.retry_after_failure
+        } else {
+            self.options.tools_ttl
+        };
+        (checked.elapsed() < ttl).then(|| snapshot_of(&state))
+    }
+
+    /// The upstream's tools that pass the validator, renamed; the rest
+    /// dropped and logged (by name only when the name itself is valid).
+    fn admit_tools(&self, upstream: &UpstreamName, tools: Vec<Value>) -> Listed {
+        let mut admitted = Vec::new();
+        let mut dropped = 0usize;
+        for tool in tools {
+            match tool_def(upstream, &tool) {
+                Ok(_) if admitted.len() >= self.options.max_tools => dropped += 1,
+                Ok((def, original)) => {
+                    if admitted
+                        .iter()
+                        .any(|(d, _): &(ToolDef, String)| d.name == def.name)
+                    {
+                        tracing::warn!(%upstream, tool = %def.name, "upstream lists a tool twice; the second is dropped");
+                        continue;
+                    }
+                    admitted.push((def, original));
+                }
+                Err(reason) => {
+                    dropped += 1;
+                    tracing::warn!(%upstream, %reason, "upstream tool dropped: its definition failed validation");
+                }
+            }
+        }
+        if dropped > 0 {
+            tracing::warn!(%upstream, dropped, max = self.options.max_tools, "upstream tools dropped (invalid, or over the limit)");
+        }
+        Listed { tools: admitted }
+    }
+}
+
+fn snapshot_of(state: &ToolsState) -> Snapshot {
+    Snapshot {
+        listed: state.listed.clone(),
+        failure: state.failure.clone(),
+        generation: state.generation,
+    }
+}
+
+/// An upstream tool as the agent sees it, checked by the one validator.
+/// The error names the tool only when its name is a valid tool name.
+fn tool_def(upstream: &UpstreamName, tool: &Value) -> Result<(ToolDef, String), String> {
+    let original = tool
+        .get("name")
+        .and_then(Value::as_str)
+        .ok_or("a tool without a string name")?;
+    let text = |key: &str| tool.get(key).and_then(Value::as_str).map(str::to_owned);
+    let def = ToolDef {
+        name: format!("{upstream}{SEPARATOR}{original}"),
+        title: text("title"),
+        description: text("description").unwrap_or_default(),
+        input_schema: tool.get("inputSchema").cloned().unwrap_or(Value::Null),
+        output_schema: tool.get("outputSchema").cloned(),
+        annotations: tool.get("annotations").cloned(),
+    };
+    corkboard_mcp::check_tool_definition(&def).map_err(|problem| {
+        if original
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+            && original.len() <= 128
+        {
+            problem
+        } else {
+            "a tool whose name is not 1-128 characters of [A-Za-z0-9_.-]".to_owned()
+        }
+    })?;
+    Ok((def, original.to_owned()))
+}
+
+/// The board's tools for `caps`, then each allowed upstream's.
+fn build_view(
+    caps: &Capabilities,
+    conns: &[Arc<Conn>],
+    snapshots: &[Snapshot],
+    stamp: Vec<(u64, u64)>,
+) -> UpstreamView {
+    let board = corkboard_tools::tool_set(caps);
+    let mut defs: Vec<ToolDef> = board.tools().to_vec();
+    let mut routes = HashMap::new();
+    let mut denied = HashMap::new();
+    for (conn, snapshot) in conns.iter().zip(snapshots) {
+        let name = &conn.record.name;
+        match (&snapshot.listed, &snapshot.failure) {
+            (Some(listed), _) => {
+                for (def, original) in &listed.tools {
+                    if caps.allows_upstream(name, original) {
+                        routes.insert(
+                            def.name.clone(),
+                            Route::Tool {
+                                conn: conn.clone(),
+                                tool: original.clone(),
+                            },
+                        );
+                        defs.push(def.clone());
+                    } else {
+                        denied.insert(def.name.clone(), format!("upstream:{name}:{original}"));
+                    }
+                }
+            }
+            (None, failure) => {
+                let why = failure.as_deref().unwrap_or("not listed yet");
+                let def = ToolDef {
+                    name: format!("{name}{SEPARATOR}{UNAVAILABLE_TOOL}"),
+                    title: None,
+                    description: format!(
+                        "Upstream {name} could not be listed, so its tools are missing from this list: {why}. Call this tool to check again; its tools appear in tools/list once it answers."
+                    ),
+                    input_schema: serde_json::json!({ "type": "object" }),
+                    output_schema: None,
+                    annotations: Some(serde_json::json!({ "readOnlyHint": true })),
+                };
+                routes.insert(def.name.clone(), Route::Unavailable { conn: conn.clone() });
+                defs.push(def);
+            }
+        }
+    }
+    UpstreamView {
+        tools: Arc::new(ToolSet::new(defs)),
+        routes,
+        denied,
+        stamp,
+    }
+}
+
+impl Upstreams {
+    /// Lists `conn`'s tools again now (a call to its stand-in tool).
+    pub(crate) async fn relist(&self, conn: &Conn) -> Result<usize, String> {
+        lock(&conn.tools).checked = None;
+        let snapshot = self.tools_of(conn).await;
+        match (snapshot.failure, snapshot.listed) {
+            (Some(why), _) => Err(why),
+            (None, Some(listed)) => Ok(listed.tools.len()),
+            (None, None) => Err("not listed".into()),
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Every critical section is a map or field update that cannot panic
+    // half-way; a poisoned lock still holds whole values.
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn upstream_tools_are_renamed_and_checked() {
+        let up = UpstreamName::parse("github").unwrap();
+        let (def, original) = tool_def(
+            &up,
+            &json!({ "name": "issue_read", "description": "Reads", "inputSchema": { "type": "object" } }),
+        )
+        .unwrap();
+        assert_eq!(def.name, "github__issue_read");
+        assert_eq!(original, "issue_read");
+        let bad = tool_def(
+            &up,
+            &json!({ "name": "x", "inputSchema": { "type": "object", "properties": { "n": { "type": "int" } } } }),
+        );
+        assert!(bad.unwrap_err().contains("github__x"));
+        let no_schema = tool_def(&up, &json!({ "name": "y" }));
+        assert!(no_schema.is_err());
+        let bad_name = tool_def(
+            &up,
+            &json!({ "name": "has space secret", "inputSchema": { "type": "object" } }),
+        );
+        assert_eq!(
+            bad_name.unwrap_err(),
+            "a tool whose name is not 1-128 characters of [A-Za-z0-9_.-]",
+            "a name that is not a tool name is not logged"
+        );
+    }
+}

@@ -1,0 +1,229 @@
+//! Sealing upstream credentials at rest: ChaCha20-Poly1305 (`ring`, which
+//! the build already has for TLS) under a key derived with HKDF-SHA256
+//! from the secret file (`upstream_key_file`, created 0600 like the other
+//! secrets). The tenant, upstream name and header name are the associated
+//! data, so a sealed value copied to another upstream or tenant does not
+//! open. Layout: version byte `1`, 12-byte random nonce, ciphertext + tag.
+
+use crate::error::UpstreamError;
+use corkboard_board::{HeaderName, SealedCredential, TenantId, UpstreamName};
+use ring::aead::{Aad, CHACHA20_POLY1305, LessSafeKey, Nonce, UnboundKey};
+use ring::rand::{SecureRandom, SystemRandom};
+use std::fmt;
+
+const VERSION: u8 = 1;
+const NONCE_LEN: usize = 12;
+/// The longest credential value (a header value), in bytes.
+pub const CREDENTIAL_MAX: usize = 4096;
+/// The shortest secret a key is derived from (the file holds 64 hex chars).
+const SECRET_MIN: usize = 32;
+
+/// A credential in clear: only ever in memory, on its way into a header.
+/// `Debug` never shows it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Credential(String);
+
+impl Credential {
+    /// A header value: 1-4096 visible ASCII characters or spaces (what
+    /// every HTTP stack accepts), so it cannot split a header.
+    pub fn parse(text: String) -> Result<Self, UpstreamError> {
+        let ok = !text.is_empty()
+            && text.len() <= CREDENTIAL_MAX
+            && text.bytes().all(|b| b == b' ' || b.is_ascii_graphic());
+        if ok {
+            Ok(Self(text))
+        } else {
+            Err(UpstreamError::Invalid(
+                corkboard_board::ValidationError::new(
+                    "credential",
+                    format!(
+                        "a credential is 1-{CREDENTIAL_MAX} visible ASCII characters (a header value)"
+                    ),
+                ),
+            ))
+        }
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Credential {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Credential(<redacted>)")
+    }
+}
+
+/// The key upstream credentials are sealed with.
+pub struct CredentialKey {
+    key: LessSafeKey,
+    rng: SystemRandom,
+}
+
+impl fmt::Debug for CredentialKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("CredentialKey(<redacted>)")
+    }
+}
+
+/// HKDF output length for the AEAD key.
+struct KeyLen;
+
+impl ring::hkdf::KeyType for KeyLen {
+    fn len(&self) -> usize {
+        CHACHA20_POLY1305.key_len()
+    }
+}
+
+impl CredentialKey {
+    /// Derives the key from a secret file's contents (at least 32 bytes).
+    pub fn from_secret(secret: &[u8]) -> Result<Self, UpstreamError> {
+        if secret.len() < SECRET_MIN {
+            return Err(UpstreamError::Key(format!(
+                "the upstream key secret has {} bytes; at least {SECRET_MIN} are needed",
+                secret.len()
+            )));
+        }
+        let salt =
+            ring::hkdf::Salt::new(ring::hkdf::HKDF_SHA256, b"corkboard upstream credentials");
+        let mut bytes = [0u8; 32];
+        salt.extract(secret)
+            .expand(&[b"chacha20-poly1305 v1"], KeyLen)
+            .and_then(|okm| okm.fill(&mut bytes))
+            .map_err(|_| UpstreamError::Key("key derivation failed".into()))?;
+        let unbound = UnboundKey::new(&CHACHA20_POLY1305, &bytes)
+            .map_err(|_| UpstreamError::Key("bad key length".into()))?;
+        Ok(Self {
+            key: LessSafeKey::new(unbound),
+            rng: SystemRandom::new(),
+        })
+    }
+
+    /// Seals `credential` for `tenant`'s upstream `name`, sent in `header`.
+    pub fn seal(
+        &self,
+        tenant: &TenantId,
+        name: &UpstreamName,
+        header: &HeaderName,
+        credential: &Credential,
+    ) -> Result<SealedCredential, UpstreamError> {
+        let mut nonce = [0u8; NONCE_LEN];
+        self.rng
+            .fill(&mut nonce)
+            .map_err(|_| UpstreamError::Key("the system random source failed".into()))?;
+        let mut sealed = credential.0.as_bytes().to_vec();
+        self.key
+            .seal_in_place_append_tag(
+                Nonce::assume_unique_for_key(nonce),
+                Aad::from(associated(tenant, name, header)),
+                &mut sealed,
+            )
+            .map_err(|_| UpstreamError::Key("sealing failed".into()))?;
+        let mut out = Vec::with_capacity(1 + NONCE_LEN + sealed.len());
+        out.push(VERSION);
+        out.extend_from_slice(&nonce);
+        out.extend_from_slice(&sealed);
+        Ok(SealedCredential::from_bytes(out))
+    }
+
+    /// Opens what [`Self::seal`] made for the same tenant, name and header.
+    /// Fails (naming no secret) when the key or any of those differ.
+    pub fn open(
+        &self,
+        tenant: &TenantId,
+        name: &UpstreamName,
+        header: &HeaderName,
+        sealed: &SealedCredential,
+    ) -> Result<Credential, UpstreamError> {
+        let refused = || {
+            UpstreamError::Key(format!(
+                "the credential of upstream {name} does not open with this upstream key (was upstream_key_file replaced?); register the upstream again"
+            ))
+        };
+        let bytes = sealed.as_bytes();
+        if bytes.len() < 1 + NONCE_LEN || bytes[0] != VERSION {
+            return Err(refused());
+        }
+        let nonce: [u8; NONCE_LEN] = bytes[1..=NONCE_LEN].try_into().map_err(|_| refused())?;
+        let mut buf = bytes[1 + NONCE_LEN..].to_vec();
+        let clear = self
+            .key
+            .open_in_place(
+                Nonce::assume_unique_for_key(nonce),
+                Aad::from(associated(tenant, name, header)),
+                &mut buf,
+            )
+            .map_err(|_| refused())?;
+        let text = String::from_utf8(clear.to_vec()).map_err(|_| refused())?;
+        Credential::parse(text).map_err(|_| refused())
+    }
+}
+
+/// What a sealed credential is bound to; NUL cannot occur in any part.
+fn associated(tenant: &TenantId, name: &UpstreamName, header: &HeaderName) -> Vec<u8> {
+    format!(
+        "{}\0{}\0{}",
+        tenant.as_str(),
+        name.as_str(),
+        header.as_str().to_ascii_lowercase()
+    )
+    .into_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parts() -> (TenantId, UpstreamName, HeaderName) {
+        (
+            TenantId::parse("acme").unwrap(),
+            UpstreamName::parse("github").unwrap(),
+            HeaderName::parse("Authorization").unwrap(),
+        )
+    }
+
+    #[test]
+    fn seals_and_opens_bound_to_the_upstream() {
+        let key = CredentialKey::from_secret(&[7u8; 64]).unwrap();
+        let (tenant, name, header) = parts();
+        let clear = Credential::parse("Bearer ghp_secret".into()).unwrap();
+        let sealed = key.seal(&tenant, &name, &header, &clear).unwrap();
+        assert!(
+            !sealed.as_bytes().windows(6).any(|w| w == b"secret"),
+            "the clear value is not in the sealed bytes"
+        );
+        assert_eq!(key.open(&tenant, &name, &header, &sealed).unwrap(), clear);
+        let again = key.seal(&tenant, &name, &header, &clear).unwrap();
+        assert_ne!(again, sealed, "a fresh nonce each time");
+        let other = UpstreamName::parse("jira").unwrap();
+        assert!(key.open(&tenant, &other, &header, &sealed).is_err());
+        let other_tenant = TenantId::parse("globex").unwrap();
+        assert!(key.open(&other_tenant, &name, &header, &sealed).is_err());
+        let other_key = CredentialKey::from_secret(&[8u8; 64]).unwrap();
+        let err = other_key
+            .open(&tenant, &name, &header, &sealed)
+            .unwrap_err();
+        assert!(!err.to_string().contains("ghp_secret"));
+        let mut tampered = sealed.as_bytes().to_vec();
+        *tampered.last_mut().unwrap() ^= 1;
+        assert!(
+            key.open(
+                &tenant,
+                &name,
+                &header,
+                &SealedCredential::from_bytes(tampered)
+            )
+            .is_err()
+        );
+        assert_eq!(format!("{clear:?}"), "Credential(<redacted>)");
+    }
+
+    #[test]
+    fn credentials_and_secrets_are_checked() {
+        assert!(Credential::parse(String::new()).is_err());
+        assert!(Credential::parse("a\r\nX-Evil: 1".into()).is_err());
+        assert!(Credential::parse("x".repeat(CREDENTIAL_MAX + 1)).is_err());
+        assert!(CredentialKey::from_secret(b"short").is_err());
+    }
+}

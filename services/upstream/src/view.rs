@@ -1,0 +1,315 @@
+//! One grant's view of its tenant's upstream tools (built by
+//! [`crate::Upstreams::view`]): the tool list it sees (board tools first)
+//! and where each upstream tool goes, plus the call itself: the agent's
+//! argument bytes passed on unchanged, the upstream's answer mapped to a
+//! tool result, one audit record and one log line per call (upstream,
+//! tool, tenant, run, outcome, latency; never arguments, answers or the
+//! credential).
+
+use crate::Upstreams;
+use crate::hub::Conn;
+use corkboard_board::{ArgumentsHash, AuditOutcome, AuditRecord, Timestamp};
+use corkboard_mcp::{RefusalKind, RefusedCall, ToolCall, ToolDef, ToolOutput, ToolSet};
+use corkboard_tools::ResolvedGrant;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Where an agent-visible upstream tool goes.
+#[derive(Debug)]
+pub(crate) enum Route {
+    Tool {
+        conn: Arc<Conn>,
+        tool: String,
+    },
+    /// The stand-in of an upstream that could not be listed.
+    Unavailable {
+        conn: Arc<Conn>,
+    },
+}
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct UpstreamView {
+    pub(crate) tools: Arc<ToolSet>,
+    pub(crate) routes: HashMap<String, Route>,
+    /// Upstream tools listed but outside the grant, with the capability
+    /// that would allow each.
+    pub(crate) denied: HashMap<String, String>,
+    pub(crate) stamp: Vec<(u64, u64)>,
+}
+
+impl UpstreamView {
+    /// The board's tools for the grant plus its upstream tools.
+    pub fn tools(&self) -> Arc<ToolSet> {
+        self.tools.clone()
+    }
+
+    /// Whether `name` is one of this view's upstream tools.
+    pub fn routes(&self, name: &str) -> bool {
+        self.routes.contains_key(name)
+    }
+
+    /// Runs an upstream tool; `None` when `call` is not one (a board tool).
+    pub async fn call(
+        &self,
+        upstreams: &Upstreams,
+        grant: &ResolvedGrant,
+        call: &ToolCall<'_>,
+    ) -> Option<ToolOutput> {
+        let route = self.routes.get(call.name)?;
+        let def = self.tools.get(call.name)?;
+        let started = Instant::now();
+        let at = Timestamp::now();
+        let (upstream, output, outcome) = match route {
+            Route::Tool { conn, tool } => {
+                let (output, outcome) = match &conn.client {
+                    Ok(client) => {
+                        let answer = client
+                            .call_tool(tool, call.raw_arguments, upstreams.options.call_timeout)
+                            .await;
+                        to_output(def, answer)
+                    }
+                    Err(why) => {
+                        unavailable(&format!("upstream {} unavailable: {why}", conn.record.name))
+                    }
+                };
+                (&conn.record.name, output, outcome)
+            }
+            Route::Unavailable { conn } => {
+                let (output, outcome) = match upstreams.relist(conn).await {
+                    Ok(count) => (
+                        text_output(
+                            format!(
+                                "upstream {} answers again and lists {count} tools: call tools/list to see them",
+                                conn.record.name
+                            ),
+                            false,
+                        ),
+                        AuditOutcome::Ok,
+                    ),
+                    Err(why) => unavailable(&format!(
+                        "upstream {} could not be listed: {why}",
+                        conn.record.name
+                    )),
+                };
+                (&conn.record.name, output, outcome)
+            }
+        };
+        let latency = started.elapsed();
+        let g = grant.grant();
+        upstreams.audit.record(AuditRecord {
+            at,
+            tenant: g.tenant.clone(),
+            run: g.run.clone(),
+            grant: g.id.clone(),
+            tool: call.name.to_owned(),
+            outcome,
+            latency_micros: u64::try_from(latency.as_micros()).unwrap_or(u64::MAX),
+            arguments_hash: ArgumentsHash::of(call.raw_arguments),
+            issue: None,
+        });
+        tracing::info!(
+            upstream = %upstream,
+            tool = %call.name,
+            tenant = %g.tenant,
+            run = %g.run,
+            outcome = outcome.as_str(),
+            latency_us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX),
+            "upstream call"
+        );
+        Some(output)
+    }
+
+    /// Audits a call the protocol layer refused when it names one of this
+    /// view's upstream tools (listed, or listed but outside the grant) and
+    /// says why (the inner message); `None` leaves it to the board.
+    pub fn refused(
+        &self,
+        upstreams: &Upstreams,
+        grant: &ResolvedGrant,
+        call: &RefusedCall<'_>,
+    ) -> Option<Option<String>> {
+        let (outcome, message) = match (call.kind, self.denied.get(call.name)) {
+            (RefusalKind::NotListed, Some(needed)) => (
+                AuditOutcome::Denied,
+                Some(format!(
+                    "tool {} is not allowed by this run's grant: it needs the capability {needed} (allowed: {})",
+                    call.name,
+                    grant.grant().capabilities.to_csv()
+                )),
+            ),
+            (RefusalKind::InvalidArguments, _) if self.routes(call.name) => {
+                (AuditOutcome::ToolError, None)
+            }
+            _ => return None,
+        };
+        let g = grant.grant();
+        upstreams.audit.record(AuditRecord {
+            at: Timestamp::now(),
+            tenant: g.tenant.clone(),
+            run: g.run.clone(),
+            grant: g.id.clone(),
+            // Listed names only (the upstream's, validated), never free text.
+            tool: call.name.to_owned(),
+            outcome,
+            latency_micros: 0,
+            arguments_hash: ArgumentsHash::of(call.raw_arguments),
+            issue: None,
+        });
+        Some(message)
+    }
+}
+
+fn text_output(text: String, is_error: bool) -> ToolOutput {
+    ToolOutput {
+        structured: None,
+        text,
+        is_error,
+    }
+}
+
+fn unavailable(why: &str) -> (ToolOutput, AuditOutcome) {
+    (
+        text_output(format!("{why}; retry later"), true),
+        AuditOutcome::Unavailable,
+    )
+}
+
+/// The upstream's `tools/call` result as this gateway's tool output: text
+/// blocks joined, other blocks named (not relayed), `structuredContent`
+/// kept when the tool declares an `outputSchema`.
+fn to_output(
+    def: &ToolDef,
+    answer: Result<Value, crate::UpstreamError>,
+) -> (ToolOutput, AuditOutcome) {
+    let result = match answer {
+        Ok(result) => result,
+        Err(err @ crate::UpstreamError::Rpc { .. }) => {
+            return (text_output(err.to_string(), true), AuditOutcome::ToolError);
+        }
+        Err(err) => return unavailable(&err.to_string()),
+    };
+    let is_error = result.get("isError").and_then(Value::as_bool) == Some(true);
+    let mut parts = Vec::new();
+    for block in result
+        .get("content")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        match (
+            block.get("type").and_then(Value::as_str),
+            block.get("text").and_then(Value::as_str),
+        ) {
+            (Some("text"), Some(text)) => parts.push(text.to_owned()),
+            (kind, _) => parts.push(format!(
+                "[{} content from the upstream, not relayed by this gateway]",
+                kind.unwrap_or("unknown")
+            )),
+        }
+    }
+    let structured = match (&def.output_schema, is_error) {
+        (Some(_), false) => match result.get("structuredContent") {
+            Some(value) => Some(value.clone()),
+            None => {
+                return (
+                    text_output(
+                        format!(
+                            "tool {} declares an outputSchema but the upstream returned no structured content",
+                            def.name
+                        ),
+                        true,
+                    ),
+                    AuditOutcome::ToolError,
+                );
+            }
+        },
+        _ => None,
+    };
+    let outcome = if is_error {
+        AuditOutcome::ToolError
+    } else {
+        AuditOutcome::Ok
+    };
+    (
+        ToolOutput {
+            structured,
+            text: parts.join("\n"),
+            is_error,
+        },
+        outcome,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn def(output_schema: Option<Value>) -> ToolDef {
+        ToolDef {
+            name: "up__t".into(),
+            title: None,
+            description: String::new(),
+            input_schema: json!({ "type": "object" }),
+            output_schema,
+            annotations: None,
+        }
+    }
+
+    #[test]
+    fn upstream_results_map_to_tool_outputs() {
+        let (out, outcome) = to_output(
+            &def(None),
+            Ok(json!({ "content": [
+                { "type": "text", "text": "one" },
+                { "type": "image", "data": "AAAA", "mimeType": "image/png" },
+                { "type": "text", "text": "two" },
+            ] })),
+        );
+        assert_eq!(outcome, AuditOutcome::Ok);
+        assert!(!out.is_error);
+        assert_eq!(
+            out.text,
+            "one\n[image content from the upstream, not relayed by this gateway]\ntwo"
+        );
+        assert!(
+            out.structured.is_none(),
+            "no outputSchema, no structured content"
+        );
+
+        let schema = Some(json!({ "type": "object" }));
+        let (out, _) = to_output(
+            &def(schema.clone()),
+            Ok(json!({ "content": [], "structuredContent": { "r": 1 } })),
+        );
+        assert_eq!(out.structured, Some(json!({ "r": 1 })));
+        let (out, outcome) = to_output(&def(schema), Ok(json!({ "content": [] })));
+        assert!(
+            out.is_error && outcome == AuditOutcome::ToolError,
+            "{}",
+            out.text
+        );
+
+        let (out, outcome) = to_output(
+            &def(None),
+            Ok(json!({ "content": [{ "type": "text", "text": "nope" }], "isError": true })),
+        );
+        assert!(out.is_error);
+        assert_eq!(outcome, AuditOutcome::ToolError);
+
+        let (out, outcome) = to_output(
+            &def(None),
+            Err(crate::UpstreamError::Unavailable(
+                "upstream up unavailable: no answer within 5 ms".into(),
+            )),
+        );
+        assert_eq!(outcome, AuditOutcome::Unavailable);
+        assert_eq!(
+            out.text,
+            "upstream up unavailable: no answer within 5 ms; retry later"
+        );
+    }
+}

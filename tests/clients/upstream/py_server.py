@@ -1,0 +1,71 @@
+"""An upstream MCP server built with the official Python SDK (`mcp`), for
+tests/upstream.rs: Streamable HTTP on 127.0.0.1:PORT/mcp, speaking both
+eras (2026-07-28 stateless and 2025 sessions), refusing any request whose
+credential header is not the one in UPSTREAM_HEADER / UPSTREAM_CREDENTIAL.
+
+Tools: `add` (structured output), `echo_len` (text only), `slow` (sleeps,
+for deadlines), and `broken`, whose input schema is made invalid on
+purpose so the gateway must drop it. Usage: py_server.py PORT
+"""
+
+import asyncio
+import os
+import sys
+
+import uvicorn
+from mcp.server.mcpserver import MCPServer
+from starlette.responses import JSONResponse
+
+HEADER = os.environ.get("UPSTREAM_HEADER", "X-Upstream-Key").lower()
+CREDENTIAL = os.environ["UPSTREAM_CREDENTIAL"]
+
+server = MCPServer("py-upstream")
+
+
+@server.tool()
+def add(a: int, b: int) -> int:
+    """Adds two integers."""
+    return a + b
+
+
+@server.tool()
+def echo_len(text: str) -> str:
+    """Says how long the text is (never echoes it)."""
+    return f"{len(text)} characters"
+
+
+@server.tool()
+async def slow(seconds: float) -> str:
+    """Sleeps, then answers."""
+    await asyncio.sleep(seconds)
+    return "done"
+
+
+@server.tool()
+def broken(x: int) -> int:
+    """Has a schema no validator can read."""
+    return x
+
+
+# `type: "int"` is not a JSON Schema type.
+server._tool_manager.get_tool("broken").parameters = {
+    "type": "object",
+    "properties": {"x": {"type": "int"}},
+}
+
+inner = server.streamable_http_app()
+
+
+async def app(scope, receive, send):
+    """Refuses requests without the expected credential (401)."""
+    if scope["type"] == "http":
+        headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
+        if headers.get(HEADER) != CREDENTIAL:
+            await JSONResponse({"error": "bad credential"}, status_code=401)(scope, receive, send)
+            return
+    await inner(scope, receive, send)
+
+
+if __name__ == "__main__":
+    port = int(sys.argv[1])
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")

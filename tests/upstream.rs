@@ -1,0 +1,461 @@
+//! Black-box: a tenant's upstream MCP servers behind a run's gateway, with
+//! upstreams nobody here wrote (the reference `@modelcontextprotocol/
+//! server-everything`, a 2025-session server, and a Python SDK server
+//! speaking 2026-07-28) and the official TypeScript (2025 session) and
+//! Python (2026-07-28) SDK clients as the agent.
+//!
+//! One scenario, in order: register upstreams (CLI and API), register a
+//! run whose grant allows some of their tools; the agents see exactly
+//! those, namespaced, and not the upstream tool with a broken schema;
+//! calls go through (credential injected: the Python upstream refuses any
+//! request without it), refusals name the missing capability, everything
+//! is audited; a restarted upstream (its session gone) is re-initialised
+//! transparently; a stopped upstream answers "unavailable ... retry later"
+//! at once; revoking the run stops upstream calls; and neither credential
+//! appears in the agents' view, the server's logs, the audit trail or the
+//! board file.
+
+mod support;
+
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use support::*;
+
+const PY_CREDENTIAL: &str = "py-upstream-credential-7f3a9c";
+const EVERYTHING_CREDENTIAL: &str = "Bearer everything-credential-51d2e8";
+
+/// A child process killed on drop.
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn wait_for_port(port: u16, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "{what} did not listen on {port} within 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `server-everything`'s entry point: in tests/clients/node_modules (added
+/// to tests/clients/package.json), or where
+/// `CORKBOARD_TEST_SERVER_EVERYTHING` says.
+fn everything_script() -> PathBuf {
+    let path = std::env::var_os("CORKBOARD_TEST_SERVER_EVERYTHING")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            repo_root().join(
+                "tests/clients/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
+            )
+        });
+    assert!(
+        path.exists(),
+        "{} is missing: run npm ci in tests/clients",
+        path.display()
+    );
+    path
+}
+
+fn start_everything(port: u16) -> Proc {
+    let child = Command::new("node")
+        .arg(everything_script())
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start server-everything");
+    wait_for_port(port, "server-everything");
+    Proc(child)
+}
+
+fn start_python_upstream(port: u16) -> Proc {
+    let root = repo_root();
+    let child = Command::new(root.join("target/venv/bin/python"))
+        .arg(root.join("tests/clients/upstream/py_server.py"))
+        .arg(port.to_string())
+        .env("UPSTREAM_HEADER", "X-Upstream-Key")
+        .env("UPSTREAM_CREDENTIAL", PY_CREDENTIAL)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the Python upstream");
+    wait_for_port(port, "the Python upstream");
+    Proc(child)
+}
+
+/// `corkboard serve` with its logs (stderr) captured in a file.
+struct Served {
+    _process: Proc,
+    url: String,
+    data_dir: tempfile::TempDir,
+    log: PathBuf,
+}
+
+fn serve() -> Served {
+    let data_dir = tempfile::tempdir().unwrap();
+    let log = data_dir.path().join("serve.log");
+    let mut child = corkboard()
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(data_dir.path().join("data"))
+        .env("RUST_LOG", "debug")
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("spawn corkboard serve");
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let url = first
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line: {first}"))
+        .to_owned();
+    Served {
+        _process: Proc(child),
+        url,
+        data_dir,
+        log,
+    }
+}
+
+impl Served {
+    fn cli(&self, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+        let mut cmd = corkboard();
+        cmd.args(args);
+        cmd.envs(env.iter().copied());
+        run(&mut cmd)
+    }
+
+    fn admin_token(&self) -> String {
+        let data = self.data_dir.path().join("data");
+        let out = self.cli(
+            &[
+                "admin",
+                "token",
+                "--role",
+                "platform-admin",
+                "--data-dir",
+                data.to_str().unwrap(),
+            ],
+            &[],
+        );
+        assert!(out.status.success(), "{}", stderr_of(&out));
+        stdout_of(&out).trim().to_owned()
+    }
+}
+
+fn agent(kind: &str, url: &str, token: &str, calls: &[(&str, Value)]) -> Value {
+    let specs: Vec<String> = calls.iter().map(|(n, a)| format!("{n}={a}")).collect();
+    let mut args = vec![url, token];
+    args.extend(specs.iter().map(String::as_str));
+    let out = match kind {
+        "ts" => node("upstream/agent.mjs", &args),
+        _ => python("upstream/agent.py", &args),
+    };
+    let stdout = stdout_of(&out);
+    assert!(
+        out.status.success(),
+        "{kind} agent failed: {}\n{stdout}",
+        stderr_of(&out)
+    );
+    serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("{kind} agent output: {e}: {stdout}"))
+}
+
+fn call<'a>(out: &'a Value, name: &str) -> &'a Value {
+    out["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no call {name} in {out}"))
+}
+
+fn names(out: &Value) -> Vec<String> {
+    let mut names: Vec<String> = out["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap().to_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn upstream_tools_reach_the_agent_through_its_run_gateway_and_no_further() {
+    let served = serve();
+    let admin = served.admin_token();
+    let (py_port, everything_port) = (free_port(), free_port());
+    let py = start_python_upstream(py_port);
+    let everything = start_everything(everything_port);
+
+    // Register: one with the CLI (credential from a file), one through the API.
+    let credential_file = served.data_dir.path().join("py.credential");
+    std::fs::write(&credential_file, format!("{PY_CREDENTIAL}\n")).unwrap();
+    let out = served.cli(
+        &[
+            "upstream",
+            "put",
+            "--server",
+            &served.url,
+            "--tenant",
+            "acme",
+            "pyup",
+            "--url",
+            &format!("http://127.0.0.1:{py_port}/mcp"),
+            "--header",
+            "X-Upstream-Key",
+            "--credential-file",
+            credential_file.to_str().unwrap(),
+        ],
+        &[("CORKBOARD_ADMIN_TOKEN", &admin)],
+    );
+    assert!(out.status.success(), "upstream put: {}", stderr_of(&out));
+    assert!(!stdout_of(&out).contains(PY_CREDENTIAL));
+    let api = |method: reqwest::Method, path: &str, body: Option<Value>| {
+        let mut request = http()
+            .request(method, format!("{}{path}", served.url))
+            .bearer_auth(&admin);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().unwrap();
+        let status = response.status().as_u16();
+        (status, response.text().unwrap_or_default())
+    };
+    let (status, body) = api(
+        reqwest::Method::PUT,
+        "/v1/tenants/acme/upstreams/everything",
+        Some(json!({
+            "url": format!("http://127.0.0.1:{everything_port}/mcp"),
+            "header": "Authorization",
+            "credential": EVERYTHING_CREDENTIAL,
+        })),
+    );
+    assert_eq!(status, 200, "{body}");
+    for (name, header, field) in [
+        ("Bad_Name", "X-Key", "name"),
+        ("fine", "Mcp-Session-Id", "header"),
+    ] {
+        let (status, body) = api(
+            reqwest::Method::PUT,
+            &format!("/v1/tenants/acme/upstreams/{name}"),
+            Some(json!({ "url": "http://127.0.0.1:9/mcp", "header": header, "credential": "x" })),
+        );
+        assert_eq!(status, 422, "{body}");
+        assert!(body.contains(field), "{body}");
+    }
+    let (status, listed) = api(reqwest::Method::GET, "/v1/tenants/acme/upstreams", None);
+    assert_eq!(status, 200);
+    let listed: Value = serde_json::from_str(&listed).unwrap();
+    let registered: Vec<&str> = listed["upstreams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(registered, ["everything", "pyup"]);
+
+    // A run allowed all of pyup and two tools of everything.
+    let response = http()
+        .post(format!("{}/v1/runs", served.url))
+        .bearer_auth(&admin)
+        .json(&json!({
+            "tenant": "acme",
+            "run": "up-1",
+            "capabilities": ["issues:read", "upstream:pyup:*", "upstream:everything:echo", "upstream:everything:get-sum"],
+        }))
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 201);
+    let run: Value = response.json().unwrap();
+    let (url, token) = (
+        run["mcp_url"].as_str().unwrap().to_owned(),
+        run["token"].as_str().unwrap().to_owned(),
+    );
+
+    let expected = [
+        "everything__echo",
+        "everything__get-sum",
+        "get_issue",
+        "list_issues",
+        "pyup__add",
+        "pyup__echo_len",
+        "pyup__slow",
+    ];
+    let ts = agent(
+        "ts",
+        &url,
+        &token,
+        &[
+            ("pyup__add", json!({ "a": 2, "b": 40 })),
+            ("everything__echo", json!({ "message": "hello upstream" })),
+            ("everything__get-env", json!({})),
+        ],
+    );
+    assert_eq!(
+        names(&ts),
+        expected,
+        "the grant's upstream tools, namespaced; not the broken one, not the others"
+    );
+    let add = call(&ts, "pyup__add");
+    assert_eq!(add["isError"], false, "{add}");
+    assert_eq!(add["structured"], json!({ "result": 42 }));
+    let echo = call(&ts, "everything__echo");
+    assert_eq!(echo["text"], "Echo: hello upstream", "{echo}");
+    let denied = call(&ts, "everything__get-env");
+    let why = denied["error"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("upstream:everything:get-env"),
+        "a call outside the grant names the capability it needs: {denied}"
+    );
+
+    let py = {
+        let out = agent(
+            "py",
+            &url,
+            &token,
+            &[("everything__get-sum", json!({ "a": 5, "b": 6 }))],
+        );
+        assert_eq!(names(&out), expected);
+        let sum = call(&out, "everything__get-sum");
+        assert!(
+            sum["text"].as_str().unwrap().contains("11"),
+            "the 2026-07-28 agent reaches the 2025-session upstream: {sum}"
+        );
+        (py, out)
+    };
+
+    // The upstream restarts: the gateway's session with it is gone, and a
+    // new one is opened without the agent noticing.
+    drop(everything);
+    let _everything = start_everything(everything_port);
+    let again = agent(
+        "ts",
+        &url,
+        &token,
+        &[("everything__echo", json!({ "message": "after restart" }))],
+    );
+    let echo = call(&again, "everything__echo");
+    assert_eq!(echo["text"], "Echo: after restart", "{echo}");
+
+    // The Python upstream stops: its calls say so at once, correlated as
+    // tool errors, and its tools stay listed.
+    drop(py.0);
+    let started = Instant::now();
+    let down = agent(
+        "ts",
+        &url,
+        &token,
+        &[("pyup__add", json!({ "a": 1, "b": 1 }))],
+    );
+    let add = call(&down, "pyup__add");
+    assert_eq!(add["isError"], true, "{add}");
+    let text = add["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("upstream pyup unavailable:") && text.ends_with("retry later"),
+        "{text}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "within the documented bound"
+    );
+    assert!(names(&down).contains(&"pyup__add".to_owned()));
+
+    // Audit: every upstream call, under its namespaced name.
+    let (status, audit) = api(
+        reqwest::Method::GET,
+        "/v1/tenants/acme/audit?run=up-1&limit=100",
+        None,
+    );
+    assert_eq!(status, 200, "{audit}");
+    let records: Value = serde_json::from_str(&audit).unwrap();
+    let records = records["records"]
+        .as_array()
+        .or(records.as_array())
+        .cloned()
+        .unwrap_or_default();
+    let outcome_of = |tool: &str| -> Vec<String> {
+        records
+            .iter()
+            .filter(|r| r["tool"] == tool)
+            .map(|r| r["outcome"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    // Audit records are written in batches (200 ms); the last call's may
+    // still be on its way, the earlier ones are there.
+    assert!(
+        outcome_of("pyup__add").contains(&"ok".to_owned()),
+        "{audit}"
+    );
+    assert!(
+        outcome_of("everything__get-env").contains(&"denied".to_owned()),
+        "{audit}"
+    );
+    assert!(
+        outcome_of("everything__get-sum").contains(&"ok".to_owned()),
+        "{audit}"
+    );
+
+    // Revoked: no further upstream call.
+    let response = http()
+        .delete(format!("{}/v1/runs/acme/up-1", served.url))
+        .bearer_auth(&admin)
+        .send()
+        .unwrap();
+    assert!(response.status().is_success(), "{:?}", response.status());
+    let out = node(
+        "upstream/agent.mjs",
+        &[&url, &token, r#"everything__echo={"message":"revoked"}"#],
+    );
+    assert!(!out.status.success(), "a revoked run's agent gets nowhere");
+
+    // The credentials appear nowhere the agent or an operator looks.
+    let log = std::fs::read_to_string(&served.log).unwrap();
+    assert!(log.contains("upstream call"), "the calls were logged");
+    let board = std::fs::read(served.data_dir.path().join("data/board.sqlite3")).unwrap();
+    let wal =
+        std::fs::read(served.data_dir.path().join("data/board.sqlite3-wal")).unwrap_or_default();
+    for secret in [PY_CREDENTIAL, "everything-credential-51d2e8"] {
+        for (what, text) in [
+            ("the server log", log.as_str()),
+            ("the audit trail", audit.as_str()),
+            ("the upstream list", &listed.to_string()),
+            ("the TS agent's view", &ts.to_string()),
+            ("the Python agent's view", &py.1.to_string()),
+            ("the down agent's view", &down.to_string()),
+        ] {
+            assert!(!text.contains(secret), "{what} holds a credential");
+        }
+        for bytes in [&board, &wal] {
+            assert!(
+                !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
+                "the board file holds a credential in clear"
+            );
+        }
+    }
+}
