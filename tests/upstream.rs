@@ -306,6 +306,7 @@ fn upstream_tools_reach_the_agent_through_its_run_gateway_and_no_further() {
         "pyup__add",
         "pyup__echo_len",
         "pyup__slow",
+        "search_issues",
     ];
     let ts = agent(
         "ts",

@@ -209,6 +209,7 @@ mod tests {
             include_str!("renewal.rs"),
             include_str!("webhooks.rs"),
             include_str!("search.rs"),
+            include_str!("upstreams.rs"),
         ];
         let defined: BTreeSet<&str> = sources
             .iter()
