@@ -19,21 +19,28 @@ fn bench_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_corkboard-bench"))
 }
 
-/// The `corkboard` binary of this build profile, built if needed: the
-/// scenarios spawn it, and cargo does not build another package's binary
-/// for this crate's tests.
+/// The `corkboard` binary of this build profile. `scripts/test` (and
+/// `cargo nextest run --workspace`) build it next to the bench binary
+/// before any test runs, so it is used as found; only when it is missing
+/// (this package's tests alone on a fresh target dir) is it built here.
+/// Building it from inside a test on every run thrashed artifacts with the
+/// test build (a different feature set, the binary relinked each time)
+/// and, on a loaded 2-core CI machine, outlasted the test's time bound.
 fn corkboard_bin() -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT
         .get_or_init(|| {
+            let bin = bench_bin().with_file_name("corkboard");
+            if bin.is_file() {
+                return bin;
+            }
             let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
             let status = Command::new(cargo)
                 .current_dir(repo_root())
-                .args(["build", "--quiet", "-p", "corkboard-cli"])
+                .args(["build", "--quiet", "--locked", "-p", "corkboard-cli"])
                 .status()
                 .expect("run cargo to build corkboard-cli");
             assert!(status.success(), "cargo build -p corkboard-cli failed");
-            let bin = bench_bin().with_file_name("corkboard");
             assert!(
                 bin.is_file(),
                 "{} missing after building corkboard-cli",
