@@ -161,6 +161,7 @@ fn grant(tenant: &str, run: &str, ttl_ms: i64) -> (Grant, TokenHash, RunToken) {
         created_at: now,
         expires_at: now.plus_millis(ttl_ms),
         created_by: "contract-test".into(),
+        budgets: Default::default(),
     };
     let token = RunToken::generate();
     (grant, token.hash(), token)
