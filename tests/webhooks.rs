@@ -352,3 +352,70 @@ fn signed_deliveries_retry_stay_with_their_tenant_and_survive_a_sigkill() {
         "globex's endpoint got only its own subscription"
     );
 }
+
+#[test]
+fn a_claim_is_delivered_signed_and_the_secret_is_sealed_at_rest() {
+    let receiver = Receiver::start();
+    let serve = Serve::start_with_env(&[("CORKBOARD_WEBHOOK_ALLOWED_HOSTS", "127.0.0.1")]);
+    let admin = serve.admin_token("platform-admin", None);
+    let (status, hook) = call(
+        &serve,
+        reqwest::Method::POST,
+        "/v1/tenants/acme/webhooks",
+        &admin,
+        Some(json!({
+            "url": receiver.url("/claims"),
+            "events": ["issue.claimed"],
+            "secret": ACME_SECRET,
+        })),
+    );
+    assert_eq!(status, 201, "{hook}");
+    let run = serve.grant(
+        "acme",
+        "run-claimer",
+        "issues:read,issues:create,issues:claim",
+    );
+    let (_, created) = mcp_call(
+        &run.mcp_url,
+        &run.token,
+        "create_issue",
+        json!({"title": "to be claimed"}),
+    );
+    let id = created["result"]["structuredContent"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    for _ in 0..2 {
+        // The second claim is a repeat of the run's own: no second event.
+        let (_, claimed) = mcp_call(&run.mcp_url, &run.token, "claim_issue", json!({"id": id}));
+        assert_eq!(claimed["result"]["isError"], false, "{claimed}");
+    }
+    let got = receiver.wait_for("issue.claimed", |all| {
+        delivered(all, "/claims", "issue.claimed") == 1
+    });
+    let r = got.iter().find(|r| event(r) == "issue.claimed").unwrap();
+    verify(ACME_SECRET, r);
+    let body: Value = serde_json::from_str(&r.body).unwrap();
+    assert_eq!(body["data"]["issue"]["id"], id.as_str(), "{body}");
+    assert_eq!(body["data"]["claim"]["run"], "run-claimer", "{body}");
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        delivered(&receiver.all(), "/claims", "issue.claimed"),
+        1,
+        "a repeated claim is no event; the create was not subscribed"
+    );
+    // The signing secret is nowhere in the store's files in clear.
+    for entry in std::fs::read_dir(serve.data_dir.path()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            let bytes = std::fs::read(&path).unwrap();
+            assert!(
+                !bytes
+                    .windows(ACME_SECRET.len())
+                    .any(|w| w == ACME_SECRET.as_bytes()),
+                "{} holds the webhook secret in clear",
+                path.display()
+            );
+        }
+    }
+}
