@@ -533,6 +533,21 @@ mod tests {
     /// `corkboard-config` sits below the crates whose defaults it repeats;
     /// the composition root sees both, so it checks the copies.
     #[test]
+    fn run_budgets_are_read_from_the_settings_and_a_bad_one_names_its_key() {
+        let mut settings = Settings::default();
+        assert!(run_budgets(&settings).unwrap().is_empty());
+        settings.run_budgets = "create_issue=3, add_comment=10".into();
+        assert_eq!(
+            run_budgets(&settings).unwrap().to_csv(),
+            "create_issue=3,add_comment=10"
+        );
+        settings.run_budgets = "delete_issue=1".into();
+        let err = run_budgets(&settings).unwrap_err().to_string();
+        assert!(err.contains("run_budgets"), "{err}");
+        assert!(err.contains("delete_issue"), "{err}");
+    }
+
+    #[test]
     fn configuration_defaults_are_the_libraries_defaults() {
         let settings = Settings::default();
         assert_eq!(

@@ -1368,6 +1368,42 @@ fn with_properties<const N: usize>(mut schema: Value, extra: [(&str, Value); N])
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_budgeted_grant_sees_its_budgets_in_the_descriptions_and_others_share_one_set() {
+        let now = corkboard_board::Timestamp::now();
+        let mut grant = Grant {
+            id: corkboard_board::GrantId::generate(),
+            tenant: corkboard_board::TenantId::parse("acme").unwrap(),
+            run: corkboard_board::RunId::parse("r1").unwrap(),
+            capabilities: Capabilities::all(),
+            created_at: now,
+            expires_at: now.plus_millis(60_000),
+            created_by: "test".into(),
+            budgets: Budgets::new(),
+        };
+        // Unbudgeted: the shared set itself (the fast path).
+        assert!(Arc::ptr_eq(
+            &grant_tool_set(&grant),
+            &tool_set(&grant.capabilities)
+        ));
+        grant.budgets = Budgets::parse_csv("create_issue=3,add_comment=1").unwrap();
+        let set = grant_tool_set(&grant);
+        let description = |name: &str| set.get(name).unwrap().description.clone();
+        assert!(
+            description("create_issue").ends_with(" This run may create at most 3 issues."),
+            "{}",
+            description("create_issue")
+        );
+        assert!(description("add_comment").ends_with(" This run may add at most 1 comment."));
+        assert_eq!(
+            description("update_issue"),
+            BoardTool::UpdateIssue.spec().description,
+            "an unbudgeted tool is unchanged"
+        );
+        // The same budgets again: the cached set, rendered once.
+        assert!(Arc::ptr_eq(&set, &grant_tool_set(&grant)));
+    }
+
     fn names(set: &ToolSet) -> Vec<&str> {
         set.tools().iter().map(|t| t.name.as_str()).collect()
     }
