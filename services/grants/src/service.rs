@@ -105,6 +105,12 @@ impl GrantService {
         &self.budgets
     }
 
+    /// The operator's default budgets of runs' grants (before any
+    /// tenant's own).
+    pub fn configured_run_budgets(&self) -> &Budgets {
+        &self.run_budgets
+    }
+
     /// The budgets of a run's grant (the register API, `corkboard run`):
     /// what the run asked for within the tenant's `run_budgets`, or the
     /// operator's defaults when the tenant has none. Per kind the smaller

@@ -385,6 +385,7 @@ async fn settings_json(state: &AppState, tenant: &TenantId) -> Result<serde_json
         "run_ttl_secs": policy.run_ttl_secs,
         "max_lifetime_secs": policy.max_lifetime_secs,
         "run_budgets": policy.run_budgets,
+        "configured_run_budgets": state.grants.configured_run_budgets(),
         "configured_max_lifetime_secs": state.grants.max_lifetime().as_secs(),
         "effective_max_lifetime_secs": effective.as_secs(),
     }))
