@@ -1,9 +1,9 @@
 //! Black-box: per-run write budgets through the binary. Limits set when a
 //! grant is issued (admin API, register API with the tenant's defaults),
 //! enforced across `corkboard server` replicas sharing a real Redis and in
-//! one embedded `corkboard serve`, refused as a tool error naming the
-//! budget, visible in the grant's `GET` and in `tools/list`; idempotent
-//! replays take nothing.
+//! one `corkboard serve` on SQLite and on MongoDB, refused as a tool error
+//! naming the budget, visible in the grant's `GET` and in `tools/list`;
+//! idempotent replays take nothing.
 
 mod support;
 
@@ -412,4 +412,37 @@ fn the_register_api_applies_the_tenant_default_budgets() {
         json!({ "tenant": "acme", "capabilities": ["issues:read"], "budgets": { "delete_issue": 1 } }),
     );
     assert_eq!(status, 400, "{body}");
+}
+
+#[test]
+fn twenty_concurrent_creates_under_a_budget_of_five_create_exactly_five_on_mongodb() {
+    let mongo = corkboard_testkit::MongoServer::start();
+    let database = corkboard_testkit::unique_database("budgets");
+    let uri = mongo.uri();
+    let serve = Serve::start_with_env(&[
+        ("CORKBOARD_STORE", "mongodb"),
+        ("CORKBOARD_MONGODB_URI", &uri),
+        ("CORKBOARD_MONGODB_DATABASE", &database),
+    ]);
+    let admin = serve.admin_token("platform-admin", None);
+    let issued = budgeted_grant(
+        serve.url(),
+        &admin,
+        "run-race",
+        json!({ "create_issue": 5 }),
+    );
+    let token = issued["token"].as_str().unwrap();
+    let (ok, refused) = race_creates(&[serve.url().to_owned()], token, 20);
+    assert_eq!((ok, refused), (5, 15));
+    assert_eq!(issue_count(serve.url(), token), 5);
+    let grant_id = issued["grant"]["id"].as_str().unwrap();
+    let view = get(
+        &format!("{}/v1/tenants/acme/grants/{grant_id}", serve.url()),
+        &admin,
+    );
+    assert_eq!(
+        view["budgets"]["create_issue"],
+        json!({ "limit": 5, "used": 5, "remaining": 0 }),
+        "{view}"
+    );
 }
