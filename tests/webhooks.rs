@@ -419,3 +419,74 @@ fn a_claim_is_delivered_signed_and_the_secret_is_sealed_at_rest() {
         }
     }
 }
+
+#[test]
+fn a_secret_stored_in_clear_before_sealing_still_signs_its_deliveries() {
+    let receiver = Receiver::start();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut env = cluster_secrets(dir.path());
+    env.extend([
+        ("CORKBOARD_DATA_DIR".to_owned(), data.display().to_string()),
+        (
+            "CORKBOARD_WEBHOOK_ALLOWED_HOSTS".to_owned(),
+            "127.0.0.1".to_owned(),
+        ),
+    ]);
+    let admin = admin_token_with(&env, "platform-admin", None);
+    // A control plane without an upstream key file stores the secret as
+    // given, as every server did before sealing.
+    let mut cmd = corkboard();
+    cmd.args(["server", "--listen", "127.0.0.1:0"])
+        .envs(env.iter().cloned());
+    let server = Running::spawn(cmd);
+    let response = http()
+        .post(format!("{}/v1/tenants/acme/webhooks", server.url))
+        .bearer_auth(&admin)
+        .json(&json!({
+            "url": receiver.url("/old"),
+            "events": ["issue.created"],
+            "secret": ACME_SECRET,
+        }))
+        .send()
+        .unwrap();
+    assert_eq!(response.status(), 201);
+    server.terminate();
+    let in_clear = std::fs::read_dir(&data).unwrap().any(|entry| {
+        let path = entry.unwrap().path();
+        path.is_file()
+            && std::fs::read(&path)
+                .unwrap()
+                .windows(ACME_SECRET.len())
+                .any(|w| w == ACME_SECRET.as_bytes())
+    });
+    assert!(
+        in_clear,
+        "the precondition: an endpoint whose secret is in clear"
+    );
+    // `serve` on the same board has (creates) the key and seals new
+    // secrets; the old endpoint's deliveries are still signed with its own.
+    let mut cmd = corkboard();
+    cmd.args(["serve", "--listen", "127.0.0.1:0"])
+        .envs(env.iter().cloned());
+    let serve = Running::spawn(cmd);
+    let response = http()
+        .post(format!("{}/v1/tenants/acme/grants", serve.url))
+        .bearer_auth(&admin)
+        .json(&json!({ "run": "run-old", "capabilities": ["issues:create"] }))
+        .send()
+        .unwrap();
+    assert_eq!(response.status(), 201);
+    let issued: Value = response.json().unwrap();
+    let (_, created) = mcp_call(
+        &format!("{}/mcp", serve.url),
+        issued["token"].as_str().unwrap(),
+        "create_issue",
+        json!({"title": "signed the old way"}),
+    );
+    assert_eq!(created["result"]["isError"], false, "{created}");
+    let got = receiver.wait_for("a delivery to the old endpoint", |all| {
+        delivered(all, "/old", "issue.created") == 1
+    });
+    verify(ACME_SECRET, got.iter().find(|r| r.path == "/old").unwrap());
+}
