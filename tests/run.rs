@@ -639,3 +639,109 @@ fn an_in_process_run_is_renewed_while_its_command_lives() {
     let lived = millis_between(&grants[0]["created_at"], &grants[0]["expires_at"]);
     assert!(lived > 8_000, "not renewed: {grants:?}");
 }
+
+/// An agent that calls `create_issue` twice on its run's endpoint (the
+/// 2026-07-28 stateless way) and prints each answer's `isError` and text.
+fn two_creates_agent() -> Vec<String> {
+    let script = r#"
+import json, os, urllib.request
+def create(title):
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "create_issue", "arguments": {"title": title},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                  "io.modelcontextprotocol/clientCapabilities": {}}}}
+    req = urllib.request.Request(os.environ["CORKBOARD_MCP_URL"], data=json.dumps(body).encode(), headers={
+        "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "create_issue",
+        "Authorization": "Bearer " + os.environ["CORKBOARD_TOKEN"]})
+    result = json.load(urllib.request.urlopen(req))["result"]
+    return [result["isError"], result["content"][0]["text"]]
+print(json.dumps({"answers": [create("first"), create("second")]}))
+"#;
+    vec![
+        venv_python().display().to_string(),
+        "-c".into(),
+        script.into(),
+    ]
+}
+
+fn assert_second_create_refused(out: &std::process::Output) {
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        stdout_of(out),
+        stderr_of(out)
+    );
+    let answers = json_line(&stdout_of(out))["answers"].clone();
+    assert_eq!(answers[0][0], false, "{answers}");
+    assert_eq!(answers[1][0], true, "{answers}");
+    assert!(
+        answers[1][1]
+            .as_str()
+            .unwrap()
+            .starts_with("this run may create at most 1 issue; 1 created"),
+        "{answers}"
+    );
+}
+
+#[test]
+fn corkboard_run_budgets_bound_what_the_agent_writes_in_process_and_through_serve() {
+    let agent = two_creates_agent();
+    let agent: Vec<&str> = agent.iter().map(String::as_str).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(&mut corkboard_run(
+        &[
+            "--tenant",
+            "acme",
+            "--caps",
+            "issues:read,issues:create",
+            "--budgets",
+            "create_issue=1",
+            "--data-dir",
+            dir.path().to_str().unwrap(),
+        ],
+        &agent,
+    ));
+    assert_second_create_refused(&out);
+
+    // Through a server's register API, where the tenant's run_budgets cap
+    // the ask (5 asked, the tenant allows 1).
+    let serve = Serve::start();
+    let admin = serve.admin_token("platform-admin", None);
+    let response = http()
+        .put(format!("{}/v1/tenants/acme/settings", serve.url()))
+        .bearer_auth(&admin)
+        .json(&serde_json::json!({ "run_budgets": { "create_issue": 1 } }))
+        .send()
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let out = run(corkboard_run(
+        &[
+            "--server",
+            serve.url(),
+            "--tenant",
+            "acme",
+            "--caps",
+            "issues:read,issues:create",
+            "--budgets",
+            "create_issue=5",
+        ],
+        &agent,
+    )
+    .env("CORKBOARD_ADMIN_TOKEN", &admin));
+    assert_second_create_refused(&out);
+    // A bad budget is refused before anything starts.
+    let out = run(&mut corkboard_run(
+        &[
+            "--tenant",
+            "acme",
+            "--caps",
+            "issues:read",
+            "--budgets",
+            "create_issue=x",
+        ],
+        &["true"],
+    ));
+    assert!(!out.status.success());
+    assert!(stderr_of(&out).contains("--budgets"), "{}", stderr_of(&out));
+}

@@ -352,3 +352,141 @@ fn signed_deliveries_retry_stay_with_their_tenant_and_survive_a_sigkill() {
         "globex's endpoint got only its own subscription"
     );
 }
+
+#[test]
+fn a_claim_is_delivered_signed_and_the_secret_is_sealed_at_rest() {
+    let receiver = Receiver::start();
+    let serve = Serve::start_with_env(&[("CORKBOARD_WEBHOOK_ALLOWED_HOSTS", "127.0.0.1")]);
+    let admin = serve.admin_token("platform-admin", None);
+    let (status, hook) = call(
+        &serve,
+        reqwest::Method::POST,
+        "/v1/tenants/acme/webhooks",
+        &admin,
+        Some(json!({
+            "url": receiver.url("/claims"),
+            "events": ["issue.claimed"],
+            "secret": ACME_SECRET,
+        })),
+    );
+    assert_eq!(status, 201, "{hook}");
+    let run = serve.grant(
+        "acme",
+        "run-claimer",
+        "issues:read,issues:create,issues:claim",
+    );
+    let (_, created) = mcp_call(
+        &run.mcp_url,
+        &run.token,
+        "create_issue",
+        json!({"title": "to be claimed"}),
+    );
+    let id = created["result"]["structuredContent"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    for _ in 0..2 {
+        // The second claim is a repeat of the run's own: no second event.
+        let (_, claimed) = mcp_call(&run.mcp_url, &run.token, "claim_issue", json!({"id": id}));
+        assert_eq!(claimed["result"]["isError"], false, "{claimed}");
+    }
+    let got = receiver.wait_for("issue.claimed", |all| {
+        delivered(all, "/claims", "issue.claimed") == 1
+    });
+    let r = got.iter().find(|r| event(r) == "issue.claimed").unwrap();
+    verify(ACME_SECRET, r);
+    let body: Value = serde_json::from_str(&r.body).unwrap();
+    assert_eq!(body["data"]["issue"]["id"], id.as_str(), "{body}");
+    assert_eq!(body["data"]["claim"]["run"], "run-claimer", "{body}");
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        delivered(&receiver.all(), "/claims", "issue.claimed"),
+        1,
+        "a repeated claim is no event; the create was not subscribed"
+    );
+    // The signing secret is nowhere in the store's files in clear.
+    for entry in std::fs::read_dir(serve.data_dir.path()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            let bytes = std::fs::read(&path).unwrap();
+            assert!(
+                !bytes
+                    .windows(ACME_SECRET.len())
+                    .any(|w| w == ACME_SECRET.as_bytes()),
+                "{} holds the webhook secret in clear",
+                path.display()
+            );
+        }
+    }
+}
+
+#[test]
+fn a_secret_stored_in_clear_before_sealing_still_signs_its_deliveries() {
+    let receiver = Receiver::start();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut env = cluster_secrets(dir.path());
+    env.extend([
+        ("CORKBOARD_DATA_DIR".to_owned(), data.display().to_string()),
+        (
+            "CORKBOARD_WEBHOOK_ALLOWED_HOSTS".to_owned(),
+            "127.0.0.1".to_owned(),
+        ),
+    ]);
+    let admin = admin_token_with(&env, "platform-admin", None);
+    // A control plane without an upstream key file stores the secret as
+    // given, as every server did before sealing.
+    let mut cmd = corkboard();
+    cmd.args(["server", "--listen", "127.0.0.1:0"])
+        .envs(env.iter().cloned());
+    let server = Running::spawn(cmd);
+    let response = http()
+        .post(format!("{}/v1/tenants/acme/webhooks", server.url))
+        .bearer_auth(&admin)
+        .json(&json!({
+            "url": receiver.url("/old"),
+            "events": ["issue.created"],
+            "secret": ACME_SECRET,
+        }))
+        .send()
+        .unwrap();
+    assert_eq!(response.status(), 201);
+    server.terminate();
+    let in_clear = std::fs::read_dir(&data).unwrap().any(|entry| {
+        let path = entry.unwrap().path();
+        path.is_file()
+            && std::fs::read(&path)
+                .unwrap()
+                .windows(ACME_SECRET.len())
+                .any(|w| w == ACME_SECRET.as_bytes())
+    });
+    assert!(
+        in_clear,
+        "the precondition: an endpoint whose secret is in clear"
+    );
+    // `serve` on the same board has (creates) the key and seals new
+    // secrets; the old endpoint's deliveries are still signed with its own.
+    let mut cmd = corkboard();
+    cmd.args(["serve", "--listen", "127.0.0.1:0"])
+        .envs(env.iter().cloned());
+    let serve = Running::spawn(cmd);
+    let response = http()
+        .post(format!("{}/v1/tenants/acme/grants", serve.url))
+        .bearer_auth(&admin)
+        .json(&json!({ "run": "run-old", "capabilities": ["issues:create"] }))
+        .send()
+        .unwrap();
+    assert_eq!(response.status(), 201);
+    let issued: Value = response.json().unwrap();
+    let (_, created) = mcp_call(
+        &format!("{}/mcp", serve.url),
+        issued["token"].as_str().unwrap(),
+        "create_issue",
+        json!({"title": "signed the old way"}),
+    );
+    assert_eq!(created["result"]["isError"], false, "{created}");
+    let got = receiver.wait_for("a delivery to the old endpoint", |all| {
+        delivered(all, "/old", "issue.created") == 1
+    });
+    verify(ACME_SECRET, got.iter().find(|r| r.path == "/old").unwrap());
+}

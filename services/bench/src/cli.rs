@@ -100,6 +100,10 @@ pub enum Command {
         /// CORKBOARD_LOG for the server [default: its own, info].
         #[arg(long)]
         server_log: Option<String>,
+        /// Give the load's grant a create_issue budget of N (large enough
+        /// never to run out): the cost of counting a budgeted write.
+        #[arg(long)]
+        create_budget: Option<u32>,
     },
     /// Revocation propagation between two servers sharing Redis.
     Revocation {
@@ -342,6 +346,7 @@ async fn dispatch(cli: &Cli, sink: &mut Sink) -> Result<()> {
             duration,
             warmup,
             server_log,
+            create_budget,
         } => {
             let scenario = McpScenario {
                 deploy: DeploySpec {
@@ -356,6 +361,7 @@ async fn dispatch(cli: &Cli, sink: &mut Sink) -> Result<()> {
                 concurrency: concurrency.clone(),
                 warmup: *warmup,
                 duration: *duration,
+                create_budget: *create_budget,
             };
             scenario::mcp::run(&bins()?, &scenario, &logs, sink).await
         }

@@ -79,11 +79,23 @@ pub async fn create_grant(
     run: &str,
     caps: &[&str],
 ) -> Result<Granted> {
+    create_grant_with(base, admin, tenant, run, caps, &json!({})).await
+}
+
+/// [`create_grant`] with write budgets (`{"create_issue": N}`; `{}`: none).
+pub async fn create_grant_with(
+    base: &str,
+    admin: &str,
+    tenant: &str,
+    run: &str,
+    caps: &[&str],
+    budgets: &Value,
+) -> Result<Granted> {
     let reply = client::once(
         Method::POST,
         &format!("{base}/v1/tenants/{tenant}/grants"),
         Headers::json()?.bearer(admin)?,
-        Some(&json!({ "run": run, "capabilities": caps, "ttl": "12h" })),
+        Some(&json!({ "run": run, "capabilities": caps, "ttl": "12h", "budgets": budgets })),
     )
     .await?;
     if reply.status.as_u16() != 201 {
@@ -142,11 +154,25 @@ pub async fn register_run(
     run: &str,
     caps: &[&str],
 ) -> Result<Granted> {
+    register_run_with(base, admin, tenant, run, caps, &json!({})).await
+}
+
+/// [`register_run`] with write budgets (`{}`: none).
+pub async fn register_run_with(
+    base: &str,
+    admin: &str,
+    tenant: &str,
+    run: &str,
+    caps: &[&str],
+    budgets: &Value,
+) -> Result<Granted> {
     let reply = client::once(
         Method::POST,
         &format!("{base}/v1/runs"),
         Headers::json()?.bearer(admin)?,
-        Some(&json!({ "tenant": tenant, "run": run, "capabilities": caps, "ttl": "12h" })),
+        Some(&json!({
+            "tenant": tenant, "run": run, "capabilities": caps, "ttl": "12h", "budgets": budgets,
+        })),
     )
     .await?;
     if !reply.status.is_success() {

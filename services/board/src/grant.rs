@@ -5,7 +5,7 @@ use crate::ids::{GrantId, RunId, TenantId};
 use crate::timestamp::Timestamp;
 use crate::upstream::{UpstreamName, UpstreamPattern};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::time::Duration;
 
@@ -184,11 +184,207 @@ pub struct Grant {
     pub expires_at: Timestamp,
     /// The admin principal (JWT subject, or `local`) that created it.
     pub created_by: String,
+    /// What the run may write in total (none: unlimited). Set when the
+    /// grant is issued and never changed, so every copy (ledger, registry)
+    /// agrees.
+    #[serde(default, skip_serializing_if = "Budgets::is_empty")]
+    pub budgets: Budgets,
 }
 
 impl Grant {
     pub fn is_expired_at(&self, now: Timestamp) -> bool {
         now >= self.expires_at
+    }
+}
+
+/// A write a run's budget can limit, named after its tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum BudgetKind {
+    /// Issues created (`create_issue`; a replay creates nothing).
+    CreateIssue,
+    /// Updates (`update_issue`).
+    UpdateIssue,
+    /// Comments added (`add_comment`; a replay adds nothing).
+    AddComment,
+}
+
+impl BudgetKind {
+    pub const ALL: [BudgetKind; 3] = [Self::CreateIssue, Self::UpdateIssue, Self::AddComment];
+
+    /// The budget's name: its tool's.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::CreateIssue => "create_issue",
+            Self::UpdateIssue => "update_issue",
+            Self::AddComment => "add_comment",
+        }
+    }
+
+    pub fn parse(text: &str) -> Result<Self, ValidationError> {
+        Self::ALL
+            .into_iter()
+            .find(|k| k.as_str() == text)
+            .ok_or_else(|| {
+                ValidationError::new(
+                    "budgets",
+                    format!(
+                        "unknown budget {text:?}; expected one of {}",
+                        Self::ALL.map(Self::as_str).join(", ")
+                    ),
+                )
+            })
+    }
+
+    /// What a limit allows, in words: "create at most 3 issues".
+    pub fn allowance(self, limit: u32) -> String {
+        let (verb, one, many) = match self {
+            Self::CreateIssue => ("create", "issue", "issues"),
+            Self::UpdateIssue => ("make", "update", "updates"),
+            Self::AddComment => ("add", "comment", "comments"),
+        };
+        format!(
+            "{verb} at most {limit} {}",
+            if limit == 1 { one } else { many }
+        )
+    }
+
+    /// What `used` writes were, in words: "3 created".
+    pub fn spent(self, used: u32) -> String {
+        match self {
+            Self::CreateIssue => format!("{used} created"),
+            Self::UpdateIssue => format!("{used} made"),
+            Self::AddComment => format!("{used} added"),
+        }
+    }
+}
+
+impl fmt::Display for BudgetKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for BudgetKind {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for BudgetKind {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Self::parse(&String::deserialize(deserializer)?).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Per-run write budgets: at most so many writes of each kind over the
+/// grant's whole life (renewals included). A kind left out is unlimited.
+/// One shape everywhere: `{"create_issue": 3, "add_comment": 10}` in JSON
+/// (admin API, register API, Redis, MongoDB, SQLite), `create_issue=3,...`
+/// on the command line.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Budgets(BTreeMap<BudgetKind, u32>);
+
+impl Budgets {
+    /// The largest limit one budget may have.
+    pub const MAX: u32 = 1_000_000;
+
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets `kind`'s limit; more than [`Self::MAX`] is refused.
+    pub fn with(mut self, kind: BudgetKind, limit: u32) -> Result<Self, ValidationError> {
+        if limit > Self::MAX {
+            return Err(ValidationError::new(
+                "budgets",
+                format!("{kind} must be at most {}", Self::MAX),
+            ));
+        }
+        self.0.insert(kind, limit);
+        Ok(self)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn limit(&self, kind: BudgetKind) -> Option<u32> {
+        self.0.get(&kind).copied()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (BudgetKind, u32)> + '_ {
+        self.0.iter().map(|(k, v)| (*k, *v))
+    }
+
+    /// Refuses limits above [`Self::MAX`] (deserialised ones included).
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        self.iter()
+            .try_fold(Self::new(), |acc, (kind, limit)| acc.with(kind, limit))
+            .map(|_| ())
+    }
+
+    /// Parses `create_issue=3,add_comment=10` (the CLI's spelling).
+    pub fn parse_csv(text: &str) -> Result<Self, ValidationError> {
+        let mut out = Self::new();
+        for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let (kind, limit) = item.split_once('=').ok_or_else(|| {
+                ValidationError::new(
+                    "budgets",
+                    format!("expected kind=limit like create_issue=3, got {item:?}"),
+                )
+            })?;
+            let kind = BudgetKind::parse(kind.trim())?;
+            let limit: u32 = limit.trim().parse().map_err(|_| {
+                ValidationError::new(
+                    "budgets",
+                    format!(
+                        "{kind}: limit must be a whole number, got {:?}",
+                        limit.trim()
+                    ),
+                )
+            })?;
+            out = out.with(kind, limit)?;
+        }
+        Ok(out)
+    }
+
+    pub fn to_csv(&self) -> String {
+        self.iter()
+            .map(|(kind, limit)| format!("{kind}={limit}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// These budgets under a tenant's defaults: per kind the smaller of
+    /// the two, and a kind only the defaults name gets the default. A run
+    /// may ask for less than its tenant allows, never more.
+    pub fn within(&self, defaults: &Budgets) -> Budgets {
+        let mut out = self.0.clone();
+        for (kind, default) in defaults.iter() {
+            out.entry(kind)
+                .and_modify(|own| *own = (*own).min(default))
+                .or_insert(default);
+        }
+        Budgets(out)
+    }
+}
+
+/// One budget of a grant as the admin API shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BudgetStatus {
+    pub limit: u32,
+    pub used: u32,
+    pub remaining: u32,
+}
+
+impl BudgetStatus {
+    pub fn new(limit: u32, used: u32) -> Self {
+        Self {
+            limit,
+            used,
+            remaining: limit.saturating_sub(used),
+        }
     }
 }
 
@@ -227,7 +423,7 @@ impl GrantEvent {
 
 /// A tenant's own grant settings, set once by its admin and kept in the
 /// board store; a field left unset falls back to the operator's
-/// configuration. Renewal limits today; per-run budgets join them later.
+/// configuration. Renewal limits and the budgets of runs' grants.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GrantPolicy {
@@ -239,6 +435,11 @@ pub struct GrantPolicy {
     /// its creation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_lifetime_secs: Option<u64>,
+    /// Budgets of a run's grant (the register API, `corkboard run`): a run
+    /// asking for less gets less, one asking for more or nothing gets
+    /// these (see [`Budgets::within`]).
+    #[serde(default, skip_serializing_if = "Budgets::is_empty")]
+    pub run_budgets: Budgets,
 }
 
 impl GrantPolicy {
@@ -250,7 +451,7 @@ impl GrantPolicy {
         if self.max_lifetime_secs == Some(0) {
             return Err(ValidationError::new("max_lifetime", "must be at least 1s"));
         }
-        Ok(())
+        self.run_budgets.validate()
     }
 }
 
@@ -302,6 +503,46 @@ mod tests {
         let only = Capabilities::parse_csv("upstream:github:*").unwrap();
         assert_eq!(only.iter().count(), 0);
         assert!(Capabilities::parse_csv("upstream:Bad:*").is_err());
+    }
+
+    #[test]
+    fn budgets_parse_print_and_cap() {
+        let asked = Budgets::parse_csv("create_issue=5, add_comment=2").unwrap();
+        assert_eq!(asked.limit(BudgetKind::CreateIssue), Some(5));
+        assert_eq!(asked.limit(BudgetKind::UpdateIssue), None);
+        assert_eq!(asked.to_csv(), "create_issue=5,add_comment=2");
+        let json = serde_json::to_string(&asked).unwrap();
+        assert_eq!(json, r#"{"create_issue":5,"add_comment":2}"#);
+        assert_eq!(serde_json::from_str::<Budgets>(&json).unwrap(), asked);
+        assert!(serde_json::from_str::<Budgets>(r#"{"delete_issue":1}"#).is_err());
+        assert!(Budgets::parse_csv("create_issue").is_err());
+        assert!(Budgets::parse_csv("create_issue=-1").is_err());
+        assert!(Budgets::parse_csv("create_issue=2000000").is_err());
+        let defaults = Budgets::parse_csv("create_issue=3,update_issue=20").unwrap();
+        // Per kind the smaller; a kind only the tenant names gets its default.
+        assert_eq!(
+            asked.within(&defaults).to_csv(),
+            "create_issue=3,update_issue=20,add_comment=2"
+        );
+        let less = Budgets::parse_csv("create_issue=1").unwrap();
+        assert_eq!(
+            less.within(&defaults).limit(BudgetKind::CreateIssue),
+            Some(1)
+        );
+        assert_eq!(
+            BudgetKind::CreateIssue.allowance(3),
+            "create at most 3 issues"
+        );
+        assert_eq!(BudgetKind::AddComment.allowance(1), "add at most 1 comment");
+        assert_eq!(BudgetKind::CreateIssue.spent(3), "3 created");
+        assert_eq!(
+            BudgetStatus::new(3, 5),
+            BudgetStatus {
+                limit: 3,
+                used: 5,
+                remaining: 0
+            }
+        );
     }
 
     #[test]

@@ -23,7 +23,10 @@ pub mod webhook;
 
 pub use audit::{ArgumentsHash, AuditEntry, AuditId, AuditOutcome, AuditQuery, AuditRecord};
 pub use error::{StoreError, ValidationError};
-pub use grant::{Capabilities, Capability, Grant, GrantEvent, GrantPolicy, GrantStatus, parse_ttl};
+pub use grant::{
+    BudgetKind, BudgetStatus, Budgets, Capabilities, Capability, Grant, GrantEvent, GrantPolicy,
+    GrantStatus, parse_ttl,
+};
 pub use ids::{
     CommentId, DeliveryId, GrantId, IdempotencyKey, IssueId, RunId, TenantId, WebhookId,
 };

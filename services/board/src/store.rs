@@ -3,7 +3,7 @@
 
 use crate::audit::{AuditEntry, AuditQuery, AuditRecord};
 use crate::error::StoreError;
-use crate::grant::{Grant, GrantEvent, GrantPolicy};
+use crate::grant::{BudgetKind, Grant, GrantEvent, GrantPolicy};
 use crate::ids::{DeliveryId, GrantId, IdempotencyKey, IssueId, RunId, TenantId, WebhookId};
 use crate::issue::Title;
 use crate::issue::{
@@ -110,6 +110,23 @@ pub trait IssueStore: Send + Sync + 'static {
         limit: u32,
     ) -> Result<Vec<SimilarIssue>, StoreError>;
 
+    /// Whether `run` already used `key` for a create (`comment: false`) or
+    /// a comment (`comment: true`) on `tenant`'s board: a repeat under it is
+    /// answered from that record and writes nothing (a replay, or an
+    /// idempotency conflict). Lets a run whose write budget is spent still
+    /// get the original result of a write it retries. The default answers
+    /// `false`: a store that cannot tell refuses such a repeat, never lets
+    /// a write through.
+    async fn idempotency_key_used(
+        &self,
+        _tenant: &TenantId,
+        _run: &RunId,
+        _key: &IdempotencyKey,
+        _comment: bool,
+    ) -> Result<bool, StoreError> {
+        Ok(false)
+    }
+
     /// [`Self::create_issue`], unless an open issue is a near match for the
     /// new title: then nothing is written and the near matches come back.
     /// A replay of an earlier create under `key` is answered as a replay
@@ -183,6 +200,29 @@ pub trait GrantLedger: Send + Sync + 'static {
     /// shared registry must hold to be trusted (replayed into a Redis that
     /// may have lost writes; the token hash is what it is keyed by).
     async fn revoked_grants(&self, now: Timestamp) -> Result<Vec<GrantEvent>, StoreError>;
+
+    /// Takes one write of `kind` from grant `id`'s budget of `limit` in one
+    /// conditional write (never read-then-write, so racing callers on any
+    /// replica take at most `limit` in all): `true` when fewer than `limit`
+    /// had been taken (now one more has), `false` when the budget is spent
+    /// (nothing changed). Durable once acknowledged.
+    async fn reserve_budget(
+        &self,
+        id: &GrantId,
+        kind: BudgetKind,
+        limit: u32,
+    ) -> Result<bool, StoreError>;
+
+    /// Gives back one write taken by [`Self::reserve_budget`] that did not
+    /// happen (never below zero).
+    async fn release_budget(&self, id: &GrantId, kind: BudgetKind) -> Result<(), StoreError>;
+
+    /// Writes taken per kind from grant `id`'s budgets (kinds never taken
+    /// are left out).
+    async fn budget_used(
+        &self,
+        id: &GrantId,
+    ) -> Result<std::collections::BTreeMap<BudgetKind, u32>, StoreError>;
 }
 
 /// Append-only audit trail.

@@ -71,6 +71,8 @@ webhook_events! {
     IssueClosed => "issue.closed",
     /// A comment was added.
     IssueCommented => "issue.commented",
+    /// A run claimed an issue (`claim_issue`; not a repeat of its own claim).
+    IssueClaimed => "issue.claimed",
     /// A run's grant was issued.
     RunStarted => "run.started",
     /// A run's grant was revoked (its end; expiry is not an event).
@@ -256,6 +258,41 @@ impl WebhookSecret {
 
     pub fn expose(&self) -> &str {
         &self.0
+    }
+
+    /// Marks a secret sealed at rest (see [`Self::from_sealed_bytes`]).
+    pub const SEALED_PREFIX: &'static str = "sealed1:";
+
+    /// A secret as a store keeps it: in clear ([`Self::parse`]'s limits;
+    /// endpoints registered before sealing, or by a server without a key)
+    /// or sealed (`sealed1:` and hex). The stores read back whatever they
+    /// were given; only the control plane seals and opens (with the
+    /// upstream key), since the domain does no cryptography of its own.
+    pub fn from_stored(text: impl Into<String>) -> Result<Self, ValidationError> {
+        let text: String = text.into();
+        match text.strip_prefix(Self::SEALED_PREFIX) {
+            Some(hex_part) => {
+                // Version, nonce and tag around at most SECRET_MAX bytes.
+                let max = 2 * (limits::SECRET_MAX + 64);
+                if hex_part.is_empty() || hex_part.len() > max || hex::decode(hex_part).is_err() {
+                    return Err(ValidationError::new("secret", "not a sealed secret"));
+                }
+                Ok(Self(text))
+            }
+            None => Self::parse(text),
+        }
+    }
+
+    /// The stored form of a sealed secret's bytes.
+    pub fn from_sealed_bytes(bytes: &[u8]) -> Self {
+        Self(format!("{}{}", Self::SEALED_PREFIX, hex::encode(bytes)))
+    }
+
+    /// The sealed bytes, when this is a sealed secret (none: in clear).
+    pub fn sealed_bytes(&self) -> Option<Vec<u8>> {
+        self.0
+            .strip_prefix(Self::SEALED_PREFIX)
+            .and_then(|h| hex::decode(h).ok())
     }
 }
 

@@ -5,7 +5,7 @@
 //! This is the one place that reads [`Settings`] to choose backends; the
 //! library crates take what they are given.
 
-use corkboard_board::BoardStore;
+use corkboard_board::{BoardStore, Budgets, GrantLedger};
 use corkboard_config::{
     GatewayMode, JwtAlgorithm, RegistryKind, Settings, StoreKind, check_secret_mode, ensure_secret,
     read_secret,
@@ -16,8 +16,9 @@ use corkboard_gateway::{
 };
 use corkboard_grants::RedisConnector;
 use corkboard_grants::{
-    AdminMinter, AdminVerifier, AdminVerifierConfig, JwtError, LedgerRegistry, ReadThroughRegistry,
-    RedisRegistry, RedisRegistryConfig, SigningKey, TokenRegistry, VerifyingKey,
+    AdminMinter, AdminVerifier, AdminVerifierConfig, BudgetCounter, GrantService, JwtError,
+    LedgerBudgets, LedgerRegistry, ReadThroughRegistry, RedisBudgets, RedisRegistry,
+    RedisRegistryConfig, SigningKey, TokenRegistry, VerifyingKey,
 };
 use corkboard_mcp::{McpSettings, MemorySessionEnds, SessionEnds, SessionKey};
 use corkboard_server::metered::MeteredStore;
@@ -66,6 +67,9 @@ pub async fn app_state(settings: Settings, policy: SecretPolicy) -> Result<AppSt
         reason: e.to_string(),
     })?;
     let upstream_key = upstream_key(&settings, policy)?;
+    let ledger: Arc<dyn GrantLedger> = store.clone();
+    let budgets = budget_counter(&settings, ledger)?;
+    let run_budgets = run_budgets(&settings)?;
     let state = AppState::new(AppParts {
         settings,
         metrics,
@@ -77,11 +81,62 @@ pub async fn app_state(settings: Settings, policy: SecretPolicy) -> Result<AppSt
         session_ends,
         mcp,
         rate_limiter: Some(rate_limiter),
+        budgets: Some(budgets),
+        run_budgets,
     });
     Ok(match upstream_key {
         Some(key) => state.with_upstream_key(key),
         None => state,
     })
+}
+
+/// The operator's default budgets of runs' grants (`run_budgets`).
+pub fn run_budgets(settings: &Settings) -> Result<Budgets, StartError> {
+    Budgets::parse_csv(&settings.run_budgets).map_err(|e| StartError::Setting {
+        key: "run_budgets",
+        reason: e.reason,
+    })
+}
+
+/// Where per-run write budgets are counted: in Redis when the registry is
+/// (one script per reservation, shared by every replica), else in the
+/// store's ledger (one conditional write).
+pub fn budget_counter(
+    settings: &Settings,
+    ledger: Arc<dyn GrantLedger>,
+) -> Result<Arc<dyn BudgetCounter>, StartError> {
+    match settings.registry {
+        RegistryKind::Memory => Ok(Arc::new(LedgerBudgets::new(ledger))),
+        RegistryKind::Redis => {
+            let urls: Vec<String> = settings.redis_urls();
+            let counter = RedisBudgets::new(
+                &urls,
+                &settings.redis_key_prefix,
+                Duration::from_millis(settings.store_timeout_ms),
+                Duration::from_secs(settings.grant_max_lifetime_secs),
+            )
+            .map_err(|e| StartError::Setting {
+                key: "redis_url",
+                reason: e.to_string(),
+            })?;
+            Ok(Arc::new(counter))
+        }
+    }
+}
+
+/// A grant service as `settings` describe it (limits, default budgets, the
+/// budget counter), for processes that issue grants without a control
+/// plane (`corkboard run` in-process).
+pub fn grant_service(
+    settings: &Settings,
+    ledger: Arc<dyn GrantLedger>,
+    registry: Arc<dyn TokenRegistry>,
+) -> Result<GrantService, StartError> {
+    Ok(GrantService::new(ledger.clone(), registry)
+        .with_live_grants_max(settings.live_grants_per_tenant_max)
+        .with_max_lifetime(Duration::from_secs(settings.grant_max_lifetime_secs))
+        .with_run_budgets(run_budgets(settings)?)
+        .with_budgets(budget_counter(settings, ledger)?))
 }
 
 /// Loads (or, for `serve`, creates) the key upstream credentials are
@@ -477,6 +532,21 @@ mod tests {
 
     /// `corkboard-config` sits below the crates whose defaults it repeats;
     /// the composition root sees both, so it checks the copies.
+    #[test]
+    fn run_budgets_are_read_from_the_settings_and_a_bad_one_names_its_key() {
+        let mut settings = Settings::default();
+        assert!(run_budgets(&settings).unwrap().is_empty());
+        settings.run_budgets = "create_issue=3, add_comment=10".into();
+        assert_eq!(
+            run_budgets(&settings).unwrap().to_csv(),
+            "create_issue=3,add_comment=10"
+        );
+        settings.run_budgets = "delete_issue=1".into();
+        let err = run_budgets(&settings).unwrap_err().to_string();
+        assert!(err.contains("run_budgets"), "{err}");
+        assert!(err.contains("delete_issue"), "{err}");
+    }
+
     #[test]
     fn configuration_defaults_are_the_libraries_defaults() {
         let settings = Settings::default();

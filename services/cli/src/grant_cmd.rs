@@ -28,7 +28,23 @@ pub enum GrantCommand {
         /// Lifetime, e.g. 30m, 1h, 7d.
         #[arg(long, default_value = "1h")]
         ttl: String,
+        /// What the run may write in total, e.g. create_issue=3,update_issue=20,add_comment=10
+        /// (any of the three) [default: unlimited].
+        #[arg(long)]
+        budgets: Option<String>,
         /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one grant, with each budget's limit, used and remaining.
+    Get {
+        #[command(flatten)]
+        target: Target,
+        /// The grant to show.
+        grant: String,
+        /// Its tenant (required with --server).
+        #[arg(long)]
+        tenant: Option<String>,
         #[arg(long)]
         json: bool,
     },
@@ -106,12 +122,15 @@ async fn run_async(cmd: GrantCommand) -> Result<ExitCode> {
             run,
             caps,
             ttl,
+            budgets,
             json,
         } => {
             let tenant = TenantId::parse(tenant).context("--tenant")?;
             let run = RunId::parse(run).context("--run")?;
             let caps = Capabilities::parse_csv(&caps).context("--caps")?;
             let ttl_parsed = corkboard_board::parse_ttl(&ttl).context("--ttl")?;
+            let budgets = corkboard_board::Budgets::parse_csv(budgets.as_deref().unwrap_or(""))
+                .context("--budgets")?;
             let out = match Remote::from_target(&target)? {
                 Some(remote) => {
                     let caps: Vec<String> = caps.iter().map(|c| c.as_str().to_owned()).collect();
@@ -119,7 +138,9 @@ async fn run_async(cmd: GrantCommand) -> Result<ExitCode> {
                         .call(
                             reqwest::Method::POST,
                             &format!("/v1/tenants/{tenant}/grants"),
-                            Some(json!({ "run": run, "capabilities": caps, "ttl": ttl })),
+                            Some(json!({
+                                "run": run, "capabilities": caps, "ttl": ttl, "budgets": budgets,
+                            })),
                         )
                         .await?
                 }
@@ -133,6 +154,7 @@ async fn run_async(cmd: GrantCommand) -> Result<ExitCode> {
                             capabilities: caps,
                             ttl: ttl_parsed,
                             created_by: "local".into(),
+                            budgets,
                         })
                         .await?;
                     state.issued_grant_json(&issued)
@@ -162,14 +184,11 @@ async fn run_async(cmd: GrantCommand) -> Result<ExitCode> {
                         .store
                         .list_grants(&tenant, run.as_ref(), None, 200)
                         .await?;
-                    let now = corkboard_board::Timestamp::now();
-                    json!({ "grants": events.iter().map(|e| json!({
-                        "id": e.grant.id, "tenant": e.grant.tenant, "run": e.grant.run,
-                        "capabilities": e.grant.capabilities, "created_at": e.grant.created_at,
-                        "expires_at": e.grant.expires_at, "created_by": e.grant.created_by,
-                        "revoked_at": e.revoked_at, "revoked_by": e.revoked_by,
-                        "status": e.status_at(now),
-                    })).collect::<Vec<_>>() })
+                    let mut grants = Vec::with_capacity(events.len());
+                    for event in &events {
+                        grants.push(local_grant_json(&state, event).await?);
+                    }
+                    json!({ "grants": grants })
                 }
             };
             if json {
@@ -189,6 +208,53 @@ async fn run_async(cmd: GrantCommand) -> Result<ExitCode> {
                         str_of(&g["status"]),
                         str_of(&g["expires_at"]),
                     )?;
+                    if let Some(line) = budgets_line(g) {
+                        writeln!(stdout, "  {line}")?;
+                    }
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        GrantCommand::Get {
+            target,
+            grant,
+            tenant,
+            json,
+        } => {
+            let id = GrantId::parse(grant).context("GRANT_ID")?;
+            let out = match Remote::from_target(&target)? {
+                Some(remote) => {
+                    let tenant =
+                        tenant.ok_or_else(|| anyhow!("--tenant is required with --server"))?;
+                    let tenant = TenantId::parse(tenant).context("--tenant")?;
+                    remote
+                        .call(
+                            reqwest::Method::GET,
+                            &format!("/v1/tenants/{tenant}/grants/{id}"),
+                            None,
+                        )
+                        .await?
+                }
+                None => {
+                    let state = local_state(&target).await?;
+                    let event = state.store.grant(&id).await?;
+                    local_grant_json(&state, &event).await?
+                }
+            };
+            if json {
+                println_json(&out)?;
+            } else {
+                let mut stdout = std::io::stdout().lock();
+                writeln!(
+                    stdout,
+                    "{}  run={}  status={}  expires={}",
+                    str_of(&out["id"]),
+                    str_of(&out["run"]),
+                    str_of(&out["status"]),
+                    str_of(&out["expires_at"]),
+                )?;
+                if let Some(line) = budgets_line(&out) {
+                    writeln!(stdout, "  {line}")?;
                 }
             }
             Ok(ExitCode::SUCCESS)
@@ -310,6 +376,41 @@ async fn run_async(cmd: GrantCommand) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// A grant read from the local data dir, shaped like the admin API's.
+async fn local_grant_json(
+    state: &corkboard_server::AppState,
+    e: &corkboard_board::GrantEvent,
+) -> Result<Value> {
+    let mut out = json!({
+        "id": e.grant.id, "tenant": e.grant.tenant, "run": e.grant.run,
+        "capabilities": e.grant.capabilities, "created_at": e.grant.created_at,
+        "expires_at": e.grant.expires_at, "created_by": e.grant.created_by,
+        "revoked_at": e.revoked_at, "revoked_by": e.revoked_by,
+        "status": e.status_at(corkboard_board::Timestamp::now()),
+    });
+    if !e.grant.budgets.is_empty() {
+        out["budgets"] = json!(state.grants.budgets().status(&e.grant).await?);
+    }
+    Ok(out)
+}
+
+/// `budgets: create_issue 2/3 used (1 left), ...`, for a grant with budgets.
+fn budgets_line(grant: &Value) -> Option<String> {
+    let budgets = grant["budgets"].as_object()?;
+    let parts: Vec<String> = budgets
+        .iter()
+        .map(|(kind, b)| {
+            format!(
+                "{kind} {}/{} used ({} left)",
+                str_of(&b["used"]),
+                str_of(&b["limit"]),
+                str_of(&b["remaining"])
+            )
+        })
+        .collect();
+    Some(format!("budgets: {}", parts.join(", ")))
 }
 
 fn str_of(v: &Value) -> String {

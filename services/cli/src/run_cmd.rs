@@ -45,6 +45,12 @@ pub struct RunArgs {
     /// this much longer [default: the tenant's run_ttl, else 15m].
     #[arg(long)]
     ttl: Option<String>,
+    /// What the run may write in total, e.g. `create_issue=3,update_issue=20,
+    /// add_comment=10` (any of the three); capped per kind by the tenant's
+    /// run_budgets (or the operator's), which also fill in kinds not named
+    /// [default: the tenant's run_budgets, else unlimited].
+    #[arg(long)]
+    budgets: Option<String>,
     /// Register against this server or runner (its `/v1/runs` API) instead of
     /// in-process; the admin JWT comes from CORKBOARD_ADMIN_TOKEN.
     #[arg(long, env = "CORKBOARD_SERVER")]
@@ -166,6 +172,8 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         .map(corkboard_board::parse_ttl)
         .transpose()
         .context("--ttl")?;
+    let budgets = corkboard_board::Budgets::parse_csv(args.budgets.as_deref().unwrap_or(""))
+        .context("--budgets")?;
     let settings = args.config.load()?;
     // The gateway's request log would interleave with CMD's own output;
     // it is shown only when asked for.
@@ -182,6 +190,9 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         // the server decides from `args.ttl`.
         ttl: asked_ttl.unwrap_or(DEFAULT_RUN_TTL),
         created_by: "local".to_owned(),
+        // Capped by the tenant's run_budgets: below in-process, by the
+        // server's register API remotely.
+        budgets,
     };
     let code = match args.server.clone() {
         Some(server) => {
@@ -222,18 +233,20 @@ async fn local_board(settings: &Settings, explicit_dir: bool) -> LocalBoard {
             Ok(store) => match crate::compose::open_registry(settings, &store).await {
                 Ok(registry) => {
                     let ledger: Arc<dyn GrantLedger> = store.clone();
-                    let audit = AuditWriter::spawn(store.clone());
-                    let binding = Binding::new(store, registry.clone(), audit.clone(), timeout)
-                        .with_result_budget(settings.max_result_bytes);
-                    return LocalBoard {
-                        grants: GrantService::new(ledger, registry)
-                            .with_live_grants_max(settings.live_grants_per_tenant_max)
-                            .with_max_lifetime(Duration::from_secs(
-                                settings.grant_max_lifetime_secs,
-                            )),
-                        binding,
-                        audit: Some(audit),
-                    };
+                    match crate::compose::grant_service(settings, ledger, registry.clone()) {
+                        Ok(grants) => {
+                            let audit = AuditWriter::spawn(store.clone());
+                            let binding = Binding::new(store, registry, audit.clone(), timeout)
+                                .with_result_budget(settings.max_result_bytes)
+                                .with_budgets(grants.budgets().clone());
+                            return LocalBoard {
+                                grants,
+                                binding,
+                                audit: Some(audit),
+                            };
+                        }
+                        Err(err) => format!("{err}"),
+                    }
                 }
                 Err(err) => format!("{err}"),
             },
@@ -247,9 +260,11 @@ async fn local_board(settings: &Settings, explicit_dir: bool) -> LocalBoard {
     );
     let ledger: Arc<dyn GrantLedger> = Arc::new(MemoryLedger::new());
     let registry: Arc<dyn TokenRegistry> = Arc::new(MemoryRegistry::new());
+    let grants = GrantService::new(ledger, registry.clone());
     LocalBoard {
-        grants: GrantService::new(ledger, registry.clone()),
-        binding: Binding::boardless(registry, Arc::new(corkboard_tools::NoopAuditSink), timeout),
+        binding: Binding::boardless(registry, Arc::new(corkboard_tools::NoopAuditSink), timeout)
+            .with_budgets(grants.budgets().clone()),
+        grants,
         audit: None,
     }
 }
@@ -280,10 +295,14 @@ async fn in_process(
     let (tenant, run) = (request.tenant.clone(), request.run.clone());
     let asked = args.ttl.is_some().then_some(request.ttl);
     let registered = match gateway.run_ttl(&tenant, asked, DEFAULT_RUN_TTL).await {
-        Ok(ttl) => {
-            request.ttl = ttl;
-            gateway.register(request).await
-        }
+        Ok(ttl) => match gateway.run_budgets(&tenant, &request.budgets).await {
+            Ok(budgets) => {
+                request.ttl = ttl;
+                request.budgets = budgets;
+                gateway.register(request).await
+            }
+            Err(err) => Err(err),
+        },
         Err(err) => Err(err),
     };
     let outcome = match registered {
@@ -382,6 +401,7 @@ async fn remote(server: String, request: GrantRequest, args: &RunArgs) -> Result
                 "run": request.run,
                 "capabilities": caps,
                 "ttl": args.ttl,
+                "budgets": request.budgets,
             })),
         )
         .await

@@ -50,6 +50,7 @@ pub fn run(args: RoleArgs, role: Role) -> Result<ExitCode> {
         let deliveries = corkboard_server::webhooks::DeliveryWorker::spawn(
             state.store.clone(),
             corkboard_server::webhooks::HostPolicy::new(&state.settings.webhook_allowed_hosts),
+            state.upstream_key.clone(),
         );
         // ---- runner (corkboard-gateway, issue 10): `serve` hosts the
         // register API (/v1/runs) and dedicated-port run gateways

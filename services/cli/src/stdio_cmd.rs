@@ -180,9 +180,12 @@ where
     let registry = open_registry(settings, &store).await?;
     let audit = AuditWriter::spawn(store.clone());
     let issues: Arc<dyn IssueStore> = store.clone();
+    let ledger: Arc<dyn corkboard_board::GrantLedger> = store.clone();
+    let budgets = crate::compose::budget_counter(settings, ledger)?;
     let tools = BoardTools::new(issues, registry, audit.clone())
         .with_store_timeout(Duration::from_millis(settings.store_timeout_ms))
-        .with_result_budget(settings.max_result_bytes);
+        .with_result_budget(settings.max_result_bytes)
+        .with_budgets(budgets);
     let backend = Arc::new(StdioBoard { tools });
     let principal = backend.start(token.as_deref()).await;
     match &principal {

@@ -186,6 +186,12 @@ pub struct Settings {
     /// subdomains), loopback included when listed (e.g. `127.0.0.1` for
     /// local use).
     pub webhook_allowed_hosts: Vec<String>,
+    /// Default write budgets of runs' grants (the register API, `corkboard
+    /// run`) for tenants without their own: `create_issue=3,update_issue=20,
+    /// add_comment=10` (any of the three; empty, the default: unlimited). A
+    /// run asking for less gets less. Checked at start-up (`cli`'s compose,
+    /// which knows the budget names).
+    pub run_budgets: String,
 }
 
 impl Default for Settings {
@@ -241,6 +247,7 @@ impl Default for Settings {
             // which this crate sits below; cli's `compose` tests check it.
             grant_max_lifetime_secs: 30 * 24 * 3600,
             webhook_allowed_hosts: Vec::new(),
+            run_budgets: String::new(),
         }
     }
 }

@@ -82,6 +82,10 @@ struct RegisterBody {
     capabilities: Vec<String>,
     /// `30m`, `1h`, ... (default 1h).
     ttl: Option<String>,
+    /// What the run may write in total, e.g. `{"create_issue": 3}`,
+    /// within its tenant's `run_budgets` (see `GrantService::run_budgets`).
+    #[serde(default)]
+    budgets: corkboard_board::Budgets,
 }
 
 async fn register(
@@ -101,12 +105,14 @@ async fn register(
         .map(corkboard_board::parse_ttl)
         .transpose()?;
     let ttl = gateway.run_ttl(&tenant, asked, DEFAULT_TTL).await?;
+    let budgets = gateway.run_budgets(&tenant, &body.budgets).await?;
     let request = GrantRequest {
         tenant,
         run,
         capabilities: Capabilities::parse_list(&body.capabilities)?,
         ttl,
         created_by: auth.0.subject.clone(),
+        budgets,
     };
     let registration = gateway.register(request).await?;
     Ok(HttpResponse::Created().json(registration.to_json()))

@@ -67,6 +67,13 @@ impl Binding {
         self
     }
 
+    /// Counts budgeted grants' writes in `counter` (see
+    /// [`BoardTools::with_budgets`]).
+    pub fn with_budgets(mut self, counter: Arc<dyn corkboard_grants::BudgetCounter>) -> Self {
+        self.tools = self.tools.with_budgets(counter);
+        self
+    }
+
     /// Counts this binding's tool calls in `metrics`.
     pub fn with_metrics(mut self, metrics: corkboard_telemetry::Metrics) -> Self {
         self.tools = self.tools.with_metrics(metrics);

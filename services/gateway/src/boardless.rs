@@ -126,6 +126,9 @@ impl IssueStore for BoardlessStore {
 #[derive(Debug, Default)]
 pub struct MemoryLedger {
     grants: Mutex<BTreeMap<GrantId, GrantEvent>>,
+    /// Writes taken per grant and budget kind (a boardless run writes
+    /// nothing, but the ledger's contract is whole).
+    budgets: Mutex<BTreeMap<(GrantId, corkboard_board::BudgetKind), u32>>,
 }
 
 impl MemoryLedger {
@@ -136,6 +139,15 @@ impl MemoryLedger {
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<GrantId, GrantEvent>> {
         // Every mutation below is a single insert or field write.
         self.grants
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn budgets(
+        &self,
+    ) -> std::sync::MutexGuard<'_, BTreeMap<(GrantId, corkboard_board::BudgetKind), u32>> {
+        // One map update per call.
+        self.budgets
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -202,6 +214,45 @@ impl GrantLedger for MemoryLedger {
         Err(StoreError::NotConfigured {
             reason: "this run has no board store to keep tenant settings in".into(),
         })
+    }
+
+    async fn reserve_budget(
+        &self,
+        id: &GrantId,
+        kind: corkboard_board::BudgetKind,
+        limit: u32,
+    ) -> Result<bool, StoreError> {
+        let mut budgets = self.budgets();
+        let used = budgets.entry((id.clone(), kind)).or_insert(0);
+        if *used < limit {
+            *used += 1;
+            Ok(true)
+        } else {
+            Ok(false)
+        }
+    }
+
+    async fn release_budget(
+        &self,
+        id: &GrantId,
+        kind: corkboard_board::BudgetKind,
+    ) -> Result<(), StoreError> {
+        if let Some(used) = self.budgets().get_mut(&(id.clone(), kind)) {
+            *used = used.saturating_sub(1);
+        }
+        Ok(())
+    }
+
+    async fn budget_used(
+        &self,
+        id: &GrantId,
+    ) -> Result<std::collections::BTreeMap<corkboard_board::BudgetKind, u32>, StoreError> {
+        Ok(self
+            .budgets()
+            .iter()
+            .filter(|((grant, _), _)| grant == id)
+            .map(|((_, kind), used)| (*kind, *used))
+            .collect())
     }
 
     async fn grant(&self, id: &GrantId) -> Result<GrantEvent, StoreError> {

@@ -509,6 +509,16 @@ impl Gateway {
         Ok(self.inner.grants.run_ttl(tenant, asked, default).await?)
     }
 
+    /// The budgets of a run's grant: what it asked for within its tenant's
+    /// (or the operator's) `run_budgets` (see [`GrantService::run_budgets`]).
+    pub async fn run_budgets(
+        &self,
+        tenant: &TenantId,
+        asked: &corkboard_board::Budgets,
+    ) -> Result<corkboard_board::Budgets, GatewayError> {
+        Ok(self.inner.grants.run_budgets(tenant, asked).await?)
+    }
+
     /// Keeps a run alive: every live grant of the run (from the ledger, so
     /// any runner can answer) expires `ttl` from now, capped at its
     /// maximum lifetime, with the same token; the local actor, if any,

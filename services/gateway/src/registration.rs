@@ -46,6 +46,7 @@ impl Registration {
             "tenant": self.grant.tenant,
             "grant_id": self.grant.id,
             "capabilities": self.grant.capabilities,
+            "budgets": self.grant.budgets,
             "created_at": self.grant.created_at,
             "expires_at": self.grant.expires_at,
             "mcp_url": self.mcp_url,

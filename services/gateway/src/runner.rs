@@ -134,7 +134,8 @@ impl Runner {
             config.store_timeout,
         )
         .with_result_budget(config.max_result_bytes)
-        .with_metrics(metrics.clone());
+        .with_metrics(metrics.clone())
+        .with_budgets(grants.budgets().clone());
         let binding = match upstreams {
             Some(upstreams) => binding.with_upstreams(upstreams),
             None => binding,

@@ -271,6 +271,7 @@ mod tests {
             created_at: now,
             expires_at: now.plus_millis(expires_in_ms),
             created_by: "test".into(),
+            budgets: Default::default(),
         }
     }
 

@@ -9,6 +9,7 @@
 
 #![forbid(unsafe_code)]
 
+mod budget;
 mod cache;
 mod error;
 mod jwt;
@@ -28,6 +29,7 @@ pub use self::redis::{
     DEFAULT_OPERATION_TIMEOUT, EXPIRY_SLACK, RedisRegistry, RedisRegistryConfig, RegistryStats,
     SUBSCRIPTION_TRUST, UNKNOWN_CACHE_CAPACITY, UNKNOWN_CACHE_TTL,
 };
+pub use budget::{BudgetCounter, BudgetUnavailable, LedgerBudgets, RedisBudgets, Reservation};
 pub use error::RegistryError;
 pub use jwt::{
     AdminMinter, AdminPrincipal, AdminRole, AdminVerifier, AdminVerifierConfig, JwtError,

@@ -1,10 +1,12 @@
 //! Issuing and revoking grants: the ledger first (durable), then the registry.
 
+use crate::budget::{BudgetCounter, LedgerBudgets};
 use crate::error::RegistryError;
 use crate::registry::TokenRegistry;
 use crate::token::RunToken;
 use corkboard_board::{
-    Capabilities, Grant, GrantEvent, GrantId, GrantLedger, GrantStatus, RunId, TenantId, Timestamp,
+    Budgets, Capabilities, Grant, GrantEvent, GrantId, GrantLedger, GrantStatus, RunId, TenantId,
+    Timestamp,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,6 +39,8 @@ pub struct GrantRequest {
     pub capabilities: Capabilities,
     pub ttl: Duration,
     pub created_by: String,
+    /// What the run may write in total (empty: unlimited).
+    pub budgets: Budgets,
 }
 
 /// A freshly issued grant with its token: the only time the token exists
@@ -54,6 +58,9 @@ pub struct GrantService {
     registry: Arc<dyn TokenRegistry>,
     live_grants_max: usize,
     max_lifetime: Duration,
+    budgets: Arc<dyn BudgetCounter>,
+    /// The operator's default budgets of runs' grants (`run_budgets`).
+    run_budgets: Budgets,
 }
 
 impl std::fmt::Debug for GrantService {
@@ -66,13 +73,64 @@ impl GrantService {
     /// Live grants one tenant may hold unless configured otherwise.
     pub const DEFAULT_LIVE_GRANTS_MAX: usize = 1_000;
 
+    /// Budgets are counted in `ledger` unless [`Self::with_budgets`] says
+    /// otherwise.
     pub fn new(ledger: Arc<dyn GrantLedger>, registry: Arc<dyn TokenRegistry>) -> Self {
         Self {
+            budgets: Arc::new(LedgerBudgets::new(ledger.clone())),
             ledger,
             registry,
             live_grants_max: Self::DEFAULT_LIVE_GRANTS_MAX,
             max_lifetime: DEFAULT_MAX_LIFETIME,
+            run_budgets: Budgets::new(),
         }
+    }
+
+    /// The operator's default budgets of runs' grants (a tenant's own
+    /// `run_budgets` replace them).
+    pub fn with_run_budgets(mut self, defaults: Budgets) -> Self {
+        self.run_budgets = defaults;
+        self
+    }
+
+    /// Counts per-run write budgets in `counter` (Redis when the registry
+    /// is; the composition root decides).
+    pub fn with_budgets(mut self, counter: Arc<dyn BudgetCounter>) -> Self {
+        self.budgets = counter;
+        self
+    }
+
+    /// Where grants' write budgets are counted.
+    pub fn budgets(&self) -> &Arc<dyn BudgetCounter> {
+        &self.budgets
+    }
+
+    /// The operator's default budgets of runs' grants (before any
+    /// tenant's own).
+    pub fn configured_run_budgets(&self) -> &Budgets {
+        &self.run_budgets
+    }
+
+    /// The budgets of a run's grant (the register API, `corkboard run`):
+    /// what the run asked for within the tenant's `run_budgets`, or the
+    /// operator's defaults when the tenant has none. Per kind the smaller
+    /// of the two, and a kind only the defaults name gets the default: a
+    /// run may ask for less than its tenant allows, and asking for more
+    /// gets the default (not a refusal, so an orchestrator's fixed request
+    /// keeps working when a tenant tightens its settings).
+    pub async fn run_budgets(
+        &self,
+        tenant: &TenantId,
+        asked: &Budgets,
+    ) -> Result<Budgets, RegistryError> {
+        asked.validate()?;
+        let policy = self.ledger.grant_policy(tenant).await?;
+        let ceiling = if policy.run_budgets.is_empty() {
+            &self.run_budgets
+        } else {
+            &policy.run_budgets
+        };
+        Ok(asked.within(ceiling))
     }
 
     /// Sets how long a grant may live in all, counted from its creation:
@@ -136,6 +194,7 @@ impl GrantService {
             )
             .into());
         }
+        request.budgets.validate()?;
         let max = self.max_lifetime_for(&request.tenant).await?;
         if request.ttl > max {
             return Err(corkboard_board::ValidationError::new(
@@ -167,6 +226,7 @@ impl GrantService {
             created_at: now,
             expires_at: now.plus_millis(request.ttl.as_millis() as i64),
             created_by: request.created_by,
+            budgets: request.budgets,
         };
         let token = RunToken::generate();
         let hash = token.hash();

@@ -41,6 +41,7 @@ fn request(run: &str, ttl: Duration) -> GrantRequest {
         capabilities: Capabilities::all(),
         ttl,
         created_by: "test".to_owned(),
+        budgets: Default::default(),
     }
 }
 

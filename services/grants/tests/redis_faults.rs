@@ -94,6 +94,7 @@ fn request(run: &str) -> GrantRequest {
         capabilities: Capabilities::all(),
         ttl: Duration::from_secs(3600),
         created_by: "test".to_owned(),
+        budgets: Default::default(),
     }
 }
 
@@ -220,6 +221,30 @@ impl GrantLedger for Counting {
         policy: &corkboard_board::GrantPolicy,
     ) -> Result<(), StoreError> {
         self.inner.set_grant_policy(tenant, policy).await
+    }
+
+    async fn reserve_budget(
+        &self,
+        id: &GrantId,
+        kind: corkboard_board::BudgetKind,
+        limit: u32,
+    ) -> Result<bool, StoreError> {
+        self.inner.reserve_budget(id, kind, limit).await
+    }
+
+    async fn release_budget(
+        &self,
+        id: &GrantId,
+        kind: corkboard_board::BudgetKind,
+    ) -> Result<(), StoreError> {
+        self.inner.release_budget(id, kind).await
+    }
+
+    async fn budget_used(
+        &self,
+        id: &GrantId,
+    ) -> Result<std::collections::BTreeMap<corkboard_board::BudgetKind, u32>, StoreError> {
+        self.inner.budget_used(id).await
     }
     async fn grant(&self, id: &GrantId) -> Result<GrantEvent, StoreError> {
         self.inner.grant(id).await

@@ -161,6 +161,9 @@ fn grant(tenant: &str, run: &str, ttl_ms: i64) -> (Grant, TokenHash, RunToken) {
         created_at: now,
         expires_at: now.plus_millis(ttl_ms),
         created_by: "contract-test".into(),
+        // Every backend's resolve (and its peer replica's) must give the
+        // limits back: the registry's copy is what tools enforce.
+        budgets: corkboard_board::Budgets::parse_csv("create_issue=3,add_comment=10").unwrap(),
     };
     let token = RunToken::generate();
     (grant, token.hash(), token)

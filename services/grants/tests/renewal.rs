@@ -46,6 +46,7 @@ fn request(tenant: &str, run: &str, ttl: Duration) -> GrantRequest {
         capabilities: Capabilities::all(),
         ttl,
         created_by: "test".to_owned(),
+        budgets: Default::default(),
     }
 }
 
@@ -181,6 +182,7 @@ async fn the_maximum_lifetime_bounds_renewals_and_a_tenant_may_tighten_it() {
             &GrantPolicy {
                 run_ttl_secs: Some(600),
                 max_lifetime_secs: Some(7_200),
+                run_budgets: Default::default(),
             },
         )
         .await
@@ -207,6 +209,7 @@ async fn the_maximum_lifetime_bounds_renewals_and_a_tenant_may_tighten_it() {
             &GrantPolicy {
                 run_ttl_secs: None,
                 max_lifetime_secs: Some(100 * 3_600),
+                run_budgets: Default::default(),
             },
         )
         .await

@@ -10,9 +10,9 @@ use crate::web::WebAuth;
 use actix_web::{HttpResponse, web};
 use corkboard_api::ApiError;
 use corkboard_board::{
-    AuditQuery, Capabilities, ClaimFilter, CloseReason, GrantEvent, GrantId, GrantPolicy, IssueId,
-    IssuePatch, IssueState, Label, LabelFilter, Labels, ListQuery, Priority, RunId, SearchQuery,
-    SearchText, TenantId, Timestamp, Title, ValidationError, limits, parse_ttl,
+    AuditQuery, Budgets, Capabilities, ClaimFilter, CloseReason, GrantEvent, GrantId, GrantPolicy,
+    IssueId, IssuePatch, IssueState, Label, LabelFilter, Labels, ListQuery, Priority, RunId,
+    SearchQuery, SearchText, TenantId, Timestamp, Title, ValidationError, limits, parse_ttl,
 };
 use corkboard_grants::{AdminPrincipal, GrantRequest, Renewal};
 use serde::Deserialize;
@@ -129,6 +129,10 @@ struct CreateGrantBody {
     capabilities: Vec<String>,
     /// `1h`, `30m`, ... (default 1h).
     ttl: Option<String>,
+    /// What the run may write in total, e.g. `{"create_issue": 3}`
+    /// (default: unlimited).
+    #[serde(default)]
+    budgets: Budgets,
 }
 
 async fn create_grant(
@@ -150,6 +154,7 @@ async fn create_grant(
             .transpose()?
             .unwrap_or(DEFAULT_TTL),
         created_by: auth.0.subject.clone(),
+        budgets: body.budgets,
     };
     let issued = state.grants.issue(request).await?;
     state
@@ -178,7 +183,7 @@ fn page_limit(limit: Option<u32>) -> Result<u32, ValidationError> {
 }
 
 fn grant_json(event: &GrantEvent) -> serde_json::Value {
-    grant_json_with(event, None)
+    grant_json_with(event, None, None)
 }
 
 /// A grant as the API shows it, with `revocation`: for a revoked grant
@@ -192,11 +197,39 @@ async fn grant_json_checked(state: &AppState, event: &GrantEvent) -> serde_json:
     } else {
         None
     };
-    grant_json_with(event, revocation)
+    let budgets = if event.grant.budgets.is_empty() {
+        None
+    } else {
+        Some(match state.grants.budgets().status(&event.grant).await {
+            Ok(status) => json!(status),
+            // The limits still show; what was used is unknown right now.
+            Err(err) => {
+                tracing::warn!(grant = %event.grant.id, error = %err, "budget use unavailable");
+                json!(
+                    event
+                        .grant
+                        .budgets
+                        .iter()
+                        .map(|(kind, limit)| (
+                            kind.as_str().to_owned(),
+                            json!({ "limit": limit, "used": null, "remaining": null })
+                        ))
+                        .collect::<serde_json::Map<_, _>>()
+                )
+            }
+        })
+    };
+    grant_json_with(event, revocation, budgets)
 }
 
-fn grant_json_with(event: &GrantEvent, revocation: Option<&str>) -> serde_json::Value {
-    json!({
+/// `budgets`: per budget its limit, used and remaining (left out for a
+/// grant without budgets).
+fn grant_json_with(
+    event: &GrantEvent,
+    revocation: Option<&str>,
+    budgets: Option<serde_json::Value>,
+) -> serde_json::Value {
+    let mut out = json!({
         "revocation": revocation,
         "id": event.grant.id,
         "tenant": event.grant.tenant,
@@ -208,7 +241,11 @@ fn grant_json_with(event: &GrantEvent, revocation: Option<&str>) -> serde_json::
         "revoked_at": event.revoked_at,
         "revoked_by": event.revoked_by,
         "status": event.status_at(Timestamp::now()),
-    })
+    });
+    if let Some(budgets) = budgets {
+        out["budgets"] = budgets;
+    }
+    out
 }
 
 async fn list_grants(
@@ -334,6 +371,10 @@ struct SettingsBody {
     /// Longest a grant may live in all, renewals included; at most the
     /// operator's `grant_max_lifetime_secs`.
     max_lifetime: Option<String>,
+    /// Budgets of runs' grants (the register API, `corkboard run`), e.g.
+    /// `{"create_issue": 5}`; absent: the operator's `run_budgets`.
+    #[serde(default)]
+    run_budgets: Budgets,
 }
 
 async fn settings_json(state: &AppState, tenant: &TenantId) -> Result<serde_json::Value, ApiError> {
@@ -343,6 +384,8 @@ async fn settings_json(state: &AppState, tenant: &TenantId) -> Result<serde_json
         "tenant": tenant,
         "run_ttl_secs": policy.run_ttl_secs,
         "max_lifetime_secs": policy.max_lifetime_secs,
+        "run_budgets": policy.run_budgets,
+        "configured_run_budgets": state.grants.configured_run_budgets(),
         "configured_max_lifetime_secs": state.grants.max_lifetime().as_secs(),
         "effective_max_lifetime_secs": effective.as_secs(),
     }))
@@ -377,6 +420,7 @@ async fn put_settings(
     let policy = GrantPolicy {
         run_ttl_secs: secs("run_ttl", body.run_ttl)?,
         max_lifetime_secs: secs("max_lifetime", body.max_lifetime)?,
+        run_budgets: body.run_budgets,
     };
     policy.validate()?;
     state.store.set_grant_policy(&tenant, &policy).await?;

@@ -50,6 +50,20 @@ impl MeteredStore {
 
 #[async_trait]
 impl IssueStore for MeteredStore {
+    async fn idempotency_key_used(
+        &self,
+        tenant: &TenantId,
+        run: &corkboard_board::RunId,
+        key: &corkboard_board::IdempotencyKey,
+        comment: bool,
+    ) -> Result<bool, StoreError> {
+        self.timed(
+            "idempotency_key_used",
+            self.inner.idempotency_key_used(tenant, run, key, comment),
+        )
+        .await
+    }
+
     async fn create_issue(
         &self,
         tenant: &TenantId,
@@ -226,6 +240,32 @@ impl GrantLedger for MeteredStore {
             self.inner.set_grant_policy(tenant, policy),
         )
         .await
+    }
+
+    async fn reserve_budget(
+        &self,
+        id: &GrantId,
+        kind: corkboard_board::BudgetKind,
+        limit: u32,
+    ) -> Result<bool, StoreError> {
+        self.timed("reserve_budget", self.inner.reserve_budget(id, kind, limit))
+            .await
+    }
+
+    async fn release_budget(
+        &self,
+        id: &GrantId,
+        kind: corkboard_board::BudgetKind,
+    ) -> Result<(), StoreError> {
+        self.timed("release_budget", self.inner.release_budget(id, kind))
+            .await
+    }
+
+    async fn budget_used(
+        &self,
+        id: &GrantId,
+    ) -> Result<std::collections::BTreeMap<corkboard_board::BudgetKind, u32>, StoreError> {
+        self.timed("budget_used", self.inner.budget_used(id)).await
     }
 
     async fn grant(&self, id: &GrantId) -> Result<GrantEvent, StoreError> {

@@ -47,6 +47,11 @@ pub struct AppParts {
     pub mcp: McpSettings,
     /// Meters the studio endpoint's requests per run (none: unmetered).
     pub rate_limiter: Option<Arc<dyn corkboard_grants::RateLimiter>>,
+    /// Counts per-run write budgets (none: in `store`'s ledger).
+    pub budgets: Option<Arc<dyn corkboard_grants::BudgetCounter>>,
+    /// The operator's default budgets of runs' grants (`run_budgets`,
+    /// parsed by the caller so a bad value is refused naming its key).
+    pub run_budgets: corkboard_board::Budgets,
 }
 
 impl std::fmt::Debug for AppParts {
@@ -105,6 +110,8 @@ impl AppState {
             session_ends,
             mcp: mut mcp_settings,
             rate_limiter,
+            budgets,
+            run_budgets,
         } = parts;
         let ledger: Arc<dyn corkboard_board::GrantLedger> = store.clone();
         let grants = GrantService::new(ledger, registry)
@@ -112,6 +119,11 @@ impl AppState {
             .with_max_lifetime(std::time::Duration::from_secs(
                 settings.grant_max_lifetime_secs,
             ));
+        let grants = grants.with_run_budgets(run_budgets);
+        let grants = match budgets {
+            Some(counter) => grants.with_budgets(counter),
+            None => grants,
+        };
         let audit = AuditWriter::spawn_with_metrics(store.clone(), Some(metrics.clone()));
         let tool_audit: Arc<dyn AuditSink> = Arc::new(crate::web::EventPublishingSink::new(
             audit.clone(),
@@ -121,7 +133,8 @@ impl AppState {
         let tools = BoardTools::new(issues, grants.registry().clone(), tool_audit.clone())
             .with_store_timeout(Duration::from_millis(settings.store_timeout_ms))
             .with_result_budget(settings.max_result_bytes)
-            .with_metrics(metrics.clone());
+            .with_metrics(metrics.clone())
+            .with_budgets(grants.budgets().clone());
         let tools = match rate_limiter {
             Some(limiter) => tools.with_rate_limiter(limiter),
             None => tools,

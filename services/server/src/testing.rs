@@ -53,6 +53,8 @@ impl AppState {
             web,
             session_ends: Arc::new(MemorySessionEnds::default()),
             mcp,
+            budgets: None,
+            run_budgets: Default::default(),
             rate_limiter: None,
         })
     }

@@ -45,10 +45,19 @@ pub(crate) async fn create(
         Some(secret) => (WebhookSecret::parse(secret)?, false),
         None => (WebhookSecret::generate(), true),
     };
+    // Sealed at rest under the upstream key when the server has one
+    // (`serve` always does), like upstream credentials; the delivery
+    // worker opens it to sign.
+    let stored = match &state.upstream_key {
+        Some(key) => key
+            .seal_webhook_secret(&tenant, &secret)
+            .map_err(|e| ApiError::Internal(e.to_string()))?,
+        None => secret.clone(),
+    };
     let new = NewWebhook {
         url,
         events: WebhookEvents::parse_list(&body.events)?,
-        secret,
+        secret: stored,
     };
     let webhook = state
         .store
@@ -56,7 +65,7 @@ pub(crate) async fn create(
         .await?;
     let mut answer = json!(webhook);
     if generated {
-        answer["secret"] = json!(new.secret.expose());
+        answer["secret"] = json!(secret.expose());
     }
     Ok(HttpResponse::Created().json(answer))
 }

@@ -100,14 +100,20 @@ pub struct DeliveryWorker {
 
 impl DeliveryWorker {
     /// Starts polling `store`'s outbox. Must run inside a Tokio runtime.
-    pub fn spawn(store: Arc<dyn BoardStore>, hosts: HostPolicy) -> Self {
+    /// `key` opens endpoints' sealed signing secrets (see
+    /// `webhook_api::create`); secrets stored in clear need none.
+    pub fn spawn(
+        store: Arc<dyn BoardStore>,
+        hosts: HostPolicy,
+        key: Option<Arc<corkboard_upstream::CredentialKey>>,
+    ) -> Self {
         let client = reqwest::Client::builder()
             .timeout(SEND_TIMEOUT)
             // A redirect could lead anywhere, past the host policy.
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .unwrap_or_default();
-        let task = tokio::spawn(run(store, hosts, client));
+        let task = tokio::spawn(run(store, hosts, client, key));
         Self { task }
     }
 
@@ -116,7 +122,12 @@ impl DeliveryWorker {
     }
 }
 
-async fn run(store: Arc<dyn BoardStore>, hosts: HostPolicy, client: reqwest::Client) {
+async fn run(
+    store: Arc<dyn BoardStore>,
+    hosts: HostPolicy,
+    client: reqwest::Client,
+    key: Option<Arc<corkboard_upstream::CredentialKey>>,
+) {
     let mut failing = false;
     loop {
         match store.claim_deliveries(Timestamp::now(), LEASE, BATCH).await {
@@ -128,7 +139,7 @@ async fn run(store: Arc<dyn BoardStore>, hosts: HostPolicy, client: reqwest::Cli
                 let full = claimed.len() == BATCH as usize;
                 let sends = claimed
                     .into_iter()
-                    .map(|delivery| deliver(&*store, &hosts, &client, delivery));
+                    .map(|delivery| deliver(&*store, &hosts, &client, key.as_deref(), delivery));
                 futures_util::future::join_all(sends).await;
                 if full {
                     continue;
@@ -149,9 +160,10 @@ async fn deliver(
     store: &dyn BoardStore,
     hosts: &HostPolicy,
     client: &reqwest::Client,
+    key: Option<&corkboard_upstream::CredentialKey>,
     delivery: ClaimedDelivery,
 ) {
-    let outcome = send(hosts, client, &delivery).await;
+    let outcome = send(hosts, client, key, &delivery).await;
     let url = delivery.url.redacted();
     match &outcome.error {
         None => tracing::info!(
@@ -173,6 +185,7 @@ async fn deliver(
 async fn send(
     hosts: &HostPolicy,
     client: &reqwest::Client,
+    key: Option<&corkboard_upstream::CredentialKey>,
     delivery: &ClaimedDelivery,
 ) -> AttemptOutcome {
     let failed = |status: Option<u16>, error: String| AttemptOutcome {
@@ -185,6 +198,22 @@ async fn send(
     if let Some(refusal) = hosts.refusal(&delivery.url) {
         return failed(None, refusal);
     }
+    // Sealed at rest (opened here, never logged); one stored in clear
+    // before sealing existed is used as it is.
+    let secret = match (delivery.secret.sealed_bytes(), key) {
+        (None, _) => delivery.secret.clone(),
+        (Some(_), Some(key)) => match key.open_webhook_secret(&delivery.tenant, &delivery.secret) {
+            Ok(secret) => secret,
+            Err(err) => return failed(None, err.to_string()),
+        },
+        (Some(_), None) => {
+            return failed(
+                None,
+                "the endpoint's signing secret is sealed and this server has no upstream_key_file"
+                    .to_owned(),
+            );
+        }
+    };
     let timestamp = Timestamp::now().as_millis() / 1000;
     let response = client
         .post(delivery.url.as_str())
@@ -194,7 +223,7 @@ async fn send(
         .header("Corkboard-Delivery", delivery.id.as_str())
         .header(
             "Corkboard-Signature",
-            webhook::signature(&delivery.secret, timestamp, &delivery.body),
+            webhook::signature(&secret, timestamp, &delivery.body),
         )
         .body(delivery.body.clone())
         .send()

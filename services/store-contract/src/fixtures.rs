@@ -90,6 +90,7 @@ pub fn grant(tenant: &TenantId, run_name: &str, created_at: Timestamp, ttl_ms: i
         created_at,
         expires_at: created_at.plus_millis(ttl_ms),
         created_by: "contract-admin".to_owned(),
+        budgets: Default::default(),
     }
 }
 

@@ -28,6 +28,7 @@
 #![forbid(unsafe_code)]
 
 mod audit;
+mod budgets;
 mod claims;
 mod concurrency;
 pub mod fixtures;
@@ -40,6 +41,7 @@ mod upstreams;
 mod webhooks;
 
 pub use audit::*;
+pub use budgets::*;
 pub use claims::*;
 pub use concurrency::*;
 pub use grants::*;
@@ -143,7 +145,10 @@ macro_rules! store_contract_tests {
             case_revoked_grants_are_the_unexpired_revocations,
             case_grant_renewal_moves_only_a_live_grants_expiry,
             case_grant_policy_is_per_tenant,
+            case_budgets_travel_with_the_grant_and_reserve_up_to_their_limit,
+            case_idempotency_key_used_says_whether_a_repeat_would_replay,
             case_webhook_outbox_follows_the_tenants_board_writes,
+            case_webhook_outbox_has_issue_claimed_once_per_claim,
             case_webhook_deliveries_are_leased_retried_and_given_up,
             case_webhook_endpoints_are_bounded_and_deleted_with_their_deliveries,
             case_audit_append_and_list,

@@ -328,3 +328,52 @@ pub async fn case_webhook_endpoints_are_bounded_and_deleted_with_their_deliverie
     );
     let _: &TenantId = &other;
 }
+
+pub async fn case_webhook_outbox_has_issue_claimed_once_per_claim<S: BoardStore>(store: Arc<S>) {
+    let t = tenant("hooks-claim");
+    let now = Timestamp::now();
+    let hooked = store
+        .create_webhook(&t, &hook(&["issue.claimed"]), now)
+        .await
+        .expect("create");
+    let created = store
+        .create_issue(&t, &author("run-1"), new_issue("to be claimed"), None)
+        .await
+        .expect("create issue");
+    assert!(
+        drain(&*store, 0).await.is_empty(),
+        "not subscribed to creates"
+    );
+    let g = grant(&t, "run-1", now, 3_600_000);
+    store
+        .record_grant(&g, &token_hash())
+        .await
+        .expect("record grant");
+    let claimant = corkboard_board::Claimant {
+        run: g.run.clone(),
+        grant: g.id.clone(),
+        expires_at: g.expires_at,
+    };
+    store
+        .claim_issue(&t, &created.issue.id, &claimant, None)
+        .await
+        .expect("claim");
+    let claimed = drain(&*store, 0).await;
+    assert_eq!(
+        events_of(&claimed, &hooked.id),
+        vec![WebhookEvent::IssueClaimed]
+    );
+    let body: serde_json::Value = serde_json::from_str(&claimed[0].body).expect("JSON body");
+    assert_eq!(body["event"], "issue.claimed");
+    assert_eq!(body["data"]["issue"]["id"], created.issue.id.as_str());
+    assert_eq!(body["data"]["claim"]["run"], "run-1");
+    // Claiming one's own claim again changes nothing and is no event.
+    store
+        .claim_issue(&t, &created.issue.id, &claimant, None)
+        .await
+        .expect("claim again");
+    assert!(
+        drain(&*store, 0).await.is_empty(),
+        "a repeated claim is not a new event"
+    );
+}

@@ -426,6 +426,16 @@ pub(crate) mod grant_field {
     pub const EXPIRES_AT: &str = "expires_at";
     pub const REVOKED_AT: &str = "revoked_at";
     pub const REVOKED_BY: &str = "revoked_by";
+    /// The limits, `{create_issue: 3, ...}` (absent on older grants).
+    pub const BUDGETS: &str = "budgets";
+    /// Writes taken per kind, `{create_issue: 1, ...}`: starts at 0 for
+    /// every budgeted kind and only changes by `$inc` under a `$lt` filter.
+    pub const BUDGET_USED: &str = "budget_used";
+}
+
+/// The document field counting `kind`'s writes taken.
+pub(crate) fn budget_used_field(kind: corkboard_board::BudgetKind) -> String {
+    format!("{}.{}", grant_field::BUDGET_USED, kind.as_str())
 }
 
 pub(crate) fn grant_doc(grant: &Grant, token_hash: &str) -> Document {
@@ -440,7 +450,46 @@ pub(crate) fn grant_doc(grant: &Grant, token_hash: &str) -> Document {
         grant_field::TOKEN_HASH: token_hash,
         grant_field::REVOKED_AT: Bson::Null,
         grant_field::REVOKED_BY: Bson::Null,
+        grant_field::BUDGETS: grant
+            .budgets
+            .iter()
+            .map(|(kind, limit)| (kind.as_str().to_owned(), Bson::Int64(i64::from(limit))))
+            .collect::<Document>(),
+        grant_field::BUDGET_USED: grant
+            .budgets
+            .iter()
+            .map(|(kind, _)| (kind.as_str().to_owned(), Bson::Int64(0)))
+            .collect::<Document>(),
     }
+}
+
+/// Per kind, an integer of a budget sub-document (`budgets`, `budget_used`).
+pub(crate) fn budget_counts(
+    doc: &Document,
+    key: &str,
+) -> Result<Vec<(corkboard_board::BudgetKind, u32)>, StoreError> {
+    let id = doc.get_str(field::ID).unwrap_or("?");
+    let Ok(sub) = doc.get_document(key) else {
+        return Ok(Vec::new());
+    };
+    sub.iter()
+        .map(|(name, value)| {
+            let kind =
+                corkboard_board::BudgetKind::parse(name).map_err(|e| corrupt("grant", id, e))?;
+            let n = match value {
+                Bson::Int64(v) => *v,
+                Bson::Int32(v) => i64::from(*v),
+                _ => {
+                    return Err(corrupt(
+                        "grant",
+                        id,
+                        format!("{key}.{name} is not an integer"),
+                    ));
+                }
+            };
+            Ok((kind, u32::try_from(n.max(0)).unwrap_or(u32::MAX)))
+        })
+        .collect()
 }
 
 pub(crate) fn grant_from_doc(doc: &Document) -> Result<GrantEvent, StoreError> {
@@ -454,6 +503,12 @@ pub(crate) fn grant_from_doc(doc: &Document) -> Result<GrantEvent, StoreError> {
             created_at: r.date(field::CREATED_AT)?,
             expires_at: r.date(grant_field::EXPIRES_AT)?,
             created_by: r.str("created_by")?.to_owned(),
+            budgets: budget_counts(doc, grant_field::BUDGETS)?
+                .into_iter()
+                .try_fold(corkboard_board::Budgets::new(), |acc, (kind, limit)| {
+                    acc.with(kind, limit)
+                })
+                .map_err(|e| r.fail(e))?,
         },
         token_hash: r.str(grant_field::TOKEN_HASH)?.to_owned(),
         revoked_at: r.opt_date(grant_field::REVOKED_AT)?,
@@ -607,6 +662,7 @@ mod tests {
             created_at: Timestamp::from_millis(1),
             expires_at: Timestamp::from_millis(2),
             created_by: "admin".into(),
+            budgets: corkboard_board::Budgets::parse_csv("create_issue=3").unwrap(),
         };
         let mut doc = grant_doc(&grant, "abc");
         let event = grant_from_doc(&doc).unwrap();

@@ -766,12 +766,23 @@ impl MongoStore {
         run: &RunId,
         key: &IdempotencyKey,
     ) -> Result<bool, StoreError> {
+        self.key_used_for(tenant, run, key, Kind::Issue).await
+    }
+
+    /// Whether (run, key) already holds an idempotency record of `kind`.
+    async fn key_used_for(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+        key: &IdempotencyKey,
+        kind: Kind,
+    ) -> Result<bool, StoreError> {
         let found = self
             .idempotency(tenant)
             .find_one(doc! {
                 idem_field::RUN: run.as_str(),
                 idem_field::KEY: key.as_str(),
-                idem_field::KIND: Kind::Issue.as_str(),
+                idem_field::KIND: kind.as_str(),
             })
             .projection(doc! { field::ID: 1 })
             .max_time(self.max_time())
@@ -950,6 +961,21 @@ const SIMILAR_ANY_CANDIDATES: i64 = 200;
 
 #[async_trait]
 impl IssueStore for MongoStore {
+    async fn idempotency_key_used(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+        key: &IdempotencyKey,
+        comment: bool,
+    ) -> Result<bool, StoreError> {
+        let kind = if comment { Kind::Comment } else { Kind::Issue };
+        self.bounded(
+            "idempotency_key_used",
+            self.key_used_for(tenant, run, key, kind),
+        )
+        .await
+    }
+
     async fn create_issue(
         &self,
         tenant: &TenantId,
@@ -1156,10 +1182,28 @@ impl IssueStore for MongoStore {
         claimant: &Claimant,
         expected_version: Option<u64>,
     ) -> Result<Issue, StoreError> {
-        self.bounded_write("claim_issue", async {
-            self.claim(tenant, id, claimant, expected_version).await
-        })
-        .await
+        let (before, issue) = self
+            .bounded_write("claim_issue", async {
+                // Read first only for a tenant with webhooks, to tell a new
+                // claim from a repeat of one's own (which changes nothing).
+                let before = if self.has_webhooks(tenant).await {
+                    self.find_issue(tenant, id).await.ok().flatten()
+                } else {
+                    None
+                };
+                let issue = self.claim(tenant, id, claimant, expected_version).await?;
+                Ok((before, issue))
+            })
+            .await?;
+        if let Some(before) = before
+            && before.version != issue.version
+        {
+            let mut data = webhook::issue_summary(&issue);
+            data["claim"] = serde_json::json!(issue.claim);
+            self.queue_after(tenant, WebhookEvent::IssueClaimed, data)
+                .await;
+        }
+        Ok(issue)
     }
 
     async fn release_issue(

@@ -1,6 +1,8 @@
 //! The grant ledger, in the one `grants` collection.
 
-use crate::codec::{date, field, grant_doc, grant_field, grant_from_doc};
+use crate::codec::{
+    budget_counts, budget_used_field, date, field, grant_doc, grant_field, grant_from_doc,
+};
 use crate::error::{is_duplicate_key, store_error};
 use crate::store::MongoStore;
 use async_trait::async_trait;
@@ -198,6 +200,70 @@ impl GrantLedger for MongoStore {
         policy: &GrantPolicy,
     ) -> Result<(), StoreError> {
         self.store_policy(tenant, policy).await
+    }
+
+    async fn reserve_budget(
+        &self,
+        id: &GrantId,
+        kind: corkboard_board::BudgetKind,
+        limit: u32,
+    ) -> Result<bool, StoreError> {
+        let used = budget_used_field(kind);
+        self.bounded_write("reserve_budget", async {
+            // One document update under a `$lt` filter: of racing callers
+            // on any replica at most `limit` in all match.
+            let taken = self
+                .grants()
+                .find_one_and_update(
+                    doc! { field::ID: id.as_str(), used.as_str(): { "$lt": i64::from(limit) } },
+                    doc! { "$inc": { used.as_str(): 1_i64 } },
+                )
+                .projection(doc! { field::ID: 1 })
+                .max_time(self.max_time())
+                .await
+                .map_err(|e| store_error(&e))?;
+            Ok(taken.is_some())
+        })
+        .await
+    }
+
+    async fn release_budget(
+        &self,
+        id: &GrantId,
+        kind: corkboard_board::BudgetKind,
+    ) -> Result<(), StoreError> {
+        let used = budget_used_field(kind);
+        self.bounded_write("release_budget", async {
+            self.grants()
+                .update_one(
+                    doc! { field::ID: id.as_str(), used.as_str(): { "$gt": 0_i64 } },
+                    doc! { "$inc": { used.as_str(): -1_i64 } },
+                )
+                .await
+                .map_err(|e| store_error(&e))?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn budget_used(
+        &self,
+        id: &GrantId,
+    ) -> Result<std::collections::BTreeMap<corkboard_board::BudgetKind, u32>, StoreError> {
+        self.bounded("budget_used", async {
+            let found = self
+                .grants()
+                .find_one(doc! { field::ID: id.as_str() })
+                .projection(doc! { field::ID: 1, grant_field::BUDGET_USED: 1 })
+                .max_time(self.max_time())
+                .await
+                .map_err(|e| store_error(&e))?
+                .ok_or_else(|| grant_not_found(id))?;
+            Ok(budget_counts(&found, grant_field::BUDGET_USED)?
+                .into_iter()
+                .collect())
+        })
+        .await
     }
 
     async fn grant(&self, id: &GrantId) -> Result<GrantEvent, StoreError> {

@@ -363,7 +363,7 @@ impl WebhookStore for MongoStore {
                         .map_err(|e| corrupt("delivery event", e))?,
                     url: WebhookUrl::parse(text(&endpoint, "url")?)
                         .map_err(|e| corrupt("webhook url", e))?,
-                    secret: WebhookSecret::parse(text(&endpoint, "secret")?)
+                    secret: WebhookSecret::from_stored(text(&endpoint, "secret")?)
                         .map_err(|e| corrupt("webhook secret", e))?,
                     body: text(&doc, "body")?.to_owned(),
                     attempts: u32::try_from(int(&doc, "attempts")).unwrap_or(u32::MAX),

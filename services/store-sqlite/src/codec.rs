@@ -6,9 +6,9 @@
 
 use crate::error::OpError;
 use corkboard_board::{
-    ArgumentsHash, AuditOutcome, AuditRecord, Author, BlockedBy, Body, Capabilities, Claim,
-    CloseReason, Comment, CommentBody, CommentId, Grant, GrantEvent, GrantId, IssueId, IssueState,
-    Labels, Priority, RunId, StoreError, TenantId, Timestamp, Title, ValidationError,
+    ArgumentsHash, AuditOutcome, AuditRecord, Author, BlockedBy, Body, Budgets, Capabilities,
+    Claim, CloseReason, Comment, CommentBody, CommentId, Grant, GrantEvent, GrantId, IssueId,
+    IssueState, Labels, Priority, RunId, StoreError, TenantId, Timestamp, Title, ValidationError,
 };
 use rusqlite::Row;
 
@@ -203,7 +203,7 @@ pub(crate) fn comment_from_row_at(row: &Row<'_>, at: usize) -> Result<(String, C
 
 /// Columns of `grants` that [`grant_from_row`] reads, in its order.
 pub(crate) const GRANT_COLUMNS: &str = "id, tenant, run, capabilities, created_at, expires_at, \
-     created_by, token_hash, revoked_at, revoked_by";
+     created_by, token_hash, revoked_at, revoked_by, budgets";
 
 pub(crate) fn grant_from_row(row: &Row<'_>) -> Result<GrantEvent, OpError> {
     let id: String = row.get(0)?;
@@ -217,6 +217,8 @@ pub(crate) fn grant_from_row(row: &Row<'_>) -> Result<GrantEvent, OpError> {
             created_at: Timestamp::from_millis(row.get(4)?),
             expires_at: Timestamp::from_millis(row.get(5)?),
             created_by: row.get(6)?,
+            budgets: serde_json::from_str::<Budgets>(&row.get::<_, String>(10)?)
+                .map_err(|e| corrupt("grant", &id, e))?,
         },
         token_hash: row.get(7)?,
         revoked_at: row.get::<_, Option<i64>>(8)?.map(Timestamp::from_millis),

@@ -12,12 +12,12 @@ use crate::error::OpError;
 use crate::query::{self, json_array};
 use crate::readers::snapshot;
 use corkboard_board::{
-    AuditEntry, AuditQuery, AuditRecord, Author, ClaimCheck, Claimant, Comment, CommentAdded,
-    CommentId, CreateOutcome, Created, Grant, GrantEvent, GrantId, IdempotencyKey, Issue, IssueId,
-    IssuePatch, IssueState, IssueView, ListQuery, NewComment, NewIssue, Page, ParentChain, RunId,
-    SearchPage, SearchQuery, SimilarIssue, StoreError, TenantId, Timestamp, Title, Upstream,
-    UpstreamName, ValidationError, check_release, limits, normalized, rank_similar,
-    relation_limits,
+    AuditEntry, AuditQuery, AuditRecord, Author, BudgetKind, ClaimCheck, Claimant, Comment,
+    CommentAdded, CommentId, CreateOutcome, Created, Grant, GrantEvent, GrantId, IdempotencyKey,
+    Issue, IssueId, IssuePatch, IssueState, IssueView, ListQuery, NewComment, NewIssue, Page,
+    ParentChain, RunId, SearchPage, SearchQuery, SimilarIssue, StoreError, TenantId, Timestamp,
+    Title, Upstream, UpstreamName, ValidationError, check_release, limits, normalized,
+    rank_similar, relation_limits,
 };
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 use std::collections::HashMap;
@@ -421,6 +421,15 @@ pub(crate) enum WriteOp {
         tenant: TenantId,
         policy: corkboard_board::GrantPolicy,
     },
+    ReserveBudget {
+        id: GrantId,
+        kind: BudgetKind,
+        limit: u32,
+    },
+    ReleaseBudget {
+        id: GrantId,
+        kind: BudgetKind,
+    },
     CreateWebhook {
         tenant: TenantId,
         new: corkboard_board::NewWebhook,
@@ -470,6 +479,8 @@ impl WriteOp {
             Self::RecordRevocation { .. } => "record_revocation",
             Self::RecordExpiry { .. } => "record_expiry",
             Self::SetGrantPolicy { .. } => "set_grant_policy",
+            Self::ReserveBudget { .. } => "reserve_budget",
+            Self::ReleaseBudget { .. } => "release_budget",
             Self::CreateWebhook { .. } => "create_webhook",
             Self::DeleteWebhook { .. } => "delete_webhook",
             Self::ClaimDeliveries { .. } => "claim_deliveries",
@@ -492,6 +503,8 @@ pub(crate) enum WriteOutput {
     Recorded,
     Revoked(GrantEvent),
     Renewed(GrantEvent),
+    /// Whether a budget reservation took.
+    Reserved(bool),
     Webhook(corkboard_board::Webhook),
     Claimed(Vec<corkboard_board::ClaimedDelivery>),
     Appended,
@@ -567,6 +580,12 @@ fn execute_op(conn: &Connection, op: &WriteOp) -> Result<WriteOutput, OpError> {
         WriteOp::SetGrantPolicy { tenant, policy } => {
             crate::policy::store_policy(conn, tenant, policy).map(|()| WriteOutput::Recorded)
         }
+        WriteOp::ReserveBudget { id, kind, limit } => {
+            reserve_budget(conn, id, *kind, *limit).map(WriteOutput::Reserved)
+        }
+        WriteOp::ReleaseBudget { id, kind } => {
+            release_budget(conn, id, *kind).map(|()| WriteOutput::Recorded)
+        }
         WriteOp::CreateWebhook { tenant, new, at } => {
             crate::webhooks::create_webhook(conn, tenant, new, *at).map(WriteOutput::Webhook)
         }
@@ -636,6 +655,22 @@ fn find_key(
             },
         )
         .optional()?)
+}
+
+/// Whether `run` used `key` for a create (or, with `comment`, a comment).
+pub(crate) fn idempotency_key_used(
+    conn: &Connection,
+    tenant: &TenantId,
+    run: &RunId,
+    key: &IdempotencyKey,
+    comment: bool,
+) -> Result<bool, OpError> {
+    let kind = if comment {
+        KeyKind::Comment
+    } else {
+        KeyKind::Issue
+    };
+    Ok(find_key(conn, tenant, run, key, kind)?.is_some())
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -1151,9 +1186,11 @@ fn record_grant(conn: &Connection, grant: &Grant, token_hash: &str) -> Result<()
     }
     let mut stmt = conn.prepare_cached(
         "INSERT INTO grants (id, tenant, run, capabilities, created_at, expires_at, created_by, \
-         token_hash, revoked_at, revoked_by) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, NULL, NULL)",
+         token_hash, revoked_at, revoked_by, budgets) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, NULL, NULL, ?9)",
     )?;
+    let budgets = serde_json::to_string(&grant.budgets)
+        .map_err(|e| OpError::Store(StoreError::Internal(format!("cannot encode: {e}"))))?;
     stmt.execute(params![
         grant.id.as_str(),
         grant.tenant.as_str(),
@@ -1163,8 +1200,57 @@ fn record_grant(conn: &Connection, grant: &Grant, token_hash: &str) -> Result<()
         grant.expires_at.as_millis(),
         grant.created_by,
         token_hash,
+        budgets,
     ])?;
     Ok(())
+}
+
+/// One conditional upsert: a first reservation inserts the row at 1 (when
+/// the limit allows any), later ones add one only while below the limit.
+/// `changes()` says whether it took.
+fn reserve_budget(
+    conn: &Connection,
+    id: &GrantId,
+    kind: BudgetKind,
+    limit: u32,
+) -> Result<bool, OpError> {
+    if limit == 0 {
+        return Ok(false);
+    }
+    let mut stmt = conn.prepare_cached(
+        "INSERT INTO grant_budget_use (grant_id, kind, used) VALUES (?1, ?2, 1) \
+         ON CONFLICT (grant_id, kind) DO UPDATE SET used = used + 1 WHERE used < ?3",
+    )?;
+    let changed = stmt.execute(params![id.as_str(), kind.as_str(), i64::from(limit)])?;
+    Ok(changed == 1)
+}
+
+fn release_budget(conn: &Connection, id: &GrantId, kind: BudgetKind) -> Result<(), OpError> {
+    let mut stmt = conn.prepare_cached(
+        "UPDATE grant_budget_use SET used = used - 1 WHERE grant_id = ?1 AND kind = ?2 AND used > 0",
+    )?;
+    stmt.execute(params![id.as_str(), kind.as_str()])?;
+    Ok(())
+}
+
+pub(crate) fn budget_used(
+    conn: &Connection,
+    id: &GrantId,
+) -> Result<std::collections::BTreeMap<BudgetKind, u32>, OpError> {
+    let mut stmt =
+        conn.prepare_cached("SELECT kind, used FROM grant_budget_use WHERE grant_id = ?1")?;
+    let mut rows = stmt.query(params![id.as_str()])?;
+    let mut out = std::collections::BTreeMap::new();
+    while let Some(row) = rows.next()? {
+        let kind = BudgetKind::parse(&row.get::<_, String>(0)?).map_err(|e| {
+            OpError::Store(StoreError::Internal(format!(
+                "stored budget of grant {id} is invalid: {e}"
+            )))
+        })?;
+        let used: i64 = row.get(1)?;
+        out.insert(kind, u32::try_from(used).unwrap_or(u32::MAX));
+    }
+    Ok(out)
 }
 
 fn record_revocation(

@@ -223,6 +223,19 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (tenant, name)
     ) WITHOUT ROWID;
     "#,
+    // 8: per-run write budgets: the limits with the grant (JSON, empty for
+    // none; older grants have none), and what each grant has taken so far,
+    // one row per grant and kind, changed only by one conditional upsert
+    // (ops.rs: `reserve_budget`).
+    r#"
+    ALTER TABLE grants ADD COLUMN budgets TEXT NOT NULL DEFAULT '{}';
+    CREATE TABLE grant_budget_use (
+        grant_id TEXT    NOT NULL,
+        kind     TEXT    NOT NULL,
+        used     INTEGER NOT NULL CHECK (used >= 0),
+        PRIMARY KEY (grant_id, kind)
+    ) WITHOUT ROWID;
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -211,6 +211,18 @@ fn check_limit(field: &'static str, limit: u32, max: u32) -> Result<(), StoreErr
 
 #[async_trait]
 impl IssueStore for SqliteStore {
+    async fn idempotency_key_used(
+        &self,
+        tenant: &TenantId,
+        run: &corkboard_board::RunId,
+        key: &IdempotencyKey,
+        comment: bool,
+    ) -> Result<bool, StoreError> {
+        let (tenant, run, key) = (tenant.clone(), run.clone(), key.clone());
+        self.point_read(move |conn| ops::idempotency_key_used(conn, &tenant, &run, &key, comment))
+            .await
+    }
+
     async fn create_issue(
         &self,
         tenant: &TenantId,
@@ -453,6 +465,47 @@ impl GrantLedger for SqliteStore {
             WriteOutput::Recorded => Ok(()),
             other => Err(unexpected(other)),
         }
+    }
+
+    async fn reserve_budget(
+        &self,
+        id: &GrantId,
+        kind: corkboard_board::BudgetKind,
+        limit: u32,
+    ) -> Result<bool, StoreError> {
+        let op = WriteOp::ReserveBudget {
+            id: id.clone(),
+            kind,
+            limit,
+        };
+        match self.write(op).await? {
+            WriteOutput::Reserved(taken) => Ok(taken),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn release_budget(
+        &self,
+        id: &GrantId,
+        kind: corkboard_board::BudgetKind,
+    ) -> Result<(), StoreError> {
+        let op = WriteOp::ReleaseBudget {
+            id: id.clone(),
+            kind,
+        };
+        match self.write(op).await? {
+            WriteOutput::Recorded => Ok(()),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn budget_used(
+        &self,
+        id: &GrantId,
+    ) -> Result<std::collections::BTreeMap<corkboard_board::BudgetKind, u32>, StoreError> {
+        let id = id.clone();
+        self.point_read(move |conn| ops::budget_used(conn, &id))
+            .await
     }
 
     async fn grant(&self, id: &GrantId) -> Result<GrantEvent, StoreError> {

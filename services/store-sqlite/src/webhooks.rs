@@ -23,11 +23,14 @@ use serde_json::json;
 use std::time::Duration;
 
 /// What a write needs remembered from before it runs: the issue an update
-/// changes (to tell a close from another update), only when the tenant has
+/// changes (to tell a close from another update) or a claim takes (to tell
+/// a new claim from a repeat of one's own), only when the tenant has
 /// endpoints at all.
 pub(crate) fn before(conn: &Connection, op: &WriteOp) -> Result<Option<Issue>, OpError> {
     match op {
-        WriteOp::UpdateIssue { tenant, id, .. } if has_endpoints(conn, tenant)? => {
+        WriteOp::UpdateIssue { tenant, id, .. } | WriteOp::ClaimIssue { tenant, id, .. }
+            if has_endpoints(conn, tenant)? =>
+        {
             match get_issue(conn, tenant, id) {
                 Ok(issue) => Ok(Some(issue)),
                 // The update itself reports the missing issue.
@@ -63,6 +66,18 @@ pub(crate) fn after(
                 enqueue(conn, tenant, event, &data, now)?;
             }
             Ok(())
+        }
+        (WriteOp::ClaimIssue { tenant, .. }, WriteOutput::Updated(issue)) => {
+            // Claiming one's own claim again changes nothing (same version):
+            // no event.
+            match before {
+                Some(before) if before.version != issue.version => {
+                    let mut data = webhook::issue_summary(issue);
+                    data["claim"] = json!(issue.claim);
+                    enqueue(conn, tenant, WebhookEvent::IssueClaimed, &data, now)
+                }
+                _ => Ok(()),
+            }
         }
         (WriteOp::AddComment { tenant, .. }, WriteOutput::Commented(added)) if !added.replayed => {
             let mut data = webhook::issue_summary(&added.issue);
@@ -316,7 +331,7 @@ pub(crate) fn claim_deliveries(
             webhook: WebhookId::parse(webhook).map_err(|e| corrupt("webhook id", e))?,
             event: WebhookEvent::parse(&event).map_err(|e| corrupt("delivery event", e))?,
             url: WebhookUrl::parse(url).map_err(|e| corrupt("webhook url", e))?,
-            secret: WebhookSecret::parse(secret).map_err(|e| corrupt("webhook secret", e))?,
+            secret: WebhookSecret::from_stored(secret).map_err(|e| corrupt("webhook secret", e))?,
             body,
             attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
         });

@@ -18,7 +18,8 @@
 
 use crate::view::{COMMENTS_DEFAULT, EXCERPT_CHARS, SELECTABLE_FIELDS};
 use corkboard_board::{
-    Capabilities, Capability, CloseReason, IssueState, Priority, limits, relation_limits,
+    BudgetKind, Budgets, Capabilities, Capability, CloseReason, Grant, IssueState, Priority,
+    limits, relation_limits,
 };
 use corkboard_mcp::{ToolDef, ToolSet};
 use serde_json::{Value, json};
@@ -59,6 +60,9 @@ pub struct ToolSpec {
     /// The argument naming the issue a call is about, so that even a
     /// refused call is audited against it.
     pub issue_argument: Option<&'static str>,
+    /// The per-run write budget a call takes from (a budgeted grant's
+    /// `tools/list` says so in the tool's description).
+    pub budget: Option<BudgetKind>,
     pub input_schema: fn() -> Value,
     pub output_schema: fn() -> Value,
     /// The output schema for a grant without `issues:read`, for a write
@@ -93,6 +97,7 @@ impl BoardTool {
                 destructive: false,
                 writes: false,
                 issue_argument: None,
+                budget: None,
                 input_schema: list_input,
                 output_schema: list_output,
                 write_only_output_schema: None,
@@ -107,6 +112,7 @@ impl BoardTool {
                 destructive: false,
                 writes: false,
                 issue_argument: Some("id"),
+                budget: None,
                 input_schema: get_input,
                 output_schema: view_schema,
                 write_only_output_schema: None,
@@ -124,6 +130,7 @@ impl BoardTool {
                 destructive: false,
                 writes: true,
                 issue_argument: None,
+                budget: Some(BudgetKind::CreateIssue),
                 input_schema: create_input,
                 output_schema: create_output,
                 write_only_output_schema: None,
@@ -138,6 +145,7 @@ impl BoardTool {
                 destructive: false,
                 writes: true,
                 issue_argument: Some("id"),
+                budget: Some(BudgetKind::UpdateIssue),
                 input_schema: update_input,
                 output_schema: issue_answer_schema,
                 write_only_output_schema: Some(update_write_only_output),
@@ -152,6 +160,7 @@ impl BoardTool {
                 destructive: false,
                 writes: true,
                 issue_argument: Some("issue_id"),
+                budget: Some(BudgetKind::AddComment),
                 input_schema: comment_input,
                 output_schema: comment_output,
                 write_only_output_schema: Some(comment_write_only_output),
@@ -167,6 +176,7 @@ impl BoardTool {
                 destructive: false,
                 writes: true,
                 issue_argument: Some("id"),
+                budget: None,
                 input_schema: claim_input,
                 output_schema: issue_schema,
                 write_only_output_schema: Some(claim_write_only_output),
@@ -183,6 +193,7 @@ impl BoardTool {
                 destructive: false,
                 writes: true,
                 issue_argument: Some("id"),
+                budget: None,
                 input_schema: release_input,
                 output_schema: issue_schema,
                 write_only_output_schema: Some(claim_write_only_output),
@@ -197,6 +208,7 @@ impl BoardTool {
                 destructive: false,
                 writes: false,
                 issue_argument: None,
+                budget: None,
                 input_schema: search_input,
                 output_schema: search_output,
                 write_only_output_schema: None,
@@ -305,6 +317,64 @@ pub fn tool_set(capabilities: &Capabilities) -> Arc<ToolSet> {
         ))
     });
     Arc::clone(set)
+}
+
+/// Tool sets of budgeted grants, by capability mask and budgets: few
+/// distinct combinations exist (orchestrators reuse theirs), so their
+/// renderings are cached like the shared sets'; past the bound the cache
+/// starts over rather than grow.
+static BUDGETED_SETS: LazyLock<RwLock<BudgetedSets>> = LazyLock::new(Default::default);
+
+/// Budgeted tool sets by capability mask and budgets.
+type BudgetedSets = HashMap<(u64, Budgets), Arc<ToolSet>>;
+
+/// Distinct budgeted tool sets kept at once.
+const BUDGETED_SETS_MAX: usize = 1024;
+
+/// The tool set `grant` sees: the shared set of its capabilities, or, when
+/// it has budgets, a set whose budgeted tools add one sentence to their
+/// description ("This run may create at most 3 issues.").
+pub fn grant_tool_set(grant: &Grant) -> Arc<ToolSet> {
+    let shared = tool_set(&grant.capabilities);
+    if grant.budgets.is_empty() {
+        return shared;
+    }
+    let key = (mask(&grant.capabilities), grant.budgets.clone());
+    if let Some(set) = BUDGETED_SETS
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(&key)
+    {
+        return Arc::clone(set);
+    }
+    let tools = shared
+        .tools()
+        .iter()
+        .map(|def| {
+            let mut def = def.clone();
+            let limit = BoardTool::from_name(&def.name)
+                .and_then(|tool| tool.spec().budget)
+                .and_then(|kind| grant.budgets.limit(kind).map(|limit| (kind, limit)));
+            if let Some((kind, limit)) = limit {
+                def.description = format!(
+                    "{} This run may {}.",
+                    def.description,
+                    kind.allowance(limit)
+                );
+            }
+            def
+        })
+        .collect();
+    let mut sets = BUDGETED_SETS
+        .write()
+        .unwrap_or_else(PoisonError::into_inner);
+    if sets.len() >= BUDGETED_SETS_MAX {
+        sets.clear();
+    }
+    Arc::clone(
+        sets.entry(key)
+            .or_insert_with(|| Arc::new(ToolSet::new(tools))),
+    )
 }
 
 /// The board's vocabulary as clients see it: issue states, priorities,
@@ -1297,6 +1367,42 @@ fn with_properties<const N: usize>(mut schema: Value, extra: [(&str, Value); N])
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_budgeted_grant_sees_its_budgets_in_the_descriptions_and_others_share_one_set() {
+        let now = corkboard_board::Timestamp::now();
+        let mut grant = Grant {
+            id: corkboard_board::GrantId::generate(),
+            tenant: corkboard_board::TenantId::parse("acme").unwrap(),
+            run: corkboard_board::RunId::parse("r1").unwrap(),
+            capabilities: Capabilities::all(),
+            created_at: now,
+            expires_at: now.plus_millis(60_000),
+            created_by: "test".into(),
+            budgets: Budgets::new(),
+        };
+        // Unbudgeted: the shared set itself (the fast path).
+        assert!(Arc::ptr_eq(
+            &grant_tool_set(&grant),
+            &tool_set(&grant.capabilities)
+        ));
+        grant.budgets = Budgets::parse_csv("create_issue=3,add_comment=1").unwrap();
+        let set = grant_tool_set(&grant);
+        let description = |name: &str| set.get(name).unwrap().description.clone();
+        assert!(
+            description("create_issue").ends_with(" This run may create at most 3 issues."),
+            "{}",
+            description("create_issue")
+        );
+        assert!(description("add_comment").ends_with(" This run may add at most 1 comment."));
+        assert_eq!(
+            description("update_issue"),
+            BoardTool::UpdateIssue.spec().description,
+            "an unbudgeted tool is unchanged"
+        );
+        // The same budgets again: the cached set, rendered once.
+        assert!(Arc::ptr_eq(&set, &grant_tool_set(&grant)));
+    }
 
     fn names(set: &ToolSet) -> Vec<&str> {
         set.tools().iter().map(|t| t.name.as_str()).collect()

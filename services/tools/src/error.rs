@@ -3,7 +3,8 @@
 //! the model that made the call, naming what to fix or whether to retry.
 
 use corkboard_board::{
-    AuditOutcome, Capability, IssueId, IssueState, RunId, StoreError, Timestamp, ValidationError,
+    AuditOutcome, BudgetKind, Capability, IssueId, IssueState, RunId, StoreError, Timestamp,
+    ValidationError,
 };
 use std::time::Duration;
 use thiserror::Error;
@@ -24,6 +25,16 @@ pub enum ToolsError {
         missing: Capability,
         allowed: String,
     },
+
+    /// The run's grant allows no more writes of this kind: not retryable,
+    /// whatever the agent does.
+    #[error(
+        "this run may {}; {} (budget {kind} exhausted; not retryable: nothing was written, \
+         and no further {kind} call of this run will be accepted)",
+        .kind.allowance(*.limit),
+        .kind.spent(*.limit)
+    )]
+    BudgetExhausted { kind: BudgetKind, limit: u32 },
 
     #[error("invalid argument `{field}`: {reason}")]
     InvalidArgument { field: String, reason: String },
@@ -136,7 +147,8 @@ impl ToolsError {
     /// The outcome recorded in the audit trail.
     pub fn outcome(&self) -> AuditOutcome {
         match self {
-            Self::Denied { .. } => AuditOutcome::Denied,
+            // Both are the grant refusing the call.
+            Self::Denied { .. } | Self::BudgetExhausted { .. } => AuditOutcome::Denied,
             Self::Unavailable { .. }
             | Self::OutcomeUnknown { .. }
             | Self::Timeout { .. }
@@ -156,6 +168,18 @@ impl ToolsError {
             | Self::RelationCycle { .. }
             | Self::Internal { .. } => AuditOutcome::ToolError,
         }
+    }
+
+    /// Whether the write this error answers certainly did not happen, so a
+    /// budget reservation taken for it is given back. Kept when the outcome
+    /// is unknown (the error text says how to retry safely, and a retry
+    /// under the same idempotency key gives its reservation back as a
+    /// replay).
+    pub fn wrote_nothing(&self) -> bool {
+        !matches!(
+            self,
+            Self::OutcomeUnknown { .. } | Self::Timeout { .. } | Self::Internal { .. }
+        )
     }
 
     /// Maps a store answer, given the issue the call was about (if any) so
@@ -296,6 +320,28 @@ mod tests {
         assert!(text.contains("claimed by run run-7 since 1970"), "{text}");
         assert!(!text.contains("retryable"), "{text}");
         assert_eq!(err.outcome(), AuditOutcome::ToolError);
+    }
+
+    #[test]
+    fn an_exhausted_budget_names_it_and_is_not_retryable() {
+        let err = ToolsError::BudgetExhausted {
+            kind: BudgetKind::CreateIssue,
+            limit: 3,
+        };
+        let text = err.to_string();
+        assert!(
+            text.starts_with("this run may create at most 3 issues; 3 created (budget create_issue exhausted; not retryable"),
+            "{text}"
+        );
+        assert_eq!(err.outcome(), AuditOutcome::Denied);
+        assert!(err.wrote_nothing());
+        assert!(
+            !ToolsError::Timeout {
+                after: Duration::from_secs(1)
+            }
+            .wrote_nothing()
+        );
+        assert!(ToolsError::IdempotencyConflict.wrote_nothing());
     }
 
     #[test]

@@ -28,7 +28,7 @@ mod view;
 pub use audit::{AuditSink, MemoryAuditSink, NoopAuditSink};
 pub use budget::{DEFAULT_RESULT_BUDGET, ENVELOPE_BYTES, MIN_RESULT_BUDGET};
 pub use credential::{ResolvedGrant, resolve_bearer};
-pub use defs::{BoardTool, ToolSpec, tool_set, vocabulary};
+pub use defs::{BoardTool, ToolSpec, grant_tool_set, tool_set, vocabulary};
 pub use error::ToolsError;
 pub use service::{BoardTools, DEFAULT_STORE_TIMEOUT, server_identity};
 pub use view::{COMMENTS_DEFAULT, EXCERPT_CHARS, SELECTABLE_FIELDS};

@@ -4,15 +4,16 @@ use crate::args;
 use crate::audit::AuditSink;
 use crate::budget::{self, Answer, DEFAULT_RESULT_BUDGET, MIN_RESULT_BUDGET};
 use crate::credential::{ResolvedGrant, resolve_bearer};
-use crate::defs::{BoardTool, tool_set};
+use crate::defs::{BoardTool, grant_tool_set};
 use crate::error::ToolsError;
 use crate::view::{self, CommentWindow};
 use async_trait::async_trait;
 use corkboard_board::{
-    ArgumentsHash, AuditOutcome, AuditRecord, Author, Capability, Claimant, CreateOutcome, Issue,
-    IssueId, IssueStore, NEAR_MATCH, SearchHit, SimilarIssue, StoreError, TenantId, Timestamp,
+    ArgumentsHash, AuditOutcome, AuditRecord, Author, BudgetKind, Capability, Claimant,
+    CreateOutcome, IdempotencyKey, Issue, IssueId, IssueStore, NEAR_MATCH, SearchHit, SimilarIssue,
+    StoreError, TenantId, Timestamp,
 };
-use corkboard_grants::{RateLimiter, RunKey, TokenRegistry};
+use corkboard_grants::{BudgetCounter, RateLimiter, Reservation, RunKey, TokenRegistry};
 use corkboard_mcp::{
     AuthRejection, Authenticate, Refusal, RefusalKind, RefusedCall, RpcError, ServerIdentity,
     ToolBackend, ToolCall, ToolOutput, ToolSet, Transport,
@@ -74,6 +75,9 @@ pub struct BoardTools {
     limiter: Option<Arc<dyn RateLimiter>>,
     /// Bytes one successful answer may cost (see `budget`).
     result_budget: usize,
+    /// Where budgeted grants' writes are counted; none: a budgeted write
+    /// is refused as unavailable (never let through uncounted).
+    budgets: Option<Arc<dyn BudgetCounter>>,
 }
 
 impl std::fmt::Debug for BoardTools {
@@ -164,7 +168,96 @@ impl BoardTools {
             metrics: None,
             limiter: None,
             result_budget: DEFAULT_RESULT_BUDGET,
+            budgets: None,
         }
+    }
+
+    /// Counts budgeted grants' writes in `counter` (the grant service's:
+    /// the ledger, or Redis when the registry is Redis).
+    pub fn with_budgets(mut self, counter: Arc<dyn BudgetCounter>) -> Self {
+        self.budgets = Some(counter);
+        self
+    }
+
+    /// Runs `write` under the grant's budget of `kind`, if it has one: one
+    /// write is reserved first (refused with [`ToolsError::BudgetExhausted`]
+    /// when none is left) and given back when `wrote_nothing` says the
+    /// store wrote nothing (an idempotent replay, a create refused for a
+    /// near match) or the error says the write certainly did not happen
+    /// ([`ToolsError::wrote_nothing`]); kept when the outcome is unknown.
+    ///
+    /// A spent budget still lets a repeat under an idempotency key the run
+    /// already used through (`key`: the call's key, if any): the store
+    /// answers it from its record (the original result, or a conflict) and
+    /// writes nothing, so it takes nothing.
+    async fn budgeted<T>(
+        &self,
+        principal: &ResolvedGrant,
+        kind: BudgetKind,
+        key: Option<&IdempotencyKey>,
+        write: impl Future<Output = Result<T, ToolsError>>,
+        wrote_nothing: impl FnOnce(&T) -> bool,
+    ) -> Result<T, ToolsError> {
+        let grant = principal.grant();
+        if grant.budgets.limit(kind).is_none() {
+            return write.await;
+        }
+        let Some(counter) = &self.budgets else {
+            return Err(ToolsError::Unavailable {
+                reason: format!("this run's {kind} budget cannot be counted here"),
+            });
+        };
+        let unavailable = |reason: String| ToolsError::Unavailable { reason };
+        match tokio::time::timeout(self.store_timeout, counter.reserve(grant, kind)).await {
+            Ok(Ok(Reservation::Taken)) => {}
+            Ok(Ok(Reservation::Exhausted { limit })) => {
+                if let Some(key) = key {
+                    let used = self
+                        .bounded(
+                            None,
+                            self.store.idempotency_key_used(
+                                &grant.tenant,
+                                &grant.run,
+                                key,
+                                kind == BudgetKind::AddComment,
+                            ),
+                        )
+                        .await?;
+                    if used {
+                        return write.await;
+                    }
+                }
+                return Err(ToolsError::BudgetExhausted { kind, limit });
+            }
+            Ok(Err(err)) => return Err(unavailable(err.to_string())),
+            Err(_elapsed) => {
+                // Nothing was written; a late reservation may have been
+                // counted, which can only make the budget stricter.
+                return Err(unavailable(format!(
+                    "the budget counter did not answer within {}s",
+                    self.store_timeout.as_secs_f64()
+                )));
+            }
+        }
+        let result = write.await;
+        let give_back = match &result {
+            Ok(value) => wrote_nothing(value),
+            Err(err) => err.wrote_nothing(),
+        };
+        if give_back {
+            match tokio::time::timeout(self.store_timeout, counter.release(grant, kind)).await {
+                Ok(Ok(())) => {}
+                // A lost release leaves the budget stricter than it
+                // should be, never looser: logged, not failed.
+                Ok(Err(err)) => {
+                    tracing::warn!(grant = %grant.id, budget = %kind, error = %err, "budget release failed");
+                }
+                Err(_) => {
+                    tracing::warn!(grant = %grant.id, budget = %kind, "budget release timed out");
+                }
+            }
+        }
+        result
     }
 
     /// Bounds every successful answer to `bytes` (structured JSON, text
@@ -293,10 +386,20 @@ impl BoardTools {
                 let title = new.title.clone();
                 let created = match if_similar {
                     args::IfSimilar::Report => {
-                        self.bounded(
-                            None,
-                            self.store
-                                .create_issue(tenant, &author(principal), new, key.as_ref()),
+                        self.budgeted(
+                            principal,
+                            BudgetKind::CreateIssue,
+                            key.as_ref(),
+                            self.bounded(
+                                None,
+                                self.store.create_issue(
+                                    tenant,
+                                    &author(principal),
+                                    new,
+                                    key.as_ref(),
+                                ),
+                            ),
+                            |created| created.replayed,
                         )
                         .await?
                     }
@@ -315,14 +418,23 @@ impl BoardTools {
                             });
                         }
                         let outcome = self
-                            .bounded(
-                                None,
-                                self.store.create_issue_unless_similar(
-                                    tenant,
-                                    &author(principal),
-                                    new,
-                                    key.as_ref(),
+                            .budgeted(
+                                principal,
+                                BudgetKind::CreateIssue,
+                                key.as_ref(),
+                                self.bounded(
+                                    None,
+                                    self.store.create_issue_unless_similar(
+                                        tenant,
+                                        &author(principal),
+                                        new,
+                                        key.as_ref(),
+                                    ),
                                 ),
+                                |outcome| match outcome {
+                                    CreateOutcome::Created(created) => created.replayed,
+                                    CreateOutcome::Refused(_) => true,
+                                },
                             )
                             .await?;
                         match outcome {
@@ -401,10 +513,16 @@ impl BoardTools {
                 } = args::update(arguments)?;
                 let set = patch_fields(&patch);
                 let issue = self
-                    .bounded(
-                        Some(&id),
-                        self.store
-                            .update_issue(tenant, &id, patch, expected_version),
+                    .budgeted(
+                        principal,
+                        BudgetKind::UpdateIssue,
+                        None,
+                        self.bounded(
+                            Some(&id),
+                            self.store
+                                .update_issue(tenant, &id, patch, expected_version),
+                        ),
+                        |_| false,
                     )
                     .await?;
                 let headline = format!(
@@ -430,10 +548,20 @@ impl BoardTools {
                 let args::CommentArgs { comment, key } = args::comment(arguments)?;
                 let id = comment.issue.clone();
                 let added = self
-                    .bounded(
-                        Some(&id),
-                        self.store
-                            .add_comment(tenant, &author(principal), comment, key.as_ref()),
+                    .budgeted(
+                        principal,
+                        BudgetKind::AddComment,
+                        key.as_ref(),
+                        self.bounded(
+                            Some(&id),
+                            self.store.add_comment(
+                                tenant,
+                                &author(principal),
+                                comment,
+                                key.as_ref(),
+                            ),
+                        ),
+                        |added| added.replayed,
                     )
                     .await?;
                 let mut value = to_json(&added.issue)?;
@@ -659,7 +787,7 @@ impl ToolBackend for BoardTools {
     }
 
     fn tools(&self, principal: &ResolvedGrant) -> Arc<ToolSet> {
-        tool_set(&principal.grant().capabilities)
+        grant_tool_set(principal.grant())
     }
 
     async fn admit_batch_element(&self, principal: &ResolvedGrant) -> Result<(), RpcError> {

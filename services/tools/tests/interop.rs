@@ -92,6 +92,7 @@ impl Served {
             created_at: now,
             expires_at: now.plus_millis(3_600_000),
             created_by: "interop-test".to_owned(),
+            budgets: Default::default(),
         };
         let token = RunToken::generate();
         tokio::runtime::Builder::new_current_thread()

@@ -129,7 +129,9 @@ pub struct Upstreams {
     pub(crate) audit: Arc<dyn AuditSink>,
     pub(crate) options: UpstreamOptions,
     tenants: Mutex<HashMap<TenantId, Arc<TenantState>>>,
-    views: Mutex<HashMap<(TenantId, Capabilities), Arc<UpstreamView>>>,
+    /// By tenant, capabilities and budgets (which the board's tool
+    /// descriptions mention).
+    views: Mutex<HashMap<ViewKey, Arc<UpstreamView>>>,
     serials: AtomicU64,
 }
 
@@ -200,13 +202,13 @@ impl Upstreams {
             .zip(&snapshots)
             .map(|(conn, snap)| (conn.serial, snap.generation))
             .collect();
-        let cache_key = (tenant.clone(), caps.clone());
+        let cache_key = (tenant.clone(), caps.clone(), grant.grant().budgets.clone());
         if let Some(view) = lock(&self.views).get(&cache_key)
             && view.stamp == stamp
         {
             return Some(view.clone());
         }
-        let view = Arc::new(build_view(caps, &allowed, &snapshots, stamp));
+        let view = Arc::new(build_view(grant.grant(), &allowed, &snapshots, stamp));
         let mut views = lock(&self.views);
         if views.len() >= VIEWS_MAX {
             views.clear();
@@ -409,14 +411,19 @@ fn tool_def(upstream: &UpstreamName, tool: &Value) -> Result<(ToolDef, String), 
     Ok((def, original.to_owned()))
 }
 
-/// The board's tools for `caps`, then each allowed upstream's.
+/// What a cached view is for.
+type ViewKey = (TenantId, Capabilities, corkboard_board::Budgets);
+
+/// The board's tools for `grant` (its budgets in their descriptions), then
+/// each allowed upstream's.
 fn build_view(
-    caps: &Capabilities,
+    grant: &corkboard_board::Grant,
     conns: &[Arc<Conn>],
     snapshots: &[Snapshot],
     stamp: Vec<(u64, u64)>,
 ) -> UpstreamView {
-    let board = corkboard_tools::tool_set(caps);
+    let caps = &grant.capabilities;
+    let board = corkboard_tools::grant_tool_set(grant);
     let mut defs: Vec<ToolDef> = board.tools().to_vec();
     let mut routes = HashMap::new();
     let mut denied = HashMap::new();

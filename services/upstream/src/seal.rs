@@ -6,7 +6,7 @@
 //! open. Layout: version byte `1`, 12-byte random nonce, ciphertext + tag.
 
 use crate::error::UpstreamError;
-use corkboard_board::{HeaderName, SealedCredential, TenantId, UpstreamName};
+use corkboard_board::{HeaderName, SealedCredential, TenantId, UpstreamName, WebhookSecret};
 use ring::aead::{Aad, CHACHA20_POLY1305, LessSafeKey, Nonce, UnboundKey};
 use ring::rand::{SecureRandom, SystemRandom};
 use std::fmt;
@@ -108,15 +108,21 @@ impl CredentialKey {
         header: &HeaderName,
         credential: &Credential,
     ) -> Result<SealedCredential, UpstreamError> {
+        let sealed = self.seal_bytes(&associated(tenant, name, header), credential.0.as_bytes())?;
+        Ok(SealedCredential::from_bytes(sealed))
+    }
+
+    /// Version, nonce, ciphertext and tag of `clear` bound to `aad`.
+    fn seal_bytes(&self, aad: &[u8], clear: &[u8]) -> Result<Vec<u8>, UpstreamError> {
         let mut nonce = [0u8; NONCE_LEN];
         self.rng
             .fill(&mut nonce)
             .map_err(|_| UpstreamError::Key("the system random source failed".into()))?;
-        let mut sealed = credential.0.as_bytes().to_vec();
+        let mut sealed = clear.to_vec();
         self.key
             .seal_in_place_append_tag(
                 Nonce::assume_unique_for_key(nonce),
-                Aad::from(associated(tenant, name, header)),
+                Aad::from(aad),
                 &mut sealed,
             )
             .map_err(|_| UpstreamError::Key("sealing failed".into()))?;
@@ -124,7 +130,58 @@ impl CredentialKey {
         out.push(VERSION);
         out.extend_from_slice(&nonce);
         out.extend_from_slice(&sealed);
-        Ok(SealedCredential::from_bytes(out))
+        Ok(out)
+    }
+
+    /// What [`Self::seal_bytes`] sealed under the same `aad`, or none.
+    fn open_bytes(&self, aad: &[u8], bytes: &[u8]) -> Option<Vec<u8>> {
+        if bytes.len() < 1 + NONCE_LEN || bytes[0] != VERSION {
+            return None;
+        }
+        let nonce: [u8; NONCE_LEN] = bytes[1..=NONCE_LEN].try_into().ok()?;
+        let mut buf = bytes[1 + NONCE_LEN..].to_vec();
+        let clear = self
+            .key
+            .open_in_place(
+                Nonce::assume_unique_for_key(nonce),
+                Aad::from(aad),
+                &mut buf,
+            )
+            .ok()?;
+        Some(clear.to_vec())
+    }
+
+    /// Seals a webhook signing secret of `tenant` for the store (the same
+    /// key and cipher as upstream credentials, bound to the tenant).
+    pub fn seal_webhook_secret(
+        &self,
+        tenant: &TenantId,
+        secret: &WebhookSecret,
+    ) -> Result<WebhookSecret, UpstreamError> {
+        let sealed = self.seal_bytes(&webhook_associated(tenant), secret.expose().as_bytes())?;
+        Ok(WebhookSecret::from_sealed_bytes(&sealed))
+    }
+
+    /// The clear secret a delivery is signed with: a sealed one opened, a
+    /// clear one (stored before sealing, or without a key) as it is.
+    pub fn open_webhook_secret(
+        &self,
+        tenant: &TenantId,
+        stored: &WebhookSecret,
+    ) -> Result<WebhookSecret, UpstreamError> {
+        let Some(bytes) = stored.sealed_bytes() else {
+            return Ok(stored.clone());
+        };
+        self.open_bytes(&webhook_associated(tenant), &bytes)
+            .and_then(|clear| String::from_utf8(clear).ok())
+            .and_then(|text| WebhookSecret::parse(text).ok())
+            .ok_or_else(|| {
+                UpstreamError::Key(
+                    "a webhook secret does not open with this upstream key (was upstream_key_file \
+                     replaced?); register the endpoint again"
+                        .into(),
+                )
+            })
     }
 
     /// Opens what [`Self::seal`] made for the same tenant, name and header.
@@ -141,21 +198,10 @@ impl CredentialKey {
                 "the credential of upstream {name} does not open with this upstream key (was upstream_key_file replaced?); register the upstream again"
             ))
         };
-        let bytes = sealed.as_bytes();
-        if bytes.len() < 1 + NONCE_LEN || bytes[0] != VERSION {
-            return Err(refused());
-        }
-        let nonce: [u8; NONCE_LEN] = bytes[1..=NONCE_LEN].try_into().map_err(|_| refused())?;
-        let mut buf = bytes[1 + NONCE_LEN..].to_vec();
         let clear = self
-            .key
-            .open_in_place(
-                Nonce::assume_unique_for_key(nonce),
-                Aad::from(associated(tenant, name, header)),
-                &mut buf,
-            )
-            .map_err(|_| refused())?;
-        let text = String::from_utf8(clear.to_vec()).map_err(|_| refused())?;
+            .open_bytes(&associated(tenant, name, header), sealed.as_bytes())
+            .ok_or_else(refused)?;
+        let text = String::from_utf8(clear).map_err(|_| refused())?;
         Credential::parse(text).map_err(|_| refused())
     }
 }
@@ -171,9 +217,48 @@ fn associated(tenant: &TenantId, name: &UpstreamName, header: &HeaderName) -> Ve
     .into_bytes()
 }
 
+/// What a sealed webhook secret is bound to: its tenant. The leading NUL
+/// keeps it apart from every upstream credential's associated data (a
+/// tenant id never starts with NUL).
+fn webhook_associated(tenant: &TenantId) -> Vec<u8> {
+    format!("\0webhook\0{}", tenant.as_str()).into_bytes()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn webhook_secrets_seal_per_tenant_and_clear_ones_pass_through() {
+        let key = CredentialKey::from_secret(&[7u8; 64]).unwrap();
+        let acme = TenantId::parse("acme").unwrap();
+        let clear = WebhookSecret::parse("whsec_a-secret-of-16-bytes").unwrap();
+        let sealed = key.seal_webhook_secret(&acme, &clear).unwrap();
+        assert!(sealed.expose().starts_with(WebhookSecret::SEALED_PREFIX));
+        assert!(!sealed.expose().contains("a-secret"), "not in clear");
+        // What the stores accept and give back.
+        let stored = WebhookSecret::from_stored(sealed.expose().to_owned()).unwrap();
+        assert_eq!(
+            key.open_webhook_secret(&acme, &stored).unwrap().expose(),
+            clear.expose()
+        );
+        // Bound to its tenant and key.
+        let globex = TenantId::parse("globex").unwrap();
+        assert!(key.open_webhook_secret(&globex, &stored).is_err());
+        let other = CredentialKey::from_secret(&[8u8; 64]).unwrap();
+        let err = other.open_webhook_secret(&acme, &stored).unwrap_err();
+        assert!(!err.to_string().contains("a-secret"), "{err}");
+        // A secret stored in clear before sealing keeps working.
+        let old = WebhookSecret::from_stored("an-old-clear-secret-0001").unwrap();
+        assert_eq!(
+            key.open_webhook_secret(&acme, &old).unwrap().expose(),
+            "an-old-clear-secret-0001"
+        );
+        // The longest clear secret still fits once sealed.
+        let long = WebhookSecret::parse("x".repeat(256)).unwrap();
+        let sealed = key.seal_webhook_secret(&acme, &long).unwrap();
+        assert!(WebhookSecret::from_stored(sealed.expose().to_owned()).is_ok());
+    }
 
     fn parts() -> (TenantId, UpstreamName, HeaderName) {
         (

@@ -176,12 +176,24 @@ impl Deployment {
     /// A run with the given capabilities, reachable through this
     /// deployment's endpoint kind.
     pub async fn grant(&self, tenant: &str, run: &str, caps: &[&str]) -> Result<Granted> {
+        self.grant_with(tenant, run, caps, &serde_json::json!({}))
+            .await
+    }
+
+    /// [`Self::grant`] with write budgets (`{"create_issue": N}`).
+    pub async fn grant_with(
+        &self,
+        tenant: &str,
+        run: &str,
+        caps: &[&str],
+        budgets: &serde_json::Value,
+    ) -> Result<Granted> {
         match self.spec.endpoint {
             Endpoint::Studio => {
-                setup::create_grant(&self.base, &self.admin, tenant, run, caps).await
+                setup::create_grant_with(&self.base, &self.admin, tenant, run, caps, budgets).await
             }
             Endpoint::Gateway | Endpoint::Shared => {
-                setup::register_run(&self.base, &self.admin, tenant, run, caps).await
+                setup::register_run_with(&self.base, &self.admin, tenant, run, caps, budgets).await
             }
         }
     }

@@ -21,6 +21,9 @@ pub struct McpScenario {
     pub concurrency: Vec<usize>,
     pub warmup: Duration,
     pub duration: Duration,
+    /// Give the load's grant a `create_issue` budget this large (never
+    /// reached), to measure what counting a budgeted write costs.
+    pub create_budget: Option<u32>,
 }
 
 pub async fn run(
@@ -31,8 +34,17 @@ pub async fn run(
 ) -> Result<()> {
     let mut ceiling = bins.ceiling(logs).await?;
     let deployment = Deployment::start(bins, scenario.deploy.clone(), logs).await?;
+    let budgets = match scenario.create_budget {
+        Some(limit) => serde_json::json!({ "create_issue": limit }),
+        None => serde_json::json!({}),
+    };
     let granted = deployment
-        .grant("bench", "bench-load", &["issues:read", "issues:create"])
+        .grant_with(
+            "bench",
+            "bench-load",
+            &["issues:read", "issues:create"],
+            &budgets,
+        )
         .await?;
     let issue = setup::seed_issue(&granted.mcp_url, &granted.token).await?;
     let target = Target::parse(&granted.mcp_url)?;
@@ -85,6 +97,12 @@ pub async fn run(
                     .label("registry", spec.registry)
                     .label("tool", tool)
                     .label("era", era)
+                    .label(
+                        "budget",
+                        scenario
+                            .create_budget
+                            .map_or_else(|| "none".to_owned(), |n| format!("create_issue={n}")),
+                    )
                     .with_load(&result, concurrency)
                     .with_ceiling(ceiling_rps);
                 if let Ok(rss) = deployment.process.rss_kib() {

@@ -100,6 +100,7 @@ impl Harness {
                 capabilities: all_caps(),
                 ttl,
                 created_by: "test".into(),
+                budgets: Default::default(),
             })
             .await?)
     }

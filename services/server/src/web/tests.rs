@@ -562,6 +562,7 @@ async fn platform_admins_are_offered_the_tenants_with_active_grants() {
                 .unwrap(),
                 ttl: Duration::from_secs(600),
                 created_by: "test".into(),
+                budgets: Default::default(),
             })
             .await
             .unwrap();
