@@ -258,9 +258,24 @@ pub fn render(
     note: Option<&str>,
     suite_command: &str,
 ) -> String {
+    let (budgeted, rest): (Vec<Record>, Vec<Record>) = records
+        .iter()
+        .cloned()
+        .partition(|r| in_budget_comparison(r, records));
+    let records = &rest[..];
     let mut s = String::new();
-    let first = records.iter().map(|r| r.at.as_str()).min().unwrap_or("");
-    let last = records.iter().map(|r| r.at.as_str()).max().unwrap_or("");
+    let first = records
+        .iter()
+        .chain(&budgeted)
+        .map(|r| r.at.as_str())
+        .min()
+        .unwrap_or("");
+    let last = records
+        .iter()
+        .chain(&budgeted)
+        .map(|r| r.at.as_str())
+        .max()
+        .unwrap_or("");
     let _ = writeln!(s, "# Numbers\n");
     let _ = writeln!(
         s,
@@ -465,6 +480,7 @@ pub fn render(
         let _ = writeln!(s);
     }
 
+    budget_cost(&mut s, &budgeted);
     answer_sizes(&mut s, records);
 
     let failed: Vec<&Record> = records.iter().filter(|r| r.kind == "failed").collect();
@@ -486,6 +502,105 @@ pub fn render(
         let _ = writeln!(s);
     }
     s
+}
+
+/// A command without its `--create-budget N`: the unbudgeted twin of a
+/// budgeted run has exactly this command.
+fn without_budget(command: &str) -> String {
+    let mut out = Vec::new();
+    let mut words = command.split(' ');
+    while let Some(word) = words.next() {
+        if word == "--create-budget" {
+            words.next();
+        } else if !word.starts_with("--create-budget=") {
+            out.push(word);
+        }
+    }
+    out.join(" ")
+}
+
+/// Whether an MCP record belongs to a budgeted-vs-unbudgeted comparison:
+/// a run with `--create-budget`, or the run of the same command without
+/// it. Those get their own section, not the throughput tables or the
+/// targets (a budget is not what the targets are about).
+fn in_budget_comparison(r: &Record, records: &[Record]) -> bool {
+    if r.kind != "mcp" {
+        return false;
+    }
+    let budgeted = |r: &Record| !matches!(label(r, "budget"), "" | "none");
+    if budgeted(r) {
+        return true;
+    }
+    let bare = without_budget(&r.command);
+    records
+        .iter()
+        .any(|b| b.kind == "mcp" && budgeted(b) && without_budget(&b.command) == bare)
+}
+
+/// The budget-cost section: `create_issue` with and without a write
+/// budget, the same load side by side, one row per round.
+fn budget_cost(s: &mut String, rows: &[Record]) {
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "## create_issue with and without a write budget (studio endpoint, SQLite store)\n"
+    );
+    let _ = writeln!(
+        s,
+        "The same load with the grant unbudgeted (`budget none`) and with a `create_issue` budget \
+         too large to run out (`create_issue=1000000`), so every create takes one reservation \
+         first: from the store's ledger with the memory (embedded) registry, from Redis with the \
+         Redis registry. Rows compare with each other (same conditions, run back to back), not \
+         with the throughput tables.\n"
+    );
+    let _ = writeln!(
+        s,
+        "| registry (counter) | budget | round | c | req/s | p50 ms | p90 ms | p99 ms | n | errors |\n\
+         | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
+    );
+    let mut sorted: Vec<&Record> = rows.iter().collect();
+    // Stable: rounds stay in the order they ran.
+    sorted.sort_by_key(|r| {
+        (
+            group_key(r).2,
+            r.concurrency.unwrap_or(0),
+            label(r, "budget") != "none",
+        )
+    });
+    let mut rounds: BTreeMap<(String, String, u64), usize> = BTreeMap::new();
+    for r in sorted {
+        let registry = label(r, "registry");
+        let counter = if registry == "redis" {
+            "redis (Redis script)".to_owned()
+        } else {
+            format!("{registry} (ledger)")
+        };
+        let c = r.concurrency.unwrap_or(0);
+        let round = rounds
+            .entry((registry.to_owned(), label(r, "budget").to_owned(), c))
+            .or_default();
+        *round += 1;
+        let _ = writeln!(
+            s,
+            "| {counter} | {} | {round} | {c} | {:.0} | {} | {} | {} | {} | {} |",
+            label(r, "budget"),
+            r.rps.unwrap_or(0.0),
+            ms(r.p50_ms),
+            ms(r.p90_ms),
+            ms(r.p99_ms),
+            r.count.unwrap_or(0),
+            errors(r)
+        );
+    }
+    for note in distinct(rows.iter().filter_map(|r| r.note.as_deref())) {
+        let _ = writeln!(s, "\nNote: {note}.");
+    }
+    for c in distinct(rows.iter().map(|r| r.command.as_str())) {
+        let _ = writeln!(s, "\nCommand: `{c}`");
+    }
+    let _ = writeln!(s);
 }
 
 /// The answer-size section: bytes of one tool result, not a timing.
@@ -615,6 +730,78 @@ mod tests {
             ),
             "{text}"
         );
+    }
+
+    fn create(registry: &str, budget: Option<u32>, c: u64, rps: f64) -> Record {
+        let base = format!(
+            "corkboard-bench mcp --endpoint studio --store sqlite --registry {registry} --tools create_issue --concurrency 1,16"
+        );
+        let mut r = Record::new("mcp")
+            .label("endpoint", "studio")
+            .label("store", "sqlite")
+            .label("registry", registry)
+            .label("tool", "create_issue")
+            .label("era", "stateless")
+            .label(
+                "budget",
+                budget.map_or_else(|| "none".to_owned(), |n| format!("create_issue={n}")),
+            );
+        r.command = match budget {
+            Some(n) => format!("{base} --create-budget {n} --out x"),
+            None => format!("{base} --out x"),
+        };
+        r.concurrency = Some(c);
+        r.rps = Some(rps);
+        r.count = Some(rps as u64 * 5);
+        r
+    }
+
+    #[test]
+    fn budget_comparisons_are_a_section_of_their_own() {
+        let mut main = create("memory", None, 64, 900.0);
+        main.command = "corkboard-bench mcp --endpoint studio --out x".into();
+        let records = vec![
+            main,
+            create("memory", None, 1, 159.0),
+            create("memory", Some(1_000_000), 1, 120.0),
+            create("memory", None, 1, 138.0),
+            create("redis", Some(1_000_000), 16, 171.0),
+            create("redis", None, 16, 152.0),
+        ];
+        let text = render(&records, &Machine::default(), None, "scripts/bench");
+        let (tables, section) = text
+            .split_once("## create_issue with and without a write budget")
+            .expect("the budget section");
+        assert!(
+            section.contains("| memory (ledger) | none | 1 | 1 | 159 |"),
+            "{section}"
+        );
+        assert!(
+            section.contains("| memory (ledger) | none | 2 | 1 | 138 |"),
+            "{section}"
+        );
+        assert!(
+            section.contains("| memory (ledger) | create_issue=1000000 | 1 | 1 | 120 |"),
+            "{section}"
+        );
+        assert!(
+            section.contains("| redis (Redis script) | none | 1 | 16 | 152 |"),
+            "{section}"
+        );
+        // Unbudgeted rows come before budgeted ones at the same c.
+        let none = section.find("| redis (Redis script) | none").unwrap();
+        let budgeted = section
+            .find("| redis (Redis script) | create_issue")
+            .unwrap();
+        assert!(none < budgeted, "{section}");
+        // The compared runs stay out of the throughput tables; the main
+        // suite's run with its own command stays in them.
+        assert!(
+            tables.contains("| create_issue | stateless | 64 | 900 |"),
+            "{tables}"
+        );
+        assert!(!tables.contains("| 159 |"), "{tables}");
+        assert!(!tables.contains("| 120 |"), "{tables}");
     }
 
     #[test]
