@@ -745,3 +745,48 @@ fn corkboard_run_budgets_bound_what_the_agent_writes_in_process_and_through_serv
     assert!(!out.status.success());
     assert!(stderr_of(&out).contains("--budgets"), "{}", stderr_of(&out));
 }
+
+#[test]
+fn an_invalid_run_budgets_in_the_config_ends_an_in_process_run_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("cmd-ran");
+    let cmd = format!("touch {}", marker.display());
+    // With a board (the data dir) and without one (a data dir that does
+    // not exist, which used to leave the run boardless and budgetless):
+    // both refuse before CMD starts.
+    let missing = dir.path().join("missing");
+    for data_dir in [dir.path(), missing.as_path()] {
+        let out = run(corkboard_run(
+            &[
+                "--tenant",
+                "acme",
+                "--caps",
+                "issues:read,issues:create",
+                "--data-dir",
+                data_dir.to_str().unwrap(),
+            ],
+            &["sh", "-c", &cmd],
+        )
+        .env("CORKBOARD_RUN_BUDGETS", "delete_issue=1"));
+        let stderr = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains("run_budgets"), "{stderr}");
+        assert!(!stderr.contains("no board for this run"), "{stderr}");
+        assert!(!marker.exists(), "CMD ran: {stderr}");
+    }
+    // The same config with a valid run_budgets runs CMD.
+    let out = run(corkboard_run(
+        &[
+            "--tenant",
+            "acme",
+            "--caps",
+            "issues:read",
+            "--data-dir",
+            dir.path().to_str().unwrap(),
+        ],
+        &["sh", "-c", &cmd],
+    )
+    .env("CORKBOARD_RUN_BUDGETS", "create_issue=1"));
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    assert!(marker.exists());
+}

@@ -226,27 +226,29 @@ struct LocalBoard {
     audit: Option<Arc<AuditWriter>>,
 }
 
-async fn local_board(settings: &Settings, explicit_dir: bool) -> LocalBoard {
+/// A board that cannot be opened leaves the run boardless (said on
+/// stderr); a setting the grants need that does not parse is a
+/// configuration error like any other and ends `corkboard run` with it.
+async fn local_board(settings: &Settings, explicit_dir: bool) -> Result<LocalBoard> {
     let timeout = Duration::from_millis(settings.store_timeout_ms);
+    // Checked whether or not a board opens: a boardless run would quietly
+    // run with no budgets at all.
+    crate::compose::run_budgets(settings)?;
     let reason = if explicit_dir || settings.data_dir.is_dir() {
         match crate::compose::open_store(settings).await {
             Ok(store) => match crate::compose::open_registry(settings, &store).await {
                 Ok(registry) => {
                     let ledger: Arc<dyn GrantLedger> = store.clone();
-                    match crate::compose::grant_service(settings, ledger, registry.clone()) {
-                        Ok(grants) => {
-                            let audit = AuditWriter::spawn(store.clone());
-                            let binding = Binding::new(store, registry, audit.clone(), timeout)
-                                .with_result_budget(settings.max_result_bytes)
-                                .with_budgets(grants.budgets().clone());
-                            return LocalBoard {
-                                grants,
-                                binding,
-                                audit: Some(audit),
-                            };
-                        }
-                        Err(err) => format!("{err}"),
-                    }
+                    let grants = crate::compose::grant_service(settings, ledger, registry.clone())?;
+                    let audit = AuditWriter::spawn(store.clone());
+                    let binding = Binding::new(store, registry, audit.clone(), timeout)
+                        .with_result_budget(settings.max_result_bytes)
+                        .with_budgets(grants.budgets().clone());
+                    return Ok(LocalBoard {
+                        grants,
+                        binding,
+                        audit: Some(audit),
+                    });
                 }
                 Err(err) => format!("{err}"),
             },
@@ -261,12 +263,12 @@ async fn local_board(settings: &Settings, explicit_dir: bool) -> LocalBoard {
     let ledger: Arc<dyn GrantLedger> = Arc::new(MemoryLedger::new());
     let registry: Arc<dyn TokenRegistry> = Arc::new(MemoryRegistry::new());
     let grants = GrantService::new(ledger, registry.clone());
-    LocalBoard {
+    Ok(LocalBoard {
         binding: Binding::boardless(registry, Arc::new(corkboard_tools::NoopAuditSink), timeout)
             .with_budgets(grants.budgets().clone()),
         grants,
         audit: None,
-    }
+    })
 }
 
 async fn in_process(
@@ -278,7 +280,7 @@ async fn in_process(
     let mut signals = Signals::catch()?;
     // One run needs no shared port: its gateway always has a port of its own.
     settings.gateway_mode = GatewayMode::Dedicated;
-    let board = local_board(&settings, explicit_dir).await;
+    let board = local_board(&settings, explicit_dir).await?;
     let config = crate::compose::gateway_config(&settings, SessionKey::generate(), None);
     let limiter = crate::compose::rate_limiter(&settings, config.rate_limit)?;
     let gateway = Gateway::start(
