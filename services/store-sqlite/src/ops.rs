@@ -458,6 +458,15 @@ pub(crate) enum WriteOp {
         tenant: TenantId,
         name: UpstreamName,
     },
+    /// Bench-only bulk seeding ([`crate::SqliteStore::seed_issues`]): each
+    /// item is exactly a [`WriteOp::CreateIssue`] (no key, no similarity
+    /// check) followed by an optional [`WriteOp::AddComment`], executed
+    /// through [`execute`] as those ops are, in one transaction.
+    SeedIssues {
+        tenant: TenantId,
+        author: Author,
+        items: Vec<(NewIssue, Option<corkboard_board::CommentBody>)>,
+    },
 }
 
 impl WriteOp {
@@ -488,6 +497,7 @@ impl WriteOp {
             Self::AppendAudit { .. } => "append_audit",
             Self::PutUpstream { .. } => "put_upstream",
             Self::DeleteUpstream { .. } => "delete_upstream",
+            Self::SeedIssues { .. } => "seed_issues",
         }
     }
 }
@@ -508,6 +518,8 @@ pub(crate) enum WriteOutput {
     Webhook(corkboard_board::Webhook),
     Claimed(Vec<corkboard_board::ClaimedDelivery>),
     Appended,
+    /// The issues [`WriteOp::SeedIssues`] created, in order.
+    Seeded(Vec<IssueId>),
 }
 
 pub(crate) fn execute(conn: &Connection, op: &WriteOp) -> Result<WriteOutput, OpError> {
@@ -520,6 +532,44 @@ pub(crate) fn execute(conn: &Connection, op: &WriteOp) -> Result<WriteOutput, Op
 
 fn execute_op(conn: &Connection, op: &WriteOp) -> Result<WriteOutput, OpError> {
     match op {
+        WriteOp::SeedIssues {
+            tenant,
+            author,
+            items,
+        } => {
+            let mut ids = Vec::with_capacity(items.len());
+            for (new, comment) in items {
+                let create = WriteOp::CreateIssue {
+                    tenant: tenant.clone(),
+                    author: author.clone(),
+                    fingerprint: new.fingerprint(),
+                    new: new.clone(),
+                    key: None,
+                    unless_similar: false,
+                };
+                let WriteOutput::Created(created) = execute(conn, &create)? else {
+                    unreachable!("create_issue without unless_similar answers Created")
+                };
+                if let Some(body) = comment {
+                    let comment = NewComment {
+                        issue: created.issue.id.clone(),
+                        body: body.clone(),
+                    };
+                    execute(
+                        conn,
+                        &WriteOp::AddComment {
+                            tenant: tenant.clone(),
+                            author: author.clone(),
+                            fingerprint: comment.fingerprint(),
+                            comment,
+                            key: None,
+                        },
+                    )?;
+                }
+                ids.push(created.issue.id);
+            }
+            Ok(WriteOutput::Seeded(ids))
+        }
         WriteOp::CreateIssue {
             tenant,
             author,

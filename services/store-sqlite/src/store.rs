@@ -10,11 +10,11 @@ use crate::writer::{self, Counters, GroupPolicy, WriteJob, WriteStats};
 use async_trait::async_trait;
 use corkboard_board::CreateOutcome;
 use corkboard_board::{
-    AuditEntry, AuditLog, AuditQuery, AuditRecord, Author, Claimant, CommentAdded, Created, Grant,
-    GrantEvent, GrantId, GrantLedger, GrantPolicy, IdempotencyKey, Issue, IssueId, IssuePatch,
-    IssueStore, IssueView, ListQuery, NewComment, NewIssue, Page, RunId, SearchPage, SearchQuery,
-    SimilarIssue, StoreError, StoreHealth, TenantId, Timestamp, Title, Upstream, UpstreamName,
-    UpstreamStore, ValidationError, limits,
+    AuditEntry, AuditLog, AuditQuery, AuditRecord, Author, Claimant, CommentAdded, CommentBody,
+    Created, Grant, GrantEvent, GrantId, GrantLedger, GrantPolicy, IdempotencyKey, Issue, IssueId,
+    IssuePatch, IssueStore, IssueView, ListQuery, NewComment, NewIssue, Page, RunId, SearchPage,
+    SearchQuery, SimilarIssue, StoreError, StoreHealth, TenantId, Timestamp, Title, Upstream,
+    UpstreamName, UpstreamStore, ValidationError, limits,
 };
 use rusqlite::Connection;
 use std::fmt;
@@ -126,6 +126,29 @@ impl SqliteStore {
     /// `writes / groups` is the average group size).
     pub fn write_stats(&self) -> WriteStats {
         self.inner.counters.snapshot()
+    }
+
+    /// Bench-only bulk seeding: creates each issue (and its comment, if
+    /// any) exactly as `create_issue` and `add_comment` would, with the
+    /// same rows, search index and webhook outbox entries, but many in one
+    /// write transaction instead of one operation each, so the cost-curve
+    /// benchmark can seed a million issues. No idempotency keys, no
+    /// similarity check; the ids created, in order.
+    pub async fn seed_issues(
+        &self,
+        tenant: &TenantId,
+        author: &Author,
+        items: Vec<(NewIssue, Option<CommentBody>)>,
+    ) -> Result<Vec<IssueId>, StoreError> {
+        let op = WriteOp::SeedIssues {
+            tenant: tenant.clone(),
+            author: author.clone(),
+            items,
+        };
+        match self.write(op).await? {
+            WriteOutput::Seeded(ids) => Ok(ids),
+            other => Err(unexpected(other)),
+        }
     }
 
     async fn write(&self, op: WriteOp) -> Result<WriteOutput, StoreError> {
