@@ -192,6 +192,38 @@ pub enum Command {
         #[arg(long, default_value_t = 100)]
         queries: usize,
     },
+    /// Cost curves: get_issue, list_issues (default and filtered) and
+    /// search_issues p50/p99, RSS and store size as one tenant's board grows.
+    Curves {
+        #[arg(long, default_value = "sqlite")]
+        store: Store,
+        /// Board sizes, measured on one board growing through them.
+        #[arg(long, value_delimiter = ',', default_value = "1000,100000")]
+        issues: Vec<usize>,
+        /// Calls per operation and size.
+        #[arg(long, default_value_t = 200)]
+        calls: usize,
+        /// Seed through the SQLite store's bench-only bulk path (the same
+        /// rows as its create path, many per transaction); SQLite only.
+        #[arg(long)]
+        bulk: bool,
+    },
+    /// PNG plots of the cost curves in a results file (p50 and p99 per
+    /// operation against board size, one line per store).
+    Plot {
+        #[arg(long, default_value = "target/bench/results.jsonl")]
+        input: PathBuf,
+        /// Directory the PNGs are written to.
+        #[arg(long, default_value = "docs/curves")]
+        output: PathBuf,
+        /// A TrueType font for the labels (read at run time: no system font
+        /// library needed).
+        #[arg(
+            long,
+            default_value = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
+        )]
+        font: PathBuf,
+    },
     /// Render collected JSON lines as markdown (docs/numbers.md).
     Report {
         #[arg(long)]
@@ -262,6 +294,17 @@ pub fn run(cli: Cli) -> Result<()> {
             findings.as_deref(),
         );
     }
+    if let Command::Plot {
+        input,
+        output,
+        font,
+    } = &cli.command
+    {
+        for path in crate::plot::write(input, output, font)? {
+            eprintln!("wrote {}", path.display());
+        }
+        return Ok(());
+    }
     let runtime = if cli.common.threads <= 1 {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -302,7 +345,7 @@ async fn dispatch(cli: &Cli, sink: &mut Sink) -> Result<()> {
     };
     let bins = || Binaries::locate(cli.common.corkboard.clone());
     match &cli.command {
-        Command::Ceiling { .. } | Command::Report { .. } => Ok(()),
+        Command::Ceiling { .. } | Command::Report { .. } | Command::Plot { .. } => Ok(()),
         Command::Load {
             url,
             token,
@@ -392,6 +435,33 @@ async fn dispatch(cli: &Cli, sink: &mut Sink) -> Result<()> {
             runs,
             parallel,
         } => scenario::runs::idle_runs(&bins()?, *mode, *runs, *parallel, &logs, sink).await,
+        Command::Curves {
+            store,
+            issues,
+            calls,
+            bulk,
+        } => {
+            if *bulk && *store != Store::Sqlite {
+                return Err(BenchError::Usage(
+                    "--bulk seeds SQLite only (MongoDB seeds through its create path)".into(),
+                ));
+            }
+            if issues.is_empty() || issues.contains(&0) || *calls == 0 {
+                return Err(BenchError::Usage(
+                    "--issues needs sizes above 0 and --calls at least 1".into(),
+                ));
+            }
+            scenario::curves::run(
+                &scenario::curves::CurvesSpec {
+                    store: *store,
+                    sizes: issues.clone(),
+                    calls: *calls,
+                    bulk: *bulk,
+                },
+                sink,
+            )
+            .await
+        }
         Command::Search {
             store,
             issues,

@@ -7,6 +7,7 @@
 //!   is divided by (the machine is shared; ratios hold where absolute
 //!   numbers drift).
 //! - [`scenario`]: one command per scenario, starting the real binaries.
+//! - [`plot`]: PNG plots of the cost curves.
 //! - [`report`]: renders the collected records as `docs/numbers.md`.
 //!
 //! Only loopback targets are accepted: this suite never loads another
@@ -20,6 +21,7 @@ pub mod client;
 pub mod error;
 pub mod load;
 pub mod mcp;
+pub mod plot;
 pub mod procs;
 pub mod record;
 pub mod report;

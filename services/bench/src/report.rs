@@ -410,7 +410,7 @@ pub fn render(
         let _ = writeln!(s);
     }
 
-    let sections: [(&str, &str); 10] = [
+    let sections: [(&str, &str); 11] = [
         (
             "disk",
             "Disk: fsync latency where the SQLite board lives (ms)",
@@ -438,6 +438,10 @@ pub fn render(
         (
             "search",
             "Search latency (`search_issues` store calls, one tenant, one at a time)",
+        ),
+        (
+            "curve",
+            "Cost curves: reads, memory and disk as one tenant's board grows (store calls, ms)",
         ),
     ];
     for (kind, title) in sections {
@@ -475,6 +479,16 @@ pub fn render(
         if kind != "disk" {
             for c in distinct(rows.iter().map(|r| r.command.as_str())) {
                 let _ = writeln!(s, "\nCommand: `{c}`");
+            }
+        }
+        if kind == "curve" {
+            // Drawn by `corkboard-bench plot` into docs/curves next to this file.
+            let _ = writeln!(
+                s,
+                "\nPlots (`corkboard-bench plot --input target/bench/results.jsonl --output docs/curves`):"
+            );
+            for file in crate::plot::FILES {
+                let _ = writeln!(s, "\n![{file}](curves/{file})");
             }
         }
         let _ = writeln!(s);

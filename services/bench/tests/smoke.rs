@@ -269,3 +269,75 @@ fn report_renders_a_run() {
     );
     assert!(text.contains("| create_issue | stateless | 1 |"), "{text}");
 }
+
+#[test]
+fn curves_on_both_stores_render_and_plot() {
+    let mut records = scenario(&[
+        "curves", "--store", "sqlite", "--issues", "30,10", "--calls", "5",
+    ]);
+    records.extend(scenario(&[
+        "curves", "--store", "mongodb", "--issues", "10", "--calls", "3",
+    ]));
+    let bulk = scenario(&[
+        "curves", "--store", "sqlite", "--issues", "12", "--calls", "3", "--bulk",
+    ]);
+    assert!(
+        bulk.iter().all(|r| r["labels"]["seed_path"] == "bulk"),
+        "{bulk:?}"
+    );
+    records.extend(bulk);
+    // Four operations at each size, sizes in increasing order.
+    assert_eq!(kinds(&records, "curve"), 16);
+    let sizes: Vec<f64> = records
+        .iter()
+        .filter(|r| r["labels"]["store"] == "sqlite" && r["labels"]["seed_path"] == "create")
+        .map(|r| r["values"]["issues"].as_f64().unwrap())
+        .collect();
+    assert_eq!(sizes, [10.0, 10.0, 10.0, 10.0, 30.0, 30.0, 30.0, 30.0]);
+    for r in &records {
+        assert!(r["count"].as_u64().unwrap() > 0, "{r}");
+        assert!(r["values"]["store_bytes"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["values"]["rss_kib"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let input = dir.path().join("r.jsonl");
+    let lines: Vec<String> = records.iter().map(Value::to_string).collect();
+    std::fs::write(&input, lines.join("\n")).expect("write records");
+    let plots = dir.path().join("curves");
+    let output = Command::new(bench_bin())
+        .args(["plot", "--input"])
+        .arg(&input)
+        .arg("--output")
+        .arg(&plots)
+        .output()
+        .expect("run plot");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    for file in ["curves-p50.png", "curves-p99.png"] {
+        let png = std::fs::read(plots.join(file)).expect("a plot");
+        assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "{file} is no PNG");
+        assert!(png.len() > 10_000, "{file}: {} bytes", png.len());
+    }
+    let md = dir.path().join("numbers.md");
+    let status = Command::new(bench_bin())
+        .args(["report", "--input"])
+        .arg(&input)
+        .arg("--output")
+        .arg(&md)
+        .status()
+        .expect("run report");
+    assert!(status.success());
+    let text = std::fs::read_to_string(&md).expect("numbers.md");
+    assert!(text.contains("## Cost curves"), "{text}");
+    assert!(
+        text.contains("| sqlite search_issues 30 issues |"),
+        "{text}"
+    );
+    assert!(
+        text.contains("![curves-p99.png](curves/curves-p99.png)"),
+        "{text}"
+    );
+}

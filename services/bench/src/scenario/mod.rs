@@ -5,6 +5,7 @@
 pub mod answer_size;
 pub mod claims;
 pub mod cold_start;
+pub mod curves;
 pub mod deploy;
 pub mod hardening;
 pub mod mcp;

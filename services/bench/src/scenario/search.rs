@@ -16,8 +16,8 @@ use crate::procs;
 use crate::record::{Record, Sink};
 use crate::scenario::deploy::Store;
 use corkboard_board::{
-    Author, Body, CommentBody, IssueState, IssueStore, ListQuery, NewComment, NewIssue, RunId,
-    SearchQuery, SearchText, TenantId, Title,
+    Author, Body, CommentBody, IssueId, IssueState, IssueStore, ListQuery, NewComment, NewIssue,
+    RunId, SearchQuery, SearchText, TenantId, Title,
 };
 use std::sync::Arc;
 use std::time::Instant;
@@ -73,7 +73,7 @@ fn word(index: usize) -> String {
 
 /// A small fixed-seed generator (xorshift64*): reproducible corpora without
 /// a dependency.
-struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
     fn next(&mut self) -> u64 {
@@ -87,7 +87,7 @@ impl Rng {
         (self.next() >> 11) as f64 / (1u64 << 53) as f64
     }
 
-    fn below(&mut self, n: usize) -> usize {
+    pub(crate) fn below(&mut self, n: usize) -> usize {
         (self.next() % n as u64) as usize
     }
 
@@ -105,44 +105,92 @@ impl Rng {
     }
 }
 
-fn store_error(what: &str) -> impl FnOnce(corkboard_board::StoreError) -> BenchError + '_ {
+pub(crate) fn store_error(
+    what: &str,
+) -> impl FnOnce(corkboard_board::StoreError) -> BenchError + '_ {
     move |err| BenchError::process(what, err.to_string())
+}
+
+/// Issue `i` of the corpus and its comment (every third issue has one).
+pub(crate) fn corpus_item(i: usize) -> Result<(NewIssue, Option<CommentBody>)> {
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (i as u64 + 1));
+    let title = Title::parse(format!("{} {i}", rng.words(6)))
+        .map_err(|e| BenchError::Usage(e.to_string()))?;
+    let mut new = NewIssue::new(title);
+    new.body = Body::parse(rng.words(40)).map_err(|e| BenchError::Usage(e.to_string()))?;
+    new.state = IssueState::ALL[rng.below(IssueState::ALL.len())];
+    let comment = if i.is_multiple_of(3) {
+        Some(CommentBody::parse(rng.words(15)).map_err(|e| BenchError::Usage(e.to_string()))?)
+    } else {
+        None
+    };
+    Ok((new, comment))
+}
+
+/// The corpus's author.
+pub(crate) fn seed_author() -> Result<Author> {
+    Ok(Author {
+        run: RunId::parse("bench-seed").map_err(|e| BenchError::Usage(e.to_string()))?,
+        grant: None,
+    })
+}
+
+/// Issues per bulk-seeding write (one SQLite transaction each).
+const BULK_BATCH: usize = 2_000;
+
+/// Issues `from..to` of the corpus through the SQLite store's bench-only
+/// bulk path (`SqliteStore::seed_issues`: the same rows `create_issue` and
+/// `add_comment` write, many per transaction); the ids created.
+pub(crate) async fn bulk_seed(
+    store: &corkboard_store_sqlite::SqliteStore,
+    tenant: &TenantId,
+    from: usize,
+    to: usize,
+) -> Result<Vec<IssueId>> {
+    let author = seed_author()?;
+    let mut ids = Vec::with_capacity(to.saturating_sub(from));
+    let mut start = from;
+    while start < to {
+        let end = (start + BULK_BATCH).min(to);
+        let items = (start..end).map(corpus_item).collect::<Result<Vec<_>>>()?;
+        ids.extend(
+            store
+                .seed_issues(tenant, &author, items)
+                .await
+                .map_err(store_error("seeding seed_issues"))?,
+        );
+        start = end;
+    }
+    Ok(ids)
 }
 
 /// Issues `from..to` of the corpus: 6-word titles, 40-word bodies, a
 /// 15-word comment on every third issue; states spread over all seven.
-async fn seed(
+/// Returns the ids created (in no particular order).
+pub(crate) async fn seed(
     store: &Arc<dyn IssueStore>,
     tenant: &TenantId,
     from: usize,
     to: usize,
-) -> Result<()> {
+) -> Result<Vec<IssueId>> {
     let mut tasks = Vec::new();
     for lane in 0..SEED_PARALLEL {
         let (store, tenant) = (Arc::clone(store), tenant.clone());
         tasks.push(tokio::spawn(async move {
-            let author = Author {
-                run: RunId::parse("bench-seed").map_err(|e| BenchError::Usage(e.to_string()))?,
-                grant: None,
-            };
+            let author = seed_author()?;
+            let mut ids = Vec::new();
             let mut i = from + lane;
             while i < to {
-                let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (i as u64 + 1));
-                let title = Title::parse(format!("{} {i}", rng.words(6)))
-                    .map_err(|e| BenchError::Usage(e.to_string()))?;
-                let mut new = NewIssue::new(title);
-                new.body =
-                    Body::parse(rng.words(40)).map_err(|e| BenchError::Usage(e.to_string()))?;
-                new.state = IssueState::ALL[rng.below(IssueState::ALL.len())];
+                let (new, comment) = corpus_item(i)?;
                 let created = store
                     .create_issue(&tenant, &author, new, None)
                     .await
                     .map_err(store_error("seeding create_issue"))?;
-                if i.is_multiple_of(3) {
+                ids.push(created.issue.id.clone());
+                if let Some(body) = comment {
                     let comment = NewComment {
                         issue: created.issue.id,
-                        body: CommentBody::parse(rng.words(15))
-                            .map_err(|e| BenchError::Usage(e.to_string()))?,
+                        body,
                     };
                     store
                         .add_comment(&tenant, &author, comment, None)
@@ -151,18 +199,21 @@ async fn seed(
                 }
                 i += SEED_PARALLEL;
             }
-            Ok::<(), BenchError>(())
+            Ok::<Vec<IssueId>, BenchError>(ids)
         }));
     }
+    let mut ids = Vec::with_capacity(to.saturating_sub(from));
     for task in tasks {
-        task.await
-            .map_err(|e| BenchError::process("seeding task", e.to_string()))??;
+        ids.extend(
+            task.await
+                .map_err(|e| BenchError::process("seeding task", e.to_string()))??,
+        );
     }
-    Ok(())
+    Ok(ids)
 }
 
 /// One query of `kind`, drawn with `rng`.
-fn query(kind: &str, rng: &mut Rng) -> SearchQuery {
+pub(crate) fn query(kind: &str, rng: &mut Rng) -> SearchQuery {
     // Word indexes by frequency band: 0..8 common, 200..1200 mid, 3000.. rare.
     let text = match kind {
         "rare word" => word(3000 + rng.below(VOCABULARY - 3000)),
@@ -184,28 +235,55 @@ fn query(kind: &str, rng: &mut Rng) -> SearchQuery {
     query
 }
 
+/// A fresh board of `kind` for a store-level scenario: the store, and what
+/// must stay alive while it is used (its directory; the MongoDB-protocol
+/// server).
+pub(crate) struct Board {
+    pub store: Arc<dyn IssueStore>,
+    /// The same store when it is SQLite (for its bulk seeding path).
+    pub sqlite: Option<Arc<corkboard_store_sqlite::SqliteStore>>,
+    pub dir: tempfile::TempDir,
+    pub mongo: Option<corkboard_testkit::MongoServer>,
+}
+
+impl Board {
+    pub(crate) async fn open(kind: Store, database: &str) -> Result<Self> {
+        let dir = tempfile::tempdir().map_err(BenchError::io("temporary directory"))?;
+        let (mut mongo, mut sqlite) = (None, None);
+        let store: Arc<dyn IssueStore> = match kind {
+            Store::Sqlite => {
+                let store = Arc::new(
+                    corkboard_store_sqlite::SqliteStore::open(&dir.path().join("board.sqlite3"))
+                        .map_err(|e| BenchError::process("SQLite board", e.to_string()))?,
+                );
+                sqlite = Some(Arc::clone(&store));
+                store
+            }
+            Store::Mongodb => {
+                let server = procs::mongo()?;
+                let store = corkboard_store_mongo::MongoStore::connect(
+                    &server.uri(),
+                    database,
+                    corkboard_store_mongo::MongoOptions::default(),
+                )
+                .await
+                .map_err(|e| BenchError::process("MongoDB board", e.to_string()))?;
+                mongo = Some(server);
+                Arc::new(store)
+            }
+        };
+        Ok(Self {
+            store,
+            sqlite,
+            dir,
+            mongo,
+        })
+    }
+}
+
 pub async fn run(spec: &SearchSpec, sink: &mut Sink) -> Result<()> {
-    let dir = tempfile::tempdir().map_err(BenchError::io("temporary directory"))?;
-    // Kept alive for the whole scenario (MongoDB only).
-    let mut _mongo = None;
-    let store: Arc<dyn IssueStore> = match spec.store {
-        Store::Sqlite => Arc::new(
-            corkboard_store_sqlite::SqliteStore::open(&dir.path().join("board.sqlite3"))
-                .map_err(|e| BenchError::process("SQLite board", e.to_string()))?,
-        ),
-        Store::Mongodb => {
-            let server = procs::mongo()?;
-            let store = corkboard_store_mongo::MongoStore::connect(
-                &server.uri(),
-                "bench_search",
-                corkboard_store_mongo::MongoOptions::default(),
-            )
-            .await
-            .map_err(|e| BenchError::process("MongoDB board", e.to_string()))?;
-            _mongo = Some(server);
-            Arc::new(store)
-        }
-    };
+    let board = Board::open(spec.store, "bench_search").await?;
+    let store = board.store.clone();
     let tenant = TenantId::parse("bench").map_err(|e| BenchError::Usage(e.to_string()))?;
     let mut sizes = spec.sizes.clone();
     sizes.sort_unstable();
