@@ -89,7 +89,7 @@ fn draw(path: &Path, statistic: &str, lines: &Series) -> Result<()> {
         y_min = y_min.min(y);
         y_max = y_max.max(y);
     }
-    let root = BitMapBackend::new(path, (960, 600)).into_drawing_area();
+    let root = BitMapBackend::new(path, (1100, 640)).into_drawing_area();
     root.fill(&WHITE).map_err(plot_error)?;
     let mut chart = ChartBuilder::on(&root)
         .caption(
@@ -100,7 +100,8 @@ fn draw(path: &Path, statistic: &str, lines: &Series) -> Result<()> {
         .x_label_area_size(48)
         .y_label_area_size(64)
         .build_cartesian_2d(
-            ((x_min / 2.0).max(1.0)..x_max * 2.0).log_scale(),
+            // Room on the right for the legend, clear of the lines.
+            ((x_min / 2.0).max(1.0)..x_max * 12.0).log_scale(),
             ((y_min / 2.0).max(0.001)..y_max * 2.0).log_scale(),
         )
         .map_err(plot_error)?;
@@ -120,19 +121,37 @@ fn draw(path: &Path, statistic: &str, lines: &Series) -> Result<()> {
             .position(|o| o == operation)
             .unwrap_or(OPERATIONS.len());
         let color = Palette99::pick(shade).to_rgba();
-        // SQLite solid, MongoDB with hollow points: the store reads at a
-        // glance, the colour names the operation.
+        // SQLite solid with filled points (its bulk-seeded board thinner),
+        // MongoDB dashed with hollow ones: the store reads at a glance, the
+        // colour names the operation.
         let filled = store.starts_with("sqlite");
-        chart
-            .draw_series(LineSeries::new(
-                points.iter().copied(),
-                color.stroke_width(2),
-            ))
-            .map_err(plot_error)?
-            .label(format!("{store} {operation}"))
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
+        let width = if store.contains("bulk") { 1 } else { 2 };
+        let label = format!("{store} {operation}");
+        if filled {
+            chart
+                .draw_series(LineSeries::new(
+                    points.iter().copied(),
+                    color.stroke_width(width),
+                ))
+                .map_err(plot_error)?
+                .label(label)
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(width))
+                });
+        } else {
+            chart
+                .draw_series(DashedLineSeries::new(
+                    points.iter().copied(),
+                    8,
+                    5,
+                    color.stroke_width(width),
+                ))
+                .map_err(plot_error)?
+                .label(label)
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 8, y)], color.stroke_width(width))
+                });
+        }
         chart
             .draw_series(points.iter().map(|&p| {
                 let style = if filled {
@@ -149,7 +168,7 @@ fn draw(path: &Path, statistic: &str, lines: &Series) -> Result<()> {
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .label_font(("sans-serif", 14))
-        .position(SeriesLabelPosition::UpperLeft)
+        .position(SeriesLabelPosition::UpperRight)
         .draw()
         .map_err(plot_error)?;
     root.present().map_err(plot_error)?;
