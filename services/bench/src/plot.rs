@@ -101,7 +101,7 @@ fn draw(path: &Path, statistic: &str, lines: &Series) -> Result<()> {
         .y_label_area_size(64)
         .build_cartesian_2d(
             // Room on the right for the legend, clear of the lines.
-            ((x_min / 2.0).max(1.0)..x_max * 12.0).log_scale(),
+            ((x_min / 2.0).max(1.0)..x_max * 40.0).log_scale(),
             ((y_min / 2.0).max(0.001)..y_max * 2.0).log_scale(),
         )
         .map_err(plot_error)?;
