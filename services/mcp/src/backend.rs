@@ -1,7 +1,9 @@
 //! What a product implements to be served over MCP.
 
+use crate::peer::Peer;
 use crate::wire::RpcError;
 use async_trait::async_trait;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use std::sync::Arc;
 
@@ -89,6 +91,20 @@ pub struct ToolCall<'a> {
     /// sent none), for hashing in audit records without re-serialising or
     /// logging them.
     pub raw_arguments: &'a [u8],
+    /// The agent, when the call arrived in a 2025 session: what it
+    /// declared, and (over HTTP, when [`ToolBackend::may_relay`] said so)
+    /// its response stream for requests sent before the result.
+    pub peer: Option<&'a Peer>,
+}
+
+/// A JSON-RPC response the agent sent (answering a request a backend sent
+/// it through [`Peer::send`]): exactly one of `result` and `error`, as
+/// received.
+#[derive(Debug, Clone, Copy)]
+pub struct ClientResponse<'a> {
+    pub id: &'a RawValue,
+    pub result: Option<&'a RawValue>,
+    pub error: Option<&'a RawValue>,
 }
 
 /// Why the protocol layer refused a `tools/call` before it reached
@@ -162,6 +178,27 @@ pub trait ToolBackend: Send + Sync + 'static {
     /// element, correlated with its id, instead of running it. Default:
     /// every element is admitted.
     async fn admit_batch_element(&self, _principal: &Self::Principal) -> Result<(), RpcError> {
+        Ok(())
+    }
+
+    /// Whether this principal's tool calls may send the agent requests
+    /// before their result (an upstream relay): only then does the HTTP
+    /// transport run a 2025 session's request so that its response can
+    /// become an event stream. Default: never.
+    fn may_relay(&self, _principal: &Self::Principal) -> bool {
+        false
+    }
+
+    /// A response the agent sent in its 2025 session. An error is
+    /// answered to the agent (HTTP 400 with the JSON-RPC error, id null:
+    /// a response has no reply of its own). Default: accepted and
+    /// dropped (this server sends no requests).
+    async fn client_response(
+        &self,
+        _principal: &Self::Principal,
+        _peer: &Peer,
+        _response: ClientResponse<'_>,
+    ) -> Result<(), RpcError> {
         Ok(())
     }
 }

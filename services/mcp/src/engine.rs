@@ -17,9 +17,11 @@ use futures_util::FutureExt;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::backend::{RefusalKind, RefusedCall, ToolBackend, ToolCall, ToolOutput};
+use crate::backend::{ClientResponse, RefusalKind, RefusedCall, ToolBackend, ToolCall, ToolOutput};
 use crate::code::{self, ErrorCode};
 use crate::method::method_label as label;
+use crate::peer::Peer;
+use crate::relay::AgentCapabilities;
 use crate::render;
 use crate::revision::Revision;
 use crate::session::SessionRejection;
@@ -43,6 +45,9 @@ pub struct Context<'a, P> {
     pub session: SessionState,
     /// HTTP request headers MCP mirrors from the body; `None` on stdio.
     pub headers: Option<&'a RequestHeaders>,
+    /// The agent of an active 2025 session (see [`Peer`]); `None`
+    /// otherwise.
+    pub peer: Option<&'a Peer>,
 }
 
 /// What the transport should send back.
@@ -54,8 +59,8 @@ pub struct Outcome {
     /// nothing to say" (HTTP 202).
     pub body: Option<Vec<u8>>,
     /// An `initialize` succeeded: the transport starts a session at this
-    /// revision.
-    pub started: Option<Revision>,
+    /// revision, for an agent that declared these capabilities.
+    pub started: Option<(Revision, AgentCapabilities)>,
     pub summary: Summary,
 }
 
@@ -119,7 +124,7 @@ struct Step<'a> {
     status: u16,
     /// `None`: accepted without a response.
     reply: Option<(Option<&'a RawValue>, Answer)>,
-    started: Option<Revision>,
+    started: Option<(Revision, AgentCapabilities)>,
 }
 
 impl<'a> Step<'a> {
@@ -229,7 +234,11 @@ impl<B: ToolBackend> Engine<B> {
             Err(refusal) => return Step::error(400, refusal.id, refusal.error),
         };
         match message {
-            Message::Response => self.response(ctx),
+            Message::Response { id, result, error } => {
+                summary.method = "response";
+                self.response(ctx, ClientResponse { id, result, error })
+                    .await
+            }
             Message::Notification { method, params } => {
                 self.notification(ctx, &method, params, summary)
             }
@@ -239,11 +248,32 @@ impl<B: ToolBackend> Engine<B> {
         }
     }
 
-    /// Clients answering server requests: this server sends none, but the
-    /// 2025 transports accept responses (202) inside a session.
-    fn response<'a>(&self, ctx: &Context<'_, B::Principal>) -> Step<'a> {
+    /// Clients answering server requests (relayed ones, sent through a
+    /// [`Peer`]): accepted (202) inside a session once the backend took
+    /// them; a refused one is answered 400 with its error.
+    async fn response<'a>(
+        &self,
+        ctx: &Context<'_, B::Principal>,
+        response: ClientResponse<'_>,
+    ) -> Step<'a> {
         match ctx.session {
-            SessionState::Active(_) => Step::accepted(),
+            SessionState::Active(_) => {
+                let Some(peer) = ctx.peer else {
+                    return Step::accepted();
+                };
+                let answered =
+                    AssertUnwindSafe(self.backend.client_response(ctx.principal, peer, response))
+                        .catch_unwind()
+                        .await
+                        .unwrap_or_else(|_| {
+                            tracing::error!("client_response panicked; answering -32603");
+                            Err(RpcError::internal("Internal error"))
+                        });
+                match answered {
+                    Ok(()) => Step::accepted(),
+                    Err(error) => Step::error(400, None, error),
+                }
+            }
             SessionState::Missing => Step::error(400, None, missing_session()),
             SessionState::Rejected(reason) => Step::error(404, None, session_not_found(reason)),
         }
@@ -317,14 +347,20 @@ impl<B: ToolBackend> Engine<B> {
             let answer =
                 head.and_then(|head| validate::request(Revision::LATEST_LEGACY, method, &head));
             return match answer {
-                Ok(Call::Initialize { requested }) => {
+                Ok(Call::Initialize {
+                    requested,
+                    capabilities,
+                }) => {
                     let revision = Revision::negotiate_legacy(&requested);
                     summary.revision = Some(revision);
                     let answer = self.initialize(revision);
                     let ok = answer.is_ok();
                     let mut step = Step::answer(era, id, answer);
                     if ok {
-                        step.started = Some(revision);
+                        step.started = Some((
+                            revision,
+                            AgentCapabilities::from_raw(revision, capabilities),
+                        ));
                     }
                     step
                 }
@@ -431,7 +467,9 @@ impl<B: ToolBackend> Engine<B> {
                 Err(error) => Some((None, Err(error))),
                 Ok(env) => match validate::envelope(&env) {
                     Err(refusal) => Some((refusal.id, Err(refusal.error))),
-                    Ok(Message::Response) => None,
+                    // Batches are 2025-03-26 only, where the gateway
+                    // relays nothing to the agent: accepted, dropped.
+                    Ok(Message::Response { .. }) => None,
                     Ok(Message::Notification { method, .. }) => {
                         (!method.starts_with("notifications/")).then(|| {
                             (
@@ -613,6 +651,7 @@ impl<B: ToolBackend> Engine<B> {
             name: &tool.name,
             arguments: &arguments,
             raw_arguments: raw_bytes,
+            peer: ctx.peer,
         };
         let output = match AssertUnwindSafe(self.backend.call_tool(ctx.principal, call))
             .catch_unwind()

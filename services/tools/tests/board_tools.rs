@@ -149,6 +149,7 @@ async fn call(
                 name,
                 arguments: &map,
                 raw_arguments: &raw,
+                peer: None,
             },
         )
         .await

@@ -50,6 +50,7 @@ async fn call(
                 name,
                 arguments: &map,
                 raw_arguments: &raw,
+                peer: None,
             },
         )
         .await

@@ -8,6 +8,7 @@
 
 use crate::Upstreams;
 use crate::hub::Conn;
+use crate::seam::Relay;
 use corkboard_board::{ArgumentsHash, AuditOutcome, AuditRecord, Timestamp};
 use corkboard_mcp::{RefusalKind, RefusedCall, ToolCall, ToolDef, ToolOutput, ToolSet};
 use corkboard_tools::ResolvedGrant;
@@ -66,8 +67,32 @@ impl UpstreamView {
             Route::Tool { conn, tool } => {
                 let (output, outcome) = match &conn.client {
                     Ok(client) => {
+                        let g = grant.grant();
+                        // A 2025 agent with a response stream and declared
+                        // capabilities can be asked; then the call may wait
+                        // on it (bounded by `relay_call_timeout`).
+                        let relay = match (call.peer, &upstreams.relay) {
+                            (Some(peer), Some(sealer))
+                                if peer.has_stream() && peer.capabilities().any() =>
+                            {
+                                Some(Relay {
+                                    peer,
+                                    sealer,
+                                    tenant: g.tenant.as_str(),
+                                    run: g.run.as_str(),
+                                    grant: g.id.as_str(),
+                                    tool: call.name,
+                                })
+                            }
+                            _ => None,
+                        };
+                        let deadline = if relay.is_some() {
+                            upstreams.options.relay_call_timeout
+                        } else {
+                            upstreams.options.call_timeout
+                        };
                         let answer = client
-                            .call_tool(tool, call.raw_arguments, upstreams.options.call_timeout)
+                            .call_tool(tool, call.raw_arguments, deadline, relay.as_ref())
                             .await;
                         to_output(def, answer)
                     }

@@ -27,6 +27,8 @@ pub(crate) fn params_head(params: Option<&RawValue>) -> Result<ParamsHead<'_>, R
 pub(crate) enum Call<'a> {
     Initialize {
         requested: String,
+        /// The `capabilities` object the client declared.
+        capabilities: &'a RawValue,
     },
     Ping,
     SetLevel,
@@ -112,14 +114,11 @@ fn initialize<'a>(head: &ParamsHead<'a>) -> Result<Call<'a>, RpcError> {
             "Invalid params: `params.protocolVersion` is required and must be a string",
         ));
     };
-    if !head
-        .capabilities
-        .is_some_and(|raw| raw.get().starts_with('{'))
-    {
+    let Some(capabilities) = head.capabilities.filter(|raw| raw.get().starts_with('{')) else {
         return Err(RpcError::invalid_params(
             "Invalid params: `params.capabilities` is required and must be an object",
         ));
-    }
+    };
     let Some(info) = head.client_info else {
         return Err(RpcError::invalid_params(
             "Invalid params: `params.clientInfo` is required (an object with string `name` and `version`)",
@@ -128,7 +127,10 @@ fn initialize<'a>(head: &ParamsHead<'a>) -> Result<Call<'a>, RpcError> {
     implementation(info).map_err(|problem| {
         RpcError::invalid_params(format!("Invalid params: `params.clientInfo` {problem}"))
     })?;
-    Ok(Call::Initialize { requested })
+    Ok(Call::Initialize {
+        requested,
+        capabilities,
+    })
 }
 
 /// Decodes `arguments` (absent means an empty object) exactly once.

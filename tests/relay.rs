@@ -1,0 +1,439 @@
+//! Black-box: server-to-client requests from a 2025-session upstream
+//! nobody here wrote (the reference `@modelcontextprotocol/server-
+//! everything`) relayed through a run's gateway to 2025-session agents:
+//! the official TypeScript SDK (1.x) and Python SDK (`mcp`, legacy mode)
+//! clients with sampling and elicitation handlers, and a raw HTTP agent
+//! for what the SDK clients never send (answers their own schemas refuse)
+//! and for exact bytes.
+//!
+//! What it shows: sampling and elicitation requests reach the agent on
+//! the response stream of its `tools/call`, under a signed relayed id, with
+//! the upstream's params byte for byte; the agent's answer (a POST on its
+//! own, with that id) reaches the upstream, which completes the call, and
+//! the result arrives on the still-open stream. An answer without `model`
+//! or `role`, or with `tool_use` content for a request without tools, is
+//! refused `-32602` to the agent and never relayed: the upstream's request
+//! is completed with the correlated error instead. A differing model
+//! passes. A forged relayed id is refused and relays nothing. The
+//! upstream's credential appears in no agent's view and no log.
+
+mod support;
+
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use support::upstreams::*;
+use support::*;
+
+const CREDENTIAL: &str = "Bearer relay-upstream-credential-93be1f";
+
+/// A run whose grant allows every tool of server-everything.
+struct Fixture {
+    served: Served,
+    _everything: Proc,
+    url: String,
+    token: String,
+}
+
+fn fixture() -> Fixture {
+    let served = serve();
+    let admin = served.admin_token();
+    let port = free_port();
+    let everything = start_everything(port);
+    let response = http()
+        .put(format!(
+            "{}/v1/tenants/acme/upstreams/everything",
+            served.url
+        ))
+        .bearer_auth(&admin)
+        .json(&json!({
+            "url": format!("http://127.0.0.1:{port}/mcp"),
+            "header": "Authorization",
+            "credential": CREDENTIAL,
+        }))
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let response = http()
+        .post(format!("{}/v1/runs", served.url))
+        .bearer_auth(&admin)
+        .json(&json!({
+            "tenant": "acme",
+            "run": "relay-1",
+            "capabilities": ["upstream:everything:*"],
+        }))
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 201);
+    let run: Value = response.json().unwrap();
+    Fixture {
+        url: run["mcp_url"].as_str().unwrap().to_owned(),
+        token: run["token"].as_str().unwrap().to_owned(),
+        served,
+        _everything: everything,
+    }
+}
+
+fn agent(script: &str, f: &Fixture, env: &[(&str, &str)], calls: &[(&str, Value)]) -> Value {
+    let specs: Vec<String> = calls.iter().map(|(n, a)| format!("{n}={a}")).collect();
+    let mut args = vec![f.url.as_str(), f.token.as_str()];
+    args.extend(specs.iter().map(String::as_str));
+    let out = if script.ends_with(".py") {
+        python(script, &args)
+    } else {
+        let mut cmd = std::process::Command::new("node");
+        cmd.current_dir(repo_root().join("tests/clients"))
+            .arg(script)
+            .args(&args)
+            .envs(env.iter().copied());
+        run(&mut cmd)
+    };
+    let stdout = stdout_of(&out);
+    assert!(
+        out.status.success(),
+        "{script} failed: {}\n{stdout}",
+        stderr_of(&out)
+    );
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{script}: {e}: {stdout}"))
+}
+
+fn only_call(out: &Value) -> &Value {
+    let calls = out["calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 1, "{out}");
+    &calls[0]
+}
+
+#[test]
+fn sdk_agents_answer_an_upstreams_sampling_and_elicitation_through_the_gateway() {
+    let f = fixture();
+    let sampling = (
+        "everything__trigger-sampling-request",
+        json!({ "prompt": "relay me", "maxTokens": 21 }),
+    );
+    let elicit = ("everything__trigger-elicitation-request", json!({}));
+
+    let ts = agent(
+        "upstream/relay_agent.mjs",
+        &f,
+        &[],
+        &[sampling.clone(), elicit.clone()],
+    );
+    let asked = ts["asked"].as_array().unwrap();
+    assert_eq!(asked.len(), 2, "{ts}");
+    assert_eq!(asked[0]["method"], "sampling/createMessage");
+    assert_eq!(
+        asked[0]["params"]["messages"][0]["content"]["text"],
+        "Resource trigger-sampling-request context: relay me"
+    );
+    assert_eq!(asked[0]["params"]["maxTokens"], 21);
+    assert_eq!(asked[1]["method"], "elicitation/create");
+    assert_eq!(
+        asked[1]["params"]["requestedSchema"]["required"],
+        json!(["name"])
+    );
+    let calls = ts["calls"].as_array().unwrap();
+    assert_eq!(calls[0]["isError"], false, "{ts}");
+    let text = calls[0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("\"model\": \"agent-model\"") && text.contains("the agent samples: 42"),
+        "the upstream got the agent's sampling result: {text}"
+    );
+    assert_eq!(calls[1]["isError"], false, "{ts}");
+    assert!(
+        calls[1]["text"].as_str().unwrap().contains("Ada Lovelace"),
+        "the upstream got the agent's elicitation answer: {ts}"
+    );
+
+    // A model nobody hinted passes (hints are advisory).
+    let other = agent(
+        "upstream/relay_agent.mjs",
+        &f,
+        &[("SAMPLING_ANSWER", "other-model")],
+        std::slice::from_ref(&sampling),
+    );
+    let call = only_call(&other);
+    assert_eq!(call["isError"], false, "{other}");
+    assert!(
+        call["text"]
+            .as_str()
+            .unwrap()
+            .contains("a-model-nobody-hinted")
+    );
+
+    let py = agent(
+        "upstream/relay_agent.py",
+        &f,
+        &[],
+        &[sampling.clone(), elicit],
+    );
+    let calls = py["calls"].as_array().unwrap();
+    assert_eq!(calls[0]["isError"], false, "{py}");
+    assert!(
+        calls[0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("the python agent samples: 7"),
+        "{py}"
+    );
+    assert!(
+        calls[1]["text"].as_str().unwrap().contains("Grace Hopper"),
+        "{py}"
+    );
+
+    // An agent that declared nothing is never asked: the tool that asks
+    // is not in the upstream session that declares nothing, and the call
+    // says so at once rather than hanging.
+    let started = std::time::Instant::now();
+    let bare = agent(
+        "upstream/agent.mjs",
+        &f,
+        &[],
+        std::slice::from_ref(&sampling),
+    );
+    let call = only_call(&bare);
+    assert!(
+        call["isError"] == true || call.get("error").is_some(),
+        "{bare}"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+
+    let log = std::fs::read_to_string(&f.served.log).unwrap();
+    assert!(log.contains("relay request") && log.contains("relay answer"));
+    let secret = "relay-upstream-credential-93be1f";
+    for (what, text) in [
+        ("the log", log.clone()),
+        ("the TS agent's view", ts.to_string()),
+        ("the Python agent's view", py.to_string()),
+    ] {
+        assert!(!text.contains(secret), "{what} holds the credential");
+    }
+    assert!(
+        !log.contains("relay me") && !log.contains("Ada Lovelace"),
+        "the log holds relayed messages"
+    );
+}
+
+/// A 2025 session spoken by hand, for answers no SDK client sends.
+struct RawAgent {
+    url: String,
+    token: String,
+    session: String,
+}
+
+const REVISION: &str = "2025-11-25";
+
+impl RawAgent {
+    fn open(url: &str, token: &str, capabilities: Value) -> Self {
+        let response = http()
+            .post(url)
+            .bearer_auth(token)
+            .header("accept", "application/json, text/event-stream")
+            .json(&json!({
+                "jsonrpc": "2.0", "id": 0, "method": "initialize",
+                "params": {
+                    "protocolVersion": REVISION,
+                    "capabilities": capabilities,
+                    "clientInfo": { "name": "raw-relay-agent", "version": "1.0.0" },
+                }
+            }))
+            .send()
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 200);
+        let session = response.headers()["mcp-session-id"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        let agent = Self {
+            url: url.to_owned(),
+            token: token.to_owned(),
+            session,
+        };
+        let (status, _) = agent.post(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        assert_eq!(status, 202);
+        agent
+    }
+
+    fn post(&self, body: &str) -> (u16, String) {
+        let response = http()
+            .post(&self.url)
+            .bearer_auth(&self.token)
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .header("mcp-session-id", &self.session)
+            .header("mcp-protocol-version", REVISION)
+            .body(body.to_owned())
+            .send()
+            .unwrap();
+        let status = response.status().as_u16();
+        (status, response.text().unwrap_or_default())
+    }
+
+    /// Calls `tool`; for the first relayed request on the stream, `answer`
+    /// gets its raw members and returns the raw answer body to POST (with
+    /// the relayed id) and what the POST got back is recorded. Returns the
+    /// relayed request's members, the answer POST's status and body, and
+    /// the call's final response.
+    fn call(
+        &self,
+        tool: &str,
+        arguments: Value,
+        answer: impl Fn(&HashMap<String, Box<RawValue>>) -> String,
+    ) -> (HashMap<String, Box<RawValue>>, (u16, String), Value) {
+        let body = json!({
+            "jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": { "name": tool, "arguments": arguments },
+        });
+        let response = http()
+            .post(&self.url)
+            .bearer_auth(&self.token)
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-session-id", &self.session)
+            .header("mcp-protocol-version", REVISION)
+            .json(&body)
+            .send()
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 200);
+        assert!(
+            response.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with("text/event-stream"),
+            "a call that relays answers as an event stream"
+        );
+        let mut relayed = None;
+        let mut posted = None;
+        for line in BufReader::new(response).lines() {
+            let line = line.unwrap();
+            let Some(data) = line.strip_prefix("data: ") else {
+                continue;
+            };
+            let message: HashMap<String, Box<RawValue>> = serde_json::from_str(data).unwrap();
+            if message.contains_key("method") && message.contains_key("id") && relayed.is_none() {
+                let reply = answer(&message);
+                posted = Some(self.post(&reply));
+                relayed = Some(message);
+                continue;
+            }
+            if message.get("id").map(|id| id.get()) == Some("7") {
+                let value: Value = serde_json::from_str(data).unwrap();
+                return (
+                    relayed.expect("a relayed request came first"),
+                    posted.unwrap(),
+                    value,
+                );
+            }
+        }
+        panic!("the stream ended without the call's response");
+    }
+}
+
+fn result_text(response: &Value) -> String {
+    response["result"]["content"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{response}"))
+        .iter()
+        .filter_map(|c| c["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn answer_with(message: &HashMap<String, Box<RawValue>>, result: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{},"result":{result}}}"#,
+        message["id"].get()
+    )
+}
+
+#[test]
+fn the_gateway_relays_exact_bytes_and_refuses_broken_answers_before_relaying() {
+    let f = fixture();
+    let raw = RawAgent::open(
+        &f.url,
+        &f.token,
+        json!({ "sampling": {}, "elicitation": {} }),
+    );
+    let sample = "everything__trigger-sampling-request";
+
+    // Well-formed: the upstream's params arrive byte for byte under a
+    // relayed id; the answer (keys in an unusual order, a model nobody
+    // hinted) reaches the upstream, whose result comes on the stream.
+    let (relayed, posted, done) = raw.call(
+        sample,
+        json!({ "prompt": "bytes", "maxTokens": 33 }),
+        |m| {
+            answer_with(
+                m,
+                r#"{"model":"raw-model","content":{"text":"raw answer","type":"text"},"role":"assistant"}"#,
+            )
+        },
+    );
+    assert_eq!(relayed["method"].get(), r#""sampling/createMessage""#);
+    assert!(
+        relayed["id"].get().starts_with("\"relay."),
+        "{}",
+        relayed["id"].get()
+    );
+    assert_eq!(
+        relayed["params"].get(),
+        r#"{"messages":[{"role":"user","content":{"type":"text","text":"Resource trigger-sampling-request context: bytes"}}],"systemPrompt":"You are a helpful test server.","maxTokens":33,"temperature":0.7}"#,
+        "the upstream's params, byte for byte"
+    );
+    assert_eq!(posted.0, 202, "{}", posted.1);
+    let text = result_text(&done);
+    assert!(
+        text.contains("raw-model") && text.contains("raw answer"),
+        "{text}"
+    );
+
+    // Broken answers: -32602 to the agent, nothing relayed; the upstream's
+    // request is completed with the correlated error (its tool says so).
+    for (result, rule) in [
+        (
+            r#"{"role":"assistant","content":{"type":"text","text":"leak"}}"#,
+            "result_model",
+        ),
+        (
+            r#"{"model":"m","content":{"type":"text","text":"leak"}}"#,
+            "result_role",
+        ),
+        (
+            r#"{"role":"assistant","model":"m","stopReason":"toolUse","content":{"type":"tool_use","id":"t1","name":"lookup","input":{}}}"#,
+            "tool_use_unrequested",
+        ),
+    ] {
+        let (_, posted, done) = raw.call(sample, json!({ "prompt": "p", "maxTokens": 5 }), |m| {
+            answer_with(m, result)
+        });
+        assert_eq!(posted.0, 400, "{rule}: {}", posted.1);
+        let error: Value = serde_json::from_str(&posted.1).unwrap();
+        assert_eq!(error["error"]["code"], -32602, "{rule}: {error}");
+        assert_eq!(error["id"], Value::Null);
+        let text = result_text(&done);
+        assert_eq!(done["result"]["isError"], true, "{rule}: {done}");
+        assert!(text.contains(rule), "{rule}: the upstream was told: {text}");
+        assert!(!text.contains("leak"), "{rule}: nothing relayed: {text}");
+    }
+
+    // A forged relayed id: refused, nothing reaches the upstream; the
+    // genuine answer then still completes the call.
+    let (_, posted, done) = raw.call(sample, json!({ "prompt": "p", "maxTokens": 5 }), |m| {
+        let id = m["id"].get();
+        let forged = format!("{}x\"", &id[..id.len() - 2]);
+        let (status, body) = raw.post(&format!(
+            r#"{{"jsonrpc":"2.0","id":{forged},"result":{{"role":"assistant","model":"forged","content":{{"type":"text","text":"forged"}}}}}}"#
+        ));
+        assert_eq!(status, 400, "{body}");
+        assert!(body.contains("-32602") && body.contains("response id"), "{body}");
+        answer_with(
+            m,
+            r#"{"role":"assistant","model":"genuine","content":{"type":"text","text":"genuine"}}"#,
+        )
+    });
+    assert_eq!(posted.0, 202);
+    let text = result_text(&done);
+    assert!(
+        text.contains("genuine") && !text.contains("forged"),
+        "{text}"
+    );
+}
