@@ -437,3 +437,247 @@ fn the_gateway_relays_exact_bytes_and_refuses_broken_answers_before_relaying() {
         "{text}"
     );
 }
+
+/// A run whose grant allows every tool of the Python SDK upstream (which
+/// speaks 2026-07-28 and asks through `input_required`), plus a second
+/// run of the same tenant.
+fn modern_fixture() -> (Served, Proc, [(String, String); 2]) {
+    let served = serve();
+    let admin = served.admin_token();
+    let port = free_port();
+    let py = start_python_upstream(port);
+    let response = http()
+        .put(format!("{}/v1/tenants/acme/upstreams/pyup", served.url))
+        .bearer_auth(&admin)
+        .json(&json!({
+            "url": format!("http://127.0.0.1:{port}/mcp"),
+            "header": "X-Upstream-Key",
+            "credential": PY_CREDENTIAL,
+        }))
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let runs = ["modern-1", "modern-2"].map(|run| {
+        let response = http()
+            .post(format!("{}/v1/runs", served.url))
+            .bearer_auth(&admin)
+            .json(&json!({
+                "tenant": "acme",
+                "run": run,
+                "capabilities": ["upstream:pyup:*"],
+            }))
+            .send()
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 201);
+        let run: Value = response.json().unwrap();
+        (
+            run["mcp_url"].as_str().unwrap().to_owned(),
+            run["token"].as_str().unwrap().to_owned(),
+        )
+    });
+    (served, py, runs)
+}
+
+/// One 2026-07-28 `tools/call` declaring `capabilities`, optionally a
+/// retry with `inputResponses` and `requestState`.
+fn modern_call(
+    (url, token): &(String, String),
+    tool: &str,
+    arguments: Value,
+    capabilities: Value,
+    retry: Option<(Value, &str)>,
+) -> (u16, Value) {
+    let mut params = json!({
+        "name": tool, "arguments": arguments,
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": capabilities,
+            "io.modelcontextprotocol/clientInfo": { "name": "raw-2026-agent", "version": "1.0.0" },
+        }
+    });
+    if let Some((responses, state)) = retry {
+        params["inputResponses"] = responses;
+        params["requestState"] = json!(state);
+    }
+    let body = json!({ "jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": params });
+    mcp_post(url, token, "tools/call", Some(tool), &body)
+}
+
+#[test]
+fn a_2026_upstreams_input_required_is_relayed_under_a_sealed_state_and_resumed() {
+    let (served, _py, [one, two]) = modern_fixture();
+
+    // The Python SDK client (2026-07-28) answers the gateway's
+    // input_required with its callbacks and retries on its own.
+    let args = [
+        one.0.as_str(),
+        one.1.as_str(),
+        "pyup__greet={}",
+        r#"pyup__muse={"topic":"relays"}"#,
+    ];
+    let mut cmd = std::process::Command::new(repo_root().join("target/venv/bin/python"));
+    cmd.current_dir(repo_root().join("tests/clients"))
+        .arg("upstream/relay_agent.py")
+        .args(args)
+        .env("AGENT_MODE", "2026-07-28");
+    let out = run(&mut cmd);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let py: Value = serde_json::from_str(stdout_of(&out).trim()).unwrap();
+    let calls = py["calls"].as_array().unwrap();
+    assert_eq!(calls[0]["text"], "Hello, Grace Hopper!", "{py}");
+    assert_eq!(
+        calls[1]["text"], "model py-agent-model says: the python agent samples: 7",
+        "{py}"
+    );
+    let asked = py["asked"].as_array().unwrap();
+    assert_eq!(asked[0]["method"], "elicitation/create");
+    assert_eq!(asked[1]["method"], "sampling/createMessage");
+    assert_eq!(
+        asked[1]["params"]["messages"][0]["content"]["text"],
+        "One line about relays"
+    );
+
+    // By hand: the gateway's own input_required, its state sealed.
+    let caps = json!({ "elicitation": {}, "sampling": {} });
+    let (status, first) = modern_call(&one, "pyup__greet", json!({}), caps.clone(), None);
+    assert_eq!(status, 200, "{first}");
+    let result = &first["result"];
+    assert_eq!(result["resultType"], "input_required", "{first}");
+    let requests = result["inputRequests"].as_object().unwrap();
+    assert_eq!(requests.len(), 1);
+    let (key, request) = requests.iter().next().unwrap();
+    assert_eq!(request["method"], "elicitation/create");
+    let state = result["requestState"].as_str().unwrap().to_owned();
+    let accept = json!({ key.as_str(): { "action": "accept", "content": { "name": "Ada" } } });
+
+    // Refused -32602, nothing relayed: forged, another run's, other
+    // arguments, wrong keys, an answer off its schema.
+    let mut forged = state.clone().into_bytes();
+    let at = forged.len() / 2;
+    forged[at] = if forged[at] == b'A' { b'B' } else { b'A' };
+    let forged = String::from_utf8(forged).unwrap();
+    let (_, muse) = modern_call(
+        &one,
+        "pyup__muse",
+        json!({ "topic": "a" }),
+        caps.clone(),
+        None,
+    );
+    let muse_state = muse["result"]["requestState"].as_str().unwrap().to_owned();
+    let muse_key = muse["result"]["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    let sampled = json!({ muse_key.as_str(): {
+        "role": "assistant", "model": "m", "content": { "type": "text", "text": "t" } } });
+    for (what, run, tool, arguments, responses, presented, needle) in [
+        (
+            "forged",
+            &one,
+            "pyup__greet",
+            json!({}),
+            accept.clone(),
+            forged.as_str(),
+            "altered",
+        ),
+        (
+            "another run's",
+            &two,
+            "pyup__greet",
+            json!({}),
+            accept.clone(),
+            state.as_str(),
+            "another run",
+        ),
+        (
+            "other arguments",
+            &one,
+            "pyup__muse",
+            json!({ "topic": "b" }),
+            sampled.clone(),
+            muse_state.as_str(),
+            "another run or another call",
+        ),
+        (
+            "another tool's",
+            &one,
+            "pyup__greet",
+            json!({}),
+            accept.clone(),
+            muse_state.as_str(),
+            "another run or another call",
+        ),
+        (
+            "wrong keys",
+            &one,
+            "pyup__greet",
+            json!({}),
+            json!({ "nope": { "action": "cancel" } }),
+            state.as_str(),
+            "lacks the answer",
+        ),
+        (
+            "off its schema",
+            &one,
+            "pyup__greet",
+            json!({}),
+            json!({ key.as_str(): { "action": "accept", "content": { "name": 5 } } }),
+            state.as_str(),
+            "elicit",
+        ),
+    ] {
+        let (status, body) = modern_call(
+            run,
+            tool,
+            arguments,
+            caps.clone(),
+            Some((responses, presented)),
+        );
+        assert_eq!(status, 400, "{what}: {body}");
+        assert_eq!(body["error"]["code"], -32602, "{what}: {body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains(needle), "{what}: {message}");
+    }
+
+    // The genuine retry completes, on the sealed state alone.
+    let (status, done) = modern_call(
+        &one,
+        "pyup__greet",
+        json!({}),
+        caps.clone(),
+        Some((accept, &state)),
+    );
+    assert_eq!(status, 200, "{done}");
+    assert_eq!(
+        done["result"]["content"][0]["text"], "Hello, Ada!",
+        "{done}"
+    );
+    let (status, done) = modern_call(
+        &one,
+        "pyup__muse",
+        json!({ "topic": "a" }),
+        caps,
+        Some((sampled, &muse_state)),
+    );
+    assert_eq!(status, 200, "{done}");
+    assert_eq!(
+        done["result"]["content"][0]["text"], "model m says: t",
+        "{done}"
+    );
+
+    // An agent that declared nothing is not asked: the upstream's request
+    // for an undeclared capability is not passed on.
+    let (status, bare) = modern_call(&one, "pyup__greet", json!({}), json!({}), None);
+    assert_eq!(status, 200, "{bare}");
+    assert_ne!(bare["result"]["resultType"], "input_required", "{bare}");
+
+    let log = std::fs::read_to_string(&served.log).unwrap();
+    assert!(!log.contains(PY_CREDENTIAL), "the log holds the credential");
+    assert!(
+        !log.contains("Grace Hopper") && !log.contains("Ada"),
+        "the log holds answers"
+    );
+}

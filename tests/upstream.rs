@@ -162,6 +162,8 @@ fn upstream_tools_reach_the_agent_through_its_run_gateway_and_no_further() {
         "list_issues",
         "pyup__add",
         "pyup__echo_len",
+        "pyup__greet",
+        "pyup__muse",
         "pyup__slow",
         "search_issues",
     ];

@@ -305,6 +305,7 @@ impl ToolBackend for StdioBoard {
                     structured: None,
                     text: refusal_text(&rejection),
                     is_error: true,
+                    relay: None,
                 }
             }
         }

@@ -91,10 +91,16 @@ pub struct ToolCall<'a> {
     /// sent none), for hashing in audit records without re-serialising or
     /// logging them.
     pub raw_arguments: &'a [u8],
-    /// The agent, when the call arrived in a 2025 session: what it
-    /// declared, and (over HTTP, when [`ToolBackend::may_relay`] said so)
-    /// its response stream for requests sent before the result.
+    /// The agent: in a 2025 session what it declared in `initialize`, and
+    /// (over HTTP, when [`ToolBackend::may_relay`] said so) its response
+    /// stream for requests sent before the result; in 2026-07-28 what the
+    /// request's `_meta` declares (no stream).
     pub peer: Option<&'a Peer>,
+    /// 2026-07-28 only: a retry's `inputResponses` (as received) and
+    /// `requestState` (a JSON string, as received), answering an
+    /// `input_required` result ([`RelayAnswer::InputRequired`]).
+    pub input_responses: Option<&'a RawValue>,
+    pub request_state: Option<&'a RawValue>,
 }
 
 /// A JSON-RPC response the agent sent (answering a request a backend sent
@@ -139,6 +145,26 @@ pub struct ToolOutput {
     /// the structured JSON is sent as the text block instead.
     pub text: String,
     pub is_error: bool,
+    /// Not a tool result: the call needs the agent's input first, or was
+    /// refused as a request (see [`RelayAnswer`]). `None` for every
+    /// ordinary result.
+    pub relay: Option<RelayAnswer>,
+}
+
+/// What a call that relays an upstream's input requests answers instead
+/// of a tool result.
+#[derive(Debug, Clone)]
+pub enum RelayAnswer {
+    /// 2026-07-28: `{"resultType":"input_required", "inputRequests",
+    /// "requestState"}`; the requests as checked (exact bytes), the state
+    /// sealed by the backend. In a 2025 session this is an internal error.
+    InputRequired {
+        input_requests: Box<RawValue>,
+        request_state: String,
+    },
+    /// The request itself is refused (a forged or expired `requestState`,
+    /// refused `inputResponses`): this JSON-RPC error is the answer.
+    Refused(RpcError),
 }
 
 /// A product served over MCP. Who the caller is comes from outside: the

@@ -17,7 +17,9 @@ use futures_util::FutureExt;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::backend::{ClientResponse, RefusalKind, RefusedCall, ToolBackend, ToolCall, ToolOutput};
+use crate::backend::{
+    ClientResponse, RefusalKind, RefusedCall, RelayAnswer, ToolBackend, ToolCall, ToolOutput,
+};
 use crate::code::{self, ErrorCode};
 use crate::method::method_label as label;
 use crate::peer::Peer;
@@ -580,8 +582,19 @@ impl<B: ToolBackend> Engine<B> {
                     self.list_ttl_ms,
                 ))
             }
-            Call::Tool { name, arguments } => {
-                self.call_tool(ctx, revision, &name, arguments, summary)
+            Call::Tool {
+                name,
+                arguments,
+                meta,
+                input_responses,
+                request_state,
+            } => {
+                let retry = Retry {
+                    meta,
+                    input_responses,
+                    request_state,
+                };
+                self.call_tool(ctx, revision, &name, arguments, retry, summary)
                     .await
             }
         }
@@ -593,6 +606,7 @@ impl<B: ToolBackend> Engine<B> {
         revision: Revision,
         name: &str,
         raw_arguments: Option<&RawValue>,
+        retry: Retry<'_>,
         summary: &mut Summary,
     ) -> Answer {
         let set = self.backend.tools(ctx.principal);
@@ -637,6 +651,7 @@ impl<B: ToolBackend> Engine<B> {
                 structured: None,
                 text: message,
                 is_error: true,
+                relay: None,
             };
             return Ok(render::call_result(
                 revision,
@@ -647,11 +662,24 @@ impl<B: ToolBackend> Engine<B> {
         let Value::Object(arguments) = arguments else {
             return Err(RpcError::internal("Internal error"));
         };
+        // A 2026-07-28 agent declares its capabilities per request.
+        let modern = revision.is_modern();
+        let modern_peer = modern.then(|| {
+            let declared = retry
+                .meta
+                .and_then(|meta| serde_json::from_str::<wire::MetaHead<'_>>(meta.get()).ok())
+                .and_then(|meta| meta.client_capabilities)
+                .map(|caps| AgentCapabilities::from_raw(revision, caps))
+                .unwrap_or_default();
+            Peer::without_stream(revision, declared)
+        });
         let call = ToolCall {
             name: &tool.name,
             arguments: &arguments,
             raw_arguments: raw_bytes,
-            peer: ctx.peer,
+            peer: modern_peer.as_ref().or(ctx.peer),
+            input_responses: retry.input_responses.filter(|_| modern),
+            request_state: retry.request_state.filter(|_| modern),
         };
         let output = match AssertUnwindSafe(self.backend.call_tool(ctx.principal, call))
             .catch_unwind()
@@ -665,6 +693,28 @@ impl<B: ToolBackend> Engine<B> {
                 ));
             }
         };
+        match &output.relay {
+            None => {}
+            Some(RelayAnswer::Refused(error)) => return Err(error.clone()),
+            Some(RelayAnswer::InputRequired {
+                input_requests,
+                request_state,
+            }) => {
+                if !modern {
+                    return Err(malformed_result(
+                        "tools/call",
+                        "input_required outside 2026-07-28",
+                    ));
+                }
+                summary.outcome = "input_required";
+                return Ok(render::input_required(
+                    revision,
+                    self.backend.identity(),
+                    input_requests,
+                    request_state,
+                ));
+            }
+        }
         if let Err(problem) = validate::tool_output(revision, tool, &output) {
             return Err(malformed_result("tools/call", &problem));
         }
@@ -675,6 +725,14 @@ impl<B: ToolBackend> Engine<B> {
             &output,
         ))
     }
+}
+
+/// What a 2026-07-28 `tools/call` carries besides its name and arguments.
+#[derive(Debug, Clone, Copy, Default)]
+struct Retry<'a> {
+    meta: Option<&'a RawValue>,
+    input_responses: Option<&'a RawValue>,
+    request_state: Option<&'a RawValue>,
 }
 
 /// Logs a result that failed its checks and returns the `-32603` sent in

@@ -32,7 +32,7 @@ mod validate;
 mod wire;
 
 pub use backend::{
-    AuthRejection, Authenticate, ClientResponse, Principal, RefusalKind, RefusedCall,
+    AuthRejection, Authenticate, ClientResponse, Principal, RefusalKind, RefusedCall, RelayAnswer,
     ServerIdentity, ToolBackend, ToolCall, ToolDef, ToolOutput, ToolSet,
 };
 pub use code::ErrorCode;

@@ -736,6 +736,7 @@ impl ToolBackend for BoardTools {
                 text: answer.text,
                 structured: Some(answer.structured),
                 is_error: false,
+                relay: None,
             },
             Err(err) => {
                 if let ToolsError::Internal { detail } = &err {
@@ -751,6 +752,7 @@ impl ToolBackend for BoardTools {
                     structured: None,
                     text: err.to_string(),
                     is_error: true,
+                    relay: None,
                 }
             }
         }

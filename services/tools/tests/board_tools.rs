@@ -150,6 +150,8 @@ async fn call(
                 arguments: &map,
                 raw_arguments: &raw,
                 peer: None,
+                input_responses: None,
+                request_state: None,
             },
         )
         .await

@@ -51,6 +51,8 @@ async fn call(
                 arguments: &map,
                 raw_arguments: &raw,
                 peer: None,
+                input_responses: None,
+                request_state: None,
             },
         )
         .await

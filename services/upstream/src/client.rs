@@ -200,6 +200,45 @@ impl UpstreamClient {
         .unwrap_or_else(|_| Err(self.timed_out(deadline)))
     }
 
+    /// A 2026-07-28 call on behalf of an agent that declared `caps` (they
+    /// go in the request's `_meta`), optionally a retry answering the
+    /// upstream's `input_required` with the agent's checked `inputResponses`
+    /// and the upstream's own `requestState`. Returns the result as the
+    /// upstream wrote it, `input_required` included; `None` when the
+    /// upstream does not speak 2026-07-28 (then [`Self::call_tool`]).
+    pub async fn call_tool_modern(
+        &self,
+        tool: &str,
+        arguments: &[u8],
+        deadline: Duration,
+        caps: AgentCapabilities,
+        retry: Option<(Value, Option<String>)>,
+    ) -> Option<Result<Value, UpstreamError>> {
+        let work = async {
+            if self.negotiated(AgentCapabilities::default()).await? != Era::Modern {
+                return Ok(None);
+            }
+            let arguments: Value = serde_json::from_slice(arguments)
+                .map_err(|_| self.unavailable("the arguments are not JSON"))?;
+            let mut params = json!({ "name": tool, "arguments": arguments });
+            if let Some((responses, state)) = retry {
+                params["inputResponses"] = responses;
+                if let Some(state) = state {
+                    params["requestState"] = Value::String(state);
+                }
+            }
+            self.request_declaring(caps, "tools/call", Some(tool), params, None)
+                .await
+                .map(Some)
+        };
+        match tokio::time::timeout(deadline, work).await {
+            Ok(Ok(None)) => None,
+            Ok(Ok(Some(result))) => Some(Ok(result)),
+            Ok(Err(e)) => Some(Err(e)),
+            Err(_) => Some(Err(self.timed_out(deadline))),
+        }
+    }
+
     /// One request in the negotiated era; a forgotten session is renewed
     /// and the request sent again, once.
     async fn request(

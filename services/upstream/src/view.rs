@@ -8,11 +8,17 @@
 
 use crate::Upstreams;
 use crate::hub::Conn;
-use crate::seam::Relay;
+use crate::seam::{self, Relay};
 use corkboard_board::{ArgumentsHash, AuditOutcome, AuditRecord, Timestamp};
-use corkboard_mcp::{RefusalKind, RefusedCall, ToolCall, ToolDef, ToolOutput, ToolSet};
+use corkboard_mcp::relay::seal::{ArgumentDigest, CallBinding, RelaySealer, RequestState};
+use corkboard_mcp::relay::{self, Eras};
+use corkboard_mcp::{
+    Peer, RefusalKind, RefusedCall, RelayAnswer, Revision, RpcError, ToolCall, ToolDef, ToolOutput,
+    ToolSet,
+};
 use corkboard_tools::ResolvedGrant;
 use serde_json::Value;
+use serde_json::value::RawValue;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
@@ -65,8 +71,27 @@ impl UpstreamView {
         let at = Timestamp::now();
         let (upstream, output, outcome) = match route {
             Route::Tool { conn, tool } => {
-                let (output, outcome) = match &conn.client {
-                    Ok(client) => {
+                let modern_agent = call.peer.filter(|p| p.revision().is_modern());
+                let (output, outcome) = match (&conn.client, modern_agent, &upstreams.relay) {
+                    (Ok(client), Some(peer), Some(sealer)) => {
+                        let deadline = if peer.capabilities().any() {
+                            upstreams.options.relay_call_timeout
+                        } else {
+                            upstreams.options.call_timeout
+                        };
+                        let modern = ModernCall {
+                            client,
+                            def,
+                            tool,
+                            call,
+                            peer,
+                            sealer,
+                            grant,
+                            deadline,
+                        };
+                        modern.run().await
+                    }
+                    (Ok(client), _, _) => {
                         let g = grant.grant();
                         // A 2025 agent with a response stream and declared
                         // capabilities can be asked; then the call may wait
@@ -96,7 +121,7 @@ impl UpstreamView {
                             .await;
                         to_output(def, answer)
                     }
-                    Err(why) => {
+                    (Err(why), _, _) => {
                         unavailable(&format!("upstream {} unavailable: {why}", conn.record.name))
                     }
                 };
@@ -187,11 +212,194 @@ impl UpstreamView {
     }
 }
 
+/// A 2026-07-28 agent's call of an upstream tool, which may need input
+/// (see [`crate::seam`], "2026-07-28"): relayed as the gateway's own
+/// `input_required` with a sealed state wrapping the upstream's, and
+/// resumed on any replica from the agent's retry.
+struct ModernCall<'a> {
+    client: &'a crate::UpstreamClient,
+    def: &'a ToolDef,
+    tool: &'a str,
+    call: &'a ToolCall<'a>,
+    peer: &'a Peer,
+    sealer: &'a RelaySealer,
+    grant: &'a ResolvedGrant,
+    deadline: std::time::Duration,
+}
+
+impl ModernCall<'_> {
+    async fn run(&self) -> (ToolOutput, AuditOutcome) {
+        let g = self.grant.grant();
+        let digest = ArgumentDigest::of(
+            std::str::from_utf8(self.call.raw_arguments)
+                .ok()
+                .and_then(|text| RawValue::from_string(text.to_owned()).ok())
+                .as_deref(),
+        );
+        let Some(arguments) = digest else {
+            return unavailable("the arguments are not JSON");
+        };
+        let upstream = self.client.name().as_str();
+        let binding = CallBinding {
+            run: g.run.as_str(),
+            grant: g.id.as_str(),
+            upstream,
+            method: "tools/call",
+            name: self.call.name,
+            arguments,
+        };
+        let eras = Eras::new(self.peer.revision(), Revision::V2026_07_28);
+        // A retry: the sealed state must be this call's, and each response
+        // must answer what was asked.
+        let (retry, round) = match self.call.request_state {
+            None => (None, 0),
+            Some(raw) => {
+                let Ok(state) = serde_json::from_str::<String>(raw.get()) else {
+                    return refused(RpcError::invalid_params(
+                        "Invalid params: `requestState` must be a string",
+                    ));
+                };
+                let opened = match self.sealer.open_state(&state, &binding, seam::now_secs()) {
+                    Ok(opened) => opened,
+                    Err(rejection) => {
+                        tracing::info!(upstream, tool = %self.call.name, tenant = %g.tenant, run = %g.run, outcome = rejection.name(), "relay retry refused");
+                        return refused(rejection.rpc_error("requestState"));
+                    }
+                };
+                let empty = RawValue::from_string("{}".into()).ok();
+                let Some(responses) = self.call.input_responses.or(empty.as_deref()) else {
+                    return refused(RpcError::internal("Internal error"));
+                };
+                if let Err(refusal) =
+                    relay::check_input_responses(eras, &opened.state.expected, responses)
+                {
+                    tracing::info!(upstream, tool = %self.call.name, tenant = %g.tenant, run = %g.run, outcome = "refused", rule = refusal.rule.name(), "relay retry refused");
+                    return refused(refusal.rpc_error());
+                }
+                let responses: Value = serde_json::from_str(responses.get()).unwrap_or(Value::Null);
+                (
+                    Some((responses, opened.state.upstream_state)),
+                    opened.state.round,
+                )
+            }
+        };
+        let answer = match self
+            .client
+            .call_tool_modern(
+                self.tool,
+                self.call.raw_arguments,
+                self.deadline,
+                self.peer.capabilities(),
+                retry,
+            )
+            .await
+        {
+            Some(answer) => answer,
+            None if self.call.request_state.is_some() => {
+                return refused(RpcError::invalid_params(format!(
+                    "Invalid params: upstream {upstream} asks nothing in 2026-07-28 form (it speaks a 2025 session); make the call again without requestState"
+                )));
+            }
+            // A 2025 upstream: its requests to the client cannot reach a
+            // 2026-07-28 agent (no stream) and are refused at once.
+            None => {
+                let answer = self
+                    .client
+                    .call_tool(self.tool, self.call.raw_arguments, self.deadline, None)
+                    .await;
+                return to_output(self.def, answer);
+            }
+        };
+        let result = match answer {
+            Ok(result)
+                if result.get("resultType").and_then(Value::as_str) == Some("input_required") =>
+            {
+                result
+            }
+            other => return to_output(self.def, other),
+        };
+        let requests = result
+            .get("inputRequests")
+            .map(Value::to_string)
+            .and_then(|text| RawValue::from_string(text).ok());
+        let Some(requests) = requests else {
+            return unavailable(&format!(
+                "upstream {upstream} asked for input with no inputRequests (state-only rounds are not relayed)"
+            ));
+        };
+        let expected = match relay::check_input_requests(eras, &self.peer.capabilities(), &requests)
+        {
+            Ok(expected) => expected,
+            Err(refusal) => {
+                tracing::info!(upstream, tool = %self.call.name, tenant = %g.tenant, run = %g.run, outcome = "refused", rule = refusal.rule.name(), "relay request refused");
+                return (
+                    text_output(
+                        format!(
+                            "upstream {upstream} asked for input the gateway does not relay: {refusal}"
+                        ),
+                        true,
+                    ),
+                    AuditOutcome::ToolError,
+                );
+            }
+        };
+        let state = RequestState {
+            upstream_state: result
+                .get("requestState")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            expected,
+            round: round.saturating_add(1),
+            upstream_ids: Default::default(),
+        };
+        match self.sealer.seal_state(&binding, &state, seam::now_secs()) {
+            Ok(sealed) => {
+                tracing::info!(upstream, tool = %self.call.name, tenant = %g.tenant, run = %g.run, round = state.round, outcome = "input_required", "relay request");
+                (
+                    ToolOutput {
+                        structured: None,
+                        text: String::new(),
+                        is_error: false,
+                        relay: Some(RelayAnswer::InputRequired {
+                            input_requests: requests,
+                            request_state: sealed,
+                        }),
+                    },
+                    AuditOutcome::Ok,
+                )
+            }
+            Err(rejection) => (
+                text_output(
+                    format!(
+                        "upstream {upstream} asked for more input than the gateway relays: {}",
+                        rejection.rpc_error("requestState").message
+                    ),
+                    true,
+                ),
+                AuditOutcome::ToolError,
+            ),
+        }
+    }
+}
+
+fn refused(error: RpcError) -> (ToolOutput, AuditOutcome) {
+    (
+        ToolOutput {
+            structured: None,
+            text: String::new(),
+            is_error: true,
+            relay: Some(RelayAnswer::Refused(error)),
+        },
+        AuditOutcome::Denied,
+    )
+}
+
 fn text_output(text: String, is_error: bool) -> ToolOutput {
     ToolOutput {
         structured: None,
         text,
         is_error,
+        relay: None,
     }
 }
 
@@ -216,6 +424,16 @@ fn to_output(
         }
         Err(err) => return unavailable(&err.to_string()),
     };
+    if result.get("resultType").and_then(Value::as_str) == Some("input_required") {
+        // Reached only when the agent cannot be asked in 2026-07-28 form.
+        return (
+            text_output(
+                "the upstream needs input from the agent (input_required), which this gateway relays only to 2026-07-28 agents; call it from a 2026-07-28 client".to_owned(),
+                true,
+            ),
+            AuditOutcome::ToolError,
+        );
+    }
     let is_error = result.get("isError").and_then(Value::as_bool) == Some(true);
     let mut parts = Vec::new();
     for block in result
@@ -263,6 +481,7 @@ fn to_output(
             structured,
             text: parts.join("\n"),
             is_error,
+            relay: None,
         },
         outcome,
     )

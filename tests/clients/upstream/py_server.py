@@ -4,16 +4,23 @@ eras (2026-07-28 stateless and 2025 sessions), refusing any request whose
 credential header is not the one in UPSTREAM_HEADER / UPSTREAM_CREDENTIAL.
 
 Tools: `add` (structured output), `echo_len` (text only), `slow` (sleeps,
-for deadlines), and `broken`, whose input schema is made invalid on
-purpose so the gateway must drop it. Usage: py_server.py PORT
+for deadlines), `greet` (elicits a name) and `muse` (samples the client's
+model) through the SDK's resolvers, which ask as `input_required` in
+2026-07-28 and mid-call in 2025 sessions, and `broken`, whose input schema
+is made invalid on purpose so the gateway must drop it. Usage:
+py_server.py PORT
 """
 
 import asyncio
 import os
 import sys
+from typing import Annotated
 
 import uvicorn
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.resolve import Elicit, Resolve, Sample
+from mcp.types import CreateMessageResult, SamplingMessage, TextContent
+from pydantic import BaseModel
 from starlette.responses import JSONResponse
 
 HEADER = os.environ.get("UPSTREAM_HEADER", "X-Upstream-Key").lower()
@@ -39,6 +46,34 @@ async def slow(seconds: float) -> str:
     """Sleeps, then answers."""
     await asyncio.sleep(seconds)
     return "done"
+
+
+class Name(BaseModel):
+    name: str
+
+
+def ask_name() -> Elicit[Name]:
+    return Elicit("What is your name?", Name)
+
+
+@server.tool()
+def greet(who: Annotated[Name, Resolve(ask_name)]) -> str:
+    """Greets whoever the client names."""
+    return f"Hello, {who.name}!"
+
+
+def ask_model(topic: str) -> Sample:
+    return Sample(
+        [SamplingMessage(role="user", content=TextContent(type="text", text=f"One line about {topic}"))],
+        max_tokens=30,
+    )
+
+
+@server.tool()
+def muse(topic: str, sampled: Annotated[CreateMessageResult, Resolve(ask_model)]) -> str:
+    """Asks the client's model about a topic and says what it answered."""
+    text = sampled.content.text if isinstance(sampled.content, TextContent) else "?"
+    return f"model {sampled.model} says: {text}"
 
 
 @server.tool()

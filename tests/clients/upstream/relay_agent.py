@@ -1,10 +1,14 @@
 """An agent for tests/relay.rs: the official Python SDK client (`mcp`) in a
-2025 `initialize` session (mode="legacy"), declaring sampling, elicitation
-and roots through its callbacks, which record what they were asked. Same
-arguments and output as relay_agent.mjs: URL TOKEN [NAME=JSON_ARGUMENTS ...]
+2025 `initialize` session (mode="legacy", the default) or stateless
+2026-07-28 (AGENT_MODE=2026-07-28, where the SDK answers `input_required`
+results itself with these callbacks and retries), declaring sampling,
+elicitation and roots through its callbacks, which record what they were
+asked. Same arguments and output as relay_agent.mjs:
+URL TOKEN [NAME=JSON_ARGUMENTS ...]
 """
 
 import json
+import os
 import sys
 
 import anyio
@@ -42,7 +46,7 @@ async def main() -> None:
     async with http:
         client = Client(
             streamable_http_client(url, http_client=http),
-            mode="legacy",
+            mode=os.environ.get("AGENT_MODE", "legacy"),
             client_info=Implementation(name="corkboard-relay-agent-py", version="1.0.0"),
             sampling_callback=sampling,
             elicitation_callback=elicitation,

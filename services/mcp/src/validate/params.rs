@@ -36,6 +36,10 @@ pub(crate) enum Call<'a> {
     Tool {
         name: String,
         arguments: Option<&'a RawValue>,
+        /// The request's `_meta` (2026-07-28: the declared capabilities).
+        meta: Option<&'a RawValue>,
+        input_responses: Option<&'a RawValue>,
+        request_state: Option<&'a RawValue>,
     },
     Discover,
 }
@@ -100,6 +104,9 @@ pub(crate) fn request<'a>(
             Ok(Call::Tool {
                 name,
                 arguments: head.arguments,
+                meta: head.meta,
+                input_responses: head.input_responses,
+                request_state: head.request_state,
             })
         }
         _ => Err(RpcError::method_not_found(format!(
