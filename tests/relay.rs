@@ -504,7 +504,7 @@ fn modern_call(
 }
 
 #[test]
-fn a_2026_upstreams_input_required_is_relayed_under_a_sealed_state_and_resumed() {
+fn a_2026_upstreams_input_required_reaches_2026_agents_sealed_and_2025_agents_on_their_stream() {
     let (served, _py, [one, two]) = modern_fixture();
 
     // The Python SDK client (2026-07-28) answers the gateway's
@@ -673,6 +673,46 @@ fn a_2026_upstreams_input_required_is_relayed_under_a_sealed_state_and_resumed()
     let (status, bare) = modern_call(&one, "pyup__greet", json!({}), json!({}), None);
     assert_eq!(status, 200, "{bare}");
     assert_ne!(bare["result"]["resultType"], "input_required", "{bare}");
+
+    // Mixed eras, agent 2025 × upstream 2026-07-28: the gateway asks the
+    // 2025 agents on their call's stream and retries the upstream with
+    // their answers (the TypeScript SDK 1.x and the Python SDK in legacy
+    // mode).
+    let (url, token) = &one;
+    let out = node(
+        "upstream/relay_agent.mjs",
+        &[
+            url,
+            token,
+            "pyup__greet={}",
+            r#"pyup__muse={"topic":"eras"}"#,
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let ts: Value = serde_json::from_str(stdout_of(&out).trim()).unwrap();
+    let calls = ts["calls"].as_array().unwrap();
+    assert_eq!(calls[0]["text"], "Hello, Ada Lovelace!", "{ts}");
+    assert_eq!(
+        calls[1]["text"], "model agent-model says: the agent samples: 42",
+        "{ts}"
+    );
+    let asked: Vec<&Value> = ts["asked"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| &a["method"])
+        .collect();
+    assert_eq!(
+        asked,
+        [
+            &json!("elicitation/create"),
+            &json!("sampling/createMessage")
+        ]
+    );
+    let out = python("upstream/relay_agent.py", &[url, token, "pyup__greet={}"]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let py: Value = serde_json::from_str(stdout_of(&out).trim()).unwrap();
+    assert_eq!(py["calls"][0]["text"], "Hello, Grace Hopper!", "{py}");
 
     let log = std::fs::read_to_string(&served.log).unwrap();
     assert!(!log.contains(PY_CREDENTIAL), "the log holds the credential");

@@ -140,6 +140,10 @@ pub struct Upstreams {
     /// Seals the ids of requests relayed to agents (none: nothing is
     /// relayed, requests to the client are refused at once).
     pub(crate) relay: Option<RelaySealer>,
+    /// Requests relayed to 2025 agents from 2026-07-28 upstreams'
+    /// `input_required`, by relayed id: the call waiting for each answer
+    /// lives in this process (see [`crate::view`]).
+    pub(crate) pending: Mutex<HashMap<String, Held>>,
     tenants: Mutex<HashMap<TenantId, Arc<TenantState>>>,
     views: Mutex<HashMap<(TenantId, Capabilities), Arc<UpstreamView>>>,
     serials: AtomicU64,
@@ -152,6 +156,10 @@ impl std::fmt::Debug for Upstreams {
             .finish_non_exhaustive()
     }
 }
+
+/// Where a held relayed request's answer goes.
+pub(crate) type Held =
+    tokio::sync::oneshot::Sender<Result<Box<serde_json::value::RawValue>, RpcError>>;
 
 /// Most cached views (grant capability sets × tenants) before the cache
 /// is emptied and rebuilt on demand.
@@ -178,6 +186,7 @@ impl Upstreams {
             audit,
             options,
             relay: None,
+            pending: Mutex::new(HashMap::new()),
             tenants: Mutex::new(HashMap::new()),
             views: Mutex::new(HashMap::new()),
             serials: AtomicU64::new(1),
@@ -234,6 +243,21 @@ impl Upstreams {
         else {
             return Ok(());
         };
+        if let Some((relayed_id, answer)) = delivery.held {
+            let waiting = lock(&self.pending).remove(&relayed_id);
+            let Some(waiting) = waiting else {
+                tracing::info!(upstream = %delivery.upstream, run = %g.run, tenant = %g.tenant, outcome = "not_held", "relay answer");
+                return Err(delivery.refused.unwrap_or_else(|| RpcError::invalid_params(
+                    "Invalid params: this answer reached a gateway replica that does not hold the call waiting for it (or the call already ended); make the tool call again",
+                )));
+            };
+            // The call may have ended meanwhile: then nobody reads it.
+            let _ = waiting.send(answer);
+            return match delivery.refused {
+                Some(refused) => Err(refused),
+                None => Ok(()),
+            };
+        }
         let state = self.tenant(&g.tenant).await;
         let Some(conn) = state
             .conns
@@ -577,7 +601,7 @@ impl Upstreams {
     }
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // Every critical section is a map or field update that cannot panic
     // half-way; a poisoned lock still holds whole values.
     mutex

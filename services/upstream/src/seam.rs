@@ -272,6 +272,11 @@ pub struct Delivery {
     /// agent (the body then completes the upstream's request with the
     /// correlated error instead).
     pub refused: Option<RpcError>,
+    /// The request came from a 2026-07-28 upstream's `input_required` and
+    /// is held in the process of the call that relayed it (see
+    /// [`crate::hub::Upstreams::deliver`]): the relayed id, and the checked
+    /// answer (the agent's result, or the error the call ends with).
+    pub held: Option<(String, Result<Box<RawValue>, RpcError>)>,
 }
 
 /// Opens and checks the agent's `response`. `Ok(None)`: not an answer to
@@ -348,12 +353,28 @@ pub fn answer(
         }
     };
     body.push(b'}');
+    let held = upstream_revision.is_modern().then(|| {
+        let answer = match (&refused, response.result, response.error) {
+            (None, Some(result), _) => RawValue::from_string(result.get().to_owned())
+                .map_err(|_| RpcError::internal("Internal error")),
+            (Some(_), _, _) => Err(RpcError::internal(format!(
+                "the agent's answer to this {} was refused by the gateway",
+                method.as_str()
+            ))),
+            (None, _, _) => Err(RpcError::internal(format!(
+                "the agent answered this {} with an error",
+                method.as_str()
+            ))),
+        };
+        (id.clone(), answer)
+    });
     Ok(Some(Delivery {
         upstream: relayed.upstream,
         session: relayed.upstream_session,
         revision,
         body,
         refused,
+        held,
     }))
 }
 

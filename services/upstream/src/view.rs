@@ -10,15 +10,18 @@ use crate::Upstreams;
 use crate::hub::Conn;
 use crate::seam::{self, Relay};
 use corkboard_board::{ArgumentsHash, AuditOutcome, AuditRecord, Timestamp};
-use corkboard_mcp::relay::seal::{ArgumentDigest, CallBinding, RelaySealer, RequestState};
+use corkboard_mcp::relay::seal::{
+    self as seal, ArgumentDigest, CallBinding, RelaySealer, RelayedRequest, RequestState,
+    RunBinding,
+};
 use corkboard_mcp::relay::{self, Eras};
 use corkboard_mcp::{
     Peer, RefusalKind, RefusedCall, RelayAnswer, Revision, RpcError, ToolCall, ToolDef, ToolOutput,
     ToolSet,
 };
 use corkboard_tools::ResolvedGrant;
-use serde_json::Value;
 use serde_json::value::RawValue;
+use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
@@ -116,10 +119,26 @@ impl UpstreamView {
                         } else {
                             upstreams.options.call_timeout
                         };
-                        let answer = client
-                            .call_tool(tool, call.raw_arguments, deadline, relay.as_ref())
-                            .await;
-                        to_output(def, answer)
+                        match relay {
+                            Some(relay) => {
+                                let mixed = MixedCall {
+                                    client,
+                                    def,
+                                    tool,
+                                    arguments: call.raw_arguments,
+                                    relay,
+                                    upstreams,
+                                    deadline,
+                                };
+                                mixed.run().await
+                            }
+                            None => {
+                                let answer = client
+                                    .call_tool(tool, call.raw_arguments, deadline, None)
+                                    .await;
+                                to_output(def, answer)
+                            }
+                        }
                     }
                     (Err(why), _, _) => {
                         unavailable(&format!("upstream {} unavailable: {why}", conn.record.name))
@@ -379,6 +398,213 @@ impl ModernCall<'_> {
                 AuditOutcome::ToolError,
             ),
         }
+    }
+}
+
+/// A 2025 agent's call (with a response stream) of an upstream tool: a
+/// 2025 upstream's requests to the client are relayed on the call's stream
+/// ([`crate::seam`]); a 2026-07-28 upstream's `input_required` is turned
+/// into real requests on that stream, their answers awaited here (held in
+/// this process, keyed by relayed id: an answer that reaches another
+/// replica is refused there, saying so), and the upstream retried with
+/// them, at most [`seal::MAX_ROUNDS`] rounds within the call's deadline.
+struct MixedCall<'a> {
+    client: &'a crate::UpstreamClient,
+    def: &'a ToolDef,
+    tool: &'a str,
+    arguments: &'a [u8],
+    relay: Relay<'a>,
+    upstreams: &'a Upstreams,
+    deadline: std::time::Duration,
+}
+
+/// Forgets a call's held requests when it ends, however it ends.
+struct HeldGuard<'a> {
+    upstreams: &'a Upstreams,
+    ids: Vec<String>,
+}
+
+impl Drop for HeldGuard<'_> {
+    fn drop(&mut self) {
+        let mut pending = crate::hub::lock(&self.upstreams.pending);
+        for id in &self.ids {
+            pending.remove(id);
+        }
+    }
+}
+
+impl MixedCall<'_> {
+    async fn run(&self) -> (ToolOutput, AuditOutcome) {
+        let started = Instant::now();
+        let peer = self.relay.peer;
+        let caps = peer.capabilities();
+        let upstream = self.client.name().as_str();
+        let eras = Eras::new(peer.revision(), Revision::V2026_07_28);
+        let left = || self.deadline.saturating_sub(started.elapsed());
+        let timed_out = || {
+            unavailable(&format!(
+                "upstream {upstream} unavailable: no answer within {} ms",
+                self.deadline.as_millis()
+            ))
+        };
+        let mut guard = HeldGuard {
+            upstreams: self.upstreams,
+            ids: Vec::new(),
+        };
+        let mut retry = None;
+        for round in 0..=seal::MAX_ROUNDS {
+            let answer = match self
+                .client
+                .call_tool_modern(self.tool, self.arguments, left(), caps, retry.take())
+                .await
+            {
+                Some(answer) => answer,
+                // A 2025 upstream: the id-rewriting relay on the stream.
+                None => {
+                    let answer = self
+                        .client
+                        .call_tool(self.tool, self.arguments, left(), Some(&self.relay))
+                        .await;
+                    return to_output(self.def, answer);
+                }
+            };
+            let result = match answer {
+                Ok(result)
+                    if result.get("resultType").and_then(Value::as_str)
+                        == Some("input_required") =>
+                {
+                    result
+                }
+                other => return to_output(self.def, other),
+            };
+            if round == seal::MAX_ROUNDS {
+                return (
+                    text_output(
+                        format!(
+                            "upstream {upstream} asked for input more than {} times in one call; the gateway stopped",
+                            seal::MAX_ROUNDS
+                        ),
+                        true,
+                    ),
+                    AuditOutcome::ToolError,
+                );
+            }
+            let requests = result.get("inputRequests").and_then(Value::as_object);
+            let raw = requests
+                .map(|r| Value::Object(r.clone()).to_string())
+                .and_then(|text| RawValue::from_string(text).ok());
+            let (Some(requests), Some(raw)) = (requests, raw) else {
+                return unavailable(&format!(
+                    "upstream {upstream} asked for input with no inputRequests (state-only rounds are not relayed)"
+                ));
+            };
+            let expected = match relay::check_input_requests(eras, &caps, &raw) {
+                Ok(expected) => expected,
+                Err(refusal) => {
+                    tracing::info!(
+                        upstream,
+                        tool = self.relay.tool,
+                        tenant = self.relay.tenant,
+                        run = self.relay.run,
+                        outcome = "refused",
+                        rule = refusal.rule.name(),
+                        "relay request refused"
+                    );
+                    return (
+                        text_output(
+                            format!(
+                                "upstream {upstream} asked for input the gateway does not relay: {refusal}"
+                            ),
+                            true,
+                        ),
+                        AuditOutcome::ToolError,
+                    );
+                }
+            };
+            let mut waits = Vec::with_capacity(requests.len());
+            for (key, request) in requests {
+                let (Some(expectation), Ok(upstream_id)) = (
+                    expected.get(key),
+                    RawValue::from_string(Value::String(key.clone()).to_string()),
+                ) else {
+                    return unavailable("an input request could not be relayed");
+                };
+                let sealed = RelayedRequest {
+                    upstream: upstream.to_owned(),
+                    upstream_id,
+                    expected: expectation.clone(),
+                    upstream_revision: Some(Revision::V2026_07_28.as_str().to_owned()),
+                    upstream_session: None,
+                };
+                let binding = RunBinding {
+                    run: self.relay.run,
+                    grant: self.relay.grant,
+                };
+                let Ok(id) = self
+                    .relay
+                    .sealer
+                    .mint_id(&binding, &sealed, seam::now_secs())
+                else {
+                    return unavailable("an input request is too large to relay");
+                };
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                crate::hub::lock(&self.upstreams.pending).insert(id.clone(), tx);
+                guard.ids.push(id.clone());
+                let mut message = json!({
+                    "jsonrpc": "2.0",
+                    "id": id,
+                    "method": request.get("method").cloned().unwrap_or(Value::Null),
+                });
+                if let Some(params) = request.get("params") {
+                    message["params"] = params.clone();
+                }
+                if let Err(why) = peer.send(message.to_string().into_bytes()).await {
+                    return unavailable(&format!(
+                        "the agent could not be asked for upstream {upstream}'s input: {why}"
+                    ));
+                }
+                tracing::info!(
+                    upstream,
+                    tool = self.relay.tool,
+                    tenant = self.relay.tenant,
+                    run = self.relay.run,
+                    round = round + 1,
+                    outcome = "relayed",
+                    "relay request"
+                );
+                waits.push((key.clone(), rx));
+            }
+            let mut responses = serde_json::Map::new();
+            for (key, rx) in waits {
+                match tokio::time::timeout(left(), rx).await {
+                    Ok(Ok(Ok(answer))) => {
+                        let value = serde_json::from_str(answer.get()).unwrap_or(Value::Null);
+                        responses.insert(key, value);
+                    }
+                    Ok(Ok(Err(error))) => {
+                        return (
+                            text_output(
+                                format!(
+                                    "upstream {upstream}'s input request was not answered: {}",
+                                    error.message
+                                ),
+                                true,
+                            ),
+                            AuditOutcome::ToolError,
+                        );
+                    }
+                    Ok(Err(_)) | Err(_) => return timed_out(),
+                }
+            }
+            retry = Some((
+                Value::Object(responses),
+                result
+                    .get("requestState")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
+            ));
+        }
+        timed_out()
     }
 }
 
