@@ -145,6 +145,26 @@ fn sdk_agents_answer_an_upstreams_sampling_and_elicitation_through_the_gateway()
         "the upstream got the agent's elicitation answer: {ts}"
     );
 
+    // The TypeScript SDK 2.x in its legacy mode, same upstream.
+    let v2 = agent(
+        "upstream/relay_agent.mjs",
+        &f,
+        &[("AGENT_SDK", "v2"), ("AGENT_MODE", "legacy")],
+        &[sampling.clone(), elicit.clone()],
+    );
+    let calls = v2["calls"].as_array().unwrap();
+    assert!(
+        calls[0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("the agent samples: 42"),
+        "{v2}"
+    );
+    assert!(
+        calls[1]["text"].as_str().unwrap().contains("Ada Lovelace"),
+        "{v2}"
+    );
+
     // A model nobody hinted passes (hints are advisory).
     let other = agent(
         "upstream/relay_agent.mjs",
@@ -709,6 +729,32 @@ fn a_2026_upstreams_input_required_reaches_2026_agents_sealed_and_2025_agents_on
             &json!("sampling/createMessage")
         ]
     );
+    // The TypeScript SDK 2.x, pinned to 2026-07-28 (it answers the
+    // gateway's input_required itself) and in its legacy mode (mixed eras).
+    for mode in ["2026-07-28", "legacy"] {
+        let mut cmd = std::process::Command::new("node");
+        cmd.current_dir(repo_root().join("tests/clients"))
+            .arg("upstream/relay_agent.mjs")
+            .args([
+                url.as_str(),
+                token.as_str(),
+                "pyup__greet={}",
+                r#"pyup__muse={"topic":"v2"}"#,
+            ])
+            .env("AGENT_SDK", "v2")
+            .env("AGENT_MODE", mode);
+        let out = run(&mut cmd);
+        assert!(out.status.success(), "{mode}: {}", stderr_of(&out));
+        let v2: Value = serde_json::from_str(stdout_of(&out).trim()).unwrap();
+        assert_eq!(
+            v2["calls"][0]["text"], "Hello, Ada Lovelace!",
+            "{mode}: {v2}"
+        );
+        assert_eq!(
+            v2["calls"][1]["text"], "model agent-model says: the agent samples: 42",
+            "{mode}: {v2}"
+        );
+    }
     let out = python("upstream/relay_agent.py", &[url, token, "pyup__greet={}"]);
     assert!(out.status.success(), "{}", stderr_of(&out));
     let py: Value = serde_json::from_str(stdout_of(&out).trim()).unwrap();

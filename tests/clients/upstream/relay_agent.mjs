@@ -1,8 +1,10 @@
 #!/usr/bin/env node
 // An agent for tests/relay.rs: the official TypeScript SDK client
-// (@modelcontextprotocol/sdk 1.x, a 2025 `initialize` session) declaring
-// sampling, elicitation and roots, with a handler for each that records
-// what it was asked. Makes each call given as NAME=JSON_ARGUMENTS and
+// (@modelcontextprotocol/sdk 1.x, a 2025 `initialize` session; or, with
+// AGENT_SDK=v2, @modelcontextprotocol/client 2.x in the negotiation mode
+// AGENT_MODE: legacy or 2026-07-28) declaring sampling, elicitation and
+// roots, with a handler for each that records what it was asked (2.x
+// answers 2026-07-28 input_required results with the same handlers). Makes each call given as NAME=JSON_ARGUMENTS and
 // prints one JSON line:
 // {"tools": [names], "calls": [{"name", "isError", "text"} | {"name", "error"}],
 //  "asked": [{"method", "params"}]}.
@@ -10,25 +12,39 @@
 // "no-model", "no-role", "tool-use" (tool_use content, for a request without tools).
 // Usage: relay_agent.mjs URL TOKEN [NAME=ARGS ...]
 
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import * as v1 from '@modelcontextprotocol/sdk/client/index.js';
+import * as v1http from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import * as v2 from '@modelcontextprotocol/client';
 import {
     CreateMessageRequestSchema,
     ElicitRequestSchema,
     ListRootsRequestSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 
+const sdk = process.env.AGENT_SDK ?? 'v1';
+const agentMode = process.env.AGENT_MODE ?? 'legacy';
+
 const [url, token, ...calls] = process.argv.slice(2);
 const mode = process.env.SAMPLING_ANSWER ?? 'good';
 const asked = [];
-const transport = new StreamableHTTPClientTransport(new URL(url), {
+const Transport = sdk === 'v2' ? v2.StreamableHTTPClientTransport : v1http.StreamableHTTPClientTransport;
+const transport = new Transport(new URL(url), {
     requestInit: { headers: { Authorization: `Bearer ${token}` } },
 });
-const client = new Client(
-    { name: 'corkboard-relay-agent', version: '1.0.0' },
-    { capabilities: { sampling: {}, elicitation: {}, roots: {} } },
-);
-client.setRequestHandler(CreateMessageRequestSchema, async (request) => {
+const capabilities = { sampling: {}, elicitation: {}, roots: {} };
+const client =
+    sdk === 'v2'
+        ? new v2.Client(
+              { name: 'corkboard-relay-agent-v2', version: '2.0.0' },
+              {
+                  capabilities,
+                  versionNegotiation: agentMode === 'legacy' ? { mode: 'legacy' } : { mode: { pin: agentMode } },
+              },
+          )
+        : new v1.Client({ name: 'corkboard-relay-agent', version: '1.0.0' }, { capabilities });
+// 1.x takes the request's schema, 2.x the method name.
+const on = (schema, method, handler) => client.setRequestHandler(sdk === 'v2' ? method : schema, handler);
+on(CreateMessageRequestSchema, 'sampling/createMessage', async (request) => {
     asked.push({ method: request.method, params: request.params });
     const text = { type: 'text', text: 'the agent samples: 42' };
     switch (mode) {
@@ -49,11 +65,11 @@ client.setRequestHandler(CreateMessageRequestSchema, async (request) => {
             return { role: 'assistant', content: text, model: 'agent-model', stopReason: 'endTurn' };
     }
 });
-client.setRequestHandler(ElicitRequestSchema, async (request) => {
+on(ElicitRequestSchema, 'elicitation/create', async (request) => {
     asked.push({ method: request.method, params: request.params });
     return { action: 'accept', content: { name: 'Ada Lovelace', check: true } };
 });
-client.setRequestHandler(ListRootsRequestSchema, async (request) => {
+on(ListRootsRequestSchema, 'roots/list', async (request) => {
     asked.push({ method: request.method, params: request.params ?? null });
     return { roots: [{ uri: 'file:///work/project', name: 'project' }] };
 });
