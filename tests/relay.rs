@@ -767,3 +767,92 @@ fn a_2026_upstreams_input_required_reaches_2026_agents_sealed_and_2025_agents_on
         "the log holds answers"
     );
 }
+
+#[test]
+fn revoking_the_run_mid_relay_ends_the_call_with_a_correlated_error() {
+    let f = fixture();
+    let raw = RawAgent::open(&f.url, &f.token, json!({ "sampling": {} }));
+    let body = json!({
+        "jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {
+            "name": "everything__trigger-sampling-request",
+            "arguments": { "prompt": "never answered", "maxTokens": 5 },
+        },
+    });
+    let response = http()
+        .post(&raw.url)
+        .bearer_auth(&raw.token)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", &raw.session)
+        .header("mcp-protocol-version", REVISION)
+        .json(&body)
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let mut lines = BufReader::new(response).lines();
+    // The relayed request arrives; the agent does not answer it.
+    let relayed = loop {
+        let line = lines.next().expect("a relayed request").unwrap();
+        if let Some(data) = line.strip_prefix("data: ") {
+            break serde_json::from_str::<Value>(data).unwrap();
+        }
+    };
+    assert_eq!(relayed["method"], "sampling/createMessage");
+    let admin = f.served.admin_token();
+    let started = std::time::Instant::now();
+    let revoked = http()
+        .delete(format!("{}/v1/runs/acme/relay-1", f.served.url))
+        .bearer_auth(&admin)
+        .send()
+        .unwrap();
+    assert!(revoked.status().is_success(), "{:?}", revoked.status());
+    // The call's stream ends with the run's correlated error, within the
+    // drain deadline (5 s by default).
+    let ended = loop {
+        let line = lines
+            .next()
+            .expect("the stream ends with an answer to the call")
+            .unwrap();
+        if let Some(data) = line.strip_prefix("data: ") {
+            let message: Value = serde_json::from_str(data).unwrap();
+            if message["id"] == 7 {
+                break message;
+            }
+        }
+    };
+    assert_eq!(ended["error"]["code"], -32051, "{ended}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(15));
+    // The agent's late answer gets nowhere: the run's gateway is gone or
+    // its token refused.
+    let late = answer_with(
+        &serde_json::from_value(relayed).unwrap(),
+        r#"{"role":"assistant","model":"m","content":{"type":"text","text":"late"}}"#,
+    );
+    let sent = http()
+        .post(&raw.url)
+        .bearer_auth(&raw.token)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("mcp-session-id", &raw.session)
+        .header("mcp-protocol-version", REVISION)
+        .body(late)
+        .send();
+    if let Ok(response) = sent {
+        let status = response.status().as_u16();
+        assert!(status == 401 || status == 403, "{status}");
+    }
+    // The upstream's pending request was completed with an error (its call
+    // ended), not left waiting.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let log = std::fs::read_to_string(&f.served.log).unwrap();
+        if log.contains("relay requests completed with errors") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the upstream's request was not completed"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}

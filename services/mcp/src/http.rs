@@ -807,6 +807,17 @@ struct Streaming {
     ended: bool,
 }
 
+/// The stream is dropped when its response is (the agent went away, or
+/// the embedder cut it off): the call behind it stops, so an upstream
+/// waiting on it sees its stream close instead of a call nobody reads.
+impl Drop for Streaming {
+    fn drop(&mut self) {
+        if let Some(task) = &self.task {
+            task.abort();
+        }
+    }
+}
+
 /// One SSE event carrying one JSON-RPC message, as a single buffer.
 fn sse_event(message: &[u8]) -> Bytes {
     let mut event = Vec::with_capacity(message.len() + 24);

@@ -36,7 +36,7 @@ use crate::seal::Credential;
 use crate::seam::{self, Decision, Relay};
 use corkboard_board::{Upstream, UpstreamName};
 use corkboard_mcp::relay::AgentCapabilities;
-use corkboard_mcp::{Revision, meta_key};
+use corkboard_mcp::{Revision, RpcError, meta_key};
 use reqwest::header::{HeaderName, HeaderValue};
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -547,9 +547,18 @@ impl UpstreamClient {
         relay: Option<&Relay<'_>>,
     ) -> Result<Answer, UpstreamError> {
         let mut relayed: Vec<String> = Vec::new();
+        let mut abandoned = Abandoned {
+            upstream: self.name.clone(),
+            replies: Vec::new(),
+        };
         let answer = self
-            .read_stream(response, id, era, relay, &mut relayed)
+            .read_stream(response, id, era, relay, &mut relayed, &mut abandoned)
             .await;
+        if answer.is_ok() {
+            // The upstream finished the call: whatever it asked was
+            // answered or no longer matters to it.
+            abandoned.replies.clear();
+        }
         if answer.is_err()
             && let Some(relay) = relay
         {
@@ -584,6 +593,7 @@ impl UpstreamClient {
         era: &Era,
         relay: Option<&Relay<'_>>,
         relayed: &mut Vec<String>,
+        abandoned: &mut Abandoned,
     ) -> Result<Answer, UpstreamError> {
         let event_stream = response
             .headers()
@@ -619,7 +629,8 @@ impl UpstreamClient {
                         return Ok(answer);
                     }
                     if message.get("method").is_some() && message.get("id").is_some() {
-                        self.server_request(era, relay, relayed, &payload).await;
+                        self.server_request(era, relay, relayed, abandoned, &payload)
+                            .await;
                     }
                     // Notifications (progress, logging) are not relayed.
                 }
@@ -659,6 +670,7 @@ impl UpstreamClient {
         era: &Era,
         relay: Option<&Relay<'_>>,
         relayed: &mut Vec<String>,
+        abandoned: &mut Abandoned,
         payload: &[u8],
     ) {
         let (revision, session) = match era {
@@ -679,6 +691,19 @@ impl UpstreamClient {
                 match relay.peer.send(message).await {
                     Ok(()) => {
                         relayed.push(relayed_id);
+                        let ended = RpcError::internal(
+                            "Internal error: the call this request belongs to ended before the agent answered (the agent's stream closed, the run ended, or this stream failed)",
+                        );
+                        if let Some(id) = seam::request_id(payload) {
+                            let reply = seam::error_reply(&id, &ended);
+                            abandoned.replies.push(self.post(
+                                &reply,
+                                Some(era),
+                                None,
+                                None,
+                                "response",
+                            ));
+                        }
                         return;
                     }
                     Err(why) => {
@@ -736,6 +761,34 @@ impl UpstreamClient {
 
     fn timed_out(&self, deadline: Duration) -> UpstreamError {
         self.unavailable(&format!("no answer within {} ms", deadline.as_millis()))
+    }
+}
+
+/// The error replies owed to the upstream for requests relayed on one of
+/// its streams, sent (in the background) if that stream ends without the
+/// call's result: it failed, or the call was dropped (the agent's stream
+/// closed, the run ended). Per stream, so a replacement stream's requests
+/// are never touched.
+struct Abandoned {
+    upstream: UpstreamName,
+    replies: Vec<reqwest::RequestBuilder>,
+}
+
+impl Drop for Abandoned {
+    fn drop(&mut self) {
+        if self.replies.is_empty() {
+            return;
+        }
+        let replies = std::mem::take(&mut self.replies);
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        tracing::info!(upstream = %self.upstream, count = replies.len(), outcome = "abandoned", "relay requests completed with errors: their call ended");
+        runtime.spawn(async move {
+            for reply in replies {
+                let _ = tokio::time::timeout(seam::ANSWER_TIMEOUT, reply.send()).await;
+            }
+        });
     }
 }
 

@@ -259,6 +259,12 @@ pub fn unreachable_reply(request: &[u8], why: &corkboard_mcp::PeerError) -> Valu
     )
 }
 
+/// The id of the request in `payload`, as the upstream wrote it.
+pub fn request_id(payload: &[u8]) -> Option<Box<RawValue>> {
+    let request = serde_json::from_slice::<Incoming<'_>>(payload).ok()?;
+    RawValue::from_string(request.id.get().to_owned()).ok()
+}
+
 /// An agent's answer, checked and ready for its upstream.
 #[derive(Debug)]
 pub struct Delivery {
