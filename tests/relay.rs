@@ -165,6 +165,82 @@ fn sdk_agents_answer_an_upstreams_sampling_and_elicitation_through_the_gateway()
         "{v2}"
     );
 
+    // Mixed eras, agent 2026-07-28 × upstream 2025: the gateway holds the
+    // upstream's call and relays its requests as input_required (the
+    // Python SDK and the TypeScript SDK 2.x, both pinned to 2026-07-28).
+    let py26 = agent(
+        "upstream/relay_agent.py",
+        &f,
+        &[("AGENT_MODE", "2026-07-28")],
+        &[sampling.clone(), elicit.clone()],
+    );
+    let calls = py26["calls"].as_array().unwrap();
+    assert!(
+        calls[0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("the python agent samples: 7"),
+        "{py26}"
+    );
+    assert!(
+        calls[1]["text"].as_str().unwrap().contains("Grace Hopper"),
+        "{py26}"
+    );
+    let v2_26 = agent(
+        "upstream/relay_agent.mjs",
+        &f,
+        &[("AGENT_SDK", "v2"), ("AGENT_MODE", "2026-07-28")],
+        std::slice::from_ref(&sampling),
+    );
+    assert!(
+        only_call(&v2_26)["text"]
+            .as_str()
+            .unwrap()
+            .contains("the agent samples: 42"),
+        "{v2_26}"
+    );
+    // By hand: the held call's state works once; presented again (the
+    // call it belonged to ended), it is refused saying what to do.
+    let run = (f.url.clone(), f.token.clone());
+    let caps = json!({ "sampling": {} });
+    let args = json!({ "prompt": "held by hand", "maxTokens": 9 });
+    let (_, first) = modern_call(&run, sampling.0, args.clone(), caps.clone(), None);
+    assert_eq!(first["result"]["resultType"], "input_required", "{first}");
+    let state = first["result"]["requestState"].as_str().unwrap().to_owned();
+    let key = first["result"]["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    let answer = json!({ key.as_str(): {
+        "role": "assistant", "model": "hand", "content": { "type": "text", "text": "by hand" } } });
+    let (status, done) = modern_call(
+        &run,
+        sampling.0,
+        args.clone(),
+        caps.clone(),
+        Some((answer.clone(), &state)),
+    );
+    assert_eq!(status, 200, "{done}");
+    assert!(
+        done["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("by hand"),
+        "{done}"
+    );
+    let (status, again) = modern_call(&run, sampling.0, args, caps, Some((answer, &state)));
+    assert_eq!(status, 400, "{again}");
+    assert!(
+        again["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("make the original call again"),
+        "{again}"
+    );
+
     // A model nobody hinted passes (hints are advisory).
     let other = agent(
         "upstream/relay_agent.mjs",

@@ -81,6 +81,22 @@ impl Peer {
         }
     }
 
+    /// An agent reached through a channel the caller reads itself (a
+    /// gateway holding an upstream's call for a 2026-07-28 agent turns what
+    /// arrives into `input_required` results), with at most [`OUTBOX`]
+    /// messages queued.
+    pub fn channel(
+        revision: Revision,
+        capabilities: AgentCapabilities,
+        send_timeout: Duration,
+    ) -> (Self, mpsc::Receiver<Vec<u8>>) {
+        let (outbox, inbox) = mpsc::channel(OUTBOX);
+        (
+            Self::with_stream(revision, capabilities, outbox, send_timeout),
+            inbox,
+        )
+    }
+
     /// The agent's negotiated revision.
     pub fn revision(&self) -> Revision {
         self.revision

@@ -144,6 +144,10 @@ pub struct Upstreams {
     /// `input_required`, by relayed id: the call waiting for each answer
     /// lives in this process (see [`crate::view`]).
     pub(crate) pending: Mutex<HashMap<String, Held>>,
+    /// 2025 upstreams' calls held for 2026-07-28 agents between an
+    /// `input_required` and its retry, by the first relayed id of the
+    /// round (see [`crate::view`]).
+    pub(crate) held: Mutex<HashMap<String, crate::view::HeldCall>>,
     tenants: Mutex<HashMap<TenantId, Arc<TenantState>>>,
     views: Mutex<HashMap<(TenantId, Capabilities), Arc<UpstreamView>>>,
     serials: AtomicU64,
@@ -187,6 +191,7 @@ impl Upstreams {
             options,
             relay: None,
             pending: Mutex::new(HashMap::new()),
+            held: Mutex::new(HashMap::new()),
             tenants: Mutex::new(HashMap::new()),
             views: Mutex::new(HashMap::new()),
             serials: AtomicU64::new(1),

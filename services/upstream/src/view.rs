@@ -84,6 +84,8 @@ impl UpstreamView {
                         };
                         let modern = ModernCall {
                             client,
+                            conn,
+                            upstreams,
                             def,
                             tool,
                             call,
@@ -237,6 +239,8 @@ impl UpstreamView {
 /// resumed on any replica from the agent's retry.
 struct ModernCall<'a> {
     client: &'a crate::UpstreamClient,
+    conn: &'a Arc<Conn>,
+    upstreams: &'a Upstreams,
     def: &'a ToolDef,
     tool: &'a str,
     call: &'a ToolCall<'a>,
@@ -295,6 +299,9 @@ impl ModernCall<'_> {
                     tracing::info!(upstream, tool = %self.call.name, tenant = %g.tenant, run = %g.run, outcome = "refused", rule = refusal.rule.name(), "relay retry refused");
                     return refused(refusal.rpc_error());
                 }
+                if !opened.state.upstream_ids.is_empty() {
+                    return self.resume_held(&binding, &opened.state, responses).await;
+                }
                 let responses: Value = serde_json::from_str(responses.get()).unwrap_or(Value::Null);
                 (
                     Some((responses, opened.state.upstream_state)),
@@ -319,8 +326,45 @@ impl ModernCall<'_> {
                     "Invalid params: upstream {upstream} asks nothing in 2026-07-28 form (it speaks a 2025 session); make the call again without requestState"
                 )));
             }
-            // A 2025 upstream: its requests to the client cannot reach a
-            // 2026-07-28 agent (no stream) and are refused at once.
+            // A 2025 upstream asks mid-call: the call is held here and
+            // its requests become this agent's input_required.
+            None if self.peer.capabilities().any() => {
+                let (peer, inbox) = corkboard_mcp::Peer::channel(
+                    self.peer.revision(),
+                    self.peer.capabilities(),
+                    corkboard_mcp::Peer::DEFAULT_SEND_TIMEOUT,
+                );
+                let conn = self.conn.clone();
+                let sealer = self.sealer.clone();
+                let (tenant, run, grant) =
+                    (g.tenant.to_string(), g.run.to_string(), g.id.to_string());
+                let (tool, name) = (self.tool.to_owned(), self.call.name.to_owned());
+                let arguments = self.call.raw_arguments.to_vec();
+                let deadline = self.deadline;
+                let task = tokio::spawn(async move {
+                    let relay = Relay {
+                        peer: &peer,
+                        sealer: &sealer,
+                        tenant: &tenant,
+                        run: &run,
+                        grant: &grant,
+                        tool: &name,
+                    };
+                    match &conn.client {
+                        Ok(client) => {
+                            client
+                                .call_tool(&tool, &arguments, deadline, Some(&relay))
+                                .await
+                        }
+                        Err(why) => Err(crate::UpstreamError::Unavailable(why.clone())),
+                    }
+                });
+                return self
+                    .next_held_round(&binding, HeldCall { task, inbox }, 1)
+                    .await;
+            }
+            // An agent that declared nothing: the upstream's requests are
+            // refused at once.
             None => {
                 let answer = self
                     .client
@@ -607,6 +651,193 @@ impl MixedCall<'_> {
         timed_out()
     }
 }
+
+/// A 2025 upstream's call held for a 2026-07-28 agent: the task running
+/// it, and where the requests it relays arrive.
+pub(crate) struct HeldCall {
+    task: tokio::task::JoinHandle<Result<Value, crate::UpstreamError>>,
+    inbox: tokio::sync::mpsc::Receiver<Vec<u8>>,
+}
+
+impl Drop for HeldCall {
+    fn drop(&mut self) {
+        // Forgotten (expired, never retried, replaced): stop the call; the
+        // upstream gets error replies for what it asked (see `client`).
+        self.task.abort();
+    }
+}
+
+impl ModernCall<'_> {
+    /// Waits for the held call to end (its result) or to ask (the next
+    /// `input_required`, the call held again under its first relayed id).
+    async fn next_held_round(
+        &self,
+        binding: &CallBinding<'_>,
+        mut held: HeldCall,
+        round: u8,
+    ) -> (ToolOutput, AuditOutcome) {
+        let first = tokio::select! {
+            biased;
+            message = held.inbox.recv() => message,
+            joined = &mut held.task => {
+                let answer = joined.unwrap_or_else(|_| {
+                    Err(crate::UpstreamError::Unavailable("the held call failed".into()))
+                });
+                return to_output(self.def, answer);
+            }
+        };
+        let Some(first) = first else {
+            let answer = (&mut held.task).await.unwrap_or_else(|_| {
+                Err(crate::UpstreamError::Unavailable(
+                    "the held call failed".into(),
+                ))
+            });
+            return to_output(self.def, answer);
+        };
+        let mut messages = vec![first];
+        while let Ok(more) = held.inbox.try_recv() {
+            messages.push(more);
+        }
+        let mut requests = serde_json::Map::new();
+        let mut expected = std::collections::BTreeMap::new();
+        let mut upstream_ids = std::collections::BTreeMap::new();
+        let binding_run = RunBinding {
+            run: binding.run,
+            grant: binding.grant,
+        };
+        for message in &messages {
+            let Ok(mut message) = serde_json::from_slice::<Value>(message) else {
+                continue;
+            };
+            let Some(id) = message.get("id").and_then(Value::as_str).map(str::to_owned) else {
+                continue;
+            };
+            let Ok(relayed) = self.sealer.open_id(&id, &binding_run, seam::now_secs()) else {
+                continue;
+            };
+            let mut request = serde_json::Map::new();
+            if let Some(object) = message.as_object_mut() {
+                for key in ["method", "params"] {
+                    if let Some(value) = object.remove(key) {
+                        request.insert(key.to_owned(), value);
+                    }
+                }
+            }
+            requests.insert(id.clone(), Value::Object(request));
+            expected.insert(id.clone(), relayed.expected);
+            upstream_ids.insert(id, relayed.upstream_id);
+        }
+        let Some(key) = requests.keys().next().cloned() else {
+            return unavailable("the upstream's requests could not be relayed");
+        };
+        let state = RequestState {
+            upstream_state: None,
+            expected,
+            round,
+            upstream_ids,
+        };
+        let Ok(raw) = RawValue::from_string(Value::Object(requests).to_string()) else {
+            return unavailable("the upstream's requests could not be relayed");
+        };
+        match self.sealer.seal_state(binding, &state, seam::now_secs()) {
+            Ok(sealed) => {
+                let mut pending = crate::hub::lock(&self.upstreams.held);
+                if pending.len() >= HELD_MAX {
+                    // Oldest first is unknown here; drop all rather than grow.
+                    pending.clear();
+                }
+                pending.insert(key, held);
+                tracing::info!(upstream = binding.upstream, tool = %self.call.name, run = binding.run, round, outcome = "input_required_held", "relay request");
+                (
+                    ToolOutput {
+                        structured: None,
+                        text: String::new(),
+                        is_error: false,
+                        relay: Some(RelayAnswer::InputRequired {
+                            input_requests: raw,
+                            request_state: sealed,
+                        }),
+                    },
+                    AuditOutcome::Ok,
+                )
+            }
+            Err(rejection) => (
+                text_output(
+                    format!(
+                        "upstream {} asked for more input than the gateway relays: {}",
+                        binding.upstream,
+                        rejection.rpc_error("requestState").message
+                    ),
+                    true,
+                ),
+                AuditOutcome::ToolError,
+            ),
+        }
+    }
+
+    /// A retry answering a held call's requests: each answer delivered to
+    /// the upstream under its own id, then the next round.
+    async fn resume_held(
+        &self,
+        binding: &CallBinding<'_>,
+        state: &RequestState,
+        responses: &RawValue,
+    ) -> (ToolOutput, AuditOutcome) {
+        let Some(key) = state.expected.keys().next() else {
+            return refused(RpcError::internal("Internal error"));
+        };
+        let held = crate::hub::lock(&self.upstreams.held).remove(key);
+        let Some(held) = held else {
+            return refused(RpcError::invalid_params(
+                "Invalid params: this requestState belongs to a call held by another gateway replica, or one that already ended; make the original call again (without requestState)",
+            ));
+        };
+        let responses: serde_json::Map<String, Value> =
+            serde_json::from_str(responses.get()).unwrap_or_default();
+        for (id, response) in &responses {
+            let (Ok(id_raw), Ok(result)) = (
+                RawValue::from_string(Value::String(id.clone()).to_string()),
+                RawValue::from_string(response.to_string()),
+            ) else {
+                return refused(RpcError::internal("Internal error"));
+            };
+            let delivery = match seam::answer(
+                self.sealer,
+                binding.run,
+                binding.grant,
+                self.peer,
+                corkboard_mcp::ClientResponse {
+                    id: &id_raw,
+                    result: Some(&result),
+                    error: None,
+                },
+            ) {
+                Ok(Some(delivery)) => delivery,
+                Ok(None) => return refused(RpcError::internal("Internal error")),
+                Err(error) => return refused(error),
+            };
+            let delivered = self
+                .client
+                .deliver(
+                    delivery.session.as_deref(),
+                    &delivery.revision,
+                    delivery.body,
+                )
+                .await;
+            if let Some(refusal) = delivery.refused {
+                return refused(refusal);
+            }
+            if let Err(e) = delivered {
+                return unavailable(&e.to_string());
+            }
+        }
+        self.next_held_round(binding, held, state.round.saturating_add(1))
+            .await
+    }
+}
+
+/// Most calls held for 2026-07-28 agents in one process.
+const HELD_MAX: usize = 1024;
 
 fn refused(error: RpcError) -> (ToolOutput, AuditOutcome) {
     (
