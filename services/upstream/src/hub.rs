@@ -244,7 +244,14 @@ impl Upstreams {
             return Ok(());
         };
         let g = grant.grant();
-        let Some(delivery) = seam::answer(sealer, g.run.as_str(), g.id.as_str(), peer, response)?
+        let Some(delivery) = seam::answer(
+            sealer,
+            g.tenant.as_str(),
+            g.run.as_str(),
+            g.id.as_str(),
+            peer,
+            response,
+        )?
         else {
             return Ok(());
         };

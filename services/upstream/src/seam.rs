@@ -291,6 +291,7 @@ pub struct Delivery {
 /// could not be trusted).
 pub fn answer(
     sealer: &RelaySealer,
+    tenant: &str,
     run: &str,
     grant: &str,
     peer: &Peer,
@@ -305,7 +306,12 @@ pub fn answer(
     let relayed = sealer
         .open_id(&id, &RunBinding { run, grant }, now_secs())
         .map_err(|rejection| {
-            tracing::info!(run, outcome = rejection.name(), "relay answer refused");
+            tracing::info!(
+                tenant,
+                run,
+                outcome = rejection.name(),
+                "relay answer refused"
+            );
             rejection.rpc_error("response id")
         })?;
     let revision = relayed
@@ -341,11 +347,11 @@ pub fn answer(
                 }
                 (None, None) => {}
             }
-            tracing::info!(upstream = %relayed.upstream, method = method.as_str(), run, outcome = "relayed", "relay answer");
+            tracing::info!(upstream = %relayed.upstream, method = method.as_str(), tenant, run, outcome = "relayed", "relay answer");
             None
         }
         Err(refusal) => {
-            tracing::info!(upstream = %relayed.upstream, method = method.as_str(), run, outcome = "refused", rule = refusal.rule.name(), "relay answer refused");
+            tracing::info!(upstream = %relayed.upstream, method = method.as_str(), tenant, run, outcome = "refused", rule = refusal.rule.name(), "relay answer refused");
             let peer_error = refusal
                 .peer_error()
                 .unwrap_or_else(|| RpcError::internal("Internal error"));
@@ -474,6 +480,7 @@ mod tests {
         .unwrap();
         let delivery = answer(
             &sealer,
+            "acme",
             "r1",
             "g1",
             &peer,
@@ -498,6 +505,7 @@ mod tests {
         .unwrap();
         let refused = answer(
             &sealer,
+            "acme",
             "r1",
             "g1",
             &peer,
@@ -518,6 +526,7 @@ mod tests {
         );
         let foreign = answer(
             &sealer,
+            "acme",
             "r2",
             "g1",
             &peer,
@@ -533,6 +542,7 @@ mod tests {
         assert!(
             answer(
                 &sealer,
+                "acme",
                 "r1",
                 "g1",
                 &peer,

@@ -803,6 +803,7 @@ impl ModernCall<'_> {
             };
             let delivery = match seam::answer(
                 self.sealer,
+                self.grant.grant().tenant.as_str(),
                 binding.run,
                 binding.grant,
                 self.peer,
