@@ -610,6 +610,7 @@ fn a_2026_upstreams_input_required_reaches_2026_agents_sealed_and_2025_agents_on
         one.1.as_str(),
         "pyup__greet={}",
         r#"pyup__muse={"topic":"relays"}"#,
+        "pyup__roots={}",
     ];
     let mut cmd = std::process::Command::new(repo_root().join("target/venv/bin/python"));
     cmd.current_dir(repo_root().join("tests/clients"))
@@ -625,6 +626,7 @@ fn a_2026_upstreams_input_required_reaches_2026_agents_sealed_and_2025_agents_on
         calls[1]["text"], "model py-agent-model says: the python agent samples: 7",
         "{py}"
     );
+    assert_eq!(calls[2]["text"], "roots: file:///work/py", "{py}");
     let asked = py["asked"].as_array().unwrap();
     assert_eq!(asked[0]["method"], "elicitation/create");
     assert_eq!(asked[1]["method"], "sampling/createMessage");
@@ -782,6 +784,7 @@ fn a_2026_upstreams_input_required_reaches_2026_agents_sealed_and_2025_agents_on
             token,
             "pyup__greet={}",
             r#"pyup__muse={"topic":"eras"}"#,
+            "pyup__roots={}",
         ],
     );
     assert!(out.status.success(), "{}", stderr_of(&out));
@@ -792,6 +795,7 @@ fn a_2026_upstreams_input_required_reaches_2026_agents_sealed_and_2025_agents_on
         calls[1]["text"], "model agent-model says: the agent samples: 42",
         "{ts}"
     );
+    assert_eq!(calls[2]["text"], "roots: file:///work/project", "{ts}");
     let asked: Vec<&Value> = ts["asked"]
         .as_array()
         .unwrap()
@@ -802,7 +806,8 @@ fn a_2026_upstreams_input_required_reaches_2026_agents_sealed_and_2025_agents_on
         asked,
         [
             &json!("elicitation/create"),
-            &json!("sampling/createMessage")
+            &json!("sampling/createMessage"),
+            &json!("roots/list")
         ]
     );
     // The TypeScript SDK 2.x, pinned to 2026-07-28 (it answers the

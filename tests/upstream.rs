@@ -164,6 +164,7 @@ fn upstream_tools_reach_the_agent_through_its_run_gateway_and_no_further() {
         "pyup__echo_len",
         "pyup__greet",
         "pyup__muse",
+        "pyup__roots",
         "pyup__slow",
         "search_issues",
     ];

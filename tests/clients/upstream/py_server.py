@@ -4,8 +4,8 @@ eras (2026-07-28 stateless and 2025 sessions), refusing any request whose
 credential header is not the one in UPSTREAM_HEADER / UPSTREAM_CREDENTIAL.
 
 Tools: `add` (structured output), `echo_len` (text only), `slow` (sleeps,
-for deadlines), `greet` (elicits a name) and `muse` (samples the client's
-model) through the SDK's resolvers, which ask as `input_required` in
+for deadlines), `greet` (elicits a name), `muse` (samples the client's
+model) and `roots` (lists the client's roots) through the SDK's resolvers, which ask as `input_required` in
 2026-07-28 and mid-call in 2025 sessions, and `broken`, whose input schema
 is made invalid on purpose so the gateway must drop it. Usage:
 py_server.py PORT
@@ -18,8 +18,8 @@ from typing import Annotated
 
 import uvicorn
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.resolve import Elicit, Resolve, Sample
-from mcp.types import CreateMessageResult, SamplingMessage, TextContent
+from mcp.server.mcpserver.resolve import Elicit, ListRoots, Resolve, Sample
+from mcp.types import CreateMessageResult, ListRootsResult, SamplingMessage, TextContent
 from pydantic import BaseModel
 from starlette.responses import JSONResponse
 
@@ -74,6 +74,16 @@ def muse(topic: str, sampled: Annotated[CreateMessageResult, Resolve(ask_model)]
     """Asks the client's model about a topic and says what it answered."""
     text = sampled.content.text if isinstance(sampled.content, TextContent) else "?"
     return f"model {sampled.model} says: {text}"
+
+
+def ask_roots() -> ListRoots:
+    return ListRoots()
+
+
+@server.tool()
+def roots(listed: Annotated[ListRootsResult, Resolve(ask_roots)]) -> str:
+    """Names the client's roots."""
+    return "roots: " + ", ".join(str(root.uri) for root in listed.roots)
 
 
 @server.tool()
