@@ -743,8 +743,13 @@ impl ModernCall<'_> {
             Ok(sealed) => {
                 let mut pending = crate::hub::lock(&self.upstreams.held);
                 if pending.len() >= HELD_MAX {
-                    // Oldest first is unknown here; drop all rather than grow.
-                    pending.clear();
+                    // Calls whose time ran out (never retried) go first.
+                    pending.retain(|_, held| !held.task.is_finished());
+                }
+                if pending.len() >= HELD_MAX {
+                    return unavailable(&format!(
+                        "this gateway replica already holds {HELD_MAX} calls waiting for their agents' input; retry later"
+                    ));
                 }
                 pending.insert(key, held);
                 tracing::info!(upstream = binding.upstream, tool = %self.call.name, run = binding.run, round, outcome = "input_required_held", "relay request");
