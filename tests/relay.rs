@@ -841,6 +841,50 @@ fn a_2026_upstreams_input_required_reaches_2026_agents_sealed_and_2025_agents_on
     let py: Value = serde_json::from_str(stdout_of(&out).trim()).unwrap();
     assert_eq!(py["calls"][0]["text"], "Hello, Grace Hopper!", "{py}");
 
+    // Broken sampling requests from the upstream (the Python SDK refuses
+    // to send them itself; its tool returns them as input_required): a
+    // tool-result message with other content, a tool_result naming no
+    // tool_use. Refused before relaying, for a 2026-07-28 agent and a 2025
+    // one alike: no agent is asked, the call says why.
+    for (case, why) in [
+        (
+            "mixed",
+            "a tool-result message holds only tool_result blocks",
+        ),
+        (
+            "unpaired",
+            "names no tool_use of the preceding assistant message",
+        ),
+    ] {
+        let spec = format!(r#"pyup__bad_sample={{"case":"{case}"}}"#);
+        for (script, mode) in [
+            ("upstream/relay_agent.py", "2026-07-28"),
+            ("upstream/relay_agent.mjs", "legacy"),
+        ] {
+            let mut cmd = std::process::Command::new(if script.ends_with(".py") {
+                repo_root().join("target/venv/bin/python")
+            } else {
+                "node".into()
+            });
+            cmd.current_dir(repo_root().join("tests/clients"))
+                .arg(script)
+                .args([url.as_str(), token.as_str(), spec.as_str()])
+                .env("AGENT_MODE", mode);
+            let out = run(&mut cmd);
+            assert!(out.status.success(), "{case} {script}: {}", stderr_of(&out));
+            let agent: Value = serde_json::from_str(stdout_of(&out).trim()).unwrap();
+            let call = &agent["calls"][0];
+            assert_eq!(call["isError"], true, "{case} {script}: {agent}");
+            let text = call["text"].as_str().unwrap();
+            assert!(text.contains(why), "{case} {script}: {text}");
+            assert_eq!(
+                agent["asked"],
+                json!([]),
+                "{case} {script}: nothing relayed"
+            );
+        }
+    }
+
     let log = std::fs::read_to_string(&served.log).unwrap();
     assert!(!log.contains(PY_CREDENTIAL), "the log holds the credential");
     assert!(

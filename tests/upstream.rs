@@ -161,6 +161,7 @@ fn upstream_tools_reach_the_agent_through_its_run_gateway_and_no_further() {
         "get_issue",
         "list_issues",
         "pyup__add",
+        "pyup__bad_sample",
         "pyup__echo_len",
         "pyup__greet",
         "pyup__muse",

@@ -17,9 +17,19 @@ import sys
 from typing import Annotated
 
 import uvicorn
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.resolve import Elicit, ListRoots, Resolve, Sample
-from mcp.types import CreateMessageResult, ListRootsResult, SamplingMessage, TextContent
+from mcp.types import (
+    CreateMessageRequest,
+    CreateMessageRequestParams,
+    CreateMessageResult,
+    InputRequiredResult,
+    ListRootsResult,
+    SamplingMessage,
+    TextContent,
+    ToolResultContent,
+    ToolUseContent,
+)
 from pydantic import BaseModel
 from starlette.responses import JSONResponse
 
@@ -74,6 +84,34 @@ def muse(topic: str, sampled: Annotated[CreateMessageResult, Resolve(ask_model)]
     """Asks the client's model about a topic and says what it answered."""
     text = sampled.content.text if isinstance(sampled.content, TextContent) else "?"
     return f"model {sampled.model} says: {text}"
+
+
+def bad_messages(case: str) -> list[SamplingMessage]:
+    """Sampling messages the relay validator must refuse: `mixed` (a
+    tool-result message with other content), `unpaired` (a tool_result
+    naming no tool_use)."""
+    use = SamplingMessage(
+        role="assistant", content=[ToolUseContent(type="tool_use", name="lookup", id="t1", input={})]
+    )
+    answered = ToolResultContent(type="tool_result", tool_use_id="t1" if case == "mixed" else "t9")
+    result = [answered, TextContent(type="text", text="and more")] if case == "mixed" else [answered]
+    return [
+        SamplingMessage(role="user", content=TextContent(type="text", text="look it up")),
+        use,
+        SamplingMessage(role="user", content=result),
+    ]
+
+
+@server.tool()
+def bad_sample(case: str, ctx: Context) -> str | InputRequiredResult:
+    """Asks for sampling with malformed messages, bypassing the SDK's own
+    checks (2026-07-28 only), so the gateway's refusal can be seen."""
+    if ctx.input_responses:
+        return "relayed anyway"
+    request = CreateMessageRequest(
+        params=CreateMessageRequestParams(messages=bad_messages(case), max_tokens=10)
+    )
+    return InputRequiredResult(input_requests={"bad": request}, request_state="bad-1")
 
 
 def ask_roots() -> ListRoots:
