@@ -538,6 +538,12 @@ fn the_gateway_relays_exact_bytes_and_refuses_broken_answers_before_relaying() {
 /// speaks 2026-07-28 and asks through `input_required`), plus a second
 /// run of the same tenant.
 fn modern_fixture() -> (Served, Proc, [(String, String); 2]) {
+    let (served, py, runs, _) = modern_fixture_with_port();
+    (served, py, runs)
+}
+
+/// [`modern_fixture`], and the Python upstream's port.
+fn modern_fixture_with_port() -> (Served, Proc, [(String, String); 2], u16) {
     let served = serve();
     let admin = served.admin_token();
     let port = free_port();
@@ -571,7 +577,7 @@ fn modern_fixture() -> (Served, Proc, [(String, String); 2]) {
             run["token"].as_str().unwrap().to_owned(),
         )
     });
-    (served, py, runs)
+    (served, py, runs, port)
 }
 
 /// One 2026-07-28 `tools/call` declaring `capabilities`, optionally a
@@ -980,4 +986,100 @@ fn revoking_the_run_mid_relay_ends_the_call_with_a_correlated_error() {
         );
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
+}
+
+/// The members of a JSON-RPC response, unparsed, from a JSON or SSE body.
+fn raw_response(text: &str) -> HashMap<String, Box<RawValue>> {
+    let data = text
+        .lines()
+        .find_map(|line| line.strip_prefix("data: "))
+        .unwrap_or(text);
+    serde_json::from_str(data).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+/// A 2026-07-28 `tools/call` body, raw `extra` params members appended.
+fn modern_body(tool: &str, extra: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{{"name":"{tool}","arguments":{{}},"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{"sampling":{{}}}},"io.modelcontextprotocol/clientInfo":{{"name":"raw-2026-agent","version":"1.0.0"}}}}{extra}}}}}"#
+    )
+}
+
+fn post_raw(url: &str, headers: &[(&str, &str)], tool: &str, body: String) -> String {
+    let mut request = http()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", tool)
+        .body(body);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.send().unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    response.text().unwrap()
+}
+
+#[test]
+fn a_2026_upstreams_input_requests_and_a_2026_agents_answers_relay_byte_for_byte() {
+    let (_served, _py, [(url, token), _], port) = modern_fixture_with_port();
+    let bearer = format!("Bearer {token}");
+    let auth = [("authorization", bearer.as_str())];
+
+    // What the upstream writes when asked directly (its serialisation:
+    // keys in its own order, not sorted).
+    let direct = raw_response(&post_raw(
+        &format!("http://127.0.0.1:{port}/mcp"),
+        &[("x-upstream-key", PY_CREDENTIAL)],
+        "echo_answers",
+        modern_body("echo_answers", ""),
+    ));
+    let direct: HashMap<String, Box<RawValue>> =
+        serde_json::from_str(direct["result"].get()).unwrap();
+    let upstream_bytes = direct["inputRequests"].get().to_owned();
+    assert!(
+        upstream_bytes.contains("sampling/createMessage"),
+        "{upstream_bytes}"
+    );
+
+    // Through the gateway: the same bytes, under the gateway's sealed state.
+    let first = raw_response(&post_raw(
+        &url,
+        &auth,
+        "pyup__echo_answers",
+        modern_body("pyup__echo_answers", ""),
+    ));
+    let result: HashMap<String, Box<RawValue>> =
+        serde_json::from_str(first["result"].get()).unwrap();
+    assert_eq!(result["resultType"].get(), r#""input_required""#);
+    assert_eq!(
+        result["inputRequests"].get(),
+        upstream_bytes,
+        "the upstream's input requests, byte for byte"
+    );
+    let state = result["requestState"].get();
+
+    // The agent's answer, in a layout no serialiser writes (spaces,
+    // escapes, unsorted keys): the upstream receives exactly these bytes.
+    let answer = r#"{"echo": {"role":"assistant", "model":"m-\u00ab1\u00bb","content":{"type":"text","text":"bytes \u2014 exactly"} ,"stopReason":"endTurn"}}"#;
+    let retried = raw_response(&post_raw(
+        &url,
+        &auth,
+        "pyup__echo_answers",
+        modern_body(
+            "pyup__echo_answers",
+            &format!(r#","inputResponses":{answer},"requestState":{state}"#),
+        ),
+    ));
+    let done: Value = serde_json::from_str(retried["result"].get()).unwrap();
+    let received = result_text(&json!({ "result": done }));
+    let received = raw_response(&received);
+    let params: HashMap<String, Box<RawValue>> =
+        serde_json::from_str(received["params"].get()).unwrap();
+    assert_eq!(
+        params["inputResponses"].get(),
+        answer,
+        "the agent's input responses, byte for byte"
+    );
 }

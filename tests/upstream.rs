@@ -162,6 +162,7 @@ fn upstream_tools_reach_the_agent_through_its_run_gateway_and_no_further() {
         "list_issues",
         "pyup__add",
         "pyup__bad_sample",
+        "pyup__echo_answers",
         "pyup__echo_len",
         "pyup__greet",
         "pyup__muse",

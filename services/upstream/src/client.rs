@@ -38,6 +38,8 @@ use corkboard_board::{Upstream, UpstreamName};
 use corkboard_mcp::relay::AgentCapabilities;
 use corkboard_mcp::{Revision, RpcError, meta_key};
 use reqwest::header::{HeaderName, HeaderValue};
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -73,12 +75,39 @@ impl Era {
 
 /// What one exchange ended with.
 enum Answer {
-    /// The JSON-RPC `result`.
-    Result(Value),
+    /// The JSON-RPC `result`, the bytes the upstream sent (relayed members
+    /// of it, such as `inputRequests`, go on to the agent unchanged).
+    Result(Box<RawValue>),
     /// The upstream answered the request with a JSON-RPC error.
     Error { code: i64, message: String },
     /// The legacy session is gone (HTTP 404): open another.
     SessionGone,
+}
+
+/// A JSON-RPC request the gateway sends an upstream.
+#[derive(serde::Serialize)]
+struct Body<'a> {
+    jsonrpc: &'static str,
+    id: u64,
+    method: &'a str,
+    params: Params<'a>,
+}
+
+/// A request's params: an object the gateway builds, and a 2026-07-28
+/// retry's `inputResponses` as the agent wrote them (a `Value` would
+/// reorder and reformat them).
+#[derive(serde::Serialize, Clone)]
+struct Params<'a> {
+    #[serde(flatten)]
+    object: Value,
+    #[serde(rename = "inputResponses", skip_serializing_if = "Option::is_none")]
+    input_responses: Option<&'a RawValue>,
+}
+
+/// The `result` of a JSON-RPC response, unparsed.
+#[derive(Deserialize)]
+struct RawResponse {
+    result: Box<RawValue>,
 }
 
 /// A client of one upstream; see the module docs. Shared by every request
@@ -212,8 +241,8 @@ impl UpstreamClient {
         arguments: &[u8],
         deadline: Duration,
         caps: AgentCapabilities,
-        retry: Option<(Value, Option<String>)>,
-    ) -> Option<Result<Value, UpstreamError>> {
+        retry: Option<(&RawValue, Option<String>)>,
+    ) -> Option<Result<Box<RawValue>, UpstreamError>> {
         let work = async {
             if self.negotiated(AgentCapabilities::default()).await? != Era::Modern {
                 return Ok(None);
@@ -221,13 +250,19 @@ impl UpstreamClient {
             let arguments: Value = serde_json::from_slice(arguments)
                 .map_err(|_| self.unavailable("the arguments are not JSON"))?;
             let mut params = json!({ "name": tool, "arguments": arguments });
-            if let Some((responses, state)) = retry {
-                params["inputResponses"] = responses;
+            let mut responses = None;
+            if let Some((answered, state)) = retry {
+                // The agent's checked answers go on as the bytes it sent.
+                responses = Some(answered);
                 if let Some(state) = state {
                     params["requestState"] = Value::String(state);
                 }
             }
-            self.request_declaring(caps, "tools/call", Some(tool), params, None)
+            let sent = Params {
+                object: params,
+                input_responses: responses,
+            };
+            self.request_raw(caps, "tools/call", Some(tool), sent, None)
                 .await
                 .map(Some)
         };
@@ -261,6 +296,24 @@ impl UpstreamClient {
         params: Value,
         relay: Option<&Relay<'_>>,
     ) -> Result<Value, UpstreamError> {
+        let params = Params {
+            object: params,
+            input_responses: None,
+        };
+        let raw = self.request_raw(caps, method, tool, params, relay).await?;
+        serde_json::from_str(raw.get()).map_err(|_| self.unavailable("its answer is not JSON"))
+    }
+
+    /// [`Self::request_declaring`] answering the result as the upstream
+    /// wrote it.
+    async fn request_raw(
+        &self,
+        caps: AgentCapabilities,
+        method: &str,
+        tool: Option<&str>,
+        params: Params<'_>,
+        relay: Option<&Relay<'_>>,
+    ) -> Result<Box<RawValue>, UpstreamError> {
         let mut era = self.negotiated(caps).await?;
         for attempt in 0..2 {
             match self
@@ -321,11 +374,22 @@ impl UpstreamClient {
 
     async fn negotiate(&self, caps: AgentCapabilities) -> Result<Era, UpstreamError> {
         match self
-            .exchange(&Era::Modern, caps, "server/discover", None, json!({}), None)
+            .exchange(
+                &Era::Modern,
+                caps,
+                "server/discover",
+                None,
+                Params {
+                    object: json!({}),
+                    input_responses: None,
+                },
+                None,
+            )
             .await?
         {
             Answer::Result(result)
-                if result
+                if serde_json::from_str::<Value>(result.get())
+                    .unwrap_or(Value::Null)
                     .get("supportedVersions")
                     .and_then(Value::as_array)
                     .is_some_and(|v| v.iter().any(|v| v == MODERN.as_str())) =>
@@ -351,7 +415,7 @@ impl UpstreamClient {
             }
         });
         let response = self
-            .post(&body, None, None, None, "initialize")
+            .post(body.to_string(), None, None, None, "initialize")
             .send()
             .await
             .map_err(|e| self.transport(&e))?;
@@ -369,7 +433,8 @@ impl UpstreamClient {
             version: LEGACY.as_str().to_owned(),
         };
         let result = match self.read_answer(response, id, &probe, None).await? {
-            Answer::Result(result) => result,
+            Answer::Result(result) => serde_json::from_str::<Value>(result.get())
+                .map_err(|_| self.unavailable("its initialize result is not JSON"))?,
             Answer::Error { code, .. } => {
                 return Err(self.unavailable(&format!("it refused initialize (JSON-RPC {code})")));
             }
@@ -389,7 +454,7 @@ impl UpstreamClient {
         let initialized = json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
         let sent = self
             .post(
-                &initialized,
+                initialized.to_string(),
                 Some(&era),
                 None,
                 None,
@@ -412,12 +477,12 @@ impl UpstreamClient {
         caps: AgentCapabilities,
         method: &str,
         tool: Option<&str>,
-        mut params: Value,
+        mut params: Params<'_>,
         relay: Option<&Relay<'_>>,
     ) -> Result<Answer, UpstreamError> {
         let id = self.ids.fetch_add(1, Ordering::Relaxed);
         if *era == Era::Modern
-            && let Some(object) = params.as_object_mut()
+            && let Some(object) = params.object.as_object_mut()
         {
             object.insert(
                 "_meta".into(),
@@ -428,9 +493,17 @@ impl UpstreamClient {
                 }),
             );
         }
-        let body = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
+        let body = Body {
+            jsonrpc: "2.0",
+            id,
+            method,
+            params,
+        };
+        let Ok(body) = serde_json::to_string(&body) else {
+            return Err(self.unavailable("the request could not be written"));
+        };
         let response = self
-            .post(&body, Some(era), Some(method), tool, method)
+            .post(body, Some(era), Some(method), tool, method)
             .send()
             .await
             .map_err(|e| self.transport(&e))?;
@@ -500,7 +573,7 @@ impl UpstreamClient {
 
     fn post(
         &self,
-        body: &Value,
+        body: String,
         era: Option<&Era>,
         method: Option<&str>,
         tool: Option<&str>,
@@ -512,7 +585,7 @@ impl UpstreamClient {
             .header("accept", "application/json, text/event-stream")
             .header("content-type", "application/json")
             .header(self.header.clone(), self.credential.clone())
-            .body(body.to_string());
+            .body(body);
         match era {
             Some(Era::Modern) => {
                 request = request.header("mcp-protocol-version", MODERN.as_str());
@@ -605,7 +678,7 @@ impl UpstreamClient {
             let message: Value = serde_json::from_slice(&body)
                 .map_err(|_| self.unavailable("its answer is not JSON"))?;
             return self
-                .answer_of(&message, id)
+                .answer_of(&message, &body, id)
                 .ok_or_else(|| self.unavailable("its answer is not the response to the request"));
         }
         let mut buffer: Vec<u8> = Vec::new();
@@ -625,7 +698,7 @@ impl UpstreamClient {
                     let Ok(message) = serde_json::from_slice::<Value>(&payload) else {
                         continue;
                     };
-                    if let Some(answer) = self.answer_of(&message, id) {
+                    if let Some(answer) = self.answer_of(&message, &payload, id) {
                         return Ok(answer);
                     }
                     if message.get("method").is_some() && message.get("id").is_some() {
@@ -641,13 +714,17 @@ impl UpstreamClient {
         }
     }
 
-    /// The answer in `message` when it is the response to `id`.
-    fn answer_of(&self, message: &Value, id: u64) -> Option<Answer> {
+    /// The answer in `message` (parsed from `payload`) when it is the
+    /// response to `id`.
+    fn answer_of(&self, message: &Value, payload: &[u8], id: u64) -> Option<Answer> {
         if message.get("method").is_some() || message.get("id") != Some(&json!(id)) {
             return None;
         }
-        if let Some(result) = message.get("result") {
-            return Some(Answer::Result(result.clone()));
+        if message.get("result").is_some() {
+            // The result's own bytes: already parsed once, so this cannot
+            // fail.
+            let raw: RawResponse = serde_json::from_slice(payload).ok()?;
+            return Some(Answer::Result(raw.result));
         }
         let error = message.get("error")?;
         Some(Answer::Error {
@@ -697,7 +774,7 @@ impl UpstreamClient {
                         if let Some(id) = seam::request_id(payload) {
                             let reply = seam::error_reply(&id, &ended);
                             abandoned.replies.push(self.post(
-                                &reply,
+                                reply.to_string(),
                                 Some(era),
                                 None,
                                 None,
@@ -718,7 +795,7 @@ impl UpstreamClient {
 
     /// Sends `reply` to the upstream in the background.
     fn reply_in_background(&self, era: &Era, reply: Value) {
-        let post = self.post(&reply, Some(era), None, None, "response");
+        let post = self.post(reply.to_string(), Some(era), None, None, "response");
         let name = self.name.clone();
         tokio::spawn(async move {
             let sent = tokio::time::timeout(seam::ANSWER_TIMEOUT, post.send()).await;

@@ -20,9 +20,10 @@ use corkboard_mcp::{
     ToolSet,
 };
 use corkboard_tools::ResolvedGrant;
+use serde::Deserialize;
+use serde_json::Value;
 use serde_json::value::RawValue;
-use serde_json::{Value, json};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -274,6 +275,7 @@ impl ModernCall<'_> {
         let eras = Eras::new(self.peer.revision(), Revision::V2026_07_28);
         // A retry: the sealed state must be this call's, and each response
         // must answer what was asked.
+        let empty = RawValue::from_string("{}".into()).ok();
         let (retry, round) = match self.call.request_state {
             None => (None, 0),
             Some(raw) => {
@@ -289,7 +291,6 @@ impl ModernCall<'_> {
                         return refused(rejection.rpc_error("requestState"));
                     }
                 };
-                let empty = RawValue::from_string("{}".into()).ok();
                 let Some(responses) = self.call.input_responses.or(empty.as_deref()) else {
                     return refused(RpcError::internal("Internal error"));
                 };
@@ -302,7 +303,6 @@ impl ModernCall<'_> {
                 if !opened.state.upstream_ids.is_empty() {
                     return self.resume_held(&binding, &opened.state, responses).await;
                 }
-                let responses: Value = serde_json::from_str(responses.get()).unwrap_or(Value::Null);
                 (
                     Some((responses, opened.state.upstream_state)),
                     opened.state.round,
@@ -373,19 +373,14 @@ impl ModernCall<'_> {
                 return to_output(self.def, answer);
             }
         };
-        let result = match answer {
-            Ok(result)
-                if result.get("resultType").and_then(Value::as_str) == Some("input_required") =>
-            {
-                result
-            }
-            other => return to_output(self.def, other),
+        let answer = match answer {
+            Ok(answer) => answer,
+            Err(err) => return to_output(self.def, Err(err)),
         };
-        let requests = result
-            .get("inputRequests")
-            .map(Value::to_string)
-            .and_then(|text| RawValue::from_string(text).ok());
-        let Some(requests) = requests else {
+        let Some(result) = asks(&answer) else {
+            return to_output(self.def, parsed(&answer));
+        };
+        let Some(requests) = result.input_requests.map(ToOwned::to_owned) else {
             return unavailable(&format!(
                 "upstream {upstream} asked for input with no inputRequests (state-only rounds are not relayed)"
             ));
@@ -407,10 +402,7 @@ impl ModernCall<'_> {
             }
         };
         let state = RequestState {
-            upstream_state: result
-                .get("requestState")
-                .and_then(Value::as_str)
-                .map(str::to_owned),
+            upstream_state: result.request_state,
             expected,
             round: round.saturating_add(1),
             upstream_ids: Default::default(),
@@ -495,11 +487,12 @@ impl MixedCall<'_> {
             upstreams: self.upstreams,
             ids: Vec::new(),
         };
-        let mut retry = None;
+        let mut retry: Option<(Box<RawValue>, Option<String>)> = None;
         for round in 0..=seal::MAX_ROUNDS {
+            let answering = retry.as_ref().map(|(r, s)| (&**r, s.clone()));
             let answer = match self
                 .client
-                .call_tool_modern(self.tool, self.arguments, left(), caps, retry.take())
+                .call_tool_modern(self.tool, self.arguments, left(), caps, answering)
                 .await
             {
                 Some(answer) => answer,
@@ -512,14 +505,12 @@ impl MixedCall<'_> {
                     return to_output(self.def, answer);
                 }
             };
-            let result = match answer {
-                Ok(result)
-                    if result.get("resultType").and_then(Value::as_str)
-                        == Some("input_required") =>
-                {
-                    result
-                }
-                other => return to_output(self.def, other),
+            let answer = match answer {
+                Ok(answer) => answer,
+                Err(err) => return to_output(self.def, Err(err)),
+            };
+            let Some(result) = asks(&answer) else {
+                return to_output(self.def, parsed(&answer));
             };
             if round == seal::MAX_ROUNDS {
                 return (
@@ -533,16 +524,18 @@ impl MixedCall<'_> {
                     AuditOutcome::ToolError,
                 );
             }
-            let requests = result.get("inputRequests").and_then(Value::as_object);
-            let raw = requests
-                .map(|r| Value::Object(r.clone()).to_string())
-                .and_then(|text| RawValue::from_string(text).ok());
+            // Each request's params go to the agent as the upstream wrote
+            // them.
+            let raw = result.input_requests;
+            let requests = raw.and_then(|raw| {
+                serde_json::from_str::<BTreeMap<String, RawRequest<'_>>>(raw.get()).ok()
+            });
             let (Some(requests), Some(raw)) = (requests, raw) else {
                 return unavailable(&format!(
                     "upstream {upstream} asked for input with no inputRequests (state-only rounds are not relayed)"
                 ));
             };
-            let expected = match relay::check_input_requests(eras, &caps, &raw) {
+            let expected = match relay::check_input_requests(eras, &caps, raw) {
                 Ok(expected) => expected,
                 Err(refusal) => {
                     tracing::info!(
@@ -568,8 +561,8 @@ impl MixedCall<'_> {
             let mut waits = Vec::with_capacity(requests.len());
             for (key, request) in requests {
                 let (Some(expectation), Ok(upstream_id)) = (
-                    expected.get(key),
-                    RawValue::from_string(Value::String(key.clone()).to_string()),
+                    expected.get(&key),
+                    RawValue::from_string(Value::String(key.to_owned()).to_string()),
                 ) else {
                     return unavailable("an input request could not be relayed");
                 };
@@ -594,15 +587,16 @@ impl MixedCall<'_> {
                 let (tx, rx) = tokio::sync::oneshot::channel();
                 crate::hub::lock(&self.upstreams.pending).insert(id.clone(), tx);
                 guard.ids.push(id.clone());
-                let mut message = json!({
-                    "jsonrpc": "2.0",
-                    "id": id,
-                    "method": request.get("method").cloned().unwrap_or(Value::Null),
-                });
-                if let Some(params) = request.get("params") {
-                    message["params"] = params.clone();
-                }
-                if let Err(why) = peer.send(message.to_string().into_bytes()).await {
+                let message = RelayedMessage {
+                    jsonrpc: "2.0",
+                    id: &id,
+                    method: &request.method,
+                    params: request.params,
+                };
+                let Ok(message) = serde_json::to_vec(&message) else {
+                    return unavailable("an input request could not be relayed");
+                };
+                if let Err(why) = peer.send(message).await {
                     return unavailable(&format!(
                         "the agent could not be asked for upstream {upstream}'s input: {why}"
                     ));
@@ -616,14 +610,14 @@ impl MixedCall<'_> {
                     outcome = "relayed",
                     "relay request"
                 );
-                waits.push((key.clone(), rx));
+                waits.push((key, rx));
             }
-            let mut responses = serde_json::Map::new();
+            // The agent's answers go to the upstream as it wrote them.
+            let mut responses: BTreeMap<String, Box<RawValue>> = BTreeMap::new();
             for (key, rx) in waits {
                 match tokio::time::timeout(left(), rx).await {
                     Ok(Ok(Ok(answer))) => {
-                        let value = serde_json::from_str(answer.get()).unwrap_or(Value::Null);
-                        responses.insert(key, value);
+                        responses.insert(key, answer);
                     }
                     Ok(Ok(Err(error))) => {
                         return (
@@ -640,16 +634,57 @@ impl MixedCall<'_> {
                     Ok(Err(_)) | Err(_) => return timed_out(),
                 }
             }
-            retry = Some((
-                Value::Object(responses),
-                result
-                    .get("requestState")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned),
-            ));
+            let Ok(responses) = serde_json::value::to_raw_value(&responses) else {
+                return unavailable("the agent's answers could not be relayed");
+            };
+            retry = Some((responses, result.request_state));
         }
         timed_out()
     }
+}
+
+/// What a 2026-07-28 upstream's `input_required` carries, its
+/// `inputRequests` as the upstream wrote them.
+#[derive(Deserialize)]
+struct Asks<'a> {
+    #[serde(rename = "resultType", default)]
+    result_type: Option<String>,
+    #[serde(rename = "inputRequests", borrow, default)]
+    input_requests: Option<&'a RawValue>,
+    #[serde(rename = "requestState", default)]
+    request_state: Option<String>,
+}
+
+/// One of the upstream's input requests, its params unparsed.
+#[derive(Deserialize)]
+struct RawRequest<'a> {
+    method: String,
+    #[serde(borrow, default)]
+    params: Option<&'a RawValue>,
+}
+
+/// A request relayed to a 2025 agent on its call's stream.
+#[derive(serde::Serialize)]
+struct RelayedMessage<'a> {
+    jsonrpc: &'static str,
+    id: &'a str,
+    method: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    params: Option<&'a RawValue>,
+}
+
+/// A 2026-07-28 upstream's answer when it is an `input_required`
+/// (borrowed from its bytes).
+fn asks(answer: &RawValue) -> Option<Asks<'_>> {
+    serde_json::from_str::<Asks<'_>>(answer.get())
+        .ok()
+        .filter(|asks| asks.result_type.as_deref() == Some("input_required"))
+}
+
+/// A 2026-07-28 upstream's final result, parsed.
+fn parsed(answer: &RawValue) -> Result<Value, crate::UpstreamError> {
+    serde_json::from_str(answer.get())
+        .map_err(|_| crate::UpstreamError::Unavailable("its result is not a JSON object".into()))
 }
 
 /// A 2025 upstream's call held for a 2026-07-28 agent: the task running

@@ -5,7 +5,8 @@ credential header is not the one in UPSTREAM_HEADER / UPSTREAM_CREDENTIAL.
 
 Tools: `add` (structured output), `echo_len` (text only), `slow` (sleeps,
 for deadlines), `greet` (elicits a name), `muse` (samples the client's
-model) and `roots` (lists the client's roots) through the SDK's resolvers, which ask as `input_required` in
+model), `roots` (lists the client's roots) and `echo_answers` (samples
+once, then returns the raw retry body it received) through the SDK's resolvers, which ask as `input_required` in
 2026-07-28 and mid-call in 2025 sessions, and `broken`, whose input schema
 is made invalid on purpose so the gateway must drop it. Usage:
 py_server.py PORT
@@ -114,6 +115,28 @@ def bad_sample(case: str, ctx: Context) -> str | InputRequiredResult:
     return InputRequiredResult(input_requests={"bad": request}, request_state="bad-1")
 
 
+# The raw body of the last request that carried `inputResponses`, as it
+# reached this server (recorded by `app` below).
+LAST_ANSWERED = {"body": ""}
+
+
+@server.tool()
+def echo_answers(ctx: Context) -> str | InputRequiredResult:
+    """Asks the client to sample once (2026-07-28 only), then answers with
+    the raw body of the retry that answered, so a test can compare the
+    bytes that reached this server with the bytes the agent sent."""
+    if ctx.input_responses:
+        return LAST_ANSWERED["body"]
+    request = CreateMessageRequest(
+        params=CreateMessageRequestParams(
+            messages=[SamplingMessage(role="user", content=TextContent(type="text", text="Say «bytes», exactly"))],
+            max_tokens=12,
+            temperature=0.5,
+        )
+    )
+    return InputRequiredResult(input_requests={"echo": request}, request_state="echo-1")
+
+
 def ask_roots() -> ListRoots:
     return ListRoots()
 
@@ -146,7 +169,17 @@ async def app(scope, receive, send):
         if headers.get(HEADER) != CREDENTIAL:
             await JSONResponse({"error": "bad credential"}, status_code=401)(scope, receive, send)
             return
-    await inner(scope, receive, send)
+    body = bytearray()
+
+    async def recording():
+        message = await receive()
+        if message["type"] == "http.request":
+            body.extend(message.get("body", b""))
+            if not message.get("more_body") and b'"inputResponses"' in body:
+                LAST_ANSWERED["body"] = body.decode()
+        return message
+
+    await inner(scope, recording if scope["type"] == "http" else receive, send)
 
 
 if __name__ == "__main__":
