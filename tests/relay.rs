@@ -16,6 +16,10 @@
 //! is completed with the correlated error instead. A differing model
 //! passes. A forged relayed id is refused and relays nothing. The
 //! upstream's credential appears in no agent's view and no log.
+//! In 2026-07-28 both ways the input requests and answers relay byte for
+//! byte too, and with two replicas of one run (one Redis) an answer or a
+//! retry reaches the call through either, or is refused `-32602` saying
+//! the other replica holds it.
 
 mod support;
 
@@ -376,6 +380,17 @@ impl RawAgent {
         arguments: Value,
         answer: impl Fn(&HashMap<String, Box<RawValue>>) -> String,
     ) -> (HashMap<String, Box<RawValue>>, (u16, String), Value) {
+        self.call_posting(tool, arguments, |m| self.post(&answer(m)))
+    }
+
+    /// [`Self::call`] where `answer` posts the answer itself (anywhere)
+    /// and returns what its POST got back.
+    fn call_posting(
+        &self,
+        tool: &str,
+        arguments: Value,
+        answer: impl Fn(&HashMap<String, Box<RawValue>>) -> (u16, String),
+    ) -> (HashMap<String, Box<RawValue>>, (u16, String), Value) {
         let body = json!({
             "jsonrpc": "2.0", "id": 7, "method": "tools/call",
             "params": { "name": tool, "arguments": arguments },
@@ -406,8 +421,7 @@ impl RawAgent {
             };
             let message: HashMap<String, Box<RawValue>> = serde_json::from_str(data).unwrap();
             if message.contains_key("method") && message.contains_key("id") && relayed.is_none() {
-                let reply = answer(&message);
-                posted = Some(self.post(&reply));
+                posted = Some(answer(&message));
                 relayed = Some(message);
                 continue;
             }
@@ -1082,4 +1096,229 @@ fn a_2026_upstreams_input_requests_and_a_2026_agents_answers_relay_byte_for_byte
         answer,
         "the agent's input responses, byte for byte"
     );
+}
+
+/// Two gateway replicas of one run: `corkboard serve` (A, which also
+/// holds the board and the upstream registrations) and a `corkboard
+/// runner` (B) sharing its data dir, a real Redis registry (isolated
+/// prefix) and the session, JWT and upstream key files; the same run is
+/// registered on both, and A's token is the agent's on either.
+struct Replicas {
+    /// The run's endpoint on A and on B, and its token (A's).
+    a_url: String,
+    b_url: String,
+    token: String,
+    // Dropped in this order: the replicas before Redis.
+    _a: Running,
+    _b: Running,
+    _everything: Proc,
+    _py: Proc,
+    _redis: corkboard_testkit::RedisServer,
+    _dir: tempfile::TempDir,
+}
+
+fn replicas() -> Replicas {
+    let redis = corkboard_testkit::RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut env = cluster_secrets(dir.path());
+    env.extend([
+        ("CORKBOARD_REGISTRY".to_owned(), "redis".to_owned()),
+        ("CORKBOARD_REDIS_URL".to_owned(), redis.url()),
+        (
+            "CORKBOARD_REDIS_KEY_PREFIX".to_owned(),
+            corkboard_testkit::unique_prefix("relay-replicas"),
+        ),
+    ]);
+    let start = |role: &str| {
+        let mut cmd = corkboard();
+        cmd.args([role, "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(&data)
+            .envs(env.iter().cloned());
+        Running::spawn(cmd)
+    };
+    // `serve` creates the upstream key file the runner then reads.
+    let a = start("serve");
+    let b = start("runner");
+    let admin = admin_token_with(&env, "platform-admin", None);
+    let (everything_port, py_port) = (free_port(), free_port());
+    let everything = start_everything(everything_port);
+    let py = start_python_upstream(py_port);
+    for (name, port, header, credential) in [
+        ("everything", everything_port, "Authorization", CREDENTIAL),
+        ("pyup", py_port, "X-Upstream-Key", PY_CREDENTIAL),
+    ] {
+        let response = http()
+            .put(format!("{}/v1/tenants/acme/upstreams/{name}", a.url))
+            .bearer_auth(&admin)
+            .json(&json!({
+                "url": format!("http://127.0.0.1:{port}/mcp"),
+                "header": header,
+                "credential": credential,
+            }))
+            .send()
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 200, "{name}");
+    }
+    let register = |api: &str| -> Value {
+        let response = http()
+            .post(format!("{api}/v1/runs"))
+            .bearer_auth(&admin)
+            .json(&json!({
+                "tenant": "acme",
+                "run": "replicated",
+                "capabilities": ["upstream:everything:*", "upstream:pyup:*"],
+            }))
+            .send()
+            .unwrap();
+        let status = response.status().as_u16();
+        let body: Value = response.json().unwrap();
+        assert_eq!(status, 201, "{body}");
+        body
+    };
+    let on_a = register(&a.url);
+    let on_b = register(&b.url);
+    Replicas {
+        a_url: on_a["mcp_url"].as_str().unwrap().to_owned(),
+        b_url: on_b["mcp_url"].as_str().unwrap().to_owned(),
+        token: on_a["token"].as_str().unwrap().to_owned(),
+        _redis: redis,
+        _dir: dir,
+        _a: a,
+        _b: b,
+        _everything: everything,
+        _py: py,
+    }
+}
+
+#[test]
+fn relayed_answers_and_retries_reach_the_call_through_either_replica_or_are_refused_saying_so() {
+    let r = replicas();
+    assert_ne!(r.a_url, r.b_url);
+    let a_run = (r.a_url.clone(), r.token.clone());
+    let b_run = (r.b_url.clone(), r.token.clone());
+
+    // (a) Agent 2025 × upstream 2025: the call on A, the answer POSTed to
+    // B, which delivers it in A's upstream session; the call completes on
+    // A's stream.
+    let on_a = RawAgent::open(
+        &r.a_url,
+        &r.token,
+        json!({ "sampling": {}, "elicitation": {} }),
+    );
+    let on_b = RawAgent {
+        url: r.b_url.clone(),
+        token: r.token.clone(),
+        session: on_a.session.clone(),
+    };
+    let (relayed, posted, done) = on_a.call_posting(
+        "everything__trigger-sampling-request",
+        json!({ "prompt": "across", "maxTokens": 9 }),
+        |m| {
+            on_b.post(&answer_with(
+                m,
+                r#"{"role":"assistant","model":"replica-b","content":{"type":"text","text":"answered on B"}}"#,
+            ))
+        },
+    );
+    assert_eq!(relayed["method"].get(), r#""sampling/createMessage""#);
+    assert_eq!(posted.0, 202, "B took the answer: {}", posted.1);
+    let text = result_text(&done);
+    assert!(
+        text.contains("replica-b") && text.contains("answered on B"),
+        "{text}"
+    );
+
+    // (b) Agent 2025 × upstream 2026-07-28: the call waits on A; an answer
+    // reaching B (which does not hold it) is refused -32602 saying so, and
+    // the same answer on A completes the call.
+    let (relayed, posted, done) = on_a.call_posting("pyup__greet", json!({}), |m| {
+        let answer = answer_with(m, r#"{"action":"accept","content":{"name":"Ada"}}"#);
+        let (status, body) = on_b.post(&answer);
+        assert_eq!(status, 400, "{body}");
+        let error: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(error["error"]["code"], -32602, "{error}");
+        let message = error["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("a gateway replica that does not hold the call")
+                && message.contains("make the tool call again"),
+            "{message}"
+        );
+        on_a.post(&answer)
+    });
+    assert_eq!(relayed["method"].get(), r#""elicitation/create""#);
+    assert_eq!(posted.0, 202, "{}", posted.1);
+    assert_eq!(result_text(&done), "Hello, Ada!", "{done}");
+
+    // (b) Agent 2026-07-28 × upstream 2025: the upstream's call is held on
+    // A; a retry reaching B is refused -32602 saying so, the same retry on
+    // A completes it.
+    let caps = json!({ "sampling": {} });
+    let (status, first) = modern_call(
+        &a_run,
+        "everything__trigger-sampling-request",
+        json!({ "prompt": "held", "maxTokens": 9 }),
+        caps.clone(),
+        None,
+    );
+    assert_eq!(status, 200, "{first}");
+    assert_eq!(first["result"]["resultType"], "input_required", "{first}");
+    let state = first["result"]["requestState"].as_str().unwrap().to_owned();
+    let key = first["result"]["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    let sampled = json!({ key.as_str(): {
+        "role": "assistant", "model": "held-model",
+        "content": { "type": "text", "text": "held answer" } } });
+    let (_, refused) = modern_call(
+        &b_run,
+        "everything__trigger-sampling-request",
+        json!({ "prompt": "held", "maxTokens": 9 }),
+        caps.clone(),
+        Some((sampled.clone(), &state)),
+    );
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("held by another gateway replica")
+            && message.contains("make the original call again"),
+        "{message}"
+    );
+    let (status, resumed) = modern_call(
+        &a_run,
+        "everything__trigger-sampling-request",
+        json!({ "prompt": "held", "maxTokens": 9 }),
+        caps.clone(),
+        Some((sampled, &state)),
+    );
+    assert_eq!(status, 200, "{resumed}");
+    let text = result_text(&resumed);
+    assert!(text.contains("held answer"), "{text}");
+
+    // (c) Agent 2026-07-28 × upstream 2026-07-28: asked on A, resumed on B.
+    let caps = json!({ "elicitation": {} });
+    let (_, first) = modern_call(&a_run, "pyup__greet", json!({}), caps.clone(), None);
+    assert_eq!(first["result"]["resultType"], "input_required", "{first}");
+    let state = first["result"]["requestState"].as_str().unwrap().to_owned();
+    let key = first["result"]["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    let accept = json!({ key.as_str(): { "action": "accept", "content": { "name": "Grace" } } });
+    let (status, resumed) = modern_call(
+        &b_run,
+        "pyup__greet",
+        json!({}),
+        caps,
+        Some((accept, &state)),
+    );
+    assert_eq!(status, 200, "{resumed}");
+    assert_eq!(result_text(&resumed), "Hello, Grace!", "{resumed}");
 }
