@@ -1322,3 +1322,117 @@ fn relayed_answers_and_retries_reach_the_call_through_either_replica_or_are_refu
     assert_eq!(status, 200, "{resumed}");
     assert_eq!(result_text(&resumed), "Hello, Grace!", "{resumed}");
 }
+
+#[test]
+fn an_upstream_killed_mid_relay_ends_its_call_and_cancels_its_request_but_no_other_streams() {
+    let served = serve();
+    let admin = served.admin_token();
+    let (gone_port, kept_port) = (free_port(), free_port());
+    let legacy = [("UPSTREAM_LEGACY_ONLY", "1")];
+    let mut gone = start_python_upstream_with(gone_port, &legacy);
+    let _kept = start_python_upstream_with(kept_port, &legacy);
+    for (name, port) in [("pygone", gone_port), ("pykept", kept_port)] {
+        let response = http()
+            .put(format!("{}/v1/tenants/acme/upstreams/{name}", served.url))
+            .bearer_auth(&admin)
+            .json(&json!({
+                "url": format!("http://127.0.0.1:{port}/mcp"),
+                "header": "X-Upstream-Key",
+                "credential": PY_CREDENTIAL,
+            }))
+            .send()
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 200, "{name}");
+    }
+    let response = http()
+        .post(format!("{}/v1/runs", served.url))
+        .bearer_auth(&admin)
+        .json(&json!({
+            "tenant": "acme",
+            "run": "killed-1",
+            "capabilities": ["upstream:pygone:*", "upstream:pykept:*"],
+        }))
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 201);
+    let run: Value = response.json().unwrap();
+    let agent = RawAgent::open(
+        run["mcp_url"].as_str().unwrap(),
+        run["token"].as_str().unwrap(),
+        json!({ "sampling": {} }),
+    );
+
+    let (asked_tx, asked_rx) = std::sync::mpsc::channel::<()>();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    std::thread::scope(|scope| {
+        // Another call of the run, on the other upstream's stream: its
+        // relayed request is pending at the agent while the first
+        // upstream dies, and is answered afterwards.
+        let (asked_tx, go_rx, agent) = (asked_tx, std::sync::Mutex::new(go_rx), &agent);
+        let kept = scope.spawn(move || {
+            agent.call_posting("pykept__muse", json!({ "topic": "kept" }), |m| {
+                asked_tx.send(()).unwrap();
+                go_rx.lock().unwrap().recv().unwrap();
+                agent.post(&answer_with(
+                    m,
+                    r#"{"role":"assistant","model":"m","content":{"type":"text","text":"still here"}}"#,
+                ))
+            })
+        });
+        asked_rx
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("the kept upstream's request reached the agent");
+
+        // The call whose upstream is killed while its request is pending
+        // at the agent.
+        let body = json!({
+            "jsonrpc": "2.0", "id": 8, "method": "tools/call",
+            "params": { "name": "pygone__muse", "arguments": { "topic": "gone" } },
+        });
+        let response = http()
+            .post(&agent.url)
+            .bearer_auth(&agent.token)
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-session-id", &agent.session)
+            .header("mcp-protocol-version", REVISION)
+            .json(&body)
+            .send()
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 200);
+        let mut messages = BufReader::new(response)
+            .lines()
+            .map_while(Result::ok)
+            .filter_map(|line| {
+                line.strip_prefix("data: ")
+                    .map(|data| serde_json::from_str::<Value>(data).unwrap())
+            });
+        let relayed = messages.next().expect("the relayed request");
+        assert_eq!(relayed["method"], "sampling/createMessage", "{relayed}");
+        let started = std::time::Instant::now();
+        gone.0.kill().unwrap();
+        gone.0.wait().unwrap();
+        let rest: Vec<Value> = messages.collect();
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(15),
+            "the call ended in bounded time"
+        );
+        let cancelled: Vec<&Value> = rest
+            .iter()
+            .filter(|m| m["method"] == "notifications/cancelled")
+            .collect();
+        assert_eq!(cancelled.len(), 1, "{rest:?}");
+        assert_eq!(cancelled[0]["params"]["requestId"], relayed["id"]);
+        let ended = rest.last().expect("the call's response");
+        assert_eq!(ended["id"], 8, "{ended}");
+        assert_eq!(ended["result"]["isError"], true, "{ended}");
+        let text = result_text(ended);
+        assert!(text.contains("pygone"), "a correlated error: {text}");
+
+        // The other stream's request was not cancelled: answered now, its
+        // call completes.
+        go_tx.send(()).unwrap();
+        let (_, posted, done) = kept.join().unwrap();
+        assert_eq!(posted.0, 202, "{}", posted.1);
+        assert_eq!(result_text(&done), "model m says: still here", "{done}");
+    });
+}

@@ -74,10 +74,17 @@ pub fn start_everything(port: u16) -> Proc {
 }
 
 pub fn start_python_upstream(port: u16) -> Proc {
+    start_python_upstream_with(port, &[])
+}
+
+/// The Python upstream with extra environment (`UPSTREAM_LEGACY_ONLY=1`:
+/// 2025 sessions only).
+pub fn start_python_upstream_with(port: u16, env: &[(&str, &str)]) -> Proc {
     let root = repo_root();
     let child = Command::new(root.join("target/venv/bin/python"))
         .arg(root.join("tests/clients/upstream/py_server.py"))
         .arg(port.to_string())
+        .envs(env.iter().copied())
         .env("UPSTREAM_HEADER", "X-Upstream-Key")
         .env("UPSTREAM_CREDENTIAL", PY_CREDENTIAL)
         .stdout(Stdio::null())

@@ -8,7 +8,8 @@ for deadlines), `greet` (elicits a name), `muse` (samples the client's
 model), `roots` (lists the client's roots) and `echo_answers` (samples
 once, then returns the raw retry body it received) through the SDK's resolvers, which ask as `input_required` in
 2026-07-28 and mid-call in 2025 sessions, and `broken`, whose input schema
-is made invalid on purpose so the gateway must drop it. Usage:
+is made invalid on purpose so the gateway must drop it. With
+UPSTREAM_LEGACY_ONLY=1 it speaks only 2025 sessions. Usage:
 py_server.py PORT
 """
 
@@ -36,6 +37,9 @@ from starlette.responses import JSONResponse
 
 HEADER = os.environ.get("UPSTREAM_HEADER", "X-Upstream-Key").lower()
 CREDENTIAL = os.environ["UPSTREAM_CREDENTIAL"]
+# UPSTREAM_LEGACY_ONLY=1: refuse 2026-07-28 requests (HTTP 400), so the
+# gateway speaks a 2025 session and the SDK asks mid-call on the stream.
+LEGACY_ONLY = os.environ.get("UPSTREAM_LEGACY_ONLY") == "1"
 
 server = MCPServer("py-upstream")
 
@@ -168,6 +172,11 @@ async def app(scope, receive, send):
         headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
         if headers.get(HEADER) != CREDENTIAL:
             await JSONResponse({"error": "bad credential"}, status_code=401)(scope, receive, send)
+            return
+        if LEGACY_ONLY and headers.get("mcp-protocol-version") == "2026-07-28":
+            # Answer like a server that predates 2026-07-28, so clients
+            # fall back to a 2025 session.
+            await JSONResponse({"error": "unsupported protocol version"}, status_code=400)(scope, receive, send)
             return
     body = bytearray()
 
