@@ -546,6 +546,43 @@ fn the_gateway_relays_exact_bytes_and_refuses_broken_answers_before_relaying() {
         text.contains("genuine") && !text.contains("forged"),
         "{text}"
     );
+
+    // The request log records each streamed call once it ended, with its
+    // own outcome and tool (five calls: one ok, three tool errors, one ok),
+    // never the placeholder `stream`. Written as the stream ends, just
+    // after the agent read its last event.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let (log, streamed) = loop {
+        let log = std::fs::read_to_string(&f.served.log).unwrap();
+        let streamed: Vec<Value> = log
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .filter(|line| line["message"] == "gateway request" && line["method"] == "tools/call")
+            .collect();
+        if streamed.len() >= 5 || std::time::Instant::now() > deadline {
+            break (log, streamed);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let outcomes: Vec<&str> = streamed
+        .iter()
+        .map(|line| line["outcome"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        outcomes,
+        ["ok", "tool_error", "tool_error", "tool_error", "ok"],
+        "{}",
+        log.lines()
+            .filter(|l| l.contains("gateway request"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert!(
+        streamed
+            .iter()
+            .all(|line| line["tool"] == sample && line["request_id"].is_string()),
+        "{streamed:?}"
+    );
 }
 
 /// A run whose grant allows every tool of the Python SDK upstream (which

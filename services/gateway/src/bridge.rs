@@ -315,12 +315,57 @@ pub(crate) async fn serve(
     let summary = &exchange.summary;
     log.method = summary.method;
     log.tool = summary.tool.clone();
-    log.finish(exchange.status(), summary.outcome);
-    match ended {
-        Some(ended) => guard_stream(exchange.response, ticket, ended),
-        None => {
-            drop(ticket);
-            exchange.response
+    let status = exchange.status();
+    match (ended, summary.settled.clone()) {
+        // A streamed call is logged when its stream ends, with the call's
+        // own outcome.
+        (Some(ended), Some(settled)) => {
+            let done = Settle {
+                log,
+                status,
+                settled,
+                span: span.clone(),
+            };
+            guard_stream(exchange.response, ticket, ended, Some(done))
+        }
+        (ended, _) => {
+            log.finish(status, summary.outcome);
+            match ended {
+                Some(ended) => guard_stream(exchange.response, ticket, ended, None),
+                None => {
+                    drop(ticket);
+                    exchange.response
+                }
+            }
+        }
+    }
+}
+
+/// What finishes a streamed call's request log when its stream ends: the
+/// call's settled summary (its tool and outcome), `run_ended` when the
+/// run cut it off; dropped unfinished (the agent went away), the log says
+/// so itself.
+struct Settle {
+    log: RequestLog,
+    status: u16,
+    settled: std::sync::Arc<std::sync::OnceLock<corkboard_mcp::Summary>>,
+    /// The request's span, so the late log line keeps its request id.
+    span: tracing::Span,
+}
+
+impl Settle {
+    fn finish(self, cut: bool) {
+        let _entered = self.span.enter();
+        let mut log = self.log;
+        match self.settled.get() {
+            Some(summary) if !cut => {
+                if summary.tool.is_some() {
+                    log.tool = summary.tool.clone();
+                }
+                log.finish(self.status, summary.outcome);
+            }
+            _ if cut => log.finish(self.status, "run_ended"),
+            _ => log.finish(self.status, "stream_ended"),
         }
     }
 }
@@ -328,18 +373,34 @@ pub(crate) async fn serve(
 /// `response`'s event stream, held in flight by `ticket` and cut off with
 /// the event `ended` when the run ends. Dropping the inner body (here, or
 /// when the agent disconnects) stops the call behind it.
-fn guard_stream(response: HttpResponse, ticket: Ticket, ended: bytes::Bytes) -> HttpResponse {
+fn guard_stream(
+    response: HttpResponse,
+    ticket: Ticket,
+    ended: bytes::Bytes,
+    settle: Option<Settle>,
+) -> HttpResponse {
     use actix_web::body::{BodyStream, MessageBody};
     let (head, body) = response.into_parts();
-    let events = futures_util::stream::unfold(Some((body, ticket, ended)), |state| async move {
-        let (mut body, mut ticket, ended) = state?;
+    let start = Some((body, ticket, ended, settle));
+    let events = futures_util::stream::unfold(start, |state| async move {
+        let (mut body, mut ticket, ended, settle) = state?;
         tokio::select! {
             biased;
-            () = ticket.cancelled() => Some((Ok::<_, actix_web::Error>(ended), None)),
+            () = ticket.cancelled() => {
+                if let Some(settle) = settle {
+                    settle.finish(true);
+                }
+                Some((Ok::<_, actix_web::Error>(ended), None))
+            }
             chunk = std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_next(cx)) => match chunk {
-                Some(Ok(bytes)) => Some((Ok(bytes), Some((body, ticket, ended)))),
+                Some(Ok(bytes)) => Some((Ok(bytes), Some((body, ticket, ended, settle)))),
                 Some(Err(e)) => Some((Err(actix_web::error::ErrorInternalServerError(e.to_string())), None)),
-                None => None,
+                None => {
+                    if let Some(settle) = settle {
+                        settle.finish(false);
+                    }
+                    None
+                }
             },
         }
     });

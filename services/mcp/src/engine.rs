@@ -74,9 +74,13 @@ pub struct Summary {
     /// Only names of tools that exist for the caller.
     pub tool: Option<String>,
     pub revision: Option<Revision>,
-    /// `ok`, `tool_error`, `error` or `accepted`.
+    /// `ok`, `tool_error`, `error` or `accepted`; `stream` for a call
+    /// answered as an event stream, until it ends.
     pub outcome: &'static str,
     pub code: Option<ErrorCode>,
+    /// A streamed call's final summary, set when its stream ends (after
+    /// the last event was produced), for a request log written then.
+    pub settled: Option<std::sync::Arc<std::sync::OnceLock<Summary>>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

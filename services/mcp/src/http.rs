@@ -597,7 +597,9 @@ impl<B: ToolBackend> McpEndpoint<B> {
             outcome: None,
             id,
             ended: false,
+            settled: std::sync::Arc::default(),
         };
+        let settled = state.settled.clone();
         let events = futures_util::stream::unfold(state, |mut st| async move {
             if st.ended {
                 return None;
@@ -623,9 +625,20 @@ impl<B: ToolBackend> McpEndpoint<B> {
             st.ended = true;
             let body = match st.outcome.take() {
                 Some(Ok(Outcome {
-                    body: Some(body), ..
-                })) => body,
+                    body: Some(body),
+                    summary,
+                    ..
+                })) => {
+                    let _ = st.settled.set(summary);
+                    body
+                }
                 _ => {
+                    let _ = st.settled.set(Summary {
+                        method: "tools/call",
+                        outcome: "error",
+                        code: Some(task_failed().error.code),
+                        ..Summary::default()
+                    });
                     let mut out = Vec::new();
                     let id = st
                         .id
@@ -649,6 +662,7 @@ impl<B: ToolBackend> McpEndpoint<B> {
                 revision: Some(revision),
                 // Its result is known only once the stream ends.
                 outcome: "stream",
+                settled: Some(settled),
                 ..Summary::default()
             },
         }
@@ -805,6 +819,8 @@ struct Streaming {
     /// The request's id, for the error that ends a failed call's stream.
     id: Option<String>,
     ended: bool,
+    /// The call's own summary, once it ended.
+    settled: std::sync::Arc<std::sync::OnceLock<Summary>>,
 }
 
 /// The stream is dropped when its response is (the agent went away, or
