@@ -2,6 +2,8 @@
 //! its own data dir, and drive it with the CLI, HTTP and real MCP clients.
 #![allow(dead_code)]
 
+pub mod upstreams;
+
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

@@ -410,7 +410,7 @@ pub fn render(
         let _ = writeln!(s);
     }
 
-    let sections: [(&str, &str); 11] = [
+    let sections: [(&str, &str); 13] = [
         (
             "disk",
             "Disk: fsync latency where the SQLite board lives (ms)",
@@ -438,6 +438,14 @@ pub fn render(
         (
             "search",
             "Search latency (`search_issues` store calls, one tenant, one at a time)",
+        ),
+        (
+            "upstream",
+            "Upstream tool calls, directly and through a run's gateway (latency ms, CPU µs per call)",
+        ),
+        (
+            "upstream_added",
+            "What a run's gateway adds to an upstream tool call",
         ),
         (
             "curve",

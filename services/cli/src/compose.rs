@@ -20,6 +20,7 @@ use corkboard_grants::{
     LedgerBudgets, LedgerRegistry, ReadThroughRegistry, RedisBudgets, RedisRegistry,
     RedisRegistryConfig, SigningKey, TokenRegistry, VerifyingKey,
 };
+use corkboard_mcp::relay::seal::{self, RelaySealer};
 use corkboard_mcp::{McpSettings, MemorySessionEnds, SessionEnds, SessionKey};
 use corkboard_server::metered::MeteredStore;
 use corkboard_server::session_ends::RedisSessionEnds;
@@ -187,7 +188,7 @@ pub async fn start_runner(state: &AppState) -> Result<Runner, GatewayError> {
         }
         GatewayMode::Dedicated => (None, None),
     };
-    let config = gateway_config(settings, session_key, bound);
+    let config = gateway_config(settings, session_key.clone(), bound);
     let limiter = rate_limiter(settings, config.rate_limit)?;
     let store: Arc<dyn corkboard_board::IssueStore> = state.store.clone();
     let upstreams = match &state.upstream_key {
@@ -202,7 +203,10 @@ pub async fn start_runner(state: &AppState) -> Result<Runner, GatewayError> {
             .map_err(|e| GatewayError::Config {
                 key: "upstream_key_file",
                 reason: e.to_string(),
-            })?;
+            })?
+            // Relayed ids are sealed under the session key, which every
+            // replica shares: any replica takes an agent's answer.
+            .with_relay(RelaySealer::new(session_key.clone(), seal::DEFAULT_TTL));
             Some(Arc::new(upstreams))
         }
         None => None,

@@ -308,6 +308,7 @@ impl ToolBackend for StdioBoard {
                     structured: None,
                     text: refusal_text(&rejection),
                     is_error: true,
+                    relay: None,
                 }
             }
         }

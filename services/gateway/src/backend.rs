@@ -18,7 +18,8 @@ use async_trait::async_trait;
 use corkboard_board::Grant;
 use corkboard_grants::limiter::RateLimiter;
 use corkboard_mcp::{
-    Principal, RefusedCall, RpcError, ServerIdentity, ToolBackend, ToolCall, ToolOutput, ToolSet,
+    ClientResponse, Peer, Principal, RefusedCall, RpcError, ServerIdentity, ToolBackend, ToolCall,
+    ToolOutput, ToolSet,
 };
 use corkboard_tools::{BoardTool, BoardTools, ResolvedGrant};
 use corkboard_upstream::UpstreamView;
@@ -197,6 +198,30 @@ impl ToolBackend for GatewayBackend {
             Ok(()) => Ok(()),
             Err(Refused::Ended(reason)) => Err(run_ended(key, Some(reason), false).error),
             Err(Refused::RateLimited(limited)) => Err(rate_limited(key, limited).error),
+        }
+    }
+
+    /// Only a grant with upstream tools, on a gateway that relays, can be
+    /// sent requests before its result.
+    fn may_relay(&self, principal: &RunPrincipal) -> bool {
+        principal.upstream.is_some()
+            && principal
+                .binding
+                .upstreams()
+                .is_some_and(|upstreams| upstreams.relays())
+    }
+
+    /// The agent's answer to a relayed request goes to its upstream (on
+    /// whichever replica it arrives: the relayed id says where).
+    async fn client_response(
+        &self,
+        principal: &RunPrincipal,
+        peer: &Peer,
+        response: ClientResponse<'_>,
+    ) -> Result<(), RpcError> {
+        match principal.binding.upstreams() {
+            Some(upstreams) => upstreams.deliver(&principal.grant, peer, response).await,
+            None => Ok(()),
         }
     }
 }

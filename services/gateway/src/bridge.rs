@@ -22,7 +22,7 @@
 //! dropped by the HTTP server; its ticket and log guard release the slot
 //! and record the outcome. Nothing waits without a bound.
 
-use crate::actor::{Refused, RunHandle, StopReason};
+use crate::actor::{Refused, RunHandle, StopReason, Ticket};
 use crate::backend::{OTHER_RUN, RunPrincipal};
 use crate::binding::Binding;
 use crate::gateway::Inner;
@@ -300,14 +300,130 @@ pub(crate) async fn serve(
     let Some(exchange) = exchange else {
         return refuse(inner, incoming, run_ended(key, None, true));
     };
-    drop(ticket);
     inner.endpoint.observe(&span, &exchange, started.elapsed());
+    // A call that relays goes on inside its event stream: it stays in
+    // flight (the ticket travels with the stream), and the run's end stops
+    // it there with the same correlated "run ended" error.
+    let streaming = exchange.summary.outcome == "stream";
+    let ended = streaming.then(|| {
+        let head = incoming.head(&inner.binding.load());
+        let refusal = run_ended(key, None, true);
+        let error = json_rpc_error(head.id.as_deref(), &refusal.error);
+        sse_event(&error)
+    });
     let Incoming { mut log, .. } = incoming;
     let summary = &exchange.summary;
     log.method = summary.method;
     log.tool = summary.tool.clone();
-    log.finish(exchange.status(), summary.outcome);
-    exchange.response
+    let status = exchange.status();
+    match (ended, summary.settled.clone()) {
+        // A streamed call is logged when its stream ends, with the call's
+        // own outcome.
+        (Some(ended), Some(settled)) => {
+            let done = Settle {
+                log,
+                status,
+                settled,
+                span: span.clone(),
+            };
+            guard_stream(exchange.response, ticket, ended, Some(done))
+        }
+        (ended, _) => {
+            log.finish(status, summary.outcome);
+            match ended {
+                Some(ended) => guard_stream(exchange.response, ticket, ended, None),
+                None => {
+                    drop(ticket);
+                    exchange.response
+                }
+            }
+        }
+    }
+}
+
+/// What finishes a streamed call's request log when its stream ends: the
+/// call's settled summary (its tool and outcome), `run_ended` when the
+/// run cut it off; dropped unfinished (the agent went away), the log says
+/// so itself.
+struct Settle {
+    log: RequestLog,
+    status: u16,
+    settled: std::sync::Arc<std::sync::OnceLock<corkboard_mcp::Summary>>,
+    /// The request's span, so the late log line keeps its request id.
+    span: tracing::Span,
+}
+
+impl Settle {
+    fn finish(self, cut: bool) {
+        let _entered = self.span.enter();
+        let mut log = self.log;
+        match self.settled.get() {
+            Some(summary) if !cut => {
+                if summary.tool.is_some() {
+                    log.tool = summary.tool.clone();
+                }
+                log.finish(self.status, summary.outcome);
+            }
+            _ if cut => log.finish(self.status, "run_ended"),
+            _ => log.finish(self.status, "stream_ended"),
+        }
+    }
+}
+
+/// `response`'s event stream, held in flight by `ticket` and cut off with
+/// the event `ended` when the run ends. Dropping the inner body (here, or
+/// when the agent disconnects) stops the call behind it.
+fn guard_stream(
+    response: HttpResponse,
+    ticket: Ticket,
+    ended: bytes::Bytes,
+    settle: Option<Settle>,
+) -> HttpResponse {
+    use actix_web::body::{BodyStream, MessageBody};
+    let (head, body) = response.into_parts();
+    let start = Some((body, ticket, ended, settle));
+    let events = futures_util::stream::unfold(start, |state| async move {
+        let (mut body, mut ticket, ended, settle) = state?;
+        tokio::select! {
+            biased;
+            () = ticket.cancelled() => {
+                if let Some(settle) = settle {
+                    settle.finish(true);
+                }
+                Some((Ok::<_, actix_web::Error>(ended), None))
+            }
+            chunk = std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_next(cx)) => match chunk {
+                Some(Ok(bytes)) => Some((Ok(bytes), Some((body, ticket, ended, settle)))),
+                Some(Err(e)) => Some((Err(actix_web::error::ErrorInternalServerError(e.to_string())), None)),
+                None => {
+                    if let Some(settle) = settle {
+                        settle.finish(false);
+                    }
+                    None
+                }
+            },
+        }
+    });
+    head.set_body(BodyStream::new(events)).map_into_boxed_body()
+}
+
+/// A JSON-RPC error response with `id` (null when absent).
+fn json_rpc_error(
+    id: Option<&serde_json::value::RawValue>,
+    error: &corkboard_mcp::RpcError,
+) -> Vec<u8> {
+    let id = id.map_or("null", |id| id.get());
+    let error = serde_json::to_string(error).unwrap_or_else(|_| "{}".to_owned());
+    format!(r#"{{"jsonrpc":"2.0","id":{id},"error":{error}}}"#).into_bytes()
+}
+
+/// One SSE event carrying one JSON-RPC message.
+fn sse_event(message: &[u8]) -> bytes::Bytes {
+    let mut event = Vec::with_capacity(message.len() + 24);
+    event.extend_from_slice(b"event: message\ndata: ");
+    event.extend_from_slice(message);
+    event.extend_from_slice(b"\n\n");
+    bytes::Bytes::from(event)
 }
 
 /// A bare JSON-RPC error response for paths that serve nothing.

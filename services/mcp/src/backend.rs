@@ -1,7 +1,9 @@
 //! What a product implements to be served over MCP.
 
+use crate::peer::Peer;
 use crate::wire::RpcError;
 use async_trait::async_trait;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use std::sync::Arc;
 
@@ -89,6 +91,26 @@ pub struct ToolCall<'a> {
     /// sent none), for hashing in audit records without re-serialising or
     /// logging them.
     pub raw_arguments: &'a [u8],
+    /// The agent: in a 2025 session what it declared in `initialize`, and
+    /// (over HTTP, when [`ToolBackend::may_relay`] said so) its response
+    /// stream for requests sent before the result; in 2026-07-28 what the
+    /// request's `_meta` declares (no stream).
+    pub peer: Option<&'a Peer>,
+    /// 2026-07-28 only: a retry's `inputResponses` (as received) and
+    /// `requestState` (a JSON string, as received), answering an
+    /// `input_required` result ([`RelayAnswer::InputRequired`]).
+    pub input_responses: Option<&'a RawValue>,
+    pub request_state: Option<&'a RawValue>,
+}
+
+/// A JSON-RPC response the agent sent (answering a request a backend sent
+/// it through [`Peer::send`]): exactly one of `result` and `error`, as
+/// received.
+#[derive(Debug, Clone, Copy)]
+pub struct ClientResponse<'a> {
+    pub id: &'a RawValue,
+    pub result: Option<&'a RawValue>,
+    pub error: Option<&'a RawValue>,
 }
 
 /// Why the protocol layer refused a `tools/call` before it reached
@@ -123,6 +145,26 @@ pub struct ToolOutput {
     /// the structured JSON is sent as the text block instead.
     pub text: String,
     pub is_error: bool,
+    /// Not a tool result: the call needs the agent's input first, or was
+    /// refused as a request (see [`RelayAnswer`]). `None` for every
+    /// ordinary result.
+    pub relay: Option<RelayAnswer>,
+}
+
+/// What a call that relays an upstream's input requests answers instead
+/// of a tool result.
+#[derive(Debug, Clone)]
+pub enum RelayAnswer {
+    /// 2026-07-28: `{"resultType":"input_required", "inputRequests",
+    /// "requestState"}`; the requests as checked (exact bytes), the state
+    /// sealed by the backend. In a 2025 session this is an internal error.
+    InputRequired {
+        input_requests: Box<RawValue>,
+        request_state: String,
+    },
+    /// The request itself is refused (a forged or expired `requestState`,
+    /// refused `inputResponses`): this JSON-RPC error is the answer.
+    Refused(RpcError),
 }
 
 /// A product served over MCP. Who the caller is comes from outside: the
@@ -162,6 +204,27 @@ pub trait ToolBackend: Send + Sync + 'static {
     /// element, correlated with its id, instead of running it. Default:
     /// every element is admitted.
     async fn admit_batch_element(&self, _principal: &Self::Principal) -> Result<(), RpcError> {
+        Ok(())
+    }
+
+    /// Whether this principal's tool calls may send the agent requests
+    /// before their result (an upstream relay): only then does the HTTP
+    /// transport run a 2025 session's request so that its response can
+    /// become an event stream. Default: never.
+    fn may_relay(&self, _principal: &Self::Principal) -> bool {
+        false
+    }
+
+    /// A response the agent sent in its 2025 session. An error is
+    /// answered to the agent (HTTP 400 with the JSON-RPC error, id null:
+    /// a response has no reply of its own). Default: accepted and
+    /// dropped (this server sends no requests).
+    async fn client_response(
+        &self,
+        _principal: &Self::Principal,
+        _peer: &Peer,
+        _response: ClientResponse<'_>,
+    ) -> Result<(), RpcError> {
         Ok(())
     }
 }

@@ -17,9 +17,13 @@ use futures_util::FutureExt;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::backend::{RefusalKind, RefusedCall, ToolBackend, ToolCall, ToolOutput};
+use crate::backend::{
+    ClientResponse, RefusalKind, RefusedCall, RelayAnswer, ToolBackend, ToolCall, ToolOutput,
+};
 use crate::code::{self, ErrorCode};
 use crate::method::method_label as label;
+use crate::peer::Peer;
+use crate::relay::AgentCapabilities;
 use crate::render;
 use crate::revision::Revision;
 use crate::session::SessionRejection;
@@ -43,6 +47,9 @@ pub struct Context<'a, P> {
     pub session: SessionState,
     /// HTTP request headers MCP mirrors from the body; `None` on stdio.
     pub headers: Option<&'a RequestHeaders>,
+    /// The agent of an active 2025 session (see [`Peer`]); `None`
+    /// otherwise.
+    pub peer: Option<&'a Peer>,
 }
 
 /// What the transport should send back.
@@ -54,8 +61,8 @@ pub struct Outcome {
     /// nothing to say" (HTTP 202).
     pub body: Option<Vec<u8>>,
     /// An `initialize` succeeded: the transport starts a session at this
-    /// revision.
-    pub started: Option<Revision>,
+    /// revision, for an agent that declared these capabilities.
+    pub started: Option<(Revision, AgentCapabilities)>,
     pub summary: Summary,
 }
 
@@ -67,9 +74,13 @@ pub struct Summary {
     /// Only names of tools that exist for the caller.
     pub tool: Option<String>,
     pub revision: Option<Revision>,
-    /// `ok`, `tool_error`, `error` or `accepted`.
+    /// `ok`, `tool_error`, `error` or `accepted`; `stream` for a call
+    /// answered as an event stream, until it ends.
     pub outcome: &'static str,
     pub code: Option<ErrorCode>,
+    /// A streamed call's final summary, set when its stream ends (after
+    /// the last event was produced), for a request log written then.
+    pub settled: Option<std::sync::Arc<std::sync::OnceLock<Summary>>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,7 +130,7 @@ struct Step<'a> {
     status: u16,
     /// `None`: accepted without a response.
     reply: Option<(Option<&'a RawValue>, Answer)>,
-    started: Option<Revision>,
+    started: Option<(Revision, AgentCapabilities)>,
 }
 
 impl<'a> Step<'a> {
@@ -229,7 +240,11 @@ impl<B: ToolBackend> Engine<B> {
             Err(refusal) => return Step::error(400, refusal.id, refusal.error),
         };
         match message {
-            Message::Response => self.response(ctx),
+            Message::Response { id, result, error } => {
+                summary.method = "response";
+                self.response(ctx, ClientResponse { id, result, error })
+                    .await
+            }
             Message::Notification { method, params } => {
                 self.notification(ctx, &method, params, summary)
             }
@@ -239,11 +254,32 @@ impl<B: ToolBackend> Engine<B> {
         }
     }
 
-    /// Clients answering server requests: this server sends none, but the
-    /// 2025 transports accept responses (202) inside a session.
-    fn response<'a>(&self, ctx: &Context<'_, B::Principal>) -> Step<'a> {
+    /// Clients answering server requests (relayed ones, sent through a
+    /// [`Peer`]): accepted (202) inside a session once the backend took
+    /// them; a refused one is answered 400 with its error.
+    async fn response<'a>(
+        &self,
+        ctx: &Context<'_, B::Principal>,
+        response: ClientResponse<'_>,
+    ) -> Step<'a> {
         match ctx.session {
-            SessionState::Active(_) => Step::accepted(),
+            SessionState::Active(_) => {
+                let Some(peer) = ctx.peer else {
+                    return Step::accepted();
+                };
+                let answered =
+                    AssertUnwindSafe(self.backend.client_response(ctx.principal, peer, response))
+                        .catch_unwind()
+                        .await
+                        .unwrap_or_else(|_| {
+                            tracing::error!("client_response panicked; answering -32603");
+                            Err(RpcError::internal("Internal error"))
+                        });
+                match answered {
+                    Ok(()) => Step::accepted(),
+                    Err(error) => Step::error(400, None, error),
+                }
+            }
             SessionState::Missing => Step::error(400, None, missing_session()),
             SessionState::Rejected(reason) => Step::error(404, None, session_not_found(reason)),
         }
@@ -317,14 +353,20 @@ impl<B: ToolBackend> Engine<B> {
             let answer =
                 head.and_then(|head| validate::request(Revision::LATEST_LEGACY, method, &head));
             return match answer {
-                Ok(Call::Initialize { requested }) => {
+                Ok(Call::Initialize {
+                    requested,
+                    capabilities,
+                }) => {
                     let revision = Revision::negotiate_legacy(&requested);
                     summary.revision = Some(revision);
                     let answer = self.initialize(revision);
                     let ok = answer.is_ok();
                     let mut step = Step::answer(era, id, answer);
                     if ok {
-                        step.started = Some(revision);
+                        step.started = Some((
+                            revision,
+                            AgentCapabilities::from_raw(revision, capabilities),
+                        ));
                     }
                     step
                 }
@@ -431,7 +473,9 @@ impl<B: ToolBackend> Engine<B> {
                 Err(error) => Some((None, Err(error))),
                 Ok(env) => match validate::envelope(&env) {
                     Err(refusal) => Some((refusal.id, Err(refusal.error))),
-                    Ok(Message::Response) => None,
+                    // Batches are 2025-03-26 only, where the gateway
+                    // relays nothing to the agent: accepted, dropped.
+                    Ok(Message::Response { .. }) => None,
                     Ok(Message::Notification { method, .. }) => {
                         (!method.starts_with("notifications/")).then(|| {
                             (
@@ -542,8 +586,19 @@ impl<B: ToolBackend> Engine<B> {
                     self.list_ttl_ms,
                 ))
             }
-            Call::Tool { name, arguments } => {
-                self.call_tool(ctx, revision, &name, arguments, summary)
+            Call::Tool {
+                name,
+                arguments,
+                meta,
+                input_responses,
+                request_state,
+            } => {
+                let retry = Retry {
+                    meta,
+                    input_responses,
+                    request_state,
+                };
+                self.call_tool(ctx, revision, &name, arguments, retry, summary)
                     .await
             }
         }
@@ -555,6 +610,7 @@ impl<B: ToolBackend> Engine<B> {
         revision: Revision,
         name: &str,
         raw_arguments: Option<&RawValue>,
+        retry: Retry<'_>,
         summary: &mut Summary,
     ) -> Answer {
         let set = self.backend.tools(ctx.principal);
@@ -599,6 +655,7 @@ impl<B: ToolBackend> Engine<B> {
                 structured: None,
                 text: message,
                 is_error: true,
+                relay: None,
             };
             return Ok(render::call_result(
                 revision,
@@ -609,10 +666,24 @@ impl<B: ToolBackend> Engine<B> {
         let Value::Object(arguments) = arguments else {
             return Err(RpcError::internal("Internal error"));
         };
+        // A 2026-07-28 agent declares its capabilities per request.
+        let modern = revision.is_modern();
+        let modern_peer = modern.then(|| {
+            let declared = retry
+                .meta
+                .and_then(|meta| serde_json::from_str::<wire::MetaHead<'_>>(meta.get()).ok())
+                .and_then(|meta| meta.client_capabilities)
+                .map(|caps| AgentCapabilities::from_raw(revision, caps))
+                .unwrap_or_default();
+            Peer::without_stream(revision, declared)
+        });
         let call = ToolCall {
             name: &tool.name,
             arguments: &arguments,
             raw_arguments: raw_bytes,
+            peer: modern_peer.as_ref().or(ctx.peer),
+            input_responses: retry.input_responses.filter(|_| modern),
+            request_state: retry.request_state.filter(|_| modern),
         };
         let output = match AssertUnwindSafe(self.backend.call_tool(ctx.principal, call))
             .catch_unwind()
@@ -626,6 +697,28 @@ impl<B: ToolBackend> Engine<B> {
                 ));
             }
         };
+        match &output.relay {
+            None => {}
+            Some(RelayAnswer::Refused(error)) => return Err(error.clone()),
+            Some(RelayAnswer::InputRequired {
+                input_requests,
+                request_state,
+            }) => {
+                if !modern {
+                    return Err(malformed_result(
+                        "tools/call",
+                        "input_required outside 2026-07-28",
+                    ));
+                }
+                summary.outcome = "input_required";
+                return Ok(render::input_required(
+                    revision,
+                    self.backend.identity(),
+                    input_requests,
+                    request_state,
+                ));
+            }
+        }
         if let Err(problem) = validate::tool_output(revision, tool, &output) {
             return Err(malformed_result("tools/call", &problem));
         }
@@ -636,6 +729,14 @@ impl<B: ToolBackend> Engine<B> {
             &output,
         ))
     }
+}
+
+/// What a 2026-07-28 `tools/call` carries besides its name and arguments.
+#[derive(Debug, Clone, Copy, Default)]
+struct Retry<'a> {
+    meta: Option<&'a RawValue>,
+    input_responses: Option<&'a RawValue>,
+    request_state: Option<&'a RawValue>,
 }
 
 /// Logs a result that failed its checks and returns the `-32603` sent in

@@ -19,8 +19,10 @@ use std::panic::AssertUnwindSafe;
 
 use crate::backend::{AuthRejection, Authenticate, Principal, ToolBackend};
 use crate::code::{self, ErrorCode};
-use crate::engine::{Context, Engine, SessionState, Summary, log_exchange};
+use crate::engine::{Context, Engine, Outcome, SessionState, Summary, log_exchange};
+use crate::peer::{self, Peer};
 use crate::refusal::{Refusal, Transport};
+use crate::relay::AgentCapabilities;
 use crate::revision::Revision;
 use crate::session::{
     MemorySessionEnds, SessionCodec, SessionEnds, SessionKey, SessionRejection, now_secs,
@@ -68,6 +70,9 @@ pub struct McpSettings {
     /// caller logs each request once itself (a run's gateway), so a request
     /// costs one log line, not two.
     pub log_exchanges: bool,
+    /// How long a message for the agent (a relayed request) waits for
+    /// room on its response stream before the send fails (see [`Peer`]).
+    pub peer_send_timeout: Duration,
 }
 
 impl McpSettings {
@@ -92,6 +97,7 @@ impl McpSettings {
             list_ttl: Duration::from_secs(60),
             metrics: None,
             log_exchanges: true,
+            peer_send_timeout: Peer::DEFAULT_SEND_TIMEOUT,
         }
     }
 }
@@ -441,24 +447,31 @@ impl<B: ToolBackend> McpEndpoint<B> {
         Ok(())
     }
 
+    /// The session a request arrives in, and (when active) the
+    /// capabilities its agent declared.
     async fn session_state(
         &self,
         headers: &HeaderMap,
         principal: &B::Principal,
-    ) -> Result<SessionState, Refusal> {
+    ) -> Result<(SessionState, AgentCapabilities), Refusal> {
+        let none = AgentCapabilities::default();
         match header_slot(headers, MCP_SESSION_ID) {
-            HeaderSlot::Absent => Ok(SessionState::Missing),
-            HeaderSlot::Malformed => Ok(SessionState::Rejected(SessionRejection::Malformed)),
+            HeaderSlot::Absent => Ok((SessionState::Missing, none)),
+            HeaderSlot::Malformed => {
+                Ok((SessionState::Rejected(SessionRejection::Malformed), none))
+            }
             HeaderSlot::Present(id) => {
                 match self
                     .inner
                     .codec
                     .open(&id, principal.session_binding(), now_secs())
                 {
-                    Err(rejection) => Ok(SessionState::Rejected(rejection)),
+                    Err(rejection) => Ok((SessionState::Rejected(rejection), none)),
                     Ok(claims) => match self.inner.ends.is_ended(&claims.nonce).await {
-                        Ok(true) => Ok(SessionState::Rejected(SessionRejection::Ended)),
-                        Ok(false) => Ok(SessionState::Active(claims.revision)),
+                        Ok(true) => Ok((SessionState::Rejected(SessionRejection::Ended), none)),
+                        Ok(false) => {
+                            Ok((SessionState::Active(claims.revision), claims.capabilities))
+                        }
                         Err(e) => {
                             tracing::error!(error = %e, "session-end store unavailable");
                             Err(Refusal::new(
@@ -482,7 +495,7 @@ impl<B: ToolBackend> McpEndpoint<B> {
         principal: &B::Principal,
     ) -> Exchange {
         let headers = req.headers();
-        let session = match self.session_state(headers, principal).await {
+        let (session, capabilities) = match self.session_state(headers, principal).await {
             Ok(session) => session,
             Err(refusal) => return Exchange::refused(&refusal, request_id(bytes)),
         };
@@ -491,18 +504,184 @@ impl<B: ToolBackend> McpEndpoint<B> {
             method: header_slot(headers, MCP_METHOD),
             name: header_slot(headers, MCP_NAME),
         };
+        if let SessionState::Active(revision) = session
+            && capabilities.any()
+            && self.inner.engine.backend().may_relay(principal)
+            && crate::peek::peek(bytes, |_| "other").method == "tools/call"
+        {
+            return self
+                .post_streaming(
+                    prefers_sse,
+                    bytes,
+                    principal,
+                    request_headers,
+                    (revision, capabilities),
+                )
+                .await;
+        }
+        let peer = match session {
+            SessionState::Active(revision) => Some(Peer::without_stream(revision, capabilities)),
+            _ => None,
+        };
         let ctx = Context {
             principal,
             session,
             headers: Some(&request_headers),
+            peer: peer.as_ref(),
         };
         let outcome = self.inner.engine.handle_message(&ctx, bytes).await;
+        self.respond(outcome, prefers_sse, bytes, principal)
+    }
+
+    /// A 2025 session's `tools/call` that may send the agent requests
+    /// first (an upstream relay): served in its own task, so that its
+    /// response can become an event stream. When the call ends before
+    /// sending anything, it is answered exactly as [`Self::post`] would;
+    /// once a message for the agent comes first, the response is a `200`
+    /// event stream carrying each message, then the call's result. The
+    /// stream closing (the agent went away) makes further sends fail at
+    /// once ([`crate::PeerError::Gone`]).
+    async fn post_streaming(
+        &self,
+        prefers_sse: bool,
+        bytes: &[u8],
+        principal: &B::Principal,
+        request_headers: RequestHeaders,
+        (revision, capabilities): (Revision, AgentCapabilities),
+    ) -> Exchange {
+        let (outbox, mut inbox) = tokio::sync::mpsc::channel(peer::OUTBOX);
+        let peer = Peer::with_stream(
+            revision,
+            capabilities,
+            outbox,
+            self.inner.settings.peer_send_timeout,
+        );
+        let endpoint = self.clone();
+        let owned_principal = principal.clone();
+        let body = bytes.to_vec();
+        let mut task = tokio::spawn(
+            async move {
+                let ctx = Context {
+                    principal: &owned_principal,
+                    session: SessionState::Active(revision),
+                    headers: Some(&request_headers),
+                    peer: Some(&peer),
+                };
+                endpoint.inner.engine.handle_message(&ctx, &body).await
+            }
+            .in_current_span(),
+        );
+        let first = tokio::select! {
+            biased;
+            joined = &mut task => {
+                return match joined {
+                    Ok(outcome) => self.respond(outcome, prefers_sse, bytes, principal),
+                    Err(_) => Exchange::refused(&task_failed(), request_id(bytes)),
+                };
+            }
+            first = inbox.recv() => first,
+        };
+        let Some(first) = first else {
+            // The call dropped its stream without sending: its outcome
+            // is all there is.
+            return match task.await {
+                Ok(outcome) => self.respond(outcome, prefers_sse, bytes, principal),
+                Err(_) => Exchange::refused(&task_failed(), request_id(bytes)),
+            };
+        };
+        let id = request_id(bytes).map(|id| id.get().to_owned());
+        let state = Streaming {
+            first: Some(first),
+            inbox,
+            task: Some(task),
+            outcome: None,
+            id,
+            ended: false,
+            settled: std::sync::Arc::default(),
+        };
+        let settled = state.settled.clone();
+        let events = futures_util::stream::unfold(state, |mut st| async move {
+            if st.ended {
+                return None;
+            }
+            if let Some(message) = st.first.take() {
+                return Some((Ok::<_, actix_web::Error>(sse_event(&message)), st));
+            }
+            if let Some(task) = st.task.as_mut() {
+                let joined = tokio::select! {
+                    biased;
+                    Some(message) = st.inbox.recv() => {
+                        return Some((Ok(sse_event(&message)), st));
+                    }
+                    outcome = task => outcome,
+                };
+                st.task = None;
+                st.outcome = Some(joined);
+            }
+            // Whatever was queued before the call ended goes first.
+            if let Ok(message) = st.inbox.try_recv() {
+                return Some((Ok(sse_event(&message)), st));
+            }
+            st.ended = true;
+            let body = match st.outcome.take() {
+                Some(Ok(Outcome {
+                    body: Some(body),
+                    summary,
+                    ..
+                })) => {
+                    let _ = st.settled.set(summary);
+                    body
+                }
+                _ => {
+                    let _ = st.settled.set(Summary {
+                        method: "tools/call",
+                        outcome: "error",
+                        code: Some(task_failed().error.code),
+                        ..Summary::default()
+                    });
+                    let mut out = Vec::new();
+                    let id = st
+                        .id
+                        .as_deref()
+                        .and_then(|id| RawValue::from_string(id.to_owned()).ok());
+                    crate::wire::write_error(&mut out, id.as_deref(), &task_failed().error);
+                    out
+                }
+            };
+            Some((Ok(sse_event(&body)), st))
+        });
+        let response = HttpResponse::Ok()
+            .insert_header((header::CONTENT_TYPE, "text/event-stream"))
+            .insert_header((header::CACHE_CONTROL, "no-cache"))
+            .insert_header((HeaderName::from_static("x-accel-buffering"), "no"))
+            .streaming(events);
+        Exchange {
+            response,
+            summary: Summary {
+                method: "tools/call",
+                revision: Some(revision),
+                // Its result is known only once the stream ends.
+                outcome: "stream",
+                settled: Some(settled),
+                ..Summary::default()
+            },
+        }
+    }
+
+    /// The HTTP response to an engine outcome.
+    fn respond(
+        &self,
+        outcome: Outcome,
+        prefers_sse: bool,
+        bytes: &[u8],
+        principal: &B::Principal,
+    ) -> Exchange {
         let summary = outcome.summary;
         let status =
             StatusCode::from_u16(outcome.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let mut builder = HttpResponse::build(status);
-        if let Some(revision) = outcome.started {
-            match self.start_session(revision, principal) {
+        if let Some((revision, capabilities)) = outcome.started {
+            match self.start_session(revision, capabilities, principal) {
                 Some(value) => {
                     builder.insert_header((HeaderName::from_static(MCP_SESSION_ID), value));
                 }
@@ -521,15 +700,11 @@ impl<B: ToolBackend> McpEndpoint<B> {
             Some(body) if status == StatusCode::OK && prefers_sse => {
                 // One event carrying the whole response, written as a
                 // single buffer: no chunked trickle for Nagle to delay.
-                let mut event = Vec::with_capacity(body.len() + 24);
-                event.extend_from_slice(b"event: message\ndata: ");
-                event.extend_from_slice(&body);
-                event.extend_from_slice(b"\n\n");
                 builder
                     .insert_header((header::CONTENT_TYPE, "text/event-stream"))
                     .insert_header((header::CACHE_CONTROL, "no-cache"))
                     .insert_header((HeaderName::from_static("x-accel-buffering"), "no"))
-                    .body(event)
+                    .body(sse_event(&body))
             }
             Some(body) => builder
                 .insert_header((header::CONTENT_TYPE, "application/json"))
@@ -538,11 +713,18 @@ impl<B: ToolBackend> McpEndpoint<B> {
         Exchange { response, summary }
     }
 
-    fn start_session(&self, revision: Revision, principal: &B::Principal) -> Option<HeaderValue> {
-        let id = self
-            .inner
-            .codec
-            .mint(revision, principal.session_binding(), now_secs())?;
+    fn start_session(
+        &self,
+        revision: Revision,
+        capabilities: AgentCapabilities,
+        principal: &B::Principal,
+    ) -> Option<HeaderValue> {
+        let id = self.inner.codec.mint(
+            revision,
+            capabilities,
+            principal.session_binding(),
+            now_secs(),
+        )?;
         if let Some(metrics) = &self.inner.settings.metrics {
             metrics.legacy_session_started();
         }
@@ -626,6 +808,48 @@ impl<B: Authenticate> McpEndpoint<B> {
             }),
         );
     }
+}
+
+/// The state of a streamed response (see `post_streaming`).
+struct Streaming {
+    first: Option<Vec<u8>>,
+    inbox: tokio::sync::mpsc::Receiver<Vec<u8>>,
+    task: Option<tokio::task::JoinHandle<Outcome>>,
+    outcome: Option<Result<Outcome, tokio::task::JoinError>>,
+    /// The request's id, for the error that ends a failed call's stream.
+    id: Option<String>,
+    ended: bool,
+    /// The call's own summary, once it ended.
+    settled: std::sync::Arc<std::sync::OnceLock<Summary>>,
+}
+
+/// The stream is dropped when its response is (the agent went away, or
+/// the embedder cut it off): the call behind it stops, so an upstream
+/// waiting on it sees its stream close instead of a call nobody reads.
+impl Drop for Streaming {
+    fn drop(&mut self) {
+        if let Some(task) = &self.task {
+            task.abort();
+        }
+    }
+}
+
+/// One SSE event carrying one JSON-RPC message, as a single buffer.
+fn sse_event(message: &[u8]) -> Bytes {
+    let mut event = Vec::with_capacity(message.len() + 24);
+    event.extend_from_slice(b"event: message\ndata: ");
+    event.extend_from_slice(message);
+    event.extend_from_slice(b"\n\n");
+    Bytes::from(event)
+}
+
+/// A call served in its own task that failed (panicked) before answering.
+fn task_failed() -> Refusal {
+    Refusal::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        code::INTERNAL_ERROR,
+        "Internal error: the call failed unexpectedly; it may not have taken effect",
+    )
 }
 
 /// The request's id, if the body is a single well-formed message (for

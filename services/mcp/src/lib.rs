@@ -21,6 +21,7 @@ mod error;
 mod http;
 pub mod method;
 mod peek;
+mod peer;
 mod refusal;
 pub mod relay;
 mod render;
@@ -31,14 +32,15 @@ mod validate;
 mod wire;
 
 pub use backend::{
-    AuthRejection, Authenticate, Principal, RefusalKind, RefusedCall, ServerIdentity, ToolBackend,
-    ToolCall, ToolDef, ToolOutput, ToolSet,
+    AuthRejection, Authenticate, ClientResponse, Principal, RefusalKind, RefusedCall, RelayAnswer,
+    ServerIdentity, ToolBackend, ToolCall, ToolDef, ToolOutput, ToolSet,
 };
 pub use code::ErrorCode;
 pub use engine::{Context, Engine, Outcome, SessionState, Summary};
 pub use error::McpError;
 pub use http::{Admitted, Exchange, McpEndpoint, McpSettings, bearer_token};
 pub use peek::{RequestHead, peek};
+pub use peer::{Peer, PeerError};
 pub use refusal::{Refusal, Transport};
 pub use revision::Revision;
 pub use session::{

@@ -62,7 +62,7 @@ pub fn peek(body: &[u8], known_tool: impl Fn(&str) -> &'static str) -> RequestHe
             method: method_label(&method),
             ..RequestHead::default()
         },
-        Ok(Message::Response) => RequestHead {
+        Ok(Message::Response { .. }) => RequestHead {
             method: "response",
             ..RequestHead::default()
         },

@@ -202,6 +202,30 @@ pub(crate) fn call_result(
     close(out, revision, identity, Map::new())
 }
 
+/// A 2026-07-28 `input_required` result: the input requests exactly as
+/// the backend checked them, its sealed state, and the usual `_meta`.
+pub(crate) fn input_required(
+    revision: Revision,
+    identity: &ServerIdentity,
+    input_requests: &serde_json::value::RawValue,
+    request_state: &str,
+) -> ResultJson {
+    let mut out = Vec::with_capacity(input_requests.get().len() + request_state.len() + 160);
+    out.extend_from_slice(b"{\"inputRequests\":");
+    out.extend_from_slice(input_requests.get().as_bytes());
+    out.extend_from_slice(b",\"requestState\":");
+    write_string(&mut out, request_state);
+    let mut meta = Map::new();
+    meta.insert(
+        meta_key::SERVER_INFO.into(),
+        server_info(revision, identity),
+    );
+    out.extend_from_slice(b",\"resultType\":\"input_required\",\"_meta\":");
+    out.extend_from_slice(Value::Object(meta).to_string().as_bytes());
+    out.push(b'}');
+    out
+}
+
 /// `text` as a JSON string.
 fn write_string(out: &mut Vec<u8>, text: &str) {
     // Serialising a `&str` into a `Vec` cannot fail.
@@ -231,6 +255,7 @@ mod tests {
             structured: Some(structured.clone()),
             text: String::new(),
             is_error: false,
+            relay: None,
         };
         for revision in Revision::ALL {
             let bytes = call_result(revision, &identity(), &output);
@@ -261,6 +286,7 @@ mod tests {
             structured: None,
             text: "board unavailable: \"x\"".into(),
             is_error: true,
+            relay: None,
         };
         let bytes = call_result(Revision::LATEST_LEGACY, &identity(), &output);
         let value: Value = serde_json::from_slice(&bytes).unwrap();

@@ -1,8 +1,10 @@
 //! Self-contained, tamper-proof legacy session ids.
 //!
 //! A 2025-era session id carries everything a replica needs to serve the
-//! next request: the negotiated revision, issue and expiry times and a
-//! random nonce, authenticated by HMAC-SHA256 under a key the replicas
+//! next request: the negotiated revision, the client capabilities the
+//! agent declared in `initialize` (one byte, so any replica relays an
+//! upstream's requests within what the agent can answer), issue and
+//! expiry times and a random nonce, authenticated by HMAC-SHA256 under a key the replicas
 //! share. The principal's binding (e.g. the grant id) is part of the MAC
 //! input but not of the id, so an id minted for one grant is refused for
 //! any other, and the id reveals nothing about the grant.
@@ -23,13 +25,16 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
 use crate::error::McpError;
+use crate::relay::AgentCapabilities;
 use crate::revision::Revision;
 
 pub(crate) type HmacSha256 = Hmac<Sha256>;
 
-const FORMAT_VERSION: u8 = 1;
+/// 2: the declared client capabilities joined the payload.
+const FORMAT_VERSION: u8 = 2;
 const NONCE_LEN: usize = 16;
-const PAYLOAD_LEN: usize = 1 + 1 + 8 + 8 + NONCE_LEN;
+/// version, revision, capabilities, issued, expires, nonce.
+const PAYLOAD_LEN: usize = 1 + 1 + 1 + 8 + 8 + NONCE_LEN;
 const TAG_LEN: usize = 32;
 const TOKEN_LEN: usize = PAYLOAD_LEN + TAG_LEN;
 /// Separates this MAC from any other use of the same key.
@@ -95,6 +100,8 @@ pub enum SessionRejection {
 #[derive(Debug, Clone, Copy)]
 pub struct SessionClaims {
     pub revision: Revision,
+    /// What the agent declared it can answer (relayed requests).
+    pub capabilities: AgentCapabilities,
     pub nonce: SessionNonce,
     /// Unix seconds.
     pub expires_at: u64,
@@ -131,14 +138,21 @@ impl SessionCodec {
 
     /// A new id for `revision`, bound to `binding`: base64url, so visible
     /// ASCII only (transports spec).
-    pub fn mint(&self, revision: Revision, binding: &str, now: u64) -> Option<String> {
+    pub fn mint(
+        &self,
+        revision: Revision,
+        capabilities: AgentCapabilities,
+        binding: &str,
+        now: u64,
+    ) -> Option<String> {
         let expires = now.saturating_add(self.ttl.as_secs());
         let mut token = [0u8; TOKEN_LEN];
         token[0] = FORMAT_VERSION;
         token[1] = revision.code();
-        token[2..10].copy_from_slice(&now.to_be_bytes());
-        token[10..18].copy_from_slice(&expires.to_be_bytes());
-        token[18..PAYLOAD_LEN].copy_from_slice(&rand::random::<[u8; NONCE_LEN]>());
+        token[2] = capabilities.to_bits();
+        token[3..11].copy_from_slice(&now.to_be_bytes());
+        token[11..19].copy_from_slice(&expires.to_be_bytes());
+        token[19..PAYLOAD_LEN].copy_from_slice(&rand::random::<[u8; NONCE_LEN]>());
         let tag = self
             .tag(&token[..PAYLOAD_LEN], binding)?
             .finalize()
@@ -171,15 +185,16 @@ impl SessionCodec {
             .map_err(|_| SessionRejection::Forged)?;
         let revision = Revision::from_code(payload[1]).ok_or(SessionRejection::Malformed)?;
         let mut expires = [0u8; 8];
-        expires.copy_from_slice(&payload[10..18]);
+        expires.copy_from_slice(&payload[11..19]);
         let expires_at = u64::from_be_bytes(expires);
         if now >= expires_at {
             return Err(SessionRejection::Expired);
         }
         let mut nonce = [0u8; NONCE_LEN];
-        nonce.copy_from_slice(&payload[18..PAYLOAD_LEN]);
+        nonce.copy_from_slice(&payload[19..PAYLOAD_LEN]);
         Ok(SessionClaims {
             revision,
+            capabilities: AgentCapabilities::from_bits(payload[2]),
             nonce: SessionNonce(nonce),
             expires_at,
         })
@@ -274,13 +289,19 @@ mod tests {
     fn round_trip_and_refusals() {
         let codec = SessionCodec::new(key(1), Duration::from_secs(60));
         let id = codec
-            .mint(Revision::V2025_06_18, "grant-a", 1_000)
+            .mint(
+                Revision::V2025_06_18,
+                AgentCapabilities::from_bits(0b10101),
+                "grant-a",
+                1_000,
+            )
             .unwrap_or_default();
         assert!(id.bytes().all(|b| (0x21..=0x7e).contains(&b)));
         let claims = codec
             .open(&id, "grant-a", 1_001)
             .unwrap_or_else(|e| panic!("{e:?}"));
         assert_eq!(claims.revision, Revision::V2025_06_18);
+        assert_eq!(claims.capabilities.to_bits(), 0b10101);
         assert_eq!(claims.expires_at, 1_060);
         assert_eq!(
             codec.open(&id, "grant-b", 1_001).err(),

@@ -133,12 +133,13 @@ where
                             principal,
                             session,
                             headers: None,
+                            peer: None,
                         };
                         let outcome = engine
                             .handle_message(&ctx, text)
                             .instrument(span.clone())
                             .await;
-                        if let Some(revision) = outcome.started {
+                        if let Some((revision, _)) = outcome.started {
                             session = SessionState::Active(revision);
                         }
                         (outcome.summary, outcome.body)

@@ -115,6 +115,16 @@ pub(crate) struct ParamsHead<'a> {
     pub client_info: Option<&'a RawValue>,
     #[serde(default, deserialize_with = "present", borrow)]
     pub level: Option<&'a RawValue>,
+    /// 2026-07-28 retries of `tools/call` answering `input_required`.
+    #[serde(
+        rename = "inputResponses",
+        default,
+        deserialize_with = "present",
+        borrow
+    )]
+    pub input_responses: Option<&'a RawValue>,
+    #[serde(rename = "requestState", default, deserialize_with = "present", borrow)]
+    pub request_state: Option<&'a RawValue>,
 }
 
 /// The 2026-07-28 `_meta` envelope members, undecoded.

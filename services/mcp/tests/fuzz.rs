@@ -213,6 +213,7 @@ fn engine_check(
             principal: &principal,
             session,
             headers: headers.as_ref(),
+            peer: None,
         };
         let outcome: Outcome = rt.block_on(engine.handle_message(&ctx, bytes));
         check_answer(outcome.status, outcome.body.as_deref()).map_err(|e| {

@@ -864,6 +864,7 @@ impl ToolBackend for BoardTools {
                 text: answer.text,
                 structured: Some(answer.structured),
                 is_error: false,
+                relay: None,
             },
             Err(err) => {
                 if let ToolsError::Internal { detail } = &err {
@@ -879,6 +880,7 @@ impl ToolBackend for BoardTools {
                     structured: None,
                     text: err.to_string(),
                     is_error: true,
+                    relay: None,
                 }
             }
         }

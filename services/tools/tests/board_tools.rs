@@ -150,6 +150,9 @@ async fn call(
                 name,
                 arguments: &map,
                 raw_arguments: &raw,
+                peer: None,
+                input_responses: None,
+                request_state: None,
             },
         )
         .await

@@ -15,18 +15,33 @@
 //! caller's deadline, from connecting to the last byte. An SSE answer is
 //! read event by event: progress and log notifications are skipped, and a
 //! request the upstream sends the client on that stream goes to
-//! [`crate::seam`] (refused today, answered at once, never left hanging).
+//! [`crate::seam`]: relayed to the agent of the call when it can answer
+//! it, refused at once otherwise, never left hanging.
+//!
+//! The client capabilities the gateway declares are the agent's (never
+//! more): a 2025 upstream gets one gateway session per distinct set of
+//! declared capabilities ([`AgentCapabilities::to_bits`]; an agent that
+//! declared nothing shares the session that declares nothing), and a
+//! 2026-07-28 upstream gets them in each request's `_meta`. Each call's
+//! response stream is its own: requests relayed on it are tracked by it,
+//! and when it fails or ends without the result the agent is told
+//! (`notifications/cancelled` for each), without touching the requests
+//! of any other stream.
 //! Errors name the upstream and the HTTP status or transport failure,
 //! never the credential, the arguments or the upstream's error text in
 //! logs.
 
 use crate::error::UpstreamError;
 use crate::seal::Credential;
-use crate::seam;
+use crate::seam::{self, Decision, Relay};
 use corkboard_board::{Upstream, UpstreamName};
-use corkboard_mcp::{Revision, meta_key};
+use corkboard_mcp::relay::AgentCapabilities;
+use corkboard_mcp::{Revision, RpcError, meta_key};
 use reqwest::header::{HeaderName, HeaderValue};
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::sync::Mutex;
@@ -60,12 +75,39 @@ impl Era {
 
 /// What one exchange ended with.
 enum Answer {
-    /// The JSON-RPC `result`.
-    Result(Value),
+    /// The JSON-RPC `result`, the bytes the upstream sent (relayed members
+    /// of it, such as `inputRequests`, go on to the agent unchanged).
+    Result(Box<RawValue>),
     /// The upstream answered the request with a JSON-RPC error.
     Error { code: i64, message: String },
     /// The legacy session is gone (HTTP 404): open another.
     SessionGone,
+}
+
+/// A JSON-RPC request the gateway sends an upstream.
+#[derive(serde::Serialize)]
+struct Body<'a> {
+    jsonrpc: &'static str,
+    id: u64,
+    method: &'a str,
+    params: Params<'a>,
+}
+
+/// A request's params: an object the gateway builds, and a 2026-07-28
+/// retry's `inputResponses` as the agent wrote them (a `Value` would
+/// reorder and reformat them).
+#[derive(serde::Serialize, Clone)]
+struct Params<'a> {
+    #[serde(flatten)]
+    object: Value,
+    #[serde(rename = "inputResponses", skip_serializing_if = "Option::is_none")]
+    input_responses: Option<&'a RawValue>,
+}
+
+/// The `result` of a JSON-RPC response, unparsed.
+#[derive(Deserialize)]
+struct RawResponse {
+    result: Box<RawValue>,
 }
 
 /// A client of one upstream; see the module docs. Shared by every request
@@ -76,7 +118,8 @@ pub struct UpstreamClient {
     header: HeaderName,
     credential: HeaderValue,
     http: reqwest::Client,
-    era: Mutex<Option<Era>>,
+    /// The era per declared capability set ([`AgentCapabilities::to_bits`]).
+    era: Mutex<HashMap<u8, Era>>,
     ids: AtomicU64,
 }
 
@@ -111,7 +154,7 @@ impl UpstreamClient {
             header,
             credential: value,
             http,
-            era: Mutex::new(None),
+            era: Mutex::new(HashMap::new()),
             ids: AtomicU64::new(1),
         })
     }
@@ -120,17 +163,21 @@ impl UpstreamClient {
         &self.name
     }
 
-    /// The era negotiated so far, if any.
+    /// The era negotiated so far for callers that declare nothing, if any.
     pub async fn era(&self) -> Option<Era> {
-        self.era.lock().await.clone()
+        self.era.lock().await.get(&0).cloned()
     }
 
     /// Every tool the upstream lists (following `nextCursor`, at most
-    /// `max_pages` pages), as the upstream wrote them.
+    /// `max_pages` pages), as the upstream wrote them, in the session that
+    /// declares `caps` (servers list tools by the capabilities their client
+    /// declared; nothing is relayed in a listing, so a request the upstream
+    /// sends there is refused at once).
     pub async fn list_tools(
         &self,
         deadline: Duration,
         max_pages: usize,
+        caps: AgentCapabilities,
     ) -> Result<Vec<Value>, UpstreamError> {
         let work = async {
             let mut tools = Vec::new();
@@ -140,7 +187,9 @@ impl UpstreamClient {
                     Some(c) => json!({ "cursor": c }),
                     None => json!({}),
                 };
-                let result = self.request("tools/list", None, params).await?;
+                let result = self
+                    .request_declaring(caps, "tools/list", None, params, None)
+                    .await?;
                 let page = result
                     .get("tools")
                     .and_then(Value::as_array)
@@ -159,19 +208,70 @@ impl UpstreamClient {
     }
 
     /// Calls `tool` with the agent's argument bytes, passed on unchanged;
-    /// returns the upstream's `tools/call` result.
+    /// returns the upstream's `tools/call` result. With a `relay`, the
+    /// upstream's requests to the client on the call's stream go to the
+    /// agent (see [`crate::seam`]).
     pub async fn call_tool(
         &self,
         tool: &str,
         arguments: &[u8],
         deadline: Duration,
+        relay: Option<&Relay<'_>>,
     ) -> Result<Value, UpstreamError> {
         let arguments: Value = serde_json::from_slice(arguments)
             .map_err(|_| self.unavailable("the arguments are not JSON"))?;
         let params = json!({ "name": tool, "arguments": arguments });
-        tokio::time::timeout(deadline, self.request("tools/call", Some(tool), params))
-            .await
-            .unwrap_or_else(|_| Err(self.timed_out(deadline)))
+        tokio::time::timeout(
+            deadline,
+            self.request("tools/call", Some(tool), params, relay),
+        )
+        .await
+        .unwrap_or_else(|_| Err(self.timed_out(deadline)))
+    }
+
+    /// A 2026-07-28 call on behalf of an agent that declared `caps` (they
+    /// go in the request's `_meta`), optionally a retry answering the
+    /// upstream's `input_required` with the agent's checked `inputResponses`
+    /// and the upstream's own `requestState`. Returns the result as the
+    /// upstream wrote it, `input_required` included; `None` when the
+    /// upstream does not speak 2026-07-28 (then [`Self::call_tool`]).
+    pub async fn call_tool_modern(
+        &self,
+        tool: &str,
+        arguments: &[u8],
+        deadline: Duration,
+        caps: AgentCapabilities,
+        retry: Option<(&RawValue, Option<String>)>,
+    ) -> Option<Result<Box<RawValue>, UpstreamError>> {
+        let work = async {
+            if self.negotiated(AgentCapabilities::default()).await? != Era::Modern {
+                return Ok(None);
+            }
+            let arguments: Value = serde_json::from_slice(arguments)
+                .map_err(|_| self.unavailable("the arguments are not JSON"))?;
+            let mut params = json!({ "name": tool, "arguments": arguments });
+            let mut responses = None;
+            if let Some((answered, state)) = retry {
+                // The agent's checked answers go on as the bytes it sent.
+                responses = Some(answered);
+                if let Some(state) = state {
+                    params["requestState"] = Value::String(state);
+                }
+            }
+            let sent = Params {
+                object: params,
+                input_responses: responses,
+            };
+            self.request_raw(caps, "tools/call", Some(tool), sent, None)
+                .await
+                .map(Some)
+        };
+        match tokio::time::timeout(deadline, work).await {
+            Ok(Ok(None)) => None,
+            Ok(Ok(Some(result))) => Some(Ok(result)),
+            Ok(Err(e)) => Some(Err(e)),
+            Err(_) => Some(Err(self.timed_out(deadline))),
+        }
     }
 
     /// One request in the negotiated era; a forgotten session is renewed
@@ -181,10 +281,45 @@ impl UpstreamClient {
         method: &str,
         tool: Option<&str>,
         params: Value,
+        relay: Option<&Relay<'_>>,
     ) -> Result<Value, UpstreamError> {
-        let mut era = self.negotiated().await?;
+        let caps = relay.map(|r| r.peer.capabilities()).unwrap_or_default();
+        self.request_declaring(caps, method, tool, params, relay)
+            .await
+    }
+
+    async fn request_declaring(
+        &self,
+        caps: AgentCapabilities,
+        method: &str,
+        tool: Option<&str>,
+        params: Value,
+        relay: Option<&Relay<'_>>,
+    ) -> Result<Value, UpstreamError> {
+        let params = Params {
+            object: params,
+            input_responses: None,
+        };
+        let raw = self.request_raw(caps, method, tool, params, relay).await?;
+        serde_json::from_str(raw.get()).map_err(|_| self.unavailable("its answer is not JSON"))
+    }
+
+    /// [`Self::request_declaring`] answering the result as the upstream
+    /// wrote it.
+    async fn request_raw(
+        &self,
+        caps: AgentCapabilities,
+        method: &str,
+        tool: Option<&str>,
+        params: Params<'_>,
+        relay: Option<&Relay<'_>>,
+    ) -> Result<Box<RawValue>, UpstreamError> {
+        let mut era = self.negotiated(caps).await?;
         for attempt in 0..2 {
-            match self.exchange(&era, method, tool, params.clone()).await? {
+            match self
+                .exchange(&era, caps, method, tool, params.clone(), relay)
+                .await?
+            {
                 Answer::Result(result) => return Ok(result),
                 Answer::Error { code, message } => {
                     return Err(UpstreamError::Rpc {
@@ -195,7 +330,7 @@ impl UpstreamClient {
                 }
                 Answer::SessionGone if attempt == 0 => {
                     tracing::info!(upstream = %self.name, "upstream session expired; opening a new one");
-                    era = self.renew(&era).await?;
+                    era = self.renew(&era, caps).await?;
                 }
                 Answer::SessionGone => break,
             }
@@ -205,39 +340,56 @@ impl UpstreamClient {
         ))
     }
 
-    /// The era, negotiating it first if needed (one negotiation at a time).
-    async fn negotiated(&self) -> Result<Era, UpstreamError> {
-        let mut slot = self.era.lock().await;
-        if let Some(era) = &*slot {
+    /// The era for callers declaring `caps`, negotiating it first if
+    /// needed (one negotiation at a time).
+    async fn negotiated(&self, caps: AgentCapabilities) -> Result<Era, UpstreamError> {
+        let mut slots = self.era.lock().await;
+        if let Some(era) = slots.get(&caps.to_bits()) {
             return Ok(era.clone());
         }
-        let era = self.negotiate().await?;
-        *slot = Some(era.clone());
+        // Known to be a 2026-07-28 upstream: stateless for every caller.
+        let era = match slots.values().next() {
+            Some(Era::Modern) => Era::Modern,
+            Some(Era::Legacy { .. }) => self.legacy_initialize(caps).await?,
+            None => self.negotiate(caps).await?,
+        };
+        slots.insert(caps.to_bits(), era.clone());
         Ok(era)
     }
 
     /// Replaces the session `stale` with a new one, unless another request
     /// already did.
-    async fn renew(&self, stale: &Era) -> Result<Era, UpstreamError> {
-        let mut slot = self.era.lock().await;
-        if let Some(era) = &*slot
+    async fn renew(&self, stale: &Era, caps: AgentCapabilities) -> Result<Era, UpstreamError> {
+        let mut slots = self.era.lock().await;
+        if let Some(era) = slots.get(&caps.to_bits())
             && era != stale
         {
             return Ok(era.clone());
         }
-        *slot = None;
-        let era = self.legacy_initialize().await?;
-        *slot = Some(era.clone());
+        slots.remove(&caps.to_bits());
+        let era = self.legacy_initialize(caps).await?;
+        slots.insert(caps.to_bits(), era.clone());
         Ok(era)
     }
 
-    async fn negotiate(&self) -> Result<Era, UpstreamError> {
+    async fn negotiate(&self, caps: AgentCapabilities) -> Result<Era, UpstreamError> {
         match self
-            .exchange(&Era::Modern, "server/discover", None, json!({}))
+            .exchange(
+                &Era::Modern,
+                caps,
+                "server/discover",
+                None,
+                Params {
+                    object: json!({}),
+                    input_responses: None,
+                },
+                None,
+            )
             .await?
         {
             Answer::Result(result)
-                if result
+                if serde_json::from_str::<Value>(result.get())
+                    .unwrap_or(Value::Null)
                     .get("supportedVersions")
                     .and_then(Value::as_array)
                     .is_some_and(|v| v.iter().any(|v| v == MODERN.as_str())) =>
@@ -245,11 +397,11 @@ impl UpstreamClient {
                 tracing::info!(upstream = %self.name, era = MODERN.as_str(), "upstream era negotiated");
                 Ok(Era::Modern)
             }
-            _ => self.legacy_initialize().await,
+            _ => self.legacy_initialize(caps).await,
         }
     }
 
-    async fn legacy_initialize(&self) -> Result<Era, UpstreamError> {
+    async fn legacy_initialize(&self, caps: AgentCapabilities) -> Result<Era, UpstreamError> {
         let id = self.ids.fetch_add(1, Ordering::Relaxed);
         let body = json!({
             "jsonrpc": "2.0",
@@ -257,14 +409,13 @@ impl UpstreamClient {
             "method": "initialize",
             "params": {
                 "protocolVersion": LEGACY.as_str(),
-                // No sampling, elicitation or roots: the gateway does not
-                // relay server-to-client requests yet (see `seam`).
-                "capabilities": {},
+                // What the agents of this session declared, never more.
+                "capabilities": caps.declared_to(LEGACY),
                 "clientInfo": client_info(),
             }
         });
         let response = self
-            .post(&body, None, None, None, "initialize")
+            .post(body.to_string(), None, None, None, "initialize")
             .send()
             .await
             .map_err(|e| self.transport(&e))?;
@@ -281,8 +432,9 @@ impl UpstreamClient {
             session: session.clone(),
             version: LEGACY.as_str().to_owned(),
         };
-        let result = match self.read_answer(response, id, &probe).await? {
-            Answer::Result(result) => result,
+        let result = match self.read_answer(response, id, &probe, None).await? {
+            Answer::Result(result) => serde_json::from_str::<Value>(result.get())
+                .map_err(|_| self.unavailable("its initialize result is not JSON"))?,
             Answer::Error { code, .. } => {
                 return Err(self.unavailable(&format!("it refused initialize (JSON-RPC {code})")));
             }
@@ -302,7 +454,7 @@ impl UpstreamClient {
         let initialized = json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
         let sent = self
             .post(
-                &initialized,
+                initialized.to_string(),
                 Some(&era),
                 None,
                 None,
@@ -322,26 +474,36 @@ impl UpstreamClient {
     async fn exchange(
         &self,
         era: &Era,
+        caps: AgentCapabilities,
         method: &str,
         tool: Option<&str>,
-        mut params: Value,
+        mut params: Params<'_>,
+        relay: Option<&Relay<'_>>,
     ) -> Result<Answer, UpstreamError> {
         let id = self.ids.fetch_add(1, Ordering::Relaxed);
         if *era == Era::Modern
-            && let Some(object) = params.as_object_mut()
+            && let Some(object) = params.object.as_object_mut()
         {
             object.insert(
                 "_meta".into(),
                 json!({
                     meta_key::PROTOCOL_VERSION: MODERN.as_str(),
-                    meta_key::CLIENT_CAPABILITIES: {},
+                    meta_key::CLIENT_CAPABILITIES: caps.declared_to(MODERN),
                     meta_key::CLIENT_INFO: client_info(),
                 }),
             );
         }
-        let body = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
+        let body = Body {
+            jsonrpc: "2.0",
+            id,
+            method,
+            params,
+        };
+        let Ok(body) = serde_json::to_string(&body) else {
+            return Err(self.unavailable("the request could not be written"));
+        };
         let response = self
-            .post(&body, Some(era), Some(method), tool, method)
+            .post(body, Some(era), Some(method), tool, method)
             .send()
             .await
             .map_err(|e| self.transport(&e))?;
@@ -370,12 +532,48 @@ impl UpstreamClient {
             }
             return Err(self.status(status, method));
         }
-        self.read_answer(response, id, era).await
+        self.read_answer(response, id, era, relay).await
+    }
+
+    /// Delivers the agent's checked answer (`body`, a JSON-RPC response
+    /// under the upstream's own id) in the gateway's session `session`
+    /// with the upstream, at `version`.
+    pub async fn deliver(
+        &self,
+        session: Option<&str>,
+        version: &str,
+        body: Vec<u8>,
+    ) -> Result<(), UpstreamError> {
+        let era = Era::Legacy {
+            session: session.map(str::to_owned),
+            version: version.to_owned(),
+        };
+        let post = self
+            .http
+            .post(&self.url)
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .header(self.header.clone(), self.credential.clone())
+            .header("mcp-protocol-version", version);
+        let post = match &era {
+            Era::Legacy {
+                session: Some(session),
+                ..
+            } => post.header("mcp-session-id", session.as_str()),
+            _ => post,
+        };
+        let sent = tokio::time::timeout(seam::ANSWER_TIMEOUT, post.body(body).send()).await;
+        match sent {
+            Ok(Ok(response)) if response.status().is_success() => Ok(()),
+            Ok(Ok(response)) => Err(self.status(response.status().as_u16(), "the relayed answer")),
+            Ok(Err(e)) => Err(self.transport(&e)),
+            Err(_) => Err(self.timed_out(seam::ANSWER_TIMEOUT)),
+        }
     }
 
     fn post(
         &self,
-        body: &Value,
+        body: String,
         era: Option<&Era>,
         method: Option<&str>,
         tool: Option<&str>,
@@ -387,7 +585,7 @@ impl UpstreamClient {
             .header("accept", "application/json, text/event-stream")
             .header("content-type", "application/json")
             .header(self.header.clone(), self.credential.clone())
-            .body(body.to_string());
+            .body(body);
         match era {
             Some(Era::Modern) => {
                 request = request.header("mcp-protocol-version", MODERN.as_str());
@@ -410,11 +608,65 @@ impl UpstreamClient {
     }
 
     /// Reads a JSON or SSE answer until the response to `id` arrives.
+    /// Requests the upstream sends on an SSE answer are decided by
+    /// [`seam::decide`]; those relayed to the agent belong to this stream,
+    /// and if it fails or ends before the response the agent is told they
+    /// are cancelled.
     async fn read_answer(
+        &self,
+        response: reqwest::Response,
+        id: u64,
+        era: &Era,
+        relay: Option<&Relay<'_>>,
+    ) -> Result<Answer, UpstreamError> {
+        let mut relayed: Vec<String> = Vec::new();
+        let mut abandoned = Abandoned {
+            upstream: self.name.clone(),
+            replies: Vec::new(),
+        };
+        let answer = self
+            .read_stream(response, id, era, relay, &mut relayed, &mut abandoned)
+            .await;
+        if answer.is_ok() {
+            // The upstream finished the call: whatever it asked was
+            // answered or no longer matters to it.
+            abandoned.replies.clear();
+        }
+        if answer.is_err()
+            && let Some(relay) = relay
+        {
+            for relayed_id in relayed {
+                let cancelled = json!({
+                    "jsonrpc": "2.0",
+                    "method": "notifications/cancelled",
+                    "params": {
+                        "requestId": relayed_id,
+                        "reason": format!("upstream {}'s response stream for this call failed", self.name),
+                    }
+                });
+                // Bounded by the peer's send timeout; a gone agent needs
+                // no telling.
+                if relay
+                    .peer
+                    .send(cancelled.to_string().into_bytes())
+                    .await
+                    .is_err()
+                {
+                    break;
+                }
+            }
+        }
+        answer
+    }
+
+    async fn read_stream(
         &self,
         mut response: reqwest::Response,
         id: u64,
         era: &Era,
+        relay: Option<&Relay<'_>>,
+        relayed: &mut Vec<String>,
+        abandoned: &mut Abandoned,
     ) -> Result<Answer, UpstreamError> {
         let event_stream = response
             .headers()
@@ -426,7 +678,7 @@ impl UpstreamClient {
             let message: Value = serde_json::from_slice(&body)
                 .map_err(|_| self.unavailable("its answer is not JSON"))?;
             return self
-                .answer_of(&message, id)
+                .answer_of(&message, &body, id)
                 .ok_or_else(|| self.unavailable("its answer is not the response to the request"));
         }
         let mut buffer: Vec<u8> = Vec::new();
@@ -446,11 +698,12 @@ impl UpstreamClient {
                     let Ok(message) = serde_json::from_slice::<Value>(&payload) else {
                         continue;
                     };
-                    if let Some(answer) = self.answer_of(&message, id) {
+                    if let Some(answer) = self.answer_of(&message, &payload, id) {
                         return Ok(answer);
                     }
                     if message.get("method").is_some() && message.get("id").is_some() {
-                        self.answer_server_request(era, &message);
+                        self.server_request(era, relay, relayed, abandoned, &payload)
+                            .await;
                     }
                     // Notifications (progress, logging) are not relayed.
                 }
@@ -461,13 +714,17 @@ impl UpstreamClient {
         }
     }
 
-    /// The answer in `message` when it is the response to `id`.
-    fn answer_of(&self, message: &Value, id: u64) -> Option<Answer> {
+    /// The answer in `message` (parsed from `payload`) when it is the
+    /// response to `id`.
+    fn answer_of(&self, message: &Value, payload: &[u8], id: u64) -> Option<Answer> {
         if message.get("method").is_some() || message.get("id") != Some(&json!(id)) {
             return None;
         }
-        if let Some(result) = message.get("result") {
-            return Some(Answer::Result(result.clone()));
+        if message.get("result").is_some() {
+            // The result's own bytes: already parsed once, so this cannot
+            // fail.
+            let raw: RawResponse = serde_json::from_slice(payload).ok()?;
+            return Some(Answer::Result(raw.result));
         }
         let error = message.get("error")?;
         Some(Answer::Error {
@@ -482,11 +739,63 @@ impl UpstreamClient {
         })
     }
 
-    /// Answers a request the upstream sent on a response stream, at once
-    /// and in the background (the stream goes on being read).
-    fn answer_server_request(&self, era: &Era, request: &Value) {
-        let reply = seam::answer(&self.name, request);
-        let post = self.post(&reply, Some(era), None, None, "response");
+    /// A request the upstream sent on a response stream: relayed to the
+    /// agent, or answered at once in the background (the stream goes on
+    /// being read either way).
+    async fn server_request(
+        &self,
+        era: &Era,
+        relay: Option<&Relay<'_>>,
+        relayed: &mut Vec<String>,
+        abandoned: &mut Abandoned,
+        payload: &[u8],
+    ) {
+        let (revision, session) = match era {
+            Era::Modern => (MODERN, None),
+            Era::Legacy { session, version } => (
+                Revision::parse(version).unwrap_or(LEGACY),
+                session.as_deref(),
+            ),
+        };
+        let reply = match seam::decide(&self.name, revision, session, relay, relayed.len(), payload)
+        {
+            Decision::Reply(reply) => reply,
+            Decision::Relay {
+                message,
+                relayed_id,
+            } => {
+                let Some(relay) = relay else { return };
+                match relay.peer.send(message).await {
+                    Ok(()) => {
+                        relayed.push(relayed_id);
+                        let ended = RpcError::internal(
+                            "Internal error: the call this request belongs to ended before the agent answered (the agent's stream closed, the run ended, or this stream failed)",
+                        );
+                        if let Some(id) = seam::request_id(payload) {
+                            let reply = seam::error_reply(&id, &ended);
+                            abandoned.replies.push(self.post(
+                                reply.to_string(),
+                                Some(era),
+                                None,
+                                None,
+                                "response",
+                            ));
+                        }
+                        return;
+                    }
+                    Err(why) => {
+                        tracing::info!(upstream = %self.name, run = relay.run, outcome = "agent_unreachable", "relay request failed");
+                        seam::unreachable_reply(payload, &why)
+                    }
+                }
+            }
+        };
+        self.reply_in_background(era, reply);
+    }
+
+    /// Sends `reply` to the upstream in the background.
+    fn reply_in_background(&self, era: &Era, reply: Value) {
+        let post = self.post(reply.to_string(), Some(era), None, None, "response");
         let name = self.name.clone();
         tokio::spawn(async move {
             let sent = tokio::time::timeout(seam::ANSWER_TIMEOUT, post.send()).await;
@@ -529,6 +838,34 @@ impl UpstreamClient {
 
     fn timed_out(&self, deadline: Duration) -> UpstreamError {
         self.unavailable(&format!("no answer within {} ms", deadline.as_millis()))
+    }
+}
+
+/// The error replies owed to the upstream for requests relayed on one of
+/// its streams, sent (in the background) if that stream ends without the
+/// call's result: it failed, or the call was dropped (the agent's stream
+/// closed, the run ended). Per stream, so a replacement stream's requests
+/// are never touched.
+struct Abandoned {
+    upstream: UpstreamName,
+    replies: Vec<reqwest::RequestBuilder>,
+}
+
+impl Drop for Abandoned {
+    fn drop(&mut self) {
+        if self.replies.is_empty() {
+            return;
+        }
+        let replies = std::mem::take(&mut self.replies);
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        tracing::info!(upstream = %self.upstream, count = replies.len(), outcome = "abandoned", "relay requests completed with errors: their call ended");
+        runtime.spawn(async move {
+            for reply in replies {
+                let _ = tokio::time::timeout(seam::ANSWER_TIMEOUT, reply.send()).await;
+            }
+        });
     }
 }
 

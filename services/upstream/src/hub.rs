@@ -21,9 +21,12 @@
 use crate::client::UpstreamClient;
 use crate::error::UpstreamError;
 use crate::seal::CredentialKey;
+use crate::seam;
 use crate::view::{Route, UpstreamView};
 use corkboard_board::{Capabilities, TenantId, Upstream, UpstreamName, UpstreamStore};
-use corkboard_mcp::{ToolDef, ToolSet};
+use corkboard_mcp::relay::AgentCapabilities;
+use corkboard_mcp::relay::seal::RelaySealer;
+use corkboard_mcp::{ClientResponse, Peer, RpcError, ToolDef, ToolSet};
 use corkboard_tools::{AuditSink, ResolvedGrant};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -55,6 +58,11 @@ pub struct UpstreamOptions {
     pub max_pages: usize,
     /// Most tools offered from one upstream (the rest dropped, logged).
     pub max_tools: usize,
+    /// One tool call that relays requests to the agent (sampling,
+    /// elicitation, roots: a person may be answering), from sending it to
+    /// the last byte of its answer. Used instead of `call_timeout` when the
+    /// agent can answer relayed requests.
+    pub relay_call_timeout: Duration,
 }
 
 impl Default for UpstreamOptions {
@@ -68,6 +76,7 @@ impl Default for UpstreamOptions {
             registry_ttl: Duration::from_secs(5),
             max_pages: 10,
             max_tools: 256,
+            relay_call_timeout: Duration::from_secs(300),
         }
     }
 }
@@ -128,6 +137,17 @@ pub struct Upstreams {
     http: reqwest::Client,
     pub(crate) audit: Arc<dyn AuditSink>,
     pub(crate) options: UpstreamOptions,
+    /// Seals the ids of requests relayed to agents (none: nothing is
+    /// relayed, requests to the client are refused at once).
+    pub(crate) relay: Option<RelaySealer>,
+    /// Requests relayed to 2025 agents from 2026-07-28 upstreams'
+    /// `input_required`, by relayed id: the call waiting for each answer
+    /// lives in this process (see [`crate::view`]).
+    pub(crate) pending: Mutex<HashMap<String, Held>>,
+    /// 2025 upstreams' calls held for 2026-07-28 agents between an
+    /// `input_required` and its retry, by the first relayed id of the
+    /// round (see [`crate::view`]).
+    pub(crate) held: Mutex<HashMap<String, crate::view::HeldCall>>,
     tenants: Mutex<HashMap<TenantId, Arc<TenantState>>>,
     /// By tenant, capabilities and budgets (which the board's tool
     /// descriptions mention).
@@ -142,6 +162,10 @@ impl std::fmt::Debug for Upstreams {
             .finish_non_exhaustive()
     }
 }
+
+/// Where a held relayed request's answer goes.
+pub(crate) type Held =
+    tokio::sync::oneshot::Sender<Result<Box<serde_json::value::RawValue>, RpcError>>;
 
 /// Most cached views (grant capability sets × tenants) before the cache
 /// is emptied and rebuilt on demand.
@@ -167,9 +191,117 @@ impl Upstreams {
             http,
             audit,
             options,
+            relay: None,
+            pending: Mutex::new(HashMap::new()),
+            held: Mutex::new(HashMap::new()),
             tenants: Mutex::new(HashMap::new()),
             views: Mutex::new(HashMap::new()),
             serials: AtomicU64::new(1),
+        })
+    }
+
+    /// Relays upstreams' requests to the client to agents that can answer
+    /// them, under ids sealed by `sealer` (share its key between replicas:
+    /// any replica takes an answer).
+    pub fn with_relay(mut self, sealer: RelaySealer) -> Self {
+        self.relay = Some(sealer);
+        self
+    }
+
+    /// What the gateway declares when it lists an upstream's tools: with
+    /// a relay, sampling and form elicitation (so servers that list tools
+    /// by their client's capabilities list the tools that ask; an agent
+    /// that declared neither is refused at once when it calls one); roots
+    /// are left out, because servers ask for roots when a session starts,
+    /// outside any call, where there is no agent to ask.
+    fn listing_capabilities(&self) -> AgentCapabilities {
+        if self.relay.is_some() {
+            AgentCapabilities {
+                sampling: true,
+                elicitation_form: true,
+                ..AgentCapabilities::default()
+            }
+        } else {
+            AgentCapabilities::default()
+        }
+    }
+
+    /// Whether requests to the client are relayed at all.
+    pub fn relays(&self) -> bool {
+        self.relay.is_some()
+    }
+
+    /// Takes the agent's `response` to a relayed request (see
+    /// [`crate::seam`]): checked and delivered to its upstream under the
+    /// upstream's own id. An error is the agent's answer (`-32602` when its
+    /// id or its answer was refused; the upstream then got a correlated
+    /// error instead).
+    pub async fn deliver(
+        &self,
+        grant: &ResolvedGrant,
+        peer: &Peer,
+        response: ClientResponse<'_>,
+    ) -> Result<(), RpcError> {
+        let Some(sealer) = &self.relay else {
+            return Ok(());
+        };
+        let g = grant.grant();
+        let Some(delivery) = seam::answer(
+            sealer,
+            g.tenant.as_str(),
+            g.run.as_str(),
+            g.id.as_str(),
+            peer,
+            response,
+        )?
+        else {
+            return Ok(());
+        };
+        if let Some((relayed_id, answer)) = delivery.held {
+            let waiting = lock(&self.pending).remove(&relayed_id);
+            let Some(waiting) = waiting else {
+                tracing::info!(upstream = %delivery.upstream, run = %g.run, tenant = %g.tenant, outcome = "not_held", "relay answer");
+                return Err(delivery.refused.unwrap_or_else(|| RpcError::invalid_params(
+                    "Invalid params: this answer reached a gateway replica that does not hold the call waiting for it (or the call already ended); make the tool call again",
+                )));
+            };
+            // The call may have ended meanwhile: then nobody reads it.
+            let _ = waiting.send(answer);
+            return match delivery.refused {
+                Some(refused) => Err(refused),
+                None => Ok(()),
+            };
+        }
+        let state = self.tenant(&g.tenant).await;
+        let Some(conn) = state
+            .conns
+            .iter()
+            .find(|c| c.record.name.as_str() == delivery.upstream)
+        else {
+            return Err(RpcError::invalid_params(format!(
+                "Invalid params: upstream {} is no longer registered; its request cannot be answered",
+                delivery.upstream
+            )));
+        };
+        let client = conn.client.as_ref().map_err(|why| {
+            RpcError::internal(format!(
+                "Internal error: upstream {} unavailable: {why}",
+                delivery.upstream
+            ))
+        })?;
+        let delivered = client
+            .deliver(
+                delivery.session.as_deref(),
+                &delivery.revision,
+                delivery.body,
+            )
+            .await;
+        if let Some(refused) = delivery.refused {
+            return Err(refused);
+        }
+        delivered.map_err(|e| {
+            tracing::info!(upstream = %delivery.upstream, run = %g.run, tenant = %g.tenant, outcome = "undelivered", "relay answer");
+            RpcError::internal(format!("Internal error: {e}; the answer was not delivered"))
         })
     }
 
@@ -310,7 +442,11 @@ impl Upstreams {
         }
         let fetched = match &conn.client {
             Ok(client) => client
-                .list_tools(self.options.list_timeout, self.options.max_pages)
+                .list_tools(
+                    self.options.list_timeout,
+                    self.options.max_pages,
+                    self.listing_capabilities(),
+                )
                 .await
                 .map_err(|e| e.to_string()),
             Err(why) => Err(why.clone()),
@@ -484,7 +620,7 @@ impl Upstreams {
     }
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // Every critical section is a map or field update that cannot panic
     // half-way; a poisoned lock still holds whole values.
     mutex

@@ -4,20 +4,42 @@ eras (2026-07-28 stateless and 2025 sessions), refusing any request whose
 credential header is not the one in UPSTREAM_HEADER / UPSTREAM_CREDENTIAL.
 
 Tools: `add` (structured output), `echo_len` (text only), `slow` (sleeps,
-for deadlines), and `broken`, whose input schema is made invalid on
-purpose so the gateway must drop it. Usage: py_server.py PORT
+for deadlines), `greet` (elicits a name), `muse` (samples the client's
+model), `roots` (lists the client's roots) and `echo_answers` (samples
+once, then returns the raw retry body it received) through the SDK's resolvers, which ask as `input_required` in
+2026-07-28 and mid-call in 2025 sessions, and `broken`, whose input schema
+is made invalid on purpose so the gateway must drop it. With
+UPSTREAM_LEGACY_ONLY=1 it speaks only 2025 sessions. Usage:
+py_server.py PORT
 """
 
 import asyncio
 import os
 import sys
+from typing import Annotated
 
 import uvicorn
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.resolve import Elicit, ListRoots, Resolve, Sample
+from mcp.types import (
+    CreateMessageRequest,
+    CreateMessageRequestParams,
+    CreateMessageResult,
+    InputRequiredResult,
+    ListRootsResult,
+    SamplingMessage,
+    TextContent,
+    ToolResultContent,
+    ToolUseContent,
+)
+from pydantic import BaseModel
 from starlette.responses import JSONResponse
 
 HEADER = os.environ.get("UPSTREAM_HEADER", "X-Upstream-Key").lower()
 CREDENTIAL = os.environ["UPSTREAM_CREDENTIAL"]
+# UPSTREAM_LEGACY_ONLY=1: refuse 2026-07-28 requests (HTTP 400), so the
+# gateway speaks a 2025 session and the SDK asks mid-call on the stream.
+LEGACY_ONLY = os.environ.get("UPSTREAM_LEGACY_ONLY") == "1"
 
 server = MCPServer("py-upstream")
 
@@ -39,6 +61,94 @@ async def slow(seconds: float) -> str:
     """Sleeps, then answers."""
     await asyncio.sleep(seconds)
     return "done"
+
+
+class Name(BaseModel):
+    name: str
+
+
+def ask_name() -> Elicit[Name]:
+    return Elicit("What is your name?", Name)
+
+
+@server.tool()
+def greet(who: Annotated[Name, Resolve(ask_name)]) -> str:
+    """Greets whoever the client names."""
+    return f"Hello, {who.name}!"
+
+
+def ask_model(topic: str) -> Sample:
+    return Sample(
+        [SamplingMessage(role="user", content=TextContent(type="text", text=f"One line about {topic}"))],
+        max_tokens=30,
+    )
+
+
+@server.tool()
+def muse(topic: str, sampled: Annotated[CreateMessageResult, Resolve(ask_model)]) -> str:
+    """Asks the client's model about a topic and says what it answered."""
+    text = sampled.content.text if isinstance(sampled.content, TextContent) else "?"
+    return f"model {sampled.model} says: {text}"
+
+
+def bad_messages(case: str) -> list[SamplingMessage]:
+    """Sampling messages the relay validator must refuse: `mixed` (a
+    tool-result message with other content), `unpaired` (a tool_result
+    naming no tool_use)."""
+    use = SamplingMessage(
+        role="assistant", content=[ToolUseContent(type="tool_use", name="lookup", id="t1", input={})]
+    )
+    answered = ToolResultContent(type="tool_result", tool_use_id="t1" if case == "mixed" else "t9")
+    result = [answered, TextContent(type="text", text="and more")] if case == "mixed" else [answered]
+    return [
+        SamplingMessage(role="user", content=TextContent(type="text", text="look it up")),
+        use,
+        SamplingMessage(role="user", content=result),
+    ]
+
+
+@server.tool()
+def bad_sample(case: str, ctx: Context) -> str | InputRequiredResult:
+    """Asks for sampling with malformed messages, bypassing the SDK's own
+    checks (2026-07-28 only), so the gateway's refusal can be seen."""
+    if ctx.input_responses:
+        return "relayed anyway"
+    request = CreateMessageRequest(
+        params=CreateMessageRequestParams(messages=bad_messages(case), max_tokens=10)
+    )
+    return InputRequiredResult(input_requests={"bad": request}, request_state="bad-1")
+
+
+# The raw body of the last request that carried `inputResponses`, as it
+# reached this server (recorded by `app` below).
+LAST_ANSWERED = {"body": ""}
+
+
+@server.tool()
+def echo_answers(ctx: Context) -> str | InputRequiredResult:
+    """Asks the client to sample once (2026-07-28 only), then answers with
+    the raw body of the retry that answered, so a test can compare the
+    bytes that reached this server with the bytes the agent sent."""
+    if ctx.input_responses:
+        return LAST_ANSWERED["body"]
+    request = CreateMessageRequest(
+        params=CreateMessageRequestParams(
+            messages=[SamplingMessage(role="user", content=TextContent(type="text", text="Say «bytes», exactly"))],
+            max_tokens=12,
+            temperature=0.5,
+        )
+    )
+    return InputRequiredResult(input_requests={"echo": request}, request_state="echo-1")
+
+
+def ask_roots() -> ListRoots:
+    return ListRoots()
+
+
+@server.tool()
+def roots(listed: Annotated[ListRootsResult, Resolve(ask_roots)]) -> str:
+    """Names the client's roots."""
+    return "roots: " + ", ".join(str(root.uri) for root in listed.roots)
 
 
 @server.tool()
@@ -63,7 +173,22 @@ async def app(scope, receive, send):
         if headers.get(HEADER) != CREDENTIAL:
             await JSONResponse({"error": "bad credential"}, status_code=401)(scope, receive, send)
             return
-    await inner(scope, receive, send)
+        if LEGACY_ONLY and headers.get("mcp-protocol-version") == "2026-07-28":
+            # Answer like a server that predates 2026-07-28, so clients
+            # fall back to a 2025 session.
+            await JSONResponse({"error": "unsupported protocol version"}, status_code=400)(scope, receive, send)
+            return
+    body = bytearray()
+
+    async def recording():
+        message = await receive()
+        if message["type"] == "http.request":
+            body.extend(message.get("body", b""))
+            if not message.get("more_body") and b'"inputResponses"' in body:
+                LAST_ANSWERED["body"] = body.decode()
+        return message
+
+    await inner(scope, recording if scope["type"] == "http" else receive, send)
 
 
 if __name__ == "__main__":

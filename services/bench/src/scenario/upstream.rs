@@ -4,6 +4,13 @@
 //! (`bench__add`, the credential injected by the gateway), at each
 //! concurrency, back to back so the two figures compare. The added
 //! latency is the gateway's p50 (and p99) minus the direct one.
+//!
+//! CPU per call: each leg runs after a warm-up leg of its own, and the
+//! CPU time (`utime + stime` from `/proc/<pid>/stat`) the upstream process
+//! and the gateway's process spent during the measured leg is divided by
+//! the calls it made. The load generator's own CPU is not counted. The
+//! added CPU per call is the gateway leg's (gateway plus upstream) minus
+//! the direct leg's (upstream).
 
 use super::deploy::{DeploySpec, Deployment, Endpoint, Registry, Store};
 use crate::client::{self, Headers, Target};
@@ -112,35 +119,140 @@ pub async fn run(
         .await?;
     let direct = Target::parse(&direct_url)?;
     let gateway = Target::parse(&granted.mcp_url)?;
+    let pids = Pids {
+        upstream: _upstream.0.id(),
+        gateway: deployment
+            .process
+            .pid()
+            .ok_or_else(|| BenchError::protocol("measure CPU", "the gateway process has no pid"))?,
+    };
+    let tick = clock_tick();
     for &concurrency in &scenario.concurrency {
-        let spec = |target: &Target, token: &str, tool| LoadSpec {
+        let spec = |target: &Target, token: &str, tool, warmup: bool| LoadSpec {
             target: target.clone(),
             token: token.to_owned(),
             era: Era::Stateless,
             tool,
             issue: None,
             concurrency,
-            warmup: scenario.warmup,
-            duration: scenario.duration,
+            warmup: Duration::ZERO,
+            duration: if warmup {
+                scenario.warmup
+            } else {
+                scenario.duration
+            },
         };
-        let direct_result = load::run(&spec(&direct, DIRECT_TOKEN, Tool::DirectAdd)).await?;
-        let gateway_result = load::run(&spec(&gateway, &granted.token, Tool::UpstreamAdd)).await?;
-        for (path, result) in [("direct", &direct_result), ("gateway", &gateway_result)] {
+        // A leg: its own warm-up, then the measured calls with the CPU
+        // both processes spent on them.
+        let leg = |target: &Target, token: &str, tool: Tool| {
+            let (warm, measured) = (
+                spec(target, token, tool, true),
+                spec(target, token, tool, false),
+            );
+            async move {
+                load::run(&warm).await?;
+                let before = pids.cpu()?;
+                let result = load::run(&measured).await?;
+                let after = pids.cpu()?;
+                Ok::<_, BenchError>((result, after.since(before)))
+            }
+        };
+        let (direct_result, direct_cpu) = leg(&direct, DIRECT_TOKEN, Tool::DirectAdd).await?;
+        let (gateway_result, gateway_cpu) =
+            leg(&gateway, &granted.token, Tool::UpstreamAdd).await?;
+        let per_call = |ticks: u64, result: &load::LoadResult| {
+            // Microseconds of CPU per call.
+            ticks as f64 * 1e6 / tick / result.requests.max(1) as f64
+        };
+        for (path, result, cpu) in [
+            ("direct", &direct_result, direct_cpu),
+            ("gateway", &gateway_result, gateway_cpu),
+        ] {
             sink.emit(
                 Record::new("upstream")
                     .label("path", path)
-                    .with_load(result, concurrency),
+                    .with_load(result, concurrency)
+                    .value("upstream_cpu_us_per_call", per_call(cpu.upstream, result))
+                    .value("gateway_cpu_us_per_call", per_call(cpu.gateway, result)),
             )?;
         }
         let added = |q: f64| gateway_result.quantile_ms(q) - direct_result.quantile_ms(q);
+        let total = |cpu: Cpu, result| per_call(cpu.upstream + cpu.gateway, result);
         sink.emit(
             Record::new("upstream_added")
                 .value("concurrency", concurrency as f64)
                 .value("added_p50_ms", added(0.5))
                 .value("added_p99_ms", added(0.99))
                 .value("direct_rps", direct_result.rps())
-                .value("gateway_rps", gateway_result.rps()),
+                .value("gateway_rps", gateway_result.rps())
+                .value(
+                    "added_cpu_us_per_call",
+                    total(gateway_cpu, &gateway_result) - total(direct_cpu, &direct_result),
+                ),
         )?;
     }
     Ok(())
+}
+
+/// The processes whose CPU a leg is charged with.
+#[derive(Clone, Copy)]
+struct Pids {
+    upstream: u32,
+    gateway: u32,
+}
+
+/// CPU time in clock ticks, per process.
+#[derive(Clone, Copy)]
+struct Cpu {
+    upstream: u64,
+    gateway: u64,
+}
+
+impl Pids {
+    fn cpu(&self) -> Result<Cpu> {
+        Ok(Cpu {
+            upstream: cpu_ticks(self.upstream)?,
+            gateway: cpu_ticks(self.gateway)?,
+        })
+    }
+}
+
+impl Cpu {
+    fn since(self, before: Cpu) -> Cpu {
+        Cpu {
+            upstream: self.upstream.saturating_sub(before.upstream),
+            gateway: self.gateway.saturating_sub(before.gateway),
+        }
+    }
+}
+
+/// `utime + stime` of `pid` (fields 14 and 15 of `/proc/<pid>/stat`,
+/// counted after the parenthesised command name, which may hold spaces).
+fn cpu_ticks(pid: u32) -> Result<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map_err(BenchError::io(format!("read /proc/{pid}/stat")))?;
+    let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    // After the name: state is field 3, so utime (14) is index 11.
+    let field = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok());
+    match (field(11), field(12)) {
+        (Some(utime), Some(stime)) => Ok(utime + stime),
+        _ => Err(BenchError::protocol(
+            "measure CPU",
+            format!("/proc/{pid}/stat has no utime/stime"),
+        )),
+    }
+}
+
+/// Clock ticks per second (`getconf CLK_TCK`; 100 on Linux when that
+/// cannot be asked).
+fn clock_tick() -> f64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|out| String::from_utf8(out.stdout).ok())
+        .and_then(|text| text.trim().parse::<f64>().ok())
+        .filter(|&t| t > 0.0)
+        .unwrap_or(100.0)
 }

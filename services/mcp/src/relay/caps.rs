@@ -56,6 +56,65 @@ impl AgentCapabilities {
         }
     }
 
+    /// The capabilities as one byte, for a legacy session id (which must
+    /// stay self-contained: any replica relays within the session).
+    pub fn to_bits(self) -> u8 {
+        u8::from(self.sampling)
+            | u8::from(self.sampling_tools) << 1
+            | u8::from(self.elicitation_form) << 2
+            | u8::from(self.elicitation_url) << 3
+            | u8::from(self.roots) << 4
+    }
+
+    /// The inverse of [`Self::to_bits`]; unknown bits declare nothing.
+    pub fn from_bits(bits: u8) -> Self {
+        Self {
+            sampling: bits & 1 != 0,
+            sampling_tools: bits & 2 != 0,
+            elicitation_form: bits & 4 != 0,
+            elicitation_url: bits & 8 != 0,
+            roots: bits & 16 != 0,
+        }
+    }
+
+    /// Whether the agent can answer any relayed request at all.
+    pub fn any(self) -> bool {
+        self.to_bits() != 0
+    }
+
+    /// The `ClientCapabilities` a gateway declares to an upstream speaking
+    /// `upstream` on behalf of this agent: what the agent declared, as far
+    /// as the upstream's revision can say it, and never more (no
+    /// `roots.listChanged`: the gateway relays no notifications).
+    pub fn declared_to(self, upstream: Revision) -> Value {
+        let mut caps = serde_json::Map::new();
+        if self.sampling {
+            let mut sampling = serde_json::Map::new();
+            if self.sampling_tools && upstream.has_sampling_tools() {
+                sampling.insert("tools".into(), Value::Object(Default::default()));
+            }
+            caps.insert("sampling".into(), Value::Object(sampling));
+        }
+        if upstream.has_elicitation() && (self.elicitation_form || self.elicitation_url) {
+            let mut elicitation = serde_json::Map::new();
+            if upstream.has_elicitation_modes() {
+                if self.elicitation_form {
+                    elicitation.insert("form".into(), Value::Object(Default::default()));
+                }
+                if self.elicitation_url {
+                    elicitation.insert("url".into(), Value::Object(Default::default()));
+                }
+                caps.insert("elicitation".into(), Value::Object(elicitation));
+            } else if self.elicitation_form {
+                caps.insert("elicitation".into(), Value::Object(elicitation));
+            }
+        }
+        if self.roots {
+            caps.insert("roots".into(), Value::Object(Default::default()));
+        }
+        Value::Object(caps)
+    }
+
     /// [`Self::from_declared`] from the raw JSON; unparsable declares
     /// nothing.
     pub fn from_raw(revision: Revision, capabilities: &RawValue) -> Self {
@@ -90,6 +149,33 @@ mod tests {
             none,
             AgentCapabilities::default(),
             "no elicitation before 2025-06-18; `true` is not an object"
+        );
+    }
+
+    #[test]
+    fn bits_round_trip_and_declarations_never_exceed_the_agent() {
+        let all =
+            json!({"sampling": {"tools": {}}, "elicitation": {"form": {}, "url": {}}, "roots": {}});
+        let caps = AgentCapabilities::from_declared(Revision::V2025_11_25, &all);
+        assert_eq!(AgentCapabilities::from_bits(caps.to_bits()), caps);
+        assert_eq!(
+            caps.declared_to(Revision::V2025_11_25),
+            json!({"sampling": {"tools": {}}, "elicitation": {"form": {}, "url": {}}, "roots": {}})
+        );
+        assert_eq!(
+            caps.declared_to(Revision::V2025_06_18),
+            json!({"sampling": {}, "elicitation": {}, "roots": {}}),
+            "what the older upstream revision can say"
+        );
+        let sampling_only =
+            AgentCapabilities::from_declared(Revision::V2025_06_18, &json!({"sampling": {}}));
+        assert_eq!(
+            sampling_only.declared_to(Revision::V2025_11_25),
+            json!({"sampling": {}})
+        );
+        assert_eq!(
+            AgentCapabilities::default().declared_to(Revision::V2025_11_25),
+            json!({})
         );
     }
 }

@@ -289,6 +289,17 @@ pub struct RelayedRequest {
     pub upstream_id: Box<RawValue>,
     #[serde(rename = "e")]
     pub expected: Expectation,
+    /// The revision the gateway speaks with the upstream, so the replica
+    /// that receives the answer checks it for both eras.
+    #[serde(rename = "v", default, skip_serializing_if = "Option::is_none")]
+    pub upstream_revision: Option<String>,
+    /// The gateway's 2025 session with the upstream that sent the request
+    /// (its `Mcp-Session-Id`), so any replica delivers the answer in that
+    /// session. Signed, not encrypted: the agent can read it, but it is of
+    /// no use without the upstream's credential, which the agent never
+    /// sees.
+    #[serde(rename = "s", default, skip_serializing_if = "Option::is_none")]
+    pub upstream_session: Option<String>,
 }
 
 impl PartialEq for RelayedRequest {
@@ -296,6 +307,8 @@ impl PartialEq for RelayedRequest {
         self.upstream == other.upstream
             && self.upstream_id.get() == other.upstream_id.get()
             && self.expected == other.expected
+            && self.upstream_revision == other.upstream_revision
+            && self.upstream_session == other.upstream_session
     }
 }
 

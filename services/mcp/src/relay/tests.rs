@@ -1268,6 +1268,8 @@ fn relayed_ids_restore_the_upstream_id_exactly_and_are_bound_to_the_run() {
             upstream: "everything".into(),
             upstream_id: RawValue::from_string(upstream_id.into()).unwrap(),
             expected: TOOLS,
+            upstream_revision: Some("2025-11-25".into()),
+            upstream_session: Some("upstream-session-1".into()),
         };
         let id = s.mint_id(&run, &request, 50).unwrap();
         assert!(id.starts_with(RELAYED_ID_PREFIX));
@@ -1346,6 +1348,8 @@ fn sealing_is_bounded_in_size_and_rounds() {
         expected: Expectation::Elicit {
             schema: Some(json!({"description": "d".repeat(MAX_ID_CHARS)})),
         },
+        upstream_revision: None,
+        upstream_session: None,
     };
     let run = RunBinding {
         run: "r",

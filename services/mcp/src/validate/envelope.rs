@@ -65,7 +65,11 @@ pub(crate) enum Message<'a> {
         method: String,
         params: Option<&'a RawValue>,
     },
-    Response,
+    Response {
+        id: &'a RawValue,
+        result: Option<&'a RawValue>,
+        error: Option<&'a RawValue>,
+    },
 }
 
 /// An envelope refusal, with the id when it was readable.
@@ -129,7 +133,11 @@ pub(crate) fn envelope<'a>(env: &Envelope<'a>) -> Result<Message<'a>, Refusal<'a
             })
         }
         None => match (env.id, env.result.is_some(), env.error.is_some()) {
-            (Some(_), true, false) | (Some(_), false, true) => Ok(Message::Response),
+            (Some(id), true, false) | (Some(id), false, true) => Ok(Message::Response {
+                id,
+                result: env.result,
+                error: env.error,
+            }),
             (None, _, _) => Err(refuse("`method` is required")),
             _ => Err(refuse(
                 "a response must carry exactly one of `result` and `error`",

@@ -27,6 +27,8 @@ pub(crate) fn params_head(params: Option<&RawValue>) -> Result<ParamsHead<'_>, R
 pub(crate) enum Call<'a> {
     Initialize {
         requested: String,
+        /// The `capabilities` object the client declared.
+        capabilities: &'a RawValue,
     },
     Ping,
     SetLevel,
@@ -34,6 +36,10 @@ pub(crate) enum Call<'a> {
     Tool {
         name: String,
         arguments: Option<&'a RawValue>,
+        /// The request's `_meta` (2026-07-28: the declared capabilities).
+        meta: Option<&'a RawValue>,
+        input_responses: Option<&'a RawValue>,
+        request_state: Option<&'a RawValue>,
     },
     Discover,
 }
@@ -98,6 +104,9 @@ pub(crate) fn request<'a>(
             Ok(Call::Tool {
                 name,
                 arguments: head.arguments,
+                meta: head.meta,
+                input_responses: head.input_responses,
+                request_state: head.request_state,
             })
         }
         _ => Err(RpcError::method_not_found(format!(
@@ -112,14 +121,11 @@ fn initialize<'a>(head: &ParamsHead<'a>) -> Result<Call<'a>, RpcError> {
             "Invalid params: `params.protocolVersion` is required and must be a string",
         ));
     };
-    if !head
-        .capabilities
-        .is_some_and(|raw| raw.get().starts_with('{'))
-    {
+    let Some(capabilities) = head.capabilities.filter(|raw| raw.get().starts_with('{')) else {
         return Err(RpcError::invalid_params(
             "Invalid params: `params.capabilities` is required and must be an object",
         ));
-    }
+    };
     let Some(info) = head.client_info else {
         return Err(RpcError::invalid_params(
             "Invalid params: `params.clientInfo` is required (an object with string `name` and `version`)",
@@ -128,7 +134,10 @@ fn initialize<'a>(head: &ParamsHead<'a>) -> Result<Call<'a>, RpcError> {
     implementation(info).map_err(|problem| {
         RpcError::invalid_params(format!("Invalid params: `params.clientInfo` {problem}"))
     })?;
-    Ok(Call::Initialize { requested })
+    Ok(Call::Initialize {
+        requested,
+        capabilities,
+    })
 }
 
 /// Decodes `arguments` (absent means an empty object) exactly once.

@@ -177,6 +177,7 @@ impl ToolBackend for Toy {
                 structured: Some(json!({"echo": text_arg})),
                 text: String::new(),
                 is_error: false,
+                relay: None,
             },
             "add" => {
                 let n = |k: &str| {
@@ -189,23 +190,27 @@ impl ToolBackend for Toy {
                     structured: None,
                     text: (n("a") + n("b")).to_string(),
                     is_error: false,
+                    relay: None,
                 }
             }
             "fail" => ToolOutput {
                 structured: None,
                 text: "board unavailable: try again".into(),
                 is_error: true,
+                relay: None,
             },
             "bad_output" => ToolOutput {
                 structured: Some(json!({})),
                 text: "x".into(),
                 is_error: false,
+                relay: None,
             },
             "boom" => panic!("the toy tool exploded"),
             other => ToolOutput {
                 structured: None,
                 text: format!("no such tool {other}"),
                 is_error: true,
+                relay: None,
             },
         }
     }
