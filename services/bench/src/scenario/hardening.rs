@@ -97,7 +97,7 @@ fn studio(env: Vec<(String, String)>) -> DeploySpec {
         store: Store::Sqlite,
         registry: Registry::Memory,
         // One info line per request would be most of what an attack costs.
-        log: Some("warn".into()),
+        log: Some(std::env::var("BENCH_SERVER_LOG").unwrap_or_else(|_| "warn".into())),
         env,
     }
 }
@@ -201,6 +201,7 @@ pub async fn batch_attack(
     }
     let (mut batches, mut bytes, mut errors) = (0u64, 0u64, 0u64);
     let mut cut_off = 0u64;
+    let mut first_error = None;
     for task in tasks {
         match task.await {
             Ok(Ok((b, n, refused))) => {
@@ -208,7 +209,16 @@ pub async fn batch_attack(
                 bytes += n;
                 cut_off += refused.values().sum::<u64>();
             }
-            _ => errors += 1,
+            // A failed session is an error of the record, and the first
+            // one's reason goes into its note (never silently counted).
+            Ok(Err(e)) => {
+                errors += 1;
+                first_error.get_or_insert_with(|| e.to_string());
+            }
+            Err(e) => {
+                errors += 1;
+                first_error.get_or_insert_with(|| e.to_string());
+            }
         }
     }
     let peak = sampler.finish().await;
@@ -228,8 +238,11 @@ pub async fn batch_attack(
         .value("elements_cut_off", cut_off as f64);
     record.count = Some(batches);
     record.errors = errors;
+    let failed = first_error
+        .map(|e| format!("; first failed session: {e}"))
+        .unwrap_or_default();
     record.note = Some(format!(
-        "{attackers} sessions sending batches of {BATCH_LEN} get_issue back to back for {duration:?} on an issue with {COMMENTS} comments of {} KiB; RSS sampled every {} ms",
+        "{attackers} sessions sending batches of {BATCH_LEN} get_issue back to back for {duration:?} on an issue with {COMMENTS} comments of {} KiB; RSS sampled every {} ms{failed}",
         COMMENT_BYTES / 1024,
         SAMPLE_EVERY.as_millis()
     ));
