@@ -1135,6 +1135,86 @@ fn a_2026_upstreams_input_requests_and_a_2026_agents_answers_relay_byte_for_byte
     );
 }
 
+#[test]
+fn a_2025_upstreams_mid_call_request_and_a_2026_agents_answer_relay_byte_for_byte() {
+    let served = serve();
+    let admin = served.admin_token();
+    let port = free_port();
+    let _py = start_python_upstream_with(port, &[("UPSTREAM_LEGACY_ONLY", "1")]);
+    let response = http()
+        .put(format!("{}/v1/tenants/acme/upstreams/pyold", served.url))
+        .bearer_auth(&admin)
+        .json(&json!({
+            "url": format!("http://127.0.0.1:{port}/mcp"),
+            "header": "X-Upstream-Key",
+            "credential": PY_CREDENTIAL,
+        }))
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let response = http()
+        .post(format!("{}/v1/runs", served.url))
+        .bearer_auth(&admin)
+        .json(&json!({
+            "tenant": "acme",
+            "run": "held-bytes-1",
+            "capabilities": ["upstream:pyold:*"],
+        }))
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 201);
+    let run: Value = response.json().unwrap();
+    let url = run["mcp_url"].as_str().unwrap();
+    let bearer = format!("Bearer {}", run["token"].as_str().unwrap());
+    let auth = [("authorization", bearer.as_str())];
+    let tool = "pyold__echo_exchange";
+
+    // The 2025 upstream asks mid-call; the 2026-07-28 agent gets it as
+    // `input_required`, the call held by the gateway.
+    let first = raw_response(&post_raw(url, &auth, tool, modern_body(tool, "")));
+    let result: HashMap<String, Box<RawValue>> =
+        serde_json::from_str(first["result"].get()).unwrap();
+    assert_eq!(result["resultType"].get(), r#""input_required""#);
+    let requests: HashMap<String, HashMap<String, Box<RawValue>>> =
+        serde_json::from_str(result["inputRequests"].get()).unwrap();
+    assert_eq!(requests.len(), 1, "{}", result["inputRequests"].get());
+    let (key, request) = requests.iter().next().unwrap();
+    assert_eq!(request["method"].get(), r#""sampling/createMessage""#);
+    let relayed_params = request["params"].get().to_owned();
+    let state = result["requestState"].get();
+
+    // The agent's answer, in a layout no serialiser writes (spaces,
+    // escapes, unsorted keys).
+    let answer = r#"{"role":"assistant", "model":"m-\u00ab1\u00bb","content":{"type":"text","text":"bytes \u2014 exactly"} ,"stopReason":"endTurn"}"#;
+    let key = Value::String(key.clone()).to_string();
+    let retried = raw_response(&post_raw(
+        url,
+        &auth,
+        tool,
+        modern_body(
+            tool,
+            &format!(r#","inputResponses":{{{key}: {answer}}},"requestState":{state}"#),
+        ),
+    ));
+    let done: Value = serde_json::from_str(retried["result"].get()).unwrap();
+    assert_ne!(done["isError"], true, "{done}");
+    let exchange: Value = serde_json::from_str(&result_text(&json!({ "result": done }))).unwrap();
+
+    // What the upstream wrote on its stream, and what it was posted back.
+    let sent = raw_response(exchange["sent"].as_str().unwrap());
+    assert_eq!(
+        relayed_params,
+        sent["params"].get(),
+        "the upstream's params reach the agent byte for byte"
+    );
+    let received = raw_response(exchange["received"].as_str().unwrap());
+    assert_eq!(
+        received["result"].get(),
+        answer,
+        "the agent's answer reaches the upstream byte for byte"
+    );
+}
+
 /// Two gateway replicas of one run: `corkboard serve` (A, which also
 /// holds the board and the upstream registrations) and a `corkboard
 /// runner` (B) sharing its data dir, a real Redis registry (isolated

@@ -163,6 +163,7 @@ fn upstream_tools_reach_the_agent_through_its_run_gateway_and_no_further() {
         "pyup__add",
         "pyup__bad_sample",
         "pyup__echo_answers",
+        "pyup__echo_exchange",
         "pyup__echo_len",
         "pyup__greet",
         "pyup__muse",

@@ -663,6 +663,16 @@ struct RawRequest<'a> {
     params: Option<&'a RawValue>,
 }
 
+/// A held call's request as relayed (see [`seam::decide`]): the
+/// gateway's id, and the upstream's params unparsed.
+#[derive(Deserialize)]
+struct HeldRequest<'a> {
+    id: String,
+    method: String,
+    #[serde(borrow, default)]
+    params: Option<&'a RawValue>,
+}
+
 /// A request relayed to a 2025 agent on its call's stream.
 #[derive(serde::Serialize)]
 struct RelayedMessage<'a> {
@@ -733,7 +743,10 @@ impl ModernCall<'_> {
         while let Ok(more) = held.inbox.try_recv() {
             messages.push(more);
         }
-        let mut requests = serde_json::Map::new();
+        // The agent's `inputRequests`, written here member by member: each
+        // request's `params` as the upstream's bytes (carried verbatim in
+        // the relayed message), never re-serialised from a parsed value.
+        let mut requests: std::collections::BTreeMap<String, String> = Default::default();
         let mut expected = std::collections::BTreeMap::new();
         let mut upstream_ids = std::collections::BTreeMap::new();
         let binding_run = RunBinding {
@@ -741,26 +754,26 @@ impl ModernCall<'_> {
             grant: binding.grant,
         };
         for message in &messages {
-            let Ok(mut message) = serde_json::from_slice::<Value>(message) else {
+            let Ok(message) = serde_json::from_slice::<HeldRequest<'_>>(message) else {
                 continue;
             };
-            let Some(id) = message.get("id").and_then(Value::as_str).map(str::to_owned) else {
+            let Ok(relayed) = self
+                .sealer
+                .open_id(&message.id, &binding_run, seam::now_secs())
+            else {
                 continue;
             };
-            let Ok(relayed) = self.sealer.open_id(&id, &binding_run, seam::now_secs()) else {
-                continue;
-            };
-            let mut request = serde_json::Map::new();
-            if let Some(object) = message.as_object_mut() {
-                for key in ["method", "params"] {
-                    if let Some(value) = object.remove(key) {
-                        request.insert(key.to_owned(), value);
-                    }
-                }
+            let mut request = String::with_capacity(64);
+            request.push_str("{\"method\":");
+            request.push_str(&Value::String(message.method).to_string());
+            if let Some(params) = message.params {
+                request.push_str(",\"params\":");
+                request.push_str(params.get());
             }
-            requests.insert(id.clone(), Value::Object(request));
-            expected.insert(id.clone(), relayed.expected);
-            upstream_ids.insert(id, relayed.upstream_id);
+            request.push('}');
+            requests.insert(message.id.clone(), request);
+            expected.insert(message.id.clone(), relayed.expected);
+            upstream_ids.insert(message.id, relayed.upstream_id);
         }
         let Some(key) = requests.keys().next().cloned() else {
             return unavailable("the upstream's requests could not be relayed");
@@ -771,7 +784,17 @@ impl ModernCall<'_> {
             round,
             upstream_ids,
         };
-        let Ok(raw) = RawValue::from_string(Value::Object(requests).to_string()) else {
+        let mut joined = String::from("{");
+        for (i, (id, request)) in requests.iter().enumerate() {
+            if i > 0 {
+                joined.push(',');
+            }
+            joined.push_str(&Value::String(id.clone()).to_string());
+            joined.push(':');
+            joined.push_str(request);
+        }
+        joined.push('}');
+        let Ok(raw) = RawValue::from_string(joined) else {
             return unavailable("the upstream's requests could not be relayed");
         };
         match self.sealer.seal_state(binding, &state, seam::now_secs()) {
@@ -832,13 +855,12 @@ impl ModernCall<'_> {
                 "Invalid params: this requestState belongs to a call held by another gateway replica, or one that already ended; make the original call again (without requestState)",
             ));
         };
-        let responses: serde_json::Map<String, Value> =
+        // Each answer borrowed from the agent's bytes, so the upstream's
+        // JSON-RPC `result` is exactly what the agent wrote.
+        let responses: std::collections::BTreeMap<String, &RawValue> =
             serde_json::from_str(responses.get()).unwrap_or_default();
-        for (id, response) in &responses {
-            let (Ok(id_raw), Ok(result)) = (
-                RawValue::from_string(Value::String(id.clone()).to_string()),
-                RawValue::from_string(response.to_string()),
-            ) else {
+        for (id, result) in responses {
+            let Ok(id_raw) = RawValue::from_string(Value::String(id).to_string()) else {
                 return refused(RpcError::internal("Internal error"));
             };
             let delivery = match seam::answer(
@@ -849,7 +871,7 @@ impl ModernCall<'_> {
                 self.peer,
                 corkboard_mcp::ClientResponse {
                     id: &id_raw,
-                    result: Some(&result),
+                    result: Some(result),
                     error: None,
                 },
             ) {

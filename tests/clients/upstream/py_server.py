@@ -5,8 +5,10 @@ credential header is not the one in UPSTREAM_HEADER / UPSTREAM_CREDENTIAL.
 
 Tools: `add` (structured output), `echo_len` (text only), `slow` (sleeps,
 for deadlines), `greet` (elicits a name), `muse` (samples the client's
-model), `roots` (lists the client's roots) and `echo_answers` (samples
-once, then returns the raw retry body it received) through the SDK's resolvers, which ask as `input_required` in
+model), `roots` (lists the client's roots), `echo_answers` (samples
+once, then returns the raw retry body it received) and `echo_exchange`
+(the same mid-call in 2025 sessions: the request it wrote, the response
+body it received) through the SDK's resolvers, which ask as `input_required` in
 2026-07-28 and mid-call in 2025 sessions, and `broken`, whose input schema
 is made invalid on purpose so the gateway must drop it. With
 UPSTREAM_LEGACY_ONLY=1 it speaks only 2025 sessions. Usage:
@@ -14,6 +16,7 @@ py_server.py PORT
 """
 
 import asyncio
+import json
 import os
 import sys
 from typing import Annotated
@@ -141,6 +144,29 @@ def echo_answers(ctx: Context) -> str | InputRequiredResult:
     return InputRequiredResult(input_requests={"echo": request}, request_state="echo-1")
 
 
+# 2025 sessions: the last sampling request this server wrote to a client
+# (the `data:` of its SSE event) and the raw body of the last JSON-RPC
+# response a client posted (recorded by `app` below).
+LAST_SENT = {"message": ""}
+LAST_RESPONSE = {"body": ""}
+
+
+def ask_bytes() -> Sample:
+    return Sample(
+        [SamplingMessage(role="user", content=TextContent(type="text", text="Say «bytes», exactly"))],
+        max_tokens=12,
+        temperature=0.5,
+    )
+
+
+@server.tool()
+def echo_exchange(sampled: Annotated[CreateMessageResult, Resolve(ask_bytes)]) -> str:
+    """Samples once (mid-call in a 2025 session), then answers with the
+    request it wrote and the raw response body it received, so a test can
+    compare both with the bytes the agent saw and sent."""
+    return json.dumps({"sent": LAST_SENT["message"], "received": LAST_RESPONSE["body"]})
+
+
 def ask_roots() -> ListRoots:
     return ListRoots()
 
@@ -186,9 +212,19 @@ async def app(scope, receive, send):
             body.extend(message.get("body", b""))
             if not message.get("more_body") and b'"inputResponses"' in body:
                 LAST_ANSWERED["body"] = body.decode()
+            if not message.get("more_body") and b'"result"' in body and b'"method"' not in body:
+                LAST_RESPONSE["body"] = body.decode()
         return message
 
-    await inner(scope, recording if scope["type"] == "http" else receive, send)
+    async def sending(message):
+        if message["type"] == "http.response.body":
+            for line in message.get("body", b"").decode(errors="replace").splitlines():
+                if line.startswith("data: ") and '"sampling/createMessage"' in line:
+                    LAST_SENT["message"] = line[len("data: "):]
+        await send(message)
+
+    http = scope["type"] == "http"
+    await inner(scope, recording if http else receive, sending if http else send)
 
 
 if __name__ == "__main__":
