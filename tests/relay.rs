@@ -683,7 +683,7 @@ fn a_2026_upstreams_input_required_reaches_2026_agents_sealed_and_2025_agents_on
         calls[1]["text"], "model py-agent-model says: the python agent samples: 7",
         "{py}"
     );
-    assert_eq!(calls[2]["text"], "roots: file:///work/py", "{py}");
+    assert_eq!(calls[2]["text"], "roots: file:///srv/agent/py", "{py}");
     let asked = py["asked"].as_array().unwrap();
     assert_eq!(asked[0]["method"], "elicitation/create");
     assert_eq!(asked[1]["method"], "sampling/createMessage");
@@ -852,7 +852,7 @@ fn a_2026_upstreams_input_required_reaches_2026_agents_sealed_and_2025_agents_on
         calls[1]["text"], "model agent-model says: the agent samples: 42",
         "{ts}"
     );
-    assert_eq!(calls[2]["text"], "roots: file:///work/project", "{ts}");
+    assert_eq!(calls[2]["text"], "roots: file:///srv/agent/project", "{ts}");
     let asked: Vec<&Value> = ts["asked"]
         .as_array()
         .unwrap()

@@ -71,7 +71,7 @@ on(ElicitRequestSchema, 'elicitation/create', async (request) => {
 });
 on(ListRootsRequestSchema, 'roots/list', async (request) => {
     asked.push({ method: request.method, params: request.params ?? null });
-    return { roots: [{ uri: 'file:///work/project', name: 'project' }] };
+    return { roots: [{ uri: 'file:///srv/agent/project', name: 'project' }] };
 });
 await client.connect(transport);
 const listed = await client.listTools();

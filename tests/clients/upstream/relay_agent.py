@@ -37,7 +37,7 @@ async def elicitation(context, params):
 
 async def roots(context):
     asked.append({"method": "roots/list", "params": None})
-    return types.ListRootsResult(roots=[types.Root(uri="file:///work/py", name="py")])
+    return types.ListRootsResult(roots=[types.Root(uri="file:///srv/agent/py", name="py")])
 
 
 async def main() -> None:
