@@ -203,10 +203,43 @@ pub enum Command {
         /// Calls per operation and size.
         #[arg(long, default_value_t = 200)]
         calls: usize,
-        /// Seed through the SQLite store's bench-only bulk path (the same
-        /// rows as its create path, many per transaction); SQLite only.
+        /// Seed through the store's bench-only bulk path (the same rows or
+        /// documents as its create path, many per transaction on SQLite,
+        /// many per `insert_many` on MongoDB).
         #[arg(long)]
         bulk: bool,
+        /// Time bound per operation and size: stop after `--calls` calls or
+        /// once this many seconds have passed, whichever comes first (but
+        /// never before 5 calls); each record says how many calls it made.
+        #[arg(long, default_value_t = 20.0)]
+        max_seconds_per_op: f64,
+        /// Time bound on seeding, all sizes together: once it passes, the
+        /// board is measured at the size reached (recorded as stopped) and
+        /// no larger size is tried.
+        #[arg(long, default_value_t = 1800.0)]
+        max_seed_seconds: f64,
+    },
+    /// The tenants curve: create and list latency, a new tenant's first
+    /// write, start-up, memory and storage as the number of tenants on one
+    /// MongoDB database grows (one collection per tenant).
+    Tenants {
+        /// Tenant counts, measured on one database growing through them.
+        #[arg(long, value_delimiter = ',', default_value = "1,100,10000")]
+        tenants: Vec<usize>,
+        /// Calls per operation and size.
+        #[arg(long, default_value_t = 100)]
+        calls: usize,
+        /// Time bound per operation and size (never fewer than 5 calls).
+        #[arg(long, default_value_t = 20.0)]
+        max_seconds_per_op: f64,
+        /// Brand-new tenants whose first write is timed at each size.
+        #[arg(long, default_value_t = 20)]
+        new_tenants: usize,
+        /// Time bound on creating the tenants of all sizes together; when
+        /// it passes, the tenants reached are measured and recorded as
+        /// stopped, and no larger count is tried.
+        #[arg(long, default_value_t = 900.0)]
+        max_create_seconds: f64,
     },
     /// PNG plots of the cost curves in a results file (p50 and p99 per
     /// operation against board size, one line per store).
@@ -440,16 +473,23 @@ async fn dispatch(cli: &Cli, sink: &mut Sink) -> Result<()> {
             issues,
             calls,
             bulk,
+            max_seconds_per_op,
+            max_seed_seconds,
         } => {
-            if *bulk && *store != Store::Sqlite {
-                return Err(BenchError::Usage(
-                    "--bulk seeds SQLite only (MongoDB seeds through its create path)".into(),
-                ));
-            }
             if issues.is_empty() || issues.contains(&0) || *calls == 0 {
                 return Err(BenchError::Usage(
                     "--issues needs sizes above 0 and --calls at least 1".into(),
                 ));
+            }
+            for (flag, seconds) in [
+                ("--max-seconds-per-op", max_seconds_per_op),
+                ("--max-seed-seconds", max_seed_seconds),
+            ] {
+                if !seconds.is_finite() || *seconds <= 0.0 {
+                    return Err(BenchError::Usage(format!(
+                        "{flag} must be a positive number of seconds"
+                    )));
+                }
             }
             scenario::curves::run(
                 &scenario::curves::CurvesSpec {
@@ -457,7 +497,48 @@ async fn dispatch(cli: &Cli, sink: &mut Sink) -> Result<()> {
                     sizes: issues.clone(),
                     calls: *calls,
                     bulk: *bulk,
+                    max_per_op: Duration::from_secs_f64(*max_seconds_per_op),
+                    max_seed: Duration::from_secs_f64(*max_seed_seconds),
                 },
+                sink,
+            )
+            .await
+        }
+        Command::Tenants {
+            tenants,
+            calls,
+            max_seconds_per_op,
+            new_tenants,
+            max_create_seconds,
+        } => {
+            if tenants.is_empty() || tenants.contains(&0) || *calls == 0 {
+                return Err(BenchError::Usage(
+                    "--tenants needs counts above 0 and --calls at least 1".into(),
+                ));
+            }
+            for (flag, seconds) in [
+                ("--max-seconds-per-op", max_seconds_per_op),
+                ("--max-create-seconds", max_create_seconds),
+            ] {
+                if !seconds.is_finite() || *seconds <= 0.0 {
+                    return Err(BenchError::Usage(format!(
+                        "{flag} must be a positive number of seconds"
+                    )));
+                }
+            }
+            // `corkboard server`'s time to ready is measured when the
+            // binary is built; without it the record says so.
+            let bins = bins().ok();
+            scenario::tenants::run(
+                bins.as_ref(),
+                &scenario::tenants::TenantsSpec {
+                    counts: tenants.clone(),
+                    calls: *calls,
+                    max_per_op: Duration::from_secs_f64(*max_seconds_per_op),
+                    new_tenants: *new_tenants,
+                    max_create: Duration::from_secs_f64(*max_create_seconds),
+                },
+                &logs,
                 sink,
             )
             .await

@@ -504,6 +504,7 @@ pub fn render(
 
     budget_cost(&mut s, &budgeted);
     answer_sizes(&mut s, records);
+    tenants(&mut s, records);
 
     let failed: Vec<&Record> = records.iter().filter(|r| r.kind == "failed").collect();
     if !failed.is_empty() {
@@ -670,6 +671,192 @@ fn answer_sizes(s: &mut String, records: &[Record]) {
     let _ = writeln!(s);
 }
 
+/// A readiness probe's usual patience: a start-up longer than this makes an
+/// orchestrator restart the server before it is ready.
+const START_UP_REASONABLE_MS: f64 = 60_000.0;
+/// A new tenant's first write slower than this stalls its first agent call.
+const FIRST_WRITE_REASONABLE_MS: f64 = 1_000.0;
+
+/// The tenants curve: a table per tenant count and what the figures say
+/// (where one collection per tenant stops being reasonable).
+fn tenants(s: &mut String, records: &[Record]) {
+    let rows: Vec<&Record> = records.iter().filter(|r| r.kind == "tenants").collect();
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "## Tenants on one MongoDB database (a collection per tenant; store calls, ms)\n"
+    );
+    let _ = writeln!(
+        s,
+        "| tenants | what | n | p50 | p99 | max | other figures |\n| --- | --- | ---: | ---: | ---: | ---: | --- |"
+    );
+    for r in &rows {
+        let others: Vec<String> = r
+            .values
+            .iter()
+            .filter(|(k, _)| !matches!(k.as_str(), "tenants" | "tenants_asked"))
+            .map(|(k, v)| format!("{k} {v:.1}"))
+            .collect();
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            label(r, "mode"),
+            label(r, "tool"),
+            r.count.map_or_else(|| "-".into(), |n| n.to_string()),
+            ms(r.p50_ms),
+            ms(r.p99_ms),
+            ms(r.max_ms),
+            others.join(", ")
+        );
+    }
+    for note in distinct(rows.iter().filter_map(|r| r.note.as_deref())) {
+        let _ = writeln!(s, "\nNote: {note}.");
+    }
+    for c in distinct(rows.iter().map(|r| r.command.as_str())) {
+        let _ = writeln!(s, "\nCommand: `{c}`");
+    }
+    let _ = writeln!(
+        s,
+        "\nPlot (`corkboard-bench plot`): \n\n![{f}](curves/{f})",
+        f = crate::plot::TENANT_FILE
+    );
+    let _ = writeln!(s, "\n{}\n", tenants_conclusion(&rows));
+}
+
+/// Where one collection per tenant stops being reasonable, from the
+/// figures measured (start-up and first writes against their bounds, the
+/// cost per tenant), and what an operator should do then.
+fn tenants_conclusion(rows: &[&Record]) -> String {
+    let of = |tool: &str| -> Vec<&Record> {
+        let mut v: Vec<&Record> = rows
+            .iter()
+            .copied()
+            .filter(|r| label(r, "tool") == tool)
+            .collect();
+        v.sort_by(|a, b| {
+            let t = |r: &Record| r.values.get("tenants").copied().unwrap_or(0.0);
+            t(a).total_cmp(&t(b))
+        });
+        v
+    };
+    let value = |r: &Record, k: &str| r.values.get(k).copied().unwrap_or(0.0);
+    let mut out = String::from("What the figures say: ");
+    let startups = of("store start-up");
+    if let Some(last) = startups.last() {
+        let (n, ms) = (value(last, "tenants"), last.p50_ms.unwrap_or(0.0));
+        let per_k = ms / n.max(1.0) * 1000.0;
+        let minute_at = START_UP_REASONABLE_MS / per_k.max(1e-9) * 1000.0;
+        let _ = write!(
+            out,
+            "a store's start-up re-creates every tenant's indexes, {:.1} s at {n:.0} tenants \
+             (about {:.1} s per 1,000), so every restart of every process costs the database \
+             a minute of index work near {minute_at:.0} tenants. ",
+            ms / 1000.0,
+            per_k / 1000.0,
+        );
+    }
+    if let Some(last) = of("serve ready").into_iter().rfind(|r| r.p50_ms.is_some()) {
+        let _ = write!(
+            out,
+            "`corkboard server` still answers /readyz in {:.0} ms at {:.0} tenants: it connects \
+             lazily and runs that set-up behind its first requests (each write sets up its own \
+             tenant first). ",
+            last.p50_ms.unwrap_or(0.0),
+            value(last, "tenants")
+        );
+    }
+    let creates = of("first writes");
+    if let (Some(first), Some(last)) = (creates.first(), creates.last())
+        && creates.len() > 1
+    {
+        let _ = write!(
+            out,
+            "Creating tenants went from {:.1}/s (up to {:.0} tenants) to {:.1}/s (up to {:.0}), \
+             first-write p99 {:.0} ms then {:.0} ms. ",
+            value(first, "tenants_per_s"),
+            value(first, "tenants"),
+            value(last, "tenants_per_s"),
+            value(last, "tenants"),
+            first.p99_ms.unwrap_or(0.0),
+            last.p99_ms.unwrap_or(0.0)
+        );
+    }
+    if let Some(last) = of("first write new tenant").last() {
+        let p99 = last.p99_ms.unwrap_or(0.0);
+        let _ = write!(
+            out,
+            "A brand-new tenant's first write (3 collections and 15 indexes besides the _id \
+             ones) takes {:.0} ms p50 and {p99:.0} ms p99 at {:.0} tenants{}. ",
+            last.p50_ms.unwrap_or(0.0),
+            value(last, "tenants"),
+            if p99 > FIRST_WRITE_REASONABLE_MS {
+                ", past the second a first agent call should take"
+            } else {
+                ""
+            }
+        );
+    }
+    if let Some(last) = of("footprint").last() {
+        let n = value(last, "tenants_total").max(1.0);
+        let (disk, rss) = (
+            value(last, "store_growth_mib_per_1k_tenants"),
+            value(last, "server_rss_growth_mib_per_1k_tenants"),
+        );
+        let _ = write!(
+            out,
+            "Each 1,000 tenants add about {disk:.0} MiB of storage and {rss:.0} MiB of the \
+             server's RSS ({n:.0} tenants: {:.0} MiB on disk, {:.0} MiB RSS; 100,000 tenants \
+             would be about {:.1} GiB and {:.1} GiB at that rate). ",
+            value(last, "store_bytes") / 1_048_576.0,
+            value(last, "server_rss_kib") / 1024.0,
+            disk * 100.0 / 1024.0,
+            rss * 100.0 / 1024.0,
+        );
+    }
+    if let Some(stopped) = of("first writes")
+        .into_iter()
+        .find(|r| value(r, "stopped") > 0.0)
+    {
+        let _ = write!(
+            out,
+            "Creating tenants hit the time bound at {:.0} of {:.0} tenants ({:.1} tenants/s), \
+             so larger counts were not measured. ",
+            value(stopped, "tenants"),
+            value(stopped, "tenants_asked"),
+            value(stopped, "tenants_per_s")
+        );
+    }
+    for tool in ["create_issue random", "list_issues random"] {
+        let series = of(tool);
+        if let (Some(first), Some(last)) = (series.first(), series.last())
+            && series.len() > 1
+        {
+            let _ = write!(
+                out,
+                "{tool} p50 goes from {:.2} ms at {:.0} tenants to {:.2} ms at {:.0} ({:.1}x). ",
+                first.p50_ms.unwrap_or(0.0),
+                value(first, "tenants"),
+                last.p50_ms.unwrap_or(0.0),
+                value(last, "tenants"),
+                last.p50_ms.unwrap_or(0.0) / first.p50_ms.unwrap_or(0.0).max(1e-9)
+            );
+        }
+    }
+    out.push_str(
+        "On mongod each collection and index is a WiredTiger file of its own (21 per tenant \
+         here); the stand-in keeps every collection and index in a few shared tables, so these \
+         figures do not show that cost, which grows with the count on mongod. An operator nearing the count where start-up \
+         costs a minute, or mongod's file and memory limits, should not keep adding tenants \
+         to one database: split them across deployments with their own database \
+         (`CORKBOARD_MONGODB_DATABASE`) or cluster, each below that count; the lasting fix \
+         is a shared collection keyed by tenant (one set of indexes led by the tenant id, no \
+         per-tenant set-up), which this store does not offer yet.",
+    );
+    out
+}
+
 fn errors(r: &Record) -> String {
     if r.errors == 0 {
         return "0".into();
@@ -750,6 +937,53 @@ mod tests {
             text.contains(
                 "| list_issues | 60 issues | summaries (today) | 30836 | 7709 | - | - | 34 |"
             ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn the_tenants_conclusion_comes_from_the_figures() {
+        let at = |tool: &str, tenants: f64| {
+            Record::new("tenants")
+                .label("store", "mongodb")
+                .label("mode", format!("{tenants} tenants"))
+                .label("tool", tool)
+                .value("tenants", tenants)
+                .value("tenants_asked", 10_000.0)
+        };
+        let rows = vec![
+            at("store start-up", 100.0).with_samples(&[500.0]),
+            at("store start-up", 4_000.0).with_samples(&[20_000.0]),
+            at("first writes", 4_000.0)
+                .with_samples(&[30.0])
+                .value("stopped", 1.0)
+                .value("tenants_per_s", 4.4),
+            at("list_issues random", 100.0).with_samples(&[1.0]),
+            at("list_issues random", 4_000.0).with_samples(&[3.0]),
+            at("footprint", 4_000.0)
+                .value("tenants_total", 4_040.0)
+                .value("store_growth_mib_per_1k_tenants", 250.0)
+                .value("server_rss_growth_mib_per_1k_tenants", 40.0),
+        ];
+        let text = render(&rows, &Machine::default(), None, "scripts/bench");
+        assert!(
+            text.contains("## Tenants on one MongoDB database"),
+            "{text}"
+        );
+        // 20 s at 4,000 tenants: 5 s per 1,000, a minute near 12,000.
+        assert!(text.contains("20.0 s at 4000 tenants"), "{text}");
+        assert!(text.contains("about 5.0 s per 1,000"), "{text}");
+        assert!(text.contains("near 12000 tenants"), "{text}");
+        assert!(
+            text.contains("hit the time bound at 4000 of 10000"),
+            "{text}"
+        );
+        assert!(
+            text.contains("from 1.00 ms at 100 tenants to 3.00 ms at 4000 (3.0x)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("about 250 MiB of storage and 40 MiB"),
             "{text}"
         );
     }

@@ -341,3 +341,89 @@ fn curves_on_both_stores_render_and_plot() {
         "{text}"
     );
 }
+
+#[test]
+fn mongodb_bulk_curve_and_tenants_render_and_plot() {
+    let mut records = scenario(&[
+        "curves", "--store", "mongodb", "--issues", "12", "--calls", "3", "--bulk",
+    ]);
+    assert_eq!(kinds(&records, "curve"), 4);
+    for r in &records {
+        assert_eq!(r["labels"]["seed_path"], "bulk", "{r}");
+        assert_eq!(r["values"]["calls"].as_f64(), Some(3.0), "{r}");
+    }
+    let tenants = scenario(&[
+        "tenants",
+        "--tenants",
+        "3,1",
+        "--calls",
+        "3",
+        "--new-tenants",
+        "2",
+    ]);
+    // Nine figures per count, counts in increasing order.
+    assert_eq!(kinds(&tenants, "tenants"), 18);
+    let counts: Vec<f64> = tenants
+        .iter()
+        .filter(|r| r["labels"]["tool"] == "footprint")
+        .map(|r| r["values"]["tenants"].as_f64().unwrap())
+        .collect();
+    assert_eq!(counts, [1.0, 3.0]);
+    for r in &tenants {
+        let tool = r["labels"]["tool"].as_str().unwrap();
+        if tool == "footprint" {
+            assert!(r["values"]["server_rss_kib"].as_f64().unwrap() > 0.0, "{r}");
+            assert!(r["values"]["store_bytes"].as_f64().unwrap() > 0.0, "{r}");
+        } else {
+            // `corkboard` is built next to the bench here, so serve ready
+            // is measured too.
+            assert!(r["count"].as_u64().unwrap() > 0, "{r}");
+        }
+    }
+    records.extend(tenants);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let input = dir.path().join("r.jsonl");
+    let lines: Vec<String> = records.iter().map(Value::to_string).collect();
+    std::fs::write(&input, lines.join("\n")).expect("write records");
+    let plots = dir.path().join("curves");
+    let output = Command::new(bench_bin())
+        .args(["plot", "--input"])
+        .arg(&input)
+        .arg("--output")
+        .arg(&plots)
+        .output()
+        .expect("run plot");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let png = std::fs::read(plots.join("tenants.png")).expect("the tenants plot");
+    assert!(
+        png.starts_with(b"\x89PNG\r\n\x1a\n"),
+        "tenants.png is no PNG"
+    );
+    let md = dir.path().join("numbers.md");
+    let status = Command::new(bench_bin())
+        .args(["report", "--input"])
+        .arg(&input)
+        .arg("--output")
+        .arg(&md)
+        .status()
+        .expect("run report");
+    assert!(status.success());
+    let text = std::fs::read_to_string(&md).expect("numbers.md");
+    assert!(
+        text.contains("## Tenants on one MongoDB database"),
+        "{text}"
+    );
+    assert!(
+        text.contains("| 3 tenants | list_issues random |"),
+        "{text}"
+    );
+    assert!(text.contains("What the figures say: "), "{text}");
+    assert!(
+        text.contains("![tenants.png](curves/tenants.png)"),
+        "{text}"
+    );
+}

@@ -118,7 +118,7 @@ impl MongoStore {
     /// whose chain would hold `child` or be too deep. Read before the
     /// write; a racing re-parent could still close a cycle between the
     /// check and the write, which the bounded chain walk tolerates.
-    async fn check_relations(
+    pub(crate) async fn check_relations(
         &self,
         tenant: &TenantId,
         child: Option<&IssueId>,
@@ -749,9 +749,23 @@ impl MongoStore {
         }
     }
 
+    /// Queues the `issue.commented` webhook deliveries of a comment that
+    /// was not a replay (after the write: see `queue_after`).
+    pub(crate) async fn commented_event(
+        &self,
+        tenant: &TenantId,
+        issue: &Issue,
+        comment: &Comment,
+    ) {
+        let mut data = webhook::issue_summary(issue);
+        data["comment"] = serde_json::json!({ "id": comment.id, "author": comment.author });
+        self.queue_after(tenant, WebhookEvent::IssueCommented, data)
+            .await;
+    }
+
     /// Queues the `issue.created` webhook deliveries of a create that was
     /// not a replay (after the write: see `queue_after`).
-    async fn created_event(&self, tenant: &TenantId, created: &Created) {
+    pub(crate) async fn created_event(&self, tenant: &TenantId, created: &Created) {
         if !created.replayed {
             let data = webhook::issue_summary(&created.issue);
             self.queue_after(tenant, WebhookEvent::IssueCreated, data)
@@ -1253,10 +1267,7 @@ impl IssueStore for MongoStore {
             })
             .await?;
         if !added.replayed {
-            let mut data = webhook::issue_summary(&added.issue);
-            data["comment"] =
-                serde_json::json!({ "id": added.comment.id, "author": added.comment.author });
-            self.queue_after(tenant, WebhookEvent::IssueCommented, data)
+            self.commented_event(tenant, &added.issue, &added.comment)
                 .await;
         }
         Ok(added)

@@ -40,6 +40,7 @@ mod options;
 mod policy;
 mod query;
 pub mod schema;
+mod seed;
 mod store;
 mod upstreams;
 mod webhooks;

@@ -1,11 +1,13 @@
 //! Cost curves (issue #18 item 3): what the board's reads cost as one
 //! tenant's board grows. One board grows through the sizes (seeded with the
-//! search scenario's corpus through the store's own create path); at each
-//! size, `get_issue` of random issues, the default `list_issues` (first
-//! page), a filtered list (state `todo`, first page) and `search_issues` of
-//! a rare word are timed one call at a time, through the store directly,
-//! and the process holding the data's RSS and the store's size on disk are
-//! recorded, with both per 100,000 issues.
+//! search scenario's corpus through the store's own create path, or with
+//! `bulk` through its bench-only bulk seeding path); at each size,
+//! `get_issue` of random issues, the default `list_issues` (first page), a
+//! filtered list (state `todo`, first page) and `search_issues` of a rare
+//! word are timed one call at a time, through the store directly (up to
+//! `calls` calls or `max_per_op`, whichever comes first), and the process
+//! holding the data's RSS and the store's size on disk are recorded, with
+//! both per 100,000 issues.
 //!
 //! The RSS is the bench process's own for SQLite (the store is embedded in
 //! it, as in `corkboard serve`) and the MongoDB-protocol server's for
@@ -19,12 +21,16 @@ use crate::scenario::deploy::Store;
 use crate::scenario::search::{self, Board, Rng, store_error};
 use corkboard_board::{IssueState, ListQuery, TenantId};
 use std::path::Path;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// What the figures are of, printed under the table.
 const NOTE: &str = "one tenant, one board growing through the sizes (the search scenario's corpus, \
-seeded through the store's create path, or with --bulk on SQLite through its bench-only \
-seed_issues path, which writes the same rows many per transaction; seed_path says which); each operation one call at a time through the store: \
+seeded through the store's create path, or with --bulk through its bench-only \
+seed_issues path, which writes the same rows many per transaction on SQLite and the same \
+documents many per insert_many on MongoDB; seed_path says which); each operation one call at a \
+time through the store, up to --calls calls or --max-seconds-per-op seconds (at least 5; calls \
+says how many were made; seeding is bounded by --max-seed-seconds, and a size it did not reach \
+is measured at the issues seeded and says so): \
 get_issue of a random seeded issue, list_issues with the default query (first page), list_issues \
 filtered to state todo (first page), search_issues of a rare word (limit 10); rss_kib is the \
 process holding the data (the bench itself for the embedded SQLite store, the server for \
@@ -49,13 +55,28 @@ pub struct CurvesSpec {
     pub sizes: Vec<usize>,
     /// Calls per operation and size.
     pub calls: usize,
-    /// Seed SQLite through its bench-only bulk path (the same rows, many
-    /// issues per transaction) instead of one create per issue.
+    /// Seed through the store's bench-only bulk path (the same rows or
+    /// documents, many issues per write) instead of one create per issue.
     pub bulk: bool,
+    /// Time bound per operation and size: the calls stop at `calls` or
+    /// once this has passed, whichever comes first (never before
+    /// [`MIN_CALLS`]).
+    pub max_per_op: Duration,
+    /// Time bound on seeding, all sizes together: once it has passed, the
+    /// board is measured at the size reached, recorded as stopped, and no
+    /// larger size is tried.
+    pub max_seed: Duration,
 }
 
+/// Issues seeded between two looks at the seeding bound.
+const SEED_CHUNK: usize = 10_000;
+
+/// Calls every operation gets at every size, whatever the time bound, so
+/// even the slowest has a median worth reading.
+pub const MIN_CALLS: usize = 5;
+
 /// Bytes under `path` (a file or a directory tree).
-fn disk_bytes(path: &Path) -> u64 {
+pub(crate) fn disk_bytes(path: &Path) -> u64 {
     let Ok(meta) = std::fs::symlink_metadata(path) else {
         return 0;
     };
@@ -73,7 +94,7 @@ fn disk_bytes(path: &Path) -> u64 {
 }
 
 /// The 1-minute load average.
-fn load_average() -> f64 {
+pub(crate) fn load_average() -> f64 {
     std::fs::read_to_string("/proc/loadavg")
         .ok()
         .and_then(|s| s.split(' ').next().and_then(|l| l.parse().ok()))
@@ -95,22 +116,34 @@ pub async fn run(spec: &CurvesSpec, sink: &mut Sink) -> Result<()> {
     };
     // The RSS of an empty board: what the data adds is measured above it.
     let rss_empty = rss_now(&board)?;
-    let bulk = spec.bulk && board.sqlite.is_some();
+    let bulk = spec.bulk;
     let mut ids = Vec::new();
-    for size in sizes {
+    let seed_deadline = Instant::now() + spec.max_seed;
+    for asked in sizes {
         let started = Instant::now();
         let from = ids.len();
-        let seeded = match &board.sqlite {
-            Some(sqlite) if spec.bulk => search::bulk_seed(sqlite, &tenant, from, size).await?,
-            _ => search::seed(&store, &tenant, from, size).await?,
-        };
-        ids.extend(seeded);
+        while ids.len() < asked && Instant::now() < seed_deadline {
+            let (start, end) = (ids.len(), (ids.len() + SEED_CHUNK).min(asked));
+            let seeded = match (&board.sqlite, &board.mongodb) {
+                (Some(sqlite), _) if bulk => search::bulk_seed(sqlite, &tenant, start, end).await?,
+                (_, Some(mongodb)) if bulk => {
+                    search::bulk_seed_mongo(mongodb, &tenant, start, end).await?
+                }
+                _ => search::seed(&store, &tenant, start, end).await?,
+            };
+            ids.extend(seeded);
+        }
+        let size = ids.len();
+        let stopped = size < asked;
         let seed_rate = (size - from) as f64 / started.elapsed().as_secs_f64().max(1e-9);
         let load = load_average();
         let mut rng = Rng(size as u64 ^ 0x5eed);
         for operation in OPERATIONS {
             let mut samples = Vec::with_capacity(spec.calls);
-            for _ in 0..spec.calls {
+            let op_started = Instant::now();
+            while samples.len() < spec.calls
+                && (samples.len() < MIN_CALLS || op_started.elapsed() < spec.max_per_op)
+            {
                 let started = Instant::now();
                 match operation {
                     "get_issue" => {
@@ -156,15 +189,21 @@ pub async fn run(spec: &CurvesSpec, sink: &mut Sink) -> Result<()> {
                 .label("store", spec.store)
                 .label(
                     "mode",
-                    if bulk {
-                        format!("{size} issues (bulk-seeded)")
-                    } else {
-                        format!("{size} issues")
+                    match (bulk, stopped) {
+                        (_, true) => format!(
+                            "{size} issues ({}seeding stopped at the time bound; {asked} asked)",
+                            if bulk { "bulk " } else { "" }
+                        ),
+                        (true, false) => format!("{size} issues (bulk-seeded)"),
+                        (false, false) => format!("{size} issues"),
                     },
                 )
                 .label("tool", operation)
                 .with_samples(&samples)
                 .value("issues", size as f64)
+                .value("calls", samples.len() as f64)
+                .value("issues_asked", asked as f64)
+                .value("max_seconds_per_op", spec.max_per_op.as_secs_f64())
                 .value("rss_kib", rss as f64)
                 .value(
                     "rss_growth_kib_per_100k",
@@ -177,6 +216,9 @@ pub async fn run(spec: &CurvesSpec, sink: &mut Sink) -> Result<()> {
                 .value("load", load);
             record.note = Some(NOTE.to_owned());
             sink.emit(record)?;
+        }
+        if stopped {
+            break;
         }
     }
     Ok(())

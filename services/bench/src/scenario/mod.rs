@@ -12,4 +12,5 @@ pub mod mcp;
 pub mod revocation;
 pub mod runs;
 pub mod search;
+pub mod tenants;
 pub mod upstream;

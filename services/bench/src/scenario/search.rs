@@ -164,6 +164,32 @@ pub(crate) async fn bulk_seed(
     Ok(ids)
 }
 
+/// Issues `from..to` of the corpus through the MongoDB store's bench-only
+/// bulk path (`MongoStore::seed_issues`: the same documents `create_issue`
+/// and `add_comment` write, many per `insert_many`); the ids created.
+pub(crate) async fn bulk_seed_mongo(
+    store: &corkboard_store_mongo::MongoStore,
+    tenant: &TenantId,
+    from: usize,
+    to: usize,
+) -> Result<Vec<IssueId>> {
+    let author = seed_author()?;
+    let mut ids = Vec::with_capacity(to.saturating_sub(from));
+    let mut start = from;
+    while start < to {
+        let end = (start + BULK_BATCH).min(to);
+        let items = (start..end).map(corpus_item).collect::<Result<Vec<_>>>()?;
+        ids.extend(
+            store
+                .seed_issues(tenant, &author, items)
+                .await
+                .map_err(store_error("seeding seed_issues"))?,
+        );
+        start = end;
+    }
+    Ok(ids)
+}
+
 /// Issues `from..to` of the corpus: 6-word titles, 40-word bodies, a
 /// 15-word comment on every third issue; states spread over all seven.
 /// Returns the ids created (in no particular order).
@@ -235,6 +261,9 @@ pub(crate) fn query(kind: &str, rng: &mut Rng) -> SearchQuery {
     query
 }
 
+/// The MongoDB store's bound per call on a bench board.
+pub(crate) const BENCH_OPERATION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+
 /// A fresh board of `kind` for a store-level scenario: the store, and what
 /// must stay alive while it is used (its directory; the MongoDB-protocol
 /// server).
@@ -242,6 +271,8 @@ pub(crate) struct Board {
     pub store: Arc<dyn IssueStore>,
     /// The same store when it is SQLite (for its bulk seeding path).
     pub sqlite: Option<Arc<corkboard_store_sqlite::SqliteStore>>,
+    /// The same store when it is MongoDB (for its bulk seeding path).
+    pub mongodb: Option<Arc<corkboard_store_mongo::MongoStore>>,
     pub dir: tempfile::TempDir,
     pub mongo: Option<corkboard_testkit::MongoServer>,
 }
@@ -249,7 +280,7 @@ pub(crate) struct Board {
 impl Board {
     pub(crate) async fn open(kind: Store, database: &str) -> Result<Self> {
         let dir = tempfile::tempdir().map_err(BenchError::io("temporary directory"))?;
-        let (mut mongo, mut sqlite) = (None, None);
+        let (mut mongo, mut sqlite, mut mongodb) = (None, None, None);
         let store: Arc<dyn IssueStore> = match kind {
             Store::Sqlite => {
                 let store = Arc::new(
@@ -264,17 +295,27 @@ impl Board {
                 let store = corkboard_store_mongo::MongoStore::connect(
                     &server.uri(),
                     database,
-                    corkboard_store_mongo::MongoOptions::default(),
+                    corkboard_store_mongo::MongoOptions {
+                        // The bench measures calls, it does not police them:
+                        // seeding a million issues makes the stand-in server
+                        // stall for seconds at a time (checkpoints, cache
+                        // eviction on shared cores), past the default bound.
+                        operation_timeout: BENCH_OPERATION_TIMEOUT,
+                        ..corkboard_store_mongo::MongoOptions::default()
+                    },
                 )
                 .await
                 .map_err(|e| BenchError::process("MongoDB board", e.to_string()))?;
                 mongo = Some(server);
-                Arc::new(store)
+                let store = Arc::new(store);
+                mongodb = Some(Arc::clone(&store));
+                store
             }
         };
         Ok(Self {
             store,
             sqlite,
+            mongodb,
             dir,
             mongo,
         })
