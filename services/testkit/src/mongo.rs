@@ -34,6 +34,8 @@ pub struct MongoServer {
     child: Option<Child>,
     /// Starts so far: each start logs to its own file.
     starts: u32,
+    /// The server's cache (`--cache-size`), kept across restarts.
+    cache_size: String,
 }
 
 impl MongoServer {
@@ -43,6 +45,19 @@ impl MongoServer {
     /// If `secantusd-rs` is not installed, is another version, or does not
     /// start.
     pub fn start() -> Self {
+        Self::start_with_cache(Self::DEFAULT_CACHE_SIZE)
+    }
+
+    /// The cache tests run with: small, so many servers fit side by side.
+    pub const DEFAULT_CACHE_SIZE: &'static str = "256M";
+
+    /// [`Self::start`] with another `--cache-size` (e.g. `"4G"`): the
+    /// benchmarks' large boards outgrow the tests' cache, and then measure
+    /// the stand-in's cache misses instead of the store.
+    ///
+    /// # Panics
+    /// As [`Self::start`].
+    pub fn start_with_cache(cache_size: &str) -> Self {
         require_secantusd();
         let dir = tempfile::Builder::new()
             .prefix("corkboard-mongo-")
@@ -53,6 +68,7 @@ impl MongoServer {
             port: 0,
             child: None,
             starts: 0,
+            cache_size: cache_size.to_owned(),
         };
         if let Err(why) = server.spawn_ready(0) {
             panic!("{PROGRAM} did not start: {why}");
@@ -176,7 +192,7 @@ impl MongoServer {
             .args(["--host", "127.0.0.1", "--port", &port.to_string()])
             .arg("--storage-path")
             .arg(self.storage_path())
-            .args(["--log-level", "WARNING", "--cache-size", "256M"])
+            .args(["--log-level", "WARNING", "--cache-size", &self.cache_size])
             // --sync-on-commit: without it the server acknowledges `j: true`
             // writes that a SIGKILL right after then loses (the store's
             // outage test shows it every time). mongod honours `j: true`;
