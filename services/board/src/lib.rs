@@ -20,6 +20,7 @@ mod store;
 mod timestamp;
 mod upstream;
 pub mod webhook;
+mod window;
 
 pub use audit::{ArgumentsHash, AuditEntry, AuditId, AuditOutcome, AuditQuery, AuditRecord};
 pub use error::{StoreError, ValidationError};
@@ -55,3 +56,4 @@ pub use webhook::{
     AttemptOutcome, ClaimedDelivery, NewWebhook, Webhook, WebhookEvent, WebhookEvents,
     WebhookSecret, WebhookStatus, WebhookUrl, WebhookWithStatus,
 };
+pub use window::{CommentFacts, CommentWindow};

@@ -12,6 +12,7 @@ use crate::error::{StoreError, ValidationError};
 use crate::ids::{GrantId, IssueId, RunId};
 use crate::issue::{Issue, IssueState};
 use crate::timestamp::Timestamp;
+use crate::window::CommentFacts;
 use serde::{Deserialize, Deserializer, Serialize};
 use std::collections::BTreeSet;
 use std::fmt;
@@ -406,12 +407,23 @@ pub struct IssueView {
     pub blocks: Vec<IssueId>,
     /// True when it blocks more issues than listed.
     pub more_blocks: bool,
+    /// What the read left out of the issue's comments (`issue.comments`
+    /// holds only the window read). Not part of the JSON: each answer
+    /// says it in its own terms.
+    #[serde(skip)]
+    pub comment_facts: CommentFacts,
 }
 
 impl IssueView {
-    /// Builds the view from up to `INVERSE_MAX + 1` ids of each kind, as
+    /// Builds the view from the issue with the comments of a window (and
+    /// that read's facts) and up to `INVERSE_MAX + 1` ids of each kind, as
     /// the stores fetch them (one more than shown, to know if there are more).
-    pub fn new(issue: Issue, mut children: Vec<IssueId>, mut blocks: Vec<IssueId>) -> Self {
+    pub fn new(
+        issue: Issue,
+        comment_facts: CommentFacts,
+        mut children: Vec<IssueId>,
+        mut blocks: Vec<IssueId>,
+    ) -> Self {
         let more_children = children.len() > relation_limits::INVERSE_MAX;
         children.truncate(relation_limits::INVERSE_MAX);
         let more_blocks = blocks.len() > relation_limits::INVERSE_MAX;
@@ -422,6 +434,7 @@ impl IssueView {
             more_children,
             blocks,
             more_blocks,
+            comment_facts,
         }
     }
 }

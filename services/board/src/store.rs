@@ -14,6 +14,7 @@ use crate::search::{CreateOutcome, SearchPage, SearchQuery, SimilarIssue};
 use crate::timestamp::Timestamp;
 use crate::upstream::{Upstream, UpstreamName};
 use crate::webhook::{AttemptOutcome, ClaimedDelivery, NewWebhook, Webhook, WebhookWithStatus};
+use crate::window::CommentWindow;
 use async_trait::async_trait;
 
 /// Issues and comments of every tenant. Every method takes the tenant
@@ -51,11 +52,19 @@ pub trait IssueStore: Send + Sync + 'static {
     ) -> Result<Issue, StoreError>;
 
     /// The issue with the relations other issues hold to it (children,
-    /// the issues it blocks), read in one snapshot.
+    /// the issues it blocks), read in one snapshot, carrying only the
+    /// comments `window` selects ([`CommentWindow::cut`] defines which);
+    /// [`IssueView::comment_facts`] counts the rest. The store reads the
+    /// window, not every comment: an issue may hold
+    /// [`COMMENTS_MAX`](crate::limits::COMMENTS_MAX) comments of 64 KiB.
+    /// An unknown `before` is no error here (`before_found: false`, no
+    /// comments): the caller words it. Another tenant's issue reads as
+    /// missing.
     async fn get_issue_view(
         &self,
         tenant: &TenantId,
         id: &IssueId,
+        window: &CommentWindow,
     ) -> Result<IssueView, StoreError>;
 
     /// Gives an open issue to `claimant`'s run, atomically: of many racing

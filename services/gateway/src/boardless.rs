@@ -5,9 +5,9 @@
 
 use async_trait::async_trait;
 use corkboard_board::{
-    Author, Claimant, CommentAdded, Created, Grant, GrantEvent, GrantId, GrantLedger, GrantPolicy,
-    IdempotencyKey, Issue, IssueId, IssuePatch, IssueStore, IssueView, ListQuery, NewComment,
-    NewIssue, Page, RunId, StoreError, TenantId, Timestamp,
+    Author, Claimant, CommentAdded, CommentWindow, Created, Grant, GrantEvent, GrantId,
+    GrantLedger, GrantPolicy, IdempotencyKey, Issue, IssueId, IssuePatch, IssueStore, IssueView,
+    ListQuery, NewComment, NewIssue, Page, RunId, StoreError, TenantId, Timestamp,
 };
 use corkboard_board::{CreateOutcome, SearchPage, SearchQuery, SimilarIssue, Title};
 use std::collections::BTreeMap;
@@ -62,7 +62,12 @@ impl IssueStore for BoardlessStore {
         Err(not_configured())
     }
 
-    async fn get_issue_view(&self, _: &TenantId, _: &IssueId) -> Result<IssueView, StoreError> {
+    async fn get_issue_view(
+        &self,
+        _: &TenantId,
+        _: &IssueId,
+        _: &CommentWindow,
+    ) -> Result<IssueView, StoreError> {
         Err(not_configured())
     }
 

@@ -10,9 +10,10 @@ use crate::web::WebAuth;
 use actix_web::{HttpResponse, web};
 use corkboard_api::ApiError;
 use corkboard_board::{
-    AuditQuery, Budgets, Capabilities, ClaimFilter, CloseReason, GrantEvent, GrantId, GrantPolicy,
-    IssueId, IssuePatch, IssueState, Label, LabelFilter, Labels, ListQuery, Priority, RunId,
-    SearchQuery, SearchText, TenantId, Timestamp, Title, ValidationError, limits, parse_ttl,
+    AuditQuery, Budgets, Capabilities, ClaimFilter, CloseReason, CommentWindow, GrantEvent,
+    GrantId, GrantPolicy, IssueId, IssuePatch, IssueState, Label, LabelFilter, Labels, ListQuery,
+    Priority, RunId, SearchQuery, SearchText, TenantId, Timestamp, Title, ValidationError, limits,
+    parse_ttl,
 };
 use corkboard_grants::{AdminPrincipal, GrantRequest, Renewal};
 use serde::Deserialize;
@@ -652,7 +653,7 @@ async fn get_issue(
     // With the inverse relations (children, blocks), like MCP's get_issue.
     let issue = state
         .store
-        .get_issue_view(&tenant, &IssueId::parse(issue)?)
+        .get_issue_view(&tenant, &IssueId::parse(issue)?, &CommentWindow::all())
         .await?;
     if !render {
         return Ok(HttpResponse::Ok().json(issue));

@@ -5,9 +5,9 @@
 use async_trait::async_trait;
 use corkboard_board::{
     AuditEntry, AuditLog, AuditQuery, AuditRecord, Author, BoardStore, Claimant, CommentAdded,
-    Created, Grant, GrantEvent, GrantId, GrantLedger, GrantPolicy, IdempotencyKey, Issue, IssueId,
-    IssuePatch, IssueStore, IssueView, ListQuery, NewComment, NewIssue, Page, RunId, StoreError,
-    StoreHealth, TenantId, Timestamp, Upstream, UpstreamName, UpstreamStore,
+    CommentWindow, Created, Grant, GrantEvent, GrantId, GrantLedger, GrantPolicy, IdempotencyKey,
+    Issue, IssueId, IssuePatch, IssueStore, IssueView, ListQuery, NewComment, NewIssue, Page,
+    RunId, StoreError, StoreHealth, TenantId, Timestamp, Upstream, UpstreamName, UpstreamStore,
 };
 use corkboard_board::{CreateOutcome, SearchPage, SearchQuery, SimilarIssue, Title};
 use corkboard_telemetry::Metrics;
@@ -106,8 +106,9 @@ impl IssueStore for MeteredStore {
         &self,
         tenant: &TenantId,
         id: &IssueId,
+        window: &CommentWindow,
     ) -> Result<IssueView, StoreError> {
-        self.timed("get_issue", self.inner.get_issue_view(tenant, id))
+        self.timed("get_issue", self.inner.get_issue_view(tenant, id, window))
             .await
     }
 

@@ -4,8 +4,8 @@
 
 use crate::fixtures::*;
 use corkboard_board::{
-    BlockedBy, BoardStore, ClaimFilter, Claimant, CloseReason, Grant, IssueId, IssuePatch,
-    IssueState, ListQuery, NewIssue, StoreError, TenantId, Timestamp,
+    BlockedBy, BoardStore, ClaimFilter, Claimant, CloseReason, CommentWindow, Grant, IssueId,
+    IssuePatch, IssueState, ListQuery, NewIssue, StoreError, TenantId, Timestamp,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -387,7 +387,10 @@ pub async fn case_relations_are_checked_and_shown<S: BoardStore>(store: Arc<S>) 
         "refused changes write nothing"
     );
 
-    let view = store.get_issue_view(&t, &root).await.expect("view");
+    let view = store
+        .get_issue_view(&t, &root, &CommentWindow::all())
+        .await
+        .expect("view");
     assert_eq!(view.children, vec![child.id.clone()]);
     assert_eq!(view.blocks, vec![child.id.clone()]);
     assert!(!view.more_children && !view.more_blocks);
@@ -418,7 +421,10 @@ pub async fn case_relations_are_checked_and_shown<S: BoardStore>(store: Arc<S>) 
     assert_eq!(cleared.parent, None);
     assert!(cleared.blocked_by.is_empty());
     assert_eq!(cleared.version, 2);
-    let view = store.get_issue_view(&t, &root).await.expect("view");
+    let view = store
+        .get_issue_view(&t, &root, &CommentWindow::all())
+        .await
+        .expect("view");
     assert!(
         view.children.is_empty() && view.blocks.is_empty(),
         "{view:?}"

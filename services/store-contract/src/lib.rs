@@ -30,6 +30,7 @@
 mod audit;
 mod budgets;
 mod claims;
+mod comment_window;
 mod concurrency;
 pub mod fixtures;
 mod grants;
@@ -43,6 +44,7 @@ mod webhooks;
 pub use audit::*;
 pub use budgets::*;
 pub use claims::*;
+pub use comment_window::*;
 pub use concurrency::*;
 pub use grants::*;
 pub use issues::*;
@@ -117,6 +119,10 @@ macro_rules! store_contract_tests {
             case_update_version_conflict_writes_nothing,
             case_comments,
             case_comment_idempotency,
+            case_comment_window_is_the_newest_comments_with_counts,
+            case_comment_window_pages_back_without_gaps_or_repeats,
+            case_comment_window_stops_at_its_byte_bound,
+            case_comment_window_of_another_tenants_issue_is_missing,
             case_tenant_isolation,
             case_health,
             case_list_newest_first,

@@ -34,15 +34,21 @@ use crate::store::MongoStore;
 use async_trait::async_trait;
 use corkboard_board::webhook::{self, WebhookEvent};
 use corkboard_board::{
-    Author, ClaimCheck, Claimant, Comment, CommentAdded, CommentId, CreateOutcome, Created,
-    GrantLedger, IdempotencyKey, Issue, IssueId, IssuePatch, IssueState, IssueStore, IssueView,
-    ListQuery, MONGO_CANDIDATES_MAX, NewComment, NewIssue, Page, ParentChain, RunId, SearchPage,
-    SearchQuery, SimilarIssue, StoreError, TenantId, Timestamp, Title, ValidationError,
-    check_release, limits, rank_order, rank_similar, relation_limits,
+    Author, ClaimCheck, Claimant, Comment, CommentAdded, CommentFacts, CommentId, CommentWindow,
+    CreateOutcome, Created, GrantLedger, IdempotencyKey, Issue, IssueId, IssuePatch, IssueState,
+    IssueStore, IssueView, ListQuery, MONGO_CANDIDATES_MAX, NewComment, NewIssue, Page,
+    ParentChain, RunId, SearchPage, SearchQuery, SimilarIssue, StoreError, TenantId, Timestamp,
+    Title, ValidationError, check_release, limits, rank_order, rank_similar, relation_limits,
 };
 use mongodb::bson::{Bson, Document, doc};
 use mongodb::options::ReturnDocument;
 use std::time::Duration;
+
+/// Fields the comment window read computes on the issue document (see
+/// `find_issue_window`); no stored field has these names.
+const WINDOW_TOTAL: &str = "cb_window_total";
+const WINDOW_END: &str = "cb_window_end";
+const WINDOW_TAKEN: &str = "cb_window_taken";
 
 /// What kind of request an idempotency record belongs to: one key may be
 /// used once for an issue and once for a comment.
@@ -413,6 +419,114 @@ impl MongoStore {
             .await
             .map_err(|e| store_error(&e))?;
         found.map(|doc| issue_from_doc(tenant, &doc)).transpose()
+    }
+
+    /// The issue with only the comments of `window`, and their facts.
+    /// Comments are embedded in the issue document (an array, oldest
+    /// first), so the server cuts the window itself in one aggregation on
+    /// that one document: it counts the array, finds `before` in it,
+    /// slices the window's comments and takes them newest first while the
+    /// body bytes taken do not exceed the window's bound (`$reduce`). Only
+    /// the window crosses the wire and is decoded here, never up to
+    /// `COMMENTS_MAX` comments of 64 KiB; the search terms stay behind too.
+    async fn find_issue_window(
+        &self,
+        tenant: &TenantId,
+        id: &IssueId,
+        window: &CommentWindow,
+    ) -> Result<Option<(Issue, CommentFacts)>, StoreError> {
+        let comments = doc! { "$ifNull": [format!("${}", field::COMMENTS), []] };
+        let end = match window.before_id() {
+            None => Bson::Document(doc! { "$size": comments.clone() }),
+            // The ids by `$map`, not the `comments.id` path: secantusd-rs
+            // does not traverse an array of documents in an expression.
+            Some(before) => Bson::Document(doc! {
+                "$indexOfArray": [
+                    { "$map": { "input": comments.clone(), "as": "c", "in": "$$c.id" } },
+                    before.as_str(),
+                ]
+            }),
+        };
+        let limit = to_i64(window.limit() as u64);
+        let max_bytes = i64::try_from(window.byte_bound()).unwrap_or(i64::MAX);
+        let pipeline = vec![
+            doc! { "$match": { field::ID: id.as_str() } },
+            doc! { "$set": { WINDOW_TOTAL: { "$size": comments.clone() }, WINDOW_END: end } },
+            doc! { "$set": { WINDOW_TAKEN: {
+                "$reduce": {
+                    // The window's candidates, newest first ($slice needs a
+                    // positive count, hence the empty array for none).
+                    "input": { "$cond": [
+                        { "$gt": [format!("${WINDOW_END}"), 0] },
+                        { "$reverseArray": { "$slice": [
+                            comments,
+                            { "$max": [0, { "$subtract": [format!("${WINDOW_END}"), limit] }] },
+                            { "$min": [limit, format!("${WINDOW_END}")] },
+                        ] } },
+                        [],
+                    ] },
+                    "initialValue": { "bytes": 0_i64, "taken": [] },
+                    // CommentWindow::takes_more: the first always, then
+                    // while the bytes taken do not exceed the bound.
+                    "in": { "$cond": [
+                        { "$or": [
+                            { "$eq": [{ "$size": "$$value.taken" }, 0] },
+                            { "$lte": ["$$value.bytes", max_bytes] },
+                        ] },
+                        {
+                            "bytes": { "$add": ["$$value.bytes", { "$strLenBytes": "$$this.body" }] },
+                            "taken": { "$concatArrays": ["$$value.taken", ["$$this"]] },
+                        },
+                        "$$value",
+                    ] },
+                }
+            } } },
+            doc! { "$unset": [
+                field::COMMENTS, field::TERMS_TITLE, field::TERMS_BODY, field::TERMS_COMMENTS,
+            ] },
+        ];
+        let mut cursor = self
+            .issues(tenant)
+            .aggregate(pipeline)
+            .max_time(self.max_time())
+            .await
+            .map_err(|e| store_error(&e))?;
+        if !cursor.advance().await.map_err(|e| store_error(&e))? {
+            return Ok(None);
+        }
+        let mut doc = cursor.deserialize_current().map_err(|e| store_error(&e))?;
+        let number = |doc: &Document, name: &str| -> Result<usize, StoreError> {
+            match doc.get(name) {
+                Some(Bson::Int32(n)) => Ok(usize::try_from(*n).unwrap_or(usize::MAX)),
+                Some(Bson::Int64(n)) => Ok(usize::try_from(*n).unwrap_or(usize::MAX)),
+                other => Err(StoreError::Internal(format!(
+                    "the comment window of issue {id} has no count {name}: {other:?}"
+                ))),
+            }
+        };
+        let total = number(&doc, WINDOW_TOTAL)?;
+        // -1: `before` is no comment of this issue.
+        let end = match doc.get(WINDOW_END) {
+            Some(Bson::Int32(n)) if *n < 0 => None,
+            Some(Bson::Int64(n)) if *n < 0 => None,
+            _ => Some(number(&doc, WINDOW_END)?),
+        };
+        let mut taken = match doc.remove(WINDOW_TAKEN) {
+            Some(Bson::Document(mut acc)) => match acc.remove("taken") {
+                Some(Bson::Array(items)) => items,
+                _ => Vec::new(),
+            },
+            _ => Vec::new(),
+        };
+        // Newest first as taken; the issue holds them oldest first.
+        taken.reverse();
+        doc.insert(field::COMMENTS, Bson::Array(taken));
+        let issue = issue_from_doc(tenant, &doc)?;
+        let facts = match end {
+            None => CommentFacts::unknown_before(total),
+            Some(end) => CommentFacts::new(window, total, end, issue.comments.len()),
+        };
+        Ok(Some((issue, facts)))
     }
 
     /// Inserts an issue document; an issue already there under that id is
@@ -1172,10 +1286,11 @@ impl IssueStore for MongoStore {
         &self,
         tenant: &TenantId,
         id: &IssueId,
+        window: &CommentWindow,
     ) -> Result<IssueView, StoreError> {
         self.bounded("get_issue", async {
-            let issue = self
-                .find_issue(tenant, id)
+            let (issue, facts) = self
+                .find_issue_window(tenant, id, window)
                 .await?
                 .ok_or_else(|| issue_not_found(id))?;
             let children = self
@@ -1184,7 +1299,7 @@ impl IssueStore for MongoStore {
             let blocks = self
                 .related_ids(tenant, doc! { field::BLOCKED_BY: id.as_str() })
                 .await?;
-            Ok(IssueView::new(issue, children, blocks))
+            Ok(IssueView::new(issue, facts, children, blocks))
         })
         .await
     }

@@ -13,11 +13,11 @@ use crate::query::{self, json_array};
 use crate::readers::snapshot;
 use corkboard_board::{
     AuditEntry, AuditQuery, AuditRecord, Author, BudgetKind, ClaimCheck, Claimant, Comment,
-    CommentAdded, CommentId, CreateOutcome, Created, Grant, GrantEvent, GrantId, IdempotencyKey,
-    Issue, IssueId, IssuePatch, IssueState, IssueView, ListQuery, NewComment, NewIssue, Page,
-    ParentChain, RunId, SearchPage, SearchQuery, SimilarIssue, StoreError, TenantId, Timestamp,
-    Title, Upstream, UpstreamName, ValidationError, check_release, limits, normalized,
-    rank_similar, relation_limits,
+    CommentAdded, CommentFacts, CommentId, CommentWindow, CreateOutcome, Created, Grant,
+    GrantEvent, GrantId, IdempotencyKey, Issue, IssueId, IssuePatch, IssueState, IssueView,
+    ListQuery, NewComment, NewIssue, Page, ParentChain, RunId, SearchPage, SearchQuery,
+    SimilarIssue, StoreError, TenantId, Timestamp, Title, Upstream, UpstreamName, ValidationError,
+    check_release, limits, normalized, rank_similar, relation_limits,
 };
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 use std::collections::HashMap;
@@ -39,6 +39,10 @@ static ISSUE_WITH_COMMENTS: LazyLock<String> = LazyLock::new(|| {
         qualified("c", COMMENT_COLUMNS)
     )
 });
+/// An issue's own row, without its comments (read as a window, see
+/// [`comment_window`]).
+static ISSUE_ONLY: LazyLock<String> =
+    LazyLock::new(|| format!("SELECT {ISSUE_COLUMNS} FROM issues WHERE tenant = ?1 AND id = ?2"));
 static GRANT_BY_ID: LazyLock<String> =
     LazyLock::new(|| format!("SELECT {GRANT_COLUMNS} FROM grants WHERE id = ?1"));
 static GRANT_BY_TOKEN_HASH: LazyLock<String> =
@@ -84,14 +88,27 @@ pub(crate) fn get_issue(
     load_issue(conn, tenant, id)?.ok_or_else(|| issue_not_found(id))
 }
 
-/// The issue and the relations others hold to it, in one snapshot.
+/// The issue and the relations others hold to it, in one snapshot, with
+/// only the comments of `window`: the comments are counted and the window
+/// read newest first with a LIMIT on the `comments_by_issue` index, and
+/// stepping stops once the window's byte bound is exceeded, so no comment
+/// outside it is read.
 pub(crate) fn get_issue_view(
     conn: &Connection,
     tenant: &TenantId,
     id: &IssueId,
+    window: &CommentWindow,
 ) -> Result<IssueView, OpError> {
     snapshot(conn, |conn| {
-        let issue = get_issue(conn, tenant, id)?;
+        let mut issue = conn
+            .prepare_cached(&ISSUE_ONLY)?
+            .query_row(params![tenant.as_str(), id.as_str()], |row| {
+                Ok(issue_from_row(tenant, row))
+            })
+            .optional()?
+            .ok_or_else(|| issue_not_found(id))??;
+        let (comments, facts) = comment_window(conn, tenant, id, window)?;
+        issue.comments = comments;
         // One more than shown, so the view knows whether there are more.
         let fetch = (relation_limits::INVERSE_MAX + 1) as i64;
         let ids = |sql: &str| -> Result<Vec<IssueId>, OpError> {
@@ -115,8 +132,74 @@ pub(crate) fn get_issue_view(
             "SELECT issue_id FROM issue_blocked_by WHERE tenant = ?1 AND blocker_id = ?2 \
              ORDER BY issue_id DESC LIMIT ?3",
         )?;
-        Ok(IssueView::new(issue, children, blocks))
+        Ok(IssueView::new(issue, facts, children, blocks))
     })
+}
+
+/// The comments of `window` on issue `id` (oldest first) and their facts,
+/// inside the caller's snapshot. Comments are ordered by `seq`, the order
+/// they were added in.
+fn comment_window(
+    conn: &Connection,
+    tenant: &TenantId,
+    id: &IssueId,
+    window: &CommentWindow,
+) -> Result<(Vec<Comment>, CommentFacts), OpError> {
+    let count = |below: i64| -> Result<usize, OpError> {
+        let n: i64 = conn
+            .prepare_cached(
+                "SELECT count(*) FROM comments WHERE tenant = ?1 AND issue_id = ?2 AND seq < ?3",
+            )?
+            .query_row(params![tenant.as_str(), id.as_str(), below], |row| {
+                row.get(0)
+            })?;
+        Ok(n as usize)
+    };
+    let total = count(i64::MAX)?;
+    let below = match window.before_id() {
+        None => i64::MAX,
+        Some(before) => {
+            let seq: Option<i64> = conn
+                .prepare_cached(
+                    "SELECT seq FROM comments WHERE tenant = ?1 AND id = ?2 AND issue_id = ?3",
+                )?
+                .query_row(
+                    params![tenant.as_str(), before.as_str(), id.as_str()],
+                    |row| row.get(0),
+                )
+                .optional()?;
+            match seq {
+                Some(seq) => seq,
+                None => return Ok((Vec::new(), CommentFacts::unknown_before(total))),
+            }
+        }
+    };
+    let end = if below == i64::MAX {
+        total
+    } else {
+        count(below)?
+    };
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {COMMENT_COLUMNS} FROM comments \
+         WHERE tenant = ?1 AND issue_id = ?2 AND seq < ?3 ORDER BY seq DESC LIMIT ?4"
+    ))?;
+    let mut rows = stmt.query(params![
+        tenant.as_str(),
+        id.as_str(),
+        below,
+        window.limit() as i64
+    ])?;
+    let (mut comments, mut bytes) = (Vec::new(), 0);
+    // Checked before stepping: a row past the bound is never read.
+    while window.takes_more(comments.len(), bytes) {
+        let Some(row) = rows.next()? else { break };
+        let comment = comment_from_row(row)?.1;
+        bytes += comment.body.as_str().len();
+        comments.push(comment);
+    }
+    comments.reverse();
+    let facts = CommentFacts::new(window, total, end, comments.len());
+    Ok((comments, facts))
 }
 
 pub(crate) fn list_issues(

@@ -11,10 +11,10 @@ use async_trait::async_trait;
 use corkboard_board::CreateOutcome;
 use corkboard_board::{
     AuditEntry, AuditLog, AuditQuery, AuditRecord, Author, Claimant, CommentAdded, CommentBody,
-    Created, Grant, GrantEvent, GrantId, GrantLedger, GrantPolicy, IdempotencyKey, Issue, IssueId,
-    IssuePatch, IssueStore, IssueView, ListQuery, NewComment, NewIssue, Page, RunId, SearchPage,
-    SearchQuery, SimilarIssue, StoreError, StoreHealth, TenantId, Timestamp, Title, Upstream,
-    UpstreamName, UpstreamStore, ValidationError, limits,
+    CommentWindow, Created, Grant, GrantEvent, GrantId, GrantLedger, GrantPolicy, IdempotencyKey,
+    Issue, IssueId, IssuePatch, IssueStore, IssueView, ListQuery, NewComment, NewIssue, Page,
+    RunId, SearchPage, SearchQuery, SimilarIssue, StoreError, StoreHealth, TenantId, Timestamp,
+    Title, Upstream, UpstreamName, UpstreamStore, ValidationError, limits,
 };
 use rusqlite::Connection;
 use std::fmt;
@@ -355,10 +355,11 @@ impl IssueStore for SqliteStore {
         &self,
         tenant: &TenantId,
         id: &IssueId,
+        window: &CommentWindow,
     ) -> Result<IssueView, StoreError> {
-        let (tenant, id) = (tenant.clone(), id.clone());
-        // Three primary-key or index reads in one snapshot.
-        self.point_read(move |conn| ops::get_issue_view(conn, &tenant, &id))
+        let (tenant, id, window) = (tenant.clone(), id.clone(), window.clone());
+        // Primary-key and index reads in one snapshot.
+        self.point_read(move |conn| ops::get_issue_view(conn, &tenant, &id, &window))
             .await
     }
 

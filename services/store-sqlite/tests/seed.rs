@@ -5,8 +5,8 @@
 //! (issues, search index, labels, comments, webhook outbox).
 
 use corkboard_board::{
-    Author, Body, CommentBody, IssueState, IssueStore, LabelFilter, Labels, ListQuery, NewComment,
-    NewIssue, Priority, RunId, SearchQuery, SearchText, TenantId, Title,
+    Author, Body, CommentBody, CommentWindow, IssueState, IssueStore, LabelFilter, Labels,
+    ListQuery, NewComment, NewIssue, Priority, RunId, SearchQuery, SearchText, TenantId, Title,
 };
 use corkboard_store_sqlite::SqliteStore;
 use rusqlite::Connection;
@@ -127,8 +127,14 @@ async fn a_bulk_seeded_issue_reads_back_as_a_created_one() {
     assert_eq!(seeded.len(), 5);
 
     for (a, b) in created.iter().zip(&seeded) {
-        let a = store.get_issue_view(&created_t, a).await.unwrap();
-        let b = store.get_issue_view(&seeded_t, b).await.unwrap();
+        let a = store
+            .get_issue_view(&created_t, a, &CommentWindow::all())
+            .await
+            .unwrap();
+        let b = store
+            .get_issue_view(&seeded_t, b, &CommentWindow::all())
+            .await
+            .unwrap();
         assert_eq!(
             normalized(serde_json::to_value(&a).unwrap()),
             normalized(serde_json::to_value(&b).unwrap())

@@ -7,11 +7,12 @@
 //! what a call means.
 
 use crate::error::ToolsError;
-use crate::view::{COMMENTS_DEFAULT, CommentWindow, ListView, SELECTABLE_FIELDS};
+use crate::view::{COMMENTS_DEFAULT, ListView, SELECTABLE_FIELDS};
 use corkboard_board::{
-    BlockedBy, Body, ClaimFilter, CloseReason, CommentBody, CommentId, IdempotencyKey, IssueId,
-    IssuePatch, IssueState, Label, LabelFilter, Labels, ListQuery, NewComment, NewIssue, Priority,
-    RunId, SearchQuery, SearchText, Timestamp, Title, ValidationError, limits,
+    BlockedBy, Body, ClaimFilter, CloseReason, CommentBody, CommentId, CommentWindow,
+    IdempotencyKey, IssueId, IssuePatch, IssueState, Label, LabelFilter, Labels, ListQuery,
+    NewComment, NewIssue, Priority, RunId, SearchQuery, SearchText, Timestamp, Title,
+    ValidationError, limits,
 };
 use serde_json::{Map, Value};
 
@@ -513,15 +514,13 @@ pub(crate) fn issue_view(map: &Map<String, Value>) -> Result<(CommentWindow, usi
     let before = args
         .str("comments_before")?
         .map(|id| {
-            CommentId::parse(id)
-                .map(|id| id.as_str().to_owned())
-                .map_err(|_| {
-                    invalid(
-                        "comments_before",
-                        "must be the comments_cursor of an earlier get_issue answer, unchanged"
-                            .to_owned(),
-                    )
-                })
+            CommentId::parse(id).map_err(|_| {
+                invalid(
+                    "comments_before",
+                    "must be the comments_cursor of an earlier get_issue answer, unchanged"
+                        .to_owned(),
+                )
+            })
         })
         .transpose()?;
     let limit = args
@@ -530,7 +529,12 @@ pub(crate) fn issue_view(map: &Map<String, Value>) -> Result<(CommentWindow, usi
     let offset = args
         .count("body_offset", 0, limits::BODY_MAX_BYTES)?
         .unwrap_or(0);
-    Ok((CommentWindow { before, limit }, offset))
+    let window = CommentWindow::latest(limit);
+    let window = match before {
+        Some(before) => window.before(before),
+        None => window,
+    };
+    Ok((window, offset))
 }
 
 /// `search_issues`: the query, the list filters, the page.

@@ -306,6 +306,29 @@ fn drop_comments(map: &mut Map<String, Value>, n: usize, budget: usize, id: &str
         .and_then(Value::as_u64)
         .unwrap_or(0) as usize;
     view::set_older(map, older + n);
+    note_omitted(map, n, budget, id);
+}
+
+/// Says in an issue answer (`value`, as `view::windowed_issue` shaped it)
+/// that the store left out `n` comments its window's limit would have
+/// shown, because their bodies exceed `budget` (its byte bound): the same
+/// `truncated` note as when the budget cuts them here, so an answer reads
+/// alike whichever of the two cut (they are counted in `older_comments`
+/// already).
+pub(crate) fn comments_cut(value: &mut Value, n: usize, budget: usize) {
+    let Value::Object(map) = value else {
+        return;
+    };
+    let id = map
+        .get("id")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    note_omitted(map, n, budget, &id);
+}
+
+/// Records in `truncated` that `n` more comments were left out.
+fn note_omitted(map: &mut Map<String, Value>, n: usize, budget: usize, id: &str) {
     let omitted = map
         .get("truncated")
         .and_then(|t| t.get("omitted_count"))

@@ -6,7 +6,7 @@ use crate::budget::{self, Answer, DEFAULT_RESULT_BUDGET, MIN_RESULT_BUDGET};
 use crate::credential::{ResolvedGrant, resolve_bearer};
 use crate::defs::{BoardTool, grant_tool_set};
 use crate::error::ToolsError;
-use crate::view::{self, CommentWindow};
+use crate::view;
 use async_trait::async_trait;
 use corkboard_board::{
     ArgumentsHash, AuditOutcome, AuditRecord, Author, BudgetKind, Capability, Claimant,
@@ -365,11 +365,22 @@ impl BoardTools {
             BoardTool::GetIssue => {
                 let id = args::get(arguments)?;
                 let (window, body_offset) = args::issue_view(arguments)?;
+                // The answer is cut to the result budget anyway (oldest
+                // comments first, the newest kept), so the store reads no
+                // comments beyond that many bytes of body: what it leaves
+                // out could not be shown. An issue may hold 500 comments
+                // of 64 KiB; without the bound, comments_limit=500 reads
+                // all ~32 MiB to show one of them.
+                let window = window.max_bytes(self.result_budget);
                 let issue = self
-                    .bounded(Some(&id), self.store.get_issue_view(tenant, &id))
+                    .bounded(Some(&id), self.store.get_issue_view(tenant, &id, &window))
                     .await?;
-                let mut value = view::issue(to_json(&issue)?, &window)?;
+                let facts = issue.comment_facts;
+                let mut value = view::windowed_issue(to_json(&issue)?, &facts, window.before_id())?;
                 view::skip_body(&mut value, body_offset)?;
+                if facts.over_bytes > 0 {
+                    budget::comments_cut(&mut value, facts.over_bytes, self.result_budget);
+                }
                 let headline = format!("get_issue: issue {id}");
                 Ok(Success {
                     answer: budget::issue(value, &headline, self.result_budget),
@@ -446,7 +457,7 @@ impl BoardTools {
                     }
                 };
                 let id = created.issue.id.clone();
-                let mut value = view::issue(to_json(&created.issue)?, &CommentWindow::default())?;
+                let mut value = view::whole_issue(to_json(&created.issue)?);
                 insert(&mut value, "replayed", Value::Bool(created.replayed));
                 insert(&mut value, "created", Value::Bool(true));
                 if reads {
@@ -531,7 +542,7 @@ impl BoardTools {
                 );
                 let mut value = to_json(&issue)?;
                 if tool.answers_whole_issue(&grant.capabilities) {
-                    value = view::issue(value, &CommentWindow::default())?;
+                    value = view::whole_issue(value);
                 } else {
                     // Only what this call wrote: the grant may not read the rest.
                     retain(
@@ -566,7 +577,7 @@ impl BoardTools {
                     .await?;
                 let mut value = to_json(&added.issue)?;
                 if tool.answers_whole_issue(&grant.capabilities) {
-                    value = view::issue(value, &CommentWindow::default())?;
+                    value = view::whole_issue(value);
                 } else {
                     // Not the body nor the other comments: this grant may
                     // write a comment, not read the issue.
@@ -625,7 +636,7 @@ impl BoardTools {
                 };
                 let mut value = to_json(&issue)?;
                 if tool.answers_whole_issue(&grant.capabilities) {
-                    value = view::issue(value, &CommentWindow::default())?;
+                    value = view::whole_issue(value);
                 } else {
                     retain(&mut value, &["id", "version", "updated_at", "claim"]);
                 }
@@ -667,7 +678,7 @@ impl BoardTools {
             best.state,
             best.score
         );
-        let mut value = view::issue(to_json(&existing)?, &CommentWindow::default())?;
+        let mut value = view::whole_issue(to_json(&existing)?);
         insert(&mut value, "replayed", Value::Bool(false));
         insert(&mut value, "created", Value::Bool(false));
         insert(

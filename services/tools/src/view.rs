@@ -6,11 +6,13 @@
 //! Everything here works on the issue's JSON by field name, not on the
 //! domain struct: a field the domain gains later (a claim, a parent) is in
 //! a summary or selectable by `fields` as soon as its name is listed
-//! below, with no other code. The stores still return whole issues; this
-//! is the one place where an answer is projected (a store could project
-//! itself later without changing what callers see).
+//! below, with no other code. `get_issue` reads its comment window from
+//! the store ([`corkboard_board::CommentWindow`]), so the issue comes here
+//! with only those comments and their counts; writes and lists still
+//! return whole issues, cut here to the newest comments.
 
 use crate::error::ToolsError;
+use corkboard_board::{CommentFacts, CommentId};
 use serde_json::{Map, Value};
 
 /// Characters of the body a summary shows as `excerpt`.
@@ -60,23 +62,6 @@ pub(crate) struct ListView {
     pub comments: Option<usize>,
 }
 
-/// Which comments an issue answer carries: at most `limit`, the newest of
-/// those older than `before` (a comment id), or the newest of all.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct CommentWindow {
-    pub before: Option<String>,
-    pub limit: usize,
-}
-
-impl Default for CommentWindow {
-    fn default() -> Self {
-        Self {
-            before: None,
-            limit: COMMENTS_DEFAULT,
-        }
-    }
-}
-
 /// The summary of `issue` (its JSON) that `view` asks for.
 pub(crate) fn summary(issue: Value, view: &ListView) -> Result<Value, ToolsError> {
     let Value::Object(mut full) = issue else {
@@ -124,32 +109,60 @@ pub(crate) fn summary(issue: Value, view: &ListView) -> Result<Value, ToolsError
         limit => limit,
     };
     if let Some(limit) = limit {
-        let window = CommentWindow {
-            before: None,
-            limit,
-        };
-        put_window(&mut out, comments, &window)?;
+        put_latest(&mut out, comments, limit);
     }
     Ok(Value::Object(out))
 }
 
-/// The whole issue (its JSON) with only the comments `window` selects,
-/// and how many there are: `comment_count`, `older_comments` and
-/// `comments_cursor` (null when no older comment is left out).
-pub(crate) fn issue(issue: Value, window: &CommentWindow) -> Result<Value, ToolsError> {
+/// A whole issue (its JSON, as a write returns it) with only its newest
+/// [`COMMENTS_DEFAULT`] comments, and how many there are:
+/// `comment_count`, `older_comments` and `comments_cursor` (null when no
+/// older comment is left out).
+pub(crate) fn whole_issue(issue: Value) -> Value {
     let Value::Object(mut full) = issue else {
-        return Ok(issue);
+        return issue;
     };
     let comments = match full.remove("comments") {
         Some(Value::Array(comments)) => comments,
         Some(other) => {
             full.insert("comments".to_owned(), other);
-            return Ok(Value::Object(full));
+            return Value::Object(full);
         }
-        None => return Ok(Value::Object(full)),
+        None => return Value::Object(full),
     };
     full.insert("comment_count".to_owned(), Value::from(comments.len()));
-    put_window(&mut full, comments, window)?;
+    put_latest(&mut full, comments, COMMENTS_DEFAULT);
+    Value::Object(full)
+}
+
+/// An issue read through a comment window (its JSON holds only the
+/// window's comments, `facts` counts them all), shaped as
+/// [`whole_issue`] shapes a whole one. A `before` that is no comment of
+/// the issue is refused.
+pub(crate) fn windowed_issue(
+    issue: Value,
+    facts: &CommentFacts,
+    before: Option<&CommentId>,
+) -> Result<Value, ToolsError> {
+    if !facts.before_found
+        && let Some(before) = before
+    {
+        return Err(ToolsError::InvalidArgument {
+            field: "comments_before".to_owned(),
+            reason: format!(
+                "this issue has no comment {before}; pass the comments_cursor of an earlier \
+                 get_issue answer for this issue, unchanged"
+            ),
+        });
+    }
+    let Value::Object(mut full) = issue else {
+        return Ok(issue);
+    };
+    if !matches!(full.get("comments"), Some(Value::Array(_))) {
+        return Ok(Value::Object(full));
+    }
+    full.insert("comment_count".to_owned(), Value::from(facts.total));
+    set_older(&mut full, facts.older);
     Ok(Value::Object(full))
 }
 
@@ -180,32 +193,13 @@ pub(crate) fn skip_body(issue: &mut Value, offset: usize) -> Result<(), ToolsErr
     Ok(())
 }
 
-/// Puts the comments `window` selects into `out`, with `older_comments`
-/// and `comments_cursor`.
-fn put_window(
-    out: &mut Map<String, Value>,
-    mut comments: Vec<Value>,
-    window: &CommentWindow,
-) -> Result<(), ToolsError> {
-    let end = match &window.before {
-        None => comments.len(),
-        Some(before) => comments
-            .iter()
-            .position(|c| c.get("id").and_then(Value::as_str) == Some(before.as_str()))
-            .ok_or_else(|| ToolsError::InvalidArgument {
-                field: "comments_before".to_owned(),
-                reason: format!(
-                    "this issue has no comment {before}; pass the comments_cursor of an earlier \
-                     get_issue answer for this issue, unchanged"
-                ),
-            })?,
-    };
-    let start = end.saturating_sub(window.limit);
-    comments.truncate(end);
+/// Puts the newest `limit` of `comments` into `out`, with
+/// `older_comments` and `comments_cursor`.
+fn put_latest(out: &mut Map<String, Value>, mut comments: Vec<Value>, limit: usize) {
+    let start = comments.len().saturating_sub(limit);
     comments.drain(..start);
     out.insert("comments".to_owned(), Value::Array(comments));
     set_older(out, start);
-    Ok(())
 }
 
 /// Records that the `older` comments before those in `out["comments"]`
@@ -344,40 +338,55 @@ mod tests {
     }
 
     #[test]
-    fn the_comment_window_pages_back_to_the_first_comment() {
-        let mut seen = Vec::new();
-        let mut window = CommentWindow {
-            before: None,
-            limit: 7,
+    fn a_whole_issue_shows_its_newest_comments_with_a_cursor() {
+        let answer = whole_issue(issue_json(30, "b"));
+        assert_eq!(answer["comment_count"], 30);
+        let ids: Vec<&str> = answer["comments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["id"].as_str().unwrap())
+            .collect();
+        let newest: Vec<String> = (20..30).map(|i| format!("cmt_{i}")).collect();
+        assert_eq!(ids, newest);
+        assert_eq!(answer["older_comments"], 20);
+        assert_eq!(answer["comments_cursor"], "cmt_20");
+        let few = whole_issue(issue_json(3, "b"));
+        assert_eq!(few["older_comments"], 0);
+        assert_eq!(few["comments_cursor"], Value::Null);
+    }
+
+    #[test]
+    fn a_windowed_issue_takes_its_counts_from_the_store() {
+        // The store read comments 5..8 of 12: 5 older ones are left out.
+        let mut read = issue_json(12, "b");
+        read["comments"] = Value::Array(read["comments"].as_array().unwrap()[5..8].to_vec());
+        let facts = CommentFacts {
+            total: 12,
+            older: 5,
+            over_bytes: 0,
+            before_found: true,
         };
-        loop {
-            let answer = issue(issue_json(30, "b"), &window).unwrap();
-            assert_eq!(answer["comment_count"], 30);
-            let ids: Vec<String> = answer["comments"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|c| c["id"].as_str().unwrap().to_owned())
-                .collect();
-            seen.splice(0..0, ids);
-            match answer["comments_cursor"].as_str() {
-                Some(cursor) => window.before = Some(cursor.to_owned()),
-                None => {
-                    assert_eq!(answer["older_comments"], 0);
-                    break;
-                }
+        let before = CommentId::generate();
+        let answer = windowed_issue(read.clone(), &facts, Some(&before)).unwrap();
+        assert_eq!(answer["comment_count"], 12);
+        assert_eq!(answer["older_comments"], 5);
+        assert_eq!(answer["comments_cursor"], "cmt_5");
+        assert_eq!(answer["comments"].as_array().unwrap().len(), 3);
+        let unknown = CommentFacts::unknown_before(12);
+        match windowed_issue(read, &unknown, Some(&before)) {
+            Err(ToolsError::InvalidArgument { field, reason }) => {
+                assert_eq!(field, "comments_before");
+                assert_eq!(
+                    reason,
+                    format!(
+                        "this issue has no comment {before}; pass the comments_cursor of an \
+                         earlier get_issue answer for this issue, unchanged"
+                    )
+                );
             }
+            other => panic!("{other:?}"),
         }
-        let all: Vec<String> = (0..30).map(|i| format!("cmt_{i}")).collect();
-        assert_eq!(seen, all);
-        let unknown = CommentWindow {
-            before: Some("cmt_x".into()),
-            limit: 3,
-        };
-        assert!(matches!(
-            issue(issue_json(3, "b"), &unknown),
-            Err(ToolsError::InvalidArgument { field, .. }) if field == "comments_before"
-        ));
     }
 
     #[test]

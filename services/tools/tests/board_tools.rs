@@ -851,6 +851,7 @@ impl IssueStore for HangingStore {
         &self,
         _: &TenantId,
         _: &IssueId,
+        _: &corkboard_board::CommentWindow,
     ) -> Result<corkboard_board::IssueView, StoreError> {
         std::future::pending().await
     }
@@ -940,6 +941,7 @@ impl IssueStore for FailingStore {
         &self,
         _: &TenantId,
         _: &IssueId,
+        _: &corkboard_board::CommentWindow,
     ) -> Result<corkboard_board::IssueView, StoreError> {
         Err(self.0.clone())
     }
@@ -1390,6 +1392,80 @@ async fn get_issue_pages_five_hundred_comments_within_the_budget_each_seen_once(
         }
         assert_eq!(seen, comments, "every comment once, in order");
         ensure!(answers > 3, "{answers} answers: the budget cut them");
+        Ok(())
+    })
+    .await
+}
+
+/// Comments larger than the result budget: the store stops reading at the
+/// budget (one comment), and the answer says what was left out as a cut by
+/// the budget would, with a cursor that pages back through all of them.
+#[tokio::test]
+async fn comments_larger_than_the_budget_are_read_one_per_answer() -> Result<()> {
+    guarded(async {
+        let f = Fixture::new()?;
+        let p = f.principal("acme", "run-1", ALL).await?;
+        let issue = f
+            .ok(&p, "create_issue", json!({"title": "Huge thread"}))
+            .await?;
+        let id = issue["id"].as_str().context("id")?.to_owned();
+        let mut comments = Vec::new();
+        for c in 0..6 {
+            let added = f
+                .ok(
+                    &p,
+                    "add_comment",
+                    json!({"issue_id": id, "body": prose(c, 60_000)}),
+                )
+                .await?;
+            comments.push(added["comment"]["id"].as_str().context("id")?.to_owned());
+        }
+        let mut args = json!({"id": id, "comments_limit": 500});
+        let mut seen: Vec<String> = Vec::new();
+        loop {
+            let out = f.call(&p, "get_issue", args.clone()).await;
+            ensure!(!out.is_error, "{}", out.text);
+            ensure!(answer_bytes(&out) <= DEFAULT_RESULT_BUDGET);
+            let got = out.structured.context("structured")?;
+            matches_declared_schema(&f, &p, "get_issue", &got)?;
+            let shown = got["comments"].as_array().context("comments")?;
+            assert_eq!(shown.len(), 1, "one comment of 60 KB per answer");
+            let shown_id = shown[0]["id"].as_str().context("id")?.to_owned();
+            assert_eq!(got["comment_count"], 6);
+            let older = 5 - seen.len();
+            assert_eq!(got["older_comments"], older);
+            ensure!(shown[0].get("body_truncated").is_some(), "{got}");
+            if older > 0 {
+                assert_eq!(got["comments_cursor"], shown_id.as_str());
+                assert_eq!(got["truncated"]["omitted_count"], older);
+                assert_eq!(got["truncated"]["omitted"], "comments");
+                let how = got["truncated"]["how"].as_str().context("how")?;
+                ensure!(how.contains(&shown_id), "{how}");
+            } else {
+                assert_eq!(got["comments_cursor"], Value::Null);
+                ensure!(got.get("truncated").is_none(), "{got}");
+            }
+            seen.insert(0, shown_id.clone());
+            if older == 0 {
+                break;
+            }
+            args["comments_before"] = json!(shown_id);
+        }
+        assert_eq!(seen, comments, "every comment once, in order");
+        // An unknown cursor keeps its error.
+        let out = f
+            .call(
+                &p,
+                "get_issue",
+                json!({"id": id, "comments_before": corkboard_board::CommentId::generate().as_str()}),
+            )
+            .await;
+        ensure!(out.is_error, "{}", out.text);
+        ensure!(
+            out.text.contains("this issue has no comment cmt_"),
+            "{}",
+            out.text
+        );
         Ok(())
     })
     .await

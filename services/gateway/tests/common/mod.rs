@@ -391,8 +391,9 @@ impl IssueStore for GatedStore {
         &self,
         tenant: &TenantId,
         id: &IssueId,
+        window: &corkboard_board::CommentWindow,
     ) -> Result<corkboard_board::IssueView, StoreError> {
-        self.inner.get_issue_view(tenant, id).await
+        self.inner.get_issue_view(tenant, id, window).await
     }
 
     async fn claim_issue(
