@@ -52,8 +52,17 @@ impl BenchError {
 }
 
 impl From<hyper::Error> for BenchError {
+    /// With the error's sources: hyper's own text is often only
+    /// "connection error", its source says which (reset, closed early, …).
     fn from(err: hyper::Error) -> Self {
-        Self::Http(err.to_string())
+        let mut text = err.to_string();
+        let mut source = std::error::Error::source(&err);
+        while let Some(cause) = source {
+            text.push_str(": ");
+            text.push_str(&cause.to_string());
+            source = cause.source();
+        }
+        Self::Http(text)
     }
 }
 
