@@ -36,15 +36,20 @@ use std::time::Instant;
 /// The operations measured, in report order.
 pub const OPERATIONS: [&str; 3] = ["get_issue", "list_issues", "create_issue"];
 
+/// Rounds the calls of one point are split into, the sides alternating.
+const ROUNDS: usize = 4;
+
 /// What the figures are of, printed under the table.
 const NOTE: &str = "corkboard_store_mongo vs the bare mongodb driver in one process against \
 one secantusd-rs server (sharing the two cores with this process), the same database, \
 collection and indexes, and the store's client settings (write concern majority + journal, \
 read concern majority, pool 32); create_issue vs insert_one of the document the store writes \
 (fresh id each), get_issue vs find_one by _id, the default list_issues first page vs find {} \
-sorted by _id descending, limit 51; store_share_*_pct is (store - bare) / store at that \
+sorted by _id descending, limit 51; the calls of each point in 4 rounds, the two sides \
+taking turns, after a warm-up of each; store_share_*_pct is (store - bare) / store at that \
 quantile; the store's create also looks up the tenant's webhooks after the write (a second \
-round trip), and decodes every answer into issues";
+round trip), and decodes every answer into issues; a negative share is a difference within \
+the noise of the shared machine";
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -243,15 +248,38 @@ pub async fn run(spec: &DriverSpec, sink: &mut Sink) -> Result<()> {
     let warm = (spec.calls / 10).clamp(1, 200);
     for operation in OPERATIONS {
         for &concurrency in &spec.concurrency {
-            let mut results = Vec::new();
             for side in &sides {
-                // Warm pools and caches, then measure.
+                // Warm pools and caches before anything is measured.
                 measure(side, &fx, operation, warm, concurrency).await?;
-                let (mut samples, rate) =
-                    measure(side, &fx, operation, spec.calls, concurrency).await?;
-                samples.sort_by(f64::total_cmp);
-                results.push((side.name(), samples, rate));
             }
+            // The calls in rounds, the sides taking turns (and turns at
+            // going first): the machine is shared, and a load that comes
+            // and goes must fall on both sides alike.
+            let mut gathered: Vec<(Vec<f64>, f64)> = vec![(Vec::new(), 0.0); sides.len()];
+            let per_round = spec.calls.div_ceil(ROUNDS);
+            for round in 0..ROUNDS {
+                let calls = per_round.min(spec.calls - (round * per_round).min(spec.calls));
+                if calls == 0 {
+                    break;
+                }
+                for turn in 0..sides.len() {
+                    let which = (turn + round) % sides.len();
+                    let started = Instant::now();
+                    let (samples, _) =
+                        measure(&sides[which], &fx, operation, calls, concurrency).await?;
+                    gathered[which].1 += started.elapsed().as_secs_f64();
+                    gathered[which].0.extend(samples);
+                }
+            }
+            let results: Vec<(&str, Vec<f64>, f64)> = sides
+                .iter()
+                .zip(gathered)
+                .map(|(side, (mut samples, secs))| {
+                    samples.sort_by(f64::total_cmp);
+                    let rate = samples.len() as f64 / secs.max(1e-9);
+                    (side.name(), samples, rate)
+                })
+                .collect();
             let bare_p50 = quantile(&results[1].1, 0.5);
             let bare_p99 = quantile(&results[1].1, 0.99);
             for (name, samples, rate) in &results {
