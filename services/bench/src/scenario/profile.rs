@@ -53,7 +53,8 @@ pub const PATTERNS: &str = "kernel symbols ([k]): tcp, inet, ip_, ipv4, ipv6, so
 net_, netif, napi, loopback, dev_queue, dev_hard, sendmsg, recvmsg, sendto, recvfrom, epoll, \
 ep_poll → TCP/kernel network, any other kernel symbol → kernel, other; user space: malloc, \
 free, realloc, calloc, memalign, _int_, tcache, __rust_alloc/dealloc/realloc, alloc::alloc, \
-mi_/je_ prefixes → malloc/free; sqlite3 or yy_ (its parser) prefix, rusqlite, store_sqlite or \
+mi_/je_ prefixes → malloc/free; the prefixes of SQLite's C functions (sqlite3, yy_, fts5, pcache, pager, btree, vdbe, wal, \
+unix), rusqlite, store_sqlite or \
 a sqlite shared object → SQLite; redis → Redis; prometheus → Prometheus; audit → audit; \
 tracing, telemetry, log::, sharded_slab (the span registry) → tracing/logging; serde, validate, \
 jsonschema, ryu, itoa, render (the tool result renderer) → serde_json/validation; anything \
@@ -118,8 +119,11 @@ pub fn category(dso: &str, symbol: &str, kernel: bool) -> &'static str {
         || s.starts_with("je_")
     {
         "malloc/free"
-    } else if s.starts_with("sqlite3")
-        || s.starts_with("yy_")
+    } else if [
+        "sqlite3", "yy_", "fts5", "pcache", "pager", "btree", "vdbe", "wal", "unix",
+    ]
+    .iter()
+    .any(|p| s.starts_with(p))
         || any(&["rusqlite", "store_sqlite"])
         || d.contains("sqlite")
     {
@@ -456,6 +460,13 @@ mod tests {
             ("libc.so.6", "_int_malloc", false, "malloc/free"),
             ("libc.so.6", "cfree@GLIBC_2.2.5", false, "malloc/free"),
             ("corkboard", "sqlite3VdbeExec", false, "SQLite"),
+            ("corkboard", "fts5SegIterNext", false, "SQLite"),
+            (
+                "corkboard",
+                "alloc::collections::btree::map::BTreeMap<K,V>::get",
+                false,
+                "other",
+            ),
             (
                 "corkboard",
                 "rusqlite::statement::Statement::query_row",
