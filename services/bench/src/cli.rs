@@ -257,6 +257,46 @@ pub enum Command {
         )]
         font: PathBuf,
     },
+    /// Memory per 1,000 live legacy (2025) sessions on one run's gateway.
+    LegacySessions {
+        /// gateway (the run's dedicated port) or shared (the runner's
+        /// shared port).
+        #[arg(long, default_value = "gateway")]
+        mode: Endpoint,
+        /// Session counts, reached one after the other on one run.
+        #[arg(long, value_delimiter = ',', default_value = "1000,10000")]
+        sessions: Vec<usize>,
+        /// Sessions being opened at once.
+        #[arg(long, default_value_t = 16)]
+        parallel: usize,
+    },
+    /// The MongoDB store vs the bare mongodb driver doing the same
+    /// operations against the same server: p50/p99 and the store's share.
+    DriverOverhead {
+        /// Calls per operation, side and concurrency.
+        #[arg(long, default_value_t = 2000)]
+        calls: usize,
+        #[arg(long, value_delimiter = ',', default_value = "1,16")]
+        concurrency: Vec<usize>,
+        /// Issues seeded before the reads.
+        #[arg(long, default_value_t = 1000)]
+        issues: usize,
+    },
+    /// The server's CPU µs and context switches per request (gateway,
+    /// Redis registry) and, with perf, where its CPU goes.
+    Profile {
+        #[arg(long, value_delimiter = ',', default_value = "get_issue,create_issue")]
+        tools: Vec<Tool>,
+        #[arg(long, default_value_t = 64)]
+        concurrency: usize,
+        #[arg(long, default_value = "3s", value_parser = parse_duration)]
+        duration: Duration,
+        #[arg(long, default_value = "0.5s", value_parser = parse_duration)]
+        warmup: Duration,
+        /// perf record's sampling frequency (Hz).
+        #[arg(long, default_value_t = 999)]
+        frequency: u32,
+    },
     /// Render collected JSON lines as markdown (docs/numbers.md).
     Report {
         #[arg(long)]
@@ -584,6 +624,49 @@ async fn dispatch(cli: &Cli, sink: &mut Sink) -> Result<()> {
         } => scenario::hardening::batch_attack(&bins()?, *attackers, *duration, &logs, sink).await,
         Command::SlowAttack { connections } => {
             scenario::hardening::slow_attack(&bins()?, *connections, &logs, sink).await
+        }
+        Command::LegacySessions {
+            mode,
+            sessions,
+            parallel,
+        } => {
+            if sessions.is_empty() || sessions.contains(&0) {
+                return Err(BenchError::Usage("--sessions needs counts above 0".into()));
+            }
+            let spec = scenario::sessions::SessionsSpec {
+                mode: *mode,
+                counts: sessions.clone(),
+                parallel: *parallel,
+            };
+            scenario::sessions::run(&bins()?, &spec, &logs, sink).await
+        }
+        Command::DriverOverhead {
+            calls,
+            concurrency,
+            issues,
+        } => {
+            let spec = scenario::driver::DriverSpec {
+                calls: *calls,
+                concurrency: concurrency.clone(),
+                issues: *issues,
+            };
+            scenario::driver::run(&spec, sink).await
+        }
+        Command::Profile {
+            tools,
+            concurrency,
+            duration,
+            warmup,
+            frequency,
+        } => {
+            let spec = scenario::profile::ProfileSpec {
+                tools: tools.clone(),
+                concurrency: *concurrency,
+                warmup: *warmup,
+                duration: *duration,
+                frequency: *frequency,
+            };
+            scenario::profile::run(&bins()?, &spec, &logs, sink).await
         }
         Command::RevocationOutage { trials } => {
             scenario::hardening::revocation_after_outage(&bins()?, *trials, &logs, sink).await

@@ -410,7 +410,7 @@ pub fn render(
         let _ = writeln!(s);
     }
 
-    let sections: [(&str, &str); 13] = [
+    let sections: &[(&str, &str)] = &[
         (
             "disk",
             "Disk: fsync latency where the SQLite board lives (ms)",
@@ -451,8 +451,20 @@ pub fn render(
             "curve",
             "Cost curves: reads, memory and disk as one tenant's board grows (store calls, ms)",
         ),
+        (
+            "legacy_sessions",
+            "Memory per 1,000 live legacy sessions on one run's gateway",
+        ),
+        (
+            "driver_overhead",
+            "MongoDB: the store vs the bare driver, same operations, same server (ms)",
+        ),
+        (
+            "profile",
+            "Per-request profile: server CPU and context switches (gateway, SQLite, Redis registry)",
+        ),
     ];
-    for (kind, title) in sections {
+    for &(kind, title) in sections {
         let rows: Vec<&Record> = records.iter().filter(|r| r.kind == kind).collect();
         if rows.is_empty() {
             continue;
@@ -505,6 +517,7 @@ pub fn render(
     budget_cost(&mut s, &budgeted);
     answer_sizes(&mut s, records);
     tenants(&mut s, records);
+    profile_breakdown(&mut s, records);
 
     let failed: Vec<&Record> = records.iter().filter(|r| r.kind == "failed").collect();
     if !failed.is_empty() {
@@ -885,6 +898,75 @@ fn group_key(r: &Record) -> (usize, usize, usize) {
     )
 }
 
+/// The profile's perf breakdown: category → share of the server's CPU,
+/// one column per tool.
+fn profile_breakdown(s: &mut String, records: &[Record]) {
+    let rows: Vec<&Record> = records
+        .iter()
+        .filter(|r| r.kind == "profile_category")
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    let tools = distinct(rows.iter().map(|r| label(r, "tool")));
+    let _ = writeln!(
+        s,
+        "## Per-request profile: where the server's CPU goes (perf, gateway, c=64)\n"
+    );
+    let header: Vec<String> = tools.iter().map(|t| format!("{t} share")).collect();
+    let _ = writeln!(
+        s,
+        "| category | {} |\n| --- |{}",
+        header.join(" | "),
+        " ---: |".repeat(tools.len())
+    );
+    for category in crate::scenario::profile::CATEGORIES {
+        let cells: Vec<String> = tools
+            .iter()
+            .map(|tool| {
+                rows.iter()
+                    .find(|r| label(r, "mode") == category && label(r, "tool") == *tool)
+                    .and_then(|r| value(r, "share_pct"))
+                    .map_or_else(|| "-".into(), |v| format!("{v:.1}%"))
+            })
+            .collect();
+        let _ = writeln!(s, "| {category} | {} |", cells.join(" | "));
+    }
+    let per_request: Vec<String> = records
+        .iter()
+        .filter(|r| r.kind == "profile")
+        .map(|r| {
+            format!(
+                "{} ({} build): {:.1} µs CPU and {:.2} context switches per request",
+                label(r, "tool"),
+                label(r, "build"),
+                value(r, "cpu_us_per_request").unwrap_or(0.0),
+                value(r, "ctx_switches_per_request").unwrap_or(0.0)
+            )
+        })
+        .collect();
+    if !per_request.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nPer request (the /proc window): {}.",
+            per_request.join("; ")
+        );
+    }
+    for note in distinct(rows.iter().filter_map(|r| r.note.as_deref())) {
+        let _ = writeln!(s, "\nNote: {note}.");
+    }
+    let _ = writeln!(
+        s,
+        "\nThe hand-made profile in the findings below (release build, get_issue) had TCP ~20%, \
+         the SQLite point read 12–16%, serde_json/validation ~14%, malloc ~12%, tracing ~10%, \
+         audit ~7%, Prometheus ~2%; a debug build's shares are not comparable with it."
+    );
+    for c in distinct(rows.iter().map(|r| r.command.as_str())) {
+        let _ = writeln!(s, "\nCommand: `{c}`");
+    }
+    let _ = writeln!(s);
+}
+
 /// Items in first-seen order, each once.
 fn distinct<'a>(items: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
     let mut seen = Vec::new();
@@ -921,6 +1003,38 @@ fn what(r: &Record, records: &[Record]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_profile_breakdown_is_a_category_table_per_tool() {
+        let share = |tool: &str, category: &str, pct: f64| {
+            Record::new("profile_category")
+                .label("tool", tool)
+                .label("mode", category)
+                .value("share_pct", pct)
+        };
+        let per_request = Record::new("profile")
+            .label("tool", "get_issue")
+            .label("build", "release")
+            .value("cpu_us_per_request", 41.5)
+            .value("ctx_switches_per_request", 0.75);
+        let records = [
+            share("get_issue", "SQLite", 14.3),
+            share("create_issue", "SQLite", 30.0),
+            share("get_issue", "Redis", 1.0),
+            per_request,
+        ];
+        let text = render(&records, &Machine::default(), None, "scripts/bench");
+        assert!(
+            text.contains("| category | get_issue share | create_issue share |"),
+            "{text}"
+        );
+        assert!(text.contains("| SQLite | 14.3% | 30.0% |"), "{text}");
+        assert!(text.contains("| Redis | 1.0% | - |"), "{text}");
+        assert!(
+            text.contains("get_issue (release build): 41.5 µs CPU and 0.75 context switches"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn answer_sizes_are_a_table_of_their_own() {

@@ -427,3 +427,77 @@ fn mongodb_bulk_curve_and_tenants_render_and_plot() {
         "{text}"
     );
 }
+
+#[test]
+fn legacy_sessions_with_their_control() {
+    let records = scenario(&[
+        "legacy-sessions",
+        "--mode",
+        "shared",
+        "--sessions",
+        "10,30",
+        "--parallel",
+        "4",
+    ]);
+    assert_eq!(kinds(&records, "legacy_sessions"), 3, "{records:?}");
+    assert_eq!(records[1]["values"]["sessions"], 30.0);
+    // Every session of the last count probed again (fewer than 100).
+    assert_eq!(records[1]["values"]["probed_sessions"], 30.0);
+    assert_eq!(records[2]["values"]["calls"], 30.0);
+}
+
+#[test]
+fn driver_overhead_compares_both_sides() {
+    let records = scenario(&[
+        "driver-overhead",
+        "--calls",
+        "20",
+        "--issues",
+        "20",
+        "--concurrency",
+        "1,4",
+    ]);
+    // 3 operations x 2 concurrencies x 2 sides.
+    assert_eq!(kinds(&records, "driver_overhead"), 12, "{records:?}");
+    for record in &records {
+        assert_eq!(record["count"], 20, "{record}");
+        let store = record["labels"]["mode"] == "store";
+        assert_eq!(
+            record["values"].get("store_share_p50_pct").is_some(),
+            store,
+            "{record}"
+        );
+    }
+}
+
+#[test]
+fn profile_per_request_and_breakdown() {
+    let records = scenario(&[
+        "profile",
+        "--tools",
+        "get_issue",
+        "--concurrency",
+        "4",
+        "--duration",
+        "1s",
+        "--warmup",
+        "0.2s",
+    ]);
+    assert_eq!(kinds(&records, "profile"), 1, "{records:?}");
+    let cpu = records[0]["values"]["cpu_us_per_request"].as_f64().unwrap();
+    assert!(cpu > 0.0, "{}", records[0]);
+    // With perf (installed and permitted here), the categories cover
+    // every sample; without it, the /proc figures alone, saying so.
+    let shares: Vec<f64> = records
+        .iter()
+        .filter(|r| r["kind"] == "profile_category")
+        .map(|r| r["values"]["share_pct"].as_f64().unwrap())
+        .collect();
+    if shares.is_empty() {
+        let note = records[0]["note"].as_str().unwrap_or_default();
+        assert!(note.contains("no perf breakdown"), "{note}");
+    } else {
+        let total: f64 = shares.iter().sum();
+        assert!((95.0..=100.5).contains(&total), "shares sum to {total}");
+    }
+}
