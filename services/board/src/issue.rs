@@ -43,6 +43,18 @@ pub mod limits {
     pub const SEARCH_DEPTH_MAX: u32 = 1000;
     /// Most similar issues `similar_open_issues` answers with.
     pub const SIMILAR_LIMIT_MAX: u32 = 10;
+    /// Candidates a store reads for `similar_open_issues` among the open
+    /// issues whose titles hold every word of the new title (newest
+    /// first): where near duplicates are.
+    pub const SIMILAR_ALL_CANDIDATES: u32 = 20;
+    /// Candidates a store reads among the open issues whose titles share
+    /// any word with it (newest first). Both bounds keep the look-up every
+    /// create makes independent of the board's size: ranking every title
+    /// that shares a word made each create cost linear in the board (362
+    /// creates/s on a board of identical titles), and each candidate read
+    /// is scored (`rank_similar`) on the request's worker, so they stay
+    /// small.
+    pub const SIMILAR_ANY_CANDIDATES: u32 = 60;
 }
 
 /// Where an issue stands. The order is the board's column order.

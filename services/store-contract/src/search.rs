@@ -814,3 +814,44 @@ async fn wait_until_clock_passes_creates<S: BoardStore>(store: &S, t: &TenantId)
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
 }
+
+/// The similar-issue look-up reads bounded candidate sets (the newest
+/// open issues holding every word of the title, then the newest sharing
+/// any word; `limits::SIMILAR_ALL_CANDIDATES`/`SIMILAR_ANY_CANDIDATES`),
+/// so it costs the same on a board of any size. An older issue whose title
+/// holds every word of the new one is still found behind more newer issues
+/// sharing one of its words than the any-word bound reads; one sharing
+/// only a word is found only among the newest.
+pub async fn case_similar_issues_are_found_behind_many_newer_word_sharing_ones<S: BoardStore>(
+    store: Arc<S>,
+) {
+    let t = tenant("similar-bounded");
+    let old = create(
+        &*store,
+        &t,
+        "Deploy pipeline hangs on kubernetes rollout",
+        "",
+        IssueState::Todo,
+    )
+    .await;
+    let newer = limits::SIMILAR_ANY_CANDIDATES as usize + 20;
+    for i in 0..newer {
+        create(
+            &*store,
+            &t,
+            &format!("Deploy note {i}"),
+            "",
+            IssueState::Todo,
+        )
+        .await;
+    }
+    let similar = store
+        .similar_open_issues(&t, &title("kubernetes rollout hangs deploy pipeline"), 3)
+        .await
+        .expect("similar");
+    assert_eq!(similar.first().map(|s| &s.id), Some(&old.id), "{similar:?}");
+    assert!(similar[0].is_near(), "{similar:?}");
+    // Only the bounded candidates were ranked: the rest of the answer
+    // comes from the newest issues sharing "deploy".
+    assert!(similar.len() <= 3, "{similar:?}");
+}

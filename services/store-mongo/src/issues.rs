@@ -1042,7 +1042,7 @@ impl MongoStore {
                 tenant,
                 similar_filter(&words, true),
                 Some(projection.clone()),
-                SIMILAR_ALL_CANDIDATES,
+                i64::from(limits::SIMILAR_ALL_CANDIDATES),
             )
             .await?;
         docs.extend(
@@ -1050,7 +1050,7 @@ impl MongoStore {
                 tenant,
                 similar_filter(&words, false),
                 Some(projection),
-                SIMILAR_ANY_CANDIDATES,
+                i64::from(limits::SIMILAR_ANY_CANDIDATES),
             )
             .await?,
         );
@@ -1081,11 +1081,6 @@ fn updated_at(doc: &Document) -> Result<Timestamp, StoreError> {
         .map(|d| Timestamp::from_millis(d.timestamp_millis()))
         .map_err(|_| bad_field(doc, field::UPDATED_AT))
 }
-
-/// Candidates of `similar_open_issues` whose titles have every word of the
-/// new title, and those sharing any word (the newest of each).
-const SIMILAR_ALL_CANDIDATES: i64 = 50;
-const SIMILAR_ANY_CANDIDATES: i64 = 200;
 
 #[async_trait]
 impl IssueStore for MongoStore {

@@ -163,8 +163,14 @@ async fn a_bulk_seeded_issue_reads_back_as_a_created_one() {
 
     // Read through the store: the same issue, view, pages and hits.
     for (a, b) in created.iter().zip(&seeded) {
-        let a = store.get_issue_view(&created_t, a).await.unwrap();
-        let b = store.get_issue_view(&seeded_t, b).await.unwrap();
+        let a = store
+            .get_issue_view(&created_t, a, &corkboard_board::CommentWindow::all())
+            .await
+            .unwrap();
+        let b = store
+            .get_issue_view(&seeded_t, b, &corkboard_board::CommentWindow::all())
+            .await
+            .unwrap();
         assert_eq!(
             normalized(serde_json::to_value(&a).unwrap()),
             normalized(serde_json::to_value(&b).unwrap())

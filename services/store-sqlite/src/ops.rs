@@ -299,27 +299,26 @@ pub(crate) fn similar_open_issues(
     title: &Title,
     limit: u32,
 ) -> Result<Vec<SimilarIssue>, OpError> {
-    let Some(sql) = query::similar_candidates(tenant, title) else {
-        return Ok(Vec::new());
-    };
-    let mut stmt = conn.prepare_cached(&sql.text)?;
-    let mut rows = stmt.query(params_from_iter(sql.params.iter()))?;
     let mut candidates = Vec::new();
-    while let Some(row) = rows.next()? {
-        let id: String = row.get(0)?;
-        let candidate: String = row.get(1)?;
-        let state: String = row.get(2)?;
-        let corrupt = |e: ValidationError| {
-            OpError::Store(StoreError::Internal(format!(
-                "stored issue {id} is invalid: {e}"
-            )))
-        };
-        candidates.push((
-            IssueId::parse(id.as_str()).map_err(corrupt)?,
-            Title::parse(candidate).map_err(corrupt)?,
-            IssueState::parse(&state).map_err(corrupt)?,
-            Timestamp::from_millis(row.get(3)?),
-        ));
+    for sql in query::similar_candidates(tenant, title) {
+        let mut stmt = conn.prepare_cached(&sql.text)?;
+        let mut rows = stmt.query(params_from_iter(sql.params.iter()))?;
+        while let Some(row) = rows.next()? {
+            let id: String = row.get(0)?;
+            let candidate: String = row.get(1)?;
+            let state: String = row.get(2)?;
+            let corrupt = |e: ValidationError| {
+                OpError::Store(StoreError::Internal(format!(
+                    "stored issue {id} is invalid: {e}"
+                )))
+            };
+            candidates.push((
+                IssueId::parse(id.as_str()).map_err(corrupt)?,
+                Title::parse(candidate).map_err(corrupt)?,
+                IssueState::parse(&state).map_err(corrupt)?,
+                Timestamp::from_millis(row.get(3)?),
+            ));
+        }
     }
     Ok(rank_similar(title.as_str(), candidates, limit))
 }

@@ -5,7 +5,7 @@
 use crate::codec::{ISSUE_COLUMNS, qualified};
 use corkboard_board::{
     ClaimFilter, LabelFilter, ListQuery, SearchQuery, SearchText, TenantId, Timestamp, Title,
-    tokens,
+    limits, tokens,
 };
 use rusqlite::types::Value;
 use std::collections::BTreeSet;
@@ -174,41 +174,52 @@ pub(crate) fn search_issues(tenant: &TenantId, query: &SearchQuery) -> Sql {
     Sql { text, params }
 }
 
-/// Most candidates [`similar_candidates`] reads: the best by bm25 over the
-/// titles sharing a word with the new one, which is where the most similar
-/// titles are; the domain's `rank_similar` then decides among them.
-pub(crate) const SIMILAR_CANDIDATES: i64 = 50;
+/// The statement of one bounded candidate scan of `similar_open_issues`:
+/// the newest `limit` search rows matching the MATCH expression (FTS5
+/// walks its doclists in rowid order and stops at the limit), joined to
+/// their issues, closed ones left out: id, title, state, updated_at.
+/// Without bm25 on purpose: ranking needs every matching row (bm25 counts
+/// each phrase's matches), which made every create linear in the board;
+/// the domain's `rank_similar` decides among the candidates.
+const SIMILAR_SCAN: &str = "SELECT i.id, i.title, i.state, i.updated_at \
+     FROM (SELECT rowid AS rid, issue_id FROM issue_search WHERE issue_search MATCH ? \
+           ORDER BY rowid DESC LIMIT ?) s \
+     CROSS JOIN issues i ON i.tenant = ? AND i.id = s.issue_id \
+     WHERE i.search_rowid = s.rid AND i.state NOT IN (SELECT value FROM json_each(?))";
 
-/// Open issues whose titles share a word with `title`, best bm25 first:
-/// id, title, state, updated_at. `None` when the title has no words.
-pub(crate) fn similar_candidates(tenant: &TenantId, title: &Title) -> Option<Sql> {
+/// The candidate scans of `similar_open_issues`, as the MongoDB store
+/// makes them: the newest open issues whose titles hold every word of
+/// `title` (near duplicates are there), then the newest sharing any word;
+/// each bounded (`limits::SIMILAR_ALL_CANDIDATES`, `SIMILAR_ANY_CANDIDATES`),
+/// so the look-up every create makes does not grow with the board. Empty
+/// when the title has no words.
+pub(crate) fn similar_candidates(tenant: &TenantId, title: &Title) -> Vec<Sql> {
     let words: BTreeSet<String> = tokens(title.as_str()).collect();
     if words.is_empty() {
-        return None;
+        return Vec::new();
     }
-    let any: Vec<String> = words.iter().map(|w| phrase(w)).collect();
+    let words: Vec<String> = words.iter().map(|w| phrase(w)).collect();
     let open: Vec<&str> = corkboard_board::IssueState::ALL
         .into_iter()
         .filter(|s| !corkboard_board::is_open(*s))
         .map(|s| s.as_str())
         .collect();
-    let text = "SELECT i.id, i.title, i.state, i.updated_at \
-         FROM issue_search s CROSS JOIN issues i ON i.tenant = ? AND i.id = s.issue_id \
-         WHERE issue_search MATCH ? AND i.search_rowid = s.rowid \
-         AND i.state NOT IN (SELECT value FROM json_each(?)) \
-         ORDER BY bm25(issue_search, 0.0, 0.0, 1.0, 0.0, 0.0), i.updated_at DESC LIMIT ?"
-        .to_owned();
-    let params = vec![
-        Value::Text(tenant.as_str().to_owned()),
-        Value::Text(format!(
-            "{} AND title : ({})",
-            tenant_phrase(tenant),
-            any.join(" OR ")
-        )),
-        Value::Text(json_array(open)),
-        Value::Integer(SIMILAR_CANDIDATES),
-    ];
-    Some(Sql { text, params })
+    let closed = json_array(open);
+    [
+        (words.join(" AND "), limits::SIMILAR_ALL_CANDIDATES),
+        (words.join(" OR "), limits::SIMILAR_ANY_CANDIDATES),
+    ]
+    .into_iter()
+    .map(|(terms, limit)| Sql {
+        text: SIMILAR_SCAN.to_owned(),
+        params: vec![
+            Value::Text(format!("{} AND title : ({terms})", tenant_phrase(tenant))),
+            Value::Integer(i64::from(limit)),
+            Value::Text(tenant.as_str().to_owned()),
+            Value::Text(closed.clone()),
+        ],
+    })
+    .collect()
 }
 
 /// A JSON array of strings, for `json_each(?)`: one statement text whatever
@@ -390,17 +401,25 @@ mod tests {
             ]
         );
         assert!(sql.text.contains("i.state IN"), "{}", sql.text);
-        let similar =
-            similar_candidates(&tenant(), &Title::parse("Login fails, login!").unwrap()).unwrap();
+        let similar = similar_candidates(&tenant(), &Title::parse("Login fails, login!").unwrap());
+        assert_eq!(similar.len(), 2);
         assert_eq!(
-            similar.params[1],
+            similar[0].params[0],
+            Value::Text(r#"tenant : "acme" AND title : ("fails" AND "login")"#.into())
+        );
+        assert_eq!(
+            similar[1].params[0],
             Value::Text(r#"tenant : "acme" AND title : ("fails" OR "login")"#.into())
         );
         assert_eq!(
-            similar.params[2],
+            similar[1].params[1],
+            Value::Integer(i64::from(limits::SIMILAR_ANY_CANDIDATES))
+        );
+        assert_eq!(
+            similar[1].params[3],
             Value::Text(r#"["done","closed"]"#.into())
         );
-        assert!(similar_candidates(&tenant(), &Title::parse("!!").unwrap()).is_none());
+        assert!(similar_candidates(&tenant(), &Title::parse("!!").unwrap()).is_empty());
     }
 
     #[test]
