@@ -13,6 +13,10 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 const CAPS: &[&str] = &["issues:read", "issues:create"];
+/// Idle runs registered per tenant: the gateway's default
+/// `live_runs_per_tenant_max` (a tenant's 101st live run is refused), so
+/// 10,000 runs are 100 tenants' worth, as on a shared runner.
+const RUNS_PER_TENANT: usize = 100;
 /// How long the runner sits idle before its RSS is read.
 const SETTLE: Duration = Duration::from_secs(2);
 
@@ -120,7 +124,10 @@ pub async fn idle_runs(
             .map(|i| {
                 let (base, admin) = (base.clone(), admin.clone());
                 tokio::spawn(async move {
-                    setup::register_run(&base, &admin, "bench", &format!("idle-{i}"), CAPS).await
+                    // Spread over tenants: one tenant may hold at most
+                    // `live_runs_per_tenant_max` live runs (100 by default).
+                    let tenant = format!("bench-{}", i / RUNS_PER_TENANT);
+                    setup::register_run(&base, &admin, &tenant, &format!("idle-{i}"), CAPS).await
                 })
             })
             .collect();
@@ -174,7 +181,7 @@ pub async fn idle_runs(
             .insert("probe_failed".into(), probe_failures);
     }
     record.note = Some(format!(
-        "{live} runs alive in one process; RSS delta / runs; {} probed",
+        "{live} runs alive in one process, {RUNS_PER_TENANT} per tenant; RSS delta / runs; {} probed",
         live.div_ceil(step)
     ));
     sink.emit(record)?;
