@@ -311,6 +311,17 @@ pub(crate) fn open_reader(
 
 fn configure(conn: &Connection, options: &SqliteOptions) -> Result<(), rusqlite::Error> {
     conn.busy_timeout(options.busy_timeout)?;
+    // The query planner stability guarantee: without it SQLite plans
+    // around the values bound to some parameters (`LIMIT ?`, `LIKE ?`) and
+    // marks those statements expired whenever such a parameter is bound
+    // again, so every execution of a cached statement with `LIMIT ?` was
+    // parsed and planned anew (24% of the server's CPU on `get_issue`,
+    // whose view reads relations and comments under `LIMIT ?`). Our plans
+    // never depend on those values.
+    conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+        true,
+    )?;
     conn.pragma_update(None, "foreign_keys", true)?;
     conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     Ok(())
@@ -496,6 +507,48 @@ mod tests {
         assert!(
             matches!(err, SqliteError::SchemaTooNew { found, .. } if found == SCHEMA_VERSION + 1),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn cached_statements_with_bound_limits_are_not_prepared_again() {
+        use rusqlite::StatementStatus;
+        use rusqlite::config::DbConfig;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("qpsg.sqlite3");
+        let conn = open_writer(&path, &SqliteOptions::default()).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE t (k INTEGER PRIMARY KEY); INSERT INTO t VALUES (1), (2);",
+        )
+        .unwrap();
+        let reprepares = |conn: &Connection| -> i32 {
+            let sql = "SELECT k FROM t ORDER BY k LIMIT ?1";
+            for limit in [1i64, 2, 1, 2] {
+                let mut stmt = conn.prepare_cached(sql).unwrap();
+                let rows: Vec<i64> = stmt
+                    .query_map([limit], |row| row.get(0))
+                    .unwrap()
+                    .collect::<Result<_, _>>()
+                    .unwrap();
+                assert_eq!(rows.len() as i64, limit);
+            }
+            let stmt = conn.prepare_cached(sql).unwrap();
+            let n = stmt.get_status(StatementStatus::RePrepare);
+            drop(stmt);
+            conn.flush_prepared_statement_cache();
+            n
+        };
+        assert_eq!(
+            reprepares(&conn),
+            0,
+            "a bound LIMIT made SQLite prepare again"
+        );
+        // What the setting prevents: the same statements without it.
+        conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, false)
+            .unwrap();
+        assert!(
+            reprepares(&conn) > 0,
+            "SQLite no longer re-prepares on a bound LIMIT"
         );
     }
 }
