@@ -412,8 +412,17 @@ pub async fn run(bins: &Binaries, spec: &ProfileSpec, logs: &Path, sink: &mut Si
                     perf_result.rps().round()
                 ));
                 sink.emit(record)?;
+                // perf rounds each symbol's share to two decimals, and
+                // hundreds of symbols can sum to 101%: the categories are
+                // shares of what was parsed, so they sum to 100.
+                let parsed: f64 = shares.values().sum();
                 for name in CATEGORIES {
-                    let share = shares.get(name).copied().unwrap_or(0.0);
+                    let raw = shares.get(name).copied().unwrap_or(0.0);
+                    let share = if parsed > 0.0 {
+                        raw * 100.0 / parsed
+                    } else {
+                        0.0
+                    };
                     let mut row = labels(Record::new("profile_category"))
                         .label("mode", name)
                         .value("share_pct", share);
