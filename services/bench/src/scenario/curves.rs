@@ -18,7 +18,7 @@ use crate::error::{BenchError, Result};
 use crate::procs;
 use crate::record::{Record, Sink};
 use crate::scenario::deploy::Store;
-use crate::scenario::search::{self, Board, Rng, store_error};
+use crate::scenario::search::{self, Board, BulkPath, Rng, store_error};
 use corkboard_board::{IssueState, ListQuery, TenantId};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -125,9 +125,11 @@ pub async fn run(spec: &CurvesSpec, sink: &mut Sink) -> Result<()> {
         while ids.len() < asked && Instant::now() < seed_deadline {
             let (start, end) = (ids.len(), (ids.len() + SEED_CHUNK).min(asked));
             let seeded = match (&board.sqlite, &board.mongodb) {
-                (Some(sqlite), _) if bulk => search::bulk_seed(sqlite, &tenant, start, end).await?,
+                (Some(sqlite), _) if bulk => {
+                    search::bulk_seed(BulkPath::Sqlite(sqlite), &tenant, start, end).await?
+                }
                 (_, Some(mongodb)) if bulk => {
-                    search::bulk_seed_mongo(mongodb, &tenant, start, end).await?
+                    search::bulk_seed(BulkPath::Mongodb(mongodb), &tenant, start, end).await?
                 }
                 _ => search::seed(&store, &tenant, start, end).await?,
             };

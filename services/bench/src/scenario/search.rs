@@ -138,37 +138,19 @@ pub(crate) fn seed_author() -> Result<Author> {
 /// Issues per bulk-seeding write (one SQLite transaction each).
 const BULK_BATCH: usize = 2_000;
 
-/// Issues `from..to` of the corpus through the SQLite store's bench-only
-/// bulk path (`SqliteStore::seed_issues`: the same rows `create_issue` and
-/// `add_comment` write, many per transaction); the ids created.
-pub(crate) async fn bulk_seed(
-    store: &corkboard_store_sqlite::SqliteStore,
-    tenant: &TenantId,
-    from: usize,
-    to: usize,
-) -> Result<Vec<IssueId>> {
-    let author = seed_author()?;
-    let mut ids = Vec::with_capacity(to.saturating_sub(from));
-    let mut start = from;
-    while start < to {
-        let end = (start + BULK_BATCH).min(to);
-        let items = (start..end).map(corpus_item).collect::<Result<Vec<_>>>()?;
-        ids.extend(
-            store
-                .seed_issues(tenant, &author, items)
-                .await
-                .map_err(store_error("seeding seed_issues"))?,
-        );
-        start = end;
-    }
-    Ok(ids)
+/// A store's bench-only bulk seeding path (`seed_issues`: the same rows or
+/// documents `create_issue` and `add_comment` write, many per transaction
+/// on SQLite, many per `insert_many` on MongoDB).
+#[derive(Clone, Copy)]
+pub(crate) enum BulkPath<'a> {
+    Sqlite(&'a corkboard_store_sqlite::SqliteStore),
+    Mongodb(&'a corkboard_store_mongo::MongoStore),
 }
 
-/// Issues `from..to` of the corpus through the MongoDB store's bench-only
-/// bulk path (`MongoStore::seed_issues`: the same documents `create_issue`
-/// and `add_comment` write, many per `insert_many`); the ids created.
-pub(crate) async fn bulk_seed_mongo(
-    store: &corkboard_store_mongo::MongoStore,
+/// Issues `from..to` of the corpus through `path`, [`BULK_BATCH`] per
+/// call; the ids created.
+pub(crate) async fn bulk_seed(
+    path: BulkPath<'_>,
     tenant: &TenantId,
     from: usize,
     to: usize,
@@ -179,12 +161,11 @@ pub(crate) async fn bulk_seed_mongo(
     while start < to {
         let end = (start + BULK_BATCH).min(to);
         let items = (start..end).map(corpus_item).collect::<Result<Vec<_>>>()?;
-        ids.extend(
-            store
-                .seed_issues(tenant, &author, items)
-                .await
-                .map_err(store_error("seeding seed_issues"))?,
-        );
+        let seeded = match path {
+            BulkPath::Sqlite(store) => store.seed_issues(tenant, &author, items).await,
+            BulkPath::Mongodb(store) => store.seed_issues(tenant, &author, items).await,
+        };
+        ids.extend(seeded.map_err(store_error("seeding seed_issues"))?);
         start = end;
     }
     Ok(ids)
