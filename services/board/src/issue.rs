@@ -48,13 +48,15 @@ pub mod limits {
     /// first): where near duplicates are.
     pub const SIMILAR_ALL_CANDIDATES: u32 = 20;
     /// Candidates a store reads among the open issues whose titles share
-    /// any word with it (newest first). Both bounds keep the look-up every
-    /// create makes independent of the board's size: ranking every title
-    /// that shares a word made each create cost linear in the board (362
-    /// creates/s on a board of identical titles), and each candidate read
-    /// is scored (`rank_similar`) on the request's worker, so they stay
-    /// small.
-    pub const SIMILAR_ANY_CANDIDATES: u32 = 60;
+    /// any word with it (newest first), unless the every-word candidates
+    /// already settle the answer (`every_word_candidates_settle`). Both
+    /// bounds keep the look-up every create makes independent of the
+    /// board's size: ranking every title that shares a word made each
+    /// create cost linear in the board (362 creates/s on a board of
+    /// identical titles), and each candidate read is one more issue read
+    /// and scored (`rank_similar`) on the request's worker, so they stay
+    /// small: four times the five a create answer shows.
+    pub const SIMILAR_ANY_CANDIDATES: u32 = 20;
 }
 
 /// Where an issue stands. The order is the board's column order.

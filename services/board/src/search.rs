@@ -459,12 +459,46 @@ pub fn is_open(state: IssueState) -> bool {
 /// The Jaccard index of the two titles' word sets, in 0..=1 (0 when either
 /// has no words).
 pub fn title_similarity(a: &str, b: &str) -> f64 {
-    let (a, b) = (term_set(a), term_set(b));
-    let union = a.union(&b).count();
+    jaccard(&term_set(a), &term_set(b))
+}
+
+fn jaccard(a: &BTreeSet<String>, b: &BTreeSet<String>) -> f64 {
+    let union = a.union(b).count();
     if union == 0 {
         return 0.0;
     }
-    a.intersection(&b).count() as f64 / union as f64
+    a.intersection(b).count() as f64 / union as f64
+}
+
+/// Whether the candidates holding every word of a title (`words`, its
+/// [`term_set`]) already decide [`rank_similar`]'s answer of `limit`: when
+/// at least `limit` of them are open and score above what any title
+/// missing one of the words can score (`(n - 1) / n` for `n` words), no
+/// candidate that shares only some words can enter the answer, so a store
+/// need not read those. Saves the second candidate scan when a title is
+/// filed again and again, the case the look-up exists for.
+pub fn every_word_candidates_settle(
+    words: &BTreeSet<String>,
+    every_word: &[(IssueId, Title, IssueState, Timestamp)],
+    limit: u32,
+) -> bool {
+    let n = words.len();
+    if n == 0 {
+        return true;
+    }
+    let above = every_word
+        .iter()
+        .filter(|(_, title, state, _)| {
+            let candidate = term_set(title.as_str());
+            let (shared, union) = (
+                words.intersection(&candidate).count(),
+                words.union(&candidate).count(),
+            );
+            // shared / union > (n - 1) / n, in integers.
+            is_open(*state) && n * shared > (n - 1) * union
+        })
+        .count();
+    above >= limit as usize
 }
 
 /// An open issue like a given title.
@@ -494,12 +528,13 @@ pub fn rank_similar(
     candidates: impl IntoIterator<Item = (IssueId, Title, IssueState, Timestamp)>,
     limit: u32,
 ) -> Vec<SimilarIssue> {
+    let words = term_set(title);
     let mut seen = BTreeSet::new();
     let mut out: Vec<SimilarIssue> = candidates
         .into_iter()
         .filter(|(id, _, state, _)| is_open(*state) && seen.insert(id.clone()))
         .map(|(id, candidate, state, updated_at)| SimilarIssue {
-            score: title_similarity(title, candidate.as_str()),
+            score: jaccard(&words, &term_set(candidate.as_str())),
             id,
             title: candidate,
             state,
@@ -534,6 +569,55 @@ mod tests {
     use super::*;
     use crate::ids::{RunId, TenantId};
     use crate::issue::{Author, Body, Comment, CommentBody, NewIssue};
+
+    fn candidate(title: &str, state: IssueState) -> (IssueId, Title, IssueState, Timestamp) {
+        (
+            IssueId::generate(),
+            Title::parse(title).unwrap(),
+            state,
+            Timestamp::from_millis(1),
+        )
+    }
+
+    #[test]
+    fn every_word_candidates_settle_only_when_no_partial_match_can_enter() {
+        let words = term_set("login fails on safari");
+        let exact: Vec<_> = (0..3)
+            .map(|_| candidate("Login fails on Safari", IssueState::Todo))
+            .collect();
+        assert!(every_word_candidates_settle(&words, &exact, 3));
+        assert!(!every_word_candidates_settle(&words, &exact, 4), "too few");
+        // Holding every word among many others scores 4/8, below what a
+        // title missing one word can score (3/4): not settled, and indeed
+        // a partial match outranks it.
+        let long = vec![candidate(
+            "login fails on safari when the cache is cold",
+            IssueState::Todo,
+        )];
+        assert!(!every_word_candidates_settle(&words, &long, 1));
+        let partial = candidate("login fails on", IssueState::Todo);
+        let ranked = rank_similar(
+            "login fails on safari",
+            [long[0].clone(), partial.clone()],
+            1,
+        );
+        assert_eq!(ranked[0].id, partial.0);
+        // Closed candidates never count.
+        let closed = vec![candidate("Login fails on Safari", IssueState::Done)];
+        assert!(!every_word_candidates_settle(&words, &closed, 1));
+        // When settled, adding candidates that miss a word changes nothing.
+        let extra = [
+            candidate("login fails on", IssueState::Todo),
+            candidate("safari fails", IssueState::Todo),
+        ];
+        let alone = rank_similar("login fails on safari", exact.clone(), 3);
+        let with = rank_similar(
+            "login fails on safari",
+            exact.iter().cloned().chain(extra),
+            3,
+        );
+        assert_eq!(alone, with);
+    }
 
     fn issue(title: &str, body: &str, comments: &[&str]) -> Issue {
         let mut new = NewIssue::new(Title::parse(title).unwrap());

@@ -176,6 +176,7 @@ macro_rules! store_contract_tests {
             case_search_pages_by_offset_and_checks_limits,
             case_similar_open_issues_and_refusing_near_duplicates,
             case_similar_issues_are_found_behind_many_newer_word_sharing_ones,
+            case_similar_issues_follow_retitles_closes_and_reopens,
             case_list_priority_and_updated_since_match_reference,
             case_upstreams_put_list_replace_delete,
             case_upstreams_per_tenant_limit,

@@ -6,8 +6,8 @@
 use crate::fixtures::*;
 use corkboard_board::{
     BoardStore, Body, CreateOutcome, Issue, IssueId, IssuePatch, IssueState, LabelFilter,
-    ListQuery, MatchField, Priority, SearchPage, SearchQuery, SearchText, StoreError, TenantId,
-    Timestamp, limits,
+    ListQuery, MatchField, Priority, SearchPage, SearchQuery, SearchText, SimilarIssue, StoreError,
+    TenantId, Timestamp, limits,
 };
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -854,4 +854,51 @@ pub async fn case_similar_issues_are_found_behind_many_newer_word_sharing_ones<S
     // Only the bounded candidates were ranked: the rest of the answer
     // comes from the newest issues sharing "deploy".
     assert!(similar.len() <= 3, "{similar:?}");
+}
+
+/// The similar-issue look-up follows every write that changes a title or
+/// whether an issue is open: a retitled issue is found by its new words
+/// only, a closed one not at all, a reopened one again, and an issue
+/// created closed never.
+pub async fn case_similar_issues_follow_retitles_closes_and_reopens<S: BoardStore>(store: Arc<S>) {
+    let t = tenant("similar-follows");
+    let issue = create(&*store, &t, "Zanzibar ferry delayed", "", IssueState::Todo).await;
+    create(&*store, &t, "Quokka census done", "", IssueState::Done).await;
+    let ids = |similar: Vec<SimilarIssue>| -> Vec<IssueId> {
+        similar.into_iter().map(|s| s.id).collect()
+    };
+    let similar = |text: &'static str| {
+        let store = store.clone();
+        let t = t.clone();
+        async move {
+            store
+                .similar_open_issues(&t, &title(text), 5)
+                .await
+                .expect("similar")
+        }
+    };
+    assert_eq!(ids(similar("zanzibar ferry").await), only(&issue.id));
+    assert!(similar("quokka census").await.is_empty(), "created closed");
+
+    let issue = store
+        .update_issue(&t, &issue.id, title_patch("Quokka habitat survey"), None)
+        .await
+        .expect("retitle");
+    assert!(similar("zanzibar ferry").await.is_empty(), "old words gone");
+    assert_eq!(ids(similar("quokka habitat").await), only(&issue.id));
+
+    let state = |state: IssueState| IssuePatch {
+        state: Some(state),
+        ..IssuePatch::default()
+    };
+    let issue = store
+        .update_issue(&t, &issue.id, state(IssueState::Closed), None)
+        .await
+        .expect("close");
+    assert!(similar("quokka habitat").await.is_empty(), "closed");
+    store
+        .update_issue(&t, &issue.id, state(IssueState::InProgress), None)
+        .await
+        .expect("reopen");
+    assert_eq!(ids(similar("quokka habitat").await), only(&issue.id));
 }

@@ -38,7 +38,8 @@ use corkboard_board::{
     CreateOutcome, Created, GrantLedger, IdempotencyKey, Issue, IssueId, IssuePatch, IssueState,
     IssueStore, IssueView, ListQuery, MONGO_CANDIDATES_MAX, NewComment, NewIssue, Page,
     ParentChain, RunId, SearchPage, SearchQuery, SimilarIssue, StoreError, TenantId, Timestamp,
-    Title, ValidationError, check_release, limits, rank_order, rank_similar, relation_limits,
+    Title, ValidationError, check_release, every_word_candidates_settle, limits, rank_order,
+    rank_similar, relation_limits,
 };
 use mongodb::bson::{Bson, Document, doc};
 use mongodb::options::ReturnDocument;
@@ -1027,9 +1028,8 @@ impl MongoStore {
         title: &Title,
         limit: u32,
     ) -> Result<Vec<SimilarIssue>, StoreError> {
-        let words: Vec<String> = corkboard_board::term_set(title.as_str())
-            .into_iter()
-            .collect();
+        let set = corkboard_board::term_set(title.as_str());
+        let words: Vec<String> = set.iter().cloned().collect();
         if words.is_empty() {
             return Ok(Vec::new());
         }
@@ -1037,7 +1037,8 @@ impl MongoStore {
         let projection = doc! { field::TITLE: 1, field::STATE: 1, field::UPDATED_AT: 1 };
         // Titles with every word first (where near duplicates are), then
         // the newest sharing any word; both bounded.
-        let mut docs = self
+        let mut candidates = Vec::new();
+        let every_word = self
             .find_docs(
                 tenant,
                 similar_filter(&words, true),
@@ -1045,27 +1046,37 @@ impl MongoStore {
                 i64::from(limits::SIMILAR_ALL_CANDIDATES),
             )
             .await?;
-        docs.extend(
-            self.find_docs(
-                tenant,
-                similar_filter(&words, false),
-                Some(projection),
-                i64::from(limits::SIMILAR_ANY_CANDIDATES),
-            )
-            .await?,
-        );
-        let mut candidates = Vec::with_capacity(docs.len());
-        for doc in &docs {
-            let text = |name: &'static str| doc.get_str(name).map_err(|_| bad_field(doc, name));
-            candidates.push((
-                IssueId::parse(text(field::ID)?).map_err(|_| bad_field(doc, field::ID))?,
-                Title::parse(text(field::TITLE)?).map_err(|_| bad_field(doc, field::TITLE))?,
-                IssueState::parse(text(field::STATE)?).map_err(|_| bad_field(doc, field::STATE))?,
-                updated_at(doc)?,
-            ));
+        push_similar(&every_word, &mut candidates)?;
+        if !every_word_candidates_settle(&set, &candidates, limit) {
+            let any_word = self
+                .find_docs(
+                    tenant,
+                    similar_filter(&words, false),
+                    Some(projection),
+                    i64::from(limits::SIMILAR_ANY_CANDIDATES),
+                )
+                .await?;
+            push_similar(&any_word, &mut candidates)?;
         }
         Ok(rank_similar(title.as_str(), candidates, limit))
     }
+}
+
+/// The candidates of `similar` from its projected documents.
+fn push_similar(
+    docs: &[Document],
+    candidates: &mut Vec<(IssueId, Title, IssueState, Timestamp)>,
+) -> Result<(), StoreError> {
+    for doc in docs {
+        let text = |name: &'static str| doc.get_str(name).map_err(|_| bad_field(doc, name));
+        candidates.push((
+            IssueId::parse(text(field::ID)?).map_err(|_| bad_field(doc, field::ID))?,
+            Title::parse(text(field::TITLE)?).map_err(|_| bad_field(doc, field::TITLE))?,
+            IssueState::parse(text(field::STATE)?).map_err(|_| bad_field(doc, field::STATE))?,
+            updated_at(doc)?,
+        ));
+    }
+    Ok(())
 }
 
 fn bad_field(doc: &Document, name: &str) -> StoreError {

@@ -4,8 +4,7 @@
 
 use crate::codec::{ISSUE_COLUMNS, qualified};
 use corkboard_board::{
-    ClaimFilter, LabelFilter, ListQuery, SearchQuery, SearchText, TenantId, Timestamp, Title,
-    limits, tokens,
+    ClaimFilter, LabelFilter, ListQuery, SearchQuery, SearchText, TenantId, Timestamp, limits,
 };
 use rusqlite::types::Value;
 use std::collections::BTreeSet;
@@ -174,52 +173,96 @@ pub(crate) fn search_issues(tenant: &TenantId, query: &SearchQuery) -> Sql {
     Sql { text, params }
 }
 
-/// The statement of one bounded candidate scan of `similar_open_issues`:
-/// the newest `limit` search rows matching the MATCH expression (FTS5
-/// walks its doclists in rowid order and stops at the limit), joined to
-/// their issues, closed ones left out: id, title, state, updated_at.
-/// Without bm25 on purpose: ranking needs every matching row (bm25 counts
-/// each phrase's matches), which made every create linear in the board;
-/// the domain's `rank_similar` decides among the candidates.
-const SIMILAR_SCAN: &str = "SELECT i.id, i.title, i.state, i.updated_at \
-     FROM (SELECT rowid AS rid, issue_id FROM issue_search WHERE issue_search MATCH ? \
-           ORDER BY rowid DESC LIMIT ?) s \
-     CROSS JOIN issues i ON i.tenant = ? AND i.id = s.issue_id \
-     WHERE i.search_rowid = s.rid AND i.state NOT IN (SELECT value FROM json_each(?))";
+/// How far down the newest open issues holding the title's rarest word
+/// the every-word candidate scan of `similar_open_issues` reads. An issue
+/// holding every word of the title holds the rarest one, so this scan is
+/// complete whenever that word is in at most this many open titles; on a
+/// board where every word of the title is that common, only the newest
+/// this many holding the rarest one are checked. Bounded because each row
+/// read is one more issue read on every create.
+pub(crate) const RAREST_WORD_SCAN: u32 = 256;
 
-/// The candidate scans of `similar_open_issues`, as the MongoDB store
-/// makes them: the newest open issues whose titles hold every word of
-/// `title` (near duplicates are there), then the newest sharing any word;
-/// each bounded (`limits::SIMILAR_ALL_CANDIDATES`, `SIMILAR_ANY_CANDIDATES`),
-/// so the look-up every create makes does not grow with the board. Empty
-/// when the title has no words.
-pub(crate) fn similar_candidates(tenant: &TenantId, title: &Title) -> Vec<Sql> {
-    let words: BTreeSet<String> = tokens(title.as_str()).collect();
-    if words.is_empty() {
-        return Vec::new();
+/// How many open titles hold each of the words (a JSON array), for the
+/// words any open title holds.
+const SIMILAR_WORD_COUNTS: &str = "SELECT word, open_titles FROM open_title_word_counts \
+     WHERE tenant = ?1 AND word IN (SELECT value FROM json_each(?2))";
+
+/// The newest `?3` open issues holding the word `?2`, newest first: id,
+/// title, state, updated_at. The caller keeps those whose titles hold
+/// every word and stops reading at `limits::SIMILAR_ALL_CANDIDATES`: the
+/// title is read anyway, so checking it costs less than one index probe
+/// per word and row (measured: the probes were a quarter of the look-up).
+const SIMILAR_ALL_WORDS: &str = "SELECT i.id, i.title, i.state, i.updated_at \
+     FROM (SELECT issue_id FROM open_title_words WHERE tenant = ?1 AND word = ?2 \
+           ORDER BY issue_id DESC LIMIT ?3) r \
+     CROSS JOIN issues i ON i.tenant = ?1 AND i.id = r.issue_id";
+
+/// The newest `?3` open issues holding any word of `?2` (a JSON array):
+/// each word's range is read from its `?3`-th newest entry on (found by
+/// one bounded walk down the same index), so at most `?3` rows per word
+/// are merged, whatever the board's size.
+const SIMILAR_ANY_WORD: &str = "SELECT i.id, i.title, i.state, i.updated_at \
+     FROM (SELECT DISTINCT t.issue_id AS issue_id \
+           FROM json_each(?2) w CROSS JOIN open_title_words t \
+           WHERE t.tenant = ?1 AND t.word = w.value \
+             AND t.issue_id >= coalesce((SELECT y.issue_id FROM open_title_words y \
+                 WHERE y.tenant = ?1 AND y.word = w.value \
+                 ORDER BY y.issue_id DESC LIMIT 1 OFFSET ?3 - 1), '') \
+           ORDER BY t.issue_id DESC LIMIT ?3) s \
+     CROSS JOIN issues i ON i.tenant = ?1 AND i.id = s.issue_id";
+
+/// The statements of `similar_open_issues`, as the MongoDB store makes its
+/// candidates: the newest open issues whose titles hold every word of the
+/// title (near duplicates are there; `limits::SIMILAR_ALL_CANDIDATES`),
+/// then the newest sharing any word (`SIMILAR_ANY_CANDIDATES`), both read
+/// from `open_title_words` (schema migration 9), so the look-up every
+/// create makes costs the same on a board of any size. `words` is the
+/// title's word set (`corkboard_board::term_set`).
+pub(crate) struct SimilarLookup {
+    tenant: Value,
+    words: Value,
+}
+
+impl SimilarLookup {
+    pub(crate) fn new(tenant: &TenantId, words: &BTreeSet<String>) -> Self {
+        Self {
+            tenant: Value::Text(tenant.as_str().to_owned()),
+            words: Value::Text(json_array(words.iter().map(String::as_str))),
+        }
     }
-    let words: Vec<String> = words.iter().map(|w| phrase(w)).collect();
-    let open: Vec<&str> = corkboard_board::IssueState::ALL
-        .into_iter()
-        .filter(|s| !corkboard_board::is_open(*s))
-        .map(|s| s.as_str())
-        .collect();
-    let closed = json_array(open);
-    [
-        (words.join(" AND "), limits::SIMILAR_ALL_CANDIDATES),
-        (words.join(" OR "), limits::SIMILAR_ANY_CANDIDATES),
-    ]
-    .into_iter()
-    .map(|(terms, limit)| Sql {
-        text: SIMILAR_SCAN.to_owned(),
-        params: vec![
-            Value::Text(format!("{} AND title : ({terms})", tenant_phrase(tenant))),
-            Value::Integer(i64::from(limit)),
-            Value::Text(tenant.as_str().to_owned()),
-            Value::Text(closed.clone()),
-        ],
-    })
-    .collect()
+
+    /// How many open titles hold each word: (word, count) rows.
+    pub(crate) fn word_counts(&self) -> Sql {
+        Sql {
+            text: SIMILAR_WORD_COUNTS.to_owned(),
+            params: vec![self.tenant.clone(), self.words.clone()],
+        }
+    }
+
+    /// The candidates for issues holding every word: the newest holding
+    /// the `rarest` one (the caller checks the other words).
+    pub(crate) fn all_words(&self, rarest: &str) -> Sql {
+        Sql {
+            text: SIMILAR_ALL_WORDS.to_owned(),
+            params: vec![
+                self.tenant.clone(),
+                Value::Text(rarest.to_owned()),
+                Value::Integer(i64::from(RAREST_WORD_SCAN)),
+            ],
+        }
+    }
+
+    /// Issues sharing any word.
+    pub(crate) fn any_word(&self) -> Sql {
+        Sql {
+            text: SIMILAR_ANY_WORD.to_owned(),
+            params: vec![
+                self.tenant.clone(),
+                self.words.clone(),
+                Value::Integer(i64::from(limits::SIMILAR_ANY_CANDIDATES)),
+            ],
+        }
+    }
 }
 
 /// A JSON array of strings, for `json_each(?)`: one statement text whatever
@@ -401,25 +444,26 @@ mod tests {
             ]
         );
         assert!(sql.text.contains("i.state IN"), "{}", sql.text);
-        let similar = similar_candidates(&tenant(), &Title::parse("Login fails, login!").unwrap());
-        assert_eq!(similar.len(), 2);
+        let words = corkboard_board::term_set("Login fails, login!");
+        let similar = SimilarLookup::new(&tenant(), &words);
         assert_eq!(
-            similar[0].params[0],
-            Value::Text(r#"tenant : "acme" AND title : ("fails" AND "login")"#.into())
+            similar.word_counts().params,
+            vec![
+                Value::Text("acme".into()),
+                Value::Text(r#"["fails","login"]"#.into())
+            ]
         );
         assert_eq!(
-            similar[1].params[0],
-            Value::Text(r#"tenant : "acme" AND title : ("fails" OR "login")"#.into())
+            similar.all_words("fails").params[1..3],
+            [
+                Value::Text("fails".into()),
+                Value::Integer(i64::from(RAREST_WORD_SCAN))
+            ]
         );
         assert_eq!(
-            similar[1].params[1],
+            similar.any_word().params[2],
             Value::Integer(i64::from(limits::SIMILAR_ANY_CANDIDATES))
         );
-        assert_eq!(
-            similar[1].params[3],
-            Value::Text(r#"["done","closed"]"#.into())
-        );
-        assert!(similar_candidates(&tenant(), &Title::parse("!!").unwrap()).is_empty());
     }
 
     #[test]

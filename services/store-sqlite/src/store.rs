@@ -310,8 +310,14 @@ impl IssueStore for SqliteStore {
     ) -> Result<Vec<SimilarIssue>, StoreError> {
         check_limit("limit", limit, limits::SIMILAR_LIMIT_MAX)?;
         let (tenant, title) = (tenant.clone(), title.clone());
-        self.read(move |conn| ops::similar_open_issues(conn, &tenant, &title, limit))
-            .await
+        // Bounded index reads (`query::SimilarLookup`): a point read, so the
+        // look-up after every create does not hop to a blocking thread.
+        self.point_read(move |conn| {
+            snapshot(conn, |conn| {
+                ops::similar_open_issues(conn, &tenant, &title, limit)
+            })
+        })
+        .await
     }
 
     async fn get_issue(&self, tenant: &TenantId, id: &IssueId) -> Result<Issue, StoreError> {
