@@ -400,8 +400,9 @@ fn index_open_title(
     let mut remove = conn.prepare_cached(
         "DELETE FROM open_title_words WHERE tenant = ?1 AND word = ?2 AND issue_id = ?3",
     )?;
-    // Exactly one of the two applies: the last title holding the word
-    // takes its count row with it, any other lowers it.
+    // Run in this order, exactly one of the two applies: the last title
+    // holding the word takes its count row with it, any other lowers it
+    // (lowering first would let the delete take a count just lowered to 1).
     let mut forget = conn.prepare_cached(
         "DELETE FROM open_title_word_counts WHERE tenant = ?1 AND word = ?2 AND open_titles = 1",
     )?;
