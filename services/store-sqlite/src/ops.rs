@@ -1675,56 +1675,36 @@ pub(crate) mod tests {
             assert_eq!(actual, expected, "{when}");
         };
         check("after the creates");
-        patch(
-            &conn,
-            &a,
-            &login,
-            IssuePatch {
-                title: Some(Title::parse("Signup fails").unwrap()),
-                ..Default::default()
-            },
-        );
-        check("after a retitle");
-        patch(
-            &conn,
-            &a,
-            &other,
-            IssuePatch {
-                state: Some(IssueState::Done),
-                ..Default::default()
-            },
-        );
-        check("after a close");
-        patch(
-            &conn,
-            &a,
-            &other,
-            IssuePatch {
-                title: Some(Title::parse("Login page fast").unwrap()),
-                ..Default::default()
-            },
-        );
-        check("after retitling a closed issue");
-        patch(
-            &conn,
-            &a,
-            &other,
-            IssuePatch {
-                state: Some(IssueState::Todo),
-                ..Default::default()
-            },
-        );
-        check("after a reopen");
-        patch(
-            &conn,
-            &a,
-            &other,
-            IssuePatch {
-                priority: Some(corkboard_board::Priority::High),
-                ..Default::default()
-            },
-        );
-        check("after a change that leaves the title alone");
+        let retitle = |text: &str| IssuePatch {
+            title: Some(Title::parse(text).unwrap()),
+            ..Default::default()
+        };
+        let state = |state: IssueState| IssuePatch {
+            state: Some(state),
+            ..Default::default()
+        };
+        let priority = IssuePatch {
+            priority: Some(corkboard_board::Priority::High),
+            ..Default::default()
+        };
+        for (id, change, when) in [
+            (&login, retitle("Signup fails"), "after a retitle"),
+            (&other, state(IssueState::Done), "after a close"),
+            (
+                &other,
+                retitle("Login page fast"),
+                "after retitling a closed issue",
+            ),
+            (&other, state(IssueState::Todo), "after a reopen"),
+            (
+                &other,
+                priority,
+                "after a change that leaves the title alone",
+            ),
+        ] {
+            patch(&conn, &a, id, change);
+            check(when);
+        }
         let (_, (words, counts)) = open_title_index(&conn);
         assert!(words.contains(&("acme".into(), "fast".into(), other.to_string())));
         assert!(counts.contains(&("acme".into(), "fails".into(), 1)));
