@@ -1035,8 +1035,9 @@ impl MongoStore {
         }
         self.ensure_tenant(tenant).await?;
         let projection = doc! { field::TITLE: 1, field::STATE: 1, field::UPDATED_AT: 1 };
-        // Titles with every word first (where near duplicates are), then
-        // the newest sharing any word; both bounded.
+        // Titles with every word first (where near duplicates are), then,
+        // unless those settle the answer, the newest sharing any word;
+        // both bounded.
         let mut candidates = Vec::new();
         let every_word = self
             .find_docs(
