@@ -49,7 +49,7 @@ pub mod limits {
     pub const SIMILAR_ALL_CANDIDATES: u32 = 20;
     /// Candidates a store reads among the open issues whose titles share
     /// any word with it (newest first), unless the every-word candidates
-    /// already settle the answer (`every_word_candidates_settle`). Both
+    /// already settle the answer (`SimilarRanking::settled`). Both
     /// bounds keep the look-up every create makes independent of the
     /// board's size: ranking every title that shares a word made each
     /// create cost linear in the board (362 creates/s on a board of

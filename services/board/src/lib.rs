@@ -41,8 +41,8 @@ pub use relations::{
 };
 pub use search::{
     CreateOutcome, IssueTerms, MONGO_CANDIDATES_MAX, MatchField, NEAR_MATCH, SearchHit, SearchPage,
-    SearchQuery, SearchText, SimilarIssue, Term, every_word_candidates_settle, is_open, normalized,
-    rank_order, rank_similar, term_set, title_similarity, tokens,
+    SearchQuery, SearchText, SimilarIssue, SimilarRanking, Term, is_open, normalized, rank_order,
+    rank_similar, term_set, title_similarity, tokens,
 };
 pub use store::{
     AuditLog, BoardStore, GrantLedger, IssueStore, StoreHealth, UpstreamStore, WebhookStore,

@@ -459,46 +459,12 @@ pub fn is_open(state: IssueState) -> bool {
 /// The Jaccard index of the two titles' word sets, in 0..=1 (0 when either
 /// has no words).
 pub fn title_similarity(a: &str, b: &str) -> f64 {
-    jaccard(&term_set(a), &term_set(b))
-}
-
-fn jaccard(a: &BTreeSet<String>, b: &BTreeSet<String>) -> f64 {
-    let union = a.union(b).count();
+    let (a, b) = (term_set(a), term_set(b));
+    let union = a.union(&b).count();
     if union == 0 {
         return 0.0;
     }
-    a.intersection(b).count() as f64 / union as f64
-}
-
-/// Whether the candidates holding every word of a title (`words`, its
-/// [`term_set`]) already decide [`rank_similar`]'s answer of `limit`: when
-/// at least `limit` of them are open and score above what any title
-/// missing one of the words can score (`(n - 1) / n` for `n` words), no
-/// candidate that shares only some words can enter the answer, so a store
-/// need not read those. Saves the second candidate scan when a title is
-/// filed again and again, the case the look-up exists for.
-pub fn every_word_candidates_settle(
-    words: &BTreeSet<String>,
-    every_word: &[(IssueId, Title, IssueState, Timestamp)],
-    limit: u32,
-) -> bool {
-    let n = words.len();
-    if n == 0 {
-        return true;
-    }
-    let above = every_word
-        .iter()
-        .filter(|(_, title, state, _)| {
-            let candidate = term_set(title.as_str());
-            let (shared, union) = (
-                words.intersection(&candidate).count(),
-                words.union(&candidate).count(),
-            );
-            // shared / union > (n - 1) / n, in integers.
-            is_open(*state) && n * shared > (n - 1) * union
-        })
-        .count();
-    above >= limit as usize
+    a.intersection(&b).count() as f64 / union as f64
 }
 
 /// An open issue like a given title.
@@ -522,34 +488,111 @@ impl SimilarIssue {
 /// The reference choice of similar issues among `candidates` (id, title,
 /// state, updated_at): open ones sharing a word with `title`, most similar
 /// first (then most recently updated), at most `limit`. Stores find the
-/// candidates; this decides.
+/// candidates; this decides (through [`SimilarRanking`]).
 pub fn rank_similar(
     title: &str,
     candidates: impl IntoIterator<Item = (IssueId, Title, IssueState, Timestamp)>,
     limit: u32,
 ) -> Vec<SimilarIssue> {
-    let words = term_set(title);
-    let mut seen = BTreeSet::new();
-    let mut out: Vec<SimilarIssue> = candidates
-        .into_iter()
-        .filter(|(id, _, state, _)| is_open(*state) && seen.insert(id.clone()))
-        .map(|(id, candidate, state, updated_at)| SimilarIssue {
-            score: jaccard(&words, &term_set(candidate.as_str())),
-            id,
-            title: candidate,
-            state,
-            updated_at,
-        })
-        .filter(|s| s.score > 0.0)
-        .collect();
-    out.sort_by(|a, b| {
-        rank_order(
-            (a.score, a.updated_at, &a.id),
-            (b.score, b.updated_at, &b.id),
-        )
-    });
-    out.truncate(limit as usize);
-    out
+    let mut ranking = SimilarRanking::new(title);
+    for (id, candidate, state, updated_at) in candidates {
+        ranking.offer(id, candidate, state, updated_at);
+    }
+    ranking.finish(limit)
+}
+
+/// [`rank_similar`] fed one candidate at a time, for stores that read
+/// their candidates in steps: each candidate's words are cut once and
+/// serve the containment check, [`SimilarRanking::settled`] and the score.
+#[derive(Debug)]
+pub struct SimilarRanking {
+    words: BTreeSet<String>,
+    seen: BTreeSet<IssueId>,
+    scored: Vec<(SimilarIssue, ScoreParts)>,
+}
+
+/// A score's two counts, kept so the settle rule compares in integers.
+#[derive(Debug, Clone, Copy)]
+struct ScoreParts {
+    shared: usize,
+    union: usize,
+}
+
+impl SimilarRanking {
+    pub fn new(title: &str) -> Self {
+        Self {
+            words: term_set(title),
+            seen: BTreeSet::new(),
+            scored: Vec::new(),
+        }
+    }
+
+    /// The title's word set ([`term_set`]).
+    pub fn words(&self) -> &BTreeSet<String> {
+        &self.words
+    }
+
+    /// Offers one candidate: closed ones, repeats and ones sharing no word
+    /// are left out. Answers whether the candidate's title holds every
+    /// word of the title (whether or not it was new).
+    pub fn offer(
+        &mut self,
+        id: IssueId,
+        title: Title,
+        state: IssueState,
+        updated_at: Timestamp,
+    ) -> bool {
+        let candidate = term_set(title.as_str());
+        let parts = ScoreParts {
+            shared: self.words.intersection(&candidate).count(),
+            union: self.words.union(&candidate).count(),
+        };
+        let holds_every_word = parts.shared == self.words.len();
+        if parts.shared > 0 && is_open(state) && self.seen.insert(id.clone()) {
+            let issue = SimilarIssue {
+                score: parts.shared as f64 / parts.union as f64,
+                id,
+                title,
+                state,
+                updated_at,
+            };
+            self.scored.push((issue, parts));
+        }
+        holds_every_word
+    }
+
+    /// Whether the answer of `limit` is already decided: at least `limit`
+    /// candidates score above what any title missing one of the words can
+    /// score (`(n - 1) / n` for `n` words), so no candidate sharing only
+    /// some words can enter it and a store need not read those. Saves the
+    /// second candidate scan when a title is filed again and again, the
+    /// case the look-up exists for.
+    pub fn settled(&self, limit: u32) -> bool {
+        let n = self.words.len();
+        if n == 0 {
+            return true;
+        }
+        let above = self
+            .scored
+            .iter()
+            // shared / union > (n - 1) / n, in integers.
+            .filter(|(_, p)| n * p.shared > (n - 1) * p.union)
+            .count();
+        above >= limit as usize
+    }
+
+    /// The most similar, best first, at most `limit`.
+    pub fn finish(self, limit: u32) -> Vec<SimilarIssue> {
+        let mut out: Vec<SimilarIssue> = self.scored.into_iter().map(|(s, _)| s).collect();
+        out.sort_by(|a, b| {
+            rank_order(
+                (a.score, a.updated_at, &a.id),
+                (b.score, b.updated_at, &b.id),
+            )
+        });
+        out.truncate(limit as usize);
+        out
+    }
 }
 
 /// The answer to `create_issue_unless_similar`.
@@ -580,13 +623,19 @@ mod tests {
     }
 
     #[test]
-    fn every_word_candidates_settle_only_when_no_partial_match_can_enter() {
-        let words = term_set("login fails on safari");
+    fn a_ranking_is_settled_only_when_no_partial_match_can_enter() {
+        let settled = |candidates: &[(IssueId, Title, IssueState, Timestamp)], limit| {
+            let mut ranking = SimilarRanking::new("login fails on safari");
+            for (id, title, state, at) in candidates.iter().cloned() {
+                ranking.offer(id, title, state, at);
+            }
+            ranking.settled(limit)
+        };
         let exact: Vec<_> = (0..3)
             .map(|_| candidate("Login fails on Safari", IssueState::Todo))
             .collect();
-        assert!(every_word_candidates_settle(&words, &exact, 3));
-        assert!(!every_word_candidates_settle(&words, &exact, 4), "too few");
+        assert!(settled(&exact, 3));
+        assert!(!settled(&exact, 4), "too few");
         // Holding every word among many others scores 4/8, below what a
         // title missing one word can score (3/4): not settled, and indeed
         // a partial match outranks it.
@@ -594,8 +643,13 @@ mod tests {
             "login fails on safari when the cache is cold",
             IssueState::Todo,
         )];
-        assert!(!every_word_candidates_settle(&words, &long, 1));
+        assert!(!settled(&long, 1));
         let partial = candidate("login fails on", IssueState::Todo);
+        let mut ranking = SimilarRanking::new("login fails on safari");
+        let (id, title, state, at) = partial.clone();
+        assert!(!ranking.offer(id, title, state, at), "misses a word");
+        let (id, title, state, at) = long[0].clone();
+        assert!(ranking.offer(id, title, state, at), "holds every word");
         let ranked = rank_similar(
             "login fails on safari",
             [long[0].clone(), partial.clone()],
@@ -604,7 +658,7 @@ mod tests {
         assert_eq!(ranked[0].id, partial.0);
         // Closed candidates never count.
         let closed = vec![candidate("Login fails on Safari", IssueState::Done)];
-        assert!(!every_word_candidates_settle(&words, &closed, 1));
+        assert!(!settled(&closed, 1));
         // When settled, adding candidates that miss a word changes nothing.
         let extra = [
             candidate("login fails on", IssueState::Todo),

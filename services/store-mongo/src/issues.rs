@@ -37,9 +37,9 @@ use corkboard_board::{
     Author, ClaimCheck, Claimant, Comment, CommentAdded, CommentFacts, CommentId, CommentWindow,
     CreateOutcome, Created, GrantLedger, IdempotencyKey, Issue, IssueId, IssuePatch, IssueState,
     IssueStore, IssueView, ListQuery, MONGO_CANDIDATES_MAX, NewComment, NewIssue, Page,
-    ParentChain, RunId, SearchPage, SearchQuery, SimilarIssue, StoreError, TenantId, Timestamp,
-    Title, ValidationError, check_release, every_word_candidates_settle, limits, rank_order,
-    rank_similar, relation_limits,
+    ParentChain, RunId, SearchPage, SearchQuery, SimilarIssue, SimilarRanking, StoreError,
+    TenantId, Timestamp, Title, ValidationError, check_release, limits, rank_order,
+    relation_limits,
 };
 use mongodb::bson::{Bson, Document, doc};
 use mongodb::options::ReturnDocument;
@@ -1028,8 +1028,8 @@ impl MongoStore {
         title: &Title,
         limit: u32,
     ) -> Result<Vec<SimilarIssue>, StoreError> {
-        let set = corkboard_board::term_set(title.as_str());
-        let words: Vec<String> = set.iter().cloned().collect();
+        let mut ranking = SimilarRanking::new(title.as_str());
+        let words: Vec<String> = ranking.words().iter().cloned().collect();
         if words.is_empty() {
             return Ok(Vec::new());
         }
@@ -1038,7 +1038,6 @@ impl MongoStore {
         // Titles with every word first (where near duplicates are), then,
         // unless those settle the answer, the newest sharing any word;
         // both bounded.
-        let mut candidates = Vec::new();
         let every_word = self
             .find_docs(
                 tenant,
@@ -1047,8 +1046,8 @@ impl MongoStore {
                 i64::from(limits::SIMILAR_ALL_CANDIDATES),
             )
             .await?;
-        push_similar(&every_word, &mut candidates)?;
-        if !every_word_candidates_settle(&set, &candidates, limit) {
+        offer_similar(&every_word, &mut ranking)?;
+        if !ranking.settled(limit) {
             let any_word = self
                 .find_docs(
                     tenant,
@@ -1057,25 +1056,22 @@ impl MongoStore {
                     i64::from(limits::SIMILAR_ANY_CANDIDATES),
                 )
                 .await?;
-            push_similar(&any_word, &mut candidates)?;
+            offer_similar(&any_word, &mut ranking)?;
         }
-        Ok(rank_similar(title.as_str(), candidates, limit))
+        Ok(ranking.finish(limit))
     }
 }
 
-/// The candidates of `similar` from its projected documents.
-fn push_similar(
-    docs: &[Document],
-    candidates: &mut Vec<(IssueId, Title, IssueState, Timestamp)>,
-) -> Result<(), StoreError> {
+/// Offers `similar`'s projected documents to the ranking.
+fn offer_similar(docs: &[Document], ranking: &mut SimilarRanking) -> Result<(), StoreError> {
     for doc in docs {
         let text = |name: &'static str| doc.get_str(name).map_err(|_| bad_field(doc, name));
-        candidates.push((
+        ranking.offer(
             IssueId::parse(text(field::ID)?).map_err(|_| bad_field(doc, field::ID))?,
             Title::parse(text(field::TITLE)?).map_err(|_| bad_field(doc, field::TITLE))?,
             IssueState::parse(text(field::STATE)?).map_err(|_| bad_field(doc, field::STATE))?,
             updated_at(doc)?,
-        ));
+        );
     }
     Ok(())
 }

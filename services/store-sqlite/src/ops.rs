@@ -16,9 +16,8 @@ use corkboard_board::{
     CommentAdded, CommentFacts, CommentId, CommentWindow, CreateOutcome, Created, Grant,
     GrantEvent, GrantId, IdempotencyKey, Issue, IssueId, IssuePatch, IssueState, IssueView,
     ListQuery, NewComment, NewIssue, Page, ParentChain, RunId, SearchPage, SearchQuery,
-    SimilarIssue, StoreError, TenantId, Timestamp, Title, Upstream, UpstreamName, ValidationError,
-    check_release, every_word_candidates_settle, is_open, limits, normalized, rank_similar,
-    relation_limits, term_set,
+    SimilarIssue, SimilarRanking, StoreError, TenantId, Timestamp, Title, Upstream, UpstreamName,
+    ValidationError, check_release, is_open, limits, normalized, relation_limits, term_set,
 };
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 use std::collections::{BTreeSet, HashMap};
@@ -293,18 +292,19 @@ pub(crate) fn search_issues(
 }
 
 /// The open issues most like `title` (see [`query::SimilarLookup`] for
-/// the candidates, `rank_similar` for the choice).
+/// the candidates, `SimilarRanking` for the choice).
 pub(crate) fn similar_open_issues(
     conn: &Connection,
     tenant: &TenantId,
     title: &Title,
     limit: u32,
 ) -> Result<Vec<SimilarIssue>, OpError> {
-    let words = term_set(title.as_str());
+    let mut ranking = SimilarRanking::new(title.as_str());
+    let words = ranking.words();
     if words.is_empty() {
         return Ok(Vec::new());
     }
-    let lookup = query::SimilarLookup::new(tenant, &words);
+    let lookup = query::SimilarLookup::new(tenant, words);
     let counts = {
         let sql = lookup.word_counts();
         let mut stmt = conn.prepare_cached(&sql.text)?;
@@ -313,45 +313,33 @@ pub(crate) fn similar_open_issues(
         })?;
         rows.collect::<Result<Vec<_>, _>>()?
     };
-    let mut candidates = Vec::new();
     // A word no open title holds leaves nothing holding every word.
     if counts.len() == words.len()
         && let Some((rarest, _)) = counts.iter().min_by_key(|(word, n)| (*n, word.clone()))
     {
-        let holds_every_word = |title: &Title| words.is_subset(&term_set(title.as_str()));
-        read_similar(
-            conn,
-            &lookup.all_words(rarest),
-            holds_every_word,
-            limits::SIMILAR_ALL_CANDIDATES,
-            &mut candidates,
-        )?;
+        let sql = lookup.all_words(rarest);
+        read_similar(conn, &sql, limits::SIMILAR_ALL_CANDIDATES, &mut ranking)?;
     }
-    if !counts.is_empty() && !every_word_candidates_settle(&words, &candidates, limit) {
-        read_similar(
-            conn,
-            &lookup.any_word(),
-            |_| true,
-            limits::SIMILAR_ANY_CANDIDATES,
-            &mut candidates,
-        )?;
+    if !counts.is_empty() && !ranking.settled(limit) {
+        let sql = lookup.any_word();
+        read_similar(conn, &sql, u32::MAX, &mut ranking)?;
     }
-    Ok(rank_similar(title.as_str(), candidates, limit))
+    Ok(ranking.finish(limit))
 }
 
-/// Reads one candidate statement of `similar_open_issues`: the rows
-/// whose titles `keep` accepts, until `wanted` are kept.
+/// Offers the rows of one candidate statement of `similar_open_issues`
+/// to `ranking`, until `every_word` of them held every word of the title
+/// (the others are scored too: they share its rarest word).
 fn read_similar(
     conn: &Connection,
     sql: &query::Sql,
-    keep: impl Fn(&Title) -> bool,
-    wanted: u32,
-    candidates: &mut Vec<(IssueId, Title, IssueState, Timestamp)>,
+    every_word: u32,
+    ranking: &mut SimilarRanking,
 ) -> Result<(), OpError> {
     let mut stmt = conn.prepare_cached(&sql.text)?;
     let mut rows = stmt.query(params_from_iter(sql.params.iter()))?;
-    let mut kept = 0;
-    while kept < wanted
+    let mut held = 0;
+    while held < every_word
         && let Some(row) = rows.next()?
     {
         let id: String = row.get(0)?;
@@ -362,17 +350,14 @@ fn read_similar(
                 "stored issue {id} is invalid: {e}"
             )))
         };
-        let candidate = Title::parse(candidate).map_err(corrupt)?;
-        if !keep(&candidate) {
-            continue;
-        }
-        kept += 1;
-        candidates.push((
+        if ranking.offer(
             IssueId::parse(id.as_str()).map_err(corrupt)?,
-            candidate,
+            Title::parse(candidate).map_err(corrupt)?,
             IssueState::parse(&state).map_err(corrupt)?,
             Timestamp::from_millis(row.get(3)?),
-        ));
+        ) {
+            held += 1;
+        }
     }
     Ok(())
 }
@@ -1606,20 +1591,14 @@ pub(crate) mod tests {
                 .entry((tenant.clone(), word.clone()))
                 .or_default() += 1;
         }
-        let words = conn
-            .prepare("SELECT tenant, word, issue_id FROM open_title_words ORDER BY 1, 2, 3")
-            .unwrap()
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-            .unwrap()
-            .collect::<Result<Vec<_>, _>>()
-            .unwrap();
-        let counts = conn
-            .prepare("SELECT tenant, word, open_titles FROM open_title_word_counts ORDER BY 1, 2")
-            .unwrap()
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-            .unwrap()
-            .collect::<Result<Vec<_>, _>>()
-            .unwrap();
+        let words = triples(
+            conn,
+            "SELECT tenant, word, issue_id FROM open_title_words ORDER BY 1, 2, 3",
+        );
+        let counts = triples(
+            conn,
+            "SELECT tenant, word, open_titles FROM open_title_word_counts ORDER BY 1, 2",
+        );
         (
             (
                 expected_words.into_iter().collect(),
@@ -1630,6 +1609,21 @@ pub(crate) mod tests {
             ),
             (words, counts),
         )
+    }
+
+    /// Every row of a three-column query.
+    fn triples<A, B, C>(conn: &Connection, sql: &str) -> Vec<(A, B, C)>
+    where
+        A: rusqlite::types::FromSql,
+        B: rusqlite::types::FromSql,
+        C: rusqlite::types::FromSql,
+    {
+        conn.prepare(sql)
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .collect::<Result<Vec<_>, _>>()
+            .unwrap()
     }
 
     fn author() -> Author {

@@ -188,9 +188,10 @@ const SIMILAR_WORD_COUNTS: &str = "SELECT word, open_titles FROM open_title_word
      WHERE tenant = ?1 AND word IN (SELECT value FROM json_each(?2))";
 
 /// The newest `?3` open issues holding the word `?2`, newest first: id,
-/// title, state, updated_at. The caller keeps those whose titles hold
-/// every word and stops reading at `limits::SIMILAR_ALL_CANDIDATES`: the
-/// title is read anyway, so checking it costs less than one index probe
+/// title, state, updated_at. The caller checks on each title whether it
+/// holds every word and stops reading at `limits::SIMILAR_ALL_CANDIDATES`
+/// of those: the title is read anyway, so checking it costs less than one
+/// index probe
 /// per word and row (with the probes in SQL, index seeks were over a third
 /// of the look-up's CPU under `create_issue` at c=64, most of them probes).
 const SIMILAR_ALL_WORDS: &str = "SELECT i.id, i.title, i.state, i.updated_at \
