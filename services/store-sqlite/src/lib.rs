@@ -32,6 +32,7 @@ mod policy;
 mod query;
 mod readers;
 mod schema;
+mod search_writes;
 mod store;
 mod upstreams;
 mod webhooks;

@@ -322,6 +322,9 @@ pub(crate) fn open_writer(path: &Path, options: &SqliteOptions) -> Result<Connec
     conn.pragma_update(None, "cache_size", WRITER_CACHE_KIB)
         .map_err(|e| open_error(path, e))?;
     migrate(&conn, path)?;
+    // Index changes wait here for the end of their group (search_writes.rs).
+    conn.execute(crate::search_writes::CREATE_STAGING, [])
+        .map_err(|e| open_error(path, e))?;
     Ok(conn)
 }
 

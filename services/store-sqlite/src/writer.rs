@@ -24,6 +24,7 @@
 
 use crate::error::{OpError, is_busy, store_error};
 use crate::ops::{WriteOp, WriteOutput, execute};
+use crate::search_writes;
 use corkboard_board::StoreError;
 use rusqlite::Connection;
 use std::path::Path;
@@ -225,6 +226,11 @@ fn try_group(conn: &Connection, jobs: &[WriteJob]) -> Result<Vec<Reply>, rusqlit
                 return Err(err);
             }
         }
+    }
+    // The group's index changes, after its last savepoint (search_writes.rs).
+    if let Err(err) = search_writes::apply(conn) {
+        rollback(conn);
+        return Err(err);
     }
     if let Err(err) = run_statement(conn, "COMMIT") {
         rollback(conn);
