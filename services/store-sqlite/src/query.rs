@@ -191,9 +191,9 @@ const SIMILAR_WORD_COUNTS: &str = "SELECT word, open_titles FROM open_title_word
 /// title, state, updated_at. The caller checks on each title whether it
 /// holds every word and stops reading at `limits::SIMILAR_ALL_CANDIDATES`
 /// of those: the title is read anyway, so checking it costs less than one
-/// index probe
-/// per word and row (with the probes in SQL, index seeks were over a third
-/// of the look-up's CPU under `create_issue` at c=64, most of them probes).
+/// index probe per word and row (with the probes in SQL, index seeks were
+/// over a third of the look-up's CPU under `create_issue` at c=64, most of
+/// them probes).
 const SIMILAR_ALL_WORDS: &str = "SELECT i.id, i.title, i.state, i.updated_at \
      FROM (SELECT issue_id FROM open_title_words WHERE tenant = ?1 AND word = ?2 \
            ORDER BY issue_id DESC LIMIT ?3) r \

@@ -17,8 +17,9 @@
 //! transaction (an op rolled back to its savepoint takes its rows with
 //! it), [`apply`] runs before the commit (search sees every write once its
 //! transaction commits, as before), and a failure to apply fails the
-//! whole group. No op reads `issue_search` while writing, so none sees it
-//! behind.
+//! whole group. No op reads the index's contents while writing, so none
+//! sees it behind (the one read, of its largest rowid, counts the staged
+//! new rows too: [`stage_new`]).
 
 use crate::error::OpError;
 use rusqlite::{Connection, params};

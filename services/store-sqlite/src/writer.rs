@@ -227,16 +227,18 @@ fn try_group(conn: &Connection, jobs: &[WriteJob]) -> Result<Vec<Reply>, rusqlit
             }
         }
     }
-    // The group's index changes, after its last savepoint (search_writes.rs).
-    if let Err(err) = search_writes::apply(conn) {
-        rollback(conn);
-        return Err(err);
-    }
-    if let Err(err) = run_statement(conn, "COMMIT") {
+    if let Err(err) = end_group(conn) {
         rollback(conn);
         return Err(err);
     }
     Ok(replies)
+}
+
+/// Ends a group whose ops have all run: the index changes they staged go
+/// in after the last savepoint (search_writes.rs), then the commit.
+fn end_group(conn: &Connection) -> Result<(), rusqlite::Error> {
+    search_writes::apply(conn)?;
+    run_statement(conn, "COMMIT")
 }
 
 /// Runs one op in a savepoint. `Ok(Err(_))`: the op failed and was rolled
@@ -287,7 +289,10 @@ fn run_statement(conn: &Connection, sql: &str) -> Result<(), rusqlite::Error> {
 mod tests {
     use super::*;
     use crate::schema;
-    use corkboard_board::{Author, NewComment, NewIssue, RunId, TenantId, Title};
+    use corkboard_board::{
+        Author, Body, CommentBody, IssueId, IssuePatch, NewComment, NewIssue, RunId, TenantId,
+        Title, normalized,
+    };
 
     fn writer_conn() -> (tempfile::TempDir, Connection) {
         let dir = tempfile::tempdir().unwrap();
@@ -301,14 +306,18 @@ mod tests {
         (WriteJob { op, reply }, rx)
     }
 
+    fn author() -> Author {
+        Author {
+            run: RunId::parse("r").unwrap(),
+            grant: None,
+        }
+    }
+
     fn create(title: &str) -> WriteOp {
         let new = NewIssue::new(Title::parse(title).unwrap());
         WriteOp::CreateIssue {
             tenant: TenantId::parse("t").unwrap(),
-            author: Author {
-                run: RunId::parse("r").unwrap(),
-                grant: None,
-            },
+            author: author(),
             fingerprint: new.fingerprint(),
             new,
             key: None,
@@ -325,20 +334,7 @@ mod tests {
     fn one_failing_op_does_not_fail_its_group() {
         let (_dir, conn) = writer_conn();
         let (a, a_rx) = job(create("first"));
-        let comment = NewComment {
-            issue: corkboard_board::IssueId::generate(),
-            body: corkboard_board::CommentBody::parse("hi").unwrap(),
-        };
-        let (b, b_rx) = job(WriteOp::AddComment {
-            tenant: TenantId::parse("t").unwrap(),
-            author: Author {
-                run: RunId::parse("r").unwrap(),
-                grant: None,
-            },
-            fingerprint: comment.fingerprint(),
-            comment,
-            key: None,
-        });
+        let (b, b_rx) = job(comment(&IssueId::generate(), "hi"));
         let (c, c_rx) = job(create("third"));
         let policy = GroupPolicy {
             max_group: 8,
@@ -486,5 +482,145 @@ mod tests {
             .query_row("SELECT count(*) FROM audit", [], |r| r.get(0))
             .unwrap();
         assert_eq!(audited, 5);
+    }
+
+    /// What `issue_search` holds, and what it should hold recomputed from
+    /// `issues` and `comments` (as migration 6 fills it), by rowid.
+    fn search_rows(conn: &Connection) -> (Vec<[String; 5]>, Vec<[String; 5]>) {
+        let rows = |sql: &str| -> Vec<[String; 5]> {
+            conn.prepare(sql)
+                .unwrap()
+                .query_map([], |r| {
+                    Ok([r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?])
+                })
+                .unwrap()
+                .collect::<Result<Vec<_>, _>>()
+                .unwrap()
+        };
+        let actual =
+            rows("SELECT tenant, issue_id, title, body, comments FROM issue_search ORDER BY rowid");
+        let mut expected = Vec::new();
+        for [tenant, id, title, body, _] in
+            rows("SELECT tenant, id, title, body, '' FROM issues ORDER BY search_rowid")
+        {
+            let comments: Vec<String> = conn
+                .prepare(
+                    "SELECT body FROM comments WHERE tenant = ?1 AND issue_id = ?2 ORDER BY rowid",
+                )
+                .unwrap()
+                .query_map(rusqlite::params![tenant, id], |r| r.get::<_, String>(0))
+                .unwrap()
+                .map(|body| normalized(&body.unwrap()))
+                .collect();
+            expected.push([
+                tenant,
+                id,
+                normalized(&title),
+                normalized(&body),
+                comments.join(" "),
+            ]);
+        }
+        (expected, actual)
+    }
+
+    fn comment(issue: &IssueId, body: &str) -> WriteOp {
+        let comment = NewComment {
+            issue: issue.clone(),
+            body: CommentBody::parse(body).unwrap(),
+        };
+        WriteOp::AddComment {
+            tenant: TenantId::parse("t").unwrap(),
+            author: author(),
+            fingerprint: comment.fingerprint(),
+            comment,
+            key: None,
+        }
+    }
+
+    fn retitle(issue: &IssueId, title: &str) -> WriteOp {
+        WriteOp::UpdateIssue {
+            tenant: TenantId::parse("t").unwrap(),
+            id: issue.clone(),
+            patch: IssuePatch {
+                title: Some(Title::parse(title).unwrap()),
+                body: Some(Body::parse(format!("body of {issue}")).unwrap()),
+                ..Default::default()
+            },
+            expected_version: None,
+        }
+    }
+
+    #[test]
+    fn index_changes_staged_in_a_group_land_in_order_and_rolled_back_ops_leave_none() {
+        let (_dir, conn) = writer_conn();
+        // A group as `try_group` runs one, op by op, so that later ops can
+        // name the issues earlier ones of the same group created.
+        let run = |op: WriteOp| run_one(&conn, &op).unwrap();
+        let created = |reply: Reply| match reply {
+            Ok(WriteOutput::Created(created)) => created.issue.id,
+            other => panic!("{other:?}"),
+        };
+        run_statement(&conn, "BEGIN IMMEDIATE").unwrap();
+        let old = created(run(create("Old login issue")));
+        end_group(&conn).unwrap();
+
+        run_statement(&conn, "BEGIN IMMEDIATE").unwrap();
+        let crash = created(run(create("Crash on save")));
+        run(comment(&crash, "first stack trace")).unwrap();
+        run(comment(&crash, "second trace, zebra")).unwrap();
+        run(retitle(&crash, "Crash on save as")).unwrap();
+        run(comment(&old, "still failing")).unwrap();
+        run(retitle(&old, "Login issue, renamed")).unwrap();
+        run(retitle(&old, "Login issue, renamed twice")).unwrap();
+        // An op rolled back to its savepoint takes its staged rows along:
+        // the seed's first issue and its comment are staged, then its
+        // second issue names a parent that does not exist.
+        let orphan = NewIssue {
+            parent: Some(IssueId::generate()),
+            ..NewIssue::new(Title::parse("Orphan").unwrap())
+        };
+        let failed = run(WriteOp::SeedIssues {
+            tenant: TenantId::parse("t").unwrap(),
+            author: author(),
+            items: vec![
+                (
+                    NewIssue::new(Title::parse("Never written").unwrap()),
+                    Some(CommentBody::parse("never said").unwrap()),
+                ),
+                (orphan, None),
+            ],
+        });
+        assert!(failed.is_err(), "{failed:?}");
+        created(run(create("Another one")));
+        end_group(&conn).unwrap();
+
+        let (expected, actual) = search_rows(&conn);
+        assert_eq!(actual, expected);
+        assert_eq!(actual.len(), 3, "{actual:?}");
+        // Nothing left staged, and the index answers as it reads.
+        let staged: i64 = conn
+            .query_row("SELECT count(*) FROM temp.search_staged", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(staged, 0);
+        let found = |query: &str| -> i64 {
+            conn.query_row(
+                "SELECT count(*) FROM issue_search WHERE issue_search MATCH ?1",
+                [query],
+                |r| r.get(0),
+            )
+            .unwrap()
+        };
+        assert_eq!(found("zebra"), 1);
+        assert_eq!(found("twice"), 1);
+        assert_eq!(found("never"), 0);
+        // The check can fail: an index row out of step is seen.
+        conn.execute(
+            "UPDATE issue_search SET comments = 'x' \
+             WHERE rowid = (SELECT min(rowid) FROM issue_search)",
+            [],
+        )
+        .unwrap();
+        let (expected, actual) = search_rows(&conn);
+        assert_ne!(actual, expected);
     }
 }
