@@ -11,6 +11,7 @@
 use crate::error::ApiError;
 use actix_web::dev::Payload;
 use actix_web::{FromRequest, HttpRequest, web};
+use corkboard_board::TenantId;
 use corkboard_grants::{AdminPrincipal, AdminVerifier};
 use std::future::{Ready, ready};
 
@@ -23,7 +24,7 @@ pub trait AdminAuthenticator: Send + Sync + 'static {
 impl AdminAuthenticator for AdminVerifier {
     fn authenticate(&self, req: &HttpRequest) -> Result<AdminPrincipal, ApiError> {
         let token = bearer(req).ok_or_else(|| {
-            ApiError::Unauthenticated(
+            ApiError::unauthenticated(
                 "missing admin credential: send Authorization: Bearer <admin JWT> (mint one with `corkboard admin token`)".into(),
             )
         })?;
@@ -37,7 +38,7 @@ pub struct AdminAuth(pub AdminPrincipal);
 
 /// The bearer credential of a request, if it has one.
 pub fn bearer(req: &HttpRequest) -> Option<&str> {
-    corkboard_mcp::bearer_token(req.headers())
+    corkboard_grants::bearer_token(req.headers())
 }
 
 impl FromRequest for AdminAuth {
@@ -46,12 +47,36 @@ impl FromRequest for AdminAuth {
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         let Some(authenticator) = req.app_data::<web::Data<dyn AdminAuthenticator>>() else {
-            return ready(Err(ApiError::Internal(
+            return ready(Err(ApiError::internal(
                 "admin authenticator missing from the app data".into(),
             )));
         };
         ready(authenticator.authenticate(req).map(AdminAuth))
     }
+}
+
+/// The tenant `raw` names, if `admin` may read it: the one read check of
+/// every admin surface (the admin API, the web board, its live feed).
+pub fn tenant_for_read(admin: &AdminPrincipal, raw: &str) -> Result<TenantId, ApiError> {
+    let tenant = TenantId::parse(raw)?;
+    if !admin.can_read(&tenant) {
+        return Err(ApiError::forbidden(format!(
+            "not allowed to read tenant {tenant}"
+        )));
+    }
+    Ok(tenant)
+}
+
+/// The tenant `raw` names, if `admin` may change it: the one write check
+/// of every admin surface (grants, upstreams, webhooks, the runner's runs).
+pub fn tenant_for_write(admin: &AdminPrincipal, raw: &str) -> Result<TenantId, ApiError> {
+    let tenant = TenantId::parse(raw)?;
+    if !admin.can_manage(&tenant) {
+        return Err(ApiError::forbidden(format!(
+            "not allowed to change tenant {tenant}"
+        )));
+    }
+    Ok(tenant)
 }
 
 #[cfg(test)]

@@ -1,207 +1,164 @@
 //! The APIs' one error type and its one mapping to HTTP: every refusal
 //! of the admin, board and register APIs leaves as the same JSON envelope
 //! `{"error": {"code": "...", "message": "...", "details": ...}}` with a
-//! stable machine-readable `code`.
+//! stable machine-readable `code`. Which status a code answers with is
+//! decided once, by [`Code::http_status`]; any crate's error that knows its
+//! code ([`ErrorCode`]) converts with `?`.
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, ResponseError};
-use corkboard_board::{StoreError, ValidationError};
-use corkboard_grants::{JwtError, RegistryError};
-use corkboard_upstream::UpstreamError;
-use serde_json::json;
-use thiserror::Error;
+use corkboard_board::{Code, ErrorCode, ValidationError};
+use serde_json::{Value, json};
+use std::fmt;
 
-#[derive(Debug, Error)]
-pub enum ApiError {
-    #[error("{0}")]
-    Unauthenticated(String),
-    #[error("{0}")]
-    Forbidden(String),
-    #[error("{0}")]
-    NotFound(String),
-    #[error("{message}")]
-    Conflict { code: &'static str, message: String },
-    /// The thing existed and is gone for good (an expired grant).
-    #[error("{message}")]
-    Gone { code: &'static str, message: String },
-    #[error("{0}")]
-    Invalid(ValidationError),
-    #[error("{0}")]
-    BadRequest(String),
-    #[error("too many requests; retry after {retry_after_secs}s")]
-    RateLimited { retry_after_secs: u64 },
-    #[error("{0}")]
-    Unavailable(String),
-    #[error("internal error")]
-    Internal(String),
+/// A refusal of an API request: its code, the message the client reads,
+/// and what only the log may see.
+#[derive(Debug)]
+pub struct ApiError {
+    code: Code,
+    message: String,
+    details: Value,
+    /// Internal errors' text: it may name internals, so it goes to the log
+    /// and the client reads "internal error".
+    log_detail: Option<String>,
+    retry_after_secs: Option<u64>,
 }
 
+impl fmt::Display for ApiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ApiError {}
+
 impl ApiError {
+    /// A refusal with `code` and `message` (and no details).
+    pub fn new(code: Code, message: impl Into<String>) -> Self {
+        let message = message.into();
+        if code == Code::Internal {
+            return Self::internal(message);
+        }
+        Self {
+            code,
+            message,
+            details: Value::Null,
+            log_detail: None,
+            retry_after_secs: None,
+        }
+    }
+
+    pub fn unauthenticated(message: String) -> Self {
+        Self::new(Code::Unauthenticated, message)
+    }
+
+    pub fn forbidden(message: String) -> Self {
+        Self::new(Code::Forbidden, message)
+    }
+
+    pub fn not_found(message: String) -> Self {
+        Self::new(Code::NotFound, message)
+    }
+
+    pub fn bad_request(message: String) -> Self {
+        Self::new(Code::BadRequest, message)
+    }
+
+    pub fn unavailable(message: String) -> Self {
+        Self::new(Code::Unavailable, message)
+    }
+
+    /// A failure of ours: `detail` is logged, the client reads
+    /// "internal error".
+    pub fn internal(detail: String) -> Self {
+        Self {
+            code: Code::Internal,
+            message: "internal error".to_owned(),
+            details: Value::Null,
+            log_detail: Some(detail),
+            retry_after_secs: None,
+        }
+    }
+
+    /// Too many requests: retry after `retry_after_secs`.
+    pub fn rate_limited(retry_after_secs: u64) -> Self {
+        Self {
+            retry_after_secs: Some(retry_after_secs),
+            details: json!({ "retry_after_secs": retry_after_secs }),
+            ..Self::new(
+                Code::RateLimited,
+                format!("too many requests; retry after {retry_after_secs}s"),
+            )
+        }
+    }
+
     /// The stable code clients can switch on.
     pub fn code(&self) -> &'static str {
-        match self {
-            Self::Unauthenticated(_) => "unauthenticated",
-            Self::Forbidden(_) => "forbidden",
-            Self::NotFound(_) => "not_found",
-            Self::Conflict { code, .. } | Self::Gone { code, .. } => code,
-            Self::Invalid(_) => "invalid_request",
-            Self::BadRequest(_) => "bad_request",
-            Self::RateLimited { .. } => "rate_limited",
-            Self::Unavailable(_) => "unavailable",
-            Self::Internal(_) => "internal",
+        self.code.as_str()
+    }
+
+    /// The code as a value.
+    pub fn error_code(&self) -> Code {
+        self.code
+    }
+}
+
+/// Any crate's error that knows its code. (`ApiError` itself implements no
+/// `ErrorCode`, which is what lets this impl stand beside `From<T> for T`.)
+impl<E: ErrorCode> From<E> for ApiError {
+    fn from(err: E) -> Self {
+        let code = err.error_code();
+        if code == Code::Internal {
+            return Self::internal(err.to_string());
         }
+        match err.invalid_field() {
+            Some(invalid) => invalid_request(&invalid),
+            None => Self::new(code, err.to_string()),
+        }
+    }
+}
+
+fn invalid_request(invalid: &ValidationError) -> ApiError {
+    ApiError {
+        details: json!({ "field": invalid.field, "reason": invalid.reason }),
+        ..ApiError::new(Code::InvalidRequest, invalid.to_string())
     }
 }
 
 impl ResponseError for ApiError {
     fn status_code(&self) -> StatusCode {
-        match self {
-            Self::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
-            Self::Forbidden(_) => StatusCode::FORBIDDEN,
-            Self::NotFound(_) => StatusCode::NOT_FOUND,
-            Self::Conflict { .. } => StatusCode::CONFLICT,
-            Self::Gone { .. } => StatusCode::GONE,
-            Self::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
-            Self::BadRequest(_) => StatusCode::BAD_REQUEST,
-            Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
-            Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
-            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
-        }
+        StatusCode::from_u16(self.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
     }
 
     fn error_response(&self) -> HttpResponse {
-        let details = match self {
-            Self::Invalid(v) => json!({ "field": v.field, "reason": v.reason }),
-            Self::RateLimited { retry_after_secs } => {
-                json!({ "retry_after_secs": retry_after_secs })
-            }
-            _ => serde_json::Value::Null,
-        };
-        if let Self::Internal(detail) = self {
-            // The detail may name internals; it goes to the log, not the client.
+        if let Some(detail) = &self.log_detail {
             tracing::error!(error = %detail, "internal error in API request");
         }
         let mut response = HttpResponse::build(self.status_code());
-        match self {
-            Self::Unauthenticated(_) => {
+        match self.code {
+            Code::Unauthenticated => {
                 response.insert_header(("WWW-Authenticate", "Bearer"));
             }
-            Self::RateLimited { retry_after_secs } => {
-                response.insert_header(("Retry-After", retry_after_secs.to_string()));
+            Code::RateLimited => {
+                let secs = self.retry_after_secs.unwrap_or(1);
+                response.insert_header(("Retry-After", secs.to_string()));
             }
-            Self::Unavailable(_) => {
+            Code::Unavailable => {
                 response.insert_header(("Retry-After", "1"));
             }
             _ => {}
         }
         response.json(json!({
-            "error": { "code": self.code(), "message": self.to_string(), "details": details }
+            "error": { "code": self.code(), "message": self.message, "details": self.details }
         }))
-    }
-}
-
-impl From<ValidationError> for ApiError {
-    fn from(err: ValidationError) -> Self {
-        Self::Invalid(err)
-    }
-}
-
-impl From<StoreError> for ApiError {
-    fn from(err: StoreError) -> Self {
-        match err {
-            StoreError::NotFound { .. } => Self::NotFound(err.to_string()),
-            StoreError::VersionConflict { .. } => Self::Conflict {
-                code: "version_conflict",
-                message: err.to_string(),
-            },
-            StoreError::IdempotencyConflict => Self::Conflict {
-                code: "idempotency_conflict",
-                message: err.to_string(),
-            },
-            StoreError::Invalid(v) => Self::Invalid(v),
-            StoreError::CommentLimit { .. } => Self::Conflict {
-                code: "comment_limit",
-                message: err.to_string(),
-            },
-            StoreError::Claimed { .. } => Self::Conflict {
-                code: "claimed",
-                message: err.to_string(),
-            },
-            StoreError::NotClaimed { .. } => Self::Conflict {
-                code: "not_claimed",
-                message: err.to_string(),
-            },
-            StoreError::NotClaimable { .. } => Self::Conflict {
-                code: "not_claimable",
-                message: err.to_string(),
-            },
-            StoreError::RelationCycle { .. } => Self::Conflict {
-                code: "relation_cycle",
-                message: err.to_string(),
-            },
-            StoreError::UnknownRelated { field, .. } => {
-                Self::Invalid(ValidationError::new(field, err.to_string()))
-            }
-            StoreError::Unavailable { .. } | StoreError::NotConfigured { .. } => {
-                Self::Unavailable(err.to_string())
-            }
-            StoreError::Internal(detail) => Self::Internal(detail),
-        }
-    }
-}
-
-impl From<UpstreamError> for ApiError {
-    fn from(err: UpstreamError) -> Self {
-        match err {
-            UpstreamError::Invalid(v) => Self::Invalid(v),
-            // A key that cannot seal or open is the server's problem; its
-            // text names no secret.
-            UpstreamError::Key(detail) => Self::Internal(detail),
-            UpstreamError::Unavailable(why) => Self::Unavailable(why),
-            UpstreamError::Rpc { .. } => Self::Unavailable(err.to_string()),
-        }
-    }
-}
-
-impl From<RegistryError> for ApiError {
-    fn from(err: RegistryError) -> Self {
-        match err {
-            RegistryError::GrantNotFound => Self::NotFound("grant not found".into()),
-            RegistryError::GrantLimit { .. } => Self::Conflict {
-                code: "grant_limit",
-                message: err.to_string(),
-            },
-            RegistryError::RenewRevoked(_) => Self::Conflict {
-                code: "grant_revoked",
-                message: err.to_string(),
-            },
-            RegistryError::LifetimeLimit { .. } => Self::Conflict {
-                code: "lifetime_limit",
-                message: err.to_string(),
-            },
-            RegistryError::RenewExpired(_) => Self::Gone {
-                code: "grant_expired",
-                message: err.to_string(),
-            },
-            RegistryError::Unavailable(_) => Self::Unavailable(err.to_string()),
-            RegistryError::Invalid(v) => Self::Invalid(v),
-            RegistryError::Store(store) => store.into(),
-            RegistryError::UnknownToken | RegistryError::Expired | RegistryError::Revoked => {
-                Self::Unauthenticated(err.to_string())
-            }
-        }
-    }
-}
-
-impl From<JwtError> for ApiError {
-    fn from(err: JwtError) -> Self {
-        Self::Unauthenticated(err.to_string())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use corkboard_board::StoreError;
+    use corkboard_grants::RegistryError;
 
     #[test]
     fn store_errors_map_to_stable_codes() {
@@ -237,5 +194,12 @@ mod tests {
             assert_eq!(err.status_code().as_u16(), status, "{err:?}");
             assert_eq!(err.code(), code);
         }
+    }
+
+    #[test]
+    fn internal_details_stay_out_of_the_message() {
+        let err: ApiError = StoreError::Internal("disk /var/x is full".into()).into();
+        assert_eq!(err.to_string(), "internal error");
+        assert_eq!(err.status_code().as_u16(), 500);
     }
 }

@@ -12,5 +12,5 @@
 pub mod auth;
 pub mod error;
 
-pub use auth::{AdminAuth, AdminAuthenticator, bearer};
+pub use auth::{AdminAuth, AdminAuthenticator, bearer, tenant_for_read, tenant_for_write};
 pub use error::ApiError;

@@ -10,7 +10,9 @@
 #![forbid(unsafe_code)]
 
 mod audit;
+mod audit_sink;
 mod error;
+mod error_code;
 mod grant;
 mod ids;
 mod issue;
@@ -23,7 +25,9 @@ pub mod webhook;
 mod window;
 
 pub use audit::{ArgumentsHash, AuditEntry, AuditId, AuditOutcome, AuditQuery, AuditRecord};
+pub use audit_sink::{AuditSink, MemoryAuditSink, NoopAuditSink};
 pub use error::{StoreError, ValidationError};
+pub use error_code::{Code, ErrorCode};
 pub use grant::{
     BudgetKind, BudgetStatus, Budgets, Capabilities, Capability, Grant, GrantEvent, GrantPolicy,
     GrantStatus, parse_ttl,
@@ -45,8 +49,14 @@ pub use search::{
     rank_similar, term_set, title_similarity, tokens,
 };
 pub use store::{
-    AuditLog, BoardStore, GrantLedger, IssueStore, StoreHealth, UpstreamStore, WebhookStore,
+    AuditLog, BoardStore, GrantLedger, IssueStore, StoreDecorator, StoreHealth, UpstreamStore,
+    WebhookStore,
 };
+
+/// The store traits' macros ([`decorate_store!`]) expand to `async_trait`
+/// impls; this path lets them name it without their users depending on it.
+#[doc(hidden)]
+pub use async_trait::async_trait as __async_trait;
 pub use timestamp::Timestamp;
 pub use upstream::{
     HeaderName, SealedCredential, UPSTREAM_NAME_MAX, UPSTREAM_URL_MAX, UPSTREAMS_PER_TENANT_MAX,

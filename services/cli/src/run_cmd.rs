@@ -264,7 +264,7 @@ async fn local_board(settings: &Settings, explicit_dir: bool) -> Result<LocalBoa
     let registry: Arc<dyn TokenRegistry> = Arc::new(MemoryRegistry::new());
     let grants = GrantService::new(ledger, registry.clone());
     Ok(LocalBoard {
-        binding: Binding::boardless(registry, Arc::new(corkboard_tools::NoopAuditSink), timeout)
+        binding: Binding::boardless(registry, Arc::new(corkboard_board::NoopAuditSink), timeout)
             .with_budgets(grants.budgets().clone()),
         grants,
         audit: None,

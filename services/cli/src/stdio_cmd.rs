@@ -34,6 +34,7 @@ use async_trait::async_trait;
 use clap::{Args, Subcommand};
 use corkboard_board::IssueStore;
 use corkboard_config::Settings;
+use corkboard_grants::ResolvedGrant;
 use corkboard_grants::RunToken;
 use corkboard_mcp::client::{ClientOptions, Credential, StreamableHttpClient, relay_stdio};
 use corkboard_mcp::{
@@ -41,7 +42,7 @@ use corkboard_mcp::{
     ToolBackend, ToolCall, ToolOutput, ToolSet, serve_stdio,
 };
 use corkboard_server::audit::AuditWriter;
-use corkboard_tools::{BoardTools, ResolvedGrant};
+use corkboard_tools::BoardTools;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;

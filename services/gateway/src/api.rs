@@ -13,12 +13,11 @@
 //! (platform admins, or the tenant's own admin): orchestrators use a
 //! service token minted with `corkboard admin token`.
 
-use crate::error::GatewayError;
 use crate::gateway::Gateway;
 use actix_web::{HttpResponse, web};
 use corkboard_api::{AdminAuth, ApiError};
-use corkboard_board::{Capabilities, RunId, TenantId};
-use corkboard_grants::{AdminPrincipal, GrantRequest};
+use corkboard_board::{Capabilities, RunId};
+use corkboard_grants::GrantRequest;
 use serde::Deserialize;
 use serde_json::json;
 use std::time::Duration;
@@ -37,40 +36,9 @@ pub fn configure(cfg: &mut web::ServiceConfig, gateway: Gateway) {
             .route("/{tenant}/{run}", web::delete().to(revoke))
             .route("/{tenant}/{run}", web::patch().to(renew))
             .default_service(web::to(|| async {
-                Err::<HttpResponse, _>(ApiError::NotFound("no such API endpoint".into()))
+                Err::<HttpResponse, _>(ApiError::not_found("no such API endpoint".into()))
             })),
     );
-}
-
-impl From<GatewayError> for ApiError {
-    fn from(err: GatewayError) -> Self {
-        match err {
-            GatewayError::RunActive { .. } => ApiError::Conflict {
-                code: "run_active",
-                message: err.to_string(),
-            },
-            GatewayError::RunLimit { .. } => ApiError::Conflict {
-                code: "run_limit",
-                message: err.to_string(),
-            },
-            GatewayError::Registry(registry) => registry.into(),
-            GatewayError::ShuttingDown => ApiError::Unavailable(err.to_string()),
-            GatewayError::Bind { .. } | GatewayError::Worker(_) | GatewayError::Limiter(_) => {
-                ApiError::Unavailable(err.to_string())
-            }
-            GatewayError::Config { .. } => ApiError::Internal(err.to_string()),
-        }
-    }
-}
-
-fn managed_tenant(principal: &AdminPrincipal, raw: &str) -> Result<TenantId, ApiError> {
-    let tenant = TenantId::parse(raw)?;
-    if !principal.can_manage(&tenant) {
-        return Err(ApiError::Forbidden(format!(
-            "not allowed to manage runs of tenant {tenant}"
-        )));
-    }
-    Ok(tenant)
 }
 
 #[derive(Debug, Deserialize)]
@@ -94,7 +62,7 @@ async fn register(
     body: web::Json<RegisterBody>,
 ) -> Result<HttpResponse, ApiError> {
     let body = body.into_inner();
-    let tenant = managed_tenant(&auth.0, &body.tenant)?;
+    let tenant = corkboard_api::tenant_for_write(&auth.0, &body.tenant)?;
     let run = match body.run {
         Some(run) => RunId::parse(run)?,
         None => generated_run_id()?,
@@ -139,20 +107,12 @@ async fn list(
 ) -> Result<HttpResponse, ApiError> {
     let principal = &auth.0;
     let tenant = match params.into_inner().tenant {
-        Some(raw) => {
-            let tenant = TenantId::parse(raw)?;
-            if !principal.can_read(&tenant) {
-                return Err(ApiError::Forbidden(format!(
-                    "not allowed to read tenant {tenant}"
-                )));
-            }
-            Some(tenant)
-        }
+        Some(raw) => Some(corkboard_api::tenant_for_read(principal, &raw)?),
         None if principal.is_all_tenants() => None,
         None => principal.tenant.clone(),
     };
     if tenant.is_none() && !principal.is_all_tenants() {
-        return Err(ApiError::BadRequest(
+        return Err(ApiError::bad_request(
             "name the tenant: GET /v1/runs?tenant=T".into(),
         ));
     }
@@ -177,7 +137,7 @@ async fn renew(
     body: web::Json<RenewBody>,
 ) -> Result<HttpResponse, ApiError> {
     let (tenant, run) = path.into_inner();
-    let tenant = managed_tenant(&auth.0, &tenant)?;
+    let tenant = corkboard_api::tenant_for_write(&auth.0, &tenant)?;
     let run = RunId::parse(run)?;
     let asked = body
         .ttl
@@ -204,11 +164,11 @@ async fn revoke(
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
     let (tenant, run) = path.into_inner();
-    let tenant = managed_tenant(&auth.0, &tenant)?;
+    let tenant = corkboard_api::tenant_for_write(&auth.0, &tenant)?;
     let run = RunId::parse(run)?;
     let report = gateway.revoke(&tenant, &run, &auth.0.subject).await?;
     if report.revoked.is_empty() && report.drained.is_none() {
-        return Err(ApiError::NotFound(format!(
+        return Err(ApiError::not_found(format!(
             "run {run} of tenant {tenant} has no active grant and is not active on this runner"
         )));
     }

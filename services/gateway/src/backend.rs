@@ -16,12 +16,13 @@ use crate::binding::Binding;
 use crate::bridge::{rate_limited, run_ended};
 use async_trait::async_trait;
 use corkboard_board::Grant;
+use corkboard_grants::ResolvedGrant;
 use corkboard_grants::limiter::RateLimiter;
 use corkboard_mcp::{
     ClientResponse, Peer, Principal, RefusedCall, RpcError, ServerIdentity, ToolBackend, ToolCall,
     ToolOutput, ToolSet,
 };
-use corkboard_tools::{BoardTool, BoardTools, ResolvedGrant};
+use corkboard_tools::{BoardTool, BoardTools};
 use corkboard_upstream::UpstreamView;
 use std::sync::Arc;
 

@@ -10,9 +10,10 @@
 
 use crate::backend::RunBackend;
 use crate::boardless::BoardlessStore;
+use corkboard_board::AuditSink;
 use corkboard_board::IssueStore;
 use corkboard_grants::TokenRegistry;
-use corkboard_tools::{AuditSink, BoardTools};
+use corkboard_tools::BoardTools;
 use corkboard_upstream::Upstreams;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;

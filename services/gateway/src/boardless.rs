@@ -5,11 +5,9 @@
 
 use async_trait::async_trait;
 use corkboard_board::{
-    Author, Claimant, CommentAdded, CommentWindow, Created, Grant, GrantEvent, GrantId,
-    GrantLedger, GrantPolicy, IdempotencyKey, Issue, IssueId, IssuePatch, IssueStore, IssueView,
-    ListQuery, NewComment, NewIssue, Page, RunId, StoreError, TenantId, Timestamp,
+    Grant, GrantEvent, GrantId, GrantLedger, GrantPolicy, IssueStore, RunId, StoreDecorator,
+    StoreError, TenantId, Timestamp,
 };
-use corkboard_board::{CreateOutcome, SearchPage, SearchQuery, SimilarIssue, Title};
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
@@ -32,98 +30,15 @@ fn not_configured() -> StoreError {
     }
 }
 
-#[async_trait]
-impl IssueStore for BoardlessStore {
-    async fn create_issue(
-        &self,
-        _: &TenantId,
-        _: &Author,
-        _: NewIssue,
-        _: Option<&IdempotencyKey>,
-    ) -> Result<Created, StoreError> {
-        Err(not_configured())
-    }
+impl StoreDecorator for BoardlessStore {
+    type Inner = dyn IssueStore;
 
-    async fn get_issue(&self, _: &TenantId, _: &IssueId) -> Result<Issue, StoreError> {
-        Err(not_configured())
-    }
-
-    async fn list_issues(&self, _: &TenantId, _: &ListQuery) -> Result<Page, StoreError> {
-        Err(not_configured())
-    }
-
-    async fn update_issue(
-        &self,
-        _: &TenantId,
-        _: &IssueId,
-        _: IssuePatch,
-        _: Option<u64>,
-    ) -> Result<Issue, StoreError> {
-        Err(not_configured())
-    }
-
-    async fn get_issue_view(
-        &self,
-        _: &TenantId,
-        _: &IssueId,
-        _: &CommentWindow,
-    ) -> Result<IssueView, StoreError> {
-        Err(not_configured())
-    }
-
-    async fn claim_issue(
-        &self,
-        _: &TenantId,
-        _: &IssueId,
-        _: &Claimant,
-        _: Option<u64>,
-    ) -> Result<Issue, StoreError> {
-        Err(not_configured())
-    }
-
-    async fn release_issue(
-        &self,
-        _: &TenantId,
-        _: &IssueId,
-        _: &RunId,
-        _: Option<u64>,
-    ) -> Result<Issue, StoreError> {
-        Err(not_configured())
-    }
-
-    async fn add_comment(
-        &self,
-        _: &TenantId,
-        _: &Author,
-        _: NewComment,
-        _: Option<&IdempotencyKey>,
-    ) -> Result<CommentAdded, StoreError> {
-        Err(not_configured())
-    }
-
-    async fn search_issues(&self, _: &TenantId, _: &SearchQuery) -> Result<SearchPage, StoreError> {
-        Err(not_configured())
-    }
-
-    async fn similar_open_issues(
-        &self,
-        _: &TenantId,
-        _: &Title,
-        _: u32,
-    ) -> Result<Vec<SimilarIssue>, StoreError> {
-        Err(not_configured())
-    }
-
-    async fn create_issue_unless_similar(
-        &self,
-        _: &TenantId,
-        _: &Author,
-        _: NewIssue,
-        _: Option<&IdempotencyKey>,
-    ) -> Result<CreateOutcome, StoreError> {
+    fn inner(&self) -> Result<&Self::Inner, StoreError> {
         Err(not_configured())
     }
 }
+
+corkboard_board::decorate_store!(BoardlessStore: IssueStore);
 
 /// A grant ledger in this process's memory, for runs with no store to
 /// record grants in. It lives exactly as long as the process that serves

@@ -30,10 +30,10 @@ use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
 use bytes::Bytes;
 use corkboard_board::TenantId;
+use corkboard_grants::ResolvedGrant;
 use corkboard_grants::RunKey;
 use corkboard_grants::limiter::RateLimited;
 use corkboard_mcp::{Admitted, Refusal, RequestHead, Transport, code};
-use corkboard_tools::ResolvedGrant;
 use std::sync::Arc;
 use std::time::Instant;
 use tracing::Instrument;
@@ -222,7 +222,7 @@ async fn resolve(
     expected: Option<&RunKey>,
 ) -> Result<ResolvedGrant, Refusal> {
     let bearer = corkboard_mcp::bearer_token(req.headers());
-    let grant = corkboard_tools::resolve_bearer(
+    let grant = corkboard_grants::resolve_bearer(
         binding.registry().as_ref(),
         bearer,
         binding.store_timeout(),

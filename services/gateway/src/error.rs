@@ -44,3 +44,25 @@ impl From<corkboard_grants::LimiterError> for GatewayError {
         }
     }
 }
+
+impl corkboard_board::ErrorCode for GatewayError {
+    fn error_code(&self) -> corkboard_board::Code {
+        use corkboard_board::Code;
+        match self {
+            Self::RunActive { .. } => Code::RunActive,
+            Self::RunLimit { .. } => Code::RunLimit,
+            Self::Registry(registry) => registry.error_code(),
+            Self::ShuttingDown | Self::Bind { .. } | Self::Worker(_) | Self::Limiter(_) => {
+                Code::Unavailable
+            }
+            Self::Config { .. } => Code::Internal,
+        }
+    }
+
+    fn invalid_field(&self) -> Option<corkboard_board::ValidationError> {
+        match self {
+            Self::Registry(registry) => registry.invalid_field(),
+            _ => None,
+        }
+    }
+}

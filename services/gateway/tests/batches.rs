@@ -219,10 +219,9 @@ async fn a_batch_stops_at_its_response_budget_with_correlated_errors() -> Result
 #[actix_rt::test]
 async fn a_run_revoked_mid_batch_runs_none_of_the_rest() -> Result<()> {
     let dir = tempfile::tempdir()?;
-    let store = GatedStore::new(sqlite_store(dir.path())?);
-    let gate = store.gate.clone();
-    let inner = store.inner.clone();
-    let harness = Setup::new(Mode::Dedicated, Arc::new(store))
+    let inner = sqlite_store(dir.path())?;
+    let (store, gate) = gated(inner.clone());
+    let harness = Setup::new(Mode::Dedicated, store)
         .configure(|c| c.drain_timeout = std::time::Duration::from_secs(20))
         .start()?;
     let reg = harness.register("acme", "revoked").await?;

@@ -8,10 +8,10 @@ use actix::Arbiter;
 use anyhow::{Context, Result, bail};
 use common::*;
 use corkboard_board::GrantId;
+use corkboard_board::NoopAuditSink;
 use corkboard_gateway::{Binding, RateLimit, StopReason};
 use corkboard_grants::{MemoryRegistry, TokenRegistry};
 use corkboard_mcp::code;
-use corkboard_tools::NoopAuditSink;
 use serde_json::json;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -26,9 +26,8 @@ fn in_flight(harness: &Harness) -> u32 {
 async fn a_run_revoked_with_50_requests_in_flight_answers_all_50() -> Result<()> {
     for mode in MODES {
         let dir = tempfile::tempdir()?;
-        let store = GatedStore::new(sqlite_store(dir.path())?);
-        let gate = store.gate.clone();
-        let harness = Setup::new(mode, Arc::new(store))
+        let (store, gate) = gated(sqlite_store(dir.path())?);
+        let harness = Setup::new(mode, store)
             .configure(|c| {
                 c.drain_timeout = Duration::from_millis(300);
                 c.rate_limit = RateLimit {
@@ -200,8 +199,8 @@ fn split_url(url: &str) -> (String, String) {
 async fn a_client_that_disconnects_releases_its_request() -> Result<()> {
     for mode in MODES {
         let dir = tempfile::tempdir()?;
-        let store = GatedStore::new(sqlite_store(dir.path())?);
-        let harness = Setup::new(mode, Arc::new(store)).start()?;
+        let (store, _gate) = gated(sqlite_store(dir.path())?);
+        let harness = Setup::new(mode, store).start()?;
         let reg = harness.register("acme", "flaky-client").await?;
         let (authority, path) = split_url(&reg.mcp_url);
         let body = modern(

@@ -5,8 +5,8 @@ mod common;
 
 use anyhow::{Context, Result};
 use common::*;
+use corkboard_board::NoopAuditSink;
 use corkboard_gateway::{BOARDLESS_MESSAGE, Binding};
-use corkboard_tools::NoopAuditSink;
 use serde_json::json;
 use std::sync::Arc;
 

@@ -44,3 +44,28 @@ pub enum RegistryError {
     #[error(transparent)]
     Store(#[from] StoreError),
 }
+
+impl corkboard_board::ErrorCode for RegistryError {
+    fn error_code(&self) -> corkboard_board::Code {
+        use corkboard_board::Code;
+        match self {
+            Self::GrantNotFound => Code::NotFound,
+            Self::GrantLimit { .. } => Code::GrantLimit,
+            Self::RenewRevoked(_) => Code::GrantRevoked,
+            Self::LifetimeLimit { .. } => Code::LifetimeLimit,
+            Self::RenewExpired(_) => Code::GrantExpired,
+            Self::Unavailable(_) => Code::Unavailable,
+            Self::Invalid(_) => Code::InvalidRequest,
+            Self::Store(store) => store.error_code(),
+            Self::UnknownToken | Self::Expired | Self::Revoked => Code::Unauthenticated,
+        }
+    }
+
+    fn invalid_field(&self) -> Option<ValidationError> {
+        match self {
+            Self::Invalid(invalid) => Some(invalid.clone()),
+            Self::Store(store) => store.invalid_field(),
+            _ => None,
+        }
+    }
+}

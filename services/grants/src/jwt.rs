@@ -640,6 +640,13 @@ fn unix_now() -> u64 {
         .unwrap_or_default()
 }
 
+/// Every admin-token refusal is an authentication failure.
+impl corkboard_board::ErrorCode for JwtError {
+    fn error_code(&self) -> corkboard_board::Code {
+        corkboard_board::Code::Unauthenticated
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,6 +11,7 @@
 
 mod budget;
 mod cache;
+mod credential;
 mod error;
 mod jwt;
 mod ledger_registry;
@@ -30,6 +31,7 @@ pub use self::redis::{
     SUBSCRIPTION_TRUST, UNKNOWN_CACHE_CAPACITY, UNKNOWN_CACHE_TTL,
 };
 pub use budget::{BudgetCounter, BudgetUnavailable, LedgerBudgets, RedisBudgets, Reservation};
+pub use credential::{ResolvedGrant, bearer_token, reresolve, resolve_bearer};
 pub use error::RegistryError;
 pub use jwt::{
     AdminMinter, AdminPrincipal, AdminRole, AdminVerifier, AdminVerifierConfig, JwtError,

@@ -5,17 +5,16 @@
 //! unreachable Redis refuses at once, and a revocation made while Redis
 //! hung converges by itself.
 
-use corkboard_board::{
-    Capabilities, Grant, GrantEvent, GrantId, GrantLedger, RunId, StoreError, TenantId, Timestamp,
-};
+use corkboard_board::{Capabilities, GrantLedger, RunId, TenantId};
 use corkboard_grants::{
     GrantRequest, GrantService, ReadThroughRegistry, RedisRegistry, RedisRegistryConfig,
     RegistryError, RunToken, TokenHash, TokenRegistry,
 };
+use corkboard_store_contract::FaultStore;
 use corkboard_store_sqlite::SqliteStore;
 use corkboard_testkit::{RedisServer, Reply, unique_prefix};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 /// Only keeps a broken build from hanging the run.
@@ -182,104 +181,11 @@ async fn a_killed_subscription_stops_the_cache_from_serving() {
     assert!(refused(&result), "served from the cache: {result:?}");
 }
 
-/// A ledger that counts token lookups.
-struct Counting {
-    inner: Arc<dyn GrantLedger>,
-    lookups: AtomicU64,
-}
-
-#[async_trait::async_trait]
-impl GrantLedger for Counting {
-    async fn record_grant(&self, grant: &Grant, token_hash: &str) -> Result<(), StoreError> {
-        self.inner.record_grant(grant, token_hash).await
-    }
-    async fn record_revocation(
-        &self,
-        id: &GrantId,
-        by: &str,
-        at: Timestamp,
-    ) -> Result<GrantEvent, StoreError> {
-        self.inner.record_revocation(id, by, at).await
-    }
-    async fn record_expiry(
-        &self,
-        id: &GrantId,
-        expires_at: Timestamp,
-        now: Timestamp,
-    ) -> Result<GrantEvent, StoreError> {
-        self.inner.record_expiry(id, expires_at, now).await
-    }
-    async fn grant_policy(
-        &self,
-        tenant: &TenantId,
-    ) -> Result<corkboard_board::GrantPolicy, StoreError> {
-        self.inner.grant_policy(tenant).await
-    }
-    async fn set_grant_policy(
-        &self,
-        tenant: &TenantId,
-        policy: &corkboard_board::GrantPolicy,
-    ) -> Result<(), StoreError> {
-        self.inner.set_grant_policy(tenant, policy).await
-    }
-
-    async fn reserve_budget(
-        &self,
-        id: &GrantId,
-        kind: corkboard_board::BudgetKind,
-        limit: u32,
-    ) -> Result<bool, StoreError> {
-        self.inner.reserve_budget(id, kind, limit).await
-    }
-
-    async fn release_budget(
-        &self,
-        id: &GrantId,
-        kind: corkboard_board::BudgetKind,
-    ) -> Result<(), StoreError> {
-        self.inner.release_budget(id, kind).await
-    }
-
-    async fn budget_used(
-        &self,
-        id: &GrantId,
-    ) -> Result<std::collections::BTreeMap<corkboard_board::BudgetKind, u32>, StoreError> {
-        self.inner.budget_used(id).await
-    }
-    async fn grant(&self, id: &GrantId) -> Result<GrantEvent, StoreError> {
-        self.inner.grant(id).await
-    }
-    async fn grant_by_token_hash(
-        &self,
-        token_hash: &str,
-    ) -> Result<Option<GrantEvent>, StoreError> {
-        self.lookups.fetch_add(1, Ordering::SeqCst);
-        self.inner.grant_by_token_hash(token_hash).await
-    }
-    async fn list_grants(
-        &self,
-        tenant: &TenantId,
-        run: Option<&RunId>,
-        cursor: Option<&GrantId>,
-        limit: u32,
-    ) -> Result<Vec<GrantEvent>, StoreError> {
-        self.inner.list_grants(tenant, run, cursor, limit).await
-    }
-    async fn active_grants(&self, now: Timestamp) -> Result<Vec<GrantEvent>, StoreError> {
-        self.inner.active_grants(now).await
-    }
-    async fn revoked_grants(&self, now: Timestamp) -> Result<Vec<GrantEvent>, StoreError> {
-        self.inner.revoked_grants(now).await
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn random_tokens_cost_one_lookup_each_until_a_grant_is_issued_for_them() {
     let s = setup("unknown").await;
-    let counting = Arc::new(Counting {
-        inner: s.ledger.clone(),
-        lookups: AtomicU64::new(0),
-    });
+    // Counts the ledger's calls, token lookups among them.
+    let counting = Arc::new(FaultStore::ledger(s.ledger.clone()));
     let ledger: Arc<dyn GrantLedger> = counting.clone();
     let prefix = s.a.redis().key_prefix().to_owned();
     let c = replica(
@@ -306,7 +212,7 @@ async fn random_tokens_cost_one_lookup_each_until_a_grant_is_issued_for_them() {
         "one Redis lookup each"
     );
     assert_eq!(
-        counting.lookups.load(Ordering::SeqCst),
+        counting.calls("grant_by_token_hash"),
         50,
         "one ledger read each"
     );

@@ -15,7 +15,7 @@ use corkboard_board::{
     Priority, RunId, SearchQuery, SearchText, TenantId, Timestamp, Title, ValidationError, limits,
     parse_ttl,
 };
-use corkboard_grants::{AdminPrincipal, GrantRequest, Renewal};
+use corkboard_grants::{GrantRequest, Renewal};
 use serde::Deserialize;
 use serde_json::json;
 use std::time::Duration;
@@ -72,7 +72,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             )
             .configure(crate::upstreams::configure)
             .default_service(web::to(|| async {
-                Err::<HttpResponse, _>(ApiError::NotFound("no such API endpoint".into()))
+                Err::<HttpResponse, _>(ApiError::not_found("no such API endpoint".into()))
             })),
     );
 }
@@ -103,25 +103,7 @@ async fn me(auth: WebAuth) -> HttpResponse {
     }))
 }
 
-pub(crate) fn tenant_for_read(p: &AdminPrincipal, raw: &str) -> Result<TenantId, ApiError> {
-    let tenant = TenantId::parse(raw)?;
-    if !p.can_read(&tenant) {
-        return Err(ApiError::Forbidden(format!(
-            "not allowed to read tenant {tenant}"
-        )));
-    }
-    Ok(tenant)
-}
-
-pub(crate) fn tenant_for_write(p: &AdminPrincipal, raw: &str) -> Result<TenantId, ApiError> {
-    let tenant = TenantId::parse(raw)?;
-    if !p.can_manage(&tenant) {
-        return Err(ApiError::Forbidden(format!(
-            "not allowed to change tenant {tenant}"
-        )));
-    }
-    Ok(tenant)
-}
+pub(crate) use corkboard_api::{tenant_for_read, tenant_for_write};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -288,7 +270,7 @@ async fn grant_of_tenant(
     let id = GrantId::parse(raw_id)?;
     let event = state.store.grant(&id).await?;
     if &event.grant.tenant != tenant {
-        return Err(ApiError::NotFound("grant not found".into()));
+        return Err(ApiError::not_found("grant not found".into()));
     }
     Ok(event)
 }
@@ -353,7 +335,7 @@ async fn renew_grant(
                 extend_by: Some(by),
             } => Renewal::ExtendBy(parse_ttl(&by)?),
             _ => {
-                return Err(ApiError::BadRequest(
+                return Err(ApiError::bad_request(
                     "give exactly one of expires_at (RFC 3339) or extend_by (e.g. 1h)".into(),
                 ));
             }
@@ -668,7 +650,7 @@ async fn get_issue(
             .collect::<serde_json::Map<String, serde_json::Value>>(),
     });
     let mut value = serde_json::to_value(&issue)
-        .map_err(|err| ApiError::Internal(format!("issue not serialisable: {err}")))?;
+        .map_err(|err| ApiError::internal(format!("issue not serialisable: {err}")))?;
     value["rendered"] = rendered;
     Ok(HttpResponse::Ok().json(value))
 }

@@ -20,9 +20,9 @@
 //! without a count, since nothing is left to count them; a graceful stop
 //! ([`AuditWriter::close`]) writes them first.
 
+use corkboard_board::AuditSink;
 use corkboard_board::{AuditEntry, AuditLog, AuditRecord, StoreError, TenantId};
 use corkboard_telemetry::Metrics;
-use corkboard_tools::AuditSink;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -330,44 +330,9 @@ async fn write_batch(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use async_trait::async_trait;
     use corkboard_board::{ArgumentsHash, AuditOutcome, AuditQuery, GrantId, RunId, Timestamp};
+    use corkboard_store_contract::{Fault, FaultStore};
     use corkboard_store_sqlite::SqliteStore;
-
-    /// A store whose first `cut_off` appends write the batch and then lose
-    /// the answer (outcome unknown, as a timeout or a cut connection), and
-    /// whose appends all fail once `failing` is set.
-    struct Unreliable {
-        inner: SqliteStore,
-        cut_off: AtomicU64,
-        failing: std::sync::atomic::AtomicBool,
-    }
-
-    #[async_trait]
-    impl AuditLog for Unreliable {
-        async fn append_audit_entries(&self, entries: &[AuditEntry]) -> Result<(), StoreError> {
-            if self.failing.load(Ordering::Relaxed) {
-                return Err(StoreError::unavailable("the store is down"));
-            }
-            self.inner.append_audit_entries(entries).await?;
-            let cut = self
-                .cut_off
-                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
-                .is_ok();
-            if cut {
-                return Err(StoreError::outcome_unknown("the answer was lost"));
-            }
-            Ok(())
-        }
-
-        async fn list_audit(
-            &self,
-            tenant: &TenantId,
-            query: &AuditQuery,
-        ) -> Result<Vec<AuditRecord>, StoreError> {
-            self.inner.list_audit(tenant, query).await
-        }
-    }
 
     fn record_of(tenant: &str, i: usize) -> AuditRecord {
         AuditRecord {
@@ -382,11 +347,11 @@ mod tests {
     async fn a_batch_retried_after_an_unknown_outcome_is_written_once() {
         let dir = tempfile::tempdir().unwrap();
         let store = SqliteStore::open_in_dir(dir.path()).unwrap();
-        let log = Arc::new(Unreliable {
-            inner: store.clone(),
-            cut_off: AtomicU64::new(2),
-            failing: false.into(),
-        });
+        // The first two appends write the batch and then lose the answer
+        // (outcome unknown, as a timeout or a cut connection).
+        let log = FaultStore::new(Arc::new(store.clone()));
+        log.inject("append_audit_entries", Fault::LoseAnswer { times: 2 });
+        let log = Arc::new(log);
         let writer = AuditWriter::spawn(log);
         for i in 0..40 {
             writer.record(record(i));
@@ -409,12 +374,9 @@ mod tests {
     /// 1.5 s in all).
     #[tokio::test]
     async fn lost_records_are_counted_per_tenant() {
-        let dir = tempfile::tempdir().unwrap();
-        let log = Arc::new(Unreliable {
-            inner: SqliteStore::open_in_dir(dir.path()).unwrap(),
-            cut_off: AtomicU64::new(0),
-            failing: true.into(),
-        });
+        let log = Arc::new(FaultStore::failing(StoreError::unavailable(
+            "the store is down",
+        )));
         let metrics = Metrics::default();
         let writer = AuditWriter::spawn_with_metrics(log, Some(metrics.clone()));
         for i in 0..5 {

@@ -4,12 +4,13 @@
 
 use crate::audit::AuditWriter;
 use corkboard_api::{AdminAuthenticator, ApiError};
+use corkboard_board::AuditSink;
 use corkboard_board::BoardStore;
 use corkboard_config::{ConfigError, Settings};
 use corkboard_grants::{AdminPrincipal, AdminVerifier, GrantService, IssuedGrant, TokenRegistry};
 use corkboard_mcp::{McpEndpoint, McpSettings, SessionEnds};
 use corkboard_telemetry::Metrics;
-use corkboard_tools::{AuditSink, BoardTools};
+use corkboard_tools::BoardTools;
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;

@@ -51,7 +51,7 @@ impl std::fmt::Debug for PutBody {
 
 fn key(state: &AppState) -> Result<&Arc<CredentialKey>, ApiError> {
     state.upstream_key.as_ref().ok_or_else(|| {
-        ApiError::Unavailable(
+        ApiError::unavailable(
             "upstreams are off on this server: no upstream_key_file (create one with 32 random bytes, mode 0600, shared with the runners)".into(),
         )
     })

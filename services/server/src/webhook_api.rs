@@ -51,7 +51,7 @@ pub(crate) async fn create(
     let stored = match &state.upstream_key {
         Some(key) => key
             .seal_webhook_secret(&tenant, &secret)
-            .map_err(|e| ApiError::Internal(e.to_string()))?,
+            .map_err(|e| ApiError::internal(e.to_string()))?,
         None => secret.clone(),
     };
     let new = NewWebhook {

@@ -22,6 +22,9 @@
 //! Cases still use their own random tenants, so a store shared by mistake
 //! shows up as a failure only where isolation is the point.
 //!
+//! [`FaultStore`] is the tests' one fault-injecting store (failing,
+//! hanging, gated or answer-losing calls over a real store).
+//!
 //! This crate is test code: it panics (with a message saying which part of
 //! the contract broke) instead of returning errors.
 
@@ -32,6 +35,7 @@ mod budgets;
 mod claims;
 mod comment_window;
 mod concurrency;
+mod faults;
 pub mod fixtures;
 mod grants;
 mod issues;
@@ -46,6 +50,7 @@ pub use budgets::*;
 pub use claims::*;
 pub use comment_window::*;
 pub use concurrency::*;
+pub use faults::{Fault, FaultStore};
 pub use grants::*;
 pub use issues::*;
 pub use lists::*;

@@ -3,8 +3,10 @@
 //! [`corkboard_mcp::ToolBackend`].
 //!
 //! [`BoardTools`] is the only place where an MCP request meets the board:
-//! bearer tokens resolve to a grant ([`ResolvedGrant`]) through the one
-//! credential path ([`resolve_bearer`]); it shows and
+//! bearer tokens resolve to a grant
+//! ([`ResolvedGrant`](corkboard_grants::ResolvedGrant)) through the one
+//! credential path ([`resolve_bearer`](corkboard_grants::resolve_bearer));
+//! it shows and
 //! allows only the tools the grant's capabilities cover, parses arguments
 //! into domain types, takes the tenant and author from the grant alone
 //! (no tool has a tenant argument), bounds every store call with a timeout,
@@ -16,18 +18,14 @@
 #![forbid(unsafe_code)]
 
 mod args;
-mod audit;
 mod budget;
-mod credential;
 mod defs;
 mod error;
 mod render;
 mod service;
 mod view;
 
-pub use audit::{AuditSink, MemoryAuditSink, NoopAuditSink};
 pub use budget::{DEFAULT_RESULT_BUDGET, ENVELOPE_BYTES, MIN_RESULT_BUDGET};
-pub use credential::{ResolvedGrant, resolve_bearer};
 pub use defs::{BoardTool, ToolSpec, grant_tool_set, tool_set, vocabulary};
 pub use error::ToolsError;
 pub use service::{BoardTools, DEFAULT_STORE_TIMEOUT, server_identity};

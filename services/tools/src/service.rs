@@ -1,19 +1,19 @@
 //! [`BoardTools`]: the board served through [`ToolBackend`].
 
 use crate::args;
-use crate::audit::AuditSink;
 use crate::budget::{self, Answer, DEFAULT_RESULT_BUDGET, MIN_RESULT_BUDGET};
-use crate::credential::{ResolvedGrant, resolve_bearer};
 use crate::defs::{BoardTool, grant_tool_set};
 use crate::error::ToolsError;
 use crate::view;
 use async_trait::async_trait;
+use corkboard_board::AuditSink;
 use corkboard_board::{
     ArgumentsHash, AuditOutcome, AuditRecord, Author, BudgetKind, Capability, Claimant,
     CreateOutcome, IdempotencyKey, Issue, IssueId, IssueStore, NEAR_MATCH, SearchHit, SimilarIssue,
     StoreError, TenantId, Timestamp,
 };
 use corkboard_grants::{BudgetCounter, RateLimiter, Reservation, RunKey, TokenRegistry};
+use corkboard_grants::{ResolvedGrant, resolve_bearer};
 use corkboard_mcp::{
     AuthRejection, Authenticate, Refusal, RefusalKind, RefusedCall, RpcError, ServerIdentity,
     ToolBackend, ToolCall, ToolOutput, ToolSet, Transport,
@@ -803,7 +803,7 @@ impl ToolBackend for BoardTools {
 
     async fn admit_batch_element(&self, principal: &ResolvedGrant) -> Result<(), RpcError> {
         // A grant revoked while the batch runs stops its other requests.
-        crate::credential::reresolve(self.registry.as_ref(), principal, self.store_timeout)
+        corkboard_grants::reresolve(self.registry.as_ref(), principal, self.store_timeout)
             .await
             .map_err(|rejection| Refusal::credential(&rejection, Transport::Http).error)?;
         self.charge(principal)

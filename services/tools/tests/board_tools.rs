@@ -5,16 +5,15 @@
 use anyhow::{Context, Result, bail, ensure};
 use async_trait::async_trait;
 use corkboard_board::{
-    ArgumentsHash, AuditOutcome, AuditRecord, Author, Capabilities, CommentAdded, Created, Grant,
-    GrantId, IdempotencyKey, Issue, IssueId, IssuePatch, IssueStore, ListQuery, NewComment,
-    NewIssue, Page, RunId, StoreError, TenantId, Timestamp,
+    ArgumentsHash, AuditOutcome, AuditRecord, Capabilities, Grant, GrantId, Issue, IssueId,
+    MemoryAuditSink, RunId, StoreError, TenantId, Timestamp,
 };
+use corkboard_grants::ResolvedGrant;
 use corkboard_grants::{MemoryRegistry, RegistryError, RunToken, TokenHash, TokenRegistry};
 use corkboard_mcp::{AuthRejection, Authenticate, Principal, ToolBackend, ToolCall, ToolOutput};
+use corkboard_store_contract::FaultStore;
 use corkboard_store_sqlite::SqliteStore;
-use corkboard_tools::{
-    BoardTools, DEFAULT_RESULT_BUDGET, ENVELOPE_BYTES, MemoryAuditSink, ResolvedGrant,
-};
+use corkboard_tools::{BoardTools, DEFAULT_RESULT_BUDGET, ENVELOPE_BYTES};
 use serde_json::{Map, Value, json};
 use std::future::Future;
 use std::sync::Arc;
@@ -219,7 +218,7 @@ async fn authentication_resolves_tokens_and_refuses_clearly() -> Result<()> {
             ),
         ] {
             let tools = BoardTools::new(
-                Arc::new(FailingStore(StoreError::unavailable("unused"))),
+                Arc::new(FaultStore::failing(StoreError::unavailable("unused"))),
                 Arc::new(FixedRegistry(err)),
                 Arc::new(MemoryAuditSink::new()),
             );
@@ -234,7 +233,7 @@ async fn authentication_resolves_tokens_and_refuses_clearly() -> Result<()> {
 async fn a_registry_that_never_answers_is_unavailable_not_a_hang() -> Result<()> {
     guarded(async {
         let tools = BoardTools::new(
-            Arc::new(FailingStore(StoreError::unavailable("unused"))),
+            Arc::new(FaultStore::failing(StoreError::unavailable("unused"))),
             Arc::new(HangingRegistry),
             Arc::new(MemoryAuditSink::new()),
         )
@@ -605,8 +604,12 @@ async fn a_store_that_never_answers_is_board_unavailable() -> Result<()> {
     guarded(async {
         let audit = Arc::new(MemoryAuditSink::new());
         let registry = Arc::new(MemoryRegistry::new());
-        let tools = BoardTools::new(Arc::new(HangingStore), registry.clone(), audit.clone())
-            .with_store_timeout(Duration::from_millis(100));
+        let tools = BoardTools::new(
+            Arc::new(FaultStore::hanging()),
+            registry.clone(),
+            audit.clone(),
+        )
+        .with_store_timeout(Duration::from_millis(100));
         let p = ResolvedGrant::new(
             grant("acme", "run-1", ALL, 3_600_000)?,
             RunToken::generate().hash(),
@@ -685,7 +688,7 @@ async fn store_errors_map_to_tool_errors() -> Result<()> {
         ] {
             let audit = Arc::new(MemoryAuditSink::new());
             let tools = BoardTools::new(
-                Arc::new(FailingStore(err.clone())),
+                Arc::new(FaultStore::failing(err.clone())),
                 Arc::new(MemoryRegistry::new()),
                 audit.clone(),
             );
@@ -815,186 +818,6 @@ impl TokenRegistry for HangingRegistry {
     }
     async fn check(&self) -> Result<(), RegistryError> {
         Ok(())
-    }
-}
-
-/// A store whose calls never finish.
-struct HangingStore;
-
-#[async_trait]
-impl IssueStore for HangingStore {
-    async fn create_issue(
-        &self,
-        _: &TenantId,
-        _: &Author,
-        _: NewIssue,
-        _: Option<&IdempotencyKey>,
-    ) -> Result<Created, StoreError> {
-        std::future::pending().await
-    }
-    async fn get_issue(&self, _: &TenantId, _: &IssueId) -> Result<Issue, StoreError> {
-        std::future::pending().await
-    }
-    async fn list_issues(&self, _: &TenantId, _: &ListQuery) -> Result<Page, StoreError> {
-        std::future::pending().await
-    }
-    async fn update_issue(
-        &self,
-        _: &TenantId,
-        _: &IssueId,
-        _: IssuePatch,
-        _: Option<u64>,
-    ) -> Result<Issue, StoreError> {
-        std::future::pending().await
-    }
-    async fn get_issue_view(
-        &self,
-        _: &TenantId,
-        _: &IssueId,
-        _: &corkboard_board::CommentWindow,
-    ) -> Result<corkboard_board::IssueView, StoreError> {
-        std::future::pending().await
-    }
-    async fn claim_issue(
-        &self,
-        _: &TenantId,
-        _: &IssueId,
-        _: &corkboard_board::Claimant,
-        _: Option<u64>,
-    ) -> Result<Issue, StoreError> {
-        std::future::pending().await
-    }
-    async fn release_issue(
-        &self,
-        _: &TenantId,
-        _: &IssueId,
-        _: &RunId,
-        _: Option<u64>,
-    ) -> Result<Issue, StoreError> {
-        std::future::pending().await
-    }
-    async fn add_comment(
-        &self,
-        _: &TenantId,
-        _: &Author,
-        _: NewComment,
-        _: Option<&IdempotencyKey>,
-    ) -> Result<CommentAdded, StoreError> {
-        std::future::pending().await
-    }
-    async fn search_issues(
-        &self,
-        _: &TenantId,
-        _: &corkboard_board::SearchQuery,
-    ) -> Result<corkboard_board::SearchPage, StoreError> {
-        std::future::pending().await
-    }
-    async fn similar_open_issues(
-        &self,
-        _: &TenantId,
-        _: &corkboard_board::Title,
-        _: u32,
-    ) -> Result<Vec<corkboard_board::SimilarIssue>, StoreError> {
-        std::future::pending().await
-    }
-    async fn create_issue_unless_similar(
-        &self,
-        _: &TenantId,
-        _: &Author,
-        _: NewIssue,
-        _: Option<&IdempotencyKey>,
-    ) -> Result<corkboard_board::CreateOutcome, StoreError> {
-        std::future::pending().await
-    }
-}
-
-/// A store that answers every call with one error.
-struct FailingStore(StoreError);
-
-#[async_trait]
-impl IssueStore for FailingStore {
-    async fn create_issue(
-        &self,
-        _: &TenantId,
-        _: &Author,
-        _: NewIssue,
-        _: Option<&IdempotencyKey>,
-    ) -> Result<Created, StoreError> {
-        Err(self.0.clone())
-    }
-    async fn get_issue(&self, _: &TenantId, _: &IssueId) -> Result<Issue, StoreError> {
-        Err(self.0.clone())
-    }
-    async fn list_issues(&self, _: &TenantId, _: &ListQuery) -> Result<Page, StoreError> {
-        Err(self.0.clone())
-    }
-    async fn update_issue(
-        &self,
-        _: &TenantId,
-        _: &IssueId,
-        _: IssuePatch,
-        _: Option<u64>,
-    ) -> Result<Issue, StoreError> {
-        Err(self.0.clone())
-    }
-    async fn get_issue_view(
-        &self,
-        _: &TenantId,
-        _: &IssueId,
-        _: &corkboard_board::CommentWindow,
-    ) -> Result<corkboard_board::IssueView, StoreError> {
-        Err(self.0.clone())
-    }
-    async fn claim_issue(
-        &self,
-        _: &TenantId,
-        _: &IssueId,
-        _: &corkboard_board::Claimant,
-        _: Option<u64>,
-    ) -> Result<Issue, StoreError> {
-        Err(self.0.clone())
-    }
-    async fn release_issue(
-        &self,
-        _: &TenantId,
-        _: &IssueId,
-        _: &RunId,
-        _: Option<u64>,
-    ) -> Result<Issue, StoreError> {
-        Err(self.0.clone())
-    }
-    async fn add_comment(
-        &self,
-        _: &TenantId,
-        _: &Author,
-        _: NewComment,
-        _: Option<&IdempotencyKey>,
-    ) -> Result<CommentAdded, StoreError> {
-        Err(self.0.clone())
-    }
-    async fn search_issues(
-        &self,
-        _: &TenantId,
-        _: &corkboard_board::SearchQuery,
-    ) -> Result<corkboard_board::SearchPage, StoreError> {
-        Err(self.0.clone())
-    }
-    async fn similar_open_issues(
-        &self,
-        _: &TenantId,
-        _: &corkboard_board::Title,
-        _: u32,
-    ) -> Result<Vec<corkboard_board::SimilarIssue>, StoreError> {
-        Err(self.0.clone())
-    }
-    async fn create_issue_unless_similar(
-        &self,
-        _: &TenantId,
-        _: &Author,
-        _: NewIssue,
-        _: Option<&IdempotencyKey>,
-    ) -> Result<corkboard_board::CreateOutcome, StoreError> {
-        Err(self.0.clone())
     }
 }
 

@@ -7,11 +7,12 @@
 //! with the setup command when either is missing.
 
 use anyhow::{Context, Result, bail, ensure};
+use corkboard_board::MemoryAuditSink;
 use corkboard_board::{AuditOutcome, Capabilities, Grant, GrantId, RunId, TenantId, Timestamp};
 use corkboard_grants::{MemoryRegistry, RunToken, TokenRegistry};
 use corkboard_mcp::{McpEndpoint, McpSettings, SessionKey};
 use corkboard_store_sqlite::SqliteStore;
-use corkboard_tools::{BoardTools, MemoryAuditSink};
+use corkboard_tools::BoardTools;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

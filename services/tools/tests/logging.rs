@@ -3,11 +3,13 @@
 //! tracing's callsite registration.
 
 use anyhow::{Context, Result, ensure};
+use corkboard_board::NoopAuditSink;
 use corkboard_board::{Capabilities, Grant, GrantId, RunId, TenantId, Timestamp};
+use corkboard_grants::ResolvedGrant;
 use corkboard_grants::{MemoryRegistry, RunToken, TokenRegistry};
 use corkboard_mcp::{Authenticate, ToolBackend, ToolCall, ToolOutput};
 use corkboard_store_sqlite::SqliteStore;
-use corkboard_tools::{BoardTools, NoopAuditSink, ResolvedGrant};
+use corkboard_tools::BoardTools;
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -27,3 +27,23 @@ pub enum UpstreamError {
         message: String,
     },
 }
+
+impl corkboard_board::ErrorCode for UpstreamError {
+    fn error_code(&self) -> corkboard_board::Code {
+        use corkboard_board::Code;
+        match self {
+            Self::Invalid(_) => Code::InvalidRequest,
+            // A key that cannot seal or open is the server's problem; its
+            // text names no secret.
+            Self::Key(_) => Code::Internal,
+            Self::Unavailable(_) | Self::Rpc { .. } => Code::Unavailable,
+        }
+    }
+
+    fn invalid_field(&self) -> Option<ValidationError> {
+        match self {
+            Self::Invalid(invalid) => Some(invalid.clone()),
+            _ => None,
+        }
+    }
+}

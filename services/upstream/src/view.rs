@@ -10,6 +10,7 @@ use crate::Upstreams;
 use crate::hub::Conn;
 use crate::seam::{self, Relay};
 use corkboard_board::{ArgumentsHash, AuditOutcome, AuditRecord, Timestamp};
+use corkboard_grants::ResolvedGrant;
 use corkboard_mcp::relay::seal::{
     self as seal, ArgumentDigest, CallBinding, RelaySealer, RelayedRequest, RequestState,
     RunBinding,
@@ -19,7 +20,6 @@ use corkboard_mcp::{
     Peer, RefusalKind, RefusedCall, RelayAnswer, Revision, RpcError, ToolCall, ToolDef, ToolOutput,
     ToolSet,
 };
-use corkboard_tools::ResolvedGrant;
 use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;

@@ -6,10 +6,8 @@
 
 use actix_web::{App, HttpServer};
 use anyhow::{Context, Result, anyhow, bail};
-use async_trait::async_trait;
 use corkboard_board::{
-    Author, Capabilities, CommentAdded, Created, GrantLedger, IdempotencyKey, Issue, IssueId,
-    IssuePatch, IssueStore, ListQuery, NewComment, NewIssue, Page, RunId, StoreError, TenantId,
+    Capabilities, GrantLedger, Issue, IssueStore, ListQuery, NoopAuditSink, RunId, TenantId,
 };
 use corkboard_gateway::{
     Binding, Gateway, GatewayConfig, GatewayParts, ListenerMode, LocalRateLimiter, MemoryLedger,
@@ -17,8 +15,8 @@ use corkboard_gateway::{
 };
 use corkboard_grants::{GrantRequest, GrantService, MemoryRegistry, TokenRegistry};
 use corkboard_mcp::SessionKey;
+use corkboard_store_contract::{Fault, FaultStore};
 use corkboard_store_sqlite::SqliteStore;
-use corkboard_tools::NoopAuditSink;
 use serde_json::{Value, json};
 use std::future::Future;
 use std::net::{IpAddr, Ipv4Addr};
@@ -335,132 +333,14 @@ pub async fn call_tool(
     send(client, &reg.mcp_url, reg.token.expose(), &body).await
 }
 
-/// An [`IssueStore`] whose `create_issue` waits for a permit before
-/// delegating, so tests can hold requests in flight.
-pub struct GatedStore {
-    pub inner: Arc<dyn IssueStore>,
-    pub gate: Arc<Semaphore>,
-}
-
-impl GatedStore {
-    pub fn new(inner: Arc<dyn IssueStore>) -> Self {
-        Self {
-            inner,
-            gate: Arc::new(Semaphore::new(0)),
-        }
-    }
-}
-
-#[async_trait]
-impl IssueStore for GatedStore {
-    async fn create_issue(
-        &self,
-        tenant: &TenantId,
-        author: &Author,
-        new: NewIssue,
-        key: Option<&IdempotencyKey>,
-    ) -> Result<Created, StoreError> {
-        let permit = self
-            .gate
-            .acquire()
-            .await
-            .map_err(|_| StoreError::unavailable("gate closed"))?;
-        permit.forget();
-        self.inner.create_issue(tenant, author, new, key).await
-    }
-
-    async fn get_issue(&self, tenant: &TenantId, id: &IssueId) -> Result<Issue, StoreError> {
-        self.inner.get_issue(tenant, id).await
-    }
-
-    async fn list_issues(&self, tenant: &TenantId, query: &ListQuery) -> Result<Page, StoreError> {
-        self.inner.list_issues(tenant, query).await
-    }
-
-    async fn update_issue(
-        &self,
-        tenant: &TenantId,
-        id: &IssueId,
-        patch: IssuePatch,
-        expected: Option<u64>,
-    ) -> Result<Issue, StoreError> {
-        self.inner.update_issue(tenant, id, patch, expected).await
-    }
-
-    async fn get_issue_view(
-        &self,
-        tenant: &TenantId,
-        id: &IssueId,
-        window: &corkboard_board::CommentWindow,
-    ) -> Result<corkboard_board::IssueView, StoreError> {
-        self.inner.get_issue_view(tenant, id, window).await
-    }
-
-    async fn claim_issue(
-        &self,
-        tenant: &TenantId,
-        id: &IssueId,
-        claimant: &corkboard_board::Claimant,
-        expected: Option<u64>,
-    ) -> Result<Issue, StoreError> {
-        self.inner.claim_issue(tenant, id, claimant, expected).await
-    }
-
-    async fn release_issue(
-        &self,
-        tenant: &TenantId,
-        id: &IssueId,
-        run: &corkboard_board::RunId,
-        expected: Option<u64>,
-    ) -> Result<Issue, StoreError> {
-        self.inner.release_issue(tenant, id, run, expected).await
-    }
-
-    async fn add_comment(
-        &self,
-        tenant: &TenantId,
-        author: &Author,
-        comment: NewComment,
-        key: Option<&IdempotencyKey>,
-    ) -> Result<CommentAdded, StoreError> {
-        self.inner.add_comment(tenant, author, comment, key).await
-    }
-
-    async fn search_issues(
-        &self,
-        tenant: &TenantId,
-        query: &corkboard_board::SearchQuery,
-    ) -> Result<corkboard_board::SearchPage, StoreError> {
-        self.inner.search_issues(tenant, query).await
-    }
-
-    async fn similar_open_issues(
-        &self,
-        tenant: &TenantId,
-        title: &corkboard_board::Title,
-        limit: u32,
-    ) -> Result<Vec<corkboard_board::SimilarIssue>, StoreError> {
-        self.inner.similar_open_issues(tenant, title, limit).await
-    }
-
-    /// Gated like `create_issue`: it creates too.
-    async fn create_issue_unless_similar(
-        &self,
-        tenant: &TenantId,
-        author: &Author,
-        new: NewIssue,
-        key: Option<&IdempotencyKey>,
-    ) -> Result<corkboard_board::CreateOutcome, StoreError> {
-        let permit = self
-            .gate
-            .acquire()
-            .await
-            .map_err(|_| StoreError::unavailable("gate closed"))?;
-        permit.forget();
-        self.inner
-            .create_issue_unless_similar(tenant, author, new, key)
-            .await
-    }
+/// `inner` behind the fault store, its `create_issue` waiting for a
+/// permit of the returned semaphore (none yet) before it runs, so tests can
+/// hold requests in flight.
+pub fn gated(inner: Arc<SqliteStore>) -> (Arc<FaultStore>, Arc<Semaphore>) {
+    let gate = Arc::new(Semaphore::new(0));
+    let store = FaultStore::new(inner);
+    store.inject("create_issue", Fault::gate(&gate));
+    (Arc::new(store), gate)
 }
 
 /// Every issue of `tenant` in `store`.

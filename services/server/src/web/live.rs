@@ -15,7 +15,6 @@ use actix_web::http::header;
 use actix_web::web::Bytes;
 use actix_web::{HttpResponse, web};
 use corkboard_api::ApiError;
-use corkboard_board::TenantId;
 use futures_util::StreamExt;
 use std::convert::Infallible;
 use std::time::Duration;
@@ -34,12 +33,7 @@ pub(super) async fn events(
     auth: WebAuth,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let tenant = TenantId::parse(path.into_inner())?;
-    if !auth.0.can_read(&tenant) {
-        return Err(ApiError::Forbidden(format!(
-            "not allowed to read tenant {tenant}"
-        )));
-    }
+    let tenant = corkboard_api::tenant_for_read(&auth.0, &path.into_inner())?;
     let stream = sse_stream(
         web_state.events().subscribe(&tenant),
         web_state.closing(),

@@ -145,7 +145,7 @@ impl FromRequest for WebState {
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         ready(
             web_state_of(req)
-                .ok_or_else(|| ApiError::Internal("web state missing from the app data".into())),
+                .ok_or_else(|| ApiError::internal("web state missing from the app data".into())),
         )
     }
 }

@@ -120,7 +120,7 @@ impl Session {
 
     /// Verifies the signature and expiry. Errors never echo the cookie.
     pub fn decode(key: &[u8], cookie: &str, now_secs: i64) -> Result<Self, ApiError> {
-        let invalid = || ApiError::Unauthenticated("web session is invalid; sign in again".into());
+        let invalid = || ApiError::unauthenticated("web session is invalid; sign in again".into());
         if cookie.len() > MAX_COOKIE_CHARS {
             return Err(invalid());
         }
@@ -135,7 +135,7 @@ impl Session {
             return Err(invalid());
         }
         if session.exp <= now_secs {
-            return Err(ApiError::Unauthenticated(
+            return Err(ApiError::unauthenticated(
                 "web session has expired; sign in again".into(),
             ));
         }
@@ -219,7 +219,7 @@ fn is_safe(method: &Method) -> bool {
 /// for the endpoints that hand out the nonce).
 pub fn session_of(req: &HttpRequest, state: &AppState) -> Result<Session, ApiError> {
     let cookie = session_cookie(req).ok_or_else(|| {
-        ApiError::Unauthenticated(
+        ApiError::unauthenticated(
             "not signed in: open the sign-in link, or sign in with an admin token".into(),
         )
     })?;
@@ -235,7 +235,7 @@ pub fn authenticate(req: &HttpRequest, state: &AppState) -> Result<AdminPrincipa
         return state.admin.verify(token).map_err(ApiError::from);
     }
     if session_cookie(req).is_none() {
-        return Err(ApiError::Unauthenticated(
+        return Err(ApiError::unauthenticated(
             "missing admin credential: send Authorization: Bearer <admin JWT> (mint one with `corkboard admin token`) or sign in to the web board".into(),
         ));
     }
@@ -247,7 +247,7 @@ pub fn authenticate(req: &HttpRequest, state: &AppState) -> Result<AdminPrincipa
             .and_then(|v| v.to_str().ok())
             .unwrap_or("");
         if !session.csrf_matches(presented) {
-            return Err(ApiError::Forbidden(
+            return Err(ApiError::forbidden(
                 "missing or wrong X-CSRF-Token: a request authenticated by the web session must repeat the session's CSRF token".into(),
             ));
         }
@@ -266,7 +266,7 @@ impl FromRequest for WebAuth {
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         let Some(state) = req.app_data::<web::Data<AppState>>() else {
-            return ready(Err(ApiError::Internal("application state missing".into())));
+            return ready(Err(ApiError::internal("application state missing".into())));
         };
         ready(authenticate(req, state).map(WebAuth))
     }

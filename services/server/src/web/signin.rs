@@ -168,7 +168,7 @@ pub(super) async fn exchange(
     // Within the verifier's leeway a token may verify a moment after its
     // `exp`; it still buys no session.
     if expires_at <= now_secs() {
-        return Err(ApiError::Unauthenticated("admin token has expired".into()));
+        return Err(ApiError::unauthenticated("admin token has expired".into()));
     }
     let session = Session::until(&admin, expires_at);
     tracing::info!(subject = %admin.subject, role = %admin.role, "web sign-in with an admin token");

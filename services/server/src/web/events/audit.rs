@@ -4,7 +4,7 @@
 
 use super::{BoardEvent, BoardEvents};
 use corkboard_board::AuditRecord;
-use corkboard_tools::AuditSink;
+use corkboard_board::AuditSink;
 use std::fmt;
 use std::sync::Arc;
 
@@ -48,8 +48,8 @@ mod tests {
     use super::*;
     use crate::web::MemoryEvents;
     use crate::web::events::testing::{issue_id, next, tenant};
+    use corkboard_board::MemoryAuditSink;
     use corkboard_board::{ArgumentsHash, AuditOutcome, GrantId, IssueId, RunId, Timestamp};
-    use corkboard_tools::MemoryAuditSink;
     use futures_util::StreamExt;
     use std::time::Duration;
 

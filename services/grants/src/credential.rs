@@ -7,8 +7,9 @@
 //! words everywhere, and a registry that cannot answer fails closed within
 //! a bound.
 
+use crate::{RegistryError, RunToken, TokenHash, TokenRegistry};
 use corkboard_board::{Grant, Timestamp};
-use corkboard_grants::{RegistryError, RunToken, TokenHash, TokenRegistry};
+pub use corkboard_mcp::bearer_token;
 use corkboard_mcp::{AuthRejection, Principal};
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,7 +1,8 @@
-//! Where audit records go. The tools only hand records over; batching and
+//! Where audit records go. Every surface that serves calls (the board's
+//! tools, upstream calls) only hands records over; batching and
 //! persistence belong to whoever implements [`AuditSink`].
 
-use corkboard_board::AuditRecord;
+use crate::audit::AuditRecord;
 use std::sync::Mutex;
 
 /// Receives one record per tool call.
