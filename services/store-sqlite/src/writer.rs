@@ -485,6 +485,30 @@ mod tests {
         assert_eq!(count(&conn), 0);
     }
 
+    #[test]
+    fn a_job_answers_only_when_told_and_with_its_last_attempt() {
+        let (_dir, conn) = writer_conn();
+        let (mut a, mut a_rx) = job(create("retried"));
+        // A first attempt that the group loses (as when the file is busy
+        // later in the group): the op ran, its answer is kept, not sent.
+        run_statement(&conn, "BEGIN IMMEDIATE").unwrap();
+        a.run(&conn).unwrap();
+        assert!(a_rx.try_recv().is_err(), "nothing is sent before COMMIT");
+        rollback(&conn);
+        // The retry runs the op again; its answer replaces the first.
+        run_statement(&conn, "BEGIN IMMEDIATE").unwrap();
+        a.run(&conn).unwrap();
+        end_group(&conn).unwrap();
+        assert!(a_rx.try_recv().is_err(), "nothing is sent until answered");
+        a.answer();
+        let created = a_rx.blocking_recv().unwrap().unwrap();
+        let stored: String = conn
+            .query_row("SELECT id FROM issues", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(created.issue.id.as_str(), stored);
+        assert_eq!(count(&conn), 1);
+    }
+
     fn synchronous(conn: &Connection) -> i64 {
         conn.query_row("PRAGMA synchronous", [], |r| r.get(0))
             .unwrap()
