@@ -28,14 +28,11 @@ mod error;
 mod files;
 mod ops;
 mod options;
-mod policy;
 mod query;
 mod readers;
 mod schema;
 mod search_writes;
 mod store;
-mod upstreams;
-mod webhooks;
 mod writer;
 
 pub use error::SqliteError;

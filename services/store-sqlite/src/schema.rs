@@ -142,7 +142,7 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE audit ADD COLUMN record_id TEXT;
     CREATE UNIQUE INDEX audit_by_record_id ON audit (record_id);
     "#,
-    // 4: tenants' own grant settings (renewal limits; JSON, see policy.rs).
+    // 4: tenants' own grant settings (renewal limits; JSON, see ops/policy.rs).
     r#"
     CREATE TABLE tenant_settings (
         tenant       TEXT NOT NULL PRIMARY KEY,
@@ -150,7 +150,7 @@ const MIGRATIONS: &[&str] = &[
     ) WITHOUT ROWID;
     "#,
     // 5: webhook endpoints and the outbox of their undelivered deliveries
-    // (webhooks.rs).
+    // (ops/webhooks.rs).
     r#"
     CREATE TABLE webhooks (
         id              TEXT    NOT NULL PRIMARY KEY,
@@ -226,7 +226,7 @@ const MIGRATIONS: &[&str] = &[
     // 8: per-run write budgets: the limits with the grant (JSON, empty for
     // none; older grants have none), and what each grant has taken so far,
     // one row per grant and kind, changed only by one conditional upsert
-    // (ops.rs: `reserve_budget`).
+    // (ops/ledger.rs: `reserve_budget`).
     r#"
     ALTER TABLE grants ADD COLUMN budgets TEXT NOT NULL DEFAULT '{}';
     CREATE TABLE grant_budget_use (
@@ -237,7 +237,7 @@ const MIGRATIONS: &[&str] = &[
     ) WITHOUT ROWID;
     "#,
     // 9: the words of open issues' titles, for the similar-issue look-up
-    // every create makes (ops.rs: `similar_open_issues`). A B-tree per
+    // every create makes (ops/search.rs: `similar_open_issues`). A B-tree per
     // (tenant, word), newest issue last, so "the newest n open issues
     // holding this word" is one bounded range read, and a count per word,
     // so the look-up starts from the title's rarest word. FTS5 cannot do
@@ -554,7 +554,7 @@ mod tests {
         )
         .unwrap();
         migrate(&conn, Path::new(":memory:")).unwrap();
-        let (expected, actual) = crate::ops::tests::open_title_index(&conn);
+        let (expected, actual) = crate::ops::search::tests::open_title_index(&conn);
         assert_eq!(actual, expected);
         assert_eq!(actual.0.len(), 6, "{actual:?}");
         assert!(

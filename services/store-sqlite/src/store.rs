@@ -2,7 +2,17 @@
 
 use crate::error::{OpError, SqliteError, store_error};
 use crate::files;
-use crate::ops::{self, WriteOp, WriteOutput};
+use crate::ops::audit::{self, AppendAudit};
+use crate::ops::claims::{ClaimIssue, ReleaseIssue};
+use crate::ops::comments::AddComment;
+use crate::ops::issues::{self, CreateIssue, CreateIssueUnlessSimilar, SeedIssues, UpdateIssue};
+use crate::ops::ledger::{
+    self, RecordExpiry, RecordGrant, RecordRevocation, ReleaseBudget, ReserveBudget,
+};
+use crate::ops::policy::{self, SetGrantPolicy};
+use crate::ops::upstreams::{self, DeleteUpstream, PutUpstream};
+use crate::ops::webhooks::{self, ClaimDeliveries, CreateWebhook, DeleteWebhook, RecordAttempt};
+use crate::ops::{WriteOp, keys, search};
 use crate::options::SqliteOptions;
 use crate::readers::{ReadPool, snapshot};
 use crate::schema;
@@ -21,7 +31,7 @@ use std::fmt;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 /// The file name [`SqliteStore::open_in_dir`] uses inside a data dir.
 pub const FILE_NAME: &str = "board.sqlite3";
@@ -140,20 +150,18 @@ impl SqliteStore {
         author: &Author,
         items: Vec<(NewIssue, Option<CommentBody>)>,
     ) -> Result<Vec<IssueId>, StoreError> {
-        let op = WriteOp::SeedIssues {
+        self.write(SeedIssues {
             tenant: tenant.clone(),
             author: author.clone(),
             items,
-        };
-        match self.write(op).await? {
-            WriteOutput::Seeded(ids) => Ok(ids),
-            other => Err(unexpected(other)),
-        }
+        })
+        .await
     }
 
-    async fn write(&self, op: WriteOp) -> Result<WriteOutput, StoreError> {
-        let (reply, answer) = oneshot::channel();
-        let job = WriteJob { op, reply };
+    /// Queues `op` for the writer and waits for its answer, which comes
+    /// only once the write has committed.
+    async fn write<O: WriteOp>(&self, op: O) -> Result<O::Output, StoreError> {
+        let (job, answer) = writer::job(op);
         let limit = self.inner.options.operation_timeout;
         // One budget for the whole call. Until the writer has the job,
         // nothing can have been applied; from then on, no answer means the
@@ -219,12 +227,6 @@ impl SqliteStore {
     }
 }
 
-fn unexpected(output: WriteOutput) -> StoreError {
-    StoreError::Internal(format!(
-        "the SQLite writer answered with the wrong kind of result: {output:?}"
-    ))
-}
-
 fn check_limit(field: &'static str, limit: u32, max: u32) -> Result<(), StoreError> {
     if limit == 0 || limit > max {
         return Err(ValidationError::new(field, format!("must be between 1 and {max}")).into());
@@ -242,7 +244,7 @@ impl IssueStore for SqliteStore {
         comment: bool,
     ) -> Result<bool, StoreError> {
         let (tenant, run, key) = (tenant.clone(), run.clone(), key.clone());
-        self.point_read(move |conn| ops::idempotency_key_used(conn, &tenant, &run, &key, comment))
+        self.point_read(move |conn| keys::idempotency_key_used(conn, &tenant, &run, &key, comment))
             .await
     }
 
@@ -253,18 +255,7 @@ impl IssueStore for SqliteStore {
         new: NewIssue,
         key: Option<&IdempotencyKey>,
     ) -> Result<Created, StoreError> {
-        let op = WriteOp::CreateIssue {
-            tenant: tenant.clone(),
-            author: author.clone(),
-            fingerprint: new.fingerprint(),
-            new,
-            key: key.cloned(),
-            unless_similar: false,
-        };
-        match self.write(op).await? {
-            WriteOutput::Created(created) => Ok(created),
-            other => Err(unexpected(other)),
-        }
+        self.write(CreateIssue::new(tenant, author, new, key)).await
     }
 
     async fn create_issue_unless_similar(
@@ -276,19 +267,8 @@ impl IssueStore for SqliteStore {
     ) -> Result<CreateOutcome, StoreError> {
         // The check runs on the writer, in the same transaction as the
         // insert: atomic against every other create on this file.
-        let op = WriteOp::CreateIssue {
-            tenant: tenant.clone(),
-            author: author.clone(),
-            fingerprint: new.fingerprint(),
-            new,
-            key: key.cloned(),
-            unless_similar: true,
-        };
-        match self.write(op).await? {
-            WriteOutput::Created(created) => Ok(CreateOutcome::Created(created)),
-            WriteOutput::Refused(similar) => Ok(CreateOutcome::Refused(similar)),
-            other => Err(unexpected(other)),
-        }
+        let create = CreateIssue::new(tenant, author, new, key);
+        self.write(CreateIssueUnlessSimilar(create)).await
     }
 
     async fn search_issues(
@@ -298,7 +278,7 @@ impl IssueStore for SqliteStore {
     ) -> Result<SearchPage, StoreError> {
         query.validate()?;
         let (tenant, query) = (tenant.clone(), query.clone());
-        self.read(move |conn| ops::search_issues(conn, &tenant, &query))
+        self.read(move |conn| search::search_issues(conn, &tenant, &query))
             .await
     }
 
@@ -314,7 +294,7 @@ impl IssueStore for SqliteStore {
         // look-up after every create does not hop to a blocking thread.
         self.point_read(move |conn| {
             snapshot(conn, |conn| {
-                ops::similar_open_issues(conn, &tenant, &title, limit)
+                search::similar_open_issues(conn, &tenant, &title, limit)
             })
         })
         .await
@@ -324,14 +304,14 @@ impl IssueStore for SqliteStore {
         let (tenant, id) = (tenant.clone(), id.clone());
         // One statement (the issue joined with its comments): its own
         // read snapshot.
-        self.point_read(move |conn| ops::get_issue(conn, &tenant, &id))
+        self.point_read(move |conn| issues::get_issue(conn, &tenant, &id))
             .await
     }
 
     async fn list_issues(&self, tenant: &TenantId, query: &ListQuery) -> Result<Page, StoreError> {
         query.validate()?;
         let (tenant, query) = (tenant.clone(), query.clone());
-        self.read(move |conn| ops::list_issues(conn, &tenant, &query))
+        self.read(move |conn| issues::list_issues(conn, &tenant, &query))
             .await
     }
 
@@ -345,16 +325,13 @@ impl IssueStore for SqliteStore {
         if patch.is_empty() {
             return Err(ValidationError::new("patch", "nothing to update").into());
         }
-        let op = WriteOp::UpdateIssue {
+        self.write(UpdateIssue {
             tenant: tenant.clone(),
             id: id.clone(),
             patch,
             expected_version,
-        };
-        match self.write(op).await? {
-            WriteOutput::Updated(issue) => Ok(issue),
-            other => Err(unexpected(other)),
-        }
+        })
+        .await
     }
 
     async fn get_issue_view(
@@ -365,7 +342,7 @@ impl IssueStore for SqliteStore {
     ) -> Result<IssueView, StoreError> {
         let (tenant, id, window) = (tenant.clone(), id.clone(), window.clone());
         // Primary-key and index reads in one snapshot.
-        self.point_read(move |conn| ops::get_issue_view(conn, &tenant, &id, &window))
+        self.point_read(move |conn| issues::get_issue_view(conn, &tenant, &id, &window))
             .await
     }
 
@@ -376,16 +353,13 @@ impl IssueStore for SqliteStore {
         claimant: &Claimant,
         expected_version: Option<u64>,
     ) -> Result<Issue, StoreError> {
-        let op = WriteOp::ClaimIssue {
+        self.write(ClaimIssue {
             tenant: tenant.clone(),
             id: id.clone(),
             claimant: claimant.clone(),
             expected_version,
-        };
-        match self.write(op).await? {
-            WriteOutput::Updated(issue) => Ok(issue),
-            other => Err(unexpected(other)),
-        }
+        })
+        .await
     }
 
     async fn release_issue(
@@ -395,16 +369,13 @@ impl IssueStore for SqliteStore {
         run: &RunId,
         expected_version: Option<u64>,
     ) -> Result<Issue, StoreError> {
-        let op = WriteOp::ReleaseIssue {
+        self.write(ReleaseIssue {
             tenant: tenant.clone(),
             id: id.clone(),
             run: run.clone(),
             expected_version,
-        };
-        match self.write(op).await? {
-            WriteOutput::Updated(issue) => Ok(issue),
-            other => Err(unexpected(other)),
-        }
+        })
+        .await
     }
 
     async fn add_comment(
@@ -414,31 +385,19 @@ impl IssueStore for SqliteStore {
         comment: NewComment,
         key: Option<&IdempotencyKey>,
     ) -> Result<CommentAdded, StoreError> {
-        let op = WriteOp::AddComment {
-            tenant: tenant.clone(),
-            author: author.clone(),
-            fingerprint: comment.fingerprint(),
-            comment,
-            key: key.cloned(),
-        };
-        match self.write(op).await? {
-            WriteOutput::Commented(added) => Ok(added),
-            other => Err(unexpected(other)),
-        }
+        self.write(AddComment::new(tenant, author, comment, key))
+            .await
     }
 }
 
 #[async_trait]
 impl GrantLedger for SqliteStore {
     async fn record_grant(&self, grant: &Grant, token_hash: &str) -> Result<(), StoreError> {
-        let op = WriteOp::RecordGrant {
+        self.write(RecordGrant {
             grant: grant.clone(),
             token_hash: token_hash.to_owned(),
-        };
-        match self.write(op).await? {
-            WriteOutput::Recorded => Ok(()),
-            other => Err(unexpected(other)),
-        }
+        })
+        .await
     }
 
     async fn record_revocation(
@@ -447,15 +406,12 @@ impl GrantLedger for SqliteStore {
         by: &str,
         at: Timestamp,
     ) -> Result<GrantEvent, StoreError> {
-        let op = WriteOp::RecordRevocation {
+        self.write(RecordRevocation {
             id: id.clone(),
             by: by.to_owned(),
             at,
-        };
-        match self.write(op).await? {
-            WriteOutput::Revoked(event) => Ok(event),
-            other => Err(unexpected(other)),
-        }
+        })
+        .await
     }
 
     async fn record_expiry(
@@ -464,20 +420,17 @@ impl GrantLedger for SqliteStore {
         expires_at: Timestamp,
         now: Timestamp,
     ) -> Result<GrantEvent, StoreError> {
-        let op = WriteOp::RecordExpiry {
+        self.write(RecordExpiry {
             id: id.clone(),
             expires_at,
             now,
-        };
-        match self.write(op).await? {
-            WriteOutput::Renewed(event) => Ok(event),
-            other => Err(unexpected(other)),
-        }
+        })
+        .await
     }
 
     async fn grant_policy(&self, tenant: &TenantId) -> Result<GrantPolicy, StoreError> {
         let tenant = tenant.clone();
-        self.point_read(move |conn| crate::policy::load_policy(conn, &tenant))
+        self.point_read(move |conn| policy::load_policy(conn, &tenant))
             .await
     }
 
@@ -487,14 +440,11 @@ impl GrantLedger for SqliteStore {
         policy: &GrantPolicy,
     ) -> Result<(), StoreError> {
         policy.validate()?;
-        let op = WriteOp::SetGrantPolicy {
+        self.write(SetGrantPolicy {
             tenant: tenant.clone(),
             policy: policy.clone(),
-        };
-        match self.write(op).await? {
-            WriteOutput::Recorded => Ok(()),
-            other => Err(unexpected(other)),
-        }
+        })
+        .await
     }
 
     async fn reserve_budget(
@@ -503,15 +453,12 @@ impl GrantLedger for SqliteStore {
         kind: corkboard_board::BudgetKind,
         limit: u32,
     ) -> Result<bool, StoreError> {
-        let op = WriteOp::ReserveBudget {
+        self.write(ReserveBudget {
             id: id.clone(),
             kind,
             limit,
-        };
-        match self.write(op).await? {
-            WriteOutput::Reserved(taken) => Ok(taken),
-            other => Err(unexpected(other)),
-        }
+        })
+        .await
     }
 
     async fn release_budget(
@@ -519,14 +466,11 @@ impl GrantLedger for SqliteStore {
         id: &GrantId,
         kind: corkboard_board::BudgetKind,
     ) -> Result<(), StoreError> {
-        let op = WriteOp::ReleaseBudget {
+        self.write(ReleaseBudget {
             id: id.clone(),
             kind,
-        };
-        match self.write(op).await? {
-            WriteOutput::Recorded => Ok(()),
-            other => Err(unexpected(other)),
-        }
+        })
+        .await
     }
 
     async fn budget_used(
@@ -534,14 +478,15 @@ impl GrantLedger for SqliteStore {
         id: &GrantId,
     ) -> Result<std::collections::BTreeMap<corkboard_board::BudgetKind, u32>, StoreError> {
         let id = id.clone();
-        self.point_read(move |conn| ops::budget_used(conn, &id))
+        self.point_read(move |conn| ledger::budget_used(conn, &id))
             .await
     }
 
     async fn grant(&self, id: &GrantId) -> Result<GrantEvent, StoreError> {
         let id = id.clone();
         // One statement: its own read transaction.
-        self.point_read(move |conn| ops::get_grant(conn, &id)).await
+        self.point_read(move |conn| ledger::get_grant(conn, &id))
+            .await
     }
 
     async fn grant_by_token_hash(
@@ -551,7 +496,7 @@ impl GrantLedger for SqliteStore {
         let token_hash = token_hash.to_owned();
         // One statement (the unique index, then the row): its own read
         // transaction. Every authenticated MCP request comes through here.
-        self.point_read(move |conn| ops::grant_by_token_hash(conn, &token_hash))
+        self.point_read(move |conn| ledger::grant_by_token_hash(conn, &token_hash))
             .await
     }
 
@@ -564,16 +509,20 @@ impl GrantLedger for SqliteStore {
     ) -> Result<Vec<GrantEvent>, StoreError> {
         check_limit("limit", limit, limits::PAGE_MAX)?;
         let (tenant, run, cursor) = (tenant.clone(), run.cloned(), cursor.cloned());
-        self.read(move |conn| ops::list_grants(conn, &tenant, run.as_ref(), cursor.as_ref(), limit))
-            .await
+        self.read(move |conn| {
+            ledger::list_grants(conn, &tenant, run.as_ref(), cursor.as_ref(), limit)
+        })
+        .await
     }
 
     async fn active_grants(&self, now: Timestamp) -> Result<Vec<GrantEvent>, StoreError> {
-        self.read(move |conn| ops::active_grants(conn, now)).await
+        self.read(move |conn| ledger::active_grants(conn, now))
+            .await
     }
 
     async fn revoked_grants(&self, now: Timestamp) -> Result<Vec<GrantEvent>, StoreError> {
-        self.read(move |conn| ops::revoked_grants(conn, now)).await
+        self.read(move |conn| ledger::revoked_grants(conn, now))
+            .await
     }
 }
 
@@ -583,13 +532,10 @@ impl AuditLog for SqliteStore {
         if entries.is_empty() {
             return Ok(());
         }
-        let op = WriteOp::AppendAudit {
+        self.write(AppendAudit {
             entries: entries.to_vec(),
-        };
-        match self.write(op).await? {
-            WriteOutput::Appended => Ok(()),
-            other => Err(unexpected(other)),
-        }
+        })
+        .await
     }
 
     async fn list_audit(
@@ -599,7 +545,7 @@ impl AuditLog for SqliteStore {
     ) -> Result<Vec<AuditRecord>, StoreError> {
         check_limit("limit", query.limit, AUDIT_PAGE_MAX)?;
         let (tenant, query) = (tenant.clone(), query.clone());
-        self.read(move |conn| ops::list_audit(conn, &tenant, &query))
+        self.read(move |conn| audit::list_audit(conn, &tenant, &query))
             .await
     }
 }
@@ -607,18 +553,15 @@ impl AuditLog for SqliteStore {
 #[async_trait]
 impl UpstreamStore for SqliteStore {
     async fn put_upstream(&self, upstream: &Upstream) -> Result<(), StoreError> {
-        let op = WriteOp::PutUpstream {
+        self.write(PutUpstream {
             upstream: upstream.clone(),
-        };
-        match self.write(op).await? {
-            WriteOutput::Recorded => Ok(()),
-            other => Err(unexpected(other)),
-        }
+        })
+        .await
     }
 
     async fn list_upstreams(&self, tenant: &TenantId) -> Result<Vec<Upstream>, StoreError> {
         let tenant = tenant.clone();
-        self.read(move |conn| crate::upstreams::list_upstreams(conn, &tenant))
+        self.read(move |conn| upstreams::list_upstreams(conn, &tenant))
             .await
     }
 
@@ -627,14 +570,11 @@ impl UpstreamStore for SqliteStore {
         tenant: &TenantId,
         name: &UpstreamName,
     ) -> Result<(), StoreError> {
-        let op = WriteOp::DeleteUpstream {
+        self.write(DeleteUpstream {
             tenant: tenant.clone(),
             name: name.clone(),
-        };
-        match self.write(op).await? {
-            WriteOutput::Recorded => Ok(()),
-            other => Err(unexpected(other)),
-        }
+        })
+        .await
     }
 }
 
@@ -664,15 +604,12 @@ impl corkboard_board::WebhookStore for SqliteStore {
         new: &corkboard_board::NewWebhook,
         at: Timestamp,
     ) -> Result<corkboard_board::Webhook, StoreError> {
-        let op = WriteOp::CreateWebhook {
+        self.write(CreateWebhook {
             tenant: tenant.clone(),
             new: new.clone(),
             at,
-        };
-        match self.write(op).await? {
-            WriteOutput::Webhook(webhook) => Ok(webhook),
-            other => Err(unexpected(other)),
-        }
+        })
+        .await
     }
 
     async fn list_webhooks(
@@ -680,7 +617,7 @@ impl corkboard_board::WebhookStore for SqliteStore {
         tenant: &TenantId,
     ) -> Result<Vec<corkboard_board::WebhookWithStatus>, StoreError> {
         let tenant = tenant.clone();
-        self.read(move |conn| crate::webhooks::list_webhooks(conn, &tenant))
+        self.read(move |conn| webhooks::list_webhooks(conn, &tenant))
             .await
     }
 
@@ -689,14 +626,11 @@ impl corkboard_board::WebhookStore for SqliteStore {
         tenant: &TenantId,
         id: &corkboard_board::WebhookId,
     ) -> Result<(), StoreError> {
-        let op = WriteOp::DeleteWebhook {
+        self.write(DeleteWebhook {
             tenant: tenant.clone(),
             id: id.clone(),
-        };
-        match self.write(op).await? {
-            WriteOutput::Recorded => Ok(()),
-            other => Err(unexpected(other)),
-        }
+        })
+        .await
     }
 
     async fn claim_deliveries(
@@ -705,13 +639,7 @@ impl corkboard_board::WebhookStore for SqliteStore {
         lease: std::time::Duration,
         limit: u32,
     ) -> Result<Vec<corkboard_board::ClaimedDelivery>, StoreError> {
-        match self
-            .write(WriteOp::ClaimDeliveries { now, lease, limit })
-            .await?
-        {
-            WriteOutput::Claimed(claimed) => Ok(claimed),
-            other => Err(unexpected(other)),
-        }
+        self.write(ClaimDeliveries { now, lease, limit }).await
     }
 
     async fn record_attempt(
@@ -719,13 +647,10 @@ impl corkboard_board::WebhookStore for SqliteStore {
         id: &corkboard_board::DeliveryId,
         outcome: &corkboard_board::AttemptOutcome,
     ) -> Result<(), StoreError> {
-        let op = WriteOp::RecordAttempt {
+        self.write(RecordAttempt {
             id: id.clone(),
             outcome: outcome.clone(),
-        };
-        match self.write(op).await? {
-            WriteOutput::Recorded => Ok(()),
-            other => Err(unexpected(other)),
-        }
+        })
+        .await
     }
 }

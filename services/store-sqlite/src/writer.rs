@@ -1,6 +1,8 @@
 //! The writer thread: the only connection of this process that writes.
 //!
-//! Callers queue [`WriteOp`]s on a bounded channel and wait on a oneshot.
+//! Callers queue [`WriteOp`]s on a bounded channel and wait on a oneshot
+//! typed by the op's output (the channel carries them type-erased, as
+//! [`Job`]s).
 //! The thread takes everything queued (up to `max_group`) and commits it in
 //! one `BEGIN IMMEDIATE` transaction, so one fsync serves the whole group;
 //! while it syncs, the next group queues up. Each op runs in its own
@@ -23,7 +25,7 @@
 //! callers get `Unavailable`.
 
 use crate::error::{OpError, is_busy, store_error};
-use crate::ops::{WriteOp, WriteOutput, execute};
+use crate::ops::WriteOp;
 use crate::search_writes;
 use corkboard_board::StoreError;
 use rusqlite::Connection;
@@ -34,13 +36,87 @@ use std::thread;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
-pub(crate) type Reply = Result<WriteOutput, StoreError>;
+/// What the caller of op `O` gets back.
+pub(crate) type Reply<O> = Result<<O as WriteOp>::Output, StoreError>;
 
-/// One queued write and where its answer goes.
-#[derive(Debug)]
-pub(crate) struct WriteJob {
-    pub op: WriteOp,
-    pub reply: oneshot::Sender<Reply>,
+/// One queued write, whatever its op: one channel carries every kind.
+pub(crate) type WriteJob = Box<dyn Job>;
+
+/// A queued write with its output type erased. A group runs each of its
+/// jobs ([`Job::run`]), and only once the group has committed does it
+/// send each job's answer ([`Job::answer`]); a group that fails as a
+/// whole answers every job with its error instead ([`Job::fail`]).
+pub(crate) trait Job: Send {
+    /// The op's name, for diagnostics.
+    fn name(&self) -> &'static str;
+    /// Whether the op only appends audit records.
+    fn is_audit(&self) -> bool;
+    /// Whether the caller stopped waiting for the answer.
+    fn is_abandoned(&self) -> bool;
+    /// Runs the op in its savepoint (see [`run_one`]) and keeps its answer
+    /// for [`Job::answer`], replacing an earlier attempt's. `Err`: the
+    /// group's transaction cannot go on.
+    fn run(&mut self, conn: &Connection) -> Result<(), rusqlite::Error>;
+    /// Sends the answer the last run kept (the group has committed).
+    fn answer(self: Box<Self>);
+    /// Answers `error` (nothing of the group was committed).
+    fn fail(self: Box<Self>, error: StoreError);
+}
+
+/// The only [`Job`]: an op, its caller's typed reply channel, and the
+/// answer its last run kept.
+struct Queued<O: WriteOp> {
+    op: O,
+    reply: oneshot::Sender<Reply<O>>,
+    answer: Option<Reply<O>>,
+}
+
+/// Wraps `op` as a job for the writer's queue, with the receiver its
+/// answer will come on.
+pub(crate) fn job<O: WriteOp>(op: O) -> (WriteJob, oneshot::Receiver<Reply<O>>) {
+    let (reply, answer) = oneshot::channel();
+    let job = Queued {
+        op,
+        reply,
+        answer: None,
+    };
+    (Box::new(job), answer)
+}
+
+impl<O: WriteOp> Job for Queued<O> {
+    fn name(&self) -> &'static str {
+        O::NAME
+    }
+
+    fn is_audit(&self) -> bool {
+        O::AUDIT
+    }
+
+    fn is_abandoned(&self) -> bool {
+        self.reply.is_closed()
+    }
+
+    fn run(&mut self, conn: &Connection) -> Result<(), rusqlite::Error> {
+        self.answer = Some(run_one(conn, &self.op)?);
+        Ok(())
+    }
+
+    fn answer(self: Box<Self>) {
+        let Self { reply, answer, .. } = *self;
+        // A committed group ran every one of its jobs; an answer missing
+        // here would be a writer bug, told as such rather than dropped.
+        let answer = answer.unwrap_or_else(|| {
+            Err(StoreError::Internal(format!(
+                "the SQLite writer committed a group without running its {}",
+                O::NAME
+            )))
+        });
+        let _ = reply.send(answer);
+    }
+
+    fn fail(self: Box<Self>, error: StoreError) {
+        let _ = self.reply.send(Err(error));
+    }
 }
 
 /// Counters the writer keeps, for metrics and benchmarks.
@@ -138,7 +214,7 @@ enum Durability {
 
 impl Durability {
     fn for_group(jobs: &[WriteJob]) -> Self {
-        if jobs.iter().all(|job| job.op.is_audit()) {
+        if jobs.iter().all(|job| job.is_audit()) {
             Self::Normal
         } else {
             Self::Full
@@ -171,10 +247,7 @@ fn commit_group(
 ) -> bool {
     // A caller that stopped waiting (timed out, cancelled) was told the
     // write may or may not happen; not doing it saves work under overload.
-    let jobs: Vec<WriteJob> = jobs
-        .into_iter()
-        .filter(|job| !job.reply.is_closed())
-        .collect();
+    let mut jobs: Vec<WriteJob> = jobs.into_iter().filter(|job| !job.is_abandoned()).collect();
     if jobs.is_empty() {
         return false;
     }
@@ -182,10 +255,10 @@ fn commit_group(
     loop {
         attempt += 1;
         let synced = Durability::set(sync, conn, Durability::for_group(&jobs));
-        match synced.and_then(|()| try_group(conn, &jobs)) {
-            Ok(replies) => {
-                for (job, reply) in jobs.into_iter().zip(replies) {
-                    let _ = job.reply.send(reply);
+        match synced.and_then(|()| try_group(conn, &mut jobs)) {
+            Ok(()) => {
+                for job in jobs {
+                    job.answer();
                 }
                 return true;
             }
@@ -202,11 +275,11 @@ fn commit_group(
                 tracing::warn!(
                     error = %err,
                     size = jobs.len(),
-                    ops = ?jobs.iter().map(|j| j.op.name()).collect::<Vec<_>>(),
+                    ops = ?jobs.iter().map(|j| j.name()).collect::<Vec<_>>(),
                     "SQLite write group failed"
                 );
                 for job in jobs {
-                    let _ = job.reply.send(Err(answer.clone()));
+                    job.fail(answer.clone());
                 }
                 return true;
             }
@@ -214,24 +287,21 @@ fn commit_group(
     }
 }
 
-/// One attempt at the group. `Err` means nothing of it was committed.
-fn try_group(conn: &Connection, jobs: &[WriteJob]) -> Result<Vec<Reply>, rusqlite::Error> {
+/// One attempt at the group; each job keeps its answer. `Err` means
+/// nothing of it was committed.
+fn try_group(conn: &Connection, jobs: &mut [WriteJob]) -> Result<(), rusqlite::Error> {
     run_statement(conn, "BEGIN IMMEDIATE")?;
-    let mut replies = Vec::with_capacity(jobs.len());
-    for job in jobs {
-        match run_one(conn, &job.op) {
-            Ok(reply) => replies.push(reply),
-            Err(err) => {
-                rollback(conn);
-                return Err(err);
-            }
+    for job in jobs.iter_mut() {
+        if let Err(err) = job.run(conn) {
+            rollback(conn);
+            return Err(err);
         }
     }
     if let Err(err) = end_group(conn) {
         rollback(conn);
         return Err(err);
     }
-    Ok(replies)
+    Ok(())
 }
 
 /// Ends a group whose ops have all run: the index changes they staged go
@@ -243,9 +313,9 @@ fn end_group(conn: &Connection) -> Result<(), rusqlite::Error> {
 
 /// Runs one op in a savepoint. `Ok(Err(_))`: the op failed and was rolled
 /// back alone; `Err(_)`: the group's transaction cannot go on.
-fn run_one(conn: &Connection, op: &WriteOp) -> Result<Reply, rusqlite::Error> {
+fn run_one<O: WriteOp>(conn: &Connection, op: &O) -> Result<Reply<O>, rusqlite::Error> {
     run_statement(conn, "SAVEPOINT op")?;
-    match execute(conn, op) {
+    match op.run(conn) {
         Ok(output) => {
             run_statement(conn, "RELEASE op")?;
             Ok(Ok(output))
@@ -261,7 +331,7 @@ fn run_one(conn: &Connection, op: &WriteOp) -> Result<Reply, rusqlite::Error> {
                 return Err(err);
             }
             undo_savepoint(conn)?;
-            tracing::warn!(op = op.name(), error = %err, "SQLite write failed");
+            tracing::warn!(op = O::NAME, error = %err, "SQLite write failed");
             Ok(Err(store_error(&err)))
         }
     }
@@ -288,10 +358,13 @@ fn run_statement(conn: &Connection, sql: &str) -> Result<(), rusqlite::Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ops::audit::AppendAudit;
+    use crate::ops::comments::AddComment;
+    use crate::ops::issues::{CreateIssue, SeedIssues, UpdateIssue};
     use crate::schema;
     use corkboard_board::{
-        Author, Body, CommentBody, IssueId, IssuePatch, NewComment, NewIssue, RunId, TenantId,
-        Title, normalized,
+        Author, Body, CommentBody, Created, IssueId, IssuePatch, NewComment, NewIssue, RunId,
+        TenantId, Title, normalized,
     };
 
     fn writer_conn() -> (tempfile::TempDir, Connection) {
@@ -301,11 +374,6 @@ mod tests {
         (dir, conn)
     }
 
-    fn job(op: WriteOp) -> (WriteJob, oneshot::Receiver<Reply>) {
-        let (reply, rx) = oneshot::channel();
-        (WriteJob { op, reply }, rx)
-    }
-
     fn author() -> Author {
         Author {
             run: RunId::parse("r").unwrap(),
@@ -313,16 +381,9 @@ mod tests {
         }
     }
 
-    fn create(title: &str) -> WriteOp {
+    fn create(title: &str) -> CreateIssue {
         let new = NewIssue::new(Title::parse(title).unwrap());
-        WriteOp::CreateIssue {
-            tenant: TenantId::parse("t").unwrap(),
-            author: author(),
-            fingerprint: new.fingerprint(),
-            new,
-            key: None,
-            unless_similar: false,
-        }
+        CreateIssue::new(&TenantId::parse("t").unwrap(), &author(), new, None)
     }
 
     fn count(conn: &Connection) -> i64 {
@@ -341,18 +402,12 @@ mod tests {
             busy_attempts: 1,
         };
         commit_group(&conn, vec![a, b, c], policy, &mut Durability::Full);
-        assert!(matches!(
-            a_rx.blocking_recv().unwrap(),
-            Ok(WriteOutput::Created(_))
-        ));
+        assert!(matches!(a_rx.blocking_recv().unwrap(), Ok(Created { .. })));
         assert!(matches!(
             b_rx.blocking_recv().unwrap(),
             Err(StoreError::NotFound { .. })
         ));
-        assert!(matches!(
-            c_rx.blocking_recv().unwrap(),
-            Ok(WriteOutput::Created(_))
-        ));
+        assert!(matches!(c_rx.blocking_recv().unwrap(), Ok(Created { .. })));
         assert_eq!(count(&conn), 2);
         assert!(conn.is_autocommit(), "the group transaction is closed");
     }
@@ -399,7 +454,7 @@ mod tests {
         for answer in answers {
             assert!(matches!(
                 answer.blocking_recv().unwrap(),
-                Ok(WriteOutput::Created(_))
+                Ok(Created { .. })
             ));
         }
         assert_eq!(
@@ -430,16 +485,40 @@ mod tests {
         assert_eq!(count(&conn), 0);
     }
 
+    #[test]
+    fn a_job_answers_only_when_told_and_with_its_last_attempt() {
+        let (_dir, conn) = writer_conn();
+        let (mut a, mut a_rx) = job(create("retried"));
+        // A first attempt that the group loses (as when the file is busy
+        // later in the group): the op ran, its answer is kept, not sent.
+        run_statement(&conn, "BEGIN IMMEDIATE").unwrap();
+        a.run(&conn).unwrap();
+        assert!(a_rx.try_recv().is_err(), "nothing is sent before COMMIT");
+        rollback(&conn);
+        // The retry runs the op again; its answer replaces the first.
+        run_statement(&conn, "BEGIN IMMEDIATE").unwrap();
+        a.run(&conn).unwrap();
+        end_group(&conn).unwrap();
+        assert!(a_rx.try_recv().is_err(), "nothing is sent until answered");
+        a.answer();
+        let created = a_rx.blocking_recv().unwrap().unwrap();
+        let stored: String = conn
+            .query_row("SELECT id FROM issues", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(created.issue.id.as_str(), stored);
+        assert_eq!(count(&conn), 1);
+    }
+
     fn synchronous(conn: &Connection) -> i64 {
         conn.query_row("PRAGMA synchronous", [], |r| r.get(0))
             .unwrap()
     }
 
-    fn audit(n: usize) -> WriteOp {
+    fn audit(n: usize) -> AppendAudit {
         use corkboard_board::{
             ArgumentsHash, AuditEntry, AuditOutcome, AuditRecord, GrantId, Timestamp,
         };
-        WriteOp::AppendAudit {
+        AppendAudit {
             entries: (0..n)
                 .map(|i| AuditRecord {
                     at: Timestamp::now(),
@@ -523,22 +602,16 @@ mod tests {
         (expected, actual)
     }
 
-    fn comment(issue: &IssueId, body: &str) -> WriteOp {
+    fn comment(issue: &IssueId, body: &str) -> AddComment {
         let comment = NewComment {
             issue: issue.clone(),
             body: CommentBody::parse(body).unwrap(),
         };
-        WriteOp::AddComment {
-            tenant: TenantId::parse("t").unwrap(),
-            author: author(),
-            fingerprint: comment.fingerprint(),
-            comment,
-            key: None,
-        }
+        AddComment::new(&TenantId::parse("t").unwrap(), &author(), comment, None)
     }
 
-    fn retitle(issue: &IssueId, title: &str) -> WriteOp {
-        WriteOp::UpdateIssue {
+    fn retitle(issue: &IssueId, title: &str) -> UpdateIssue {
+        UpdateIssue {
             tenant: TenantId::parse("t").unwrap(),
             id: issue.clone(),
             patch: IssuePatch {
@@ -555,23 +628,25 @@ mod tests {
         let (_dir, conn) = writer_conn();
         // A group as `try_group` runs one, op by op, so that later ops can
         // name the issues earlier ones of the same group created.
-        let run = |op: WriteOp| run_one(&conn, &op).unwrap();
-        let created = |reply: Reply| match reply {
-            Ok(WriteOutput::Created(created)) => created.issue.id,
+        fn run<O: WriteOp>(conn: &Connection, op: O) -> Reply<O> {
+            run_one(conn, &op).unwrap()
+        }
+        let created = |reply: Reply<CreateIssue>| match reply {
+            Ok(created) => created.issue.id,
             other => panic!("{other:?}"),
         };
         run_statement(&conn, "BEGIN IMMEDIATE").unwrap();
-        let old = created(run(create("Old login issue")));
+        let old = created(run(&conn, create("Old login issue")));
         end_group(&conn).unwrap();
 
         run_statement(&conn, "BEGIN IMMEDIATE").unwrap();
-        let crash = created(run(create("Crash on save")));
-        run(comment(&crash, "first stack trace")).unwrap();
-        run(comment(&crash, "second trace, zebra")).unwrap();
-        run(retitle(&crash, "Crash on save as")).unwrap();
-        run(comment(&old, "still failing")).unwrap();
-        run(retitle(&old, "Login issue, renamed")).unwrap();
-        run(retitle(&old, "Login issue, renamed twice")).unwrap();
+        let crash = created(run(&conn, create("Crash on save")));
+        run(&conn, comment(&crash, "first stack trace")).unwrap();
+        run(&conn, comment(&crash, "second trace, zebra")).unwrap();
+        run(&conn, retitle(&crash, "Crash on save as")).unwrap();
+        run(&conn, comment(&old, "still failing")).unwrap();
+        run(&conn, retitle(&old, "Login issue, renamed")).unwrap();
+        run(&conn, retitle(&old, "Login issue, renamed twice")).unwrap();
         // An op rolled back to its savepoint takes its staged rows along:
         // the seed's first issue and its comment are staged, then its
         // second issue names a parent that does not exist.
@@ -579,19 +654,22 @@ mod tests {
             parent: Some(IssueId::generate()),
             ..NewIssue::new(Title::parse("Orphan").unwrap())
         };
-        let failed = run(WriteOp::SeedIssues {
-            tenant: TenantId::parse("t").unwrap(),
-            author: author(),
-            items: vec![
-                (
-                    NewIssue::new(Title::parse("Never written").unwrap()),
-                    Some(CommentBody::parse("never said").unwrap()),
-                ),
-                (orphan, None),
-            ],
-        });
+        let failed = run(
+            &conn,
+            SeedIssues {
+                tenant: TenantId::parse("t").unwrap(),
+                author: author(),
+                items: vec![
+                    (
+                        NewIssue::new(Title::parse("Never written").unwrap()),
+                        Some(CommentBody::parse("never said").unwrap()),
+                    ),
+                    (orphan, None),
+                ],
+            },
+        );
         assert!(failed.is_err(), "{failed:?}");
-        created(run(create("Another one")));
+        created(run(&conn, create("Another one")));
         end_group(&conn).unwrap();
 
         let (expected, actual) = search_rows(&conn);

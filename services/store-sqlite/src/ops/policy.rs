@@ -2,6 +2,7 @@
 //! in `tenant_settings`: JSON so that settings added later (per-run
 //! budgets) need no migration of their own.
 
+use super::WriteOp;
 use crate::error::OpError;
 use corkboard_board::{GrantPolicy, StoreError, TenantId};
 use rusqlite::{Connection, OptionalExtension, params};
@@ -22,11 +23,23 @@ pub(crate) fn load_policy(conn: &Connection, tenant: &TenantId) -> Result<GrantP
     }
 }
 
-pub(crate) fn store_policy(
-    conn: &Connection,
-    tenant: &TenantId,
-    policy: &GrantPolicy,
-) -> Result<(), OpError> {
+/// Replaces a tenant's grant settings.
+#[derive(Debug)]
+pub(crate) struct SetGrantPolicy {
+    pub tenant: TenantId,
+    pub policy: GrantPolicy,
+}
+
+impl WriteOp for SetGrantPolicy {
+    type Output = ();
+    const NAME: &'static str = "set_grant_policy";
+
+    fn run(&self, conn: &Connection) -> Result<(), OpError> {
+        store_policy(conn, &self.tenant, &self.policy)
+    }
+}
+
+fn store_policy(conn: &Connection, tenant: &TenantId, policy: &GrantPolicy) -> Result<(), OpError> {
     let json = serde_json::to_string(policy)
         .map_err(|e| OpError::Store(StoreError::Internal(format!("cannot encode: {e}"))))?;
     let mut stmt = conn.prepare_cached(

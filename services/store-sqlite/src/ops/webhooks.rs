@@ -1,107 +1,163 @@
 //! Webhook endpoints and their outbox (`webhooks`, `webhook_outbox`).
 //!
-//! The outbox is transactional: [`before`] and [`after`] run around every
-//! board write inside its savepoint, so the deliveries an issue write or a
-//! grant change causes are committed with it or not at all; a crash can
+//! The outbox is transactional: the board writes that cause events queue
+//! their deliveries themselves, inside their savepoint (an issue write
+//! reads the issue first with [`watched_issue`], then calls the event's
+//! function here with what it wrote), so the deliveries an issue write or
+//! a grant change causes are committed with it or not at all; a crash can
 //! lose neither one without the other. The outbox holds only undelivered
 //! deliveries: a delivered or given-up one is deleted and counted on its
 //! endpoint (`delivered`, `dead`), which also keeps the last attempt's
 //! status. Claims lease rows (`lease_until`) under the writer's `BEGIN
 //! IMMEDIATE`, so two processes never claim the same row at once.
 
+use super::WriteOp;
+use super::issues::get_issue;
 use crate::error::OpError;
-use crate::ops::{WriteOp, WriteOutput, get_issue};
 use corkboard_board::webhook::{
     self, AttemptOutcome, ClaimedDelivery, NewWebhook, Webhook, WebhookEvent, WebhookEvents,
     WebhookSecret, WebhookStatus, WebhookUrl, WebhookWithStatus, limits,
 };
 use corkboard_board::{
-    DeliveryId, Issue, StoreError, TenantId, Timestamp, ValidationError, WebhookId,
+    CommentAdded, DeliveryId, Grant, GrantEvent, Issue, IssueId, StoreError, TenantId, Timestamp,
+    ValidationError, WebhookId,
 };
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::json;
 use std::time::Duration;
 
-/// What a write needs remembered from before it runs: the issue an update
-/// changes (to tell a close from another update) or a claim takes (to tell
-/// a new claim from a repeat of one's own), only when the tenant has
-/// endpoints at all.
-pub(crate) fn before(conn: &Connection, op: &WriteOp) -> Result<Option<Issue>, OpError> {
-    match op {
-        WriteOp::UpdateIssue { tenant, id, .. } | WriteOp::ClaimIssue { tenant, id, .. }
-            if has_endpoints(conn, tenant)? =>
-        {
-            match get_issue(conn, tenant, id) {
-                Ok(issue) => Ok(Some(issue)),
-                // The update itself reports the missing issue.
-                Err(OpError::Store(StoreError::NotFound { .. })) => Ok(None),
-                Err(other) => Err(other),
-            }
-        }
-        _ => Ok(None),
+/// What an issue write needs remembered from before it runs: the issue
+/// an update changes (to tell a close from another update) or a claim
+/// takes (to tell a new claim from a repeat of one's own), only when the
+/// tenant has endpoints at all.
+pub(crate) fn watched_issue(
+    conn: &Connection,
+    tenant: &TenantId,
+    id: &IssueId,
+) -> Result<Option<Issue>, OpError> {
+    if !has_endpoints(conn, tenant)? {
+        return Ok(None);
+    }
+    match get_issue(conn, tenant, id) {
+        Ok(issue) => Ok(Some(issue)),
+        // The update itself reports the missing issue.
+        Err(OpError::Store(StoreError::NotFound { .. })) => Ok(None),
+        Err(other) => Err(other),
     }
 }
 
-/// Queues the deliveries `op`, which produced `output`, causes.
-pub(crate) fn after(
+/// A new issue (not a replayed create).
+pub(crate) fn issue_created(
     conn: &Connection,
-    op: &WriteOp,
+    tenant: &TenantId,
+    issue: &Issue,
+) -> Result<(), OpError> {
+    let data = webhook::issue_summary(issue);
+    enqueue(
+        conn,
+        tenant,
+        WebhookEvent::IssueCreated,
+        &data,
+        Timestamp::now(),
+    )
+}
+
+/// An updated issue; `before` is what [`watched_issue`] read.
+pub(crate) fn issue_updated(
+    conn: &Connection,
+    tenant: &TenantId,
     before: Option<Issue>,
-    output: &WriteOutput,
+    issue: &Issue,
 ) -> Result<(), OpError> {
     let now = Timestamp::now();
-    match (op, output) {
-        (WriteOp::CreateIssue { tenant, .. }, WriteOutput::Created(created))
-            if !created.replayed =>
-        {
-            let data = webhook::issue_summary(&created.issue);
-            enqueue(conn, tenant, WebhookEvent::IssueCreated, &data, now)
-        }
-        (WriteOp::UpdateIssue { tenant, .. }, WriteOutput::Updated(issue)) => {
-            let Some(before) = before else {
-                return Ok(());
-            };
-            let data = webhook::issue_summary(issue);
-            for event in webhook::issue_events(Some(&before), issue) {
-                enqueue(conn, tenant, event, &data, now)?;
-            }
-            Ok(())
-        }
-        (WriteOp::ClaimIssue { tenant, .. }, WriteOutput::Updated(issue)) => {
-            // Claiming one's own claim again changes nothing (same version):
-            // no event.
-            match before {
-                Some(before) if before.version != issue.version => {
-                    let mut data = webhook::issue_summary(issue);
-                    data["claim"] = json!(issue.claim);
-                    enqueue(conn, tenant, WebhookEvent::IssueClaimed, &data, now)
-                }
-                _ => Ok(()),
-            }
-        }
-        (WriteOp::AddComment { tenant, .. }, WriteOutput::Commented(added)) if !added.replayed => {
-            let mut data = webhook::issue_summary(&added.issue);
-            data["comment"] = json!({ "id": added.comment.id, "author": added.comment.author });
-            enqueue(conn, tenant, WebhookEvent::IssueCommented, &data, now)
-        }
-        (WriteOp::RecordGrant { grant, .. }, WriteOutput::Recorded) => {
-            let data = json!({ "run": {
-                "id": grant.run, "grant": grant.id, "capabilities": grant.capabilities,
-                "expires_at": grant.expires_at,
-            } });
-            enqueue(conn, &grant.tenant, WebhookEvent::RunStarted, &data, now)
-        }
-        (WriteOp::RecordRevocation { by, at, .. }, WriteOutput::Revoked(event))
-            // Only the revocation that took effect, not a repeat.
-            if event.revoked_at == Some(*at) && event.revoked_by.as_deref() == Some(by) =>
-        {
-            let data = json!({ "run": {
-                "id": event.grant.run, "grant": event.grant.id, "revoked_by": by,
-            } });
-            enqueue(conn, &event.grant.tenant, WebhookEvent::RunEnded, &data, now)
+    let Some(before) = before else {
+        return Ok(());
+    };
+    let data = webhook::issue_summary(issue);
+    for event in webhook::issue_events(Some(&before), issue) {
+        enqueue(conn, tenant, event, &data, now)?;
+    }
+    Ok(())
+}
+
+/// A claimed issue; `before` is what [`watched_issue`] read.
+pub(crate) fn issue_claimed(
+    conn: &Connection,
+    tenant: &TenantId,
+    before: Option<Issue>,
+    issue: &Issue,
+) -> Result<(), OpError> {
+    // Claiming one's own claim again changes nothing (same version): no
+    // event.
+    match before {
+        Some(before) if before.version != issue.version => {
+            let mut data = webhook::issue_summary(issue);
+            data["claim"] = json!(issue.claim);
+            enqueue(
+                conn,
+                tenant,
+                WebhookEvent::IssueClaimed,
+                &data,
+                Timestamp::now(),
+            )
         }
         _ => Ok(()),
     }
+}
+
+/// A new comment (not a replayed one).
+pub(crate) fn issue_commented(
+    conn: &Connection,
+    tenant: &TenantId,
+    added: &CommentAdded,
+) -> Result<(), OpError> {
+    let mut data = webhook::issue_summary(&added.issue);
+    data["comment"] = json!({ "id": added.comment.id, "author": added.comment.author });
+    enqueue(
+        conn,
+        tenant,
+        WebhookEvent::IssueCommented,
+        &data,
+        Timestamp::now(),
+    )
+}
+
+/// A grant recorded: a run started.
+pub(crate) fn run_started(conn: &Connection, grant: &Grant) -> Result<(), OpError> {
+    let data = json!({ "run": {
+        "id": grant.run, "grant": grant.id, "capabilities": grant.capabilities,
+        "expires_at": grant.expires_at,
+    } });
+    enqueue(
+        conn,
+        &grant.tenant,
+        WebhookEvent::RunStarted,
+        &data,
+        Timestamp::now(),
+    )
+}
+
+/// A grant revoked by `by` at `at`: its run ended, when this revocation
+/// is the one that took effect (not a repeat).
+pub(crate) fn run_ended(
+    conn: &Connection,
+    by: &str,
+    at: Timestamp,
+    event: &GrantEvent,
+) -> Result<(), OpError> {
+    if event.revoked_at != Some(at) || event.revoked_by.as_deref() != Some(by) {
+        return Ok(());
+    }
+    let data = json!({ "run": {
+        "id": event.grant.run, "grant": event.grant.id, "revoked_by": by,
+    } });
+    enqueue(
+        conn,
+        &event.grant.tenant,
+        WebhookEvent::RunEnded,
+        &data,
+        Timestamp::now(),
+    )
 }
 
 fn has_endpoints(conn: &Connection, tenant: &TenantId) -> Result<bool, OpError> {
@@ -160,7 +216,73 @@ fn enqueue(
     Ok(())
 }
 
-pub(crate) fn create_webhook(
+/// Registers a webhook endpoint (bounded per tenant).
+#[derive(Debug)]
+pub(crate) struct CreateWebhook {
+    pub tenant: TenantId,
+    pub new: NewWebhook,
+    pub at: Timestamp,
+}
+
+impl WriteOp for CreateWebhook {
+    type Output = Webhook;
+    const NAME: &'static str = "create_webhook";
+
+    fn run(&self, conn: &Connection) -> Result<Webhook, OpError> {
+        create_webhook(conn, &self.tenant, &self.new, self.at)
+    }
+}
+
+/// Deletes an endpoint and its undelivered deliveries.
+#[derive(Debug)]
+pub(crate) struct DeleteWebhook {
+    pub tenant: TenantId,
+    pub id: WebhookId,
+}
+
+impl WriteOp for DeleteWebhook {
+    type Output = ();
+    const NAME: &'static str = "delete_webhook";
+
+    fn run(&self, conn: &Connection) -> Result<(), OpError> {
+        delete_webhook(conn, &self.tenant, &self.id)
+    }
+}
+
+/// Leases the deliveries due at `now` to one sender.
+#[derive(Debug)]
+pub(crate) struct ClaimDeliveries {
+    pub now: Timestamp,
+    pub lease: Duration,
+    pub limit: u32,
+}
+
+impl WriteOp for ClaimDeliveries {
+    type Output = Vec<ClaimedDelivery>;
+    const NAME: &'static str = "claim_deliveries";
+
+    fn run(&self, conn: &Connection) -> Result<Vec<ClaimedDelivery>, OpError> {
+        claim_deliveries(conn, self.now, self.lease, self.limit)
+    }
+}
+
+/// Records one delivery attempt: delivered, retried later, or given up.
+#[derive(Debug)]
+pub(crate) struct RecordAttempt {
+    pub id: DeliveryId,
+    pub outcome: AttemptOutcome,
+}
+
+impl WriteOp for RecordAttempt {
+    type Output = ();
+    const NAME: &'static str = "record_attempt";
+
+    fn run(&self, conn: &Connection) -> Result<(), OpError> {
+        record_attempt(conn, &self.id, &self.outcome)
+    }
+}
+
+fn create_webhook(
     conn: &Connection,
     tenant: &TenantId,
     new: &NewWebhook,
@@ -200,11 +322,7 @@ pub(crate) fn create_webhook(
     Ok(webhook)
 }
 
-pub(crate) fn delete_webhook(
-    conn: &Connection,
-    tenant: &TenantId,
-    id: &WebhookId,
-) -> Result<(), OpError> {
+fn delete_webhook(conn: &Connection, tenant: &TenantId, id: &WebhookId) -> Result<(), OpError> {
     let deleted = conn
         .prepare_cached("DELETE FROM webhooks WHERE id = ?1 AND tenant = ?2")?
         .execute(params![id.as_str(), tenant.as_str()])?;
@@ -293,7 +411,7 @@ pub(crate) fn list_webhooks(
         .collect()
 }
 
-pub(crate) fn claim_deliveries(
+fn claim_deliveries(
     conn: &Connection,
     now: Timestamp,
     lease: Duration,
@@ -339,7 +457,7 @@ pub(crate) fn claim_deliveries(
     Ok(claimed)
 }
 
-pub(crate) fn record_attempt(
+fn record_attempt(
     conn: &Connection,
     id: &DeliveryId,
     outcome: &AttemptOutcome,

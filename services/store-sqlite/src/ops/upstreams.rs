@@ -2,6 +2,7 @@
 //! sealed (the store keeps the ciphertext it is given and never sees the
 //! clear value).
 
+use super::WriteOp;
 use crate::error::OpError;
 use corkboard_board::{
     HeaderName, SealedCredential, StoreError, TenantId, Timestamp, UPSTREAMS_PER_TENANT_MAX,
@@ -9,9 +10,40 @@ use corkboard_board::{
 };
 use rusqlite::{Connection, Row, params};
 
+/// Adds or replaces one of a tenant's upstreams (bounded per tenant).
+#[derive(Debug)]
+pub(crate) struct PutUpstream {
+    pub upstream: Upstream,
+}
+
+impl WriteOp for PutUpstream {
+    type Output = ();
+    const NAME: &'static str = "put_upstream";
+
+    fn run(&self, conn: &Connection) -> Result<(), OpError> {
+        put_upstream(conn, &self.upstream)
+    }
+}
+
+/// Removes one of a tenant's upstreams.
+#[derive(Debug)]
+pub(crate) struct DeleteUpstream {
+    pub tenant: TenantId,
+    pub name: UpstreamName,
+}
+
+impl WriteOp for DeleteUpstream {
+    type Output = ();
+    const NAME: &'static str = "delete_upstream";
+
+    fn run(&self, conn: &Connection) -> Result<(), OpError> {
+        delete_upstream(conn, &self.tenant, &self.name)
+    }
+}
+
 /// Inserts or replaces one upstream in one statement, so a reader sees the
 /// old record or the new one, never a mix.
-pub(crate) fn put_upstream(conn: &Connection, upstream: &Upstream) -> Result<(), OpError> {
+fn put_upstream(conn: &Connection, upstream: &Upstream) -> Result<(), OpError> {
     let others: i64 = conn
         .prepare_cached("SELECT count(*) FROM upstreams WHERE tenant = ?1 AND name <> ?2")?
         .query_row(
@@ -43,7 +75,7 @@ pub(crate) fn put_upstream(conn: &Connection, upstream: &Upstream) -> Result<(),
     Ok(())
 }
 
-pub(crate) fn delete_upstream(
+fn delete_upstream(
     conn: &Connection,
     tenant: &TenantId,
     name: &UpstreamName,

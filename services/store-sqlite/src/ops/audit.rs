@@ -1,0 +1,80 @@
+//! The audit log (`audit`): appended in batches by the writer, listed
+//! newest first by readers.
+
+use super::WriteOp;
+use crate::codec::{AUDIT_COLUMNS, audit_from_row, to_sql_u64};
+use crate::error::OpError;
+use corkboard_board::{AuditEntry, AuditQuery, AuditRecord, IssueId, TenantId};
+use rusqlite::{Connection, params};
+
+pub(crate) fn list_audit(
+    conn: &Connection,
+    tenant: &TenantId,
+    query: &AuditQuery,
+) -> Result<Vec<AuditRecord>, OpError> {
+    let mut text = format!("SELECT {AUDIT_COLUMNS} FROM audit WHERE tenant = ?");
+    let mut args: Vec<&str> = vec![tenant.as_str()];
+    if let Some(run) = &query.run {
+        text.push_str(" AND run = ?");
+        args.push(run.as_str());
+    }
+    if let Some(issue) = &query.issue {
+        text.push_str(" AND issue_id = ?");
+        args.push(issue.as_str());
+    }
+    text.push_str(" ORDER BY at DESC, seq DESC LIMIT ?");
+    let mut stmt = conn.prepare_cached(&text)?;
+    let mut index = 0;
+    for arg in &args {
+        index += 1;
+        stmt.raw_bind_parameter(index, arg)?;
+    }
+    stmt.raw_bind_parameter(index + 1, i64::from(query.limit))?;
+    let mut rows = stmt.raw_query();
+    let mut out = Vec::new();
+    while let Some(row) = rows.next()? {
+        out.push(audit_from_row(row)?);
+    }
+    Ok(out)
+}
+
+/// Appends a batch of audit records.
+#[derive(Debug)]
+pub(crate) struct AppendAudit {
+    pub entries: Vec<AuditEntry>,
+}
+
+impl WriteOp for AppendAudit {
+    type Output = ();
+    const NAME: &'static str = "append_audit";
+    const AUDIT: bool = true;
+
+    fn run(&self, conn: &Connection) -> Result<(), OpError> {
+        append_audit(conn, &self.entries)
+    }
+}
+
+/// An entry whose id is already stored was written by an earlier attempt
+/// whose answer was lost: it is skipped, not stored twice.
+fn append_audit(conn: &Connection, entries: &[AuditEntry]) -> Result<(), OpError> {
+    let mut stmt = conn.prepare_cached(
+        "INSERT INTO audit (at, tenant, run, grant_id, tool, outcome, latency_micros, \
+         arguments_hash, issue_id, record_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) \
+         ON CONFLICT (record_id) DO NOTHING",
+    )?;
+    for AuditEntry { id, record } in entries {
+        stmt.execute(params![
+            record.at.as_millis(),
+            record.tenant.as_str(),
+            record.run.as_str(),
+            record.grant.as_str(),
+            record.tool,
+            record.outcome.as_str(),
+            to_sql_u64(record.latency_micros),
+            record.arguments_hash.as_str(),
+            record.issue.as_ref().map(IssueId::as_str),
+            id.as_str(),
+        ])?;
+    }
+    Ok(())
+}

@@ -1,0 +1,595 @@
+//! Issues (`issues`, `issue_labels`, `issue_blocked_by`): the point and
+//! list reads, and the writes that make or change one (create, update,
+//! the bench-only bulk seed), with their relation checks. Each write keeps
+//! the open-title word index and the staged full-text index in step
+//! ([`super::search`]) and queues its webhook events in its savepoint.
+
+use super::comments::{AddComment, comment_window};
+use super::keys::{KeyKind, find_key, remember_key, replayed_issue_id};
+use super::search::{index_open_title, search_rowid, similar_open_issues};
+use super::{WriteOp, webhooks};
+use crate::codec::{
+    COMMENT_COLUMNS, ISSUE_COLUMN_COUNT, ISSUE_COLUMNS, comment_from_row, comment_from_row_at,
+    issue_from_row, join_ids, join_labels, qualified, to_sql_u64,
+};
+use crate::error::OpError;
+use crate::query::{self, json_array};
+use crate::readers::snapshot;
+use crate::search_writes;
+use corkboard_board::{
+    Author, CommentBody, CommentWindow, CreateOutcome, Created, GrantId, IdempotencyKey, Issue,
+    IssueId, IssuePatch, IssueView, ListQuery, NewComment, NewIssue, Page, ParentChain,
+    SimilarIssue, StoreError, TenantId, Timestamp, limits, normalized, relation_limits,
+};
+use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
+use std::collections::HashMap;
+use std::sync::LazyLock;
+
+// The statements of the point reads, built once: they run on every request,
+// and their text is the statement cache's key.
+/// An issue and its comments in one statement (so one read snapshot, with
+/// no explicit transaction): the issue's columns on every row, then a
+/// comment's, or NULLs for an issue without comments.
+static ISSUE_WITH_COMMENTS: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT {}, {} FROM issues i LEFT JOIN comments c \
+         ON c.tenant = i.tenant AND c.issue_id = i.id \
+         WHERE i.tenant = ?1 AND i.id = ?2 ORDER BY c.seq",
+        qualified("i", ISSUE_COLUMNS),
+        qualified("c", COMMENT_COLUMNS)
+    )
+});
+/// An issue's own row, without its comments (read as a window, see
+/// [`comment_window`]).
+static ISSUE_ONLY: LazyLock<String> =
+    LazyLock::new(|| format!("SELECT {ISSUE_COLUMNS} FROM issues WHERE tenant = ?1 AND id = ?2"));
+
+pub(crate) fn issue_not_found(id: &IssueId) -> OpError {
+    OpError::Store(StoreError::not_found(format!("issue {id}")))
+}
+
+/// The issue with its comments, or `None` (unknown here, or another tenant's).
+pub(crate) fn load_issue(
+    conn: &Connection,
+    tenant: &TenantId,
+    id: &IssueId,
+) -> Result<Option<Issue>, OpError> {
+    let mut stmt = conn.prepare_cached(&ISSUE_WITH_COMMENTS)?;
+    let mut rows = stmt.query(params![tenant.as_str(), id.as_str()])?;
+    let mut issue: Option<Issue> = None;
+    while let Some(row) = rows.next()? {
+        let issue = match &mut issue {
+            Some(issue) => issue,
+            None => issue.insert(issue_from_row(tenant, row)?),
+        };
+        // The comment's id is NULL when the issue has no comments.
+        if row.get_ref(ISSUE_COLUMN_COUNT + 1)? != rusqlite::types::ValueRef::Null {
+            issue
+                .comments
+                .push(comment_from_row_at(row, ISSUE_COLUMN_COUNT)?.1);
+        }
+    }
+    Ok(issue)
+}
+
+pub(crate) fn get_issue(
+    conn: &Connection,
+    tenant: &TenantId,
+    id: &IssueId,
+) -> Result<Issue, OpError> {
+    load_issue(conn, tenant, id)?.ok_or_else(|| issue_not_found(id))
+}
+
+/// The issue and the relations others hold to it, in one snapshot, with
+/// only the comments of `window`: the comments are counted and the window
+/// read newest first with a LIMIT on the `comments_by_issue` index, and
+/// stepping stops once the window's byte bound is exceeded, so no comment
+/// outside it is read.
+pub(crate) fn get_issue_view(
+    conn: &Connection,
+    tenant: &TenantId,
+    id: &IssueId,
+    window: &CommentWindow,
+) -> Result<IssueView, OpError> {
+    snapshot(conn, |conn| {
+        let mut issue = conn
+            .prepare_cached(&ISSUE_ONLY)?
+            .query_row(params![tenant.as_str(), id.as_str()], |row| {
+                Ok(issue_from_row(tenant, row))
+            })
+            .optional()?
+            .ok_or_else(|| issue_not_found(id))??;
+        let (comments, facts) = comment_window(conn, tenant, id, window)?;
+        issue.comments = comments;
+        // One more than shown, so the view knows whether there are more.
+        let fetch = (relation_limits::INVERSE_MAX + 1) as i64;
+        let ids = |sql: &str| -> Result<Vec<IssueId>, OpError> {
+            let mut stmt = conn.prepare_cached(sql)?;
+            let mut rows = stmt.query(params![tenant.as_str(), id.as_str(), fetch])?;
+            let mut out = Vec::new();
+            while let Some(row) = rows.next()? {
+                let text: String = row.get(0)?;
+                out.push(IssueId::parse(text).map_err(|e| {
+                    OpError::Store(StoreError::Internal(format!(
+                        "a stored relation of issue {id} is invalid: {e}"
+                    )))
+                })?);
+            }
+            Ok(out)
+        };
+        let children = ids(
+            "SELECT id FROM issues WHERE tenant = ?1 AND parent = ?2 ORDER BY id DESC LIMIT ?3",
+        )?;
+        let blocks = ids(
+            "SELECT issue_id FROM issue_blocked_by WHERE tenant = ?1 AND blocker_id = ?2 \
+             ORDER BY issue_id DESC LIMIT ?3",
+        )?;
+        Ok(IssueView::new(issue, facts, children, blocks))
+    })
+}
+
+pub(crate) fn list_issues(
+    conn: &Connection,
+    tenant: &TenantId,
+    query: &ListQuery,
+) -> Result<Page, OpError> {
+    let sql = query::list_issues(tenant, query);
+    let mut stmt = conn.prepare_cached(&sql.text)?;
+    let mut rows = stmt.query(params_from_iter(sql.params.iter()))?;
+    let limit = query.limit as usize;
+    let mut issues = Vec::with_capacity(limit.min(64) + 1);
+    while let Some(row) = rows.next()? {
+        issues.push(issue_from_row(tenant, row)?);
+    }
+    let next_cursor = if issues.len() > limit {
+        issues.truncate(limit);
+        issues.last().map(|i| i.id.clone())
+    } else {
+        None
+    };
+    attach_comments(conn, tenant, &mut issues)?;
+    Ok(Page {
+        issues,
+        next_cursor,
+    })
+}
+
+/// Fills in the comments of a page of issues with one query.
+pub(crate) fn attach_comments(
+    conn: &Connection,
+    tenant: &TenantId,
+    issues: &mut [Issue],
+) -> Result<(), OpError> {
+    if issues.is_empty() {
+        return Ok(());
+    }
+    let position: HashMap<String, usize> = issues
+        .iter()
+        .enumerate()
+        .map(|(i, issue)| (issue.id.as_str().to_owned(), i))
+        .collect();
+    let ids = json_array(issues.iter().map(|i| i.id.as_str()));
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {COMMENT_COLUMNS} FROM comments \
+         WHERE tenant = ?1 AND issue_id IN (SELECT value FROM json_each(?2)) ORDER BY seq"
+    ))?;
+    let mut rows = stmt.query(params![tenant.as_str(), ids])?;
+    while let Some(row) = rows.next()? {
+        let (issue_id, comment) = comment_from_row(row)?;
+        if let Some(&i) = position.get(&issue_id) {
+            issues[i].comments.push(comment);
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------- writes
+
+/// Creates an issue, or finds the one a retry under the same key created.
+#[derive(Debug)]
+pub(crate) struct CreateIssue {
+    pub tenant: TenantId,
+    pub author: Author,
+    pub new: NewIssue,
+    pub key: Option<IdempotencyKey>,
+    pub fingerprint: String,
+}
+
+impl CreateIssue {
+    pub(crate) fn new(
+        tenant: &TenantId,
+        author: &Author,
+        new: NewIssue,
+        key: Option<&IdempotencyKey>,
+    ) -> Self {
+        Self {
+            tenant: tenant.clone(),
+            author: author.clone(),
+            fingerprint: new.fingerprint(),
+            new,
+            key: key.cloned(),
+        }
+    }
+
+    /// The issue a create already made under this key (a retry).
+    fn replayed(&self, conn: &Connection) -> Result<Option<Created>, OpError> {
+        let Some(key) = &self.key else {
+            return Ok(None);
+        };
+        let Some(record) = find_key(conn, &self.tenant, &self.author.run, key, KeyKind::Issue)?
+        else {
+            return Ok(None);
+        };
+        let id = replayed_issue_id(&record, &self.fingerprint)?;
+        // The current issue, not a snapshot: the caller retried and wants
+        // to see where the issue stands now.
+        let issue = get_issue(conn, &self.tenant, &id)?;
+        Ok(Some(Created {
+            issue,
+            replayed: true,
+        }))
+    }
+
+    /// The create proper, once no earlier one under the key was found:
+    /// the new issue, its index rows, its key and its webhook event.
+    fn create(&self, conn: &Connection) -> Result<Created, OpError> {
+        let created = insert_issue(
+            conn,
+            &self.tenant,
+            &self.author,
+            &self.new,
+            self.key.as_ref(),
+            &self.fingerprint,
+        )?;
+        webhooks::issue_created(conn, &self.tenant, &created.issue)?;
+        Ok(created)
+    }
+}
+
+impl WriteOp for CreateIssue {
+    type Output = Created;
+    const NAME: &'static str = "create_issue";
+
+    fn run(&self, conn: &Connection) -> Result<Created, OpError> {
+        match self.replayed(conn)? {
+            Some(replayed) => Ok(replayed),
+            None => self.create(conn),
+        }
+    }
+}
+
+/// [`CreateIssue`], but writing nothing when an open issue is a near
+/// match (checked in the same transaction as the insert).
+#[derive(Debug)]
+pub(crate) struct CreateIssueUnlessSimilar(pub CreateIssue);
+
+impl WriteOp for CreateIssueUnlessSimilar {
+    type Output = CreateOutcome;
+    const NAME: &'static str = "create_issue";
+
+    fn run(&self, conn: &Connection) -> Result<CreateOutcome, OpError> {
+        let Self(create) = self;
+        if let Some(replayed) = create.replayed(conn)? {
+            return Ok(CreateOutcome::Created(replayed));
+        }
+        // On the writer, inside the group's write transaction: no other
+        // create (from any process) can land between this check and the
+        // insert.
+        let near: Vec<SimilarIssue> = similar_open_issues(
+            conn,
+            &create.tenant,
+            &create.new.title,
+            limits::SIMILAR_LIMIT_MAX,
+        )?
+        .into_iter()
+        .filter(SimilarIssue::is_near)
+        .collect();
+        if !near.is_empty() {
+            return Ok(CreateOutcome::Refused(near));
+        }
+        create.create(conn).map(CreateOutcome::Created)
+    }
+}
+
+/// Changes an issue by a patch, at an expected version if given.
+#[derive(Debug)]
+pub(crate) struct UpdateIssue {
+    pub tenant: TenantId,
+    pub id: IssueId,
+    pub patch: IssuePatch,
+    pub expected_version: Option<u64>,
+}
+
+impl WriteOp for UpdateIssue {
+    type Output = Issue;
+    const NAME: &'static str = "update_issue";
+
+    fn run(&self, conn: &Connection) -> Result<Issue, OpError> {
+        let Self {
+            tenant,
+            id,
+            patch,
+            expected_version,
+        } = self;
+        let before = webhooks::watched_issue(conn, tenant, id)?;
+        let issue = update_issue(conn, tenant, id, patch, *expected_version)?;
+        webhooks::issue_updated(conn, tenant, before, &issue)?;
+        Ok(issue)
+    }
+}
+
+/// Bench-only bulk seeding ([`crate::SqliteStore::seed_issues`]): each
+/// item is exactly a [`CreateIssue`] (no key, no similarity check)
+/// followed by an optional [`AddComment`], run as those ops are, in one
+/// transaction. Answers the issues created, in order.
+#[derive(Debug)]
+pub(crate) struct SeedIssues {
+    pub tenant: TenantId,
+    pub author: Author,
+    pub items: Vec<(NewIssue, Option<CommentBody>)>,
+}
+
+impl WriteOp for SeedIssues {
+    type Output = Vec<IssueId>;
+    const NAME: &'static str = "seed_issues";
+
+    fn run(&self, conn: &Connection) -> Result<Vec<IssueId>, OpError> {
+        let Self {
+            tenant,
+            author,
+            items,
+        } = self;
+        let mut ids = Vec::with_capacity(items.len());
+        for (new, comment) in items {
+            let created = CreateIssue::new(tenant, author, new.clone(), None).run(conn)?;
+            if let Some(body) = comment {
+                let comment = NewComment {
+                    issue: created.issue.id.clone(),
+                    body: body.clone(),
+                };
+                AddComment::new(tenant, author, comment, None).run(conn)?;
+            }
+            ids.push(created.issue.id);
+        }
+        Ok(ids)
+    }
+}
+
+fn insert_labels(conn: &Connection, issue: &Issue) -> Result<(), OpError> {
+    if issue.labels.is_empty() {
+        return Ok(());
+    }
+    let mut stmt = conn
+        .prepare_cached("INSERT INTO issue_labels (tenant, issue_id, label) VALUES (?1, ?2, ?3)")?;
+    for label in issue.labels.iter() {
+        stmt.execute(params![
+            issue.tenant.as_str(),
+            issue.id.as_str(),
+            label.as_str()
+        ])?;
+    }
+    Ok(())
+}
+
+/// Whether `id` exists in `tenant`, and its parent: one primary-key read.
+fn parent_of(
+    conn: &Connection,
+    tenant: &TenantId,
+    id: &IssueId,
+) -> Result<Option<Option<IssueId>>, OpError> {
+    let mut stmt =
+        conn.prepare_cached("SELECT parent FROM issues WHERE tenant = ?1 AND id = ?2")?;
+    let found: Option<Option<String>> = stmt
+        .query_row(params![tenant.as_str(), id.as_str()], |row| row.get(0))
+        .optional()?;
+    Ok(found.map(|parent| parent.and_then(|p| IssueId::parse(p).ok())))
+}
+
+/// Refuses relations to issues that do not exist in `tenant` (an issue of
+/// another tenant is not found either: the lookup is by tenant and id) and
+/// a parent whose chain would hold `child` (a cycle) or be too deep.
+/// Runs inside the write, under the write lock.
+fn check_relations(
+    conn: &Connection,
+    tenant: &TenantId,
+    child: Option<&IssueId>,
+    related: &[(&'static str, &IssueId)],
+    parent: Option<&IssueId>,
+) -> Result<(), OpError> {
+    for (field, id) in related {
+        if parent_of(conn, tenant, id)?.is_none() {
+            return Err(OpError::Store(StoreError::UnknownRelated {
+                field,
+                id: (*id).clone(),
+            }));
+        }
+    }
+    if let Some(parent) = parent {
+        let mut chain = ParentChain::new(child, parent)?;
+        while let Some(ancestor) = chain.pending().cloned() {
+            chain.step(parent_of(conn, tenant, &ancestor)?)?;
+        }
+    }
+    Ok(())
+}
+
+/// Rewrites the rows the inverse relation `blocks` reads.
+fn write_blocked_by(conn: &Connection, issue: &Issue, replace: bool) -> Result<(), OpError> {
+    if replace {
+        let mut stmt = conn
+            .prepare_cached("DELETE FROM issue_blocked_by WHERE tenant = ?1 AND issue_id = ?2")?;
+        stmt.execute(params![issue.tenant.as_str(), issue.id.as_str()])?;
+    }
+    let mut stmt = conn.prepare_cached(
+        "INSERT INTO issue_blocked_by (tenant, issue_id, blocker_id) VALUES (?1, ?2, ?3)",
+    )?;
+    for blocker in issue.blocked_by.iter() {
+        stmt.execute(params![
+            issue.tenant.as_str(),
+            issue.id.as_str(),
+            blocker.as_str()
+        ])?;
+    }
+    Ok(())
+}
+
+/// Writes a new issue: validated, its relations checked, its rows and
+/// index entries written, its key remembered.
+fn insert_issue(
+    conn: &Connection,
+    tenant: &TenantId,
+    author: &Author,
+    new: &NewIssue,
+    key: Option<&IdempotencyKey>,
+    fingerprint: &str,
+) -> Result<Created, OpError> {
+    new.validate()?;
+    check_relations(conn, tenant, None, &new.related(), new.parent.as_ref())?;
+    let now = Timestamp::now();
+    let issue = new.clone().into_issue(tenant.clone(), author.clone(), now);
+    // The index row is written with the group's others (search_writes.rs).
+    let search_rowid = search_writes::stage_new(
+        conn,
+        tenant.as_str(),
+        issue.id.as_str(),
+        &normalized(issue.title.as_str()),
+        &normalized(issue.body.as_str()),
+    )?;
+    let mut stmt = conn.prepare_cached(
+        "INSERT INTO issues (tenant, id, title, title_lower, body, state, priority, labels, \
+         author_run, author_grant, created_at, updated_at, version, parent, duplicate_of, \
+         blocked_by, close_reason, search_rowid) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
+    )?;
+    stmt.execute(params![
+        tenant.as_str(),
+        issue.id.as_str(),
+        issue.title.as_str(),
+        issue.title.as_str().to_lowercase(),
+        issue.body.as_str(),
+        issue.state.as_str(),
+        issue.priority.as_str(),
+        join_labels(&issue.labels),
+        issue.author.run.as_str(),
+        issue.author.grant.as_ref().map(GrantId::as_str),
+        issue.created_at.as_millis(),
+        issue.updated_at.as_millis(),
+        to_sql_u64(issue.version),
+        issue.parent.as_ref().map(IssueId::as_str),
+        issue.duplicate_of.as_ref().map(IssueId::as_str),
+        join_ids(&issue.blocked_by),
+        issue.close_reason.map(|r| r.as_str()),
+        search_rowid,
+    ])?;
+    insert_labels(conn, &issue)?;
+    write_blocked_by(conn, &issue, false)?;
+    index_open_title(conn, tenant, &issue.id, None, (&issue.title, issue.state))?;
+    if let Some(key) = key {
+        remember_key(
+            conn,
+            tenant,
+            &author.run,
+            key,
+            KeyKind::Issue,
+            fingerprint,
+            &issue.id,
+            None,
+            now,
+        )?;
+    }
+    Ok(Created {
+        issue,
+        replayed: false,
+    })
+}
+
+pub(crate) fn update_issue(
+    conn: &Connection,
+    tenant: &TenantId,
+    id: &IssueId,
+    patch: &IssuePatch,
+    expected_version: Option<u64>,
+) -> Result<Issue, OpError> {
+    // Read-modify-write under the group's write lock: nobody else (no other
+    // connection, no other process) can change the row in between.
+    let mut issue = get_issue(conn, tenant, id)?;
+    if let Some(expected) = expected_version
+        && expected != issue.version
+    {
+        return Err(OpError::Store(StoreError::VersionConflict {
+            expected,
+            actual: issue.version,
+        }));
+    }
+    let previous_version = issue.version;
+    let (previous_title, previous_state) = (issue.title.clone(), issue.state);
+    let labels_changed = patch.labels.as_ref().is_some_and(|l| *l != issue.labels);
+    let blocked_by_changed = patch
+        .blocked_by
+        .as_ref()
+        .is_some_and(|b| *b != issue.blocked_by);
+    // Never move updated_at backwards, even if another process's clock is ahead.
+    let now = Timestamp::now().max(issue.updated_at);
+    patch.clone().apply_to(&mut issue, now)?;
+    check_relations(conn, tenant, Some(id), &patch.related(), patch.new_parent())?;
+    let claim = issue.claim.as_ref();
+    let mut stmt = conn.prepare_cached(
+        "UPDATE issues SET title = ?1, title_lower = ?2, body = ?3, state = ?4, priority = ?5, \
+         labels = ?6, updated_at = ?7, version = ?8, parent = ?12, duplicate_of = ?13, \
+         blocked_by = ?14, close_reason = ?15, claim_run = ?16, claim_grant = ?17, \
+         claimed_at = ?18, claim_expires_at = ?19 \
+         WHERE tenant = ?9 AND id = ?10 AND version = ?11",
+    )?;
+    let changed = stmt.execute(params![
+        issue.title.as_str(),
+        issue.title.as_str().to_lowercase(),
+        issue.body.as_str(),
+        issue.state.as_str(),
+        issue.priority.as_str(),
+        join_labels(&issue.labels),
+        issue.updated_at.as_millis(),
+        to_sql_u64(issue.version),
+        tenant.as_str(),
+        id.as_str(),
+        to_sql_u64(previous_version),
+        issue.parent.as_ref().map(IssueId::as_str),
+        issue.duplicate_of.as_ref().map(IssueId::as_str),
+        join_ids(&issue.blocked_by),
+        issue.close_reason.map(|r| r.as_str()),
+        claim.map(|c| c.run.as_str()),
+        claim.map(|c| c.grant.as_str()),
+        claim.map(|c| c.claimed_at.as_millis()),
+        claim.map(|c| c.expires_at.as_millis()),
+    ])?;
+    if changed != 1 {
+        return Err(OpError::Store(StoreError::Internal(format!(
+            "issue {id} changed under the write lock"
+        ))));
+    }
+    if patch.title.is_some() || patch.body.is_some() {
+        let rowid = search_rowid(conn, tenant, id)?;
+        search_writes::stage_text(
+            conn,
+            rowid,
+            &normalized(issue.title.as_str()),
+            &normalized(issue.body.as_str()),
+        )?;
+    }
+    index_open_title(
+        conn,
+        tenant,
+        id,
+        Some((&previous_title, previous_state)),
+        (&issue.title, issue.state),
+    )?;
+    if labels_changed {
+        let mut stmt =
+            conn.prepare_cached("DELETE FROM issue_labels WHERE tenant = ?1 AND issue_id = ?2")?;
+        stmt.execute(params![tenant.as_str(), id.as_str()])?;
+        insert_labels(conn, &issue)?;
+    }
+    if blocked_by_changed {
+        write_blocked_by(conn, &issue, true)?;
+    }
+    Ok(issue)
+}
