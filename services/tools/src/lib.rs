@@ -1,5 +1,6 @@
-//! The board's MCP tools: `create_issue`, `get_issue`, `list_issues`,
-//! `update_issue` and `add_comment`, served through
+//! The board's MCP tools (`list_issues`, `get_issue`, `create_issue`,
+//! `update_issue`, `add_comment`, `claim_issue`, `release_issue`,
+//! `search_issues`: the table in `defs`), served through
 //! [`corkboard_mcp::ToolBackend`].
 //!
 //! [`BoardTools`] is the only place where an MCP request meets the board:
@@ -11,22 +12,24 @@
 //! into domain types, takes the tenant and author from the grant alone
 //! (no tool has a tenant argument), bounds every store call with a timeout,
 //! and leaves one [`AuditRecord`](corkboard_board::AuditRecord) per call.
+//! Each tool is a row of the tool table (`defs`) and a file
+//! (`tool/<name>.rs`: its arguments, its `run` and its schemas).
 //! Every answer is projected (`view`: summaries, chosen fields, a window
 //! of comments), rendered as text (`render`) and kept within one byte
-//! budget (`budget`) in one place, whatever the store returned.
+//! budget (`result_budget`) in one place, whatever the store returned.
 
 #![forbid(unsafe_code)]
 
-mod args;
-mod budget;
 mod defs;
 mod error;
 mod render;
+mod result_budget;
 mod service;
+mod tool;
 mod view;
 
-pub use budget::{DEFAULT_RESULT_BUDGET, ENVELOPE_BYTES, MIN_RESULT_BUDGET};
 pub use defs::{BoardTool, ToolSpec, grant_tool_set, tool_set, vocabulary};
 pub use error::ToolsError;
+pub use result_budget::{DEFAULT_RESULT_BUDGET, ENVELOPE_BYTES, MIN_RESULT_BUDGET};
 pub use service::{BoardTools, DEFAULT_STORE_TIMEOUT, server_identity};
 pub use view::{COMMENTS_DEFAULT, EXCERPT_CHARS, SELECTABLE_FIELDS};

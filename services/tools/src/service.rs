@@ -1,16 +1,17 @@
 //! [`BoardTools`]: the board served through [`ToolBackend`].
 
-use crate::args;
-use crate::budget::{self, Answer, DEFAULT_RESULT_BUDGET, MIN_RESULT_BUDGET};
 use crate::defs::{BoardTool, grant_tool_set};
 use crate::error::ToolsError;
-use crate::view;
+use crate::result_budget::{DEFAULT_RESULT_BUDGET, MIN_RESULT_BUDGET};
+use crate::tool::{
+    Success, add_comment, args, claim_issue, create_issue, get_issue, list_issues, release_issue,
+    search_issues, update_issue,
+};
 use async_trait::async_trait;
 use corkboard_board::AuditSink;
 use corkboard_board::{
-    ArgumentsHash, AuditOutcome, AuditRecord, Author, BudgetKind, Capability, Claimant,
-    CreateOutcome, IdempotencyKey, Issue, IssueId, IssueStore, NEAR_MATCH, SearchHit, SimilarIssue,
-    StoreError, TenantId, Timestamp,
+    ArgumentsHash, AuditOutcome, AuditRecord, BudgetKind, IdempotencyKey, IssueId, IssueStore,
+    StoreError, Timestamp,
 };
 use corkboard_grants::{BudgetCounter, RateLimiter, Reservation, RunKey, TokenRegistry};
 use corkboard_grants::{ResolvedGrant, resolve_bearer};
@@ -73,7 +74,7 @@ pub struct BoardTools {
     /// Meters each run's requests (HTTP, and each request of a batch);
     /// none: unmetered (stdio, where the caller is one local process).
     limiter: Option<Arc<dyn RateLimiter>>,
-    /// Bytes one successful answer may cost (see `budget`).
+    /// Bytes one successful answer may cost (see `result_budget`).
     result_budget: usize,
     /// Where budgeted grants' writes are counted; none: a budgeted write
     /// is refused as unavailable (never let through uncounted).
@@ -143,16 +144,6 @@ impl BoardTools {
     }
 }
 
-/// What a successful call produced: the answer (structured and text,
-/// within the budget) and the issue it touched, for the audit record.
-struct Success {
-    answer: Answer,
-    issue: Option<IssueId>,
-}
-
-/// How many similar open issues create_issue reports.
-const SIMILAR_SHOWN: u32 = 5;
-
 impl BoardTools {
     pub fn new(
         store: Arc<dyn IssueStore>,
@@ -190,7 +181,7 @@ impl BoardTools {
     /// already used through (`key`: the call's key, if any): the store
     /// answers it from its record (the original result, or a conflict) and
     /// writes nothing, so it takes nothing.
-    async fn budgeted<T>(
+    pub(crate) async fn budgeted<T>(
         &self,
         principal: &ResolvedGrant,
         kind: BudgetKind,
@@ -272,15 +263,14 @@ impl BoardTools {
         self.result_budget
     }
 
-    /// Counts tool calls by tool and outcome.
-    /// Charges every request to its run's budget in `limiter` (the same
-    /// per-run budget as the run gateways').
+    /// Charges every request to its run's rate limit in `limiter` (the
+    /// same per-run limit as the run gateways').
     pub fn with_rate_limiter(mut self, limiter: Arc<dyn RateLimiter>) -> Self {
         self.limiter = Some(limiter);
         self
     }
 
-    /// Takes one request from the caller's run budget.
+    /// Takes one request from the caller's run rate limit.
     async fn charge(&self, principal: &ResolvedGrant) -> Result<(), Refusal> {
         let Some(limiter) = &self.limiter else {
             return Ok(());
@@ -292,6 +282,7 @@ impl BoardTools {
         })
     }
 
+    /// Counts tool calls by tool and outcome.
     pub fn with_metrics(mut self, metrics: corkboard_telemetry::Metrics) -> Self {
         self.metrics = Some(metrics);
         self
@@ -308,6 +299,11 @@ impl BoardTools {
         self.store_timeout
     }
 
+    /// The store every tool call goes to (each call through [`Self::bounded`]).
+    pub(crate) fn store(&self) -> &dyn IssueStore {
+        self.store.as_ref()
+    }
+
     /// The registry run tokens are resolved through.
     pub fn registry(&self) -> &Arc<dyn TokenRegistry> {
         &self.registry
@@ -315,7 +311,7 @@ impl BoardTools {
 
     /// Runs one store call within the timeout, mapping its errors with the
     /// issue the call is about.
-    async fn bounded<T>(
+    pub(crate) async fn bounded<T>(
         &self,
         issue: Option<&IssueId>,
         call: impl Future<Output = Result<T, StoreError>>,
@@ -329,6 +325,8 @@ impl BoardTools {
         }
     }
 
+    /// Runs one call of `tool`: refused unless the grant has the tool's
+    /// capability, otherwise the tool's own `run` (`tool/<name>.rs`).
     async fn execute(
         &self,
         principal: &ResolvedGrant,
@@ -343,438 +341,16 @@ impl BoardTools {
                 allowed: grant.capabilities.to_csv(),
             });
         }
-        let tenant = &grant.tenant;
         match tool {
-            BoardTool::ListIssues => {
-                let query = args::list(arguments)?;
-                let shown = args::list_view(arguments)?;
-                let page = self
-                    .bounded(None, self.store.list_issues(tenant, &query))
-                    .await?;
-                let items = page
-                    .issues
-                    .iter()
-                    .map(|issue| view::summary(to_json(issue)?, &shown))
-                    .collect::<Result<Vec<_>, _>>()?;
-                let cursor = page.next_cursor.map(|c| c.as_str().to_owned());
-                Ok(Success {
-                    answer: budget::page(items, cursor, self.result_budget),
-                    issue: None,
-                })
-            }
-            BoardTool::GetIssue => {
-                let id = args::get(arguments)?;
-                let (window, body_offset) = args::issue_view(arguments)?;
-                // The answer is cut to the result budget anyway (oldest
-                // comments first, the newest kept), so the store reads no
-                // comments beyond that many bytes of body: what it leaves
-                // out could not be shown. An issue may hold 500 comments
-                // of 64 KiB; without the bound, comments_limit=500 reads
-                // all ~32 MiB to show one of them.
-                let window = window.max_bytes(self.result_budget);
-                let issue = self
-                    .bounded(Some(&id), self.store.get_issue_view(tenant, &id, &window))
-                    .await?;
-                let facts = issue.comment_facts;
-                let mut value = view::windowed_issue(to_json(&issue)?, &facts, window.before_id())?;
-                view::skip_body(&mut value, body_offset)?;
-                if facts.over_bytes > 0 {
-                    budget::comments_cut(&mut value, facts.over_bytes, self.result_budget);
-                }
-                let headline = format!("get_issue: issue {id}");
-                Ok(Success {
-                    answer: budget::issue(value, &headline, self.result_budget),
-                    issue: Some(id),
-                })
-            }
-            BoardTool::CreateIssue => {
-                let args::CreateArgs {
-                    new,
-                    key,
-                    if_similar,
-                } = args::create(arguments)?;
-                let reads = grant.capabilities.allows(Capability::IssuesRead);
-                let title = new.title.clone();
-                let created = match if_similar {
-                    args::IfSimilar::Report => {
-                        self.budgeted(
-                            principal,
-                            BudgetKind::CreateIssue,
-                            key.as_ref(),
-                            self.bounded(
-                                None,
-                                self.store.create_issue(
-                                    tenant,
-                                    &author(principal),
-                                    new,
-                                    key.as_ref(),
-                                ),
-                            ),
-                            |created| created.replayed,
-                        )
-                        .await?
-                    }
-                    args::IfSimilar::Refuse => {
-                        if !reads {
-                            // A refusal answers with another issue: that
-                            // is a read this grant may not do.
-                            return Err(ToolsError::InvalidArgument {
-                                field: "if_similar".to_owned(),
-                                reason: format!(
-                                    "\"refuse\" answers with the existing issue, which needs \
-                                     the issues:read capability; this grant has {}. Omit \
-                                     if_similar",
-                                    grant.capabilities.to_csv()
-                                ),
-                            });
-                        }
-                        let outcome = self
-                            .budgeted(
-                                principal,
-                                BudgetKind::CreateIssue,
-                                key.as_ref(),
-                                self.bounded(
-                                    None,
-                                    self.store.create_issue_unless_similar(
-                                        tenant,
-                                        &author(principal),
-                                        new,
-                                        key.as_ref(),
-                                    ),
-                                ),
-                                |outcome| match outcome {
-                                    CreateOutcome::Created(created) => created.replayed,
-                                    CreateOutcome::Refused(_) => true,
-                                },
-                            )
-                            .await?;
-                        match outcome {
-                            CreateOutcome::Created(created) => created,
-                            CreateOutcome::Refused(near) => {
-                                return self.refused(tenant, near).await;
-                            }
-                        }
-                    }
-                };
-                let id = created.issue.id.clone();
-                let mut value = view::whole_issue(to_json(&created.issue)?);
-                insert(&mut value, "replayed", Value::Bool(created.replayed));
-                insert(&mut value, "created", Value::Bool(true));
-                if reads {
-                    // After the create, so a replay reports the same way; the
-                    // issue itself is left out. A failed lookup leaves
-                    // `similar` out rather than failing a create that happened.
-                    let similar = self
-                        .bounded(
-                            None,
-                            self.store
-                                .similar_open_issues(tenant, &title, SIMILAR_SHOWN + 1),
-                        )
-                        .await;
-                    match similar {
-                        Ok(similar) => {
-                            let shown: Vec<Value> = similar
-                                .iter()
-                                .filter(|s| s.id != id)
-                                .take(SIMILAR_SHOWN as usize)
-                                .map(similar_json)
-                                .collect();
-                            insert(&mut value, "similar", Value::Array(shown));
-                        }
-                        Err(err) => {
-                            tracing::warn!(error = %err, "similar issues unavailable after a create");
-                        }
-                    }
-                }
-                let headline = if created.replayed {
-                    format!(
-                        "create_issue: replayed; issue {id} was created by the earlier call with \
-                         this idempotency_key"
-                    )
-                } else {
-                    format!("create_issue: created issue {id}")
-                };
-                Ok(Success {
-                    answer: budget::issue(value, &headline, self.result_budget),
-                    issue: Some(id),
-                })
-            }
-            BoardTool::SearchIssues => {
-                let query = args::search(arguments)?;
-                let page = self
-                    .bounded(None, self.store.search_issues(tenant, &query))
-                    .await?;
-                let hits: Vec<Value> = page.hits.iter().map(hit_json).collect();
-                Ok(Success {
-                    answer: budget::hits(
-                        hits,
-                        query.offset,
-                        page.next_offset,
-                        page.partial,
-                        self.result_budget,
-                    ),
-                    issue: None,
-                })
-            }
-            BoardTool::UpdateIssue => {
-                let args::UpdateArgs {
-                    id,
-                    patch,
-                    expected_version,
-                } = args::update(arguments)?;
-                let set = patch_fields(&patch);
-                let issue = self
-                    .budgeted(
-                        principal,
-                        BudgetKind::UpdateIssue,
-                        None,
-                        self.bounded(
-                            Some(&id),
-                            self.store
-                                .update_issue(tenant, &id, patch, expected_version),
-                        ),
-                        |_| false,
-                    )
-                    .await?;
-                let headline = format!(
-                    "update_issue: issue {id} is now at version {}",
-                    issue.version
-                );
-                let mut value = to_json(&issue)?;
-                if tool.answers_whole_issue(&grant.capabilities) {
-                    value = view::whole_issue(value);
-                } else {
-                    // Only what this call wrote: the grant may not read the rest.
-                    retain(
-                        &mut value,
-                        &[&["id", "version", "updated_at"], &set[..]].concat(),
-                    );
-                }
-                Ok(Success {
-                    answer: budget::issue(value, &headline, self.result_budget),
-                    issue: Some(id),
-                })
-            }
-            BoardTool::AddComment => {
-                let args::CommentArgs { comment, key } = args::comment(arguments)?;
-                let id = comment.issue.clone();
-                let added = self
-                    .budgeted(
-                        principal,
-                        BudgetKind::AddComment,
-                        key.as_ref(),
-                        self.bounded(
-                            Some(&id),
-                            self.store.add_comment(
-                                tenant,
-                                &author(principal),
-                                comment,
-                                key.as_ref(),
-                            ),
-                        ),
-                        |added| added.replayed,
-                    )
-                    .await?;
-                let mut value = to_json(&added.issue)?;
-                if tool.answers_whole_issue(&grant.capabilities) {
-                    value = view::whole_issue(value);
-                } else {
-                    // Not the body nor the other comments: this grant may
-                    // write a comment, not read the issue.
-                    retain(&mut value, &["id", "version", "updated_at"]);
-                }
-                insert(&mut value, "comment", to_json(&added.comment)?);
-                insert(&mut value, "replayed", Value::Bool(added.replayed));
-                let headline = if added.replayed {
-                    format!(
-                        "add_comment: replayed; comment {} on issue {id} was added by the \
-                         earlier call with this idempotency_key",
-                        added.comment.id
-                    )
-                } else {
-                    format!(
-                        "add_comment: added comment {} to issue {id}",
-                        added.comment.id
-                    )
-                };
-                Ok(Success {
-                    answer: budget::issue(value, &headline, self.result_budget),
-                    issue: Some(id),
-                })
-            }
-            BoardTool::ClaimIssue | BoardTool::ReleaseIssue => {
-                let args::ClaimArgs {
-                    id,
-                    expected_version,
-                } = args::claim(tool.name(), arguments)?;
-                let issue = if tool == BoardTool::ClaimIssue {
-                    // The claim ends when the grant does: its expiry, from
-                    // the grant, never from input.
-                    let claimant = Claimant {
-                        run: grant.run.clone(),
-                        grant: grant.id.clone(),
-                        expires_at: grant.expires_at,
-                    };
-                    self.bounded(
-                        Some(&id),
-                        self.store
-                            .claim_issue(tenant, &id, &claimant, expected_version),
-                    )
-                    .await?
-                } else {
-                    self.bounded(
-                        Some(&id),
-                        self.store
-                            .release_issue(tenant, &id, &grant.run, expected_version),
-                    )
-                    .await?
-                };
-                let headline = if tool == BoardTool::ClaimIssue {
-                    format!("claim_issue: issue {id} is claimed by run {}", grant.run)
-                } else {
-                    format!("release_issue: issue {id} is unclaimed")
-                };
-                let mut value = to_json(&issue)?;
-                if tool.answers_whole_issue(&grant.capabilities) {
-                    value = view::whole_issue(value);
-                } else {
-                    retain(&mut value, &["id", "version", "updated_at", "claim"]);
-                }
-                Ok(Success {
-                    answer: budget::issue(value, &headline, self.result_budget),
-                    issue: Some(id),
-                })
-            }
+            BoardTool::ListIssues => list_issues::run(self, principal, arguments).await,
+            BoardTool::GetIssue => get_issue::run(self, principal, arguments).await,
+            BoardTool::CreateIssue => create_issue::run(self, principal, arguments).await,
+            BoardTool::UpdateIssue => update_issue::run(self, principal, arguments).await,
+            BoardTool::AddComment => add_comment::run(self, principal, arguments).await,
+            BoardTool::ClaimIssue => claim_issue::run(self, principal, arguments).await,
+            BoardTool::ReleaseIssue => release_issue::run(self, principal, arguments).await,
+            BoardTool::SearchIssues => search_issues::run(self, principal, arguments).await,
         }
-    }
-}
-
-impl BoardTools {
-    /// The answer to a create refused for a near match: the existing issue
-    /// (the best match) with `created: false`, the reason, and every near
-    /// match; the text block leads with "NOT CREATED" for models that read
-    /// only the text. Not an error result: the caller asked for exactly
-    /// this outcome, and the answer carries the issue to work on.
-    async fn refused(
-        &self,
-        tenant: &TenantId,
-        near: Vec<SimilarIssue>,
-    ) -> Result<Success, ToolsError> {
-        let Some(best) = near.first() else {
-            return Err(ToolsError::Internal {
-                detail: "a create was refused without a near match".to_owned(),
-            });
-        };
-        let existing: Issue = self
-            .bounded(Some(&best.id), self.store.get_issue(tenant, &best.id))
-            .await?;
-        let reason = format!(
-            "NOT CREATED: open issue {} \"{}\" ({}) is a near match for this title (similarity \
-             {:.2}, near at {NEAR_MATCH}), and if_similar is \"refuse\". Nothing was filed; the \
-             issue below is that existing one. Work on it (add_comment, update_issue), or call \
-             create_issue with if_similar \"report\" to file a separate issue anyway.",
-            best.id,
-            best.title.as_str(),
-            best.state,
-            best.score
-        );
-        let mut value = view::whole_issue(to_json(&existing)?);
-        insert(&mut value, "replayed", Value::Bool(false));
-        insert(&mut value, "created", Value::Bool(false));
-        insert(
-            &mut value,
-            "similar",
-            Value::Array(near.iter().map(similar_json).collect()),
-        );
-        insert(&mut value, "reason", Value::String(reason.clone()));
-        Ok(Success {
-            answer: budget::issue(value, &reason, self.result_budget),
-            issue: Some(existing.id),
-        })
-    }
-}
-
-fn similar_json(similar: &SimilarIssue) -> Value {
-    serde_json::json!({
-        "id": similar.id,
-        "title": similar.title,
-        "state": similar.state,
-        "score": round(similar.score),
-    })
-}
-
-/// A search hit as the tool answers it: a summary of the issue (read the
-/// rest with get_issue), the score and the snippet.
-fn hit_json(hit: &SearchHit) -> Value {
-    let issue = &hit.issue;
-    serde_json::json!({
-        "id": issue.id,
-        "title": issue.title,
-        "state": issue.state,
-        "labels": issue.labels,
-        "priority": issue.priority,
-        "updated_at": issue.updated_at,
-        "version": issue.version,
-        "comment_count": issue.comments.len(),
-        "score": round(hit.score),
-        "field": hit.field,
-        "comment": hit.comment,
-        "snippet": hit.snippet,
-    })
-}
-
-/// Four decimals: enough to order by, short to read.
-fn round(score: f64) -> f64 {
-    (score * 10_000.0).round() / 10_000.0
-}
-
-/// Who a write is recorded as: the grant's run.
-fn author(principal: &ResolvedGrant) -> Author {
-    let grant = principal.grant();
-    Author {
-        run: grant.run.clone(),
-        grant: Some(grant.id.clone()),
-    }
-}
-
-fn to_json<T: serde::Serialize>(value: &T) -> Result<Value, ToolsError> {
-    serde_json::to_value(value).map_err(|err| ToolsError::Internal {
-        detail: format!("result not serialisable: {err}"),
-    })
-}
-
-/// The issue fields a patch sets, by their names in the issue's JSON.
-fn patch_fields(patch: &corkboard_board::IssuePatch) -> Vec<&'static str> {
-    [
-        ("title", patch.title.is_some()),
-        ("body", patch.body.is_some()),
-        ("state", patch.state.is_some()),
-        ("labels", patch.labels.is_some()),
-        ("priority", patch.priority.is_some()),
-        ("parent", patch.parent.is_some()),
-        ("duplicate_of", patch.duplicate_of.is_some()),
-        ("blocked_by", patch.blocked_by.is_some()),
-        // Closing sets a reason even when none was given.
-        (
-            "close_reason",
-            patch.close_reason.is_some() || patch.state.is_some_and(|s| s.is_terminal()),
-        ),
-    ]
-    .into_iter()
-    .filter_map(|(name, set)| set.then_some(name))
-    .collect()
-}
-
-/// Drops every member of `object` not named in `keep`.
-fn retain(object: &mut Value, keep: &[&str]) {
-    if let Value::Object(map) = object {
-        map.retain(|key, _| keep.contains(&key.as_str()));
-    }
-}
-
-fn insert(object: &mut Value, key: &str, value: Value) {
-    if let Value::Object(map) = object {
-        map.insert(key.to_owned(), value);
     }
 }
 
@@ -895,5 +471,72 @@ impl ToolBackend for BoardTools {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use corkboard_board::IssueState;
+    use std::collections::BTreeSet;
+
+    /// What is wrong with `instructions` against the tool table: a tool of
+    /// the table it does not name, or a snake_case word that is not a
+    /// tool, an argument or answer field of one, an issue state or an
+    /// issue id (a tool that does not exist, or a misspelt one).
+    fn instruction_problems(instructions: &str) -> Vec<String> {
+        let words: BTreeSet<&str> = instructions
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .filter(|word| word.contains('_'))
+            .collect();
+        let mut problems: Vec<String> = BoardTool::ALL
+            .iter()
+            .filter(|tool| !words.contains(tool.name()))
+            .map(|tool| format!("the tool {} is not named", tool.name()))
+            .collect();
+        let mut fields: BTreeSet<String> = IssueState::names()
+            .iter()
+            .map(|state| (*state).to_owned())
+            .collect();
+        for tool in BoardTool::ALL {
+            let spec = tool.spec();
+            let schemas = [
+                Some(spec.input_schema),
+                Some(spec.output_schema),
+                spec.write_only_output_schema,
+            ];
+            for schema in schemas.into_iter().flatten() {
+                if let Some(properties) = schema()["properties"].as_object() {
+                    fields.extend(properties.keys().cloned());
+                }
+            }
+        }
+        problems.extend(
+            words
+                .iter()
+                .filter(|word| BoardTool::from_name(word).is_none())
+                .filter(|word| !fields.contains(**word))
+                .filter(|word| IssueId::parse(**word).is_err())
+                .map(|word| format!("{word} is neither a tool of the table nor one's field")),
+        );
+        problems
+    }
+
+    #[test]
+    fn the_instructions_name_every_tool_of_the_table_and_no_other() {
+        assert_eq!(instruction_problems(INSTRUCTIONS), Vec::<String>::new());
+        // The check sees a tool the instructions leave out, and a name
+        // that is no tool.
+        assert_eq!(
+            instruction_problems(&INSTRUCTIONS.replace("release_issue", "release")),
+            ["the tool release_issue is not named"]
+        );
+        assert_eq!(
+            instruction_problems(&INSTRUCTIONS.replace("add_comment", "add_note")),
+            [
+                "the tool add_comment is not named",
+                "add_note is neither a tool of the table nor one's field"
+            ]
+        );
     }
 }

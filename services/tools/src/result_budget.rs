@@ -1,5 +1,7 @@
 //! The byte budget of every tool result, and the one cutter that keeps an
-//! answer within it.
+//! answer within it. This is the size of one answer (`max_result_bytes`),
+//! not a run's write budgets (`BoardTools::budgeted`, the grant's
+//! `budgets`), which count writes.
 //!
 //! What counts: the structured JSON plus the text block as they go on the
 //! wire (the text JSON-escaped), plus [`ENVELOPE_BYTES`] for what the MCP

@@ -1,0 +1,154 @@
+//! `add_comment`: adds a comment to an issue.
+
+use super::args::{Args, idempotency_key, issue_id};
+use super::schema::{
+    body_schema, comment_schema, issue_answer_schema, issue_fields, issue_id_schema, key_schema,
+    object, replayed_schema, with_properties,
+};
+use super::{Success, author, insert, retain, to_json};
+use crate::credential::ResolvedGrant;
+use crate::defs::BoardTool;
+use crate::error::ToolsError;
+use crate::result_budget;
+use crate::service::BoardTools;
+use crate::view;
+use corkboard_board::{BudgetKind, CommentBody, IdempotencyKey, NewComment};
+use serde_json::{Map, Value, json};
+
+pub(crate) const DESCRIPTION: &str = "Add a comment to an issue. Returns the issue with its \
+latest 10 comments (comment_count and comments_cursor as in get_issue; the answer stays within \
+the result budget of about 8,000 tokens), the new `comment`, and `replayed` (a run that may not read issues gets only the \
+issue's id, version and updated_at with the new `comment` and `replayed`). `issue_id` is an issue id exactly as \
+create_issue or list_issues returned it (iss_ followed by 26 characters). Pass an \
+`idempotency_key` when you might retry: the same key with the same arguments returns the \
+original comment (replayed=true) instead of adding it twice.";
+
+pub(crate) const ARGS: [&str; 3] = ["issue_id", "body", "idempotency_key"];
+
+#[derive(Debug)]
+pub(crate) struct CommentArgs {
+    pub comment: NewComment,
+    pub key: Option<IdempotencyKey>,
+}
+
+pub(crate) fn parse(map: &Map<String, Value>) -> Result<CommentArgs, ToolsError> {
+    let args = Args::new("add_comment", map, &ARGS)?;
+    let issue = issue_id(&args, "issue_id")?;
+    let body = CommentBody::parse(args.required_str("body")?)?;
+    Ok(CommentArgs {
+        comment: NewComment { issue, body },
+        key: idempotency_key(&args)?,
+    })
+}
+
+pub(crate) async fn run(
+    tools: &BoardTools,
+    principal: &ResolvedGrant,
+    arguments: &Map<String, Value>,
+) -> Result<Success, ToolsError> {
+    let grant = principal.grant();
+    let tenant = &grant.tenant;
+    let CommentArgs { comment, key } = parse(arguments)?;
+    let id = comment.issue.clone();
+    let added = tools
+        .budgeted(
+            principal,
+            BudgetKind::AddComment,
+            key.as_ref(),
+            tools.bounded(
+                Some(&id),
+                tools
+                    .store()
+                    .add_comment(tenant, &author(principal), comment, key.as_ref()),
+            ),
+            |added| added.replayed,
+        )
+        .await?;
+    let mut value = to_json(&added.issue)?;
+    if BoardTool::AddComment.answers_whole_issue(&grant.capabilities) {
+        value = view::whole_issue(value);
+    } else {
+        // Not the body nor the other comments: this grant may
+        // write a comment, not read the issue.
+        retain(&mut value, &["id", "version", "updated_at"]);
+    }
+    insert(&mut value, "comment", to_json(&added.comment)?);
+    insert(&mut value, "replayed", Value::Bool(added.replayed));
+    let headline = if added.replayed {
+        format!(
+            "add_comment: replayed; comment {} on issue {id} was added by the \
+                         earlier call with this idempotency_key",
+            added.comment.id
+        )
+    } else {
+        format!(
+            "add_comment: added comment {} to issue {id}",
+            added.comment.id
+        )
+    };
+    Ok(Success {
+        answer: result_budget::issue(value, &headline, tools.result_budget()),
+        issue: Some(id),
+    })
+}
+
+pub(crate) fn input_schema() -> Value {
+    object(
+        json!({
+            "issue_id": issue_id_schema("The issue to comment on."),
+            "body": body_schema("The comment, not blank.", 1),
+            "idempotency_key": key_schema("comment"),
+        }),
+        &["issue_id", "body"],
+    )
+}
+
+pub(crate) fn output_schema() -> Value {
+    with_properties(
+        issue_answer_schema(),
+        [
+            ("comment", comment_schema("The comment this call added.")),
+            ("replayed", replayed_schema("comment")),
+        ],
+    )
+}
+
+/// add_comment without `issues:read`: the issue's id, new version and
+/// updated_at, the comment this call added and `replayed`; no body, no
+/// other comments.
+pub(crate) fn write_only_output_schema() -> Value {
+    with_properties(
+        issue_fields(
+            &["id", "version", "updated_at"],
+            &["id", "version", "updated_at"],
+        ),
+        [
+            ("comment", comment_schema("The comment this call added.")),
+            ("replayed", replayed_schema("comment")),
+        ],
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tool::args::issue_hint;
+    use crate::tool::args::testing::{field_of, map};
+    use corkboard_board::IssueId;
+    use serde_json::json;
+
+    #[test]
+    fn comment_names_issue_id() {
+        let err = parse(&map(json!({"issue_id": "iss_x", "body": "hi"}))).unwrap_err();
+        assert_eq!(field_of(err), "issue_id");
+        let err = parse(&map(
+            json!({"issue_id": IssueId::generate().as_str(), "body": " "}),
+        ))
+        .unwrap_err();
+        assert_eq!(field_of(err), "body");
+        assert_eq!(
+            issue_hint(&map(json!({"issue_id": "nope"})), "issue_id"),
+            None
+        );
+    }
+}

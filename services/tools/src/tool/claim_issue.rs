@@ -1,0 +1,117 @@
+//! `claim_issue`: takes an issue for this run until it releases it, the
+//! issue closes or the run's grant ends. Its arguments and its answer's
+//! shape are shared with `release_issue`.
+
+use super::args::{Args, expected_version, issue_id};
+use super::schema::{issue_fields, issue_id_schema, issue_schema, object, version_schema};
+use super::{Success, retain, to_json};
+use crate::credential::ResolvedGrant;
+use crate::defs::BoardTool;
+use crate::error::ToolsError;
+use crate::result_budget;
+use crate::service::BoardTools;
+use crate::view;
+use corkboard_board::{Claimant, Grant, Issue, IssueId};
+use serde_json::{Map, Value, json};
+
+pub(crate) const DESCRIPTION: &str = "Claim an issue for this run before you start working on it, so \
+no other agent takes the same work. Exactly one of several runs claiming at once gets it; the \
+others get an error naming the run that holds it (not retryable: pick other work, e.g. \
+list_issues with unclaimed=true). Claiming an issue you already hold succeeds and changes \
+nothing. Only open issues (not done or closed) can be claimed. The claim lasts until you call \
+release_issue, the issue is closed, or this run ends (its grant is revoked or expires): then \
+the issue goes back to the pool. Returns the issue with its `claim` and new version.";
+
+pub(crate) const ARGS: [&str; 2] = ["id", "expected_version"];
+
+/// The arguments of `claim_issue`, and of `release_issue`: the issue and
+/// an optional version.
+#[derive(Debug)]
+pub(crate) struct ClaimArgs {
+    pub id: IssueId,
+    pub expected_version: Option<u64>,
+}
+
+pub(crate) fn parse(map: &Map<String, Value>) -> Result<ClaimArgs, ToolsError> {
+    let args = Args::new("claim_issue", map, &ARGS)?;
+    Ok(ClaimArgs {
+        id: issue_id(&args, "id")?,
+        expected_version: expected_version(&args)?,
+    })
+}
+
+pub(crate) async fn run(
+    tools: &BoardTools,
+    principal: &ResolvedGrant,
+    arguments: &Map<String, Value>,
+) -> Result<Success, ToolsError> {
+    let grant = principal.grant();
+    let tenant = &grant.tenant;
+    let ClaimArgs {
+        id,
+        expected_version,
+    } = parse(arguments)?;
+    // The claim ends when the grant does: its expiry, from the grant,
+    // never from input.
+    let claimant = Claimant {
+        run: grant.run.clone(),
+        grant: grant.id.clone(),
+        expires_at: grant.expires_at,
+    };
+    let issue = tools
+        .bounded(
+            Some(&id),
+            tools
+                .store()
+                .claim_issue(tenant, &id, &claimant, expected_version),
+        )
+        .await?;
+    let headline = format!("claim_issue: issue {id} is claimed by run {}", grant.run);
+    answer(tools, grant, BoardTool::ClaimIssue, &issue, id, &headline)
+}
+
+/// The answer of `claim_issue` and `release_issue`: the issue, or for a
+/// grant that may not read issues, what the call changed.
+pub(crate) fn answer(
+    tools: &BoardTools,
+    grant: &Grant,
+    tool: BoardTool,
+    issue: &Issue,
+    id: IssueId,
+    headline: &str,
+) -> Result<Success, ToolsError> {
+    let mut value = to_json(issue)?;
+    if tool.answers_whole_issue(&grant.capabilities) {
+        value = view::whole_issue(value);
+    } else {
+        retain(&mut value, &["id", "version", "updated_at", "claim"]);
+    }
+    Ok(Success {
+        answer: result_budget::issue(value, headline, tools.result_budget()),
+        issue: Some(id),
+    })
+}
+
+pub(crate) fn input_schema() -> Value {
+    object(
+        json!({
+            "id": issue_id_schema("The issue to claim."),
+            "expected_version": version_schema(),
+        }),
+        &["id"],
+    )
+}
+
+/// The issue with its claim.
+pub(crate) fn output_schema() -> Value {
+    issue_schema()
+}
+
+/// claim_issue / release_issue without `issues:read`: the id, new
+/// version, updated_at and the claim.
+pub(crate) fn write_only_output_schema() -> Value {
+    issue_fields(
+        &["id", "version", "updated_at", "claim"],
+        &["id", "version", "updated_at", "claim"],
+    )
+}

@@ -1,0 +1,434 @@
+//! `create_issue`: files an issue, reports similar open ones, or (with
+//! `if_similar: "refuse"`) files nothing when an open issue is a near
+//! match.
+
+use super::args::{Args, blocked_by, close_reason, idempotency_key, invalid, labels, optional_id};
+use super::schema::{
+    blocked_by_schema, body_schema, close_reason_schema, issue_answer_schema, issue_id_schema,
+    key_schema, labels_schema, object, priority_schema, replayed_schema, state_schema,
+    title_schema, with_properties,
+};
+use super::{Success, author, insert, round, to_json};
+use crate::credential::ResolvedGrant;
+use crate::error::ToolsError;
+use crate::result_budget;
+use crate::service::BoardTools;
+use crate::view;
+use corkboard_board::{
+    Body, BudgetKind, Capability, CreateOutcome, IdempotencyKey, Issue, IssueState, NEAR_MATCH,
+    NewIssue, Priority, SimilarIssue, TenantId, Title, limits,
+};
+use serde_json::{Map, Value, json};
+
+/// How many similar open issues create_issue reports.
+const SIMILAR_SHOWN: u32 = 5;
+
+pub(crate) const DESCRIPTION: &str = "Create an issue on this run's board and return it, with its \
+new id (iss_ followed by 26 characters) and version 1. Only `title` is required; state \
+defaults to inbox, priority to none, labels to none. The issue is recorded as written by this \
+run. Pass an `idempotency_key` (a fresh unique string per intended issue, e.g. a UUID) \
+whenever you might retry: resending the same arguments with the same key returns the \
+original issue with replayed=true instead of a duplicate, and reusing a key with different \
+arguments is refused. Relations: `parent` makes it a sub-issue, `blocked_by` lists issues \
+that must be finished first (at most 50), `duplicate_of` names the original; every id must \
+be an issue of this board. The answer has `created` (true when this call filed the issue) and, for \
+a run that may read issues, `similar`: up to 5 open issues (not done or closed) whose titles are \
+most like this one, each {id, title, state, score} with score the share of title words they \
+have in common (0-1; 0.75 or more is a near match). Pass if_similar=\"refuse\" to file only \
+when no open issue is a near match: then, if one is, NOTHING is created and the answer is that \
+existing issue with created=false, `reason` saying why and `similar` listing the near matches; \
+work on it (add_comment, update_issue) instead of filing again. A retry with the same \
+idempotency_key always returns the original issue, whatever is similar now. Search \
+(search_issues) first so you do not file an issue that exists. The answer, like every answer, \
+stays within the result budget (about 8,000 tokens).";
+
+pub(crate) const ARGS: [&str; 11] = [
+    "title",
+    "body",
+    "state",
+    "labels",
+    "priority",
+    "idempotency_key",
+    "parent",
+    "duplicate_of",
+    "blocked_by",
+    "close_reason",
+    "if_similar",
+];
+
+/// What create_issue does when an open issue is a near match.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum IfSimilar {
+    /// Create anyway and report the similar issues (the default).
+    Report,
+    /// Create nothing and answer with the near match.
+    Refuse,
+}
+
+#[derive(Debug)]
+pub(crate) struct CreateArgs {
+    pub new: NewIssue,
+    pub key: Option<IdempotencyKey>,
+    pub if_similar: IfSimilar,
+}
+
+pub(crate) fn parse(map: &Map<String, Value>) -> Result<CreateArgs, ToolsError> {
+    let args = Args::new("create_issue", map, &ARGS)?;
+    let mut new = NewIssue::new(Title::parse(args.required_str("title")?)?);
+    if let Some(body) = args.str("body")? {
+        new.body = Body::parse(body)?;
+    }
+    if let Some(state) = args.str("state")? {
+        new.state = IssueState::parse(state)?;
+    }
+    if let Some(labels) = labels(&args)? {
+        new.labels = labels;
+    }
+    if let Some(priority) = args.str("priority")? {
+        new.priority = Priority::parse(priority)?;
+    }
+    new.parent = optional_id(&args, "parent")?;
+    new.duplicate_of = optional_id(&args, "duplicate_of")?;
+    new.blocked_by = blocked_by(&args)?.unwrap_or_default();
+    new.close_reason = close_reason(&args)?;
+    new.validate()?;
+    let if_similar = match args.str("if_similar")? {
+        None | Some("report") => IfSimilar::Report,
+        Some("refuse") => IfSimilar::Refuse,
+        Some(other) => {
+            return Err(invalid(
+                "if_similar",
+                format!("unknown value {other:?}; expected \"report\" or \"refuse\""),
+            ));
+        }
+    };
+    Ok(CreateArgs {
+        new,
+        key: idempotency_key(&args)?,
+        if_similar,
+    })
+}
+
+pub(crate) async fn run(
+    tools: &BoardTools,
+    principal: &ResolvedGrant,
+    arguments: &Map<String, Value>,
+) -> Result<Success, ToolsError> {
+    let grant = principal.grant();
+    let tenant = &grant.tenant;
+    let CreateArgs {
+        new,
+        key,
+        if_similar,
+    } = parse(arguments)?;
+    let reads = grant.capabilities.allows(Capability::IssuesRead);
+    let title = new.title.clone();
+    let created = match if_similar {
+        IfSimilar::Report => {
+            tools
+                .budgeted(
+                    principal,
+                    BudgetKind::CreateIssue,
+                    key.as_ref(),
+                    tools.bounded(
+                        None,
+                        tools
+                            .store()
+                            .create_issue(tenant, &author(principal), new, key.as_ref()),
+                    ),
+                    |created| created.replayed,
+                )
+                .await?
+        }
+        IfSimilar::Refuse => {
+            if !reads {
+                // A refusal answers with another issue: that
+                // is a read this grant may not do.
+                return Err(ToolsError::InvalidArgument {
+                    field: "if_similar".to_owned(),
+                    reason: format!(
+                        "\"refuse\" answers with the existing issue, which needs \
+                                     the issues:read capability; this grant has {}. Omit \
+                                     if_similar",
+                        grant.capabilities.to_csv()
+                    ),
+                });
+            }
+            let outcome = tools
+                .budgeted(
+                    principal,
+                    BudgetKind::CreateIssue,
+                    key.as_ref(),
+                    tools.bounded(
+                        None,
+                        tools.store().create_issue_unless_similar(
+                            tenant,
+                            &author(principal),
+                            new,
+                            key.as_ref(),
+                        ),
+                    ),
+                    |outcome| match outcome {
+                        CreateOutcome::Created(created) => created.replayed,
+                        CreateOutcome::Refused(_) => true,
+                    },
+                )
+                .await?;
+            match outcome {
+                CreateOutcome::Created(created) => created,
+                CreateOutcome::Refused(near) => {
+                    return refused(tools, tenant, near).await;
+                }
+            }
+        }
+    };
+    let id = created.issue.id.clone();
+    let mut value = view::whole_issue(to_json(&created.issue)?);
+    insert(&mut value, "replayed", Value::Bool(created.replayed));
+    insert(&mut value, "created", Value::Bool(true));
+    if reads {
+        // After the create, so a replay reports the same way; the
+        // issue itself is left out. A failed lookup leaves
+        // `similar` out rather than failing a create that happened.
+        let similar = tools
+            .bounded(
+                None,
+                tools
+                    .store()
+                    .similar_open_issues(tenant, &title, SIMILAR_SHOWN + 1),
+            )
+            .await;
+        match similar {
+            Ok(similar) => {
+                let shown: Vec<Value> = similar
+                    .iter()
+                    .filter(|s| s.id != id)
+                    .take(SIMILAR_SHOWN as usize)
+                    .map(similar_json)
+                    .collect();
+                insert(&mut value, "similar", Value::Array(shown));
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "similar issues unavailable after a create");
+            }
+        }
+    }
+    let headline = if created.replayed {
+        format!(
+            "create_issue: replayed; issue {id} was created by the earlier call with \
+                         this idempotency_key"
+        )
+    } else {
+        format!("create_issue: created issue {id}")
+    };
+    Ok(Success {
+        answer: result_budget::issue(value, &headline, tools.result_budget()),
+        issue: Some(id),
+    })
+}
+
+/// The answer to a create refused for a near match: the existing issue
+/// (the best match) with `created: false`, the reason, and every near
+/// match; the text block leads with "NOT CREATED" for models that read
+/// only the text. Not an error result: the caller asked for exactly
+/// this outcome, and the answer carries the issue to work on.
+async fn refused(
+    tools: &BoardTools,
+    tenant: &TenantId,
+    near: Vec<SimilarIssue>,
+) -> Result<Success, ToolsError> {
+    let Some(best) = near.first() else {
+        return Err(ToolsError::Internal {
+            detail: "a create was refused without a near match".to_owned(),
+        });
+    };
+    let existing: Issue = tools
+        .bounded(Some(&best.id), tools.store().get_issue(tenant, &best.id))
+        .await?;
+    let reason = format!(
+        "NOT CREATED: open issue {} \"{}\" ({}) is a near match for this title (similarity \
+             {:.2}, near at {NEAR_MATCH}), and if_similar is \"refuse\". Nothing was filed; the \
+             issue below is that existing one. Work on it (add_comment, update_issue), or call \
+             create_issue with if_similar \"report\" to file a separate issue anyway.",
+        best.id,
+        best.title.as_str(),
+        best.state,
+        best.score
+    );
+    let mut value = view::whole_issue(to_json(&existing)?);
+    insert(&mut value, "replayed", Value::Bool(false));
+    insert(&mut value, "created", Value::Bool(false));
+    insert(
+        &mut value,
+        "similar",
+        Value::Array(near.iter().map(similar_json).collect()),
+    );
+    insert(&mut value, "reason", Value::String(reason.clone()));
+    Ok(Success {
+        answer: result_budget::issue(value, &reason, tools.result_budget()),
+        issue: Some(existing.id),
+    })
+}
+
+fn similar_json(similar: &SimilarIssue) -> Value {
+    json!({
+        "id": similar.id,
+        "title": similar.title,
+        "state": similar.state,
+        "score": round(similar.score),
+    })
+}
+
+pub(crate) fn input_schema() -> Value {
+    object(
+        json!({
+            "title": title_schema("Short summary of the issue."),
+            "body": body_schema("Details: context, steps to reproduce, what done means.", 0),
+            "state": state_schema("Initial state; defaults to inbox."),
+            "labels": labels_schema(&format!(
+                "Labels to attach, e.g. [\"bug\", \"area:ci\"]. Each 1-{} of lowercase \
+                 letters, digits and - _ . : /; at most {} labels.",
+                limits::LABEL_MAX_CHARS,
+                limits::LABELS_MAX
+            )),
+            "priority": priority_schema("Defaults to none (nobody has said)."),
+            "idempotency_key": key_schema("issue"),
+            "parent": issue_id_schema("Make it a sub-issue of this issue."),
+            "duplicate_of": issue_id_schema("The original issue this one duplicates."),
+            "blocked_by": blocked_by_schema("Issues that must be finished before this one."),
+            "close_reason": close_reason_schema(),
+            "if_similar": {
+                "type": "string",
+                "enum": ["report", "refuse"],
+                "default": "report",
+                "description": "\"report\" (default): create, and list similar open issues in \
+                                `similar`. \"refuse\": create nothing when an open issue's title \
+                                is a near match (score 0.75 or more); the answer is then that \
+                                issue with created=false. Needs issues:read.",
+            },
+        }),
+        &["title"],
+    )
+}
+
+fn similar_schema() -> Value {
+    json!({
+        "type": "array",
+        "description": "Open issues with titles like this one, most similar first; present for \
+                        a run that may read issues (absent if the lookup failed).",
+        "items": {
+            "type": "object",
+            "properties": {
+                "id": { "type": "string" },
+                "title": { "type": "string" },
+                "state": { "type": "string", "enum": IssueState::names() },
+                "score": {
+                    "type": "number",
+                    "minimum": 0,
+                    "maximum": 1,
+                    "description": "Share of title words in common; 0.75 or more is a near match.",
+                },
+            },
+            "required": ["id", "title", "state", "score"],
+        },
+    })
+}
+
+/// create_issue's answer: the issue it filed (or, refused, the existing
+/// near match), `replayed`, `created`, and optionally `similar`/`reason`.
+pub(crate) fn output_schema() -> Value {
+    let mut schema = with_properties(
+        issue_answer_schema(),
+        [
+            ("replayed", replayed_schema("issue")),
+            (
+                "created",
+                json!({
+                    "type": "boolean",
+                    "description": "True when this call (or the original call of a replay) \
+                                    filed this issue; false when if_similar=\"refuse\" found a \
+                                    near match: nothing was created and this is the existing issue.",
+                }),
+            ),
+        ],
+    );
+    if let Some(Value::Object(properties)) = schema.get_mut("properties") {
+        properties.insert("similar".to_owned(), similar_schema());
+        properties.insert(
+            "reason".to_owned(),
+            json!({
+                "type": "string",
+                "description": "Why nothing was created (only when created is false).",
+            }),
+        );
+    }
+    schema
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tool::args::testing::{field_of, map};
+    use serde_json::json;
+
+    #[test]
+    fn create_applies_documented_defaults_and_parses_everything_given() {
+        let plain = parse(&map(json!({"title": "Fix CI"}))).unwrap();
+        assert_eq!(plain.new.state, IssueState::Inbox);
+        assert_eq!(plain.new.priority, Priority::None);
+        assert!(plain.key.is_none());
+        let full = parse(&map(json!({
+            "title": "Fix CI", "body": "it is red", "state": "todo",
+            "labels": ["ci", "bug", "ci"], "priority": "high", "idempotency_key": "k-1",
+            "ignored_null": null
+        })));
+        // Unknown keys are refused even when null.
+        assert_eq!(field_of(full.unwrap_err()), "ignored_null");
+        let full = parse(&map(json!({
+            "title": "Fix CI", "body": null, "state": "todo",
+            "labels": ["ci", "bug", "ci"], "priority": "high", "idempotency_key": "k-1"
+        })))
+        .unwrap();
+        assert_eq!(full.new.state, IssueState::Todo);
+        assert_eq!(full.new.labels.to_strings(), ["bug", "ci"]);
+        assert_eq!(full.new.body.as_str(), "");
+        assert_eq!(full.key.unwrap().as_str(), "k-1");
+    }
+
+    #[test]
+    fn errors_name_the_argument() {
+        let cases = [
+            (json!({}), "title"),
+            (json!({"title": ""}), "title"),
+            (json!({"title": 5}), "title"),
+            (json!({"title": "t", "state": "doing"}), "state"),
+            (json!({"title": "t", "priority": "p0"}), "priority"),
+            (json!({"title": "t", "labels": "bug"}), "labels"),
+            (json!({"title": "t", "labels": ["Bug"]}), "labels"),
+            (
+                json!({"title": "t", "idempotency_key": "has space"}),
+                "idempotency_key",
+            ),
+            (json!({"title": "t", "tenant": "other"}), "tenant"),
+        ];
+        for (args, field) in cases {
+            let err = parse(&map(args.clone())).unwrap_err();
+            assert_eq!(field_of(err), field, "{args}");
+        }
+        let err = parse(&map(json!({"title": "t", "tenant": "x"}))).unwrap_err();
+        assert!(
+            err.to_string().contains("fixed by this run's grant"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn create_reads_if_similar() {
+        let plain = parse(&map(json!({"title": "t"}))).unwrap();
+        assert_eq!(plain.if_similar, IfSimilar::Report);
+        let refuse = parse(&map(json!({"title": "t", "if_similar": "refuse"}))).unwrap();
+        assert_eq!(refuse.if_similar, IfSimilar::Refuse);
+        let err = parse(&map(json!({"title": "t", "if_similar": "merge"}))).unwrap_err();
+        assert_eq!(field_of(err), "if_similar");
+    }
+}

@@ -1,0 +1,158 @@
+//! `get_issue`: one issue with a window of its comments and the relations
+//! other issues hold to it.
+
+use super::args::{Args, invalid, issue_id};
+use super::schema::{
+    COMMENT_ID_PATTERN, issue_answer_schema, issue_id_schema, object, with_properties,
+};
+use super::{Success, to_json};
+use crate::credential::ResolvedGrant;
+use crate::error::ToolsError;
+use crate::result_budget;
+use crate::service::BoardTools;
+use crate::view::{self, COMMENTS_DEFAULT};
+use corkboard_board::{CommentId, CommentWindow, IssueId, limits};
+use serde_json::{Map, Value, json};
+
+pub(crate) const DESCRIPTION: &str = "Read one issue: every field, with its latest comments \
+(10 unless `comments_limit` says otherwise, oldest first) and `comment_count`. When older \
+comments exist, `older_comments` counts them and `comments_cursor` is a comment id: call \
+get_issue again with comments_before=comments_cursor for the ones before it, until \
+comments_cursor is null. `id` is an issue id exactly as create_issue or list_issues returned \
+it: iss_ followed by 26 characters, e.g. iss_01JD3Z9Q4X8M2N6P7R5S1T0V9W; never shorten or \
+retype it from memory. The result's `version` is the value update_issue's expected_version \
+wants. Budget: one result is at most about 8,000 tokens (32,000 bytes by default); an answer \
+that would be larger keeps the newest comments (then `truncated` says how many more are older \
+and comments_cursor reaches them) and a body too long for one answer is cut with \
+`body_truncated`, whose next_offset you pass as body_offset for the rest. It also shows the \
+relations: `parent`, `duplicate_of`, `blocked_by`, and the inverse ones other issues hold to \
+it, `children` (its sub-issues) and `blocks` (issues waiting on it), each listing at most 100 \
+(more_children / more_blocks say when there are more); `claim` names the run working on it. \
+An unknown id is an error that says so.";
+
+pub(crate) const ARGS: [&str; 4] = ["id", "comments_before", "comments_limit", "body_offset"];
+
+pub(crate) fn parse(map: &Map<String, Value>) -> Result<IssueId, ToolsError> {
+    let args = Args::new("get_issue", map, &ARGS)?;
+    issue_id(&args, "id")
+}
+
+/// Which part of an issue get_issue shows: its comment window and where
+/// its body starts (`body_offset`, in bytes).
+pub(crate) fn parse_view(map: &Map<String, Value>) -> Result<(CommentWindow, usize), ToolsError> {
+    let args = Args::new("get_issue", map, &ARGS)?;
+    let before = args
+        .str("comments_before")?
+        .map(|id| {
+            CommentId::parse(id).map_err(|_| {
+                invalid(
+                    "comments_before",
+                    "must be the comments_cursor of an earlier get_issue answer, unchanged"
+                        .to_owned(),
+                )
+            })
+        })
+        .transpose()?;
+    let limit = args
+        .count("comments_limit", 1, limits::COMMENTS_MAX)?
+        .unwrap_or(COMMENTS_DEFAULT);
+    let offset = args
+        .count("body_offset", 0, limits::BODY_MAX_BYTES)?
+        .unwrap_or(0);
+    let window = CommentWindow::latest(limit);
+    let window = match before {
+        Some(before) => window.before(before),
+        None => window,
+    };
+    Ok((window, offset))
+}
+
+pub(crate) async fn run(
+    tools: &BoardTools,
+    principal: &ResolvedGrant,
+    arguments: &Map<String, Value>,
+) -> Result<Success, ToolsError> {
+    let grant = principal.grant();
+    let tenant = &grant.tenant;
+    let id = parse(arguments)?;
+    let (window, body_offset) = parse_view(arguments)?;
+    // The answer is cut to the result budget anyway (oldest
+    // comments first, the newest kept), so the store reads no
+    // comments beyond that many bytes of body: what it leaves
+    // out could not be shown. An issue may hold 500 comments
+    // of 64 KiB; without the bound, comments_limit=500 reads
+    // all ~32 MiB to show one of them.
+    let window = window.max_bytes(tools.result_budget());
+    let issue = tools
+        .bounded(
+            Some(&id),
+            tools.store().get_issue_view(tenant, &id, &window),
+        )
+        .await?;
+    let facts = issue.comment_facts;
+    let mut value = view::windowed_issue(to_json(&issue)?, &facts, window.before_id())?;
+    view::skip_body(&mut value, body_offset)?;
+    if facts.over_bytes > 0 {
+        result_budget::comments_cut(&mut value, facts.over_bytes, tools.result_budget());
+    }
+    let headline = format!("get_issue: issue {id}");
+    Ok(Success {
+        answer: result_budget::issue(value, &headline, tools.result_budget()),
+        issue: Some(id),
+    })
+}
+
+pub(crate) fn input_schema() -> Value {
+    object(
+        json!({
+            "id": issue_id_schema("The issue to read."),
+            "comments_before": {
+                "type": "string",
+                "pattern": COMMENT_ID_PATTERN,
+                "minLength": 30,
+                "maxLength": 30,
+                "description": "The comments_cursor of an earlier get_issue answer for this \
+                                issue, unchanged: the answer then holds the comments before \
+                                that one. Omit for the latest comments.",
+            },
+            "comments_limit": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": limits::COMMENTS_MAX,
+                "default": COMMENTS_DEFAULT,
+                "description": format!(
+                    "Most comments in the answer, 1-{}; defaults to {COMMENTS_DEFAULT}. The \
+                     result budget may hold fewer (then `truncated` says so).",
+                    limits::COMMENTS_MAX
+                ),
+            },
+            "body_offset": {
+                "type": "integer",
+                "minimum": 0,
+                "maximum": limits::BODY_MAX_BYTES,
+                "default": 0,
+                "description": "Start the body at this byte: the next_offset of an earlier \
+                                answer's body_truncated, unchanged, to read the rest of a body \
+                                too long for one answer.",
+            },
+        }),
+        &["id"],
+    )
+}
+
+/// get_issue: the issue and the relations other issues hold to it.
+pub(crate) fn output_schema() -> Value {
+    let ids = |description: &str| json!({ "type": "array", "items": { "type": "string" }, "description": description });
+    with_properties(
+        issue_answer_schema(),
+        [
+            (
+                "children",
+                ids("Sub-issues (issues whose parent this is), newest first."),
+            ),
+            ("more_children", json!({ "type": "boolean" })),
+            ("blocks", ids("Issues blocked by this one, newest first.")),
+            ("more_blocks", json!({ "type": "boolean" })),
+        ],
+    )
+}

@@ -1,0 +1,71 @@
+//! `release_issue`: gives back an issue this run claimed. It takes
+//! `claim_issue`'s arguments and answers in its shape.
+
+use super::Success;
+use super::args::{Args, expected_version, issue_id};
+use super::claim_issue::{self, ClaimArgs};
+use super::schema::{issue_id_schema, object, version_schema};
+use crate::credential::ResolvedGrant;
+use crate::defs::BoardTool;
+use crate::error::ToolsError;
+use crate::service::BoardTools;
+use serde_json::{Map, Value, json};
+
+pub(crate) const DESCRIPTION: &str = "Give back an issue this run claimed, when you stop working on \
+it without finishing (closing it with update_issue ends the claim by itself). Refused when \
+another run holds the claim or nobody does. Returns the issue with `claim` null and its new \
+version.";
+
+pub(crate) const ARGS: [&str; 2] = ["id", "expected_version"];
+
+/// The same arguments as `claim_issue`'s.
+pub(crate) fn parse(map: &Map<String, Value>) -> Result<ClaimArgs, ToolsError> {
+    let args = Args::new("release_issue", map, &ARGS)?;
+    Ok(ClaimArgs {
+        id: issue_id(&args, "id")?,
+        expected_version: expected_version(&args)?,
+    })
+}
+
+pub(crate) async fn run(
+    tools: &BoardTools,
+    principal: &ResolvedGrant,
+    arguments: &Map<String, Value>,
+) -> Result<Success, ToolsError> {
+    let grant = principal.grant();
+    let tenant = &grant.tenant;
+    let ClaimArgs {
+        id,
+        expected_version,
+    } = parse(arguments)?;
+    let issue = tools
+        .bounded(
+            Some(&id),
+            tools
+                .store()
+                .release_issue(tenant, &id, &grant.run, expected_version),
+        )
+        .await?;
+    let headline = format!("release_issue: issue {id} is unclaimed");
+    claim_issue::answer(tools, grant, BoardTool::ReleaseIssue, &issue, id, &headline)
+}
+
+pub(crate) fn input_schema() -> Value {
+    object(
+        json!({
+            "id": issue_id_schema("The issue to give back."),
+            "expected_version": version_schema(),
+        }),
+        &["id"],
+    )
+}
+
+/// The issue with its claim, as `claim_issue` answers.
+pub(crate) fn output_schema() -> Value {
+    claim_issue::output_schema()
+}
+
+/// Without `issues:read`: as `claim_issue` answers such a grant.
+pub(crate) fn write_only_output_schema() -> Value {
+    claim_issue::write_only_output_schema()
+}
