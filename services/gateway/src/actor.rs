@@ -22,68 +22,20 @@
 //! ones up to the drain timeout (the last ticket to go tells the actor),
 //! then fires the tickets' cancellation signal (their requests answer with
 //! a correlated "run ended" error) and stops after a short grace. Stopping
-//! closes the run's listener and connections and removes the run from the
-//! gateway's table.
+//! closes the run's listener and connections and tells the run's
+//! [`RunHost`] (the gateway, which removes the run from its table): the
+//! actor knows its gateway only through that trait.
 
-use crate::gateway::Inner;
+use crate::stop::StopReason;
 use actix::prelude::*;
 use corkboard_board::Timestamp;
 use corkboard_grants::RunKey;
 use corkboard_grants::limiter::{RateLimited, RateLimiter};
-use corkboard_grants::{RegistryError, TokenHash};
+use corkboard_grants::{RegistryError, TokenHash, TokenRegistry};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 use tokio::sync::{oneshot, watch};
-
-/// Why a run stopped (or is stopping).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StopReason {
-    /// Revoked through this runner (the register API or `corkboard run`).
-    Revoked,
-    /// The grant reached its expiry.
-    Expired,
-    /// The grant stopped resolving (revoked on another replica, expired,
-    /// or gone from the registry).
-    GrantEnded,
-    /// No request for the idle timeout (shared-mode actors only; the next
-    /// request activates the run again).
-    Idle,
-    /// The runner is shutting down.
-    Shutdown,
-}
-
-impl StopReason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Revoked => "revoked",
-            Self::Expired => "expired",
-            Self::GrantEnded => "grant_ended",
-            Self::Idle => "idle",
-            Self::Shutdown => "shutdown",
-        }
-    }
-
-    /// Every reason, in declaration order (so `reason as u8` indexes it).
-    const ALL: [Self; 5] = [
-        Self::Revoked,
-        Self::Expired,
-        Self::GrantEnded,
-        Self::Idle,
-        Self::Shutdown,
-    ];
-
-    fn to_u8(self) -> u8 {
-        self as u8
-    }
-
-    fn from_u8(value: u8) -> Self {
-        Self::ALL
-            .get(usize::from(value))
-            .copied()
-            .unwrap_or(Self::Shutdown)
-    }
-}
 
 /// How a drain went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,6 +48,19 @@ pub struct DrainReport {
     pub cancelled: u32,
     /// Requests that had not finished even after the cancellation grace.
     pub abandoned: u32,
+}
+
+/// The gateway as its run actors see it. Held weakly: a gateway that is
+/// gone is not kept alive by its actors (then expiry drains the run
+/// without a look-up, and nothing is told of the stop).
+pub(crate) trait RunHost: Send + Sync + 'static {
+    /// The registry a run's grant is checked against: the one of the
+    /// binding new requests are served with.
+    fn registry(&self) -> Arc<dyn TokenRegistry>;
+
+    /// The actor of run `key`, started as `generation`, stopped: forget
+    /// it, unless a newer actor for the run has taken its place.
+    fn run_stopped(&self, key: &RunKey, generation: u64);
 }
 
 /// A run's live state, shared by its actor and every request to it.
@@ -276,7 +241,7 @@ pub(crate) struct RunActor {
     /// Whether this actor still counts in `census.actors`.
     counted: bool,
     settings: Arc<ActorSettings>,
-    gateway: Weak<Inner>,
+    host: Weak<dyn RunHost>,
 }
 
 impl RunActor {
@@ -285,7 +250,7 @@ impl RunActor {
         limiter: Arc<dyn RateLimiter>,
         census: Arc<Census>,
         settings: Arc<ActorSettings>,
-        gateway: Weak<Inner>,
+        host: Weak<dyn RunHost>,
     ) -> Self {
         census.actors.fetch_add(1, Ordering::Relaxed);
         Self {
@@ -302,7 +267,7 @@ impl RunActor {
             state: spec.state,
             census,
             settings,
-            gateway,
+            host,
         }
     }
 
@@ -365,11 +330,11 @@ impl RunActor {
             self.schedule_expiry(ctx);
             return;
         }
-        let Some(gateway) = self.gateway.upgrade() else {
+        let Some(host) = self.host.upgrade() else {
             self.begin_drain(ctx, StopReason::Expired, None);
             return;
         };
-        let registry = gateway.binding.load().registry().clone();
+        let registry = host.registry();
         let hash = self.token_hash;
         let limit = self.settings.lookup_timeout;
         ctx.spawn(
@@ -391,10 +356,10 @@ impl RunActor {
         if self.revalidating || self.state.is_draining() {
             return;
         }
-        let Some(gateway) = self.gateway.upgrade() else {
+        let Some(host) = self.host.upgrade() else {
             return;
         };
-        let registry = gateway.binding.load().registry().clone();
+        let registry = host.registry();
         let hash = self.token_hash;
         let limit = self.settings.lookup_timeout;
         self.revalidating = true;
@@ -461,8 +426,8 @@ impl Actor for RunActor {
         // drain (a revoke) finds the run gone when it is told, though the
         // actor's value is dropped a moment later.
         self.uncount();
-        if let Some(gateway) = self.gateway.upgrade() {
-            gateway.run_stopped(self.key(), self.generation);
+        if let Some(host) = self.host.upgrade() {
+            host.run_stopped(self.key(), self.generation);
         }
         for waiter in self.waiters.drain(..) {
             let _ = waiter.send(report);
@@ -584,18 +549,6 @@ impl Drop for Ticket {
         // waits and does nothing once the actor is gone.
         if before == 1 && state.is_draining() {
             self.run.addr.do_send(Drained);
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_stop_reason_survives_the_atomic_round_trip() {
-        for reason in StopReason::ALL {
-            assert_eq!(StopReason::from_u8(reason.to_u8()), reason);
         }
     }
 }

@@ -4,7 +4,7 @@
 //! resolve to a grant for exactly the run of the port or route) and hands
 //! the engine a [`RunPrincipal`]: the grant plus the binding snapshot the
 //! request keeps for its whole life. Tool calls are then routed to the
-//! binding's [`RunBackend`], the seam a run's tools plug into: the board's
+//! binding's [`RunBackend`](crate::binding::RunBackend), the seam a run's tools plug into: the board's
 //! tools today (over a real store, or over one that answers "no board in
 //! this run" as a typed error), and the tenant's upstream servers: a
 //! request of a grant with `upstream:` capabilities carries its
@@ -13,7 +13,7 @@
 
 use crate::actor::{Refused, RunHandle};
 use crate::binding::Binding;
-use crate::bridge::{rate_limited, run_ended};
+use crate::refusals::{rate_limited, run_ended};
 use async_trait::async_trait;
 use corkboard_board::Grant;
 use corkboard_grants::ResolvedGrant;
@@ -22,45 +22,8 @@ use corkboard_mcp::{
     ClientResponse, Peer, Principal, RefusedCall, RpcError, ServerIdentity, ToolBackend, ToolCall,
     ToolOutput, ToolSet,
 };
-use corkboard_tools::{BoardTool, BoardTools};
 use corkboard_upstream::UpstreamView;
 use std::sync::Arc;
-
-/// The tools a run's requests are routed to. **API boundary**: what the
-/// gateway serves for a run is whatever implements this.
-#[async_trait]
-pub trait RunBackend: Send + Sync + 'static {
-    /// The tools this grant may see, built once per capability set.
-    fn tools(&self, grant: &ResolvedGrant) -> Arc<ToolSet>;
-
-    /// Runs one listed tool whose arguments passed its schema.
-    async fn call_tool(&self, grant: &ResolvedGrant, call: ToolCall<'_>) -> ToolOutput;
-
-    /// Told about a call the protocol layer refused (audit); may name why.
-    fn call_refused(&self, grant: &ResolvedGrant, call: RefusedCall<'_>) -> Option<String>;
-
-    /// The log label of a tool name (never client text).
-    fn tool_label(&self, name: &str) -> &'static str;
-}
-
-#[async_trait]
-impl RunBackend for BoardTools {
-    fn tools(&self, grant: &ResolvedGrant) -> Arc<ToolSet> {
-        ToolBackend::tools(self, grant)
-    }
-
-    async fn call_tool(&self, grant: &ResolvedGrant, call: ToolCall<'_>) -> ToolOutput {
-        ToolBackend::call_tool(self, grant, call).await
-    }
-
-    fn call_refused(&self, grant: &ResolvedGrant, call: RefusedCall<'_>) -> Option<String> {
-        ToolBackend::call_refused(self, grant, call)
-    }
-
-    fn tool_label(&self, name: &str) -> &'static str {
-        BoardTool::from_name(name).map_or("other", BoardTool::name)
-    }
-}
 
 /// The caller of a run's request: its grant and the binding it is served with.
 #[derive(Clone)]
@@ -148,9 +111,6 @@ impl Default for GatewayBackend {
     }
 }
 
-/// The message for a valid token presented at another run's gateway.
-pub(crate) const OTHER_RUN: &str = "this run token belongs to another run: each run's gateway accepts only the token issued for that run";
-
 #[async_trait]
 impl ToolBackend for GatewayBackend {
     type Principal = RunPrincipal;
@@ -168,7 +128,7 @@ impl ToolBackend for GatewayBackend {
 
     async fn call_tool(&self, principal: &RunPrincipal, call: ToolCall<'_>) -> ToolOutput {
         if let (Some(view), Some(upstreams)) = (&principal.upstream, principal.binding.upstreams())
-            && let Some(output) = view.call(upstreams, &principal.grant, &call).await
+            && let Some(output) = upstreams.call(view, &principal.grant, &call).await
         {
             return output;
         }
@@ -181,7 +141,7 @@ impl ToolBackend for GatewayBackend {
 
     fn call_refused(&self, principal: &RunPrincipal, call: RefusedCall<'_>) -> Option<String> {
         if let (Some(view), Some(upstreams)) = (&principal.upstream, principal.binding.upstreams())
-            && let Some(message) = view.refused(upstreams, &principal.grant, &call)
+            && let Some(message) = upstreams.refused(view, &principal.grant, &call)
         {
             return message;
         }

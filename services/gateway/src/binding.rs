@@ -8,15 +8,53 @@
 //! client replaced after a reconnect) therefore never shows a request half
 //! of the old binding and half of the new one.
 
-use crate::backend::RunBackend;
 use crate::boardless::BoardlessStore;
+use async_trait::async_trait;
 use corkboard_board::AuditSink;
 use corkboard_board::IssueStore;
+use corkboard_grants::ResolvedGrant;
 use corkboard_grants::TokenRegistry;
-use corkboard_tools::BoardTools;
+use corkboard_mcp::{RefusedCall, ToolBackend, ToolCall, ToolOutput, ToolSet};
+use corkboard_tools::{BoardTool, BoardTools};
 use corkboard_upstream::Upstreams;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
+
+/// The tools a run's requests are routed to. **API boundary**: what the
+/// gateway serves for a run is whatever implements this.
+#[async_trait]
+pub trait RunBackend: Send + Sync + 'static {
+    /// The tools this grant may see, built once per capability set.
+    fn tools(&self, grant: &ResolvedGrant) -> Arc<ToolSet>;
+
+    /// Runs one listed tool whose arguments passed its schema.
+    async fn call_tool(&self, grant: &ResolvedGrant, call: ToolCall<'_>) -> ToolOutput;
+
+    /// Told about a call the protocol layer refused (audit); may name why.
+    fn call_refused(&self, grant: &ResolvedGrant, call: RefusedCall<'_>) -> Option<String>;
+
+    /// The log label of a tool name (never client text).
+    fn tool_label(&self, name: &str) -> &'static str;
+}
+
+#[async_trait]
+impl RunBackend for BoardTools {
+    fn tools(&self, grant: &ResolvedGrant) -> Arc<ToolSet> {
+        ToolBackend::tools(self, grant)
+    }
+
+    async fn call_tool(&self, grant: &ResolvedGrant, call: ToolCall<'_>) -> ToolOutput {
+        ToolBackend::call_tool(self, grant, call).await
+    }
+
+    fn call_refused(&self, grant: &ResolvedGrant, call: RefusedCall<'_>) -> Option<String> {
+        ToolBackend::call_refused(self, grant, call)
+    }
+
+    fn tool_label(&self, name: &str) -> &'static str {
+        BoardTool::from_name(name).map_or("other", BoardTool::name)
+    }
+}
 
 /// A board store, a registry and an audit sink, wired into the board
 /// tools; and the tenants' upstream servers, when configured.

@@ -22,18 +22,17 @@
 //! dropped by the HTTP server; its ticket and log guard release the slot
 //! and record the outcome. Nothing waits without a bound.
 
-use crate::actor::{Refused, RunHandle, StopReason, Ticket};
-use crate::backend::{OTHER_RUN, RunPrincipal};
-use crate::binding::Binding;
-use crate::gateway::Inner;
-use actix_web::http::StatusCode;
+use crate::actor::{Refused, RunHandle, Ticket};
+use crate::backend::{GatewayBackend, RunPrincipal};
+use crate::binding::{Binding, BindingCell};
+use crate::refusals::{other_run, rate_limited, run_ended};
 use actix_web::{HttpRequest, HttpResponse, web};
 use bytes::Bytes;
 use corkboard_board::TenantId;
 use corkboard_grants::ResolvedGrant;
 use corkboard_grants::RunKey;
-use corkboard_grants::limiter::RateLimited;
-use corkboard_mcp::{Admitted, Refusal, RequestHead, Transport, code};
+use corkboard_grants::limiter::RateLimiter;
+use corkboard_mcp::{Admitted, McpEndpoint, Refusal, RequestHead, Transport};
 use std::sync::Arc;
 use std::time::Instant;
 use tracing::Instrument;
@@ -117,36 +116,14 @@ impl Drop for RequestLog {
     }
 }
 
-/// "The run ended": its actor is gone, draining, or stopped it.
-pub(crate) fn run_ended(run: &RunKey, reason: Option<StopReason>, in_flight: bool) -> Refusal {
-    let why = match reason {
-        Some(StopReason::Expired) => "expired",
-        Some(StopReason::Shutdown) => "stopped (the runner is shutting down)",
-        Some(StopReason::Idle) => "stopped on this runner (idle); retry",
-        Some(StopReason::Revoked | StopReason::GrantEnded) => "revoked",
-        None => "revoked or expired",
-    };
-    let message = if in_flight {
-        format!(
-            "Forbidden: run {} was {why} while this request was in flight; it was stopped after the drain period and may or may not have taken effect",
-            run.run
-        )
-    } else {
-        format!(
-            "Forbidden: run {} was {why}; this gateway no longer serves it",
-            run.run
-        )
-    };
-    Refusal::new(StatusCode::FORBIDDEN, code::RUN_ENDED, message).outcome(if in_flight {
-        "cancelled"
-    } else {
-        "run_ended"
-    })
-}
-
-/// The refusal of a request over its run's rate limit.
-pub(crate) fn rate_limited(run: &RunKey, limited: RateLimited) -> Refusal {
-    Refusal::rate_limited(format_args!("run {}", run.run), limited.retry_after)
+/// What the request path needs of its gateway, and all it sees of it:
+/// the MCP endpoint, the binding new requests take their snapshot of,
+/// and the rate limiter admission charges. The gateway owns it and hands
+/// it to its listeners (the dedicated workers hold it weakly).
+pub(crate) struct Bridge {
+    pub endpoint: McpEndpoint<GatewayBackend>,
+    pub binding: BindingCell,
+    pub limiter: Arc<dyn RateLimiter>,
 }
 
 /// What the headers established about a request before its body is
@@ -176,13 +153,13 @@ pub(crate) fn incoming(req: HttpRequest, run: String) -> Incoming {
 /// so these refusals carry no request id (`null`), as on the studio
 /// endpoint.
 pub(crate) async fn authenticate(
-    inner: &Inner,
+    bridge: &Bridge,
     incoming: &Incoming,
     binding: &Binding,
     expected: Option<&RunKey>,
 ) -> Result<Caller, Refusal> {
     let started = Instant::now();
-    let admitted = inner.endpoint.precheck(&incoming.req)?;
+    let admitted = bridge.endpoint.precheck(&incoming.req)?;
     // The credential path records tenant, run and grant into this span.
     let span = corkboard_telemetry::mcp::mcp_span_open();
     let grant = resolve(binding, &incoming.req, expected)
@@ -204,8 +181,8 @@ impl Caller {
 
 /// Answers `incoming` with `refusal`, correlated with its id (when its
 /// body was read).
-pub(crate) fn refuse(inner: &Inner, mut incoming: Incoming, refusal: Refusal) -> HttpResponse {
-    let head = incoming.head(&inner.binding.load());
+pub(crate) fn refuse(bridge: &Bridge, mut incoming: Incoming, refusal: Refusal) -> HttpResponse {
+    let head = incoming.head(&bridge.binding.load());
     incoming.log.method = head.method;
     incoming.log.tool = head.tool.map(str::to_owned);
     incoming
@@ -237,21 +214,12 @@ async fn resolve(
     Ok(grant)
 }
 
-/// The refusal of a token for another run than the port's or the path's.
-pub(crate) fn other_run() -> Refusal {
-    Refusal::new(
-        StatusCode::FORBIDDEN,
-        code::INVALID_REQUEST,
-        format!("Forbidden: {OTHER_RUN}"),
-    )
-}
-
 /// Reads the body of an authenticated request (bounded by the endpoint's
 /// body limit and deadline), admits it to its run, routes it to the engine
 /// with the `binding` snapshot its caller was resolved with, and answers
 /// it.
 pub(crate) async fn serve(
-    inner: &Inner,
+    bridge: &Bridge,
     run: &RunHandle,
     mut incoming: Incoming,
     payload: web::Payload,
@@ -267,26 +235,26 @@ pub(crate) async fn serve(
         started,
     } = caller;
     if admitted.has_body() {
-        match inner.endpoint.read_body(&incoming.req, payload).await {
+        match bridge.endpoint.read_body(&incoming.req, payload).await {
             Ok(body) => incoming.body = body,
-            Err(refusal) => return refuse(inner, incoming, refusal.outcome("error")),
+            Err(refusal) => return refuse(bridge, incoming, refusal.outcome("error")),
         }
     }
-    let mut ticket = match inner.admit(run).await {
+    let mut ticket = match run.admit(bridge.limiter.as_ref()).await {
         Ok(ticket) => ticket,
         Err(Refused::Ended(reason)) => {
-            return refuse(inner, incoming, run_ended(key, Some(reason), false));
+            return refuse(bridge, incoming, run_ended(key, Some(reason), false));
         }
         Err(Refused::RateLimited(limited)) => {
-            return refuse(inner, incoming, rate_limited(key, limited));
+            return refuse(bridge, incoming, rate_limited(key, limited));
         }
     };
     let principal = RunPrincipal::new(grant, binding)
-        .with_batch_gate(run.clone(), inner.limiter.clone())
+        .with_batch_gate(run.clone(), bridge.limiter.clone())
         .with_upstreams()
         .await;
     let exchange = {
-        let exchange = inner
+        let exchange = bridge
             .endpoint
             .exchange(&incoming.req, admitted, &incoming.body, &principal)
             .instrument(span.clone());
@@ -298,17 +266,17 @@ pub(crate) async fn serve(
         }
     };
     let Some(exchange) = exchange else {
-        return refuse(inner, incoming, run_ended(key, None, true));
+        return refuse(bridge, incoming, run_ended(key, None, true));
     };
-    inner.endpoint.observe(&span, &exchange, started.elapsed());
+    bridge.endpoint.observe(&span, &exchange, started.elapsed());
     // A call that relays goes on inside its event stream: it stays in
     // flight (the ticket travels with the stream), and the run's end stops
     // it there with the same correlated "run ended" error.
     let streaming = exchange.summary.outcome == "stream";
     let ended = streaming.then(|| {
-        let head = incoming.head(&inner.binding.load());
+        let head = incoming.head(&bridge.binding.load());
         let refusal = run_ended(key, None, true);
-        let error = json_rpc_error(head.id.as_deref(), &refusal.error);
+        let error = corkboard_mcp::error_response(head.id.as_deref(), &refusal.error);
         sse_event(&error)
     });
     let Incoming { mut log, .. } = incoming;
@@ -407,16 +375,6 @@ fn guard_stream(
     head.set_body(BodyStream::new(events)).map_into_boxed_body()
 }
 
-/// A JSON-RPC error response with `id` (null when absent).
-fn json_rpc_error(
-    id: Option<&serde_json::value::RawValue>,
-    error: &corkboard_mcp::RpcError,
-) -> Vec<u8> {
-    let id = id.map_or("null", |id| id.get());
-    let error = serde_json::to_string(error).unwrap_or_else(|_| "{}".to_owned());
-    format!(r#"{{"jsonrpc":"2.0","id":{id},"error":{error}}}"#).into_bytes()
-}
-
 /// One SSE event carrying one JSON-RPC message.
 fn sse_event(message: &[u8]) -> bytes::Bytes {
     let mut event = Vec::with_capacity(message.len() + 24);
@@ -427,15 +385,6 @@ fn sse_event(message: &[u8]) -> bytes::Bytes {
 }
 
 /// A bare JSON-RPC error response for paths that serve nothing.
-pub(crate) fn not_found(inner: &Inner, incoming: Incoming, what: &str) -> HttpResponse {
-    refuse(
-        inner,
-        incoming,
-        Refusal::new(
-            StatusCode::NOT_FOUND,
-            code::NOT_FOUND,
-            format!("Not Found: {what}"),
-        )
-        .outcome("not_found"),
-    )
+pub(crate) fn not_found(bridge: &Bridge, incoming: Incoming, what: &str) -> HttpResponse {
+    refuse(bridge, incoming, crate::refusals::not_found(what))
 }

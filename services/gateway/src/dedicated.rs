@@ -21,16 +21,15 @@
 //! the HTTP dispatcher finishes the response it is writing and closes.
 
 use crate::actor::{Census, RunHandle};
-use crate::bridge;
+use crate::bridge::{self, Bridge};
 use crate::error::GatewayError;
-use crate::gateway::Inner;
 use actix::Arbiter;
 use actix_http::{Extensions, HttpService, KeepAlive, Protocol};
 use actix_service::{Service, ServiceFactory, map_config};
 use actix_web::dev::AppConfig;
 use actix_web::{App, HttpRequest, HttpResponse, web};
 use corkboard_telemetry::HttpTelemetry;
-use corkboard_telemetry::conn::{self, ConnSlot, ConnectionCap, ConnectionGate};
+use corkboard_telemetry::conn::{ConnSlot, ConnectionCap, ConnectionGate};
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -57,6 +56,15 @@ pub(crate) struct RunConn {
     pub stop: watch::Receiver<bool>,
     /// The port's open connections, capped.
     pub cap: ConnectionCap,
+}
+
+/// How the workers' HTTP service runs, fixed when the gateway starts.
+#[derive(Clone)]
+pub(crate) struct ServiceSettings {
+    /// Where the ports' HTTP requests are counted (spans either way).
+    pub metrics: Option<corkboard_telemetry::Metrics>,
+    pub keep_alive: Duration,
+    pub header_timeout: Duration,
 }
 
 /// What a worker is handed.
@@ -94,7 +102,12 @@ pub(crate) struct WorkerPool {
 }
 
 impl WorkerPool {
-    pub(crate) fn start(count: usize, gateway: Weak<Inner>, census: Arc<Census>) -> Self {
+    pub(crate) fn start(
+        count: usize,
+        bridge: Weak<Bridge>,
+        census: Arc<Census>,
+        settings: ServiceSettings,
+    ) -> Self {
         let (senders, receivers): (Vec<_>, Vec<_>) = (0..count.max(1))
             .map(|_| mpsc::unbounded_channel::<Intake>())
             .unzip();
@@ -107,14 +120,15 @@ impl WorkerPool {
             .enumerate()
             .map(|(me, mut intake)| {
                 let arbiter = Arbiter::new();
-                let gateway = gateway.clone();
+                let bridge = bridge.clone();
+                let settings = settings.clone();
                 let census = census.clone();
                 let intakes = Arc::clone(&intakes);
                 // The service is not `Send`: it is built on the worker's
                 // own thread and never leaves it.
                 arbiter.spawn_fn(move || {
                     actix_rt::spawn(async move {
-                        let service = match build_service(gateway).await {
+                        let service = match build_service(bridge, settings).await {
                             Ok(service) => Rc::new(service),
                             Err(()) => {
                                 tracing::error!("gateway worker: the HTTP service failed to start");
@@ -249,12 +263,13 @@ impl WorkerRef {
 #[derive(Clone)]
 struct ConnRun(Arc<RunConn>);
 
-/// The gateway, for the worker's app (weak: the workers must not keep a
-/// stopped gateway alive).
-struct GatewayRef(Weak<Inner>);
+/// The request path, for the worker's app (weak: the workers must not
+/// keep a stopped gateway's alive).
+struct BridgeRef(Weak<Bridge>);
 
 async fn build_service(
-    gateway: Weak<Inner>,
+    bridge: Weak<Bridge>,
+    settings: ServiceSettings,
 ) -> Result<
     impl Service<
         (RunStream, Protocol, Option<SocketAddr>),
@@ -263,23 +278,18 @@ async fn build_service(
     >,
     (),
 > {
-    let telemetry = match gateway.upgrade().and_then(|g| g.metrics.clone()) {
+    let telemetry = match settings.metrics {
         Some(metrics) => HttpTelemetry::new(metrics),
         None => HttpTelemetry::without_metrics(),
     };
-    let (keep_alive, header_timeout) = gateway
-        .upgrade()
-        .map(|g| (g.config.keep_alive, g.config.header_timeout))
-        .unwrap_or((conn::DEFAULT_KEEP_ALIVE, conn::DEFAULT_HEADER_TIMEOUT));
-    let gateway = web::Data::new(GatewayRef(gateway));
     let app = App::new()
         .wrap(ConnectionGate)
         .wrap(telemetry)
-        .app_data(gateway)
+        .app_data(web::Data::new(BridgeRef(bridge)))
         .default_service(web::to(dedicated_request));
     let factory = HttpService::build()
-        .keep_alive(KeepAlive::Timeout(keep_alive))
-        .client_request_timeout(header_timeout)
+        .keep_alive(KeepAlive::Timeout(settings.keep_alive))
+        .client_request_timeout(settings.header_timeout)
         // A client that closes its side is gone: drop its pending request
         // (releasing the slot) instead of computing an answer nobody reads.
         .h1_allow_half_closed(false)
@@ -295,30 +305,30 @@ async fn build_service(
 async fn dedicated_request(
     req: HttpRequest,
     payload: web::Payload,
-    gateway: web::Data<GatewayRef>,
+    bridge: web::Data<BridgeRef>,
 ) -> HttpResponse {
     let run = req.conn_data::<ConnRun>().map(|c| c.0.clone());
     let name = run
         .as_ref()
         .map_or_else(String::new, |r| r.run.state.key.run.to_string());
-    let Some(inner) = gateway.0.upgrade() else {
+    let Some(bridge) = bridge.0.upgrade() else {
         return HttpResponse::ServiceUnavailable().finish();
     };
     let incoming = bridge::incoming(req, name);
     let Some(run) = run else {
-        return bridge::not_found(&inner, incoming, "this connection belongs to no run");
+        return bridge::not_found(&bridge, incoming, "this connection belongs to no run");
     };
     if incoming.req.path() != "/mcp" {
-        return bridge::not_found(&inner, incoming, "this run's MCP endpoint is /mcp");
+        return bridge::not_found(&bridge, incoming, "this run's MCP endpoint is /mcp");
     }
     // One binding snapshot for the caller's resolution and its exchange.
-    let binding = inner.binding.load();
+    let binding = bridge.binding.load();
     let key = &run.run.state.key;
-    let caller = match bridge::authenticate(&inner, &incoming, &binding, Some(key)).await {
+    let caller = match bridge::authenticate(&bridge, &incoming, &binding, Some(key)).await {
         Ok(caller) => caller,
-        Err(refusal) => return bridge::refuse(&inner, incoming, refusal),
+        Err(refusal) => return bridge::refuse(&bridge, incoming, refusal),
     };
-    bridge::serve(&inner, &run.run, incoming, payload, binding, caller).await
+    bridge::serve(&bridge, &run.run, incoming, payload, binding, caller).await
 }
 
 /// Counts a live listener or connection for as long as it exists.

@@ -2,26 +2,31 @@
 //! them, and the listeners their requests arrive on.
 
 use crate::actor::{
-    ActorSettings, Census, Drain, DrainReport, Renewed, RunActor, RunHandle, RunSpec, RunState,
-    StopReason,
+    ActorSettings, Census, Drain, DrainReport, Renewed, RunActor, RunHandle, RunHost, RunSpec,
+    RunState,
 };
 use crate::backend::GatewayBackend;
 use crate::binding::{Binding, BindingCell};
+use crate::bridge::Bridge;
 use crate::config::{GatewayConfig, ListenerMode, host_of_ip};
-use crate::dedicated::{RunConn, WorkerPool};
+use crate::dedicated::{RunConn, ServiceSettings, WorkerPool};
 use crate::error::GatewayError;
 use crate::registration::Registration;
+use crate::shared::{self, Activate};
+use crate::stop::StopReason;
 use actix::{Arbiter, ArbiterHandle};
 use corkboard_board::{Grant, GrantEvent, GrantId, RunId, TenantId, Timestamp};
 use corkboard_grants::RunKey;
 use corkboard_grants::limiter::RateLimiter;
-use corkboard_grants::{GrantRequest, GrantService, RegistryError, Renewal, TokenHash};
+use corkboard_grants::{
+    GrantRequest, GrantService, RegistryError, Renewal, TokenHash, TokenRegistry,
+};
 use corkboard_mcp::{McpEndpoint, McpSettings};
 use corkboard_telemetry::ConnectionCap;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 use tokio::sync::{oneshot, watch};
 
@@ -114,11 +119,10 @@ impl Slot {
 pub(crate) struct Inner {
     pub config: GatewayConfig,
     pub metrics: Option<corkboard_telemetry::Metrics>,
-    pub binding: BindingCell,
-    pub endpoint: McpEndpoint<GatewayBackend>,
+    /// The request path's share: endpoint, binding, rate limiter.
+    pub bridge: Arc<Bridge>,
     pub census: Arc<Census>,
     grants: GrantService,
-    pub(crate) limiter: Arc<dyn RateLimiter>,
     actor_settings: Arc<ActorSettings>,
     runs: Mutex<HashMap<RunKey, Slot>>,
     generation: AtomicU64,
@@ -140,32 +144,12 @@ impl Inner {
         self.generation.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Called by an actor when it stopped: forget it, unless a newer actor
-    /// for the same run has taken its place meanwhile.
-    pub(crate) fn run_stopped(&self, key: &RunKey, generation: u64) {
-        let mut runs = self.lock();
-        if runs
-            .get(key)
-            .is_some_and(|slot| slot.generation() == generation)
-        {
-            runs.remove(key);
-        }
-    }
-
     /// The run `key`, if it is active here.
     pub(crate) fn live(&self, key: &RunKey) -> Option<RunHandle> {
         match self.lock().get(key) {
             Some(Slot::Live(entry)) => Some(entry.run.clone()),
             _ => None,
         }
-    }
-
-    /// Takes one request's slot in `run` (see [`RunHandle::admit`]).
-    pub(crate) async fn admit(
-        &self,
-        run: &RunHandle,
-    ) -> Result<crate::actor::Ticket, crate::actor::Refused> {
-        run.admit(self.limiter.as_ref()).await
     }
 
     fn spawn_actor(
@@ -177,6 +161,7 @@ impl Inner {
     ) -> (RunHandle, watch::Receiver<bool>) {
         let (stop_tx, stop_rx) = watch::channel(false);
         let state = Arc::new(RunState::new(key.clone()));
+        let host: Weak<dyn RunHost> = Arc::downgrade(self) as Weak<Self>;
         let actor = RunActor::new(
             RunSpec {
                 generation,
@@ -185,10 +170,10 @@ impl Inner {
                 stop: stop_tx,
                 state: state.clone(),
             },
-            self.limiter.clone(),
+            self.bridge.limiter.clone(),
             self.census.clone(),
             self.actor_settings.clone(),
-            Arc::downgrade(self),
+            host,
         );
         let addr = actor.launch(&self.actor_arbiter);
         (RunHandle { addr, state }, stop_rx)
@@ -228,6 +213,24 @@ impl Inner {
         );
         tracing::info!(tenant = %key.tenant, run = %key.run, "run activated");
         Ok(run)
+    }
+}
+
+impl RunHost for Inner {
+    fn registry(&self) -> Arc<dyn TokenRegistry> {
+        self.bridge.binding.load().registry().clone()
+    }
+
+    /// Forgets the run, unless a newer actor for it has taken its place
+    /// meanwhile.
+    fn run_stopped(&self, key: &RunKey, generation: u64) {
+        let mut runs = self.lock();
+        if runs
+            .get(key)
+            .is_some_and(|slot| slot.generation() == generation)
+        {
+            runs.remove(key);
+        }
     }
 }
 
@@ -292,14 +295,21 @@ impl Gateway {
         });
         let dedicated = matches!(config.mode, ListenerMode::Dedicated { .. });
         let workers = config.workers.max(1);
+        let serving = ServiceSettings {
+            metrics: parts.metrics.clone(),
+            keep_alive: config.keep_alive,
+            header_timeout: config.header_timeout,
+        };
         let inner = Arc::new(Inner {
             config,
             metrics: parts.metrics,
-            binding: BindingCell::new(parts.binding),
-            endpoint,
+            bridge: Arc::new(Bridge {
+                endpoint,
+                binding: BindingCell::new(parts.binding),
+                limiter: parts.limiter,
+            }),
             census: Arc::new(Census::default()),
             grants: parts.grants,
-            limiter: parts.limiter,
             actor_settings,
             runs: Mutex::new(HashMap::new()),
             generation: AtomicU64::new(1),
@@ -309,7 +319,12 @@ impl Gateway {
             closing: AtomicBool::new(false),
         });
         if dedicated {
-            let pool = WorkerPool::start(workers, Arc::downgrade(&inner), inner.census.clone());
+            let pool = WorkerPool::start(
+                workers,
+                Arc::downgrade(&inner.bridge),
+                inner.census.clone(),
+                serving,
+            );
             let _ = inner.pool.set(pool);
         }
         Ok(Self { inner })
@@ -322,12 +337,12 @@ impl Gateway {
     /// Replaces the store/registry/audit binding of every run atomically:
     /// requests in flight finish on the binding they started with.
     pub fn rebind(&self, binding: Binding) {
-        self.inner.binding.swap(binding);
+        self.inner.bridge.binding.swap(binding);
     }
 
     /// The binding new requests are served with.
     pub fn binding(&self) -> Arc<Binding> {
-        self.inner.binding.load()
+        self.inner.bridge.binding.load()
     }
 
     /// Issues the run's grant, starts its actor (and, in dedicated mode, its
@@ -660,6 +675,17 @@ impl Gateway {
 
     /// Mounts the shared-mode route `/runs/{run}/mcp`.
     pub fn configure_shared(&self, cfg: &mut actix_web::web::ServiceConfig) {
-        crate::shared::configure(cfg, self.clone());
+        shared::configure(cfg, self.inner.bridge.clone(), Arc::new(self.clone()));
+    }
+}
+
+impl Activate for Gateway {
+    fn activate(
+        &self,
+        key: &RunKey,
+        grant: &Grant,
+        token_hash: TokenHash,
+    ) -> Result<RunHandle, GatewayError> {
+        self.inner.activate(key, grant, token_hash)
     }
 }

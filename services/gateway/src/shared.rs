@@ -8,44 +8,75 @@
 //! headers before the body is read; the resolved grant travels with the
 //! request so it is not looked up twice.
 
-use crate::bridge;
-use crate::gateway::Gateway;
+use crate::actor::RunHandle;
+use crate::bridge::{self, Bridge};
+use crate::error::GatewayError;
+use crate::refusals::{other_run, run_ended};
 use actix_web::{HttpRequest, HttpResponse, web};
-use corkboard_board::RunId;
-use corkboard_grants::RunKey;
+use corkboard_board::{Grant, RunId};
+use corkboard_grants::{RunKey, TokenHash};
+use std::sync::Arc;
 
-pub(crate) fn configure(cfg: &mut web::ServiceConfig, gateway: Gateway) {
-    cfg.app_data(web::Data::new(gateway))
+/// What the shared route needs of its gateway besides the request path:
+/// the run's actor, started here if none serves it yet (see
+/// `Gateway::configure_shared`).
+pub(crate) trait Activate: Send + Sync + 'static {
+    /// The live actor of `key`, whose grant the request's token resolved
+    /// to, started from `grant` when this runner has none (or only one
+    /// winding down).
+    fn activate(
+        &self,
+        key: &RunKey,
+        grant: &Grant,
+        token_hash: TokenHash,
+    ) -> Result<RunHandle, GatewayError>;
+}
+
+/// The route's state: the request path and the runs it activates.
+struct SharedRoute {
+    bridge: Arc<Bridge>,
+    runs: Arc<dyn Activate>,
+}
+
+pub(crate) fn configure(
+    cfg: &mut web::ServiceConfig,
+    bridge: Arc<Bridge>,
+    runs: Arc<dyn Activate>,
+) {
+    cfg.app_data(web::Data::new(SharedRoute { bridge, runs }))
         .route("/runs/{run}/mcp", web::route().to(shared_request));
 }
 
 async fn shared_request(
     req: HttpRequest,
     payload: web::Payload,
-    gateway: web::Data<Gateway>,
+    route: web::Data<SharedRoute>,
 ) -> HttpResponse {
-    let inner = &gateway.inner;
+    let bridge = &route.bridge;
     let raw_run = req.match_info().get("run").unwrap_or_default().to_owned();
     let incoming = bridge::incoming(req, raw_run.clone());
     let Ok(run) = RunId::parse(raw_run) else {
-        return bridge::not_found(inner, incoming, "no run is served at this path");
+        return bridge::not_found(bridge, incoming, "no run is served at this path");
     };
     // One binding snapshot for the lookup here and everything after it.
-    let binding = inner.binding.load();
-    let caller = match bridge::authenticate(inner, &incoming, &binding, None).await {
+    let binding = bridge.binding.load();
+    let caller = match bridge::authenticate(bridge, &incoming, &binding, None).await {
         Ok(caller) => caller,
-        Err(refusal) => return bridge::refuse(inner, incoming, refusal),
+        Err(refusal) => return bridge::refuse(bridge, incoming, refusal),
     };
     let grant = caller.grant().grant();
     if grant.run != run {
-        return bridge::refuse(inner, incoming, bridge::other_run());
+        return bridge::refuse(bridge, incoming, other_run());
     }
     let key = RunKey::new(grant.tenant.clone(), run);
-    let run = match inner.activate(&key, grant, caller.grant().token_hash()) {
+    let run = match route
+        .runs
+        .activate(&key, grant, caller.grant().token_hash())
+    {
         Ok(run) => run,
         Err(_) => {
-            return bridge::refuse(inner, incoming, bridge::run_ended(&key, None, false));
+            return bridge::refuse(bridge, incoming, run_ended(&key, None, false));
         }
     };
-    bridge::serve(inner, &run, incoming, payload, binding, caller).await
+    bridge::serve(bridge, &run, incoming, payload, binding, caller).await
 }

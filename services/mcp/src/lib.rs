@@ -49,4 +49,4 @@ pub use session::{
 };
 pub use stdio::{Line, StdioOptions, read_line, serve_stdio};
 pub use validate::{HeaderSlot, RequestHeaders, check_tool_definition};
-pub use wire::{RpcError, meta_key};
+pub use wire::{RpcError, error_response, meta_key};

@@ -165,7 +165,9 @@ pub(crate) fn write_result(out: &mut Vec<u8>, id: &RawValue, result: &[u8]) {
     out.push(b'}');
 }
 
-/// Writes `{"jsonrpc":"2.0","id":<id or null>,"error":{...}}`.
+/// Writes `{"jsonrpc":"2.0","id":<id or null>,"error":{...}}`: the one
+/// writer of JSON-RPC error responses (every crate's goes through it or
+/// [`error_response`]).
 pub(crate) fn write_error(out: &mut Vec<u8>, id: Option<&RawValue>, error: &RpcError) {
     out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
     match id {
@@ -181,8 +183,10 @@ pub(crate) fn write_error(out: &mut Vec<u8>, id: Option<&RawValue>, error: &RpcE
     out.push(b'}');
 }
 
-/// A complete error response as bytes.
-pub(crate) fn error_response(id: Option<&RawValue>, error: &RpcError) -> Vec<u8> {
+/// A complete JSON-RPC error response with `id` (`null` when absent), as
+/// bytes: what every crate answers a JSON-RPC error with (see
+/// [`write_error`]).
+pub fn error_response(id: Option<&RawValue>, error: &RpcError) -> Vec<u8> {
     let mut out = Vec::with_capacity(96 + error.message.len());
     write_error(&mut out, id, error);
     out
@@ -191,4 +195,27 @@ pub(crate) fn error_response(id: Option<&RawValue>, error: &RpcError) -> Vec<u8>
 /// A JSON object key (or any string) as a JSON string literal.
 pub(crate) fn json_string(text: &str) -> String {
     Value::String(text.to_owned()).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use actix_web::ResponseError;
+
+    /// The connection gate's 503 is written in `corkboard-telemetry`,
+    /// below this crate (which owns the writer and the codes): it must be
+    /// what the one writer writes for the same error.
+    #[actix_rt::test]
+    async fn the_connection_gate_answers_what_the_writer_writes() {
+        let over = corkboard_telemetry::conn::TooManyConnections::new(3);
+        let response = over.error_response();
+        let body = actix_web::body::to_bytes(response.into_body())
+            .await
+            .unwrap();
+        let gate: Value = serde_json::from_slice(&body).unwrap();
+        let error = RpcError::internal(over.to_string())
+            .with_data(serde_json::json!({ "retryable": true }));
+        let written: Value = serde_json::from_slice(&error_response(None, &error)).unwrap();
+        assert_eq!(gate, written);
+    }
 }

@@ -355,6 +355,13 @@ pub struct TooManyConnections {
     max: usize,
 }
 
+impl TooManyConnections {
+    /// The answer on a listener capped at `max` connections.
+    pub fn new(max: usize) -> Self {
+        Self { max }
+    }
+}
+
 impl fmt::Display for TooManyConnections {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
@@ -372,6 +379,11 @@ impl ResponseError for TooManyConnections {
 
     /// A JSON-RPC error (an MCP client shows its message; any HTTP client
     /// sees the status), and the connection closes after it.
+    ///
+    /// Written here because this crate sits below `corkboard-mcp`, which
+    /// owns the JSON-RPC error writer and codes; `corkboard-mcp`'s tests
+    /// check that this body is what its writer writes for the same error
+    /// (`-32603` with `data.retryable`).
     fn error_response(&self) -> HttpResponse {
         let body = serde_json::json!({
             "jsonrpc": "2.0",

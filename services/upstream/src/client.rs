@@ -573,7 +573,7 @@ impl UpstreamClient {
 
     fn post(
         &self,
-        body: String,
+        body: impl Into<reqwest::Body>,
         era: Option<&Era>,
         method: Option<&str>,
         tool: Option<&str>,
@@ -774,7 +774,7 @@ impl UpstreamClient {
                         if let Some(id) = seam::request_id(payload) {
                             let reply = seam::error_reply(&id, &ended);
                             abandoned.replies.push(self.post(
-                                reply.to_string(),
+                                reply,
                                 Some(era),
                                 None,
                                 None,
@@ -794,8 +794,8 @@ impl UpstreamClient {
     }
 
     /// Sends `reply` to the upstream in the background.
-    fn reply_in_background(&self, era: &Era, reply: Value) {
-        let post = self.post(reply.to_string(), Some(era), None, None, "response");
+    fn reply_in_background(&self, era: &Era, reply: Vec<u8>) {
+        let post = self.post(reply, Some(era), None, None, "response");
         let name = self.name.clone();
         tokio::spawn(async move {
             let sent = tokio::time::timeout(seam::ANSWER_TIMEOUT, post.send()).await;

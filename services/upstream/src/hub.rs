@@ -19,16 +19,20 @@
 //! before keeps its last list and its calls answer "unavailable".
 
 use crate::client::UpstreamClient;
+use crate::conn::{Conn, Listed, Route, ToolsState, lock};
 use crate::error::UpstreamError;
 use crate::seal::CredentialKey;
 use crate::seam;
-use crate::view::{Route, UpstreamView};
+use crate::view::{self, CallEnv, UpstreamView};
+use crate::waiting::Waiting;
 use corkboard_board::AuditSink;
-use corkboard_board::{Capabilities, TenantId, Upstream, UpstreamName, UpstreamStore};
+use corkboard_board::{Capabilities, TenantId, Timestamp, Upstream, UpstreamName, UpstreamStore};
 use corkboard_grants::ResolvedGrant;
 use corkboard_mcp::relay::AgentCapabilities;
 use corkboard_mcp::relay::seal::RelaySealer;
-use corkboard_mcp::{ClientResponse, Peer, RpcError, ToolDef, ToolSet};
+use corkboard_mcp::{
+    ClientResponse, Peer, RefusedCall, RpcError, ToolCall, ToolDef, ToolOutput, ToolSet,
+};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -82,42 +86,6 @@ impl Default for UpstreamOptions {
     }
 }
 
-/// One upstream's tools as last listed: their agent-facing definitions,
-/// and which upstream tool each is.
-#[derive(Debug)]
-pub(crate) struct Listed {
-    pub(crate) tools: Vec<(ToolDef, String)>,
-}
-
-#[derive(Debug, Default)]
-struct ToolsState {
-    listed: Option<Arc<Listed>>,
-    failure: Option<String>,
-    checked: Option<Instant>,
-    generation: u64,
-}
-
-/// One registered upstream and its client.
-pub(crate) struct Conn {
-    pub(crate) record: Upstream,
-    /// The client, or why none could be made (a credential that does not
-    /// open with this key).
-    pub(crate) client: Result<UpstreamClient, String>,
-    tools: Mutex<ToolsState>,
-    fetching: tokio::sync::Mutex<()>,
-    /// Unique per connection object, so a view built on a replaced one is
-    /// rebuilt.
-    pub(crate) serial: u64,
-}
-
-impl std::fmt::Debug for Conn {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Conn")
-            .field("upstream", &self.record.name)
-            .finish_non_exhaustive()
-    }
-}
-
 /// What a view is built from: one upstream's list or failure, stamped.
 struct Snapshot {
     listed: Option<Arc<Listed>>,
@@ -136,19 +104,14 @@ pub struct Upstreams {
     store: Arc<dyn UpstreamStore>,
     key: Arc<CredentialKey>,
     http: reqwest::Client,
-    pub(crate) audit: Arc<dyn AuditSink>,
-    pub(crate) options: UpstreamOptions,
+    audit: Arc<dyn AuditSink>,
+    options: UpstreamOptions,
     /// Seals the ids of requests relayed to agents (none: nothing is
     /// relayed, requests to the client are refused at once).
-    pub(crate) relay: Option<RelaySealer>,
-    /// Requests relayed to 2025 agents from 2026-07-28 upstreams'
-    /// `input_required`, by relayed id: the call waiting for each answer
-    /// lives in this process (see [`crate::view`]).
-    pub(crate) pending: Mutex<HashMap<String, Held>>,
-    /// 2025 upstreams' calls held for 2026-07-28 agents between an
-    /// `input_required` and its retry, by the first relayed id of the
-    /// round (see [`crate::view`]).
-    pub(crate) held: Mutex<HashMap<String, crate::view::HeldCall>>,
+    relay: Option<RelaySealer>,
+    /// Relayed requests' answers and held calls waiting in this process
+    /// (see [`crate::waiting`]).
+    waiting: Waiting,
     tenants: Mutex<HashMap<TenantId, Arc<TenantState>>>,
     /// By tenant, capabilities and budgets (which the board's tool
     /// descriptions mention).
@@ -163,10 +126,6 @@ impl std::fmt::Debug for Upstreams {
             .finish_non_exhaustive()
     }
 }
-
-/// Where a held relayed request's answer goes.
-pub(crate) type Held =
-    tokio::sync::oneshot::Sender<Result<Box<serde_json::value::RawValue>, RpcError>>;
 
 /// Most cached views (grant capability sets × tenants) before the cache
 /// is emptied and rebuilt on demand.
@@ -193,8 +152,7 @@ impl Upstreams {
             audit,
             options,
             relay: None,
-            pending: Mutex::new(HashMap::new()),
-            held: Mutex::new(HashMap::new()),
+            waiting: Waiting::default(),
             tenants: Mutex::new(HashMap::new()),
             views: Mutex::new(HashMap::new()),
             serials: AtomicU64::new(1),
@@ -259,15 +217,12 @@ impl Upstreams {
             return Ok(());
         };
         if let Some((relayed_id, answer)) = delivery.held {
-            let waiting = lock(&self.pending).remove(&relayed_id);
-            let Some(waiting) = waiting else {
+            if !self.waiting.answer(&relayed_id, answer) {
                 tracing::info!(upstream = %delivery.upstream, run = %g.run, tenant = %g.tenant, outcome = "not_held", "relay answer");
                 return Err(delivery.refused.unwrap_or_else(|| RpcError::invalid_params(
                     "Invalid params: this answer reached a gateway replica that does not hold the call waiting for it (or the call already ended); make the tool call again",
                 )));
-            };
-            // The call may have ended meanwhile: then nobody reads it.
-            let _ = waiting.send(answer);
+            }
             return match delivery.refused {
                 Some(refused) => Err(refused),
                 None => Ok(()),
@@ -304,6 +259,61 @@ impl Upstreams {
             tracing::info!(upstream = %delivery.upstream, run = %g.run, tenant = %g.tenant, outcome = "undelivered", "relay answer");
             RpcError::internal(format!("Internal error: {e}; the answer was not delivered"))
         })
+    }
+
+    /// Runs an upstream tool of `view`; `None` when `call` is not one (a
+    /// board tool). Audited and logged once (see [`crate::view`]).
+    pub async fn call(
+        &self,
+        view: &UpstreamView,
+        grant: &ResolvedGrant,
+        call: &ToolCall<'_>,
+    ) -> Option<ToolOutput> {
+        let (route, def) = view.route(call.name)?;
+        let started = Instant::now();
+        let at = Timestamp::now();
+        let (upstream, (output, outcome)) = match route {
+            Route::Tool { conn, tool } => (
+                &conn.record.name,
+                view::call_tool(&self.call_env(), conn, tool, def, grant, call).await,
+            ),
+            Route::Unavailable { conn } => (
+                &conn.record.name,
+                view::relisted(&conn.record.name, self.relist(conn).await),
+            ),
+        };
+        view::record_call(
+            self.audit.as_ref(),
+            upstream,
+            grant,
+            call,
+            at,
+            started.elapsed(),
+            outcome,
+        );
+        Some(output)
+    }
+
+    /// Audits a call the protocol layer refused when it names one of
+    /// `view`'s upstream tools (listed, or listed but outside the grant)
+    /// and says why (the inner message); `None` leaves it to the board.
+    pub fn refused(
+        &self,
+        view: &UpstreamView,
+        grant: &ResolvedGrant,
+        call: &RefusedCall<'_>,
+    ) -> Option<Option<String>> {
+        view.refused(self.audit.as_ref(), grant, call)
+    }
+
+    /// What a call needs of these upstreams.
+    fn call_env(&self) -> CallEnv<'_> {
+        CallEnv {
+            call_timeout: self.options.call_timeout,
+            relay_call_timeout: self.options.relay_call_timeout,
+            relay: self.relay.as_ref(),
+            waiting: &self.waiting,
+        }
     }
 
     /// The upstream tools `grant` may see and call, with the board's tools
@@ -610,7 +620,7 @@ fn build_view(
 
 impl Upstreams {
     /// Lists `conn`'s tools again now (a call to its stand-in tool).
-    pub(crate) async fn relist(&self, conn: &Conn) -> Result<usize, String> {
+    async fn relist(&self, conn: &Conn) -> Result<usize, String> {
         lock(&conn.tools).checked = None;
         let snapshot = self.tools_of(conn).await;
         match (snapshot.failure, snapshot.listed) {
@@ -619,14 +629,6 @@ impl Upstreams {
             (None, None) => Err("not listed".into()),
         }
     }
-}
-
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // Every critical section is a map or field update that cannot panic
-    // half-way; a poisoned lock still holds whole values.
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[cfg(test)]

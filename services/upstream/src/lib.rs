@@ -1,18 +1,31 @@
 //! A tenant's upstream MCP servers behind a run's gateway.
 //!
+//! Modules in dependency order (each imports only those after its
+//! arrow, all above it; no loop):
+//!
+//! - `error`: [`UpstreamError`] (a leaf).
 //! - [`seal`]: credentials sealed at rest ([`CredentialKey`], ChaCha20-
 //!   Poly1305 under a key from a secret file) and held in clear only on
-//!   their way into a request header ([`Credential`], redacted `Debug`).
+//!   their way into a request header ([`Credential`], redacted `Debug`)
+//!   → error.
+//! - [`seam`]: where requests an upstream sends to the client are decided
+//!   (refused, or relayed to the agent under a sealed id) and the agent's
+//!   answers checked (a leaf).
 //! - [`client`]: the gateway's client of one upstream, in the upstream's
 //!   era (2026-07-28 stateless, or a 2025 session the gateway owns and
-//!   renews), every exchange bounded.
-//! - [`hub`]: every tenant's upstreams, their cached tool lists, and each
-//!   grant's [`UpstreamView`] (`<upstream>__<tool>`, definitions checked by
-//!   the one validator, capabilities `upstream:<name>:<glob>`).
-//! - [`view`]: the call: audited, logged without arguments, answered with
-//!   an honest "upstream ... unavailable ...; retry later" when it fails.
-//! - [`seam`]: where requests an upstream sends to the client are decided
-//!   (refused at once today; the relay plugs in there).
+//!   renews), every exchange bounded → error, seal, seam.
+//! - `conn`: one registered upstream (`Conn`: record, client, cached
+//!   tool list) and where a listed tool goes (`Route`) → client.
+//! - `waiting`: the relayed answers and held calls waiting in this
+//!   process, behind methods → conn, error.
+//! - [`view`]: a grant's [`UpstreamView`] and the call paths, one file per
+//!   era pairing (`view/modern.rs`, `held.rs`, `legacy.rs`, `mixed.rs`)
+//!   → client, conn, error, seam, waiting.
+//! - [`hub`]: every tenant's upstreams ([`Upstreams`]), their cached tool
+//!   lists, each grant's view (`<upstream>__<tool>`, definitions checked
+//!   by the one validator, capabilities `upstream:<name>:<glob>`), and the
+//!   entry points of a call ([`Upstreams::call`], [`Upstreams::deliver`])
+//!   → client, conn, error, seal, seam, view, waiting.
 //!
 //! The gateway hooks this in per request (its binding holds an
 //! [`Upstreams`]); the control plane uses [`seal`] to register upstreams.
@@ -20,11 +33,13 @@
 #![forbid(unsafe_code)]
 
 pub mod client;
+mod conn;
 mod error;
 pub mod hub;
 pub mod seal;
 pub mod seam;
 pub mod view;
+mod waiting;
 
 pub use client::{Era, UpstreamClient};
 pub use error::UpstreamError;

@@ -91,8 +91,9 @@ pub enum Decision {
         message: Vec<u8>,
         relayed_id: String,
     },
-    /// Answer the upstream with this (correlated with its id).
-    Reply(Value),
+    /// Answer the upstream with this JSON-RPC response (correlated with
+    /// its id).
+    Reply(Vec<u8>),
 }
 
 pub(crate) fn now_secs() -> u64 {
@@ -101,14 +102,10 @@ pub(crate) fn now_secs() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// A JSON-RPC error reply to the upstream's request `id`.
-pub fn error_reply(id: &RawValue, error: &RpcError) -> Value {
-    let id: Value = serde_json::from_str(id.get()).unwrap_or(Value::Null);
-    json!({
-        "jsonrpc": "2.0",
-        "id": id,
-        "error": { "code": error.code.get(), "message": error.message },
-    })
+/// A JSON-RPC error reply to the upstream's request `id` (written by
+/// [`corkboard_mcp::error_response`], the one writer).
+pub fn error_reply(id: &RawValue, error: &RpcError) -> Vec<u8> {
+    corkboard_mcp::error_response(Some(id), error)
 }
 
 /// Decides about one request the upstream `upstream` (speaking
@@ -124,15 +121,19 @@ pub fn decide(
 ) -> Decision {
     let Ok(request) = serde_json::from_slice::<Incoming<'_>>(payload) else {
         tracing::warn!(%upstream, "an upstream's request to the client could not be read; dropped");
-        return Decision::Reply(json!({
-            "jsonrpc": "2.0", "id": null,
-            "error": { "code": code::INVALID_REQUEST.get(), "message": "Invalid Request: not a JSON-RPC request" },
-        }));
+        return Decision::Reply(corkboard_mcp::error_response(
+            None,
+            &RpcError::invalid_request("Invalid Request: not a JSON-RPC request"),
+        ));
     };
     let method = request.method.as_ref();
     if method == "ping" {
         let id: Value = serde_json::from_str(request.id.get()).unwrap_or(Value::Null);
-        return Decision::Reply(json!({ "jsonrpc": "2.0", "id": id, "result": {} }));
+        return Decision::Reply(
+            json!({ "jsonrpc": "2.0", "id": id, "result": {} })
+                .to_string()
+                .into_bytes(),
+        );
     }
     let relayable = RelayMethod::parse(method);
     let label = relayable.map_or(
@@ -219,7 +220,7 @@ pub fn decide(
 
 /// The reply to a request this call cannot relay (no agent stream, no
 /// declared capability, not a relayable method).
-fn not_relayed(upstream: &UpstreamName, id: &RawValue, method: &str, relayable: bool) -> Value {
+fn not_relayed(upstream: &UpstreamName, id: &RawValue, method: &str, relayable: bool) -> Vec<u8> {
     let label = corkboard_mcp::method::method_label(method);
     // The upstream's own method name, echoed to it only (never logged).
     let shown: String = method.chars().take(64).collect();
@@ -244,15 +245,10 @@ fn not_relayed(upstream: &UpstreamName, id: &RawValue, method: &str, relayable: 
 
 /// The reply to the upstream that the agent's stream could not carry its
 /// request (gone, or not read in time).
-pub fn unreachable_reply(request: &[u8], why: &corkboard_mcp::PeerError) -> Value {
-    let id = serde_json::from_slice::<Incoming<'_>>(request)
-        .ok()
-        .map(|r| r.id.get().to_owned());
-    let id = id
-        .and_then(|id| RawValue::from_string(id).ok())
-        .unwrap_or_else(|| RawValue::from_string("null".into()).unwrap_or_default());
-    error_reply(
-        &id,
+pub fn unreachable_reply(request: &[u8], why: &corkboard_mcp::PeerError) -> Vec<u8> {
+    let request = serde_json::from_slice::<Incoming<'_>>(request).ok();
+    corkboard_mcp::error_response(
+        request.as_ref().map(|r| r.id),
         &RpcError::internal(format!(
             "Internal error: the gateway could not relay this request to the agent: {why}"
         )),
@@ -330,12 +326,12 @@ pub fn answer(
             ));
         }
     };
-    let mut body = Vec::with_capacity(256);
-    body.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
-    body.extend_from_slice(relayed.upstream_id.get().as_bytes());
-    let refused = match checked {
+    let (body, refused) = match checked {
         Ok(()) => {
-            // The agent's answer, byte for byte.
+            // The agent's answer, byte for byte, under the upstream's id.
+            let mut body = Vec::with_capacity(256);
+            body.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+            body.extend_from_slice(relayed.upstream_id.get().as_bytes());
             match (response.result, response.error) {
                 (Some(result), _) => {
                     body.extend_from_slice(b",\"result\":");
@@ -347,24 +343,19 @@ pub fn answer(
                 }
                 (None, None) => {}
             }
+            body.push(b'}');
             tracing::info!(upstream = %relayed.upstream, method = method.as_str(), tenant, run, outcome = "relayed", "relay answer");
-            None
+            (body, None)
         }
         Err(refusal) => {
             tracing::info!(upstream = %relayed.upstream, method = method.as_str(), tenant, run, outcome = "refused", rule = refusal.rule.name(), "relay answer refused");
             let peer_error = refusal
                 .peer_error()
                 .unwrap_or_else(|| RpcError::internal("Internal error"));
-            body.extend_from_slice(b",\"error\":");
-            body.extend_from_slice(
-                json!({ "code": peer_error.code.get(), "message": peer_error.message })
-                    .to_string()
-                    .as_bytes(),
-            );
-            Some(refusal.rpc_error())
+            let body = corkboard_mcp::error_response(Some(&relayed.upstream_id), &peer_error);
+            (body, Some(refusal.rpc_error()))
         }
     };
-    body.push(b'}');
     let held = upstream_revision.is_modern().then(|| {
         let answer = match (&refused, response.result, response.error) {
             (None, Some(result), _) => RawValue::from_string(result.get().to_owned())
@@ -409,6 +400,7 @@ mod tests {
         else {
             panic!("not relayed without a relay");
         };
+        let refused: Value = serde_json::from_slice(&refused).unwrap();
         assert_eq!(refused["id"], "u-7");
         assert_eq!(refused["error"]["code"], -32601);
         let Decision::Reply(pong) = decide(
@@ -421,6 +413,7 @@ mod tests {
         ) else {
             panic!("pong");
         };
+        let pong: Value = serde_json::from_slice(&pong).unwrap();
         assert_eq!(pong, json!({ "jsonrpc": "2.0", "id": 3, "result": {} }));
     }
 

@@ -6,13 +6,13 @@ use super::schema::{
     object, replayed_schema, with_properties,
 };
 use super::{Success, author, insert, retain, to_json};
-use crate::credential::ResolvedGrant;
 use crate::defs::BoardTool;
 use crate::error::ToolsError;
 use crate::result_budget;
 use crate::service::BoardTools;
 use crate::view;
 use corkboard_board::{BudgetKind, CommentBody, IdempotencyKey, NewComment};
+use corkboard_grants::ResolvedGrant;
 use serde_json::{Map, Value, json};
 
 pub(crate) const DESCRIPTION: &str = "Add a comment to an issue. Returns the issue with its \

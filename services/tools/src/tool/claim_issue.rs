@@ -5,13 +5,13 @@
 use super::args::{Args, expected_version, issue_id};
 use super::schema::{issue_fields, issue_id_schema, issue_schema, object, version_schema};
 use super::{Success, retain, to_json};
-use crate::credential::ResolvedGrant;
 use crate::defs::BoardTool;
 use crate::error::ToolsError;
 use crate::result_budget;
 use crate::service::BoardTools;
 use crate::view;
 use corkboard_board::{Claimant, Grant, Issue, IssueId};
+use corkboard_grants::ResolvedGrant;
 use serde_json::{Map, Value, json};
 
 pub(crate) const DESCRIPTION: &str = "Claim an issue for this run before you start working on it, so \

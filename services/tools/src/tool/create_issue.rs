@@ -9,7 +9,6 @@ use super::schema::{
     title_schema, with_properties,
 };
 use super::{Success, author, insert, round, to_json};
-use crate::credential::ResolvedGrant;
 use crate::error::ToolsError;
 use crate::result_budget;
 use crate::service::BoardTools;
@@ -18,6 +17,7 @@ use corkboard_board::{
     Body, BudgetKind, Capability, CreateOutcome, IdempotencyKey, Issue, IssueState, NEAR_MATCH,
     NewIssue, Priority, SimilarIssue, TenantId, Title, limits,
 };
+use corkboard_grants::ResolvedGrant;
 use serde_json::{Map, Value, json};
 
 /// How many similar open issues create_issue reports.

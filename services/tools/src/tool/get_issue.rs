@@ -6,12 +6,12 @@ use super::schema::{
     COMMENT_ID_PATTERN, issue_answer_schema, issue_id_schema, object, with_properties,
 };
 use super::{Success, to_json};
-use crate::credential::ResolvedGrant;
 use crate::error::ToolsError;
 use crate::result_budget;
 use crate::service::BoardTools;
 use crate::view::{self, COMMENTS_DEFAULT};
 use corkboard_board::{CommentId, CommentWindow, IssueId, limits};
+use corkboard_grants::ResolvedGrant;
 use serde_json::{Map, Value, json};
 
 pub(crate) const DESCRIPTION: &str = "Read one issue: every field, with its latest comments \

@@ -4,7 +4,6 @@
 use super::args::{Args, as_field, invalid, optional_id};
 use super::schema::{issue_id_schema, issue_schema, labels_schema, object, truncated_schema};
 use super::{Success, to_json};
-use crate::credential::ResolvedGrant;
 use crate::error::ToolsError;
 use crate::result_budget;
 use crate::service::BoardTools;
@@ -13,6 +12,7 @@ use corkboard_board::{
     ClaimFilter, IssueId, IssueState, Label, LabelFilter, ListQuery, Priority, RunId, Timestamp,
     limits,
 };
+use corkboard_grants::ResolvedGrant;
 use serde_json::{Map, Value, json};
 
 pub(crate) const DESCRIPTION: &str = "List issues on this run's board, newest first. Returns \

@@ -21,10 +21,10 @@ pub(crate) mod schema;
 pub(crate) mod search_issues;
 pub(crate) mod update_issue;
 
-use crate::credential::ResolvedGrant;
 use crate::error::ToolsError;
 use crate::result_budget::Answer;
 use corkboard_board::{Author, IssueId};
+use corkboard_grants::ResolvedGrant;
 use serde_json::Value;
 
 /// What a successful call produced: the answer (structured and text,

@@ -5,10 +5,10 @@ use super::Success;
 use super::args::{Args, expected_version, issue_id};
 use super::claim_issue::{self, ClaimArgs};
 use super::schema::{issue_id_schema, object, version_schema};
-use crate::credential::ResolvedGrant;
 use crate::defs::BoardTool;
 use crate::error::ToolsError;
 use crate::service::BoardTools;
+use corkboard_grants::ResolvedGrant;
 use serde_json::{Map, Value, json};
 
 pub(crate) const DESCRIPTION: &str = "Give back an issue this run claimed, when you stop working on \

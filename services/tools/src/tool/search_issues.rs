@@ -5,11 +5,11 @@ use super::args::{Args, invalid};
 use super::list_issues;
 use super::schema::{object, truncated_schema};
 use super::{Success, round};
-use crate::credential::ResolvedGrant;
 use crate::error::ToolsError;
 use crate::result_budget;
 use crate::service::BoardTools;
 use corkboard_board::{IssueState, Priority, SearchHit, SearchQuery, SearchText, limits};
+use corkboard_grants::ResolvedGrant;
 use serde_json::{Map, Value, json};
 
 pub(crate) const DESCRIPTION: &str = "Full-text search of this run's board: titles, bodies and \

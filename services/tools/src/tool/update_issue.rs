@@ -10,13 +10,13 @@ use super::schema::{
     title_schema, version_schema,
 };
 use super::{Success, retain, to_json};
-use crate::credential::ResolvedGrant;
 use crate::defs::BoardTool;
 use crate::error::ToolsError;
 use crate::result_budget;
 use crate::service::BoardTools;
 use crate::view;
 use corkboard_board::{Body, BudgetKind, IssueId, IssuePatch, IssueState, Priority, Title};
+use corkboard_grants::ResolvedGrant;
 use serde_json::{Map, Value, json};
 
 pub(crate) const DESCRIPTION: &str = "Change an issue's title, body, state, labels or priority and \
