@@ -1,7 +1,7 @@
 //! Black-box: `corkboard server` replicas sharing one Redis registry (and
 //! one board), revocation across replicas, and Redis outages under traffic.
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};

@@ -21,7 +21,7 @@
 //! retry reaches the call through either, or is refused `-32602` saying
 //! the other replica holds it.
 
-mod support;
+use crate::support;
 
 use serde_json::value::RawValue;
 use serde_json::{Value, json};

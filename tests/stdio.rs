@@ -12,7 +12,7 @@
 //! `target/venv` (see tests/clients/README.md); tests that need them fail
 //! with the setup command when they are missing.
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};

@@ -2,7 +2,7 @@
 //! spans (joined to the caller's trace, without secrets), `/metrics` moves
 //! with traffic, and the audit trail of a run lists exactly its calls.
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};

@@ -8,7 +8,7 @@
 //! asserts on the JSON summary it prints. Screenshots of the main pages are
 //! kept under `target/web-artifacts/`.
 
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use std::process::Command;

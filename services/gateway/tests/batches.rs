@@ -3,7 +3,7 @@
 //! charged to the run's rate limit, and the response stops growing at a
 //! byte budget, every refused element answered with its own id.
 
-mod common;
+use crate::common;
 
 use anyhow::{Context, Result};
 use common::*;

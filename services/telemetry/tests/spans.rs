@@ -4,7 +4,7 @@
 //! (token, JWT, tool argument) appears anywhere in what was exported or
 //! logged.
 
-mod support;
+use crate::support;
 
 use actix_web::http::header;
 use actix_web::{App, HttpRequest, HttpResponse, test, web};
