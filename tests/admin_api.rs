@@ -1,7 +1,7 @@
 //! Black-box: the admin API's authentication, roles and tenant scoping, and
 //! tenant pinning through every MCP tool.
 
-mod support;
+use crate::support;
 
 use reqwest::Method;
 use serde_json::{Value, json};

@@ -5,7 +5,7 @@
 //! naming the budget, visible in the grant's `GET` and in `tools/list`;
 //! idempotent replays take nothing.
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 use std::sync::Arc;

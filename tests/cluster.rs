@@ -1,7 +1,7 @@
 //! Black-box: `corkboard server` replicas sharing one Redis registry (and
 //! one board), revocation across replicas, and Redis outages under traffic.
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
@@ -94,10 +94,9 @@ fn a_grant_made_on_one_replica_works_on_the_other_and_revocation_reaches_it() {
     let init = http()
         .post(format!("{}/mcp", a.url))
         .header("Content-Type", "application/json")
-        .header("Accept", "application/json, text/event-stream")
+        .header("Accept", mcp::ACCEPT)
         .bearer_auth(token)
-        .body(json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{
-            "protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}).to_string())
+        .body(mcp::initialize(1, "2025-11-25", json!({}), ("t", "1")).to_string())
         .send()
         .unwrap();
     assert_eq!(init.status(), 200);
@@ -108,11 +107,11 @@ fn a_grant_made_on_one_replica_works_on_the_other_and_revocation_reaches_it() {
     let listed = http()
         .post(format!("{}/mcp", b.url))
         .header("Content-Type", "application/json")
-        .header("Accept", "application/json, text/event-stream")
+        .header("Accept", mcp::ACCEPT)
         .header("Mcp-Session-Id", &session)
         .header("MCP-Protocol-Version", "2025-11-25")
         .bearer_auth(token)
-        .body(json!({"jsonrpc":"2.0","id":2,"method":"tools/list"}).to_string())
+        .body(mcp::bare_request(2, "tools/list").to_string())
         .send()
         .unwrap();
     assert_eq!(listed.status(), 200);
@@ -128,11 +127,11 @@ fn a_grant_made_on_one_replica_works_on_the_other_and_revocation_reaches_it() {
     let reused = http()
         .post(format!("{}/mcp", a.url))
         .header("Content-Type", "application/json")
-        .header("Accept", "application/json, text/event-stream")
+        .header("Accept", mcp::ACCEPT)
         .header("Mcp-Session-Id", &session)
         .header("MCP-Protocol-Version", "2025-11-25")
         .bearer_auth(token)
-        .body(json!({"jsonrpc":"2.0","id":3,"method":"tools/list"}).to_string())
+        .body(mcp::bare_request(3, "tools/list").to_string())
         .send()
         .unwrap();
     assert_eq!(

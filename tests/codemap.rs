@@ -8,10 +8,13 @@
 //! under `services/`) separated by commas, `nothing of ours`, or
 //! `everything` (only the binary composes everything).
 //!
-//! It also checks that every top-level `tests/*.rs` file is registered as
-//! a `[[test]]` target of the cli crate (cargo finds test targets only in
-//! a package's own `tests/` directory, so each one is listed by hand:
-//! forgetting one would silently drop it from CI).
+//! It also checks that every tests folder (the top-level `tests/`, whose
+//! black-box tests are the cli crate's, and each `services/<crate>/tests/`)
+//! is one test binary: a `[[test]]` target whose path is the folder's
+//! `main.rs`, cargo's own discovery of `tests/*.rs` turned off
+//! (`autotests = false`), and every `.rs` file and helper directory of the
+//! folder declared as a module of `main.rs`: forgetting one would silently
+//! drop its tests from CI.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -397,51 +400,231 @@ fn a_wrong_codemap_row_is_reported() {
     assert!(bad.iter().any(|p| p.contains("board (mostly)")), "{bad:?}");
 }
 
-/// Every top-level `tests/*.rs` is a `[[test]]` of the cli crate, named by
-/// its file stem, and every registered path exists.
-#[test]
-fn every_top_level_test_file_is_a_registered_test_target() {
-    let root = repo_root();
-    let manifest_path = root.join("services/cli/Cargo.toml");
-    let text = std::fs::read_to_string(&manifest_path).expect("services/cli/Cargo.toml");
-    let doc: toml::Table = toml::from_str(&text).expect("a valid manifest");
-    let mut registered = BTreeMap::new();
+/// One tests folder as the wiring check sees it.
+#[derive(Debug, Clone, Default)]
+struct TestsFolder {
+    /// The folder, from the repository root, for messages (`tests`,
+    /// `services/mcp/tests`).
+    label: String,
+    /// The folder's `main.rs` from the crate's directory, as a `[[test]]`
+    /// path names it.
+    main_path: String,
+    /// Module names the folder holds: `.rs` files other than `main.rs`
+    /// (by stem) and directories with a `mod.rs`.
+    modules: BTreeSet<String>,
+    /// The text of `main.rs`, if there is one.
+    main_rs: Option<String>,
+    /// Whether the folder is the crate's own `tests/` (where cargo would
+    /// discover each file as a target of its own unless told not to).
+    own_tests_dir: bool,
+    /// The `[[test]]` paths of the manifest that name no file.
+    missing_paths: Vec<String>,
+}
+
+/// The modules `main.rs` declares (`mod name;` or `pub mod name;`).
+fn declared_modules(main_rs: &str) -> BTreeSet<String> {
+    main_rs
+        .lines()
+        .filter_map(|line| {
+            let line = line.trim();
+            let rest = line
+                .strip_prefix("pub mod ")
+                .or_else(|| line.strip_prefix("mod "))?;
+            let name = rest.strip_suffix(';')?.trim();
+            (!name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+                .then(|| name.to_owned())
+        })
+        .collect()
+}
+
+/// Every problem of one tests folder against its crate's manifest.
+fn wiring_problems(folder: &TestsFolder, manifest: &toml::Table, crate_dir: &str) -> Vec<String> {
     let mut problems = Vec::new();
-    for target in doc
+    let label = &folder.label;
+    let main = &folder.main_path;
+    let targets: Vec<&toml::Value> = manifest
         .get("test")
         .and_then(toml::Value::as_array)
         .into_iter()
         .flatten()
-    {
-        let name = target.get("name").and_then(toml::Value::as_str);
-        let path = target.get("path").and_then(toml::Value::as_str);
-        let (Some(name), Some(path)) = (name, path) else {
-            problems.push(format!("a [[test]] without name or path: {target}"));
-            continue;
-        };
-        registered.insert(path.to_owned(), name.to_owned());
-        if !root.join("services/cli").join(path).is_file() {
-            problems.push(format!("[[test]] `{name}`: {path} does not exist"));
+        .collect();
+    let paths: Vec<&str> = targets
+        .iter()
+        .filter_map(|t| t.get("path").and_then(toml::Value::as_str))
+        .collect();
+    if !paths.contains(&main.as_str()) {
+        problems.push(format!(
+            "{label} is not one test binary: add to {crate_dir}/Cargo.toml\n\n[[test]]\nname = \"...\"\npath = \"{main}\"\n"
+        ));
+    }
+    if paths.len() != targets.len() {
+        problems.push(format!("{crate_dir}/Cargo.toml: a [[test]] without a path"));
+    }
+    for path in &folder.missing_paths {
+        problems.push(format!(
+            "{crate_dir}/Cargo.toml: [[test]] path {path} does not exist"
+        ));
+    }
+    let autotests = manifest
+        .get("package")
+        .and_then(|p| p.get("autotests"))
+        .and_then(toml::Value::as_bool);
+    if folder.own_tests_dir && autotests != Some(false) {
+        problems.push(format!(
+            "{crate_dir}/Cargo.toml: set `autotests = false` in [package]: otherwise cargo also builds every {label}/*.rs as a binary of its own"
+        ));
+    }
+    let Some(main_rs) = &folder.main_rs else {
+        problems.push(format!("{label}/main.rs does not exist"));
+        return problems;
+    };
+    let declared = declared_modules(main_rs);
+    for module in folder.modules.difference(&declared) {
+        problems.push(format!(
+            "{label}: `{module}` is not a module of {label}/main.rs, so its tests never run: add `mod {module};` there"
+        ));
+    }
+    problems
+}
+
+/// The tests folder at `dir` (under the repository root), whose crate
+/// lives in `crate_dir`.
+fn tests_folder(root: &Path, dir: &str, crate_dir: &str) -> (TestsFolder, toml::Table) {
+    let manifest_path = root.join(crate_dir).join("Cargo.toml");
+    let text = std::fs::read_to_string(&manifest_path)
+        .unwrap_or_else(|e| panic!("{}: {e}", manifest_path.display()));
+    let manifest: toml::Table =
+        toml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", manifest_path.display()));
+    let folder_path = root.join(dir);
+    let mut modules = BTreeSet::new();
+    for entry in std::fs::read_dir(&folder_path).expect("a tests folder") {
+        let path = entry.expect("a tests folder entry").path();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .expect("a UTF-8 file name")
+            .to_owned();
+        if path.is_dir() {
+            if path.join("mod.rs").is_file() {
+                modules.insert(name);
+            }
+        } else if let Some(stem) = name.strip_suffix(".rs")
+            && stem != "main"
+        {
+            modules.insert(stem.to_owned());
         }
     }
-    let mut files: Vec<String> = std::fs::read_dir(root.join("tests"))
-        .expect("tests/")
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|f| f.ends_with(".rs"))
+    let crate_path = root.join(crate_dir);
+    let missing_paths = manifest
+        .get("test")
+        .and_then(toml::Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t.get("path").and_then(toml::Value::as_str))
+        .filter(|path| !crate_path.join(path).is_file())
+        .map(str::to_owned)
         .collect();
-    files.sort();
-    for file in files {
-        let stem = file.trim_end_matches(".rs");
-        let path = format!("../../tests/{file}");
-        match registered.get(&path) {
-            None => problems.push(format!(
-                "tests/{file} is not a test target: add to services/cli/Cargo.toml\n\n[[test]]\nname = \"{stem}\"\npath = \"{path}\"\n"
-            )),
-            Some(name) if name != stem => problems.push(format!(
-                "[[test]] for tests/{file} is named `{name}`: name it `{stem}` (its file stem), as nextest filters use it"
-            )),
-            Some(_) => {}
+    let own_tests_dir = Path::new(dir) == Path::new(crate_dir).join("tests");
+    let main_path = if own_tests_dir {
+        "tests/main.rs".to_owned()
+    } else {
+        format!("../../{dir}/main.rs")
+    };
+    let folder = TestsFolder {
+        label: dir.to_owned(),
+        main_path,
+        modules,
+        main_rs: std::fs::read_to_string(folder_path.join("main.rs")).ok(),
+        own_tests_dir,
+        missing_paths,
+    };
+    (folder, manifest)
+}
+
+/// Every tests folder is one test binary that runs every file in it: the
+/// top-level `tests/` (the cli crate's black-box tests) and each
+/// `services/<crate>/tests/`.
+#[test]
+fn every_tests_folder_is_one_binary_with_every_file_wired_in() {
+    let root = repo_root();
+    let mut folders = vec![("tests".to_owned(), "services/cli".to_owned())];
+    for name in workspace_manifests().keys() {
+        let dir = format!("services/{name}/tests");
+        if root.join(&dir).is_dir() {
+            folders.push((dir, format!("services/{name}")));
         }
+    }
+    assert!(
+        folders.len() > 5,
+        "too few tests folders found: {folders:?}"
+    );
+    let mut problems = Vec::new();
+    for (dir, crate_dir) in &folders {
+        let (folder, manifest) = tests_folder(&root, dir, crate_dir);
+        problems.extend(wiring_problems(&folder, &manifest, crate_dir));
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// The wiring check itself: a file not declared in `main.rs`, a missing
+/// `main.rs`, a folder without its `[[test]]` and cargo's discovery left on
+/// are each reported.
+#[test]
+fn a_test_file_not_wired_in_is_reported() {
+    let folder = TestsFolder {
+        label: "services/x/tests".into(),
+        main_path: "tests/main.rs".into(),
+        modules: ["common", "one", "two"].map(str::to_owned).into(),
+        main_rs: Some("//! x\n\nmod common;\n\nmod one;\n// mod two;\n".into()),
+        own_tests_dir: true,
+        missing_paths: Vec::new(),
+    };
+    let wired: toml::Table = toml::from_str(
+        "[package]\nname = \"x\"\nautotests = false\n\n[[test]]\nname = \"integration\"\npath = \"tests/main.rs\"\n",
+    )
+    .unwrap();
+    let problems = wiring_problems(&folder, &wired, "services/x");
+    assert_eq!(problems.len(), 1, "{problems:#?}");
+    assert!(
+        problems[0].contains("`two` is not a module of services/x/tests/main.rs"),
+        "{problems:#?}"
+    );
+
+    let complete = TestsFolder {
+        main_rs: Some("mod common;\nmod one;\npub mod two;\n".into()),
+        ..folder.clone()
+    };
+    assert!(wiring_problems(&complete, &wired, "services/x").is_empty());
+
+    let unwired: toml::Table = toml::from_str("[package]\nname = \"x\"\n").unwrap();
+    let problems = wiring_problems(&complete, &unwired, "services/x");
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("is not one test binary")),
+        "{problems:#?}"
+    );
+    assert!(
+        problems.iter().any(|p| p.contains("autotests = false")),
+        "{problems:#?}"
+    );
+
+    let no_main = TestsFolder {
+        main_rs: None,
+        missing_paths: vec!["tests/main.rs".into()],
+        ..folder
+    };
+    let problems = wiring_problems(&no_main, &wired, "services/x");
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("main.rs does not exist")),
+        "{problems:#?}"
+    );
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("tests/main.rs does not exist")),
+        "{problems:#?}"
+    );
 }

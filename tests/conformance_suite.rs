@@ -12,7 +12,7 @@
 //! Needs `npm ci` in tests/clients (which installs both packages); fails
 //! with that command when they are missing.
 
-mod support;
+use crate::support;
 
 use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
 use std::path::PathBuf;

@@ -3,7 +3,7 @@
 //! kustomize base), including that every configuration the chart renders
 //! is accepted by this binary's own `--check-config`.
 
-mod support;
+use crate::support;
 
 use support::*;
 

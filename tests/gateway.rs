@@ -3,7 +3,7 @@
 //! port with `/runs/{run}/mcp`), including an agent in its own network
 //! namespace that reaches its gateway only through the advertised address.
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};

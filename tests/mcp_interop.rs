@@ -5,7 +5,7 @@
 //! board's default list within the result budget (an issue with 500
 //! comments pages through get_issue within it too).
 
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use std::process::Output;

@@ -2,7 +2,7 @@
 //! state on /readyz, answers "board unavailable" within a bounded time
 //! while MongoDB is down, and recovers by itself when it returns.
 
-mod support;
+use crate::support;
 
 use serde_json::json;
 use std::time::{Duration, Instant};

@@ -21,7 +21,7 @@
 //! retry reaches the call through either, or is refused `-32602` saying
 //! the other replica holds it.
 
-mod support;
+use crate::support;
 
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
@@ -328,15 +328,13 @@ impl RawAgent {
         let response = http()
             .post(url)
             .bearer_auth(token)
-            .header("accept", "application/json, text/event-stream")
-            .json(&json!({
-                "jsonrpc": "2.0", "id": 0, "method": "initialize",
-                "params": {
-                    "protocolVersion": REVISION,
-                    "capabilities": capabilities,
-                    "clientInfo": { "name": "raw-relay-agent", "version": "1.0.0" },
-                }
-            }))
+            .header("accept", mcp::ACCEPT)
+            .json(&mcp::initialize(
+                0,
+                REVISION,
+                capabilities,
+                ("raw-relay-agent", "1.0.0"),
+            ))
             .send()
             .unwrap();
         assert_eq!(response.status().as_u16(), 200);
@@ -358,7 +356,7 @@ impl RawAgent {
         let response = http()
             .post(&self.url)
             .bearer_auth(&self.token)
-            .header("accept", "application/json, text/event-stream")
+            .header("accept", mcp::ACCEPT)
             .header("content-type", "application/json")
             .header("mcp-session-id", &self.session)
             .header("mcp-protocol-version", REVISION)
@@ -391,14 +389,11 @@ impl RawAgent {
         arguments: Value,
         answer: impl Fn(&HashMap<String, Box<RawValue>>) -> (u16, String),
     ) -> (HashMap<String, Box<RawValue>>, (u16, String), Value) {
-        let body = json!({
-            "jsonrpc": "2.0", "id": 7, "method": "tools/call",
-            "params": { "name": tool, "arguments": arguments },
-        });
+        let body = mcp::tools_call(7, tool, arguments);
         let response = http()
             .post(&self.url)
             .bearer_auth(&self.token)
-            .header("accept", "application/json, text/event-stream")
+            .header("accept", mcp::ACCEPT)
             .header("mcp-session-id", &self.session)
             .header("mcp-protocol-version", REVISION)
             .json(&body)
@@ -652,7 +647,7 @@ fn modern_call(
         params["inputResponses"] = responses;
         params["requestState"] = json!(state);
     }
-    let body = json!({ "jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": params });
+    let body = mcp::request(3, "tools/call", params);
     mcp_post(url, token, "tools/call", Some(tool), &body)
 }
 
@@ -954,17 +949,15 @@ fn a_2026_upstreams_input_required_reaches_2026_agents_sealed_and_2025_agents_on
 fn revoking_the_run_mid_relay_ends_the_call_with_a_correlated_error() {
     let f = fixture();
     let raw = RawAgent::open(&f.url, &f.token, json!({ "sampling": {} }));
-    let body = json!({
-        "jsonrpc": "2.0", "id": 7, "method": "tools/call",
-        "params": {
-            "name": "everything__trigger-sampling-request",
-            "arguments": { "prompt": "never answered", "maxTokens": 5 },
-        },
-    });
+    let body = mcp::tools_call(
+        7,
+        "everything__trigger-sampling-request",
+        json!({ "prompt": "never answered", "maxTokens": 5 }),
+    );
     let response = http()
         .post(&raw.url)
         .bearer_auth(&raw.token)
-        .header("accept", "application/json, text/event-stream")
+        .header("accept", mcp::ACCEPT)
         .header("mcp-session-id", &raw.session)
         .header("mcp-protocol-version", REVISION)
         .json(&body)
@@ -1013,7 +1006,7 @@ fn revoking_the_run_mid_relay_ends_the_call_with_a_correlated_error() {
     let sent = http()
         .post(&raw.url)
         .bearer_auth(&raw.token)
-        .header("accept", "application/json, text/event-stream")
+        .header("accept", mcp::ACCEPT)
         .header("content-type", "application/json")
         .header("mcp-session-id", &raw.session)
         .header("mcp-protocol-version", REVISION)
@@ -1059,7 +1052,7 @@ fn post_raw(url: &str, headers: &[(&str, &str)], tool: &str, body: String) -> St
     let mut request = http()
         .post(url)
         .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
+        .header("accept", mcp::ACCEPT)
         .header("mcp-protocol-version", "2026-07-28")
         .header("mcp-method", "tools/call")
         .header("mcp-name", tool)
@@ -1502,14 +1495,11 @@ fn an_upstream_killed_mid_relay_ends_its_call_and_cancels_its_request_but_no_oth
 
         // The call whose upstream is killed while its request is pending
         // at the agent.
-        let body = json!({
-            "jsonrpc": "2.0", "id": 8, "method": "tools/call",
-            "params": { "name": "pygone__muse", "arguments": { "topic": "gone" } },
-        });
+        let body = mcp::tools_call(8, "pygone__muse", json!({ "topic": "gone" }));
         let response = http()
             .post(&agent.url)
             .bearer_auth(&agent.token)
-            .header("accept", "application/json, text/event-stream")
+            .header("accept", mcp::ACCEPT)
             .header("mcp-session-id", &agent.session)
             .header("mcp-protocol-version", REVISION)
             .json(&body)

@@ -3,7 +3,7 @@
 //! issues land on the tenant's board, the run is revoked when CMD ends
 //! however it ends, and `corkboard run` exits with CMD's status.
 
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use std::io::{BufRead, BufReader};

@@ -2,7 +2,7 @@
 //! checks, hands out grants, refuses bad configuration clearly, and stops
 //! gracefully on SIGTERM.
 
-mod support;
+use crate::support;
 
 use serde_json::json;
 use support::*;

@@ -12,7 +12,7 @@
 //! `target/venv` (see tests/clients/README.md); tests that need them fail
 //! with the setup command when they are missing.
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
@@ -249,9 +249,7 @@ fn protocol_message(line: &str) -> Result<Value, String> {
 }
 
 fn initialize(id: i64, version: &str) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": {
-        "protocolVersion": version, "capabilities": {},
-        "clientInfo": {"name": "stdio-test", "version": "1.0.0"}}})
+    mcp::initialize(id, version, json!({}), ("stdio-test", "1.0.0"))
 }
 
 fn initialized() -> Value {
@@ -259,7 +257,7 @@ fn initialized() -> Value {
 }
 
 fn request(id: Value, method: &str, params: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+    mcp::request(id, method, params)
 }
 
 /// A 2026-07-28 request: the revision travels in `_meta`, nothing else.

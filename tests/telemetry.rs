@@ -2,7 +2,7 @@
 //! spans (joined to the caller's trace, without secrets), `/metrics` moves
 //! with traffic, and the audit trail of a run lists exactly its calls.
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
@@ -42,24 +42,17 @@ fn spans_reach_a_real_otlp_receiver_joined_to_the_callers_trace() {
         );
     });
     let granted = serve.grant("acme", "traced-run", "issues:read,issues:create");
-    let body = json!({
-        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
-        "params": {"name": "create_issue", "arguments": {"title": SECRET_ARGUMENT},
-            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                      "io.modelcontextprotocol/clientCapabilities": {}}}
-    });
-    let response = http()
+    let body = mcp::modern_tools_call(1, "create_issue", json!({"title": SECRET_ARGUMENT}));
+    let mut request = http()
         .post(&granted.mcp_url)
         .header("Content-Type", "application/json")
-        .header("Accept", "application/json, text/event-stream")
-        .header("MCP-Protocol-Version", "2026-07-28")
-        .header("Mcp-Method", "tools/call")
-        .header("Mcp-Name", "create_issue")
         .header("traceparent", format!("00-{TRACE_ID}-00f067aa0ba902b7-01"))
         .bearer_auth(&granted.token)
-        .body(body.to_string())
-        .send()
-        .unwrap();
+        .body(body.to_string());
+    for (header, value) in mcp::modern_headers("tools/call", Some("create_issue")) {
+        request = request.header(header, value);
+    }
+    let response = request.send().unwrap();
     assert_eq!(response.status(), 200);
     // Shutting down flushes the batch.
     assert!(serve.process.terminate().success());
@@ -163,10 +156,9 @@ fn metrics_parse_as_prometheus_text_and_move_with_traffic() {
     let init = http()
         .post(&granted.mcp_url)
         .header("Content-Type", "application/json")
-        .header("Accept", "application/json, text/event-stream")
+        .header("Accept", mcp::ACCEPT)
         .bearer_auth(&granted.token)
-        .body(json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{
-            "protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}).to_string())
+        .body(mcp::initialize(1, "2025-11-25", json!({}), ("t", "1")).to_string())
         .send()
         .unwrap();
     assert_eq!(init.status(), 200);

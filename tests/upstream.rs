@@ -15,7 +15,7 @@
 //! appears in the agents' view, the server's logs, the audit trail or the
 //! board file.
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};

@@ -8,7 +8,7 @@
 //! asserts on the JSON summary it prints. Screenshots of the main pages are
 //! kept under `target/web-artifacts/`.
 
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use std::process::Command;
@@ -179,19 +179,12 @@ fn the_web_board_works_in_a_real_browser() {
 
     // Outside the browser too: the run revoked from the page is refused on
     // the MCP endpoint, and the other tenant's run is untouched.
-    let initialize = serde_json::json!({
-        "jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": { "name": "web-test", "version": "1" }
-        }
-    });
+    let initialize = mcp::initialize(1, "2025-06-18", serde_json::json!({}), ("web-test", "1"));
     let post = |token: &str| {
         http()
             .post(&agent.mcp_url)
             .bearer_auth(token)
-            .header("Accept", "application/json, text/event-stream")
+            .header("Accept", mcp::ACCEPT)
             .json(&initialize)
             .send()
             .expect("MCP endpoint answers")

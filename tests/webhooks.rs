@@ -4,7 +4,7 @@
 //! endpoints, URL validation, the status in the admin API, and no delivery
 //! lost when the server is SIGKILLed and restarted on the same data dir.
 
-mod support;
+use crate::support;
 
 use hmac::{Hmac, Mac};
 use serde_json::{Value, json};

@@ -13,8 +13,8 @@ import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 
 // vocabulary.json is generated from the Rust tool table (what GET
-// /v1/vocabulary serves); `cargo test -p corkboard-tools --test vocabulary`
-// checks it and rewrites it when the table changed.
+// /v1/vocabulary serves); `cargo test -p corkboard-tools --test integration
+// vocabulary::` checks it and rewrites it when the table changed.
 const VOCABULARY = JSON.parse(readFileSync(new URL('./vocabulary.json', import.meta.url), 'utf8'));
 export const BOARD_TOOLS = VOCABULARY.tools.map((tool) => tool.name);
 const ISSUE_ID = /^iss_[0-9A-HJKMNP-TV-Z]{26}$/;

@@ -34,8 +34,8 @@ from mcp.types import Implementation
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 # vocabulary.json is generated from the Rust tool table (what GET /v1/vocabulary
-# serves); `cargo test -p corkboard-tools --test vocabulary` checks it and
-# rewrites it when the table changed.
+# serves); `cargo test -p corkboard-tools --test integration vocabulary::`
+# checks it and rewrites it when the table changed.
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "vocabulary.json")) as _f:
     BOARD_TOOLS = [tool["name"] for tool in json.load(_f)["tools"]]
 ISSUE_ID = re.compile(r"^iss_[0-9A-HJKMNP-TV-Z]{26}$")

@@ -4,6 +4,7 @@
 
 pub mod upstreams;
 
+pub use corkboard_testkit::mcp;
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -260,31 +261,17 @@ pub fn python(script: &str, args: &[&str]) -> Output {
 /// One stateless (2026-07-28) MCP `tools/call`: returns the HTTP status and
 /// the JSON body (Null when there is none).
 pub fn mcp_call(url: &str, token: &str, tool: &str, arguments: Value) -> (u16, Value) {
-    let body = serde_json::json!({
-        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
-        "params": {
-            "name": tool, "arguments": arguments,
-            "_meta": {
-                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                "io.modelcontextprotocol/clientCapabilities": {}
-            }
-        }
-    });
+    let body = mcp::modern_tools_call(1, tool, arguments);
     mcp_post(url, token, "tools/call", Some(tool), &body)
 }
 
 /// One stateless `tools/list`.
 pub fn mcp_list(url: &str, token: &str) -> (u16, Value) {
-    let body = serde_json::json!({
-        "jsonrpc": "2.0", "id": 1, "method": "tools/list",
-        "params": { "_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {}
-        }}
-    });
-    mcp_post(url, token, "tools/list", None, &body)
+    mcp_post(url, token, "tools/list", None, &mcp::modern_tools_list(1))
 }
 
+/// One stateless (2026-07-28) POST of `body`, whose method (and tool) the
+/// headers mirror.
 pub fn mcp_post(
     url: &str,
     token: &str,
@@ -295,13 +282,10 @@ pub fn mcp_post(
     let mut request = http()
         .post(url)
         .header("Content-Type", "application/json")
-        .header("Accept", "application/json, text/event-stream")
-        .header("MCP-Protocol-Version", "2026-07-28")
-        .header("Mcp-Method", method)
         .bearer_auth(token)
         .body(body.to_string());
-    if let Some(name) = name {
-        request = request.header("Mcp-Name", name);
+    for (header, value) in mcp::modern_headers(method, name) {
+        request = request.header(header, value);
     }
     let response = request.send().expect("MCP request");
     let status = response.status().as_u16();

@@ -3,13 +3,14 @@
 //! charged to the run's rate limit, and the response stops growing at a
 //! byte budget, every refused element answered with its own id.
 
-mod common;
+use crate::common;
 
 use anyhow::{Context, Result};
 use common::*;
 use corkboard_board::{Author, CommentBody, IssueStore, NewComment, NewIssue, Title};
 use corkboard_gateway::{RateLimit, Registration};
 use corkboard_mcp::code;
+use corkboard_testkit::mcp;
 use serde_json::{Value, json};
 use std::sync::Arc;
 
@@ -20,14 +21,9 @@ async fn open_session(client: &reqwest::Client, reg: &Registration) -> Result<St
     let response = client
         .post(&reg.mcp_url)
         .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
+        .header("accept", mcp::ACCEPT)
         .bearer_auth(reg.token.expose())
-        .body(
-            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-                "protocolVersion": LEGACY, "capabilities": {},
-                "clientInfo": {"name": "batch-test", "version": "0.1"}}})
-            .to_string(),
-        )
+        .body(mcp::initialize(0, LEGACY, json!({}), ("batch-test", "0.1")).to_string())
         .send()
         .await?;
     let session = response
@@ -49,7 +45,7 @@ async fn post_batch(
     let response = client
         .post(&reg.mcp_url)
         .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
+        .header("accept", mcp::ACCEPT)
         .header("mcp-session-id", session)
         .bearer_auth(reg.token.expose())
         .body(Value::Array(batch.to_vec()).to_string())
@@ -60,8 +56,7 @@ async fn post_batch(
 }
 
 fn call(id: usize, tool: &str, arguments: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-        "params": {"name": tool, "arguments": arguments}})
+    mcp::tools_call(id, tool, arguments)
 }
 
 fn creates(count: usize) -> Vec<Value> {

@@ -2,9 +2,10 @@
 //! connection, file descriptor, rate-limit bucket or memory behind; and an
 //! idle run costs little memory (measured and printed).
 //!
-//! Alone in its test binary: it measures the whole process.
+//! Alone in its process (nextest runs every test in its own): it measures
+//! the whole process.
 
-mod common;
+use crate::common;
 
 use anyhow::{Context, Result, bail};
 use common::*;

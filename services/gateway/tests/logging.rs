@@ -1,9 +1,10 @@
 //! The request log: one default-level event per request with method, tool,
 //! tenant, run, outcome and latency; never tool arguments or tokens.
 //!
-//! Alone in its test binary: it installs the global log subscriber.
+//! Alone in its process (nextest runs every test in its own): it installs
+//! the global log subscriber.
 
-mod common;
+use crate::common;
 
 use anyhow::{Context, Result};
 use common::*;

@@ -4,7 +4,7 @@
 //! actor on demand; a revocation through one pod reaches the others; idle
 //! actors stop and come back.
 
-mod common;
+use crate::common;
 
 use anyhow::{Result, bail};
 use common::*;

@@ -2,7 +2,7 @@
 //! run gets a correlated answer (result or typed error) whatever happens to
 //! the run, its actor or the client; nothing hangs; rebinding is atomic.
 
-mod common;
+use crate::common;
 
 use actix::Arbiter;
 use anyhow::{Context, Result, bail};

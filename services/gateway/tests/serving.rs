@@ -1,7 +1,7 @@
 //! A run's gateway serves the board tools to its own token only, in both
 //! listener modes, and a boardless run still lists every tool.
 
-mod common;
+use crate::common;
 
 use anyhow::{Context, Result};
 use common::*;

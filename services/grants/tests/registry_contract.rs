@@ -1,16 +1,30 @@
 //! The token registry contract, one suite run against every backend:
-//! `MemoryRegistry`, `RedisRegistry` on a single real `redis-server`, and
-//! `RedisRegistry` on a real 3-node Redis Cluster. Each case is written once
-//! in `cases` and instantiated per backend by `contract!`.
+//! `MemoryRegistry`, `RedisRegistry` on a single real `redis-server`,
+//! `RedisRegistry` on a real 3-node Redis Cluster, and `LedgerRegistry` (the
+//! embedded default) over a real SQLite ledger, with and without its cache
+//! of live grants. Each case is written once in `cases` and instantiated per
+//! backend by `contract!`.
+//!
+//! The ledger registry is the ledger read through: registering, renewing
+//! and revoking are the ledger writes that `GrantService` makes before it
+//! calls the registry (invariant 6). Its fixture does those writes first,
+//! as the service does, then calls the registry. Three cases cannot hold
+//! for it by design and are not instantiated for it (see `contract!` at the
+//! end): they check what `revoke`, `revoke_run` and `renew` answer ("was
+//! there anything to revoke or renew?"), which for this registry is the
+//! ledger's answer, not the registry's; the registry's calls answer `true`
+//! and no ids without looking.
 //!
 //! Needs `redis-server` and `redis-cli` on PATH (the tests fail, not skip,
 //! without them).
 
-use corkboard_board::{Capabilities, Grant, GrantId, RunId, TenantId, Timestamp};
+use async_trait::async_trait;
+use corkboard_board::{Capabilities, Grant, GrantId, GrantLedger, RunId, TenantId, Timestamp};
 use corkboard_grants::{
-    MemoryRegistry, RedisRegistry, RedisRegistryConfig, RegistryError, RunToken, TokenHash,
-    TokenRegistry,
+    LEDGER_CACHE_TTL, LedgerRegistry, MemoryRegistry, RedisRegistry, RedisRegistryConfig,
+    RegistryError, RunToken, TokenHash, TokenRegistry,
 };
+use corkboard_store_sqlite::SqliteStore;
 use corkboard_testkit::{RedisCluster, RedisServer, Reply, unique_prefix};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -41,6 +55,66 @@ struct Fixture {
     redis: Option<(Arc<RedisRegistry>, Arc<RedisRegistry>)>,
     servers: Servers,
     prefix: String,
+    /// The ledger's data dir, for the ledger registry.
+    _dir: Option<tempfile::TempDir>,
+}
+
+/// The ledger registry as `GrantService` uses it: each call preceded by the
+/// ledger write that is the real registration, renewal or revocation
+/// (invariant 6: ledger before registry). Answers are the registry's.
+struct LedgerFirst {
+    ledger: Arc<dyn GrantLedger>,
+    registry: LedgerRegistry,
+}
+
+#[async_trait]
+impl TokenRegistry for LedgerFirst {
+    async fn register(&self, grant: &Grant, hash: &TokenHash) -> Result<(), RegistryError> {
+        self.ledger.record_grant(grant, &hash.to_hex()).await?;
+        self.registry.register(grant, hash).await
+    }
+
+    async fn resolve(&self, hash: &TokenHash) -> Result<Grant, RegistryError> {
+        self.registry.resolve(hash).await
+    }
+
+    async fn renew(&self, grant: &Grant, hash: &TokenHash) -> Result<bool, RegistryError> {
+        self.ledger
+            .record_expiry(&grant.id, grant.expires_at, Timestamp::now())
+            .await?;
+        self.registry.renew(grant, hash).await
+    }
+
+    async fn revoke(&self, grant: &GrantId) -> Result<bool, RegistryError> {
+        self.ledger
+            .record_revocation(grant, "contract-test", Timestamp::now())
+            .await?;
+        self.registry.revoke(grant).await
+    }
+
+    async fn revoke_run(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+    ) -> Result<Vec<GrantId>, RegistryError> {
+        let now = Timestamp::now();
+        for event in self
+            .ledger
+            .list_grants(tenant, Some(run), None, 200)
+            .await?
+        {
+            if event.revoked_at.is_none() {
+                self.ledger
+                    .record_revocation(&event.grant.id, "contract-test", now)
+                    .await?;
+            }
+        }
+        self.registry.revoke_run(tenant, run).await
+    }
+
+    async fn check(&self) -> Result<(), RegistryError> {
+        self.registry.check().await
+    }
 }
 
 impl Fixture {
@@ -52,7 +126,43 @@ impl Fixture {
             redis: None,
             servers: Servers::None,
             prefix: String::new(),
+            _dir: None,
         }
+    }
+
+    /// Two processes on one data dir (two store handles on one SQLite
+    /// file), each reading grants through the ledger as the embedded
+    /// default does: `cached` trusts a live grant for `LEDGER_CACHE_TTL`
+    /// (the servers), else every resolve reads the ledger (stdio).
+    fn ledger_on_one_file(cached: bool) -> Self {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let path = dir.path().join("board.sqlite3");
+        let instance = || -> Arc<dyn TokenRegistry> {
+            let ledger: Arc<dyn GrantLedger> =
+                Arc::new(SqliteStore::open(&path).expect("open the SQLite ledger"));
+            let registry = if cached {
+                LedgerRegistry::cached(ledger.clone(), LEDGER_CACHE_TTL)
+            } else {
+                LedgerRegistry::new(ledger.clone())
+            };
+            Arc::new(LedgerFirst { ledger, registry })
+        };
+        Self {
+            registry: instance(),
+            peer: instance(),
+            redis: None,
+            servers: Servers::None,
+            prefix: String::new(),
+            _dir: Some(dir),
+        }
+    }
+
+    async fn ledger(_case: &str) -> Self {
+        Self::ledger_on_one_file(false)
+    }
+
+    async fn ledger_cached(_case: &str) -> Self {
+        Self::ledger_on_one_file(true)
     }
 
     async fn redis_single(case: &str) -> Self {
@@ -92,6 +202,7 @@ impl Fixture {
             redis: Some((registry, peer)),
             servers,
             prefix,
+            _dir: None,
         }
     }
 
@@ -693,4 +804,30 @@ contract!(redis_cluster:
     cache_never_serves_a_revoked_grant,
     outage_fails_closed_and_recovers,
     hung_redis_fails_closed_within_bounds,
+);
+
+// Not `revoke_refuses_the_grant` (asserts that a second or unknown revoke
+// answers false), `revoke_run_refuses_every_grant_of_the_run` (asserts the
+// revoked ids `revoke_run` answers) and `renewal_never_resurrects_a_revoked_grant`
+// (asserts that renewing a revoked grant answers false): by design the
+// ledger registry's revoke and renew answer true and its revoke_run no ids,
+// because the ledger write before them decided (`GrantService` ignores the
+// registry's answer and reports the ledger's). Their refusals do hold:
+// `cache_never_serves_a_revoked_grant` and `revocation_reaches_another_instance`.
+contract!(ledger:
+    register_and_resolve,
+    unknown_token_is_refused,
+    expired_grant_is_refused,
+    revocation_reaches_another_instance,
+    renewal_reaches_another_instance,
+    cache_never_serves_a_revoked_grant,
+);
+
+contract!(ledger_cached:
+    register_and_resolve,
+    unknown_token_is_refused,
+    expired_grant_is_refused,
+    revocation_reaches_another_instance,
+    renewal_reaches_another_instance,
+    cache_never_serves_a_revoked_grant,
 );

@@ -2,7 +2,7 @@
 //! never panic the endpoint and always get a well-formed JSON-RPC answer
 //! with a sensible status.
 
-mod common;
+use crate::common;
 
 use actix_web::{App, test as actix_test};
 use common::*;

@@ -15,6 +15,7 @@ use corkboard_mcp::{
     AuthRejection, Authenticate, ClientResponse, McpEndpoint, McpSettings, Peer, Principal,
     RpcError, ServerIdentity, SessionKey, ToolBackend, ToolCall, ToolDef, ToolOutput, ToolSet,
 };
+use corkboard_testkit::mcp;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
@@ -111,7 +112,7 @@ fn post(body: &Value, session: Option<&str>) -> test::TestRequest {
         .uri("/mcp")
         .insert_header(("host", "127.0.0.1:8080"))
         .insert_header(("content-type", "application/json"))
-        .insert_header(("accept", "application/json, text/event-stream"))
+        .insert_header(("accept", mcp::ACCEPT))
         .set_payload(body.to_string());
     if let Some(session) = session {
         request = request
@@ -136,14 +137,12 @@ async fn a_call_that_asks_first_answers_as_an_event_stream_and_takes_the_answer(
     let key = SessionKey::new(vec![9; 32]).unwrap();
     let endpoint = McpEndpoint::new(backend, McpSettings::new(key));
     let app = test::init_service(App::new().configure(|cfg| endpoint.configure(cfg))).await;
-    let init = json!({
-        "jsonrpc": "2.0", "id": 0, "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": { "sampling": {} },
-            "clientInfo": { "name": "peer-test-agent", "version": "1" },
-        }
-    });
+    let init = mcp::initialize(
+        0,
+        "2025-11-25",
+        json!({ "sampling": {} }),
+        ("peer-test-agent", "1"),
+    );
     let resp = test::call_service(&app, post(&init, None).to_request()).await;
     let session = resp
         .headers()

@@ -1,7 +1,7 @@
 //! Table-driven protocol suite: every malformed or refused input gets its
 //! exact HTTP status and JSON-RPC code, and no tool runs for it.
 
-mod common;
+use crate::common;
 
 use actix_web::http::Method;
 use common::*;

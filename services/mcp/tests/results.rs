@@ -2,7 +2,7 @@
 //! checks unchanged, fields a revision lacks are absent, malformed results
 //! never leave.
 
-mod common;
+use crate::common;
 
 use actix_web::{App, test};
 use common::*;

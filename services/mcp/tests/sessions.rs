@@ -1,7 +1,7 @@
 //! Legacy sessions: self-contained ids any replica sharing the key accepts,
 //! refused (404) when tampered, expired, foreign or ended.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! The stdio transport over in-memory pipes: malformed lines get errors
 //! and serving continues; EOF and a closed output end cleanly.
 
-mod common;
+use crate::common;
 
 use common::*;
 use corkboard_mcp::{AuthRejection, Engine, StdioOptions, code, serve_stdio};

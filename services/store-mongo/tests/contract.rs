@@ -1,7 +1,7 @@
 //! The store contract suite, unchanged, against a real MongoDB-protocol
 //! server: one `secantusd-rs` and one fresh database per case.
 
-mod common;
+use crate::common;
 
 use common::TestBoard;
 use corkboard_store_mongo::MongoStore;

@@ -2,7 +2,7 @@
 //! every acknowledged write is there afterwards, every other call got an
 //! error in bounded time, and the writers carry on once it is back.
 
-mod common;
+use crate::common;
 
 use common::{TestBoard, test_options};
 use corkboard_board::{IssueId, IssueStore, ListQuery, StoreError, StoreHealth, TenantId};

@@ -1,7 +1,7 @@
 //! Where the store puts things: each tenant's issues physically in its own
 //! collection, looked at with the driver, and the indexes it creates.
 
-mod common;
+use crate::common;
 
 use common::{TestBoard, connect, test_options};
 use corkboard_board::{

@@ -1,7 +1,7 @@
 //! Many writers with their own clients (as separate processes would have)
 //! on one database: nothing lost, versions consistent.
 
-mod common;
+use crate::common;
 
 use common::{TestBoard, test_options};
 use corkboard_board::{Issue, IssueId, IssueStore, ListQuery, StoreError, TenantId};

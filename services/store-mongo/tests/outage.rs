@@ -2,7 +2,7 @@
 //! `Unavailable` within a bounded time, never a hang, and the same store
 //! serves again once the server is back.
 
-mod common;
+use crate::common;
 
 use common::{TestBoard, test_options};
 use corkboard_board::{

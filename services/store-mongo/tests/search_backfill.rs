@@ -2,7 +2,7 @@
 //! once a store process first touches their tenant, and the arrays then
 //! follow every write.
 
-mod common;
+use crate::common;
 
 use common::{TestBoard, test_options};
 use corkboard_board::{IssueStore, SearchQuery, SearchText, TenantId};

@@ -4,7 +4,7 @@
 //! hits, the same stored document (every field, word arrays included), the
 //! same collections and indexes, and the same webhook deliveries.
 
-mod common;
+use crate::common;
 
 use common::TestBoard;
 use corkboard_board::{

@@ -1,6 +1,6 @@
 //! Several real OS processes writing one SQLite file at once.
 //!
-//! The test re-runs its own binary (`current_exe() <name> --exact`) with an
+//! The test re-runs its own binary (`current_exe() <path> --exact`) with an
 //! environment variable selecting the writer-child role. Each child creates
 //! and updates issues from several tasks and prints one line per
 //! acknowledged write; the parent then checks that every acknowledged write
@@ -18,7 +18,14 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const TEST_NAME: &str = "many_processes_write_one_file";
+/// The test's path in the harness (`multiprocess::many_processes_write_one_file`):
+/// its module path without the crate name, then the function.
+fn test_path() -> String {
+    let module = module_path!()
+        .split_once("::")
+        .map_or("", |(_crate, module)| module);
+    format!("{module}::many_processes_write_one_file")
+}
 const ROLE_ENV: &str = "CORKBOARD_SQLITE_MP_ROLE";
 const DB_ENV: &str = "CORKBOARD_SQLITE_MP_DB";
 const HOT_ENV: &str = "CORKBOARD_SQLITE_MP_HOT";
@@ -168,7 +175,7 @@ fn drain(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<String
 fn spawn_child(path: &Path, hot: &IssueId, index: usize) -> Running {
     let exe = std::env::current_exe().expect("the test binary's path");
     let mut child = Command::new(exe)
-        .args([TEST_NAME, "--exact", "--nocapture", "--test-threads=1"])
+        .args([&test_path(), "--exact", "--nocapture", "--test-threads=1"])
         .env(ROLE_ENV, "writer")
         .env(DB_ENV, path)
         .env(HOT_ENV, hot.as_str())

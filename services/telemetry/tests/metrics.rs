@@ -2,7 +2,7 @@
 //! traffic, label sets stay bounded, and counters owned elsewhere are read
 //! at scrape time.
 
-mod support;
+use crate::support;
 
 use actix_web::{App, HttpResponse, test, web};
 use corkboard_telemetry::metrics::RegistryCounters;

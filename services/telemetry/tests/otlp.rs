@@ -5,7 +5,7 @@
 //! secret arrives, and shutting the pipeline down from the actix runtime
 //! returns, also when the collector never answers.
 
-mod support;
+use crate::support;
 
 use actix_web::http::header;
 use actix_web::{App, HttpResponse, test, web};

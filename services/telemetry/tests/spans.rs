@@ -4,7 +4,7 @@
 //! (token, JWT, tool argument) appears anywhere in what was exported or
 //! logged.
 
-mod support;
+use crate::support;
 
 use actix_web::http::header;
 use actix_web::{App, HttpRequest, HttpResponse, test, web};
@@ -229,10 +229,11 @@ async fn error_outcomes_record_the_rpc_code_and_fail_the_span() {
     let cap = capture(LogFormat::Text);
     let _default = tracing::dispatcher::set_default(&cap.dispatch);
     let app = app!(Metrics::default());
-    let body = serde_json::json!({
-        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
-        "params": {"name": "update_issue", "arguments": {"fail": true, "title": ARGUMENT_VALUE}}
-    });
+    let body = corkboard_testkit::mcp::tools_call(
+        1,
+        "update_issue",
+        serde_json::json!({"fail": true, "title": ARGUMENT_VALUE}),
+    );
     let response = test::call_service(
         &app,
         test::TestRequest::post()

@@ -4,7 +4,8 @@
 //! `redis-server` process on a free loopback port and [`RedisCluster`] builds
 //! a real Redis Cluster out of several of them. Both are killed when dropped,
 //! also when the test panics. A missing `redis-server` is a test failure with
-//! a message saying how to install it, never a silent skip.
+//! a message saying how to install it, never a silent skip. [`mcp`] builds
+//! the MCP requests (bodies and headers) every test folder sends.
 //!
 //! This crate panics instead of returning errors: it only runs inside tests,
 //! where a panic with a clear message is the most useful failure.
@@ -12,6 +13,7 @@
 #![forbid(unsafe_code)]
 
 mod cluster;
+pub mod mcp;
 mod mongo;
 mod resp;
 mod server;

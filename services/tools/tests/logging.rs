@@ -1,6 +1,6 @@
-//! What `BoardTools` logs per call. Its own test binary with a single test:
-//! the subscriber is process-global, so no other test's thread can race
-//! tracing's callsite registration.
+//! What `BoardTools` logs per call. Its test needs a process to itself
+//! (nextest gives every test one): the subscriber is process-global, so no
+//! other test's thread may race tracing's callsite registration.
 
 use anyhow::{Context, Result, ensure};
 use corkboard_board::NoopAuditSink;

@@ -17,8 +17,8 @@ fn the_clients_copy_of_the_vocabulary_is_current() {
         std::fs::write(&path, &want).unwrap();
         panic!(
             "{} was not up to date with the tool table and has been regenerated: \
-             review and commit it (`cargo test -p corkboard-tools --test vocabulary` \
-             regenerates it)",
+             review and commit it (`cargo test -p corkboard-tools --test integration \
+             vocabulary::` regenerates it)",
             path.display()
         );
     }

@@ -13,12 +13,13 @@ use corkboard_mcp::{
     AuthRejection, Authenticate, ErrorCode, McpEndpoint, McpSettings, Principal, ServerIdentity,
     SessionKey, ToolBackend, ToolCall, ToolDef, ToolOutput, ToolSet,
 };
+use corkboard_testkit::mcp;
+pub use corkboard_testkit::mcp::{
+    META_CLIENT_CAPABILITIES as CAPS_KEY, META_PROTOCOL_VERSION as PV_KEY, MODERN,
+};
 use serde_json::{Value, json};
 
 pub const HOST: &str = "127.0.0.1:8080";
-pub const MODERN: &str = "2026-07-28";
-pub const PV_KEY: &str = "io.modelcontextprotocol/protocolVersion";
-pub const CAPS_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
 
 #[derive(Debug, Clone)]
 pub struct ToyPrincipal {
@@ -246,10 +247,7 @@ impl Req {
             headers: vec![
                 ("host".into(), Some(HOST.into())),
                 ("content-type".into(), Some("application/json".into())),
-                (
-                    "accept".into(),
-                    Some("application/json, text/event-stream".into()),
-                ),
+                ("accept".into(), Some(mcp::ACCEPT.into())),
                 ("authorization".into(), Some("Bearer token-a".into())),
             ],
             body: body.into(),
@@ -372,10 +370,7 @@ pub async fn call(ep: &McpEndpoint<Toy>, req: &Req) -> Reply {
 }
 
 pub fn initialize_body(version: &str) -> Value {
-    json!({
-        "jsonrpc": "2.0", "id": 0, "method": "initialize",
-        "params": {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "test", "version": "0.1"}}
-    })
+    mcp::initialize(0, version, json!({}), ("test", "0.1"))
 }
 
 /// Runs `initialize` for `version`; returns the session id.
@@ -392,7 +387,7 @@ pub async fn open_session(ep: &McpEndpoint<Toy>, version: &str, token: &str) -> 
 }
 
 pub fn request(id: Value, method: &str, params: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+    mcp::request(id, method, params)
 }
 
 /// A 2026-07-28 request body with the full `_meta` envelope.

@@ -55,15 +55,11 @@ pub fn traceparent() -> String {
 
 /// A `tools/call` whose arguments carry [`ARGUMENT_VALUE`].
 pub fn tool_call_body() -> String {
-    serde_json::json!({
-        "jsonrpc": "2.0",
-        "id": 7,
-        "method": "tools/call",
-        "params": {
-            "name": "create_issue",
-            "arguments": {"title": ARGUMENT_VALUE, "body": FAKE_TOKEN}
-        }
-    })
+    corkboard_testkit::mcp::tools_call(
+        7,
+        "create_issue",
+        serde_json::json!({"title": ARGUMENT_VALUE, "body": FAKE_TOKEN}),
+    )
     .to_string()
 }
 

@@ -1,0 +1,15 @@
+//! The SQLite store's integration tests: the store contract, opening files,
+//! seeding, and several processes on one file.
+//!
+//! One test binary per tests folder: each file of this folder is a module
+//! here (`tests/codemap.rs` fails when one is not), so the crate and its
+//! dependencies are linked into one executable instead of one per file.
+//! Tests that rely on process-wide state (a global log subscriber, the
+//! process's own resource counts, a re-exec of the binary) still get a
+//! process of their own: the suite runs under cargo-nextest, which starts
+//! every test in its own process (`.config/nextest.toml`).
+
+mod contract;
+mod multiprocess;
+mod open;
+mod seed;
