@@ -157,7 +157,9 @@ impl From<UpstreamError> for ApiError {
             // A key that cannot seal or open is the server's problem; its
             // text names no secret.
             UpstreamError::Key(detail) => Self::Internal(detail),
-            UpstreamError::Unavailable(why) => Self::Unavailable(why),
+            UpstreamError::Unavailable(why) | UpstreamError::TooLarge(why) => {
+                Self::Unavailable(why)
+            }
             UpstreamError::Rpc { .. } => Self::Unavailable(err.to_string()),
         }
     }

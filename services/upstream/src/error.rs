@@ -17,6 +17,11 @@ pub enum UpstreamError {
     /// The text names the upstream and why, and says it is retryable.
     #[error("{0}")]
     Unavailable(String),
+    /// The upstream's answer (one JSON body, one SSE event) was larger than
+    /// the bound (`upstream_max_answer_bytes`); it was not read further.
+    /// Retrying does not help; the text names the upstream and the bound.
+    #[error("{0}")]
+    TooLarge(String),
     /// The upstream answered the request with a JSON-RPC error. The
     /// message is the upstream's (bounded); it goes to the agent, never
     /// into logs.

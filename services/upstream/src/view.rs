@@ -939,7 +939,7 @@ fn to_output(
 ) -> (ToolOutput, AuditOutcome) {
     let result = match answer {
         Ok(result) => result,
-        Err(err @ crate::UpstreamError::Rpc { .. }) => {
+        Err(err @ (crate::UpstreamError::Rpc { .. } | crate::UpstreamError::TooLarge(_))) => {
             return (text_output(err.to_string(), true), AuditOutcome::ToolError);
         }
         Err(err) => return unavailable(&err.to_string()),
