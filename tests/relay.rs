@@ -1239,6 +1239,8 @@ fn replicas() -> Replicas {
             "CORKBOARD_REDIS_KEY_PREFIX".to_owned(),
             corkboard_testkit::unique_prefix("relay-replicas"),
         ),
+        // The test upstreams listen on loopback.
+        ("CORKBOARD_EGRESS_ALLOW".to_owned(), "127.0.0.1".to_owned()),
     ]);
     let start = |role: &str| {
         let mut cmd = corkboard();

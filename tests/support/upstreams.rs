@@ -110,6 +110,9 @@ pub fn serve() -> Served {
         .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
         .arg(data_dir.path().join("data"))
         .env("RUST_LOG", "debug")
+        // The test upstreams listen on loopback, which the egress policy
+        // refuses unless the operator opens it.
+        .env("CORKBOARD_EGRESS_ALLOW", "127.0.0.1")
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(&log).unwrap())
         .stdin(Stdio::null())

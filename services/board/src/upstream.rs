@@ -57,8 +57,16 @@ impl fmt::Display for UpstreamName {
 
 /// A Streamable HTTP endpoint: `http://` or `https://`, a host, no user
 /// info (credentials go in the header, where they are sealed), no spaces.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// `Debug` and [`Self::redacted`] leave out the query string and fragment,
+/// which often carry tokens.
+#[derive(Clone, PartialEq, Eq)]
 pub struct UpstreamUrl(String);
+
+impl fmt::Debug for UpstreamUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "UpstreamUrl({:?})", self.redacted())
+    }
+}
 
 impl UpstreamUrl {
     pub fn parse(text: &str) -> Result<Self, ValidationError> {
@@ -87,6 +95,13 @@ impl UpstreamUrl {
 
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+
+    /// What the admin API and logs show: scheme, host, port and path,
+    /// never the query string or fragment (as for webhook URLs).
+    pub fn redacted(&self) -> String {
+        let end = self.0.find(['?', '#']).unwrap_or(self.0.len());
+        self.0[..end].to_owned()
     }
 }
 
@@ -253,6 +268,10 @@ mod tests {
         assert!(UpstreamUrl::parse("https://mcp.example.com/").is_ok());
         assert!(UpstreamUrl::parse("ftp://x/").is_err());
         assert!(UpstreamUrl::parse("http:///mcp").is_err());
+        let with_token =
+            UpstreamUrl::parse("https://mcp.example.com/mcp?api_key=s3cret#x").unwrap();
+        assert_eq!(with_token.redacted(), "https://mcp.example.com/mcp");
+        assert!(!format!("{with_token:?}").contains("s3cret"));
         assert!(UpstreamUrl::parse("http://user:pw@host/").is_err());
         assert!(HeaderName::parse("X-Api-Key").is_ok());
         assert!(HeaderName::parse("Authorization").is_ok());

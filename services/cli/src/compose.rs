@@ -10,6 +10,7 @@ use corkboard_config::{
     GatewayMode, JwtAlgorithm, RegistryKind, Settings, StoreKind, check_secret_mode, ensure_secret,
     read_secret,
 };
+use corkboard_egress::EgressPolicy;
 use corkboard_gateway::{
     GatewayConfig, GatewayError, LocalRateLimiter, RateLimit, RateLimiter, RedisRateLimiter,
     Runner, RunnerParts,
@@ -24,6 +25,7 @@ use corkboard_mcp::relay::seal::{self, RelaySealer};
 use corkboard_mcp::{McpSettings, MemorySessionEnds, SessionEnds, SessionKey};
 use corkboard_server::metered::MeteredStore;
 use corkboard_server::session_ends::RedisSessionEnds;
+use corkboard_server::webhooks::HostPolicy;
 use corkboard_server::{AppParts, AppState, StartError};
 use corkboard_telemetry::Metrics;
 use corkboard_telemetry::metrics::RegistryCounters;
@@ -71,6 +73,13 @@ pub async fn app_state(settings: Settings, policy: SecretPolicy) -> Result<AppSt
     let ledger: Arc<dyn GrantLedger> = store.clone();
     let budgets = budget_counter(&settings, ledger)?;
     let run_budgets = run_budgets(&settings)?;
+    let egress = egress_policy(&settings)?;
+    let webhook_hosts = HostPolicy::new(&egress, &settings.webhook_allowed_hosts).map_err(|e| {
+        StartError::Setting {
+            key: "webhook_allowed_hosts",
+            reason: e.to_string(),
+        }
+    })?;
     let state = AppState::new(AppParts {
         settings,
         metrics,
@@ -84,11 +93,35 @@ pub async fn app_state(settings: Settings, policy: SecretPolicy) -> Result<AppSt
         rate_limiter: Some(rate_limiter),
         budgets: Some(budgets),
         run_budgets,
-    });
+    })
+    .with_egress(egress, webhook_hosts);
     Ok(match upstream_key {
         Some(key) => state.with_upstream_key(key),
         None => state,
     })
+}
+
+/// Where connections made for tenants may go: the default rules opened by
+/// `egress_allow`.
+pub fn egress_policy(settings: &Settings) -> Result<Arc<EgressPolicy>, StartError> {
+    EgressPolicy::from_entries(&settings.egress_allow)
+        .map(Arc::new)
+        .map_err(|e| StartError::Setting {
+            key: "egress_allow",
+            reason: e.to_string(),
+        })
+}
+
+/// The upstream bounds `settings` set (answer size, listing and call
+/// deadlines) and the egress policy; the rest are the crate's defaults.
+pub fn upstream_options(settings: &Settings, egress: Arc<EgressPolicy>) -> UpstreamOptions {
+    UpstreamOptions {
+        egress,
+        max_answer_bytes: settings.upstream_max_answer_bytes,
+        list_timeout: Duration::from_millis(settings.upstream_list_timeout_ms),
+        call_timeout: Duration::from_millis(settings.upstream_call_timeout_ms),
+        ..UpstreamOptions::default()
+    }
 }
 
 /// The operator's default budgets of runs' grants (`run_budgets`).
@@ -198,7 +231,7 @@ pub async fn start_runner(state: &AppState) -> Result<Runner, GatewayError> {
                 upstream_store,
                 key.clone(),
                 state.tool_audit.clone(),
-                UpstreamOptions::default(),
+                upstream_options(settings, state.egress.clone()),
             )
             .map_err(|e| GatewayError::Config {
                 key: "upstream_key_file",
@@ -626,6 +659,20 @@ mod tests {
             Duration::from_secs(settings.grant_max_lifetime_secs),
             corkboard_grants::DEFAULT_MAX_LIFETIME,
             "grant_max_lifetime_secs"
+        );
+        let upstream = UpstreamOptions::default();
+        let composed = upstream_options(&settings, Arc::default());
+        assert_eq!(
+            composed.max_answer_bytes, upstream.max_answer_bytes,
+            "upstream_max_answer_bytes"
+        );
+        assert_eq!(
+            composed.list_timeout, upstream.list_timeout,
+            "upstream_list_timeout_ms"
+        );
+        assert_eq!(
+            composed.call_timeout, upstream.call_timeout,
+            "upstream_call_timeout_ms"
         );
     }
 }

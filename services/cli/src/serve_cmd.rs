@@ -49,9 +49,10 @@ pub fn run(args: RoleArgs, role: Role) -> Result<ExitCode> {
         // replicas from sending the same delivery).
         let deliveries = corkboard_server::webhooks::DeliveryWorker::spawn(
             state.store.clone(),
-            corkboard_server::webhooks::HostPolicy::new(&state.settings.webhook_allowed_hosts),
+            (*state.webhook_hosts).clone(),
             state.upstream_key.clone(),
-        );
+        )
+        .context("webhooks: cannot build the delivery client")?;
         // ---- runner (corkboard-gateway, issue 10): `serve` hosts the
         // register API (/v1/runs) and dedicated-port run gateways
         // in-process. Its routes go before `corkboard_server::routes`,

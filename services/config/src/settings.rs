@@ -181,11 +181,32 @@ pub struct Settings {
     /// days, the longest any grant may be given.
     pub grant_max_lifetime_secs: u64,
     /// Hosts webhook endpoints may point at. Empty (the default): any host
-    /// except loopback, private and link-local addresses and `localhost`;
-    /// otherwise only these (exact names or IPs, or `*.example.com` for its
-    /// subdomains), loopback included when listed (e.g. `127.0.0.1` for
-    /// local use).
+    /// `egress_allow` permits; otherwise only these (names, `*.example.com`
+    /// for its subdomains, addresses, CIDRs), each also opened past the
+    /// egress rules for webhooks (e.g. `127.0.0.1` for local use). Hosts
+    /// are matched as the HTTP client parses the URL.
     pub webhook_allowed_hosts: Vec<String>,
+    /// What connections made for tenants (upstream MCP servers, webhook
+    /// deliveries) may reach besides public addresses: host names
+    /// (`mcp.internal`), `*.` suffixes (`*.svc.cluster.local`), addresses
+    /// (`127.0.0.1`, `::1`) and CIDRs (`10.20.0.0/16`). Empty (the
+    /// default): no loopback, private, link-local, carrier-grade NAT,
+    /// unique-local, unspecified, multicast, broadcast, reserved or cloud
+    /// metadata address, however spelled or resolved. Parsed at start-up
+    /// (`cli`'s compose, with `corkboard_egress`).
+    pub egress_allow: Vec<String>,
+    /// Most bytes of one answer a runner reads from an upstream MCP server
+    /// (a JSON body, or one event of an event stream: tool lists, call
+    /// results, relayed requests); a larger one is not read further and the
+    /// agent gets "upstream answer too large". At least 65536.
+    pub upstream_max_answer_bytes: usize,
+    /// Longest time listing an upstream's tools may take (every page,
+    /// negotiation included), in ms.
+    pub upstream_list_timeout_ms: u64,
+    /// Longest time one upstream tool call may take, from sending it to the
+    /// last byte of its answer, in ms (calls that relay requests to the
+    /// agent have 300 s: a person may be answering).
+    pub upstream_call_timeout_ms: u64,
     /// Default write budgets of runs' grants (the register API, `corkboard
     /// run`) for tenants without their own: `create_issue=3,update_issue=20,
     /// add_comment=10` (any of the three; empty, the default: unlimited). A
@@ -247,13 +268,24 @@ impl Default for Settings {
             // which this crate sits below; cli's `compose` tests check it.
             grant_max_lifetime_secs: 30 * 24 * 3600,
             webhook_allowed_hosts: Vec::new(),
+            egress_allow: Vec::new(),
+            // Copies of `corkboard_upstream::UpstreamOptions`' defaults,
+            // which this crate sits below; cli's `compose` tests check them.
+            upstream_max_answer_bytes: 4 * 1024 * 1024,
+            upstream_list_timeout_ms: 5_000,
+            upstream_call_timeout_ms: 30_000,
             run_budgets: String::new(),
         }
     }
 }
 
 /// Keys whose environment value is a comma-separated list.
-const LIST_KEYS: &[&str] = &["allowed_origins", "allowed_hosts", "webhook_allowed_hosts"];
+const LIST_KEYS: &[&str] = &[
+    "allowed_origins",
+    "allowed_hosts",
+    "webhook_allowed_hosts",
+    "egress_allow",
+];
 
 impl Settings {
     /// The names of every key (for env lookup and documentation).
@@ -402,6 +434,15 @@ impl Settings {
             if value == 0 || value > i32::MAX as usize {
                 return Err(key(name, "must be at least 1 (and fit a listen backlog)"));
             }
+        }
+        if self.upstream_max_answer_bytes < 65_536 {
+            return Err(key("upstream_max_answer_bytes", "must be at least 65536"));
+        }
+        if self.upstream_list_timeout_ms == 0 || self.upstream_call_timeout_ms == 0 {
+            return Err(key(
+                "upstream_call_timeout_ms",
+                "must be at least 1 (and so must upstream_list_timeout_ms)",
+            ));
         }
         if self.header_timeout_ms == 0 {
             return Err(key("header_timeout_ms", "must be at least 1"));
@@ -556,6 +597,22 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("mongodb_uri"), "{err}");
+    }
+
+    #[test]
+    fn egress_allow_is_a_list_in_the_environment_and_empty_by_default() {
+        let s = Settings::load_with_env(None, Default::default(), env(&[])).unwrap();
+        assert!(s.egress_allow.is_empty(), "nothing opened by default");
+        let s = Settings::load_with_env(
+            None,
+            Default::default(),
+            env(&[(
+                "CORKBOARD_EGRESS_ALLOW",
+                "127.0.0.1, *.svc.local,10.0.0.0/8",
+            )]),
+        )
+        .unwrap();
+        assert_eq!(s.egress_allow, ["127.0.0.1", "*.svc.local", "10.0.0.0/8"]);
     }
 
     #[test]

@@ -87,6 +87,13 @@ pub struct AppState {
     /// Seals upstream MCP servers' credentials (none: upstreams are off,
     /// their API answers 503).
     pub upstream_key: Option<Arc<corkboard_upstream::CredentialKey>>,
+    /// Where connections made for tenants may go (`egress_allow`): checked
+    /// when upstreams are registered; the runner's upstream clients use
+    /// the same policy.
+    pub egress: Arc<corkboard_egress::EgressPolicy>,
+    /// Where webhook endpoints may point: `egress` with
+    /// `webhook_allowed_hosts`.
+    pub webhook_hosts: Arc<crate::webhooks::HostPolicy>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -156,7 +163,21 @@ impl AppState {
             tool_audit,
             session_ends,
             upstream_key: None,
+            egress: Arc::default(),
+            webhook_hosts: Arc::default(),
         }
+    }
+
+    /// The egress policy, and the webhook host policy built on it (the
+    /// defaults refuse every internal address and open nothing).
+    pub fn with_egress(
+        mut self,
+        egress: Arc<corkboard_egress::EgressPolicy>,
+        webhook_hosts: crate::webhooks::HostPolicy,
+    ) -> Self {
+        self.egress = egress;
+        self.webhook_hosts = Arc::new(webhook_hosts);
+        self
     }
 
     /// Turns the upstream API on, sealing credentials with `key`.

@@ -15,7 +15,9 @@ use crate::state::AppState;
 use crate::web::WebAuth;
 use actix_web::{HttpResponse, web};
 use corkboard_api::ApiError;
-use corkboard_board::{HeaderName, Timestamp, Upstream, UpstreamName, UpstreamUrl};
+use corkboard_board::{
+    HeaderName, Timestamp, Upstream, UpstreamName, UpstreamUrl, ValidationError,
+};
 use corkboard_upstream::{Credential, CredentialKey};
 use serde::Deserialize;
 use serde_json::json;
@@ -57,12 +59,14 @@ fn key(state: &AppState) -> Result<&Arc<CredentialKey>, ApiError> {
     })
 }
 
-/// An upstream as the API shows it: never its credential.
+/// An upstream as the API shows it: never its credential, its URL without
+/// the query string or fragment (they often carry tokens; webhook URLs are
+/// shown the same way).
 fn upstream_json(upstream: &Upstream) -> serde_json::Value {
     json!({
         "tenant": upstream.tenant,
         "name": upstream.name.as_str(),
-        "url": upstream.url.as_str(),
+        "url": upstream.url.redacted(),
         "header": upstream.header.as_str(),
         "created_at": upstream.created_at,
         "created_by": upstream.created_by,
@@ -82,9 +86,14 @@ async fn put(
     let body = body.into_inner();
     let name = UpstreamName::parse(&name)?;
     let url = UpstreamUrl::parse(&body.url)?;
+    // A literal address is judged now; a name when a runner resolves it.
+    state
+        .egress
+        .check_url(url.as_str())
+        .map_err(|e| ValidationError::new("url", e.to_string()))?;
     let header = HeaderName::parse(&body.header)?;
     let credential = Credential::parse(body.credential)?;
-    let sealed = key.seal(&tenant, &name, &header, &credential)?;
+    let sealed = key.seal(&tenant, &name, &header, &url, &credential)?;
     let upstream = Upstream {
         tenant,
         name,
@@ -122,4 +131,26 @@ async fn delete(
     state.store.delete_upstream(&tenant, &name).await?;
     tracing::info!(%tenant, upstream = %name, by = %auth.0.subject, "upstream deleted");
     Ok(HttpResponse::NoContent().finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use corkboard_board::{SealedCredential, TenantId};
+
+    #[test]
+    fn the_api_shows_an_upstream_url_without_its_query() {
+        let upstream = Upstream {
+            tenant: TenantId::parse("acme").unwrap(),
+            name: UpstreamName::parse("github").unwrap(),
+            url: UpstreamUrl::parse("https://mcp.example.com/mcp?api_key=s3cret#frag").unwrap(),
+            header: HeaderName::parse("Authorization").unwrap(),
+            credential: SealedCredential::from_bytes(vec![2; 40]),
+            created_at: Timestamp::now(),
+            created_by: "admin".into(),
+        };
+        let shown = upstream_json(&upstream);
+        assert_eq!(shown["url"], "https://mcp.example.com/mcp");
+        assert!(!shown.to_string().contains("s3cret"), "{shown}");
+    }
 }

@@ -11,7 +11,6 @@
 use crate::admin::{tenant_for_read, tenant_for_write};
 use crate::state::AppState;
 use crate::web::WebAuth;
-use crate::webhooks::HostPolicy;
 use actix_web::{HttpResponse, web};
 use corkboard_api::ApiError;
 use corkboard_board::{
@@ -20,13 +19,25 @@ use corkboard_board::{
 use serde::Deserialize;
 use serde_json::json;
 
-#[derive(Debug, Deserialize)]
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct CreateBody {
     url: String,
     events: Vec<String>,
     /// 16-256 bytes; generated when absent.
     secret: Option<String>,
+}
+
+// Never print the secret, nor the URL's query string (often a token).
+impl std::fmt::Debug for CreateBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let end = self.url.find(['?', '#']).unwrap_or(self.url.len());
+        f.debug_struct("CreateBody")
+            .field("url", &&self.url[..end])
+            .field("events", &self.events)
+            .field("secret", &self.secret.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
 }
 
 pub(crate) async fn create(
@@ -38,7 +49,7 @@ pub(crate) async fn create(
     let tenant = tenant_for_write(&auth.0, &path)?;
     let body = body.into_inner();
     let url = WebhookUrl::parse(body.url)?;
-    if let Some(refusal) = HostPolicy::new(&state.settings.webhook_allowed_hosts).refusal(&url) {
+    if let Some(refusal) = state.webhook_hosts.refusal(&url) {
         return Err(ValidationError::new("url", refusal).into());
     }
     let (secret, generated) = match body.secret {
@@ -90,4 +101,24 @@ pub(crate) async fn delete(
     let id = WebhookId::parse(id)?;
     state.store.delete_webhook(&tenant, &id).await?;
     Ok(HttpResponse::Ok().json(json!({ "deleted": id })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_create_body_never_prints_its_secret_or_the_urls_query() {
+        let body: CreateBody = serde_json::from_value(json!({
+            "url": "https://hooks.example.com/in?token=url-token-1",
+            "events": ["issue.created"],
+            "secret": "whsec_do-not-print-me",
+        }))
+        .unwrap();
+        let printed = format!("{body:?}");
+        assert!(!printed.contains("do-not-print-me"), "{printed}");
+        assert!(!printed.contains("url-token-1"), "{printed}");
+        assert!(printed.contains("hooks.example.com/in"), "{printed}");
+        assert!(printed.contains("<redacted>"), "{printed}");
+    }
 }

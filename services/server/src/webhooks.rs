@@ -1,4 +1,5 @@
-//! Webhook delivery: which hosts endpoints may point at ([`HostPolicy`]),
+//! Webhook delivery: which hosts endpoints may point at ([`HostPolicy`],
+//! the one egress policy of `corkboard_egress` with the webhook setting),
 //! and the worker that sends the outbox's deliveries ([`DeliveryWorker`]).
 //!
 //! One worker per server process. It claims due deliveries from the board
@@ -14,7 +15,7 @@
 
 use corkboard_board::webhook::{self, limits};
 use corkboard_board::{AttemptOutcome, BoardStore, ClaimedDelivery, Timestamp, WebhookUrl};
-use std::net::IpAddr;
+use corkboard_egress::{AllowList, EgressError, EgressPolicy};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::JoinHandle;
@@ -28,67 +29,52 @@ pub const POLL_INTERVAL: Duration = Duration::from_millis(200);
 /// Deliveries claimed (and sent concurrently) at once.
 const BATCH: u32 = 32;
 
-/// Which hosts webhook endpoints may point at (`webhook_allowed_hosts`).
+/// Where webhook endpoints may point: the one egress policy
+/// (`egress_allow`, see [`corkboard_egress`]), opened further by
+/// `webhook_allowed_hosts`, which, when it lists anything, also restricts
+/// endpoints to the hosts it lists. Hosts are matched as the HTTP client's
+/// own URL parser reads them, so `http://127.0.0.1\.example.com/` is
+/// 127.0.0.1, never a subdomain of example.com.
 #[derive(Debug, Clone, Default)]
 pub struct HostPolicy {
-    allowed: Vec<String>,
+    egress: Arc<EgressPolicy>,
+    only: AllowList,
 }
 
 impl HostPolicy {
-    pub fn new(allowed: &[String]) -> Self {
-        Self {
-            allowed: allowed
-                .iter()
-                .map(|h| h.trim().to_ascii_lowercase())
-                .collect(),
+    /// `egress` opened and restricted by `allowed` (`webhook_allowed_hosts`:
+    /// names, `*.` suffixes, addresses, CIDRs).
+    pub fn new(egress: &EgressPolicy, allowed: &[String]) -> Result<Self, EgressError> {
+        let only = AllowList::parse(allowed)?;
+        Ok(Self {
+            egress: Arc::new(egress.opening(&only)),
+            only,
+        })
+    }
+
+    /// The URL to send to, parsed once, or why `url` may not be used (its
+    /// literal address judged now; a name when the client resolves it).
+    pub fn check(&self, url: &WebhookUrl) -> Result<reqwest::Url, String> {
+        let parsed =
+            reqwest::Url::parse(url.as_str()).map_err(|e| format!("not a usable URL: {e}"))?;
+        if !self.only.is_empty() && !self.only.allows_host(&parsed) {
+            let host = parsed.host_str().unwrap_or("");
+            return Err(format!("host {host} is not in webhook_allowed_hosts"));
         }
+        self.egress
+            .check_url(url.as_str())
+            .map_err(|e| e.to_string())
     }
 
     /// Why `url` may not be used, if it may not.
     pub fn refusal(&self, url: &WebhookUrl) -> Option<String> {
-        let host = url.host();
-        if self.allowed.is_empty() {
-            let bare = host.trim_start_matches('[').trim_end_matches(']');
-            let internal = host == "localhost"
-                || host.ends_with(".localhost")
-                || bare.parse::<IpAddr>().is_ok_and(is_internal);
-            return internal.then(|| {
-                format!(
-                    "host {host} is a loopback, private or link-local address; list it in webhook_allowed_hosts to allow it"
-                )
-            });
-        }
-        let listed = self
-            .allowed
-            .iter()
-            .any(|allowed| match allowed.strip_prefix("*.") {
-                Some(domain) => host.ends_with(&format!(".{domain}")),
-                None => *allowed == host,
-            });
-        (!listed).then(|| format!("host {host} is not in webhook_allowed_hosts"))
+        self.check(url).err()
     }
-}
 
-fn is_internal(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => {
-            v4.is_loopback()
-                || v4.is_private()
-                || v4.is_link_local()
-                || v4.is_unspecified()
-                || v4.is_broadcast()
-                // 100.64.0.0/10 (carrier-grade NAT, often cluster-internal)
-                || (v4.octets()[0] == 100 && (v4.octets()[1] & 0xc0) == 64)
-        }
-        IpAddr::V6(v6) => {
-            v6.is_loopback()
-                || v6.is_unspecified()
-                || (v6.segments()[0] & 0xfe00) == 0xfc00
-                || (v6.segments()[0] & 0xffc0) == 0xfe80
-                || v6
-                    .to_ipv4_mapped()
-                    .is_some_and(|v4| is_internal(IpAddr::V4(v4)))
-        }
+    /// The delivery client: connects only to addresses this policy allows,
+    /// follows no redirect.
+    pub fn client(&self) -> Result<reqwest::Client, reqwest::Error> {
+        self.egress.client_builder().timeout(SEND_TIMEOUT).build()
     }
 }
 
@@ -101,20 +87,18 @@ pub struct DeliveryWorker {
 impl DeliveryWorker {
     /// Starts polling `store`'s outbox. Must run inside a Tokio runtime.
     /// `key` opens endpoints' sealed signing secrets (see
-    /// `webhook_api::create`); secrets stored in clear need none.
+    /// `webhook_api::create`); secrets stored in clear need none. Fails
+    /// when the HTTP client cannot be built: there is no other client to
+    /// fall back to (any other would skip the host policy or follow
+    /// redirects).
     pub fn spawn(
         store: Arc<dyn BoardStore>,
         hosts: HostPolicy,
         key: Option<Arc<corkboard_upstream::CredentialKey>>,
-    ) -> Self {
-        let client = reqwest::Client::builder()
-            .timeout(SEND_TIMEOUT)
-            // A redirect could lead anywhere, past the host policy.
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .unwrap_or_default();
+    ) -> Result<Self, reqwest::Error> {
+        let client = hosts.client()?;
         let task = tokio::spawn(run(store, hosts, client, key));
-        Self { task }
+        Ok(Self { task })
     }
 
     pub fn stop(&self) {
@@ -194,10 +178,11 @@ async fn send(
         error: Some(error),
     };
     // Checked again at delivery: the setting may have changed since the
-    // endpoint was registered.
-    if let Some(refusal) = hosts.refusal(&delivery.url) {
-        return failed(None, refusal);
-    }
+    // endpoint was registered. The parsed URL is what is sent to.
+    let url = match hosts.check(&delivery.url) {
+        Ok(url) => url,
+        Err(refusal) => return failed(None, refusal),
+    };
     // Sealed at rest (opened here, never logged); one stored in clear
     // before sealing existed is used as it is.
     let secret = match (delivery.secret.sealed_bytes(), key) {
@@ -216,7 +201,7 @@ async fn send(
     };
     let timestamp = Timestamp::now().as_millis() / 1000;
     let response = client
-        .post(delivery.url.as_str())
+        .post(url)
         .header("Content-Type", "application/json")
         .header("User-Agent", "corkboard-webhooks")
         .header("Corkboard-Event", delivery.event.as_str())
@@ -239,13 +224,17 @@ async fn send(
             failed(Some(status), format!("the receiver answered {status}"))
         }
         // The error's text may hold the URL with its query: say what
-        // kind of failure it was, not where.
-        Err(err) if err.is_timeout() => failed(
-            None,
-            format!("no answer within {}s", SEND_TIMEOUT.as_secs()),
-        ),
-        Err(err) if err.is_connect() => failed(None, "cannot connect".into()),
-        Err(_) => failed(None, "the request failed".into()),
+        // kind of failure it was, not where (a refusal names only the
+        // host and the rule).
+        Err(err) => match corkboard_egress::refusal_in(&err) {
+            Some(refusal) => failed(None, refusal.to_string()),
+            None if err.is_timeout() => failed(
+                None,
+                format!("no answer within {}s", SEND_TIMEOUT.as_secs()),
+            ),
+            None if err.is_connect() => failed(None, "cannot connect".into()),
+            None => failed(None, "the request failed".into()),
+        },
     }
 }
 
@@ -281,7 +270,11 @@ mod tests {
 
     #[test]
     fn a_list_allows_only_what_it_names() {
-        let policy = HostPolicy::new(&["127.0.0.1".into(), "*.example.com".into()]);
+        let policy = HostPolicy::new(
+            &EgressPolicy::default(),
+            &["127.0.0.1".into(), "*.example.com".into()],
+        )
+        .unwrap();
         assert!(policy.refusal(&url("http://127.0.0.1:8080/")).is_none());
         assert!(policy.refusal(&url("https://a.example.com/")).is_none());
         assert!(

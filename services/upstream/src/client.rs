@@ -32,6 +32,7 @@
 //! logs.
 
 use crate::error::UpstreamError;
+use crate::hub::UpstreamOptions;
 use crate::seal::Credential;
 use crate::seam::{self, Decision, Relay};
 use corkboard_board::{Upstream, UpstreamName};
@@ -114,10 +115,14 @@ struct RawResponse {
 /// of the tenant's runs on this replica.
 pub struct UpstreamClient {
     name: UpstreamName,
-    url: String,
+    /// Parsed once by the egress policy ([`corkboard_egress`]), literal
+    /// addresses already judged; every request goes to this URL.
+    url: reqwest::Url,
     header: HeaderName,
     credential: HeaderValue,
     http: reqwest::Client,
+    /// Most bytes of one JSON answer or one SSE event.
+    max_answer_bytes: usize,
     /// The era per declared capability set ([`AgentCapabilities::to_bits`]).
     era: Mutex<HashMap<u8, Era>>,
     ids: AtomicU64,
@@ -127,15 +132,19 @@ impl std::fmt::Debug for UpstreamClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("UpstreamClient")
             .field("name", &self.name)
-            .field("url", &self.url)
+            .field("url", &self.url.as_str())
             .finish_non_exhaustive()
     }
 }
 
 impl UpstreamClient {
-    /// A client of `upstream`, sending `credential` in its header.
+    /// A client of `upstream`, sending `credential` in its header. Its URL
+    /// must pass `options.egress` (a literal address is judged here; a name
+    /// when `http`, built by that policy, resolves it); every answer is read
+    /// up to `options.max_answer_bytes`.
     pub fn new(
         http: reqwest::Client,
+        options: &UpstreamOptions,
         upstream: &Upstream,
         credential: &Credential,
     ) -> Result<Self, UpstreamError> {
@@ -148,12 +157,19 @@ impl UpstreamClient {
             .map_err(|_| invalid("credential", "not a valid HTTP header value"))?;
         // Kept out of reqwest's and hyper's debug output.
         value.set_sensitive(true);
+        let url = options
+            .egress
+            .check_url(upstream.url.as_str())
+            .map_err(|e| {
+                UpstreamError::Unavailable(format!("upstream {} unavailable: {e}", upstream.name))
+            })?;
         Ok(Self {
             name: upstream.name.clone(),
-            url: upstream.url.as_str().to_owned(),
+            url,
             header,
             credential: value,
             http,
+            max_answer_bytes: options.max_answer_bytes,
             era: Mutex::new(HashMap::new()),
             ids: AtomicU64::new(1),
         })
@@ -550,7 +566,7 @@ impl UpstreamClient {
         };
         let post = self
             .http
-            .post(&self.url)
+            .post(self.url.clone())
             .header("accept", "application/json, text/event-stream")
             .header("content-type", "application/json")
             .header(self.header.clone(), self.credential.clone())
@@ -581,7 +597,7 @@ impl UpstreamClient {
     ) -> reqwest::RequestBuilder {
         let mut request = self
             .http
-            .post(&self.url)
+            .post(self.url.clone())
             .header("accept", "application/json, text/event-stream")
             .header("content-type", "application/json")
             .header(self.header.clone(), self.credential.clone())
@@ -674,7 +690,7 @@ impl UpstreamClient {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"));
         if !event_stream {
-            let body = response.bytes().await.map_err(|e| self.transport(&e))?;
+            let body = self.read_body(&mut response).await?;
             let message: Value = serde_json::from_slice(&body)
                 .map_err(|_| self.unavailable("its answer is not JSON"))?;
             return self
@@ -682,6 +698,10 @@ impl UpstreamClient {
                 .ok_or_else(|| self.unavailable("its answer is not the response to the request"));
         }
         let mut buffer: Vec<u8> = Vec::new();
+        // Where the search for an event's end resumes: bytes before it
+        // were searched already (a terminator is at most 4 bytes, so the
+        // last 3 are searched again), which keeps a long event linear.
+        let mut searched = 0;
         loop {
             let chunk = response.chunk().await.map_err(|e| self.transport(&e))?;
             let ended = chunk.is_none();
@@ -690,9 +710,14 @@ impl UpstreamClient {
             }
             // Complete events end with a blank line; at the end of the body
             // whatever is left is the last event.
-            while let Some(end) =
-                event_end(&buffer).or(ended.then_some(buffer.len()).filter(|&n| n > 0))
+            while let Some(end) = event_end(&buffer[searched..])
+                .map(|end| end + searched)
+                .or(ended.then_some(buffer.len()).filter(|&n| n > 0))
             {
+                if end > self.max_answer_bytes {
+                    return Err(self.too_large());
+                }
+                searched = 0;
                 let event: Vec<u8> = buffer.drain(..end).collect();
                 for payload in corkboard_mcp::client::data_payloads(&event) {
                     let Ok(message) = serde_json::from_slice::<Value>(&payload) else {
@@ -711,6 +736,11 @@ impl UpstreamClient {
             if ended {
                 return Err(self.unavailable("its event stream ended without the response"));
             }
+            // An event still incomplete past the bound is never read whole.
+            if buffer.len() > self.max_answer_bytes {
+                return Err(self.too_large());
+            }
+            searched = buffer.len().saturating_sub(3);
         }
     }
 
@@ -805,6 +835,34 @@ impl UpstreamClient {
         });
     }
 
+    /// A JSON answer's body, read up to [`Self::max_answer_bytes`] (a
+    /// declared length over it is refused before reading).
+    async fn read_body(&self, response: &mut reqwest::Response) -> Result<Vec<u8>, UpstreamError> {
+        let limit = self.max_answer_bytes;
+        if response.content_length().is_some_and(|n| n > limit as u64) {
+            return Err(self.too_large());
+        }
+        let mut body = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(|e| self.transport(&e))? {
+            if body.len() + chunk.len() > limit {
+                return Err(self.too_large());
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body)
+    }
+
+    /// An answer over the bound: logged (never its content), and the
+    /// caller's correlated error.
+    fn too_large(&self) -> UpstreamError {
+        let limit = self.max_answer_bytes;
+        tracing::warn!(upstream = %self.name, limit_bytes = limit, outcome = "answer_too_large", "upstream answer too large; not read further");
+        UpstreamError::TooLarge(format!(
+            "upstream {} answer too large: more than {limit} bytes in one answer (upstream_max_answer_bytes); not relayed",
+            self.name
+        ))
+    }
+
     fn unavailable(&self, why: &str) -> UpstreamError {
         UpstreamError::Unavailable(format!("upstream {} unavailable: {why}", self.name))
     }
@@ -821,7 +879,10 @@ impl UpstreamClient {
 
     fn transport(&self, err: &reqwest::Error) -> UpstreamError {
         // reqwest's Display names the URL but never headers.
-        let why = if err.is_connect() {
+        let why = if let Some(refusal) = corkboard_egress::refusal_in(err) {
+            tracing::warn!(upstream = %self.name, rule = refusal.rule().as_str(), "upstream connection refused by the egress policy");
+            refusal.to_string()
+        } else if err.is_connect() {
             "it refused or dropped the connection".to_owned()
         } else if err.is_timeout() {
             "it did not answer in time".to_owned()
@@ -889,6 +950,121 @@ fn client_info() -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use corkboard_board::{HeaderName, SealedCredential, TenantId, Timestamp, UpstreamUrl};
+    use corkboard_egress::EgressPolicy;
+    use std::sync::Arc;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    fn upstream(url: &str) -> Upstream {
+        Upstream {
+            tenant: TenantId::parse("acme").unwrap(),
+            name: UpstreamName::parse("big").unwrap(),
+            url: UpstreamUrl::parse(url).unwrap(),
+            header: HeaderName::parse("X-Key").unwrap(),
+            credential: SealedCredential::from_bytes(vec![2; 40]),
+            created_at: Timestamp::now(),
+            created_by: "admin".into(),
+        }
+    }
+
+    fn options(max_answer_bytes: usize) -> UpstreamOptions {
+        UpstreamOptions {
+            egress: Arc::new(EgressPolicy::from_entries(&["127.0.0.1"]).unwrap()),
+            max_answer_bytes,
+            ..UpstreamOptions::default()
+        }
+    }
+
+    /// A loopback upstream answering every request with `head` and then
+    /// `filler` bytes for ever (until the client stops reading).
+    async fn endless(content_type: &'static str, head: &'static str) -> u16 {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 16 * 1024];
+                    let _ = stream.read(&mut buf).await;
+                    let answer = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nConnection: close\r\n\r\n{head}"
+                    );
+                    if stream.write_all(answer.as_bytes()).await.is_err() {
+                        return;
+                    }
+                    let filler = vec![b' '; 16 * 1024];
+                    while stream.write_all(&filler).await.is_ok() {}
+                });
+            }
+        });
+        port
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn answers_over_the_bound_are_not_read_further() {
+        for (kind, head) in [
+            (
+                "application/json",
+                "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"tools\":[",
+            ),
+            (
+                "text/event-stream",
+                "data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{",
+            ),
+        ] {
+            let port = endless(kind, head).await;
+            let options = options(64 * 1024);
+            let http = options.egress.client_builder().build().unwrap();
+            let client = UpstreamClient::new(
+                http,
+                &options,
+                &upstream(&format!("http://127.0.0.1:{port}/mcp")),
+                &Credential::parse("k".into()).unwrap(),
+            )
+            .unwrap();
+            let err = client
+                .list_tools(Duration::from_secs(20), 1, AgentCapabilities::default())
+                .await
+                .unwrap_err();
+            assert!(matches!(err, UpstreamError::TooLarge(_)), "{kind}: {err}");
+            assert!(
+                err.to_string()
+                    .contains("upstream big answer too large: more than 65536 bytes"),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_literal_internal_address_gets_no_client_and_says_which_rule() {
+        let strict = UpstreamOptions::default();
+        let http = strict.egress.client_builder().build().unwrap();
+        for (url, rule) in [
+            ("http://127.0.0.1:9/mcp", "127.0.0.1 is loopback"),
+            ("http://2130706433:9/mcp", "127.0.0.1 is loopback"),
+            (
+                "http://169.254.169.254/",
+                "169.254.169.254 is a cloud metadata address",
+            ),
+            (
+                "http://[::ffff:10.0.0.1]/",
+                "::ffff:10.0.0.1 is a private address",
+            ),
+        ] {
+            let err = UpstreamClient::new(
+                http.clone(),
+                &strict,
+                &upstream(url),
+                &Credential::parse("k".into()).unwrap(),
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(
+                err.contains(&format!("egress refused: {rule}")),
+                "{url}: {err}"
+            );
+        }
+    }
 
     #[test]
     fn events_end_at_blank_lines() {

@@ -17,6 +17,11 @@ pub enum UpstreamError {
     /// The text names the upstream and why, and says it is retryable.
     #[error("{0}")]
     Unavailable(String),
+    /// The upstream's answer (one JSON body, one SSE event) was larger than
+    /// the bound (`upstream_max_answer_bytes`); it was not read further.
+    /// Retrying does not help; the text names the upstream and the bound.
+    #[error("{0}")]
+    TooLarge(String),
     /// The upstream answered the request with a JSON-RPC error. The
     /// message is the upstream's (bounded); it goes to the agent, never
     /// into logs.
@@ -36,7 +41,7 @@ impl corkboard_board::ErrorCode for UpstreamError {
             // A key that cannot seal or open is the server's problem; its
             // text names no secret.
             Self::Key(_) => Code::Internal,
-            Self::Unavailable(_) | Self::Rpc { .. } => Code::Unavailable,
+            Self::Unavailable(_) | Self::TooLarge(_) | Self::Rpc { .. } => Code::Unavailable,
         }
     }
 

@@ -44,6 +44,9 @@ pub const SEPARATOR: &str = "__";
 /// The name of the stand-in tool of an upstream that could not be listed.
 pub const UNAVAILABLE_TOOL: &str = "unavailable";
 
+/// The default of [`UpstreamOptions::max_answer_bytes`]: 4 MiB.
+pub const DEFAULT_MAX_ANSWER_BYTES: usize = 4 * 1024 * 1024;
+
 /// The bounds of everything the gateway does with upstreams.
 #[derive(Debug, Clone)]
 pub struct UpstreamOptions {
@@ -68,6 +71,12 @@ pub struct UpstreamOptions {
     /// the last byte of its answer. Used instead of `call_timeout` when the
     /// agent can answer relayed requests.
     pub relay_call_timeout: Duration,
+    /// Which addresses upstreams may be reached at (`egress_allow`).
+    pub egress: Arc<corkboard_egress::EgressPolicy>,
+    /// Most bytes of one answer read from an upstream: a JSON body, or one
+    /// event of an event stream (`upstream_max_answer_bytes`). A larger one
+    /// is not read further and the caller gets "upstream answer too large".
+    pub max_answer_bytes: usize,
 }
 
 impl Default for UpstreamOptions {
@@ -82,6 +91,8 @@ impl Default for UpstreamOptions {
             max_pages: 10,
             max_tools: 256,
             relay_call_timeout: Duration::from_secs(300),
+            egress: Arc::default(),
+            max_answer_bytes: DEFAULT_MAX_ANSWER_BYTES,
         }
     }
 }
@@ -138,11 +149,13 @@ impl Upstreams {
         audit: Arc<dyn AuditSink>,
         options: UpstreamOptions,
     ) -> Result<Self, UpstreamError> {
-        let http = reqwest::Client::builder()
+        // Connects only where the egress policy allows (checked on the
+        // resolved address), follows no redirect (it could carry the
+        // credential header to another host).
+        let http = options
+            .egress
+            .client_builder()
             .connect_timeout(options.connect_timeout)
-            // Upstream URLs are registered by an admin; redirects could
-            // carry the credential header to another host.
-            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| UpstreamError::Unavailable(format!("HTTP client: {e}")))?;
         Ok(Self {
@@ -424,9 +437,12 @@ impl Upstreams {
                 &record.tenant,
                 &record.name,
                 &record.header,
+                &record.url,
                 &record.credential,
             )
-            .and_then(|credential| UpstreamClient::new(self.http.clone(), &record, &credential))
+            .and_then(|credential| {
+                UpstreamClient::new(self.http.clone(), &self.options, &record, &credential)
+            })
             .map_err(|e| e.to_string());
         if let Err(why) = &client {
             tracing::warn!(upstream = %record.name, tenant = %record.tenant, reason = %why, "upstream cannot be used");

@@ -43,6 +43,6 @@ mod waiting;
 
 pub use client::{Era, UpstreamClient};
 pub use error::UpstreamError;
-pub use hub::{SEPARATOR, UNAVAILABLE_TOOL, UpstreamOptions, Upstreams};
+pub use hub::{DEFAULT_MAX_ANSWER_BYTES, SEPARATOR, UNAVAILABLE_TOOL, UpstreamOptions, Upstreams};
 pub use seal::{CREDENTIAL_MAX, Credential, CredentialKey};
 pub use view::UpstreamView;

@@ -1,17 +1,29 @@
 //! Sealing upstream credentials at rest: ChaCha20-Poly1305 (`ring`, which
 //! the build already has for TLS) under a key derived with HKDF-SHA256
 //! from the secret file (`upstream_key_file`, created 0600 like the other
-//! secrets). The tenant, upstream name and header name are the associated
-//! data, so a sealed value copied to another upstream or tenant does not
-//! open. Layout: version byte `1`, 12-byte random nonce, ciphertext + tag.
+//! secrets). The tenant, upstream name, header name and URL are the
+//! associated data, so a sealed value copied to another upstream or
+//! tenant, or left in place under a rewritten URL or header, does not open:
+//! the credential must be given again, and it is never sent to an address
+//! it was not registered for. Layout: a version byte, 12-byte random
+//! nonce, ciphertext + tag. Credentials are version `2` (bound to the
+//! URL); version `1` credentials, sealed before the URL was bound, are
+//! refused (opening them could send them wherever a rewritten URL points),
+//! so such upstreams are registered again once. Webhook secrets are
+//! version `1`, bound to their tenant.
 
 use crate::error::UpstreamError;
-use corkboard_board::{HeaderName, SealedCredential, TenantId, UpstreamName, WebhookSecret};
+use corkboard_board::{
+    HeaderName, SealedCredential, TenantId, UpstreamName, UpstreamUrl, WebhookSecret,
+};
 use ring::aead::{Aad, CHACHA20_POLY1305, LessSafeKey, Nonce, UnboundKey};
 use ring::rand::{SecureRandom, SystemRandom};
 use std::fmt;
 
+/// Webhook secrets (bound to the tenant).
 const VERSION: u8 = 1;
+/// Upstream credentials, bound to tenant, name, header and URL.
+const CREDENTIAL_VERSION: u8 = 2;
 const NONCE_LEN: usize = 12;
 /// The longest credential value (a header value), in bytes.
 pub const CREDENTIAL_MAX: usize = 4096;
@@ -100,20 +112,26 @@ impl CredentialKey {
         })
     }
 
-    /// Seals `credential` for `tenant`'s upstream `name`, sent in `header`.
+    /// Seals `credential` for `tenant`'s upstream `name` at `url`, sent in
+    /// `header`.
     pub fn seal(
         &self,
         tenant: &TenantId,
         name: &UpstreamName,
         header: &HeaderName,
+        url: &UpstreamUrl,
         credential: &Credential,
     ) -> Result<SealedCredential, UpstreamError> {
-        let sealed = self.seal_bytes(&associated(tenant, name, header), credential.0.as_bytes())?;
+        let sealed = self.seal_bytes(
+            CREDENTIAL_VERSION,
+            &associated(tenant, name, header, url),
+            credential.0.as_bytes(),
+        )?;
         Ok(SealedCredential::from_bytes(sealed))
     }
 
-    /// Version, nonce, ciphertext and tag of `clear` bound to `aad`.
-    fn seal_bytes(&self, aad: &[u8], clear: &[u8]) -> Result<Vec<u8>, UpstreamError> {
+    /// `version`, nonce, ciphertext and tag of `clear` bound to `aad`.
+    fn seal_bytes(&self, version: u8, aad: &[u8], clear: &[u8]) -> Result<Vec<u8>, UpstreamError> {
         let mut nonce = [0u8; NONCE_LEN];
         self.rng
             .fill(&mut nonce)
@@ -127,15 +145,16 @@ impl CredentialKey {
             )
             .map_err(|_| UpstreamError::Key("sealing failed".into()))?;
         let mut out = Vec::with_capacity(1 + NONCE_LEN + sealed.len());
-        out.push(VERSION);
+        out.push(version);
         out.extend_from_slice(&nonce);
         out.extend_from_slice(&sealed);
         Ok(out)
     }
 
-    /// What [`Self::seal_bytes`] sealed under the same `aad`, or none.
-    fn open_bytes(&self, aad: &[u8], bytes: &[u8]) -> Option<Vec<u8>> {
-        if bytes.len() < 1 + NONCE_LEN || bytes[0] != VERSION {
+    /// What [`Self::seal_bytes`] sealed as `version` under the same `aad`,
+    /// or none.
+    fn open_bytes(&self, version: u8, aad: &[u8], bytes: &[u8]) -> Option<Vec<u8>> {
+        if bytes.len() < 1 + NONCE_LEN || bytes[0] != version {
             return None;
         }
         let nonce: [u8; NONCE_LEN] = bytes[1..=NONCE_LEN].try_into().ok()?;
@@ -158,7 +177,11 @@ impl CredentialKey {
         tenant: &TenantId,
         secret: &WebhookSecret,
     ) -> Result<WebhookSecret, UpstreamError> {
-        let sealed = self.seal_bytes(&webhook_associated(tenant), secret.expose().as_bytes())?;
+        let sealed = self.seal_bytes(
+            VERSION,
+            &webhook_associated(tenant),
+            secret.expose().as_bytes(),
+        )?;
         Ok(WebhookSecret::from_sealed_bytes(&sealed))
     }
 
@@ -172,7 +195,7 @@ impl CredentialKey {
         let Some(bytes) = stored.sealed_bytes() else {
             return Ok(stored.clone());
         };
-        self.open_bytes(&webhook_associated(tenant), &bytes)
+        self.open_bytes(VERSION, &webhook_associated(tenant), &bytes)
             .and_then(|clear| String::from_utf8(clear).ok())
             .and_then(|text| WebhookSecret::parse(text).ok())
             .ok_or_else(|| {
@@ -184,35 +207,54 @@ impl CredentialKey {
             })
     }
 
-    /// Opens what [`Self::seal`] made for the same tenant, name and header.
-    /// Fails (naming no secret) when the key or any of those differ.
+    /// Opens what [`Self::seal`] made for the same tenant, name, header and
+    /// URL. Fails (naming no secret) when the key or any of those differ,
+    /// and for a credential sealed before URLs were bound (version 1).
     pub fn open(
         &self,
         tenant: &TenantId,
         name: &UpstreamName,
         header: &HeaderName,
+        url: &UpstreamUrl,
         sealed: &SealedCredential,
     ) -> Result<Credential, UpstreamError> {
+        if sealed.as_bytes().first() == Some(&VERSION) {
+            return Err(UpstreamError::Key(format!(
+                "the credential of upstream {name} was sealed before credentials were bound to their URL; the credential must be given again (register the upstream again)"
+            )));
+        }
         let refused = || {
             UpstreamError::Key(format!(
-                "the credential of upstream {name} does not open with this upstream key (was upstream_key_file replaced?); register the upstream again"
+                "the credential of upstream {name} does not open for its URL and header with this upstream key (the URL or header changed without the credential, or upstream_key_file was replaced); the credential must be given again (register the upstream again)"
             ))
         };
         let clear = self
-            .open_bytes(&associated(tenant, name, header), sealed.as_bytes())
+            .open_bytes(
+                CREDENTIAL_VERSION,
+                &associated(tenant, name, header, url),
+                sealed.as_bytes(),
+            )
             .ok_or_else(refused)?;
         let text = String::from_utf8(clear).map_err(|_| refused())?;
         Credential::parse(text).map_err(|_| refused())
     }
 }
 
-/// What a sealed credential is bound to; NUL cannot occur in any part.
-fn associated(tenant: &TenantId, name: &UpstreamName, header: &HeaderName) -> Vec<u8> {
+/// What a sealed credential is bound to; NUL cannot occur in any part
+/// (a URL has no control characters). The URL is bound as stored, so any
+/// rewrite of it, however equivalent, needs the credential again.
+fn associated(
+    tenant: &TenantId,
+    name: &UpstreamName,
+    header: &HeaderName,
+    url: &UpstreamUrl,
+) -> Vec<u8> {
     format!(
-        "{}\0{}\0{}",
+        "{}\0{}\0{}\0{}",
         tenant.as_str(),
         name.as_str(),
-        header.as_str().to_ascii_lowercase()
+        header.as_str().to_ascii_lowercase(),
+        url.as_str()
     )
     .into_bytes()
 }
@@ -268,26 +310,99 @@ mod tests {
         )
     }
 
+    fn url() -> UpstreamUrl {
+        UpstreamUrl::parse("https://mcp.example.com/mcp").unwrap()
+    }
+
+    #[test]
+    fn a_credential_opens_only_at_the_url_and_header_it_was_sealed_for() {
+        let key = CredentialKey::from_secret(&[7u8; 64]).unwrap();
+        let (tenant, name, header) = parts();
+        let clear = Credential::parse("Bearer ghp_secret".into()).unwrap();
+        let sealed = key.seal(&tenant, &name, &header, &url(), &clear).unwrap();
+        assert_eq!(
+            key.open(&tenant, &name, &header, &url(), &sealed).unwrap(),
+            clear
+        );
+        // The stored URL rewritten, the sealed value left in place.
+        for moved in [
+            "https://attacker.example.net/mcp",
+            "https://mcp.example.com/other",
+            "https://mcp.example.com/mcp?x=1",
+            "http://mcp.example.com/mcp",
+        ] {
+            let moved = UpstreamUrl::parse(moved).unwrap();
+            let err = key
+                .open(&tenant, &name, &header, &moved, &sealed)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("must be given again"), "{err}");
+            assert!(!err.contains("ghp_secret"), "{err}");
+        }
+        let other_header = HeaderName::parse("X-Api-Key").unwrap();
+        assert!(
+            key.open(&tenant, &name, &other_header, &url(), &sealed)
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn a_credential_sealed_before_urls_were_bound_is_refused() {
+        let key = CredentialKey::from_secret(&[7u8; 64]).unwrap();
+        let (tenant, name, header) = parts();
+        // The old layout: version 1, bound to tenant, name and header only.
+        let old_aad = b"acme\0github\0authorization".to_vec();
+        let old = key
+            .seal_bytes(VERSION, &old_aad, b"Bearer ghp_secret")
+            .unwrap();
+        assert_eq!(
+            key.open_bytes(VERSION, &old_aad, &old).as_deref(),
+            Some(&b"Bearer ghp_secret"[..]),
+            "the precondition: a well-formed old seal"
+        );
+        let err = key
+            .open(
+                &tenant,
+                &name,
+                &header,
+                &url(),
+                &SealedCredential::from_bytes(old),
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("sealed before credentials were bound"),
+            "{err}"
+        );
+        assert!(err.contains("must be given again"), "{err}");
+    }
+
     #[test]
     fn seals_and_opens_bound_to_the_upstream() {
         let key = CredentialKey::from_secret(&[7u8; 64]).unwrap();
         let (tenant, name, header) = parts();
         let clear = Credential::parse("Bearer ghp_secret".into()).unwrap();
-        let sealed = key.seal(&tenant, &name, &header, &clear).unwrap();
+        let sealed = key.seal(&tenant, &name, &header, &url(), &clear).unwrap();
         assert!(
             !sealed.as_bytes().windows(6).any(|w| w == b"secret"),
             "the clear value is not in the sealed bytes"
         );
-        assert_eq!(key.open(&tenant, &name, &header, &sealed).unwrap(), clear);
-        let again = key.seal(&tenant, &name, &header, &clear).unwrap();
+        assert_eq!(
+            key.open(&tenant, &name, &header, &url(), &sealed).unwrap(),
+            clear
+        );
+        let again = key.seal(&tenant, &name, &header, &url(), &clear).unwrap();
         assert_ne!(again, sealed, "a fresh nonce each time");
         let other = UpstreamName::parse("jira").unwrap();
-        assert!(key.open(&tenant, &other, &header, &sealed).is_err());
+        assert!(key.open(&tenant, &other, &header, &url(), &sealed).is_err());
         let other_tenant = TenantId::parse("globex").unwrap();
-        assert!(key.open(&other_tenant, &name, &header, &sealed).is_err());
+        assert!(
+            key.open(&other_tenant, &name, &header, &url(), &sealed)
+                .is_err()
+        );
         let other_key = CredentialKey::from_secret(&[8u8; 64]).unwrap();
         let err = other_key
-            .open(&tenant, &name, &header, &sealed)
+            .open(&tenant, &name, &header, &url(), &sealed)
             .unwrap_err();
         assert!(!err.to_string().contains("ghp_secret"));
         let mut tampered = sealed.as_bytes().to_vec();
@@ -297,6 +412,7 @@ mod tests {
                 &tenant,
                 &name,
                 &header,
+                &url(),
                 &SealedCredential::from_bytes(tampered)
             )
             .is_err()

@@ -67,7 +67,11 @@ on(CreateMessageRequestSchema, 'sampling/createMessage', async (request) => {
 });
 on(ElicitRequestSchema, 'elicitation/create', async (request) => {
     asked.push({ method: request.method, params: request.params });
-    return { action: 'accept', content: { name: 'Ada Lovelace', check: true } };
+    // Like a person filling in the form: only the fields it asks for.
+    const offered = { name: 'Ada Lovelace', check: true };
+    const fields = request.params?.requestedSchema?.properties ?? {};
+    const content = Object.fromEntries(Object.entries(offered).filter(([field]) => field in fields));
+    return { action: 'accept', content };
 });
 on(ListRootsRequestSchema, 'roots/list', async (request) => {
     asked.push({ method: request.method, params: request.params ?? null });

@@ -32,7 +32,7 @@ async def sampling(context, params):
 
 async def elicitation(context, params):
     asked.append({"method": "elicitation/create", "params": params.model_dump(mode="json", by_alias=True, exclude_none=True)})
-    return types.ElicitResult(action="accept", content={"name": "Grace Hopper", "check": True})
+    return types.ElicitResult(action="accept", content={"name": "Grace Hopper"})
 
 
 async def roots(context):

@@ -20,6 +20,9 @@ pub struct AgentCapabilities {
     pub sampling: bool,
     /// `sampling.tools` (2025-11-25 and later).
     pub sampling_tools: bool,
+    /// `sampling.context`: the agent includes context its sessions hold
+    /// when a request asks (`includeContext`).
+    pub sampling_context: bool,
     pub elicitation_form: bool,
     /// `elicitation.url` (2025-11-25 and later).
     pub elicitation_url: bool,
@@ -50,6 +53,8 @@ impl AgentCapabilities {
             sampling: sampling.is_some(),
             sampling_tools: revision.has_sampling_tools()
                 && sampling.is_some_and(|s| s.get("tools").is_some_and(Value::is_object)),
+            sampling_context: sampling
+                .is_some_and(|s| s.get("context").is_some_and(Value::is_object)),
             elicitation_form: form && revision.has_elicitation(),
             elicitation_url: url,
             roots: member("roots").is_some(),
@@ -64,6 +69,7 @@ impl AgentCapabilities {
             | u8::from(self.elicitation_form) << 2
             | u8::from(self.elicitation_url) << 3
             | u8::from(self.roots) << 4
+            | u8::from(self.sampling_context) << 5
     }
 
     /// The inverse of [`Self::to_bits`]; unknown bits declare nothing.
@@ -74,6 +80,7 @@ impl AgentCapabilities {
             elicitation_form: bits & 4 != 0,
             elicitation_url: bits & 8 != 0,
             roots: bits & 16 != 0,
+            sampling_context: bits & 32 != 0,
         }
     }
 
@@ -92,6 +99,9 @@ impl AgentCapabilities {
             let mut sampling = serde_json::Map::new();
             if self.sampling_tools && upstream.has_sampling_tools() {
                 sampling.insert("tools".into(), Value::Object(Default::default()));
+            }
+            if self.sampling_context {
+                sampling.insert("context".into(), Value::Object(Default::default()));
             }
             caps.insert("sampling".into(), Value::Object(sampling));
         }

@@ -23,7 +23,8 @@
 //!   to a 2025-11-25 agent without reshaping and is refused.
 //! - The answer's `action` is `accept`, `decline` or `cancel`;
 //!   `decline`/`cancel` carry no `content`; a form `accept` carries content
-//!   that matches the requested schema (the crate's one JSON Schema
+//!   that matches the requested schema and names no field it does not
+//!   (the crate's one JSON Schema
 //!   validator, plus the titled-option consts it does not know), each
 //!   value a string, number or boolean (or, from 2025-11-25, an array of
 //!   strings); a URL `accept` carries none.
@@ -298,6 +299,18 @@ fn accepted(ctx: Ctx, schema: &Value, content: &Value, path: &str) -> Result<(),
     };
     let arrays =
         ctx.eras.agent.has_elicitation_modes() && ctx.eras.upstream.has_elicitation_modes();
+    // Only what was asked for: a field the schema does not name is not an
+    // answer to this form (the name only, never the value).
+    let properties = schema.get("properties").and_then(Value::as_object);
+    if let Some(name) = members
+        .keys()
+        .find(|name| !properties.is_some_and(|p| p.contains_key(name.as_str())))
+    {
+        return Err(refuse(format!(
+            "`{path}.content.{}` is not a field of the requested schema",
+            label(name)
+        )));
+    }
     for (name, value) in members {
         let flat = match value {
             Value::String(_) | Value::Number(_) | Value::Bool(_) => true,
@@ -325,7 +338,6 @@ fn accepted(ctx: Ctx, schema: &Value, content: &Value, path: &str) -> Result<(),
     })?;
     // Titled options: the subset validator treats `oneOf`/`anyOf` as
     // annotations, so their consts are checked here.
-    let properties = schema.get("properties").and_then(Value::as_object);
     for (name, value) in members {
         let Some(field) = properties.and_then(|p| p.get(name)) else {
             continue;

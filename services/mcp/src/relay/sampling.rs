@@ -16,8 +16,11 @@
 //!   message, once; every `tool_use` is answered in the next message
 //!   (2025-11-25 client/sampling, "tool use and result balance").
 //! - `tools`/`toolChoice` only from 2025-11-25 and only to an agent that
-//!   declared `sampling.tools`; `maxTokens` present and a number.
-//! - The result carries `role`, a string `model` and era-legal `content`;
+//!   declared `sampling.tools`; `maxTokens` present and an integer;
+//!   `includeContext` other than `none` only to an agent that declared
+//!   `sampling.context`; no empty `content` array.
+//! - The result carries `role` `assistant`, a non-empty string `model` and
+//!   era-legal, non-empty `content`;
 //!   `tool_use` content or `stopReason: "toolUse"` only if the request
 //!   carried `tools`; a `model` other than the request's hints passes
 //!   (hints are advisory), and a `tool_result` in a result pairs with no
@@ -91,23 +94,35 @@ pub(super) fn request(
             return Err(ctx.malformed("params.toolChoice.mode", "must be auto, required or none"));
         }
     }
-    if !params.get("maxTokens").is_some_and(Value::is_number) {
+    // An integer count of tokens: 1.5 (or 1.0) is no such count.
+    if !params
+        .get("maxTokens")
+        .is_some_and(|n| n.is_u64() || n.is_i64())
+    {
         return Err(ctx.refuse(
             RelayRule::MaxTokens,
-            "`params.maxTokens` is required and must be a number",
+            "`params.maxTokens` is required and must be an integer",
         ));
     }
     ctx.opt_str(params, "systemPrompt", "params")?;
     ctx.opt_object(params, "metadata", "params")?;
     ctx.opt_object(params, "modelPreferences", "params")?;
     ctx.opt_object(params, "_meta", "params")?;
-    if let Some(context) = ctx.opt_str(params, "includeContext", "params")?
-        && !matches!(context, "none" | "thisServer" | "allServers")
-    {
-        return Err(ctx.malformed(
-            "params.includeContext",
-            "must be none, thisServer or allServers",
-        ));
+    if let Some(context) = ctx.opt_str(params, "includeContext", "params")? {
+        if !matches!(context, "none" | "thisServer" | "allServers") {
+            return Err(ctx.malformed(
+                "params.includeContext",
+                "must be none, thisServer or allServers",
+            ));
+        }
+        // Context from the agent's sessions (other servers' included) goes
+        // to the upstream only when the agent said it gives it.
+        if context != "none" && !agent.sampling_context {
+            return Err(ctx.refuse(
+                RelayRule::Undeclared,
+                format!("`params.includeContext` is {context}, which needs the agent's `sampling.context` capability, which it did not declare"),
+            ));
+        }
     }
     if params.get("temperature").is_some_and(|t| !t.is_number()) {
         return Err(ctx.malformed("params.temperature", "must be a number"));
@@ -286,6 +301,12 @@ fn content(ctx: Ctx, message: &Map<String, Value>, path: &str) -> Result<Vec<Blo
                 Revision::has_sampling_tools,
                 &format!("`{path}` is an array of blocks"),
             )?;
+            if blocks.is_empty() {
+                return Err(ctx.refuse(
+                    RelayRule::Content,
+                    format!("`{path}` is an empty array; a message holds at least one block"),
+                ));
+            }
             blocks
                 .iter()
                 .enumerate()
@@ -393,6 +414,12 @@ pub(super) fn result(ctx: Ctx, tools: bool, value: &Value, path: &str) -> Result
             format!("`{path}.model` is required and must be a string (the relay fills nothing in)"),
         ));
     }
+    if obj.get("model").and_then(Value::as_str) == Some("") {
+        return Err(ctx.refuse(
+            RelayRule::ResultModel,
+            format!("`{path}.model` must name the model that sampled (it is empty)"),
+        ));
+    }
     let (_, blocks) = message_blocks(ctx, value, path)?;
     if !tools && blocks.iter().any(|b| matches!(b, Block::ToolUse(_))) {
         return Err(ctx.refuse(
@@ -404,6 +431,14 @@ pub(super) fn result(ctx: Ctx, tools: bool, value: &Value, path: &str) -> Result
         return Err(ctx.refuse(
             RelayRule::UnpairedToolResult,
             format!("`{path}.content` has tool_result, which pairs with no tool_use (a request's last message never leaves one unanswered)"),
+        ));
+    }
+    // The sampled message is the model's: a `user` result is no answer
+    // (checked after the block rules, whose refusals say more).
+    if obj.get("role").and_then(Value::as_str) == Some("user") {
+        return Err(ctx.refuse(
+            RelayRule::ResultRole,
+            format!("`{path}.role` must be assistant: a sampling result is the model's message"),
         ));
     }
     match obj.get("stopReason") {

@@ -32,6 +32,7 @@ fn caps() -> AgentCapabilities {
     AgentCapabilities {
         sampling: true,
         sampling_tools: true,
+        sampling_context: true,
         elicitation_form: true,
         elicitation_url: true,
         roots: true,
@@ -834,12 +835,9 @@ fn an_accept_answers_content_that_matches_the_requested_schema() {
             json!({"action": "accept", "content": {"name": "Ada", "age": 36, "color": "red"}}),
         )
         .unwrap();
-        answer(
-            pair,
-            &expected,
-            json!({"action": "accept", "content": {"name": "Ada", "other": true}}),
-        )
-        .unwrap();
+        // A field the schema does not name was accepted here before issue
+        // 28 (item 9); it is refused now, see
+        // `an_accept_naming_a_field_the_schema_does_not_is_refused`.
         for bad in [
             json!({"age": 3}),
             json!({"name": "much too long"}),
@@ -1561,4 +1559,138 @@ fn sealed_states_round_trip_whatever_the_upstream_state() {
             },
         )
         .unwrap();
+}
+
+// Degenerate messages the relay refuses with -32602 before anything is
+// relayed (issue 28, item 9), one test per case.
+
+#[test]
+fn an_empty_content_array_in_a_sampling_request_is_refused_to_the_upstream() {
+    for pair in [eras(NEW, NEW), eras(MODERN, NEW), eras(NEW, MODERN)] {
+        let empty = params(json!([user(json!([]))]));
+        assert_eq!(
+            refused(sampling(pair, empty)),
+            (RelayRule::Content, Party::Upstream)
+        );
+        sampling(pair, params(json!([user(json!([text("hi")]))]))).unwrap();
+    }
+}
+
+#[test]
+fn an_empty_content_array_in_a_sampling_result_is_refused_to_the_agent() {
+    for pair in [eras(NEW, NEW), eras(MODERN, NEW)] {
+        let empty = json!({"role": "assistant", "model": "m-1", "content": []});
+        assert_eq!(
+            refused(answer(pair, &NO_TOOLS, empty)),
+            (RelayRule::Content, Party::Agent)
+        );
+    }
+}
+
+#[test]
+fn a_sampling_result_with_role_user_is_refused_to_the_agent() {
+    for pair in all_pairs() {
+        let mut user_result = result_text();
+        user_result["role"] = json!("user");
+        assert_eq!(
+            refused(answer(pair, &NO_TOOLS, user_result)),
+            (RelayRule::ResultRole, Party::Agent)
+        );
+        answer(pair, &NO_TOOLS, result_text()).unwrap();
+    }
+}
+
+#[test]
+fn a_sampling_result_with_an_empty_model_is_refused_to_the_agent() {
+    for pair in [eras(OLD, OLD), eras(MODERN, MODERN)] {
+        let mut nameless = result_text();
+        nameless["model"] = json!("");
+        assert_eq!(
+            refused(answer(pair, &NO_TOOLS, nameless)),
+            (RelayRule::ResultModel, Party::Agent)
+        );
+    }
+}
+
+#[test]
+fn an_accept_naming_a_field_the_schema_does_not_is_refused() {
+    for pair in [eras(OLD, OLD), eras(NEW, MODERN)] {
+        let expected = schema_of(
+            pair,
+            json!({"name": {"type": "string"}, "age": {"type": "integer"}}),
+            json!(["name"]),
+        );
+        answer(
+            pair,
+            &expected,
+            json!({"action": "accept", "content": {"name": "Ada", "age": 36}}),
+        )
+        .unwrap();
+        for extra in [
+            json!({"name": "Ada", "other": true}),
+            json!({"name": "Ada", "password": "hunter2"}),
+        ] {
+            let result = answer(
+                pair,
+                &expected,
+                json!({"action": "accept", "content": extra.clone()}),
+            );
+            let refusal = result.as_ref().err().map(|r| r.rpc_error().message.clone());
+            assert_eq!(
+                refused(result),
+                (RelayRule::ElicitAnswer, Party::Agent),
+                "{extra}"
+            );
+            let message = refusal.unwrap_or_default();
+            assert!(
+                message.contains("not a field of the requested schema"),
+                "{message}"
+            );
+            assert!(
+                !message.contains("hunter2"),
+                "the value is never echoed: {message}"
+            );
+        }
+    }
+}
+
+#[test]
+fn include_context_needs_the_agents_sampling_context_capability() {
+    let without = AgentCapabilities {
+        sampling_context: false,
+        ..caps()
+    };
+    for pair in [eras(OLD, OLD), eras(NEW, NEW), eras(MODERN, MODERN)] {
+        for context in ["thisServer", "allServers"] {
+            let mut p = plain();
+            p["includeContext"] = json!(context);
+            assert_eq!(
+                refused(request(pair, &without, "sampling/createMessage", p.clone())),
+                (RelayRule::Undeclared, Party::Upstream),
+                "{context}"
+            );
+            request(pair, &caps(), "sampling/createMessage", p).unwrap();
+        }
+        let mut none = plain();
+        none["includeContext"] = json!("none");
+        request(pair, &without, "sampling/createMessage", none).unwrap();
+    }
+    let declared = AgentCapabilities::from_declared(NEW, &json!({"sampling": {"context": {}}}));
+    assert!(declared.sampling_context);
+    assert_eq!(AgentCapabilities::from_bits(declared.to_bits()), declared);
+}
+
+#[test]
+fn a_fractional_max_tokens_is_refused_to_the_upstream() {
+    for pair in [eras(OLD, OLD), eras(MODERN, MODERN)] {
+        for bad in [json!(1.5), json!(100.0), json!("100")] {
+            let mut p = plain();
+            p["maxTokens"] = bad.clone();
+            assert_eq!(
+                refused(sampling(pair, p)),
+                (RelayRule::MaxTokens, Party::Upstream),
+                "{bad}"
+            );
+        }
+    }
 }

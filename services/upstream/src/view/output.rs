@@ -77,7 +77,7 @@ pub(crate) fn to_output(
 ) -> (ToolOutput, AuditOutcome) {
     let result = match answer {
         Ok(result) => result,
-        Err(err @ UpstreamError::Rpc { .. }) => {
+        Err(err @ (UpstreamError::Rpc { .. } | UpstreamError::TooLarge(_))) => {
             return (text_output(err.to_string(), true), AuditOutcome::ToolError);
         }
         Err(err) => return unavailable(&err.to_string()),
