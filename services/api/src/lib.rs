@@ -12,5 +12,8 @@
 pub mod auth;
 pub mod error;
 
-pub use auth::{AdminAuth, AdminAuthenticator, bearer, tenant_for_read, tenant_for_write};
+pub use auth::{
+    AdminAuth, AdminAuthenticator, AdminCaller, Manage, Read, TenantAccess, TenantScope, bearer,
+    check_tenant, tenant_for_read, tenant_for_write,
+};
 pub use error::ApiError;

@@ -15,7 +15,7 @@
 
 use crate::gateway::Gateway;
 use actix_web::{HttpResponse, web};
-use corkboard_api::{AdminAuth, ApiError};
+use corkboard_api::{AdminAuth, ApiError, Manage, TenantScope};
 use corkboard_board::{Capabilities, RunId};
 use corkboard_grants::GrantRequest;
 use serde::Deserialize;
@@ -132,12 +132,12 @@ struct RenewBody {
 
 async fn renew(
     gateway: web::Data<Gateway>,
-    auth: AdminAuth,
+    scope: TenantScope<Manage>,
     path: web::Path<(String, String)>,
     body: web::Json<RenewBody>,
 ) -> Result<HttpResponse, ApiError> {
-    let (tenant, run) = path.into_inner();
-    let tenant = corkboard_api::tenant_for_write(&auth.0, &tenant)?;
+    let (_, run) = path.into_inner();
+    let tenant = scope.tenant;
     let run = RunId::parse(run)?;
     let asked = body
         .ttl
@@ -160,13 +160,13 @@ async fn renew(
 
 async fn revoke(
     gateway: web::Data<Gateway>,
-    auth: AdminAuth,
+    scope: TenantScope<Manage>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    let (tenant, run) = path.into_inner();
-    let tenant = corkboard_api::tenant_for_write(&auth.0, &tenant)?;
+    let (_, run) = path.into_inner();
+    let tenant = scope.tenant;
     let run = RunId::parse(run)?;
-    let report = gateway.revoke(&tenant, &run, &auth.0.subject).await?;
+    let report = gateway.revoke(&tenant, &run, &scope.admin.subject).await?;
     if report.revoked.is_empty() && report.drained.is_none() {
         return Err(ApiError::not_found(format!(
             "run {run} of tenant {tenant} has no active grant and is not active on this runner"

@@ -43,7 +43,7 @@
 //! - `gateway`: `Gateway`, the table of runs (implements `RunHost` and
 //!   `Activate`) → actor, backend, binding, bridge, config, dedicated,
 //!   error, registration, shared, stop.
-//! - [`api`]: `/v1/runs` → error, gateway.
+//! - [`api`]: `/v1/runs` → gateway.
 //! - [`runner`]: `Runner` → api, binding, config, error, gateway.
 
 #![forbid(unsafe_code)]

@@ -103,7 +103,12 @@ async fn me(auth: WebAuth) -> HttpResponse {
     }))
 }
 
-pub(crate) use corkboard_api::{tenant_for_read, tenant_for_write};
+/// A request's `{tenant}` that its admin (bearer JWT or web session) may
+/// read: the one read check, as an extractor.
+pub(crate) type ReadTenant = corkboard_api::TenantScope<corkboard_api::Read, WebAuth>;
+
+/// A request's `{tenant}` that its admin may change.
+pub(crate) type ManageTenant = corkboard_api::TenantScope<corkboard_api::Manage, WebAuth>;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -120,11 +125,10 @@ struct CreateGrantBody {
 
 async fn create_grant(
     state: web::Data<AppState>,
-    auth: WebAuth,
-    path: web::Path<String>,
+    scope: ManageTenant,
     body: web::Json<CreateGrantBody>,
 ) -> Result<HttpResponse, ApiError> {
-    let tenant = tenant_for_write(&auth.0, &path)?;
+    let tenant = scope.tenant;
     let body = body.into_inner();
     let request = GrantRequest {
         tenant,
@@ -136,7 +140,7 @@ async fn create_grant(
             .map(parse_ttl)
             .transpose()?
             .unwrap_or(DEFAULT_TTL),
-        created_by: auth.0.subject.clone(),
+        created_by: scope.admin.subject.clone(),
         budgets: body.budgets,
     };
     let issued = state.grants.issue(request).await?;
@@ -233,11 +237,10 @@ fn grant_json_with(
 
 async fn list_grants(
     state: web::Data<AppState>,
-    auth: WebAuth,
-    path: web::Path<String>,
+    scope: ReadTenant,
     params: web::Query<GrantListParams>,
 ) -> Result<HttpResponse, ApiError> {
-    let tenant = tenant_for_read(&auth.0, &path)?;
+    let tenant = scope.tenant;
     let run = params.run.as_deref().map(RunId::parse).transpose()?;
     let cursor = params.cursor.as_deref().map(GrantId::parse).transpose()?;
     let limit = page_limit(params.limit)?;
@@ -277,26 +280,26 @@ async fn grant_of_tenant(
 
 async fn get_grant(
     state: web::Data<AppState>,
-    auth: WebAuth,
+    scope: ReadTenant,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    let (tenant, grant) = path.into_inner();
-    let tenant = tenant_for_read(&auth.0, &tenant)?;
+    let (_, grant) = path.into_inner();
+    let tenant = scope.tenant;
     let event = grant_of_tenant(&state, &tenant, &grant).await?;
     Ok(HttpResponse::Ok().json(grant_json_checked(&state, &event).await))
 }
 
 async fn revoke_grant(
     state: web::Data<AppState>,
-    auth: WebAuth,
+    scope: ManageTenant,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    let (tenant, grant) = path.into_inner();
-    let tenant = tenant_for_write(&auth.0, &tenant)?;
+    let (_, grant) = path.into_inner();
+    let tenant = scope.tenant;
     let event = grant_of_tenant(&state, &tenant, &grant).await?;
     let revoked = state
         .grants
-        .revoke(&event.grant.id, &auth.0.subject)
+        .revoke(&event.grant.id, &scope.admin.subject)
         .await?;
     state.metrics.revocation();
     state.web.grants_changed(&tenant, Some(&revoked.grant.run));
@@ -316,12 +319,12 @@ struct RenewGrantBody {
 /// second), bounded by the grant's maximum lifetime from its creation.
 async fn renew_grant(
     state: web::Data<AppState>,
-    auth: WebAuth,
+    scope: ManageTenant,
     path: web::Path<(String, String)>,
     body: web::Json<RenewGrantBody>,
 ) -> Result<HttpResponse, ApiError> {
-    let (tenant, grant) = path.into_inner();
-    let tenant = tenant_for_write(&auth.0, &tenant)?;
+    let (_, grant) = path.into_inner();
+    let tenant = scope.tenant;
     let how =
         match body.into_inner() {
             RenewGrantBody {
@@ -376,21 +379,19 @@ async fn settings_json(state: &AppState, tenant: &TenantId) -> Result<serde_json
 
 async fn get_settings(
     state: web::Data<AppState>,
-    auth: WebAuth,
-    path: web::Path<String>,
+    scope: ReadTenant,
 ) -> Result<HttpResponse, ApiError> {
-    let tenant = tenant_for_read(&auth.0, &path)?;
+    let tenant = scope.tenant;
     Ok(HttpResponse::Ok().json(settings_json(&state, &tenant).await?))
 }
 
 /// Replaces the tenant's own grant settings (renewal limits).
 async fn put_settings(
     state: web::Data<AppState>,
-    auth: WebAuth,
-    path: web::Path<String>,
+    scope: ManageTenant,
     body: web::Json<SettingsBody>,
 ) -> Result<HttpResponse, ApiError> {
-    let tenant = tenant_for_write(&auth.0, &path)?;
+    let tenant = scope.tenant;
     let body = body.into_inner();
     let secs = |field: &'static str, raw: Option<String>| -> Result<Option<u64>, ValidationError> {
         raw.map(|raw| {
@@ -412,15 +413,15 @@ async fn put_settings(
 
 async fn revoke_run(
     state: web::Data<AppState>,
-    auth: WebAuth,
+    scope: ManageTenant,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    let (tenant, run) = path.into_inner();
-    let tenant = tenant_for_write(&auth.0, &tenant)?;
+    let (_, run) = path.into_inner();
+    let tenant = scope.tenant;
     let run = RunId::parse(run)?;
     let revoked = state
         .grants
-        .revoke_run(&tenant, &run, &auth.0.subject)
+        .revoke_run(&tenant, &run, &scope.admin.subject)
         .await?;
     for _ in &revoked {
         state.metrics.revocation();
@@ -581,11 +582,10 @@ impl IssueListParams {
 
 async fn list_issues(
     state: web::Data<AppState>,
-    auth: WebAuth,
-    path: web::Path<String>,
+    scope: ReadTenant,
     params: web::Query<IssueListParams>,
 ) -> Result<HttpResponse, ApiError> {
-    let tenant = tenant_for_read(&auth.0, &path)?;
+    let tenant = scope.tenant;
     let query = params.into_inner().into_query()?;
     let page = state.store.list_issues(&tenant, &query).await?;
     Ok(HttpResponse::Ok().json(page))
@@ -595,11 +595,10 @@ async fn list_issues(
 /// `search_issues` tool.
 async fn search_issues(
     state: web::Data<AppState>,
-    auth: WebAuth,
-    path: web::Path<String>,
+    scope: ReadTenant,
     params: web::Query<IssueSearchParams>,
 ) -> Result<HttpResponse, ApiError> {
-    let tenant = tenant_for_read(&auth.0, &path)?;
+    let tenant = scope.tenant;
     let query = params.into_inner().into_query()?;
     let page = state.store.search_issues(&tenant, &query).await?;
     Ok(HttpResponse::Ok().json(page))
@@ -615,12 +614,12 @@ struct IssueGetParams {
 
 async fn get_issue(
     state: web::Data<AppState>,
-    auth: WebAuth,
+    scope: ReadTenant,
     path: web::Path<(String, String)>,
     params: web::Query<IssueGetParams>,
 ) -> Result<HttpResponse, ApiError> {
-    let (tenant, issue) = path.into_inner();
-    let tenant = tenant_for_read(&auth.0, &tenant)?;
+    let (_, issue) = path.into_inner();
+    let tenant = scope.tenant;
     let render = match params.render.as_deref() {
         None => false,
         Some("html") => true,
@@ -670,12 +669,12 @@ struct UpdateIssueBody {
 
 async fn update_issue(
     state: web::Data<AppState>,
-    auth: WebAuth,
+    scope: ManageTenant,
     path: web::Path<(String, String)>,
     body: web::Json<UpdateIssueBody>,
 ) -> Result<HttpResponse, ApiError> {
-    let (tenant, issue) = path.into_inner();
-    let tenant = tenant_for_write(&auth.0, &tenant)?;
+    let (_, issue) = path.into_inner();
+    let tenant = scope.tenant;
     let id = IssueId::parse(issue)?;
     let body = body.into_inner();
     let patch = IssuePatch {
@@ -709,11 +708,10 @@ struct AuditParams {
 
 async fn list_audit(
     state: web::Data<AppState>,
-    auth: WebAuth,
-    path: web::Path<String>,
+    scope: ReadTenant,
     params: web::Query<AuditParams>,
 ) -> Result<HttpResponse, ApiError> {
-    let tenant = tenant_for_read(&auth.0, &path)?;
+    let tenant = scope.tenant;
     let params = params.into_inner();
     let query = AuditQuery {
         run: params.run.map(RunId::parse).transpose()?,

@@ -10,9 +10,8 @@
 //! header name and who registered it, nothing more. Runs reach upstream
 //! tools through grants with `upstream:<name>:<glob>` capabilities.
 
-use crate::admin::{tenant_for_read, tenant_for_write};
+use crate::admin::{ManageTenant, ReadTenant};
 use crate::state::AppState;
-use crate::web::WebAuth;
 use actix_web::{HttpResponse, web};
 use corkboard_api::ApiError;
 use corkboard_board::{
@@ -76,12 +75,12 @@ fn upstream_json(upstream: &Upstream) -> serde_json::Value {
 
 async fn put(
     state: web::Data<AppState>,
-    auth: WebAuth,
+    scope: ManageTenant,
     path: web::Path<(String, String)>,
     body: web::Json<PutBody>,
 ) -> Result<HttpResponse, ApiError> {
-    let (tenant, name) = path.into_inner();
-    let tenant = tenant_for_write(&auth.0, &tenant)?;
+    let (_, name) = path.into_inner();
+    let tenant = scope.tenant;
     let key = key(&state)?;
     let body = body.into_inner();
     let name = UpstreamName::parse(&name)?;
@@ -101,19 +100,15 @@ async fn put(
         header,
         credential: sealed,
         created_at: Timestamp::now(),
-        created_by: auth.0.subject.clone(),
+        created_by: scope.admin.subject.clone(),
     };
     state.store.put_upstream(&upstream).await?;
     tracing::info!(tenant = %upstream.tenant, upstream = %upstream.name, by = %upstream.created_by, "upstream registered");
     Ok(HttpResponse::Ok().json(upstream_json(&upstream)))
 }
 
-async fn list(
-    state: web::Data<AppState>,
-    auth: WebAuth,
-    path: web::Path<String>,
-) -> Result<HttpResponse, ApiError> {
-    let tenant = tenant_for_read(&auth.0, &path)?;
+async fn list(state: web::Data<AppState>, scope: ReadTenant) -> Result<HttpResponse, ApiError> {
+    let tenant = scope.tenant;
     let upstreams = state.store.list_upstreams(&tenant).await?;
     Ok(HttpResponse::Ok().json(json!({
         "upstreams": upstreams.iter().map(upstream_json).collect::<Vec<_>>(),
@@ -122,14 +117,14 @@ async fn list(
 
 async fn delete(
     state: web::Data<AppState>,
-    auth: WebAuth,
+    scope: ManageTenant,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    let (tenant, name) = path.into_inner();
-    let tenant = tenant_for_write(&auth.0, &tenant)?;
+    let (_, name) = path.into_inner();
+    let tenant = scope.tenant;
     let name = UpstreamName::parse(&name)?;
     state.store.delete_upstream(&tenant, &name).await?;
-    tracing::info!(%tenant, upstream = %name, by = %auth.0.subject, "upstream deleted");
+    tracing::info!(%tenant, upstream = %name, by = %scope.admin.subject, "upstream deleted");
     Ok(HttpResponse::NoContent().finish())
 }
 

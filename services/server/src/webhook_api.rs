@@ -8,9 +8,8 @@
 //! - `DELETE /v1/tenants/{tenant}/webhooks/{id}` → gone, with its
 //!   undelivered deliveries.
 
-use crate::admin::{tenant_for_read, tenant_for_write};
+use crate::admin::{ManageTenant, ReadTenant};
 use crate::state::AppState;
-use crate::web::WebAuth;
 use actix_web::{HttpResponse, web};
 use corkboard_api::ApiError;
 use corkboard_board::{
@@ -42,11 +41,10 @@ impl std::fmt::Debug for CreateBody {
 
 pub(crate) async fn create(
     state: web::Data<AppState>,
-    auth: WebAuth,
-    path: web::Path<String>,
+    scope: ManageTenant,
     body: web::Json<CreateBody>,
 ) -> Result<HttpResponse, ApiError> {
-    let tenant = tenant_for_write(&auth.0, &path)?;
+    let tenant = scope.tenant;
     let body = body.into_inner();
     let url = WebhookUrl::parse(body.url)?;
     if let Some(refusal) = state.webhook_hosts.refusal(&url) {
@@ -83,21 +81,20 @@ pub(crate) async fn create(
 
 pub(crate) async fn list(
     state: web::Data<AppState>,
-    auth: WebAuth,
-    path: web::Path<String>,
+    scope: ReadTenant,
 ) -> Result<HttpResponse, ApiError> {
-    let tenant = tenant_for_read(&auth.0, &path)?;
+    let tenant = scope.tenant;
     let webhooks = state.store.list_webhooks(&tenant).await?;
     Ok(HttpResponse::Ok().json(json!({ "webhooks": webhooks })))
 }
 
 pub(crate) async fn delete(
     state: web::Data<AppState>,
-    auth: WebAuth,
+    scope: ManageTenant,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    let (tenant, id) = path.into_inner();
-    let tenant = tenant_for_write(&auth.0, &tenant)?;
+    let (_, id) = path.into_inner();
+    let tenant = scope.tenant;
     let id = WebhookId::parse(id)?;
     state.store.delete_webhook(&tenant, &id).await?;
     Ok(HttpResponse::Ok().json(json!({ "deleted": id })))

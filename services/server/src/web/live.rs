@@ -10,10 +10,10 @@
 
 use super::WebState;
 use super::events::{BoardEvent, EventStream};
-use super::session::WebAuth;
+use crate::admin::ReadTenant;
+use actix_web::HttpResponse;
 use actix_web::http::header;
 use actix_web::web::Bytes;
-use actix_web::{HttpResponse, web};
 use corkboard_api::ApiError;
 use futures_util::StreamExt;
 use std::convert::Infallible;
@@ -30,10 +30,9 @@ const RETRY_MILLIS: u64 = 1000;
 
 pub(super) async fn events(
     web_state: WebState,
-    auth: WebAuth,
-    path: web::Path<String>,
+    scope: ReadTenant,
 ) -> Result<HttpResponse, ApiError> {
-    let tenant = corkboard_api::tenant_for_read(&auth.0, &path.into_inner())?;
+    let tenant = scope.tenant;
     let stream = sse_stream(
         web_state.events().subscribe(&tenant),
         web_state.closing(),

@@ -260,6 +260,12 @@ pub fn authenticate(req: &HttpRequest, state: &AppState) -> Result<AdminPrincipa
 #[derive(Debug, Clone)]
 pub struct WebAuth(pub AdminPrincipal);
 
+impl corkboard_api::AdminCaller for WebAuth {
+    fn into_principal(self) -> AdminPrincipal {
+        self.0
+    }
+}
+
 impl FromRequest for WebAuth {
     type Error = ApiError;
     type Future = Ready<Result<Self, ApiError>>;
