@@ -6,6 +6,28 @@
 //! database) is parsed into these types first ("parse, don't validate"), so a
 //! value of type [`TenantId`] or [`Title`] is valid by construction and the
 //! stores never need to check it again.
+//!
+//! In detail: The domain: ids (`TenantId`, `RunId`, `IssueId`, ...), issues,
+//! comments, relations, close reasons and claims (`relations.rs`: the rules
+//! both stores share, e.g. the bounded parent-chain walk `ParentChain` and the
+//! claim decision `ClaimCheck`), the comment window an issue read returns
+//! (`window.rs`: `CommentWindow`, `CommentFacts`; each store reads only the
+//! window), grants, audit records, validation limits (and `parse_ttl`, the one
+//! duration syntax of grant lifetimes), per-run write budgets (`Budgets`,
+//! `BudgetKind`: limits per write tool, set when a grant is issued, capped by a
+//! tenant's `GrantPolicy::run_budgets`), the error vocabulary (`error_code.rs`:
+//! `Code`, the stable code of every API refusal and its one HTTP status, and
+//! the `ErrorCode` trait each crate's error implements), the audit sink
+//! (`audit_sink.rs`: `AuditSink`, where every served call hands its record),
+//! and the store traits (**API boundary**, generated with the forwarding
+//! decorators from one method list in `store.rs`, `decorate_store!` +
+//! `StoreDecorator`: `IssueStore`, `GrantLedger` (grants, tenant settings and
+//! the budget counts of the embedded counter: one conditional write per
+//! reservation), `AuditLog`, `WebhookStore` (endpoints and the durable outbox
+//! that board writes fill), `StoreHealth`; `BoardStore` = all five;
+//! `StoreError` with `Unavailable` (retryable) and `NotConfigured` (no board at
+//! all)). No IO.; webhooks (`webhook.rs`: the event enum, endpoints, the
+//! signature scheme, retry backoff)
 
 #![forbid(unsafe_code)]
 

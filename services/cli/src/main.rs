@@ -4,6 +4,14 @@
 //! signals, exit codes) and so does composition ([`compose`]: which store,
 //! registry and secrets the configuration selects); what the HTTP surface
 //! means lives in `corkboard-server` and `corkboard-gateway`.
+//!
+//! In detail: The `corkboard` binary: argument parsing, listeners, signals,
+//! exit codes; `serve`, `server`, `runner`, `run`, `grant`, `admin`, `mcp
+//! stdio`. The composition root (`compose.rs`): which store, registry, secrets,
+//! session store and rate limiter a configuration selects, handed as parts to
+//! `AppState::new` and `Runner::start`. Its test targets are the black-box
+//! tests in the top-level `tests/` (`tests/codemap.rs` checks this table
+//! against the manifests).
 
 #![forbid(unsafe_code)]
 

@@ -7,6 +7,14 @@
 //!
 //! Nothing here opens a store, a registry or a socket: which backends a
 //! configuration selects is decided where the binary composes the parts.
+//!
+//! In detail: Typed configuration of every role: `Settings` (defaults < TOML
+//! file < `CORKBOARD_<KEY>` env < flags; unknown keys refused, every error
+//! names its key), its enums (`StoreKind`, `RegistryKind`, `GatewayMode`, ...),
+//! `Secret` (never printed), the signing-secret files (`read_secret`,
+//! `ensure_secret`: created 0600 in a 0700 dir for `serve`;
+//! `check_secret_mode`: refused when others may read them) and `write_private`.
+//! Chooses nothing: which backends a configuration selects is decided in `cli`.
 
 #![forbid(unsafe_code)]
 

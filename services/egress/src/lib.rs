@@ -26,6 +26,19 @@
 //!
 //! Every refusal is a [`Refusal`] naming the rule and the setting that
 //! would open it; [`refusal_in`] finds one inside an HTTP client error.
+//!
+//! In detail: The one egress policy in front of every connection made for a
+//! tenant (upstream MCP servers, webhook receivers): the default-refused
+//! address classes (`rules.rs`: loopback, private, link-local, carrier-grade
+//! NAT, unique-local, unspecified, multicast, broadcast, reserved, cloud
+//! metadata; IPv4 inside IPv6 judged by its IPv4), the operator's allow-list
+//! (`allow.rs`: names, `*.` suffixes, addresses, CIDRs; `egress_allow`),
+//! `EgressPolicy::check_url` (parsed once with reqwest's own WHATWG parser,
+//! literal addresses judged before any request) and the HTTP client builder
+//! whose resolver (`resolve.rs`) hands the connector only allowed addresses (no
+//! second lookup), with no redirects and no proxy; every refusal a `Refusal`
+//! naming its rule. A leaf crate so both `upstream` and `server` use the same
+//! policy.
 
 mod allow;
 mod error;

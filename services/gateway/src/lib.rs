@@ -45,6 +45,20 @@
 //!   error, registration, shared, stop.
 //! - [`api`]: `/v1/runs` → gateway.
 //! - [`runner`]: `Runner` → api, binding, config, error, gateway.
+//!
+//! In detail: The runner: one actix actor per run (`actor`: drain on
+//! revoke/expiry/idleness, revalidation; requests admitted on their own thread
+//! through the run's shared atomics, not the actor), the request path
+//! (`bridge`: the studio endpoint's phases, one credential resolution that must
+//! match the run, one body read, `McpEndpoint::exchange` with a
+//! `RunPrincipal`), tool calls routed to the binding's `RunBackend` (**API
+//! boundary**: the board's tools) or a grant's `UpstreamView` (`backend`), the
+//! per-run rate limit, dedicated ports on a small shared worker pool and
+//! shared-port `/runs/{run}/mcp` routes with virtual-actor activation, the
+//! register API (`/v1/runs`); every refusal a `Refusal` from `refusals`
+//! correlated to the request's JSON-RPC id. `Runner::start` takes a typed
+//! `GatewayConfig` and its parts. The module graph is a DAG, listed in `lib.rs`
+//! and checked by its test.
 
 #![forbid(unsafe_code)]
 

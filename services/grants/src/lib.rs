@@ -6,6 +6,25 @@
 //! backends are in-process ([`MemoryRegistry`], the embedded default) and
 //! Redis (shared by every replica). [`GrantService`] is the one place that
 //! issues and revokes grants: it writes the durable ledger and the registry.
+//!
+//! In detail: Run tokens (`cbr_` + 256 bits, stored only as SHA-256), the
+//! `TokenRegistry` trait and its backends (`LedgerRegistry`: the embedded
+//! default, reading through the store's ledger so every local process sees the
+//! same grants (servers trust a live grant for 250 ms; in-process revocations
+//! clear it at once); `MemoryRegistry`; `RedisRegistry`: shared by replicas,
+//! local bounded cache, pub/sub invalidation, fail-closed), `GrantService`
+//! (issue/renew/revoke: ledger first, then registry; the maximum lifetime,
+//! which a tenant's `GrantPolicy` in the ledger may tighten; the per-tenant
+//! live-grant quota), admin JWTs (`AdminVerifier`, `AdminMinter`), the per-run
+//! rate limit (`limiter`: `RunKey`, the `RateLimiter` trait, in-process or a
+//! Redis token bucket that pods lease a few tokens at a time; here so run
+//! gateways and the studio endpoint meter runs alike), and the per-run write
+//! budgets' counter (`budget`: the `BudgetCounter` trait, `LedgerBudgets`
+//! counting in the store's ledger with one conditional write, `RedisBudgets`
+//! with one script per reservation; chosen in `cli`'s compose like the
+//! registry), and the caller's identity (`credential.rs`: the one credential
+//! path, `resolve_bearer`, bearer token → `ResolvedGrant`, refused in MCP's
+//! words, used by every transport).
 
 #![forbid(unsafe_code)]
 

@@ -20,6 +20,19 @@
 //!   snapshot).
 //! - Every filter of a list runs in SQL; statements are prepared once per
 //!   connection and cached.
+//!
+//! In detail: The embedded store: one SQLite file (WAL, `synchronous=FULL`;
+//! audit-only groups skip their own fsync), one writer thread with group commit
+//! (each op in its savepoint; the full-text index's changes staged and applied
+//! once per group before its commit, `search_writes.rs`, because FTS5 writes a
+//! new index segment at every savepoint), reader pool (point reads inline on
+//! the calling thread, the rest on the blocking pool); the SQL in `ops/`, one
+//! module per aggregate as in `store-mongo` (issues, comments, claims, search,
+//! ledger, policy, audit, keys, webhooks, upstreams), each write a typed op
+//! (`WriteOp` and its `Output`) that the writer runs type-erased and answers on
+//! its caller's typed channel after the commit; safe for several processes on
+//! one file; the directory is created 0700 and the file 0600 before SQLite
+//! opens it, so its WAL and SHM are 0600 too (`files.rs`).
 
 #![forbid(unsafe_code)]
 

@@ -9,6 +9,14 @@
 //! tokens, JWTs. Nothing here reads request bodies or credential headers, and
 //! every label or span field that comes from client input is mapped onto a
 //! fixed vocabulary (known method and tool names, or `other`).
+//!
+//! In detail: Logs (text/JSON, buffered and written by their own thread,
+//! warnings at once), OpenTelemetry traces over OTLP/HTTP with W3C propagation,
+//! the `HttpTelemetry` middleware, the `mcp.request` span fields, Prometheus
+//! `Metrics` with bounded labels, and every listener's connection accounting
+//! (`conn.rs`: `ConnectionCap` counting open connections, the `ConnectionGate`
+//! middleware answering those over the cap 503, `bind` with a backlog matching
+//! the cap, the header and keep-alive deadlines' defaults).
 
 #![forbid(unsafe_code)]
 

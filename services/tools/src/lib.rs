@@ -17,6 +17,26 @@
 //! Every answer is projected (`view`: summaries, chosen fields, a window
 //! of comments), rendered as text (`render`) and kept within one byte
 //! budget (`result_budget`) in one place, whatever the store returned.
+//!
+//! In detail: The board as an MCP `ToolBackend`: the one tool table (`defs.rs`:
+//! a `ToolSpec` row per tool with name, capability, hints, schemas, whether it
+//! writes; tool sets built once per capability set; `vocabulary()` for
+//! clients), a file per tool (`tool/<name>.rs`: its description, its argument
+//! names and parser, its `run` and its input and output schemas;
+//! `BoardTools::execute` in `service.rs` checks the capability and only
+//! dispatches to the tool's `run`; argument parsers several tools share in
+//! `tool/args.rs`, schema builders they share, the issue schema among them, in
+//! `tool/schema.rs`), the server instructions sent in `initialize`
+//! (`INSTRUCTIONS` in `service.rs`, checked against the table by a unit test),
+//! capability checks, tenant pinning, error mapping ("board unavailable", "no
+//! board in this run", conflicts), audit records, and the one shaping of every
+//! answer: projection by field name (`view.rs`: list summaries, `fields`,
+//! comment windows), the text block (`render.rs`) and the result byte budget
+//! with its cutter (`result_budget.rs`: the size of one answer; "budget" alone
+//! means a run's write budgets, which `BoardTools::budgeted` charges);
+//! `get_issue` has the store read only its comment window (`CommentWindow` in
+//! `services/board/src/window.rs`, bounded by the result budget in bytes),
+//! writes and lists return whole issues.
 
 #![forbid(unsafe_code)]
 

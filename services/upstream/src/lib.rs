@@ -29,6 +29,23 @@
 //!
 //! The gateway hooks this in per request (its binding holds an
 //! [`Upstreams`]); the control plane uses [`seal`] to register upstreams.
+//!
+//! In detail: A tenant's upstream MCP servers behind a run's gateway. Every
+//! connection goes through `egress` (the client checked by its policy: the URL
+//! parsed once, literal addresses judged when the client is made, names when
+//! resolved). credentials sealed at rest (`seal`: ChaCha20-Poly1305 under
+//! `upstream_key_file`, bound to tenant, name and header; the same key seals
+//! webhook signing secrets), the client of one upstream (`client`: 2026-07-28
+//! stateless or a 2025 session the gateway owns; every exchange bounded), every
+//! tenant's upstreams and cached tool lists (`hub`: `<upstream>__<tool>` after
+//! `mcp::check_tool_definition`, `<upstream>__unavailable` for an unlisted one;
+//! `Upstreams::call`), a grant's `UpstreamView` and its call paths, one file
+//! per era pairing (`view/`: `modern.rs` 2026×2026, `held.rs` 2026 agent × 2025
+//! upstream, `legacy.rs` and `mixed.rs` for 2025 agents), what waits in-process
+//! between rounds (`waiting`: relayed answers and held calls, behind methods),
+//! and `seam`: the relay of an upstream's requests to the client (checked by
+//! `mcp::relay`, under signed relayed ids). All four era combinations; the
+//! module graph (a DAG) is in `lib.rs`.
 
 #![forbid(unsafe_code)]
 
