@@ -33,7 +33,17 @@ pub(crate) struct ClaimArgs {
 }
 
 pub(crate) fn parse(map: &Map<String, Value>) -> Result<ClaimArgs, ToolsError> {
-    let args = Args::new("claim_issue", map, &ARGS)?;
+    parse_as("claim_issue", &ARGS, map)
+}
+
+/// The arguments of `tool`, which takes the same ones as this tool
+/// (`release_issue` does): errors name `tool`.
+pub(crate) fn parse_as(
+    tool: &'static str,
+    names: &[&str],
+    map: &Map<String, Value>,
+) -> Result<ClaimArgs, ToolsError> {
+    let args = Args::new(tool, map, names)?;
     Ok(ClaimArgs {
         id: issue_id(&args, "id")?,
         expected_version: expected_version(&args)?,

@@ -2,7 +2,6 @@
 //! `claim_issue`'s arguments and answers in its shape.
 
 use super::Success;
-use super::args::{Args, expected_version, issue_id};
 use super::claim_issue::{self, ClaimArgs};
 use super::schema::{issue_id_schema, object, version_schema};
 use crate::defs::BoardTool;
@@ -16,15 +15,11 @@ it without finishing (closing it with update_issue ends the claim by itself). Re
 another run holds the claim or nobody does. Returns the issue with `claim` null and its new \
 version.";
 
-pub(crate) const ARGS: [&str; 2] = ["id", "expected_version"];
-
 /// The same arguments as `claim_issue`'s.
+pub(crate) const ARGS: [&str; 2] = claim_issue::ARGS;
+
 pub(crate) fn parse(map: &Map<String, Value>) -> Result<ClaimArgs, ToolsError> {
-    let args = Args::new("release_issue", map, &ARGS)?;
-    Ok(ClaimArgs {
-        id: issue_id(&args, "id")?,
-        expected_version: expected_version(&args)?,
-    })
+    claim_issue::parse_as("release_issue", &ARGS, map)
 }
 
 pub(crate) async fn run(
