@@ -199,7 +199,7 @@ fn parse_table(
 }
 
 /// Whether the lines above `fn_line` (attributes, comments) carry a test
-/// attribute such as `#[test]`, `#[tokio::test]`, `#[actix_rt::test]`.
+/// attribute such as `#[test]`, `#[actix_rt::test]`, `#[actix_rt::test]`.
 fn has_test_attribute(lines: &[&str], fn_line: usize) -> bool {
     for line in lines[..fn_line].iter().rev() {
         let t = line.trim();

@@ -151,7 +151,7 @@ mod tests {
         assert!(retry_delay(ttl, 9) <= Duration::from_secs(10));
     }
 
-    #[tokio::test]
+    #[actix_rt::test]
     async fn failures_are_retried_and_a_refusal_stops_renewal() {
         let mut answers = vec![
             Attempt::Refused("revoked".into()),

@@ -69,7 +69,7 @@ mod tests {
     use super::*;
     use std::io::{Read, Write};
 
-    #[tokio::test]
+    #[actix_rt::test]
     async fn names_resolving_to_refused_addresses_get_no_address() {
         let resolver = PolicyResolver::new(Arc::new(EgressPolicy::default()));
         let err = resolver.lookup("localhost").await.unwrap_err();
@@ -105,7 +105,7 @@ mod tests {
         (port, rx)
     }
 
-    #[tokio::test(flavor = "multi_thread")]
+    #[actix_rt::test(system = "corkboard_testkit::MultiThread")]
     async fn the_client_refuses_at_connect_time_and_never_follows_redirects() {
         let (port, hits) = receiver();
         let strict = Arc::new(EgressPolicy::default());

@@ -14,7 +14,7 @@ fn key(run: &str) -> RunKey {
     )
 }
 
-#[tokio::test]
+#[actix_rt::test]
 async fn pods_share_one_budget_per_run() -> Result<()> {
     let redis = RedisServer::start();
     let prefix = unique_prefix("pods_share_one_budget_per_run");
@@ -50,7 +50,7 @@ async fn pods_share_one_budget_per_run() -> Result<()> {
     Ok(())
 }
 
-#[tokio::test]
+#[actix_rt::test]
 async fn an_unreachable_redis_does_not_refuse_agents() -> Result<()> {
     let mut redis = RedisServer::start();
     let urls = [redis.url()];
@@ -98,7 +98,7 @@ async fn script_calls(redis: &RedisServer) -> Result<u64> {
         .sum())
 }
 
-#[tokio::test]
+#[actix_rt::test]
 async fn pods_lease_tokens_instead_of_asking_redis_per_request_and_never_overspend() -> Result<()> {
     let redis = RedisServer::start();
     let prefix = unique_prefix("pods_lease_tokens");

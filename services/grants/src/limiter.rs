@@ -356,7 +356,7 @@ mod tests {
     use super::*;
     use corkboard_board::{RunId, TenantId};
 
-    #[tokio::test]
+    #[actix_rt::test]
     async fn local_bucket_allows_the_burst_then_says_when_to_retry() {
         let limiter = LocalRateLimiter::new(RateLimit {
             per_second: 2,

@@ -1165,7 +1165,7 @@ mod tests {
         assert!(RedisRegistryConfig::new(["redis://a/", "redis://b/"]).is_cluster());
     }
 
-    #[tokio::test]
+    #[actix_rt::test]
     async fn bad_configurations_are_refused_up_front() {
         let err = RedisRegistry::new(RedisRegistryConfig::new(Vec::<String>::new())).unwrap_err();
         assert!(matches!(err, RegistryError::Invalid(_)), "{err}");
@@ -1178,7 +1178,7 @@ mod tests {
         assert!(err.to_string().contains("hash tag"), "{err}");
     }
 
-    #[tokio::test]
+    #[actix_rt::test]
     async fn the_cache_needs_recent_contact_with_redis() {
         let registry = RedisRegistry::new(RedisRegistryConfig::new([format!(
             "redis://127.0.0.1:{}/",
@@ -1194,7 +1194,7 @@ mod tests {
         assert!(!s.contact_is_fresh(now + s.grace + Duration::from_millis(100)));
     }
 
-    #[tokio::test]
+    #[actix_rt::test]
     async fn the_cache_needs_a_recently_proven_subscription() {
         let registry = RedisRegistry::new(RedisRegistryConfig::new([format!(
             "redis://127.0.0.1:{}/",
@@ -1230,7 +1230,7 @@ mod tests {
             .unwrap()
     }
 
-    #[tokio::test]
+    #[actix_rt::test]
     async fn an_unreachable_redis_fails_closed_within_the_timeout() {
         // A port nothing listens on: connection refused, retried, then
         // refused again; the call must come back Unavailable, not hang.

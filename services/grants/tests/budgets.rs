@@ -98,7 +98,7 @@ async fn check(counters: &[Arc<dyn BudgetCounter>]) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
 async fn redis_budgets_are_shared_by_replicas_and_expire_with_the_grant() {
     let redis = corkboard_testkit::RedisServer::start();
     let prefix = corkboard_testkit::unique_prefix("budgets");
@@ -130,7 +130,7 @@ async fn redis_budgets_are_shared_by_replicas_and_expire_with_the_grant() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
 async fn a_redis_counter_that_cannot_answer_refuses_instead_of_letting_writes_through() {
     let mut redis = corkboard_testkit::RedisServer::start();
     let counter = RedisBudgets::new(
@@ -151,7 +151,7 @@ async fn a_redis_counter_that_cannot_answer_refuses_instead_of_letting_writes_th
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
 async fn ledger_budgets_are_shared_by_processes_on_one_store() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("board.sqlite3");
@@ -164,7 +164,7 @@ async fn ledger_budgets_are_shared_by_processes_on_one_store() {
     check(&counters).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
 async fn a_runs_budgets_are_its_ask_within_the_tenants_defaults() {
     let dir = tempfile::tempdir().unwrap();
     let ledger: Arc<dyn GrantLedger> =

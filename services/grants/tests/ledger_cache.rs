@@ -45,7 +45,7 @@ fn request(run: &str, ttl: Duration) -> GrantRequest {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
 async fn a_revocation_through_this_process_is_refused_at_once() {
     let s = setup();
     let issued = s
@@ -79,7 +79,7 @@ async fn a_revocation_through_this_process_is_refused_at_once() {
     ));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
 async fn a_revocation_by_another_process_lands_within_the_cache_lifetime() {
     let s = setup();
     let issued = s
@@ -112,7 +112,7 @@ async fn a_revocation_by_another_process_lands_within_the_cache_lifetime() {
     assert!(LEDGER_CACHE_TTL <= Duration::from_secs(1), "contract 6");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
 async fn an_expired_grant_is_refused_even_while_cached() {
     let s = setup();
     let issued = s
@@ -130,7 +130,7 @@ async fn an_expired_grant_is_refused_even_while_cached() {
     ));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
 async fn reads_racing_revocations_never_leave_a_revoked_grant_cached() {
     let s = setup();
     let registry = s.server.registry().clone();

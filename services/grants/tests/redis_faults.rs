@@ -121,7 +121,7 @@ async fn once_available(
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
 async fn a_revocation_outlives_redis_restarting_from_an_older_snapshot() {
     let mut s = setup("snapshot").await;
     let issued = s.a.service.issue(request("r1")).await.unwrap();
@@ -160,7 +160,7 @@ async fn a_revocation_outlives_redis_restarting_from_an_older_snapshot() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
 async fn a_killed_subscription_stops_the_cache_from_serving() {
     let s = setup("pubsub-kill").await;
     let issued = s.a.service.issue(request("r1")).await.unwrap();
@@ -181,7 +181,7 @@ async fn a_killed_subscription_stops_the_cache_from_serving() {
     assert!(refused(&result), "served from the cache: {result:?}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
 async fn random_tokens_cost_one_lookup_each_until_a_grant_is_issued_for_them() {
     let s = setup("unknown").await;
     // Counts the ledger's calls, token lookups among them.
@@ -243,11 +243,13 @@ async fn random_tokens_cost_one_lookup_each_until_a_grant_is_issued_for_them() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
 async fn with_redis_down_refusals_do_not_each_wait_for_redis() {
     let mut s = setup("circuit").await;
     let registry = s.a.service.registry().clone();
-    tokio::task::block_in_place(|| s.server.stop());
+    // Stopping waits for the process; it blocks only the test's own
+    // thread, while the registry's tasks run on the runtime's workers.
+    s.server.stop();
     let before = s.a.redis().stats();
     for _ in 0..20 {
         let hash = RunToken::generate().hash();
@@ -284,7 +286,7 @@ async fn until_refused(registry: &dyn TokenRegistry, hash: &TokenHash, within: D
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
 async fn a_revocation_made_while_redis_hung_converges_by_itself() {
     let s = setup("hung-revoke").await;
     let issued = s.a.service.issue(request("r1")).await.unwrap();
@@ -317,7 +319,7 @@ async fn a_revocation_made_while_redis_hung_converges_by_itself() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
 async fn a_revocation_goes_by_token_hash_when_the_grant_key_was_evicted() {
     let s = setup("evicted").await;
     let issued = s.a.service.issue(request("r1")).await.unwrap();
@@ -417,7 +419,7 @@ impl Proxy {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
 async fn a_silently_dead_subscription_stops_the_cache_within_its_trust_bound() {
     let s = setup("pubsub-silent").await;
     let proxy = Proxy::start(s.server.port()).await;

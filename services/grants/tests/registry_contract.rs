@@ -753,7 +753,7 @@ macro_rules! contract {
         mod $backend {
             use super::*;
             $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                #[actix_rt::test(system = "corkboard_testkit::MultiThread")]
                 async fn $case() {
                     #[allow(unused_mut)]
                     let mut fixture = Fixture::$backend(stringify!($case)).await;

@@ -52,7 +52,7 @@ fn request(tenant: &str, run: &str, ttl: Duration) -> GrantRequest {
 
 const HOUR: Duration = Duration::from_secs(3600);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
 async fn a_renewed_token_works_past_its_old_expiry() {
     let s = setup(10 * HOUR);
     let issued = s
@@ -83,7 +83,7 @@ async fn a_renewed_token_works_past_its_old_expiry() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
 async fn a_renewal_by_another_process_is_seen_even_where_the_old_copy_expired() {
     let s = setup(10 * HOUR);
     let issued = s
@@ -104,7 +104,7 @@ async fn a_renewal_by_another_process_is_seen_even_where_the_old_copy_expired() 
     assert!(s.server.registry().resolve(&hash).await.is_ok());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
 async fn revoked_and_expired_grants_are_refused_with_their_own_errors() {
     let s = setup(10 * HOUR);
     let revoked = s.server.issue(request("acme", "r1", HOUR)).await.unwrap();
@@ -135,7 +135,7 @@ async fn revoked_and_expired_grants_are_refused_with_their_own_errors() {
     ));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
 async fn the_maximum_lifetime_bounds_renewals_and_a_tenant_may_tighten_it() {
     let s = setup(3 * HOUR);
     let issued = s.server.issue(request("acme", "r1", HOUR)).await.unwrap();

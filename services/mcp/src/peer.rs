@@ -134,7 +134,7 @@ impl Peer {
 mod tests {
     use super::*;
 
-    #[tokio::test]
+    #[actix_rt::test]
     async fn sends_are_bounded_and_report_a_gone_consumer() {
         let caps = AgentCapabilities::default();
         let none = Peer::without_stream(Revision::V2025_11_25, caps);

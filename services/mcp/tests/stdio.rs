@@ -49,7 +49,7 @@ fn line(value: &Value) -> String {
     format!("{value}\n")
 }
 
-#[tokio::test]
+#[actix_rt::test]
 async fn legacy_session_over_stdio() {
     let input = [
         line(&request(json!(1), "tools/list", json!({}))),
@@ -74,7 +74,7 @@ async fn legacy_session_over_stdio() {
     assert_eq!(out[3], json!({"jsonrpc": "2.0", "id": 3, "result": {}}));
 }
 
-#[tokio::test]
+#[actix_rt::test]
 async fn modern_requests_rely_on_meta_only() {
     let input = [
         line(&modern(json!(1), "server/discover", json!({}))),
@@ -92,7 +92,7 @@ async fn modern_requests_rely_on_meta_only() {
     assert_eq!(out[2]["error"]["code"], code::INVALID_PARAMS);
 }
 
-#[tokio::test]
+#[actix_rt::test]
 async fn malformed_lines_get_errors_and_serving_continues() {
     let long = format!("{}\n", "x".repeat(500));
     let input = [
@@ -133,7 +133,7 @@ async fn malformed_lines_get_errors_and_serving_continues() {
     assert_eq!(out[5]["id"], 6);
 }
 
-#[tokio::test]
+#[actix_rt::test]
 async fn refused_credential_answers_every_request() {
     let input = [
         line(&initialize_body("2025-06-18")),
@@ -162,7 +162,7 @@ async fn refused_credential_answers_every_request() {
     }
 }
 
-#[tokio::test]
+#[actix_rt::test]
 async fn eof_ends_cleanly_with_no_output() {
     assert!(
         run("", Ok(principal()), StdioOptions::default())
@@ -171,7 +171,7 @@ async fn eof_ends_cleanly_with_no_output() {
     );
 }
 
-#[tokio::test]
+#[actix_rt::test]
 async fn closed_output_ends_without_panic() {
     let engine = Engine::new(Toy::new());
     let (client_in, server_out) = tokio::io::duplex(64);
@@ -191,7 +191,7 @@ async fn closed_output_ends_without_panic() {
     assert!(matches!(served, Ok(Ok(()))), "{served:?}");
 }
 
-#[tokio::test]
+#[actix_rt::test]
 async fn interleaved_over_a_real_pipe() {
     let engine = Engine::new(Toy::new());
     let (mut client_writer, server_reader) = tokio::io::duplex(1024);

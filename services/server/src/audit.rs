@@ -343,7 +343,7 @@ mod tests {
 
     /// Issue 16 item 15: a retried batch whose first write landed (its
     /// answer lost) is stored once, not twice.
-    #[tokio::test]
+    #[actix_rt::test]
     async fn a_batch_retried_after_an_unknown_outcome_is_written_once() {
         let dir = tempfile::tempdir().unwrap();
         let store = SqliteStore::open_in_dir(dir.path()).unwrap();
@@ -372,7 +372,7 @@ mod tests {
     /// Issue 16 item 15: losses were one global number. Now each tenant's
     /// are counted in the metrics, by reason (the retries back off for
     /// 1.5 s in all).
-    #[tokio::test]
+    #[actix_rt::test]
     async fn lost_records_are_counted_per_tenant() {
         let log = Arc::new(FaultStore::failing(StoreError::unavailable(
             "the store is down",
@@ -420,7 +420,7 @@ mod tests {
         }
     }
 
-    #[tokio::test]
+    #[actix_rt::test]
     async fn every_record_is_written_in_batches_and_close_flushes_the_rest() {
         let dir = tempfile::tempdir().unwrap();
         let store = SqliteStore::open_in_dir(dir.path()).unwrap();

@@ -105,10 +105,10 @@ pub async fn run_case(name: &str, case: impl Future<Output = ()>) {
     }
 }
 
-/// Expands to one `#[tokio::test(flavor = "multi_thread", worker_threads = 4)]`
+/// Expands to one `#[actix_rt::test(system = "corkboard_testkit::MultiThread")]`
 /// per contract case, each awaiting `$factory` for a fresh store. The
-/// calling crate needs `tokio` with the `macros` and `rt-multi-thread`
-/// features as a dev-dependency.
+/// calling crate needs `actix-rt` and `corkboard-testkit` as
+/// dev-dependencies.
 #[macro_export]
 macro_rules! store_contract_tests {
     // The case list, written once; the other arms expand it.
@@ -190,7 +190,7 @@ macro_rules! store_contract_tests {
     };
     (@tests [$factory:expr] $($case:ident),* $(,)?) => {
         $(
-            #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            #[::actix_rt::test(system = "::corkboard_testkit::MultiThread")]
             async fn $case() {
                 let (store, guard) = $crate::Fixture::split($factory.await);
                 $crate::run_case(stringify!($case), $crate::$case(store)).await;

@@ -448,7 +448,7 @@ mod tests {
         assert_eq!(redact("no uri here", "mongodb://db:27017/"), "no uri here");
     }
 
-    #[tokio::test]
+    #[actix_rt::test]
     async fn bad_uris_and_names_fail_before_any_network_use() {
         for lazy in [false, true] {
             let connect = |uri: &'static str, db: &'static str| async move {

@@ -31,7 +31,7 @@ struct Outcomes {
     acked_after_restart: usize,
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
 async fn acknowledged_writes_survive_a_crash_and_the_rest_fail_visibly() {
     let options = MongoOptions {
         operation_timeout: Duration::from_secs(5),

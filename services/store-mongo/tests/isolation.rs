@@ -32,7 +32,7 @@ fn ids(docs: &[Document]) -> BTreeSet<String> {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
 async fn each_tenant_has_its_own_collections_and_sees_only_them() {
     let board = TestBoard::start("physical_isolation").await;
     let store = &board.store;
@@ -154,7 +154,7 @@ async fn each_tenant_has_its_own_collections_and_sees_only_them() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
 async fn a_document_copied_into_another_tenants_collection_is_refused() {
     let board = TestBoard::start("copied_document").await;
     let a = TenantId::parse("tenant-a").unwrap();
@@ -225,7 +225,7 @@ fn normalise(keys: &Document) -> Vec<(String, i64)> {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
 async fn indexes_are_created_at_first_write_and_at_start_up_idempotently() {
     let board = TestBoard::start("indexes").await;
     let db = board.raw_database().await;

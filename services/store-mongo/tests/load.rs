@@ -51,7 +51,7 @@ async fn cas_update(
     panic!("a CAS update lost {CAS_ATTEMPTS} times in a row");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
 async fn eight_writers_lose_nothing_and_keep_versions_consistent() {
     let board = TestBoard::start("load").await;
     let t = TenantId::parse("load").unwrap();

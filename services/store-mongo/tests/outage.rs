@@ -102,7 +102,7 @@ async fn wait_until_healthy(store: &MongoStore) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
 async fn a_down_server_is_unavailable_and_the_same_store_recovers() {
     let mut board = TestBoard::start("down_server").await;
     let store = std::sync::Arc::clone(&board.store);
@@ -192,7 +192,7 @@ fn wait_until_stopped(pid: u32) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
 async fn a_server_that_stops_answering_times_out_and_recovers() {
     let options = MongoOptions {
         operation_timeout: Duration::from_secs(2),
@@ -242,7 +242,7 @@ async fn a_server_that_stops_answering_times_out_and_recovers() {
         .expect("update after");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
 async fn connecting_to_no_server_fails_in_bounded_time() {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -262,7 +262,7 @@ async fn connecting_to_no_server_fails_in_bounded_time() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
 async fn a_lazy_store_starts_without_its_server_and_serves_once_it_is_up() {
     let mut server = corkboard_testkit::MongoServer::start();
     let uri = server.uri();
@@ -333,7 +333,7 @@ async fn a_lazy_store_starts_without_its_server_and_serves_once_it_is_up() {
 /// again"): writes cut off in flight say their outcome is unknown, and only
 /// failures before anything was sent say "not applied". Both claims are
 /// checked against what the restarted server holds.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
 async fn writes_cut_off_mid_flight_say_their_outcome_is_unknown() {
     let mut board = TestBoard::start("cut_mid_write").await;
     let t = TenantId::parse("cut").unwrap();
@@ -398,7 +398,7 @@ async fn writes_cut_off_mid_flight_say_their_outcome_is_unknown() {
 /// (partly) landed write its records again. Batches are cut off by killing
 /// the server mid-flight, then retried with the same ids after it
 /// restarts: every batch, acknowledged or cut off, is stored exactly once.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
 async fn audit_batches_cut_off_mid_flight_are_stored_once_when_retried() {
     use corkboard_board::{AuditEntry, AuditQuery};
     const PER_BATCH: i64 = 16;

@@ -9,7 +9,7 @@ use corkboard_board::{IssueStore, SearchQuery, SearchText, TenantId};
 use corkboard_store_contract::fixtures::{author, comment, new_issue};
 use mongodb::bson::{Document, doc};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
 async fn issues_without_word_arrays_are_backfilled_on_first_use() {
     let board = TestBoard::start("backfill").await;
     let t = TenantId::parse("older").unwrap();

@@ -111,7 +111,7 @@ fn content(page: &Page) -> Vec<String> {
     items
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
 async fn a_bulk_seeded_issue_reads_back_as_a_created_one() {
     let board = TestBoard::start("seed").await;
     let store = &board.store;

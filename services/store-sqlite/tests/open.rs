@@ -43,7 +43,7 @@ fn assert_names(err: &SqliteError, path: &Path) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
 async fn creates_its_directory_and_keeps_data_across_reopen() {
     let dir = tempfile::tempdir().unwrap();
     let data_dir = dir.path().join("nested/data");
@@ -69,7 +69,7 @@ async fn creates_its_directory_and_keeps_data_across_reopen() {
     reopened.check().await.unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
 async fn two_stores_in_one_process_share_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let a = SqliteStore::open_in_dir(dir.path()).unwrap();
@@ -95,7 +95,7 @@ async fn two_stores_in_one_process_share_the_file() {
     assert_eq!(a.get_issue(&tenant(), &created.id).await.unwrap(), updated);
 }
 
-#[tokio::test]
+#[actix_rt::test]
 async fn works_on_a_current_thread_runtime() {
     // actix-web workers run current-thread runtimes.
     let dir = tempfile::tempdir().unwrap();
@@ -174,7 +174,7 @@ fn a_newer_schema_is_refused() {
     assert_names(&err, &path);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
 async fn a_write_lock_held_elsewhere_is_unavailable_then_recovers() {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open_with(&dir.path().join(FILE_NAME), quick_options()).unwrap();
@@ -215,7 +215,7 @@ async fn a_write_lock_held_elsewhere_is_unavailable_then_recovers() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
 async fn write_stats_count_every_write() {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(SqliteStore::open_in_dir(dir.path()).unwrap());
@@ -251,7 +251,7 @@ fn board_files(db: &Path) -> [std::path::PathBuf; 3] {
     ]
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
 async fn a_new_board_and_its_directory_are_private_to_the_owner() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("data/nested");
@@ -267,7 +267,7 @@ async fn a_new_board_and_its_directory_are_private_to_the_owner() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
 async fn board_files_an_older_version_left_readable_are_tightened_on_open() {
     use std::os::unix::fs::PermissionsExt;
     let tmp = tempfile::tempdir().unwrap();

@@ -84,7 +84,7 @@ fn rows_by_table(path: &std::path::Path, tenant: &str) -> Vec<(String, i64)> {
     out
 }
 
-#[tokio::test]
+#[actix_rt::test]
 async fn a_bulk_seeded_issue_reads_back_as_a_created_one() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("board.sqlite3");

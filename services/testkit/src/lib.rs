@@ -5,7 +5,8 @@
 //! a real Redis Cluster out of several of them. Both are killed when dropped,
 //! also when the test panics. A missing `redis-server` is a test failure with
 //! a message saying how to install it, never a silent skip. [`mcp`] builds
-//! the MCP requests (bodies and headers) every test folder sends.
+//! the MCP requests (bodies and headers) every test folder sends, and
+//! [`MultiThread`] is the runtime of async tests that need parallel tasks.
 //!
 //! This crate panics instead of returning errors: it only runs inside tests,
 //! where a panic with a clear message is the most useful failure.
@@ -16,11 +17,13 @@ mod cluster;
 pub mod mcp;
 mod mongo;
 mod resp;
+mod runtime;
 mod server;
 
 pub use cluster::RedisCluster;
 pub use mongo::*;
 pub use resp::Reply;
+pub use runtime::{MultiThread, TEST_WORKER_THREADS};
 pub use server::RedisServer;
 
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -168,7 +168,7 @@ fn names(tools: &BoardTools, principal: &ResolvedGrant) -> Vec<String> {
 
 const ALL: &str = "issues:read,issues:create,issues:update,comments:write";
 
-#[tokio::test]
+#[actix_rt::test]
 async fn identity_names_the_board_and_its_version() -> Result<()> {
     let f = Fixture::new()?;
     let identity = f.tools.identity();
@@ -181,7 +181,7 @@ async fn identity_names_the_board_and_its_version() -> Result<()> {
     Ok(())
 }
 
-#[tokio::test]
+#[actix_rt::test]
 async fn authentication_resolves_tokens_and_refuses_clearly() -> Result<()> {
     guarded(async {
         let f = Fixture::new()?;
@@ -229,7 +229,7 @@ async fn authentication_resolves_tokens_and_refuses_clearly() -> Result<()> {
     .await
 }
 
-#[tokio::test]
+#[actix_rt::test]
 async fn a_registry_that_never_answers_is_unavailable_not_a_hang() -> Result<()> {
     guarded(async {
         let tools = BoardTools::new(
@@ -248,7 +248,7 @@ async fn a_registry_that_never_answers_is_unavailable_not_a_hang() -> Result<()>
     .await
 }
 
-#[tokio::test]
+#[actix_rt::test]
 async fn tools_list_follows_capabilities_and_other_calls_are_denied() -> Result<()> {
     guarded(async {
         let f = Fixture::new()?;
@@ -311,7 +311,7 @@ async fn tools_list_follows_capabilities_and_other_calls_are_denied() -> Result<
     .await
 }
 
-#[tokio::test]
+#[actix_rt::test]
 async fn the_full_flow_pins_tenant_and_author_to_the_grant() -> Result<()> {
     guarded(async {
         let f = Fixture::new()?;
@@ -416,7 +416,7 @@ async fn the_full_flow_pins_tenant_and_author_to_the_grant() -> Result<()> {
     .await
 }
 
-#[tokio::test]
+#[actix_rt::test]
 async fn paging_walks_every_issue_once() -> Result<()> {
     guarded(async {
         let f = Fixture::new()?;
@@ -466,7 +466,7 @@ async fn paging_walks_every_issue_once() -> Result<()> {
     .await
 }
 
-#[tokio::test]
+#[actix_rt::test]
 async fn tenants_never_see_each_other() -> Result<()> {
     guarded(async {
         let f = Fixture::new()?;
@@ -519,7 +519,7 @@ async fn tenants_never_see_each_other() -> Result<()> {
     .await
 }
 
-#[tokio::test]
+#[actix_rt::test]
 async fn errors_tell_the_model_what_to_do() -> Result<()> {
     guarded(async {
         let f = Fixture::new()?;
@@ -599,7 +599,7 @@ async fn errors_tell_the_model_what_to_do() -> Result<()> {
     .await
 }
 
-#[tokio::test]
+#[actix_rt::test]
 async fn a_store_that_never_answers_is_board_unavailable() -> Result<()> {
     guarded(async {
         let audit = Arc::new(MemoryAuditSink::new());
@@ -648,7 +648,7 @@ async fn a_store_that_never_answers_is_board_unavailable() -> Result<()> {
     .await
 }
 
-#[tokio::test]
+#[actix_rt::test]
 async fn store_errors_map_to_tool_errors() -> Result<()> {
     guarded(async {
         let p = ResolvedGrant::new(
@@ -719,7 +719,7 @@ async fn store_errors_map_to_tool_errors() -> Result<()> {
     .await
 }
 
-#[tokio::test]
+#[actix_rt::test]
 async fn every_call_is_audited_with_a_hash_and_never_the_arguments() -> Result<()> {
     guarded(async {
         let f = Fixture::new()?;
@@ -849,7 +849,7 @@ fn matches_declared_schema(
     Ok(())
 }
 
-#[tokio::test]
+#[actix_rt::test]
 async fn a_grant_that_may_write_but_not_read_sees_only_what_it_wrote() -> Result<()> {
     guarded(async {
         let f = Fixture::new()?;
@@ -1024,7 +1024,7 @@ async fn sixty_issue_board(f: &Fixture, p: &ResolvedGrant) -> Result<Vec<String>
     Ok(ids)
 }
 
-#[tokio::test]
+#[actix_rt::test]
 async fn the_default_list_of_a_sixty_issue_board_fits_the_budget_and_pages_to_the_end() -> Result<()>
 {
     guarded(async {
@@ -1093,7 +1093,7 @@ async fn the_default_list_of_a_sixty_issue_board_fits_the_budget_and_pages_to_th
     .await
 }
 
-#[tokio::test]
+#[actix_rt::test]
 async fn list_fields_and_includes_add_what_they_name_and_nothing_else() -> Result<()> {
     guarded(async {
         let f = Fixture::new()?;
@@ -1142,7 +1142,7 @@ async fn list_fields_and_includes_add_what_they_name_and_nothing_else() -> Resul
     .await
 }
 
-#[tokio::test]
+#[actix_rt::test]
 async fn get_issue_pages_five_hundred_comments_within_the_budget_each_seen_once() -> Result<()> {
     guarded(async {
         let f = Fixture::new()?;
@@ -1223,7 +1223,7 @@ async fn get_issue_pages_five_hundred_comments_within_the_budget_each_seen_once(
 /// Comments larger than the result budget: the store stops reading at the
 /// budget (one comment), and the answer says what was left out as a cut by
 /// the budget would, with a cursor that pages back through all of them.
-#[tokio::test]
+#[actix_rt::test]
 async fn comments_larger_than_the_budget_are_read_one_per_answer() -> Result<()> {
     guarded(async {
         let f = Fixture::new()?;
@@ -1294,7 +1294,7 @@ async fn comments_larger_than_the_budget_are_read_one_per_answer() -> Result<()>
     .await
 }
 
-#[tokio::test]
+#[actix_rt::test]
 async fn a_body_longer_than_the_budget_is_read_whole_through_body_offset() -> Result<()> {
     guarded(async {
         let f = Fixture::new()?;
@@ -1335,7 +1335,7 @@ async fn a_body_longer_than_the_budget_is_read_whole_through_body_offset() -> Re
     .await
 }
 
-#[tokio::test]
+#[actix_rt::test]
 async fn search_finds_body_words_and_create_reports_or_refuses_near_duplicates() -> Result<()> {
     guarded(async {
         let f = Fixture::new()?;

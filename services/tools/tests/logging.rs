@@ -60,7 +60,7 @@ async fn call(
         .await
 }
 
-#[tokio::test]
+#[actix_rt::test]
 async fn logs_name_the_call_but_never_its_arguments_or_token() -> Result<()> {
     let capture = Capture::default();
     let writer = capture.clone();

@@ -1000,7 +1000,7 @@ mod tests {
         port
     }
 
-    #[tokio::test(flavor = "multi_thread")]
+    #[actix_rt::test(system = "corkboard_testkit::MultiThread")]
     async fn answers_over_the_bound_are_not_read_further() {
         for (kind, head) in [
             (

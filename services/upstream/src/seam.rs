@@ -417,7 +417,7 @@ mod tests {
         assert_eq!(pong, json!({ "jsonrpc": "2.0", "id": 3, "result": {} }));
     }
 
-    #[tokio::test]
+    #[actix_rt::test]
     async fn relayed_ids_round_trip_and_answers_are_checked() {
         let name = UpstreamName::parse("everything").unwrap();
         let sealer = RelaySealer::new(SessionKey::generate(), Duration::from_secs(60));

@@ -93,7 +93,7 @@ fn cookie_pair(set_cookie: &str) -> String {
     set_cookie.split(';').next().unwrap_or("").to_owned()
 }
 
-#[actix_web::test]
+#[actix_rt::test]
 async fn pages_and_assets_carry_a_strict_csp() {
     let f = fixture().await;
     let app = app!(f);
@@ -138,7 +138,7 @@ async fn pages_and_assets_carry_a_strict_csp() {
     assert_eq!(resp.status(), StatusCode::NOT_FOUND);
 }
 
-#[actix_web::test]
+#[actix_rt::test]
 async fn a_signin_link_works_once_and_sets_a_strict_http_only_cookie() {
     let f = fixture().await;
     let app = app!(f);
@@ -191,7 +191,7 @@ async fn a_signin_link_works_once_and_sets_a_strict_http_only_cookie() {
     assert_eq!(forged.status(), StatusCode::BAD_REQUEST);
 }
 
-#[actix_web::test]
+#[actix_rt::test]
 async fn cookies_are_secure_behind_an_https_public_url() {
     let f = fixture_with(|s| s.public_url = Some("https://board.example.com".into())).await;
     let app = app!(f);
@@ -210,7 +210,7 @@ async fn cookies_are_secure_behind_an_https_public_url() {
     );
 }
 
-#[actix_web::test]
+#[actix_rt::test]
 async fn an_admin_jwt_is_exchanged_for_a_session_with_its_role_and_tenant() {
     let f = fixture().await;
     let app = app!(f);
@@ -280,7 +280,7 @@ fn hs256_with(state: &AppState, claims: &serde_json::Value) -> String {
     )
 }
 
-#[actix_web::test]
+#[actix_rt::test]
 async fn a_session_from_a_jwt_with_a_fractional_exp_ends_no_later_than_the_jwt() {
     let f = fixture().await;
     let app = app!(f);
@@ -321,7 +321,7 @@ async fn a_session_from_a_jwt_with_a_fractional_exp_ends_no_later_than_the_jwt()
     assert!(session.exp as f64 <= exp, "{} > {exp}", session.exp);
 }
 
-#[actix_web::test]
+#[actix_rt::test]
 async fn state_changing_cookie_requests_need_the_csrf_token() {
     let f = fixture().await;
     let (cookie, csrf) = f.session(AdminRole::TenantAdmin, Some("acme"));
@@ -388,7 +388,7 @@ async fn state_changing_cookie_requests_need_the_csrf_token() {
     assert!(header_of(&resp, header::SET_COOKIE).contains("Max-Age=0"));
 }
 
-#[actix_web::test]
+#[actix_rt::test]
 async fn no_session_and_forged_sessions_are_refused() {
     let f = fixture().await;
     let app = app!(f);
@@ -435,7 +435,7 @@ async fn next_chunk<B: MessageBody + Unpin>(body: &mut B) -> String {
     }
 }
 
-#[actix_web::test]
+#[actix_rt::test]
 async fn the_event_stream_delivers_a_tenants_changes_and_only_to_its_readers() {
     let f = fixture().await;
     let app = app!(f);
@@ -519,7 +519,7 @@ async fn the_event_stream_delivers_a_tenants_changes_and_only_to_its_readers() {
     assert!(end.is_none());
 }
 
-#[actix_web::test]
+#[actix_rt::test]
 async fn streams_send_heartbeats_and_end_after_their_maximum_age() {
     let bus = MemoryEvents::new();
     let (_closing, rx) = watch::channel(false);
@@ -546,7 +546,7 @@ async fn streams_send_heartbeats_and_end_after_their_maximum_age() {
     assert!(chunks.len() >= 2, "{chunks:?}");
 }
 
-#[actix_web::test]
+#[actix_rt::test]
 async fn platform_admins_are_offered_the_tenants_with_active_grants() {
     let f = fixture().await;
     let app = app!(f);
@@ -577,7 +577,7 @@ async fn platform_admins_are_offered_the_tenants_with_active_grants() {
     assert_eq!(body["complete"], false);
 }
 
-#[actix_web::test]
+#[actix_rt::test]
 async fn an_issue_read_for_the_page_carries_its_markdown_rendered_and_sanitised() {
     let f = fixture().await;
     let app = app!(f);

@@ -53,7 +53,7 @@ mod tests {
     use futures_util::StreamExt;
     use std::time::Duration;
 
-    #[actix_web::test]
+    #[actix_rt::test]
     async fn the_sink_forwards_every_record_and_publishes_successful_writes() {
         let bus = Arc::new(MemoryEvents::new());
         let inner = Arc::new(MemoryAuditSink::new());

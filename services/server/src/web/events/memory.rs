@@ -86,7 +86,7 @@ mod tests {
     use crate::web::events::testing::{issue_id, next, tenant};
     use std::time::Duration;
 
-    #[actix_web::test]
+    #[actix_rt::test]
     async fn memory_bus_delivers_per_tenant_and_forgets_idle_channels() {
         let bus = MemoryEvents::new();
         let mut acme = bus.subscribe(&tenant("acme"));
@@ -127,7 +127,7 @@ mod tests {
         );
     }
 
-    #[actix_web::test]
+    #[actix_rt::test]
     async fn a_lagging_subscriber_is_told_to_resync() {
         let bus = MemoryEvents::new();
         let mut slow = bus.subscribe(&tenant("acme"));

@@ -298,7 +298,7 @@ mod tests {
     }
 
     /// Two buses on one real Redis stand for two replicas.
-    #[actix_web::test]
+    #[actix_rt::test]
     async fn redis_bus_reaches_every_replica() {
         let redis = corkboard_testkit::RedisServer::start();
         let config = RedisEventsConfig {
@@ -348,7 +348,7 @@ mod tests {
     }
 
     /// A burst is sent in pipelines: every event arrives, once, in order.
-    #[actix_web::test]
+    #[actix_rt::test]
     async fn a_burst_of_events_reaches_the_other_replica_whole_and_in_order() {
         let redis = corkboard_testkit::RedisServer::start();
         let config = RedisEventsConfig {
