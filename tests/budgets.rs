@@ -446,3 +446,76 @@ fn twenty_concurrent_creates_under_a_budget_of_five_create_exactly_five_on_mongo
         "{view}"
     );
 }
+
+#[test]
+fn claims_and_releases_are_counted_in_their_budgets() {
+    let serve = Serve::start();
+    let admin = serve.admin_token("platform-admin", None);
+    let every_budget_one = json!({
+        "create_issue": 1, "update_issue": 1, "add_comment": 1,
+        "claim_issue": 1, "release_issue": 1,
+    });
+    let (status, issued) = post(
+        &format!("{}/v1/tenants/acme/grants", serve.url()),
+        &admin,
+        json!({
+            "run": "run-claims",
+            "capabilities": ["issues:read", "issues:create", "issues:claim"],
+            "ttl": "1h",
+            "budgets": every_budget_one,
+        }),
+    );
+    assert_eq!(status, 201, "{issued}");
+    let token = issued["token"].as_str().unwrap();
+    let grant_id = issued["grant"]["id"].as_str().unwrap();
+    let issue = create(serve.url(), token, "to be claimed", None);
+    let id = issue["structuredContent"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let call = |tool: &str| {
+        let (status, body) = mcp_call(
+            &format!("{}/mcp", serve.url()),
+            token,
+            tool,
+            json!({ "id": id }),
+        );
+        assert_eq!(status, 200, "{body}");
+        body["result"].clone()
+    };
+    // One claim and one release are allowed ...
+    assert_eq!(call("claim_issue")["isError"], false);
+    assert_eq!(call("release_issue")["isError"], false);
+    // ... the next of each is refused by its budget, and writes nothing.
+    let claim = call("claim_issue");
+    assert!(
+        text_of(&claim).starts_with("this run may take at most 1 claim; 1 taken"),
+        "{claim}"
+    );
+    let read = mcp_call(
+        &format!("{}/mcp", serve.url()),
+        token,
+        "get_issue",
+        json!({ "id": id }),
+    )
+    .1;
+    assert!(
+        read["result"]["structuredContent"]["claim"].is_null(),
+        "the refused claim wrote nothing: {read}"
+    );
+    let release = call("release_issue");
+    assert!(
+        text_of(&release).starts_with("this run may release at most 1 claim; 1 released"),
+        "{release}"
+    );
+    let view = get(
+        &format!("{}/v1/tenants/acme/grants/{grant_id}", serve.url()),
+        &admin,
+    );
+    assert_eq!(
+        view["budgets"]["claim_issue"],
+        json!({ "limit": 1, "used": 1, "remaining": 0 }),
+        "{view}"
+    );
+    assert_eq!(view["budgets"]["release_issue"]["used"], 1, "{view}");
+}

@@ -367,6 +367,13 @@ fn a_tenant_over_its_live_run_or_grant_limit_is_refused_by_name() {
         json!({"tenant": "globex", "run": "g1", "capabilities": ["issues:read"]}),
     );
     assert_eq!(status, 201, "{other}");
+    // A tenant admin sees its own runs, never the runner's figures that
+    // cover every tenant.
+    let listed = runs_of(serve.url(), &acme, "acme");
+    assert_eq!(listed["runs"].as_array().map(Vec::len), Some(2), "{listed}");
+    assert!(listed.get("stats").is_none(), "runner-wide stats: {listed}");
+    let platform = serve.admin_token("platform-admin", None);
+    assert_eq!(runs_of(serve.url(), &platform, "acme")["stats"]["runs"], 3);
     // A revoked run frees its place.
     assert_eq!(revoke(serve.url(), &acme, "acme", "r1").0, 200);
     assert_eq!(register(serve.url(), &acme, run("r3")).0, 201);

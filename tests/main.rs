@@ -33,3 +33,4 @@ mod upstream;
 mod upstream_limits;
 mod web;
 mod webhooks;
+mod write_only;

@@ -206,10 +206,21 @@ pub enum BudgetKind {
     UpdateIssue,
     /// Comments added (`add_comment`; a replay adds nothing).
     AddComment,
+    /// Claims taken (`claim_issue`; taking one's own claim again counts
+    /// too: the store cannot tell it apart before it answers).
+    ClaimIssue,
+    /// Claims released (`release_issue`; a refused release counts nothing).
+    ReleaseIssue,
 }
 
 impl BudgetKind {
-    pub const ALL: [BudgetKind; 3] = [Self::CreateIssue, Self::UpdateIssue, Self::AddComment];
+    pub const ALL: [BudgetKind; 5] = [
+        Self::CreateIssue,
+        Self::UpdateIssue,
+        Self::AddComment,
+        Self::ClaimIssue,
+        Self::ReleaseIssue,
+    ];
 
     /// The budget's name: its tool's.
     pub fn as_str(self) -> &'static str {
@@ -217,6 +228,8 @@ impl BudgetKind {
             Self::CreateIssue => "create_issue",
             Self::UpdateIssue => "update_issue",
             Self::AddComment => "add_comment",
+            Self::ClaimIssue => "claim_issue",
+            Self::ReleaseIssue => "release_issue",
         }
     }
 
@@ -241,6 +254,8 @@ impl BudgetKind {
             Self::CreateIssue => ("create", "issue", "issues"),
             Self::UpdateIssue => ("make", "update", "updates"),
             Self::AddComment => ("add", "comment", "comments"),
+            Self::ClaimIssue => ("take", "claim", "claims"),
+            Self::ReleaseIssue => ("release", "claim", "claims"),
         };
         format!(
             "{verb} at most {limit} {}",
@@ -254,6 +269,8 @@ impl BudgetKind {
             Self::CreateIssue => format!("{used} created"),
             Self::UpdateIssue => format!("{used} made"),
             Self::AddComment => format!("{used} added"),
+            Self::ClaimIssue => format!("{used} taken"),
+            Self::ReleaseIssue => format!("{used} released"),
         }
     }
 }

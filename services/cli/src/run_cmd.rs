@@ -46,7 +46,7 @@ pub struct RunArgs {
     #[arg(long)]
     ttl: Option<String>,
     /// What the run may write in total, e.g. `create_issue=3,update_issue=20,
-    /// add_comment=10` (any of the three); capped per kind by the tenant's
+    /// add_comment=10` (any of create_issue, update_issue, add_comment, claim_issue, release_issue); capped per kind by the tenant's
     /// run_budgets (or the operator's), which also fill in kinds not named
     /// [default: the tenant's run_budgets, else unlimited].
     #[arg(long)]

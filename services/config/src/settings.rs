@@ -209,7 +209,7 @@ pub struct Settings {
     pub upstream_call_timeout_ms: u64,
     /// Default write budgets of runs' grants (the register API, `corkboard
     /// run`) for tenants without their own: `create_issue=3,update_issue=20,
-    /// add_comment=10` (any of the three; empty, the default: unlimited). A
+    /// add_comment=10` (any of the five write tools; empty, the default: unlimited). A
     /// run asking for less gets less. Checked at start-up (`cli`'s compose,
     /// which knows the budget names).
     pub run_budgets: String,

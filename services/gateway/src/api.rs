@@ -2,7 +2,10 @@
 //!
 //! - `POST /v1/runs` `{tenant, run?, capabilities, ttl?}` → `201` with the
 //!   endpoint, the token, the MCP client configuration and the sandbox env;
-//! - `GET /v1/runs[?tenant=T]` → the runs active on this runner;
+//! - `GET /v1/runs[?tenant=T]` → the runs active on this runner; the
+//!   runner-wide `stats` (runs, actors, listeners, connections of every
+//!   tenant) only to a platform admin of all tenants, since they tell one
+//!   tenant how busy the others are;
 //! - `PATCH /v1/runs/{tenant}/{run}` `{ttl?}` → renew: the run's grants
 //!   expire `ttl` from now (default: the run's lifetime), same token,
 //!   capped at their maximum lifetime;
@@ -116,10 +119,11 @@ async fn list(
             "name the tenant: GET /v1/runs?tenant=T".into(),
         ));
     }
-    Ok(HttpResponse::Ok().json(json!({
-        "runs": gateway.runs(tenant.as_ref()),
-        "stats": gateway.stats(),
-    })))
+    let mut answer = json!({ "runs": gateway.runs(tenant.as_ref()) });
+    if principal.is_all_tenants() {
+        answer["stats"] = json!(gateway.stats());
+    }
+    Ok(HttpResponse::Ok().json(answer))
 }
 
 #[derive(Debug, Deserialize)]

@@ -10,7 +10,7 @@ use crate::error::ToolsError;
 use crate::result_budget;
 use crate::service::BoardTools;
 use crate::view;
-use corkboard_board::{Claimant, Grant, Issue, IssueId};
+use corkboard_board::{BudgetKind, Claimant, Grant, Issue, IssueId};
 use corkboard_grants::ResolvedGrant;
 use serde_json::{Map, Value, json};
 
@@ -69,11 +69,17 @@ pub(crate) async fn run(
         expires_at: grant.expires_at,
     };
     let issue = tools
-        .bounded(
-            Some(&id),
-            tools
-                .store()
-                .claim_issue(tenant, &id, &claimant, expected_version),
+        .budgeted(
+            principal,
+            BudgetKind::ClaimIssue,
+            None,
+            tools.bounded(
+                Some(&id),
+                tools
+                    .store()
+                    .claim_issue(tenant, &id, &claimant, expected_version),
+            ),
+            |_| false,
         )
         .await?;
     let headline = format!("claim_issue: issue {id} is claimed by run {}", grant.run);

@@ -4,9 +4,9 @@
 
 use super::args::{Args, blocked_by, close_reason, idempotency_key, invalid, labels, optional_id};
 use super::schema::{
-    blocked_by_schema, body_schema, close_reason_schema, issue_answer_schema, issue_id_schema,
-    key_schema, labels_schema, object, priority_schema, replayed_schema, state_schema,
-    title_schema, with_properties,
+    blocked_by_schema, body_schema, close_reason_schema, issue_answer_schema, issue_fields,
+    issue_id_schema, key_schema, labels_schema, object, priority_schema, replayed_schema,
+    state_schema, title_schema, with_properties,
 };
 use super::{Success, author, insert, round, to_json};
 use crate::error::ToolsError;
@@ -38,7 +38,8 @@ have in common (0-1; 0.75 or more is a near match). Pass if_similar=\"refuse\" t
 when no open issue is a near match: then, if one is, NOTHING is created and the answer is that \
 existing issue with created=false, `reason` saying why and `similar` listing the near matches; \
 work on it (add_comment, update_issue) instead of filing again. A retry with the same \
-idempotency_key always returns the original issue, whatever is similar now. Search \
+idempotency_key always returns the original issue, whatever is similar now (a run that may not \
+read issues gets only what its call wrote: the id, created_at and its own arguments). Search \
 (search_issues) first so you do not file an issue that exists. The answer, like every answer, \
 stays within the result budget (about 8,000 tokens).";
 
@@ -123,6 +124,10 @@ pub(crate) async fn run(
     } = parse(arguments)?;
     let reads = grant.capabilities.allows(Capability::IssuesRead);
     let title = new.title.clone();
+    // A grant that may not read issues is answered with what its call
+    // wrote, taken from the call itself: a replay must not show what
+    // others changed since (a rewritten body, later comments).
+    let written = if reads { None } else { Some(to_json(&new)?) };
     let created = match if_similar {
         IfSimilar::Report => {
             tools
@@ -183,7 +188,10 @@ pub(crate) async fn run(
         }
     };
     let id = created.issue.id.clone();
-    let mut value = view::whole_issue(to_json(&created.issue)?);
+    let mut value = match written {
+        None => view::whole_issue(to_json(&created.issue)?),
+        Some(written) => what_was_written(&created.issue, written)?,
+    };
     insert(&mut value, "replayed", Value::Bool(created.replayed));
     insert(&mut value, "created", Value::Bool(true));
     if reads {
@@ -332,6 +340,62 @@ fn similar_schema() -> Value {
             "required": ["id", "title", "state", "score"],
         },
     })
+}
+
+/// The fields of the answer to a grant without `issues:read`: what the
+/// call wrote and the id and instant the store gave it.
+const WRITTEN_FIELDS: [&str; 11] = [
+    "id",
+    "title",
+    "body",
+    "state",
+    "labels",
+    "priority",
+    "parent",
+    "duplicate_of",
+    "blocked_by",
+    "close_reason",
+    "created_at",
+];
+
+/// The answer to a grant that may not read issues: the issue's id and
+/// creation instant with the fields of `written` (the call's own
+/// `NewIssue`; on a replay equal to the original's, or the store would
+/// have refused the key), never the issue as it is now.
+fn what_was_written(issue: &Issue, written: Value) -> Result<Value, ToolsError> {
+    let stored = to_json(issue)?;
+    let mut value = Map::new();
+    for name in ["id", "created_at"] {
+        if let Some(field) = stored.get(name) {
+            value.insert(name.to_owned(), field.clone());
+        }
+    }
+    if let Value::Object(fields) = written {
+        value.extend(
+            fields
+                .into_iter()
+                .filter(|(name, _)| WRITTEN_FIELDS.contains(&name.as_str())),
+        );
+    }
+    Ok(Value::Object(value))
+}
+
+/// Without `issues:read`: the fields the call wrote, `replayed` and
+/// `created` (never `similar`: that is a read).
+pub(crate) fn write_only_output_schema() -> Value {
+    with_properties(
+        issue_fields(&WRITTEN_FIELDS, &["id", "title", "state", "created_at"]),
+        [
+            ("replayed", replayed_schema("issue")),
+            (
+                "created",
+                json!({
+                    "type": "boolean",
+                    "description": "True: this call (or the original call of a replay) filed the issue.",
+                }),
+            ),
+        ],
+    )
 }
 
 /// create_issue's answer: the issue it filed (or, refused, the existing

@@ -7,6 +7,7 @@ use super::schema::{issue_id_schema, object, version_schema};
 use crate::defs::BoardTool;
 use crate::error::ToolsError;
 use crate::service::BoardTools;
+use corkboard_board::BudgetKind;
 use corkboard_grants::ResolvedGrant;
 use serde_json::{Map, Value, json};
 
@@ -34,11 +35,17 @@ pub(crate) async fn run(
         expected_version,
     } = parse(arguments)?;
     let issue = tools
-        .bounded(
-            Some(&id),
-            tools
-                .store()
-                .release_issue(tenant, &id, &grant.run, expected_version),
+        .budgeted(
+            principal,
+            BudgetKind::ReleaseIssue,
+            None,
+            tools.bounded(
+                Some(&id),
+                tools
+                    .store()
+                    .release_issue(tenant, &id, &grant.run, expected_version),
+            ),
+            |_| false,
         )
         .await?;
     let headline = format!("release_issue: issue {id} is unclaimed");
