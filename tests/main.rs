@@ -25,6 +25,7 @@ mod gateway;
 mod mcp_interop;
 mod mongo_store;
 mod relay;
+mod relay_shares;
 mod run;
 mod serve;
 mod stdio;

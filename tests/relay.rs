@@ -19,7 +19,8 @@
 //! In 2026-07-28 both ways the input requests and answers relay byte for
 //! byte too, and with two replicas of one run (one Redis) an answer or a
 //! retry reaches the call through either, or is refused `-32602` saying
-//! the other replica holds it.
+//! the other replica holds it; and each is used once: the same answer or
+//! retry again, on either replica, is refused `-32602` "already used".
 
 use crate::support;
 
@@ -433,7 +434,7 @@ impl RawAgent {
     }
 }
 
-fn result_text(response: &Value) -> String {
+pub(crate) fn result_text(response: &Value) -> String {
     response["result"]["content"]
         .as_array()
         .unwrap_or_else(|| panic!("{response}"))
@@ -628,7 +629,7 @@ fn modern_fixture_with_port() -> (Served, Proc, [(String, String); 2], u16) {
 
 /// One 2026-07-28 `tools/call` declaring `capabilities`, optionally a
 /// retry with `inputResponses` and `requestState`.
-fn modern_call(
+pub(crate) fn modern_call(
     (url, token): &(String, String),
     tool: &str,
     arguments: Value,
@@ -1544,4 +1545,86 @@ fn an_upstream_killed_mid_relay_ends_its_call_and_cancels_its_request_but_no_oth
         assert_eq!(posted.0, 202, "{}", posted.1);
         assert_eq!(result_text(&done), "model m says: still here", "{done}");
     });
+}
+
+#[test]
+fn a_relayed_answer_or_request_state_used_once_is_refused_on_either_replica() {
+    let r = replicas();
+    let a_run = (r.a_url.clone(), r.token.clone());
+    let b_run = (r.b_url.clone(), r.token.clone());
+
+    // Agent 2026-07-28 × upstream 2026-07-28: the retry completes on A;
+    // the same retry again, on B or on A, reaches no upstream.
+    let caps = json!({ "elicitation": {} });
+    let (_, first) = modern_call(&a_run, "pyup__greet", json!({}), caps.clone(), None);
+    assert_eq!(first["result"]["resultType"], "input_required", "{first}");
+    let state = first["result"]["requestState"].as_str().unwrap().to_owned();
+    let key = first["result"]["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    let accept = json!({ key.as_str(): { "action": "accept", "content": { "name": "Once" } } });
+    let (status, resumed) = modern_call(
+        &a_run,
+        "pyup__greet",
+        json!({}),
+        caps.clone(),
+        Some((accept.clone(), &state)),
+    );
+    assert_eq!(status, 200, "{resumed}");
+    assert_eq!(result_text(&resumed), "Hello, Once!", "{resumed}");
+    for replica in [&b_run, &a_run] {
+        let (_, replayed) = modern_call(
+            replica,
+            "pyup__greet",
+            json!({}),
+            caps.clone(),
+            Some((accept.clone(), &state)),
+        );
+        assert_eq!(replayed["error"]["code"], -32602, "{replayed}");
+        let message = replayed["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("requestState was already used"),
+            "{message}"
+        );
+    }
+
+    // Agent 2025 × upstream 2025: the answer is delivered through B; the
+    // same answer again, on A or on B, is refused and never delivered.
+    let on_a = RawAgent::open(&r.a_url, &r.token, json!({ "sampling": {} }));
+    let on_b = RawAgent {
+        url: r.b_url.clone(),
+        token: r.token.clone(),
+        session: on_a.session.clone(),
+    };
+    let sent = std::sync::Mutex::new(String::new());
+    let (_, posted, done) = on_a.call_posting(
+        "everything__trigger-sampling-request",
+        json!({ "prompt": "once", "maxTokens": 9 }),
+        |m| {
+            let answer = answer_with(
+                m,
+                r#"{"role":"assistant","model":"once","content":{"type":"text","text":"delivered once"}}"#,
+            );
+            *sent.lock().unwrap() = answer.clone();
+            on_b.post(&answer)
+        },
+    );
+    assert_eq!(posted.0, 202, "{}", posted.1);
+    assert!(result_text(&done).contains("delivered once"), "{done}");
+    let answer = sent.lock().unwrap().clone();
+    for agent in [&on_a, &on_b] {
+        let (status, body) = agent.post(&answer);
+        assert_eq!(status, 400, "{body}");
+        let error: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(error["error"]["code"], -32602, "{error}");
+        let message = error["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("response id was already used"),
+            "{message}"
+        );
+    }
 }

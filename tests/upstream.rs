@@ -168,6 +168,7 @@ fn upstream_tools_reach_the_agent_through_its_run_gateway_and_no_further() {
         "pyup__greet",
         "pyup__muse",
         "pyup__roots",
+        "pyup__sessions",
         "pyup__slow",
         "search_issues",
     ];

@@ -18,8 +18,9 @@ use corkboard_gateway::{
 use corkboard_grants::RedisConnector;
 use corkboard_grants::{
     AdminMinter, AdminVerifier, AdminVerifierConfig, BudgetCounter, GrantService, JwtError,
-    LedgerBudgets, LedgerRegistry, ReadThroughRegistry, RedisBudgets, RedisRegistry,
-    RedisRegistryConfig, SigningKey, TokenRegistry, VerifyingKey,
+    LedgerBudgets, LedgerRegistry, MemoryUsedOnce, ReadThroughRegistry, RedisBudgets,
+    RedisRegistry, RedisRegistryConfig, RedisUsedOnce, SigningKey, TokenRegistry, UsedOnce,
+    VerifyingKey,
 };
 use corkboard_mcp::relay::seal::{self, RelaySealer};
 use corkboard_mcp::{McpSettings, MemorySessionEnds, SessionEnds, SessionKey};
@@ -29,7 +30,7 @@ use corkboard_server::webhooks::HostPolicy;
 use corkboard_server::{AppParts, AppState, StartError};
 use corkboard_telemetry::Metrics;
 use corkboard_telemetry::metrics::RegistryCounters;
-use corkboard_upstream::{CredentialKey, UpstreamOptions, Upstreams};
+use corkboard_upstream::{CredentialKey, RelayShares, UpstreamOptions, Upstreams};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -113,13 +114,21 @@ pub fn egress_policy(settings: &Settings) -> Result<Arc<EgressPolicy>, StartErro
 }
 
 /// The upstream bounds `settings` set (answer size, listing and call
-/// deadlines) and the egress policy; the rest are the crate's defaults.
+/// deadlines, the relay tables' totals and shares) and the egress policy;
+/// the rest are the crate's defaults.
 pub fn upstream_options(settings: &Settings, egress: Arc<EgressPolicy>) -> UpstreamOptions {
     UpstreamOptions {
         egress,
         max_answer_bytes: settings.upstream_max_answer_bytes,
         list_timeout: Duration::from_millis(settings.upstream_list_timeout_ms),
         call_timeout: Duration::from_millis(settings.upstream_call_timeout_ms),
+        shares: RelayShares::of(
+            settings.upstream_held_calls_max,
+            settings.upstream_pending_requests_max,
+            settings.upstream_sessions_max,
+            settings.upstream_tenant_share_pct,
+            settings.upstream_run_share_pct,
+        ),
         ..UpstreamOptions::default()
     }
 }
@@ -154,6 +163,27 @@ pub fn budget_counter(
                 reason: e.to_string(),
             })?;
             Ok(Arc::new(counter))
+        }
+    }
+}
+
+/// Where the relay records sealed states and relayed answers as used (so
+/// each is acted on once): in Redis when the registry is (one `SET NX PX`,
+/// shared by every replica), else in this process.
+pub fn used_once(settings: &Settings) -> Result<Arc<dyn UsedOnce>, StartError> {
+    match settings.registry {
+        RegistryKind::Memory => Ok(Arc::new(MemoryUsedOnce::default())),
+        RegistryKind::Redis => {
+            let record = RedisUsedOnce::new(
+                &settings.redis_urls(),
+                &settings.redis_key_prefix,
+                Duration::from_millis(settings.store_timeout_ms),
+            )
+            .map_err(|e| StartError::Setting {
+                key: "redis_url",
+                reason: e.to_string(),
+            })?;
+            Ok(Arc::new(record))
         }
     }
 }
@@ -238,8 +268,12 @@ pub async fn start_runner(state: &AppState) -> Result<Runner, GatewayError> {
                 reason: e.to_string(),
             })?
             // Relayed ids are sealed under the session key, which every
-            // replica shares: any replica takes an agent's answer.
-            .with_relay(RelaySealer::new(session_key.clone(), seal::DEFAULT_TTL));
+            // replica shares: any replica takes an agent's answer, once.
+            .with_relay(RelaySealer::new(session_key.clone(), seal::DEFAULT_TTL))
+            .with_used_once(used_once(settings).map_err(|e| GatewayError::Config {
+                key: "redis_url",
+                reason: e.to_string(),
+            })?);
             Some(Arc::new(upstreams))
         }
         None => None,
@@ -673,6 +707,10 @@ mod tests {
         assert_eq!(
             composed.call_timeout, upstream.call_timeout,
             "upstream_call_timeout_ms"
+        );
+        assert_eq!(
+            composed.shares, upstream.shares,
+            "upstream_*_max, upstream_*_share_pct"
         );
     }
 }

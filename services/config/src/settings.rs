@@ -207,6 +207,21 @@ pub struct Settings {
     /// last byte of its answer, in ms (calls that relay requests to the
     /// agent have 300 s: a person may be answering).
     pub upstream_call_timeout_ms: u64,
+    /// Most calls of 2025 upstreams a runner holds for 2026-07-28 agents
+    /// between an `input_required` and the agent's retry.
+    pub upstream_held_calls_max: usize,
+    /// Most requests relayed to 2025 agents whose answers a runner's
+    /// calls wait for.
+    pub upstream_pending_requests_max: usize,
+    /// Most sessions a runner keeps with 2025 upstreams (one per run,
+    /// upstream and declared capability set).
+    pub upstream_sessions_max: usize,
+    /// The most of each of the three tables above one tenant may hold, in
+    /// percent (1-100, at least one entry).
+    pub upstream_tenant_share_pct: u8,
+    /// The most of each of those tables one run may hold, in percent
+    /// (1-100, at least one entry).
+    pub upstream_run_share_pct: u8,
     /// Default write budgets of runs' grants (the register API, `corkboard
     /// run`) for tenants without their own: `create_issue=3,update_issue=20,
     /// add_comment=10` (any of the five write tools; empty, the default: unlimited). A
@@ -274,6 +289,13 @@ impl Default for Settings {
             upstream_max_answer_bytes: 4 * 1024 * 1024,
             upstream_list_timeout_ms: 5_000,
             upstream_call_timeout_ms: 30_000,
+            // Copies of `corkboard_upstream::RelayShares`' defaults: a
+            // tenant a quarter of each table, a run about a sixteenth.
+            upstream_held_calls_max: 1_024,
+            upstream_pending_requests_max: 4_096,
+            upstream_sessions_max: 4_096,
+            upstream_tenant_share_pct: 25,
+            upstream_run_share_pct: 6,
             run_budgets: String::new(),
         }
     }
@@ -443,6 +465,26 @@ impl Settings {
                 "upstream_call_timeout_ms",
                 "must be at least 1 (and so must upstream_list_timeout_ms)",
             ));
+        }
+        for (name, value) in [
+            ("upstream_held_calls_max", self.upstream_held_calls_max),
+            (
+                "upstream_pending_requests_max",
+                self.upstream_pending_requests_max,
+            ),
+            ("upstream_sessions_max", self.upstream_sessions_max),
+        ] {
+            if value == 0 {
+                return Err(key(name, "must be at least 1"));
+            }
+        }
+        for (name, value) in [
+            ("upstream_tenant_share_pct", self.upstream_tenant_share_pct),
+            ("upstream_run_share_pct", self.upstream_run_share_pct),
+        ] {
+            if !(1..=100).contains(&value) {
+                return Err(key(name, "must be between 1 and 100"));
+            }
         }
         if self.header_timeout_ms == 0 {
             return Err(key("header_timeout_ms", "must be at least 1"));

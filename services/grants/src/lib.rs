@@ -22,9 +22,11 @@
 //! budgets' counter (`budget`: the `BudgetCounter` trait, `LedgerBudgets`
 //! counting in the store's ledger with one conditional write, `RedisBudgets`
 //! with one script per reservation; chosen in `cli`'s compose like the
-//! registry), and the caller's identity (`credential.rs`: the one credential
+//! registry), the caller's identity (`credential.rs`: the one credential
 //! path, `resolve_bearer`, bearer token → `ResolvedGrant`, refused in MCP's
-//! words, used by every transport).
+//! words, used by every transport), and the record of values used once
+//! (`used_once`: `UsedOnce`, in memory or one `SET NX PX` in Redis; the
+//! relay's sealed states and relayed answers are single-use through it).
 
 #![forbid(unsafe_code)]
 
@@ -43,6 +45,7 @@ mod registry;
 mod run_key;
 mod service;
 mod token;
+mod used_once;
 
 pub use self::redis::{
     CIRCUIT_OPEN_FOR, DEFAULT_CACHE_CAPACITY, DEFAULT_CACHE_TTL, DEFAULT_GRACE, DEFAULT_KEY_PREFIX,
@@ -70,3 +73,7 @@ pub use service::{
     mcp_client_config,
 };
 pub use token::{RunToken, TokenHash};
+pub use used_once::{
+    CLOCK_SLACK, DEFAULT_MEMORY_CAPACITY, FirstUse, MemoryUsedOnce, RedisUsedOnce, UsedOnce,
+    UsedOnceUnavailable,
+};

@@ -16,3 +16,4 @@ mod ledger_cache;
 mod redis_faults;
 mod registry_contract;
 mod renewal;
+mod used_once;

@@ -94,6 +94,12 @@ pub const NOT_FOUND: ErrorCode = ErrorCode(-32054);
 /// A batch's response reached its byte budget before this element ran;
 /// nothing was executed for it. Retry it on its own.
 pub const RESPONSE_BUDGET: ErrorCode = ErrorCode(-32055);
+/// A table the relay shares between tenants and runs (calls held for
+/// their agents' input, relayed requests awaiting answers, upstream
+/// sessions) has no room left in the caller's share: its run's, its
+/// tenant's or the process's (`error.data.share`). Nothing reached the
+/// upstream; retry once some of the caller's calls end.
+pub const SHARE_EXHAUSTED: ErrorCode = ErrorCode(-32056);
 
 /// Every code the product emits.
 pub const REGISTRY: &[CodeRow] = &[
@@ -151,6 +157,11 @@ pub const REGISTRY: &[CodeRow] = &[
         code: RESPONSE_BUDGET,
         name: "response_budget",
         meaning: "the batch's response reached its byte budget before this element ran; nothing was executed for it, retry it singly",
+    },
+    CodeRow {
+        code: SHARE_EXHAUSTED,
+        name: "share_exhausted",
+        meaning: "the caller's share (run, tenant or process: error.data.share) of a relay table (error.data.table) is full; retry once some of its calls end",
     },
 ];
 

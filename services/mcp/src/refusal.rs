@@ -105,6 +105,34 @@ impl Refusal {
         .with_data(serde_json::json!({ "retryable": true, "retry_after_ms": retry_ms }))
     }
 
+    /// The one wording of a full share of a table the relay shares:
+    /// HTTP 429 and `-32056`, naming the table, whose share is full
+    /// (`share`: `run`, `tenant` or `process`; `holder` names it) and its
+    /// limit (`setting` says which setting sets it). Retryable once some of
+    /// the holder's entries go; nothing reached the upstream.
+    pub fn share_exhausted(
+        table: &str,
+        share: &'static str,
+        holder: impl std::fmt::Display,
+        limit: usize,
+        setting: &str,
+    ) -> Self {
+        Self::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            code::SHARE_EXHAUSTED,
+            format!(
+                "Too Many Requests: {holder} already holds {limit} {table}, its share ({share} share; {setting}); retry once some of its calls end (retryable)"
+            ),
+        )
+        .outcome("share_exhausted")
+        .with_data(serde_json::json!({
+            "retryable": true,
+            "table": table,
+            "share": share,
+            "limit": limit,
+        }))
+    }
+
     /// The one wording of a rejected credential, per transport.
     pub fn credential(rejection: &AuthRejection, transport: Transport) -> Self {
         match (rejection, transport) {
@@ -199,6 +227,27 @@ mod tests {
         assert_eq!(down.status, StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(down.error.code, code::INTERNAL_ERROR);
         assert_eq!(down.retry_after, Some(Refusal::DEFAULT_RETRY_AFTER));
+    }
+
+    #[test]
+    fn a_full_share_names_its_table_share_and_limit() {
+        let refusal = Refusal::share_exhausted(
+            "held calls",
+            "tenant",
+            "tenant acme",
+            2,
+            "upstream_tenant_share_pct",
+        );
+        assert!(refusal.error.code == code::SHARE_EXHAUSTED);
+        assert_eq!(refusal.status, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(
+            refusal.error.message,
+            "Too Many Requests: tenant acme already holds 2 held calls, its share (tenant share; upstream_tenant_share_pct); retry once some of its calls end (retryable)"
+        );
+        let body: Value = serde_json::from_slice(&refusal.body(None)).unwrap();
+        assert_eq!(body["error"]["data"]["share"], "tenant");
+        assert_eq!(body["error"]["data"]["table"], "held calls");
+        assert_eq!(body["error"]["data"]["limit"], 2);
     }
 
     #[test]

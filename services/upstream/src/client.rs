@@ -18,15 +18,22 @@
 //! [`crate::seam`]: relayed to the agent of the call when it can answer
 //! it, refused at once otherwise, never left hanging.
 //!
+//! Sessions with a 2025 upstream are per run: each run gets sessions of
+//! its own (one per distinct set of capabilities it declared,
+//! [`AgentCapabilities::to_bits`]), so whatever an upstream keeps per
+//! session (roots, log level, subscriptions, a server's own per-session
+//! state) never passes from one run to another although they share the
+//! tenant's credential. Tool lists are fetched in the tenant's own
+//! sessions (no run). The sessions of every upstream of the process live
+//! in one [`SharedTable`] with per-tenant and per-run shares; one idle
+//! for [`SESSION_IDLE`] is dropped when a share is full.
+//!
 //! The client capabilities the gateway declares are the agent's (never
-//! more): a 2025 upstream gets one gateway session per distinct set of
-//! declared capabilities ([`AgentCapabilities::to_bits`]; an agent that
-//! declared nothing shares the session that declares nothing), and a
-//! 2026-07-28 upstream gets them in each request's `_meta`. Each call's
-//! response stream is its own: requests relayed on it are tracked by it,
-//! and when it fails or ends without the result the agent is told
-//! (`notifications/cancelled` for each), without touching the requests
-//! of any other stream.
+//! more), and a 2026-07-28 upstream gets them in each request's `_meta`.
+//! Each call's response stream is its own: requests relayed on it are
+//! tracked by it, and when it fails or ends without the result the agent
+//! is told (`notifications/cancelled` for each), without touching the
+//! requests of any other stream.
 //! Errors name the upstream and the HTTP status or transport failure,
 //! never the credential, the arguments or the upstream's error text in
 //! logs.
@@ -35,6 +42,7 @@ use crate::error::UpstreamError;
 use crate::hub::UpstreamOptions;
 use crate::seal::Credential;
 use crate::seam::{self, Decision, Relay};
+use crate::shares::{Holder, SharedTable};
 use corkboard_board::{Upstream, UpstreamName};
 use corkboard_mcp::relay::AgentCapabilities;
 use corkboard_mcp::{Revision, RpcError, meta_key};
@@ -42,10 +50,9 @@ use reqwest::header::{HeaderName, HeaderValue};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
-use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
-use tokio::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// The 2025 revision the gateway asks for in `initialize`.
 const LEGACY: Revision = Revision::LATEST_LEGACY;
@@ -70,6 +77,62 @@ impl Era {
         match self {
             Self::Modern => MODERN.as_str(),
             Self::Legacy { version, .. } => version,
+        }
+    }
+}
+
+/// What an upstream speaks, once asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Speaks {
+    Modern,
+    Legacy,
+}
+
+/// Where one session is kept: which client (upstream), for which run
+/// (none: the tenant's tool listing) and declared capability set.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct SessionKey {
+    client: u64,
+    run: Option<String>,
+    caps: u8,
+}
+
+/// One session with a 2025 upstream, or its place while it is opened.
+#[derive(Debug)]
+pub(crate) struct Session {
+    /// `None` while `initialize` runs.
+    era: Option<Era>,
+    last_used: Instant,
+}
+
+/// How long a session goes unused before it may be dropped to make room
+/// in a full share (its run opens a new one when it calls again).
+pub const SESSION_IDLE: Duration = Duration::from_secs(60);
+
+impl Session {
+    fn spent(&self) -> bool {
+        self.era.is_some() && self.last_used.elapsed() >= SESSION_IDLE
+    }
+}
+
+/// Every upstream session of this process (see the module docs).
+pub(crate) type Sessions = SharedTable<SessionKey, Session>;
+
+/// Gives every client its key in [`Sessions`].
+static CLIENT_IDS: AtomicU64 = AtomicU64::new(1);
+
+/// A session's place taken in [`Sessions`] while it is opened; given back
+/// unless the session opened (a failure, a cancelled request, a
+/// 2026-07-28 upstream).
+struct Opening<'a> {
+    sessions: &'a Sessions,
+    key: Option<SessionKey>,
+}
+
+impl Drop for Opening<'_> {
+    fn drop(&mut self) {
+        if let Some(key) = self.key.take() {
+            self.sessions.take(&key);
         }
     }
 }
@@ -112,9 +175,12 @@ struct RawResponse {
 }
 
 /// A client of one upstream; see the module docs. Shared by every request
-/// of the tenant's runs on this replica.
+/// of the tenant's runs on this replica; its sessions are per run.
 pub struct UpstreamClient {
     name: UpstreamName,
+    tenant: String,
+    /// This client's sessions' key in [`Sessions`].
+    id: u64,
     /// Parsed once by the egress policy ([`corkboard_egress`]), literal
     /// addresses already judged; every request goes to this URL.
     url: reqwest::Url,
@@ -123,9 +189,21 @@ pub struct UpstreamClient {
     http: reqwest::Client,
     /// Most bytes of one JSON answer or one SSE event.
     max_answer_bytes: usize,
-    /// The era per declared capability set ([`AgentCapabilities::to_bits`]).
-    era: Mutex<HashMap<u8, Era>>,
+    /// What the upstream speaks (`None`: not asked yet).
+    speaks: std::sync::Mutex<Option<Speaks>>,
+    /// Held while a session is opened, so one request of a run opens it
+    /// and the others use it.
+    opening: tokio::sync::Mutex<()>,
+    sessions: Arc<Sessions>,
     ids: AtomicU64,
+}
+
+impl Drop for UpstreamClient {
+    fn drop(&mut self) {
+        // A replaced or removed upstream's sessions are never used again.
+        let id = self.id;
+        self.sessions.drop_where(|key| key.client == id);
+    }
 }
 
 impl std::fmt::Debug for UpstreamClient {
@@ -141,12 +219,14 @@ impl UpstreamClient {
     /// A client of `upstream`, sending `credential` in its header. Its URL
     /// must pass `options.egress` (a literal address is judged here; a name
     /// when `http`, built by that policy, resolves it); every answer is read
-    /// up to `options.max_answer_bytes`.
-    pub fn new(
+    /// up to `options.max_answer_bytes`; its sessions are kept in
+    /// `sessions`.
+    pub(crate) fn new(
         http: reqwest::Client,
         options: &UpstreamOptions,
         upstream: &Upstream,
         credential: &Credential,
+        sessions: Arc<Sessions>,
     ) -> Result<Self, UpstreamError> {
         let invalid = |field: &'static str, why: &str| {
             UpstreamError::Invalid(corkboard_board::ValidationError::new(field, why.to_owned()))
@@ -165,12 +245,16 @@ impl UpstreamClient {
             })?;
         Ok(Self {
             name: upstream.name.clone(),
+            tenant: upstream.tenant.to_string(),
+            id: CLIENT_IDS.fetch_add(1, Ordering::Relaxed),
             url,
             header,
             credential: value,
             http,
             max_answer_bytes: options.max_answer_bytes,
-            era: Mutex::new(HashMap::new()),
+            speaks: std::sync::Mutex::new(None),
+            opening: tokio::sync::Mutex::new(()),
+            sessions,
             ids: AtomicU64::new(1),
         })
     }
@@ -179,16 +263,11 @@ impl UpstreamClient {
         &self.name
     }
 
-    /// The era negotiated so far for callers that declare nothing, if any.
-    pub async fn era(&self) -> Option<Era> {
-        self.era.lock().await.get(&0).cloned()
-    }
-
     /// Every tool the upstream lists (following `nextCursor`, at most
-    /// `max_pages` pages), as the upstream wrote them, in the session that
-    /// declares `caps` (servers list tools by the capabilities their client
-    /// declared; nothing is relayed in a listing, so a request the upstream
-    /// sends there is refused at once).
+    /// `max_pages` pages), as the upstream wrote them, in the tenant's
+    /// session that declares `caps` (servers list tools by the capabilities
+    /// their client declared; nothing is relayed in a listing, so a request
+    /// the upstream sends there is refused at once).
     pub async fn list_tools(
         &self,
         deadline: Duration,
@@ -204,7 +283,7 @@ impl UpstreamClient {
                     None => json!({}),
                 };
                 let result = self
-                    .request_declaring(caps, "tools/list", None, params, None)
+                    .request_declaring(None, caps, "tools/list", None, params, None)
                     .await?;
                 let page = result
                     .get("tools")
@@ -223,12 +302,13 @@ impl UpstreamClient {
             .unwrap_or_else(|_| Err(self.timed_out(deadline)))
     }
 
-    /// Calls `tool` with the agent's argument bytes, passed on unchanged;
-    /// returns the upstream's `tools/call` result. With a `relay`, the
-    /// upstream's requests to the client on the call's stream go to the
-    /// agent (see [`crate::seam`]).
+    /// Calls `tool` for `run` with the agent's argument bytes, passed on
+    /// unchanged; returns the upstream's `tools/call` result. With a
+    /// `relay`, the upstream's requests to the client on the call's stream
+    /// go to the agent (see [`crate::seam`]).
     pub async fn call_tool(
         &self,
+        run: &str,
         tool: &str,
         arguments: &[u8],
         deadline: Duration,
@@ -237,15 +317,16 @@ impl UpstreamClient {
         let arguments: Value = serde_json::from_slice(arguments)
             .map_err(|_| self.unavailable("the arguments are not JSON"))?;
         let params = json!({ "name": tool, "arguments": arguments });
+        let caps = relay.map(|r| r.peer.capabilities()).unwrap_or_default();
         tokio::time::timeout(
             deadline,
-            self.request("tools/call", Some(tool), params, relay),
+            self.request_declaring(Some(run), caps, "tools/call", Some(tool), params, relay),
         )
         .await
         .unwrap_or_else(|_| Err(self.timed_out(deadline)))
     }
 
-    /// A 2026-07-28 call on behalf of an agent that declared `caps` (they
+    /// A 2026-07-28 call for `run` on behalf of an agent that declared `caps` (they
     /// go in the request's `_meta`), optionally a retry answering the
     /// upstream's `input_required` with the agent's checked `inputResponses`
     /// and the upstream's own `requestState`. Returns the result as the
@@ -253,6 +334,7 @@ impl UpstreamClient {
     /// upstream does not speak 2026-07-28 (then [`Self::call_tool`]).
     pub async fn call_tool_modern(
         &self,
+        run: &str,
         tool: &str,
         arguments: &[u8],
         deadline: Duration,
@@ -260,7 +342,8 @@ impl UpstreamClient {
         retry: Option<(&RawValue, Option<String>)>,
     ) -> Option<Result<Box<RawValue>, UpstreamError>> {
         let work = async {
-            if self.negotiated(AgentCapabilities::default()).await? != Era::Modern {
+            // Asked in the session a 2025 upstream's call then uses.
+            if self.negotiated(Some(run), caps).await? != Era::Modern {
                 return Ok(None);
             }
             let arguments: Value = serde_json::from_slice(arguments)
@@ -278,7 +361,7 @@ impl UpstreamClient {
                 object: params,
                 input_responses: responses,
             };
-            self.request_raw(caps, "tools/call", Some(tool), sent, None)
+            self.request_raw(Some(run), caps, "tools/call", Some(tool), sent, None)
                 .await
                 .map(Some)
         };
@@ -290,22 +373,12 @@ impl UpstreamClient {
         }
     }
 
-    /// One request in the negotiated era; a forgotten session is renewed
-    /// and the request sent again, once.
-    async fn request(
-        &self,
-        method: &str,
-        tool: Option<&str>,
-        params: Value,
-        relay: Option<&Relay<'_>>,
-    ) -> Result<Value, UpstreamError> {
-        let caps = relay.map(|r| r.peer.capabilities()).unwrap_or_default();
-        self.request_declaring(caps, method, tool, params, relay)
-            .await
-    }
-
+    /// One request in the negotiated era, in `run`'s session declaring
+    /// `caps` (no run: the tenant's); a forgotten session is renewed and
+    /// the request sent again, once.
     async fn request_declaring(
         &self,
+        run: Option<&str>,
         caps: AgentCapabilities,
         method: &str,
         tool: Option<&str>,
@@ -316,7 +389,9 @@ impl UpstreamClient {
             object: params,
             input_responses: None,
         };
-        let raw = self.request_raw(caps, method, tool, params, relay).await?;
+        let raw = self
+            .request_raw(run, caps, method, tool, params, relay)
+            .await?;
         serde_json::from_str(raw.get()).map_err(|_| self.unavailable("its answer is not JSON"))
     }
 
@@ -324,13 +399,14 @@ impl UpstreamClient {
     /// wrote it.
     async fn request_raw(
         &self,
+        run: Option<&str>,
         caps: AgentCapabilities,
         method: &str,
         tool: Option<&str>,
         params: Params<'_>,
         relay: Option<&Relay<'_>>,
     ) -> Result<Box<RawValue>, UpstreamError> {
-        let mut era = self.negotiated(caps).await?;
+        let mut era = self.negotiated(run, caps).await?;
         for attempt in 0..2 {
             match self
                 .exchange(&era, caps, method, tool, params.clone(), relay)
@@ -346,7 +422,7 @@ impl UpstreamClient {
                 }
                 Answer::SessionGone if attempt == 0 => {
                     tracing::info!(upstream = %self.name, "upstream session expired; opening a new one");
-                    era = self.renew(&era, caps).await?;
+                    era = self.renew(run, &era, caps).await?;
                 }
                 Answer::SessionGone => break,
             }
@@ -356,36 +432,109 @@ impl UpstreamClient {
         ))
     }
 
-    /// The era for callers declaring `caps`, negotiating it first if
-    /// needed (one negotiation at a time).
-    async fn negotiated(&self, caps: AgentCapabilities) -> Result<Era, UpstreamError> {
-        let mut slots = self.era.lock().await;
-        if let Some(era) = slots.get(&caps.to_bits()) {
-            return Ok(era.clone());
-        }
-        // Known to be a 2026-07-28 upstream: stateless for every caller.
-        let era = match slots.values().next() {
-            Some(Era::Modern) => Era::Modern,
-            Some(Era::Legacy { .. }) => self.legacy_initialize(caps).await?,
-            None => self.negotiate(caps).await?,
+    /// The era of `run` (none: the tenant's listing) declaring `caps`:
+    /// stateless for a 2026-07-28 upstream, else the run's session,
+    /// opened first if needed (refused when a share of the session table
+    /// is full).
+    async fn negotiated(
+        &self,
+        run: Option<&str>,
+        caps: AgentCapabilities,
+    ) -> Result<Era, UpstreamError> {
+        let key = SessionKey {
+            client: self.id,
+            run: run.map(str::to_owned),
+            caps: caps.to_bits(),
         };
-        slots.insert(caps.to_bits(), era.clone());
+        if let Some(era) = self.known(&key) {
+            return Ok(era);
+        }
+        let _one_at_a_time = self.opening.lock().await;
+        if let Some(era) = self.known(&key) {
+            return Ok(era);
+        }
+        self.open(key, caps).await
+    }
+
+    /// The era of `key` if it is known: stateless, or its open session
+    /// (marked used).
+    fn known(&self, key: &SessionKey) -> Option<Era> {
+        if self.speaks() == Some(Speaks::Modern) {
+            return Some(Era::Modern);
+        }
+        self.sessions
+            .with(key, |session| {
+                session.last_used = Instant::now();
+                session.era.clone()
+            })
+            .flatten()
+    }
+
+    fn speaks(&self) -> Option<Speaks> {
+        *self.speaks.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Opens the session `key` (asking the upstream's era first when it is
+    /// not known), its place taken in the table before anything is sent.
+    /// Called with `opening` held.
+    async fn open(&self, key: SessionKey, caps: AgentCapabilities) -> Result<Era, UpstreamError> {
+        let holder = Holder {
+            tenant: self.tenant.clone(),
+            run: key.run.clone(),
+        };
+        let placeholder = Session {
+            era: None,
+            last_used: Instant::now(),
+        };
+        self.sessions
+            .insert(&holder, key.clone(), placeholder, Session::spent)
+            .map_err(UpstreamError::ShareExhausted)?;
+        let mut opening = Opening {
+            sessions: &self.sessions,
+            key: Some(key),
+        };
+        let era = match self.speaks() {
+            Some(Speaks::Legacy) => self.legacy_initialize(caps).await?,
+            _ => self.negotiate(caps).await?,
+        };
+        let speaks = if era == Era::Modern {
+            Speaks::Modern
+        } else {
+            Speaks::Legacy
+        };
+        *self.speaks.lock().unwrap_or_else(|p| p.into_inner()) = Some(speaks);
+        if speaks == Speaks::Legacy
+            && let Some(key) = opening.key.take()
+        {
+            self.sessions.with(&key, |session| {
+                session.era = Some(era.clone());
+                session.last_used = Instant::now();
+            });
+        }
         Ok(era)
     }
 
-    /// Replaces the session `stale` with a new one, unless another request
-    /// already did.
-    async fn renew(&self, stale: &Era, caps: AgentCapabilities) -> Result<Era, UpstreamError> {
-        let mut slots = self.era.lock().await;
-        if let Some(era) = slots.get(&caps.to_bits())
-            && era != stale
+    /// Replaces `run`'s session `stale` with a new one, unless another
+    /// request already did.
+    async fn renew(
+        &self,
+        run: Option<&str>,
+        stale: &Era,
+        caps: AgentCapabilities,
+    ) -> Result<Era, UpstreamError> {
+        let key = SessionKey {
+            client: self.id,
+            run: run.map(str::to_owned),
+            caps: caps.to_bits(),
+        };
+        let _one_at_a_time = self.opening.lock().await;
+        if let Some(era) = self.known(&key)
+            && era != *stale
         {
-            return Ok(era.clone());
+            return Ok(era);
         }
-        slots.remove(&caps.to_bits());
-        let era = self.legacy_initialize(caps).await?;
-        slots.insert(caps.to_bits(), era.clone());
-        Ok(era)
+        self.sessions.take(&key);
+        self.open(key, caps).await
     }
 
     async fn negotiate(&self, caps: AgentCapabilities) -> Result<Era, UpstreamError> {
@@ -968,6 +1117,13 @@ mod tests {
         }
     }
 
+    fn sessions() -> Arc<Sessions> {
+        Arc::new(SharedTable::new(
+            crate::shares::Table::Sessions,
+            crate::shares::ShareLimits::of(16, 25, 6),
+        ))
+    }
+
     fn options(max_answer_bytes: usize) -> UpstreamOptions {
         UpstreamOptions {
             egress: Arc::new(EgressPolicy::from_entries(&["127.0.0.1"]).unwrap()),
@@ -1020,6 +1176,7 @@ mod tests {
                 &options,
                 &upstream(&format!("http://127.0.0.1:{port}/mcp")),
                 &Credential::parse("k".into()).unwrap(),
+                sessions(),
             )
             .unwrap();
             let err = client
@@ -1056,6 +1213,7 @@ mod tests {
                 &strict,
                 &upstream(url),
                 &Credential::parse("k".into()).unwrap(),
+                sessions(),
             )
             .unwrap_err()
             .to_string();

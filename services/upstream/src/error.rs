@@ -1,5 +1,6 @@
 //! The upstream crate's one error type.
 
+use crate::shares::ShareExhausted;
 use corkboard_board::ValidationError;
 use thiserror::Error;
 
@@ -31,6 +32,10 @@ pub enum UpstreamError {
         code: i64,
         message: String,
     },
+    /// A table the relay shares (here: upstream sessions) has no room in
+    /// the caller's run's, tenant's or process's share; nothing was sent.
+    #[error("{0}")]
+    ShareExhausted(ShareExhausted),
 }
 
 impl corkboard_board::ErrorCode for UpstreamError {
@@ -42,6 +47,7 @@ impl corkboard_board::ErrorCode for UpstreamError {
             // text names no secret.
             Self::Key(_) => Code::Internal,
             Self::Unavailable(_) | Self::TooLarge(_) | Self::Rpc { .. } => Code::Unavailable,
+            Self::ShareExhausted(_) => Code::RateLimited,
         }
     }
 

@@ -3,7 +3,7 @@
 //!
 //! A tenant's registrations are read from the board store and kept for
 //! [`UpstreamOptions::registry_ttl`]; each upstream gets one
-//! [`UpstreamClient`] (its era, its session) and a cached tool list,
+//! [`UpstreamClient`] (its era, its runs' sessions) and a cached tool list,
 //! refreshed after [`UpstreamOptions::tools_ttl`], retried no sooner than
 //! [`UpstreamOptions::retry_after_failure`] after a failure. A new URL,
 //! header or credential makes a new client: a request keeps the one it
@@ -18,16 +18,19 @@
 //! agent is told rather than left to guess at a missing tool; one listed
 //! before keeps its last list and its calls answer "unavailable".
 
-use crate::client::UpstreamClient;
+use crate::client::{Sessions, UpstreamClient};
 use crate::conn::{Conn, Listed, Route, ToolsState, lock};
 use crate::error::UpstreamError;
 use crate::seal::CredentialKey;
 use crate::seam;
+use crate::shares::{
+    DEFAULT_RUN_SHARE_PCT, DEFAULT_TENANT_SHARE_PCT, ShareLimits, SharedTable, Table,
+};
 use crate::view::{self, CallEnv, UpstreamView};
 use crate::waiting::Waiting;
 use corkboard_board::AuditSink;
 use corkboard_board::{Capabilities, TenantId, Timestamp, Upstream, UpstreamName, UpstreamStore};
-use corkboard_grants::ResolvedGrant;
+use corkboard_grants::{MemoryUsedOnce, ResolvedGrant, UsedOnce};
 use corkboard_mcp::relay::AgentCapabilities;
 use corkboard_mcp::relay::seal::RelaySealer;
 use corkboard_mcp::{
@@ -46,6 +49,53 @@ pub const UNAVAILABLE_TOOL: &str = "unavailable";
 
 /// The default of [`UpstreamOptions::max_answer_bytes`]: 4 MiB.
 pub const DEFAULT_MAX_ANSWER_BYTES: usize = 4 * 1024 * 1024;
+/// The default process total of calls held for 2026-07-28 agents.
+pub const DEFAULT_HELD_CALLS_MAX: usize = 1024;
+/// The default process total of relayed requests awaiting answers here.
+pub const DEFAULT_PENDING_REQUESTS_MAX: usize = 4096;
+/// The default process total of sessions with 2025 upstreams.
+pub const DEFAULT_SESSIONS_MAX: usize = 4096;
+
+/// The shares of the relay's shared tables (see [`crate::shares`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RelayShares {
+    /// Calls held for 2026-07-28 agents between rounds.
+    pub held_calls: ShareLimits,
+    /// Requests relayed to 2025 agents whose answers calls wait for here.
+    pub pending_requests: ShareLimits,
+    /// Sessions with 2025 upstreams (per run, upstream and capability set).
+    pub sessions: ShareLimits,
+}
+
+impl RelayShares {
+    /// Each table's total, a tenant at most `tenant_pct` % of each and a
+    /// run at most `run_pct` %.
+    pub fn of(
+        held_calls: usize,
+        pending_requests: usize,
+        sessions: usize,
+        tenant_pct: u8,
+        run_pct: u8,
+    ) -> Self {
+        Self {
+            held_calls: ShareLimits::of(held_calls, tenant_pct, run_pct),
+            pending_requests: ShareLimits::of(pending_requests, tenant_pct, run_pct),
+            sessions: ShareLimits::of(sessions, tenant_pct, run_pct),
+        }
+    }
+}
+
+impl Default for RelayShares {
+    fn default() -> Self {
+        Self::of(
+            DEFAULT_HELD_CALLS_MAX,
+            DEFAULT_PENDING_REQUESTS_MAX,
+            DEFAULT_SESSIONS_MAX,
+            DEFAULT_TENANT_SHARE_PCT,
+            DEFAULT_RUN_SHARE_PCT,
+        )
+    }
+}
 
 /// The bounds of everything the gateway does with upstreams.
 #[derive(Debug, Clone)]
@@ -77,6 +127,9 @@ pub struct UpstreamOptions {
     /// event of an event stream (`upstream_max_answer_bytes`). A larger one
     /// is not read further and the caller gets "upstream answer too large".
     pub max_answer_bytes: usize,
+    /// The process totals and per-tenant and per-run shares of the
+    /// relay's tables (`upstream_*_max`, `upstream_*_share_pct`).
+    pub shares: RelayShares,
 }
 
 impl Default for UpstreamOptions {
@@ -93,6 +146,7 @@ impl Default for UpstreamOptions {
             relay_call_timeout: Duration::from_secs(300),
             egress: Arc::default(),
             max_answer_bytes: DEFAULT_MAX_ANSWER_BYTES,
+            shares: RelayShares::default(),
         }
     }
 }
@@ -123,6 +177,11 @@ pub struct Upstreams {
     /// Relayed requests' answers and held calls waiting in this process
     /// (see [`crate::waiting`]).
     waiting: Waiting,
+    /// Every upstream session of this process (see [`crate::client`]).
+    sessions: Arc<Sessions>,
+    /// Where sealed states and relayed answers are recorded as used, so
+    /// each is acted on once (shared by the replicas when it is Redis).
+    used: Arc<dyn UsedOnce>,
     tenants: Mutex<HashMap<TenantId, Arc<TenantState>>>,
     /// By tenant, capabilities and budgets (which the board's tool
     /// descriptions mention).
@@ -158,6 +217,7 @@ impl Upstreams {
             .connect_timeout(options.connect_timeout)
             .build()
             .map_err(|e| UpstreamError::Unavailable(format!("HTTP client: {e}")))?;
+        let shares = options.shares;
         Ok(Self {
             store,
             key,
@@ -165,7 +225,9 @@ impl Upstreams {
             audit,
             options,
             relay: None,
-            waiting: Waiting::default(),
+            waiting: Waiting::new(shares.held_calls, shares.pending_requests),
+            sessions: Arc::new(SharedTable::new(Table::Sessions, shares.sessions)),
+            used: Arc::new(MemoryUsedOnce::default()),
             tenants: Mutex::new(HashMap::new()),
             views: Mutex::new(HashMap::new()),
             serials: AtomicU64::new(1),
@@ -177,6 +239,14 @@ impl Upstreams {
     /// any replica takes an answer).
     pub fn with_relay(mut self, sealer: RelaySealer) -> Self {
         self.relay = Some(sealer);
+        self
+    }
+
+    /// Records used sealed states and relayed answers in `used` (share it
+    /// between replicas: Redis when the registry is), instead of this
+    /// process's memory.
+    pub fn with_used_once(mut self, used: Arc<dyn UsedOnce>) -> Self {
+        self.used = used;
         self
     }
 
@@ -241,6 +311,17 @@ impl Upstreams {
                 None => Ok(()),
             };
         }
+        // Delivered to the upstream's session at most once, on any replica
+        // (the held answers above are single-use by being taken out).
+        seam::use_once(
+            self.used.as_ref(),
+            seam::USED_RELAYED_ID,
+            &delivery.nonce,
+            delivery.expires_at,
+            "response id",
+            (g.tenant.as_str(), g.run.as_str()),
+        )
+        .await?;
         let state = self.tenant(&g.tenant).await;
         let Some(conn) = state
             .conns
@@ -326,6 +407,7 @@ impl Upstreams {
             relay_call_timeout: self.options.relay_call_timeout,
             relay: self.relay.as_ref(),
             waiting: &self.waiting,
+            used: self.used.as_ref(),
         }
     }
 
@@ -441,7 +523,13 @@ impl Upstreams {
                 &record.credential,
             )
             .and_then(|credential| {
-                UpstreamClient::new(self.http.clone(), &self.options, &record, &credential)
+                UpstreamClient::new(
+                    self.http.clone(),
+                    &self.options,
+                    &record,
+                    &credential,
+                    self.sessions.clone(),
+                )
             })
             .map_err(|e| e.to_string());
         if let Err(why) = &client {

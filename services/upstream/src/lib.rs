@@ -3,7 +3,9 @@
 //! Modules in dependency order (each imports only those after its
 //! arrow, all above it; no loop):
 //!
-//! - `error`: [`UpstreamError`] (a leaf).
+//! - [`shares`]: a table every tenant and run shares, with per-tenant and
+//!   per-run shares (`SharedTable`; a leaf).
+//! - `error`: [`UpstreamError`] → shares.
 //! - [`seal`]: credentials sealed at rest ([`CredentialKey`], ChaCha20-
 //!   Poly1305 under a key from a secret file) and held in clear only on
 //!   their way into a request header ([`Credential`], redacted `Debug`)
@@ -13,19 +15,20 @@
 //!   answers checked (a leaf).
 //! - [`client`]: the gateway's client of one upstream, in the upstream's
 //!   era (2026-07-28 stateless, or a 2025 session the gateway owns and
-//!   renews), every exchange bounded → error, seal, seam.
+//!   renews, one per run), every exchange bounded → error, seal, seam,
+//!   shares.
 //! - `conn`: one registered upstream (`Conn`: record, client, cached
 //!   tool list) and where a listed tool goes (`Route`) → client.
 //! - `waiting`: the relayed answers and held calls waiting in this
-//!   process, behind methods → conn, error.
+//!   process, behind methods → error, shares.
 //! - [`view`]: a grant's [`UpstreamView`] and the call paths, one file per
 //!   era pairing (`view/modern.rs`, `held.rs`, `legacy.rs`, `mixed.rs`)
-//!   → client, conn, error, seam, waiting.
+//!   → client, conn, error, seam, shares, waiting.
 //! - [`hub`]: every tenant's upstreams ([`Upstreams`]), their cached tool
 //!   lists, each grant's view (`<upstream>__<tool>`, definitions checked
 //!   by the one validator, capabilities `upstream:<name>:<glob>`), and the
 //!   entry points of a call ([`Upstreams::call`], [`Upstreams::deliver`])
-//!   → client, conn, error, seal, seam, view, waiting.
+//!   → client, conn, error, seal, seam, shares, view, waiting.
 //!
 //! The gateway hooks this in per request (its binding holds an
 //! [`Upstreams`]); the control plane uses [`seal`] to register upstreams.
@@ -55,11 +58,15 @@ mod error;
 pub mod hub;
 pub mod seal;
 pub mod seam;
+pub mod shares;
 pub mod view;
 mod waiting;
 
 pub use client::{Era, UpstreamClient};
 pub use error::UpstreamError;
-pub use hub::{DEFAULT_MAX_ANSWER_BYTES, SEPARATOR, UNAVAILABLE_TOOL, UpstreamOptions, Upstreams};
+pub use hub::{
+    DEFAULT_HELD_CALLS_MAX, DEFAULT_MAX_ANSWER_BYTES, DEFAULT_PENDING_REQUESTS_MAX,
+    DEFAULT_SESSIONS_MAX, RelayShares, SEPARATOR, UNAVAILABLE_TOOL, UpstreamOptions, Upstreams,
+};
 pub use seal::{CREDENTIAL_MAX, Credential, CredentialKey};
 pub use view::UpstreamView;

@@ -22,9 +22,10 @@
 //!    replica: [`answer`] opens the id (forged, expired, another run's:
 //!    `-32602` to the agent), checks the answer against the expectation
 //!    (refused: `-32602` to the agent, and the upstream's request completed
-//!    with [`relay::RelayRefusal::peer_error`]), and the caller delivers it
-//!    to the upstream under the upstream's own id, in the gateway's session
-//!    with it.
+//!    with [`relay::RelayRefusal::peer_error`]), and the caller records the
+//!    id as used ([`use_once`]: a second answer under it, on any replica,
+//!    is refused `-32602` "already used") and delivers it to the upstream
+//!    under the upstream's own id, in the gateway's session with it.
 //!
 //! Without a [`Relay`] (a 2026-07-28 agent, a board-only caller, an agent
 //! that declared nothing), a request the upstream sends anyway is answered
@@ -36,7 +37,10 @@
 //! refusal), never params, answers or ids' contents.
 
 use corkboard_board::UpstreamName;
-use corkboard_mcp::relay::seal::{RELAYED_ID_PREFIX, RelaySealer, RelayedRequest, RunBinding};
+use corkboard_grants::{FirstUse, UsedOnce};
+use corkboard_mcp::relay::seal::{
+    RELAYED_ID_PREFIX, RelaySealer, RelayedRequest, RunBinding, SealRejection,
+};
 use corkboard_mcp::relay::{self, Eras, RelayMethod};
 use corkboard_mcp::{ClientResponse, Peer, Revision, RpcError, code};
 use serde::Deserialize;
@@ -50,6 +54,45 @@ pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
 /// Most server-to-client requests relayed within one tool call; the next
 /// is refused to the upstream (the SDKs cap their rounds at about 10).
 pub const MAX_RELAYED_PER_CALL: usize = relay::seal::MAX_ROUNDS as usize;
+
+/// The used-once namespace of sealed `requestState`s.
+pub const USED_REQUEST_STATE: &str = "relay-state";
+/// The used-once namespace of relayed ids answered.
+pub const USED_RELAYED_ID: &str = "relay-id";
+
+/// Records the sealed value `what` (`requestState`, `response id`) of
+/// `tenant` and `run` as used (its `nonce`, until its expiry), before the
+/// relay acts on it. Err: the answer to the agent, nothing relayed: a
+/// replay (`-32602`, [`SealRejection::Replayed`]), or a record that could
+/// not answer (`-32603`, retryable: the value was not recorded).
+pub async fn use_once(
+    used: &dyn UsedOnce,
+    kind: &'static str,
+    nonce: &[u8],
+    expires_at: u64,
+    what: &str,
+    (tenant, run): (&str, &str),
+) -> Result<(), RpcError> {
+    match used.first_use(kind, nonce, expires_at).await {
+        Ok(FirstUse::First) => Ok(()),
+        Ok(FirstUse::Replayed) => {
+            tracing::info!(
+                tenant,
+                run,
+                kind,
+                outcome = "replayed",
+                "relay value refused"
+            );
+            Err(SealRejection::Replayed.rpc_error(what))
+        }
+        Err(unavailable) => {
+            tracing::warn!(tenant, run, kind, error = %unavailable, outcome = "unrecorded", "relay value refused");
+            Err(RpcError::internal(format!(
+                "Internal error: the gateway could not record this {what} as used ({unavailable}); nothing was relayed, retry shortly"
+            )))
+        }
+    }
+}
 
 /// What relaying to the agent of one call needs.
 #[derive(Debug, Clone, Copy)]
@@ -279,6 +322,10 @@ pub struct Delivery {
     /// [`crate::hub::Upstreams::deliver`]): the relayed id, and the checked
     /// answer (the agent's result, or the error the call ends with).
     pub held: Option<(String, Result<Box<RawValue>, RpcError>)>,
+    /// The relayed id's nonce and expiry (Unix seconds): what
+    /// [`use_once`] records.
+    pub nonce: [u8; 16],
+    pub expires_at: u64,
 }
 
 /// Opens and checks the agent's `response`. `Ok(None)`: not an answer to
@@ -299,7 +346,7 @@ pub fn answer(
     if !id.starts_with(RELAYED_ID_PREFIX) {
         return Ok(None);
     }
-    let relayed = sealer
+    let opened = sealer
         .open_id(&id, &RunBinding { run, grant }, now_secs())
         .map_err(|rejection| {
             tracing::info!(
@@ -310,6 +357,8 @@ pub fn answer(
             );
             rejection.rpc_error("response id")
         })?;
+    let (nonce, expires_at) = (opened.nonce, opened.expires_at);
+    let relayed = opened.request;
     let revision = relayed
         .upstream_revision
         .clone()
@@ -378,6 +427,8 @@ pub fn answer(
         body,
         refused,
         held,
+        nonce,
+        expires_at,
     }))
 }
 

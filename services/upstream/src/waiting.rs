@@ -1,30 +1,28 @@
 //! What waits in this process between a call's rounds, behind methods (no
-//! other module touches these tables):
+//! other module touches these tables), each a [`SharedTable`] with
+//! per-tenant and per-run shares:
 //!
 //! - answers: requests relayed to 2025 agents from a 2026-07-28
 //!   upstream's `input_required` (`view::mixed`), by relayed id; the call
 //!   waiting for each answer lives here, and an answer that reaches
-//!   another replica is refused there;
+//!   another replica is refused there. Taking an answer's waiter out is
+//!   what makes the answer single-use;
 //! - held calls: a 2025 upstream's call held for a 2026-07-28 agent
 //!   (`view::held`) between an `input_required` and the agent's retry, by
-//!   the round's first relayed id; at most [`HELD_MAX`], the finished
-//!   ones dropped first.
+//!   the round's first relayed id; taking it out for a retry is what makes
+//!   that round's `requestState` single-use. Finished ones are dropped
+//!   first when a share is full.
 
-use crate::conn::lock;
 use crate::error::UpstreamError;
+use crate::shares::{Holder, ShareExhausted, ShareLimits, SharedTable, Table};
 use corkboard_mcp::RpcError;
 use serde_json::Value;
 use serde_json::value::RawValue;
-use std::collections::HashMap;
-use std::sync::Mutex;
 use tokio::sync::{mpsc, oneshot};
 
 /// The agent's answer to a relayed request: its `result`, or why there is
 /// none.
 pub(crate) type Answer = Result<Box<RawValue>, RpcError>;
-
-/// Most calls held for 2026-07-28 agents in one process.
-pub(crate) const HELD_MAX: usize = 1024;
 
 /// A 2025 upstream's call held for a 2026-07-28 agent: the task running
 /// it, and where the requests it relays arrive.
@@ -42,33 +40,53 @@ impl Drop for HeldCall {
 }
 
 /// See the module docs.
-#[derive(Default)]
 pub(crate) struct Waiting {
-    answers: Mutex<HashMap<String, oneshot::Sender<Answer>>>,
-    held: Mutex<HashMap<String, HeldCall>>,
+    answers: SharedTable<String, oneshot::Sender<Answer>>,
+    held: SharedTable<String, HeldCall>,
+}
+
+/// A waiter whose call ended (its receiver dropped) waits for nothing.
+fn answer_spent(waiter: &oneshot::Sender<Answer>) -> bool {
+    waiter.is_closed()
+}
+
+/// A held call whose time ran out (never retried) holds nothing.
+fn held_spent(call: &HeldCall) -> bool {
+    call.task.is_finished()
 }
 
 impl Waiting {
-    /// Where the answer to the relayed request `id` will arrive.
-    pub(crate) fn expect_answer(&self, id: String) -> oneshot::Receiver<Answer> {
+    pub(crate) fn new(held: ShareLimits, pending: ShareLimits) -> Self {
+        Self {
+            answers: SharedTable::new(Table::PendingRequests, pending),
+            held: SharedTable::new(Table::HeldCalls, held),
+        }
+    }
+
+    /// Where the answer to the relayed request `id` of `holder` will
+    /// arrive; refused when its share of pending requests is full.
+    pub(crate) fn expect_answer(
+        &self,
+        holder: &Holder,
+        id: String,
+    ) -> Result<oneshot::Receiver<Answer>, ShareExhausted> {
         let (tx, rx) = oneshot::channel();
-        lock(&self.answers).insert(id, tx);
-        rx
+        self.answers.insert(holder, id, tx, answer_spent)?;
+        Ok(rx)
     }
 
     /// Stops waiting for the answers to `ids` (their call ended).
     pub(crate) fn forget_answers(&self, ids: &[String]) {
-        let mut answers = lock(&self.answers);
         for id in ids {
-            answers.remove(id);
+            self.answers.take(id);
         }
     }
 
     /// Hands `answer` to the call waiting for relayed id `id`; false when
-    /// no call here waits for it (another replica's, or one that ended).
+    /// no call here waits for it (another replica's, one that ended, or
+    /// an answer already given).
     pub(crate) fn answer(&self, id: &str, answer: Answer) -> bool {
-        let waiting = lock(&self.answers).remove(id);
-        match waiting {
+        match self.answers.take(id) {
             Some(waiting) => {
                 // The call may have ended meanwhile: then nobody reads it.
                 let _ = waiting.send(answer);
@@ -78,24 +96,26 @@ impl Waiting {
         }
     }
 
-    /// Holds `call` under `key` until the agent's retry; false (and the
-    /// call dropped, which stops it) when [`HELD_MAX`] calls are held.
-    #[must_use]
-    pub(crate) fn hold(&self, key: String, call: HeldCall) -> bool {
-        let mut held = lock(&self.held);
-        if held.len() >= HELD_MAX {
-            // Calls whose time ran out (never retried) go first.
-            held.retain(|_, held| !held.task.is_finished());
-        }
-        if held.len() >= HELD_MAX {
-            return false;
-        }
-        held.insert(key, call);
-        true
+    /// Whether `holder` may hold a call now (asked before the call starts,
+    /// so a full share is refused before the upstream sees anything).
+    pub(crate) fn room_to_hold(&self, holder: &Holder) -> Result<(), ShareExhausted> {
+        self.held.room(holder, held_spent)
+    }
+
+    /// Holds `call` of `holder` under `key` until the agent's retry;
+    /// refused (and the call dropped, which stops it) when a share is
+    /// full.
+    pub(crate) fn hold(
+        &self,
+        holder: &Holder,
+        key: String,
+        call: HeldCall,
+    ) -> Result<(), ShareExhausted> {
+        self.held.insert(holder, key, call, held_spent)
     }
 
     /// The call held under `key`, taken out (to resume it).
     pub(crate) fn take_held(&self, key: &str) -> Option<HeldCall> {
-        lock(&self.held).remove(key)
+        self.held.take(key)
     }
 }

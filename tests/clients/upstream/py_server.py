@@ -10,7 +10,8 @@ once, then returns the raw retry body it received) and `echo_exchange`
 (the same mid-call in 2025 sessions: the request it wrote, the response
 body it received) through the SDK's resolvers, which ask as `input_required` in
 2026-07-28 and mid-call in 2025 sessions, and `broken`, whose input schema
-is made invalid on purpose so the gateway must drop it. With
+is made invalid on purpose so the gateway must drop it; `sessions` names
+the 2025 sessions (`Mcp-Session-Id`) tools were called in. With
 UPSTREAM_LEGACY_ONLY=1 it speaks only 2025 sessions. Usage:
 py_server.py PORT
 """
@@ -167,6 +168,18 @@ def echo_exchange(sampled: Annotated[CreateMessageResult, Resolve(ask_bytes)]) -
     return json.dumps({"sent": LAST_SENT["message"], "received": LAST_RESPONSE["body"]})
 
 
+# 2025 sessions: every distinct session a `tools/call` came in, in order
+# (recorded by `app` below).
+CALLED_IN = []
+
+
+@server.tool()
+def sessions() -> str:
+    """The distinct sessions (Mcp-Session-Id) tools were called in so far,
+    this call's included, as a JSON list."""
+    return json.dumps(CALLED_IN)
+
+
 def ask_roots() -> ListRoots:
     return ListRoots()
 
@@ -205,6 +218,7 @@ async def app(scope, receive, send):
             await JSONResponse({"error": "unsupported protocol version"}, status_code=400)(scope, receive, send)
             return
     body = bytearray()
+    session = headers.get("mcp-session-id") if scope["type"] == "http" else None
 
     async def recording():
         message = await receive()
@@ -214,6 +228,8 @@ async def app(scope, receive, send):
                 LAST_ANSWERED["body"] = body.decode()
             if not message.get("more_body") and b'"result"' in body and b'"method"' not in body:
                 LAST_RESPONSE["body"] = body.decode()
+            if not message.get("more_body") and b'"tools/call"' in body and session and session not in CALLED_IN:
+                CALLED_IN.append(session)
         return message
 
     async def sending(message):

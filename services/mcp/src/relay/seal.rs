@@ -29,8 +29,10 @@
 //!   input requests; over a bound sealing refuses.
 //!
 //! Not guaranteed here: single use. Each sealed value carries a random
-//! nonce ([`OpenedState::nonce`]); a caller for whom replay within the
-//! expiry matters records it (as sessions record ended nonces). The
+//! nonce ([`OpenedState::nonce`], [`OpenedId::nonce`]) and its expiry; the
+//! relay records a nonce as used when it acts on the value (in the
+//! replicas' shared used-once record, `corkboard_grants::UsedOnce`), and
+//! a second use is refused as [`SealRejection::Replayed`]. The
 //! contents are signed, not encrypted: the agent may read the upstream's
 //! state and the expectations (it saw the input requests anyway), never
 //! the binding (a digest).
@@ -88,6 +90,9 @@ pub enum SealRejection {
     /// Genuine, but sealed for another run, grant, upstream or call.
     Foreign,
     Expired,
+    /// Genuine and current, but already used once (a replay): each state
+    /// and each relayed answer is acted on at most once.
+    Replayed,
     /// Sealing: the value would exceed its bound ([`MAX_STATE_CHARS`],
     /// [`MAX_ID_CHARS`]).
     TooLarge,
@@ -102,6 +107,7 @@ impl SealRejection {
             Self::Forged => "forged",
             Self::Foreign => "foreign",
             Self::Expired => "expired",
+            Self::Replayed => "replayed",
             Self::TooLarge => "too_large",
             Self::TooManyRounds => "too_many_rounds",
         }
@@ -118,6 +124,10 @@ impl SealRejection {
                     .to_owned()
             }
             Self::Expired => "has expired; make the call again".to_owned(),
+            Self::Replayed => {
+                "was already used (each is single-use, on every replica); make the call again"
+                    .to_owned()
+            }
             Self::TooLarge => format!(
                 "would exceed its size limit ({MAX_STATE_CHARS} characters for a requestState, {MAX_ID_CHARS} for a relayed id)"
             ),
@@ -278,6 +288,16 @@ pub struct OpenedState {
     pub expires_at: u64,
 }
 
+/// A verified relayed id.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpenedId {
+    pub request: RelayedRequest,
+    /// Random per minting: what a single-use check records.
+    pub nonce: [u8; NONCE_LEN],
+    /// Unix seconds.
+    pub expires_at: u64,
+}
+
 /// A server-to-client request relayed to a 2025 agent under a gateway id.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RelayedRequest {
@@ -395,7 +415,7 @@ impl RelaySealer {
         id: &str,
         binding: &RunBinding<'_>,
         now: u64,
-    ) -> Result<RelayedRequest, SealRejection> {
+    ) -> Result<OpenedId, SealRejection> {
         let opened = self.open(
             KIND_ID,
             id,
@@ -404,7 +424,12 @@ impl RelaySealer {
             MAX_ID_CHARS,
             RELAYED_ID_PREFIX,
         )?;
-        serde_json::from_slice(&opened.body).map_err(|_| SealRejection::Malformed)
+        let request = serde_json::from_slice(&opened.body).map_err(|_| SealRejection::Malformed)?;
+        Ok(OpenedId {
+            request,
+            nonce: opened.nonce,
+            expires_at: opened.expires_at,
+        })
     }
 
     fn mac(&self, signed: &[u8]) -> Result<HmacSha256, SealRejection> {

@@ -1273,11 +1273,12 @@ fn relayed_ids_restore_the_upstream_id_exactly_and_are_bound_to_the_run() {
         assert!(id.starts_with(RELAYED_ID_PREFIX));
         let opened = s.open_id(&id, &run, 51).unwrap();
         assert_eq!(
-            opened.upstream_id.get(),
+            opened.request.upstream_id.get(),
             upstream_id,
             "restored byte for byte"
         );
-        assert_eq!(opened, request);
+        assert_eq!(opened.request, request);
+        assert_eq!(opened.expires_at, 50 + 600);
         let other = RunBinding {
             run: "run-2",
             ..run

@@ -10,7 +10,8 @@ use crate::client::UpstreamClient;
 use crate::conn::Conn;
 use crate::error::UpstreamError;
 use crate::seam::{self, Relay};
-use crate::waiting::{HELD_MAX, HeldCall, Waiting};
+use crate::shares::Holder;
+use crate::waiting::{HeldCall, Waiting};
 use corkboard_board::{AuditOutcome, Grant};
 use corkboard_mcp::relay::seal::{CallBinding, RelaySealer, RequestState, RunBinding};
 use corkboard_mcp::{Peer, RelayAnswer, RpcError, ToolDef, ToolOutput};
@@ -63,7 +64,7 @@ pub(super) fn start(
         match &conn.client {
             Ok(client) => {
                 client
-                    .call_tool(&tool, &arguments, deadline, Some(&relay))
+                    .call_tool(&run, &tool, &arguments, deadline, Some(&relay))
                     .await
             }
             Err(why) => Err(UpstreamError::Unavailable(why.clone())),
@@ -127,12 +128,13 @@ impl HeldRounds<'_> {
             let Ok(message) = serde_json::from_slice::<HeldRequest<'_>>(message) else {
                 continue;
             };
-            let Ok(relayed) = self
+            let Ok(opened) = self
                 .sealer
                 .open_id(&message.id, &binding_run, seam::now_secs())
             else {
                 continue;
             };
+            let relayed = opened.request;
             let mut request = String::with_capacity(64);
             request.push_str("{\"method\":");
             request.push_str(&Value::String(message.method).to_string());
@@ -169,10 +171,10 @@ impl HeldRounds<'_> {
         };
         match self.sealer.seal_state(binding, &state, seam::now_secs()) {
             Ok(sealed) => {
-                if !self.waiting.hold(key, held) {
-                    return unavailable(&format!(
-                        "this gateway replica already holds {HELD_MAX} calls waiting for their agents' input; retry later"
-                    ));
+                let holder = Holder::run(self.tenant, binding.run);
+                if let Err(full) = self.waiting.hold(&holder, key, held) {
+                    tracing::info!(upstream = binding.upstream, tool = %self.name, run = binding.run, share = full.share.as_str(), outcome = "share_exhausted", "relay request");
+                    return refused(full.rpc_error());
                 }
                 tracing::info!(upstream = binding.upstream, tool = %self.name, run = binding.run, round, outcome = "input_required_held", "relay request");
                 (

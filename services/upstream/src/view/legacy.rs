@@ -70,7 +70,13 @@ impl LegacyCall<'_> {
             None => {
                 let answer = self
                     .client
-                    .call_tool(self.tool, call.raw_arguments, deadline, None)
+                    .call_tool(
+                        g.run.as_str(),
+                        self.tool,
+                        call.raw_arguments,
+                        deadline,
+                        None,
+                    )
                     .await;
                 to_output(self.def, answer)
             }

@@ -4,9 +4,10 @@
 //! [`crate::seam`]). The answers a 2026-07-28 upstream's requests wait for
 //! are kept in [`Waiting`] (this process).
 
-use super::output::{asks, parsed, text_output, to_output, unavailable};
+use super::output::{asks, parsed, refused, text_output, to_output, unavailable};
 use crate::client::UpstreamClient;
 use crate::seam::{self, Relay};
+use crate::shares::Holder;
 use crate::waiting::Waiting;
 use corkboard_board::AuditOutcome;
 use corkboard_mcp::relay::seal::{self as seal, RelayedRequest, RunBinding};
@@ -70,7 +71,14 @@ impl MixedCall<'_> {
             let answering = retry.as_ref().map(|(r, s)| (&**r, s.clone()));
             let answer = match self
                 .client
-                .call_tool_modern(self.tool, self.arguments, left(), caps, answering)
+                .call_tool_modern(
+                    self.relay.run,
+                    self.tool,
+                    self.arguments,
+                    left(),
+                    caps,
+                    answering,
+                )
                 .await
             {
                 Some(answer) => answer,
@@ -78,7 +86,13 @@ impl MixedCall<'_> {
                 None => {
                     let answer = self
                         .client
-                        .call_tool(self.tool, self.arguments, left(), Some(&self.relay))
+                        .call_tool(
+                            self.relay.run,
+                            self.tool,
+                            self.arguments,
+                            left(),
+                            Some(&self.relay),
+                        )
                         .await;
                     return to_output(self.def, answer);
                 }
@@ -162,7 +176,22 @@ impl MixedCall<'_> {
                 else {
                     return unavailable("an input request is too large to relay");
                 };
-                let rx = self.waiting.expect_answer(id.clone());
+                let holder = Holder::run(self.relay.tenant, self.relay.run);
+                let rx = match self.waiting.expect_answer(&holder, id.clone()) {
+                    Ok(rx) => rx,
+                    Err(full) => {
+                        tracing::info!(
+                            upstream,
+                            tool = self.relay.tool,
+                            tenant = self.relay.tenant,
+                            run = self.relay.run,
+                            share = full.share.as_str(),
+                            outcome = "share_exhausted",
+                            "relay request"
+                        );
+                        return refused(full.rpc_error());
+                    }
+                };
                 guard.ids.push(id.clone());
                 let message = RelayedMessage {
                     jsonrpc: "2.0",

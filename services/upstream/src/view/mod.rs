@@ -32,7 +32,7 @@ use crate::conn::{Conn, Route};
 use crate::waiting::Waiting;
 use corkboard_board::AuditSink;
 use corkboard_board::{ArgumentsHash, AuditOutcome, AuditRecord, Timestamp, UpstreamName};
-use corkboard_grants::ResolvedGrant;
+use corkboard_grants::{ResolvedGrant, UsedOnce};
 use corkboard_mcp::relay::seal::RelaySealer;
 use corkboard_mcp::{RefusalKind, RefusedCall, ToolCall, ToolDef, ToolOutput, ToolSet};
 use legacy::LegacyCall;
@@ -61,6 +61,8 @@ pub(crate) struct CallEnv<'a> {
     /// Seals relayed ids and request states (none: nothing is relayed).
     pub relay: Option<&'a RelaySealer>,
     pub waiting: &'a Waiting,
+    /// Where sealed states are recorded as used.
+    pub used: &'a dyn UsedOnce,
 }
 
 impl UpstreamView {
@@ -142,6 +144,7 @@ pub(crate) async fn call_tool(
                 client,
                 conn,
                 waiting: env.waiting,
+                used: env.used,
                 def,
                 tool,
                 call,

@@ -1,17 +1,19 @@
 //! A 2026-07-28 agent's call of an upstream tool (the 2026-07-28 ×
 //! 2026-07-28 path): a 2026-07-28 upstream's `input_required` relayed as
 //! the gateway's own with a sealed `requestState` wrapping the
-//! upstream's, resumed on any replica from the agent's retry; a 2025
-//! upstream that asks mid-call goes to [`super::held`].
+//! upstream's, resumed on any replica from the agent's retry, each
+//! sealed state acted on once across replicas (recorded as used first);
+//! a 2025 upstream that asks mid-call goes to [`super::held`].
 
 use super::held::{self, HeldRounds};
 use super::output::{asks, parsed, refused, text_output, to_output, unavailable};
 use crate::client::UpstreamClient;
 use crate::conn::Conn;
 use crate::seam;
+use crate::shares::Holder;
 use crate::waiting::Waiting;
 use corkboard_board::AuditOutcome;
-use corkboard_grants::ResolvedGrant;
+use corkboard_grants::{ResolvedGrant, UsedOnce};
 use corkboard_mcp::relay::seal::{ArgumentDigest, CallBinding, RelaySealer, RequestState};
 use corkboard_mcp::relay::{self, Eras};
 use corkboard_mcp::{Peer, RelayAnswer, Revision, RpcError, ToolCall, ToolDef, ToolOutput};
@@ -26,6 +28,7 @@ pub(super) struct ModernCall<'a> {
     pub client: &'a UpstreamClient,
     pub conn: &'a Arc<Conn>,
     pub waiting: &'a Waiting,
+    pub used: &'a dyn UsedOnce,
     pub def: &'a ToolDef,
     pub tool: &'a str,
     pub call: &'a ToolCall<'a>,
@@ -84,8 +87,25 @@ impl ModernCall<'_> {
                     tracing::info!(upstream, tool = %self.call.name, tenant = %g.tenant, run = %g.run, outcome = "refused", rule = refusal.rule.name(), "relay retry refused");
                     return refused(refusal.rpc_error());
                 }
+                // A held call's state is single-use by the call being taken
+                // out of this process's table (another replica refuses it
+                // as not held there, without using it up).
                 if !opened.state.upstream_ids.is_empty() {
                     return self.held().resume(&binding, &opened.state, responses).await;
+                }
+                // Any replica may resume this one: recorded as used first,
+                // so the upstream runs it once.
+                if let Err(refusal) = seam::use_once(
+                    self.used,
+                    seam::USED_REQUEST_STATE,
+                    &opened.nonce,
+                    opened.expires_at,
+                    "requestState",
+                    (g.tenant.as_str(), g.run.as_str()),
+                )
+                .await
+                {
+                    return refused(refusal);
                 }
                 (
                     Some((responses, opened.state.upstream_state)),
@@ -96,6 +116,7 @@ impl ModernCall<'_> {
         let answer = match self
             .client
             .call_tool_modern(
+                g.run.as_str(),
                 self.tool,
                 self.call.raw_arguments,
                 self.deadline,
@@ -113,6 +134,11 @@ impl ModernCall<'_> {
             // A 2025 upstream asks mid-call: the call is held here and
             // its requests become this agent's input_required.
             None if self.peer.capabilities().any() => {
+                let holder = Holder::run(g.tenant.as_str(), g.run.as_str());
+                if let Err(full) = self.waiting.room_to_hold(&holder) {
+                    tracing::info!(upstream, tool = %self.call.name, tenant = %g.tenant, run = %g.run, share = full.share.as_str(), outcome = "share_exhausted", "relay call refused");
+                    return refused(full.rpc_error());
+                }
                 let call = held::start(
                     self.conn,
                     self.sealer,
@@ -130,7 +156,13 @@ impl ModernCall<'_> {
             None => {
                 let answer = self
                     .client
-                    .call_tool(self.tool, self.call.raw_arguments, self.deadline, None)
+                    .call_tool(
+                        g.run.as_str(),
+                        self.tool,
+                        self.call.raw_arguments,
+                        self.deadline,
+                        None,
+                    )
                     .await;
                 return to_output(self.def, answer);
             }

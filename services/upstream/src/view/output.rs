@@ -77,6 +77,8 @@ pub(crate) fn to_output(
 ) -> (ToolOutput, AuditOutcome) {
     let result = match answer {
         Ok(result) => result,
+        // Nothing was sent: refused as the protocol error it is.
+        Err(UpstreamError::ShareExhausted(full)) => return refused(full.rpc_error()),
         Err(err @ (UpstreamError::Rpc { .. } | UpstreamError::TooLarge(_))) => {
             return (text_output(err.to_string(), true), AuditOutcome::ToolError);
         }

@@ -1,0 +1,83 @@
+//! The used-once record in Redis: replicas sharing one Redis record a
+//! value once between them, atomically (of racing uses exactly one is
+//! the first), the record expiring with the value; a Redis that cannot
+//! answer refuses the use instead of letting it through unrecorded.
+
+use corkboard_grants::{CLOCK_SLACK, FirstUse, RedisUsedOnce, UsedOnce};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn replicas_sharing_redis_use_a_value_once_until_it_expires() {
+    let redis = corkboard_testkit::RedisServer::start();
+    let prefix = corkboard_testkit::unique_prefix("used-once");
+    let replica = || -> Arc<dyn UsedOnce> {
+        Arc::new(RedisUsedOnce::new(&[redis.url()], &prefix, Duration::from_secs(1)).unwrap())
+    };
+    let replicas = [replica(), replica()];
+    let expires_at = now() + 600;
+    let mut racing = Vec::new();
+    for i in 0..16 {
+        let record = replicas[i % 2].clone();
+        racing.push(tokio::spawn(async move {
+            record
+                .first_use("relay-state", b"nonce-1", expires_at)
+                .await
+        }));
+    }
+    let mut first = 0;
+    for use_ in racing {
+        if use_.await.unwrap().unwrap() == FirstUse::First {
+            first += 1;
+        }
+    }
+    assert_eq!(first, 1, "exactly one of 16 racing uses is the first");
+    assert_eq!(
+        replicas[1]
+            .first_use("relay-id", b"nonce-1", expires_at)
+            .await
+            .unwrap(),
+        FirstUse::First,
+        "kinds are separate namespaces"
+    );
+    let key = format!("{prefix}used:relay-state:{}", hex_of(b"nonce-1"));
+    let corkboard_testkit::Reply::Integer(ttl) = redis.command(&["PTTL", &key]).unwrap() else {
+        panic!("PTTL answers an integer");
+    };
+    let longest = (600 + CLOCK_SLACK.as_secs()) as i64 * 1000;
+    assert!(
+        ttl > longest - 10_000 && ttl <= longest,
+        "the value's expiry plus the clock slack: {ttl}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_that_cannot_answer_refuses_the_use() {
+    let mut redis = corkboard_testkit::RedisServer::start();
+    let record = RedisUsedOnce::new(
+        &[redis.url()],
+        "used-once-down:",
+        Duration::from_millis(300),
+    )
+    .unwrap();
+    redis.stop();
+    let err = record
+        .first_use("relay-state", b"n", now() + 60)
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().starts_with("used-once record unavailable"),
+        "{err}"
+    );
+}
+
+fn hex_of(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
