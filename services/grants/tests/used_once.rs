@@ -14,7 +14,7 @@ fn now() -> u64 {
         .as_secs()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
 async fn replicas_sharing_redis_use_a_value_once_until_it_expires() {
     let redis = corkboard_testkit::RedisServer::start();
     let prefix = corkboard_testkit::unique_prefix("used-once");
@@ -58,7 +58,7 @@ async fn replicas_sharing_redis_use_a_value_once_until_it_expires() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
 async fn a_redis_that_cannot_answer_refuses_the_use() {
     let mut redis = corkboard_testkit::RedisServer::start();
     let record = RedisUsedOnce::new(
