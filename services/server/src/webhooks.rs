@@ -13,7 +13,7 @@
 //! Deliveries never wait for each other: each runs as its own task under
 //! its deadline, at most [`DeliveryLimits::in_flight_max`] at once, and a
 //! slot that frees is claimed again at once. What one claim takes is the
-//! store's to share ([`BoardStore::claim_deliveries`]): at most
+//! store's to share (`WebhookStore::claim_deliveries`): at most
 //! [`DeliveryLimits::in_flight_per_endpoint`] in flight per endpoint, turns
 //! across tenants and endpoints, none for an endpoint paused after failing.
 //! So an endpoint that never answers holds only its own few slots, a
