@@ -1,8 +1,9 @@
 //! Black-box: webhooks of `corkboard serve` reaching a real HTTP receiver
 //! (a std `TcpListener` in the test): signed deliveries with their ids, a
 //! retry after the receiver answers 500, only a tenant's own events at its
-//! endpoints, URL validation, the status in the admin API, and no delivery
-//! lost when the server is SIGKILLed and restarted on the same data dir.
+//! endpoints, URL validation, the status in the admin API, no delivery
+//! lost when the server is SIGKILLed and restarted on the same data dir,
+//! and a receiver that never answers delaying no other tenant's deliveries.
 
 use crate::support;
 
@@ -489,4 +490,117 @@ fn a_secret_stored_in_clear_before_sealing_still_signs_its_deliveries() {
         delivered(all, "/old", "issue.created") == 1
     });
     verify(ACME_SECRET, got.iter().find(|r| r.path == "/old").unwrap());
+}
+
+/// A receiver that reads each request and never answers: counts the
+/// connections open at once and those the sender gave up on (closed).
+struct Stuck {
+    port: u16,
+    open: Arc<AtomicU32>,
+    most_open: Arc<AtomicU32>,
+    closed: Arc<AtomicU32>,
+}
+
+impl Stuck {
+    fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (open, most_open, closed) = (
+            Arc::new(AtomicU32::new(0)),
+            Arc::new(AtomicU32::new(0)),
+            Arc::new(AtomicU32::new(0)),
+        );
+        let (o, m, c) = (open.clone(), most_open.clone(), closed.clone());
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { continue };
+                let now_open = o.fetch_add(1, Ordering::SeqCst) + 1;
+                m.fetch_max(now_open, Ordering::SeqCst);
+                let (o, c) = (o.clone(), c.clone());
+                std::thread::spawn(move || {
+                    // Read until the sender closes the connection.
+                    let mut sink = [0u8; 4096];
+                    let mut stream = stream;
+                    while matches!(stream.read(&mut sink), Ok(n) if n > 0) {}
+                    o.fetch_sub(1, Ordering::SeqCst);
+                    c.fetch_add(1, Ordering::SeqCst);
+                });
+            }
+        });
+        Stuck {
+            port,
+            open,
+            most_open,
+            closed,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/stuck", self.port)
+    }
+}
+
+/// Issue 28 item 7: acme's endpoint never answers and has a backlog of 40
+/// deliveries; globex's one delivery, queued after all of them, arrives
+/// while acme's attempts are still stuck (none has reached its deadline),
+/// and acme's endpoint never has more than its two in flight.
+#[test]
+fn a_receiver_that_never_answers_delays_only_its_own_deliveries() {
+    let stuck = Stuck::start();
+    let receiver = Receiver::start();
+    let serve = Serve::start_with_env(&[
+        ("CORKBOARD_WEBHOOK_ALLOWED_HOSTS", "127.0.0.1"),
+        // Long enough that no stuck attempt ends while the test runs.
+        ("CORKBOARD_WEBHOOK_TIMEOUT_MS", "60000"),
+    ]);
+    let admin = serve.admin_token("platform-admin", None);
+    for (tenant, url) in [("acme", stuck.url()), ("globex", receiver.url("/globex"))] {
+        let (status, hook) = call(
+            &serve,
+            reqwest::Method::POST,
+            &format!("/v1/tenants/{tenant}/webhooks"),
+            &admin,
+            Some(json!({"url": url, "events": ["issue.created"]})),
+        );
+        assert_eq!(status, 201, "{hook}");
+    }
+    let acme = serve.grant("acme", "run-a", "issues:create");
+    for n in 0..40 {
+        let (_, created) = mcp_call(
+            &acme.mcp_url,
+            &acme.token,
+            "create_issue",
+            json!({"title": format!("backlog {n}")}),
+        );
+        assert_eq!(created["result"]["isError"], false, "{created}");
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while stuck.open.load(Ordering::SeqCst) < 2 {
+        assert!(Instant::now() < deadline, "acme's deliveries never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let globex = serve.grant("globex", "run-g", "issues:create");
+    let (_, created) = mcp_call(
+        &globex.mcp_url,
+        &globex.token,
+        "create_issue",
+        json!({"title": "globex's"}),
+    );
+    assert_eq!(created["result"]["isError"], false, "{created}");
+    let queued = Instant::now();
+    receiver.wait_for("globex's delivery", |all| {
+        delivered(all, "/globex", "issue.created") == 1
+    });
+    let waited = queued.elapsed();
+    assert_eq!(
+        stuck.closed.load(Ordering::SeqCst),
+        0,
+        "globex's delivery waited {waited:?}, until acme's stuck attempts gave up"
+    );
+    assert!(waited < Duration::from_secs(20), "{waited:?}");
+    assert!(
+        stuck.most_open.load(Ordering::SeqCst) <= 2,
+        "acme's endpoint had {} deliveries in flight at once",
+        stuck.most_open.load(Ordering::SeqCst)
+    );
 }

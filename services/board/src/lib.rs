@@ -85,7 +85,7 @@ pub use upstream::{
     Upstream, UpstreamName, UpstreamPattern, UpstreamUrl,
 };
 pub use webhook::{
-    AttemptOutcome, ClaimedDelivery, NewWebhook, Webhook, WebhookEvent, WebhookEvents,
+    AttemptOutcome, ClaimedDelivery, DueDelivery, NewWebhook, Webhook, WebhookEvent, WebhookEvents,
     WebhookSecret, WebhookStatus, WebhookUrl, WebhookWithStatus,
 };
 pub use window::{CommentFacts, CommentWindow};

@@ -261,17 +261,26 @@ macro_rules! __store_methods {
             fn delete_webhook(tenant: &$crate::TenantId, id: &$crate::WebhookId) -> ();
 
             /// Up to `limit` deliveries due at `now` (not delivered, not given up,
-            /// next attempt due, no live lease), oldest first, each leased until
-            /// `now + lease` so no other worker takes it meanwhile.
+            /// next attempt due, no live lease), each leased until `now + lease`
+            /// so no other worker takes it meanwhile. Shared fairly: no endpoint
+            /// has more than `per_endpoint` deliveries leased at once (live leases
+            /// of every worker count), an endpoint paused after failed attempts
+            /// ([`endpoint_pause`](crate::webhook::endpoint_pause)) gets none, and
+            /// the rest are taken in turns across tenants and their endpoints
+            /// ([`fair_share`](crate::webhook::fair_share)), each endpoint's oldest
+            /// first, so one endpoint's backlog never starves another's.
             fn claim_deliveries(
                 now: $crate::Timestamp,
                 lease: ::std::time::Duration,
                 limit: u32,
+                per_endpoint: u32,
             ) -> Vec<$crate::ClaimedDelivery>;
 
             /// Records an attempt: delivered, or failed and due again after
             /// [`retry_delay`](crate::webhook::retry_delay), or given up after the
-            /// last attempt. Releases the lease.
+            /// last attempt. Releases the lease. A failure also pauses the
+            /// endpoint for [`endpoint_pause`](crate::webhook::endpoint_pause) of
+            /// its failures in a row; a success ends the pause.
             fn record_attempt(
                 id: &$crate::DeliveryId,
                 outcome: &$crate::AttemptOutcome,

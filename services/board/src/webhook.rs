@@ -13,7 +13,7 @@ use crate::issue::Issue;
 use crate::timestamp::Timestamp;
 use hmac::{Hmac, Mac};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use std::time::Duration;
 
@@ -392,6 +392,77 @@ pub fn retry_delay(attempts: u32) -> Option<Duration> {
     Some((limits::RETRY_FIRST * factor).min(limits::RETRY_MAX))
 }
 
+/// How long an endpoint whose attempts failed `failures` times in a row
+/// (timeouts, error statuses, refusals) is left alone before its next
+/// delivery is claimed: the delivery backoff ([`retry_delay`]), staying at
+/// [`limits::RETRY_MAX`] past the last attempt's. Only a success ends it,
+/// so an endpoint that never answers holds its in-flight slots a shrinking
+/// share of the time, however many deliveries wait for it.
+pub fn endpoint_pause(failures: u32) -> Duration {
+    if failures == 0 {
+        return Duration::ZERO;
+    }
+    retry_delay(failures).unwrap_or(limits::RETRY_MAX)
+}
+
+/// A due delivery a store found while claiming: whose it is and since when
+/// it is due, what [`fair_share`] orders by.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DueDelivery {
+    pub id: DeliveryId,
+    pub tenant: TenantId,
+    pub webhook: WebhookId,
+    pub due_at: Timestamp,
+}
+
+/// Which of `due` one claim takes, at most `limit`, in the order to send
+/// them: round robin across tenants (the tenant waiting longest first),
+/// and within a tenant round robin across its endpoints (each endpoint's
+/// oldest first), so one endpoint's backlog, however long, takes one turn
+/// per round like any other tenant's single delivery. `due` holds, per
+/// endpoint, no more than its free in-flight slots (the store's cap).
+pub fn fair_share(mut due: Vec<DueDelivery>, limit: usize) -> Vec<DueDelivery> {
+    /// One tenant's due deliveries, per endpoint.
+    struct Tenant {
+        endpoints: Vec<(WebhookId, Vec<DueDelivery>)>,
+    }
+    due.sort_by(|a, b| (a.due_at, &a.id).cmp(&(b.due_at, &b.id)));
+    // Tenants and their endpoints in order of their oldest due delivery.
+    let mut tenants: Vec<Tenant> = Vec::new();
+    let mut places: HashMap<TenantId, usize> = HashMap::new();
+    for delivery in due {
+        let at = *places.entry(delivery.tenant.clone()).or_insert_with(|| {
+            tenants.push(Tenant {
+                endpoints: Vec::new(),
+            });
+            tenants.len() - 1
+        });
+        let endpoints = &mut tenants[at].endpoints;
+        match endpoints.iter_mut().find(|(w, _)| *w == delivery.webhook) {
+            Some((_, queue)) => queue.push(delivery),
+            None => endpoints.push((delivery.webhook.clone(), vec![delivery])),
+        }
+    }
+    let tenants: Vec<Vec<DueDelivery>> = tenants
+        .into_iter()
+        .map(|t| round_robin(t.endpoints.into_iter().map(|(_, q)| q).collect()))
+        .collect();
+    let mut taken = round_robin(tenants);
+    taken.truncate(limit);
+    taken
+}
+
+/// The first of each queue, then the second of each, and so on.
+fn round_robin<T>(queues: Vec<Vec<T>>) -> Vec<T> {
+    let total = queues.iter().map(Vec::len).sum();
+    let mut iters: Vec<_> = queues.into_iter().map(Vec::into_iter).collect();
+    let mut out = Vec::with_capacity(total);
+    while out.len() < total {
+        out.extend(iters.iter_mut().filter_map(Iterator::next));
+    }
+    out
+}
+
 /// The `Corkboard-Signature` header value: `t=<unix seconds>,v1=<hex
 /// HMAC-SHA256 of "<t>.<body>" under the endpoint's secret>`.
 pub fn signature(secret: &WebhookSecret, timestamp_secs: i64, body: &str) -> String {
@@ -507,6 +578,55 @@ mod tests {
         let generated = WebhookSecret::generate();
         assert!(generated.expose().starts_with("whsec_"));
         assert_ne!(generated, WebhookSecret::generate());
+    }
+
+    /// A due delivery named `id` (a few ULID characters, zero-padded).
+    fn due(id: &str, tenant: &str, webhook: &str, at: i64) -> DueDelivery {
+        DueDelivery {
+            id: DeliveryId::parse(format!("dlv_{id:0>26}")).unwrap(),
+            tenant: TenantId::parse(tenant).unwrap(),
+            webhook: WebhookId::parse(format!("wh_{webhook:0>26}")).unwrap(),
+            due_at: Timestamp::from_millis(at),
+        }
+    }
+
+    fn ids(taken: &[DueDelivery]) -> Vec<&str> {
+        taken
+            .iter()
+            .map(|d| d.id.as_str()["dlv_".len()..].trim_start_matches('0'))
+            .collect()
+    }
+
+    #[test]
+    fn a_claim_takes_turns_across_tenants_then_endpoints() {
+        // Tenant a's endpoint X has the oldest backlog; b's one delivery is
+        // the newest of all; a's second endpoint Y is newer than X.
+        let mut backlog: Vec<DueDelivery> =
+            (0..6).map(|n| due(&format!("X{n}"), "a", "X", n)).collect();
+        backlog.push(due("Y0", "a", "Y", 10));
+        backlog.push(due("Y1", "a", "Y", 11));
+        backlog.push(due("B0", "b", "Z", 100));
+        backlog.reverse();
+        let taken = fair_share(backlog.clone(), 100);
+        assert_eq!(
+            ids(&taken),
+            ["X0", "B0", "Y0", "X1", "Y1", "X2", "X3", "X4", "X5"]
+        );
+        // A claim of two takes b's delivery second, however long a's backlog.
+        assert_eq!(ids(&fair_share(backlog.clone(), 2)), ["X0", "B0"]);
+        // The tenant waiting longest goes first.
+        backlog.push(due("C0", "c", "W", -5));
+        assert_eq!(ids(&fair_share(backlog, 3)), ["C0", "X0", "B0"]);
+        assert!(fair_share(Vec::new(), 5).is_empty());
+    }
+
+    #[test]
+    fn a_failing_endpoint_pauses_like_a_delivery_backs_off() {
+        assert_eq!(endpoint_pause(0), Duration::ZERO);
+        assert_eq!(endpoint_pause(1), Duration::from_secs(1));
+        assert_eq!(endpoint_pause(3), Duration::from_secs(4));
+        assert_eq!(endpoint_pause(limits::ATTEMPTS_MAX), limits::RETRY_MAX);
+        assert_eq!(endpoint_pause(u32::MAX), limits::RETRY_MAX);
     }
 
     #[test]

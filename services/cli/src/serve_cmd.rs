@@ -51,6 +51,7 @@ pub fn run(args: RoleArgs, role: Role) -> Result<ExitCode> {
             state.store.clone(),
             (*state.webhook_hosts).clone(),
             state.upstream_key.clone(),
+            corkboard_server::webhooks::DeliveryLimits::from_settings(&state.settings),
         )
         .context("webhooks: cannot build the delivery client")?;
         // ---- runner (corkboard-gateway, issue 10): `serve` hosts the

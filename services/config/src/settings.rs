@@ -186,6 +186,15 @@ pub struct Settings {
     /// egress rules for webhooks (e.g. `127.0.0.1` for local use). Hosts
     /// are matched as the HTTP client parses the URL.
     pub webhook_allowed_hosts: Vec<String>,
+    /// Longest time one webhook delivery attempt may take (connect, send,
+    /// answer), in ms; a slower one is a failed attempt, retried with the
+    /// backoff.
+    pub webhook_timeout_ms: u64,
+    /// Most webhook deliveries one server process sends at once.
+    pub webhook_in_flight_max: u32,
+    /// Most deliveries to one endpoint in flight at once (all servers
+    /// sharing the board together), so a slow endpoint holds no more.
+    pub webhook_in_flight_per_endpoint: u32,
     /// What connections made for tenants (upstream MCP servers, webhook
     /// deliveries) may reach besides public addresses: host names
     /// (`mcp.internal`), `*.` suffixes (`*.svc.cluster.local`), addresses
@@ -283,6 +292,9 @@ impl Default for Settings {
             // which this crate sits below; cli's `compose` tests check it.
             grant_max_lifetime_secs: 30 * 24 * 3600,
             webhook_allowed_hosts: Vec::new(),
+            webhook_timeout_ms: 10_000,
+            webhook_in_flight_max: 64,
+            webhook_in_flight_per_endpoint: 2,
             egress_allow: Vec::new(),
             // Copies of `corkboard_upstream::UpstreamOptions`' defaults,
             // which this crate sits below; cli's `compose` tests check them.
@@ -486,6 +498,23 @@ impl Settings {
                 return Err(key(name, "must be between 1 and 100"));
             }
         }
+        if !(1..=600_000).contains(&self.webhook_timeout_ms) {
+            return Err(key(
+                "webhook_timeout_ms",
+                "must be between 1 and 600000 (10 minutes)",
+            ));
+        }
+        for (name, value) in [
+            ("webhook_in_flight_max", self.webhook_in_flight_max),
+            (
+                "webhook_in_flight_per_endpoint",
+                self.webhook_in_flight_per_endpoint,
+            ),
+        ] {
+            if !(1..=10_000).contains(&value) {
+                return Err(key(name, "must be between 1 and 10000"));
+            }
+        }
         if self.header_timeout_ms == 0 {
             return Err(key("header_timeout_ms", "must be at least 1"));
         }
@@ -655,6 +684,34 @@ mod tests {
         )
         .unwrap();
         assert_eq!(s.egress_allow, ["127.0.0.1", "*.svc.local", "10.0.0.0/8"]);
+    }
+
+    #[test]
+    fn webhook_delivery_limits_are_bounded() {
+        let s = Settings::load_with_env(
+            None,
+            Default::default(),
+            env(&[("CORKBOARD_WEBHOOK_IN_FLIGHT_PER_ENDPOINT", "4")]),
+        )
+        .unwrap();
+        assert_eq!(s.webhook_in_flight_per_endpoint, 4);
+        for (var, value, key) in [
+            (
+                "CORKBOARD_WEBHOOK_IN_FLIGHT_MAX",
+                "0",
+                "webhook_in_flight_max",
+            ),
+            (
+                "CORKBOARD_WEBHOOK_IN_FLIGHT_PER_ENDPOINT",
+                "0",
+                "webhook_in_flight_per_endpoint",
+            ),
+            ("CORKBOARD_WEBHOOK_TIMEOUT_MS", "0", "webhook_timeout_ms"),
+        ] {
+            let err = Settings::load_with_env(None, Default::default(), env(&[(var, value)]))
+                .unwrap_err();
+            assert!(err.to_string().contains(key), "{err}");
+        }
     }
 
     #[test]

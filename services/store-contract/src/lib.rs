@@ -162,6 +162,7 @@ macro_rules! store_contract_tests {
             case_webhook_outbox_has_issue_claimed_once_per_claim,
             case_webhook_deliveries_are_leased_retried_and_given_up,
             case_webhook_endpoints_are_bounded_and_deleted_with_their_deliveries,
+            case_webhook_claims_share_slots_fairly_and_pause_a_failing_endpoint,
             case_audit_append_and_list,
             case_audit_filters_and_limit,
             case_audit_tenant_isolation,

@@ -1,6 +1,8 @@
 //! Webhook endpoints and the outbox: board writes queue deliveries for the
-//! writing tenant's subscribed endpoints only; claims lease; failures are
-//! retried with backoff until given up; status is kept per endpoint.
+//! writing tenant's subscribed endpoints only; claims lease, and share out
+//! what is due fairly (a cap of live leases per endpoint, turns across
+//! tenants, a failing endpoint paused); failures are retried with backoff
+//! until given up; status is kept per endpoint.
 
 use crate::fixtures::*;
 use corkboard_board::webhook::limits;
@@ -26,7 +28,7 @@ fn hook(events: &[&str]) -> NewWebhook {
 async fn drain<S: BoardStore>(store: &S, ahead: i64) -> Vec<ClaimedDelivery> {
     let now = Timestamp::now().plus_millis(ahead);
     let claimed = store
-        .claim_deliveries(now, LEASE, 100)
+        .claim_deliveries(now, LEASE, 100, 100)
         .await
         .expect("claim");
     for delivery in &claimed {
@@ -192,13 +194,16 @@ pub async fn case_webhook_deliveries_are_leased_retried_and_given_up<S: BoardSto
         .await
         .expect("create issue");
     let at = Timestamp::now();
-    let claimed = store.claim_deliveries(at, LEASE, 10).await.expect("claim");
+    let claimed = store
+        .claim_deliveries(at, LEASE, 10, 100)
+        .await
+        .expect("claim");
     assert_eq!(claimed.len(), 1);
     let id = claimed[0].id.clone();
     assert_eq!(claimed[0].attempts, 0);
     assert!(
         store
-            .claim_deliveries(at, LEASE, 10)
+            .claim_deliveries(at, LEASE, 10, 100)
             .await
             .expect("claim")
             .is_empty(),
@@ -207,7 +212,7 @@ pub async fn case_webhook_deliveries_are_leased_retried_and_given_up<S: BoardSto
     // A lease that ran out (its worker died) is claimed again.
     let later = at.plus_millis(31_000);
     let again = store
-        .claim_deliveries(later, LEASE, 10)
+        .claim_deliveries(later, LEASE, 10, 100)
         .await
         .expect("claim");
     assert_eq!(again.len(), 1);
@@ -233,7 +238,7 @@ pub async fn case_webhook_deliveries_are_leased_retried_and_given_up<S: BoardSto
     );
     assert!(
         store
-            .claim_deliveries(later.plus_millis(500), LEASE, 10)
+            .claim_deliveries(later.plus_millis(500), LEASE, 10, 100)
             .await
             .expect("claim")
             .is_empty(),
@@ -243,7 +248,7 @@ pub async fn case_webhook_deliveries_are_leased_retried_and_given_up<S: BoardSto
     let mut attempts = 1;
     loop {
         let due = store
-            .claim_deliveries(when, LEASE, 10)
+            .claim_deliveries(when, LEASE, 10, 100)
             .await
             .expect("claim");
         assert_eq!(due.len(), 1, "due again after attempt {attempts}");
@@ -268,7 +273,7 @@ pub async fn case_webhook_deliveries_are_leased_retried_and_given_up<S: BoardSto
     );
     assert!(
         store
-            .claim_deliveries(when.plus_millis(3_600_000), LEASE, 10)
+            .claim_deliveries(when.plus_millis(3_600_000), LEASE, 10, 100)
             .await
             .expect("claim")
             .is_empty(),
@@ -316,7 +321,7 @@ pub async fn case_webhook_endpoints_are_bounded_and_deleted_with_their_deliverie
     assert!(store.list_webhooks(&t).await.expect("list").is_empty());
     assert!(
         store
-            .claim_deliveries(Timestamp::now(), LEASE, 100)
+            .claim_deliveries(Timestamp::now(), LEASE, 100, 100)
             .await
             .expect("claim")
             .is_empty(),
@@ -375,5 +380,138 @@ pub async fn case_webhook_outbox_has_issue_claimed_once_per_claim<S: BoardStore>
     assert!(
         drain(&*store, 0).await.is_empty(),
         "a repeated claim is not a new event"
+    );
+}
+
+pub async fn case_webhook_claims_share_slots_fairly_and_pause_a_failing_endpoint<S: BoardStore>(
+    store: Arc<S>,
+) {
+    let (a, b) = (tenant("hooks-busy"), tenant("hooks-quiet"));
+    let now = Timestamp::now();
+    let busy = store
+        .create_webhook(&a, &hook(&["issue.created"]), now)
+        .await
+        .expect("create");
+    let quiet = store
+        .create_webhook(&b, &hook(&["issue.created"]), now)
+        .await
+        .expect("create");
+    for n in 0..12 {
+        store
+            .create_issue(
+                &a,
+                &author("run-1"),
+                new_issue(&format!("backlog {n}")),
+                None,
+            )
+            .await
+            .expect("create issue");
+    }
+    store
+        .create_issue(&b, &author("run-2"), new_issue("the quiet one"), None)
+        .await
+        .expect("create issue");
+    let of = |claimed: &[ClaimedDelivery], webhook: &WebhookId| {
+        claimed.iter().filter(|d| &d.webhook == webhook).count()
+    };
+    let claim = |at: Timestamp, limit: u32| {
+        let store = store.clone();
+        async move {
+            store
+                .claim_deliveries(at, LEASE, limit, 2)
+                .await
+                .expect("claim")
+        }
+    };
+    let ok = |at: Timestamp| AttemptOutcome {
+        at,
+        status: Some(200),
+        error: None,
+    };
+    let failed = |at: Timestamp| AttemptOutcome {
+        at,
+        status: None,
+        error: Some("no answer within 10s".into()),
+    };
+
+    // The busy endpoint's backlog is older than the quiet tenant's one
+    // delivery, yet takes only its two slots.
+    let at = Timestamp::now().plus_millis(10);
+    let first = claim(at, 3).await;
+    assert_eq!(
+        (of(&first, &busy.id), of(&first, &quiet.id)),
+        (2, 1),
+        "two of the backlog (its cap) and the other tenant's turn: {first:#?}"
+    );
+    assert!(
+        claim(at, 10).await.is_empty(),
+        "the busy endpoint has two in flight, its cap; nothing else is due"
+    );
+    let busy_first: Vec<&ClaimedDelivery> = first.iter().filter(|d| d.webhook == busy.id).collect();
+    let quiet_first = first.iter().find(|d| d.webhook == quiet.id).unwrap();
+    store
+        .record_attempt(&busy_first[0].id, &ok(at))
+        .await
+        .expect("record");
+    store
+        .record_attempt(&quiet_first.id, &ok(at))
+        .await
+        .expect("record");
+    let next = claim(at, 10).await;
+    assert_eq!(
+        (next.len(), of(&next, &busy.id)),
+        (1, 1),
+        "one slot freed, one more: {next:#?}"
+    );
+
+    // A lease that ran out frees its slot: its delivery is due again, the
+    // oldest first.
+    let later = at.plus_millis(31_000);
+    let lapsed = claim(later, 10).await;
+    assert_eq!(of(&lapsed, &busy.id), 2, "{lapsed:#?}");
+    assert!(
+        lapsed.iter().any(|d| d.id == busy_first[1].id),
+        "the delivery whose lease ran out is sent again: {lapsed:#?}"
+    );
+
+    // Two failures in a row pause the endpoint for 2 s (the backoff of a
+    // second attempt), not the other tenant's.
+    for delivery in &lapsed {
+        store
+            .record_attempt(&delivery.id, &failed(later))
+            .await
+            .expect("record");
+    }
+    store
+        .create_issue(&b, &author("run-2"), new_issue("quiet again"), None)
+        .await
+        .expect("create issue");
+    let paused = claim(later.plus_millis(1_500), 10).await;
+    assert_eq!(
+        (of(&paused, &busy.id), of(&paused, &quiet.id)),
+        (0, 1),
+        "{paused:#?}"
+    );
+    let resumed_at = later.plus_millis(2_000);
+    let resumed = claim(resumed_at, 10).await;
+    assert_eq!(of(&resumed, &busy.id), 2, "the pause is over: {resumed:#?}");
+
+    // A success ends the streak: the next failure pauses for 1 s, not 4.
+    store
+        .record_attempt(&resumed[0].id, &ok(resumed_at))
+        .await
+        .expect("record");
+    store
+        .record_attempt(&resumed[1].id, &failed(resumed_at))
+        .await
+        .expect("record");
+    assert_eq!(
+        of(&claim(resumed_at.plus_millis(900), 10).await, &busy.id),
+        0
+    );
+    assert_eq!(
+        of(&claim(resumed_at.plus_millis(1_000), 10).await, &busy.id),
+        2,
+        "one failure after a success pauses for 1 s"
     );
 }

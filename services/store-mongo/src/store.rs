@@ -163,6 +163,12 @@ impl MongoStore {
                 collection: schema::GRANTS.to_owned(),
                 reason: e.to_string(),
             })?;
+        self.bounded_write("creating indexes", self.ensure_webhook_indexes())
+            .await
+            .map_err(|e| MongoStoreError::Indexes {
+                collection: crate::webhooks::OUTBOX.to_owned(),
+                reason: e.to_string(),
+            })?;
         let names = self
             .bounded("listing collections", async {
                 self.inner

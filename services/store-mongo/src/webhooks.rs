@@ -9,25 +9,32 @@
 //! the two, or an insert that fails (logged as a warning), loses those
 //! deliveries; a write is never lost or failed because of them. Claims
 //! lease each delivery with its own conditional update, so two replicas
-//! never claim the same one at once.
+//! never claim the same one at once, and share them out as the domain says
+//! (`webhook::fair_share`; per endpoint at most `per_endpoint` live leases,
+//! none while it is paused: `failures`, `paused_until` on the endpoint).
 
 use crate::codec::field;
 use crate::error::store_error;
 use crate::store::MongoStore;
 use corkboard_board::webhook::{
-    self, AttemptOutcome, ClaimedDelivery, NewWebhook, Webhook, WebhookEvent, WebhookEvents,
-    WebhookSecret, WebhookStatus, WebhookUrl, WebhookWithStatus, limits,
+    self, AttemptOutcome, ClaimedDelivery, DueDelivery, NewWebhook, Webhook, WebhookEvent,
+    WebhookEvents, WebhookSecret, WebhookStatus, WebhookUrl, WebhookWithStatus, limits,
 };
 use corkboard_board::{
     DeliveryId, StoreError, TenantId, Timestamp, ValidationError, WebhookId, WebhookStore,
 };
+use futures_util::StreamExt;
 use mongodb::bson::{Bson, Document, doc};
 use mongodb::options::ReturnDocument;
 use mongodb::{Collection, IndexModel};
+use std::collections::HashMap;
 use std::time::Duration;
 
 pub const WEBHOOKS: &str = "webhooks";
 pub const OUTBOX: &str = "webhook_outbox";
+
+/// Endpoints a claim reads the due deliveries of at once.
+const PROBES_AT_ONCE: usize = 8;
 
 fn millis(t: Timestamp) -> i64 {
     t.as_millis()
@@ -60,7 +67,7 @@ impl MongoStore {
 
     /// The indexes claims and per-tenant lookups use; creating them again
     /// is a no-op.
-    async fn ensure_webhook_indexes(&self) -> Result<(), StoreError> {
+    pub(crate) async fn ensure_webhook_indexes(&self) -> Result<(), StoreError> {
         self.webhooks()
             .create_index(IndexModel::builder().keys(doc! { "tenant": 1 }).build())
             .await
@@ -72,6 +79,14 @@ impl MongoStore {
                     .build(),
                 IndexModel::builder().keys(doc! { "webhook": 1 }).build(),
                 IndexModel::builder().keys(doc! { "tenant": 1 }).build(),
+                // A claim's reads: an endpoint's due deliveries oldest
+                // first, and the live leases.
+                IndexModel::builder()
+                    .keys(doc! { "webhook": 1, "next_attempt_at": 1, field::ID: 1 })
+                    .build(),
+                IndexModel::builder()
+                    .keys(doc! { "lease_until": 1 })
+                    .build(),
             ])
             .await
             .map_err(|e| store_error(&e))?;
@@ -113,6 +128,86 @@ impl MongoStore {
             .ok()
             .flatten()
             .is_some()
+    }
+
+    /// What a claim chooses from: of each endpoint that is not paused,
+    /// its oldest due unleased deliveries, as many as it has free slots
+    /// (`per_endpoint` less its live leases). One read of the live leases
+    /// (the lease index), one of the endpoints, then one bounded index read
+    /// per endpoint with a free slot, a few at a time: the cost follows
+    /// the endpoints, never an endpoint's backlog. Replicas claiming at the
+    /// same instant may together lease a few more than `per_endpoint`.
+    async fn due_deliveries(
+        &self,
+        now: Timestamp,
+        per_endpoint: u32,
+    ) -> Result<Vec<DueDelivery>, StoreError> {
+        let now_ms = millis(now);
+        let mut leased: HashMap<String, u32> = HashMap::new();
+        let mut cursor = self
+            .outbox()
+            .find(doc! { "lease_until": { "$gt": now_ms } })
+            .projection(doc! { "webhook": 1 })
+            .max_time(self.max_time())
+            .await
+            .map_err(|e| store_error(&e))?;
+        while cursor.advance().await.map_err(|e| store_error(&e))? {
+            let doc = cursor.deserialize_current().map_err(|e| store_error(&e))?;
+            *leased.entry(text(&doc, "webhook")?.to_owned()).or_default() += 1;
+        }
+        let mut cursor = self
+            .webhooks()
+            .find(doc! {})
+            .projection(doc! { "tenant": 1, "paused_until": 1 })
+            .max_time(self.max_time())
+            .await
+            .map_err(|e| store_error(&e))?;
+        let mut open = Vec::new();
+        while cursor.advance().await.map_err(|e| store_error(&e))? {
+            let doc = cursor.deserialize_current().map_err(|e| store_error(&e))?;
+            let id = text(&doc, field::ID)?;
+            let free = per_endpoint.saturating_sub(leased.get(id).copied().unwrap_or(0));
+            if free == 0 || int(&doc, "paused_until") > now_ms {
+                continue;
+            }
+            let webhook = WebhookId::parse(id).map_err(|e| corrupt("webhook id", e))?;
+            let tenant =
+                TenantId::parse(text(&doc, "tenant")?).map_err(|e| corrupt("webhook tenant", e))?;
+            open.push((webhook, tenant, free));
+        }
+        let probes = open.into_iter().map(|(webhook, tenant, free)| async move {
+            let mut cursor = self
+                .outbox()
+                .find(doc! {
+                    "webhook": webhook.as_str(),
+                    "next_attempt_at": { "$lte": now_ms },
+                    "lease_until": { "$lte": now_ms },
+                })
+                .sort(doc! { "next_attempt_at": 1, field::ID: 1 })
+                .limit(i64::from(free))
+                .projection(doc! { "next_attempt_at": 1 })
+                .max_time(self.max_time())
+                .await
+                .map_err(|e| store_error(&e))?;
+            let mut due = Vec::new();
+            while cursor.advance().await.map_err(|e| store_error(&e))? {
+                let doc = cursor.deserialize_current().map_err(|e| store_error(&e))?;
+                due.push(DueDelivery {
+                    id: DeliveryId::parse(text(&doc, field::ID)?)
+                        .map_err(|e| corrupt("delivery id", e))?,
+                    tenant: tenant.clone(),
+                    webhook: webhook.clone(),
+                    due_at: Timestamp::from_millis(int(&doc, "next_attempt_at")),
+                });
+            }
+            Ok::<_, StoreError>(due)
+        });
+        let mut due = Vec::new();
+        let mut probes = futures_util::stream::iter(probes).buffer_unordered(PROBES_AT_ONCE);
+        while let Some(found) = probes.next().await {
+            due.extend(found?);
+        }
+        Ok(due)
     }
 
     async fn queue(
@@ -309,32 +404,25 @@ impl WebhookStore for MongoStore {
         now: Timestamp,
         lease: Duration,
         limit: u32,
+        per_endpoint: u32,
     ) -> Result<Vec<ClaimedDelivery>, StoreError> {
         self.bounded_write("claim_deliveries", async {
-            let due = doc! {
-                "next_attempt_at": { "$lte": millis(now) },
-                "lease_until": { "$lte": millis(now) },
-            };
-            let mut cursor = self
-                .outbox()
-                .find(due.clone())
-                .sort(doc! { "next_attempt_at": 1, field::ID: 1 })
-                .limit(i64::from(limit))
-                .max_time(self.max_time())
-                .await
-                .map_err(|e| store_error(&e))?;
-            let mut candidates = Vec::new();
-            while cursor.advance().await.map_err(|e| store_error(&e))? {
-                let doc = cursor.deserialize_current().map_err(|e| store_error(&e))?;
-                candidates.push(text(&doc, field::ID)?.to_owned());
+            if limit == 0 || per_endpoint == 0 {
+                return Ok(Vec::new());
             }
+            let due = self.due_deliveries(now, per_endpoint).await?;
+            let taken = webhook::fair_share(due, usize::try_from(limit).unwrap_or(usize::MAX));
             let until = now.plus_millis(i64::try_from(lease.as_millis()).unwrap_or(i64::MAX));
+            let mut endpoints: HashMap<WebhookId, Option<Document>> = HashMap::new();
             let mut claimed = Vec::new();
-            for id in candidates {
+            for due in taken {
                 // Taken only if still due and unleased: of two replicas
                 // racing for it, one gets it.
-                let mut filter = due.clone();
-                filter.insert(field::ID, &id);
+                let filter = doc! {
+                    field::ID: due.id.as_str(),
+                    "next_attempt_at": { "$lte": millis(now) },
+                    "lease_until": { "$lte": millis(now) },
+                };
                 let Some(doc) = self
                     .outbox()
                     .find_one_and_update(filter, doc! { "$set": { "lease_until": millis(until) } })
@@ -344,21 +432,23 @@ impl WebhookStore for MongoStore {
                 else {
                     continue;
                 };
-                let webhook_id = text(&doc, "webhook")?.to_owned();
-                let Some(endpoint) = self
-                    .webhooks()
-                    .find_one(doc! { field::ID: &webhook_id })
-                    .await
-                    .map_err(|e| store_error(&e))?
-                else {
-                    // Its endpoint was deleted meanwhile.
+                let endpoint = match endpoints.get(&due.webhook) {
+                    Some(endpoint) => endpoint.clone(),
+                    None => {
+                        let endpoint = self
+                            .webhooks()
+                            .find_one(doc! { field::ID: due.webhook.as_str() })
+                            .await
+                            .map_err(|e| store_error(&e))?;
+                        endpoints.insert(due.webhook.clone(), endpoint.clone());
+                        endpoint
+                    }
+                };
+                // Its endpoint was deleted meanwhile.
+                let Some(endpoint) = endpoint else {
                     continue;
                 };
                 claimed.push(ClaimedDelivery {
-                    id: DeliveryId::parse(id).map_err(|e| corrupt("delivery id", e))?,
-                    tenant: TenantId::parse(text(&doc, "tenant")?)
-                        .map_err(|e| corrupt("delivery tenant", e))?,
-                    webhook: WebhookId::parse(webhook_id).map_err(|e| corrupt("webhook id", e))?,
                     event: WebhookEvent::parse(text(&doc, "event")?)
                         .map_err(|e| corrupt("delivery event", e))?,
                     url: WebhookUrl::parse(text(&endpoint, "url")?)
@@ -367,6 +457,9 @@ impl WebhookStore for MongoStore {
                         .map_err(|e| corrupt("webhook secret", e))?,
                     body: text(&doc, "body")?.to_owned(),
                     attempts: u32::try_from(int(&doc, "attempts")).unwrap_or(u32::MAX),
+                    id: due.id,
+                    tenant: due.tenant,
+                    webhook: due.webhook,
                 });
             }
             Ok(claimed)
@@ -416,22 +509,50 @@ impl WebhookStore for MongoStore {
                     None => Some("dead"),
                 }
             };
-            let mut update = doc! { "$set": {
+            let mut set = doc! {
                 "last_attempt_at": millis(outcome.at),
                 "last_status": outcome.status.map_or(Bson::Null, |s| Bson::Int64(i64::from(s))),
                 "last_error": outcome.error.clone().map_or(Bson::Null, Bson::String),
-            } };
+            };
+            let mut inc = Document::new();
             if let Some(counter) = counter {
                 self.outbox()
                     .delete_one(doc! { field::ID: id.as_str() })
                     .await
                     .map_err(|e| store_error(&e))?;
-                update.insert("$inc", doc! { counter: 1_i64 });
+                inc.insert(counter, 1_i64);
             }
-            self.webhooks()
-                .update_one(doc! { field::ID: &webhook_id }, update)
+            if outcome.succeeded() {
+                set.insert("failures", 0_i64);
+                set.insert("paused_until", 0_i64);
+            } else {
+                inc.insert("failures", 1_i64);
+            }
+            let mut update = doc! { "$set": set };
+            if !inc.is_empty() {
+                update.insert("$inc", inc);
+            }
+            let endpoint = self
+                .webhooks()
+                .find_one_and_update(doc! { field::ID: &webhook_id }, update)
+                .return_document(ReturnDocument::After)
                 .await
                 .map_err(|e| store_error(&e))?;
+            // The pause follows the failures in a row the update counted.
+            if let (Some(endpoint), false) = (endpoint, outcome.succeeded()) {
+                let failures = u32::try_from(int(&endpoint, "failures")).unwrap_or(u32::MAX);
+                let pause = webhook::endpoint_pause(failures);
+                let until = outcome
+                    .at
+                    .plus_millis(i64::try_from(pause.as_millis()).unwrap_or(i64::MAX));
+                self.webhooks()
+                    .update_one(
+                        doc! { field::ID: &webhook_id },
+                        doc! { "$set": { "paused_until": millis(until) } },
+                    )
+                    .await
+                    .map_err(|e| store_error(&e))?;
+            }
             Ok(())
         })
         .await

@@ -261,7 +261,7 @@ async fn a_bulk_seeded_issue_reads_back_as_a_created_one() {
     // The same webhook deliveries: one per create and one per comment.
     let due = Timestamp::now().plus_millis(1_000);
     let claimed = store
-        .claim_deliveries(due, Duration::from_secs(30), 100)
+        .claim_deliveries(due, Duration::from_secs(30), 100, 100)
         .await
         .unwrap();
     let events = |hook| {

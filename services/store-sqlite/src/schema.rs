@@ -269,6 +269,17 @@ const MIGRATIONS: &[&str] = &[
     INSERT INTO open_title_word_counts (tenant, word, open_titles)
         SELECT tenant, word, count(*) FROM open_title_words GROUP BY tenant, word;
     "#,
+    // 10: webhook claims shared fairly (ops/webhooks.rs: `claim_deliveries`):
+    // an endpoint's failures in a row and the pause they give it; an
+    // endpoint's due deliveries oldest first as one bounded range read; the
+    // live leases (what is in flight) without reading the rest.
+    r#"
+    ALTER TABLE webhooks ADD COLUMN failures INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE webhooks ADD COLUMN paused_until INTEGER NOT NULL DEFAULT 0;
+    DROP INDEX webhook_outbox_by_webhook;
+    CREATE INDEX webhook_outbox_by_webhook ON webhook_outbox (webhook, next_attempt_at, id);
+    CREATE INDEX webhook_outbox_leased ON webhook_outbox (lease_until, webhook);
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -638,8 +638,15 @@ impl corkboard_board::WebhookStore for SqliteStore {
         now: Timestamp,
         lease: std::time::Duration,
         limit: u32,
+        per_endpoint: u32,
     ) -> Result<Vec<corkboard_board::ClaimedDelivery>, StoreError> {
-        self.write(ClaimDeliveries { now, lease, limit }).await
+        self.write(ClaimDeliveries {
+            now,
+            lease,
+            limit,
+            per_endpoint,
+        })
+        .await
     }
 
     async fn record_attempt(

@@ -9,14 +9,17 @@
 //! deliveries: a delivered or given-up one is deleted and counted on its
 //! endpoint (`delivered`, `dead`), which also keeps the last attempt's
 //! status. Claims lease rows (`lease_until`) under the writer's `BEGIN
-//! IMMEDIATE`, so two processes never claim the same row at once.
+//! IMMEDIATE`, so two processes never claim the same row at once, and
+//! share them out as the domain says (`webhook::fair_share`, at most
+//! `per_endpoint` live leases per endpoint, none for a paused endpoint:
+//! `failures`, `paused_until`).
 
 use super::WriteOp;
 use super::issues::get_issue;
 use crate::error::OpError;
 use corkboard_board::webhook::{
-    self, AttemptOutcome, ClaimedDelivery, NewWebhook, Webhook, WebhookEvent, WebhookEvents,
-    WebhookSecret, WebhookStatus, WebhookUrl, WebhookWithStatus, limits,
+    self, AttemptOutcome, ClaimedDelivery, DueDelivery, NewWebhook, Webhook, WebhookEvent,
+    WebhookEvents, WebhookSecret, WebhookStatus, WebhookUrl, WebhookWithStatus, limits,
 };
 use corkboard_board::{
     CommentAdded, DeliveryId, Grant, GrantEvent, Issue, IssueId, StoreError, TenantId, Timestamp,
@@ -24,6 +27,7 @@ use corkboard_board::{
 };
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::json;
+use std::collections::HashMap;
 use std::time::Duration;
 
 /// What an issue write needs remembered from before it runs: the issue
@@ -249,12 +253,13 @@ impl WriteOp for DeleteWebhook {
     }
 }
 
-/// Leases the deliveries due at `now` to one sender.
+/// Leases the deliveries due at `now` to one sender, shared fairly.
 #[derive(Debug)]
 pub(crate) struct ClaimDeliveries {
     pub now: Timestamp,
     pub lease: Duration,
     pub limit: u32,
+    pub per_endpoint: u32,
 }
 
 impl WriteOp for ClaimDeliveries {
@@ -262,7 +267,7 @@ impl WriteOp for ClaimDeliveries {
     const NAME: &'static str = "claim_deliveries";
 
     fn run(&self, conn: &Connection) -> Result<Vec<ClaimedDelivery>, OpError> {
-        claim_deliveries(conn, self.now, self.lease, self.limit)
+        claim_deliveries(conn, self.now, self.lease, self.limit, self.per_endpoint)
     }
 }
 
@@ -411,42 +416,85 @@ pub(crate) fn list_webhooks(
         .collect()
 }
 
+/// One index probe per endpoint that is not paused and has a free slot
+/// (its due deliveries oldest first, at most that many), the live leases
+/// counted from their own index: the cost follows the endpoints, never an
+/// endpoint's backlog.
 fn claim_deliveries(
     conn: &Connection,
     now: Timestamp,
     lease: Duration,
     limit: u32,
+    per_endpoint: u32,
 ) -> Result<Vec<ClaimedDelivery>, OpError> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT o.id, o.tenant, o.webhook, o.event, o.body, o.attempts, w.url, w.secret \
-         FROM webhook_outbox o JOIN webhooks w ON w.id = o.webhook \
-         WHERE o.next_attempt_at <= ?1 AND o.lease_until <= ?1 \
-         ORDER BY o.next_attempt_at, o.id LIMIT ?2",
-    )?;
-    let rows = stmt
-        .query_map(params![now.as_millis(), limit], |row| {
-            Ok((
-                row.get::<_, String>(0)?,
-                row.get::<_, String>(1)?,
-                row.get::<_, String>(2)?,
-                row.get::<_, String>(3)?,
-                row.get::<_, String>(4)?,
-                row.get::<_, i64>(5)?,
-                row.get::<_, String>(6)?,
-                row.get::<_, String>(7)?,
-            ))
+    if limit == 0 || per_endpoint == 0 {
+        return Ok(Vec::new());
+    }
+    let now_ms = now.as_millis();
+    let leased: HashMap<String, u32> = conn
+        .prepare_cached(
+            "SELECT webhook, COUNT(*) FROM webhook_outbox WHERE lease_until > ?1 GROUP BY webhook",
+        )?
+        .query_map(params![now_ms], |row| {
+            Ok((row.get::<_, String>(0)?, row.get::<_, u32>(1)?))
         })?
-        .collect::<Result<Vec<_>, _>>()?;
+        .collect::<Result<_, _>>()?;
+    let endpoints: Vec<(String, String)> = conn
+        .prepare_cached("SELECT id, tenant FROM webhooks WHERE paused_until <= ?1")?
+        .query_map(params![now_ms], |row| Ok((row.get(0)?, row.get(1)?)))?
+        .collect::<Result<_, _>>()?;
+    let mut probe = conn.prepare_cached(
+        "SELECT id, next_attempt_at FROM webhook_outbox \
+         WHERE webhook = ?1 AND next_attempt_at <= ?2 AND lease_until <= ?2 \
+         ORDER BY next_attempt_at, id LIMIT ?3",
+    )?;
+    let mut due = Vec::new();
+    for (webhook, tenant) in endpoints {
+        let free = per_endpoint.saturating_sub(leased.get(&webhook).copied().unwrap_or(0));
+        if free == 0 {
+            continue;
+        }
+        let webhook_id = WebhookId::parse(&webhook).map_err(|e| corrupt("webhook id", e))?;
+        let tenant = TenantId::parse(tenant).map_err(|e| corrupt("webhook tenant", e))?;
+        let rows = probe
+            .query_map(params![webhook, now_ms, free], |row| {
+                Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        for (id, due_at) in rows {
+            due.push(DueDelivery {
+                id: DeliveryId::parse(id).map_err(|e| corrupt("delivery id", e))?,
+                tenant: tenant.clone(),
+                webhook: webhook_id.clone(),
+                due_at: Timestamp::from_millis(due_at),
+            });
+        }
+    }
     let until = now.plus_millis(i64::try_from(lease.as_millis()).unwrap_or(i64::MAX));
+    let mut read = conn.prepare_cached(
+        "SELECT o.event, o.body, o.attempts, w.url, w.secret \
+         FROM webhook_outbox o JOIN webhooks w ON w.id = o.webhook WHERE o.id = ?1",
+    )?;
     let mut lease_stmt =
         conn.prepare_cached("UPDATE webhook_outbox SET lease_until = ?1 WHERE id = ?2")?;
-    let mut claimed = Vec::with_capacity(rows.len());
-    for (id, tenant, webhook, event, body, attempts, url, secret) in rows {
-        lease_stmt.execute(params![until.as_millis(), id])?;
+    let taken = webhook::fair_share(due, usize::try_from(limit).unwrap_or(usize::MAX));
+    let mut claimed = Vec::with_capacity(taken.len());
+    for due in taken {
+        let (event, body, attempts, url, secret) =
+            read.query_row(params![due.id.as_str()], |row| {
+                Ok((
+                    row.get::<_, String>(0)?,
+                    row.get::<_, String>(1)?,
+                    row.get::<_, i64>(2)?,
+                    row.get::<_, String>(3)?,
+                    row.get::<_, String>(4)?,
+                ))
+            })?;
+        lease_stmt.execute(params![until.as_millis(), due.id.as_str()])?;
         claimed.push(ClaimedDelivery {
-            id: DeliveryId::parse(id).map_err(|e| corrupt("delivery id", e))?,
-            tenant: TenantId::parse(tenant).map_err(|e| corrupt("delivery tenant", e))?,
-            webhook: WebhookId::parse(webhook).map_err(|e| corrupt("webhook id", e))?,
+            id: due.id,
+            tenant: due.tenant,
+            webhook: due.webhook,
             event: WebhookEvent::parse(&event).map_err(|e| corrupt("delivery event", e))?,
             url: WebhookUrl::parse(url).map_err(|e| corrupt("webhook url", e))?,
             secret: WebhookSecret::from_stored(secret).map_err(|e| corrupt("webhook secret", e))?,
@@ -497,13 +545,31 @@ fn record_attempt(
         let sql = format!("UPDATE webhooks SET {counter} = {counter} + 1 WHERE id = ?1");
         conn.prepare_cached(&sql)?.execute(params![webhook])?;
     }
+    let failures: Option<i64> = conn
+        .prepare_cached("SELECT failures FROM webhooks WHERE id = ?1")?
+        .query_row(params![webhook], |row| row.get(0))
+        .optional()?;
+    let failures = if outcome.succeeded() {
+        0
+    } else {
+        u32::try_from(failures.unwrap_or(0))
+            .unwrap_or(u32::MAX)
+            .saturating_add(1)
+    };
+    let pause = webhook::endpoint_pause(failures);
+    let paused_until = outcome
+        .at
+        .plus_millis(i64::try_from(pause.as_millis()).unwrap_or(i64::MAX));
     conn.prepare_cached(
-        "UPDATE webhooks SET last_attempt_at = ?1, last_status = ?2, last_error = ?3 WHERE id = ?4",
+        "UPDATE webhooks SET last_attempt_at = ?1, last_status = ?2, last_error = ?3, \
+         failures = ?4, paused_until = ?5 WHERE id = ?6",
     )?
     .execute(params![
         outcome.at.as_millis(),
         outcome.status,
         outcome.error,
+        failures,
+        paused_until.as_millis(),
         webhook
     ])?;
     Ok(())
