@@ -19,6 +19,7 @@ mod cluster;
 mod codemap;
 mod conformance_matrix;
 mod conformance_suite;
+mod conn_limits;
 mod deploy;
 mod egress;
 mod gateway;

@@ -336,8 +336,19 @@ impl RawConn {
     /// `GET /healthz`; the status and the response head, or `None` when
     /// the server closed the connection without an answer.
     fn healthz(&mut self) -> Option<(u16, String)> {
+        self.get("/healthz", None)
+    }
+
+    /// `GET path`, with `bearer` as its credential.
+    fn get(&mut self, path: &str, bearer: Option<&str>) -> Option<(u16, String)> {
         use std::io::{BufRead, Read, Write};
-        let request = format!("GET /healthz HTTP/1.1\r\nHost: {}\r\n\r\n", self.host);
+        let credential = bearer
+            .map(|token| format!("Authorization: Bearer {token}\r\n"))
+            .unwrap_or_default();
+        let request = format!(
+            "GET {path} HTTP/1.1\r\nHost: {}\r\n{credential}\r\n",
+            self.host
+        );
         self.reader.get_mut().write_all(request.as_bytes()).ok()?;
         let mut head = String::new();
         loop {
@@ -366,7 +377,9 @@ impl RawConn {
 /// (400 tokenless ones held 545 MB), bound with the standard backlog of
 /// 128. Now it serves `max_connections`; the next is answered 503 and
 /// closed (and counted) while the others keep working, and capacity
-/// returns when connections close.
+/// returns when connections close. The connections holding the cap have
+/// authenticated: unauthenticated ones would be shed for the new one
+/// (tests/conn_limits.rs).
 #[test]
 fn connections_over_the_cap_are_answered_503_and_capacity_returns() {
     const CAP: usize = 6;
@@ -375,10 +388,11 @@ fn connections_over_the_cap_are_answered_503_and_capacity_returns() {
         // Idle connections must outlive the test's pauses.
         ("CORKBOARD_KEEP_ALIVE_MS", "120000"),
     ]);
+    let admin = serve.admin_token("platform-admin", None);
     let mut open: Vec<RawConn> = (0..CAP).map(|_| RawConn::open(serve.url())).collect();
     for conn in &mut open {
-        // Served, so accepted and counted.
-        assert_eq!(conn.healthz().map(|r| r.0), Some(200));
+        // Served, so accepted and counted; and authenticated.
+        assert_eq!(conn.get("/v1/me", Some(&admin)).map(|r| r.0), Some(200));
     }
     let mut over = RawConn::open(serve.url());
     let (status, head) = over.healthz().expect("an answer, not a silent close");
@@ -422,7 +436,9 @@ fn connections_over_the_cap_are_answered_503_and_capacity_returns() {
     let refused = metrics
         .lines()
         .find_map(|l| {
-            l.strip_prefix("corkboard_http_connections_refused_total{listener=\"server\"} ")
+            l.strip_prefix(
+                "corkboard_http_connections_refused_total{listener=\"server\",reason=\"cap\"} ",
+            )
         })
         .and_then(|v| v.trim().parse::<u64>().ok())
         .unwrap_or(0);

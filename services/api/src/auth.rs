@@ -53,7 +53,11 @@ impl FromRequest for AdminAuth {
                 "admin authenticator missing from the app data".into(),
             )));
         };
-        ready(authenticator.authenticate(req).map(AdminAuth))
+        ready(authenticator.authenticate(req).map(|admin| {
+            // Its connection is not shed near the listener's cap.
+            corkboard_telemetry::conn::mark_authenticated(req);
+            AdminAuth(admin)
+        }))
     }
 }
 

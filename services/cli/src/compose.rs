@@ -7,10 +7,10 @@
 
 use corkboard_board::{BoardStore, Budgets, GrantLedger};
 use corkboard_config::{
-    GatewayMode, JwtAlgorithm, RegistryKind, Settings, StoreKind, check_secret_mode, ensure_secret,
-    read_secret,
+    ForwardedHeader, GatewayMode, JwtAlgorithm, RegistryKind, Settings, StoreKind,
+    check_secret_mode, ensure_secret, read_secret,
 };
-use corkboard_egress::EgressPolicy;
+use corkboard_egress::{Cidr, EgressPolicy};
 use corkboard_gateway::{
     GatewayConfig, GatewayError, LocalRateLimiter, RateLimit, RateLimiter, RedisRateLimiter,
     Runner, RunnerParts,
@@ -29,6 +29,7 @@ use corkboard_server::session_ends::RedisSessionEnds;
 use corkboard_server::webhooks::HostPolicy;
 use corkboard_server::{AppParts, AppState, StartError};
 use corkboard_telemetry::Metrics;
+use corkboard_telemetry::conn::{self, SourceLimits};
 use corkboard_telemetry::metrics::RegistryCounters;
 use corkboard_upstream::{CredentialKey, RelayShares, UpstreamOptions, Upstreams};
 use std::net::SocketAddr;
@@ -111,6 +112,31 @@ pub fn egress_policy(settings: &Settings) -> Result<Arc<EgressPolicy>, StartErro
             key: "egress_allow",
             reason: e.to_string(),
         })
+}
+
+/// Each client's share of a listener's connections
+/// (`max_connections_per_source`), and the trusted proxies whose forwarded
+/// header names the client (`trusted_proxies`, `forwarded_header`).
+pub fn connection_sources(settings: &Settings) -> Result<SourceLimits, StartError> {
+    let proxies = settings
+        .trusted_proxies
+        .iter()
+        .map(|entry| {
+            Cidr::parse(entry).map_err(|why| StartError::Setting {
+                key: "trusted_proxies",
+                reason: format!("`{entry}`: {why}"),
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let limits = SourceLimits::new(settings.max_connections_per_source);
+    if proxies.is_empty() {
+        return Ok(limits);
+    }
+    let header = match settings.forwarded_header {
+        ForwardedHeader::XForwardedFor => conn::ForwardedHeader::XForwardedFor,
+        ForwardedHeader::Forwarded => conn::ForwardedHeader::Forwarded,
+    };
+    Ok(limits.trusting(move |ip| proxies.iter().any(|net| net.contains(ip)), header))
 }
 
 /// The upstream bounds `settings` set (answer size, listing and call
@@ -251,7 +277,11 @@ pub async fn start_runner(state: &AppState) -> Result<Runner, GatewayError> {
         }
         GatewayMode::Dedicated => (None, None),
     };
-    let config = gateway_config(settings, session_key.clone(), bound);
+    let mut config = gateway_config(settings, session_key.clone(), bound);
+    config.sources = connection_sources(settings).map_err(|e| GatewayError::Config {
+        key: "trusted_proxies",
+        reason: e.to_string(),
+    })?;
     let limiter = rate_limiter(settings, config.rate_limit)?;
     let store: Arc<dyn corkboard_board::IssueStore> = state.store.clone();
     let upstreams = match &state.upstream_key {
@@ -619,6 +649,33 @@ mod tests {
     }
 
     #[test]
+    fn trusted_proxies_are_addresses_or_cidrs_and_a_bad_one_names_its_key() {
+        let ip = |text: &str| text.parse::<std::net::IpAddr>().unwrap();
+        let mut settings = Settings::default();
+        let limits = connection_sources(&settings).unwrap();
+        assert!(!limits.is_trusted_proxy(ip("127.0.0.1")), "none by default");
+        settings.trusted_proxies = vec!["10.0.0.0/8".into(), "[::1]".into()];
+        settings.max_connections_per_source = 3;
+        let limits = connection_sources(&settings).unwrap();
+        assert_eq!(limits.per_source(), 3);
+        assert!(limits.is_trusted_proxy(ip("10.2.3.4")));
+        assert!(
+            limits.is_trusted_proxy(ip("::ffff:10.2.3.4")),
+            "dual-stack view"
+        );
+        assert!(limits.is_trusted_proxy(ip("::1")));
+        assert!(!limits.is_trusted_proxy(ip("11.0.0.1")));
+        assert!(
+            !limits.is_trusted_proxy(ip("2002:a00:1::1")),
+            "6to4 of 10.0.0.1"
+        );
+        settings.trusted_proxies = vec!["proxy.internal".into()];
+        let err = connection_sources(&settings).unwrap_err().to_string();
+        assert!(err.contains("trusted_proxies"), "{err}");
+        assert!(err.contains("proxy.internal"), "{err}");
+    }
+
+    #[test]
     fn configuration_defaults_are_the_libraries_defaults() {
         let settings = Settings::default();
         assert_eq!(
@@ -668,7 +725,6 @@ mod tests {
             corkboard_grants::GrantService::DEFAULT_LIVE_GRANTS_MAX,
             "live_grants_per_tenant_max"
         );
-        use corkboard_telemetry::conn;
         assert_eq!(
             settings.max_connections,
             conn::DEFAULT_MAX_CONNECTIONS,
@@ -678,6 +734,11 @@ mod tests {
             settings.max_connections_per_run,
             conn::DEFAULT_MAX_CONNECTIONS_PER_RUN,
             "max_connections_per_run"
+        );
+        assert_eq!(
+            settings.max_connections_per_source,
+            conn::DEFAULT_MAX_CONNECTIONS_PER_SOURCE,
+            "max_connections_per_source"
         );
         assert_eq!(
             Duration::from_millis(settings.header_timeout_ms),

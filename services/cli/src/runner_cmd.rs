@@ -20,6 +20,7 @@ pub fn run(args: RoleArgs) -> Result<ExitCode> {
         return crate::serve_cmd::check_config(&settings, true);
     }
     let telemetry = crate::logging::init_telemetry(&settings, "corkboard-runner")?;
+    let sources = crate::compose::connection_sources(&settings)?;
     // Bound first, so that port 0 resolves before any URL is handed out.
     // With a backlog matching the connection cap.
     let listener = conn::bind(settings.listen, settings.max_connections)
@@ -39,6 +40,7 @@ pub fn run(args: RoleArgs) -> Result<ExitCode> {
         let metrics = state.metrics.clone();
         let settings = &state.settings;
         let cap = ConnectionCap::new("runner", settings.max_connections, Some(metrics.clone()))
+            .with_sources(sources)
             .with_next_head_deadline(
                 Duration::from_millis(settings.keep_alive_ms),
                 Duration::from_millis(settings.header_timeout_ms),

@@ -35,6 +35,7 @@ pub fn run(args: RoleArgs, role: Role) -> Result<ExitCode> {
         Role::Serve => SecretPolicy::CreateIfMissing,
         Role::Server => SecretPolicy::MustExist,
     };
+    let sources = crate::compose::connection_sources(&settings)?;
     let mut settings = settings;
     // Bind before building the state, so that port 0 resolves to the real
     // port in every URL the server hands out.
@@ -75,6 +76,7 @@ pub fn run(args: RoleArgs, role: Role) -> Result<ExitCode> {
         let metrics = state.metrics.clone();
         let settings = &state.settings;
         let cap = ConnectionCap::new("server", settings.max_connections, Some(metrics.clone()))
+            .with_sources(sources)
             .with_next_head_deadline(
                 Duration::from_millis(settings.keep_alive_ms),
                 Duration::from_millis(settings.header_timeout_ms),
@@ -154,6 +156,7 @@ pub fn run(args: RoleArgs, role: Role) -> Result<ExitCode> {
 /// and, for cluster roles, checks that the secret files it names can be
 /// read, so a bad Secret mount fails here rather than at start-up.
 pub fn check_config(settings: &corkboard_config::Settings, cluster_role: bool) -> Result<ExitCode> {
+    crate::compose::connection_sources(settings)?;
     if cluster_role {
         crate::compose::admin_verifier(settings, SecretPolicy::MustExist)?;
         crate::compose::session_key(settings, SecretPolicy::MustExist)?;

@@ -25,5 +25,6 @@ pub mod settings;
 pub use error::ConfigError;
 pub use secrets::{check_secret_mode, ensure_secret, private_dir, read_secret, write_private};
 pub use settings::{
-    GatewayMode, JwtAlgorithm, LogFormat, RegistryKind, Secret, Settings, StoreKind,
+    ForwardedHeader, GatewayMode, JwtAlgorithm, LogFormat, RegistryKind, Secret, Settings,
+    StoreKind,
 };

@@ -57,6 +57,16 @@ pub enum GatewayMode {
     Shared,
 }
 
+/// The header a trusted proxy names its client in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ForwardedHeader {
+    #[serde(rename = "x-forwarded-for")]
+    XForwardedFor,
+    /// RFC 7239.
+    #[serde(rename = "forwarded")]
+    Forwarded,
+}
+
 /// A configuration value that must never be printed.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);
@@ -171,6 +181,15 @@ pub struct Settings {
     pub max_connections: usize,
     /// The same, for each run's dedicated gateway port.
     pub max_connections_per_run: usize,
+    /// Most open connections one client address (IPv6: one /64) may hold
+    /// on any one listener; behind a trusted proxy, most requests one
+    /// forwarded client may have in flight.
+    pub max_connections_per_source: usize,
+    /// Peers (addresses, CIDRs) whose `forwarded_header` names the client;
+    /// empty (the default): every peer is the client.
+    pub trusted_proxies: Vec<String>,
+    /// The header trusted proxies write: `x-forwarded-for` or `forwarded`.
+    pub forwarded_header: ForwardedHeader,
     /// Longest time a request's head (request line and headers) may take
     /// to arrive, in ms; a slower one gets 408 and its connection closes.
     pub header_timeout_ms: u64,
@@ -286,6 +305,11 @@ impl Default for Settings {
             // several listeners at their caps: raise `ulimit -n` with it.
             max_connections: 1_024,
             max_connections_per_run: 512,
+            // `corkboard_telemetry::conn::DEFAULT_MAX_CONNECTIONS_PER_SOURCE`,
+            // which this crate sits below; cli's `compose` tests check it.
+            max_connections_per_source: 64,
+            trusted_proxies: Vec::new(),
+            forwarded_header: ForwardedHeader::XForwardedFor,
             header_timeout_ms: 5_000,
             keep_alive_ms: 5_000,
             // A copy of `corkboard_grants::DEFAULT_MAX_LIFETIME` (30 days),
@@ -319,6 +343,7 @@ const LIST_KEYS: &[&str] = &[
     "allowed_hosts",
     "webhook_allowed_hosts",
     "egress_allow",
+    "trusted_proxies",
 ];
 
 impl Settings {
@@ -464,6 +489,10 @@ impl Settings {
         for (name, value) in [
             ("max_connections", self.max_connections),
             ("max_connections_per_run", self.max_connections_per_run),
+            (
+                "max_connections_per_source",
+                self.max_connections_per_source,
+            ),
         ] {
             if value == 0 || value > i32::MAX as usize {
                 return Err(key(name, "must be at least 1 (and fit a listen backlog)"));
@@ -712,6 +741,36 @@ mod tests {
                 .unwrap_err();
             assert!(err.to_string().contains(key), "{err}");
         }
+    }
+
+    #[test]
+    fn connection_sources_are_set_from_the_environment() {
+        let s = Settings::load_with_env(None, Default::default(), env(&[])).unwrap();
+        assert!(s.trusted_proxies.is_empty(), "no proxy trusted by default");
+        assert_eq!(s.forwarded_header, ForwardedHeader::XForwardedFor);
+        let s = Settings::load_with_env(
+            None,
+            Default::default(),
+            env(&[
+                ("CORKBOARD_TRUSTED_PROXIES", "10.0.0.0/8, ::1"),
+                ("CORKBOARD_FORWARDED_HEADER", "forwarded"),
+                ("CORKBOARD_MAX_CONNECTIONS_PER_SOURCE", "8"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(s.trusted_proxies, ["10.0.0.0/8", "::1"]);
+        assert_eq!(s.forwarded_header, ForwardedHeader::Forwarded);
+        assert_eq!(s.max_connections_per_source, 8);
+        let err = Settings::load_with_env(
+            None,
+            Default::default(),
+            env(&[("CORKBOARD_MAX_CONNECTIONS_PER_SOURCE", "0")]),
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("max_connections_per_source"),
+            "{err}"
+        );
     }
 
     #[test]

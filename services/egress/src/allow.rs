@@ -16,15 +16,42 @@ use reqwest::Url;
 use reqwest::dns::Name;
 use std::net::IpAddr;
 
-/// An address range.
+/// An address range (`10.20.0.0/16`) or one address (`127.0.0.1`, `::1`,
+/// `[::1]`), matched strictly: an address is in it or not, whatever IPv4
+/// address it may embed (the allow-list adds that; a list of peers, such
+/// as trusted proxies, must not).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Net {
+pub struct Cidr {
     base: IpAddr,
     prefix: u8,
 }
 
-impl Net {
-    fn contains(&self, ip: IpAddr) -> bool {
+impl Cidr {
+    /// Parses `text` (trimmed), or says why it is not an address or CIDR.
+    pub fn parse(text: &str) -> Result<Self, &'static str> {
+        let text = text.trim();
+        if let Some((addr, prefix)) = text.split_once('/') {
+            let base: IpAddr = addr
+                .parse()
+                .map_err(|_| "a CIDR is an IP address, '/' and a prefix length")?;
+            let max = if base.is_ipv4() { 32 } else { 128 };
+            let prefix: u8 = prefix
+                .parse()
+                .ok()
+                .filter(|p| *p <= max)
+                .ok_or("the prefix length is out of range")?;
+            return Ok(Self { base, prefix });
+        }
+        let base: IpAddr = text
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse()
+            .map_err(|_| "expected an IP address or a CIDR")?;
+        let prefix = if base.is_ipv4() { 32 } else { 128 };
+        Ok(Self { base, prefix })
+    }
+
+    pub fn contains(&self, ip: IpAddr) -> bool {
         match (self.base, ip) {
             (IpAddr::V4(base), IpAddr::V4(ip)) => {
                 let mask = u32::MAX
@@ -48,7 +75,7 @@ impl Net {
 pub struct AllowList {
     names: Vec<String>,
     suffixes: Vec<String>,
-    nets: Vec<Net>,
+    nets: Vec<Cidr>,
     /// The entries as written, for messages.
     entries: Vec<String>,
 }
@@ -73,20 +100,10 @@ impl AllowList {
         if text.is_empty() {
             return Err(bad("empty"));
         }
-        if let Some((addr, prefix)) = text.split_once('/') {
-            let base: IpAddr = addr
-                .parse()
-                .map_err(|_| bad("a CIDR is an IP address, '/' and a prefix length"))?;
-            let max = if base.is_ipv4() { 32 } else { 128 };
-            let prefix: u8 = prefix
-                .parse()
-                .ok()
-                .filter(|p| *p <= max)
-                .ok_or_else(|| bad("the prefix length is out of range"))?;
-            self.nets.push(Net { base, prefix });
-        } else if let Ok(ip) = text.trim_start_matches('[').trim_end_matches(']').parse() {
-            let prefix = if matches!(ip, IpAddr::V4(_)) { 32 } else { 128 };
-            self.nets.push(Net { base: ip, prefix });
+        if text.contains('/') {
+            self.nets.push(Cidr::parse(&text).map_err(bad)?);
+        } else if let Ok(net) = Cidr::parse(&text) {
+            self.nets.push(net);
         } else if let Some(domain) = text.strip_prefix("*.") {
             self.suffixes.push(normalized_name(domain).ok_or_else(|| {
                 bad("after '*.' comes a domain name (not an address, no port or path)")
@@ -172,6 +189,29 @@ fn normalized_name(text: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cidr_matches_strictly_where_the_allow_list_follows_embedded_ipv4() {
+        let ip = |text: &str| text.parse::<IpAddr>().unwrap();
+        let net = Cidr::parse(" 10.0.0.0/8 ").unwrap();
+        assert!(net.contains(ip("10.1.2.3")));
+        assert!(!net.contains(ip("11.0.0.1")));
+        // 6to4 for 10.0.0.1: delivered there, but not that address.
+        assert!(!net.contains(ip("2002:a00:1::1")));
+        assert!(
+            AllowList::parse(&["10.0.0.0/8"])
+                .unwrap()
+                .allows_ip(ip("2002:a00:1::1"))
+        );
+        assert!(Cidr::parse("[::1]").unwrap().contains(ip("::1")));
+        assert!(
+            Cidr::parse("2001:db8::/32")
+                .unwrap()
+                .contains(ip("2001:db8:1::1"))
+        );
+        assert!(Cidr::parse("proxy.internal").is_err());
+        assert!(Cidr::parse("10.0.0.0/33").is_err());
+    }
 
     #[test]
     fn the_four_forms_parse_and_match() {

@@ -8,7 +8,8 @@
 //! broadcast, reserved or cloud metadata addresses ([`Rule`]), IPv4
 //! embedded in IPv6 judged by its IPv4. The operator opens what a
 //! deployment needs with an [`AllowList`] (`egress_allow`: host names,
-//! `*.` suffixes, addresses and CIDRs).
+//! `*.` suffixes, addresses and CIDRs). Its address ranges ([`Cidr`],
+//! matched strictly) also parse lists of peers (`trusted_proxies`).
 //!
 //! Three places enforce it, so no spelling and no DNS answer gets past:
 //!
@@ -46,7 +47,7 @@ mod policy;
 pub mod resolve;
 mod rules;
 
-pub use allow::AllowList;
+pub use allow::{AllowList, Cidr};
 pub use error::{EgressError, Refusal};
 pub use policy::{EgressPolicy, refusal_in};
 pub use rules::{Rule, classify};

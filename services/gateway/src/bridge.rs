@@ -165,6 +165,8 @@ pub(crate) async fn authenticate(
     let grant = resolve(binding, &incoming.req, expected)
         .instrument(span.clone())
         .await?;
+    // Its connection is not shed near the port's connection cap.
+    corkboard_telemetry::conn::mark_authenticated(&incoming.req);
     Ok(Caller {
         admitted,
         grant,

@@ -60,6 +60,9 @@ pub struct GatewayConfig {
     pub max_connections: usize,
     /// Most open connections of each run's dedicated port.
     pub max_connections_per_run: usize,
+    /// Each client's share of those (on the shared port and on each run's
+    /// port), and the trusted proxies whose forwarded header names it.
+    pub sources: conn::SourceLimits,
     /// Longest time a request's head may take to arrive (408 after).
     pub header_timeout: Duration,
     /// Longest time an idle keep-alive connection stays open.
@@ -101,6 +104,7 @@ impl GatewayConfig {
             live_runs_per_tenant_max: Self::DEFAULT_LIVE_RUNS_PER_TENANT_MAX,
             max_connections: conn::DEFAULT_MAX_CONNECTIONS,
             max_connections_per_run: conn::DEFAULT_MAX_CONNECTIONS_PER_RUN,
+            sources: conn::SourceLimits::default(),
             header_timeout: conn::DEFAULT_HEADER_TIMEOUT,
             keep_alive: conn::DEFAULT_KEEP_ALIVE,
         }

@@ -10,11 +10,14 @@
 //! extensions. An idle run therefore costs a socket, a task and its actor,
 //! not a server.
 //!
-//! Each run's port has its own connection cap (`max_connections_per_run`,
-//! see `corkboard_telemetry::conn`): its accept loop counts every
-//! connection, the connection carries its slot, and the workers' apps
-//! answer a connection over the cap 503 and close it; past twice the cap
-//! the accept loop closes new connections at once.
+//! Each run's port has its own connection cap (`max_connections_per_run`)
+//! and each client its share of it (`max_connections_per_source`, see
+//! `corkboard_telemetry::conn`): its accept loop counts every connection
+//! (and may shed an unauthenticated one near the cap), the connection
+//! carries its slot, and the workers' apps answer a connection over the
+//! cap or its share 503 and close it; what the cap says to close at once
+//! (past twice the cap, or a client with too many waiting for that
+//! answer) the accept loop closes.
 //!
 //! When the run's actor stops, the accept loop ends (the port closes) and
 //! every open connection is wound down: its reads report end-of-stream, so
@@ -296,7 +299,7 @@ async fn build_service(
         .on_connect_ext(|io: &RunStream, ext: &mut Extensions| {
             ext.insert(ConnRun(io.run.clone()));
             ext.insert(io.slot.state());
-            io.run.cap.watch(&io.io, ext);
+            io.run.cap.watch(&io.slot, ext);
         })
         .finish(map_config(app, |()| AppConfig::default()));
     factory.new_service(()).await
@@ -371,10 +374,9 @@ async fn accept_loop<S>(
             _ = stop.wait_for(|stopped| *stopped) => break,
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
-                    let slot = run.cap.admit();
-                    if slot.beyond() {
-                        // Refused at accept: closed at once, unanswered.
-                        run.cap.refused();
+                    let slot = run.cap.admit_stream(&stream);
+                    if slot.closes_at_once() {
+                        // Refused at accept (counted): closed, unanswered.
                         continue;
                     }
                     // One-buffer responses still meet delayed ACKs on

@@ -430,6 +430,7 @@ impl Gateway {
                     inner.config.max_connections_per_run,
                     inner.metrics.clone(),
                 )
+                .with_sources(inner.config.sources.clone())
                 .with_next_head_deadline(inner.config.keep_alive, inner.config.header_timeout),
             });
             if let Err(err) = pool.listen(listener, conn) {

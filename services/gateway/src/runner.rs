@@ -144,10 +144,11 @@ impl Runner {
             inner: limiter,
             metrics: metrics.clone(),
         });
-        let (max_connections, header_timeout, keep_alive) = (
+        let (max_connections, header_timeout, keep_alive, sources) = (
             config.max_connections,
             config.header_timeout,
             config.keep_alive,
+            config.sources.clone(),
         );
         let gateway = Gateway::start(
             config,
@@ -176,6 +177,7 @@ impl Runner {
                 let routes = gateway.clone();
                 let cap =
                     ConnectionCap::new("gateway_shared", max_connections, Some(metrics.clone()))
+                        .with_sources(sources)
                         .with_next_head_deadline(keep_alive, header_timeout);
                 let workers = conn::http_workers();
                 let on_connect = cap.clone();

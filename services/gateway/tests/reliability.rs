@@ -309,7 +309,9 @@ async fn rebinding_is_atomic_per_request() -> Result<()> {
                 c.rate_limit = RateLimit {
                     per_second: 10_000,
                     burst: 10_000,
-                }
+                };
+                // 120 requests at once from this one client address.
+                c.sources = corkboard_telemetry::conn::SourceLimits::new(1_000);
             })
             .start()?;
         let reg = harness.register("acme", "rebound").await?;

@@ -269,7 +269,11 @@ impl<B: ToolBackend> McpEndpoint<B> {
                 ))
             });
         let principal = match result {
-            Ok(principal) => principal,
+            Ok(principal) => {
+                // Its connection is not shed near the listener's cap.
+                corkboard_telemetry::conn::mark_authenticated(req);
+                principal
+            }
             Err(rejection) => {
                 let refusal = Refusal::credential(&rejection, Transport::Http);
                 return Exchange::refused(&refusal, None);

@@ -207,15 +207,21 @@ mod tests {
     /// what the one writer writes for the same error.
     #[actix_rt::test]
     async fn the_connection_gate_answers_what_the_writer_writes() {
-        let over = corkboard_telemetry::conn::TooManyConnections::new(3);
-        let response = over.error_response();
-        let body = actix_web::body::to_bytes(response.into_body())
-            .await
-            .unwrap();
-        let gate: Value = serde_json::from_slice(&body).unwrap();
-        let error = RpcError::internal(over.to_string())
-            .with_data(serde_json::json!({ "retryable": true }));
-        let written: Value = serde_json::from_slice(&error_response(None, &error)).unwrap();
-        assert_eq!(gate, written);
+        use corkboard_telemetry::conn::TooManyConnections;
+        for over in [
+            TooManyConnections::new(3),
+            TooManyConnections::per_source(8),
+            TooManyConnections::forwarded(8),
+        ] {
+            let response = over.error_response();
+            let body = actix_web::body::to_bytes(response.into_body())
+                .await
+                .unwrap();
+            let gate: Value = serde_json::from_slice(&body).unwrap();
+            let error = RpcError::internal(over.to_string())
+                .with_data(serde_json::json!({ "retryable": true }));
+            let written: Value = serde_json::from_slice(&error_response(None, &error)).unwrap();
+            assert_eq!(gate, written);
+        }
     }
 }

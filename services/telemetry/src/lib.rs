@@ -14,9 +14,11 @@
 //! warnings at once), OpenTelemetry traces over OTLP/HTTP with W3C propagation,
 //! the `HttpTelemetry` middleware, the `mcp.request` span fields, Prometheus
 //! `Metrics` with bounded labels, and every listener's connection accounting
-//! (`conn.rs`: `ConnectionCap` counting open connections, the `ConnectionGate`
-//! middleware answering those over the cap 503, `bind` with a backlog matching
-//! the cap, the header and keep-alive deadlines' defaults).
+//! (`conn.rs`: `ConnectionCap` counting open connections, each source's share
+//! of them (`conn/source.rs`: IPv6 by /64, trusted proxies' forwarded headers)
+//! and the shedding of unauthenticated ones near the cap (`conn/book.rs`), the
+//! `ConnectionGate` middleware answering those over 503, `bind` with a backlog
+//! matching the cap, the header and keep-alive deadlines' defaults).
 
 #![forbid(unsafe_code)]
 
@@ -38,5 +40,6 @@ pub use http::{HttpTelemetry, RequestId};
 pub use init::{TelemetryBuilder, TelemetryGuard, init, init_with_exporter};
 pub use mcp::mcp_span;
 pub use metrics::{
-    AUDIT_LOSS_REASONS, AUDIT_LOSS_TENANTS_MAX, LISTENERS, Metrics, MetricsConfig, metrics_handler,
+    AUDIT_LOSS_REASONS, AUDIT_LOSS_TENANTS_MAX, LISTENERS, Metrics, MetricsConfig, REFUSAL_REASONS,
+    metrics_handler,
 };

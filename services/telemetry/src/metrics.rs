@@ -64,6 +64,9 @@ pub const AUDIT_LOSS_REASONS: &[&str] = &["queue_full", "writer_stopped", "store
 /// Listener labels of the connection metrics; anything else is `other`.
 pub const LISTENERS: &[&str] = &["server", "runner", "gateway_shared", "gateway_run"];
 
+/// Why connections were refused (`conn::Refused`); anything else is `other`.
+pub const REFUSAL_REASONS: &[&str] = &["cap", "source"];
+
 fn listener_label(listener: &str) -> &'static str {
     LISTENERS
         .iter()
@@ -148,6 +151,7 @@ struct Inner {
     audit_loss_tenants: Mutex<HashSet<String>>,
     connections_open: prometheus::IntGaugeVec,
     connections_refused: IntCounterVec,
+    connections_shed: IntCounterVec,
 }
 
 impl fmt::Debug for Metrics {
@@ -251,7 +255,13 @@ impl Metrics {
             connections_refused: counter_vec(
                 r,
                 "corkboard_http_connections_refused_total",
-                "Client connections refused because their listener was at its connection cap, by listener.",
+                "Client connections (or, behind a trusted proxy, requests) refused, by listener and reason (cap: the listener at its connection cap; source: the client at its share, max_connections_per_source).",
+                &["listener", "reason"],
+            )?,
+            connections_shed: counter_vec(
+                r,
+                "corkboard_http_connections_shed_total",
+                "Unauthenticated client connections closed to make room near the listener's connection cap, by listener.",
                 &["listener"],
             )?,
             http_requests: counter_vec(
@@ -522,10 +532,24 @@ impl Metrics {
             .with_label_values(&[listener_label(listener)])
     }
 
-    /// One connection of `listener` refused at its cap.
-    pub fn connection_refused(&self, listener: &str) {
+    /// One connection (or proxied request) of `listener` refused for
+    /// `reason` (one of [`REFUSAL_REASONS`]).
+    pub fn connection_refused(&self, listener: &str, reason: &str) {
+        let reason = REFUSAL_REASONS
+            .iter()
+            .find(|r| **r == reason)
+            .copied()
+            .unwrap_or("other");
         self.inner
             .connections_refused
+            .with_label_values(&[listener_label(listener), reason])
+            .inc();
+    }
+
+    /// One unauthenticated connection of `listener` shed near its cap.
+    pub fn connection_shed(&self, listener: &str) {
+        self.inner
+            .connections_shed
             .with_label_values(&[listener_label(listener)])
             .inc();
     }

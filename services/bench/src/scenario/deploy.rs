@@ -92,8 +92,9 @@ pub struct Deployment {
     pub dir: tempfile::TempDir,
 }
 
-/// Rate limits high enough never to trip under load: the suite measures
-/// the hot path, not the limiter's refusals.
+/// Rate limits, and the connections one client address may hold, high
+/// enough never to trip under load (the load generator is one address):
+/// the suite measures the hot path, not the limits' refusals.
 const UNLIMITED: &str = "1000000000";
 
 impl Deployment {
@@ -107,6 +108,10 @@ impl Deployment {
             ("CORKBOARD_DATA_DIR".into(), data_dir.display().to_string()),
             ("CORKBOARD_RATE_LIMIT_PER_SECOND".into(), UNLIMITED.into()),
             ("CORKBOARD_RATE_LIMIT_BURST".into(), UNLIMITED.into()),
+            (
+                "CORKBOARD_MAX_CONNECTIONS_PER_SOURCE".into(),
+                UNLIMITED.into(),
+            ),
         ];
         if let Some(log) = &spec.log {
             env.push(("CORKBOARD_LOG".into(), log.clone()));

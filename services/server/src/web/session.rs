@@ -274,7 +274,11 @@ impl FromRequest for WebAuth {
         let Some(state) = req.app_data::<web::Data<AppState>>() else {
             return ready(Err(ApiError::internal("application state missing".into())));
         };
-        ready(authenticate(req, state).map(WebAuth))
+        ready(authenticate(req, state).map(|admin| {
+            // Its connection is not shed near the listener's cap.
+            corkboard_telemetry::conn::mark_authenticated(req);
+            WebAuth(admin)
+        }))
     }
 }
 
