@@ -283,13 +283,22 @@ fn signed_deliveries_retry_stay_with_their_tenant_and_survive_a_sigkill() {
             .any(|r| r.answered == 200 && &r.headers["corkboard-delivery"] == retried),
         "the delivery answered 500 was not retried: {got:#?}"
     );
-    let (_, listed) = call(
-        &serve,
-        reqwest::Method::GET,
-        "/v1/tenants/acme/webhooks",
-        &admin,
-        None,
-    );
+    // The receiver has the body before the worker records the attempt:
+    // wait (bounded) for the record before reading the status.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let listed = loop {
+        let (_, listed) = call(
+            &serve,
+            reqwest::Method::GET,
+            "/v1/tenants/acme/webhooks",
+            &admin,
+            None,
+        );
+        if listed["webhooks"][0]["status"]["pending"] == 0 || std::time::Instant::now() > deadline {
+            break listed;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
     let status = &listed["webhooks"][0]["status"];
     assert_eq!(status["pending"], 0, "{listed}");
     assert_eq!(status["last_status"], 200, "{listed}");
