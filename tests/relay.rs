@@ -212,13 +212,7 @@ fn sdk_agents_answer_an_upstreams_sampling_and_elicitation_through_the_gateway()
     let (_, first) = modern_call(&run, sampling.0, args.clone(), caps.clone(), None);
     assert_eq!(first["result"]["resultType"], "input_required", "{first}");
     let state = first["result"]["requestState"].as_str().unwrap().to_owned();
-    let key = first["result"]["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
+    let key = first_input_request(&first);
     let answer = json!({ key.as_str(): {
         "role": "assistant", "model": "hand", "content": { "type": "text", "text": "by hand" } } });
     let (status, done) = modern_call(
@@ -715,13 +709,7 @@ fn a_2026_upstreams_input_required_reaches_2026_agents_sealed_and_2025_agents_on
         None,
     );
     let muse_state = muse["result"]["requestState"].as_str().unwrap().to_owned();
-    let muse_key = muse["result"]["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
+    let muse_key = first_input_request(&muse);
     let sampled = json!({ muse_key.as_str(): {
         "role": "assistant", "model": "m", "content": { "type": "text", "text": "t" } } });
     for (what, run, tool, arguments, responses, presented, needle) in [
@@ -1377,13 +1365,7 @@ fn relayed_answers_and_retries_reach_the_call_through_either_replica_or_are_refu
     assert_eq!(status, 200, "{first}");
     assert_eq!(first["result"]["resultType"], "input_required", "{first}");
     let state = first["result"]["requestState"].as_str().unwrap().to_owned();
-    let key = first["result"]["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
+    let key = first_input_request(&first);
     let sampled = json!({ key.as_str(): {
         "role": "assistant", "model": "held-model",
         "content": { "type": "text", "text": "held answer" } } });
@@ -1417,13 +1399,7 @@ fn relayed_answers_and_retries_reach_the_call_through_either_replica_or_are_refu
     let (_, first) = modern_call(&a_run, "pyup__greet", json!({}), caps.clone(), None);
     assert_eq!(first["result"]["resultType"], "input_required", "{first}");
     let state = first["result"]["requestState"].as_str().unwrap().to_owned();
-    let key = first["result"]["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
+    let key = first_input_request(&first);
     let accept = json!({ key.as_str(): { "action": "accept", "content": { "name": "Grace" } } });
     let (status, resumed) = modern_call(
         &b_run,
@@ -1559,13 +1535,7 @@ fn a_relayed_answer_or_request_state_used_once_is_refused_on_either_replica() {
     let (_, first) = modern_call(&a_run, "pyup__greet", json!({}), caps.clone(), None);
     assert_eq!(first["result"]["resultType"], "input_required", "{first}");
     let state = first["result"]["requestState"].as_str().unwrap().to_owned();
-    let key = first["result"]["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
+    let key = first_input_request(&first);
     let accept = json!({ key.as_str(): { "action": "accept", "content": { "name": "Once" } } });
     let (status, resumed) = modern_call(
         &a_run,

@@ -119,13 +119,7 @@ fn one_tenants_unanswered_calls_fill_only_its_own_share_of_held_calls() {
     let other = start_run(&serve, &admin, "globex", "other-1");
     let first = held(&other);
     let state = first["result"]["requestState"].as_str().unwrap();
-    let key = first["result"]["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
+    let key = first_input_request(&first);
     let sampled = json!({ key.as_str(): {
         "role": "assistant", "model": "m",
         "content": { "type": "text", "text": "globex is served" } } });

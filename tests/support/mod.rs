@@ -336,3 +336,13 @@ pub fn admin_token_with(env: &[(String, String)], role: &str, tenant: Option<&st
     assert!(out.status.success(), "admin token: {}", stderr_of(&out));
     stdout_of(&out).trim().to_owned()
 }
+
+/// The key of the first of a held call's `inputRequests` (a 2026-07-28
+/// `input_required` answer), which the agent's answer must name.
+pub fn first_input_request(answer: &Value) -> String {
+    answer["result"]["inputRequests"]
+        .as_object()
+        .and_then(|requests| requests.keys().next())
+        .unwrap_or_else(|| panic!("no inputRequests in {answer}"))
+        .clone()
+}
