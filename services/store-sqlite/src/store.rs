@@ -44,10 +44,12 @@ pub const AUDIT_PAGE_MAX: u32 = 1000;
 /// Cheap to clone (a handle); the writer thread stops when the last clone is
 /// dropped. Several processes may open the same file at once. The async
 /// methods must run inside a tokio runtime (any flavour): point reads run on
-/// the calling thread when a connection is free, other reads use
+/// the calling thread when a point reader is free, other reads use
 /// `spawn_blocking`, and every call that can wait is bounded by
 /// `tokio::time::timeout` (an inline point read takes microseconds and
-/// cannot be interrupted; see the `readers` module).
+/// cannot be interrupted; see the `readers` module). Expensive reads
+/// (`ReadCost::Expensive`) take their tenant's share and a search reader,
+/// never a point reader, and are interrupted at their deadline.
 #[derive(Clone)]
 pub struct SqliteStore {
     inner: Arc<Inner>,
