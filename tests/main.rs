@@ -26,6 +26,7 @@ mod mcp_interop;
 mod mongo_store;
 mod relay;
 mod run;
+mod search_isolation;
 mod serve;
 mod stdio;
 mod telemetry;
