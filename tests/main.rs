@@ -28,6 +28,7 @@ mod mongo_store;
 mod relay;
 mod relay_shares;
 mod run;
+mod search_isolation;
 mod serve;
 mod stdio;
 mod telemetry;

@@ -180,6 +180,16 @@ mod tests {
             ),
             (StoreError::unavailable("down").into(), 503, "unavailable"),
             (
+                StoreError::QueryTooSlow { limit_ms: 2000 }.into(),
+                422,
+                "query_too_slow",
+            ),
+            (
+                StoreError::TenantBusy { max: 2 }.into(),
+                429,
+                "rate_limited",
+            ),
+            (
                 ValidationError::new("title", "empty").into(),
                 422,
                 "invalid_request",

@@ -23,8 +23,9 @@ impl ValidationError {
 
 /// Everything a store operation can answer besides success.
 ///
-/// `Unavailable` is the only retryable variant: the store could not be
-/// reached or did not answer in time. The operation did not happen, unless
+/// `Unavailable` and `TenantBusy` are the retryable variants: the store
+/// could not be reached or did not answer in time, or the tenant's share
+/// of expensive reads was taken. The operation did not happen, unless
 /// `maybe_applied` says a write was handed to the store and no answer came
 /// back: then it may or may not have been applied, a caller must not say
 /// "not applied", and a retry is safe only when it is idempotent (an
@@ -69,6 +70,18 @@ pub enum StoreError {
         if *maybe_applied { "; the write may or may not have been applied" } else { "" }
     )]
     Unavailable { reason: String, maybe_applied: bool },
+    /// An expensive read (a search, a filtered list) ran past its deadline
+    /// and was stopped where it ran (`crate::reads`). Not retryable as it
+    /// is: the same query would take as long again; a narrower one may not.
+    #[error(
+        "search took too long (stopped after {limit_ms} ms): narrow the query (rarer words, \
+         fewer prefix terms, more filters)"
+    )]
+    QueryTooSlow { limit_ms: u64 },
+    /// The tenant already runs its whole share of expensive reads and none
+    /// came free in time (`crate::reads`). Retryable once one has answered.
+    #[error("too many concurrent searches for this tenant (at most {max} at once); retry shortly")]
+    TenantBusy { max: usize },
     /// No board store exists behind this caller at all (a run started
     /// without one). Not retryable: nothing will change by waiting.
     #[error("no board store is configured: {reason}")]
@@ -102,7 +115,7 @@ impl StoreError {
     /// Whether the same call may succeed if retried (unchanged; for a write
     /// that `maybe_applied`, only if it is idempotent).
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Self::Unavailable { .. })
+        matches!(self, Self::Unavailable { .. } | Self::TenantBusy { .. })
     }
 
     /// The error a read gets where a write would be `maybe_applied`: a read

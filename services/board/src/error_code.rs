@@ -21,6 +21,7 @@ pub enum Code {
     NotClaimed,
     NotClaimable,
     RelationCycle,
+    QueryTooSlow,
     GrantLimit,
     GrantRevoked,
     LifetimeLimit,
@@ -48,6 +49,7 @@ impl Code {
             Self::NotClaimed => "not_claimed",
             Self::NotClaimable => "not_claimable",
             Self::RelationCycle => "relation_cycle",
+            Self::QueryTooSlow => "query_too_slow",
             Self::GrantLimit => "grant_limit",
             Self::GrantRevoked => "grant_revoked",
             Self::LifetimeLimit => "lifetime_limit",
@@ -82,7 +84,8 @@ impl Code {
             | Self::RunLimit => 409,
             // The thing existed and is gone for good (an expired grant).
             Self::GrantExpired => 410,
-            Self::InvalidRequest => 422,
+            // Well-formed, but too costly as asked: narrowing it is the fix.
+            Self::InvalidRequest | Self::QueryTooSlow => 422,
             Self::BadRequest => 400,
             Self::RateLimited => 429,
             Self::Unavailable => 503,
@@ -125,6 +128,8 @@ impl ErrorCode for StoreError {
             Self::NotClaimed { .. } => Code::NotClaimed,
             Self::NotClaimable { .. } => Code::NotClaimable,
             Self::RelationCycle { .. } => Code::RelationCycle,
+            Self::QueryTooSlow { .. } => Code::QueryTooSlow,
+            Self::TenantBusy { .. } => Code::RateLimited,
             Self::Unavailable { .. } | Self::NotConfigured { .. } => Code::Unavailable,
             Self::Internal(_) => Code::Internal,
         }
@@ -158,6 +163,7 @@ mod tests {
             Code::NotClaimed,
             Code::NotClaimable,
             Code::RelationCycle,
+            Code::QueryTooSlow,
             Code::GrantLimit,
             Code::GrantRevoked,
             Code::LifetimeLimit,

@@ -26,7 +26,9 @@
 //! reservation), `AuditLog`, `WebhookStore` (endpoints and the durable outbox
 //! that board writes fill), `StoreHealth`; `BoardStore` = all five;
 //! `StoreError` with `Unavailable` (retryable) and `NotConfigured` (no board at
-//! all)). No IO.; webhooks (`webhook.rs`: the event enum, endpoints, the
+//! all), `QueryTooSlow` and `TenantBusy` (the bounds on expensive reads,
+//! `reads.rs`: which reads are expensive, their deadline, each tenant's
+//! share)). No IO.; webhooks (`webhook.rs`: the event enum, endpoints, the
 //! signature scheme, retry backoff)
 
 #![forbid(unsafe_code)]
@@ -38,6 +40,7 @@ mod error_code;
 mod grant;
 mod ids;
 mod issue;
+mod reads;
 mod relations;
 mod search;
 mod store;
@@ -61,6 +64,7 @@ pub use issue::{
     Author, Body, Comment, CommentAdded, CommentBody, Created, Issue, IssuePatch, IssueState,
     Label, LabelFilter, Labels, ListQuery, NewComment, NewIssue, Page, Priority, Title, limits,
 };
+pub use reads::{ExpensiveReads, ReadCost, Share};
 pub use relations::{
     BlockedBy, Claim, ClaimCheck, ClaimFilter, Claimant, CloseReason, IssueView, ParentChain,
     check_release, relation_limits,

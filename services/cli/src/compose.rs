@@ -5,7 +5,7 @@
 //! This is the one place that reads [`Settings`] to choose backends; the
 //! library crates take what they are given.
 
-use corkboard_board::{BoardStore, Budgets, GrantLedger};
+use corkboard_board::{BoardStore, Budgets, ExpensiveReads, GrantLedger};
 use corkboard_config::{
     ForwardedHeader, GatewayMode, JwtAlgorithm, RegistryKind, Settings, StoreKind,
     check_secret_mode, ensure_secret, read_secret,
@@ -384,12 +384,28 @@ pub fn rate_limiter(
     }
 }
 
+/// The bounds on expensive reads (searches, filtered lists) the settings
+/// give every store: a search's deadline is the smaller of its own and the
+/// store calls' (past which the tool answers "board unavailable" anyway).
+fn expensive_reads(settings: &Settings) -> ExpensiveReads {
+    ExpensiveReads::new(
+        Duration::from_millis(settings.search_timeout_ms.min(settings.store_timeout_ms)),
+        settings.searches_per_tenant_max,
+    )
+}
+
 /// Opens the configured board store.
 pub async fn open_store(settings: &Settings) -> Result<Arc<dyn BoardStore>, StartError> {
     match settings.store {
         StoreKind::Sqlite => {
-            let store = corkboard_store_sqlite::SqliteStore::open_in_dir(&settings.data_dir)
-                .map_err(|e| StartError::Store(e.to_string()))?;
+            let store = corkboard_store_sqlite::SqliteStore::open_with(
+                &settings.data_dir.join(corkboard_store_sqlite::FILE_NAME),
+                corkboard_store_sqlite::SqliteOptions {
+                    expensive: expensive_reads(settings),
+                    ..Default::default()
+                },
+            )
+            .map_err(|e| StartError::Store(e.to_string()))?;
             Ok(Arc::new(store))
         }
         StoreKind::Mongodb => {
@@ -403,7 +419,10 @@ pub async fn open_store(settings: &Settings) -> Result<Arc<dyn BoardStore>, Star
             let store = corkboard_store_mongo::MongoStore::connect_lazy(
                 uri.expose(),
                 &settings.mongodb_database,
-                corkboard_store_mongo::MongoOptions::default(),
+                corkboard_store_mongo::MongoOptions {
+                    expensive: expensive_reads(settings),
+                    ..Default::default()
+                },
             )
             .await
             .map_err(|e| StartError::Store(e.to_string()))?;
@@ -692,6 +711,17 @@ mod tests {
             settings.max_result_bytes,
             corkboard_tools::DEFAULT_RESULT_BUDGET,
             "max_result_bytes"
+        );
+        let expensive = ExpensiveReads::default();
+        assert_eq!(
+            Duration::from_millis(settings.search_timeout_ms),
+            expensive.timeout(),
+            "search_timeout_ms"
+        );
+        assert_eq!(
+            settings.searches_per_tenant_max,
+            expensive.per_tenant(),
+            "searches_per_tenant_max"
         );
         let at = |max_result_bytes| Settings {
             max_result_bytes,

@@ -164,6 +164,16 @@ pub struct Settings {
     pub max_batch_response_bytes: usize,
     /// Longest time a store call may take before the tool answers "board unavailable".
     pub store_timeout_ms: u64,
+    /// Longest time one search (or filtered list page) may run before the
+    /// store stops it and the tool answers "search took too long"; a search
+    /// may first wait as long again for its tenant's share. A lower
+    /// `store_timeout_ms` bounds it too (a configuration that lowered only
+    /// that one keeps working).
+    pub search_timeout_ms: u64,
+    /// Most searches and filtered list pages one tenant (all its runs
+    /// together) may run at once; the next waits up to `search_timeout_ms`
+    /// behind them, then is refused "too many concurrent searches".
+    pub searches_per_tenant_max: usize,
     /// Most bytes one tool result may take (structured JSON, text block and
     /// envelope); a longer answer is cut at an item boundary and says what
     /// it left out and how to get it. At least 16384.
@@ -297,6 +307,10 @@ impl Default for Settings {
             max_batch_len: 32,
             max_batch_response_bytes: 4 * 1024 * 1024,
             store_timeout_ms: 5_000,
+            // Copies of `corkboard_board::ExpensiveReads`' defaults; cli's
+            // `compose` tests check them.
+            search_timeout_ms: 2_000,
+            searches_per_tenant_max: 2,
             // `corkboard_tools::DEFAULT_RESULT_BUDGET`: about 8,000 tokens.
             max_result_bytes: 32_000,
             live_runs_per_tenant_max: 100,
@@ -464,6 +478,15 @@ impl Settings {
         }
         if self.store_timeout_ms == 0 {
             return Err(key("store_timeout_ms", "must be at least 1"));
+        }
+        if !(1..=600_000).contains(&self.search_timeout_ms) {
+            return Err(key(
+                "search_timeout_ms",
+                "must be between 1 and 600000 (10 minutes)",
+            ));
+        }
+        if self.searches_per_tenant_max == 0 {
+            return Err(key("searches_per_tenant_max", "must be at least 1"));
         }
         if self.max_result_bytes < 16_384 {
             return Err(key(
@@ -740,6 +763,32 @@ mod tests {
             let err = Settings::load_with_env(None, Default::default(), env(&[(var, value)]))
                 .unwrap_err();
             assert!(err.to_string().contains(key), "{err}");
+        }
+    }
+
+    #[test]
+    fn search_bounds_are_checked_by_name() {
+        let check = |pairs: &[(&str, &str)]| {
+            Settings::load_with_env(None, Default::default(), env(pairs))
+                .map(|s| (s.search_timeout_ms, s.searches_per_tenant_max))
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(check(&[]), Ok((2_000, 2)));
+        assert_eq!(
+            check(&[
+                ("CORKBOARD_SEARCH_TIMEOUT_MS", "250"),
+                ("CORKBOARD_SEARCHES_PER_TENANT_MAX", "3"),
+            ]),
+            Ok((250, 3))
+        );
+        for bad in [
+            ("CORKBOARD_SEARCH_TIMEOUT_MS", "0"),
+            ("CORKBOARD_SEARCH_TIMEOUT_MS", "600001"),
+            ("CORKBOARD_SEARCHES_PER_TENANT_MAX", "0"),
+        ] {
+            let err = check(&[bad]).unwrap_err();
+            let key = bad.0.trim_start_matches("CORKBOARD_").to_ascii_lowercase();
+            assert!(err.contains(&key), "{err}");
         }
     }
 

@@ -35,6 +35,7 @@ mod budgets;
 mod claims;
 mod comment_window;
 mod concurrency;
+mod expensive;
 mod faults;
 pub mod fixtures;
 mod grants;
@@ -50,6 +51,7 @@ pub use budgets::*;
 pub use claims::*;
 pub use comment_window::*;
 pub use concurrency::*;
+pub use expensive::*;
 pub use faults::{Fault, FaultStore};
 pub use grants::*;
 pub use issues::*;
@@ -210,9 +212,46 @@ macro_rules! store_contract_tests {
 /// The name of every case [`store_contract_tests!`] runs.
 pub const CASES: &[&str] = store_contract_tests!(@list names);
 
+/// Expands to one test per case of the bounds on expensive reads
+/// (`expensive.rs`), each given `$factory`: a function from the
+/// `ExpensiveReads` the case tests to a future of a fresh store built with
+/// them (the same fixture kinds as [`store_contract_tests!`]):
+///
+/// ```text
+/// corkboard_store_contract::store_expensive_read_tests!(fresh_store_with);
+///
+/// async fn fresh_store_with(reads: ExpensiveReads) -> (Arc<MyStore>, TempDir) { ... }
+/// ```
+#[macro_export]
+macro_rules! store_expensive_read_tests {
+    (@list $mode:ident $($arg:expr)?) => {
+        $crate::store_expensive_read_tests! { @$mode [$($arg)?]
+            case_a_search_past_its_deadline_is_stopped,
+            case_a_tenant_past_its_share_waits_then_is_refused,
+        }
+    };
+    (@tests [$factory:expr] $($case:ident),* $(,)?) => {
+        $(
+            #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $case() {
+                $crate::run_case(stringify!($case), $crate::$case($factory)).await;
+            }
+        )*
+    };
+    (@names [] $($case:ident),* $(,)?) => {
+        &[$(stringify!($case)),*]
+    };
+    ($factory:expr) => {
+        $crate::store_expensive_read_tests!(@list tests $factory);
+    };
+}
+
+/// The name of every case [`store_expensive_read_tests!`] runs.
+pub const EXPENSIVE_READ_CASES: &[&str] = store_expensive_read_tests!(@list names);
+
 #[cfg(test)]
 mod tests {
-    use super::CASES;
+    use super::{CASES, EXPENSIVE_READ_CASES};
     use std::collections::BTreeSet;
 
     /// A case written but left out of the macro would silently never run.
@@ -234,8 +273,9 @@ mod tests {
             .filter_map(|rest| rest.split('<').next())
             .filter(|name| name.starts_with("case_"))
             .collect();
-        let listed: BTreeSet<&str> = CASES.iter().copied().collect();
+        let all: Vec<&str> = CASES.iter().chain(EXPENSIVE_READ_CASES).copied().collect();
+        let listed: BTreeSet<&str> = all.iter().copied().collect();
         assert_eq!(defined, listed);
-        assert_eq!(listed.len(), CASES.len(), "a case is listed twice");
+        assert_eq!(listed.len(), all.len(), "a case is listed twice");
     }
 }

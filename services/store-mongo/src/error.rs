@@ -1,6 +1,6 @@
 //! Errors of connecting, and how driver failures become [`StoreError`]s.
 
-use corkboard_board::{StoreError, ValidationError};
+use corkboard_board::{ExpensiveReads, StoreError, ValidationError};
 use mongodb::error::{Error, ErrorKind, WriteFailure};
 use std::time::Duration;
 use thiserror::Error;
@@ -28,6 +28,9 @@ pub enum MongoStoreError {
 
 /// The server's duplicate-key code: a unique index refused the write.
 pub(crate) const DUPLICATE_KEY: i32 = 11000;
+
+/// The server's code for an operation stopped at its `maxTimeMS`.
+pub(crate) const MAX_TIME_MS_EXPIRED: i32 = 50;
 
 /// Server codes meaning "this server cannot serve you right now" (shutting
 /// down, stepping down, not primary, network trouble between nodes, the
@@ -150,6 +153,16 @@ pub(crate) fn store_error(err: &Error) -> StoreError {
             })
         }
     }
+}
+
+/// [`store_error`] for an expensive read sent with its deadline as
+/// `maxTimeMS`: the server stopping it there is [`ExpensiveReads::too_slow`],
+/// not an unavailable server.
+pub(crate) fn expensive_read_error(err: &Error, reads: &ExpensiveReads) -> StoreError {
+    if server_code(err) == Some(MAX_TIME_MS_EXPIRED) {
+        return reads.too_slow();
+    }
+    store_error(err)
 }
 
 /// The store call took longer than its budget.
@@ -290,6 +303,25 @@ mod tests {
             "shutting down is retryable"
         );
         assert!(!describe(&err).contains("bye"));
+    }
+
+    #[test]
+    fn max_time_expired_is_too_slow_only_for_expensive_reads() {
+        let command: mongodb::error::CommandError =
+            mongodb::bson::deserialize_from_document(mongodb::bson::doc! {
+                "code": MAX_TIME_MS_EXPIRED, "codeName": "MaxTimeMSExpired",
+                "errmsg": "operation exceeded time limit",
+            })
+            .unwrap();
+        let err = Error::from(ErrorKind::Command(command));
+        let reads = ExpensiveReads::new(Duration::from_millis(1500), 2);
+        assert_eq!(
+            expensive_read_error(&err, &reads),
+            StoreError::QueryTooSlow { limit_ms: 1500 }
+        );
+        assert!(store_error(&err).is_retryable(), "elsewhere: unavailable");
+        let other = io(std::io::ErrorKind::ConnectionReset);
+        assert!(expensive_read_error(&other, &reads).is_retryable());
     }
 
     #[test]

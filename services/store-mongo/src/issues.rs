@@ -30,15 +30,15 @@ use crate::codec::{
 use crate::error::{corrupt, is_duplicate_key, store_error};
 use crate::query::{list_filter, search_filter, similar_filter};
 use crate::schema::idem_field;
-use crate::store::MongoStore;
+use crate::store::{MongoStore, ReadBudget};
 use async_trait::async_trait;
 use corkboard_board::webhook::{self, WebhookEvent};
 use corkboard_board::{
     Author, ClaimCheck, Claimant, Comment, CommentAdded, CommentFacts, CommentId, CommentWindow,
     CreateOutcome, Created, GrantLedger, IdempotencyKey, Issue, IssueId, IssuePatch, IssueState,
     IssueStore, IssueView, ListQuery, MONGO_CANDIDATES_MAX, NewComment, NewIssue, Page,
-    ParentChain, RunId, SearchPage, SearchQuery, SimilarIssue, SimilarRanking, StoreError,
-    TenantId, Timestamp, Title, ValidationError, check_release, limits, rank_order,
+    ParentChain, ReadCost, RunId, SearchPage, SearchQuery, SimilarIssue, SimilarRanking,
+    StoreError, TenantId, Timestamp, Title, ValidationError, check_release, limits, rank_order,
     relation_limits,
 };
 use mongodb::bson::{Bson, Document, doc};
@@ -921,38 +921,43 @@ impl MongoStore {
     }
 
     /// The documents matching `filter`, newest first, at most `limit`,
-    /// with only `projection`'s fields.
+    /// with only `projection`'s fields, the server giving up after
+    /// `max_time`. Driver errors as they are: the caller says what they
+    /// mean for its read (a `maxTimeMS` expiry differs for searches).
     async fn find_docs(
         &self,
         tenant: &TenantId,
         filter: Document,
         projection: Option<Document>,
         limit: i64,
-    ) -> Result<Vec<Document>, StoreError> {
+        max_time: Duration,
+    ) -> mongodb::error::Result<Vec<Document>> {
         let options = mongodb::options::FindOptions::builder()
             .sort(doc! { field::ID: -1 })
             .limit(limit)
             .batch_size(u32::try_from(limit).unwrap_or(u32::MAX).min(1000))
             .projection(projection)
-            .max_time(self.max_time())
+            .max_time(max_time)
             .build();
         let mut cursor = self
             .issues(tenant)
             .find(filter)
             .with_options(options)
-            .await
-            .map_err(|e| store_error(&e))?;
+            .await?;
         let mut out = Vec::new();
-        while cursor.advance().await.map_err(|e| store_error(&e))? {
-            out.push(cursor.deserialize_current().map_err(|e| store_error(&e))?);
+        while cursor.advance().await? {
+            out.push(cursor.deserialize_current()?);
         }
         Ok(out)
     }
 
+    /// The search, within `budget` (an expensive read: see
+    /// `MongoStore::expensive_read`).
     async fn search(
         &self,
         tenant: &TenantId,
         query: &SearchQuery,
+        budget: &ReadBudget,
     ) -> Result<SearchPage, StoreError> {
         let empty = SearchPage {
             hits: Vec::new(),
@@ -973,8 +978,15 @@ impl MongoStore {
         }
         let bound = i64::from(MONGO_CANDIDATES_MAX);
         let docs = self
-            .find_docs(tenant, filter, Some(projection), bound + 1)
-            .await?;
+            .find_docs(
+                tenant,
+                filter,
+                Some(projection),
+                bound + 1,
+                budget.max_time(),
+            )
+            .await
+            .map_err(|e| budget.error(&e))?;
         let partial = docs.len() as i64 > bound;
         let mut ranked = Vec::with_capacity(docs.len());
         for doc in docs.iter().take(MONGO_CANDIDATES_MAX as usize) {
@@ -1003,8 +1015,10 @@ impl MongoStore {
                 doc! { field::ID: { "$in": ids } },
                 None,
                 page.len() as i64,
+                budget.max_time(),
             )
-            .await?
+            .await
+            .map_err(|e| budget.error(&e))?
         {
             let issue = issue_from_doc(tenant, &doc)?;
             full.insert(issue.id.clone(), issue);
@@ -1019,6 +1033,47 @@ impl MongoStore {
             hits,
             next_offset,
             partial,
+        })
+    }
+
+    /// One page of `list_issues` (`filter` is the query's): an expensive
+    /// one within its `budget`, a point read within `operation_timeout`.
+    async fn list_page(
+        &self,
+        tenant: &TenantId,
+        query: &ListQuery,
+        filter: Document,
+        budget: Option<&ReadBudget>,
+    ) -> Result<Page, StoreError> {
+        let limit = usize::try_from(query.limit).unwrap_or(usize::MAX);
+        let fail = |e: mongodb::error::Error| match budget {
+            Some(budget) => budget.error(&e),
+            None => store_error(&e),
+        };
+        let fetch = i64::from(query.limit) + 1;
+        let mut cursor = self
+            .issues(tenant)
+            .find(filter)
+            .sort(doc! { field::ID: -1 })
+            .limit(fetch)
+            .batch_size(u32::try_from(fetch).unwrap_or(u32::MAX))
+            .max_time(budget.map_or_else(|| self.max_time(), ReadBudget::max_time))
+            .await
+            .map_err(fail)?;
+        let mut issues = Vec::new();
+        while cursor.advance().await.map_err(fail)? {
+            let doc = cursor.deserialize_current().map_err(fail)?;
+            issues.push(issue_from_doc(tenant, &doc)?);
+        }
+        let next_cursor = if issues.len() > limit {
+            issues.truncate(limit);
+            issues.last().map(|i| i.id.clone())
+        } else {
+            None
+        };
+        Ok(Page {
+            issues,
+            next_cursor,
         })
     }
 
@@ -1044,8 +1099,10 @@ impl MongoStore {
                 similar_filter(&words, true),
                 Some(projection.clone()),
                 i64::from(limits::SIMILAR_ALL_CANDIDATES),
+                self.max_time(),
             )
-            .await?;
+            .await
+            .map_err(|e| store_error(&e))?;
         offer_similar(&every_word, &mut ranking)?;
         if !ranking.settled(limit) {
             let any_word = self
@@ -1054,8 +1111,10 @@ impl MongoStore {
                     similar_filter(&words, false),
                     Some(projection),
                     i64::from(limits::SIMILAR_ANY_CANDIDATES),
+                    self.max_time(),
                 )
-                .await?;
+                .await
+                .map_err(|e| store_error(&e))?;
             offer_similar(&any_word, &mut ranking)?;
         }
         Ok(ranking.finish(limit))
@@ -1175,8 +1234,10 @@ impl IssueStore for MongoStore {
         query: &SearchQuery,
     ) -> Result<SearchPage, StoreError> {
         query.validate()?;
-        self.bounded("search_issues", self.search(tenant, query))
-            .await
+        self.expensive_read("search_issues", tenant, |budget| async move {
+            self.search(tenant, query, &budget).await
+        })
+        .await
     }
 
     async fn similar_open_issues(
@@ -1213,35 +1274,18 @@ impl IssueStore for MongoStore {
                 next_cursor: None,
             });
         };
-        let limit = usize::try_from(query.limit).unwrap_or(usize::MAX);
-        self.bounded("list_issues", async {
-            let fetch = i64::from(query.limit) + 1;
-            let mut cursor = self
-                .issues(tenant)
-                .find(filter)
-                .sort(doc! { field::ID: -1 })
-                .limit(fetch)
-                .batch_size(u32::try_from(fetch).unwrap_or(u32::MAX))
-                .max_time(self.max_time())
-                .await
-                .map_err(|e| store_error(&e))?;
-            let mut issues = Vec::new();
-            while cursor.advance().await.map_err(|e| store_error(&e))? {
-                let doc = cursor.deserialize_current().map_err(|e| store_error(&e))?;
-                issues.push(issue_from_doc(tenant, &doc)?);
+        match query.cost() {
+            ReadCost::Point => {
+                self.bounded("list_issues", self.list_page(tenant, query, filter, None))
+                    .await
             }
-            let next_cursor = if issues.len() > limit {
-                issues.truncate(limit);
-                issues.last().map(|i| i.id.clone())
-            } else {
-                None
-            };
-            Ok(Page {
-                issues,
-                next_cursor,
-            })
-        })
-        .await
+            ReadCost::Expensive => {
+                self.expensive_read("list_issues", tenant, |budget| async move {
+                    self.list_page(tenant, query, filter, Some(&budget)).await
+                })
+                .await
+            }
+        }
     }
 
     async fn update_issue(

@@ -19,6 +19,10 @@
 //! [`MongoStore::connect`] needs the server at start-up;
 //! [`MongoStore::connect_lazy`] starts without it and reports `Unavailable`
 //! (also to `/readyz`, through `StoreHealth::check`) until it answers.
+//! Expensive reads (searches, filtered pages: `ReadCost`) are bounded
+//! tighter: at most `ExpensiveReads::per_tenant` of one tenant's at once,
+//! each sent with its deadline as `maxTimeMS` and answered `QueryTooSlow`
+//! when the server stops it there.
 //!
 //! # bson 3, not the driver's default bson 2
 //!

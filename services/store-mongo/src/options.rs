@@ -1,5 +1,6 @@
 //! Timeouts and names, with defaults that bound every call to a few seconds.
 
+use corkboard_board::ExpensiveReads;
 use std::time::Duration;
 
 /// Database name used when the operator does not choose one.
@@ -37,6 +38,10 @@ pub struct MongoOptions {
     pub max_pool_size: u32,
     /// `appName` shown in the server's logs and `currentOp`.
     pub app_name: String,
+    /// The deadline of each expensive read (searches, filtered lists; sent
+    /// as their `maxTimeMS`) and each tenant's share of them, so one
+    /// tenant's costly queries cannot take every pooled connection.
+    pub expensive: ExpensiveReads,
 }
 
 impl Default for MongoOptions {
@@ -48,6 +53,7 @@ impl Default for MongoOptions {
             check_timeout: Duration::from_millis(1500),
             max_pool_size: 32,
             app_name: "corkboard".to_owned(),
+            expensive: ExpensiveReads::default(),
         }
     }
 }

@@ -1,10 +1,10 @@
 //! The store handle: connecting, the collections of a tenant, their
 //! indexes, and the time bound around every call.
 
-use crate::error::{MongoStoreError, store_error, timed_out};
+use crate::error::{MongoStoreError, expensive_read_error, store_error, timed_out};
 use crate::options::MongoOptions;
 use crate::schema;
-use corkboard_board::{StoreError, StoreHealth, TenantId};
+use corkboard_board::{ExpensiveReads, StoreError, StoreHealth, TenantId};
 use mongodb::bson::{Document, doc};
 use mongodb::options::{Acknowledgment, ClientOptions, ReadConcern, WriteConcern};
 use mongodb::{Client, Collection, Database};
@@ -321,6 +321,36 @@ impl MongoStore {
         self.inner.options.operation_timeout
     }
 
+    /// Runs `read`, an expensive read of `tenant`'s (`ReadCost::Expensive`),
+    /// under one of the tenant's shares: it waits for one at most
+    /// `expensive.timeout()` (then `TenantBusy`), then runs with a
+    /// [`ReadBudget`] of that long again, which its queries send as
+    /// `maxTimeMS` (the server stops them there: `QueryTooSlow`). The whole
+    /// call stays within `operation_timeout` like every read.
+    pub(crate) async fn expensive_read<T, F, Fut>(
+        &self,
+        what: &str,
+        tenant: &TenantId,
+        read: F,
+    ) -> Result<T, StoreError>
+    where
+        F: FnOnce(ReadBudget) -> Fut,
+        Fut: Future<Output = Result<T, StoreError>>,
+    {
+        let reads = &self.inner.options.expensive;
+        self.bounded(what, async {
+            let _share = tokio::time::timeout(reads.timeout(), reads.admit(tenant))
+                .await
+                .map_err(|_| reads.tenant_busy())??;
+            read(ReadBudget {
+                until: tokio::time::Instant::now() + reads.timeout(),
+                reads: reads.clone(),
+            })
+            .await
+        })
+        .await
+    }
+
     /// Runs one reading store call within `operation_timeout`, so no call
     /// ever waits longer than that, whatever the server or network does.
     pub(crate) async fn bounded<T>(
@@ -362,6 +392,27 @@ impl MongoStore {
                 Err(timed_out(what, budget, writes))
             }
         }
+    }
+}
+
+/// What is left of one expensive read's time, for its queries' `maxTimeMS`.
+pub(crate) struct ReadBudget {
+    until: tokio::time::Instant,
+    reads: ExpensiveReads,
+}
+
+impl ReadBudget {
+    /// The `maxTimeMS` of the read's next query: what is left (at least
+    /// 1 ms; 0 would mean no limit to the server).
+    pub(crate) fn max_time(&self) -> Duration {
+        self.until
+            .saturating_duration_since(tokio::time::Instant::now())
+            .max(Duration::from_millis(1))
+    }
+
+    /// A driver error of one of the read's queries as a store error.
+    pub(crate) fn error(&self, err: &mongodb::error::Error) -> StoreError {
+        expensive_read_error(err, &self.reads)
     }
 }
 

@@ -13,10 +13,13 @@
 //!   number of retries is answered `Unavailable`. Read-modify-write
 //!   operations (updates, idempotent creates) read under that lock, so they
 //!   are atomic across processes.
-//! - **Reads** use a small pool of connections. Point reads (an issue, a
-//!   grant) run right on the calling thread when a connection is free;
-//!   lists and other reads that can scan run on tokio's blocking pool. A
-//!   read of several statements runs in one read transaction (a consistent
+//! - **Reads** use two small pools of connections. Point reads (an issue, a
+//!   grant, an unfiltered page) have their own: the lookups run right on the
+//!   calling thread when a connection is free, pages on tokio's blocking
+//!   pool. Expensive reads (searches, filtered pages: `ReadCost`) run on the
+//!   search readers, at most `ExpensiveReads::per_tenant` per tenant, and
+//!   are interrupted at their deadline by SQLite's progress handler. A read
+//!   of several statements runs in one read transaction (a consistent
 //!   snapshot).
 //! - Every filter of a list runs in SQL; statements are prepared once per
 //!   connection and cached.
@@ -25,8 +28,9 @@
 //! audit-only groups skip their own fsync), one writer thread with group commit
 //! (each op in its savepoint; the full-text index's changes staged and applied
 //! once per group before its commit, `search_writes.rs`, because FTS5 writes a
-//! new index segment at every savepoint), reader pool (point reads inline on
-//! the calling thread, the rest on the blocking pool); the SQL in `ops/`, one
+//! new index segment at every savepoint), two reader pools (point reads,
+//! inline on the calling thread when they can; expensive reads, under their
+//! tenant's share and deadline; `readers.rs`); the SQL in `ops/`, one
 //! module per aggregate as in `store-mongo` (issues, comments, claims, search,
 //! ledger, policy, audit, keys, webhooks, upstreams), each write a typed op
 //! (`WriteOp` and its `Output`) that the writer runs type-erased and answers on

@@ -1,5 +1,6 @@
 //! Tuning knobs, with defaults that suit a laptop and a small server alike.
 
+use corkboard_board::ExpensiveReads;
 use std::time::Duration;
 
 /// How a [`crate::SqliteStore`] uses its file.
@@ -12,8 +13,16 @@ pub struct SqliteOptions {
     /// (each attempt waiting up to `busy_timeout`) before its callers get
     /// `StoreError::Unavailable`.
     pub busy_attempts: u32,
-    /// Read connections, each used by one read at a time.
-    pub readers: usize,
+    /// Read connections for point reads (an issue, a grant, an unfiltered
+    /// page), each used by one read at a time. Expensive reads never take
+    /// them, so a point read waits only behind other point reads.
+    pub point_readers: usize,
+    /// Read connections for expensive reads (searches, filtered lists,
+    /// see `corkboard_board::ReadCost`) and the admin listings that may
+    /// scan. One tenant holds at most `expensive.per_tenant()` of them.
+    pub search_readers: usize,
+    /// The deadline of each expensive read and each tenant's share of them.
+    pub expensive: ExpensiveReads,
     /// Writes that may wait for the writer thread; callers beyond it wait
     /// for room (backpressure) rather than growing memory.
     pub queue_capacity: usize,
@@ -30,7 +39,9 @@ impl Default for SqliteOptions {
         Self {
             busy_timeout: Duration::from_secs(5),
             busy_attempts: 3,
-            readers: 4,
+            point_readers: 4,
+            search_readers: 4,
+            expensive: ExpensiveReads::default(),
             queue_capacity: 1024,
             max_group: 128,
             operation_timeout: Duration::from_secs(30),

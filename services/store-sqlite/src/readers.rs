@@ -1,4 +1,7 @@
-//! A small pool of read connections, used two ways:
+//! A small pool of read connections. The store keeps two (see
+//! `SqliteStore`): one for point reads, one for expensive reads and
+//! listings, so a search never holds a connection a point read waits for.
+//! Each pool is used three ways:
 //!
 //! - **Point reads** (a primary-key lookup or two, microseconds from the
 //!   page cache: `get_issue`, a grant by id or by token hash) run on the
@@ -8,9 +11,15 @@
 //! - **Everything else** (lists, anything that can scan) and any point read
 //!   that found no free connection runs on tokio's blocking pool, waiting
 //!   its turn for a connection.
+//! - **Expensive reads** ([`ReadPool::run_interruptible`]: searches,
+//!   filtered lists) run there too, and are interrupted where they run once
+//!   past their deadline or once their caller stopped waiting: SQLite's
+//!   progress handler, checked every [`PROGRESS_OPS`] virtual machine
+//!   instructions, ends the statement with `SQLITE_INTERRUPT`, and the
+//!   connection goes back to the pool at once.
 //!
-//! One semaphore bounds the connections in use by both paths to
-//! `SqliteOptions::readers`. A point read only ever *tries* it (an atomic
+//! One semaphore bounds the connections in use by all paths to the pool's
+//! size. A point read only ever *tries* it (an atomic
 //! operation, never a wait), and a permit released while reads queue goes to
 //! the queue first, so the fast path cannot starve the blocking one.
 //!
@@ -25,13 +34,23 @@
 use crate::error::{OpError, is_busy, store_error};
 use crate::options::SqliteOptions;
 use crate::schema::open_reader;
-use corkboard_board::StoreError;
+use corkboard_board::{ExpensiveReads, StoreError};
 use rusqlite::Connection;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, TryAcquireError};
+
+/// How many SQLite virtual machine instructions run between two looks at
+/// an expensive read's deadline: a clock read every thousand instructions
+/// costs nothing measurable, and SQLite runs millions per second, so the
+/// read stops about a millisecond past its deadline. Work done inside one
+/// instruction runs to its end first: an FTS5 prefix term expanded to
+/// thousands of words overran a 20 ms deadline by up to 30 ms on a
+/// 60,000-issue board (debug build).
+pub(crate) const PROGRESS_OPS: std::ffi::c_int = 1000;
 
 /// The longest a point read on an async worker waits for a lock held by
 /// another connection (in WAL mode readers are blocked only in rare moments:
@@ -44,6 +63,8 @@ const INLINE_BUSY_TIMEOUT: Duration = Duration::from_millis(10);
 pub(crate) struct ReadPool {
     path: PathBuf,
     options: SqliteOptions,
+    /// What the pool's readers are for, in its errors ("search", "point").
+    purpose: &'static str,
     idle: Mutex<Vec<Reader>>,
     permits: Arc<Semaphore>,
 }
@@ -79,11 +100,19 @@ impl Reader {
 }
 
 impl ReadPool {
-    pub(crate) fn new(path: PathBuf, options: SqliteOptions, first: Connection) -> Arc<Self> {
-        let size = options.readers.max(1);
+    /// A pool of `size` connections (at least one), `first` among them.
+    pub(crate) fn new(
+        path: PathBuf,
+        options: SqliteOptions,
+        purpose: &'static str,
+        size: usize,
+        first: Connection,
+    ) -> Arc<Self> {
+        let size = size.max(1);
         Arc::new(Self {
             path,
             options,
+            purpose,
             idle: Mutex::new(vec![Reader {
                 conn: first,
                 wait: Wait::Full,
@@ -104,6 +133,51 @@ impl ReadPool {
             .await
             .map_err(|_| closed())?;
         self.run_blocking(permit, read).await
+    }
+
+    /// Runs the expensive read `read` in one [`snapshot`] on the blocking
+    /// pool, once a connection is free, waiting until `wait_until` at most
+    /// (then `Unavailable`: every reader stayed busy). Interrupted where it
+    /// runs once it has run for `reads.timeout()` (then
+    /// [`ExpensiveReads::too_slow`]) or once this future is dropped (its
+    /// caller stopped waiting: the work is of use to no one).
+    pub(crate) async fn run_interruptible<T, F>(
+        self: &Arc<Self>,
+        wait_until: tokio::time::Instant,
+        reads: &ExpensiveReads,
+        read: F,
+    ) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, OpError> + Send + 'static,
+    {
+        let permit = tokio::time::timeout_at(wait_until, Arc::clone(&self.permits).acquire_owned())
+            .await
+            .map_err(|_| {
+                StoreError::unavailable(format!(
+                    "every {} reader of the SQLite board stayed busy for {} ms; retry shortly",
+                    self.purpose,
+                    reads.timeout().as_millis()
+                ))
+            })?
+            .map_err(|_| closed())?;
+        let abandoned = Arc::new(AtomicBool::new(false));
+        // Dropped with this future, whether it completed or not: only a
+        // read still running can see it, and it then stops.
+        let _abandon_on_drop = SetOnDrop(Arc::clone(&abandoned));
+        let (limit, too_slow) = (reads.timeout(), reads.too_slow());
+        self.run_blocking(permit, move |conn| {
+            snapshot(conn, |conn| {
+                interruptible(conn, limit, &abandoned, read).map_err(|err| match err {
+                    Interrupted::Deadline => OpError::Store(too_slow),
+                    Interrupted::Abandoned => OpError::Store(StoreError::unavailable(
+                        "the read was stopped: its caller stopped waiting",
+                    )),
+                    Interrupted::Failed(err) => err,
+                })
+            })
+        })
+        .await
     }
 
     /// Runs the point read `read` on the calling thread if a connection is
@@ -229,6 +303,58 @@ impl ReadPool {
     }
 }
 
+/// Sets its flag when dropped.
+struct SetOnDrop(Arc<AtomicBool>);
+
+impl Drop for SetOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Why an interruptible read did not answer.
+enum Interrupted {
+    /// It ran past its limit.
+    Deadline,
+    /// Its caller stopped waiting.
+    Abandoned,
+    /// It failed by itself.
+    Failed(OpError),
+}
+
+/// Runs `read` with SQLite's progress handler interrupting it once it has
+/// run for `limit` or once `abandoned` is set, and removes the handler
+/// afterwards (before the caller ends its transaction: a `COMMIT` past the
+/// deadline must not be interrupted too).
+fn interruptible<T>(
+    conn: &Connection,
+    limit: Duration,
+    abandoned: &Arc<AtomicBool>,
+    read: impl FnOnce(&Connection) -> Result<T, OpError>,
+) -> Result<T, Interrupted> {
+    let deadline = Instant::now() + limit;
+    let stop = Arc::clone(abandoned);
+    conn.progress_handler(
+        PROGRESS_OPS,
+        Some(move || stop.load(Ordering::Relaxed) || Instant::now() >= deadline),
+    );
+    let result = read(conn);
+    conn.progress_handler(0, None::<fn() -> bool>);
+    match result {
+        Ok(value) => Ok(value),
+        Err(OpError::Sqlite(err))
+            if err.sqlite_error_code() == Some(rusqlite::ErrorCode::OperationInterrupted) =>
+        {
+            if abandoned.load(Ordering::Relaxed) {
+                Err(Interrupted::Abandoned)
+            } else {
+                Err(Interrupted::Deadline)
+            }
+        }
+        Err(err) => Err(Interrupted::Failed(err)),
+    }
+}
+
 /// Runs `read` in one read transaction, so all its statements see the same
 /// snapshot, and always ends that transaction, whatever `read` returns.
 /// `BEGIN` (deferred: the snapshot is taken at the first `SELECT`) and
@@ -290,13 +416,10 @@ mod tests {
 
     impl Fixture {
         fn new(readers: usize) -> Self {
-            Self::with(SqliteOptions {
-                readers,
-                ..SqliteOptions::default()
-            })
+            Self::with(SqliteOptions::default(), readers)
         }
 
-        fn with(options: SqliteOptions) -> Self {
+        fn with(options: SqliteOptions, readers: usize) -> Self {
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join("r.sqlite3");
             let writer = open_writer(&path, &options).unwrap();
@@ -307,7 +430,7 @@ mod tests {
                 )
                 .unwrap();
             let first = open_reader(&path, &options).unwrap();
-            let pool = ReadPool::new(path.clone(), options, first);
+            let pool = ReadPool::new(path.clone(), options, "test", readers, first);
             Self {
                 _dir: dir,
                 path,
@@ -530,11 +653,10 @@ mod tests {
     #[test]
     fn a_locked_file_moves_point_reads_off_the_async_worker() {
         let options = SqliteOptions {
-            readers: 2,
             busy_timeout: Duration::from_secs(10),
             ..SqliteOptions::default()
         };
-        let f = Fixture::with(options.clone());
+        let f = Fixture::with(options.clone(), 2);
         let Fixture {
             _dir, path, writer, ..
         } = f;
@@ -550,6 +672,8 @@ mod tests {
         let pool = ReadPool::new(
             path.clone(),
             options.clone(),
+            "test",
+            2,
             open_reader(&path, &options).unwrap(),
         );
         let (release, released) = std::sync::mpsc::channel::<()>();

@@ -23,8 +23,8 @@ use corkboard_board::{
     AuditEntry, AuditLog, AuditQuery, AuditRecord, Author, Claimant, CommentAdded, CommentBody,
     CommentWindow, Created, Grant, GrantEvent, GrantId, GrantLedger, GrantPolicy, IdempotencyKey,
     Issue, IssueId, IssuePatch, IssueStore, IssueView, ListQuery, NewComment, NewIssue, Page,
-    RunId, SearchPage, SearchQuery, SimilarIssue, StoreError, StoreHealth, TenantId, Timestamp,
-    Title, Upstream, UpstreamName, UpstreamStore, ValidationError, limits,
+    ReadCost, RunId, SearchPage, SearchQuery, SimilarIssue, StoreError, StoreHealth, TenantId,
+    Timestamp, Title, Upstream, UpstreamName, UpstreamStore, ValidationError, limits,
 };
 use rusqlite::Connection;
 use std::fmt;
@@ -44,10 +44,12 @@ pub const AUDIT_PAGE_MAX: u32 = 1000;
 /// Cheap to clone (a handle); the writer thread stops when the last clone is
 /// dropped. Several processes may open the same file at once. The async
 /// methods must run inside a tokio runtime (any flavour): point reads run on
-/// the calling thread when a connection is free, other reads use
+/// the calling thread when a point reader is free, other reads use
 /// `spawn_blocking`, and every call that can wait is bounded by
 /// `tokio::time::timeout` (an inline point read takes microseconds and
-/// cannot be interrupted; see the `readers` module).
+/// cannot be interrupted; see the `readers` module). Expensive reads
+/// (`ReadCost::Expensive`) take their tenant's share and a search reader,
+/// never a point reader, and are interrupted at their deadline.
 #[derive(Clone)]
 pub struct SqliteStore {
     inner: Arc<Inner>,
@@ -56,7 +58,10 @@ pub struct SqliteStore {
 struct Inner {
     path: PathBuf,
     writes: mpsc::Sender<WriteJob>,
-    reads: Arc<ReadPool>,
+    /// Point reads' connections: no expensive read ever holds one.
+    points: Arc<ReadPool>,
+    /// Expensive reads' (each tenant at most its share) and admin listings'.
+    searches: Arc<ReadPool>,
     counters: Arc<Counters>,
     options: SqliteOptions,
 }
@@ -99,7 +104,23 @@ impl SqliteStore {
                 path: path.to_path_buf(),
                 source,
             })?;
-        let reads = ReadPool::new(path.to_path_buf(), options.clone(), first_reader);
+        let points = ReadPool::new(
+            path.to_path_buf(),
+            options.clone(),
+            "point",
+            options.point_readers,
+            first_reader,
+        );
+        let searches = ReadPool::new(
+            path.to_path_buf(),
+            options.clone(),
+            "search",
+            options.search_readers,
+            schema::open_reader(path, &options).map_err(|source| SqliteError::Open {
+                path: path.to_path_buf(),
+                source,
+            })?,
+        );
         let counters = Arc::new(Counters::default());
         let writes = writer::spawn(
             write_conn,
@@ -120,7 +141,8 @@ impl SqliteStore {
             inner: Arc::new(Inner {
                 path: path.to_path_buf(),
                 writes,
-                reads,
+                points,
+                searches,
                 counters,
                 options,
             }),
@@ -185,14 +207,51 @@ impl SqliteStore {
         }
     }
 
-    /// A read that may scan: on the blocking pool, in one snapshot.
+    /// An admin listing that may scan (grants, audit, webhooks): on the
+    /// blocking pool, on the search readers, in one snapshot.
     async fn read<T, F>(&self, read: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T, OpError> + Send + 'static,
     {
-        self.bounded(self.inner.reads.run(move |conn| snapshot(conn, read)))
+        self.bounded(self.inner.searches.run(move |conn| snapshot(conn, read)))
             .await
+    }
+
+    /// A read bounded by its shape but too long for an async worker (an
+    /// unfiltered page and its comments): on the blocking pool, on the
+    /// point readers, in one snapshot.
+    async fn page_read<T, F>(&self, read: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, OpError> + Send + 'static,
+    {
+        self.bounded(self.inner.points.run(move |conn| snapshot(conn, read)))
+            .await
+    }
+
+    /// An expensive read of `tenant`'s (`ReadCost::Expensive`): it waits
+    /// for one of the tenant's shares and then a search reader, both
+    /// within one `expensive.timeout()` (past it: `TenantBusy`, or
+    /// `Unavailable` when every reader stayed busy), then runs for at most
+    /// that long again (past it: `QueryTooSlow`).
+    async fn expensive_read<T, F>(&self, tenant: &TenantId, read: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, OpError> + Send + 'static,
+    {
+        let reads = &self.inner.options.expensive;
+        let wait_until = tokio::time::Instant::now() + reads.timeout();
+        let call = async {
+            let _share = tokio::time::timeout_at(wait_until, reads.admit(tenant))
+                .await
+                .map_err(|_| reads.tenant_busy())??;
+            self.inner
+                .searches
+                .run_interruptible(wait_until, reads, read)
+                .await
+        };
+        self.bounded(call).await
     }
 
     /// A point read (a primary-key lookup or two): on the calling thread
@@ -203,7 +262,7 @@ impl SqliteStore {
         T: Send + 'static,
         F: Fn(&Connection) -> Result<T, OpError> + Send + 'static,
     {
-        self.bounded(self.inner.reads.point(read)).await
+        self.bounded(self.inner.points.point(read)).await
     }
 
     /// Every call answers within `operation_timeout`, whatever the file does.
@@ -277,9 +336,11 @@ impl IssueStore for SqliteStore {
         query: &SearchQuery,
     ) -> Result<SearchPage, StoreError> {
         query.validate()?;
-        let (tenant, query) = (tenant.clone(), query.clone());
-        self.read(move |conn| search::search_issues(conn, &tenant, &query))
-            .await
+        let (owner, query) = (tenant.clone(), query.clone());
+        self.expensive_read(tenant, move |conn| {
+            search::search_issues(conn, &owner, &query)
+        })
+        .await
     }
 
     async fn similar_open_issues(
@@ -310,9 +371,19 @@ impl IssueStore for SqliteStore {
 
     async fn list_issues(&self, tenant: &TenantId, query: &ListQuery) -> Result<Page, StoreError> {
         query.validate()?;
-        let (tenant, query) = (tenant.clone(), query.clone());
-        self.read(move |conn| issues::list_issues(conn, &tenant, &query))
-            .await
+        let (owner, query) = (tenant.clone(), query.clone());
+        match query.cost() {
+            ReadCost::Point => {
+                self.page_read(move |conn| issues::list_issues(conn, &owner, &query))
+                    .await
+            }
+            ReadCost::Expensive => {
+                self.expensive_read(tenant, move |conn| {
+                    issues::list_issues(conn, &owner, &query)
+                })
+                .await
+            }
+        }
     }
 
     async fn update_issue(
@@ -581,7 +652,9 @@ impl UpstreamStore for SqliteStore {
 #[async_trait]
 impl StoreHealth for SqliteStore {
     async fn check(&self) -> Result<(), StoreError> {
-        self.read(|conn| {
+        // On the point readers: a board busy with searches still answers
+        // its readiness probe.
+        self.page_read(|conn| {
             conn.query_row("SELECT count(*) FROM sqlite_schema", [], |row| {
                 row.get::<_, i64>(0)
             })
@@ -659,5 +732,166 @@ impl corkboard_board::WebhookStore for SqliteStore {
             outcome: outcome.clone(),
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use corkboard_board::{ExpensiveReads, IssueState, SearchText};
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    /// Long enough that nothing in these tests waits it out: a read that
+    /// should answer at once and does not fails the test instead of hanging.
+    const PATIENCE: Duration = Duration::from_secs(20);
+
+    fn tenant(name: &str) -> TenantId {
+        TenantId::parse(name).unwrap()
+    }
+
+    /// A read of B's that must not have waited out [`PATIENCE`].
+    fn answered<T>(what: &str, answer: Result<T, tokio::time::error::Elapsed>) -> T {
+        answer.unwrap_or_else(|_| panic!("B's {what} waited behind A's reads"))
+    }
+
+    /// Tenant A holds its whole share of expensive reads, each holding a
+    /// search reader until released, and has more waiting behind them.
+    /// Tenant B's point reads, and its own searches on the readers A's
+    /// share leaves, all answer while every one of A's is still running.
+    #[test]
+    fn a_tenant_holding_its_share_does_not_delay_another_tenants_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = SqliteOptions {
+            expensive: ExpensiveReads::new(PATIENCE, 2),
+            ..SqliteOptions::default()
+        };
+        assert!(options.search_readers > 2, "the share leaves readers free");
+        let store = SqliteStore::open_with(&dir.path().join(FILE_NAME), options).unwrap();
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let (a, b) = (tenant("noisy"), tenant("quiet"));
+            let author = Author {
+                run: RunId::parse("r").unwrap(),
+                grant: None,
+            };
+            let mut issue = NewIssue::new(Title::parse("Quiet tenant's login bug").unwrap());
+            issue.state = IssueState::Todo;
+            let b_issue = store
+                .create_issue(&b, &author, issue, None)
+                .await
+                .unwrap()
+                .issue;
+
+            // A's slow reads: each tells when it runs on a reader, then
+            // holds it until released.
+            let (started, runs) = mpsc::channel::<()>();
+            let mut releases = Vec::new();
+            let mut slow = tokio::task::JoinSet::new();
+            for _ in 0..4 {
+                let (release, released) = mpsc::channel::<()>();
+                releases.push(release);
+                let (store, a, started) = (store.clone(), a.clone(), started.clone());
+                slow.spawn(async move {
+                    store
+                        .expensive_read(&a, move |conn| {
+                            let _ = started.send(());
+                            let _ = released.recv();
+                            Ok(conn.query_row("SELECT 1", [], |row| row.get::<_, i64>(0))?)
+                        })
+                        .await
+                });
+            }
+            for _ in 0..2 {
+                runs.recv_timeout(PATIENCE).expect("A's share runs");
+            }
+            assert!(
+                runs.recv_timeout(Duration::from_millis(200)).is_err(),
+                "A runs its share (2), no more"
+            );
+
+            let (plain, search) = (
+                ListQuery::default(),
+                SearchQuery::new(SearchText::parse("login").unwrap()),
+            );
+            let filtered = ListQuery {
+                states: vec![IssueState::Todo],
+                ..ListQuery::default()
+            };
+            let got = tokio::time::timeout(PATIENCE, store.get_issue(&b, &b_issue.id)).await;
+            assert_eq!(answered("get_issue", got).unwrap().id, b_issue.id);
+            let page = tokio::time::timeout(PATIENCE, store.list_issues(&b, &plain)).await;
+            assert_eq!(answered("list_issues", page).unwrap().issues.len(), 1);
+            let page = tokio::time::timeout(PATIENCE, store.list_issues(&b, &filtered)).await;
+            let page = answered("filtered list_issues", page).unwrap();
+            assert_eq!(page.issues.len(), 1);
+            let hits = tokio::time::timeout(PATIENCE, store.search_issues(&b, &search)).await;
+            assert_eq!(answered("search_issues", hits).unwrap().hits.len(), 1);
+            assert!(
+                slow.try_join_next().is_none(),
+                "B was answered while all of A's reads were still running"
+            );
+
+            for release in releases {
+                let _ = release.send(());
+            }
+            let mut finished = 0;
+            while let Some(done) = slow.join_next().await {
+                assert_eq!(done.unwrap().unwrap(), 1);
+                finished += 1;
+            }
+            assert_eq!(finished, 4, "A's waiting reads ran once its share was free");
+        });
+    }
+
+    /// An expensive read abandoned by its caller (a tool's timeout) is
+    /// interrupted where it runs, and its reader goes back to the pool.
+    #[test]
+    fn an_abandoned_expensive_read_is_interrupted_and_frees_its_reader() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = SqliteOptions {
+            search_readers: 1,
+            expensive: ExpensiveReads::new(PATIENCE, 1),
+            ..SqliteOptions::default()
+        };
+        let store = SqliteStore::open_with(&dir.path().join(FILE_NAME), options).unwrap();
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let t = tenant("acme");
+            // A statement that never ends by itself.
+            let endless = |conn: &Connection| -> Result<i64, OpError> {
+                Ok(conn.query_row(
+                    "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) \
+                     SELECT count(*) FROM n",
+                    [],
+                    |row| row.get(0),
+                )?)
+            };
+            let gave_up = tokio::time::timeout(
+                Duration::from_millis(200),
+                store.expensive_read(&t, endless),
+            )
+            .await;
+            assert!(gave_up.is_err(), "the caller stopped waiting");
+            // The one search reader is free again: the endless statement
+            // was interrupted, not left running.
+            let next = tokio::time::timeout(
+                PATIENCE,
+                store.expensive_read(&t, |conn: &Connection| {
+                    Ok(conn.query_row("SELECT 2", [], |row| row.get::<_, i64>(0))?)
+                }),
+            )
+            .await
+            .expect("the reader came back");
+            assert_eq!(next.unwrap(), 2);
+        });
     }
 }

@@ -125,6 +125,23 @@ pub enum ToolsError {
     )]
     OutcomeUnknown { reason: String },
 
+    /// A search (or filtered list) ran past its deadline and was stopped:
+    /// narrowing it helps, repeating it as it is does not.
+    #[error(
+        "search took too long and was stopped after {limit_ms} ms (the board is fine; this \
+         query is too costly). Narrow it: more or rarer words, fewer prefix terms (word*), or \
+         filters such as states or labels"
+    )]
+    QueryTooSlow { limit_ms: u64 },
+
+    /// The tenant's share of concurrent searches is taken (by its runs
+    /// together): retryable shortly.
+    #[error(
+        "too many concurrent searches for this tenant: at most {max} run at once across all of \
+         its runs (retryable; retry in a few seconds, one search at a time)"
+    )]
+    TenantBusy { max: usize },
+
     /// This run has no board at all: waiting will not help, so the text
     /// must not invite a retry loop.
     #[error("board unavailable in this run: {reason}")]
@@ -153,6 +170,7 @@ impl ToolsError {
             | Self::OutcomeUnknown { .. }
             | Self::Timeout { .. }
             | Self::NoBoard { .. } => AuditOutcome::Unavailable,
+            Self::TenantBusy { .. } => AuditOutcome::RateLimited,
             Self::UnknownTool(_)
             | Self::InvalidArgument { .. }
             | Self::NothingToUpdate
@@ -166,6 +184,7 @@ impl ToolsError {
             | Self::NotClaimable { .. }
             | Self::UnknownRelated { .. }
             | Self::RelationCycle { .. }
+            | Self::QueryTooSlow { .. }
             | Self::Internal { .. } => AuditOutcome::ToolError,
         }
     }
@@ -222,6 +241,8 @@ impl ToolsError {
                 },
                 _,
             ) => Self::OutcomeUnknown { reason },
+            (StoreError::QueryTooSlow { limit_ms }, _) => Self::QueryTooSlow { limit_ms },
+            (StoreError::TenantBusy { max }, _) => Self::TenantBusy { max },
             (StoreError::NotConfigured { reason }, _) => Self::NoBoard { reason },
             (StoreError::Internal(detail), _) => Self::Internal { detail },
         }
@@ -342,6 +363,31 @@ mod tests {
             .wrote_nothing()
         );
         assert!(ToolsError::IdempotencyConflict.wrote_nothing());
+    }
+
+    #[test]
+    fn a_slow_search_says_narrow_it_and_a_busy_tenant_says_retry() {
+        let slow = ToolsError::from_store(StoreError::QueryTooSlow { limit_ms: 2000 }, None);
+        let text = slow.to_string();
+        assert!(
+            text.starts_with("search took too long") && text.contains("2000 ms"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Narrow it") && !text.contains("retryable"),
+            "{text}"
+        );
+        assert_eq!(slow.outcome(), AuditOutcome::ToolError);
+        let busy = ToolsError::from_store(StoreError::TenantBusy { max: 2 }, None);
+        let text = busy.to_string();
+        assert!(
+            text.starts_with("too many concurrent searches for this tenant")
+                && text.contains("at most 2"),
+            "{text}"
+        );
+        assert!(text.contains("retryable"), "{text}");
+        assert_eq!(busy.outcome(), AuditOutcome::RateLimited);
+        assert!(slow.wrote_nothing() && busy.wrote_nothing());
     }
 
     #[test]
