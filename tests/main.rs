@@ -15,6 +15,7 @@ mod support;
 
 mod admin_api;
 mod budgets;
+mod cli_errors;
 mod cluster;
 mod codemap;
 mod conformance_matrix;

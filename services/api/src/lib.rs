@@ -1,7 +1,8 @@
 //! What every Corkboard HTTP API (the control plane's `/v1/`, the runner's
 //! `/v1/runs`) shares: the one error envelope ([`ApiError`], with its
 //! stable codes and status mapping) and admin authentication
-//! ([`AdminAuth`]).
+//! ([`AdminAuth`]), and the envelope for requests the extractors cannot
+//! read ([`extract::configure`]).
 //!
 //! It sits below both `server` and `gateway`, so that the runner answers
 //! and authenticates exactly as the control plane does without compiling
@@ -21,6 +22,7 @@
 
 pub mod auth;
 pub mod error;
+pub mod extract;
 
 pub use auth::{
     AdminAuth, AdminAuthenticator, AdminCaller, Manage, Read, TenantAccess, TenantScope, bearer,

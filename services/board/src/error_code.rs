@@ -30,6 +30,16 @@ pub enum Code {
     RunLimit,
     InvalidRequest,
     BadRequest,
+    /// A request body that is not the JSON the endpoint reads.
+    InvalidBody,
+    /// A body without the content type the endpoint reads.
+    UnsupportedMediaType,
+    /// A body over the endpoint's size limit.
+    PayloadTooLarge,
+    /// Query parameters the endpoint cannot read.
+    InvalidQuery,
+    /// Path segments the endpoint cannot read.
+    InvalidPath,
     RateLimited,
     Unavailable,
     Internal,
@@ -58,6 +68,11 @@ impl Code {
             Self::RunLimit => "run_limit",
             Self::InvalidRequest => "invalid_request",
             Self::BadRequest => "bad_request",
+            Self::InvalidBody => "invalid_body",
+            Self::UnsupportedMediaType => "unsupported_media_type",
+            Self::PayloadTooLarge => "payload_too_large",
+            Self::InvalidQuery => "invalid_query",
+            Self::InvalidPath => "invalid_path",
             Self::RateLimited => "rate_limited",
             Self::Unavailable => "unavailable",
             Self::Internal => "internal",
@@ -86,7 +101,9 @@ impl Code {
             Self::GrantExpired => 410,
             // Well-formed, but too costly as asked: narrowing it is the fix.
             Self::InvalidRequest | Self::QueryTooSlow => 422,
-            Self::BadRequest => 400,
+            Self::BadRequest | Self::InvalidBody | Self::InvalidQuery | Self::InvalidPath => 400,
+            Self::UnsupportedMediaType => 415,
+            Self::PayloadTooLarge => 413,
             Self::RateLimited => 429,
             Self::Unavailable => 503,
             Self::Internal => 500,
@@ -172,6 +189,11 @@ mod tests {
             Code::RunLimit,
             Code::InvalidRequest,
             Code::BadRequest,
+            Code::InvalidBody,
+            Code::UnsupportedMediaType,
+            Code::PayloadTooLarge,
+            Code::InvalidQuery,
+            Code::InvalidPath,
             Code::RateLimited,
             Code::Unavailable,
             Code::Internal,

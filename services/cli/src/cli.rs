@@ -84,7 +84,36 @@ impl ConfigArgs {
         );
         put("log_format", self.log_format.clone().map(Value::from));
         put("public_url", self.public_url.clone().map(Value::from));
+        warn_unknown_env();
         Ok(Settings::load(self.config.as_deref(), flags)?)
+    }
+}
+
+/// The `CORKBOARD_*` variables that are not settings: what this binary
+/// reads itself, and what `corkboard run` hands an agent (which may run
+/// `corkboard` in turn).
+const OTHER_ENV_VARS: &[&str] = &[
+    "CORKBOARD_CONFIG",
+    "CORKBOARD_SERVER",
+    crate::grant_cmd::SERVER_CA_FILE_ENV,
+    crate::grant_cmd::ADMIN_TOKEN_ENV,
+    crate::stdio_cmd::TOKEN_ENV,
+    corkboard_telemetry::LOG_FILTER_ENV,
+    corkboard_telemetry::LOG_FORMAT_ENV,
+    corkboard_telemetry::OTLP_ENDPOINT_ENV,
+    "CORKBOARD_MCP_URL",
+    "CORKBOARD_MCP_CONFIG",
+    "CORKBOARD_MCP_CONFIG_JSON",
+];
+
+/// One warning line on stderr per `CORKBOARD_*` variable nothing reads,
+/// with the nearest known name: a misspelt setting otherwise leaves its
+/// default in force without a word. A warning, not a refusal, since other
+/// tools may share the prefix (unknown keys in a config file, which is
+/// ours alone, are refused).
+fn warn_unknown_env() {
+    for unknown in Settings::unknown_env_vars(std::env::vars(), OTHER_ENV_VARS) {
+        eprintln!("warning: {unknown}");
     }
 }
 

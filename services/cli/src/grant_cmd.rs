@@ -371,10 +371,28 @@ async fn run_async(cmd: GrantCommand) -> Result<ExitCode> {
             if json {
                 println_json(&out)?;
             } else {
-                writeln!(std::io::stdout(), "revoked")?;
+                writeln!(std::io::stdout(), "{}", revoked_text(&out))?;
             }
             Ok(ExitCode::SUCCESS)
         }
+    }
+}
+
+/// What a revocation did, from its answer (one grant's, or a run's list):
+/// a run whose grants were all revoked before says so rather than
+/// "revoked". (A run without any grant is refused before this.)
+fn revoked_text(out: &Value) -> String {
+    match out["revoked"].as_array() {
+        None => format!("revoked grant {}", str_of(&out["id"])),
+        Some(grants) if grants.is_empty() => format!(
+            "run {}: every grant of it was already revoked; nothing changed",
+            str_of(&out["run"])
+        ),
+        Some(grants) => format!(
+            "revoked {} grant(s) of run {}",
+            grants.len(),
+            str_of(&out["run"])
+        ),
     }
 }
 
@@ -473,7 +491,10 @@ async fn local_state(target: &Target) -> Result<AppState> {
 }
 
 /// Extra CA certificates (PEM) that `--server https://...` is verified against.
-const SERVER_CA_FILE_ENV: &str = "CORKBOARD_SERVER_CA_FILE";
+pub(crate) const SERVER_CA_FILE_ENV: &str = "CORKBOARD_SERVER_CA_FILE";
+
+/// The admin JWT every `--server` command sends.
+pub(crate) const ADMIN_TOKEN_ENV: &str = "CORKBOARD_ADMIN_TOKEN";
 
 /// An admin API client.
 pub struct Remote {
@@ -492,7 +513,7 @@ impl Remote {
     /// roots (rustls, the workspace's one TLS stack) plus the PEM
     /// certificates in `CORKBOARD_SERVER_CA_FILE`, for a private CA.
     pub fn new(base: &str) -> Result<Self> {
-        let token = std::env::var("CORKBOARD_ADMIN_TOKEN")
+        let token = std::env::var(ADMIN_TOKEN_ENV)
             .map_err(|_| anyhow!("--server needs an admin JWT in CORKBOARD_ADMIN_TOKEN (mint one with `corkboard admin token`)"))?;
         let mut client = reqwest::Client::builder().timeout(std::time::Duration::from_secs(30));
         if let Some(path) = std::env::var_os(SERVER_CA_FILE_ENV) {
@@ -519,7 +540,7 @@ impl Remote {
             }
         }
         Ok(Self {
-            base: base.trim_end_matches('/').to_owned(),
+            base: server_base(base)?,
             token,
             client: client.build()?,
         })
@@ -533,15 +554,21 @@ impl Remote {
         path: &str,
         body: Option<Value>,
     ) -> Result<Value> {
-        let (status, value) = self.call_status(method, path, body).await?;
-        if !status.is_success() {
+        let (status, value) = self.call_status(method.clone(), path, body).await?;
+        if status.is_success() {
+            return Ok(value);
+        }
+        if value["error"]["code"].is_string() {
             bail!("{}", refusal_text(status, &value));
         }
-        Ok(value)
+        // Not our envelope: whatever answered is not the corkboard API
+        // this command needs.
+        Err(self.not_corkboard(&method, path, status).await)
     }
 
     /// One call, answered with its status and body whatever the status;
-    /// only a server that cannot be reached is an error.
+    /// a server that cannot be reached, or that answers something other
+    /// than JSON, is an error saying what to check.
     pub async fn call_status(
         &self,
         method: reqwest::Method,
@@ -550,19 +577,95 @@ impl Remote {
     ) -> Result<(reqwest::StatusCode, Value)> {
         let mut request = self
             .client
-            .request(method, format!("{}{}", self.base, path))
+            .request(method.clone(), format!("{}{}", self.base, path))
             .bearer_auth(&self.token);
         if let Some(body) = body {
             request = request.json(&body);
         }
-        let response = request
-            .send()
-            .await
-            .with_context(|| format!("cannot reach {}", self.base))?;
+        let response = request.send().await.map_err(|err| self.unreachable(&err))?;
         let status = response.status();
-        let value: Value = response.json().await.unwrap_or(Value::Null);
-        Ok((status, value))
+        let bytes = response
+            .bytes()
+            .await
+            .map_err(|err| self.unreachable(&err))?;
+        if bytes.is_empty() {
+            return Ok((status, Value::Null));
+        }
+        match serde_json::from_slice(&bytes) {
+            Ok(value) => Ok((status, value)),
+            Err(_) => Err(self.not_corkboard(&method, path, status).await),
+        }
     }
+
+    /// Why the server could not be reached, in words that say what to check
+    /// (never the HTTP library's own texts).
+    fn unreachable(&self, err: &reqwest::Error) -> anyhow::Error {
+        let base = &self.base;
+        if err.is_connect() {
+            return anyhow!(
+                "no corkboard server answers at {base}: is it running? (check --server: {})",
+                root_cause(err)
+            );
+        }
+        if err.is_timeout() {
+            return anyhow!("{base} did not answer within 30s: is --server the right address?");
+        }
+        anyhow!("the connection to {base} failed: {}", root_cause(err))
+    }
+
+    /// The error for an answer that is not corkboard's: asks `/healthz`
+    /// whether a corkboard process is there at all, so the message says
+    /// which of `--server`'s address or role is wrong.
+    async fn not_corkboard(
+        &self,
+        method: &reqwest::Method,
+        path: &str,
+        status: reqwest::StatusCode,
+    ) -> anyhow::Error {
+        let base = &self.base;
+        let health = self.client.get(format!("{base}/healthz")).send().await;
+        let is_corkboard = match health {
+            Ok(answer) if answer.status().is_success() => answer
+                .json::<Value>()
+                .await
+                .is_ok_and(|v| v["status"] == "ok" && v["version"].is_string()),
+            _ => false,
+        };
+        if is_corkboard {
+            anyhow!(
+                "{base} is a corkboard process, but it has no {method} {path} (answered {status}): \
+                 is --server the right role? (grants, webhooks and upstreams are the server's; \
+                 `corkboard run` also takes a runner)"
+            )
+        } else {
+            anyhow!(
+                "{base} does not look like a corkboard server (GET /healthz did not answer as \
+                 corkboard does; {method} {path} answered {status}): check --server"
+            )
+        }
+    }
+}
+
+/// `--server`, checked: an absolute http(s) URL with a host, without the
+/// trailing slash (paths are appended to it).
+fn server_base(raw: &str) -> Result<String> {
+    let usable = reqwest::Url::parse(raw).ok().filter(|url| {
+        matches!(url.scheme(), "http" | "https") && url.host_str().is_some_and(|h| !h.is_empty())
+    });
+    if usable.is_none() {
+        bail!("--server must be an absolute URL such as http://127.0.0.1:8080 (got {raw:?})");
+    }
+    Ok(raw.trim_end_matches('/').to_owned())
+}
+
+/// The innermost cause of an error (the OS's or TLS's words, e.g.
+/// "Connection refused"), without the library's wrappers.
+fn root_cause(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = err;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    cause.to_string()
 }
 
 /// How a refusal of the API reads: the status, the stable code and the
@@ -571,4 +674,30 @@ pub fn refusal_text(status: reqwest::StatusCode, value: &Value) -> String {
     let code = str_of(&value["error"]["code"]);
     let message = str_of(&value["error"]["message"]);
     format!("server refused ({status}, {code}): {message}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_server_url_needs_a_scheme_and_a_host() {
+        for bad in [
+            "127.0.0.1:8080",
+            "localhost:8080",
+            "/v1",
+            "ftp://host",
+            "http://",
+        ] {
+            let err = server_base(bad).map(|_| ()).unwrap_err().to_string();
+            assert!(
+                err.contains("--server must be an absolute URL"),
+                "{bad}: {err}"
+            );
+        }
+        assert_eq!(
+            server_base("http://127.0.0.1:8080/").unwrap(),
+            "http://127.0.0.1:8080"
+        );
+    }
 }

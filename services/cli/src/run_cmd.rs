@@ -355,7 +355,8 @@ fn renewed_in_process(
                 RegistryError::RenewRevoked(_)
                 | RegistryError::RenewExpired(_)
                 | RegistryError::LifetimeLimit { .. }
-                | RegistryError::GrantNotFound,
+                | RegistryError::GrantNotFound
+                | RegistryError::RunNotFound { .. },
             ),
         ) => Attempt::Refused(err.to_string()),
         Err(err) => Attempt::Failed(err.to_string()),

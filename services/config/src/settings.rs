@@ -351,6 +351,48 @@ impl Default for Settings {
     }
 }
 
+/// A `CORKBOARD_*` environment variable nothing reads (see
+/// [`Settings::unknown_env_vars`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownEnvVar {
+    pub name: String,
+    /// The known variable closest to it, when one is close.
+    pub nearest: Option<String>,
+}
+
+impl std::fmt::Display for UnknownEnvVar {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} is not a corkboard variable and is ignored",
+            self.name
+        )?;
+        match &self.nearest {
+            Some(nearest) => write!(f, " (did you mean {nearest}?)"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Levenshtein distance, in characters: how far a misspelt name is from
+/// a known one.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != *cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
+
 /// Keys whose environment value is a comma-separated list.
 const LIST_KEYS: &[&str] = &[
     "allowed_origins",
@@ -376,6 +418,37 @@ impl Settings {
         overrides: serde_json::Map<String, serde_json::Value>,
     ) -> Result<Self, ConfigError> {
         Self::load_with_env(file, overrides, std::env::vars())
+    }
+
+    /// The `CORKBOARD_*` variables of `env` that are neither a setting nor
+    /// one of `also_known` (the variables the binary reads itself), each
+    /// with the nearest known name when one is close: a misspelt setting
+    /// would otherwise be ignored without a word. Reported, not refused:
+    /// other tools may share the prefix.
+    pub fn unknown_env_vars(
+        env: impl IntoIterator<Item = (String, String)>,
+        also_known: &[&str],
+    ) -> Vec<UnknownEnvVar> {
+        let known: Vec<String> = Self::keys()
+            .iter()
+            .map(|key| format!("CORKBOARD_{}", key.to_ascii_uppercase()))
+            .chain(also_known.iter().map(|name| (*name).to_owned()))
+            .collect();
+        let mut unknown: Vec<UnknownEnvVar> = env
+            .into_iter()
+            .filter(|(name, _)| name.starts_with("CORKBOARD_") && !known.contains(name))
+            .map(|(name, _)| {
+                let nearest = known
+                    .iter()
+                    .map(|candidate| (edit_distance(&name, candidate), candidate))
+                    .filter(|(distance, _)| *distance <= 3)
+                    .min()
+                    .map(|(_, candidate)| candidate.clone());
+                UnknownEnvVar { name, nearest }
+            })
+            .collect();
+        unknown.sort_by(|a, b| a.name.cmp(&b.name));
+        unknown
     }
 
     /// [`Self::load`] with an explicit environment (tests).
@@ -654,6 +727,27 @@ fn coerce(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unknown_corkboard_variables_are_named_with_the_nearest_known_one() {
+        let env = [
+            ("CORKBOARD_REDIS_URLL", "redis://x"),
+            ("CORKBOARD_REDIS_URL", "redis://y"),
+            ("CORKBOARD_TOKEN", "t"),
+            ("CORKBOARD_SOMETHING_ELSE_ENTIRELY", "1"),
+            ("HOME", "/root"),
+        ]
+        .map(|(k, v)| (k.to_owned(), v.to_owned()));
+        let unknown = Settings::unknown_env_vars(env, &["CORKBOARD_TOKEN"]);
+        let shown: Vec<String> = unknown.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            shown,
+            [
+                "CORKBOARD_REDIS_URLL is not a corkboard variable and is ignored (did you mean CORKBOARD_REDIS_URL?)",
+                "CORKBOARD_SOMETHING_ELSE_ENTIRELY is not a corkboard variable and is ignored",
+            ]
+        );
+    }
     use std::io::Write;
 
     fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {

@@ -34,6 +34,7 @@ pub fn configure(cfg: &mut web::ServiceConfig, gateway: Gateway) {
     cfg.service(
         web::scope("/v1/runs")
             .app_data(web::Data::new(gateway))
+            .configure(corkboard_api::extract::configure)
             .route("", web::post().to(register))
             .route("", web::get().to(list))
             .route("/{tenant}/{run}", web::delete().to(revoke))

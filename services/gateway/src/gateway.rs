@@ -500,7 +500,11 @@ impl Gateway {
         let key = RunKey::new(tenant.clone(), run.clone());
         let revoked = self.inner.grants.revoke_run(tenant, run, by).await;
         let drained = self.stop_run(&key, StopReason::Revoked).await;
-        let revoked = revoked?;
+        let revoked = match revoked {
+            // An actor without a grant in the ledger still was the run.
+            Err(RegistryError::RunNotFound { .. }) if drained.is_some() => Vec::new(),
+            other => other?,
+        };
         tracing::info!(
             tenant = %tenant,
             run = %run,
@@ -555,7 +559,11 @@ impl Gateway {
             .await
             .map_err(RegistryError::from)?;
         let Some(first) = recorded.first() else {
-            return Err(RegistryError::GrantNotFound.into());
+            return Err(RegistryError::RunNotFound {
+                tenant: tenant.clone(),
+                run: run.clone(),
+            }
+            .into());
         };
         let first = first.grant.id.clone();
         let mut renewed = Vec::new();

@@ -1,6 +1,6 @@
 //! Why a token could not be resolved or a grant not changed.
 
-use corkboard_board::{GrantId, StoreError, TenantId, Timestamp, ValidationError};
+use corkboard_board::{GrantId, RunId, StoreError, TenantId, Timestamp, ValidationError};
 use thiserror::Error;
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -13,6 +13,10 @@ pub enum RegistryError {
     Revoked,
     #[error("grant not found")]
     GrantNotFound,
+    /// A revocation or renewal of a run found no grant of it at all (a
+    /// misspelt run, or the wrong tenant): nothing was changed.
+    #[error("no grant of run {run} in tenant {tenant}: nothing was changed")]
+    RunNotFound { tenant: TenantId, run: RunId },
     /// The tenant already holds `max` live grants; nothing was issued.
     #[error(
         "tenant {tenant} already holds {max} live grants, its limit \
@@ -49,7 +53,7 @@ impl corkboard_board::ErrorCode for RegistryError {
     fn error_code(&self) -> corkboard_board::Code {
         use corkboard_board::Code;
         match self {
-            Self::GrantNotFound => Code::NotFound,
+            Self::GrantNotFound | Self::RunNotFound { .. } => Code::NotFound,
             Self::GrantLimit { .. } => Code::GrantLimit,
             Self::RenewRevoked(_) => Code::GrantRevoked,
             Self::LifetimeLimit { .. } => Code::LifetimeLimit,

@@ -362,7 +362,10 @@ impl GrantService {
         }
     }
 
-    /// Revokes every grant of a run.
+    /// Revokes every grant of a run; those already revoked are left as
+    /// they are. A run without any grant in `tenant` is
+    /// [`RegistryError::RunNotFound`], so a misspelt run is never taken
+    /// for a revoked one.
     pub async fn revoke_run(
         &self,
         tenant: &TenantId,
@@ -377,6 +380,12 @@ impl GrantService {
                 .ledger
                 .list_grants(tenant, Some(run), cursor.as_ref(), 200)
                 .await?;
+            if cursor.is_none() && page.is_empty() {
+                return Err(RegistryError::RunNotFound {
+                    tenant: tenant.clone(),
+                    run: run.clone(),
+                });
+            }
             let last = page.last().map(|e| e.grant.id.clone());
             for event in page {
                 if event.revoked_at.is_none() {

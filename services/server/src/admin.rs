@@ -26,6 +26,7 @@ const DEFAULT_TTL: Duration = Duration::from_secs(3600);
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
         web::scope("/v1")
+            .configure(corkboard_api::extract::configure)
             .route("/openapi.json", web::get().to(openapi))
             .route("/me", web::get().to(me))
             .route("/vocabulary", web::get().to(vocabulary))
@@ -264,16 +265,23 @@ async fn list_grants(
     })))
 }
 
-/// The grant, if it exists and belongs to `tenant`; 404 otherwise.
+/// The grant, if it exists and belongs to `tenant`; 404 naming both
+/// otherwise (the same answer for another tenant's grant, so its existence
+/// is not revealed).
 async fn grant_of_tenant(
     state: &AppState,
     tenant: &TenantId,
     raw_id: &str,
 ) -> Result<GrantEvent, ApiError> {
     let id = GrantId::parse(raw_id)?;
-    let event = state.store.grant(&id).await?;
+    let not_found = || ApiError::not_found(format!("no grant {id} in tenant {tenant}"));
+    let event = match state.store.grant(&id).await {
+        Ok(event) => event,
+        Err(corkboard_board::StoreError::NotFound { .. }) => return Err(not_found()),
+        Err(err) => return Err(err.into()),
+    };
     if &event.grant.tenant != tenant {
-        return Err(ApiError::not_found("grant not found".into()));
+        return Err(not_found());
     }
     Ok(event)
 }

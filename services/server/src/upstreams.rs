@@ -15,7 +15,7 @@ use crate::state::AppState;
 use actix_web::{HttpResponse, web};
 use corkboard_api::ApiError;
 use corkboard_board::{
-    HeaderName, Timestamp, Upstream, UpstreamName, UpstreamUrl, ValidationError,
+    HeaderName, StoreError, Timestamp, Upstream, UpstreamName, UpstreamUrl, ValidationError,
 };
 use corkboard_upstream::{Credential, CredentialKey};
 use serde::Deserialize;
@@ -123,7 +123,15 @@ async fn delete(
     let (_, name) = path.into_inner();
     let tenant = scope.tenant;
     let name = UpstreamName::parse(&name)?;
-    state.store.delete_upstream(&tenant, &name).await?;
+    match state.store.delete_upstream(&tenant, &name).await {
+        Ok(()) => {}
+        Err(StoreError::NotFound { .. }) => {
+            return Err(ApiError::not_found(format!(
+                "no upstream {name} in tenant {tenant}: nothing was deleted"
+            )));
+        }
+        Err(err) => return Err(err.into()),
+    }
     tracing::info!(%tenant, upstream = %name, by = %scope.admin.subject, "upstream deleted");
     Ok(HttpResponse::NoContent().finish())
 }

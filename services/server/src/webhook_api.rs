@@ -13,7 +13,8 @@ use crate::state::AppState;
 use actix_web::{HttpResponse, web};
 use corkboard_api::ApiError;
 use corkboard_board::{
-    NewWebhook, Timestamp, ValidationError, WebhookEvents, WebhookId, WebhookSecret, WebhookUrl,
+    NewWebhook, StoreError, Timestamp, ValidationError, WebhookEvents, WebhookId, WebhookSecret,
+    WebhookUrl,
 };
 use serde::Deserialize;
 use serde_json::json;
@@ -96,7 +97,15 @@ pub(crate) async fn delete(
     let (_, id) = path.into_inner();
     let tenant = scope.tenant;
     let id = WebhookId::parse(id)?;
-    state.store.delete_webhook(&tenant, &id).await?;
+    match state.store.delete_webhook(&tenant, &id).await {
+        Ok(()) => {}
+        Err(StoreError::NotFound { .. }) => {
+            return Err(ApiError::not_found(format!(
+                "no webhook {id} in tenant {tenant}: nothing was deleted"
+            )));
+        }
+        Err(err) => return Err(err.into()),
+    }
     Ok(HttpResponse::Ok().json(json!({ "deleted": id })))
 }
 
