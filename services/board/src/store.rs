@@ -216,6 +216,19 @@ macro_rules! __store_methods {
             fn budget_used(
                 id: &$crate::GrantId,
             ) -> ::std::collections::BTreeMap<$crate::BudgetKind, u32>;
+
+            /// Records `id` of `kind` (a namespace) as used until `expires_at`, in
+            /// one conditional write: `true` the first time (of racing callers in
+            /// any process sharing the store exactly one gets it), `false` while
+            /// a record of it is live at `now`. A record expired at `now` counts
+            /// as none and is replaced; expired records are swept a few at a
+            /// time. Durable once acknowledged.
+            fn record_first_use(
+                kind: &str,
+                id: &str,
+                expires_at: $crate::Timestamp,
+                now: $crate::Timestamp,
+            ) -> bool;
         }
     } };
 

@@ -18,7 +18,7 @@ use corkboard_gateway::{
 use corkboard_grants::RedisConnector;
 use corkboard_grants::{
     AdminMinter, AdminVerifier, AdminVerifierConfig, BudgetCounter, GrantService, JwtError,
-    LedgerBudgets, LedgerRegistry, MemoryUsedOnce, ReadThroughRegistry, RedisBudgets,
+    LedgerBudgets, LedgerRegistry, LedgerUsedOnce, ReadThroughRegistry, RedisBudgets,
     RedisRegistry, RedisRegistryConfig, RedisUsedOnce, SigningKey, TokenRegistry, UsedOnce,
     VerifyingKey,
 };
@@ -194,11 +194,15 @@ pub fn budget_counter(
 }
 
 /// Where the relay records sealed states and relayed answers as used (so
-/// each is acted on once): in Redis when the registry is (one `SET NX PX`,
-/// shared by every replica), else in this process.
-pub fn used_once(settings: &Settings) -> Result<Arc<dyn UsedOnce>, StartError> {
+/// each is acted on once), chosen like the budget counter: in Redis when
+/// the registry is (one `SET NX PX`, shared by every replica), else in the
+/// store's ledger (one conditional write, shared by every process on it).
+pub fn used_once(
+    settings: &Settings,
+    ledger: Arc<dyn GrantLedger>,
+) -> Result<Arc<dyn UsedOnce>, StartError> {
     match settings.registry {
-        RegistryKind::Memory => Ok(Arc::new(MemoryUsedOnce::default())),
+        RegistryKind::Memory => Ok(Arc::new(LedgerUsedOnce::new(ledger))),
         RegistryKind::Redis => {
             let record = RedisUsedOnce::new(
                 &settings.redis_urls(),
@@ -300,9 +304,11 @@ pub async fn start_runner(state: &AppState) -> Result<Runner, GatewayError> {
             // Relayed ids are sealed under the session key, which every
             // replica shares: any replica takes an agent's answer, once.
             .with_relay(RelaySealer::new(session_key.clone(), seal::DEFAULT_TTL))
-            .with_used_once(used_once(settings).map_err(|e| GatewayError::Config {
-                key: "redis_url",
-                reason: e.to_string(),
+            .with_used_once(used_once(settings, state.store.clone()).map_err(|e| {
+                GatewayError::Config {
+                    key: "redis_url",
+                    reason: e.to_string(),
+                }
             })?);
             Some(Arc::new(upstreams))
         }

@@ -163,6 +163,21 @@ impl GrantLedger for MemoryLedger {
         Ok(())
     }
 
+    async fn record_first_use(
+        &self,
+        _kind: &str,
+        _id: &str,
+        _expires_at: Timestamp,
+        _now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        // Nothing relays sealed values without a store (upstreams live
+        // there), so there is nothing to record; refusing keeps a use from
+        // passing unrecorded.
+        Err(StoreError::NotConfigured {
+            reason: "this run has no board store to record used values in".into(),
+        })
+    }
+
     async fn budget_used(
         &self,
         id: &GrantId,

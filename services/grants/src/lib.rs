@@ -25,7 +25,8 @@
 //! registry), the caller's identity (`credential.rs`: the one credential
 //! path, `resolve_bearer`, bearer token → `ResolvedGrant`, refused in MCP's
 //! words, used by every transport), and the record of values used once
-//! (`used_once`: `UsedOnce`, in memory or one `SET NX PX` in Redis; the
+//! (`used_once`: `UsedOnce`, one conditional write in the store's ledger
+//! or one `SET NX PX` in Redis, chosen like the budget counter; the
 //! relay's sealed states and relayed answers are single-use through it).
 
 #![forbid(unsafe_code)]
@@ -74,6 +75,6 @@ pub use service::{
 };
 pub use token::{RunToken, TokenHash};
 pub use used_once::{
-    CLOCK_SLACK, DEFAULT_MEMORY_CAPACITY, FirstUse, MemoryUsedOnce, RedisUsedOnce, UsedOnce,
-    UsedOnceUnavailable,
+    CLOCK_SLACK, DEFAULT_MEMORY_CAPACITY, FirstUse, LedgerUsedOnce, MemoryUsedOnce, RedisUsedOnce,
+    UsedOnce, UsedOnceUnavailable,
 };

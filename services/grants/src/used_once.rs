@@ -10,17 +10,20 @@
 //! value's own expiry (a later presentation is refused by the seal
 //! anyway), and refuses it when it is already recorded.
 //!
-//! Two backends, chosen in the composition root like the token registry:
+//! Backends, chosen in the composition root like the budget counter:
 //! [`RedisUsedOnce`] (one `SET NX PX` per use: atomic across replicas, the
-//! key expiring with the value) when the registry is Redis, and
-//! [`MemoryUsedOnce`] (this process only, bounded) for the embedded
-//! default. Fails closed: a record that cannot answer refuses the use
+//! key expiring with the value) when the registry is Redis, else
+//! [`LedgerUsedOnce`] (one conditional write in the board store's ledger,
+//! so every process sharing one data dir or database shares the record).
+//! [`MemoryUsedOnce`] (this process only, bounded) is for callers with no
+//! store. Fails closed: a record that cannot answer refuses the use
 //! (retryable), never lets it through unrecorded.
 
 use crate::redis_conn::RedisConnector;
 use async_trait::async_trait;
+use corkboard_board::{GrantLedger, StoreError, Timestamp};
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use thiserror::Error;
 use tokio::runtime::Handle;
@@ -30,6 +33,12 @@ use tokio::runtime::Handle;
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[error("used-once record unavailable: {0}")]
 pub struct UsedOnceUnavailable(pub String);
+
+impl From<StoreError> for UsedOnceUnavailable {
+    fn from(err: StoreError) -> Self {
+        Self(err.to_string())
+    }
+}
 
 /// What recording a use found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,6 +142,52 @@ impl UsedOnce for MemoryUsedOnce {
         expires_at: u64,
     ) -> Result<FirstUse, UsedOnceUnavailable> {
         self.record(kind, id, expires_at, now_secs())
+    }
+}
+
+/// The record in the board store's ledger (`GrantLedger::record_first_use`):
+/// one conditional write per use, shared by every process on the same
+/// store (several runners on one SQLite data dir, `serve` beside them).
+pub struct LedgerUsedOnce {
+    ledger: Arc<dyn GrantLedger>,
+}
+
+impl std::fmt::Debug for LedgerUsedOnce {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LedgerUsedOnce").finish_non_exhaustive()
+    }
+}
+
+impl LedgerUsedOnce {
+    pub fn new(ledger: Arc<dyn GrantLedger>) -> Self {
+        Self { ledger }
+    }
+}
+
+#[async_trait]
+impl UsedOnce for LedgerUsedOnce {
+    async fn first_use(
+        &self,
+        kind: &'static str,
+        id: &[u8],
+        expires_at: u64,
+    ) -> Result<FirstUse, UsedOnceUnavailable> {
+        let until = expires_at.saturating_add(CLOCK_SLACK.as_secs());
+        let until_ms = i64::try_from(until.saturating_mul(1000)).unwrap_or(i64::MAX);
+        let first = self
+            .ledger
+            .record_first_use(
+                kind,
+                &hex::encode(id),
+                Timestamp::from_millis(until_ms),
+                Timestamp::now(),
+            )
+            .await?;
+        Ok(if first {
+            FirstUse::First
+        } else {
+            FirstUse::Replayed
+        })
     }
 }
 

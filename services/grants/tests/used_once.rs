@@ -1,9 +1,12 @@
-//! The used-once record in Redis: replicas sharing one Redis record a
-//! value once between them, atomically (of racing uses exactly one is
-//! the first), the record expiring with the value; a Redis that cannot
-//! answer refuses the use instead of letting it through unrecorded.
+//! The used-once record in Redis and in the ledger: replicas sharing one
+//! Redis, or processes sharing one SQLite store, record a value once
+//! between them, atomically (of racing uses exactly one is the first), the
+//! record expiring with the value; a Redis that cannot answer refuses the
+//! use instead of letting it through unrecorded.
 
-use corkboard_grants::{CLOCK_SLACK, FirstUse, RedisUsedOnce, UsedOnce};
+use corkboard_board::GrantLedger;
+use corkboard_grants::{CLOCK_SLACK, FirstUse, LedgerUsedOnce, RedisUsedOnce, UsedOnce};
+use corkboard_store_sqlite::SqliteStore;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -23,22 +26,7 @@ async fn replicas_sharing_redis_use_a_value_once_until_it_expires() {
     };
     let replicas = [replica(), replica()];
     let expires_at = now() + 600;
-    let mut racing = Vec::new();
-    for i in 0..16 {
-        let record = replicas[i % 2].clone();
-        racing.push(tokio::spawn(async move {
-            record
-                .first_use("relay-state", b"nonce-1", expires_at)
-                .await
-        }));
-    }
-    let mut first = 0;
-    for use_ in racing {
-        if use_.await.unwrap().unwrap() == FirstUse::First {
-            first += 1;
-        }
-    }
-    assert_eq!(first, 1, "exactly one of 16 racing uses is the first");
+    assert_eq!(race(&replicas, expires_at).await, 1);
     assert_eq!(
         replicas[1]
             .first_use("relay-id", b"nonce-1", expires_at)
@@ -75,6 +63,64 @@ async fn a_redis_that_cannot_answer_refuses_the_use() {
     assert!(
         err.to_string().starts_with("used-once record unavailable"),
         "{err}"
+    );
+}
+
+/// Sixteen racing first uses of one value, alternating between `records`;
+/// answers how many were the first.
+async fn race(records: &[Arc<dyn UsedOnce>; 2], expires_at: u64) -> usize {
+    let mut racing = Vec::new();
+    for i in 0..16 {
+        let record = records[i % 2].clone();
+        racing.push(tokio::spawn(async move {
+            record
+                .first_use("relay-state", b"nonce-1", expires_at)
+                .await
+        }));
+    }
+    let mut first = 0;
+    for use_ in racing {
+        if use_.await.unwrap().unwrap() == FirstUse::First {
+            first += 1;
+        }
+    }
+    first
+}
+
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
+async fn ledger_used_once_is_shared_by_processes_on_one_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("board.sqlite3");
+    // Two stores on one file: what two runners on one data dir open.
+    let a: Arc<dyn GrantLedger> = Arc::new(SqliteStore::open(&path).unwrap());
+    let b: Arc<dyn GrantLedger> = Arc::new(SqliteStore::open(&path).unwrap());
+    let processes: [Arc<dyn UsedOnce>; 2] = [
+        Arc::new(LedgerUsedOnce::new(a)),
+        Arc::new(LedgerUsedOnce::new(b)),
+    ];
+    let expires_at = now() + 600;
+    assert_eq!(
+        race(&processes, expires_at).await,
+        1,
+        "exactly one of 16 racing uses across two processes is the first"
+    );
+    for process in &processes {
+        assert_eq!(
+            process
+                .first_use("relay-state", b"nonce-1", expires_at)
+                .await
+                .unwrap(),
+            FirstUse::Replayed,
+            "a replay to either process is refused"
+        );
+    }
+    assert_eq!(
+        processes[1]
+            .first_use("relay-id", b"nonce-1", expires_at)
+            .await
+            .unwrap(),
+        FirstUse::First,
+        "kinds are separate namespaces"
     );
 }
 

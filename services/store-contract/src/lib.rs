@@ -44,6 +44,7 @@ mod lists;
 mod renewal;
 mod search;
 mod upstreams;
+mod used_once;
 mod webhooks;
 
 pub use audit::*;
@@ -59,6 +60,7 @@ pub use lists::*;
 pub use renewal::*;
 pub use search::*;
 pub use upstreams::*;
+pub use used_once::*;
 pub use webhooks::*;
 
 use corkboard_board::BoardStore;
@@ -160,6 +162,7 @@ macro_rules! store_contract_tests {
             case_grant_policy_is_per_tenant,
             case_budgets_travel_with_the_grant_and_reserve_up_to_their_limit,
             case_idempotency_key_used_says_whether_a_repeat_would_replay,
+            case_a_value_is_used_once_until_its_record_expires,
             case_webhook_outbox_follows_the_tenants_board_writes,
             case_webhook_outbox_has_issue_claimed_once_per_claim,
             case_webhook_deliveries_are_leased_retried_and_given_up,

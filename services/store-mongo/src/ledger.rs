@@ -1,9 +1,12 @@
-//! The grant ledger, in the one `grants` collection.
+//! The grant ledger, in the one `grants` collection, and the values used
+//! once, in `used_once` (one document per value, `_id` its kind and id,
+//! removed by a TTL index once expired).
 
 use crate::codec::{
     budget_counts, budget_used_field, date, field, grant_doc, grant_field, grant_from_doc,
 };
 use crate::error::{is_duplicate_key, store_error};
+use crate::schema;
 use crate::store::MongoStore;
 use async_trait::async_trait;
 use corkboard_board::WebhookEvent;
@@ -262,6 +265,38 @@ impl GrantLedger for MongoStore {
             Ok(budget_counts(&found, grant_field::BUDGET_USED)?
                 .into_iter()
                 .collect())
+        })
+        .await
+    }
+
+    async fn record_first_use(
+        &self,
+        kind: &str,
+        id: &str,
+        expires_at: Timestamp,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        // Length-prefixed, so no kind and id pair reads as another.
+        let key = format!("{}:{kind}:{id}", kind.len());
+        self.bounded_write("record_first_use", async {
+            // One upsert matching only an expired record: a new value is
+            // inserted, an expired one replaced, and a live one makes the
+            // upsert's insert collide on `_id` (of racing callers in any
+            // process, every one but the first). The TTL index sweeps the
+            // rest; until it has, the filter decides.
+            let written = self
+                .used_once()
+                .update_one(
+                    doc! { field::ID: &key, schema::USED_ONCE_EXPIRES_AT: { "$lte": date(now) } },
+                    doc! { "$set": { schema::USED_ONCE_EXPIRES_AT: date(expires_at) } },
+                )
+                .upsert(true)
+                .await;
+            match written {
+                Ok(_) => Ok(true),
+                Err(err) if is_duplicate_key(&err) => Ok(false),
+                Err(err) => Err(store_error(&err)),
+            }
         })
         .await
     }

@@ -26,6 +26,10 @@ const ISSUES_PREFIX: &str = "issues.";
 pub const GRANTS: &str = "grants";
 /// Every tenant's upstream MCP servers (a few per tenant).
 pub const UPSTREAMS: &str = "upstreams";
+/// The values used once (the relay's sealed values), of every tenant.
+pub const USED_ONCE: &str = "used_once";
+/// When a used-once record stops counting (a BSON date, for the TTL index).
+pub(crate) const USED_ONCE_EXPIRES_AT: &str = "expires_at";
 
 /// The collection holding `tenant`'s issues.
 pub fn issues(tenant: &TenantId) -> String {
@@ -115,6 +119,21 @@ pub(crate) fn grant_indexes() -> Vec<IndexModel> {
         index(doc! { field::TENANT: 1, field::ID: -1 }),
         index(doc! { field::TENANT: 1, grant_field::RUN: 1, field::ID: -1 }),
         index(doc! { grant_field::REVOKED_AT: 1, grant_field::EXPIRES_AT: 1 }),
+    ]
+}
+
+/// Expired used-once records go by themselves (the server's TTL monitor,
+/// about once a minute); `record_first_use` does not wait for it.
+pub(crate) fn used_once_indexes() -> Vec<IndexModel> {
+    vec![
+        IndexModel::builder()
+            .keys(doc! { USED_ONCE_EXPIRES_AT: 1 })
+            .options(
+                IndexOptions::builder()
+                    .expire_after(std::time::Duration::ZERO)
+                    .build(),
+            )
+            .build(),
     ]
 }
 

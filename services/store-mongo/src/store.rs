@@ -163,6 +163,18 @@ impl MongoStore {
                 collection: schema::GRANTS.to_owned(),
                 reason: e.to_string(),
             })?;
+        self.bounded_write("creating indexes", async {
+            self.used_once()
+                .create_indexes(schema::used_once_indexes())
+                .await
+                .map(|_| ())
+                .map_err(|e| store_error(&e))
+        })
+        .await
+        .map_err(|e| MongoStoreError::Indexes {
+            collection: schema::USED_ONCE.to_owned(),
+            reason: e.to_string(),
+        })?;
         self.bounded_write("creating indexes", self.ensure_webhook_indexes())
             .await
             .map_err(|e| MongoStoreError::Indexes {
@@ -309,6 +321,10 @@ impl MongoStore {
 
     pub(crate) fn grants(&self) -> Collection<Document> {
         self.inner.db.collection(schema::GRANTS)
+    }
+
+    pub(crate) fn used_once(&self) -> Collection<Document> {
+        self.inner.db.collection(schema::USED_ONCE)
     }
 
     pub(crate) fn upstreams(&self) -> Collection<Document> {

@@ -280,6 +280,18 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX webhook_outbox_by_webhook ON webhook_outbox (webhook, next_attempt_at, id);
     CREATE INDEX webhook_outbox_leased ON webhook_outbox (lease_until, webhook);
     "#,
+    // 11: values used once (the relay's sealed values), shared by every
+    // process on this file; a row counts until `expires_at` (Unix ms)
+    // and is then replaced or swept (ops/ledger.rs: `record_first_use`).
+    r#"
+    CREATE TABLE used_once (
+        kind       TEXT    NOT NULL,
+        id         TEXT    NOT NULL,
+        expires_at INTEGER NOT NULL,
+        PRIMARY KEY (kind, id)
+    ) WITHOUT ROWID;
+    CREATE INDEX used_once_by_expiry ON used_once (expires_at);
+    "#,
 ];
 
 /// The schema version this build writes.

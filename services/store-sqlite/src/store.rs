@@ -7,7 +7,7 @@ use crate::ops::claims::{ClaimIssue, ReleaseIssue};
 use crate::ops::comments::AddComment;
 use crate::ops::issues::{self, CreateIssue, CreateIssueUnlessSimilar, SeedIssues, UpdateIssue};
 use crate::ops::ledger::{
-    self, RecordExpiry, RecordGrant, RecordRevocation, ReleaseBudget, ReserveBudget,
+    self, RecordExpiry, RecordFirstUse, RecordGrant, RecordRevocation, ReleaseBudget, ReserveBudget,
 };
 use crate::ops::policy::{self, SetGrantPolicy};
 use crate::ops::upstreams::{self, DeleteUpstream, PutUpstream};
@@ -540,6 +540,22 @@ impl GrantLedger for SqliteStore {
         self.write(ReleaseBudget {
             id: id.clone(),
             kind,
+        })
+        .await
+    }
+
+    async fn record_first_use(
+        &self,
+        kind: &str,
+        id: &str,
+        expires_at: Timestamp,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        self.write(RecordFirstUse {
+            kind: kind.to_owned(),
+            id: id.to_owned(),
+            expires_at,
+            now,
         })
         .await
     }

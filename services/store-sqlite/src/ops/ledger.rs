@@ -1,6 +1,7 @@
 //! The grant ledger: grants (`grants`), their revocations and renewals,
-//! and the budgets they reserve (`grant_budget_use`). A grant's recording
-//! and its revocation queue their webhook events in the same savepoint.
+//! the budgets they reserve (`grant_budget_use`), and the values used once
+//! (`used_once`). A grant's recording and its revocation queue their
+//! webhook events in the same savepoint.
 
 use super::{WriteOp, webhooks};
 use crate::codec::GRANT_COLUMNS;
@@ -197,6 +198,53 @@ impl WriteOp for ReleaseBudget {
     fn run(&self, conn: &Connection) -> Result<(), OpError> {
         release_budget(conn, &self.id, self.kind)
     }
+}
+
+/// Records a value as used; answers whether this was its first use.
+#[derive(Debug)]
+pub(crate) struct RecordFirstUse {
+    pub kind: String,
+    pub id: String,
+    pub expires_at: Timestamp,
+    pub now: Timestamp,
+}
+
+impl WriteOp for RecordFirstUse {
+    type Output = bool;
+    const NAME: &'static str = "record_first_use";
+
+    fn run(&self, conn: &Connection) -> Result<bool, OpError> {
+        record_first_use(conn, &self.kind, &self.id, self.expires_at, self.now)
+    }
+}
+
+/// How many expired used-once records each first use sweeps: bounded work
+/// per call, and more than one so the table shrinks faster than it grows.
+const USED_ONCE_SWEEP: i64 = 8;
+
+/// One conditional upsert: a new value inserts its row, a live one matches
+/// the conflict but not its `WHERE` (nothing changes), an expired one is
+/// replaced. `changes()` says whether it was a first use. A few expired
+/// rows go first, in the same savepoint.
+fn record_first_use(
+    conn: &Connection,
+    kind: &str,
+    id: &str,
+    expires_at: Timestamp,
+    now: Timestamp,
+) -> Result<bool, OpError> {
+    let mut sweep = conn.prepare_cached(
+        "DELETE FROM used_once WHERE (kind, id) IN \
+         (SELECT kind, id FROM used_once WHERE expires_at <= ?1 ORDER BY expires_at LIMIT ?2)",
+    )?;
+    sweep.execute(params![now.as_millis(), USED_ONCE_SWEEP])?;
+    let mut stmt = conn.prepare_cached(
+        "INSERT INTO used_once (kind, id, expires_at) VALUES (?1, ?2, ?3) \
+         ON CONFLICT (kind, id) DO UPDATE SET expires_at = excluded.expires_at \
+         WHERE used_once.expires_at <= ?4",
+    )?;
+    let changed = stmt.execute(params![kind, id, expires_at.as_millis(), now.as_millis()])?;
+    Ok(changed == 1)
 }
 
 fn record_grant(conn: &Connection, grant: &Grant, token_hash: &str) -> Result<(), OpError> {
