@@ -13,3 +13,4 @@ mod contract;
 mod multiprocess;
 mod open;
 mod seed;
+mod used_once;
