@@ -156,6 +156,28 @@ pub enum Command {
         #[arg(long, default_value_t = 1000)]
         connections: usize,
     },
+    /// The noisy neighbour: tenant B's get_issue and list_issues p50/p99
+    /// alone, then while tenant A, within its limits, runs each attack of
+    /// issue #28 (one `corkboard serve`, SQLite, default limits).
+    NoisyNeighbour {
+        /// Issues on tenant A's board (what its searches go through).
+        #[arg(long, default_value_t = 10_000)]
+        a_issues: usize,
+        /// Issues on tenant B's board.
+        #[arg(long, default_value_t = 300)]
+        b_issues: usize,
+        /// B's calls per tool and phase (40 calls/s in all; a phase stops
+        /// after 60 s whatever the count).
+        #[arg(long, default_value_t = 400)]
+        calls: usize,
+        /// Slots of the slow-connection attack (above the default
+        /// max_connections, 1,024, so it is reached).
+        #[arg(long, default_value_t = 1_100)]
+        slow_connections: usize,
+        /// The attacks to run, in this order [default: all].
+        #[arg(long, value_delimiter = ',')]
+        attacks: Vec<scenario::noisy::Attack>,
+    },
     /// Time until every replica refuses a token revoked while Redis was
     /// frozen, from Redis's return.
     RevocationOutage {
@@ -667,6 +689,31 @@ async fn dispatch(cli: &Cli, sink: &mut Sink) -> Result<()> {
                 frequency: *frequency,
             };
             scenario::profile::run(&bins()?, &spec, &logs, sink).await
+        }
+        Command::NoisyNeighbour {
+            a_issues,
+            b_issues,
+            calls,
+            slow_connections,
+            attacks,
+        } => {
+            if *a_issues == 0 || *b_issues == 0 || *calls == 0 {
+                return Err(BenchError::Usage(
+                    "--a-issues, --b-issues and --calls must be at least 1".into(),
+                ));
+            }
+            let spec = scenario::noisy::NoisySpec {
+                a_issues: *a_issues,
+                b_issues: *b_issues,
+                calls: *calls,
+                slow_connections: *slow_connections,
+                attacks: if attacks.is_empty() {
+                    scenario::noisy::Attack::ALL.to_vec()
+                } else {
+                    attacks.clone()
+                },
+            };
+            scenario::noisy::run(&bins()?, &spec, &logs, sink).await
         }
         Command::RevocationOutage { trials } => {
             scenario::hardening::revocation_after_outage(&bins()?, *trials, &logs, sink).await

@@ -16,7 +16,7 @@ use hyper::{Method, Request, StatusCode};
 use hyper_util::rt::TokioIo;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::time::Duration;
-use tokio::net::TcpStream;
+use tokio::net::{TcpSocket, TcpStream};
 
 /// Longest any single setup call may take (not load requests: those are
 /// measured, never cut short).
@@ -133,6 +133,32 @@ impl Connection {
         let stream = TcpStream::connect(target.addr)
             .await
             .map_err(BenchError::io(format!("connect {}", target.addr)))?;
+        Self::over(target, stream).await
+    }
+
+    /// [`Self::open`] from the loopback address `source` (any of
+    /// 127.0.0.0/8 on Linux): a client the server tells apart from
+    /// others on this machine by its address.
+    pub async fn open_from(target: &Target, source: IpAddr) -> Result<Self> {
+        let socket = match source {
+            IpAddr::V4(_) => TcpSocket::new_v4(),
+            IpAddr::V6(_) => TcpSocket::new_v6(),
+        }
+        .map_err(BenchError::io("create a socket"))?;
+        socket
+            .bind(SocketAddr::new(source, 0))
+            .map_err(BenchError::io(format!("bind {source}")))?;
+        let stream = socket
+            .connect(target.addr)
+            .await
+            .map_err(BenchError::io(format!(
+                "connect {} from {source}",
+                target.addr
+            )))?;
+        Self::over(target, stream).await
+    }
+
+    async fn over(target: &Target, stream: TcpStream) -> Result<Self> {
         // Without it a response that arrives in more than one segment waits
         // on a delayed ACK (design.md, section 6).
         stream

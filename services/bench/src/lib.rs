@@ -15,9 +15,9 @@
 //!
 //! In detail: The benchmark suite: an MCP load generator (both eras, HDR
 //! histograms), the ceiling server, and the scenarios behind `scripts/bench`.
-//! It drives the binary; only the search, cost-curve and tenants scenarios link
-//! the stores, to seed 100,000 issues in a minute instead of an hour of MCP
-//! calls (1,000,000 through the bench-only `seed_issues` of SQLite, the same
+//! It drives the binary; only the search, cost-curve, tenants and
+//! noisy-neighbour scenarios link the stores, to seed 100,000 issues in a
+//! minute instead of an hour of MCP calls (1,000,000 through the bench-only `seed_issues` of SQLite, the same
 //! rows many per transaction, and of MongoDB, the same documents many per
 //! `insert_many`) and to time the store's calls alone; `corkboard-bench plot`
 //! draws their PNGs (plotters).

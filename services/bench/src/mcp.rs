@@ -142,13 +142,24 @@ pub fn stateless_call(token: &str, tool: Tool, arguments: &Value) -> Result<Prep
 /// The stateless `tools/call` of any board tool by name (setup and
 /// scenarios that measure answers rather than load).
 pub fn stateless_named_call(token: &str, name: &str, arguments: &Value) -> Result<PreparedCall> {
+    stateless_call_declaring(token, name, arguments, &json!({}))
+}
+
+/// [`stateless_named_call`] from an agent declaring `capabilities` (e.g.
+/// `{"sampling": {}}`: an upstream's requests may then be relayed to it).
+pub fn stateless_call_declaring(
+    token: &str,
+    name: &str,
+    arguments: &Value,
+    capabilities: &Value,
+) -> Result<PreparedCall> {
     let body = json!({
         "jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": {
             "name": name, "arguments": arguments,
             "_meta": {
                 "io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
-                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientCapabilities": capabilities,
             }
         }
     });

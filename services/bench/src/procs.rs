@@ -167,13 +167,25 @@ impl Drop for Process {
 
 /// `VmRSS` of a process, in KiB.
 pub fn rss_kib(pid: u32) -> Result<u64> {
+    status_kib(pid, "VmRSS")
+}
+
+/// `VmHWM` of a process (the most it was ever resident), in KiB: catches
+/// a peak shorter than any sampling period.
+pub fn hwm_kib(pid: u32) -> Result<u64> {
+    status_kib(pid, "VmHWM")
+}
+
+fn status_kib(pid: u32, field: &str) -> Result<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
         .map_err(BenchError::io(format!("read /proc/{pid}/status")))?;
     status
         .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-        .ok_or_else(|| BenchError::process(format!("pid {pid}"), "no VmRSS in /proc status"))
+        .ok_or_else(|| {
+            BenchError::process(format!("pid {pid}"), format!("no {field} in /proc status"))
+        })
 }
 
 fn tail(log: &Path) -> String {

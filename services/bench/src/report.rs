@@ -518,6 +518,7 @@ pub fn render(
     answer_sizes(&mut s, records);
     tenants(&mut s, records);
     profile_breakdown(&mut s, records);
+    noisy_neighbour(&mut s, records);
 
     let failed: Vec<&Record> = records.iter().filter(|r| r.kind == "failed").collect();
     if !failed.is_empty() {
@@ -967,6 +968,179 @@ fn profile_breakdown(s: &mut String, records: &[Record]) {
     let _ = writeln!(s);
 }
 
+/// The goal of the noisy-neighbour benchmark: B's p99 under an attack at
+/// most this many times B's p99 alone (issue #28).
+const NOISY_GOAL: f64 = 2.0;
+
+/// The noisy-neighbour section: tenant B's reads alone and under each of
+/// tenant A's attacks, judged against [`NOISY_GOAL`].
+fn noisy_neighbour(s: &mut String, records: &[Record]) {
+    use crate::scenario::noisy::{ALONE, ALONE_AGAIN};
+    let reads: Vec<&Record> = records
+        .iter()
+        .filter(|r| r.kind == "noisy_neighbour")
+        .collect();
+    let attacks: Vec<&Record> = records
+        .iter()
+        .filter(|r| r.kind == "noisy_attack")
+        .collect();
+    if reads.is_empty() && attacks.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "## Noisy neighbour: tenant B's reads while tenant A attacks\n"
+    );
+    let first = reads.iter().chain(&attacks).map(|r| r.at.as_str()).min();
+    let loads: Vec<f64> = attacks.iter().filter_map(|r| value(r, "load_1m")).collect();
+    let _ = writeln!(
+        s,
+        "Tenant B's `get_issue` and `list_issues` (p50 / p99, ms) alone, then while tenant A, \
+         within its own limits, runs one attack at a time; the goal is B's p99 within \
+         {NOISY_GOAL}× of alone under every attack, with none of B's calls failing. ×: B's p99 \
+         under the attack ÷ B's p99 alone, get_issue / list_issues, where alone is the lower of \
+         B's two alone phases (before the attacks and after them: on a shared machine one alone \
+         phase may catch another process's spike, and the lower one is the stricter reference). \
+         Measured {} UTC, 1-minute load average {} during the phases.\n",
+        first.map_or_else(String::new, |at| at
+            .get(..16)
+            .unwrap_or(at)
+            .replace('T', " ")),
+        match (
+            loads.iter().copied().reduce(f64::min),
+            loads.iter().copied().reduce(f64::max)
+        ) {
+            (Some(low), Some(high)) => format!("{low:.1} to {high:.1}"),
+            _ => "unknown".into(),
+        }
+    );
+    let _ = writeln!(
+        s,
+        "| attack | get_issue p50 / p99 | list_issues p50 / p99 | p99 vs alone (×) | goal met (≤{NOISY_GOAL}×) |\n\
+         | --- | --- | --- | --- | --- |"
+    );
+    let find = |mode: &str, tool: &str| {
+        reads
+            .iter()
+            .copied()
+            .find(|r| label(r, "mode") == mode && label(r, "tool") == tool)
+    };
+    // The stricter reference: the lower p99 of B's two alone phases.
+    let alone = |tool: &str| {
+        [ALONE, ALONE_AGAIN]
+            .iter()
+            .filter_map(|mode| find(mode, tool).and_then(|r| r.p99_ms))
+            .reduce(f64::min)
+    };
+    let cell = |r: Option<&Record>| match r {
+        Some(r) if r.p50_ms.is_some() => format!("{} / {}", ms(r.p50_ms), ms(r.p99_ms)),
+        _ => "-".into(),
+    };
+    let tools = ["get_issue", "list_issues"];
+    let modes = distinct(reads.iter().chain(&attacks).map(|r| label(r, "mode")));
+    for mode in modes {
+        let (get, list) = (find(mode, tools[0]), find(mode, tools[1]));
+        if get.is_none() && list.is_none() {
+            let why = attacks
+                .iter()
+                .find(|r| label(r, "mode") == mode)
+                .and_then(|r| r.note.as_deref())
+                .unwrap_or("not measured");
+            let _ = writeln!(s, "| {mode} | - | - | - | {why} |");
+            continue;
+        }
+        let ratios: Vec<Option<f64>> = [(get, tools[0]), (list, tools[1])]
+            .iter()
+            .map(|(r, tool)| Some(r.and_then(|r| r.p99_ms)? / alone(tool).filter(|a| *a > 0.0)?))
+            .collect();
+        let ratio_cell = ratios
+            .iter()
+            .map(|x| x.map_or_else(|| "-".into(), |x| format!("{x:.1}")))
+            .collect::<Vec<_>>()
+            .join(" / ");
+        let mut why = Vec::new();
+        for (r, tool) in [(get, tools[0]), (list, tools[1])] {
+            if let Some(r) = r
+                && r.errors > 0
+            {
+                let kinds: Vec<String> = r
+                    .error_kinds
+                    .iter()
+                    .map(|(k, v)| format!("{k} {v}"))
+                    .collect();
+                why.push(format!(
+                    "{} of {} {tool} calls failed: {}",
+                    r.errors,
+                    value(r, "calls").unwrap_or(0.0),
+                    kinds.join(", ")
+                ));
+            }
+        }
+        let met = if mode == ALONE || mode == ALONE_AGAIN {
+            if why.is_empty() {
+                "-".to_owned()
+            } else {
+                format!("- ({})", why.join("; "))
+            }
+        } else {
+            for (ratio, tool) in ratios.iter().zip(tools) {
+                match ratio {
+                    Some(x) if *x > NOISY_GOAL => why.insert(0, format!("{tool} p99 {x:.1}×")),
+                    None => why.push(format!("{tool}: no p99 to compare")),
+                    _ => {}
+                }
+            }
+            if why.is_empty() {
+                "yes".to_owned()
+            } else {
+                format!("**no** ({})", why.join("; "))
+            }
+        };
+        let _ = writeln!(
+            s,
+            "| {mode} | {} | {} | {ratio_cell} | {met} |",
+            cell(get),
+            cell(list)
+        );
+    }
+    if let Some(r) = attacks.iter().find(|r| {
+        label(r, "mode") == crate::scenario::noisy::Attack::OversizedAnswer.title()
+            && label(r, "outcome") == "measured"
+    }) {
+        let mib =
+            |key: &str| value(r, key).map_or_else(|| "-".into(), |v| format!("{:.1}", v / 1024.0));
+        let _ = writeln!(
+            s,
+            "\nServer memory during the oversized-answer attack: peak RSS {} MiB (sampled every 50 ms; \
+             {} MiB before the attack); the process's all-time peak (VmHWM) {} MiB before it, {} MiB after.",
+            mib("rss_peak_kib"),
+            mib("rss_before_kib"),
+            mib("hwm_before_kib"),
+            mib("hwm_after_kib"),
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\nWhat tenant A did in each phase, what it got, and what else B saw:\n"
+    );
+    for r in attacks.iter().filter(|r| label(r, "outcome") == "measured") {
+        let peak = value(r, "rss_peak_kib").unwrap_or(0.0) / 1024.0;
+        let _ = writeln!(
+            s,
+            "- **{}**: {}; server peak RSS {peak:.1} MiB.",
+            label(r, "mode"),
+            r.note.as_deref().unwrap_or("")
+        );
+    }
+    for note in distinct(reads.iter().filter_map(|r| r.note.as_deref())) {
+        let _ = writeln!(s, "\nNote: {note}.");
+    }
+    for c in distinct(reads.iter().chain(&attacks).map(|r| r.command.as_str())) {
+        let _ = writeln!(s, "\nCommand: `{c}`");
+    }
+    let _ = writeln!(s);
+}
+
 /// Items in first-seen order, each once.
 fn distinct<'a>(items: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
     let mut seen = Vec::new();
@@ -1032,6 +1206,76 @@ mod tests {
         assert!(text.contains("| Redis | 1.0% | - |"), "{text}");
         assert!(
             text.contains("get_issue (release build): 41.5 µs CPU and 0.75 context switches"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn the_noisy_neighbour_is_judged_against_b_alone() {
+        use crate::scenario::noisy::{ALONE, Attack};
+        let reads = |mode: &str, tool: &str, samples: &[f64]| {
+            Record::new("noisy_neighbour")
+                .label("mode", mode)
+                .label("tool", tool)
+                .with_samples(samples)
+                .value("calls", samples.len() as f64)
+        };
+        let storm = Attack::SearchStorm.title();
+        let slow = Attack::SlowConnections.title();
+        let huge = Attack::OversizedAnswer.title();
+        let mut refused = reads(slow, "list_issues", &[1.0, 2.0]);
+        refused.errors = 3;
+        refused.error_kinds.insert("http_503".into(), 3);
+        refused.values.insert("calls".into(), 5.0);
+        let mut not_set_up = Record::new("noisy_attack")
+            .label("mode", Attack::HeldCalls.title())
+            .label("outcome", "not measured");
+        not_set_up.note = Some("not measured: register upstream slow: HTTP 500".into());
+        let records = [
+            reads(ALONE, "get_issue", &[1.0, 2.0]),
+            reads(ALONE, "list_issues", &[1.0, 4.0]),
+            reads(storm, "get_issue", &[1.0, 3.0]),
+            reads(storm, "list_issues", &[1.0, 900.0]),
+            reads(slow, "get_issue", &[1.0, 2.0]),
+            refused,
+            reads(huge, "get_issue", &[1.0, 4.0]),
+            reads(huge, "list_issues", &[1.0, 8.0]),
+            Record::new("noisy_attack")
+                .label("mode", huge)
+                .label("outcome", "measured")
+                .value("rss_peak_kib", 40_960.0)
+                .value("rss_before_kib", 20_480.0),
+            not_set_up,
+        ];
+        let text = render(&records, &Machine::default(), None, "scripts/bench");
+        assert!(
+            text.contains("## Noisy neighbour: tenant B's reads while tenant A attacks"),
+            "{text}"
+        );
+        assert!(
+            text.contains("| none (alone) | 1.00 / 2.00 | 1.00 / 4.00 | 1.0 / 1.0 | - |"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "| search storm | 1.00 / 3.00 | 1.00 / 900.00 | 1.5 / 225.0 | **no** (list_issues p99 225.0×) |"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("| 1.0 / 0.5 | **no** (3 of 5 list_issues calls failed: http_503 3) |"),
+            "{text}"
+        );
+        // Exactly 2× meets the goal.
+        assert!(text.contains("| 2.0 / 2.0 | yes |"), "{text}");
+        assert!(
+            text.contains(
+                "| held calls | - | - | - | not measured: register upstream slow: HTTP 500 |"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("oversized-answer attack: peak RSS 40.0 MiB (sampled every 50 ms; 20.0 MiB before the attack)"),
             "{text}"
         );
     }

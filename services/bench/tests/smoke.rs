@@ -501,3 +501,80 @@ fn profile_per_request_and_breakdown() {
         assert!((99.9..=100.1).contains(&total), "shares sum to {total}");
     }
 }
+
+#[test]
+fn noisy_neighbour_measures_b_alone_and_under_each_attack() {
+    // Small attacks: the slow connections stay below the connection cap,
+    // so B's calls must all be answered here; what the full-size attacks
+    // do to B is what the benchmark itself reports.
+    let records = scenario(&[
+        "noisy-neighbour",
+        "--a-issues",
+        "500",
+        "--b-issues",
+        "20",
+        "--calls",
+        "10",
+        "--slow-connections",
+        "50",
+        "--attacks",
+        "search-storm,slow-connections,oversized-answer,held-calls",
+    ]);
+    let phases = [
+        "none (alone)",
+        "search storm",
+        "slow connections from one address",
+        "oversized upstream answer",
+        "held calls",
+        "none (alone again, after the attacks)",
+    ];
+    for phase in phases {
+        for tool in ["get_issue", "list_issues"] {
+            let read = records
+                .iter()
+                .find(|r| {
+                    r["kind"] == "noisy_neighbour"
+                        && r["labels"]["mode"] == phase
+                        && r["labels"]["tool"] == tool
+                })
+                .unwrap_or_else(|| panic!("no {tool} record for {phase}: {records:#?}"));
+            assert_eq!(read["count"], 10, "{read}");
+            assert!(read["p99_ms"].as_f64().unwrap_or(0.0) > 0.0, "{read}");
+        }
+    }
+    let attack = |phase: &str| {
+        records
+            .iter()
+            .find(|r| r["kind"] == "noisy_attack" && r["labels"]["mode"] == phase)
+            .unwrap_or_else(|| panic!("no attack record for {phase}: {records:#?}"))
+    };
+    // B's probes work against the real binary: its own held upstream call
+    // is held, its own webhook delivered.
+    let alone = attack("none (alone)");
+    assert_eq!(alone["values"]["b_held_call_admitted"], 1.0, "{alone}");
+    assert!(
+        alone["values"]["b_webhook_delivery_ms"].is_number(),
+        "{alone}"
+    );
+    // Each attack really ran against the server.
+    for (phase, outcome) in [
+        ("search storm", "ok "),
+        ("slow connections from one address", "ended 408"),
+        (
+            "oversized upstream answer",
+            "listed, upstreams refused as too large",
+        ),
+        ("held calls", "held (input_required)"),
+    ] {
+        let r = attack(phase);
+        assert_eq!(r["labels"]["outcome"], "measured", "{r}");
+        let note = r["note"].as_str().unwrap_or("");
+        assert!(note.contains(outcome), "{phase}: {note}");
+    }
+    assert!(
+        attack("oversized upstream answer")["values"]["rss_peak_kib"]
+            .as_f64()
+            .unwrap_or(0.0)
+            > 0.0
+    );
+}

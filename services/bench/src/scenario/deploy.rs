@@ -99,20 +99,43 @@ const UNLIMITED: &str = "1000000000";
 
 impl Deployment {
     pub async fn start(bins: &Binaries, spec: DeploySpec, logs: &Path) -> Result<Self> {
+        Self::start_limited(bins, spec, logs, false).await
+    }
+
+    /// [`Self::start`] with the binary's own default rate limits instead of
+    /// unlimited ones: for scenarios about what a tenant can do within its
+    /// limits.
+    pub async fn start_with_default_limits(
+        bins: &Binaries,
+        spec: DeploySpec,
+        logs: &Path,
+    ) -> Result<Self> {
+        Self::start_limited(bins, spec, logs, true).await
+    }
+
+    async fn start_limited(
+        bins: &Binaries,
+        spec: DeploySpec,
+        logs: &Path,
+        default_limits: bool,
+    ) -> Result<Self> {
         let dir = tempfile::Builder::new()
             .prefix("corkboard-bench-")
             .tempdir()
             .map_err(BenchError::io("create a temporary directory"))?;
         let data_dir = dir.path().join("data");
-        let mut env: Vec<(String, String)> = vec![
-            ("CORKBOARD_DATA_DIR".into(), data_dir.display().to_string()),
-            ("CORKBOARD_RATE_LIMIT_PER_SECOND".into(), UNLIMITED.into()),
-            ("CORKBOARD_RATE_LIMIT_BURST".into(), UNLIMITED.into()),
-            (
+        let mut env: Vec<(String, String)> =
+            vec![("CORKBOARD_DATA_DIR".into(), data_dir.display().to_string())];
+        if !default_limits {
+            // Load, not limits, is measured: the load generator is one
+            // client address with many connections.
+            env.push(("CORKBOARD_RATE_LIMIT_PER_SECOND".into(), UNLIMITED.into()));
+            env.push(("CORKBOARD_RATE_LIMIT_BURST".into(), UNLIMITED.into()));
+            env.push((
                 "CORKBOARD_MAX_CONNECTIONS_PER_SOURCE".into(),
                 UNLIMITED.into(),
-            ),
-        ];
+            ));
+        }
         if let Some(log) = &spec.log {
             env.push(("CORKBOARD_LOG".into(), log.clone()));
         }

@@ -54,14 +54,14 @@ const GIVE_UP: Duration = Duration::from_secs(40);
 const CONVERGENCE_DEADLINE: Duration = Duration::from_secs(30);
 
 /// Samples a process's RSS until stopped; the peak in KiB.
-struct RssSampler {
+pub(crate) struct RssSampler {
     stop: Arc<AtomicBool>,
     peak: Arc<AtomicU64>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl RssSampler {
-    fn start(pid: u32) -> Self {
+    pub(crate) fn start(pid: u32) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let peak = Arc::new(AtomicU64::new(0));
         let task = tokio::spawn({
@@ -78,7 +78,7 @@ impl RssSampler {
         Self { stop, peak, task }
     }
 
-    async fn finish(self) -> u64 {
+    pub(crate) async fn finish(self) -> u64 {
         self.stop.store(true, Ordering::Relaxed);
         let _ = self.task.await;
         self.peak.load(Ordering::Relaxed)
@@ -96,10 +96,21 @@ fn studio(env: Vec<(String, String)>) -> DeploySpec {
         endpoint: Endpoint::Studio,
         store: Store::Sqlite,
         registry: Registry::Memory,
-        // One info line per request would be most of what an attack costs.
-        log: Some(std::env::var("BENCH_SERVER_LOG").unwrap_or_else(|_| "warn".into())),
+        log: Some(attack_log()),
         env,
     }
+}
+
+/// The server's log level under attack: `warn` (one info line per request
+/// would be most of what an attack costs), or `BENCH_SERVER_LOG`.
+pub(crate) fn attack_log() -> String {
+    std::env::var("BENCH_SERVER_LOG").unwrap_or_else(|_| "warn".into())
+}
+
+/// The start of a slowloris request: a head that never ends (the caller
+/// dribbles one more byte of the header's value a second).
+pub(crate) fn slowloris_head(host: &str) -> Vec<u8> {
+    format!("POST /mcp HTTP/1.1\r\nHost: {host}\r\nX-Slow: ").into_bytes()
 }
 
 /// Sends one `tools/call` on `connection`; Ok when it is not an error.
@@ -250,15 +261,15 @@ pub async fn batch_attack(
 }
 
 /// How one slow connection ended.
-struct Ended {
-    held: Duration,
+pub(crate) struct Ended {
+    pub(crate) held: Duration,
     /// The status of the answer, if one came before the close.
-    status: Option<u16>,
+    pub(crate) status: Option<u16>,
 }
 
 /// Connects, writes `first`, then one byte of `dribble` per
 /// `DRIBBLE_EVERY` until the server ends the connection (or `GIVE_UP`).
-async fn slow_connection(addr: std::net::SocketAddr, first: Vec<u8>) -> Result<Ended> {
+pub(crate) async fn slow_connection(addr: std::net::SocketAddr, first: Vec<u8>) -> Result<Ended> {
     let stream = tokio::net::TcpStream::connect(addr)
         .await
         .map_err(BenchError::io(format!("connect {addr}")))?;
@@ -322,7 +333,7 @@ pub async fn slow_attack(
     let attacks: [(&str, Vec<u8>); 3] = [
         (
             "slowloris: request heads one byte a second",
-            format!("POST /mcp HTTP/1.1\r\nHost: {host}\r\nX-Slow: ").into_bytes(),
+            slowloris_head(host),
         ),
         (
             "slow 1 MiB bodies with a valid token, one byte a second",

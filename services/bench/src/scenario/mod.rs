@@ -10,6 +10,7 @@ pub mod deploy;
 pub mod driver;
 pub mod hardening;
 pub mod mcp;
+pub mod noisy;
 pub mod profile;
 pub mod revocation;
 pub mod runs;
