@@ -589,17 +589,7 @@ fn modern_fixture_with_port() -> (Served, Proc, [(String, String); 2], u16) {
     let admin = served.admin_token();
     let port = free_port();
     let py = start_python_upstream(port);
-    let response = http()
-        .put(format!("{}/v1/tenants/acme/upstreams/pyup", served.url))
-        .bearer_auth(&admin)
-        .json(&json!({
-            "url": format!("http://127.0.0.1:{port}/mcp"),
-            "header": "X-Upstream-Key",
-            "credential": PY_CREDENTIAL,
-        }))
-        .send()
-        .unwrap();
-    assert_eq!(response.status().as_u16(), 200);
+    register_python_upstream(&served.url, &admin, "acme", "pyup", port);
     let runs = ["modern-1", "modern-2"].map(|run| {
         let response = http()
             .post(format!("{}/v1/runs", served.url))
@@ -1123,17 +1113,7 @@ fn a_2025_upstreams_mid_call_request_and_a_2026_agents_answer_relay_byte_for_byt
     let admin = served.admin_token();
     let port = free_port();
     let _py = start_python_upstream_with(port, &[("UPSTREAM_LEGACY_ONLY", "1")]);
-    let response = http()
-        .put(format!("{}/v1/tenants/acme/upstreams/pyold", served.url))
-        .bearer_auth(&admin)
-        .json(&json!({
-            "url": format!("http://127.0.0.1:{port}/mcp"),
-            "header": "X-Upstream-Key",
-            "credential": PY_CREDENTIAL,
-        }))
-        .send()
-        .unwrap();
-    assert_eq!(response.status().as_u16(), 200);
+    register_python_upstream(&served.url, &admin, "acme", "pyold", port);
     let response = http()
         .post(format!("{}/v1/runs", served.url))
         .bearer_auth(&admin)
@@ -1421,17 +1401,7 @@ fn an_upstream_killed_mid_relay_ends_its_call_and_cancels_its_request_but_no_oth
     let mut gone = start_python_upstream_with(gone_port, &legacy);
     let _kept = start_python_upstream_with(kept_port, &legacy);
     for (name, port) in [("pygone", gone_port), ("pykept", kept_port)] {
-        let response = http()
-            .put(format!("{}/v1/tenants/acme/upstreams/{name}", served.url))
-            .bearer_auth(&admin)
-            .json(&json!({
-                "url": format!("http://127.0.0.1:{port}/mcp"),
-                "header": "X-Upstream-Key",
-                "credential": PY_CREDENTIAL,
-            }))
-            .send()
-            .unwrap();
-        assert_eq!(response.status().as_u16(), 200, "{name}");
+        register_python_upstream(&served.url, &admin, "acme", name, port);
     }
     let response = http()
         .post(format!("{}/v1/runs", served.url))

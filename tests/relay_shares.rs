@@ -24,20 +24,7 @@ fn fixture(env: &[(&str, &str)], tenants: &[&str]) -> (Serve, Proc, String) {
     let serve = Serve::start_with_env(&env);
     let admin = serve.admin_token("platform-admin", None);
     for tenant in tenants {
-        let response = http()
-            .put(format!(
-                "{}/v1/tenants/{tenant}/upstreams/pyold",
-                serve.url()
-            ))
-            .bearer_auth(&admin)
-            .json(&json!({
-                "url": format!("http://127.0.0.1:{port}/mcp"),
-                "header": "X-Upstream-Key",
-                "credential": PY_CREDENTIAL,
-            }))
-            .send()
-            .unwrap();
-        assert_eq!(response.status().as_u16(), 200, "{tenant}");
+        register_python_upstream(serve.url(), &admin, tenant, "pyold", port);
     }
     (serve, py, admin)
 }

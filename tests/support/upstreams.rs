@@ -160,3 +160,20 @@ impl Served {
         stdout_of(&out).trim().to_owned()
     }
 }
+
+/// Registers the Python upstream listening on `port` as upstream `name` of
+/// `tenant` at the server `server` (with its credential), through the
+/// admin API; panics unless the server answers 200.
+pub fn register_python_upstream(server: &str, admin: &str, tenant: &str, name: &str, port: u16) {
+    let response = http()
+        .put(format!("{server}/v1/tenants/{tenant}/upstreams/{name}"))
+        .bearer_auth(admin)
+        .json(&serde_json::json!({
+            "url": format!("http://127.0.0.1:{port}/mcp"),
+            "header": "X-Upstream-Key",
+            "credential": PY_CREDENTIAL,
+        }))
+        .send()
+        .expect("PUT the upstream");
+    assert_eq!(response.status().as_u16(), 200, "{tenant}/{name}");
+}
