@@ -4,9 +4,9 @@
 
 use super::args::{Args, blocked_by, close_reason, idempotency_key, invalid, labels, optional_id};
 use super::schema::{
-    blocked_by_schema, body_schema, close_reason_schema, issue_answer_schema, issue_fields,
+    WRITABLE_FIELDS, blocked_by_schema, body_schema, close_reason_schema, issue_answer_schema,
     issue_id_schema, key_schema, labels_schema, object, priority_schema, replayed_schema,
-    state_schema, title_schema, with_properties,
+    state_schema, title_schema, with_properties, written_fields,
 };
 use super::{Success, author, insert, round, to_json};
 use crate::error::ToolsError;
@@ -342,21 +342,9 @@ fn similar_schema() -> Value {
     })
 }
 
-/// The fields of the answer to a grant without `issues:read`: what the
-/// call wrote and the id and instant the store gave it.
-const WRITTEN_FIELDS: [&str; 11] = [
-    "id",
-    "title",
-    "body",
-    "state",
-    "labels",
-    "priority",
-    "parent",
-    "duplicate_of",
-    "blocked_by",
-    "close_reason",
-    "created_at",
-];
+/// The answer to a grant without `issues:read` has, besides the fields
+/// the call wrote (`WRITABLE_FIELDS`), these the store gave it.
+const GIVEN_FIELDS: [&str; 2] = ["id", "created_at"];
 
 /// The answer to a grant that may not read issues: the issue's id and
 /// creation instant with the fields of `written` (the call's own
@@ -365,7 +353,7 @@ const WRITTEN_FIELDS: [&str; 11] = [
 fn what_was_written(issue: &Issue, written: Value) -> Result<Value, ToolsError> {
     let stored = to_json(issue)?;
     let mut value = Map::new();
-    for name in ["id", "created_at"] {
+    for name in GIVEN_FIELDS {
         if let Some(field) = stored.get(name) {
             value.insert(name.to_owned(), field.clone());
         }
@@ -374,7 +362,7 @@ fn what_was_written(issue: &Issue, written: Value) -> Result<Value, ToolsError> 
         value.extend(
             fields
                 .into_iter()
-                .filter(|(name, _)| WRITTEN_FIELDS.contains(&name.as_str())),
+                .filter(|(name, _)| WRITABLE_FIELDS.contains(&name.as_str())),
         );
     }
     Ok(Value::Object(value))
@@ -384,7 +372,7 @@ fn what_was_written(issue: &Issue, written: Value) -> Result<Value, ToolsError> 
 /// `created` (never `similar`: that is a read).
 pub(crate) fn write_only_output_schema() -> Value {
     with_properties(
-        issue_fields(&WRITTEN_FIELDS, &["id", "title", "state", "created_at"]),
+        written_fields(&GIVEN_FIELDS, &["id", "title", "state", "created_at"]),
         [
             ("replayed", replayed_schema("issue")),
             (

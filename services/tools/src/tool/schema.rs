@@ -303,6 +303,31 @@ pub(crate) fn claim_schema() -> Value {
 
 /// `issue_schema` cut down to `keep` (of which `required` are required):
 /// the answer to a grant that may write but not read.
+/// The issue fields a write sets (create and update alike): what a grant
+/// without `issues:read` is shown of its own writes, besides the id and
+/// the write's instant or version.
+pub(crate) const WRITABLE_FIELDS: [&str; 9] = [
+    "title",
+    "body",
+    "state",
+    "labels",
+    "priority",
+    "parent",
+    "duplicate_of",
+    "blocked_by",
+    "close_reason",
+];
+
+/// `issue_fields` of `first` followed by [`WRITABLE_FIELDS`].
+pub(crate) fn written_fields(first: &[&str], required: &[&str]) -> Value {
+    let keep: Vec<&str> = first
+        .iter()
+        .chain(WRITABLE_FIELDS.iter())
+        .copied()
+        .collect();
+    issue_fields(&keep, required)
+}
+
 pub(crate) fn issue_fields(keep: &[&str], required: &[&str]) -> Value {
     let full = issue_schema();
     let properties: serde_json::Map<String, Value> = keep

@@ -6,8 +6,8 @@ use super::args::{
 };
 use super::schema::{
     ID_EXAMPLE, blocked_by_schema, body_schema, close_reason_schema, issue_answer_schema,
-    issue_fields, issue_id_schema, labels_schema, object, priority_schema, state_schema,
-    title_schema, version_schema,
+    issue_id_schema, labels_schema, object, priority_schema, state_schema, title_schema,
+    version_schema, written_fields,
 };
 use super::{Success, retain, to_json};
 use crate::defs::BoardTool;
@@ -188,21 +188,8 @@ pub(crate) fn output_schema() -> Value {
 /// update_issue without `issues:read`: the issue's id, new version and
 /// updated_at, and the fields this call set (as set), nothing else.
 pub(crate) fn write_only_output_schema() -> Value {
-    issue_fields(
-        &[
-            "id",
-            "version",
-            "updated_at",
-            "title",
-            "body",
-            "state",
-            "labels",
-            "priority",
-            "parent",
-            "duplicate_of",
-            "blocked_by",
-            "close_reason",
-        ],
+    written_fields(
+        &["id", "version", "updated_at"],
         &["id", "version", "updated_at"],
     )
 }
