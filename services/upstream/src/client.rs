@@ -432,6 +432,16 @@ impl UpstreamClient {
         ))
     }
 
+    /// The session table's key of `run` (none: the tenant's listing)
+    /// declaring `caps` with this upstream.
+    fn session_key(&self, run: Option<&str>, caps: AgentCapabilities) -> SessionKey {
+        SessionKey {
+            client: self.id,
+            run: run.map(str::to_owned),
+            caps: caps.to_bits(),
+        }
+    }
+
     /// The era of `run` (none: the tenant's listing) declaring `caps`:
     /// stateless for a 2026-07-28 upstream, else the run's session,
     /// opened first if needed (refused when a share of the session table
@@ -441,11 +451,7 @@ impl UpstreamClient {
         run: Option<&str>,
         caps: AgentCapabilities,
     ) -> Result<Era, UpstreamError> {
-        let key = SessionKey {
-            client: self.id,
-            run: run.map(str::to_owned),
-            caps: caps.to_bits(),
-        };
+        let key = self.session_key(run, caps);
         if let Some(era) = self.known(&key) {
             return Ok(era);
         }
@@ -522,11 +528,7 @@ impl UpstreamClient {
         stale: &Era,
         caps: AgentCapabilities,
     ) -> Result<Era, UpstreamError> {
-        let key = SessionKey {
-            client: self.id,
-            run: run.map(str::to_owned),
-            caps: caps.to_bits(),
-        };
+        let key = self.session_key(run, caps);
         let _one_at_a_time = self.opening.lock().await;
         if let Some(era) = self.known(&key)
             && era != *stale
