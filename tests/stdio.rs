@@ -426,8 +426,11 @@ fn sdk_stdio_clients_list_and_call_every_tool_in_both_eras() {
                 tools,
                 BTreeSet::from([
                     "add_comment",
+                    "board_stats",
                     "claim_issue",
+                    "claim_next",
                     "create_issue",
+                    "create_issues",
                     "get_issue",
                     "list_issues",
                     "release_issue",

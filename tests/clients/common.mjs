@@ -273,6 +273,20 @@ async function fullScenario(client, label) {
     const closed = await callOk(client, 'update_issue', { id: child.id, state: 'closed', close_reason: 'not_planned' });
     check(closed.close_reason === 'not_planned', `update_issue did not keep close_reason: ${closed.close_reason}`);
 
+    // The work queue: a bulk create under the issue (answered item by
+    // item), claim_next taking the most urgent ready one, board_stats.
+    const bulk = await callOk(client, 'create_issues', { parent: id, issues: [
+        { title: `Queue A ${tag}`, priority: 'urgent', idempotency_key: `${key}-qa` },
+        { title: `Queue B ${tag}`, idempotency_key: `${key}-qb` },
+    ] });
+    check(bulk.created === 2 && bulk.results.every((r) => ISSUE_ID.test(r.id ?? '')), `create_issues: ${JSON.stringify(bulk).slice(0, 300)}`);
+    const next = await callOk(client, 'claim_next', { parent: id, min_priority: 'urgent' });
+    check(next.outcome === 'claimed' && next.id === bulk.results[0].id && typeof next.claim?.expires_at === 'string', `claim_next: ${JSON.stringify(next).slice(0, 300)}`);
+    const none = await callOk(client, 'claim_next', { parent: id, min_priority: 'urgent' });
+    check(none.outcome === 'no_ready_work' && none.claimed === 1 && none.blocked === 0, `claim_next with nothing ready: ${JSON.stringify(none)}`);
+    const stats = await callOk(client, 'board_stats', {});
+    check(stats.claimed >= 1 && stats.total >= 4 && typeof stats.by_state === 'object', `board_stats: ${JSON.stringify(stats).slice(0, 300)}`);
+
     return {
         tools,
         created: id,
@@ -332,6 +346,8 @@ function argumentsFor(tool) {
             return { id: UNKNOWN_ISSUE };
         case 'search_issues':
             return { query: 'anything' };
+        case 'create_issues':
+            return { issues: [{ title: 'must not be created' }] };
         default:
             return {};
     }

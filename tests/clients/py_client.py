@@ -241,6 +241,30 @@ async def full_scenario(client: Client, label: str) -> dict[str, Any]:
     )
     closed = await call_ok(client, "update_issue", {"id": child["id"], "state": "closed", "close_reason": "not_planned"})
     check(closed.get("close_reason") == "not_planned", f"update_issue lost close_reason: {closed.get('close_reason')}")
+
+    # The work queue: a bulk create under the issue, claim_next taking the
+    # most urgent ready one, board_stats counting.
+    bulk = await call_ok(
+        client,
+        "create_issues",
+        {
+            "parent": issue_id,
+            "issues": [
+                {"title": f"Queue A {tag}", "priority": "urgent", "idempotency_key": f"{key}-qa"},
+                {"title": f"Queue B {tag}", "idempotency_key": f"{key}-qb"},
+            ],
+        },
+    )
+    check(bulk.get("created") == 2, f"create_issues: {bulk}")
+    nxt = await call_ok(client, "claim_next", {"parent": issue_id, "min_priority": "urgent"})
+    check(
+        nxt.get("outcome") == "claimed" and nxt.get("id") == bulk["results"][0]["id"],
+        f"claim_next: {str(nxt)[:300]}",
+    )
+    none = await call_ok(client, "claim_next", {"parent": issue_id, "min_priority": "urgent"})
+    check(none.get("outcome") == "no_ready_work" and none.get("claimed") == 1, f"claim_next with nothing ready: {none}")
+    stats = await call_ok(client, "board_stats", {})
+    check(stats.get("claimed", 0) >= 1 and stats.get("total", 0) >= 4, f"board_stats: {str(stats)[:300]}")
     return {
         "tools": tools,
         "created": issue_id,
@@ -264,6 +288,7 @@ def arguments_for(tool: str) -> dict[str, Any]:
         "claim_issue": {"id": UNKNOWN_ISSUE},
         "release_issue": {"id": UNKNOWN_ISSUE},
         "search_issues": {"query": "anything"},
+        "create_issues": {"issues": [{"title": "must not be created"}]},
     }.get(tool, {})
 
 

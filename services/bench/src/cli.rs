@@ -119,6 +119,19 @@ pub enum Command {
         #[arg(long, default_value_t = 50)]
         trials: usize,
     },
+    /// The board as a work queue: `claim_next` by many runs draining a
+    /// board with blockers, then the ready list and `board_stats` on it.
+    Queue {
+        #[arg(long, default_value = "sqlite")]
+        store: Store,
+        #[arg(long, default_value_t = 10_000)]
+        issues: usize,
+        #[arg(long, default_value_t = 64)]
+        claimants: usize,
+        /// Samples of each whole-board read.
+        #[arg(long, default_value_t = 50)]
+        reads: usize,
+    },
     /// Run register → first answered request, on a runner.
     RegisterLatency {
         #[arg(long, default_value = "gateway")]
@@ -517,6 +530,19 @@ async fn dispatch(cli: &Cli, sink: &mut Sink) -> Result<()> {
                 ));
             }
             scenario::claims::run(&bins()?, *store, *claimants, *trials, &logs, sink).await
+        }
+        Command::Queue {
+            store,
+            issues,
+            claimants,
+            reads,
+        } => {
+            if *claimants == 0 || *issues == 0 {
+                return Err(BenchError::Usage(
+                    "--claimants and --issues must be at least 1".into(),
+                ));
+            }
+            scenario::queue::run(&bins()?, *store, *issues, *claimants, *reads, &logs, sink).await
         }
         Command::RegisterLatency {
             mode,

@@ -424,6 +424,15 @@ pub fn render(
             "claims",
             "claim_issue with many runs claiming one issue at once (ms)",
         ),
+        (
+            "queue_claim_next",
+            "claim_next: many runs draining a board with blockers (ms)",
+        ),
+        (
+            "queue_ready_list",
+            "list_issues with ready: true, one page (ms)",
+        ),
+        ("queue_board_stats", "board_stats (ms)"),
         ("idle_runs", "Memory per idle run"),
         ("cold_start", "Cold start of `corkboard serve` to ready"),
         ("idle_rss", "Idle RSS of `corkboard serve`"),

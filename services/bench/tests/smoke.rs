@@ -173,6 +173,27 @@ fn revocation() {
 }
 
 #[test]
+fn queue() {
+    let records = scenario(&[
+        "queue",
+        "--issues",
+        "120",
+        "--claimants",
+        "4",
+        "--reads",
+        "2",
+    ]);
+    let drain = &records[0];
+    assert_eq!(drain["kind"], "queue_claim_next");
+    assert_eq!(drain["errors"], 0, "{drain}");
+    // 120 issues in 3 batches: two blocked, 118 ready, each claimed once.
+    assert_eq!(drain["values"]["ready"], 118.0);
+    assert_eq!(records[1]["kind"], "queue_ready_list");
+    assert_eq!(records[2]["kind"], "queue_board_stats");
+    assert_eq!(records[2]["count"], 2);
+}
+
+#[test]
 fn register_latency() {
     for mode in ["gateway", "shared"] {
         let records = scenario(&["register-latency", "--mode", mode, "--trials", "5"]);

@@ -521,9 +521,21 @@ pub struct IssuePatch {
     pub blocked_by: Option<BlockedBy>,
     /// With a terminal `state` (or on an issue already in one).
     pub close_reason: Option<CloseReason>,
+    /// Who makes the change, as the issue's history records it (not a
+    /// field of the issue; `None`: recorded as run `unknown`).
+    #[serde(skip)]
+    pub actor: Option<Author>,
 }
 
 impl IssuePatch {
+    /// Who the history records as making this change.
+    pub fn actor(&self) -> Author {
+        self.actor.clone().unwrap_or_else(|| Author {
+            run: RunId::parse("unknown").expect("a valid run id"),
+            grant: None,
+        })
+    }
+
     pub fn is_empty(&self) -> bool {
         self.title.is_none()
             && self.body.is_none()
@@ -641,6 +653,11 @@ pub struct ListQuery {
     pub parent: Option<IssueId>,
     /// Claimed, unclaimed, or claimed by one run (ended claims count as none).
     pub claim: ClaimFilter,
+    /// Ready work only: open, unclaimed (or its claim ended) and every
+    /// `blocked_by` issue done or closed, best first (most urgent, then
+    /// oldest: [`crate::ready_order`]) instead of newest first. The cursor
+    /// is still the last id of the previous page.
+    pub ready: bool,
 }
 
 impl Default for ListQuery {
@@ -656,6 +673,7 @@ impl Default for ListQuery {
             cursor: None,
             parent: None,
             claim: ClaimFilter::Any,
+            ready: false,
         }
     }
 }
@@ -667,6 +685,12 @@ impl ListQuery {
             return Err(ValidationError::new(
                 "limit",
                 format!("must be between 1 and {}", limits::PAGE_MAX),
+            ));
+        }
+        if self.ready && !matches!(self.claim, ClaimFilter::Any | ClaimFilter::Unclaimed) {
+            return Err(ValidationError::new(
+                "ready",
+                "ready work is unclaimed: drop the claim filter (claimed_by, stale) or ready",
             ));
         }
         if let Some(text) = &self.text
@@ -685,9 +709,12 @@ impl ListQuery {
 
     /// Whether `issue` passes every filter (the cursor and limit aside).
     /// Stores that cannot express a filter natively use this, and the
-    /// contract tests use it as the reference.
+    /// contract tests use it as the reference. For `ready` it checks what
+    /// the issue itself says (open, unclaimed); whether its blockers are
+    /// finished needs theirs ([`crate::is_ready`]).
     pub fn matches(&self, issue: &Issue) -> bool {
-        (self.states.is_empty() || self.states.contains(&issue.state))
+        (!self.ready || (!issue.state.is_terminal() && issue.claim.is_none()))
+            && (self.states.is_empty() || self.states.contains(&issue.state))
             && self.labels.matches(&issue.labels)
             && self
                 .author_run

@@ -29,7 +29,8 @@
 //! all), `QueryTooSlow` and `TenantBusy` (the bounds on expensive reads,
 //! `reads.rs`: which reads are expensive, their deadline, each tenant's
 //! share)). No IO.; webhooks (`webhook.rs`: the event enum, endpoints, the
-//! signature scheme, retry backoff)
+//! signature scheme, retry backoff); the work queue (`queue.rs`: ready work,
+//! its order, `ClaimNext`, claim leases)
 
 #![forbid(unsafe_code)]
 
@@ -38,8 +39,10 @@ mod audit_sink;
 mod error;
 mod error_code;
 mod grant;
+mod history;
 mod ids;
 mod issue;
+mod queue;
 mod reads;
 mod relations;
 mod search;
@@ -57,12 +60,17 @@ pub use grant::{
     BudgetKind, BudgetStatus, Budgets, Capabilities, Capability, Grant, GrantEvent, GrantPolicy,
     GrantStatus, parse_ttl,
 };
+pub use history::{Change, ChangeKind, FieldChange, HistoryPage, diff, history_limits, run_author};
 pub use ids::{
     CommentId, DeliveryId, GrantId, IdempotencyKey, IssueId, RunId, TenantId, WebhookId,
 };
 pub use issue::{
     Author, Body, Comment, CommentAdded, CommentBody, Created, Issue, IssuePatch, IssueState,
     Label, LabelFilter, Labels, ListQuery, NewComment, NewIssue, Page, Priority, Title, limits,
+};
+pub use queue::{
+    BoardStats, ClaimNext, ExpiredClaim, LabelCount, is_ready, queue_limits, ready_order,
+    stale_window,
 };
 pub use reads::{ExpensiveReads, ReadCost, Share};
 pub use relations::{

@@ -56,7 +56,8 @@ impl ListQuery {
             && self.priorities.is_empty()
             && self.updated_since.is_none()
             && self.parent.is_none()
-            && self.claim == ClaimFilter::Any;
+            && self.claim == ClaimFilter::Any
+            && !self.ready;
         if unfiltered {
             ReadCost::Point
         } else {

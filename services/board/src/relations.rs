@@ -16,6 +16,7 @@ use crate::window::CommentFacts;
 use serde::{Deserialize, Deserializer, Serialize};
 use std::collections::BTreeSet;
 use std::fmt;
+use std::time::Duration;
 
 /// Limits of relations, in one place so schemas and errors agree.
 pub mod relation_limits {
@@ -134,16 +135,20 @@ impl<'de> Deserialize<'de> for BlockedBy {
 
 /// A run's hold on an issue: it works on it, nobody else may claim it.
 ///
-/// A claim lasts until the run releases it, the issue is closed, or the
-/// grant it was made under is revoked or expires. Expiry needs no write:
-/// a claim whose `expires_at` has passed reads as no claim everywhere (see
-/// [`Claim::live_at`]); revocation clears the grant's claims in the store.
+/// A claim lasts until the run releases it, the issue is closed, the grant
+/// it was made under is revoked or expires, or its lease lapses (the run
+/// neither wrote to the issue nor renewed the claim for a lease's length).
+/// Expiry needs no write: a claim whose `expires_at` (the earlier of the
+/// lease's end and the grant's expiry) has passed reads as no claim
+/// everywhere (see [`Claim::live_at`]); revocation clears the grant's
+/// claims in the store.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Claim {
     pub run: RunId,
     pub grant: GrantId,
     pub claimed_at: Timestamp,
-    /// When the grant the claim was made under expires: the claim ends then.
+    /// When the claim ends unless renewed: the end of its lease, or the
+    /// expiry of the grant it was made under if that comes first.
     pub expires_at: Timestamp,
 }
 
@@ -156,12 +161,17 @@ impl Claim {
 }
 
 /// Who asks for a claim: the calling run, the grant it acts under and when
-/// that grant expires (all from the resolved grant, never from input).
+/// that grant expires (all from the resolved grant, never from input), and
+/// the lease its claims get (the operator's setting).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Claimant {
     pub run: RunId,
     pub grant: GrantId,
     pub expires_at: Timestamp,
+    /// How long a claim lasts without a write or a renewal; `None`: until
+    /// the grant ends. With a lease, claiming one's own claim again renews
+    /// it (a write); without, it changes nothing.
+    pub lease: Option<Duration>,
 }
 
 impl Claimant {
@@ -171,8 +181,25 @@ impl Claimant {
             run: self.run.clone(),
             grant: self.grant.clone(),
             claimed_at: now,
-            expires_at: self.expires_at,
+            expires_at: self.claim_expires_at(now),
         }
+    }
+
+    /// When a claim taken or renewed at `now` ends: the end of the lease,
+    /// or the grant's expiry if that comes first.
+    pub fn claim_expires_at(&self, now: Timestamp) -> Timestamp {
+        match self.lease {
+            Some(lease) => {
+                let millis = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX);
+                self.expires_at.min(now.plus_millis(millis))
+            }
+            None => self.expires_at,
+        }
+    }
+
+    /// Whether claiming one's own claim again renews its lease (a write).
+    pub fn renews(&self) -> bool {
+        self.lease.is_some()
     }
 
     /// Whether `claim` is this claimant's own (same run and grant): claiming
@@ -264,6 +291,10 @@ pub enum ClaimFilter {
     Unclaimed,
     /// Claimed by this run.
     ClaimedBy(RunId),
+    /// Claimed, and the claim has ended by `until` without being released
+    /// (its lease lapsed or its grant expired) or ends by then: claims
+    /// whose holder has gone quiet. Open issues only.
+    Stale { until: Timestamp },
 }
 
 impl ClaimFilter {
@@ -272,6 +303,11 @@ impl ClaimFilter {
             Self::Any => true,
             Self::Unclaimed => claim.is_none(),
             Self::ClaimedBy(run) => claim.is_some_and(|c| &c.run == run),
+            // A claim that has ended reads as none, so an issue as read
+            // cannot tell an ended claim from no claim at all: stores
+            // decide from the stored claim, this only checks the live part.
+            // Stores keep only issues with a stored claim.
+            Self::Stale { until } => claim.is_none_or(|c| c.expires_at <= *until),
         }
     }
 }
@@ -461,6 +497,7 @@ mod tests {
             run: RunId::parse(run).unwrap(),
             grant: GrantId::generate(),
             expires_at: Timestamp::from_millis(1_000),
+            lease: None,
         }
     }
 

@@ -74,14 +74,60 @@ macro_rules! __store_methods {
             /// Gives an open issue to `claimant`'s run, atomically: of many racing
             /// claimants exactly one wins, the others get [`StoreError::Claimed`]
             /// naming the winner. Claiming one's own claim again is a success that
-            /// changes nothing. A claim whose grant has expired or been revoked
-            /// counts as none and is taken over. Bumps the version.
+            /// changes nothing, unless the claimant has a lease: then it renews
+            /// the lease (only the claim's end moves: same version, same
+            /// `claimed_at`, no `issue.claimed` event). A claim whose lease
+            /// lapsed or whose grant has expired or been revoked counts as
+            /// none and is taken over. A new claim bumps the version.
             fn claim_issue(
                 tenant: &$crate::TenantId,
                 id: &$crate::IssueId,
                 claimant: &$crate::Claimant,
                 expected_version: Option<u64>,
             ) -> $crate::Issue;
+
+            /// Claims the best ready issue ([`ready_order`](crate::ready_order))
+            /// among those `query` selects (`query.ready` is implied; its
+            /// cursor and limit are ignored) for `claimant`, atomically: of
+            /// racing callers on any replica each issue goes to exactly one,
+            /// and a caller that loses an issue takes the next one. Answers
+            /// [`ClaimNext::NoReadyWork`](crate::ClaimNext) with how many
+            /// matching open issues are claimed or blocked only when no ready
+            /// issue matched at the moment it looked.
+            fn claim_next(
+                tenant: &$crate::TenantId,
+                query: &$crate::ListQuery,
+                claimant: &$crate::Claimant,
+            ) -> $crate::ClaimNext;
+
+            /// What changed on an issue ([`Change`](crate::Change)s, each
+            /// written with its write), newest first: those before version
+            /// `before` (all: `None`), at most `limit`
+            /// (`1..=HISTORY_PAGE_MAX`). Another tenant's issue has none.
+            fn issue_history(
+                tenant: &$crate::TenantId,
+                id: &$crate::IssueId,
+                before: Option<u64>,
+                limit: u32,
+            ) -> $crate::HistoryPage;
+
+            /// What `run` changed on the tenant's board, across its issues,
+            /// newest first: changes made before the instant `before` (all:
+            /// `None`), at most `limit`.
+            fn run_history(
+                tenant: &$crate::TenantId,
+                run: &$crate::RunId,
+                before: Option<$crate::Timestamp>,
+                limit: u32,
+            ) -> $crate::HistoryPage;
+
+            /// The board's counts ([`BoardStats`](crate::BoardStats)), claims
+            /// judged live at now and stale up to `stale_until`. Grouped
+            /// counts, bounded like any expensive read.
+            fn board_stats(
+                tenant: &$crate::TenantId,
+                stale_until: $crate::Timestamp,
+            ) -> $crate::BoardStats;
 
             /// Ends `run`'s claim on the issue (bumping the version). Refused with
             /// [`StoreError::Claimed`] when another run holds it and
@@ -288,6 +334,16 @@ macro_rules! __store_methods {
                 limit: u32,
                 per_endpoint: u32,
             ) -> Vec<$crate::ClaimedDelivery>;
+
+            /// Ends up to `limit` claims whose end had passed at `now` without
+            /// a release (a lapsed lease, an expired grant) on open issues:
+            /// clears each (a new version) and queues its
+            /// `issue.claim_expired` deliveries (SQLite: in the same
+            /// transaction; MongoDB: right after). An ended claim already
+            /// reads as none (the issue is ready work again without this);
+            /// this is what notices it, so each is answered once, to the
+            /// caller that cleared it.
+            fn expire_claims(now: $crate::Timestamp, limit: u32) -> Vec<$crate::ExpiredClaim>;
 
             /// Records an attempt: delivered, or failed and due again after
             /// [`retry_delay`](crate::webhook::retry_delay), or given up after the

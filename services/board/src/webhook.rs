@@ -71,8 +71,14 @@ webhook_events! {
     IssueClosed => "issue.closed",
     /// A comment was added.
     IssueCommented => "issue.commented",
-    /// A run claimed an issue (`claim_issue`; not a repeat of its own claim).
+    /// A run claimed an issue (`claim_issue`, `claim_next`; not a repeat
+    /// or renewal of its own claim).
     IssueClaimed => "issue.claimed",
+    /// A claim's lease lapsed (or its grant expired) without a release:
+    /// the issue is ready again unless something else holds it back
+    /// (noticed by the control plane's delivery worker, within a second
+    /// or so).
+    IssueClaimExpired => "issue.claim_expired",
     /// A run's grant was issued.
     RunStarted => "run.started",
     /// A run's grant was revoked (its end; expiry is not an event).
@@ -509,6 +515,17 @@ pub fn issue_summary(issue: &Issue) -> serde_json::Value {
             "updated_at": issue.updated_at,
         }
     })
+}
+
+/// Whether a claim write turned `before` into `after` with a claim that
+/// is new: not a repeat of the same claim (nothing changed) nor a renewal
+/// of its lease (the same run and grant held it live before).
+pub fn is_new_claim(before: &Issue, after: &Issue) -> bool {
+    let renewed = match (&before.claim, &after.claim) {
+        (Some(old), Some(new)) => old.run == new.run && old.grant == new.grant,
+        _ => false,
+    };
+    before.version != after.version && !renewed
 }
 
 /// The webhook events a change of `before` into `after` implies

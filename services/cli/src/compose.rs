@@ -360,6 +360,7 @@ pub fn gateway_config(
     config.max_batch_response_bytes = settings.max_batch_response_bytes;
     config.store_timeout = Duration::from_millis(settings.store_timeout_ms);
     config.max_result_bytes = settings.max_result_bytes;
+    config.claim_lease = Duration::from_millis(settings.claim_lease_ms);
     config.allowed_hosts = settings.allowed_hosts.clone();
     config.allowed_origins = settings.allowed_origins.clone();
     config.live_runs_per_tenant_max = settings.live_runs_per_tenant_max;

@@ -243,6 +243,7 @@ async fn local_board(settings: &Settings, explicit_dir: bool) -> Result<LocalBoa
                     let audit = AuditWriter::spawn(store.clone());
                     let binding = Binding::new(store, registry, audit.clone(), timeout)
                         .with_result_budget(settings.max_result_bytes)
+                        .with_claim_lease(Duration::from_millis(settings.claim_lease_ms))
                         .with_budgets(grants.budgets().clone());
                     return Ok(LocalBoard {
                         grants,

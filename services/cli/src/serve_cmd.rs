@@ -53,6 +53,7 @@ pub fn run(args: RoleArgs, role: Role) -> Result<ExitCode> {
             (*state.webhook_hosts).clone(),
             state.upstream_key.clone(),
             corkboard_server::webhooks::DeliveryLimits::from_settings(&state.settings),
+            Some(state.web.events()),
         )
         .context("webhooks: cannot build the delivery client")?;
         // ---- runner (corkboard-gateway, issue 10): `serve` hosts the

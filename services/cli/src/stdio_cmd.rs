@@ -186,6 +186,7 @@ where
     let tools = BoardTools::new(issues, registry, audit.clone())
         .with_store_timeout(Duration::from_millis(settings.store_timeout_ms))
         .with_result_budget(settings.max_result_bytes)
+        .with_claim_lease(Duration::from_millis(settings.claim_lease_ms))
         .with_budgets(budgets);
     let backend = Arc::new(StdioBoard { tools });
     let principal = backend.start(token.as_deref()).await;

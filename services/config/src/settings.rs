@@ -178,6 +178,10 @@ pub struct Settings {
     /// envelope); a longer answer is cut at an item boundary and says what
     /// it left out and how to get it. At least 16384.
     pub max_result_bytes: usize,
+    /// How long a claim lasts without a write to its issue by its holder
+    /// or a renewal (claim_issue again); a lapsed claim makes the issue
+    /// ready work again. At least 1000.
+    pub claim_lease_ms: u64,
     /// Most runs one tenant may have live on one runner at once; the next
     /// registration is refused with 409 `run_limit`.
     pub live_runs_per_tenant_max: usize,
@@ -313,6 +317,8 @@ impl Default for Settings {
             searches_per_tenant_max: 2,
             // `corkboard_tools::DEFAULT_RESULT_BUDGET`: about 8,000 tokens.
             max_result_bytes: 32_000,
+            // `corkboard_board::queue_limits::CLAIM_LEASE_DEFAULT`: 15 minutes.
+            claim_lease_ms: 900_000,
             live_runs_per_tenant_max: 100,
             live_grants_per_tenant_max: 1_000,
             // Below the usual 1,024 open-files limit is not enough for
@@ -565,6 +571,12 @@ impl Settings {
             return Err(key(
                 "max_result_bytes",
                 "must be at least 16384 (corkboard_tools::MIN_RESULT_BUDGET)",
+            ));
+        }
+        if self.claim_lease_ms < 1_000 {
+            return Err(key(
+                "claim_lease_ms",
+                "must be at least 1000 (corkboard_board::queue_limits::CLAIM_LEASE_MIN)",
             ));
         }
         if self.body_timeout_ms == 0 {

@@ -106,6 +106,12 @@ impl Binding {
         self
     }
 
+    /// Gives claims a lease of `lease` (see [`BoardTools::with_claim_lease`]).
+    pub fn with_claim_lease(mut self, lease: Duration) -> Self {
+        self.tools = self.tools.with_claim_lease(lease);
+        self
+    }
+
     /// Counts budgeted grants' writes in `counter` (see
     /// [`BoardTools::with_budgets`]).
     pub fn with_budgets(mut self, counter: Arc<dyn corkboard_grants::BudgetCounter>) -> Self {

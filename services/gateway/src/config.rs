@@ -33,6 +33,9 @@ pub struct GatewayConfig {
     pub store_timeout: Duration,
     /// Most bytes one tool result may take (see `corkboard_tools::BoardTools::with_result_budget`).
     pub max_result_bytes: usize,
+    /// How long a claim lasts without a write or a renewal (see
+    /// `corkboard_tools::BoardTools::with_claim_lease`).
+    pub claim_lease: Duration,
     /// How long a stopping run lets in-flight requests finish.
     pub drain_timeout: Duration,
     /// After the drain deadline, how long cancelled requests get to answer
@@ -93,6 +96,7 @@ impl GatewayConfig {
             max_batch_response_bytes: corkboard_mcp::McpSettings::DEFAULT_MAX_BATCH_RESPONSE_BYTES,
             store_timeout: corkboard_tools::DEFAULT_STORE_TIMEOUT,
             max_result_bytes: corkboard_tools::DEFAULT_RESULT_BUDGET,
+            claim_lease: corkboard_board::queue_limits::CLAIM_LEASE_DEFAULT,
             drain_timeout: Self::DEFAULT_DRAIN_TIMEOUT,
             cancel_grace: Self::DEFAULT_CANCEL_GRACE,
             idle_timeout: Self::DEFAULT_IDLE_TIMEOUT,

@@ -134,6 +134,7 @@ impl Runner {
             config.store_timeout,
         )
         .with_result_budget(config.max_result_bytes)
+        .with_claim_lease(config.claim_lease)
         .with_metrics(metrics.clone())
         .with_budgets(grants.budgets().clone());
         let binding = match upstreams {

@@ -340,6 +340,7 @@ async function route() {
   const { parts, params } = parseHash();
   const [view, arg] = parts;
   if (view === 'issue' && arg) await showIssue(arg, { focus: true });
+  else if (view === 'run' && arg) await showRun(decodeURIComponent(arg));
   else if (view === 'grants') await showGrants({ focus: true });
   else await showBoard(params, { focus: true });
 }
@@ -797,7 +798,7 @@ async function loadIssue() {
   try {
     const [issue, audit] = await Promise.all([
       api('GET', tenantPath(`/issues/${encodeURIComponent(id)}?render=html`)),
-      api('GET', tenantPath(`/audit?issue=${encodeURIComponent(id)}&limit=${PAGE}`)).catch((e) => ({ error: e })),
+      api('GET', tenantPath(`/issues/${encodeURIComponent(id)}/history?limit=100`)).catch((e) => ({ error: e })),
     ]);
     if (app.issue !== state) return;
     state.issue = issue;
@@ -943,20 +944,50 @@ function editForm(issue) {
   return form;
 }
 
-function historyTable(audit) {
-  if (audit?.error) return el('p', { class: 'notice' }, `History unavailable: ${audit.error.message}`);
-  const records = audit?.records ?? [];
-  if (!records.length) return el('p', { class: 'empty-column' }, 'No agent activity recorded for this issue yet.');
+/** One field's change as text: `state: todo → done`, `labels: +a −b`. */
+function fieldChangeText(f) {
+  const show = (v) => (v === null || v === undefined ? '—' : typeof v === 'object' ? (v.run ?? JSON.stringify(v)) : String(v));
+  if (f.added || f.removed) {
+    const parts = [...(f.added ?? []).map((x) => `+${x}`), ...(f.removed ?? []).map((x) => `−${x}`)];
+    return `${f.field}: ${parts.join(' ')}`;
+  }
+  if (f.field === 'body') return 'body edited';
+  return `${f.field}: ${show(f.before)} → ${show(f.after)}`;
+}
+
+/** The changes of an issue (`withIssue`: of a run, naming each issue), newest first. */
+function historyTable(history, { withIssue = false } = {}) {
+  if (history?.error) return el('p', { class: 'notice' }, `History unavailable: ${history.error.message}`);
+  const changes = history?.changes ?? [];
+  if (!changes.length) return el('p', { class: 'empty-column' }, 'No changes recorded yet.');
+  const head = ['When', ...(withIssue ? ['Issue'] : []), 'Change', 'What changed', 'By', 'Version'];
   return el('div', { class: 'table-wrap' }, el('table', { id: 'history' },
-    el('caption', { class: 'visually-hidden' }, 'Tool calls that touched this issue, newest first'),
-    el('thead', {}, el('tr', {}, ['When', 'Tool', 'Outcome', 'Run', 'Grant', 'Latency'].map((h) => el('th', { scope: 'col' }, h)))),
-    el('tbody', {}, records.map((r) => el('tr', {},
-      el('td', {}, timeEl(r.at, formatTime(r.at))),
-      el('td', {}, el('code', {}, r.tool)),
-      el('td', { class: r.outcome === 'ok' ? 'outcome-ok' : 'outcome-bad' }, r.outcome),
-      el('td', { class: 'mono' }, r.run),
-      el('td', { class: 'mono' }, r.grant),
-      el('td', {}, `${(r.latency_micros / 1000).toFixed(1)} ms`))))));
+    el('caption', { class: 'visually-hidden' }, 'What changed, newest first'),
+    el('thead', {}, el('tr', {}, head.map((h) => el('th', { scope: 'col' }, h)))),
+    el('tbody', {}, changes.map((c) => el('tr', {},
+      el('td', {}, timeEl(c.at, formatTime(c.at))),
+      withIssue ? el('td', {}, issueLink(c.issue)) : null,
+      el('td', {}, el('code', {}, c.kind)),
+      el('td', {}, c.fields.map(fieldChangeText).join('; ')),
+      el('td', {}, el('a', { class: 'mono', href: `#/run/${encodeURIComponent(c.by.run)}` }, c.by.run)),
+      el('td', {}, String(c.version)))))));
+}
+
+// ---------------------------------------------------------------- run view
+
+/** What one run changed across the board (the admin API's run history). */
+async function showRun(run) {
+  app.view = 'run';
+  disconnectEvents();
+  setNav(null);
+  document.title = `Run ${run} · ${app.tenant} · Corkboard`;
+  const history = await api('GET', tenantPath(`/runs/${encodeURIComponent(run)}/history?limit=100`)).catch((e) => ({ error: e }));
+  setMain(el('section', { class: 'run', id: 'run', dataset: { run } },
+    el('p', {}, el('a', { href: '#/board' }, '← Back to the board')),
+    el('h1', {}, 'Run ', el('span', { class: 'mono' }, run)),
+    el('section', { class: 'block', 'aria-labelledby': 'h-run-history' },
+      el('h2', { id: 'h-run-history' }, 'What this run changed'),
+      historyTable(history, { withIssue: true }))));
 }
 
 // ---------------------------------------------------------------- grants view

@@ -58,6 +58,14 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 "/tenants/{tenant}/issues/{issue}",
                 web::patch().to(update_issue),
             )
+            .route(
+                "/tenants/{tenant}/issues/{issue}/history",
+                web::get().to(issue_history),
+            )
+            .route(
+                "/tenants/{tenant}/runs/{run}/history",
+                web::get().to(run_history),
+            )
             .route("/tenants/{tenant}/audit", web::get().to(list_audit))
             .route(
                 "/tenants/{tenant}/webhooks",
@@ -582,6 +590,7 @@ impl IssueListParams {
             cursor: self.cursor.map(IssueId::parse).transpose()?,
             parent: self.parent.map(IssueId::parse).transpose()?,
             claim,
+            ready: false,
         };
         query.validate()?;
         Ok(query)
@@ -696,6 +705,12 @@ async fn update_issue(
             .as_deref()
             .map(CloseReason::parse)
             .transpose()?,
+        // Recorded in the issue's history as the admin's subject when it
+        // reads as a run id, else as `admin`.
+        actor: Some(corkboard_board::Author {
+            run: RunId::parse(scope.admin.subject.as_str()).or_else(|_| RunId::parse("admin"))?,
+            grant: None,
+        }),
         ..IssuePatch::default()
     };
     let updated = state
@@ -704,6 +719,73 @@ async fn update_issue(
         .await?;
     state.web.issue_changed(&updated);
     Ok(HttpResponse::Ok().json(updated))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HistoryParams {
+    /// An issue's: a version; a run's: an instant in Unix milliseconds
+    /// (the `next_before` of the previous page).
+    before: Option<i64>,
+    limit: Option<u32>,
+}
+
+fn history_limit(limit: Option<u32>) -> Result<u32, ValidationError> {
+    let max = corkboard_board::history_limits::HISTORY_PAGE_MAX;
+    match limit {
+        None => Ok(max),
+        Some(n) if (1..=max).contains(&n) => Ok(n),
+        Some(_) => Err(ValidationError::new(
+            "limit",
+            format!("must be between 1 and {max}"),
+        )),
+    }
+}
+
+/// What changed on one issue, newest first (`HistoryPage`).
+async fn issue_history(
+    state: web::Data<AppState>,
+    scope: ReadTenant,
+    path: web::Path<(String, String)>,
+    params: web::Query<HistoryParams>,
+) -> Result<HttpResponse, ApiError> {
+    let (_, issue) = path.into_inner();
+    let id = IssueId::parse(issue)?;
+    let params = params.into_inner();
+    let before = params
+        .before
+        .map(|v| {
+            u64::try_from(v)
+                .map_err(|_| ValidationError::new("before", "must be a version (at least 1)"))
+        })
+        .transpose()?;
+    let page = state
+        .store
+        .issue_history(&scope.tenant, &id, before, history_limit(params.limit)?)
+        .await?;
+    Ok(HttpResponse::Ok().json(page))
+}
+
+/// What one run changed across the tenant's board, newest first.
+async fn run_history(
+    state: web::Data<AppState>,
+    scope: ReadTenant,
+    path: web::Path<(String, String)>,
+    params: web::Query<HistoryParams>,
+) -> Result<HttpResponse, ApiError> {
+    let (_, run) = path.into_inner();
+    let run = RunId::parse(run)?;
+    let params = params.into_inner();
+    let page = state
+        .store
+        .run_history(
+            &scope.tenant,
+            &run,
+            params.before.map(Timestamp::from_millis),
+            history_limit(params.limit)?,
+        )
+        .await?;
+    Ok(HttpResponse::Ok().json(page))
 }
 
 #[derive(Debug, Deserialize)]

@@ -141,6 +141,7 @@ impl AppState {
         let tools = BoardTools::new(issues, grants.registry().clone(), tool_audit.clone())
             .with_store_timeout(Duration::from_millis(settings.store_timeout_ms))
             .with_result_budget(settings.max_result_bytes)
+            .with_claim_lease(Duration::from_millis(settings.claim_lease_ms))
             .with_metrics(metrics.clone())
             .with_budgets(grants.budgets().clone());
         let tools = match rate_limiter {

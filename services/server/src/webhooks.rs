@@ -22,6 +22,7 @@
 //! Logs name the endpoint by its redacted URL (no query string) and never
 //! the secret or the body.
 
+use crate::web::events::{BoardEvent, BoardEvents};
 use corkboard_board::webhook::{self, limits};
 use corkboard_board::{AttemptOutcome, BoardStore, ClaimedDelivery, Timestamp, WebhookUrl};
 use corkboard_egress::{AllowList, EgressError, EgressPolicy};
@@ -38,6 +39,11 @@ pub const POLL_INTERVAL: Duration = Duration::from_millis(200);
 /// The least time between two claims: deliveries finishing together free
 /// their slots for one claim, not one claim each.
 const CLAIM_GAP: Duration = Duration::from_millis(20);
+/// How often ended claims are looked for (`expire_claims`): the delay of an
+/// `issue.claim_expired` event after the claim's end, at most.
+pub const CLAIM_SWEEP_INTERVAL: Duration = Duration::from_secs(1);
+/// Ended claims cleared per sweep; more wait for the next one.
+const CLAIM_SWEEP_MAX: u32 = 100;
 
 /// How the worker shares its sends (`webhook_in_flight_max`,
 /// `webhook_in_flight_per_endpoint`, `webhook_timeout_ms`).
@@ -129,11 +135,18 @@ impl DeliveryWorker {
     /// when the HTTP client cannot be built: there is no other client to
     /// fall back to (any other would skip the host policy or follow
     /// redirects).
+    ///
+    /// The same loop notices claims that ended without a release (a lapsed
+    /// lease, an expired grant: `WebhookStore::expire_claims`, at most
+    /// every [`CLAIM_SWEEP_INTERVAL`]), which queues their
+    /// `issue.claim_expired` deliveries, and publishes each on `events`
+    /// (the live board feed) when given.
     pub fn spawn(
         store: Arc<dyn BoardStore>,
         hosts: HostPolicy,
         key: Option<Arc<corkboard_upstream::CredentialKey>>,
         limits: DeliveryLimits,
+        events: Option<Arc<dyn BoardEvents>>,
     ) -> Result<Self, reqwest::Error> {
         let client = hosts.client(limits.timeout)?;
         let sender = Arc::new(Sender {
@@ -142,6 +155,7 @@ impl DeliveryWorker {
             client,
             key,
             timeout: limits.timeout,
+            events,
         });
         let task = tokio::spawn(run(sender, limits));
         Ok(Self { task })
@@ -161,15 +175,21 @@ struct Sender {
     client: reqwest::Client,
     key: Option<Arc<corkboard_upstream::CredentialKey>>,
     timeout: Duration,
+    events: Option<Arc<dyn BoardEvents>>,
 }
 
 async fn run(sender: Arc<Sender>, limits: DeliveryLimits) {
     // Dropped with this task: stopping the worker aborts its deliveries.
     let mut in_flight: JoinSet<()> = JoinSet::new();
     let mut failing = false;
+    let mut swept_at: Option<Instant> = None;
     loop {
         while let Some(done) = in_flight.try_join_next() {
             report(done);
+        }
+        if swept_at.is_none_or(|at| at.elapsed() >= CLAIM_SWEEP_INTERVAL) {
+            swept_at = Some(Instant::now());
+            sender.sweep_claims().await;
         }
         let free = limits
             .in_flight_max
@@ -224,6 +244,37 @@ fn report(done: Result<(), JoinError>) {
 }
 
 impl Sender {
+    /// Ends the claims whose end has passed (their deliveries queued by
+    /// the store) and tells open pages about each.
+    async fn sweep_claims(&self) {
+        match self
+            .store
+            .expire_claims(Timestamp::now(), CLAIM_SWEEP_MAX)
+            .await
+        {
+            Ok(expired) => {
+                for ended in expired {
+                    tracing::info!(
+                        tenant = %ended.tenant, issue = %ended.issue, run = %ended.claim.run,
+                        "claim expired without a release"
+                    );
+                    if let Some(events) = &self.events {
+                        events.publish(
+                            &ended.tenant,
+                            BoardEvent::IssueChanged {
+                                id: ended.issue,
+                                version: Some(ended.version),
+                            },
+                        );
+                    }
+                }
+            }
+            Err(err) => {
+                tracing::debug!(error = %err, "webhooks: cannot sweep ended claims; retrying");
+            }
+        }
+    }
+
     async fn deliver(&self, delivery: ClaimedDelivery) {
         let outcome = match tokio::time::timeout(self.timeout, self.send(&delivery)).await {
             Ok(outcome) => outcome,
@@ -433,7 +484,7 @@ mod tests {
             in_flight_per_endpoint: 2,
             timeout: Duration::from_secs(20),
         };
-        DeliveryWorker::spawn(Arc::new(store.clone()), hosts, None, limits).unwrap()
+        DeliveryWorker::spawn(Arc::new(store.clone()), hosts, None, limits, None).unwrap()
     }
 
     /// Issue 28 item 7: a stuck endpoint with a backlog holds two

@@ -32,6 +32,7 @@ async fn claimant<S: BoardStore>(
         run: g.run.clone(),
         grant: g.id.clone(),
         expires_at: g.expires_at,
+        lease: None,
     };
     (g, c)
 }

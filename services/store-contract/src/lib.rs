@@ -39,8 +39,10 @@ mod expensive;
 mod faults;
 pub mod fixtures;
 mod grants;
+mod history;
 mod issues;
 mod lists;
+mod queue;
 mod renewal;
 mod search;
 mod upstreams;
@@ -55,8 +57,10 @@ pub use concurrency::*;
 pub use expensive::*;
 pub use faults::{Fault, FaultStore};
 pub use grants::*;
+pub use history::*;
 pub use issues::*;
 pub use lists::*;
+pub use queue::*;
 pub use renewal::*;
 pub use search::*;
 pub use upstreams::*;
@@ -165,6 +169,7 @@ macro_rules! store_contract_tests {
             case_a_value_is_used_once_until_its_record_expires,
             case_webhook_outbox_follows_the_tenants_board_writes,
             case_webhook_outbox_has_issue_claimed_once_per_claim,
+            case_an_ended_claim_is_expired_once_with_its_event,
             case_webhook_deliveries_are_leased_retried_and_given_up,
             case_webhook_endpoints_are_bounded_and_deleted_with_their_deliveries,
             case_webhook_claims_share_slots_fairly_and_pause_a_failing_endpoint,
@@ -175,6 +180,12 @@ macro_rules! store_contract_tests {
             case_claim_expires_with_its_grant,
             case_claim_release_close_and_versions,
             case_close_reasons_and_reopen,
+            case_ready_work_is_unblocked_unclaimed_and_best_first,
+            case_claim_next_gives_each_ready_issue_to_one_claimant,
+            case_claim_next_takes_the_best_match_of_its_filters,
+            case_a_lapsed_lease_makes_the_issue_ready_again,
+            case_board_stats_count_states_priorities_labels_and_the_queue,
+            case_history_records_every_kind_of_write,
             case_relations_are_checked_and_shown,
             case_audit_retries_store_each_record_once,
             case_search_finds_a_body_word_first_with_its_snippet,

@@ -358,6 +358,7 @@ pub async fn case_webhook_outbox_has_issue_claimed_once_per_claim<S: BoardStore>
         run: g.run.clone(),
         grant: g.id.clone(),
         expires_at: g.expires_at,
+        lease: None,
     };
     store
         .claim_issue(&t, &created.issue.id, &claimant, None)
@@ -514,4 +515,85 @@ pub async fn case_webhook_claims_share_slots_fairly_and_pause_a_failing_endpoint
         2,
         "one failure after a success pauses for 1 s"
     );
+}
+
+pub async fn case_an_ended_claim_is_expired_once_with_its_event<S: BoardStore>(store: Arc<S>) {
+    let t = tenant("hooks-expiry");
+    let now = Timestamp::now();
+    let hooked = store
+        .create_webhook(&t, &hook(&["issue.claim_expired", "issue.claimed"]), now)
+        .await
+        .expect("create");
+    let created = store
+        .create_issue(&t, &author("run-1"), new_issue("to lapse"), None)
+        .await
+        .expect("create issue");
+    let holder = corkboard_board::Claimant {
+        run: run("run-1"),
+        grant: corkboard_board::GrantId::generate(),
+        expires_at: now.plus_millis(3_600_000),
+        lease: Some(std::time::Duration::from_millis(200)),
+    };
+    let claimed = store
+        .claim_issue(&t, &created.issue.id, &holder, None)
+        .await
+        .expect("claim");
+    let end = claimed.claim.clone().expect("claimed").expires_at;
+    // A renewal is no new claim: one `issue.claimed` for both calls.
+    store
+        .claim_issue(&t, &created.issue.id, &holder, None)
+        .await
+        .expect("renew");
+    assert_eq!(
+        events_of(&drain(&*store, 0).await, &hooked.id),
+        vec![WebhookEvent::IssueClaimed]
+    );
+    let mine = |expired: Vec<corkboard_board::ExpiredClaim>| -> Vec<_> {
+        expired.into_iter().filter(|e| e.tenant == t).collect()
+    };
+    assert!(
+        mine(store.expire_claims(Timestamp::now(), 1_000).await.unwrap()).is_empty(),
+        "a live claim is not expired"
+    );
+    let renewed_end = store
+        .get_issue(&t, &created.issue.id)
+        .await
+        .unwrap()
+        .claim
+        .expect("still claimed")
+        .expires_at;
+    assert!(renewed_end >= end);
+    let after = renewed_end.plus_millis(1);
+    while Timestamp::now() < after {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let expired = mine(store.expire_claims(Timestamp::now(), 1_000).await.unwrap());
+    assert_eq!(expired.len(), 1, "{expired:?}");
+    assert_eq!(expired[0].issue, created.issue.id);
+    assert_eq!(expired[0].claim.run, holder.run);
+    let issue = store.get_issue(&t, &created.issue.id).await.unwrap();
+    assert_eq!(issue.claim, None);
+    assert_eq!(issue.version, expired[0].version);
+    assert!(
+        mine(store.expire_claims(Timestamp::now(), 1_000).await.unwrap()).is_empty(),
+        "an ended claim is expired once"
+    );
+    let delivered = drain(&*store, 0).await;
+    assert_eq!(
+        events_of(&delivered, &hooked.id),
+        vec![WebhookEvent::IssueClaimExpired]
+    );
+    let body: serde_json::Value = serde_json::from_str(&delivered[0].body).expect("JSON body");
+    assert_eq!(body["data"]["claim"]["run"], "run-1");
+    // A released claim is no expiry.
+    let again = store
+        .claim_issue(&t, &created.issue.id, &holder, None)
+        .await
+        .expect("claim again");
+    store
+        .release_issue(&t, &created.issue.id, &holder.run, Some(again.version))
+        .await
+        .expect("release");
+    tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    assert!(mine(store.expire_claims(Timestamp::now(), 1_000).await.unwrap()).is_empty());
 }

@@ -29,6 +29,9 @@ pub(crate) mod field {
     pub const STATE: &str = "state";
     pub const LABELS: &str = "labels";
     pub const PRIORITY: &str = "priority";
+    /// `Priority::urgency` of the priority (0 urgent .. 4 none), written
+    /// with it: the ready order's first key.
+    pub const URGENCY: &str = "urgency";
     pub const AUTHOR: &str = "author";
     pub const AUTHOR_RUN: &str = "author.run";
     pub const CREATED_AT: &str = "created_at";
@@ -54,6 +57,10 @@ pub(crate) mod field {
     pub const TERMS_TITLE: &str = "terms_title";
     pub const TERMS_BODY: &str = "terms_body";
     pub const TERMS_COMMENTS: &str = "terms_comments";
+    /// The issue's newest changes, oldest first (`change_doc`).
+    pub const HISTORY: &str = "history";
+    /// The author run of each change, for a run's history.
+    pub const HISTORY_RUN: &str = "history.by.run";
     /// The three, in ranking order (title, body, comments).
     pub const TERMS: [&str; 3] = [TERMS_TITLE, TERMS_BODY, TERMS_COMMENTS];
 }
@@ -152,6 +159,7 @@ pub(crate) fn issue_set(issue: &Issue) -> Document {
         field::STATE: issue.state.as_str(),
         field::LABELS: labels_bson(&issue.labels),
         field::PRIORITY: issue.priority.as_str(),
+        field::URGENCY: issue.priority.urgency(),
         field::PARENT: issue.parent.as_ref().map(|p| p.as_str()),
         field::DUPLICATE_OF: issue.duplicate_of.as_ref().map(|p| p.as_str()),
         field::BLOCKED_BY: ids_bson(&issue.blocked_by),
@@ -175,6 +183,7 @@ pub(crate) fn issue_doc(issue: &Issue) -> Document {
         field::STATE: issue.state.as_str(),
         field::LABELS: labels_bson(&issue.labels),
         field::PRIORITY: issue.priority.as_str(),
+        field::URGENCY: issue.priority.urgency(),
         field::AUTHOR: author_doc(&issue.author),
         field::CREATED_AT: date(issue.created_at),
         field::UPDATED_AT: date(issue.updated_at),
@@ -184,6 +193,19 @@ pub(crate) fn issue_doc(issue: &Issue) -> Document {
         field::TERMS_BODY: terms_bson(issue.body.as_str()),
         field::TERMS_COMMENTS: comment_terms_bson(issue),
     }
+}
+
+/// A new issue's document, its history holding its creation.
+pub(crate) fn created_doc(issue: &Issue) -> Document {
+    let mut doc = issue_doc(issue);
+    let created = corkboard_board::Change::of(
+        corkboard_board::ChangeKind::Created,
+        None,
+        issue,
+        &issue.author,
+    );
+    doc.insert(field::HISTORY, vec![change_doc(&created)]);
+    doc
 }
 
 pub(crate) fn comment_doc(comment: &Comment) -> Document {
@@ -215,8 +237,82 @@ pub(crate) fn patch_set(patch: &corkboard_board::IssuePatch) -> Document {
     }
     if let Some(priority) = patch.priority {
         set.insert(field::PRIORITY, priority.as_str());
+        set.insert(field::URGENCY, priority.urgency());
     }
     set
+}
+
+/// One change as an entry of the issue's `history` array: its instant,
+/// author (as every author is stored) and kind, and its field changes as
+/// JSON text. Its version is not stored: every write that makes a version
+/// pushes exactly one entry in the same update, so the version of the
+/// entry `i` of `n` is the document's version minus `n - 1 - i`.
+pub(crate) fn change_doc(change: &corkboard_board::Change) -> Document {
+    doc! {
+        "at": date(change.at),
+        "by": author_doc(&change.by),
+        "kind": change.kind.as_str(),
+        "fields": serde_json::to_string(&change.fields).unwrap_or_else(|_| "[]".to_owned()),
+    }
+}
+
+/// The `$push` of one change onto `history`, keeping the newest
+/// `HISTORY_KEPT`.
+pub(crate) fn history_push(change: &corkboard_board::Change) -> Document {
+    let kept = i64::try_from(corkboard_board::history_limits::HISTORY_KEPT).unwrap_or(i64::MAX);
+    doc! { field::HISTORY: { "$each": [change_doc(change)], "$slice": -kept } }
+}
+
+/// The changes of an issue document (its `_id`, `version` and `history`),
+/// oldest first, with their versions.
+pub(crate) fn changes_of(doc: &Document) -> Result<Vec<corkboard_board::Change>, StoreError> {
+    use corkboard_board::{Change, ChangeKind, FieldChange};
+    let r = Reader::new("issue", doc, field::ID);
+    let issue = r.parse(IssueId::parse(r.str(field::ID)?))?;
+    let version = from_i64(r.int(field::VERSION)?);
+    let Ok(entries) = doc.get_array(field::HISTORY) else {
+        return Ok(Vec::new());
+    };
+    let n = entries.len() as u64;
+    let mut out = Vec::with_capacity(entries.len());
+    for (i, entry) in entries.iter().enumerate() {
+        let Bson::Document(entry) = entry else {
+            return Err(r.fail("a history entry is not a document"));
+        };
+        let at = match entry.get("at") {
+            Some(Bson::DateTime(at)) => timestamp(at),
+            _ => return Err(r.fail("a history entry has no date")),
+        };
+        let by = match entry.get("by") {
+            Some(Bson::Document(by)) => r.author(by)?,
+            _ => return Err(r.fail("a history entry has no author")),
+        };
+        let kind = entry.get_str("kind").unwrap_or_default();
+        let kind = [
+            ChangeKind::Created,
+            ChangeKind::Updated,
+            ChangeKind::Commented,
+            ChangeKind::Claimed,
+            ChangeKind::Released,
+            ChangeKind::ClaimExpired,
+            ChangeKind::ClaimRevoked,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == kind)
+        .ok_or_else(|| r.fail(format!("unknown history kind {kind:?}")))?;
+        let fields: Vec<FieldChange> =
+            serde_json::from_str(entry.get_str("fields").unwrap_or("[]"))
+                .map_err(|e| r.fail(format!("history fields: {e}")))?;
+        out.push(Change {
+            issue: issue.clone(),
+            version: version.saturating_sub(n - 1 - i as u64),
+            at,
+            by,
+            kind,
+            fields,
+        });
+    }
+    Ok(out)
 }
 
 /// Reads fields of one stored document, naming it in every error.

@@ -24,8 +24,8 @@
 //! guarded by "this comment id is not there yet" instead of the insert.
 
 use crate::codec::{
-    claim_bson, comment_doc, comment_from_doc, date, field, issue_doc, issue_from_doc, issue_set,
-    issue_terms, patch_set, raw_claim, terms_bson, to_i64,
+    claim_bson, comment_doc, comment_from_doc, created_doc, date, field, history_push,
+    issue_from_doc, issue_set, issue_terms, patch_set, raw_claim, terms_bson, to_i64,
 };
 use crate::error::{corrupt, is_duplicate_key, store_error};
 use crate::query::{list_filter, search_filter, similar_filter};
@@ -34,12 +34,12 @@ use crate::store::{MongoStore, ReadBudget};
 use async_trait::async_trait;
 use corkboard_board::webhook::{self, WebhookEvent};
 use corkboard_board::{
-    Author, ClaimCheck, Claimant, Comment, CommentAdded, CommentFacts, CommentId, CommentWindow,
-    CreateOutcome, Created, GrantLedger, IdempotencyKey, Issue, IssueId, IssuePatch, IssueState,
-    IssueStore, IssueView, ListQuery, MONGO_CANDIDATES_MAX, NewComment, NewIssue, Page,
-    ParentChain, ReadCost, RunId, SearchPage, SearchQuery, SimilarIssue, SimilarRanking,
-    StoreError, TenantId, Timestamp, Title, ValidationError, check_release, limits, rank_order,
-    relation_limits,
+    Author, Change, ChangeKind, ClaimCheck, ClaimNext, Claimant, Comment, CommentAdded,
+    CommentFacts, CommentId, CommentWindow, CreateOutcome, Created, FieldChange, GrantLedger,
+    HistoryPage, IdempotencyKey, Issue, IssueId, IssuePatch, IssueState, IssueStore, IssueView,
+    ListQuery, MONGO_CANDIDATES_MAX, NewComment, NewIssue, Page, ParentChain, ReadCost, RunId,
+    SearchPage, SearchQuery, SimilarIssue, SimilarRanking, StoreError, TenantId, Timestamp, Title,
+    ValidationError, check_release, limits, rank_order, relation_limits, run_author,
 };
 use mongodb::bson::{Bson, Document, doc};
 use mongodb::options::ReturnDocument;
@@ -85,14 +85,18 @@ const UPDATE_ATTEMPTS: u32 = 5;
 /// writer won one, so this bounds the wait under a burst of that many.
 const CAS_ATTEMPTS: u32 = 64;
 
-/// Whether the patch can be applied without reading the issue: it touches
-/// only fields whose new value does not depend on the current one.
-fn is_blind(patch: &IssuePatch) -> bool {
-    patch.state.is_none()
-        && patch.close_reason.is_none()
-        && patch.parent.is_none()
-        && patch.duplicate_of.is_none()
-        && patch.blocked_by.is_none()
+/// Who a claim's change is recorded as: the claimant's run and grant.
+pub(crate) fn claimant_author(claimant: &Claimant) -> Author {
+    Author {
+        run: claimant.run.clone(),
+        grant: Some(claimant.grant.clone()),
+    }
+}
+
+/// Who a change nobody asked for is recorded as (a claim that ended by
+/// itself or with its grant): the board itself, run `corkboard`.
+pub(crate) fn system_author() -> Author {
+    corkboard_board::run_author(&RunId::parse("corkboard").expect("a valid run id"))
 }
 
 fn issue_not_found(id: &IssueId) -> StoreError {
@@ -191,7 +195,7 @@ impl MongoStore {
         self.check_relations(tenant, Some(id), &patch.related(), patch.new_parent())
             .await?;
         for _ in 0..CAS_ATTEMPTS {
-            let Some(mut issue) = self.find_issue(tenant, id).await? else {
+            let Some(mut issue) = self.find_issue_fields(tenant, id).await? else {
                 return Err(issue_not_found(id));
             };
             if let Some(expected) = expected_version
@@ -204,15 +208,22 @@ impl MongoStore {
             }
             let read_version = issue.version;
             let now = Timestamp::now().max(issue.updated_at);
+            let before = issue.clone();
             patch.clone().apply_to(&mut issue, now)?;
+            let change = Change::of(ChangeKind::Updated, Some(&before), &issue, &patch.actor());
+            // The whole issue as changed, and the search words of a new
+            // title or body (the patch's own `$set`).
+            let mut set = issue_set(&issue);
+            set.extend(patch_set(patch));
             let updated = self
                 .issues(tenant)
                 .find_one_and_update(
                     doc! { field::ID: id.as_str(), field::VERSION: to_i64(read_version) },
                     doc! {
-                        "$set": issue_set(&issue),
+                        "$set": set,
                         "$inc": { field::VERSION: 1_i64 },
                         "$max": { field::UPDATED_AT: date(now) },
+                        "$push": history_push(&change),
                     },
                 )
                 .return_document(ReturnDocument::After)
@@ -268,6 +279,15 @@ impl MongoStore {
                     "$set": { field::CLAIM: Bson::Null },
                     "$inc": { field::VERSION: 1_i64 },
                     "$max": { field::UPDATED_AT: date(Timestamp::now()) },
+                    "$push": history_push(&Change::claim(
+                        ChangeKind::ClaimRevoked,
+                        id,
+                        0,
+                        Timestamp::now(),
+                        &system_author(),
+                        Some(&claim),
+                        None,
+                    )),
                 },
             )
             .await
@@ -297,6 +317,34 @@ impl MongoStore {
             if let Some(expected) = expected_version {
                 filter.insert(field::VERSION, to_i64(expected));
             }
+            if claimant.renews() && claimant.expires_at > now {
+                // One's own live claim: the lease moves, `claimed_at` stays.
+                let mut own = doc! {
+                    field::ID: id.as_str(),
+                    field::STATE: { "$nin": ["done", "closed"] },
+                    field::CLAIM_RUN: claimant.run.as_str(),
+                    field::CLAIM_GRANT: claimant.grant.as_str(),
+                    field::CLAIM_EXPIRES_AT: { "$gt": date(now) },
+                };
+                if let Some(expected) = expected_version {
+                    own.insert(field::VERSION, to_i64(expected));
+                }
+                let renewed = self
+                    .issues(tenant)
+                    .find_one_and_update(
+                        own,
+                        // Only the end moves: no new version, so an
+                        // agent's expected_version stays good.
+                        doc! { "$set": { field::CLAIM_EXPIRES_AT: date(claim.expires_at) } },
+                    )
+                    .return_document(ReturnDocument::After)
+                    .max_time(self.max_time())
+                    .await
+                    .map_err(|e| store_error(&e))?;
+                if let Some(doc) = renewed {
+                    return issue_from_doc(tenant, &doc);
+                }
+            }
             if claimant.expires_at > now {
                 // One conditional update decides among racing claimants.
                 let updated = self
@@ -307,6 +355,15 @@ impl MongoStore {
                             "$set": { field::CLAIM: claim_bson(Some(&claim)) },
                             "$inc": { field::VERSION: 1_i64 },
                             "$max": { field::UPDATED_AT: date(now) },
+                            "$push": history_push(&Change::claim(
+                                ChangeKind::Claimed,
+                                id,
+                                0,
+                                now,
+                                &claimant_author(claimant),
+                                None,
+                                Some(&claim),
+                            )),
                         },
                     )
                     .return_document(ReturnDocument::After)
@@ -353,14 +410,34 @@ impl MongoStore {
         expected_version: Option<u64>,
     ) -> Result<Issue, StoreError> {
         let now = Timestamp::now();
+        // Read first, so the history records the very claim released (the
+        // filter then matches only that claim).
+        let held = self
+            .find_issue_fields(tenant, id)
+            .await?
+            .and_then(|issue| issue.claim)
+            .filter(|claim| &claim.run == run);
         let mut filter = doc! {
             field::ID: id.as_str(),
             field::CLAIM_RUN: run.as_str(),
             field::CLAIM_EXPIRES_AT: { "$gt": date(now) },
         };
+        if let Some(held) = &held {
+            filter.insert(field::CLAIM_GRANT, held.grant.as_str());
+            filter.insert(field::CLAIMED_AT, date(held.claimed_at));
+        }
         if let Some(expected) = expected_version {
             filter.insert(field::VERSION, to_i64(expected));
         }
+        let change = Change::claim(
+            ChangeKind::Released,
+            id,
+            0,
+            now,
+            &run_author(run),
+            held.as_ref(),
+            None,
+        );
         let updated = self
             .issues(tenant)
             .find_one_and_update(
@@ -369,6 +446,7 @@ impl MongoStore {
                     "$set": { field::CLAIM: Bson::Null },
                     "$inc": { field::VERSION: 1_i64 },
                     "$max": { field::UPDATED_AT: date(now) },
+                    "$push": history_push(&change),
                 },
             )
             .return_document(ReturnDocument::After)
@@ -401,11 +479,51 @@ impl MongoStore {
                     "$set": { field::CLAIM: Bson::Null },
                     "$inc": { field::VERSION: 1_i64 },
                     "$max": { field::UPDATED_AT: date(at) },
+                    // One update for every issue: the claim each held is
+                    // named by its grant only.
+                    "$push": history_push(&Change {
+                        issue: IssueId::generate(),
+                        version: 0,
+                        at,
+                        by: system_author(),
+                        kind: ChangeKind::ClaimRevoked,
+                        fields: vec![FieldChange {
+                            field: "claim".to_owned(),
+                            before: Some(serde_json::json!({ "grant": grant })),
+                            after: Some(serde_json::Value::Null),
+                            added: Vec::new(),
+                            removed: Vec::new(),
+                        }],
+                    }),
                 },
             )
             .await
             .map_err(|e| store_error(&e))?;
         Ok(())
+    }
+
+    /// The issue's fields without its comments, search words and history:
+    /// what a change is computed on, without reading up to 32 MiB of
+    /// comments.
+    async fn find_issue_fields(
+        &self,
+        tenant: &TenantId,
+        id: &IssueId,
+    ) -> Result<Option<Issue>, StoreError> {
+        let found = self
+            .issues(tenant)
+            .find_one(doc! { field::ID: id.as_str() })
+            .projection(doc! {
+                field::COMMENTS: 0,
+                field::TERMS_TITLE: 0,
+                field::TERMS_BODY: 0,
+                field::TERMS_COMMENTS: 0,
+                field::HISTORY: 0,
+            })
+            .max_time(self.max_time())
+            .await
+            .map_err(|e| store_error(&e))?;
+        found.map(|doc| issue_from_doc(tenant, &doc)).transpose()
     }
 
     async fn find_issue(
@@ -618,11 +736,11 @@ impl MongoStore {
             idem_field::KIND: Kind::Issue.as_str(),
             "fingerprint": fingerprint.as_str(),
             "issue_id": issue.id.as_str(),
-            "issue": issue_doc(&issue),
+            "issue": created_doc(&issue),
             field::CREATED_AT: date(now),
         };
         if self.claim_key(tenant, record).await? {
-            self.insert_issue(tenant, issue_doc(&issue)).await?;
+            self.insert_issue(tenant, created_doc(&issue)).await?;
             return Ok(Created {
                 issue,
                 replayed: false,
@@ -669,6 +787,22 @@ impl MongoStore {
         comment: &Comment,
     ) -> Result<Issue, StoreError> {
         let last_allowed = format!("{}.{}", field::COMMENTS, limits::COMMENTS_MAX - 1);
+        // The comment, and its record in the history, in one update.
+        let mut push = doc! { field::COMMENTS: comment_doc(comment) };
+        push.extend(history_push(&Change {
+            issue: id.clone(),
+            version: 0,
+            at: comment.created_at,
+            by: comment.author.clone(),
+            kind: ChangeKind::Commented,
+            fields: vec![FieldChange {
+                field: "comments".to_owned(),
+                before: None,
+                after: None,
+                added: vec![comment.id.as_str().to_owned()],
+                removed: Vec::new(),
+            }],
+        }));
         for _ in 0..UPDATE_ATTEMPTS {
             let updated = self
                 .issues(tenant)
@@ -679,7 +813,7 @@ impl MongoStore {
                         last_allowed.as_str(): { "$exists": false },
                     },
                     doc! {
-                        "$push": { field::COMMENTS: comment_doc(comment) },
+                        "$push": push.clone(),
                         "$addToSet": {
                             field::TERMS_COMMENTS: { "$each": terms_bson(comment.body.as_str()) },
                         },
@@ -781,61 +915,6 @@ impl MongoStore {
         })
     }
 
-    async fn apply_patch(
-        &self,
-        tenant: &TenantId,
-        id: &IssueId,
-        patch: &IssuePatch,
-        expected_version: Option<u64>,
-    ) -> Result<Issue, StoreError> {
-        let mut update = doc! {
-            "$inc": { field::VERSION: 1_i64 },
-            // $max, not $set: of two concurrent updates the one whose clock
-            // read was earlier may land second, and updated_at must not go
-            // back in time.
-            "$max": { field::UPDATED_AT: date(Timestamp::now()) },
-        };
-        let set = patch_set(patch);
-        if !set.is_empty() {
-            update.insert("$set", set);
-        }
-        let mut filter = doc! { field::ID: id.as_str() };
-        if let Some(expected) = expected_version {
-            filter.insert(field::VERSION, to_i64(expected));
-        }
-        for _ in 0..UPDATE_ATTEMPTS {
-            // One atomic update: `$inc` makes the version grow by exactly
-            // one per update however many writers race, and with an
-            // expected version the filter is the compare-and-swap.
-            let updated = self
-                .issues(tenant)
-                .find_one_and_update(filter.clone(), update.clone())
-                .return_document(ReturnDocument::After)
-                .max_time(self.max_time())
-                .await
-                .map_err(|e| store_error(&e))?;
-            if let Some(doc) = updated {
-                return issue_from_doc(tenant, &doc);
-            }
-            let Some(current) = self.find_issue(tenant, id).await? else {
-                return Err(issue_not_found(id));
-            };
-            match expected_version {
-                Some(expected) if current.version != expected => {
-                    return Err(StoreError::VersionConflict {
-                        expected,
-                        actual: current.version,
-                    });
-                }
-                // The filter should have matched: try again.
-                _ => continue,
-            }
-        }
-        Err(StoreError::Internal(format!(
-            "updating issue {id} matched nothing {UPDATE_ATTEMPTS} times"
-        )))
-    }
-
     /// Creates as [`IssueStore::create_issue`] does (inside its bound).
     async fn create(
         &self,
@@ -853,7 +932,7 @@ impl MongoStore {
             None => {
                 let issue = new.into_issue(tenant.clone(), author.clone(), Timestamp::now());
                 self.issues(tenant)
-                    .insert_one(issue_doc(&issue))
+                    .insert_one(created_doc(&issue))
                     .await
                     .map_err(|e| store_error(&e))?;
                 Ok(Created {
@@ -1050,6 +1129,9 @@ impl MongoStore {
             Some(budget) => budget.error(&e),
             None => store_error(&e),
         };
+        if query.ready {
+            return self.ready_page(tenant, query, filter, budget).await;
+        }
         let fetch = i64::from(query.limit) + 1;
         let mut cursor = self
             .issues(tenant)
@@ -1268,6 +1350,10 @@ impl IssueStore for MongoStore {
 
     async fn list_issues(&self, tenant: &TenantId, query: &ListQuery) -> Result<Page, StoreError> {
         query.validate()?;
+        if query.ready {
+            // The ready order needs every issue's `urgency` (backfilled once).
+            self.ensure_tenant(tenant).await?;
+        }
         let Some(filter) = list_filter(query) else {
             return Ok(Page {
                 issues: Vec::new(),
@@ -1310,13 +1396,11 @@ impl IssueStore for MongoStore {
                 } else {
                     None
                 };
-                let issue = if is_blind(&patch) {
-                    self.apply_patch(tenant, id, &patch, expected_version)
-                        .await?
-                } else {
-                    self.apply_patch_read_first(tenant, id, &patch, expected_version)
-                        .await?
-                };
+                // Always read first: the change the history records is
+                // the issue as read against the issue as written.
+                let issue = self
+                    .apply_patch_read_first(tenant, id, &patch, expected_version)
+                    .await?;
                 Ok((before, issue))
             })
             .await?;
@@ -1372,7 +1456,7 @@ impl IssueStore for MongoStore {
             })
             .await?;
         if let Some(before) = before
-            && before.version != issue.version
+            && webhook::is_new_claim(&before, &issue)
         {
             let mut data = webhook::issue_summary(&issue);
             data["claim"] = serde_json::json!(issue.claim);
@@ -1380,6 +1464,67 @@ impl IssueStore for MongoStore {
                 .await;
         }
         Ok(issue)
+    }
+
+    async fn issue_history(
+        &self,
+        tenant: &TenantId,
+        id: &IssueId,
+        before: Option<u64>,
+        limit: u32,
+    ) -> Result<HistoryPage, StoreError> {
+        self.bounded(
+            "issue_history",
+            self.changes_of_issue(tenant, id, before, limit),
+        )
+        .await
+    }
+
+    async fn run_history(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+        before: Option<Timestamp>,
+        limit: u32,
+    ) -> Result<HistoryPage, StoreError> {
+        self.bounded(
+            "run_history",
+            self.changes_of_run(tenant, run, before, limit),
+        )
+        .await
+    }
+
+    async fn board_stats(
+        &self,
+        tenant: &TenantId,
+        stale_until: Timestamp,
+    ) -> Result<corkboard_board::BoardStats, StoreError> {
+        self.expensive_read("board_stats", tenant, |budget| async move {
+            self.stats(tenant, stale_until, &budget).await
+        })
+        .await
+    }
+
+    async fn claim_next(
+        &self,
+        tenant: &TenantId,
+        query: &ListQuery,
+        claimant: &Claimant,
+    ) -> Result<ClaimNext, StoreError> {
+        query.validate()?;
+        self.ensure_tenant(tenant).await?;
+        let next = self
+            .bounded_write("claim_next", self.next_claim(tenant, query, claimant))
+            .await?;
+        if let ClaimNext::Claimed { issue } = &next
+            && self.has_webhooks(tenant).await
+        {
+            let mut data = webhook::issue_summary(issue);
+            data["claim"] = serde_json::json!(issue.claim);
+            self.queue_after(tenant, WebhookEvent::IssueClaimed, data)
+                .await;
+        }
+        Ok(next)
     }
 
     async fn release_issue(

@@ -43,6 +43,7 @@ mod ledger;
 mod options;
 mod policy;
 mod query;
+mod queue;
 pub mod schema;
 mod seed;
 mod store;

@@ -41,13 +41,50 @@ pub(crate) fn list_filter_at(query: &ListQuery, now: Timestamp) -> Option<Docume
             filter.insert(field::CLAIM_RUN, run.as_str());
             filter.insert(field::CLAIM_EXPIRES_AT, doc! { "$gt": date(now) });
         }
+        // The stored claim, ended or not: a lapsed claim stays in the
+        // document until another claim, a release, a close or the
+        // revocation of its grant clears it.
+        ClaimFilter::Stale { until } => {
+            filter.insert(field::CLAIM_EXPIRES_AT, doc! { "$lte": date(*until) });
+            filter.insert(field::STATE, doc! { "$nin": TERMINAL });
+        }
     }
-    if let Some(cursor) = &query.cursor {
+    let mut and = Vec::new();
+    if query.ready {
+        // Open and without a live claim; the store drops the blocked ones
+        // (a join MongoDB's find cannot make).
+        // `$in` of the open states (and of the asked ones among them), not
+        // `$nin`: point intervals on the ready index's first key, which
+        // the server merges in the index's order (no blocking sort).
+        let open: BTreeSet<&str> = IssueState::ALL
+            .into_iter()
+            .filter(|s| !s.is_terminal())
+            .filter(|s| query.states.is_empty() || query.states.contains(s))
+            .map(|s| s.as_str())
+            .collect();
+        and.push(doc! { field::STATE: { "$in": strings(open) } });
+        and.push(doc! { "$or": [
+            { field::CLAIM: Bson::Null },
+            { field::CLAIM_EXPIRES_AT: { "$lte": date(now) } },
+        ] });
+    }
+    // A ready page's cursor is resolved by the store (`ready_after`).
+    if let Some(cursor) = &query.cursor
+        && !query.ready
+    {
         filter.insert(field::ID, doc! { "$lt": cursor.as_str() });
     }
-    if !query.states.is_empty() {
+    if !query.states.is_empty() && !query.ready {
         let states: BTreeSet<&str> = query.states.iter().map(|s| s.as_str()).collect();
-        filter.insert(field::STATE, doc! { "$in": strings(states) });
+        if let ClaimFilter::Stale { .. } = query.claim {
+            // Beside the stale filter's `$nin` of the terminal states.
+            and.push(doc! { field::STATE: { "$in": strings(states) } });
+        } else {
+            filter.insert(field::STATE, doc! { "$in": strings(states) });
+        }
+    }
+    if !and.is_empty() {
+        filter.insert("$and", and);
     }
     if let Some(run) = &query.author_run {
         filter.insert(field::AUTHOR_RUN, run.as_str());
@@ -107,8 +144,33 @@ pub(crate) fn search_filter(query: &SearchQuery) -> Option<Document> {
             Bson::Document(doc! { "$or": any })
         })
         .collect();
-    filter.insert("$and", terms);
+    // After the list filters' own `$and` conditions, if any.
+    let mut and = match filter.remove("$and") {
+        Some(Bson::Array(and)) => and,
+        _ => Vec::new(),
+    };
+    and.extend(terms);
+    filter.insert("$and", and);
     Some(filter)
+}
+
+/// The terminal states (`done`, `closed`), as a filter's `$nin` list.
+pub(crate) const TERMINAL: [&str; 2] = ["done", "closed"];
+
+/// The order of ready work (`corkboard_board::ready_order`): most urgent,
+/// then oldest, then by id; the ready index's order.
+pub(crate) fn ready_sort() -> Document {
+    doc! { field::URGENCY: 1, field::CREATED_AT: 1, field::ID: 1 }
+}
+
+/// Ready work after the issue a cursor names, in [`ready_sort`]'s order.
+pub(crate) fn ready_after(urgency: i64, created_at: Timestamp, id: &str) -> Document {
+    let at = date(created_at);
+    doc! { "$or": [
+        { field::URGENCY: { "$gt": urgency } },
+        { field::URGENCY: urgency, field::CREATED_AT: { "$gt": at } },
+        { field::URGENCY: urgency, field::CREATED_AT: at, field::ID: { "$gt": id } },
+    ] }
 }
 
 fn term_condition(term: &Term) -> Bson {

@@ -80,9 +80,17 @@ pub(crate) fn issue_indexes() -> Vec<IndexModel> {
         // of blocked_by (get_issue's blocks).
         index(doc! { field::PARENT: 1, field::ID: -1 }),
         index(doc! { field::BLOCKED_BY: 1, field::ID: -1 }),
+        // Ready work (list_issues ready, claim_next): open issues most
+        // urgent, then oldest first; the state leads so the terminal ones
+        // are skipped as ranges.
+        index(doc! { field::STATE: 1, field::URGENCY: 1, field::CREATED_AT: 1, field::ID: 1 }),
         // Claimed-by lists, and revocation ending a grant's claims.
         index(doc! { field::CLAIM_RUN: 1, field::ID: -1 }),
         index(doc! { field::CLAIM_GRANT: 1 }),
+        // A run's history: the issues whose changes name it (multikey).
+        index(doc! { field::HISTORY_RUN: 1, field::UPDATED_AT: -1 }),
+        // Claims by their end: what `expire_claims` sweeps.
+        index(doc! { field::CLAIM_EXPIRES_AT: 1 }),
         // Multikey: one entry per word, ending in `_id` so the newest
         // candidates of a word come straight from the index.
         index(doc! { field::TERMS_TITLE: 1, field::ID: -1 }),

@@ -228,6 +228,7 @@ impl MongoStore {
                 .await
                 .map_err(|e| store_error(&e))?;
             self.backfill_terms(tenant).await?;
+            self.backfill_urgency(tenant).await?;
             tracing::debug!(tenant = %tenant, "MongoDB indexes ready");
             Ok(())
         })

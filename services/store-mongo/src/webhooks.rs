@@ -399,6 +399,15 @@ impl WebhookStore for MongoStore {
         .await
     }
 
+    async fn expire_claims(
+        &self,
+        now: Timestamp,
+        limit: u32,
+    ) -> Result<Vec<corkboard_board::ExpiredClaim>, StoreError> {
+        self.bounded_write("expire_claims", self.sweep_expired(now, limit))
+            .await
+    }
+
     async fn claim_deliveries(
         &self,
         now: Timestamp,

@@ -28,14 +28,42 @@ pub(crate) fn list_issues_at(tenant: &TenantId, query: &ListQuery, now: Timestam
     let mut params = vec![Value::Text(tenant.as_str().to_owned())];
 
     if let Some(cursor) = &query.cursor {
-        text.push_str(" AND i.id < ?");
+        if query.ready {
+            // Ready work pages in its own order: after the cursor's issue
+            // in (urgency, created_at, id), the ready index's order.
+            text.push_str(
+                " AND (i.urgency, i.created_at, i.id) > \
+                 (SELECT c.urgency, c.created_at, c.id FROM issues c WHERE c.tenant = i.tenant AND c.id = ?)",
+            );
+        } else {
+            text.push_str(" AND i.id < ?");
+        }
         params.push(Value::Text(cursor.as_str().to_owned()));
     }
     push_filters(query, now, &mut text, &mut params);
-    text.push_str(" ORDER BY i.id DESC LIMIT ?");
+    text.push_str(if query.ready {
+        READY_ORDER
+    } else {
+        " ORDER BY i.id DESC"
+    });
+    text.push_str(" LIMIT ?");
     params.push(Value::Integer(i64::from(query.limit) + 1));
     Sql { text, params }
 }
+
+/// The order of ready work (`corkboard_board::ready_order`), which the
+/// ready index (`issues_ready`) holds.
+pub(crate) const READY_ORDER: &str = " ORDER BY i.urgency, i.created_at, i.id";
+
+/// The condition that the open issue row `i` is blocked: one of its
+/// blockers is open. A blocker that does not exist blocks nothing.
+pub(crate) const BLOCKED: &str = "EXISTS (SELECT 1 FROM issue_blocked_by b \
+     JOIN issues x ON x.tenant = b.tenant AND x.id = b.blocker_id \
+     WHERE b.tenant = i.tenant AND b.issue_id = i.id AND x.state NOT IN ('done', 'closed'))";
+
+/// The condition that the issue row `i` has a live claim at the
+/// parameter's instant.
+pub(crate) const LIVE_CLAIM: &str = "(i.claim_run IS NOT NULL AND i.claim_expires_at > ?)";
 
 /// Appends the condition of every filter `query` sets (not its cursor) on
 /// the issues row `i` (claims judged as of `now`), as ` AND ...` clauses
@@ -48,6 +76,14 @@ pub(crate) fn push_filters(
     text: &mut String,
     params: &mut Vec<Value>,
 ) {
+    if query.ready {
+        // Written as the ready index's condition, so the planner uses it.
+        text.push_str(" AND i.state NOT IN ('done', 'closed') AND NOT ");
+        text.push_str(LIVE_CLAIM);
+        text.push_str(" AND NOT ");
+        text.push_str(BLOCKED);
+        params.push(Value::Integer(now.as_millis()));
+    }
     if !query.states.is_empty() {
         let states: BTreeSet<&str> = query.states.iter().map(|s| s.as_str()).collect();
         text.push_str(" AND i.state IN (SELECT value FROM json_each(?))");
@@ -78,6 +114,16 @@ pub(crate) fn push_filters(
             text.push_str(" AND i.claim_run = ? AND i.claim_expires_at > ?");
             params.push(Value::Text(run.as_str().to_owned()));
             params.push(Value::Integer(now.as_millis()));
+        }
+        // The stored claim, ended or not: a lapsed claim stays in its
+        // columns until another claim, a release, a close or the
+        // revocation of its grant clears them.
+        ClaimFilter::Stale { until } => {
+            text.push_str(
+                " AND i.claim_run IS NOT NULL AND i.claim_expires_at <= ? \
+                 AND i.state NOT IN ('done', 'closed')",
+            );
+            params.push(Value::Integer(until.as_millis()));
         }
     }
     match &query.labels {
@@ -392,11 +438,18 @@ mod tests {
                                     ClaimFilter::Any,
                                     ClaimFilter::Unclaimed,
                                     ClaimFilter::ClaimedBy(RunId::parse("r").unwrap()),
+                                    ClaimFilter::Stale {
+                                        until: Timestamp::from_millis(1),
+                                    },
                                 ] {
                                     for priorities in [vec![], vec![Priority::High]] {
-                                        for updated_since in [None, Some(Timestamp::from_millis(1))]
+                                        for (updated_since, ready) in
+                                            [None, Some(Timestamp::from_millis(1))]
+                                                .into_iter()
+                                                .flat_map(|u| [(u, false), (u, true)])
                                         {
                                             let query = ListQuery {
+                                                ready,
                                                 states: states.clone(),
                                                 labels: labels.clone(),
                                                 text: text.clone(),
@@ -408,7 +461,11 @@ mod tests {
                                                 priorities: priorities.clone(),
                                                 updated_since,
                                             };
-                                            shapes.insert(list_issues(&tenant(), &query).text);
+                                            // Ready work is unclaimed:
+                                            // other claim filters are refused.
+                                            if query.validate().is_ok() {
+                                                shapes.insert(list_issues(&tenant(), &query).text);
+                                            }
                                         }
                                     }
                                 }
@@ -418,7 +475,7 @@ mod tests {
                 }
             }
         }
-        assert_eq!(shapes.len(), 1152);
+        assert_eq!(shapes.len(), 2304);
         // 4 point-read statements, page comments, active grants, 4 grant
         // lists, 4 audit lists, 2 inverse relations, BEGIN, COMMIT, ROLLBACK.
         let others = 4 + 1 + 1 + 4 + 4 + 2 + 3;

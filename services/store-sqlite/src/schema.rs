@@ -292,20 +292,56 @@ const MIGRATIONS: &[&str] = &[
     ) WITHOUT ROWID;
     CREATE INDEX used_once_by_expiry ON used_once (expires_at);
     "#,
+    // 12: the work queue (query.rs: ready work, ops/claims.rs: `claim_next`).
+    // `urgency` is `Priority::urgency` (0 urgent .. 4 none), computed from
+    // the priority so no write has to keep it; the ready index holds the
+    // open issues of a tenant most urgent, then oldest first, so "the best
+    // ready issue" is the first row of a range read that skips the claimed
+    // and blocked ones. Stale claims are found through `issues_by_claim`.
+    r#"
+    ALTER TABLE issues ADD COLUMN urgency INTEGER GENERATED ALWAYS AS (
+        CASE priority WHEN 'urgent' THEN 0 WHEN 'high' THEN 1 WHEN 'medium' THEN 2
+                      WHEN 'low' THEN 3 ELSE 4 END) VIRTUAL;
+    CREATE INDEX issues_ready ON issues (tenant, urgency, created_at, id)
+        WHERE state NOT IN ('done', 'closed');
+    -- Claims by their end, of every tenant: what `expire_claims` sweeps.
+    CREATE INDEX issues_claim_expiry ON issues (claim_expires_at) WHERE claim_run IS NOT NULL;
+    "#,
+    // 13: issue history (ops/history.rs): one row per change, written in
+    // the change's own transaction; `by_author` is the whole `Author` as
+    // JSON (so new kinds of author flow through), `by_run` its run for the
+    // per-run view; `fields` the `FieldChange` list as JSON.
+    r#"
+    CREATE TABLE issue_history (
+        seq       INTEGER PRIMARY KEY,
+        tenant    TEXT    NOT NULL,
+        issue_id  TEXT    NOT NULL,
+        version   INTEGER NOT NULL,
+        at        INTEGER NOT NULL,
+        by_run    TEXT    NOT NULL,
+        by_author TEXT    NOT NULL,
+        kind      TEXT    NOT NULL,
+        fields    TEXT    NOT NULL,
+        FOREIGN KEY (tenant, issue_id) REFERENCES issues (tenant, id) ON DELETE CASCADE
+    );
+    CREATE INDEX issue_history_by_issue ON issue_history (tenant, issue_id, version);
+    CREATE INDEX issue_history_by_run ON issue_history (tenant, by_run, at, seq);
+    "#,
 ];
 
 /// The schema version this build writes.
 pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// How many prepared statements each connection keeps (least recently used
-/// go first). A reader needs 1,152 list-query shapes (one per combination
-/// of filters), 8 of grants and audit lists, the point reads and inverse
-/// relations, and `BEGIN`, `COMMIT`, `ROLLBACK`: about 1,175, so no list
+/// go first). A reader needs 2,304 list-query shapes (one per combination
+/// of filters, ready work included), 8 of grants and audit lists, the point
+/// reads and inverse relations, and `BEGIN`, `COMMIT`, `ROLLBACK`: about
+/// 2,330, so no list
 /// shape is ever evicted and re-parsed (a connection caches only the
 /// shapes it has used). Searches (one shape per filter combination too)
 /// share the rest: the shapes in use stay, a rare one is parsed again. The
 /// writer needs about three dozen.
-pub(crate) const STATEMENT_CACHE: usize = 1_200;
+pub(crate) const STATEMENT_CACHE: usize = 2_400;
 
 /// How often `PRAGMA journal_mode=WAL` is retried when another process is
 /// switching the same fresh file at the same moment.

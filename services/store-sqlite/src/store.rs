@@ -3,7 +3,7 @@
 use crate::error::{OpError, SqliteError, store_error};
 use crate::files;
 use crate::ops::audit::{self, AppendAudit};
-use crate::ops::claims::{ClaimIssue, ReleaseIssue};
+use crate::ops::claims::{ClaimIssue, ClaimNext, ExpireClaims, ReleaseIssue};
 use crate::ops::comments::AddComment;
 use crate::ops::issues::{self, CreateIssue, CreateIssueUnlessSimilar, SeedIssues, UpdateIssue};
 use crate::ops::ledger::{
@@ -433,6 +433,62 @@ impl IssueStore for SqliteStore {
         .await
     }
 
+    async fn issue_history(
+        &self,
+        tenant: &TenantId,
+        id: &IssueId,
+        before: Option<u64>,
+        limit: u32,
+    ) -> Result<corkboard_board::HistoryPage, StoreError> {
+        let (tenant, id) = (tenant.clone(), id.clone());
+        // One index range, at most a page long.
+        self.point_read(move |conn| {
+            crate::ops::history::issue_history(conn, &tenant, &id, before, limit)
+        })
+        .await
+    }
+
+    async fn run_history(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+        before: Option<Timestamp>,
+        limit: u32,
+    ) -> Result<corkboard_board::HistoryPage, StoreError> {
+        let (tenant, run) = (tenant.clone(), run.clone());
+        self.point_read(move |conn| {
+            crate::ops::history::run_history(conn, &tenant, &run, before, limit)
+        })
+        .await
+    }
+
+    async fn board_stats(
+        &self,
+        tenant: &TenantId,
+        stale_until: Timestamp,
+    ) -> Result<corkboard_board::BoardStats, StoreError> {
+        let owner = tenant.clone();
+        self.expensive_read(tenant, move |conn| {
+            crate::ops::claims::board_stats(conn, &owner, Timestamp::now(), stale_until)
+        })
+        .await
+    }
+
+    async fn claim_next(
+        &self,
+        tenant: &TenantId,
+        query: &ListQuery,
+        claimant: &Claimant,
+    ) -> Result<corkboard_board::ClaimNext, StoreError> {
+        query.validate()?;
+        self.write(ClaimNext {
+            tenant: tenant.clone(),
+            query: query.clone(),
+            claimant: claimant.clone(),
+        })
+        .await
+    }
+
     async fn release_issue(
         &self,
         tenant: &TenantId,
@@ -720,6 +776,14 @@ impl corkboard_board::WebhookStore for SqliteStore {
             id: id.clone(),
         })
         .await
+    }
+
+    async fn expire_claims(
+        &self,
+        now: Timestamp,
+        limit: u32,
+    ) -> Result<Vec<corkboard_board::ExpiredClaim>, StoreError> {
+        self.write(ExpireClaims { now, limit }).await
     }
 
     async fn claim_deliveries(

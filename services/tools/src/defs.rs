@@ -19,8 +19,8 @@
 //! [`ToolSet`] is reused across requests and runs.
 
 use crate::tool::{
-    add_comment, claim_issue, create_issue, get_issue, list_issues, release_issue, search_issues,
-    update_issue,
+    add_comment, board_stats, claim_issue, claim_next, create_issue, create_issues, get_issue,
+    list_issues, release_issue, search_issues, update_issue,
 };
 use corkboard_board::{
     BudgetKind, Budgets, Capabilities, Capability, CloseReason, Grant, IssueState, Priority,
@@ -41,6 +41,9 @@ pub enum BoardTool {
     ClaimIssue,
     ReleaseIssue,
     SearchIssues,
+    ClaimNext,
+    CreateIssues,
+    BoardStats,
 }
 
 /// Everything the product says about one tool: its row of the tool table.
@@ -86,6 +89,9 @@ impl BoardTool {
         Self::ClaimIssue,
         Self::ReleaseIssue,
         Self::SearchIssues,
+        Self::ClaimNext,
+        Self::CreateIssues,
+        Self::BoardStats,
     ];
 
     /// The tool table.
@@ -163,7 +169,7 @@ impl BoardTool {
                 idempotent: false,
                 destructive: false,
                 writes: true,
-                issue_argument: Some("issue_id"),
+                issue_argument: Some("id"),
                 budget: Some(BudgetKind::AddComment),
                 input_schema: add_comment::input_schema,
                 output_schema: add_comment::output_schema,
@@ -215,6 +221,56 @@ impl BoardTool {
                 budget: None,
                 input_schema: search_issues::input_schema,
                 output_schema: search_issues::output_schema,
+                write_only_output_schema: None,
+            },
+            Self::ClaimNext => ToolSpec {
+                name: "claim_next",
+                title: "Claim next issue",
+                description: claim_next::DESCRIPTION,
+                capability: Capability::IssuesClaim,
+                read_only: false,
+                // Each call takes another issue.
+                idempotent: false,
+                destructive: false,
+                writes: true,
+                issue_argument: None,
+                // A claim like claim_issue's, from the same budget.
+                budget: Some(BudgetKind::ClaimIssue),
+                input_schema: claim_next::input_schema,
+                output_schema: claim_next::output_schema,
+                write_only_output_schema: Some(claim_next::write_only_output_schema),
+            },
+            Self::CreateIssues => ToolSpec {
+                name: "create_issues",
+                title: "Create issues",
+                description: create_issues::DESCRIPTION,
+                capability: Capability::IssuesCreate,
+                read_only: false,
+                // Like create_issue: idempotent only item by item, with keys.
+                idempotent: false,
+                destructive: false,
+                writes: true,
+                issue_argument: None,
+                // Each item takes one create from the budget.
+                budget: Some(BudgetKind::CreateIssue),
+                input_schema: create_issues::input_schema,
+                output_schema: create_issues::output_schema,
+                // Answers only what each item wrote (its id and title).
+                write_only_output_schema: None,
+            },
+            Self::BoardStats => ToolSpec {
+                name: "board_stats",
+                title: "Board stats",
+                description: board_stats::DESCRIPTION,
+                capability: Capability::IssuesRead,
+                read_only: true,
+                idempotent: true,
+                destructive: false,
+                writes: false,
+                issue_argument: None,
+                budget: None,
+                input_schema: board_stats::input_schema,
+                output_schema: board_stats::output_schema,
                 write_only_output_schema: None,
             },
         }
@@ -453,10 +509,13 @@ mod tests {
         let read = Capabilities::parse_csv("issues:read").unwrap();
         assert_eq!(
             names(&tool_set(&read)),
-            ["list_issues", "get_issue", "search_issues"]
+            ["list_issues", "get_issue", "search_issues", "board_stats"]
         );
         let write = Capabilities::parse_csv("issues:create,comments:write").unwrap();
-        assert_eq!(names(&tool_set(&write)), ["create_issue", "add_comment"]);
+        assert_eq!(
+            names(&tool_set(&write)),
+            ["create_issue", "add_comment", "create_issues"]
+        );
         assert_eq!(
             names(&tool_set(&Capabilities::all())),
             [
@@ -467,7 +526,10 @@ mod tests {
                 "add_comment",
                 "claim_issue",
                 "release_issue",
-                "search_issues"
+                "search_issues",
+                "claim_next",
+                "create_issues",
+                "board_stats"
             ]
         );
         let claim = Capabilities::parse_csv("issues:read,issues:claim").unwrap();
@@ -478,7 +540,9 @@ mod tests {
                 "get_issue",
                 "claim_issue",
                 "release_issue",
-                "search_issues"
+                "search_issues",
+                "claim_next",
+                "board_stats"
             ]
         );
         assert!(Arc::ptr_eq(&tool_set(&read), &tool_set(&read)));
@@ -504,7 +568,9 @@ mod tests {
                 "update_issue",
                 "add_comment",
                 "claim_issue",
-                "release_issue"
+                "release_issue",
+                "claim_next",
+                "create_issues"
             ]
         );
         // A tool that writes is never advertised as read-only.
@@ -565,6 +631,9 @@ mod tests {
             ("claim_issue", &claim_issue::ARGS[..]),
             ("release_issue", &release_issue::ARGS[..]),
             ("search_issues", &search_issues::ARGS[..]),
+            ("claim_next", &claim_next::ARGS[..]),
+            ("create_issues", &create_issues::ARGS[..]),
+            ("board_stats", &board_stats::ARGS[..]),
         ] {
             let schema = &all.get(name).unwrap().input_schema;
             let mut properties: Vec<&str> = schema["properties"]

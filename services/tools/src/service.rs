@@ -4,14 +4,14 @@ use crate::defs::{BoardTool, grant_tool_set};
 use crate::error::ToolsError;
 use crate::result_budget::{DEFAULT_RESULT_BUDGET, MIN_RESULT_BUDGET};
 use crate::tool::{
-    Success, add_comment, args, claim_issue, create_issue, get_issue, list_issues, release_issue,
-    search_issues, update_issue,
+    Success, add_comment, args, board_stats, claim_issue, claim_next, create_issue, create_issues,
+    get_issue, list_issues, release_issue, search_issues, update_issue,
 };
 use async_trait::async_trait;
 use corkboard_board::AuditSink;
 use corkboard_board::{
-    ArgumentsHash, AuditOutcome, AuditRecord, BudgetKind, IdempotencyKey, IssueId, IssueStore,
-    StoreError, Timestamp,
+    ArgumentsHash, AuditOutcome, AuditRecord, BudgetKind, Claimant, IdempotencyKey, Issue, IssueId,
+    IssueStore, StoreError, Timestamp, queue_limits,
 };
 use corkboard_grants::{BudgetCounter, RateLimiter, Reservation, RunKey, TokenRegistry};
 use corkboard_grants::{ResolvedGrant, resolve_bearer};
@@ -32,13 +32,15 @@ const INSTRUCTIONS: &str = "Corkboard is the shared issue board of the team you 
 You are connected as one agent run: the board you see and what you may do on it come from \
 your run's grant, so no tool takes a board or tenant argument, and the tools you see are the \
 ones your grant allows. Typical flow: search_issues to find issues by words in their title, \
-body or comments (and avoid duplicates), list_issues to see what exists by state or label, \
-get_issue to read one issue with its comments, create_issue to file new work, update_issue \
+body or comments (and avoid duplicates), list_issues to see what exists by state or label (board_stats for the counts), \
+get_issue to read one issue with its comments, create_issue to file new work (create_issues \
+for up to 50 at once, e.g. the sub-issues of a plan), update_issue \
 to move it between states (inbox, triage, todo, in_progress, blocked, done, closed) or \
 change its labels and priority, add_comment to record progress. When several agents share \
-the board and you may claim issues: claim_issue before you start on one (if another run \
-holds it, pick other work: list_issues with unclaimed=true), release_issue if you give it up; \
-closing it or the end of your run ends the claim. Issue ids look like \
+the board and you may claim issues: claim_next takes the best ready issue for you (or \
+list_issues with ready=true, then claim_issue one; if another run holds it, pick other work), \
+release_issue if you give it up; a claim lapses unless you write to the issue or claim it \
+again within its lease, and closing it or the end of your run ends it. Issue ids look like \
 iss_01JD3Z9Q4X8M2N6P7R5S1T0V9W: always quote them exactly as a tool returned them, never \
 shorten, guess or retype them. Pass an idempotency_key to create_issue and add_comment when \
 you might retry, and expected_version to update_issue. Every answer fits a budget of about \
@@ -79,6 +81,8 @@ pub struct BoardTools {
     /// Where budgeted grants' writes are counted; none: a budgeted write
     /// is refused as unavailable (never let through uncounted).
     budgets: Option<Arc<dyn BudgetCounter>>,
+    /// How long a claim lasts without a write to its issue or a renewal.
+    claim_lease: Duration,
 }
 
 impl std::fmt::Debug for BoardTools {
@@ -160,6 +164,66 @@ impl BoardTools {
             limiter: None,
             result_budget: DEFAULT_RESULT_BUDGET,
             budgets: None,
+            claim_lease: queue_limits::CLAIM_LEASE_DEFAULT,
+        }
+    }
+
+    /// Gives claims a lease of `lease` (at least
+    /// [`queue_limits::CLAIM_LEASE_MIN`], which a shorter one is raised
+    /// to: configuration refuses one).
+    pub fn with_claim_lease(mut self, lease: Duration) -> Self {
+        self.claim_lease = lease.max(queue_limits::CLAIM_LEASE_MIN);
+        self
+    }
+
+    pub fn claim_lease(&self) -> Duration {
+        self.claim_lease
+    }
+
+    /// The caller as a claimant: its run, its grant and that grant's
+    /// expiry (never from input), with this board's lease.
+    pub(crate) fn claimant(&self, principal: &ResolvedGrant) -> Claimant {
+        let grant = principal.grant();
+        Claimant {
+            run: grant.run.clone(),
+            grant: grant.id.clone(),
+            expires_at: grant.expires_at,
+            lease: Some(self.claim_lease),
+        }
+    }
+
+    /// Renews the caller's lease on `issue` after a write of its to it
+    /// (any write by the holder keeps its claim alive), answering the
+    /// issue with the new end; a failed renewal leaves the answer as it
+    /// was (the write itself succeeded) and is logged.
+    pub(crate) async fn renew_claim(&self, principal: &ResolvedGrant, issue: Issue) -> Issue {
+        let grant = principal.grant();
+        let holds = issue
+            .claim
+            .as_ref()
+            .is_some_and(|c| c.run == grant.run && c.grant == grant.id);
+        if !holds {
+            return issue;
+        }
+        let claimant = self.claimant(principal);
+        match tokio::time::timeout(
+            self.store_timeout,
+            self.store
+                .claim_issue(&grant.tenant, &issue.id, &claimant, None),
+        )
+        .await
+        {
+            Ok(Ok(renewed)) if renewed.version == issue.version => renewed,
+            // Changed again meanwhile: the write's own answer stands.
+            Ok(Ok(_)) => issue,
+            Ok(Err(err)) => {
+                tracing::debug!(issue = %issue.id, error = %err, "claim renewal after a write failed");
+                issue
+            }
+            Err(_) => {
+                tracing::debug!(issue = %issue.id, "claim renewal after a write timed out");
+                issue
+            }
         }
     }
 
@@ -350,6 +414,9 @@ impl BoardTools {
             BoardTool::ClaimIssue => claim_issue::run(self, principal, arguments).await,
             BoardTool::ReleaseIssue => release_issue::run(self, principal, arguments).await,
             BoardTool::SearchIssues => search_issues::run(self, principal, arguments).await,
+            BoardTool::ClaimNext => claim_next::run(self, principal, arguments).await,
+            BoardTool::CreateIssues => create_issues::run(self, principal, arguments).await,
+            BoardTool::BoardStats => board_stats::run(self, principal, arguments).await,
         }
     }
 }

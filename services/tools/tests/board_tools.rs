@@ -255,14 +255,20 @@ async fn tools_list_follows_capabilities_and_other_calls_are_denied() -> Result<
         for (caps, expected) in [
             (
                 "issues:read",
-                vec!["list_issues", "get_issue", "search_issues"],
+                vec!["list_issues", "get_issue", "search_issues", "board_stats"],
             ),
-            ("issues:create", vec!["create_issue"]),
+            ("issues:create", vec!["create_issue", "create_issues"]),
             ("issues:update", vec!["update_issue"]),
             ("comments:write", vec!["add_comment"]),
             (
                 "issues:read,comments:write",
-                vec!["list_issues", "get_issue", "add_comment", "search_issues"],
+                vec![
+                    "list_issues",
+                    "get_issue",
+                    "add_comment",
+                    "search_issues",
+                    "board_stats",
+                ],
             ),
             (
                 ALL,
@@ -273,6 +279,8 @@ async fn tools_list_follows_capabilities_and_other_calls_are_denied() -> Result<
                     "update_issue",
                     "add_comment",
                     "search_issues",
+                    "create_issues",
+                    "board_stats",
                 ],
             ),
         ] {
@@ -1436,6 +1444,238 @@ async fn search_finds_body_words_and_create_reports_or_refuses_near_duplicates()
             )
             .await?;
         ensure!(text.contains("issues:read"), "{text}");
+        Ok(())
+    })
+    .await
+}
+
+const QUEUE: &str = "issues:read,issues:create,issues:update,issues:claim,comments:write";
+
+/// Issue 29: ready work best first, claim_next giving each issue to one
+/// run and saying what holds the rest back, and a claim's lease renewed by
+/// its holder's writes.
+#[actix_rt::test]
+async fn claim_next_takes_ready_work_best_first_and_writes_renew_the_lease() -> Result<()> {
+    guarded(async {
+        let mut f = Fixture::new()?;
+        f.tools = f.tools.with_claim_lease(Duration::from_secs(60));
+        let p = f.principal("acme", "run-1", QUEUE).await?;
+        let other = f.principal("acme", "run-2", QUEUE).await?;
+        let third = f.principal("acme", "run-3", QUEUE).await?;
+        let low = f
+            .ok(&p, "create_issue", json!({"title": "Low one", "priority": "low"}))
+            .await?;
+        let blocker = f.ok(&p, "create_issue", json!({"title": "Blocker"})).await?;
+        let blocked = f
+            .ok(
+                &p,
+                "create_issue",
+                json!({"title": "Urgent blocked", "priority": "urgent",
+                       "blocked_by": [blocker["id"]]}),
+            )
+            .await?;
+        let ready = f.ok(&p, "list_issues", json!({"ready": true})).await?;
+        let ids: Vec<&Value> = ready["issues"]
+            .as_array()
+            .context("issues")?
+            .iter()
+            .map(|i| &i["id"])
+            .collect();
+        assert_eq!(ids, [&low["id"], &blocker["id"]], "{ready}");
+
+        let first = f.ok(&p, "claim_next", json!({})).await?;
+        assert_eq!(first["outcome"], "claimed");
+        assert_eq!(first["id"], low["id"]);
+        assert_eq!(first["claim"]["run"], "run-1");
+        assert!(first["comment_count"].is_number(), "answered like get_issue: {first}");
+        let second = f.ok(&other, "claim_next", json!({})).await?;
+        assert_eq!(second["id"], blocker["id"]);
+        let none = f.ok(&third, "claim_next", json!({})).await?;
+        assert_eq!(none["outcome"], "no_ready_work");
+        assert_eq!((none["claimed"].as_u64(), none["blocked"].as_u64()), (Some(2), Some(1)));
+        assert!(blocked["id"].is_string());
+        let filtered = f
+            .ok(&third, "claim_next", json!({"min_priority": "high"}))
+            .await?;
+        assert_eq!((filtered["claimed"].as_u64(), filtered["blocked"].as_u64()), (Some(0), Some(1)));
+
+        // A write by the holder renews its lease (the version it answers
+        // is the write's: the renewal is no new version).
+        let end = first["claim"]["expires_at"].as_str().context("end")?.to_owned();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let updated = f
+            .ok(
+                &p,
+                "update_issue",
+                json!({"id": low["id"], "state": "in_progress", "expected_version": first["version"]}),
+            )
+            .await?;
+        let renewed = updated["claim"]["expires_at"].as_str().context("renewed end")?;
+        assert!(renewed > end.as_str(), "{renewed} after {end}");
+        let again = f
+            .ok(
+                &p,
+                "update_issue",
+                json!({"id": low["id"], "priority": "high", "expected_version": updated["version"]}),
+            )
+            .await?;
+        assert_eq!(again["priority"], "high");
+        // Nothing is stale with a minute's lease just renewed.
+        let stale = f.ok(&p, "list_issues", json!({"stale": true})).await?;
+        assert_eq!(stale["issues"], json!([]));
+        let text = f
+            .error(&p, "list_issues", json!({"ready": true, "claimed_by": "run-1"}))
+            .await?;
+        assert!(text.contains("ready"), "{text}");
+        // Closing the blocker makes the blocked issue ready: it is next.
+        f.ok(&other, "update_issue", json!({"id": blocker["id"], "state": "done"}))
+            .await?;
+        let next = f.ok(&third, "claim_next", json!({})).await?;
+        assert_eq!(next["id"], blocked["id"]);
+        let record = f.last_audit()?;
+        assert_eq!(record.tool, "claim_next");
+        assert_eq!(record.issue.map(|i| i.to_string()), blocked["id"].as_str().map(str::to_owned));
+        Ok(())
+    })
+    .await
+}
+
+/// Issue 29 item 7: what a model reads of a full grant's tools (names,
+/// descriptions, input schemas) stays near 6,000 tokens (24,000 bytes at
+/// 4 bytes a token).
+#[actix_rt::test]
+async fn a_full_grants_tool_definitions_stay_near_six_thousand_tokens() -> Result<()> {
+    guarded(async {
+        let f = Fixture::new()?;
+        let p = f.principal("acme", "run-1", QUEUE).await?;
+        let set = f.tools.tools(&p);
+        let bytes: usize = set
+            .tools()
+            .iter()
+            .map(|t| {
+                t.name.len()
+                    + t.description.len()
+                    + serde_json::to_string(&t.input_schema).map_or(0, |s| s.len())
+            })
+            .sum();
+        println!("full grant: {} tools, {bytes} bytes", set.tools().len());
+        assert!(set.tools().iter().any(|t| t.name == "claim_next"));
+        assert!(bytes <= 24_000, "{bytes} bytes of tool definitions");
+        Ok(())
+    })
+    .await
+}
+
+/// Issue 29 item 6: a bulk create answers item by item, each under its own
+/// key, so replaying the call creates nothing new.
+#[actix_rt::test]
+async fn create_issues_answers_per_item_and_a_replay_creates_nothing() -> Result<()> {
+    guarded(async {
+        let f = Fixture::new()?;
+        let p = f.principal("acme", "run-1", ALL).await?;
+        let epic = f.ok(&p, "create_issue", json!({"title": "Epic"})).await?;
+        let args = json!({
+            "parent": epic["id"],
+            "issues": [
+                {"title": "Step one", "idempotency_key": "plan-1"},
+                {"title": "", "idempotency_key": "plan-bad"},
+                {"title": "Step two", "priority": "high", "idempotency_key": "plan-2"},
+            ],
+        });
+        let first = f.ok(&p, "create_issues", args.clone()).await?;
+        assert_eq!(
+            (
+                first["created"].as_u64(),
+                first["replayed"].as_u64(),
+                first["failed"].as_u64()
+            ),
+            (Some(2), Some(0), Some(1)),
+            "{first}"
+        );
+        assert_eq!(first["results"][1]["index"], 1);
+        assert!(
+            first["results"][1]["error"]
+                .as_str()
+                .context("error")?
+                .contains("title")
+        );
+        let again = f.ok(&p, "create_issues", args).await?;
+        assert_eq!(
+            (again["created"].as_u64(), again["replayed"].as_u64()),
+            (Some(0), Some(2)),
+            "{again}"
+        );
+        assert_eq!(again["results"][0]["id"], first["results"][0]["id"]);
+        assert_eq!(again["results"][2]["id"], first["results"][2]["id"]);
+        let children = f
+            .ok(&p, "list_issues", json!({"parent": epic["id"]}))
+            .await?;
+        assert_eq!(children["issues"].as_array().map(Vec::len), Some(2));
+        let too_many: Vec<Value> = (0..51).map(|i| json!({"title": format!("t{i}")})).collect();
+        let text = f
+            .error(&p, "create_issues", json!({"issues": too_many}))
+            .await?;
+        assert!(text.contains("50"), "{text}");
+        Ok(())
+    })
+    .await
+}
+
+/// Issue 29 item 4: get_issue shows what changed, by whom, paged back by
+/// version; the web board and the admin API read the same history.
+#[actix_rt::test]
+async fn get_issue_shows_the_latest_changes_and_pages_back() -> Result<()> {
+    guarded(async {
+        let f = Fixture::new()?;
+        let p = f.principal("acme", "run-1", QUEUE).await?;
+        let created = f
+            .ok(
+                &p,
+                "create_issue",
+                json!({"title": "Track me", "labels": ["a"]}),
+            )
+            .await?;
+        let id = created["id"].clone();
+        f.ok(
+            &p,
+            "update_issue",
+            json!({"id": id, "state": "todo", "labels": ["b"]}),
+        )
+        .await?;
+        f.ok(&p, "add_comment", json!({"id": id, "body": "progress"}))
+            .await?;
+        f.ok(&p, "claim_issue", json!({"id": id})).await?;
+        let plain = f.ok(&p, "get_issue", json!({"id": id})).await?;
+        assert!(plain.get("history").is_none(), "only when asked");
+        let read = f
+            .ok(&p, "get_issue", json!({"id": id, "history": 2}))
+            .await?;
+        let history = read["history"].as_array().context("history")?;
+        let kinds: Vec<&str> = history.iter().filter_map(|c| c["kind"].as_str()).collect();
+        assert_eq!(kinds, ["claimed", "commented"]);
+        assert_eq!(history[0]["by"]["run"], "run-1");
+        assert_eq!(read["history_before"], json!(3));
+        let older = f
+            .ok(
+                &p,
+                "get_issue",
+                json!({"id": id, "history": 10, "history_before": 3}),
+            )
+            .await?;
+        let older = older["history"].as_array().context("older")?;
+        assert_eq!(older.len(), 2);
+        assert_eq!(older[0]["kind"], "updated");
+        let labels = older[0]["fields"]
+            .as_array()
+            .context("fields")?
+            .iter()
+            .find(|f| f["field"] == "labels")
+            .context("labels change")?;
+        assert_eq!(
+            (labels["added"].clone(), labels["removed"].clone()),
+            (json!(["b"]), json!(["a"]))
+        );
+        assert_eq!(older[1]["kind"], "created");
         Ok(())
     })
     .await

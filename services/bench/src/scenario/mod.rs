@@ -12,6 +12,7 @@ pub mod hardening;
 pub mod mcp;
 pub mod noisy;
 pub mod profile;
+pub mod queue;
 pub mod revocation;
 pub mod runs;
 pub mod search;

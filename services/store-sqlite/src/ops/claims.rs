@@ -3,15 +3,20 @@
 //! nothing, the issue's row says why. A new claim is announced to
 //! webhooks in the same savepoint.
 
-use super::issues::get_issue;
+use super::history;
+use super::issues::{get_issue, issue_row};
 use super::{WriteOp, webhooks};
-use crate::codec::to_sql_u64;
+use crate::codec::{from_sql_u64, to_sql_u64};
 use crate::error::OpError;
+use crate::query::{BLOCKED, LIVE_CLAIM, READY_ORDER, push_filters};
+use corkboard_board::webhook;
 use corkboard_board::{
-    ClaimCheck, Claimant, Issue, IssueId, RunId, StoreError, TenantId, Timestamp, ValidationError,
-    check_release,
+    Author, BoardStats, Change, ChangeKind, Claim, ClaimCheck, ClaimFilter, Claimant, ExpiredClaim,
+    Issue, IssueId, IssueState, LabelCount, ListQuery, Priority, RunId, StoreError, TenantId,
+    Timestamp, ValidationError, check_release, run_author,
 };
-use rusqlite::{Connection, params};
+use rusqlite::types::Value;
+use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 
 /// Claims an issue for a run (again, for its own claim: no change).
 #[derive(Debug)]
@@ -33,10 +38,244 @@ impl WriteOp for ClaimIssue {
             claimant,
             expected_version,
         } = self;
-        let before = webhooks::watched_issue(conn, tenant, id)?;
+        // Read first (without comments), for the history and to tell a new
+        // claim from a repeat or a renewal of one's own.
+        let before = issue_row(conn, tenant, id)?;
         let issue = claim_issue(conn, tenant, id, claimant, *expected_version)?;
-        webhooks::issue_claimed(conn, tenant, before, &issue)?;
+        if webhook::is_new_claim(&before, &issue) {
+            history::record(
+                conn,
+                tenant,
+                &Change::claim(
+                    ChangeKind::Claimed,
+                    id,
+                    issue.version,
+                    issue.updated_at,
+                    &claimant_author(claimant),
+                    before.claim.as_ref(),
+                    issue.claim.as_ref(),
+                ),
+            )?;
+        }
+        webhooks::issue_claimed(conn, tenant, Some(before), &issue)?;
         Ok(issue)
+    }
+}
+
+/// Who a claim's change is recorded as: the claimant's run and grant.
+fn claimant_author(claimant: &Claimant) -> Author {
+    Author {
+        run: claimant.run.clone(),
+        grant: Some(claimant.grant.clone()),
+    }
+}
+
+/// Who a change nobody asked for is recorded as (a claim that ended by
+/// itself): the board itself, run `corkboard`.
+pub(crate) fn system_author() -> Author {
+    run_author(&RunId::parse("corkboard").expect("a valid run id"))
+}
+
+/// Claims the best ready issue a query selects for a run.
+#[derive(Debug)]
+pub(crate) struct ClaimNext {
+    pub tenant: TenantId,
+    pub query: ListQuery,
+    pub claimant: Claimant,
+}
+
+impl WriteOp for ClaimNext {
+    type Output = corkboard_board::ClaimNext;
+    const NAME: &'static str = "claim_next";
+
+    fn run(&self, conn: &Connection) -> Result<Self::Output, OpError> {
+        let Self {
+            tenant,
+            query,
+            claimant,
+        } = self;
+        claim_next(conn, tenant, query, claimant)
+    }
+}
+
+/// One conditional statement picks and claims: the `UPDATE` takes the
+/// first row of the ready query (the ready index's order) in the writer's
+/// transaction, so of racing claimants in any process sharing the file
+/// each issue goes to exactly one, and no claimant is refused an issue
+/// another took: it simply gets the next one.
+fn claim_next(
+    conn: &Connection,
+    tenant: &TenantId,
+    query: &ListQuery,
+    claimant: &Claimant,
+) -> Result<corkboard_board::ClaimNext, OpError> {
+    let now = Timestamp::now();
+    if claimant.expires_at <= now {
+        return Err(OpError::Store(StoreError::Invalid(ValidationError::new(
+            "grant",
+            "the grant of this run has expired; a claim needs a live grant",
+        ))));
+    }
+    let mut ready = query.clone();
+    ready.ready = true;
+    ready.cursor = None;
+    ready.limit = 1;
+    let mut text = String::from(
+        "UPDATE issues SET claim_run = ?, claim_grant = ?, claimed_at = ?, claim_expires_at = ?, \
+         version = version + 1, updated_at = max(updated_at, ?) WHERE tenant = ? AND id = \
+         (SELECT i.id FROM issues i WHERE i.tenant = ?",
+    );
+    let mut values = vec![
+        Value::Text(claimant.run.as_str().to_owned()),
+        Value::Text(claimant.grant.as_str().to_owned()),
+        Value::Integer(now.as_millis()),
+        Value::Integer(claimant.claim_expires_at(now).as_millis()),
+        Value::Integer(now.as_millis()),
+        Value::Text(tenant.as_str().to_owned()),
+        Value::Text(tenant.as_str().to_owned()),
+    ];
+    push_filters(&ready, now, &mut text, &mut values);
+    text.push_str(READY_ORDER);
+    text.push_str(" LIMIT 1) RETURNING id");
+    let claimed: Option<String> = conn
+        .prepare_cached(&text)?
+        .query_row(params_from_iter(values), |row| row.get(0))
+        .optional()?;
+    if let Some(id) = claimed {
+        let id = IssueId::parse(id).map_err(|e| OpError::Store(e.into()))?;
+        let issue = get_issue(conn, tenant, &id)?;
+        webhooks::issue_claimed_next(conn, tenant, &issue)?;
+        history::record(
+            conn,
+            tenant,
+            &Change::claim(
+                ChangeKind::Claimed,
+                &id,
+                issue.version,
+                issue.updated_at,
+                &claimant_author(claimant),
+                None,
+                issue.claim.as_ref(),
+            ),
+        )?;
+        return Ok(corkboard_board::ClaimNext::Claimed { issue });
+    }
+    // Nothing ready: say what the filters match instead.
+    let mut open = query.clone();
+    open.ready = false;
+    open.claim = ClaimFilter::Any;
+    let count = |extra: &str, extra_params: Vec<Value>| -> Result<u64, OpError> {
+        let mut text = String::from(
+            "SELECT count(*) FROM issues i WHERE i.tenant = ? AND i.state NOT IN ('done', 'closed')",
+        );
+        let mut values = vec![Value::Text(tenant.as_str().to_owned())];
+        push_filters(&open, now, &mut text, &mut values);
+        text.push_str(extra);
+        values.extend(extra_params);
+        let n: i64 = conn
+            .prepare_cached(&text)?
+            .query_row(params_from_iter(values), |row| row.get(0))?;
+        Ok(from_sql_u64(n))
+    };
+    let claimed = count(
+        &format!(" AND {LIVE_CLAIM}"),
+        vec![Value::Integer(now.as_millis())],
+    )?;
+    let blocked = count(
+        &format!(" AND NOT {LIVE_CLAIM} AND {BLOCKED}"),
+        vec![Value::Integer(now.as_millis())],
+    )?;
+    Ok(corkboard_board::ClaimNext::NoReadyWork { claimed, blocked })
+}
+
+/// The claim stored on an issue, ended or not (a read normalises an
+/// ended one away).
+pub(crate) fn stored_claim(
+    conn: &Connection,
+    tenant: &TenantId,
+    id: &IssueId,
+) -> Result<Option<Claim>, OpError> {
+    let row: Option<(String, String, i64, i64)> = conn
+        .prepare_cached(
+            "SELECT claim_run, claim_grant, claimed_at, claim_expires_at FROM issues \
+             WHERE tenant = ?1 AND id = ?2 AND claim_run IS NOT NULL",
+        )?
+        .query_row(params![tenant.as_str(), id.as_str()], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+        })
+        .optional()?;
+    let bad = |e: ValidationError| OpError::Store(e.into());
+    row.map(|(run, grant, claimed_at, expires_at)| {
+        Ok(Claim {
+            run: RunId::parse(run).map_err(bad)?,
+            grant: corkboard_board::GrantId::parse(grant).map_err(bad)?,
+            claimed_at: Timestamp::from_millis(claimed_at),
+            expires_at: Timestamp::from_millis(expires_at),
+        })
+    })
+    .transpose()
+}
+
+/// Ends claims whose end has passed without a release.
+#[derive(Debug)]
+pub(crate) struct ExpireClaims {
+    pub now: Timestamp,
+    pub limit: u32,
+}
+
+impl WriteOp for ExpireClaims {
+    type Output = Vec<ExpiredClaim>;
+    const NAME: &'static str = "expire_claims";
+
+    fn run(&self, conn: &Connection) -> Result<Vec<ExpiredClaim>, OpError> {
+        let now = self.now.as_millis();
+        let ended: Vec<(String, String)> = conn
+            .prepare_cached(
+                "SELECT tenant, id FROM issues WHERE claim_run IS NOT NULL \
+                 AND claim_expires_at <= ?1 ORDER BY claim_expires_at LIMIT ?2",
+            )?
+            .query_map(params![now, i64::from(self.limit)], |row| {
+                Ok((row.get(0)?, row.get(1)?))
+            })?
+            .collect::<Result<_, _>>()?;
+        let mut out = Vec::new();
+        for (tenant, id) in ended {
+            let bad = |e: ValidationError| OpError::Store(e.into());
+            let tenant = TenantId::parse(tenant).map_err(bad)?;
+            let id = IssueId::parse(id).map_err(bad)?;
+            // The stored claim, ended (a read normalises it away).
+            let Some(claim) = stored_claim(conn, &tenant, &id)? else {
+                continue;
+            };
+            conn.prepare_cached(
+                "UPDATE issues SET claim_run = NULL, claim_grant = NULL, claimed_at = NULL, \
+                 claim_expires_at = NULL, version = version + 1, updated_at = max(updated_at, ?1) \
+                 WHERE tenant = ?2 AND id = ?3",
+            )?
+            .execute(params![now, tenant.as_str(), id.as_str()])?;
+            let issue = issue_row(conn, &tenant, &id)?;
+            webhooks::claim_expired(conn, &tenant, &issue, &claim)?;
+            history::record(
+                conn,
+                &tenant,
+                &Change::claim(
+                    ChangeKind::ClaimExpired,
+                    &id,
+                    issue.version,
+                    issue.updated_at,
+                    &system_author(),
+                    Some(&claim),
+                    None,
+                ),
+            )?;
+            out.push(ExpiredClaim {
+                tenant,
+                issue: id,
+                version: issue.version,
+                claim,
+            });
+        }
+        Ok(out)
     }
 }
 
@@ -54,13 +293,28 @@ impl WriteOp for ReleaseIssue {
     const NAME: &'static str = "release_issue";
 
     fn run(&self, conn: &Connection) -> Result<Issue, OpError> {
-        release_issue(
+        let before = issue_row(conn, &self.tenant, &self.id)?;
+        let issue = release_issue(
             conn,
             &self.tenant,
             &self.id,
             &self.run,
             self.expected_version,
-        )
+        )?;
+        history::record(
+            conn,
+            &self.tenant,
+            &Change::claim(
+                ChangeKind::Released,
+                &self.id,
+                issue.version,
+                issue.updated_at,
+                &run_author(&self.run),
+                before.claim.as_ref(),
+                None,
+            ),
+        )?;
+        Ok(issue)
     }
 }
 
@@ -77,6 +331,29 @@ fn claim_issue(
     expected_version: Option<u64>,
 ) -> Result<Issue, OpError> {
     let now = Timestamp::now();
+    if claimant.renews() {
+        // One's own live claim: only its end moves (no new version, so an
+        // agent's expected_version stays good).
+        let renewed = conn
+            .prepare_cached(
+                "UPDATE issues SET claim_expires_at = ?1 \
+                 WHERE tenant = ?2 AND id = ?3 AND state NOT IN ('done', 'closed') \
+                 AND claim_run = ?4 AND claim_grant = ?5 AND claim_expires_at > ?6 \
+                 AND (?7 IS NULL OR version = ?7) AND ?1 > ?6",
+            )?
+            .execute(params![
+                claimant.claim_expires_at(now).as_millis(),
+                tenant.as_str(),
+                id.as_str(),
+                claimant.run.as_str(),
+                claimant.grant.as_str(),
+                now.as_millis(),
+                expected_version.map(to_sql_u64),
+            ])?;
+        if renewed == 1 {
+            return get_issue(conn, tenant, id);
+        }
+    }
     let mut stmt = conn.prepare_cached(
         "UPDATE issues SET claim_run = ?1, claim_grant = ?2, claimed_at = ?3, \
          claim_expires_at = ?4, version = version + 1, updated_at = max(updated_at, ?3) \
@@ -88,7 +365,7 @@ fn claim_issue(
         claimant.run.as_str(),
         claimant.grant.as_str(),
         now.as_millis(),
-        claimant.expires_at.as_millis(),
+        claimant.claim_expires_at(now).as_millis(),
         tenant.as_str(),
         id.as_str(),
         expected_version.map(to_sql_u64),
@@ -138,4 +415,77 @@ fn release_issue(
     Err(OpError::Store(StoreError::Internal(format!(
         "releasing issue {id} matched nothing although the run holds it"
     ))))
+}
+
+/// `board_stats`: grouped counts, each along an index (`issues_by_state`,
+/// the ready index's `urgency`, `issue_labels`, `issues_by_claim`); the
+/// blocked count checks each open unclaimed issue's blockers.
+pub(crate) fn board_stats(
+    conn: &Connection,
+    tenant: &TenantId,
+    now: Timestamp,
+    stale_until: Timestamp,
+) -> Result<BoardStats, OpError> {
+    let mut stats = BoardStats::default();
+    let t = tenant.as_str();
+    let bad = |e: ValidationError| OpError::Store(e.into());
+    let mut by_state =
+        conn.prepare_cached("SELECT state, count(*) FROM issues WHERE tenant = ?1 GROUP BY state")?;
+    let mut rows = by_state.query(params![t])?;
+    while let Some(row) = rows.next()? {
+        let state = IssueState::parse(&row.get::<_, String>(0)?).map_err(bad)?;
+        stats.by_state.insert(state, from_sql_u64(row.get(1)?));
+    }
+    let mut by_urgency = conn.prepare_cached(
+        "SELECT urgency, count(*) FROM issues i WHERE tenant = ?1 \
+         AND state NOT IN ('done', 'closed') GROUP BY urgency",
+    )?;
+    let mut rows = by_urgency.query(params![t])?;
+    while let Some(row) = rows.next()? {
+        let urgency: i64 = row.get(0)?;
+        if let Some(priority) = Priority::ALL.into_iter().find(|p| p.urgency() == urgency) {
+            stats
+                .by_priority
+                .insert(priority, from_sql_u64(row.get(1)?));
+        }
+    }
+    let mut by_label = conn.prepare_cached(
+        "SELECT l.label, count(*) FROM issue_labels l JOIN issues i \
+         ON i.tenant = l.tenant AND i.id = l.issue_id \
+         WHERE l.tenant = ?1 AND i.state NOT IN ('done', 'closed') GROUP BY l.label",
+    )?;
+    let labels = by_label
+        .query_map(params![t], |row| {
+            Ok(LabelCount {
+                label: row.get(0)?,
+                issues: from_sql_u64(row.get(1)?),
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    stats.set_labels(labels);
+    let count = |sql: &str, values: Vec<Value>| -> Result<u64, OpError> {
+        let n: i64 = conn
+            .prepare_cached(sql)?
+            .query_row(params_from_iter(values), |row| row.get(0))?;
+        Ok(from_sql_u64(n))
+    };
+    let open =
+        "SELECT count(*) FROM issues i WHERE i.tenant = ? AND i.state NOT IN ('done', 'closed')";
+    stats.claimed = count(
+        &format!("{open} AND {LIVE_CLAIM}"),
+        vec![Value::Text(t.to_owned()), Value::Integer(now.as_millis())],
+    )?;
+    stats.blocked = count(
+        &format!("{open} AND NOT {LIVE_CLAIM} AND {BLOCKED}"),
+        vec![Value::Text(t.to_owned()), Value::Integer(now.as_millis())],
+    )?;
+    stats.stale = count(
+        &format!("{open} AND i.claim_run IS NOT NULL AND i.claim_expires_at <= ?"),
+        vec![
+            Value::Text(t.to_owned()),
+            Value::Integer(stale_until.as_millis()),
+        ],
+    )?;
+    stats.finish();
+    Ok(stats)
 }

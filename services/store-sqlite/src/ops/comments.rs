@@ -2,6 +2,7 @@
 //! adding one (idempotent by key, bounded per issue, indexed for search
 //! with the group, announced to webhooks in the same savepoint).
 
+use super::history;
 use super::issues::{get_issue, issue_not_found};
 use super::keys::{KeyKind, find_key, remember_key, replayed_issue_id};
 use super::search::search_rowid;
@@ -10,8 +11,8 @@ use crate::codec::{COMMENT_COLUMNS, comment_from_row};
 use crate::error::OpError;
 use crate::search_writes;
 use corkboard_board::{
-    Author, Comment, CommentAdded, CommentFacts, CommentId, CommentWindow, GrantId, IdempotencyKey,
-    IssueId, NewComment, StoreError, TenantId, Timestamp, limits, normalized,
+    Author, Change, Comment, CommentAdded, CommentFacts, CommentId, CommentWindow, GrantId,
+    IdempotencyKey, IssueId, NewComment, StoreError, TenantId, Timestamp, limits, normalized,
 };
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -124,6 +125,11 @@ impl WriteOp for AddComment {
         let added = add_comment(conn, tenant, author, comment, key.as_ref(), fingerprint)?;
         if !added.replayed {
             webhooks::issue_commented(conn, tenant, &added)?;
+            history::record(
+                conn,
+                tenant,
+                &Change::commented(&added.issue, &added.comment.id, author),
+            )?;
         }
         Ok(added)
     }

@@ -5,6 +5,7 @@
 //! ([`super::search`]) and queues its webhook events in its savepoint.
 
 use super::comments::{AddComment, comment_window};
+use super::history;
 use super::keys::{KeyKind, find_key, remember_key, replayed_issue_id};
 use super::search::{index_open_title, search_rowid, similar_open_issues};
 use super::{WriteOp, webhooks};
@@ -17,9 +18,10 @@ use crate::query::{self, json_array};
 use crate::readers::snapshot;
 use crate::search_writes;
 use corkboard_board::{
-    Author, CommentBody, CommentWindow, CreateOutcome, Created, GrantId, IdempotencyKey, Issue,
-    IssueId, IssuePatch, IssueView, ListQuery, NewComment, NewIssue, Page, ParentChain,
-    SimilarIssue, StoreError, TenantId, Timestamp, limits, normalized, relation_limits,
+    Author, Change, ChangeKind, CommentBody, CommentWindow, CreateOutcome, Created, GrantId,
+    IdempotencyKey, Issue, IssueId, IssuePatch, IssueView, ListQuery, NewComment, NewIssue, Page,
+    ParentChain, SimilarIssue, StoreError, TenantId, Timestamp, limits, normalized,
+    relation_limits,
 };
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 use std::collections::HashMap;
@@ -43,6 +45,20 @@ static ISSUE_WITH_COMMENTS: LazyLock<String> = LazyLock::new(|| {
 /// [`comment_window`]).
 static ISSUE_ONLY: LazyLock<String> =
     LazyLock::new(|| format!("SELECT {ISSUE_COLUMNS} FROM issues WHERE tenant = ?1 AND id = ?2"));
+
+/// The issue without its comments (what a change is recorded against).
+pub(crate) fn issue_row(
+    conn: &Connection,
+    tenant: &TenantId,
+    id: &IssueId,
+) -> Result<Issue, OpError> {
+    conn.prepare_cached(&ISSUE_ONLY)?
+        .query_row(params![tenant.as_str(), id.as_str()], |row| {
+            Ok(issue_from_row(tenant, row))
+        })
+        .optional()?
+        .ok_or_else(|| issue_not_found(id))?
+}
 
 pub(crate) fn issue_not_found(id: &IssueId) -> OpError {
     OpError::Store(StoreError::not_found(format!("issue {id}")))
@@ -242,6 +258,11 @@ impl CreateIssue {
             &self.fingerprint,
         )?;
         webhooks::issue_created(conn, &self.tenant, &created.issue)?;
+        history::record(
+            conn,
+            &self.tenant,
+            &Change::of(ChangeKind::Created, None, &created.issue, &self.author),
+        )?;
         Ok(created)
     }
 }
@@ -311,9 +332,12 @@ impl WriteOp for UpdateIssue {
             patch,
             expected_version,
         } = self;
-        let before = webhooks::watched_issue(conn, tenant, id)?;
+        // Read first, for the history (and the webhooks: a close or not).
+        let before = issue_row(conn, tenant, id)?;
         let issue = update_issue(conn, tenant, id, patch, *expected_version)?;
-        webhooks::issue_updated(conn, tenant, before, &issue)?;
+        let change = Change::of(ChangeKind::Updated, Some(&before), &issue, &patch.actor());
+        webhooks::issue_updated(conn, tenant, Some(before), &issue)?;
+        history::record(conn, tenant, &change)?;
         Ok(issue)
     }
 }

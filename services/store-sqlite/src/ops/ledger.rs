@@ -8,7 +8,8 @@ use crate::codec::GRANT_COLUMNS;
 use crate::codec::grant_from_row;
 use crate::error::OpError;
 use corkboard_board::{
-    BudgetKind, Grant, GrantEvent, GrantId, RunId, StoreError, TenantId, Timestamp, ValidationError,
+    BudgetKind, Grant, GrantEvent, GrantId, IssueId, RunId, StoreError, TenantId, Timestamp,
+    ValidationError,
 };
 use rusqlite::{Connection, params};
 use std::collections::BTreeMap;
@@ -346,13 +347,46 @@ fn record_revocation(
     )?;
     stmt.execute(params![at.as_millis(), by, id.as_str()])?;
     // The grant's claims end with it, in the same transaction: the issues
-    // go back to the pool (a change, so their versions grow).
+    // go back to the pool (a change, so their versions grow, and each
+    // issue's history records it).
+    let ended: Vec<(String, String)> = conn
+        .prepare_cached("SELECT tenant, id FROM issues WHERE claim_grant = ?1")?
+        .query_map(params![id.as_str()], |row| Ok((row.get(0)?, row.get(1)?)))?
+        .collect::<Result<_, _>>()?;
+    let mut before = Vec::with_capacity(ended.len());
+    for (tenant, issue) in &ended {
+        let bad = |e: ValidationError| OpError::Store(e.into());
+        let tenant = TenantId::parse(tenant.as_str()).map_err(bad)?;
+        let issue = IssueId::parse(issue.as_str()).map_err(bad)?;
+        let stored = super::claims::stored_claim(conn, &tenant, &issue)?;
+        before.push((tenant, issue, stored));
+    }
     let mut clear = conn.prepare_cached(
         "UPDATE issues SET claim_run = NULL, claim_grant = NULL, claimed_at = NULL, \
          claim_expires_at = NULL, version = version + 1, updated_at = max(updated_at, ?1) \
          WHERE claim_grant = ?2",
     )?;
     clear.execute(params![at.as_millis(), id.as_str()])?;
+    let revoker = RunId::parse(by).map_or_else(
+        |_| super::claims::system_author(),
+        |run| corkboard_board::run_author(&run),
+    );
+    for (tenant, issue, claim) in before {
+        let now = super::issues::issue_row(conn, &tenant, &issue)?;
+        super::history::record(
+            conn,
+            &tenant,
+            &corkboard_board::Change::claim(
+                corkboard_board::ChangeKind::ClaimRevoked,
+                &issue,
+                now.version,
+                now.updated_at,
+                &revoker,
+                claim.as_ref(),
+                None,
+            ),
+        )?;
+    }
     get_grant(conn, id)
 }
 

@@ -11,6 +11,7 @@
 pub(crate) mod audit;
 pub(crate) mod claims;
 pub(crate) mod comments;
+pub(crate) mod history;
 pub(crate) mod issues;
 pub(crate) mod keys;
 pub(crate) mod ledger;

@@ -15,40 +15,19 @@
 //! `failures`, `paused_until`).
 
 use super::WriteOp;
-use super::issues::get_issue;
 use crate::error::OpError;
 use corkboard_board::webhook::{
     self, AttemptOutcome, ClaimedDelivery, DueDelivery, NewWebhook, Webhook, WebhookEvent,
     WebhookEvents, WebhookSecret, WebhookStatus, WebhookUrl, WebhookWithStatus, limits,
 };
 use corkboard_board::{
-    CommentAdded, DeliveryId, Grant, GrantEvent, Issue, IssueId, StoreError, TenantId, Timestamp,
+    CommentAdded, DeliveryId, Grant, GrantEvent, Issue, StoreError, TenantId, Timestamp,
     ValidationError, WebhookId,
 };
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::json;
 use std::collections::HashMap;
 use std::time::Duration;
-
-/// What an issue write needs remembered from before it runs: the issue
-/// an update changes (to tell a close from another update) or a claim
-/// takes (to tell a new claim from a repeat of one's own), only when the
-/// tenant has endpoints at all.
-pub(crate) fn watched_issue(
-    conn: &Connection,
-    tenant: &TenantId,
-    id: &IssueId,
-) -> Result<Option<Issue>, OpError> {
-    if !has_endpoints(conn, tenant)? {
-        return Ok(None);
-    }
-    match get_issue(conn, tenant, id) {
-        Ok(issue) => Ok(Some(issue)),
-        // The update itself reports the missing issue.
-        Err(OpError::Store(StoreError::NotFound { .. })) => Ok(None),
-        Err(other) => Err(other),
-    }
-}
 
 /// A new issue (not a replayed create).
 pub(crate) fn issue_created(
@@ -91,22 +70,49 @@ pub(crate) fn issue_claimed(
     before: Option<Issue>,
     issue: &Issue,
 ) -> Result<(), OpError> {
-    // Claiming one's own claim again changes nothing (same version): no
-    // event.
+    // Claiming one's own claim again changes nothing (same version), or
+    // renews its lease (the same run and grant held it): no event.
     match before {
-        Some(before) if before.version != issue.version => {
-            let mut data = webhook::issue_summary(issue);
-            data["claim"] = json!(issue.claim);
-            enqueue(
-                conn,
-                tenant,
-                WebhookEvent::IssueClaimed,
-                &data,
-                Timestamp::now(),
-            )
+        Some(before) if webhook::is_new_claim(&before, issue) => {
+            issue_claimed_next(conn, tenant, issue)
         }
         _ => Ok(()),
     }
+}
+
+/// An issue `claim_next` claimed (always a new claim).
+pub(crate) fn issue_claimed_next(
+    conn: &Connection,
+    tenant: &TenantId,
+    issue: &Issue,
+) -> Result<(), OpError> {
+    let mut data = webhook::issue_summary(issue);
+    data["claim"] = json!(issue.claim);
+    enqueue(
+        conn,
+        tenant,
+        WebhookEvent::IssueClaimed,
+        &data,
+        Timestamp::now(),
+    )
+}
+
+/// A claim that ended without a release, cleared from `issue`.
+pub(crate) fn claim_expired(
+    conn: &Connection,
+    tenant: &TenantId,
+    issue: &Issue,
+    claim: &corkboard_board::Claim,
+) -> Result<(), OpError> {
+    let mut data = webhook::issue_summary(issue);
+    data["claim"] = json!(claim);
+    enqueue(
+        conn,
+        tenant,
+        WebhookEvent::IssueClaimExpired,
+        &data,
+        Timestamp::now(),
+    )
 }
 
 /// A new comment (not a replayed one).
@@ -162,11 +168,6 @@ pub(crate) fn run_ended(
         &data,
         Timestamp::now(),
     )
-}
-
-fn has_endpoints(conn: &Connection, tenant: &TenantId) -> Result<bool, OpError> {
-    let mut stmt = conn.prepare_cached("SELECT 1 FROM webhooks WHERE tenant = ?1 LIMIT 1")?;
-    Ok(stmt.exists(params![tenant.as_str()])?)
 }
 
 /// One delivery per endpoint of `tenant` subscribed to `event`; past the

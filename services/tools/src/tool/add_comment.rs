@@ -1,6 +1,6 @@
 //! `add_comment`: adds a comment to an issue.
 
-use super::args::{Args, idempotency_key, issue_id};
+use super::args::{Args, idempotency_key, invalid, issue_id};
 use super::schema::{
     body_schema, comment_schema, issue_answer_schema, issue_fields, issue_id_schema, key_schema,
     object, replayed_schema, with_properties,
@@ -18,12 +18,13 @@ use serde_json::{Map, Value, json};
 pub(crate) const DESCRIPTION: &str = "Add a comment to an issue. Returns the issue with its \
 latest 10 comments (comment_count and comments_cursor as in get_issue; the answer stays within \
 the result budget of about 8,000 tokens), the new `comment`, and `replayed` (a run that may not read issues gets only the \
-issue's id, version and updated_at with the new `comment` and `replayed`). `issue_id` is an issue id exactly as \
+issue's id, version and updated_at with the new `comment` and `replayed`). `id` (or its older name \
+`issue_id`) is an issue id exactly as \
 create_issue or list_issues returned it (iss_ followed by 26 characters). Pass an \
 `idempotency_key` when you might retry: the same key with the same arguments returns the \
 original comment (replayed=true) instead of adding it twice.";
 
-pub(crate) const ARGS: [&str; 3] = ["issue_id", "body", "idempotency_key"];
+pub(crate) const ARGS: [&str; 4] = ["id", "issue_id", "body", "idempotency_key"];
 
 #[derive(Debug)]
 pub(crate) struct CommentArgs {
@@ -33,7 +34,17 @@ pub(crate) struct CommentArgs {
 
 pub(crate) fn parse(map: &Map<String, Value>) -> Result<CommentArgs, ToolsError> {
     let args = Args::new("add_comment", map, &ARGS)?;
-    let issue = issue_id(&args, "issue_id")?;
+    // `id`, like every other tool; `issue_id`, its older name, still works.
+    let issue = match (args.str("id")?, args.str("issue_id")?) {
+        (Some(_), Some(_)) => {
+            return Err(invalid(
+                "issue_id",
+                "give the issue once, as id (issue_id is its older name)".to_owned(),
+            ));
+        }
+        (None, Some(_)) => issue_id(&args, "issue_id")?,
+        _ => issue_id(&args, "id")?,
+    };
     let body = CommentBody::parse(args.required_str("body")?)?;
     Ok(CommentArgs {
         comment: NewComment { issue, body },
@@ -95,11 +106,12 @@ pub(crate) async fn run(
 pub(crate) fn input_schema() -> Value {
     object(
         json!({
-            "issue_id": issue_id_schema("The issue to comment on."),
+            "id": issue_id_schema("The issue to comment on."),
+            "issue_id": issue_id_schema("Older name of id."),
             "body": body_schema("The comment, not blank.", 1),
             "idempotency_key": key_schema("comment"),
         }),
-        &["issue_id", "body"],
+        &["body"],
     )
 }
 
@@ -149,6 +161,25 @@ mod tests {
         assert_eq!(
             issue_hint(&map(json!({"issue_id": "nope"})), "issue_id"),
             None
+        );
+    }
+
+    #[test]
+    fn the_issue_is_id_like_everywhere_and_issue_id_still_works() {
+        let id = IssueId::generate();
+        let by_id = parse(&map(json!({"id": id.as_str(), "body": "hi"}))).unwrap();
+        let by_old = parse(&map(json!({"issue_id": id.as_str(), "body": "hi"}))).unwrap();
+        assert_eq!(by_id.comment.issue, id);
+        assert_eq!(by_old.comment.issue, id);
+        let both = json!({"id": id.as_str(), "issue_id": id.as_str(), "body": "hi"});
+        assert_eq!(field_of(parse(&map(both)).unwrap_err()), "issue_id");
+        assert_eq!(
+            field_of(parse(&map(json!({"body": "hi"}))).unwrap_err()),
+            "id"
+        );
+        assert_eq!(
+            issue_hint(&map(json!({"issue_id": id.as_str()})), "id"),
+            Some(id)
         );
     }
 }

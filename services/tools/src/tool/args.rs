@@ -234,7 +234,9 @@ pub(crate) fn expected_version(args: &Args<'_>) -> Result<Option<u64>, ToolsErro
 /// The issue id a call names, if it names a well-formed one, so that even a
 /// call refused for other reasons is audited against its issue.
 pub(crate) fn issue_hint(map: &Map<String, Value>, key: &str) -> Option<IssueId> {
+    // `issue_id` is add_comment's older name of `id`.
     map.get(key)
+        .or_else(|| map.get("issue_id"))
         .and_then(Value::as_str)
         .and_then(|s| IssueId::parse(s).ok())
 }

@@ -10,7 +10,7 @@ use crate::error::ToolsError;
 use crate::result_budget;
 use crate::service::BoardTools;
 use crate::view;
-use corkboard_board::{BudgetKind, Claimant, Grant, Issue, IssueId};
+use corkboard_board::{BudgetKind, Grant, Issue, IssueId};
 use corkboard_grants::ResolvedGrant;
 use serde_json::{Map, Value, json};
 
@@ -61,13 +61,9 @@ pub(crate) async fn run(
         id,
         expected_version,
     } = parse(arguments)?;
-    // The claim ends when the grant does: its expiry, from the grant,
-    // never from input.
-    let claimant = Claimant {
-        run: grant.run.clone(),
-        grant: grant.id.clone(),
-        expires_at: grant.expires_at,
-    };
+    // The claim ends with its lease or the grant, whichever comes first:
+    // both from the grant and the operator's setting, never from input.
+    let claimant = tools.claimant(principal);
     let issue = tools
         .budgeted(
             principal,

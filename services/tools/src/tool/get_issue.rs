@@ -10,7 +10,7 @@ use crate::error::ToolsError;
 use crate::result_budget;
 use crate::service::BoardTools;
 use crate::view::{self, COMMENTS_DEFAULT};
-use corkboard_board::{CommentId, CommentWindow, IssueId, limits};
+use corkboard_board::{CommentId, CommentWindow, IssueId, history_limits, limits};
 use corkboard_grants::ResolvedGrant;
 use serde_json::{Map, Value, json};
 
@@ -28,9 +28,35 @@ and comments_cursor reaches them) and a body too long for one answer is cut with
 relations: `parent`, `duplicate_of`, `blocked_by`, and the inverse ones other issues hold to \
 it, `children` (its sub-issues) and `blocks` (issues waiting on it), each listing at most 100 \
 (more_children / more_blocks say when there are more); `claim` names the run working on it. \
-An unknown id is an error that says so.";
+`history`=N adds its latest N changes (history_before pages back). An unknown id is an error \
+that says so.";
 
-pub(crate) const ARGS: [&str; 4] = ["id", "comments_before", "comments_limit", "body_offset"];
+pub(crate) const ARGS: [&str; 6] = [
+    "id",
+    "comments_before",
+    "comments_limit",
+    "body_offset",
+    "history",
+    "history_before",
+];
+
+/// Which of the issue's changes to add: how many, before which version.
+pub(crate) fn parse_history(
+    map: &Map<String, Value>,
+) -> Result<Option<(u32, Option<u64>)>, ToolsError> {
+    let args = Args::new("get_issue", map, &ARGS)?;
+    let max = history_limits::HISTORY_PAGE_MAX as usize;
+    let count = args.count("history", 0, max)?;
+    let before = args.u64("history_before")?;
+    Ok(match (count, before) {
+        (Some(0), _) => None,
+        (None, None) => None,
+        (count, before) => Some((
+            count.map_or(history_limits::HISTORY_DEFAULT, |n| n as u32),
+            before,
+        )),
+    })
+}
 
 pub(crate) fn parse(map: &Map<String, Value>) -> Result<IssueId, ToolsError> {
     let args = Args::new("get_issue", map, &ARGS)?;
@@ -96,10 +122,39 @@ pub(crate) async fn run(
         result_budget::comments_cut(&mut value, facts.over_bytes, tools.result_budget());
     }
     let headline = format!("get_issue: issue {id}");
-    Ok(Success {
-        answer: result_budget::issue(value, &headline, tools.result_budget()),
-        issue: Some(id),
-    })
+    let Some((count, before)) = parse_history(arguments)? else {
+        return Ok(Success {
+            answer: result_budget::issue(value, &headline, tools.result_budget()),
+            issue: Some(id),
+        });
+    };
+    let mut page = tools
+        .bounded(
+            Some(&id),
+            tools.store().issue_history(tenant, &id, before, count),
+        )
+        .await?;
+    // The changes share the result budget: the oldest go first, and
+    // `history_before` then continues right after the last one shown.
+    loop {
+        let mut with = value.clone();
+        if let Value::Object(map) = &mut with {
+            map.insert("history".to_owned(), to_json(&page.changes)?);
+            map.insert("history_before".to_owned(), json!(page.next_before));
+        }
+        let answer = result_budget::issue(with, &headline, tools.result_budget());
+        if answer.size() <= tools.result_budget() || page.changes.is_empty() {
+            return Ok(Success {
+                answer,
+                issue: Some(id),
+            });
+        }
+        page.changes.pop();
+        page.next_before = page
+            .changes
+            .last()
+            .map(|c| i64::try_from(c.version).unwrap_or(i64::MAX));
+    }
 }
 
 pub(crate) fn input_schema() -> Value {
@@ -135,6 +190,17 @@ pub(crate) fn input_schema() -> Value {
                                 answer's body_truncated, unchanged, to read the rest of a body \
                                 too long for one answer.",
             },
+            "history": {
+                "type": "integer",
+                "minimum": 0,
+                "maximum": history_limits::HISTORY_PAGE_MAX,
+                "description": "Add the latest N changes (who changed what, when).",
+            },
+            "history_before": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "An earlier answer's history_before: the changes before it.",
+            },
         }),
         &["id"],
     )
@@ -143,7 +209,7 @@ pub(crate) fn input_schema() -> Value {
 /// get_issue: the issue and the relations other issues hold to it.
 pub(crate) fn output_schema() -> Value {
     let ids = |description: &str| json!({ "type": "array", "items": { "type": "string" }, "description": description });
-    with_properties(
+    let mut schema = with_properties(
         issue_answer_schema(),
         [
             (
@@ -154,5 +220,25 @@ pub(crate) fn output_schema() -> Value {
             ("blocks", ids("Issues blocked by this one, newest first.")),
             ("more_blocks", json!({ "type": "boolean" })),
         ],
-    )
+    );
+    // Present only when asked for (`history`): not required.
+    if let Some(Value::Object(properties)) = schema.get_mut("properties") {
+        properties.insert(
+            "history".to_owned(),
+            json!({
+                "type": "array",
+                "items": { "type": "object" },
+                "description": "The latest changes, newest first: {version, at, by, kind, \
+                                fields: [{field, before, after} or {field, added, removed}]}.",
+            }),
+        );
+        properties.insert(
+            "history_before".to_owned(),
+            json!({
+                "type": ["integer", "null"],
+                "description": "Pass as history_before for older changes; null: none left.",
+            }),
+        );
+    }
+    schema
 }

@@ -10,7 +10,7 @@ use crate::service::BoardTools;
 use crate::view::{self, EXCERPT_CHARS, ListView, SELECTABLE_FIELDS};
 use corkboard_board::{
     ClaimFilter, IssueId, IssueState, Label, LabelFilter, ListQuery, Priority, RunId, Timestamp,
-    limits,
+    limits, stale_window,
 };
 use corkboard_grants::ResolvedGrant;
 use serde_json::{Map, Value, json};
@@ -27,7 +27,8 @@ issues carrying every given label (label_match \"all\", the default) or at least
 issues created by that run; `priorities` keeps issues of any of the given priorities; \
 `updated_since` (RFC 3339) keeps issues changed at or after that time; `parent` keeps the sub-issues of one issue; `unclaimed: true` keeps \
 work no run has claimed (use it, with states, to find work to take) and `claimed_by` the \
-issues one run has claimed. Paging: a page holds at most `limit` issues (default 50, max 200). \
+issues one run has claimed; `ready: true` lists ready work best first (see claim_next) and \
+`stale: true` claims whose holder went quiet. Paging: a page holds at most `limit` issues (default 50, max 200). \
 When next_cursor is a string, call list_issues again with the same filters and \
 cursor=next_cursor for the next page; null means this was the last page. Budget: one result \
 is at most about 8,000 tokens (32,000 bytes by default, set by the board's operator); a page \
@@ -50,7 +51,9 @@ pub(crate) const FILTER_ARGS: [&str; 10] = [
     "claimed_by",
 ];
 
-pub(crate) const ARGS: [&str; 15] = [
+pub(crate) const ARGS: [&str; 17] = [
+    "ready",
+    "stale",
     "states",
     "labels",
     "label_match",
@@ -155,6 +158,19 @@ pub(crate) fn filters(args: &Args<'_>) -> Result<ListQuery, ToolsError> {
 pub(crate) fn parse(map: &Map<String, Value>) -> Result<ListQuery, ToolsError> {
     let args = Args::new("list_issues", map, &ARGS)?;
     let mut query = filters(&args)?;
+    query.ready = args.bool("ready")?.unwrap_or(false);
+    if args.bool("stale")? == Some(true) {
+        if query.claim != ClaimFilter::Any {
+            return Err(invalid(
+                "stale",
+                "cannot be combined with unclaimed or claimed_by; give one of them".to_owned(),
+            ));
+        }
+        // Until when is the board's (its lease): `run` sets it.
+        query.claim = ClaimFilter::Stale {
+            until: Timestamp::now(),
+        };
+    }
     if let Some(limit) = args.u64("limit")? {
         query.limit = u32::try_from(limit)
             .ok()
@@ -219,7 +235,12 @@ pub(crate) async fn run(
 ) -> Result<Success, ToolsError> {
     let grant = principal.grant();
     let tenant = &grant.tenant;
-    let query = parse(arguments)?;
+    let mut query = parse(arguments)?;
+    if let ClaimFilter::Stale { until } = &mut query.claim {
+        // Lapsed, or lapsing within the last part of a lease.
+        let window = i64::try_from(stale_window(tools.claim_lease()).as_millis()).unwrap_or(0);
+        *until = Timestamp::now().plus_millis(window);
+    }
     let shown = parse_view(arguments)?;
     let page = tools
         .bounded(None, tools.store().list_issues(tenant, &query))
@@ -239,6 +260,15 @@ pub(crate) async fn run(
 pub(crate) fn input_schema() -> Value {
     object(
         json!({
+            "ready": {
+                "type": "boolean",
+                "description": "true: only ready work (open, unclaimed, every blocker done or \
+                                closed), most urgent then oldest first.",
+            },
+            "stale": {
+                "type": "boolean",
+                "description": "true: only claims that lapsed or are about to (holder quiet).",
+            },
             "states": {
                 "type": "array",
                 "items": { "type": "string", "enum": IssueState::names() },

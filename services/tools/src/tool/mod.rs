@@ -12,8 +12,11 @@
 
 pub(crate) mod add_comment;
 pub(crate) mod args;
+pub(crate) mod board_stats;
 pub(crate) mod claim_issue;
+pub(crate) mod claim_next;
 pub(crate) mod create_issue;
+pub(crate) mod create_issues;
 pub(crate) mod get_issue;
 pub(crate) mod list_issues;
 pub(crate) mod release_issue;

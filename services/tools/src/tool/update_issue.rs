@@ -69,6 +69,8 @@ pub(crate) fn parse(map: &Map<String, Value>) -> Result<UpdateArgs, ToolsError> 
         duplicate_of: relation_change(&args, "duplicate_of")?,
         blocked_by: blocked_by(&args)?,
         close_reason: close_reason(&args)?,
+        // Set by `run`, from the grant.
+        actor: None,
     };
     if patch.is_empty() {
         return Err(ToolsError::NothingToUpdate);
@@ -90,9 +92,11 @@ pub(crate) async fn run(
     let tenant = &grant.tenant;
     let UpdateArgs {
         id,
-        patch,
+        mut patch,
         expected_version,
     } = parse(arguments)?;
+    // The issue's history records the change as this run's.
+    patch.actor = Some(super::author(principal));
     let set = patch_fields(&patch);
     let issue = tools
         .budgeted(
@@ -108,6 +112,8 @@ pub(crate) async fn run(
             |_| false,
         )
         .await?;
+    // A write by the claim's holder keeps its claim alive.
+    let issue = tools.renew_claim(principal, issue).await;
     let headline = format!(
         "update_issue: issue {id} is now at version {}",
         issue.version

@@ -62,12 +62,15 @@ impl BoardEvent {
     /// The event a successful tool call implies, if it changed an issue.
     pub fn from_audit(record: &AuditRecord) -> Option<Self> {
         // The tool table says which tools change an issue.
-        let writes = BoardTool::from_name(&record.tool).is_some_and(BoardTool::writes);
+        let tool = BoardTool::from_name(&record.tool);
+        let writes = tool.is_some_and(BoardTool::writes);
         match (&record.issue, record.outcome) {
             (Some(id), AuditOutcome::Ok) if writes => Some(Self::IssueChanged {
                 id: id.clone(),
                 version: None,
             }),
+            // A bulk create changes many issues at once: pages re-read.
+            (None, AuditOutcome::Ok) if tool == Some(BoardTool::CreateIssues) => Some(Self::Resync),
             _ => None,
         }
     }

@@ -1,0 +1,198 @@
+//! The board as a work queue (issue 29): a board of `issues` issues filed
+//! through `create_issues` 50 at a time, the first of each batch blocked
+//! by the last of the batch before (which is ready and stays open); then
+//! `claimants` runs, each on its own keep-alive connection, call
+//! `claim_next` until it answers "no ready work". Every call's latency is
+//! a sample and the drain's throughput a value; a drain in which an issue
+//! went to two runs, a blocked issue was claimed, or some ready issue was
+//! never claimed counts as an error, never as a figure. Then the cost of
+//! the two whole-board reads on that board: `list_issues` with
+//! `ready: true` (one page) and `board_stats`, `reads` times each.
+
+use super::deploy::{DeploySpec, Deployment, Endpoint, Registry, Store};
+use crate::client::{Connection, Target};
+use crate::error::{BenchError, Result};
+use crate::mcp;
+use crate::procs::Binaries;
+use crate::record::{Record, Sink};
+use hyper::Method;
+use serde_json::{Value, json};
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::sync::Barrier;
+
+/// Issues one `create_issues` call files (its limit).
+const BATCH: usize = 50;
+
+/// One call of `tool` on `connection`, with its latency in ms and its
+/// structured answer.
+async fn call(
+    connection: &mut Connection,
+    target: &Target,
+    token: &str,
+    tool: &str,
+    arguments: &Value,
+) -> Result<(f64, Value)> {
+    let prepared = mcp::stateless_named_call(token, tool, arguments)?;
+    let started = Instant::now();
+    let reply = connection
+        .send(Method::POST, &target.path, &prepared.headers, prepared.body)
+        .await?;
+    let elapsed = started.elapsed().as_secs_f64() * 1000.0;
+    if mcp::classify(&reply) != mcp::Verdict::Ok {
+        return Err(BenchError::protocol(tool, reply.text()));
+    }
+    Ok((elapsed, mcp::structured(&reply)?))
+}
+
+pub async fn run(
+    bins: &Binaries,
+    store: Store,
+    issues: usize,
+    claimants: usize,
+    reads: usize,
+    logs: &Path,
+    sink: &mut Sink,
+) -> Result<()> {
+    let mut deployment = Deployment::start(
+        bins,
+        DeploySpec {
+            endpoint: Endpoint::Studio,
+            store,
+            registry: Registry::Memory,
+            log: Some("warn".into()),
+            env: Vec::new(),
+        },
+        logs,
+    )
+    .await?;
+    let seeder = deployment
+        .grant(
+            "bench",
+            "bench-queue-seed",
+            &["issues:read", "issues:create"],
+        )
+        .await?;
+    let seed_target = Target::parse(&seeder.mcp_url)?;
+    let mut seed = Connection::open(&seed_target).await?;
+    // Filed in batches; the issue before each blocked one is its blocker.
+    let mut blocked = 0usize;
+    let mut filed = 0usize;
+    let mut last: Option<String> = None;
+    while filed < issues {
+        let n = BATCH.min(issues - filed);
+        let mut items = Vec::with_capacity(n);
+        for i in filed..filed + n {
+            let priority = ["none", "low", "medium", "high", "urgent"][i % 5];
+            items.push(json!({ "title": format!("queue work {i}"), "priority": priority }));
+        }
+        // The first of each batch is blocked by the last of the one
+        // before (ids are only known once filed).
+        if let Some(previous) = &last {
+            items[0]["blocked_by"] = json!([previous]);
+            blocked += 1;
+        }
+        let (_, answer) = call(
+            &mut seed,
+            &seed_target,
+            &seeder.token,
+            "create_issues",
+            &json!({ "issues": items }),
+        )
+        .await?;
+        let results = answer["results"].as_array().cloned().unwrap_or_default();
+        if results.iter().any(|r| r.get("error").is_some()) {
+            return Err(BenchError::protocol("create_issues", answer.to_string()));
+        }
+        last = results
+            .last()
+            .and_then(|r| r["id"].as_str())
+            .map(str::to_owned);
+        filed += n;
+    }
+    let ready = issues - blocked;
+
+    let mut runs = Vec::with_capacity(claimants);
+    for i in 0..claimants {
+        let granted = deployment
+            .grant("bench", &format!("queue-claimant-{i}"), &["issues:claim"])
+            .await?;
+        let target = Target::parse(&granted.mcp_url)?;
+        let connection = Connection::open(&target).await?;
+        runs.push((granted.token, target, connection));
+    }
+    let barrier = Arc::new(Barrier::new(claimants));
+    let started = Instant::now();
+    let mut tasks = Vec::with_capacity(claimants);
+    for (token, target, mut connection) in runs {
+        let barrier = Arc::clone(&barrier);
+        tasks.push(tokio::spawn(async move {
+            barrier.wait().await;
+            let mut samples = Vec::new();
+            let mut mine = Vec::new();
+            loop {
+                let (ms, answer) =
+                    call(&mut connection, &target, &token, "claim_next", &json!({})).await?;
+                samples.push(ms);
+                match answer["outcome"].as_str() {
+                    Some("claimed") => {
+                        mine.push(answer["id"].as_str().unwrap_or_default().to_owned())
+                    }
+                    _ => return Ok::<_, BenchError>((samples, mine)),
+                }
+            }
+        }));
+    }
+    let mut samples = Vec::new();
+    let mut claimed = Vec::new();
+    for task in tasks {
+        let (s, mine) = task
+            .await
+            .map_err(|e| BenchError::protocol("claimant", e.to_string()))??;
+        samples.extend(s);
+        claimed.extend(mine);
+    }
+    let drain = started.elapsed().as_secs_f64();
+    let distinct: HashSet<&String> = claimed.iter().collect();
+    let broken = distinct.len() != claimed.len() || claimed.len() != ready;
+    let mut record = Record::new("queue_claim_next")
+        .label("store", store)
+        .label("claimants", claimants)
+        .label("issues", issues)
+        .with_samples(&samples)
+        .value("claims_per_second", claimed.len() as f64 / drain.max(1e-9))
+        .value("ready", ready as f64);
+    record.errors = u64::from(broken);
+    record.note = Some(
+        "one sample per claim_next call (the last of each claimant answers no ready work); \
+         an error is a drain where an issue went twice, a blocked one was taken or a ready \
+         one was left"
+            .into(),
+    );
+    sink.emit(record)?;
+
+    for (tool, arguments, kind) in [
+        (
+            "list_issues",
+            json!({ "ready": true, "limit": 50 }),
+            "queue_ready_list",
+        ),
+        ("board_stats", json!({}), "queue_board_stats"),
+    ] {
+        let mut samples = Vec::with_capacity(reads);
+        for _ in 0..reads {
+            let (ms, _) = call(&mut seed, &seed_target, &seeder.token, tool, &arguments).await?;
+            samples.push(ms);
+        }
+        sink.emit(
+            Record::new(kind)
+                .label("store", store)
+                .label("issues", issues)
+                .with_samples(&samples),
+        )?;
+    }
+    deployment.process.check_alive()?;
+    Ok(())
+}

@@ -1,0 +1,216 @@
+//! The board as a work queue: which issues are ready work, in which order
+//! a fleet takes them, what `claim_next` answers, and how long a claim's
+//! lease lasts. Both stores order and judge ready work by these rules;
+//! the contract tests use them as the reference.
+
+use crate::ids::{IssueId, TenantId};
+use crate::issue::{Issue, IssueState, Priority};
+use crate::relations::Claim;
+use serde::Serialize;
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Limits of the work queue, in one place so schemas, settings and errors
+/// agree.
+pub mod queue_limits {
+    use std::time::Duration;
+
+    /// How long a claim lasts without a write to its issue or a renewal,
+    /// unless the operator sets another (`claim_lease_ms`).
+    pub const CLAIM_LEASE_DEFAULT: Duration = Duration::from_secs(15 * 60);
+    /// The shortest lease an operator may set: shorter ones would lapse
+    /// between two tool calls of a busy agent.
+    pub const CLAIM_LEASE_MIN: Duration = Duration::from_secs(1);
+    /// A live claim counts as stale (`stale: true`) once less than this
+    /// share of its lease is left: about to lapse.
+    pub const STALE_SHARE: u32 = 5;
+    /// Labels `board_stats` counts, the most used first: a board may use
+    /// thousands, and a model needs the main ones.
+    pub const STATS_LABELS_MAX: usize = 50;
+}
+
+impl Priority {
+    /// The sort key of ready work: 0 for `urgent` up to 4 for `none`, so
+    /// ascending order is most urgent first. Stores keep it beside the
+    /// priority so one index serves the ready order.
+    pub fn urgency(self) -> i64 {
+        match self {
+            Self::Urgent => 0,
+            Self::High => 1,
+            Self::Medium => 2,
+            Self::Low => 3,
+            Self::None => 4,
+        }
+    }
+
+    /// This priority and every more urgent one: what "at least this
+    /// priority" selects.
+    pub fn at_least(self) -> Vec<Priority> {
+        Priority::ALL.into_iter().filter(|p| *p >= self).collect()
+    }
+}
+
+/// The order of ready work: most urgent first, then oldest, then by id
+/// (ids are unique, so the order is total and a cursor is exact).
+pub fn ready_order(a: &Issue, b: &Issue) -> Ordering {
+    a.priority
+        .urgency()
+        .cmp(&b.priority.urgency())
+        .then(a.created_at.cmp(&b.created_at))
+        .then(a.id.cmp(&b.id))
+}
+
+/// Whether `issue` is ready work: open, without a live claim (claims
+/// normalised as read), and none of its blockers open (`open` says whether
+/// a blocker is; a blocker that does not exist blocks nothing).
+pub fn is_ready(issue: &Issue, open: impl Fn(&IssueId) -> bool) -> bool {
+    !issue.state.is_terminal() && issue.claim.is_none() && !issue.blocked_by.iter().any(open)
+}
+
+/// The stale window of a lease: a live claim ending within it is stale.
+pub fn stale_window(lease: Duration) -> Duration {
+    lease / queue_limits::STALE_SHARE
+}
+
+/// A claim that ended without a release (its lease lapsed or its grant
+/// expired), cleared by [`WebhookStore::expire_claims`](crate::WebhookStore::expire_claims).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ExpiredClaim {
+    pub tenant: TenantId,
+    pub issue: IssueId,
+    /// The issue's version once the claim was cleared.
+    pub version: u64,
+    /// The claim that ended.
+    pub claim: Claim,
+}
+
+/// The shape of a board (`board_stats`): how many issues per state; of
+/// the open ones (not done or closed), how many per priority and per label
+/// (the [`queue_limits::STATS_LABELS_MAX`] most used), and how many are
+/// ready, claimed, blocked or stale. Each count is one grouped or
+/// index-bound count in the store, never a read of the issues themselves.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct BoardStats {
+    pub total: u64,
+    pub open: u64,
+    pub by_state: BTreeMap<IssueState, u64>,
+    /// Open issues per priority.
+    pub by_priority: BTreeMap<Priority, u64>,
+    /// Open issues per label, most used first (ties by name).
+    pub by_label: Vec<LabelCount>,
+    /// Whether more labels are in use than `by_label` lists.
+    pub more_labels: bool,
+    /// Open, unclaimed and not blocked: what `claim_next` can take.
+    pub ready: u64,
+    /// Open with a live claim.
+    pub claimed: u64,
+    /// Open, unclaimed, waiting on an open blocker.
+    pub blocked: u64,
+    /// Open with a claim that ended unreleased or ends by the stale
+    /// instant asked for (`list_issues` with `stale: true`).
+    pub stale: u64,
+}
+
+/// How many open issues carry one label.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LabelCount {
+    pub label: String,
+    pub issues: u64,
+}
+
+impl BoardStats {
+    /// Orders and bounds `labels` (label, count) as `by_label` shows them.
+    pub fn set_labels(&mut self, mut labels: Vec<LabelCount>) {
+        labels.sort_by(|a, b| b.issues.cmp(&a.issues).then(a.label.cmp(&b.label)));
+        self.more_labels = labels.len() > queue_limits::STATS_LABELS_MAX;
+        labels.truncate(queue_limits::STATS_LABELS_MAX);
+        self.by_label = labels;
+    }
+
+    /// Fills `total`, `open` and `ready` from the per-state counts and the
+    /// claimed and blocked counts.
+    pub fn finish(&mut self) {
+        self.total = self.by_state.values().sum();
+        self.open = self
+            .by_state
+            .iter()
+            .filter(|(s, _)| !s.is_terminal())
+            .map(|(_, n)| n)
+            .sum();
+        self.ready = self.open.saturating_sub(self.claimed + self.blocked);
+    }
+}
+
+/// What `claim_next` found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum ClaimNext {
+    /// The best ready issue matching the filters, now claimed by the caller.
+    Claimed { issue: Issue },
+    /// No ready issue matches the filters; of the open ones that do, how
+    /// many are claimed (by a live claim) and how many unclaimed but
+    /// blocked by an open issue.
+    NoReadyWork { claimed: u64, blocked: u64 },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::RunId;
+    use crate::issue::{Author, NewIssue, Title};
+    use crate::relations::BlockedBy;
+    use crate::timestamp::Timestamp;
+
+    fn issue(priority: Priority, at: i64) -> Issue {
+        let mut new = NewIssue::new(Title::parse("a").unwrap());
+        new.priority = priority;
+        new.into_issue(
+            TenantId::parse("t").unwrap(),
+            Author {
+                run: RunId::parse("r").unwrap(),
+                grant: None,
+            },
+            Timestamp::from_millis(at),
+        )
+    }
+
+    #[test]
+    fn ready_work_is_most_urgent_then_oldest_first() {
+        let mut issues = vec![
+            issue(Priority::Low, 1),
+            issue(Priority::Urgent, 3),
+            issue(Priority::None, 0),
+            issue(Priority::Urgent, 2),
+        ];
+        issues.sort_by(ready_order);
+        let order: Vec<(Priority, i64)> = issues
+            .iter()
+            .map(|i| (i.priority, i.created_at.as_millis()))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                (Priority::Urgent, 2),
+                (Priority::Urgent, 3),
+                (Priority::Low, 1),
+                (Priority::None, 0)
+            ]
+        );
+        assert_eq!(
+            Priority::Medium.at_least(),
+            [Priority::Medium, Priority::High, Priority::Urgent]
+        );
+    }
+
+    #[test]
+    fn an_open_blocker_keeps_an_issue_from_being_ready() {
+        let blocker = issue(Priority::None, 0);
+        let mut blocked = issue(Priority::High, 1);
+        blocked.blocked_by = BlockedBy::parse([blocker.id.clone()]).unwrap();
+        assert!(!is_ready(&blocked, |id| id == &blocker.id));
+        assert!(is_ready(&blocked, |_| false));
+        blocked.state = crate::issue::IssueState::Done;
+        assert!(!is_ready(&blocked, |_| false));
+    }
+}

@@ -1,0 +1,590 @@
+//! The work queue on MongoDB: ready work in the ready order, and
+//! `claim_next`. A find cannot join an issue to its blockers, so ready
+//! candidates (open, no live claim, matching the filters) come from the
+//! ready index in order, a chunk at a time, and each chunk's blockers are
+//! read in one `$in` query on `_id`; the blocked ones are dropped. A
+//! claim is one `findOneAndUpdate` on a candidate with the "still open and
+//! unclaimed" filter; a claimant that loses it takes the next candidate.
+
+use crate::codec::{changes_of, claim_bson, date, field, history_push, issue_from_doc, raw_claim};
+use crate::error::store_error;
+use crate::issues::{claimant_author, system_author};
+use crate::query::{TERMINAL, list_filter_at, ready_after, ready_sort};
+use crate::schema;
+use crate::store::{MongoStore, ReadBudget};
+use corkboard_board::webhook::{self, WebhookEvent};
+use corkboard_board::{
+    BoardStats, Change, ChangeKind, ClaimFilter, ClaimNext, Claimant, ExpiredClaim, HistoryPage,
+    Issue, IssueId, IssueState, LabelCount, ListQuery, Page, Priority, RunId, StoreError, TenantId,
+    Timestamp, ValidationError, is_ready,
+};
+use mongodb::Cursor;
+use mongodb::bson::{Bson, Document, doc};
+use mongodb::options::ReturnDocument;
+use std::collections::{BTreeSet, HashSet};
+use std::time::Duration;
+
+/// Candidates read per chunk, and per blockers' `$in` query.
+const READY_CHUNK: usize = 100;
+
+/// A walk over ready candidates in the ready order.
+struct ReadyScan {
+    cursor: Cursor<Document>,
+    /// Candidates seen that an open blocker held back.
+    blocked: u64,
+}
+
+/// Adds `condition` to `filter`'s `$and` list.
+fn and_push(filter: &mut Document, condition: Document) {
+    let mut and = match filter.remove("$and") {
+        Some(Bson::Array(and)) => and,
+        _ => Vec::new(),
+    };
+    and.push(Bson::Document(condition));
+    filter.insert("$and", and);
+}
+
+impl MongoStore {
+    /// Gives issues written before the ready order existed their
+    /// `urgency` (once per tenant per process, with the indexes): one
+    /// update per priority, so it is idempotent and resumable.
+    pub(crate) async fn backfill_urgency(&self, tenant: &TenantId) -> Result<(), StoreError> {
+        for priority in Priority::ALL {
+            self.issues(tenant)
+                .update_many(
+                    doc! { field::URGENCY: { "$exists": false }, field::PRIORITY: priority.as_str() },
+                    doc! { "$set": { field::URGENCY: priority.urgency() } },
+                )
+                .await
+                .map_err(|e| store_error(&e))?;
+        }
+        Ok(())
+    }
+
+    async fn ready_scan(
+        &self,
+        tenant: &TenantId,
+        filter: Document,
+        max_time: Duration,
+    ) -> mongodb::error::Result<ReadyScan> {
+        let cursor = self
+            .issues(tenant)
+            .find(filter)
+            .sort(ready_sort())
+            .batch_size(READY_CHUNK as u32)
+            .max_time(max_time)
+            .await?;
+        Ok(ReadyScan { cursor, blocked: 0 })
+    }
+
+    /// The next chunk of ready issues (blocked ones dropped and counted),
+    /// or `None` when the candidates are exhausted.
+    async fn ready_chunk(
+        &self,
+        tenant: &TenantId,
+        scan: &mut ReadyScan,
+        max_time: Duration,
+    ) -> mongodb::error::Result<Option<Result<Vec<Issue>, StoreError>>> {
+        let mut candidates = Vec::new();
+        while candidates.len() < READY_CHUNK && scan.cursor.advance().await? {
+            let doc = scan.cursor.deserialize_current()?;
+            match issue_from_doc(tenant, &doc) {
+                Ok(issue) => candidates.push(issue),
+                Err(err) => return Ok(Some(Err(err))),
+            }
+        }
+        if candidates.is_empty() {
+            return Ok(None);
+        }
+        let blockers: BTreeSet<&str> = candidates
+            .iter()
+            .flat_map(|i| i.blocked_by.iter().map(|b| b.as_str()))
+            .collect();
+        let mut open = HashSet::new();
+        if !blockers.is_empty() {
+            let mut found = self
+                .issues(tenant)
+                .find(doc! {
+                    field::ID: { "$in": blockers.into_iter().collect::<Vec<_>>() },
+                    field::STATE: { "$nin": TERMINAL },
+                })
+                .projection(doc! { field::ID: 1 })
+                .max_time(max_time)
+                .await?;
+            while found.advance().await? {
+                if let Ok(id) = found.current().get_str(field::ID) {
+                    open.insert(id.to_owned());
+                }
+            }
+        }
+        let before = candidates.len();
+        candidates.retain(|issue| is_ready(issue, |id| open.contains(id.as_str())));
+        scan.blocked += (before - candidates.len()) as u64;
+        Ok(Some(Ok(candidates)))
+    }
+
+    /// One page of ready work (`query.ready`; `filter` is the query's).
+    pub(crate) async fn ready_page(
+        &self,
+        tenant: &TenantId,
+        query: &ListQuery,
+        mut filter: Document,
+        budget: Option<&ReadBudget>,
+    ) -> Result<Page, StoreError> {
+        let fail = |e: mongodb::error::Error| match budget {
+            Some(budget) => budget.error(&e),
+            None => store_error(&e),
+        };
+        let max_time = || budget.map_or_else(|| self.max_time(), ReadBudget::max_time);
+        if let Some(cursor) = &query.cursor {
+            let found = self
+                .issues(tenant)
+                .find_one(doc! { field::ID: cursor.as_str() })
+                .max_time(max_time())
+                .await
+                .map_err(fail)?;
+            let Some(doc) = found else {
+                return Ok(Page {
+                    issues: Vec::new(),
+                    next_cursor: None,
+                });
+            };
+            let after = issue_from_doc(tenant, &doc)?;
+            and_push(
+                &mut filter,
+                ready_after(after.priority.urgency(), after.created_at, cursor.as_str()),
+            );
+        }
+        let limit = usize::try_from(query.limit).unwrap_or(usize::MAX);
+        let mut scan = self
+            .ready_scan(tenant, filter, max_time())
+            .await
+            .map_err(fail)?;
+        let mut issues = Vec::new();
+        while issues.len() <= limit {
+            match self
+                .ready_chunk(tenant, &mut scan, max_time())
+                .await
+                .map_err(fail)?
+            {
+                Some(chunk) => issues.extend(chunk?),
+                None => break,
+            }
+        }
+        let next_cursor = if issues.len() > limit {
+            issues.truncate(limit);
+            issues.last().map(|i| i.id.clone())
+        } else {
+            None
+        };
+        Ok(Page {
+            issues,
+            next_cursor,
+        })
+    }
+
+    /// `claim_next`: the ready candidates in order, each tried with one
+    /// conditional `findOneAndUpdate` until one is taken.
+    pub(crate) async fn next_claim(
+        &self,
+        tenant: &TenantId,
+        query: &ListQuery,
+        claimant: &Claimant,
+    ) -> Result<ClaimNext, StoreError> {
+        let now = Timestamp::now();
+        if claimant.expires_at <= now {
+            return Err(ValidationError::new(
+                "grant",
+                "the grant of this run has expired; a claim needs a live grant",
+            )
+            .into());
+        }
+        let mut ready = query.clone();
+        ready.ready = true;
+        ready.cursor = None;
+        let Some(filter) = list_filter_at(&ready, now) else {
+            return Ok(ClaimNext::NoReadyWork {
+                claimed: 0,
+                blocked: 0,
+            });
+        };
+        let max_time = self.max_time();
+        let fail = |e: mongodb::error::Error| store_error(&e);
+        let mut scan = self
+            .ready_scan(tenant, filter, max_time)
+            .await
+            .map_err(fail)?;
+        while let Some(chunk) = self
+            .ready_chunk(tenant, &mut scan, max_time)
+            .await
+            .map_err(fail)?
+        {
+            for candidate in chunk? {
+                let now = Timestamp::now();
+                let claim = claimant.claim_at(now);
+                // The same conditions as the ready filter, on this one
+                // issue: of racing claimants exactly one matches.
+                let taken = self
+                    .issues(tenant)
+                    .find_one_and_update(
+                        doc! {
+                            field::ID: candidate.id.as_str(),
+                            field::STATE: { "$nin": TERMINAL },
+                            "$or": [
+                                { field::CLAIM: Bson::Null },
+                                { field::CLAIM_EXPIRES_AT: { "$lte": date(now) } },
+                            ],
+                        },
+                        doc! {
+                            "$set": { field::CLAIM: claim_bson(Some(&claim)) },
+                            "$inc": { field::VERSION: 1_i64 },
+                            "$max": { field::UPDATED_AT: date(now) },
+                            "$push": history_push(&Change::claim(
+                                ChangeKind::Claimed,
+                                &candidate.id,
+                                0,
+                                now,
+                                &claimant_author(claimant),
+                                None,
+                                Some(&claim),
+                            )),
+                        },
+                    )
+                    .return_document(ReturnDocument::After)
+                    .max_time(max_time)
+                    .await
+                    .map_err(fail)?;
+                if let Some(doc) = taken {
+                    return Ok(ClaimNext::Claimed {
+                        issue: issue_from_doc(tenant, &doc)?,
+                    });
+                }
+                // Another claimant took it (or it closed): the next one.
+            }
+        }
+        let mut open = query.clone();
+        open.ready = false;
+        open.cursor = None;
+        open.claim = ClaimFilter::Any;
+        open.states = IssueState::ALL
+            .into_iter()
+            .filter(|s| !s.is_terminal())
+            .filter(|s| query.states.is_empty() || query.states.contains(s))
+            .collect();
+        let claimed = match list_filter_at(&open, now) {
+            Some(mut filter) => {
+                and_push(
+                    &mut filter,
+                    doc! { field::CLAIM_EXPIRES_AT: { "$gt": date(now) } },
+                );
+                self.issues(tenant)
+                    .count_documents(filter)
+                    .max_time(max_time)
+                    .await
+                    .map_err(fail)?
+            }
+            None => 0,
+        };
+        Ok(ClaimNext::NoReadyWork {
+            claimed,
+            blocked: scan.blocked,
+        })
+    }
+
+    /// `expire_claims`: each tenant's claims whose end passed, oldest end
+    /// first, each cleared by one update matching that very claim (so a
+    /// renewal or a new claim made meanwhile is never cleared, and of
+    /// racing sweepers one clears it), then announced.
+    pub(crate) async fn sweep_expired(
+        &self,
+        now: Timestamp,
+        limit: u32,
+    ) -> Result<Vec<ExpiredClaim>, StoreError> {
+        let names = self
+            .database()
+            .list_collection_names()
+            .await
+            .map_err(|e| store_error(&e))?;
+        let mut out = Vec::new();
+        for tenant in schema::tenants_of(&names) {
+            let left = i64::from(limit) - out.len() as i64;
+            if left <= 0 {
+                break;
+            }
+            let mut ended = self
+                .issues(&tenant)
+                .find(doc! { field::CLAIM_EXPIRES_AT: { "$lte": date(now) } })
+                .sort(doc! { field::CLAIM_EXPIRES_AT: 1 })
+                .limit(left)
+                .max_time(self.max_time())
+                .await
+                .map_err(|e| store_error(&e))?;
+            let mut found = Vec::new();
+            while ended.advance().await.map_err(|e| store_error(&e))? {
+                let doc = ended.deserialize_current().map_err(|e| store_error(&e))?;
+                if let (Ok(id), Some(claim)) = (doc.get_str(field::ID), raw_claim(&doc)?) {
+                    found.push((id.to_owned(), claim));
+                }
+            }
+            for (id, claim) in found {
+                let cleared = self
+                    .issues(&tenant)
+                    .find_one_and_update(
+                        doc! {
+                            field::ID: id.as_str(),
+                            field::CLAIM_RUN: claim.run.as_str(),
+                            field::CLAIM_GRANT: claim.grant.as_str(),
+                            field::CLAIM_EXPIRES_AT: date(claim.expires_at),
+                        },
+                        doc! {
+                            "$set": { field::CLAIM: Bson::Null },
+                            "$inc": { field::VERSION: 1_i64 },
+                            "$max": { field::UPDATED_AT: date(now) },
+                            "$push": history_push(&Change::claim(
+                                ChangeKind::ClaimExpired,
+                                &IssueId::parse(id.as_str()).map_err(StoreError::from)?,
+                                0,
+                                now,
+                                &system_author(),
+                                Some(&claim),
+                                None,
+                            )),
+                        },
+                    )
+                    .return_document(ReturnDocument::After)
+                    .max_time(self.max_time())
+                    .await
+                    .map_err(|e| store_error(&e))?;
+                let Some(doc) = cleared else { continue };
+                let issue = issue_from_doc(&tenant, &doc)?;
+                let mut data = webhook::issue_summary(&issue);
+                data["claim"] = serde_json::json!(claim);
+                self.queue_after(&tenant, WebhookEvent::IssueClaimExpired, data)
+                    .await;
+                out.push(ExpiredClaim {
+                    tenant: tenant.clone(),
+                    issue: issue.id,
+                    version: issue.version,
+                    claim,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// `board_stats`: grouped counts on the server (aggregations by state,
+    /// priority and label; index-bound counts of claims), and the blocked
+    /// count from the open unclaimed issues that name blockers, whose
+    /// blockers are looked up a chunk at a time.
+    pub(crate) async fn stats(
+        &self,
+        tenant: &TenantId,
+        stale_until: Timestamp,
+        budget: &ReadBudget,
+    ) -> Result<BoardStats, StoreError> {
+        let fail = |e: mongodb::error::Error| budget.error(&e);
+        let now = Timestamp::now();
+        let open_states: Vec<&str> = IssueState::ALL
+            .into_iter()
+            .filter(|s| !s.is_terminal())
+            .map(IssueState::as_str)
+            .collect();
+        let open = doc! { field::STATE: { "$in": open_states } };
+        let mut stats = BoardStats::default();
+        let grouped = |key: &str, pre: Vec<Document>| {
+            let mut pipeline = pre;
+            pipeline.push(doc! { "$group": { "_id": format!("${key}"), "n": { "$sum": 1 } } });
+            pipeline
+        };
+        let counts = |docs: Vec<Document>| -> Vec<(String, u64)> {
+            docs.into_iter()
+                .filter_map(|d| {
+                    let key = d.get_str("_id").ok()?.to_owned();
+                    let n = match d.get("n") {
+                        Some(Bson::Int32(n)) => u64::try_from(*n).ok()?,
+                        Some(Bson::Int64(n)) => u64::try_from(*n).ok()?,
+                        _ => return None,
+                    };
+                    Some((key, n))
+                })
+                .collect()
+        };
+        let run = |pipeline: Vec<Document>| async move {
+            let mut cursor = self
+                .issues(tenant)
+                .aggregate(pipeline)
+                .max_time(budget.max_time())
+                .await?;
+            let mut out = Vec::new();
+            while cursor.advance().await? {
+                out.push(cursor.deserialize_current()?);
+            }
+            mongodb::error::Result::Ok(out)
+        };
+        for (state, n) in counts(run(grouped(field::STATE, Vec::new())).await.map_err(fail)?) {
+            if let Ok(state) = IssueState::parse(&state) {
+                stats.by_state.insert(state, n);
+            }
+        }
+        let by_priority = grouped(field::PRIORITY, vec![doc! { "$match": open.clone() }]);
+        for (priority, n) in counts(run(by_priority).await.map_err(fail)?) {
+            if let Ok(priority) = Priority::parse(&priority) {
+                stats.by_priority.insert(priority, n);
+            }
+        }
+        let by_label = grouped(
+            field::LABELS,
+            vec![
+                doc! { "$match": open.clone() },
+                doc! { "$unwind": format!("${}", field::LABELS) },
+            ],
+        );
+        stats.set_labels(
+            counts(run(by_label).await.map_err(fail)?)
+                .into_iter()
+                .map(|(label, issues)| LabelCount { label, issues })
+                .collect(),
+        );
+        let count = |extra: Document| {
+            let mut filter = open.clone();
+            filter.extend(extra);
+            async move {
+                self.issues(tenant)
+                    .count_documents(filter)
+                    .max_time(budget.max_time())
+                    .await
+            }
+        };
+        stats.claimed = count(doc! { field::CLAIM_EXPIRES_AT: { "$gt": date(now) } })
+            .await
+            .map_err(fail)?;
+        stats.stale = count(doc! { field::CLAIM_EXPIRES_AT: { "$lte": date(stale_until) } })
+            .await
+            .map_err(fail)?;
+        // Open, unclaimed, naming a blocker: is one of them open?
+        let mut named = open.clone();
+        named.insert(format!("{}.0", field::BLOCKED_BY), doc! { "$exists": true });
+        named.insert(
+            "$or",
+            vec![
+                doc! { field::CLAIM: Bson::Null },
+                doc! { field::CLAIM_EXPIRES_AT: { "$lte": date(now) } },
+            ],
+        );
+        let mut cursor = self
+            .issues(tenant)
+            .find(named)
+            .projection(doc! { field::BLOCKED_BY: 1 })
+            .batch_size(READY_CHUNK as u32)
+            .max_time(budget.max_time())
+            .await
+            .map_err(fail)?;
+        loop {
+            let mut chunk: Vec<Vec<String>> = Vec::new();
+            while chunk.len() < READY_CHUNK && cursor.advance().await.map_err(fail)? {
+                let doc = cursor.deserialize_current().map_err(fail)?;
+                let blockers = doc
+                    .get_array(field::BLOCKED_BY)
+                    .map(|ids| {
+                        ids.iter()
+                            .filter_map(|b| b.as_str().map(str::to_owned))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                chunk.push(blockers);
+            }
+            if chunk.is_empty() {
+                break;
+            }
+            let ids: BTreeSet<&str> = chunk.iter().flatten().map(String::as_str).collect();
+            let mut found = self
+                .issues(tenant)
+                .find(doc! {
+                    field::ID: { "$in": ids.into_iter().collect::<Vec<_>>() },
+                    field::STATE: { "$nin": TERMINAL },
+                })
+                .projection(doc! { field::ID: 1 })
+                .max_time(budget.max_time())
+                .await
+                .map_err(fail)?;
+            let mut open_ids = HashSet::new();
+            while found.advance().await.map_err(fail)? {
+                if let Ok(id) = found.current().get_str(field::ID) {
+                    open_ids.insert(id.to_owned());
+                }
+            }
+            stats.blocked += chunk
+                .iter()
+                .filter(|blockers| blockers.iter().any(|b| open_ids.contains(b)))
+                .count() as u64;
+        }
+        stats.finish();
+        Ok(stats)
+    }
+
+    /// An issue's changes before version `before`, newest first: its
+    /// document's `history`, read with its version only.
+    pub(crate) async fn changes_of_issue(
+        &self,
+        tenant: &TenantId,
+        id: &IssueId,
+        before: Option<u64>,
+        limit: u32,
+    ) -> Result<HistoryPage, StoreError> {
+        let found = self
+            .issues(tenant)
+            .find_one(doc! { field::ID: id.as_str() })
+            .projection(doc! { field::ID: 1, field::VERSION: 1, field::HISTORY: 1 })
+            .max_time(self.max_time())
+            .await
+            .map_err(|e| store_error(&e))?;
+        let mut changes = match found {
+            Some(doc) => changes_of(&doc)?,
+            None => Vec::new(),
+        };
+        changes.retain(|c| before.is_none_or(|b| c.version < b));
+        changes.reverse();
+        changes.truncate(usize::try_from(limit).unwrap_or(usize::MAX) + 1);
+        Ok(HistoryPage::cut(changes, limit, |c| {
+            i64::try_from(c.version).unwrap_or(i64::MAX)
+        }))
+    }
+
+    /// What `run` changed before the instant `before`, newest first: the
+    /// changes of the issues it changed most recently (the multikey index
+    /// on each change's run finds them; at most [`RUN_HISTORY_ISSUES`]
+    /// issues are read).
+    pub(crate) async fn changes_of_run(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+        before: Option<Timestamp>,
+        limit: u32,
+    ) -> Result<HistoryPage, StoreError> {
+        let mut cursor = self
+            .issues(tenant)
+            .find(doc! { field::HISTORY_RUN: run.as_str() })
+            .projection(doc! { field::ID: 1, field::VERSION: 1, field::HISTORY: 1 })
+            .sort(doc! { field::UPDATED_AT: -1 })
+            .limit(RUN_HISTORY_ISSUES)
+            .max_time(self.max_time())
+            .await
+            .map_err(|e| store_error(&e))?;
+        let mut changes = Vec::new();
+        while cursor.advance().await.map_err(|e| store_error(&e))? {
+            let doc = cursor.deserialize_current().map_err(|e| store_error(&e))?;
+            changes.extend(
+                changes_of(&doc)?
+                    .into_iter()
+                    .filter(|c| &c.by.run == run && before.is_none_or(|b| c.at < b)),
+            );
+        }
+        changes.sort_by(|a, b| b.at.cmp(&a.at).then(b.version.cmp(&a.version)));
+        changes.truncate(usize::try_from(limit).unwrap_or(usize::MAX) + 1);
+        Ok(HistoryPage::cut(changes, limit, |c| c.at.as_millis()))
+    }
+}
+
+/// Issues a run's history reads at most on MongoDB (its most recently
+/// changed): the bound on one page's cost.
+const RUN_HISTORY_ISSUES: i64 = 500;
