@@ -55,9 +55,9 @@ impl ChangeKind {
     }
 }
 
-/// One field's change: a scalar's value `before` and `after` (JSON null
-/// for none), or what a set field (labels, blocked_by, comments) gained
-/// and lost.
+/// One field's change: a scalar's value `before` and `after` (a null
+/// side, none, is left out), or what a set field (labels, blocked_by,
+/// comments) gained and lost.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FieldChange {
     pub field: String,

@@ -27,6 +27,25 @@ use std::time::Duration;
 /// Candidates read per chunk, and per blockers' `$in` query.
 const READY_CHUNK: usize = 100;
 
+/// How often `claim_next` reads again after losing a candidate to a racing
+/// claimant; then it is unavailable (retryable).
+const CLAIM_NEXT_ATTEMPTS: u32 = 64;
+
+/// How many of the best candidates a claimant that lost one spreads over.
+const CLAIM_NEXT_SPREAD: i64 = 32;
+
+/// Which of `n` candidates `run`'s `attempt` tries: the best at first,
+/// then one spread by the run and the attempt.
+fn spread_pick(run: &RunId, attempt: u32, n: usize) -> usize {
+    use std::hash::{Hash, Hasher};
+    if attempt == 0 || n <= 1 {
+        return 0;
+    }
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    (run.as_str(), attempt).hash(&mut hasher);
+    usize::try_from(hasher.finish() % n as u64).unwrap_or(0)
+}
+
 /// A walk over ready candidates in the ready order.
 struct ReadyScan {
     cursor: Cursor<Document>,
@@ -183,15 +202,67 @@ impl MongoStore {
         })
     }
 
-    /// `claim_next`: the ready candidates in order, each tried with one
-    /// conditional `findOneAndUpdate` until one is taken.
+    /// The open issues that the candidates `filter` selects name as
+    /// blockers: what keeps a candidate from being ready. Reads the
+    /// candidates that name any blocker (their `blocked_by` only), then
+    /// which of those blockers are open, in one `$in` on `_id`.
+    async fn open_blockers(
+        &self,
+        tenant: &TenantId,
+        filter: &Document,
+        max_time: Duration,
+    ) -> mongodb::error::Result<Vec<String>> {
+        let mut named = filter.clone();
+        named.insert(format!("{}.0", field::BLOCKED_BY), doc! { "$exists": true });
+        let mut cursor = self
+            .issues(tenant)
+            .find(named)
+            .projection(doc! { field::BLOCKED_BY: 1 })
+            .max_time(max_time)
+            .await?;
+        let mut named_ids = BTreeSet::new();
+        while cursor.advance().await? {
+            let doc = cursor.deserialize_current()?;
+            if let Ok(ids) = doc.get_array(field::BLOCKED_BY) {
+                named_ids.extend(ids.iter().filter_map(|b| b.as_str().map(str::to_owned)));
+            }
+        }
+        if named_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut found = self
+            .issues(tenant)
+            .find(doc! {
+                field::ID: { "$in": named_ids.into_iter().collect::<Vec<_>>() },
+                field::STATE: { "$nin": TERMINAL },
+            })
+            .projection(doc! { field::ID: 1 })
+            .max_time(max_time)
+            .await?;
+        let mut open = Vec::new();
+        while found.advance().await? {
+            if let Ok(id) = found.current().get_str(field::ID) {
+                open.push(id.to_owned());
+            }
+        }
+        Ok(open)
+    }
+
+    /// `claim_next`: the best ready candidates (blocked ones left out by
+    /// their open blockers), then one conditional `findOneAndUpdate` on one
+    /// of them with the ready conditions: of racing claimants exactly one
+    /// takes it. The first try takes the best; a claimant that lost reads
+    /// again and tries one of the best [`CLAIM_NEXT_SPREAD`] picked by its
+    /// run and attempt, so racing claimants spread over the top of the
+    /// queue instead of all losing the same issue again. It answers "no
+    /// ready work" only when a read finds no candidate.
     pub(crate) async fn next_claim(
         &self,
         tenant: &TenantId,
         query: &ListQuery,
         claimant: &Claimant,
     ) -> Result<ClaimNext, StoreError> {
-        let now = Timestamp::now();
+        let mut now = Timestamp::now();
         if claimant.expires_at <= now {
             return Err(ValidationError::new(
                 "grant",
@@ -202,54 +273,61 @@ impl MongoStore {
         let mut ready = query.clone();
         ready.ready = true;
         ready.cursor = None;
-        let Some(filter) = list_filter_at(&ready, now) else {
-            return Ok(ClaimNext::NoReadyWork {
-                claimed: 0,
-                blocked: 0,
-            });
-        };
         let max_time = self.max_time();
         let fail = |e: mongodb::error::Error| store_error(&e);
-        let mut scan = self
-            .ready_scan(tenant, filter, max_time)
-            .await
-            .map_err(fail)?;
-        while let Some(chunk) = self
-            .ready_chunk(tenant, &mut scan, max_time)
-            .await
-            .map_err(fail)?
-        {
-            for candidate in chunk? {
-                let now = Timestamp::now();
-                let claim = claimant.claim_at(now);
-                // The same conditions as the ready filter, on this one
-                // issue: of racing claimants exactly one matches.
+        // The open blockers, once per call: a blocker that finishes
+        // meanwhile only leaves its dependents for the next call.
+        let open = match list_filter_at(&ready, now) {
+            Some(filter) => self
+                .open_blockers(tenant, &filter, max_time)
+                .await
+                .map_err(fail)?,
+            None => Vec::new(),
+        };
+        let any_open = !open.is_empty();
+        let (mut blocked, mut settled) = (0, false);
+        for attempt in 0..CLAIM_NEXT_ATTEMPTS {
+            now = Timestamp::now();
+            let Some(mut filter) = list_filter_at(&ready, now) else {
+                return Ok(ClaimNext::NoReadyWork {
+                    claimed: 0,
+                    blocked: 0,
+                });
+            };
+            let mut blocked_filter = filter.clone();
+            if any_open {
+                and_push(
+                    &mut filter,
+                    doc! { field::BLOCKED_BY: { "$nin": open.clone() } },
+                );
+                and_push(
+                    &mut blocked_filter,
+                    doc! { field::BLOCKED_BY: { "$in": open.clone() } },
+                );
+            }
+            let claim = claimant.claim_at(now);
+            let update = |id: &IssueId| {
+                doc! {
+                    "$set": { field::CLAIM: claim_bson(Some(&claim)) },
+                    "$inc": { field::VERSION: 1_i64 },
+                    "$max": { field::UPDATED_AT: date(now) },
+                    "$push": history_push(&Change::claim(
+                        ChangeKind::Claimed,
+                        id,
+                        0,
+                        now,
+                        &claimant_author(claimant),
+                        None,
+                        Some(&claim),
+                    )),
+                }
+            };
+            if attempt == 0 {
+                // The best ready issue, in one update the server sorts.
                 let taken = self
                     .issues(tenant)
-                    .find_one_and_update(
-                        doc! {
-                            field::ID: candidate.id.as_str(),
-                            field::STATE: { "$nin": TERMINAL },
-                            "$or": [
-                                { field::CLAIM: Bson::Null },
-                                { field::CLAIM_EXPIRES_AT: { "$lte": date(now) } },
-                            ],
-                        },
-                        doc! {
-                            "$set": { field::CLAIM: claim_bson(Some(&claim)) },
-                            "$inc": { field::VERSION: 1_i64 },
-                            "$max": { field::UPDATED_AT: date(now) },
-                            "$push": history_push(&Change::claim(
-                                ChangeKind::Claimed,
-                                &candidate.id,
-                                0,
-                                now,
-                                &claimant_author(claimant),
-                                None,
-                                Some(&claim),
-                            )),
-                        },
-                    )
+                    .find_one_and_update(filter.clone(), update(&IssueId::generate()))
+                    .sort(ready_sort())
                     .return_document(ReturnDocument::After)
                     .max_time(max_time)
                     .await
@@ -259,8 +337,68 @@ impl MongoStore {
                         issue: issue_from_doc(tenant, &doc)?,
                     });
                 }
-                // Another claimant took it (or it closed): the next one.
             }
+            let mut best = self
+                .issues(tenant)
+                .find(filter)
+                .sort(ready_sort())
+                .limit(CLAIM_NEXT_SPREAD)
+                .projection(doc! { field::ID: 1 })
+                .max_time(max_time)
+                .await
+                .map_err(fail)?;
+            let mut ids = Vec::new();
+            while best.advance().await.map_err(fail)? {
+                if let Ok(id) = best.current().get_str(field::ID) {
+                    ids.push(id.to_owned());
+                }
+            }
+            if ids.is_empty() {
+                settled = true;
+                blocked = if any_open {
+                    self.issues(tenant)
+                        .count_documents(blocked_filter)
+                        .max_time(max_time)
+                        .await
+                        .map_err(fail)?
+                } else {
+                    0
+                };
+                break;
+            }
+            let pick = &ids[spread_pick(&claimant.run, attempt + 1, ids.len())];
+            let id = IssueId::parse(pick.as_str()).map_err(StoreError::from)?;
+            // The ready conditions on this one issue (its blockers as
+            // read): of racing claimants exactly one matches.
+            let mut one = doc! {
+                field::ID: pick.as_str(),
+                field::STATE: { "$nin": TERMINAL },
+                "$or": [
+                    { field::CLAIM: Bson::Null },
+                    { field::CLAIM_EXPIRES_AT: { "$lte": date(now) } },
+                ],
+            };
+            if any_open {
+                one.insert(field::BLOCKED_BY, doc! { "$nin": open.clone() });
+            }
+            let taken = self
+                .issues(tenant)
+                .find_one_and_update(one, update(&id))
+                .return_document(ReturnDocument::After)
+                .max_time(max_time)
+                .await
+                .map_err(fail)?;
+            if let Some(doc) = taken {
+                return Ok(ClaimNext::Claimed {
+                    issue: issue_from_doc(tenant, &doc)?,
+                });
+            }
+            // Another claimant took it: read again.
+        }
+        if !settled {
+            return Err(StoreError::unavailable(format!(
+                "claim_next kept losing races for ready work {CLAIM_NEXT_ATTEMPTS} times; retry"
+            )));
         }
         let mut open = query.clone();
         open.ready = false;
@@ -285,10 +423,7 @@ impl MongoStore {
             }
             None => 0,
         };
-        Ok(ClaimNext::NoReadyWork {
-            claimed,
-            blocked: scan.blocked,
-        })
+        Ok(ClaimNext::NoReadyWork { claimed, blocked })
     }
 
     /// `expire_claims`: each tenant's claims whose end passed, oldest end
