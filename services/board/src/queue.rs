@@ -147,7 +147,7 @@ impl BoardStats {
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum ClaimNext {
     /// The best ready issue matching the filters, now claimed by the caller.
-    Claimed { issue: Issue },
+    Claimed { issue: Box<Issue> },
     /// No ready issue matches the filters; of the open ones that do, how
     /// many are claimed (by a live claim) and how many unclaimed but
     /// blocked by an open issue.
@@ -177,7 +177,7 @@ mod tests {
 
     #[test]
     fn ready_work_is_most_urgent_then_oldest_first() {
-        let mut issues = vec![
+        let mut issues = [
             issue(Priority::Low, 1),
             issue(Priority::Urgent, 3),
             issue(Priority::None, 0),

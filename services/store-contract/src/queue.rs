@@ -167,8 +167,8 @@ pub async fn case_claim_next_gives_each_ready_issue_to_one_claimant<S: BoardStor
     let mut creates = JoinSet::new();
     for i in 0..QUEUE_ISSUES - OPEN_BLOCKERS - 1 {
         let (store, t) = (Arc::clone(&store), t.clone());
-        let blocked_by: Vec<IssueId> = if i < OPEN_BLOCKERS {
-            vec![blockers[i].clone()]
+        let blocked_by: Vec<IssueId> = if let Some(blocker) = blockers.get(i) {
+            vec![blocker.clone()]
         } else if i < 2 * OPEN_BLOCKERS {
             vec![finished.clone()]
         } else {

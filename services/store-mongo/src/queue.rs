@@ -334,7 +334,7 @@ impl MongoStore {
                     .map_err(fail)?;
                 if let Some(doc) = taken {
                     return Ok(ClaimNext::Claimed {
-                        issue: issue_from_doc(tenant, &doc)?,
+                        issue: Box::new(issue_from_doc(tenant, &doc)?),
                     });
                 }
             }
@@ -390,7 +390,7 @@ impl MongoStore {
                 .map_err(fail)?;
             if let Some(doc) = taken {
                 return Ok(ClaimNext::Claimed {
-                    issue: issue_from_doc(tenant, &doc)?,
+                    issue: Box::new(issue_from_doc(tenant, &doc)?),
                 });
             }
             // Another claimant took it: read again.

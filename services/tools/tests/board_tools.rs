@@ -1558,7 +1558,6 @@ async fn a_full_grants_tool_definitions_stay_near_six_thousand_tokens() -> Resul
                     + serde_json::to_string(&t.input_schema).map_or(0, |s| s.len())
             })
             .sum();
-        println!("full grant: {} tools, {bytes} bytes", set.tools().len());
         assert!(set.tools().iter().any(|t| t.name == "claim_next"));
         assert!(bytes <= 24_000, "{bytes} bytes of tool definitions");
         Ok(())

@@ -158,7 +158,9 @@ fn claim_next(
                 issue.claim.as_ref(),
             ),
         )?;
-        return Ok(corkboard_board::ClaimNext::Claimed { issue });
+        return Ok(corkboard_board::ClaimNext::Claimed {
+            issue: Box::new(issue),
+        });
     }
     // Nothing ready: say what the filters match instead.
     let mut open = query.clone();

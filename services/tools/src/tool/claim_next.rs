@@ -67,7 +67,7 @@ pub(crate) async fn run(
         )
         .await?;
     let issue = match next {
-        ClaimNext::Claimed { issue } => issue,
+        ClaimNext::Claimed { issue } => *issue,
         ClaimNext::NoReadyWork { claimed, blocked } => {
             let structured = json!({
                 "outcome": "no_ready_work",

@@ -44,10 +44,10 @@ pub(crate) const ITEM_ARGS: [&str; 8] = [
 ];
 
 /// The items, each parsed on its own (a bad item is its own error).
-pub(crate) fn parse(
-    map: &Map<String, Value>,
-) -> Result<Vec<Result<(NewIssue, Option<corkboard_board::IdempotencyKey>), ToolsError>>, ToolsError>
-{
+/// One item as parsed: the issue and its key, or why it is refused.
+pub(crate) type Item = Result<(NewIssue, Option<corkboard_board::IdempotencyKey>), ToolsError>;
+
+pub(crate) fn parse(map: &Map<String, Value>) -> Result<Vec<Item>, ToolsError> {
     let args = Args::new("create_issues", map, &ARGS)?;
     let parent: Option<IssueId> = optional_id(&args, "parent")?;
     let items = match map.get("issues") {
