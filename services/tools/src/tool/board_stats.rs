@@ -3,6 +3,7 @@
 //! claimed, blocked or stale (a grouped count per figure in the store).
 
 use super::args::Args;
+use super::schema::object;
 use super::{Success, to_json};
 use crate::error::ToolsError;
 use crate::result_budget::Answer;
@@ -46,7 +47,7 @@ pub(crate) async fn run(
 }
 
 pub(crate) fn input_schema() -> Value {
-    json!({ "type": "object", "properties": {} })
+    object(json!({}), &[])
 }
 
 pub(crate) fn output_schema() -> Value {
