@@ -14,7 +14,7 @@ use crate::ops::upstreams::{self, DeleteUpstream, PutUpstream};
 use crate::ops::webhooks::{self, ClaimDeliveries, CreateWebhook, DeleteWebhook, RecordAttempt};
 use crate::ops::{WriteOp, keys, search};
 use crate::options::SqliteOptions;
-use crate::readers::{ReadPool, snapshot};
+use crate::readers::{Lane, ReadPool, snapshot};
 use crate::schema;
 use crate::writer::{self, Counters, GroupPolicy, WriteJob, WriteStats};
 use async_trait::async_trait;
@@ -110,6 +110,7 @@ impl SqliteStore {
             "point",
             options.point_readers,
             first_reader,
+            Lane::Shared,
         );
         let searches = ReadPool::new(
             path.to_path_buf(),
@@ -120,6 +121,7 @@ impl SqliteStore {
                 path: path.to_path_buf(),
                 source,
             })?,
+            Lane::Background,
         );
         let counters = Arc::new(Counters::default());
         let writes = writer::spawn(
