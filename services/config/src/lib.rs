@@ -19,6 +19,7 @@
 #![forbid(unsafe_code)]
 
 mod error;
+pub mod reference;
 pub mod secrets;
 pub mod settings;
 

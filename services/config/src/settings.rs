@@ -8,13 +8,14 @@
 use crate::error::ConfigError;
 use figment::Figment;
 use figment::providers::{Format, Serialized, Toml};
+use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 /// Where issues, grants and audit records live.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum StoreKind {
     Sqlite,
@@ -22,7 +23,7 @@ pub enum StoreKind {
 }
 
 /// Where run tokens are resolved.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum RegistryKind {
     /// In-process, reading through the board store's grant ledger.
@@ -31,14 +32,14 @@ pub enum RegistryKind {
     Redis,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum JwtAlgorithm {
     HS256,
     RS256,
     EdDSA,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum LogFormat {
     /// Text on a terminal, JSON otherwise.
@@ -48,7 +49,7 @@ pub enum LogFormat {
 }
 
 /// How per-run gateways listen.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum GatewayMode {
     /// One port per run on `gateway_bind`, advertised as `gateway_advertise`.
@@ -58,7 +59,7 @@ pub enum GatewayMode {
 }
 
 /// The header a trusted proxy names its client in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum ForwardedHeader {
     #[serde(rename = "x-forwarded-for")]
     XForwardedFor,
@@ -93,6 +94,18 @@ impl Serialize for Secret {
     }
 }
 
+/// A secret is a string in the configuration; the reference says it is
+/// one (`writeOnly`), and its default is never a value.
+impl JsonSchema for Secret {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Secret".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({ "type": "string", "writeOnly": true })
+    }
+}
+
 impl<'de> Deserialize<'de> for Secret {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         String::deserialize(deserializer).map(Secret)
@@ -101,7 +114,7 @@ impl<'de> Deserialize<'de> for Secret {
 
 /// Every setting of every role. Field names are the config-file keys; the
 /// environment variable is `CORKBOARD_` + the key in upper case.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Settings {
     /// HTTP listen address (API, web board, studio MCP, health, metrics).
@@ -109,12 +122,16 @@ pub struct Settings {
     /// Embedded data: SQLite board, signing secrets.
     pub data_dir: PathBuf,
     pub store: StoreKind,
+    /// MongoDB connection string (`store = "mongodb"`), credentials included.
     pub mongodb_uri: Option<Secret>,
+    /// The MongoDB database holding every tenant's collections.
     pub mongodb_database: String,
     pub registry: RegistryKind,
     /// One URL, or several comma-separated URLs for Redis Cluster nodes.
     pub redis_url: Option<Secret>,
+    /// Prefix of every Redis key (several installations may share one Redis).
     pub redis_key_prefix: String,
+    /// How admin JWTs are signed: `HS256` with a shared secret, or `RS256`/`EdDSA` with a key pair.
     pub jwt_algorithm: JwtAlgorithm,
     /// HS256 secret; defaults to `<data_dir>/jwt.secret`, created on first start by `serve`.
     pub jwt_secret_file: Option<PathBuf>,
@@ -122,7 +139,9 @@ pub struct Settings {
     pub jwt_public_key_file: Option<PathBuf>,
     /// RS256/EdDSA private key (PEM), only for `corkboard admin token`.
     pub jwt_private_key_file: Option<PathBuf>,
+    /// The `iss` admin JWTs must carry.
     pub jwt_issuer: String,
+    /// The `aud` admin JWTs must carry.
     pub jwt_audience: String,
     /// HMAC key for MCP session ids; shared by every replica. Defaults to
     /// `<data_dir>/session.key`, created on first start by `serve`.
@@ -132,7 +151,9 @@ pub struct Settings {
     /// the runners that call them. Defaults to `<data_dir>/upstream.key`,
     /// created on first start by `serve`; without it, upstreams are off.
     pub upstream_key_file: Option<PathBuf>,
+    /// OTLP/HTTP endpoint traces are exported to (`http://collector:4318`); none: no export.
     pub otlp_endpoint: Option<String>,
+    /// Log line format on stderr.
     pub log_format: LogFormat,
     /// Base URL clients use to reach this server (for MCP URLs in grant output).
     pub public_url: Option<String>,
@@ -149,7 +170,9 @@ pub struct Settings {
     pub allowed_origins: Vec<String>,
     /// Host names MCP endpoints accept besides loopback names.
     pub allowed_hosts: Vec<String>,
+    /// MCP requests one run may make per second (on every replica together with the Redis registry).
     pub rate_limit_per_second: u32,
+    /// The most requests a run may make in one burst (the size of its token bucket, refilled at `rate_limit_per_second`).
     pub rate_limit_burst: u32,
     /// Largest MCP request body, in bytes.
     pub max_body_bytes: usize,
