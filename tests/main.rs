@@ -26,6 +26,7 @@ mod egress;
 mod gateway;
 mod mcp_interop;
 mod mongo_store;
+mod operator_cli;
 mod relay;
 mod relay_shares;
 mod run;
