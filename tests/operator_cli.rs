@@ -174,9 +174,10 @@ fn a_second_serve_on_a_held_data_dir_is_refused_naming_the_first() {
         "a stopped server's URL: {}",
         granted.mcp_url
     );
-    // And the data dir is free again.
+    // And the data dir is free again: a new serve takes it (it announces
+    // its address only once it holds the lock).
     let again = Running::spawn(serve("127.0.0.1:0"));
-    assert!(again.terminate().success());
+    assert_ne!(again.url, first_url);
 }
 
 #[test]

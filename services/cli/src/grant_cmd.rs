@@ -530,7 +530,9 @@ pub(crate) async fn local_state(config: &ConfigArgs) -> Result<AppState> {
     {
         settings.public_url = Some(url);
     }
-    Ok(crate::compose::app_state(settings, SecretPolicy::MustExist).await?)
+    // The board exists (`serve` or an in-process `corkboard run` made it);
+    // secrets a board made by `run` lacks are made beside it, as before.
+    Ok(crate::compose::app_state(settings, SecretPolicy::CreateIfMissing).await?)
 }
 
 /// Extra CA certificates (PEM) that `--server https://...` is verified against.
