@@ -28,6 +28,7 @@ mod examples;
 mod gateway;
 mod mcp_interop;
 mod mongo_store;
+mod operator_cli;
 mod relay;
 mod relay_shares;
 mod run;

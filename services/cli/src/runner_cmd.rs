@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 pub fn run(args: RoleArgs) -> Result<ExitCode> {
     let started = Instant::now();
-    let mut settings = args.config.load()?;
+    let mut settings = args.load()?;
     if args.check_config {
         return crate::serve_cmd::check_config(&settings, true);
     }

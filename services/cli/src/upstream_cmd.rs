@@ -5,7 +5,7 @@
 //! and shell history), and is never printed.
 
 use crate::grant_cmd::Remote;
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use clap::Subcommand;
 use serde_json::{Value, json};
 use std::io::Write;
@@ -14,10 +14,15 @@ use std::process::ExitCode;
 #[derive(Debug, Subcommand)]
 pub enum UpstreamCommand {
     /// Register an upstream MCP server of a tenant, or replace it.
+    #[command(after_help = "\
+Examples:
+  corkboard upstream put --server http://127.0.0.1:4891 --tenant acme github --url https://api.githubcopilot.com/mcp/ --credential-env GITHUB_MCP_AUTH
+  corkboard upstream put --server http://127.0.0.1:4891 --tenant acme docs --url http://docs.internal:8080/mcp --header X-Api-Key --credential-file ./docs.key --json")]
     Put {
         /// Admin API base URL (e.g. http://127.0.0.1:4891).
-        #[arg(long, env = "CORKBOARD_SERVER")]
+        #[arg(long, env = "CORKBOARD_SERVER", value_name = "URL")]
         server: String,
+        /// The tenant whose runs may use it.
         #[arg(long)]
         tenant: String,
         /// 1-32 of a-z, 0-9 and '-'; its tools are offered as <name>__<tool>.
@@ -32,27 +37,44 @@ pub enum UpstreamCommand {
         #[arg(long, conflicts_with = "credential_env")]
         credential_file: Option<std::path::PathBuf>,
         /// An environment variable holding the credential.
-        #[arg(long)]
+        #[arg(long, value_name = "NAME")]
         credential_env: Option<String>,
+        /// Print the API's JSON answer instead of text.
         #[arg(long)]
         json: bool,
     },
     /// List a tenant's upstreams (credentials are never shown).
+    #[command(after_help = "\
+Examples:
+  corkboard upstream list --server http://127.0.0.1:4891 --tenant acme
+  corkboard upstream list --server http://127.0.0.1:4891 --tenant acme --json")]
     List {
-        #[arg(long, env = "CORKBOARD_SERVER")]
+        /// Admin API base URL (e.g. http://127.0.0.1:4891).
+        #[arg(long, env = "CORKBOARD_SERVER", value_name = "URL")]
         server: String,
+        /// The tenant whose upstreams to list.
         #[arg(long)]
         tenant: String,
+        /// Print the API's JSON answer instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Remove an upstream.
+    #[command(after_help = "\
+Examples:
+  corkboard upstream delete --server http://127.0.0.1:4891 --tenant acme github")]
     Delete {
-        #[arg(long, env = "CORKBOARD_SERVER")]
+        /// Admin API base URL (e.g. http://127.0.0.1:4891).
+        #[arg(long, env = "CORKBOARD_SERVER", value_name = "URL")]
         server: String,
+        /// The upstream's tenant.
         #[arg(long)]
         tenant: String,
+        /// The upstream to remove.
         name: String,
+        /// Print the API's JSON answer instead of text.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -74,7 +96,9 @@ fn credential(file: Option<&std::path::Path>, env: Option<&str>) -> Result<Strin
         (None, Some(var)) => {
             std::env::var(var).with_context(|| format!("the environment variable {var} is not set"))
         }
-        (None, None) => bail!("name the credential with --credential-file or --credential-env"),
+        (None, None) => Err(crate::exit::usage(
+            "name the credential with --credential-file or --credential-env",
+        )),
     }
 }
 
@@ -145,16 +169,26 @@ async fn run_async(cmd: UpstreamCommand) -> Result<ExitCode> {
             server,
             tenant,
             name,
+            json,
         } => {
             let remote = Remote::new(&server)?;
-            remote
+            let value = remote
                 .call(
                     reqwest::Method::DELETE,
                     &format!("/v1/tenants/{tenant}/upstreams/{name}"),
                     None,
                 )
                 .await?;
-            writeln!(out, "upstream {name} of tenant {tenant} deleted")?;
+            if json {
+                let value = if value.is_null() {
+                    json!({ "deleted": name, "tenant": tenant })
+                } else {
+                    value
+                };
+                writeln!(out, "{value}")?;
+            } else {
+                writeln!(out, "upstream {name} of tenant {tenant} deleted")?;
+            }
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -119,7 +119,10 @@ impl<'de> Deserialize<'de> for Secret {
 pub struct Settings {
     /// HTTP listen address (API, web board, studio MCP, health, metrics).
     pub listen: SocketAddr,
-    /// Embedded data: SQLite board, signing secrets.
+    /// Embedded data: SQLite board, signing secrets. Defaults to one
+    /// directory per user ([`default_data_dir`]), whatever the working
+    /// directory; made absolute on load, so every command and every printed
+    /// path names the same board.
     pub data_dir: PathBuf,
     pub store: StoreKind,
     /// MongoDB connection string (`store = "mongodb"`), credentials included.
@@ -291,11 +294,35 @@ pub struct Settings {
     pub run_budgets: String,
 }
 
+/// The data dir when none is configured: `$XDG_DATA_HOME/corkboard`, else
+/// `$HOME/.local/share/corkboard`, else `.corkboard` of the working
+/// directory (made absolute on load). One per user, so a client command run
+/// from another directory finds the board `serve` made instead of making a
+/// second one.
+pub fn default_data_dir(
+    xdg_data_home: Option<&std::ffi::OsStr>,
+    home: Option<&std::ffi::OsStr>,
+) -> PathBuf {
+    // The XDG rule: a relative value is invalid and ignored.
+    let absolute =
+        |dir: Option<&std::ffi::OsStr>| dir.map(PathBuf::from).filter(|p| p.is_absolute());
+    if let Some(base) = absolute(xdg_data_home) {
+        return base.join("corkboard");
+    }
+    if let Some(home) = absolute(home) {
+        return home.join(".local/share/corkboard");
+    }
+    PathBuf::from(".corkboard")
+}
+
 impl Default for Settings {
     fn default() -> Self {
         Self {
             listen: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 4891),
-            data_dir: PathBuf::from(".corkboard"),
+            data_dir: default_data_dir(
+                std::env::var_os("XDG_DATA_HOME").as_deref(),
+                std::env::var_os("HOME").as_deref(),
+            ),
             store: StoreKind::Sqlite,
             mongodb_uri: None,
             mongodb_database: "corkboard".into(),
@@ -538,6 +565,14 @@ impl Settings {
                 ConfigError::Key { key, reason }
             }
         })?;
+        let mut settings = settings;
+        // Absolute once, here: a relative path would name another board in
+        // another working directory, and printed paths would not say which.
+        settings.data_dir =
+            std::path::absolute(&settings.data_dir).map_err(|e| ConfigError::Key {
+                key: "data_dir".into(),
+                reason: format!("cannot make {} absolute: {e}", settings.data_dir.display()),
+            })?;
         settings.check()?;
         Ok(settings)
     }
@@ -698,6 +733,26 @@ impl Settings {
             .unwrap_or_default()
     }
 
+    /// The base URL this process hands out (sign-in links, MCP URLs):
+    /// `public_url`, else the listen address, with an unspecified address
+    /// (`0.0.0.0`, `::`) replaced by loopback: a URL naming "every address"
+    /// reaches nothing. Set `public_url` for clients on other machines.
+    pub fn advertised_url(&self) -> String {
+        match &self.public_url {
+            Some(url) => url.trim_end_matches('/').to_owned(),
+            None => {
+                let mut addr = self.listen;
+                if addr.ip().is_unspecified() {
+                    addr.set_ip(match addr.ip() {
+                        IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::LOCALHOST),
+                        IpAddr::V6(_) => IpAddr::V6(std::net::Ipv6Addr::LOCALHOST),
+                    });
+                }
+                format!("http://{addr}")
+            }
+        }
+    }
+
     pub fn jwt_secret_path(&self) -> PathBuf {
         self.jwt_secret_file
             .clone()
@@ -750,6 +805,53 @@ fn coerce(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_default_data_dir_is_per_user_and_absolute() {
+        let os = |s: &'static str| Some(std::ffi::OsStr::new(s));
+        assert_eq!(
+            default_data_dir(os("/x/data"), os("/home/ann")),
+            PathBuf::from("/x/data/corkboard")
+        );
+        assert_eq!(
+            default_data_dir(None, os("/home/ann")),
+            PathBuf::from("/home/ann/.local/share/corkboard")
+        );
+        // A relative XDG_DATA_HOME is ignored, as the XDG rules say.
+        assert_eq!(
+            default_data_dir(os("rel"), os("/home/ann")),
+            PathBuf::from("/home/ann/.local/share/corkboard")
+        );
+        assert_eq!(default_data_dir(None, None), PathBuf::from(".corkboard"));
+    }
+
+    #[test]
+    fn a_relative_data_dir_is_made_absolute_on_load() {
+        let mut flags = serde_json::Map::new();
+        flags.insert("data_dir".into(), "rel/board".into());
+        let s = Settings::load_with_env(None, flags, Vec::new()).unwrap();
+        assert!(s.data_dir.is_absolute(), "{}", s.data_dir.display());
+        assert!(s.data_dir.ends_with("rel/board"));
+        assert_eq!(
+            s.data_dir,
+            std::env::current_dir().unwrap().join("rel/board")
+        );
+    }
+
+    #[test]
+    fn an_unspecified_listen_address_is_advertised_as_loopback() {
+        let mut s = Settings {
+            listen: "0.0.0.0:4891".parse().unwrap(),
+            ..Settings::default()
+        };
+        assert_eq!(s.advertised_url(), "http://127.0.0.1:4891");
+        s.listen = "[::]:80".parse().unwrap();
+        assert_eq!(s.advertised_url(), "http://[::1]:80");
+        s.listen = "10.0.0.5:80".parse().unwrap();
+        assert_eq!(s.advertised_url(), "http://10.0.0.5:80");
+        s.public_url = Some("https://board.example/".into());
+        assert_eq!(s.advertised_url(), "https://board.example");
+    }
 
     #[test]
     fn unknown_corkboard_variables_are_named_with_the_nearest_known_one() {

@@ -72,6 +72,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 web::delete().to(crate::webhook_api::delete),
             )
             .configure(crate::upstreams::configure)
+            .configure(crate::issue_api::configure)
             .default_service(web::to(|| async {
                 Err::<HttpResponse, _>(ApiError::not_found("no such API endpoint".into()))
             })),
@@ -597,6 +598,20 @@ async fn list_issues(
     let query = params.into_inner().into_query()?;
     let page = state.store.list_issues(&tenant, &query).await?;
     Ok(HttpResponse::Ok().json(page))
+}
+
+/// The list route's answer to a query string, for a caller that is not an
+/// HTTP request (`corkboard issue list` on the local board): the filters
+/// read by the route's own parser. The caller checked the tenant.
+pub async fn list_issues_page(
+    state: &AppState,
+    tenant: &TenantId,
+    query: &str,
+) -> Result<corkboard_board::Page, ApiError> {
+    let params = web::Query::<IssueListParams>::from_query(query)
+        .map_err(|err| ApiError::new(corkboard_board::Code::InvalidQuery, err.to_string()))?;
+    let query = params.into_inner().into_query()?;
+    Ok(state.store.list_issues(tenant, &query).await?)
 }
 
 /// Ranked search with the list filters: the same store call as the

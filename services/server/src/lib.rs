@@ -22,6 +22,7 @@
 pub mod admin;
 pub mod audit;
 pub mod health;
+pub mod issue_api;
 pub mod markdown;
 pub mod metered;
 pub mod session_ends;

@@ -196,10 +196,7 @@ impl AppState {
 
     /// Base URL of this server as clients reach it.
     pub fn public_url(&self) -> String {
-        match &self.settings.public_url {
-            Some(url) => url.trim_end_matches('/').to_owned(),
-            None => format!("http://{}", self.settings.listen),
-        }
+        self.settings.advertised_url()
     }
 
     /// The MCP URL a grant's run uses: the shared runner gateway route when
