@@ -194,6 +194,9 @@ fn help_of(path: &[String]) -> String {
         .args(path)
         .arg("--help")
         .env_remove("CORKBOARD_DATA_DIR")
+        // Defaults derived from the environment read the same everywhere.
+        .env("XDG_DATA_HOME", "/home/you/.local/share")
+        .env("HOME", "/home/you")
         .output()
         .unwrap();
     assert!(out.status.success(), "corkboard {path:?} --help failed");

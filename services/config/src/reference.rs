@@ -31,7 +31,7 @@ pub fn markdown() -> String {
             "| `{key}` | `CORKBOARD_{}` | {} | {} | {} |\n",
             key.to_uppercase(),
             cell(&type_of(&property, &schema)),
-            cell(&default_of(default)),
+            cell(&default_of(key, default)),
             cell(&description_of(&property, &schema)),
         ));
     }
@@ -131,8 +131,12 @@ fn referenced<'a>(property: &Value, schema: &'a Schema) -> Option<&'a Value> {
     schema.get("$defs")?.get(name)
 }
 
-fn default_of(default: &Value) -> String {
+fn default_of(key: &str, default: &Value) -> String {
     match default {
+        // Derived from the environment of whoever generates the page.
+        _ if key == "data_dir" => {
+            "`$XDG_DATA_HOME/corkboard`, else `~/.local/share/corkboard`".to_owned()
+        }
         Value::Null => "none".to_owned(),
         Value::Array(items) if items.is_empty() => "empty".to_owned(),
         Value::String(s) if s.is_empty() => "empty".to_owned(),
