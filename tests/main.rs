@@ -24,6 +24,7 @@ mod conn_limits;
 mod deploy;
 mod egress;
 mod gateway;
+mod kube;
 mod mcp_interop;
 mod mongo_store;
 mod relay;
