@@ -337,25 +337,6 @@ fn log_tail(dir: &Path) -> String {
     lines[lines.len().saturating_sub(20)..].join("\n")
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn info_fields_are_found_by_exact_name() {
-        let info = "# Server\r\nprocess_id:42\r\nprocess_supervised:no\r\n";
-        assert_eq!(info_field(info, "process_id"), Some("42"));
-        assert_eq!(info_field(info, "process"), None);
-        assert_eq!(info_field(info, "missing"), None);
-    }
-
-    #[test]
-    #[should_panic(expected = "is not installed (not found on PATH): install with apt-get")]
-    fn a_missing_program_fails_with_the_install_hint() {
-        require_program("corkboard-no-such-redis-server", INSTALL_HINT);
-    }
-}
-
 /// A throwaway CA (EC P-256, one day) and, issued by it, a server
 /// certificate for `localhost`/`127.0.0.1` and a client certificate, in
 /// `dir` (private keys 0600, as the binary requires of secret files).
@@ -448,5 +429,24 @@ fn make_pki(dir: &Path) {
             std::fs::set_permissions(dir.join(&key), std::fs::Permissions::from_mode(0o600))
                 .unwrap_or_else(|e| panic!("cannot chmod {key}: {e}"));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn info_fields_are_found_by_exact_name() {
+        let info = "# Server\r\nprocess_id:42\r\nprocess_supervised:no\r\n";
+        assert_eq!(info_field(info, "process_id"), Some("42"));
+        assert_eq!(info_field(info, "process"), None);
+        assert_eq!(info_field(info, "missing"), None);
+    }
+
+    #[test]
+    #[should_panic(expected = "is not installed (not found on PATH): install with apt-get")]
+    fn a_missing_program_fails_with_the_install_hint() {
+        require_program("corkboard-no-such-redis-server", INSTALL_HINT);
     }
 }
