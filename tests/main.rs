@@ -26,6 +26,7 @@ mod docs;
 mod egress;
 mod examples;
 mod gateway;
+mod kube;
 mod mcp_interop;
 mod mongo_store;
 mod operator_cli;

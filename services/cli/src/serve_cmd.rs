@@ -91,6 +91,8 @@ pub fn run(args: RoleArgs, role: Role) -> Result<ExitCode> {
             );
         let workers = conn::http_workers();
         let on_connect = cap.clone();
+        let metrics_server = metrics_listener(&state)?;
+        let separate_metrics = metrics_server.is_some();
         // Nagle off: a response written in more than one chunk must not
         // wait for the client's delayed ACK (a 40 ms p50 under load).
         let server = HttpServer::new(move || {
@@ -108,7 +110,13 @@ pub fn run(args: RoleArgs, role: Role) -> Result<ExitCode> {
                         api.configure(cfg); // runner (see above)
                     }
                 })
-                .configure(corkboard_server::routes)
+                .configure(move |cfg| {
+                    if separate_metrics {
+                        corkboard_server::routes_without_metrics(cfg);
+                    } else {
+                        corkboard_server::routes(cfg);
+                    }
+                })
         })
         .tcp_nodelay(true)
         .workers(workers)
@@ -118,7 +126,7 @@ pub fn run(args: RoleArgs, role: Role) -> Result<ExitCode> {
         .on_connect(move |io, extensions| on_connect.on_connect(io, extensions))
         .listen(listener)
         .context("listen: cannot serve on the bound socket")?
-        .shutdown_timeout(10)
+        .shutdown_timeout(crate::signals::ShutdownPlan::of(settings).http.as_secs())
         .disable_signals()
         .run();
         // Our own signal handling: end the web board's live streams first,
@@ -137,7 +145,13 @@ pub fn run(args: RoleArgs, role: Role) -> Result<ExitCode> {
             held.publish(&state.public_url())?;
         }
         announce(&state, role, bound, started, &board_flags);
+        if let Some((_, addr)) = &metrics_server {
+            announce_metrics(*addr);
+        }
         server.await.context("HTTP server failed")?;
+        if let Some((handle, _)) = metrics_server {
+            handle.stop(true).await;
+        }
         deliveries.stop();
         if let Some(runner) = runner {
             runner.shutdown().await; // runner: drain its runs
@@ -156,6 +170,42 @@ pub fn run(args: RoleArgs, role: Role) -> Result<ExitCode> {
     })
 }
 
+/// `/metrics` on its own listener when `metrics_listen` asks for it (off
+/// the API's port: an Ingress or a sandbox reaching the API never reaches
+/// metrics, whose labels name tenants). Runs until its handle stops it.
+pub fn metrics_listener(
+    state: &AppState,
+) -> Result<Option<(actix_web::dev::ServerHandle, std::net::SocketAddr)>> {
+    let Some(addr) = state.settings.metrics_listen else {
+        return Ok(None);
+    };
+    let listener = std::net::TcpListener::bind(addr)
+        .with_context(|| format!("metrics_listen: cannot bind {addr}"))?;
+    let bound = listener.local_addr()?;
+    let data = web::Data::new(state.clone());
+    let server = HttpServer::new(move || {
+        App::new()
+            .app_data(data.clone())
+            .configure(corkboard_server::metrics_route)
+    })
+    .workers(1)
+    .disable_signals()
+    .shutdown_timeout(1)
+    .listen(listener)
+    .context("metrics_listen: cannot serve on the bound socket")?
+    .run();
+    let handle = server.handle();
+    actix_web::rt::spawn(server);
+    Ok(Some((handle, bound)))
+}
+
+/// The line that says where metrics are, after the first one.
+pub fn announce_metrics(addr: std::net::SocketAddr) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "metrics on http://{addr}/metrics");
+    let _ = out.flush();
+}
+
 /// `--check-config`: prints the effective configuration (secrets redacted)
 /// and, for cluster roles, checks that the secret files it names can be
 /// read, so a bad Secret mount fails here rather than at start-up.
@@ -163,7 +213,9 @@ pub fn check_config(settings: &corkboard_config::Settings, cluster_role: bool) -
     crate::compose::connection_sources(settings)?;
     if cluster_role {
         crate::compose::admin_verifier(settings, SecretPolicy::MustExist)?;
-        crate::compose::session_key(settings, SecretPolicy::MustExist)?;
+        crate::compose::session_keys(settings, SecretPolicy::MustExist)?;
+        crate::compose::upstream_key(settings, SecretPolicy::MustExist)?;
+        crate::compose::install_redis_tls(settings)?;
     }
     write!(std::io::stdout(), "{}", settings.to_redacted_toml())?;
     Ok(ExitCode::SUCCESS)

@@ -292,6 +292,41 @@ pub struct Settings {
     /// run asking for less gets less. Checked at start-up (`cli`'s compose,
     /// which knows the budget names).
     pub run_budgets: String,
+    /// Session keys `session_key_file` replaced: still accepted (session
+    /// ids, sealed relay values, the registry's grant records), never
+    /// used to sign. A rotation lists the old key here until what it
+    /// signed has expired.
+    pub session_previous_key_files: Vec<PathBuf>,
+    /// Admin JWT keys the current one replaced (HS256 secrets, or RS256 /
+    /// EdDSA public keys, for the same `jwt_algorithm`): tokens they
+    /// signed are still accepted.
+    pub jwt_previous_key_files: Vec<PathBuf>,
+    /// Upstream keys `upstream_key_file` replaced: credentials and webhook
+    /// secrets sealed with them still open; new ones are sealed with the
+    /// current key.
+    pub upstream_previous_key_files: Vec<PathBuf>,
+    /// PEM CA certificate(s) a `rediss://` server's certificate must chain
+    /// to (a private CA); unset: the system's roots.
+    pub redis_tls_ca_file: Option<PathBuf>,
+    /// PEM client certificate for a `rediss://` server that asks for one
+    /// (with `redis_tls_key_file`).
+    pub redis_tls_cert_file: Option<PathBuf>,
+    /// PEM private key of `redis_tls_cert_file`.
+    pub redis_tls_key_file: Option<PathBuf>,
+    /// PEM CA certificate(s) MongoDB's certificate must chain to (a
+    /// private CA); turns TLS on for the connection.
+    pub mongodb_tls_ca_file: Option<PathBuf>,
+    /// Time this process has from SIGTERM until it is killed, in ms (in
+    /// Kubernetes: the pod's grace period minus its preStop sleep). Unset:
+    /// the fixed drains of before (HTTP 10 s, runs 5 s + 1 s, gateway
+    /// port 5 s). Set: every drain deadline is derived from it so that the
+    /// worst case, audit flush included, ends within it (`cli`'s
+    /// `signals.rs`). At least 10000.
+    pub shutdown_grace_ms: Option<u64>,
+    /// Serve `/metrics` on this address alone (off the API listener, so
+    /// an Ingress or a sandbox reaching the API never reaches metrics).
+    /// Unset: `/metrics` stays on `listen`.
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 /// The data dir when none is configured: `$XDG_DATA_HOME/corkboard`, else
@@ -397,6 +432,15 @@ impl Default for Settings {
             upstream_tenant_share_pct: 25,
             upstream_run_share_pct: 6,
             run_budgets: String::new(),
+            session_previous_key_files: Vec::new(),
+            jwt_previous_key_files: Vec::new(),
+            upstream_previous_key_files: Vec::new(),
+            redis_tls_ca_file: None,
+            redis_tls_cert_file: None,
+            redis_tls_key_file: None,
+            mongodb_tls_ca_file: None,
+            shutdown_grace_ms: None,
+            metrics_listen: None,
         }
     }
 }
@@ -450,6 +494,9 @@ const LIST_KEYS: &[&str] = &[
     "webhook_allowed_hosts",
     "egress_allow",
     "trusted_proxies",
+    "session_previous_key_files",
+    "jwt_previous_key_files",
+    "upstream_previous_key_files",
 ];
 
 impl Settings {
@@ -714,6 +761,32 @@ impl Settings {
             && !(url.starts_with("http://") || url.starts_with("https://"))
         {
             return Err(key("public_url", "must start with http:// or https://"));
+        }
+        if self.redis_tls_cert_file.is_some() != self.redis_tls_key_file.is_some() {
+            return Err(key(
+                "redis_tls_cert_file",
+                "needs redis_tls_key_file, and the other way round",
+            ));
+        }
+        let tls_material = self.redis_tls_ca_file.is_some() || self.redis_tls_cert_file.is_some();
+        if tls_material
+            && !self
+                .redis_urls()
+                .iter()
+                .all(|url| url.starts_with("rediss://"))
+        {
+            return Err(key(
+                "redis_tls_ca_file",
+                "is for rediss:// URLs only: redis_url must use rediss:// (a redis:// URL would send everything in clear)",
+            ));
+        }
+        if let Some(grace) = self.shutdown_grace_ms
+            && grace < 10_000
+        {
+            return Err(key(
+                "shutdown_grace_ms",
+                "must be at least 10000 (the drains and the audit flush need it)",
+            ));
         }
         Ok(())
     }
@@ -1055,5 +1128,56 @@ mod tests {
         assert!(!format!("{s:?}").contains("hunter2"));
         assert!(!s.to_redacted_toml().contains("hunter2"));
         assert_eq!(s.mongodb_uri.unwrap().expose(), "mongodb://user:hunter2@db");
+    }
+
+    #[test]
+    fn redis_tls_files_need_rediss_urls_and_a_client_certificate_needs_its_key() {
+        let load = |pairs: &[(&str, &str)]| {
+            Settings::load_with_env(None, Default::default(), env(pairs)).map_err(|e| e.to_string())
+        };
+        let err = load(&[
+            ("CORKBOARD_REDIS_URL", "redis://cache:6379/"),
+            ("CORKBOARD_REDIS_TLS_CA_FILE", "/ca.pem"),
+        ])
+        .unwrap_err();
+        assert!(err.contains("rediss://"), "{err}");
+        let err = load(&[
+            ("CORKBOARD_REDIS_URL", "rediss://cache:6379/"),
+            ("CORKBOARD_REDIS_TLS_CERT_FILE", "/client.pem"),
+        ])
+        .unwrap_err();
+        assert!(err.contains("redis_tls_key_file"), "{err}");
+        load(&[
+            ("CORKBOARD_REDIS_URL", "rediss://a:6379/,rediss://b:6379/"),
+            ("CORKBOARD_REDIS_TLS_CA_FILE", "/ca.pem"),
+            ("CORKBOARD_REDIS_TLS_CERT_FILE", "/client.pem"),
+            ("CORKBOARD_REDIS_TLS_KEY_FILE", "/client.key"),
+        ])
+        .unwrap();
+    }
+
+    #[test]
+    fn previous_keys_are_lists_and_the_shutdown_grace_has_a_floor() {
+        let s = Settings::load_with_env(
+            None,
+            Default::default(),
+            env(&[
+                ("CORKBOARD_SESSION_PREVIOUS_KEY_FILES", "/a, /b"),
+                ("CORKBOARD_SHUTDOWN_GRACE_MS", "25000"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(
+            s.session_previous_key_files,
+            [PathBuf::from("/a"), PathBuf::from("/b")]
+        );
+        assert_eq!(s.shutdown_grace_ms, Some(25_000));
+        let err = Settings::load_with_env(
+            None,
+            Default::default(),
+            env(&[("CORKBOARD_SHUTDOWN_GRACE_MS", "9999")]),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("shutdown_grace_ms"), "{err}");
     }
 }

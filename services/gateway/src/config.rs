@@ -38,6 +38,9 @@ pub struct GatewayConfig {
     /// After the drain deadline, how long cancelled requests get to answer
     /// before the run stops regardless.
     pub cancel_grace: Duration,
+    /// Once the runs are drained, how long the shared gateway port's
+    /// remaining connections get to finish (whole seconds) at shutdown.
+    pub port_shutdown: Duration,
     /// Shared mode: a run's actor stops after this long without requests
     /// (the next request activates it again).
     pub idle_timeout: Duration,
@@ -72,6 +75,11 @@ pub struct GatewayConfig {
 impl GatewayConfig {
     pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
     pub const DEFAULT_CANCEL_GRACE: Duration = Duration::from_secs(1);
+    pub const DEFAULT_PORT_SHUTDOWN: Duration = Duration::from_secs(5);
+    /// The fixed waits a shutdown adds to the configured deadlines, in the
+    /// worst case: 2 s for a run's drain report, 2 s for its port to close
+    /// (`stop_run`), then 2 s for listeners and connections (`shutdown`).
+    pub const SHUTDOWN_SLACK: Duration = Duration::from_secs(6);
     pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(600);
     pub const DEFAULT_REVALIDATE_INTERVAL: Duration = Duration::from_secs(10);
     pub const DEFAULT_LIVE_RUNS_PER_TENANT_MAX: usize = 100;
@@ -95,6 +103,7 @@ impl GatewayConfig {
             max_result_bytes: corkboard_tools::DEFAULT_RESULT_BUDGET,
             drain_timeout: Self::DEFAULT_DRAIN_TIMEOUT,
             cancel_grace: Self::DEFAULT_CANCEL_GRACE,
+            port_shutdown: Self::DEFAULT_PORT_SHUTDOWN,
             idle_timeout: Self::DEFAULT_IDLE_TIMEOUT,
             revalidate_interval: Self::DEFAULT_REVALIDATE_INTERVAL,
             workers,

@@ -144,6 +144,7 @@ impl Runner {
             inner: limiter,
             metrics: metrics.clone(),
         });
+        let port_shutdown = config.port_shutdown.as_secs().max(1);
         let (max_connections, header_timeout, keep_alive, sources) = (
             config.max_connections,
             config.header_timeout,
@@ -204,7 +205,7 @@ impl Runner {
                 .keep_alive(keep_alive)
                 .on_connect(move |io, extensions| on_connect.on_connect(io, extensions))
                 .disable_signals()
-                .shutdown_timeout(5)
+                .shutdown_timeout(port_shutdown)
                 .listen(listener)
                 .map_err(|source| GatewayError::Bind {
                     addr: bound,

@@ -94,6 +94,8 @@ pub struct AppState {
     /// Where webhook endpoints may point: `egress` with
     /// `webhook_allowed_hosts`.
     pub webhook_hosts: Arc<crate::webhooks::HostPolicy>,
+    /// When the datastores last answered `/readyz` (a blip is tolerated).
+    pub readiness: Arc<crate::health::Readiness>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -165,6 +167,7 @@ impl AppState {
             upstream_key: None,
             egress: Arc::default(),
             webhook_hosts: Arc::default(),
+            readiness: Arc::default(),
         }
     }
 

@@ -42,6 +42,10 @@ pub struct MongoOptions {
     /// as their `maxTimeMS`) and each tenant's share of them, so one
     /// tenant's costly queries cannot take every pooled connection.
     pub expensive: ExpensiveReads,
+    /// PEM CA certificate(s) the server's certificate must chain to (a
+    /// private CA). Set: TLS is on, whatever the URI says about the CA; a
+    /// URI with `tls=false` is refused.
+    pub tls_ca_file: Option<std::path::PathBuf>,
 }
 
 impl Default for MongoOptions {
@@ -54,6 +58,7 @@ impl Default for MongoOptions {
             max_pool_size: 32,
             app_name: "corkboard".to_owned(),
             expensive: ExpensiveReads::default(),
+            tls_ca_file: None,
         }
     }
 }

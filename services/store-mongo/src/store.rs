@@ -6,7 +6,7 @@ use crate::options::MongoOptions;
 use crate::schema;
 use corkboard_board::{ExpensiveReads, StoreError, StoreHealth, TenantId};
 use mongodb::bson::{Document, doc};
-use mongodb::options::{Acknowledgment, ClientOptions, ReadConcern, WriteConcern};
+use mongodb::options::{Acknowledgment, ClientOptions, ReadConcern, Tls, TlsOptions, WriteConcern};
 use mongodb::{Client, Collection, Database};
 use std::collections::HashMap;
 use std::fmt;
@@ -116,6 +116,9 @@ impl MongoStore {
         client_options
             .app_name
             .get_or_insert_with(|| options.app_name.clone());
+        if let Some(ca) = &options.tls_ca_file {
+            client_options.tls = Some(with_ca_file(client_options.tls.take(), ca)?);
+        }
         // Majority + journal, always, whatever the URI says: an
         // acknowledged write must survive the primary crashing or failing
         // over (design contract 4, "no lost writes"). w:1 acknowledges
@@ -540,5 +543,46 @@ mod tests {
             assert!(matches!(err, MongoStoreError::InvalidUri { .. }), "{err}");
             assert!(!err.to_string().contains("pw@"), "{err}");
         }
+    }
+}
+
+/// The URI's TLS settings with `ca` as the CA file: TLS on (the URI's
+/// other TLS options kept), refused when the URI turns TLS off.
+fn with_ca_file(tls: Option<Tls>, ca: &std::path::Path) -> Result<Tls, MongoStoreError> {
+    match tls {
+        Some(Tls::Enabled(mut options)) => {
+            options.ca_file_path = Some(ca.to_owned());
+            Ok(Tls::Enabled(options))
+        }
+        Some(Tls::Disabled) => Err(MongoStoreError::InvalidUri {
+            reason: "the URI sets tls=false, but a CA file (mongodb_tls_ca_file) is configured"
+                .into(),
+        }),
+        None => Ok(Tls::Enabled(
+            TlsOptions::builder().ca_file_path(ca.to_owned()).build(),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tls_tests {
+    use super::*;
+
+    #[test]
+    fn a_ca_file_turns_tls_on_keeps_the_uris_options_and_refuses_tls_false() {
+        let ca = std::path::Path::new("/etc/ca.pem");
+        let Ok(Tls::Enabled(on)) = with_ca_file(None, ca) else {
+            panic!("TLS on");
+        };
+        assert_eq!(on.ca_file_path.as_deref(), Some(ca));
+        let uri = TlsOptions::builder()
+            .allow_invalid_certificates(true)
+            .build();
+        let Ok(Tls::Enabled(kept)) = with_ca_file(Some(Tls::Enabled(uri)), ca) else {
+            panic!("TLS on");
+        };
+        assert_eq!(kept.allow_invalid_certificates, Some(true));
+        assert_eq!(kept.ca_file_path.as_deref(), Some(ca));
+        assert!(with_ca_file(Some(Tls::Disabled), ca).is_err());
     }
 }

@@ -27,7 +27,7 @@ pub use generated::ensure_file_contents;
 pub use mongo::*;
 pub use resp::Reply;
 pub use runtime::{MultiThread, TEST_WORKER_THREADS};
-pub use server::RedisServer;
+pub use server::{RedisServer, TLS_CA_FILE, TLS_CLIENT_CERT_FILE, TLS_CLIENT_KEY_FILE};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
