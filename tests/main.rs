@@ -15,6 +15,7 @@ mod support;
 
 mod admin_api;
 mod budgets;
+mod clean_text;
 mod cli_errors;
 mod cluster;
 mod codemap;
@@ -26,6 +27,7 @@ mod egress;
 mod gateway;
 mod mcp_interop;
 mod mongo_store;
+mod pins;
 mod relay;
 mod relay_shares;
 mod run;

@@ -56,6 +56,7 @@ fn fixture() -> Fixture {
             "url": format!("http://127.0.0.1:{port}/mcp"),
             "header": "Authorization",
             "credential": CREDENTIAL,
+            "trust_first_listing": true,
         }))
         .send()
         .unwrap();
@@ -1236,6 +1237,7 @@ fn replicas() -> Replicas {
                 "url": format!("http://127.0.0.1:{port}/mcp"),
                 "header": header,
                 "credential": credential,
+                "trust_first_listing": true,
             }))
             .send()
             .unwrap();

@@ -1,4 +1,5 @@
-//! `corkboard upstream put|list|delete`: a tenant's upstream MCP servers,
+//! `corkboard upstream put|list|delete|tools|approve`: a tenant's upstream
+//! MCP servers and the approval of their tools' definitions,
 //! through a server's admin API (`--server URL`, admin JWT in
 //! `CORKBOARD_ADMIN_TOKEN`). The credential is read from a file or an
 //! environment variable, never from a flag (flags show in process lists
@@ -34,6 +35,10 @@ pub enum UpstreamCommand {
         /// An environment variable holding the credential.
         #[arg(long)]
         credential_env: Option<String>,
+        /// Approve the tools of its first listing as listed (trust on
+        /// first use); otherwise every tool waits for `upstream approve`.
+        #[arg(long)]
+        trust_first_listing: bool,
         #[arg(long)]
         json: bool,
     },
@@ -53,6 +58,32 @@ pub enum UpstreamCommand {
         #[arg(long)]
         tenant: String,
         name: String,
+    },
+    /// List an upstream's tools as pinned: approved or pending, and what
+    /// changed since the approved definition.
+    Tools {
+        #[arg(long, env = "CORKBOARD_SERVER")]
+        server: String,
+        #[arg(long)]
+        tenant: String,
+        name: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Approve a pending tool's definition, so runs see and call it.
+    Approve {
+        #[arg(long, env = "CORKBOARD_SERVER")]
+        server: String,
+        #[arg(long)]
+        tenant: String,
+        /// The upstream.
+        name: String,
+        /// The upstream's own name of the tool.
+        tool: String,
+        /// The definition hash reviewed (from `upstream tools`); without
+        /// it, the definition shown now is printed and approved.
+        #[arg(long)]
+        hash: Option<String>,
     },
 }
 
@@ -89,6 +120,7 @@ async fn run_async(cmd: UpstreamCommand) -> Result<ExitCode> {
             header,
             credential_file,
             credential_env,
+            trust_first_listing,
             json,
         } => {
             let credential = credential(credential_file.as_deref(), credential_env.as_deref())?;
@@ -97,7 +129,10 @@ async fn run_async(cmd: UpstreamCommand) -> Result<ExitCode> {
                 .call(
                     reqwest::Method::PUT,
                     &format!("/v1/tenants/{tenant}/upstreams/{name}"),
-                    Some(json!({ "url": url, "header": header, "credential": credential })),
+                    Some(json!({
+                        "url": url, "header": header, "credential": credential,
+                        "trust_first_listing": trust_first_listing,
+                    })),
                 )
                 .await?;
             if json {
@@ -156,8 +191,98 @@ async fn run_async(cmd: UpstreamCommand) -> Result<ExitCode> {
                 .await?;
             writeln!(out, "upstream {name} of tenant {tenant} deleted")?;
         }
+        UpstreamCommand::Tools {
+            server,
+            tenant,
+            name,
+            json,
+        } => {
+            let remote = Remote::new(&server)?;
+            let value = remote
+                .call(
+                    reqwest::Method::GET,
+                    &format!("/v1/tenants/{tenant}/upstreams/{name}/tools"),
+                    None,
+                )
+                .await?;
+            if json {
+                writeln!(out, "{value}")?;
+            } else {
+                for tool in value["tools"].as_array().into_iter().flatten() {
+                    writeln!(out, "{}", tool_line(tool))?;
+                }
+            }
+        }
+        UpstreamCommand::Approve {
+            server,
+            tenant,
+            name,
+            tool,
+            hash,
+        } => {
+            let remote = Remote::new(&server)?;
+            let hash = match hash {
+                Some(hash) => hash,
+                None => {
+                    // Approving what is shown now: print it first, so the
+                    // terminal keeps what was approved.
+                    let value = remote
+                        .call(
+                            reqwest::Method::GET,
+                            &format!("/v1/tenants/{tenant}/upstreams/{name}/tools"),
+                            None,
+                        )
+                        .await?;
+                    let Some(found) = value["tools"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .find(|t| t["tool"] == tool.as_str())
+                    else {
+                        bail!(
+                            "upstream {name} of tenant {tenant} has never listed a tool {tool:?}"
+                        );
+                    };
+                    writeln!(out, "{}", tool_line(found))?;
+                    writeln!(out, "definition: {}", found["definition"])?;
+                    text(&found["hash"]).to_owned()
+                }
+            };
+            let value = remote
+                .call(
+                    reqwest::Method::POST,
+                    &format!("/v1/tenants/{tenant}/upstreams/{name}/tools/{tool}/approve"),
+                    Some(json!({ "hash": hash })),
+                )
+                .await?;
+            writeln!(
+                out,
+                "tool {tool} of upstream {name} approved at definition {}: runs see it from their next listing",
+                text(&value["hash"])
+            )?;
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// One tool of `upstream tools`: name, status, hash, what changed.
+fn tool_line(tool: &Value) -> String {
+    let changes: Vec<&str> = tool["changes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let mut line = format!(
+        "{}  {}  {}",
+        text(&tool["tool"]),
+        text(&tool["status"]),
+        text(&tool["hash"])
+    );
+    if !changes.is_empty() {
+        line.push_str(&format!("  changed: {}", changes.join(", ")));
+    }
+    line
 }
 
 fn text(value: &Value) -> &str {
