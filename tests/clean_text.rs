@@ -77,7 +77,7 @@ fn board_writes_are_cleaned_and_credentials_refused_or_redacted_per_tenant() {
     assert_eq!(result(&comment)["isError"], false, "{comment}");
 
     // Another run reads it clean.
-    let (_, read) = mcp_call(&reader_url, &reader, "get_issue", json!({ "issue_id": id }));
+    let (_, read) = mcp_call(&reader_url, &reader, "get_issue", json!({ "id": id }));
     let issue = &result(&read)["structuredContent"];
     assert_eq!(issue["title"], "Fix the redro bug", "{read}");
     assert_eq!(issue["body"], "Steps: red text\nend", "{read}");
@@ -135,7 +135,7 @@ fn board_writes_are_cleaned_and_credentials_refused_or_redacted_per_tenant() {
         std::thread::sleep(Duration::from_millis(500));
     };
     assert!(!redacted.to_string().contains(KEY), "{redacted}");
-    let (_, read) = mcp_call(&reader_url, &reader, "get_issue", json!({ "issue_id": id }));
+    let (_, read) = mcp_call(&reader_url, &reader, "get_issue", json!({ "id": id }));
     assert!(
         read.to_string()
             .contains("use [redacted AWS access key] to deploy"),

@@ -234,7 +234,7 @@ fn a_changed_upstream_tool_is_held_back_until_a_tenant_admin_approves_it() {
     loop {
         let (status, audit) = api(
             reqwest::Method::GET,
-            "/v1/tenants/acme/audit?run=pin-1&limit=500",
+            "/v1/tenants/acme/audit?run=pin-1&limit=100",
             None,
         );
         assert_eq!(status, 200);
@@ -264,4 +264,39 @@ fn a_changed_upstream_tool_is_held_back_until_a_tenant_admin_approves_it() {
         assert!(Instant::now() < deadline, "audit records: {audit}");
         std::thread::sleep(Duration::from_millis(250));
     }
+}
+
+/// A tool whose schema marks a parameter with `x-mcp-header` is called
+/// through the gateway with the argument mirrored as its `Mcp-Param-*`
+/// header (2026-07-28), which the Python SDK upstream reports back.
+#[test]
+fn an_upstream_tool_with_an_x_mcp_header_parameter_is_called_through_the_gateway() {
+    let served = serve();
+    let admin = served.admin_token();
+    let port = free_port();
+    let _py = start_python_upstream_with(port, &[("UPSTREAM_PARAM_HEADER", "1")]);
+    register_python_upstream(&served.url, &admin, "acme", "py", port);
+    let response = http()
+        .post(format!("{}/v1/runs", served.url))
+        .bearer_auth(&admin)
+        .json(&json!({ "tenant": "acme", "run": "hdr-1", "capabilities": ["upstream:py:routed"] }))
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 201);
+    let run: Value = response.json().unwrap();
+    let (url, token) = (
+        run["mcp_url"].as_str().unwrap(),
+        run["token"].as_str().unwrap(),
+    );
+    let out = agent(
+        url,
+        token,
+        &[("py__routed", json!({ "region": "eu-west-1" }))],
+    );
+    assert!(listed(&out, "py__routed"), "{out}");
+    let routed = call(&out, "py__routed");
+    assert_eq!(
+        routed["text"], "region eu-west-1 via header eu-west-1",
+        "{routed}"
+    );
 }
