@@ -336,6 +336,10 @@ impl UpstreamClient {
     /// and the upstream's own `requestState`. Returns the result as the
     /// upstream wrote it, `input_required` included; `None` when the
     /// upstream does not speak 2026-07-28 (then [`Self::call_tool`]).
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one call's parts, each borrowed from the caller"
+    )]
     pub async fn call_tool_modern(
         &self,
         run: &str,

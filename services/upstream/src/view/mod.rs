@@ -246,6 +246,10 @@ pub(crate) fn relisted(
 }
 
 /// The one audit record and the one log line of an upstream call.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one call's record, each part borrowed from the caller"
+)]
 pub(crate) fn record_call(
     audit: &dyn AuditSink,
     upstream: &UpstreamName,
