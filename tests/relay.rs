@@ -1041,8 +1041,10 @@ fn post_raw(url: &str, headers: &[(&str, &str)], tool: &str, body: String) -> St
         request = request.header(*name, *value);
     }
     let response = request.send().unwrap();
-    assert_eq!(response.status().as_u16(), 200);
-    response.text().unwrap()
+    let status = response.status().as_u16();
+    let text = response.text().unwrap();
+    assert_eq!(status, 200, "{text}");
+    text
 }
 
 #[test]
