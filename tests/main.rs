@@ -15,6 +15,7 @@ mod support;
 
 mod admin_api;
 mod budgets;
+mod clean_text;
 mod cli_errors;
 mod cluster;
 mod codemap;
@@ -30,6 +31,7 @@ mod kube;
 mod mcp_interop;
 mod mongo_store;
 mod operator_cli;
+mod pins;
 mod relay;
 mod relay_shares;
 mod run;

@@ -457,6 +457,10 @@ pub struct GrantPolicy {
     /// these (see [`Budgets::within`]).
     #[serde(default, skip_serializing_if = "Budgets::is_empty")]
     pub run_budgets: Budgets,
+    /// What board writes and upstream calls carrying a credential get
+    /// (refused, the default, or redacted).
+    #[serde(default)]
+    pub secrets: crate::SecretPolicy,
 }
 
 impl GrantPolicy {

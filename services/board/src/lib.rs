@@ -28,18 +28,22 @@
 //! `StoreError` with `Unavailable` (retryable) and `NotConfigured` (no board at
 //! all), `QueryTooSlow` and `TenantBusy` (the bounds on expensive reads,
 //! `reads.rs`: which reads are expensive, their deadline, each tenant's
-//! share)). No IO.; webhooks (`webhook.rs`: the event enum, endpoints, the
+//! share)). No IO.; clean text (`clean.rs`: invisible characters, escapes
+//! and HTML comments stripped, credentials found); pinned upstream tool definitions (`pin.rs`: `ToolPin`,
+//! `DefinitionHash`, what a listing and an approval change); webhooks (`webhook.rs`: the event enum, endpoints, the
 //! signature scheme, retry backoff)
 
 #![forbid(unsafe_code)]
 
 mod audit;
 mod audit_sink;
+mod clean;
 mod error;
 mod error_code;
 mod grant;
 mod ids;
 mod issue;
+mod pin;
 mod reads;
 mod relations;
 mod search;
@@ -51,6 +55,10 @@ mod window;
 
 pub use audit::{ArgumentsHash, AuditEntry, AuditId, AuditOutcome, AuditQuery, AuditRecord};
 pub use audit_sink::{AuditSink, MemoryAuditSink, NoopAuditSink};
+pub use clean::{
+    FoundSecret, Removed, SecretPolicy, clean as clean_text, find_secrets, is_invisible,
+    redact_secrets,
+};
 pub use error::{StoreError, ValidationError};
 pub use error_code::{Code, ErrorCode};
 pub use grant::{
@@ -63,6 +71,11 @@ pub use ids::{
 pub use issue::{
     Author, Body, Comment, CommentAdded, CommentBody, Created, Issue, IssuePatch, IssueState,
     Label, LabelFilter, Labels, ListQuery, NewComment, NewIssue, Page, Priority, Title, limits,
+};
+pub use pin::{
+    DefinitionHash, FIRST_LISTING, PINNED_FIELDS, TOOL_DEFINITION_MAX, ToolApproval, ToolPin,
+    ToolSighting, approve as approve_tool_pin, canonical as canonical_json,
+    observe as observe_tool_pins, pinned_definition,
 };
 pub use reads::{ExpensiveReads, ReadCost, Share};
 pub use relations::{

@@ -314,11 +314,45 @@ macro_rules! __store_methods {
             /// The tenant's upstreams, by name.
             fn list_upstreams(tenant: &$crate::TenantId) -> Vec<$crate::Upstream>;
 
-            /// Removes one; [`StoreError::NotFound`] when there is none.
+            /// Removes one and its tool pins; [`StoreError::NotFound`] when
+            /// there is none.
             fn delete_upstream(
                 tenant: &$crate::TenantId,
                 name: &$crate::UpstreamName,
             ) -> ();
+
+            /// The pins of the tenant's upstream `upstream`'s tools, by tool name.
+            fn list_tool_pins(
+                tenant: &$crate::TenantId,
+                upstream: &$crate::UpstreamName,
+            ) -> Vec<$crate::ToolPin>;
+
+            /// Records what one listing of `upstream` showed, as
+            /// [`observe_tool_pins`](crate::observe_tool_pins) decides (pins of
+            /// tools it did not show are kept), and queues
+            /// `upstream.tool_changed` for each tool it leaves pending, in the
+            /// same write; answers the upstream's pins after it. Listings of
+            /// several replicas at once write each change once.
+            fn observe_tools(
+                tenant: &$crate::TenantId,
+                upstream: &$crate::UpstreamName,
+                sightings: &[$crate::ToolSighting],
+                trust_first_listing: bool,
+                at: $crate::Timestamp,
+            ) -> Vec<$crate::ToolPin>;
+
+            /// Approves the definition `hash` of one tool, as
+            /// [`approve_tool_pin`](crate::approve_tool_pin) decides (a hash
+            /// other than the last seen one is [`StoreError::Invalid`]);
+            /// [`StoreError::NotFound`] when the tool was never listed.
+            fn approve_tool(
+                tenant: &$crate::TenantId,
+                upstream: &$crate::UpstreamName,
+                tool: &str,
+                hash: &$crate::DefinitionHash,
+                by: &str,
+                at: $crate::Timestamp,
+            ) -> $crate::ToolPin;
         }
     } };
 

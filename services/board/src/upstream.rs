@@ -181,6 +181,10 @@ pub struct Upstream {
     pub created_at: Timestamp,
     /// The admin principal that registered it.
     pub created_by: String,
+    /// Whether the tools of its first listing are approved as listed
+    /// (trust on first use); otherwise every tool waits for a tenant
+    /// admin's approval (see [`crate::ToolPin`]).
+    pub trust_first_listing: bool,
 }
 
 /// The tools of one upstream a grant allows: `upstream:<name>:<glob>`,

@@ -158,6 +158,7 @@ pub fn upstream_options(settings: &Settings, egress: Arc<EgressPolicy>) -> Upstr
         egress,
         max_answer_bytes: settings.upstream_max_answer_bytes,
         list_timeout: Duration::from_millis(settings.upstream_list_timeout_ms),
+        tools_ttl: Duration::from_millis(settings.upstream_tools_ttl_ms),
         call_timeout: Duration::from_millis(settings.upstream_call_timeout_ms),
         shares: RelayShares::of(
             settings.upstream_held_calls_max,
@@ -320,6 +321,17 @@ pub async fn start_runner(state: &AppState) -> Result<Runner, GatewayError> {
             // Relayed ids are sealed under the session key, which every
             // replica shares: any replica takes an agent's answer, once.
             .with_relay(RelaySealer::new(session_key.clone(), seal::DEFAULT_TTL))
+            // Newly pending upstream tools reach the live board (webhooks
+            // get them from the store).
+            .with_tool_changes(corkboard_server::upstreams::live_tool_changes(
+                state.web.events(),
+            ))
+            // Credentials in upstream arguments: as the tenant's settings
+            // say (refused, or redacted).
+            .with_secret_policies(Arc::new(corkboard_tools::SecretPolicies::new(
+                state.grants.ledger().clone(),
+                Duration::from_millis(settings.store_timeout_ms),
+            )))
             .with_used_once(used_once(settings, state.store.clone()).map_err(|e| {
                 GatewayError::Config {
                     key: "redis_url",
@@ -879,6 +891,10 @@ mod tests {
         assert_eq!(
             composed.call_timeout, upstream.call_timeout,
             "upstream_call_timeout_ms"
+        );
+        assert_eq!(
+            composed.tools_ttl, upstream.tools_ttl,
+            "upstream_tools_ttl_ms"
         );
         assert_eq!(
             composed.shares, upstream.shares,

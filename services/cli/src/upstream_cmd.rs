@@ -1,4 +1,5 @@
-//! `corkboard upstream put|list|delete`: a tenant's upstream MCP servers,
+//! `corkboard upstream put|list|delete|tools|approve`: a tenant's upstream
+//! MCP servers and the approval of their tools' definitions,
 //! through a server's admin API (`--server URL`, admin JWT in
 //! `CORKBOARD_ADMIN_TOKEN`). The credential is read from a file or an
 //! environment variable, never from a flag (flags show in process lists
@@ -39,6 +40,10 @@ Examples:
         /// An environment variable holding the credential.
         #[arg(long, value_name = "NAME")]
         credential_env: Option<String>,
+        /// Approve the tools of its first listing as listed (trust on
+        /// first use); otherwise every tool waits for `upstream approve`.
+        #[arg(long)]
+        trust_first_listing: bool,
         /// Print the API's JSON answer instead of text.
         #[arg(long)]
         json: bool,
@@ -72,6 +77,48 @@ Examples:
         tenant: String,
         /// The upstream to remove.
         name: String,
+        /// Print the API's JSON answer instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List an upstream's tools as pinned: approved or pending, and what
+    /// changed since the approved definition.
+    #[command(after_help = "\
+Examples:
+  corkboard upstream tools --server http://127.0.0.1:4891 --tenant acme github")]
+    Tools {
+        /// Admin API base URL (e.g. http://127.0.0.1:4891).
+        #[arg(long, env = "CORKBOARD_SERVER", value_name = "URL")]
+        server: String,
+        /// The upstream's tenant.
+        #[arg(long)]
+        tenant: String,
+        /// The upstream whose tools to list.
+        name: String,
+        /// Print the API's JSON answer instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Approve a pending tool's definition, so runs see and call it.
+    #[command(after_help = "\
+Examples:
+  corkboard upstream tools --server http://127.0.0.1:4891 --tenant acme github
+  corkboard upstream approve --server http://127.0.0.1:4891 --tenant acme github issue_read --hash HASH")]
+    Approve {
+        /// Admin API base URL (e.g. http://127.0.0.1:4891).
+        #[arg(long, env = "CORKBOARD_SERVER", value_name = "URL")]
+        server: String,
+        /// The upstream's tenant.
+        #[arg(long)]
+        tenant: String,
+        /// The upstream.
+        name: String,
+        /// The upstream's own name of the tool.
+        tool: String,
+        /// The definition hash reviewed (from `upstream tools`); without
+        /// it, the definition shown now is printed and approved.
+        #[arg(long)]
+        hash: Option<String>,
         /// Print the API's JSON answer instead of text.
         #[arg(long)]
         json: bool,
@@ -113,6 +160,7 @@ async fn run_async(cmd: UpstreamCommand) -> Result<ExitCode> {
             header,
             credential_file,
             credential_env,
+            trust_first_listing,
             json,
         } => {
             let credential = credential(credential_file.as_deref(), credential_env.as_deref())?;
@@ -121,7 +169,10 @@ async fn run_async(cmd: UpstreamCommand) -> Result<ExitCode> {
                 .call(
                     reqwest::Method::PUT,
                     &format!("/v1/tenants/{tenant}/upstreams/{name}"),
-                    Some(json!({ "url": url, "header": header, "credential": credential })),
+                    Some(json!({
+                        "url": url, "header": header, "credential": credential,
+                        "trust_first_listing": trust_first_listing,
+                    })),
                 )
                 .await?;
             if json {
@@ -190,8 +241,105 @@ async fn run_async(cmd: UpstreamCommand) -> Result<ExitCode> {
                 writeln!(out, "upstream {name} of tenant {tenant} deleted")?;
             }
         }
+        UpstreamCommand::Tools {
+            server,
+            tenant,
+            name,
+            json,
+        } => {
+            let remote = Remote::new(&server)?;
+            let value = remote
+                .call(
+                    reqwest::Method::GET,
+                    &format!("/v1/tenants/{tenant}/upstreams/{name}/tools"),
+                    None,
+                )
+                .await?;
+            if json {
+                writeln!(out, "{value}")?;
+            } else {
+                for tool in value["tools"].as_array().into_iter().flatten() {
+                    writeln!(out, "{}", tool_line(tool))?;
+                }
+            }
+        }
+        UpstreamCommand::Approve {
+            server,
+            tenant,
+            name,
+            tool,
+            hash,
+            json,
+        } => {
+            let remote = Remote::new(&server)?;
+            let hash = match hash {
+                Some(hash) => hash,
+                None => {
+                    // Approving what is shown now: print it first, so the
+                    // terminal keeps what was approved.
+                    let value = remote
+                        .call(
+                            reqwest::Method::GET,
+                            &format!("/v1/tenants/{tenant}/upstreams/{name}/tools"),
+                            None,
+                        )
+                        .await?;
+                    let Some(found) = value["tools"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .find(|t| t["tool"] == tool.as_str())
+                    else {
+                        bail!(
+                            "upstream {name} of tenant {tenant} has never listed a tool {tool:?}"
+                        );
+                    };
+                    if !json {
+                        writeln!(out, "{}", tool_line(found))?;
+                        writeln!(out, "definition: {}", found["definition"])?;
+                    }
+                    text(&found["hash"]).to_owned()
+                }
+            };
+            let value = remote
+                .call(
+                    reqwest::Method::POST,
+                    &format!("/v1/tenants/{tenant}/upstreams/{name}/tools/{tool}/approve"),
+                    Some(json!({ "hash": hash })),
+                )
+                .await?;
+            if json {
+                writeln!(out, "{value}")?;
+            } else {
+                writeln!(
+                    out,
+                    "tool {tool} of upstream {name} approved at definition {}: runs see it from their next listing",
+                    text(&value["hash"])
+                )?;
+            }
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// One tool of `upstream tools`: name, status, hash, what changed.
+fn tool_line(tool: &Value) -> String {
+    let changes: Vec<&str> = tool["changes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let mut line = format!(
+        "{}  {}  {}",
+        text(&tool["tool"]),
+        text(&tool["status"]),
+        text(&tool["hash"])
+    );
+    if !changes.is_empty() {
+        line.push_str(&format!("  changed: {}", changes.join(", ")));
+    }
+    line
 }
 
 fn text(value: &Value) -> &str {

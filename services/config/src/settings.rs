@@ -267,6 +267,10 @@ pub struct Settings {
     /// Longest time listing an upstream's tools may take (every page,
     /// negotiation included), in ms.
     pub upstream_list_timeout_ms: u64,
+    /// How long a runner uses an upstream's tool list before listing it
+    /// again, in ms: also how soon a changed tool definition is seen (and
+    /// held back until approved).
+    pub upstream_tools_ttl_ms: u64,
     /// Longest time one upstream tool call may take, from sending it to the
     /// last byte of its answer, in ms (calls that relay requests to the
     /// agent have 300 s: a person may be answering).
@@ -423,6 +427,7 @@ impl Default for Settings {
             // which this crate sits below; cli's `compose` tests check them.
             upstream_max_answer_bytes: 4 * 1024 * 1024,
             upstream_list_timeout_ms: 5_000,
+            upstream_tools_ttl_ms: 60_000,
             upstream_call_timeout_ms: 30_000,
             // Copies of `corkboard_upstream::RelayShares`' defaults: a
             // tenant a quarter of each table, a run about a sixteenth.
@@ -701,6 +706,9 @@ impl Settings {
         }
         if self.upstream_max_answer_bytes < 65_536 {
             return Err(key("upstream_max_answer_bytes", "must be at least 65536"));
+        }
+        if self.upstream_tools_ttl_ms == 0 {
+            return Err(key("upstream_tools_ttl_ms", "must be at least 1"));
         }
         if self.upstream_list_timeout_ms == 0 || self.upstream_call_timeout_ms == 0 {
             return Err(key(

@@ -113,6 +113,13 @@ impl Binding {
         self
     }
 
+    /// Reads each tenant's choice for credentials in board writes from
+    /// `policies` (see [`BoardTools::with_secret_policies`]).
+    pub fn with_secret_policies(mut self, policies: Arc<corkboard_tools::SecretPolicies>) -> Self {
+        self.tools = self.tools.with_secret_policies(policies);
+        self
+    }
+
     /// Counts this binding's tool calls in `metrics`.
     pub fn with_metrics(mut self, metrics: corkboard_telemetry::Metrics) -> Self {
         self.tools = self.tools.with_metrics(metrics);

@@ -135,7 +135,11 @@ impl Runner {
         )
         .with_result_budget(config.max_result_bytes)
         .with_metrics(metrics.clone())
-        .with_budgets(grants.budgets().clone());
+        .with_budgets(grants.budgets().clone())
+        .with_secret_policies(Arc::new(corkboard_tools::SecretPolicies::new(
+            grants.ledger().clone(),
+            config.store_timeout,
+        )));
         let binding = match upstreams {
             Some(upstreams) => binding.with_upstreams(upstreams),
             None => binding,

@@ -370,6 +370,10 @@ struct SettingsBody {
     /// `{"create_issue": 5}`; absent: the operator's `run_budgets`.
     #[serde(default)]
     run_budgets: Budgets,
+    /// What board writes and upstream calls carrying a credential get:
+    /// `"refuse"` (the default) or `"redact"`.
+    #[serde(default)]
+    secrets: corkboard_board::SecretPolicy,
 }
 
 async fn settings_json(state: &AppState, tenant: &TenantId) -> Result<serde_json::Value, ApiError> {
@@ -380,6 +384,7 @@ async fn settings_json(state: &AppState, tenant: &TenantId) -> Result<serde_json
         "run_ttl_secs": policy.run_ttl_secs,
         "max_lifetime_secs": policy.max_lifetime_secs,
         "run_budgets": policy.run_budgets,
+        "secrets": policy.secrets,
         "configured_run_budgets": state.grants.configured_run_budgets(),
         "configured_max_lifetime_secs": state.grants.max_lifetime().as_secs(),
         "effective_max_lifetime_secs": effective.as_secs(),
@@ -414,6 +419,7 @@ async fn put_settings(
         run_ttl_secs: secs("run_ttl", body.run_ttl)?,
         max_lifetime_secs: secs("max_lifetime", body.max_lifetime)?,
         run_budgets: body.run_budgets,
+        secrets: body.secrets,
     };
     policy.validate()?;
     state.store.set_grant_policy(&tenant, &policy).await?;

@@ -144,7 +144,11 @@ impl AppState {
             .with_store_timeout(Duration::from_millis(settings.store_timeout_ms))
             .with_result_budget(settings.max_result_bytes)
             .with_metrics(metrics.clone())
-            .with_budgets(grants.budgets().clone());
+            .with_budgets(grants.budgets().clone())
+            .with_secret_policies(Arc::new(corkboard_tools::SecretPolicies::new(
+                grants.ledger().clone(),
+                Duration::from_millis(settings.store_timeout_ms),
+            )));
         let tools = match rate_limiter {
             Some(limiter) => tools.with_rate_limiter(limiter),
             None => tools,

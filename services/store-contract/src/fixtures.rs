@@ -109,6 +109,7 @@ pub fn audit_record(
         outcome: AuditOutcome::ToolError,
         latency_micros: 1234,
         arguments_hash: ArgumentsHash::of(at_millis.to_string().as_bytes()),
+        definition_hash: None,
         issue: issue.cloned(),
     }
 }

@@ -191,6 +191,7 @@ macro_rules! store_contract_tests {
             case_list_priority_and_updated_since_match_reference,
             case_upstreams_put_list_replace_delete,
             case_upstreams_per_tenant_limit,
+            case_tool_pins_observe_approve_and_queue_changes,
             case_grants_keep_upstream_patterns,
         }
     };

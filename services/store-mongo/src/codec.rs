@@ -12,8 +12,8 @@
 use crate::error::corrupt;
 use corkboard_board::{
     ArgumentsHash, AuditOutcome, AuditRecord, Author, BlockedBy, Body, Capabilities, Claim,
-    CloseReason, Comment, CommentBody, CommentId, Grant, GrantEvent, GrantId, Issue, IssueId,
-    IssueState, Labels, Priority, RunId, StoreError, TenantId, Timestamp, Title,
+    CloseReason, Comment, CommentBody, CommentId, DefinitionHash, Grant, GrantEvent, GrantId,
+    Issue, IssueId, IssueState, Labels, Priority, RunId, StoreError, TenantId, Timestamp, Title,
 };
 use mongodb::bson::{Bson, DateTime, Document, doc};
 
@@ -533,19 +533,12 @@ pub(crate) fn audit_doc(record: &AuditRecord) -> Document {
         "latency_micros": to_i64(record.latency_micros),
         "arguments_hash": record.arguments_hash.as_str(),
         audit_field::ISSUE: record.issue.as_ref().map(|i| i.as_str()),
+        "definition_hash": record.definition_hash.as_ref().map(|h| h.as_str()),
     }
 }
 
 fn outcome_from_str(text: &str) -> Option<AuditOutcome> {
-    [
-        AuditOutcome::Ok,
-        AuditOutcome::ToolError,
-        AuditOutcome::Denied,
-        AuditOutcome::Unavailable,
-        AuditOutcome::RateLimited,
-    ]
-    .into_iter()
-    .find(|o| o.as_str() == text)
+    AuditOutcome::parse(text)
 }
 
 pub(crate) fn audit_from_doc(doc: &Document) -> Result<AuditRecord, StoreError> {
@@ -561,6 +554,9 @@ pub(crate) fn audit_from_doc(doc: &Document) -> Result<AuditRecord, StoreError> 
             .ok_or_else(|| r.fail(format!("unknown outcome {outcome:?}")))?,
         latency_micros: from_i64(r.int("latency_micros")?),
         arguments_hash: ArgumentsHash::from_hex(r.str("arguments_hash")?.to_owned()),
+        definition_hash: r
+            .opt_str("definition_hash")?
+            .map(|h| DefinitionHash::from_stored(h.to_owned())),
         issue: r
             .opt_str(audit_field::ISSUE)?
             .map(IssueId::parse)
@@ -688,6 +684,7 @@ mod tests {
                 outcome: AuditOutcome::RateLimited,
                 latency_micros: 1234,
                 arguments_hash: ArgumentsHash::of(b"{}"),
+                definition_hash: None,
                 issue,
             };
             assert_eq!(audit_from_doc(&audit_doc(&record)).unwrap(), record);

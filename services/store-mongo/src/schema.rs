@@ -26,6 +26,9 @@ const ISSUES_PREFIX: &str = "issues.";
 pub const GRANTS: &str = "grants";
 /// Every tenant's upstream MCP servers (a few per tenant).
 pub const UPSTREAMS: &str = "upstreams";
+/// Every tenant's pinned upstream tool definitions, `_id`
+/// `<tenant>/<upstream>/<tool>`.
+pub const TOOL_PINS: &str = "tool_pins";
 /// The values used once (the relay's sealed values), of every tenant.
 pub const USED_ONCE: &str = "used_once";
 /// When a used-once record stops counting (a BSON date, for the TTL index).

@@ -334,6 +334,10 @@ impl MongoStore {
         self.inner.db.collection(schema::UPSTREAMS)
     }
 
+    pub(crate) fn tool_pins(&self) -> Collection<Document> {
+        self.inner.db.collection(schema::TOOL_PINS)
+    }
+
     /// `maxTimeMS` for reads: the server stops working for a caller that
     /// has stopped waiting.
     pub(crate) fn max_time(&self) -> Duration {

@@ -7,8 +7,9 @@
 use crate::error::OpError;
 use corkboard_board::{
     ArgumentsHash, AuditOutcome, AuditRecord, Author, BlockedBy, Body, Budgets, Capabilities,
-    Claim, CloseReason, Comment, CommentBody, CommentId, Grant, GrantEvent, GrantId, IssueId,
-    IssueState, Labels, Priority, RunId, StoreError, TenantId, Timestamp, Title, ValidationError,
+    Claim, CloseReason, Comment, CommentBody, CommentId, DefinitionHash, Grant, GrantEvent,
+    GrantId, IssueId, IssueState, Labels, Priority, RunId, StoreError, TenantId, Timestamp, Title,
+    ValidationError,
 };
 use rusqlite::Row;
 
@@ -67,15 +68,7 @@ pub(crate) fn from_sql_u64(value: i64) -> u64 {
 }
 
 pub(crate) fn outcome_from_str(text: &str) -> Option<AuditOutcome> {
-    [
-        AuditOutcome::Ok,
-        AuditOutcome::ToolError,
-        AuditOutcome::Denied,
-        AuditOutcome::Unavailable,
-        AuditOutcome::RateLimited,
-    ]
-    .into_iter()
-    .find(|o| o.as_str() == text)
+    AuditOutcome::parse(text)
 }
 
 fn corrupt(what: &str, id: &str, err: impl std::fmt::Display) -> OpError {
@@ -227,8 +220,8 @@ pub(crate) fn grant_from_row(row: &Row<'_>) -> Result<GrantEvent, OpError> {
 }
 
 /// Columns of `audit` that [`audit_from_row`] reads, in its order.
-pub(crate) const AUDIT_COLUMNS: &str =
-    "at, tenant, run, grant_id, tool, outcome, latency_micros, arguments_hash, issue_id";
+pub(crate) const AUDIT_COLUMNS: &str = "at, tenant, run, grant_id, tool, outcome, latency_micros, arguments_hash, issue_id, \
+     definition_hash";
 
 pub(crate) fn audit_from_row(row: &Row<'_>) -> Result<AuditRecord, OpError> {
     let bad = |e: ValidationError| corrupt("audit record of", "a tool call", e);
@@ -249,6 +242,9 @@ pub(crate) fn audit_from_row(row: &Row<'_>) -> Result<AuditRecord, OpError> {
         })?,
         latency_micros: from_sql_u64(row.get(6)?),
         arguments_hash: ArgumentsHash::from_hex(row.get(7)?),
+        definition_hash: row
+            .get::<_, Option<String>>(9)?
+            .map(DefinitionHash::from_stored),
         issue: issue.map(IssueId::parse).transpose().map_err(bad)?,
     })
 }
@@ -282,13 +278,7 @@ mod tests {
 
     #[test]
     fn every_outcome_round_trips() {
-        for outcome in [
-            AuditOutcome::Ok,
-            AuditOutcome::ToolError,
-            AuditOutcome::Denied,
-            AuditOutcome::Unavailable,
-            AuditOutcome::RateLimited,
-        ] {
+        for outcome in AuditOutcome::ALL {
             assert_eq!(outcome_from_str(outcome.as_str()), Some(outcome));
         }
         assert_eq!(outcome_from_str("nope"), None);

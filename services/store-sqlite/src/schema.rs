@@ -292,6 +292,29 @@ const MIGRATIONS: &[&str] = &[
     ) WITHOUT ROWID;
     CREATE INDEX used_once_by_expiry ON used_once (expires_at);
     "#,
+    // 12: pinned upstream tool definitions (ops/upstreams.rs: `observe_tools`,
+    // `approve_tool`): per tenant, upstream and tool, the definition last
+    // seen and the one approved (canonical JSON, hex SHA-256); whether an
+    // upstream's first listing is trusted (upstreams registered before pins
+    // existed were trusted as they were, so they keep working); and the
+    // definition in force with each upstream call's audit record.
+    r#"
+    ALTER TABLE upstreams ADD COLUMN trust_first_listing INTEGER NOT NULL DEFAULT 1;
+    ALTER TABLE audit ADD COLUMN definition_hash TEXT;
+    CREATE TABLE tool_pins (
+        tenant              TEXT    NOT NULL,
+        upstream            TEXT    NOT NULL,
+        tool                TEXT    NOT NULL,
+        seen_hash           TEXT    NOT NULL,
+        seen_definition     TEXT    NOT NULL,
+        seen_at             INTEGER NOT NULL,
+        approved_hash       TEXT,
+        approved_definition TEXT,
+        approved_by         TEXT,
+        approved_at         INTEGER,
+        PRIMARY KEY (tenant, upstream, tool)
+    ) WITHOUT ROWID;
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -10,7 +10,7 @@ use crate::ops::ledger::{
     self, RecordExpiry, RecordFirstUse, RecordGrant, RecordRevocation, ReleaseBudget, ReserveBudget,
 };
 use crate::ops::policy::{self, SetGrantPolicy};
-use crate::ops::upstreams::{self, DeleteUpstream, PutUpstream};
+use crate::ops::upstreams::{self, ApproveTool, DeleteUpstream, ObserveTools, PutUpstream};
 use crate::ops::webhooks::{self, ClaimDeliveries, CreateWebhook, DeleteWebhook, RecordAttempt};
 use crate::ops::{WriteOp, keys, search};
 use crate::options::SqliteOptions;
@@ -26,6 +26,7 @@ use corkboard_board::{
     ReadCost, RunId, SearchPage, SearchQuery, SimilarIssue, StoreError, StoreHealth, TenantId,
     Timestamp, Title, Upstream, UpstreamName, UpstreamStore, ValidationError, limits,
 };
+use corkboard_board::{DefinitionHash, ToolPin, ToolSighting};
 use rusqlite::Connection;
 use std::fmt;
 use std::future::Future;
@@ -662,6 +663,54 @@ impl UpstreamStore for SqliteStore {
         self.write(DeleteUpstream {
             tenant: tenant.clone(),
             name: name.clone(),
+        })
+        .await
+    }
+
+    async fn list_tool_pins(
+        &self,
+        tenant: &TenantId,
+        upstream: &UpstreamName,
+    ) -> Result<Vec<ToolPin>, StoreError> {
+        let (tenant, upstream) = (tenant.clone(), upstream.clone());
+        self.read(move |conn| upstreams::list_tool_pins(conn, &tenant, &upstream))
+            .await
+    }
+
+    async fn observe_tools(
+        &self,
+        tenant: &TenantId,
+        upstream: &UpstreamName,
+        sightings: &[ToolSighting],
+        trust_first_listing: bool,
+        at: Timestamp,
+    ) -> Result<Vec<ToolPin>, StoreError> {
+        self.write(ObserveTools {
+            tenant: tenant.clone(),
+            upstream: upstream.clone(),
+            sightings: sightings.to_vec(),
+            trust_first_listing,
+            at,
+        })
+        .await
+    }
+
+    async fn approve_tool(
+        &self,
+        tenant: &TenantId,
+        upstream: &UpstreamName,
+        tool: &str,
+        hash: &DefinitionHash,
+        by: &str,
+        at: Timestamp,
+    ) -> Result<ToolPin, StoreError> {
+        self.write(ApproveTool {
+            tenant: tenant.clone(),
+            upstream: upstream.clone(),
+            tool: tool.to_owned(),
+            hash: hash.clone(),
+            by: by.to_owned(),
+            at,
         })
         .await
     }

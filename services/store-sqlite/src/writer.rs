@@ -529,6 +529,7 @@ mod tests {
                     outcome: AuditOutcome::Ok,
                     latency_micros: 1,
                     arguments_hash: ArgumentsHash::of(&i.to_le_bytes()),
+                    definition_hash: None,
                     issue: None,
                 })
                 .map(AuditEntry::new)

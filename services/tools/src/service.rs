@@ -3,6 +3,7 @@
 use crate::defs::{BoardTool, grant_tool_set};
 use crate::error::ToolsError;
 use crate::result_budget::{DEFAULT_RESULT_BUDGET, MIN_RESULT_BUDGET};
+use crate::text::{Screened, SecretPolicies, screen_fields};
 use crate::tool::{
     Success, add_comment, args, claim_issue, create_issue, get_issue, list_issues, release_issue,
     search_issues, update_issue,
@@ -79,6 +80,9 @@ pub struct BoardTools {
     /// Where budgeted grants' writes are counted; none: a budgeted write
     /// is refused as unavailable (never let through uncounted).
     budgets: Option<Arc<dyn BudgetCounter>>,
+    /// Each tenant's choice for credentials in board writes (refused when
+    /// unknown).
+    secrets: Arc<SecretPolicies>,
 }
 
 impl std::fmt::Debug for BoardTools {
@@ -127,6 +131,7 @@ impl BoardTools {
             outcome,
             latency_micros,
             arguments_hash: ArgumentsHash::of(raw_arguments),
+            definition_hash: None,
             issue,
         });
         // Debug: the exchange's own event (MCP endpoint or gateway) already
@@ -160,6 +165,7 @@ impl BoardTools {
             limiter: None,
             result_budget: DEFAULT_RESULT_BUDGET,
             budgets: None,
+            secrets: Arc::default(),
         }
     }
 
@@ -167,6 +173,13 @@ impl BoardTools {
     /// the ledger, or Redis when the registry is Redis).
     pub fn with_budgets(mut self, counter: Arc<dyn BudgetCounter>) -> Self {
         self.budgets = Some(counter);
+        self
+    }
+
+    /// Reads each tenant's choice for credentials in board writes
+    /// (refuse or redact) from `policies` (without: refused).
+    pub fn with_secret_policies(mut self, policies: Arc<SecretPolicies>) -> Self {
+        self.secrets = policies;
         self
     }
 
@@ -326,13 +339,16 @@ impl BoardTools {
     }
 
     /// Runs one call of `tool`: refused unless the grant has the tool's
-    /// capability, otherwise the tool's own `run` (`tool/<name>.rs`).
+    /// capability, otherwise the tool's own `run` (`tool/<name>.rs`) on
+    /// its arguments with their free text cleaned and screened for
+    /// credentials (`text.rs`); `true` with the answer when credentials
+    /// were redacted.
     async fn execute(
         &self,
         principal: &ResolvedGrant,
         tool: BoardTool,
         arguments: &Map<String, Value>,
-    ) -> Result<Success, ToolsError> {
+    ) -> Result<(Success, bool), ToolsError> {
         let grant = principal.grant();
         if !grant.capabilities.allows(tool.capability()) {
             return Err(ToolsError::Denied {
@@ -341,6 +357,21 @@ impl BoardTools {
                 allowed: grant.capabilities.to_csv(),
             });
         }
+        let (cleaned, screened) = match tool.text_fields() {
+            [] => (None, Screened::default()),
+            fields => screen_fields(&self.secrets, &grant.tenant, arguments, fields).await?,
+        };
+        let arguments = cleaned.as_ref().unwrap_or(arguments);
+        let success = self.dispatch(principal, tool, arguments).await?;
+        Ok((success, !screened.redacted.is_empty()))
+    }
+
+    async fn dispatch(
+        &self,
+        principal: &ResolvedGrant,
+        tool: BoardTool,
+        arguments: &Map<String, Value>,
+    ) -> Result<Success, ToolsError> {
         match tool {
             BoardTool::ListIssues => list_issues::run(self, principal, arguments).await,
             BoardTool::GetIssue => get_issue::run(self, principal, arguments).await,
@@ -430,7 +461,11 @@ impl ToolBackend for BoardTools {
         };
         let latency = started.elapsed();
         let (outcome, issue) = match &result {
-            Ok(success) => (AuditOutcome::Ok, success.issue.clone().or(hinted)),
+            Ok((success, false)) => (AuditOutcome::Ok, success.issue.clone().or(hinted)),
+            Ok((success, true)) => (
+                AuditOutcome::SecretRedacted,
+                success.issue.clone().or(hinted),
+            ),
             Err(err) => (err.outcome(), hinted),
         };
         let grant = principal.grant();
@@ -444,7 +479,7 @@ impl ToolBackend for BoardTools {
             issue,
         );
         match result {
-            Ok(Success { answer, .. }) => ToolOutput {
+            Ok((Success { answer, .. }, _)) => ToolOutput {
                 // Its own text, not the JSON again: clients that read only
                 // `content` get the same answer in a compact form, and both
                 // blocks together stay within the budget.

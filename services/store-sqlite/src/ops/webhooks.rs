@@ -23,7 +23,7 @@ use corkboard_board::webhook::{
 };
 use corkboard_board::{
     CommentAdded, DeliveryId, Grant, GrantEvent, Issue, IssueId, StoreError, TenantId, Timestamp,
-    ValidationError, WebhookId,
+    ToolPin, ValidationError, WebhookId,
 };
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::json;
@@ -160,6 +160,19 @@ pub(crate) fn run_ended(
         &event.grant.tenant,
         WebhookEvent::RunEnded,
         &data,
+        Timestamp::now(),
+    )
+}
+
+/// An upstream tool new or changed, pending a tenant admin's approval:
+/// its name, the definition hashes and which fields changed, never the
+/// definition itself (the admin API shows that).
+pub(crate) fn upstream_tool_changed(conn: &Connection, pin: &ToolPin) -> Result<(), OpError> {
+    enqueue(
+        conn,
+        &pin.tenant,
+        WebhookEvent::UpstreamToolChanged,
+        &webhook::tool_changed_data(pin),
         Timestamp::now(),
     )
 }

@@ -39,6 +39,9 @@ pub enum BoardEvent {
     IssueChanged { id: IssueId, version: Option<u64> },
     /// Grants were issued or revoked (for one run, when known).
     GrantsChanged { run: Option<RunId> },
+    /// An upstream tool is new or changed and waits for a tenant admin's
+    /// approval (`GET /v1/tenants/{tenant}/upstreams/{upstream}/tools`).
+    UpstreamToolChanged { upstream: String, tool: String },
     /// Events may have been missed: re-fetch everything.
     Resync,
 }
@@ -49,6 +52,7 @@ impl BoardEvent {
         match self {
             Self::IssueChanged { .. } => "issue",
             Self::GrantsChanged { .. } => "grants",
+            Self::UpstreamToolChanged { .. } => "upstream_tool",
             Self::Resync => "resync",
         }
     }
