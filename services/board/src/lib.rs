@@ -33,6 +33,7 @@
 
 #![forbid(unsafe_code)]
 
+mod approval;
 mod audit;
 mod audit_sink;
 mod error;
@@ -49,6 +50,11 @@ mod upstream;
 pub mod webhook;
 mod window;
 
+pub use approval::{
+    APPROVAL_POLICIES_MAX, APPROVAL_REASON_MAX, APPROVAL_TTL_DEFAULT_SECS, ApprovalId,
+    ApprovalItem, ApprovalPolicies, ApprovalPolicy, ApprovalRefusal, ApprovalStatus, ArgumentMatch,
+    Decision, ToolMatch, arguments_digest,
+};
 pub use audit::{ArgumentsHash, AuditEntry, AuditId, AuditOutcome, AuditQuery, AuditRecord};
 pub use audit_sink::{AuditSink, MemoryAuditSink, NoopAuditSink};
 pub use error::{StoreError, ValidationError};
@@ -61,8 +67,9 @@ pub use ids::{
     CommentId, DeliveryId, GrantId, IdempotencyKey, IssueId, RunId, TenantId, WebhookId,
 };
 pub use issue::{
-    Author, Body, Comment, CommentAdded, CommentBody, Created, Issue, IssuePatch, IssueState,
-    Label, LabelFilter, Labels, ListQuery, NewComment, NewIssue, Page, Priority, Title, limits,
+    Author, AuthorKind, Body, Comment, CommentAdded, CommentBody, Created, Issue, IssuePatch,
+    IssueState, Label, LabelFilter, Labels, ListQuery, NewComment, NewIssue, Page, Priority, Title,
+    limits,
 };
 pub use reads::{ExpensiveReads, ReadCost, Share};
 pub use relations::{

@@ -77,6 +77,10 @@ webhook_events! {
     RunStarted => "run.started",
     /// A run's grant was revoked (its end; expiry is not an event).
     RunEnded => "run.ended",
+    /// A run's call needs a person's approval (an approval item was made).
+    ApprovalRequested => "approval.requested",
+    /// A person approved or denied a call.
+    ApprovalDecided => "approval.decided",
 }
 
 impl WebhookEvent {

@@ -31,6 +31,9 @@ pub enum Command {
     /// Webhook endpoints of a tenant (through a server's admin API).
     #[command(subcommand)]
     Webhook(crate::webhook_cmd::WebhookCommand),
+    /// Approval policies and calls waiting for a person (through a server's admin API).
+    #[command(subcommand)]
+    Approval(crate::approval_cmd::ApprovalCommand),
     /// Manage a tenant's upstream MCP servers (against --server).
     #[command(subcommand)]
     Upstream(crate::upstream_cmd::UpstreamCommand),
@@ -132,6 +135,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Server(args) => crate::serve_cmd::run(args, crate::serve_cmd::Role::Server),
         Command::Grant(cmd) => crate::grant_cmd::run(cmd),
         Command::Webhook(cmd) => crate::webhook_cmd::run(cmd),
+        Command::Approval(cmd) => crate::approval_cmd::run(cmd),
         Command::Admin(cmd) => crate::admin_cmd::run(cmd),
         Command::Upstream(cmd) => crate::upstream_cmd::run(cmd),
         Command::Mcp(cmd) => crate::stdio_cmd::run(cmd),
