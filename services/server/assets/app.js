@@ -1141,7 +1141,10 @@ function approvalCard(item) {
   }
   const canDecide = app.session.can_decide;
   const reasonId = `reason-${item.id}`;
-  const reason = el('input', { id: reasonId, class: 'approval-reason', autocomplete: 'off', maxlength: 2000 });
+  // A live refresh re-renders the cards: what the person typed is kept.
+  app.reasons ??= new Map();
+  const reason = el('input', { id: reasonId, class: 'approval-reason', autocomplete: 'off', maxlength: 2000, value: app.reasons.get(item.id) ?? '' });
+  reason.addEventListener('input', () => app.reasons.set(item.id, reason.value));
   const error = el('p', { class: 'form-error', role: 'alert' });
   const decide = async (approve) => {
     error.textContent = '';
