@@ -90,8 +90,11 @@ fn awaits(text: &str) -> bool {
     text.contains("awaits a person's approval")
 }
 
-/// A webhook receiver: the `Corkboard-Event` of each delivery and its body.
-fn receiver() -> (u16, Arc<Mutex<Vec<(String, String)>>>) {
+/// What a receiver got: each delivery's `Corkboard-Event` and body.
+type Received = Arc<Mutex<Vec<(String, String)>>>;
+
+/// A webhook receiver on a free port.
+fn receiver() -> (u16, Received) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let received = Arc::new(Mutex::new(Vec::new()));
