@@ -14,6 +14,7 @@
 mod support;
 
 mod admin_api;
+mod approvals;
 mod budgets;
 mod clean_text;
 mod cli_errors;

@@ -104,6 +104,10 @@ pub enum Command {
         /// never to run out): the cost of counting a budgeted write.
         #[arg(long)]
         create_budget: Option<u32>,
+        /// Give the load's tenant N approval policies covering none of its
+        /// calls: what the approval gate adds to a call needing none.
+        #[arg(long)]
+        approval_policies: Option<u32>,
     },
     /// Revocation propagation between two servers sharing Redis.
     Revocation {
@@ -485,6 +489,7 @@ async fn dispatch(cli: &Cli, sink: &mut Sink) -> Result<()> {
             warmup,
             server_log,
             create_budget,
+            approval_policies,
         } => {
             let scenario = McpScenario {
                 deploy: DeploySpec {
@@ -500,6 +505,7 @@ async fn dispatch(cli: &Cli, sink: &mut Sink) -> Result<()> {
                 warmup: *warmup,
                 duration: *duration,
                 create_budget: *create_budget,
+                approval_policies: *approval_policies,
             };
             scenario::mcp::run(&bins()?, &scenario, &logs, sink).await
         }

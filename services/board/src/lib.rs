@@ -35,6 +35,7 @@
 
 #![forbid(unsafe_code)]
 
+mod approval;
 mod audit;
 mod audit_sink;
 mod clean;
@@ -53,6 +54,11 @@ mod upstream;
 pub mod webhook;
 mod window;
 
+pub use approval::{
+    APPROVAL_POLICIES_MAX, APPROVAL_REASON_MAX, APPROVAL_TTL_DEFAULT_SECS, ApprovalId,
+    ApprovalItem, ApprovalPolicies, ApprovalPolicy, ApprovalRefusal, ApprovalStatus, ArgumentMatch,
+    Decision, ToolMatch, arguments_digest,
+};
 pub use audit::{ArgumentsHash, AuditEntry, AuditId, AuditOutcome, AuditQuery, AuditRecord};
 pub use audit_sink::{AuditSink, MemoryAuditSink, NoopAuditSink};
 pub use clean::{
@@ -69,8 +75,9 @@ pub use ids::{
     CommentId, DeliveryId, GrantId, IdempotencyKey, IssueId, RunId, TenantId, WebhookId,
 };
 pub use issue::{
-    Author, Body, Comment, CommentAdded, CommentBody, Created, Issue, IssuePatch, IssueState,
-    Label, LabelFilter, Labels, ListQuery, NewComment, NewIssue, Page, Priority, Title, limits,
+    Author, AuthorKind, Body, Comment, CommentAdded, CommentBody, Created, Issue, IssuePatch,
+    IssueState, Label, LabelFilter, Labels, ListQuery, NewComment, NewIssue, Page, Priority, Title,
+    limits,
 };
 pub use pin::{
     DefinitionHash, FIRST_LISTING, PINNED_FIELDS, TOOL_DEFINITION_MAX, ToolApproval, ToolPin,

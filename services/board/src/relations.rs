@@ -449,6 +449,7 @@ mod tests {
         NewIssue::new(Title::parse("a").unwrap()).into_issue(
             TenantId::parse("t").unwrap(),
             Author {
+                kind: crate::AuthorKind::Run,
                 run: RunId::parse("r").unwrap(),
                 grant: None,
             },

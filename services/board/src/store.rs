@@ -217,6 +217,53 @@ macro_rules! __store_methods {
                 id: &$crate::GrantId,
             ) -> ::std::collections::BTreeMap<$crate::BudgetKind, u32>;
 
+            /// Stores a new approval item (a call waiting for a person).
+            fn put_approval(item: &$crate::ApprovalItem) -> ();
+
+            /// The tenant's approval item `id`, if it has one (another tenant's
+            /// reads as missing).
+            fn approval(
+                tenant: &$crate::TenantId,
+                id: &$crate::ApprovalId,
+            ) -> Option<$crate::ApprovalItem>;
+
+            /// The tenant's approval items, newest first, only those in `status`
+            /// when given, at most `limit`.
+            fn list_approvals(
+                tenant: &$crate::TenantId,
+                status: Option<$crate::ApprovalStatus>,
+                limit: u32,
+            ) -> Vec<$crate::ApprovalItem>;
+
+            /// The newest item of exactly this call (run, tool, argument digest)
+            /// not yet used: what the same call sent again collects.
+            fn approval_for_call(
+                tenant: &$crate::TenantId,
+                run: &$crate::RunId,
+                tool: &str,
+                digest: &str,
+            ) -> Option<$crate::ApprovalItem>;
+
+            /// Records a person's decision on a pending item that has not expired
+            /// at `decision.at`, in one conditional write (of racing deciders
+            /// exactly one wins). Returns the item as it is afterwards, so the
+            /// caller tells its own decision from a refusal by comparing it
+            /// ([`StoreError::NotFound`](crate::StoreError) when there is none).
+            fn decide_approval(
+                tenant: &$crate::TenantId,
+                id: &$crate::ApprovalId,
+                decision: &$crate::Decision,
+            ) -> $crate::ApprovalItem;
+
+            /// Marks an approved item whose expiry is after `now` used, in one
+            /// conditional write: `true` for exactly one caller, who may then run
+            /// the call; `false` when it was not approved, already used, or expired.
+            fn use_approval(
+                tenant: &$crate::TenantId,
+                id: &$crate::ApprovalId,
+                now: $crate::Timestamp,
+            ) -> bool;
+
             /// Records `id` of `kind` (a namespace) as used until `expires_at`, in
             /// one conditional write: `true` the first time (of racing callers in
             /// any process sharing the store exactly one gets it), `false` while

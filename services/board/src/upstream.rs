@@ -244,8 +244,9 @@ impl fmt::Display for UpstreamPattern {
     }
 }
 
-/// `*` matches any run of bytes; everything else matches itself.
-fn glob_match(glob: &[u8], text: &[u8]) -> bool {
+/// `*` matches any run of bytes; everything else matches itself (grant
+/// patterns here, approval policies' tool and argument patterns).
+pub(crate) fn glob_match(glob: &[u8], text: &[u8]) -> bool {
     match glob.split_first() {
         None => text.is_empty(),
         Some((b'*', rest)) => (0..=text.len()).any(|skip| glob_match(rest, &text[skip..])),

@@ -80,6 +80,10 @@ webhook_events! {
     /// An upstream tool is new or its definition changed: it is pending,
     /// hidden from runs until a tenant admin approves it.
     UpstreamToolChanged => "upstream.tool_changed",
+    /// A run's call needs a person's approval (an approval item was made).
+    ApprovalRequested => "approval.requested",
+    /// A person approved or denied a call.
+    ApprovalDecided => "approval.decided",
 }
 
 impl WebhookEvent {

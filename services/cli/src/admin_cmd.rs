@@ -19,10 +19,10 @@ Examples:
     Token {
         #[command(flatten)]
         config: ConfigArgs,
-        /// platform-admin, tenant-admin or viewer.
+        /// platform-admin, tenant-admin, approver or viewer.
         #[arg(long)]
         role: String,
-        /// Required for tenant-admin and viewer.
+        /// Required for every role but platform-admin.
         #[arg(long)]
         tenant: Option<String>,
         /// Lifetime, e.g. 15m, 12h.

@@ -84,6 +84,9 @@ Examples:
   corkboard webhook list --server http://127.0.0.1:4891 --tenant acme"
     )]
     Webhook(crate::webhook_cmd::WebhookCommand),
+    /// Approval policies and calls waiting for a person (through a server's admin API).
+    #[command(subcommand)]
+    Approval(crate::approval_cmd::ApprovalCommand),
     /// Manage a tenant's upstream MCP servers (against --server).
     #[command(
         subcommand,
@@ -248,6 +251,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Grant(cmd) => crate::grant_cmd::run(cmd),
         Command::Issue(cmd) => crate::issue_cmd::run(cmd),
         Command::Webhook(cmd) => crate::webhook_cmd::run(cmd),
+        Command::Approval(cmd) => crate::approval_cmd::run(cmd),
         Command::Admin(cmd) => crate::admin_cmd::run(cmd),
         Command::Upstream(cmd) => crate::upstream_cmd::run(cmd),
         Command::Mcp(cmd) => crate::stdio_cmd::run(cmd),

@@ -353,6 +353,7 @@ pub async fn start_runner(state: &AppState) -> Result<Runner, GatewayError> {
             limiter,
             shared_listener,
             upstreams,
+            approvals: Some(state.approvals.clone()),
         },
     )
     .await

@@ -380,13 +380,15 @@ async fn run_async(cmd: IssueCommand) -> Result<ExitCode> {
             let id = issue_id(issue)?;
             let out = match Board::of(&target).await? {
                 Board::Remote(remote) => {
-                    remote
+                    // The answer is the comment and the issue's new version.
+                    let mut answer = remote
                         .call(
                             Method::POST,
                             &format!("/v1/tenants/{tenant}/issues/{id}/comments"),
                             Some(json!({ "body": body })),
                         )
-                        .await?
+                        .await?;
+                    answer["comment"].take()
                 }
                 Board::Local(state) => {
                     let added = local!(issue_api::add_comment(

@@ -16,6 +16,7 @@
 #![forbid(unsafe_code)]
 
 mod admin_cmd;
+mod approval_cmd;
 mod cli;
 mod compose;
 mod datadir;

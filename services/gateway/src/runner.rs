@@ -39,6 +39,8 @@ pub struct RunnerParts {
     pub shared_listener: Option<std::net::TcpListener>,
     /// The tenants' upstream MCP servers (none: runs see the board alone).
     pub upstreams: Option<Arc<corkboard_upstream::Upstreams>>,
+    /// Which calls wait for a person's approval (none: no call does).
+    pub approvals: Option<Arc<corkboard_tools::ApprovalGate>>,
 }
 
 impl std::fmt::Debug for RunnerParts {
@@ -104,6 +106,7 @@ impl Runner {
             limiter,
             shared_listener,
             upstreams,
+            approvals,
         } = parts;
         let shared_listener = match (&config.mode, shared_listener) {
             (ListenerMode::Shared { .. }, Some(listener)) => {
@@ -142,6 +145,10 @@ impl Runner {
         )));
         let binding = match upstreams {
             Some(upstreams) => binding.with_upstreams(upstreams),
+            None => binding,
+        };
+        let binding = match approvals {
+            Some(gate) => binding.with_approvals(gate),
             None => binding,
         };
         let limiter: Arc<dyn RateLimiter> = Arc::new(CountingLimiter {

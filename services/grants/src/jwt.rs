@@ -1,7 +1,7 @@
 //! Admin JWTs: who may issue, list and revoke grants, and for which tenants.
 //!
-//! Claims: `sub`, `role` (`platform-admin` | `tenant-admin` | `viewer`),
-//! `tenant` (required for `tenant-admin` and `viewer`; absent means every
+//! Claims: `sub`, `role` (`platform-admin` | `tenant-admin` | `approver` |
+//! `viewer`), `tenant` (required for all but `platform-admin`; absent means every
 //! tenant, which only a `platform-admin` may have), `iss`, `aud`, `exp`,
 //! `nbf`, `iat`. Exactly one algorithm is accepted per verifier (HS256,
 //! RS256 or EdDSA), fixed by configuration and never taken from the token,
@@ -67,16 +67,25 @@ pub enum AdminRole {
     TenantAdmin,
     /// Reads one tenant's grants and board.
     Viewer,
+    /// Reads one tenant like a viewer, and decides its calls awaiting a
+    /// person's approval; changes nothing else.
+    Approver,
 }
 
 impl AdminRole {
-    pub const ALL: [AdminRole; 3] = [Self::PlatformAdmin, Self::TenantAdmin, Self::Viewer];
+    pub const ALL: [AdminRole; 4] = [
+        Self::PlatformAdmin,
+        Self::TenantAdmin,
+        Self::Viewer,
+        Self::Approver,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Self::PlatformAdmin => "platform-admin",
             Self::TenantAdmin => "tenant-admin",
             Self::Viewer => "viewer",
+            Self::Approver => "approver",
         }
     }
 }
@@ -96,7 +105,8 @@ impl FromStr for AdminRole {
             .find(|r| r.as_str() == s)
             .ok_or_else(|| {
                 JwtError::BadClaims(
-                    "unknown role; expected platform-admin, tenant-admin or viewer".into(),
+                    "unknown role; expected platform-admin, tenant-admin, approver or viewer"
+                        .into(),
                 )
             })
     }
@@ -130,9 +140,16 @@ impl AdminPrincipal {
         }
     }
 
-    /// May issue and revoke `tenant`'s grants.
+    /// May issue and revoke `tenant`'s grants, and act on its board.
     pub fn can_manage(&self, tenant: &TenantId) -> bool {
-        self.role != AdminRole::Viewer && self.can_read(tenant)
+        matches!(self.role, AdminRole::PlatformAdmin | AdminRole::TenantAdmin)
+            && self.can_read(tenant)
+    }
+
+    /// May approve or deny `tenant`'s calls awaiting a person: its admins
+    /// and its approvers (never a run: runs hold grants, not admin roles).
+    pub fn can_decide(&self, tenant: &TenantId) -> bool {
+        (self.role == AdminRole::Approver || self.can_manage(tenant)) && self.can_read(tenant)
     }
 
     /// May act on every tenant (listing tenants, cross-tenant views).

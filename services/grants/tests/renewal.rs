@@ -184,6 +184,7 @@ async fn the_maximum_lifetime_bounds_renewals_and_a_tenant_may_tighten_it() {
                 max_lifetime_secs: Some(7_200),
                 run_budgets: Default::default(),
                 secrets: Default::default(),
+                approvals: Default::default(),
             },
         )
         .await
@@ -212,6 +213,7 @@ async fn the_maximum_lifetime_bounds_renewals_and_a_tenant_may_tighten_it() {
                 max_lifetime_secs: Some(100 * 3_600),
                 run_budgets: Default::default(),
                 secrets: Default::default(),
+                approvals: Default::default(),
             },
         )
         .await

@@ -10,10 +10,9 @@ use crate::web::WebAuth;
 use actix_web::{HttpResponse, web};
 use corkboard_api::ApiError;
 use corkboard_board::{
-    AuditQuery, Budgets, Capabilities, ClaimFilter, CloseReason, CommentWindow, GrantEvent,
-    GrantId, GrantPolicy, IssueId, IssuePatch, IssueState, Label, LabelFilter, Labels, ListQuery,
-    Priority, RunId, SearchQuery, SearchText, TenantId, Timestamp, Title, ValidationError, limits,
-    parse_ttl,
+    AuditQuery, Budgets, Capabilities, ClaimFilter, CommentWindow, GrantEvent, GrantId,
+    GrantPolicy, IssueId, IssueState, Label, LabelFilter, ListQuery, Priority, RunId, SearchQuery,
+    SearchText, TenantId, Timestamp, ValidationError, limits, parse_ttl,
 };
 use corkboard_grants::{GrantRequest, Renewal};
 use serde::Deserialize;
@@ -54,10 +53,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 web::get().to(search_issues),
             )
             .route("/tenants/{tenant}/issues/{issue}", web::get().to(get_issue))
-            .route(
-                "/tenants/{tenant}/issues/{issue}",
-                web::patch().to(update_issue),
-            )
+            // People's writes: create, edit, comment, release, hand over.
+            .configure(crate::web::actions::configure)
             .route("/tenants/{tenant}/audit", web::get().to(list_audit))
             .route(
                 "/tenants/{tenant}/webhooks",
@@ -73,6 +70,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             )
             .configure(crate::upstreams::configure)
             .configure(crate::issue_api::configure)
+            .configure(crate::approvals::configure)
             .default_service(web::to(|| async {
                 Err::<HttpResponse, _>(ApiError::not_found("no such API endpoint".into()))
             })),
@@ -415,11 +413,14 @@ async fn put_settings(
         })
         .transpose()
     };
+    // Approval policies are changed through their own endpoint and kept here.
+    let approvals = state.store.grant_policy(&tenant).await?.approvals;
     let policy = GrantPolicy {
         run_ttl_secs: secs("run_ttl", body.run_ttl)?,
         max_lifetime_secs: secs("max_lifetime", body.max_lifetime)?,
         run_budgets: body.run_budgets,
         secrets: body.secrets,
+        approvals,
     };
     policy.validate()?;
     state.store.set_grant_policy(&tenant, &policy).await?;
@@ -681,50 +682,6 @@ async fn get_issue(
         .map_err(|err| ApiError::internal(format!("issue not serialisable: {err}")))?;
     value["rendered"] = rendered;
     Ok(HttpResponse::Ok().json(value))
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct UpdateIssueBody {
-    /// Required: the web board never overwrites a change it has not seen.
-    expected_version: u64,
-    title: Option<String>,
-    state: Option<String>,
-    labels: Option<Vec<String>>,
-    priority: Option<String>,
-    /// With state done or closed; see `IssuePatch::apply_to`.
-    close_reason: Option<String>,
-}
-
-async fn update_issue(
-    state: web::Data<AppState>,
-    scope: ManageTenant,
-    path: web::Path<(String, String)>,
-    body: web::Json<UpdateIssueBody>,
-) -> Result<HttpResponse, ApiError> {
-    let (_, issue) = path.into_inner();
-    let tenant = scope.tenant;
-    let id = IssueId::parse(issue)?;
-    let body = body.into_inner();
-    let patch = IssuePatch {
-        title: body.title.map(Title::parse).transpose()?,
-        body: None,
-        state: body.state.as_deref().map(IssueState::parse).transpose()?,
-        labels: body.labels.map(Labels::parse).transpose()?,
-        priority: body.priority.as_deref().map(Priority::parse).transpose()?,
-        close_reason: body
-            .close_reason
-            .as_deref()
-            .map(CloseReason::parse)
-            .transpose()?,
-        ..IssuePatch::default()
-    };
-    let updated = state
-        .store
-        .update_issue(&tenant, &id, patch, Some(body.expected_version))
-        .await?;
-    state.web.issue_changed(&updated);
-    Ok(HttpResponse::Ok().json(updated))
 }
 
 #[derive(Debug, Deserialize)]

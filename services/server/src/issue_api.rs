@@ -13,19 +13,18 @@ use crate::state::AppState;
 use actix_web::{HttpResponse, web};
 use corkboard_api::ApiError;
 use corkboard_board::{
-    Author, Body, Claimant, CloseReason, CommentAdded, CommentBody, Created, GrantStatus, Issue,
+    Author, AuthorKind, Body, Claimant, CloseReason, CommentAdded, CommentBody, Created, GrantStatus, Issue,
     IssueId, IssuePatch, IssueState, Labels, NewComment, NewIssue, Priority, RunId, StoreError,
     TenantId, Timestamp, Title,
 };
 use serde::Deserialize;
 
+/// Mounts close, reopen and claim (inside the `/v1` scope). Creating,
+/// commenting, editing and releasing are people's actions with their own
+/// author kind and audit record: `web::actions`, whose routes serve the
+/// CLI too.
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/tenants/{tenant}/issues", web::post().to(create_handler))
-        .route(
-            "/tenants/{tenant}/issues/{issue}/comments",
-            web::post().to(comment_handler),
-        )
-        .route(
+    cfg.route(
             "/tenants/{tenant}/issues/{issue}/close",
             web::post().to(close_handler),
         )
@@ -36,32 +35,14 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route(
             "/tenants/{tenant}/issues/{issue}/claim",
             web::post().to(claim_handler),
-        )
-        .route(
-            "/tenants/{tenant}/issues/{issue}/release",
-            web::post().to(release_handler),
         );
 }
 
-/// Who wrote it, for a write made through the admin API: the admin's
-/// subject as the author's run (as the web board shows a person), made a
-/// valid run id; no grant.
+/// Who wrote it, for a write made through the CLI's local board: the
+/// admin principal's kind, named by `subject` (`Author::principal`, the
+/// one rule for people's names).
 pub fn admin_author(subject: &str) -> Author {
-    let name: String = subject
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
-                c
-            } else {
-                '-'
-            }
-        })
-        .take(128)
-        .collect();
-    let run = RunId::parse(name)
-        .or_else(|_| RunId::parse("admin"))
-        .expect("\"admin\" is a valid run id");
-    Author { run, grant: None }
+    Author::principal(AuthorKind::Admin, subject)
 }
 
 /// `POST .../issues`: what a person may set on a new issue.
@@ -263,47 +244,8 @@ pub async fn release_issue(
     Ok(released)
 }
 
-async fn create_handler(
-    state: web::Data<AppState>,
-    scope: ManageTenant,
-    body: web::Json<CreateIssueBody>,
-) -> Result<HttpResponse, ApiError> {
-    let created = create_issue(
-        &state,
-        &scope.tenant,
-        &scope.admin.subject,
-        body.into_inner(),
-    )
-    .await?;
-    Ok(HttpResponse::Created().json(created.issue))
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CommentBodyJson {
-    body: String,
-}
-
 fn issue_of(path: web::Path<(String, String)>) -> Result<IssueId, ApiError> {
     Ok(IssueId::parse(path.into_inner().1)?)
-}
-
-async fn comment_handler(
-    state: web::Data<AppState>,
-    scope: ManageTenant,
-    path: web::Path<(String, String)>,
-    body: web::Json<CommentBodyJson>,
-) -> Result<HttpResponse, ApiError> {
-    let issue = issue_of(path)?;
-    let added = add_comment(
-        &state,
-        &scope.tenant,
-        &scope.admin.subject,
-        &issue,
-        body.into_inner().body,
-    )
-    .await?;
-    Ok(HttpResponse::Created().json(added.comment))
 }
 
 #[derive(Debug, Deserialize)]
@@ -362,39 +304,15 @@ async fn claim_handler(
     Ok(HttpResponse::Ok().json(claimed))
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ReleaseBody {
-    /// The run whose claim to end (default: whoever holds it).
-    run: Option<String>,
-}
-
-async fn release_handler(
-    state: web::Data<AppState>,
-    scope: ManageTenant,
-    path: web::Path<(String, String)>,
-    body: web::Json<ReleaseBody>,
-) -> Result<HttpResponse, ApiError> {
-    let issue = issue_of(path)?;
-    let body = body.into_inner();
-    let run = body.run.map(RunId::parse).transpose()?;
-    let released = release_issue(&state, &scope.tenant, &issue, run.as_ref()).await?;
-    Ok(HttpResponse::Ok().json(released))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn an_admin_subject_becomes_a_valid_author() {
-        assert_eq!(admin_author("cli").run.as_str(), "cli");
-        assert_eq!(
-            admin_author("ann@example.com").run.as_str(),
-            "ann-example.com"
-        );
-        // Not a valid run id after mapping (must start with a letter or digit).
-        assert_eq!(admin_author("@@").run.as_str(), "admin");
-        assert!(admin_author("cli").grant.is_none());
+    fn a_local_write_is_the_admin_principals() {
+        let author = admin_author("ann@example.com");
+        assert_eq!(author.kind, AuthorKind::Admin);
+        assert_eq!(author, Author::principal(AuthorKind::Admin, "ann@example.com"));
+        assert!(author.grant.is_none());
     }
 }

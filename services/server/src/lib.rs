@@ -20,6 +20,7 @@
 #![forbid(unsafe_code)]
 
 pub mod admin;
+pub mod approvals;
 pub mod audit;
 pub mod health;
 pub mod issue_api;

@@ -10,7 +10,7 @@ use corkboard_config::{ConfigError, Settings};
 use corkboard_grants::{AdminPrincipal, AdminVerifier, GrantService, IssuedGrant, TokenRegistry};
 use corkboard_mcp::{McpEndpoint, McpSettings, SessionEnds};
 use corkboard_telemetry::Metrics;
-use corkboard_tools::BoardTools;
+use corkboard_tools::{ApprovalGate, BoardTools};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
@@ -84,6 +84,9 @@ pub struct AppState {
     /// board events derived from it. Every MCP endpoint (studio, run
     /// gateways) passes this to its tools.
     pub tool_audit: Arc<dyn AuditSink>,
+    /// Which calls wait for a person's approval: the one gate of this
+    /// process, asked by the studio endpoint's tools and the run gateways.
+    pub approvals: Arc<ApprovalGate>,
     /// Seals upstream MCP servers' credentials (none: upstreams are off,
     /// their API answers 503).
     pub upstream_key: Option<Arc<corkboard_upstream::CredentialKey>>,
@@ -124,7 +127,7 @@ impl AppState {
             run_budgets,
         } = parts;
         let ledger: Arc<dyn corkboard_board::GrantLedger> = store.clone();
-        let grants = GrantService::new(ledger, registry)
+        let grants = GrantService::new(ledger.clone(), registry)
             .with_live_grants_max(settings.live_grants_per_tenant_max)
             .with_max_lifetime(std::time::Duration::from_secs(
                 settings.grant_max_lifetime_secs,
@@ -139,8 +142,17 @@ impl AppState {
             audit.clone(),
             web.events(),
         ));
+        let approvals = Arc::new(
+            ApprovalGate::new(
+                ledger,
+                tool_audit.clone(),
+                Duration::from_millis(settings.store_timeout_ms),
+            )
+            .with_events(Arc::new(web.clone())),
+        );
         let issues: Arc<dyn corkboard_board::IssueStore> = store.clone();
         let tools = BoardTools::new(issues, grants.registry().clone(), tool_audit.clone())
+            .with_approvals(approvals.clone())
             .with_store_timeout(Duration::from_millis(settings.store_timeout_ms))
             .with_result_budget(settings.max_result_bytes)
             .with_metrics(metrics.clone())
@@ -167,6 +179,7 @@ impl AppState {
             metrics,
             web,
             tool_audit,
+            approvals,
             session_ends,
             upstream_key: None,
             egress: Arc::default(),

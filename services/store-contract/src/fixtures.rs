@@ -19,6 +19,7 @@ pub fn run(name: &str) -> RunId {
 
 pub fn author(run_name: &str) -> Author {
     Author {
+        kind: corkboard_board::AuthorKind::Run,
         run: run(run_name),
         grant: None,
     }

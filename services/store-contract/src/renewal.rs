@@ -97,6 +97,7 @@ pub async fn case_grant_policy_is_per_tenant<S: BoardStore>(store: Arc<S>) {
         max_lifetime_secs: Some(86_400),
         run_budgets: Default::default(),
         secrets: Default::default(),
+        approvals: Default::default(),
     };
     store.set_grant_policy(&a, &policy).await.expect("set");
     assert_eq!(store.grant_policy(&a).await.expect("read"), policy);
@@ -110,6 +111,7 @@ pub async fn case_grant_policy_is_per_tenant<S: BoardStore>(store: Arc<S>) {
         max_lifetime_secs: Some(3_600),
         run_budgets: Default::default(),
         secrets: Default::default(),
+        approvals: Default::default(),
     };
     store
         .set_grant_policy(&a, &replaced)
@@ -125,6 +127,7 @@ pub async fn case_grant_policy_is_per_tenant<S: BoardStore>(store: Arc<S>) {
         max_lifetime_secs: None,
         run_budgets: Default::default(),
         secrets: Default::default(),
+        approvals: Default::default(),
     };
     assert!(
         store.set_grant_policy(&a, &zero).await.is_err(),

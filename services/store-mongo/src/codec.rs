@@ -11,9 +11,10 @@
 
 use crate::error::corrupt;
 use corkboard_board::{
-    ArgumentsHash, AuditOutcome, AuditRecord, Author, BlockedBy, Body, Capabilities, Claim,
-    CloseReason, Comment, CommentBody, CommentId, DefinitionHash, Grant, GrantEvent, GrantId,
-    Issue, IssueId, IssueState, Labels, Priority, RunId, StoreError, TenantId, Timestamp, Title,
+    ArgumentsHash, AuditOutcome, AuditRecord, Author, AuthorKind, BlockedBy, Body, Capabilities,
+    Claim, CloseReason, Comment, CommentBody, CommentId, DefinitionHash, Grant, GrantEvent,
+    GrantId, Issue, IssueId, IssueState, Labels, Priority, RunId, StoreError, TenantId, Timestamp,
+    Title,
 };
 use mongodb::bson::{Bson, DateTime, Document, doc};
 
@@ -121,6 +122,7 @@ fn labels_bson(labels: &Labels) -> Bson {
 
 fn author_doc(author: &Author) -> Document {
     doc! {
+        "kind": author.kind.as_str(),
         "run": author.run.as_str(),
         "grant": author.grant.as_ref().map(|g| g.as_str()),
     }
@@ -309,7 +311,14 @@ impl<'a> Reader<'a> {
             Some(Bson::String(g)) => Some(self.parse(GrantId::parse(g.as_str()))?),
             Some(_) => return Err(self.fail("author.grant is not a string")),
         };
+        // Absent in documents written before kinds existed: those were runs.
+        let kind = match doc.get("kind") {
+            None | Some(Bson::Null) => AuthorKind::Run,
+            Some(Bson::String(k)) => self.parse(AuthorKind::parse(k))?,
+            Some(_) => return Err(self.fail("author.kind is not a string")),
+        };
         Ok(Author {
+            kind,
             run: self.parse(RunId::parse(run))?,
             grant,
         })
@@ -579,6 +588,7 @@ mod tests {
         new.labels = Labels::parse(["ci", "bug"]).unwrap();
         new.priority = Priority::High;
         let author = Author {
+            kind: corkboard_board::AuthorKind::Run,
             run: RunId::parse("run-1").unwrap(),
             grant: Some(GrantId::generate()),
         };
@@ -591,6 +601,7 @@ mod tests {
             id: CommentId::generate(),
             body: CommentBody::parse("seen twice").unwrap(),
             author: Author {
+                kind: corkboard_board::AuthorKind::Run,
                 run: author.run,
                 grant: None,
             },

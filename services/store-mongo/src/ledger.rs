@@ -11,8 +11,8 @@ use crate::store::MongoStore;
 use async_trait::async_trait;
 use corkboard_board::WebhookEvent;
 use corkboard_board::{
-    Grant, GrantEvent, GrantId, GrantLedger, GrantPolicy, RunId, StoreError, TenantId, Timestamp,
-    ValidationError, limits,
+    ApprovalId, ApprovalItem, ApprovalStatus, Decision, Grant, GrantEvent, GrantId, GrantLedger,
+    GrantPolicy, RunId, StoreError, TenantId, Timestamp, ValidationError, limits,
 };
 use mongodb::Cursor;
 use mongodb::bson::{Bson, Document, doc};
@@ -267,6 +267,55 @@ impl GrantLedger for MongoStore {
                 .collect())
         })
         .await
+    }
+
+    async fn put_approval(&self, item: &ApprovalItem) -> Result<(), StoreError> {
+        self.put_approval_doc(item).await
+    }
+
+    async fn approval(
+        &self,
+        tenant: &TenantId,
+        id: &ApprovalId,
+    ) -> Result<Option<ApprovalItem>, StoreError> {
+        self.load_approval(tenant, id).await
+    }
+
+    async fn list_approvals(
+        &self,
+        tenant: &TenantId,
+        status: Option<ApprovalStatus>,
+        limit: u32,
+    ) -> Result<Vec<ApprovalItem>, StoreError> {
+        self.list_approval_docs(tenant, status, limit).await
+    }
+
+    async fn approval_for_call(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+        tool: &str,
+        digest: &str,
+    ) -> Result<Option<ApprovalItem>, StoreError> {
+        self.approval_doc_for_call(tenant, run, tool, digest).await
+    }
+
+    async fn decide_approval(
+        &self,
+        tenant: &TenantId,
+        id: &ApprovalId,
+        decision: &Decision,
+    ) -> Result<ApprovalItem, StoreError> {
+        self.decide_approval_doc(tenant, id, decision).await
+    }
+
+    async fn use_approval(
+        &self,
+        tenant: &TenantId,
+        id: &ApprovalId,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        self.use_approval_doc(tenant, id, now).await
     }
 
     async fn record_first_use(

@@ -35,6 +35,7 @@
 
 #![forbid(unsafe_code)]
 
+mod approvals;
 mod audit;
 mod codec;
 mod error;

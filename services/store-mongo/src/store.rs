@@ -178,6 +178,12 @@ impl MongoStore {
             collection: schema::USED_ONCE.to_owned(),
             reason: e.to_string(),
         })?;
+        self.bounded_write("creating indexes", self.ensure_approval_indexes())
+            .await
+            .map_err(|e| MongoStoreError::Indexes {
+                collection: crate::approvals::APPROVALS.to_owned(),
+                reason: e.to_string(),
+            })?;
         self.bounded_write("creating indexes", self.ensure_webhook_indexes())
             .await
             .map_err(|e| MongoStoreError::Indexes {

@@ -6,9 +6,10 @@
 
 use crate::error::OpError;
 use corkboard_board::{
-    ArgumentsHash, AuditOutcome, AuditRecord, Author, BlockedBy, Body, Budgets, Capabilities,
-    Claim, CloseReason, Comment, CommentBody, CommentId, DefinitionHash, Grant, GrantEvent,
-    GrantId, IssueId, IssueState, Labels, Priority, RunId, StoreError, TenantId, Timestamp, Title,
+    ArgumentsHash, AuditOutcome, AuditRecord, Author, AuthorKind, BlockedBy, Body, Budgets,
+    Capabilities, Claim, CloseReason, Comment, CommentBody, CommentId, DefinitionHash, Grant,
+    GrantEvent, GrantId, IssueId, IssueState, Labels, Priority, RunId, StoreError, TenantId,
+    Timestamp, Title,
     ValidationError,
 };
 use rusqlite::Row;
@@ -80,7 +81,7 @@ fn corrupt(what: &str, id: &str, err: impl std::fmt::Display) -> OpError {
 /// Columns of `issues` that [`issue_from_row`] reads, in its order.
 pub(crate) const ISSUE_COLUMNS: &str = "id, title, body, state, labels, priority, author_run, \
      author_grant, created_at, updated_at, version, parent, duplicate_of, blocked_by, \
-     close_reason, claim_run, claim_grant, claimed_at, claim_expires_at";
+     close_reason, claim_run, claim_grant, claimed_at, claim_expires_at, author_kind";
 
 /// `columns` (a comma-separated list) each prefixed with `alias.`, for
 /// statements joining tables whose column names overlap.
@@ -152,6 +153,7 @@ pub(crate) fn issue_from_row(
         labels: split_labels(&row.get::<_, String>(4)?).map_err(bad)?,
         priority: Priority::parse(&row.get::<_, String>(5)?).map_err(bad)?,
         author: Author {
+            kind: AuthorKind::parse(&row.get::<_, String>(19)?).map_err(bad)?,
             run: RunId::parse(row.get::<_, String>(6)?).map_err(bad)?,
             grant: author_grant.map(GrantId::parse).transpose().map_err(bad)?,
         },
@@ -168,7 +170,8 @@ pub(crate) fn issue_from_row(
 }
 
 /// Columns of `comments` that [`comment_from_row`] reads, in its order.
-pub(crate) const COMMENT_COLUMNS: &str = "issue_id, id, body, author_run, author_grant, created_at";
+pub(crate) const COMMENT_COLUMNS: &str =
+    "issue_id, id, body, author_run, author_grant, created_at, author_kind";
 
 /// A comment row and the issue it belongs to.
 pub(crate) fn comment_from_row(row: &Row<'_>) -> Result<(String, Comment), OpError> {
@@ -186,6 +189,7 @@ pub(crate) fn comment_from_row_at(row: &Row<'_>, at: usize) -> Result<(String, C
         id: CommentId::parse(id.as_str()).map_err(bad)?,
         body: CommentBody::parse(row.get::<_, String>(at + 2)?).map_err(bad)?,
         author: Author {
+            kind: AuthorKind::parse(&row.get::<_, String>(at + 6)?).map_err(bad)?,
             run: RunId::parse(row.get::<_, String>(at + 3)?).map_err(bad)?,
             grant: author_grant.map(GrantId::parse).transpose().map_err(bad)?,
         },

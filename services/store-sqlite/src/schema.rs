@@ -315,6 +315,29 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (tenant, upstream, tool)
     ) WITHOUT ROWID;
     "#,
+    // 13: what kind of principal wrote an issue or a comment (run, person,
+    // admin): rows from before were runs.
+    r#"
+    ALTER TABLE issues ADD COLUMN author_kind TEXT NOT NULL DEFAULT 'run';
+    ALTER TABLE comments ADD COLUMN author_kind TEXT NOT NULL DEFAULT 'run';
+    "#,
+    // 14: calls waiting for a person's approval (ops/approvals.rs): the
+    // item as JSON, and the columns its reads filter on.
+    r#"
+    CREATE TABLE approvals (
+        tenant     TEXT    NOT NULL,
+        id         TEXT    NOT NULL,
+        run        TEXT    NOT NULL,
+        tool       TEXT    NOT NULL,
+        digest     TEXT    NOT NULL,
+        status     TEXT    NOT NULL,
+        expires_at INTEGER NOT NULL,
+        item       TEXT    NOT NULL,
+        PRIMARY KEY (tenant, id)
+    ) WITHOUT ROWID;
+    CREATE INDEX approvals_by_status ON approvals (tenant, status, id);
+    CREATE INDEX approvals_by_call ON approvals (tenant, run, digest, id);
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -376,6 +376,7 @@ mod tests {
 
     fn author() -> Author {
         Author {
+            kind: corkboard_board::AuthorKind::Run,
             run: RunId::parse("r").unwrap(),
             grant: None,
         }

@@ -40,6 +40,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod approvals;
 mod defs;
 mod error;
 mod render;
@@ -49,6 +50,7 @@ pub mod text;
 mod tool;
 mod view;
 
+pub use approvals::{ApprovalEvents, ApprovalGate, Gate};
 pub use defs::{BoardTool, ToolSpec, grant_tool_set, tool_set, vocabulary};
 pub use error::ToolsError;
 pub use result_budget::{DEFAULT_RESULT_BUDGET, ENVELOPE_BYTES, MIN_RESULT_BUDGET};

@@ -1,5 +1,6 @@
 //! [`BoardTools`]: the board served through [`ToolBackend`].
 
+use crate::approvals::{ApprovalGate, Gate};
 use crate::defs::{BoardTool, grant_tool_set};
 use crate::error::ToolsError;
 use crate::result_budget::{DEFAULT_RESULT_BUDGET, MIN_RESULT_BUDGET};
@@ -83,6 +84,8 @@ pub struct BoardTools {
     /// Each tenant's choice for credentials in board writes (refused when
     /// unknown).
     secrets: Arc<SecretPolicies>,
+    /// Decides which calls wait for a person; none: no call does.
+    approvals: Option<Arc<ApprovalGate>>,
 }
 
 impl std::fmt::Debug for BoardTools {
@@ -166,7 +169,15 @@ impl BoardTools {
             result_budget: DEFAULT_RESULT_BUDGET,
             budgets: None,
             secrets: Arc::default(),
+            approvals: None,
         }
+    }
+
+    /// Asks `gate` before every board tool call whether it must wait for a
+    /// person's approval.
+    pub fn with_approvals(mut self, gate: Arc<ApprovalGate>) -> Self {
+        self.approvals = Some(gate);
+        self
     }
 
     /// Counts budgeted grants' writes in `counter` (the grant service's:
@@ -455,6 +466,19 @@ impl ToolBackend for BoardTools {
         let hinted = tool
             .and_then(|t| t.spec().issue_argument)
             .and_then(|key| args::issue_hint(call.arguments, key));
+        if let (Some(gate), Some(_)) = (&self.approvals, tool)
+            && let Gate::Answer(output) = gate
+                .check(
+                    principal.grant(),
+                    call.name,
+                    call.arguments,
+                    call.raw_arguments,
+                )
+                .await
+        {
+            // The gate audited its answer; the call did not run.
+            return output;
+        }
         let result = match tool {
             Some(tool) => self.execute(principal, tool, call.arguments).await,
             None => Err(ToolsError::UnknownTool(call.name.to_owned())),

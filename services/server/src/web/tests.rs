@@ -475,6 +475,7 @@ async fn the_event_stream_delivers_a_tenants_changes_and_only_to_its_readers() {
 
     // A write to another tenant does not show; a write to acme does.
     let author = Author {
+        kind: corkboard_board::AuthorKind::Run,
         run: RunId::parse("r1").unwrap(),
         grant: None,
     };
@@ -582,6 +583,7 @@ async fn an_issue_read_for_the_page_carries_its_markdown_rendered_and_sanitised(
     let f = fixture().await;
     let app = app!(f);
     let author = Author {
+        kind: corkboard_board::AuthorKind::Run,
         run: RunId::parse("r1").unwrap(),
         grant: None,
     };

@@ -177,6 +177,22 @@ pub(crate) fn upstream_tool_changed(conn: &Connection, pin: &ToolPin) -> Result<
     )
 }
 
+/// An approval item was made (`approval.requested`) or decided
+/// (`approval.decided`).
+pub(crate) fn approval_event(
+    conn: &Connection,
+    event: WebhookEvent,
+    item: &corkboard_board::ApprovalItem,
+) -> Result<(), OpError> {
+    enqueue(
+        conn,
+        &item.tenant,
+        event,
+        &item.event_data(),
+        Timestamp::now(),
+    )
+}
+
 fn has_endpoints(conn: &Connection, tenant: &TenantId) -> Result<bool, OpError> {
     let mut stmt = conn.prepare_cached("SELECT 1 FROM webhooks WHERE tenant = ?1 LIMIT 1")?;
     Ok(stmt.exists(params![tenant.as_str()])?)
