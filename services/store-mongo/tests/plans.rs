@@ -37,6 +37,25 @@ const FACTOR: i64 = 3;
 /// ...plus this many (the look-ahead of a page, a few index bounds).
 const SLACK: i64 = 20;
 
+/// Shapes no index can bound by the page they return, each with why, and
+/// the most keys or documents it may examine on this board (about 1.5×
+/// what it examines today: the seed is fixed, so growth is a regression).
+/// They are bounded instead by the postings of one word or label, or by
+/// the candidate cap, and run as expensive reads (`maxTimeMS`, a per-tenant
+/// share). Anything else must stay within [`FACTOR`] × returned.
+#[rustfmt::skip]
+const BOUNDED_OTHERWISE: [(&str, i64, &str); 9] = [
+    ("list: every label of two", 600, "`$all` of two labels: one label's index entries, the other checked on each (no index intersection)"),
+    ("list: label + priority", 350, "two filters without a state: the more selective one's index, the other checked on each"),
+    ("list: title text", 2_800, "a substring of the title (`$regex`, unanchored): no index can serve it; newest-first scan until the page is full"),
+    ("search: a word", 5_400, "every issue holding the word in any of three arrays, up to the 1,001 candidates; the stand-in server merges the three index scans with a blocking SORT of at most those candidates where mongod merges them in order"),
+    ("search: a prefix", 5_400, "as a word, over the range of words with the prefix"),
+    ("search: two words", 10_000, "the issues holding one of the words, the other checked on each (no intersection of postings)"),
+    ("search: a word in one state", 4_300, "the state's index, the word checked on each, up to the candidate cap"),
+    ("similar open issues", 2_500, "titles holding every word: one word's entries, the others checked on each, bounded by that word's postings"),
+    ("claim_deliveries and record_attempt", 50, "every endpoint's pause state, across tenants (a few per tenant), read whole to share out turns"),
+];
+
 const LABELS: [&str; 8] = [
     "bug", "ui", "api", "infra", "docs", "perf", "security", "chore",
 ];
@@ -132,11 +151,11 @@ fn shapes() -> Vec<(&'static str, Run)> {
             f.store.create_issue(&f.tenant, &author("run-a"), new, Some(&key("k-1"))).await.unwrap();
         })),
         ("create_issue_unless_similar", |f| Box::pin(async move { f.store.create_issue_unless_similar(&f.tenant, &author("run-a"), new_issue("stale cache report nightly"), None).await.unwrap(); })),
-        ("update_issue: state", |f| Box::pin(async move { f.store.update_issue(&f.tenant, &f.ids[900], IssuePatch { state: Some(Done), ..IssuePatch::default() }, None).await.unwrap(); })),
-        ("update_issue: parent", |f| Box::pin(async move { f.store.update_issue(&f.tenant, &f.ids[901], IssuePatch { parent: Some(Some(f.parent.clone())), ..IssuePatch::default() }, None).await.unwrap(); })),
-        ("add_comment", |f| Box::pin(async move { f.store.add_comment(&f.tenant, &author("run-a"), comment(&f.ids[902], "plan check"), None).await.unwrap(); })),
-        ("claim_issue", |f| Box::pin(async move { f.store.claim_issue(&f.tenant, &f.ids[903], &f.claimer, None).await.unwrap(); })),
-        ("release_issue", |f| Box::pin(async move { f.store.release_issue(&f.tenant, &f.ids[903], &f.claimer.run, None).await.unwrap(); })),
+        ("update_issue: state", |f| Box::pin(async move { f.store.update_issue(&f.tenant, &f.ids[905], IssuePatch { state: Some(Done), ..IssuePatch::default() }, None).await.unwrap(); })),
+        ("update_issue: parent", |f| Box::pin(async move { f.store.update_issue(&f.tenant, &f.ids[906], IssuePatch { parent: Some(Some(f.parent.clone())), ..IssuePatch::default() }, None).await.unwrap(); })),
+        ("add_comment", |f| Box::pin(async move { f.store.add_comment(&f.tenant, &author("run-a"), comment(&f.ids[907], "plan check"), None).await.unwrap(); })),
+        ("claim_issue", |f| Box::pin(async move { f.store.claim_issue(&f.tenant, &f.ids[912], &f.claimer, None).await.unwrap(); })),
+        ("release_issue", |f| Box::pin(async move { f.store.release_issue(&f.tenant, &f.ids[912], &f.claimer.run, None).await.unwrap(); })),
         ("grant by token hash", |f| Box::pin(async move { f.store.grant_by_token_hash(&f.token_hash).await.unwrap(); })),
         ("grant", |f| Box::pin(async move { f.store.grant(&f.grant.id).await.unwrap(); })),
         ("list_grants: tenant", |f| Box::pin(async move { f.store.list_grants(&f.tenant, None, None, 50).await.unwrap(); })),
@@ -382,7 +401,8 @@ async fn every_query_shape_is_index_bound_on_a_large_tenant() {
         grant: corkboard_board::GrantId::generate(),
         expires_at: Timestamp::now().plus_millis(3_600_000),
     };
-    for id in ids.iter().skip(5_000).step_by(500) {
+    // Claims on open (todo) issues: every 490th from the 5,002nd.
+    for id in ids.iter().skip(5_002).step_by(490) {
         store
             .claim_issue(&tenant, id, &claimer, None)
             .await
@@ -402,6 +422,10 @@ async fn every_query_shape_is_index_bound_on_a_large_tenant() {
     };
     let db = board.raw_database().await;
 
+    let names: Vec<&str> = shapes().iter().map(|(name, _)| *name).collect();
+    for (name, _, _) in BOUNDED_OTHERWISE {
+        assert!(names.contains(&name), "{name} is no shape");
+    }
     let mut report = Vec::new();
     let mut failures = Vec::new();
     for (shape, run) in shapes() {
@@ -436,16 +460,26 @@ async fn every_query_shape_is_index_bound_on_a_large_tenant() {
                         if let Ok(executed) = stats.get_document("executionStages") {
                             stages(executed, &mut plan);
                         }
-                        let bound = FACTOR * returned.max(1) + SLACK;
                         let mut wrong = Vec::new();
-                        if keys > bound || docs > bound {
-                            wrong.push(format!("examined {keys} keys / {docs} docs for {returned} returned (bound {bound})"));
-                        }
-                        if plan.iter().any(|s| s == "SORT") {
-                            wrong.push("blocking SORT".to_owned());
-                        }
-                        if plan.iter().any(|s| s == "COLLSCAN") {
-                            wrong.push("collection scan".to_owned());
+                        let otherwise =
+                            BOUNDED_OTHERWISE.iter().find(|(name, _, _)| *name == shape);
+                        if let Some((_, cap, _)) = otherwise {
+                            if keys > *cap || docs > *cap {
+                                wrong.push(format!(
+                                    "examined {keys} keys / {docs} docs, over its cap {cap}"
+                                ));
+                            }
+                        } else {
+                            let bound = FACTOR * returned.max(1) + SLACK;
+                            if keys > bound || docs > bound {
+                                wrong.push(format!("examined {keys} keys / {docs} docs for {returned} returned (bound {bound})"));
+                            }
+                            if plan.iter().any(|s| s == "SORT") {
+                                wrong.push("blocking SORT".to_owned());
+                            }
+                            if plan.iter().any(|s| s == "COLLSCAN") {
+                                wrong.push("collection scan".to_owned());
+                            }
                         }
                         let line = format!(
                             "{shape:<38} {name:<13} {collection:<16} returned {returned:>5} keys {keys:>6} docs {docs:>6} plan {}",
