@@ -55,7 +55,10 @@ pub struct MongoOptions {
 /// out of this crate's API, the bytes are the wire format). Runs on the
 /// driver's task: keep it short.
 #[derive(Clone)]
-pub struct CommandObserver(Arc<dyn Fn(&str, &[u8]) + Send + Sync>);
+pub struct CommandObserver(Arc<Observe>);
+
+/// What a [`CommandObserver`] calls: the command's name and its BSON.
+type Observe = dyn Fn(&str, &[u8]) + Send + Sync;
 
 impl CommandObserver {
     pub fn new(observe: impl Fn(&str, &[u8]) + Send + Sync + 'static) -> Self {

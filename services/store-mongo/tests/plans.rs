@@ -191,7 +191,7 @@ fn seeded(i: usize) -> (NewIssue, Option<CommentBody>) {
     let mood = MOODS[(i / 3) % MOODS.len()];
     let mut new = new_issue(&format!("{mood} {word} number {i}"));
     new.body =
-        corkboard_board::Body::parse(&format!("The {word} step is {mood} on node {}.", i % 97))
+        corkboard_board::Body::parse(format!("The {word} step is {mood} on node {}.", i % 97))
             .unwrap();
     new.state = [
         IssueState::Inbox,
@@ -211,7 +211,7 @@ fn seeded(i: usize) -> (NewIssue, Option<CommentBody>) {
         Priority::Urgent,
     ][(i / 2) % 5];
     let comment =
-        (i % 7 == 3).then(|| CommentBody::parse(&format!("seen again on {word}")).unwrap());
+        (i % 7 == 3).then(|| CommentBody::parse(format!("seen again on {word}")).unwrap());
     (new, comment)
 }
 
@@ -229,11 +229,11 @@ async fn seed(board: &TestBoard, store: &MongoStore, tenant: &TenantId) -> (Vec<
         let items: Vec<_> = (from..to)
             .map(|i| {
                 let (mut new, comment) = seeded(i);
-                if i % 400 == 0 {
+                if i.is_multiple_of(400) {
                     new.parent = Some(parent.clone());
                     new.blocked_by =
                         corkboard_board::BlockedBy::parse(vec![parent.clone()]).unwrap();
-                } else if i % 20 == 0 {
+                } else if i.is_multiple_of(20) {
                     new.parent = Some(ids[i % 1_000].clone());
                 }
                 (new, comment)
@@ -249,8 +249,8 @@ async fn seed(board: &TestBoard, store: &MongoStore, tenant: &TenantId) -> (Vec<
     // Grants (a few tenants' worth), audit records, a webhook endpoint
     // with deliveries queued, claims.
     let other = TenantId::parse("other").unwrap();
-    for i in 0..100 {
-        let t = if i % 2 == 0 { tenant } else { &other };
+    for i in 0..100u32 {
+        let t = if i.is_multiple_of(2) { tenant } else { &other };
         store
             .record_grant(
                 &grant(t, &format!("run-{}", i % 10), Timestamp::now(), 3_600_000),

@@ -61,7 +61,7 @@ fn seeded_issue(i: usize) -> Value {
             "Seen on the {c} client: the {b} step is {a}. Steps: open {b}, wait, retry. \
              Expected the {b} to finish; it did not (case {i})."
         ),
-        "labels": [c, if i % 3 == 0 { "bug" } else { "task" }],
+        "labels": [c, if i.is_multiple_of(3) { "bug" } else { "task" }],
         "priority": PRIORITIES[i % PRIORITIES.len()],
     })
 }
