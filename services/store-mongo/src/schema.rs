@@ -189,12 +189,6 @@ pub(crate) fn issue_indexes() -> Vec<IndexModel> {
         index(doc! { field::LABELS: 1, field::ID: -1 }),
         index(doc! { field::AUTHOR_RUN: 1, field::ID: -1 }),
         index(doc! { field::PRIORITY: 1, field::ID: -1 }),
-        // A state with a second filter (the usual pair: "todo issues
-        // labelled x", "my open issues"): both from the index, in _id
-        // order, instead of the state's index filtered by the other.
-        index(doc! { field::STATE: 1, field::LABELS: 1, field::ID: -1 }),
-        index(doc! { field::STATE: 1, field::AUTHOR_RUN: 1, field::ID: -1 }),
-        index(doc! { field::STATE: 1, field::PRIORITY: 1, field::ID: -1 }),
         index(doc! { field::UPDATED_AT: -1 }),
         // Sub-issues (list filter, get_issue's children) and the inverse
         // of blocked_by (get_issue's blocks).
