@@ -245,6 +245,21 @@ pub enum Command {
         #[arg(long, default_value_t = 1800.0)]
         max_seed_seconds: f64,
     },
+    /// MongoDB's default list_issues as one board grows: the store's call,
+    /// the same find through the bare driver (full documents, `_id` only)
+    /// and its explain (keys and documents examined, the server's time).
+    ListPlan {
+        /// Board sizes, measured on one board growing through them.
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "1000,10000,100000,200000"
+        )]
+        issues: Vec<usize>,
+        /// Calls per side and size.
+        #[arg(long, default_value_t = 20)]
+        calls: usize,
+    },
     /// The tenants curve: create and list latency, a new tenant's first
     /// write, start-up, memory and storage as the number of tenants on one
     /// MongoDB database grows (one collection per tenant).
@@ -567,6 +582,21 @@ async fn dispatch(cli: &Cli, sink: &mut Sink) -> Result<()> {
                     bulk: *bulk,
                     max_per_op: Duration::from_secs_f64(*max_seconds_per_op),
                     max_seed: Duration::from_secs_f64(*max_seed_seconds),
+                },
+                sink,
+            )
+            .await
+        }
+        Command::ListPlan { issues, calls } => {
+            if issues.is_empty() || issues.contains(&0) || *calls == 0 {
+                return Err(BenchError::Usage(
+                    "--issues needs sizes above 0 and --calls at least 1".into(),
+                ));
+            }
+            scenario::list_plan::run(
+                &scenario::list_plan::ListPlanSpec {
+                    sizes: issues.clone(),
+                    calls: *calls,
                 },
                 sink,
             )

@@ -227,6 +227,7 @@ async fn decide(
         latency_micros: u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
         arguments_hash: ArgumentsHash::of(id.as_str().as_bytes()),
         issue: None,
+        definition_hash: None,
     });
     let item = answer?;
     state.web.approval_changed(&item);

@@ -424,11 +424,16 @@ impl GrantLedger for MongoStore {
                     grant_field::REVOKED_AT: { "$ne": Bson::Null },
                     grant_field::EXPIRES_AT: { "$gt": date(now) },
                 })
-                .sort(doc! { field::ID: 1 })
                 .max_time(self.max_time())
                 .await
                 .map_err(|e| store_error(&e))?;
-            collect_grants(found).await
+            // Ordered here, not by the server: the answer is every match
+            // anyway, and a server-side sort of it is a blocking SORT
+            // stage (memory-bound on the server) where the index's order
+            // is (revoked_at, expires_at).
+            let mut grants = collect_grants(found).await?;
+            grants.sort_by(|a, b| a.grant.id.as_str().cmp(b.grant.id.as_str()));
+            Ok(grants)
         })
         .await
     }

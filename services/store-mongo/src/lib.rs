@@ -52,5 +52,5 @@ mod webhooks;
 
 pub use audit::AUDIT_PAGE_MAX;
 pub use error::MongoStoreError;
-pub use options::{DEFAULT_DATABASE, MongoOptions};
+pub use options::{CommandObserver, DEFAULT_DATABASE, MongoOptions};
 pub use store::MongoStore;

@@ -262,6 +262,7 @@ impl ApprovalGate {
             latency_micros: u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
             arguments_hash: ArgumentsHash::of(raw_arguments),
             issue: None,
+            definition_hash: None,
         });
     }
 }

@@ -101,6 +101,7 @@ impl Action<'_> {
             latency_micros: u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
             arguments_hash: ArgumentsHash::of(&arguments),
             issue,
+            definition_hash: None,
         });
         result
     }
@@ -475,7 +476,7 @@ async fn hand_over_claim(
             let mut version = request.expected_version;
             let current = state.store.get_issue(&tenant, &id).await?;
             if current.claim.as_ref().is_some_and(|c| c.run != run) {
-                version = release(&state, &tenant, &id, version).await?.version;
+                version = release(&state, &tenant, &id, None, Some(version)).await?.version;
             }
             Ok(state
                 .store
