@@ -6,7 +6,7 @@
 //! and shell history), and is never printed.
 
 use crate::grant_cmd::Remote;
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use clap::Subcommand;
 use serde_json::{Value, json};
 use std::io::Write;

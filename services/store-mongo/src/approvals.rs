@@ -66,14 +66,6 @@ impl MongoStore {
         self.database().collection(APPROVALS)
     }
 
-    pub(crate) async fn ensure_approval_indexes(&self) -> Result<(), StoreError> {
-        self.approvals()
-            .create_indexes(approval_indexes())
-            .await
-            .map(|_| ())
-            .map_err(|e| store_error(&e))
-    }
-
     pub(crate) async fn put_approval_doc(&self, item: &ApprovalItem) -> Result<(), StoreError> {
         let document = encode(item)?;
         self.bounded_write("put_approval", async {
