@@ -18,15 +18,6 @@
 //!   instructions, ends the statement with `SQLITE_INTERRUPT`, and the
 //!   connection goes back to the pool at once.
 //!
-//! Where the blocking work runs is the pool's [`Lane`]: the point pool uses
-//! tokio's blocking pool; the search pool has threads of its own, one per
-//! connection, at a lower CPU priority ([`BACKGROUND_NICE`]). A search storm
-//! of one tenant is bounded in count (the tenant's share) and in time (the
-//! deadline); the priority bounds its CPU too: while a search runs, the
-//! async workers serving every other request, and the point reads they run
-//! inline, still get the cores first, so on a machine with few cores a
-//! tenant's searches cannot make another tenant's point reads wait.
-//!
 //! One semaphore bounds the connections in use by all paths to the pool's
 //! size. A point read only ever *tries* it (an atomic
 //! operation, never a wait), and a permit released while reads queue goes to
@@ -48,7 +39,6 @@ use rusqlite::Connection;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, TryAcquireError};
@@ -69,98 +59,6 @@ pub(crate) const PROGRESS_OPS: std::ffi::c_int = 1000;
 /// `busy_timeout`, so a worker thread is never held for long.
 const INLINE_BUSY_TIMEOUT: Duration = Duration::from_millis(10);
 
-/// The nice value of a [`Lane::Background`] pool's threads (Linux: per
-/// thread). Ten gives such a thread about a tenth of a core's share while a
-/// normal-priority thread wants that core, and all of it otherwise: searches
-/// lose nothing on an idle machine. Raising a nice value needs no privilege,
-/// so this works for the unprivileged service user too.
-pub(crate) const BACKGROUND_NICE: i32 = 10;
-
-/// Where a pool runs the reads that do not run inline.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Lane {
-    /// tokio's blocking pool, at the process's priority: point reads and
-    /// bounded pages, which should finish as soon as they can.
-    Shared,
-    /// Threads of the pool's own, one per connection, at
-    /// [`BACKGROUND_NICE`]: searches, filtered lists and admin listings,
-    /// whose CPU should go to them only when nothing more urgent wants it.
-    Background,
-}
-
-/// A unit of work for a background thread.
-type Job = Box<dyn FnOnce() + Send>;
-
-/// The threads of a [`Lane::Background`] pool. The pool's permits bound the
-/// reads in flight to its size, and there is one thread per permit, so a
-/// job never waits here for a thread. The threads end when the pool (and
-/// with it the sender) is dropped.
-#[derive(Debug)]
-struct Background {
-    jobs: mpsc::Sender<Job>,
-}
-
-impl Background {
-    fn spawn(purpose: &'static str, size: usize) -> Self {
-        let (jobs, queue) = mpsc::channel::<Job>();
-        let queue = Arc::new(Mutex::new(queue));
-        for n in 0..size {
-            let queue = Arc::clone(&queue);
-            let spawned = std::thread::Builder::new()
-                .name(format!("sqlite-{purpose}-{n}"))
-                .spawn(move || {
-                    lower_priority();
-                    loop {
-                        // The lock is held only while waiting for the next
-                        // job, never while running one.
-                        let job = queue.lock().unwrap_or_else(PoisonError::into_inner).recv();
-                        match job {
-                            Ok(job) => job(),
-                            Err(mpsc::RecvError) => return,
-                        }
-                    }
-                });
-            if let Err(err) = spawned {
-                // Fewer threads only queue jobs behind each other; the first
-                // one is needed, and a process that cannot start one thread
-                // fails its reads with `closed`.
-                tracing::warn!(error = %err, purpose, "could not start a SQLite reader thread");
-            }
-        }
-        Self { jobs }
-    }
-
-    /// Runs `work` on one of the threads and answers what it returned; a
-    /// panic is an internal error, as on tokio's blocking pool.
-    async fn run<T: Send + 'static>(
-        &self,
-        work: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
-    ) -> Result<T, StoreError> {
-        let (answer, answered) = tokio::sync::oneshot::channel();
-        let job: Job = Box::new(move || {
-            // A caller that stopped waiting no longer wants the answer.
-            let _ = answer.send(catch_unwind(AssertUnwindSafe(work)));
-        });
-        self.jobs.send(job).map_err(|_| closed())?;
-        match answered.await {
-            Ok(Ok(result)) => result,
-            Ok(Err(_)) | Err(_) => Err(panicked()),
-        }
-    }
-}
-
-/// Lowers the calling thread's CPU priority to [`BACKGROUND_NICE`]. Where
-/// that is not possible (another OS, a sandbox refusing the call) the thread
-/// keeps the process's priority: slower neighbours, nothing lost.
-fn lower_priority() {
-    #[cfg(target_os = "linux")]
-    if let Err(err) =
-        rustix::process::setpriority_process(Some(rustix::thread::gettid()), BACKGROUND_NICE)
-    {
-        tracing::warn!(error = %err, "could not lower a SQLite reader thread's priority");
-    }
-}
-
 #[derive(Debug)]
 pub(crate) struct ReadPool {
     path: PathBuf,
@@ -169,8 +67,6 @@ pub(crate) struct ReadPool {
     purpose: &'static str,
     idle: Mutex<Vec<Reader>>,
     permits: Arc<Semaphore>,
-    /// The pool's own threads, for [`Lane::Background`].
-    background: Option<Background>,
 }
 
 /// A pooled connection and the busy timeout it currently has, so switching
@@ -204,18 +100,15 @@ impl Reader {
 }
 
 impl ReadPool {
-    /// A pool of `size` connections (at least one), `first` among them,
-    /// running its blocking reads on `lane`.
+    /// A pool of `size` connections (at least one), `first` among them.
     pub(crate) fn new(
         path: PathBuf,
         options: SqliteOptions,
         purpose: &'static str,
         size: usize,
         first: Connection,
-        lane: Lane,
     ) -> Arc<Self> {
         let size = size.max(1);
-        let background = (lane == Lane::Background).then(|| Background::spawn(purpose, size));
         Arc::new(Self {
             path,
             options,
@@ -225,7 +118,6 @@ impl ReadPool {
                 wait: Wait::Full,
             }]),
             permits: Arc::new(Semaphore::new(size)),
-            background,
         })
     }
 
@@ -343,7 +235,7 @@ impl ReadPool {
         }
     }
 
-    /// Runs `read` on the pool's lane under `permit`.
+    /// Runs `read` on tokio's blocking pool under `permit`.
     async fn run_blocking<T, F>(
         self: &Arc<Self>,
         permit: OwnedSemaphorePermit,
@@ -354,7 +246,7 @@ impl ReadPool {
         F: FnOnce(&Connection) -> Result<T, OpError> + Send + 'static,
     {
         let pool = Arc::clone(self);
-        let work = move || {
+        let task = tokio::task::spawn_blocking(move || {
             let _permit = permit;
             let mut reader = pool.take()?;
             let result = reader
@@ -363,13 +255,8 @@ impl ReadPool {
                 .and_then(|()| read(&reader.conn));
             pool.give_back(reader);
             result.map_err(StoreError::from)
-        };
-        match &self.background {
-            Some(threads) => threads.run(work).await,
-            None => tokio::task::spawn_blocking(work)
-                .await
-                .map_err(|_| panicked())?,
-        }
+        });
+        task.await.map_err(|_| panicked())?
     }
 
     fn pop_idle(&self) -> Option<Reader> {
@@ -533,10 +420,6 @@ mod tests {
         }
 
         fn with(options: SqliteOptions, readers: usize) -> Self {
-            Self::on(options, readers, Lane::Shared)
-        }
-
-        fn on(options: SqliteOptions, readers: usize, lane: Lane) -> Self {
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join("r.sqlite3");
             let writer = open_writer(&path, &options).unwrap();
@@ -547,7 +430,7 @@ mod tests {
                 )
                 .unwrap();
             let first = open_reader(&path, &options).unwrap();
-            let pool = ReadPool::new(path.clone(), options, "test", readers, first, lane);
+            let pool = ReadPool::new(path.clone(), options, "test", readers, first);
             Self {
                 _dir: dir,
                 path,
@@ -763,54 +646,6 @@ mod tests {
         });
     }
 
-    /// The search pool's reads run on its own threads at the lower priority,
-    /// so a search storm yields the cores to every other request; the point
-    /// pool's do not.
-    #[cfg(target_os = "linux")]
-    #[test]
-    fn background_reads_run_at_the_lower_priority_and_shared_ones_do_not() {
-        fn nice(_: &Connection) -> Result<i32, OpError> {
-            Ok(rustix::process::getpriority_process(Some(rustix::thread::gettid())).unwrap())
-        }
-        let process = rustix::process::getpriority_process(None).unwrap();
-        let background = Fixture::on(SqliteOptions::default(), 2, Lane::Background);
-        let shared = Fixture::new(2);
-        runtime().block_on(async {
-            for _ in 0..4 {
-                assert_eq!(
-                    background.pool.run(nice).await.unwrap(),
-                    BACKGROUND_NICE.max(process)
-                );
-                assert_eq!(shared.pool.run(nice).await.unwrap(), process);
-            }
-            let until = tokio::time::Instant::now() + Duration::from_secs(5);
-            let reads = ExpensiveReads::default();
-            let interruptible = background
-                .pool
-                .run_interruptible(until, &reads, nice)
-                .await
-                .unwrap();
-            assert_eq!(interruptible, BACKGROUND_NICE.max(process));
-        });
-    }
-
-    /// A read that panics on a background thread is an internal error, like
-    /// one on tokio's blocking pool, and the pool keeps answering.
-    #[test]
-    fn a_panicking_background_read_is_an_internal_error_and_the_pool_goes_on() {
-        let f = Fixture::on(SqliteOptions::default(), 1, Lane::Background);
-        runtime().block_on(async {
-            let err = f
-                .pool
-                .run(|_| -> Result<i64, OpError> { panic!("a bug in a read") })
-                .await
-                .unwrap_err();
-            assert!(matches!(err, StoreError::Internal(_)), "{err:?}");
-            f.insert();
-            assert_eq!(f.pool.run(count).await.unwrap(), ROWS + 1);
-        });
-    }
-
     /// Another connection holding the file in `locking_mode=EXCLUSIVE` locks
     /// WAL readers out. A point read must not hold its async worker for the
     /// whole `busy_timeout`: it gives up inline after INLINE_BUSY_TIMEOUT and
@@ -840,7 +675,6 @@ mod tests {
             "test",
             2,
             open_reader(&path, &options).unwrap(),
-            Lane::Shared,
         );
         let (release, released) = std::sync::mpsc::channel::<()>();
         let unlocker = std::thread::spawn(move || {

@@ -15,7 +15,7 @@ use crate::ops::upstreams::{self, ApproveTool, DeleteUpstream, ObserveTools, Put
 use crate::ops::webhooks::{self, ClaimDeliveries, CreateWebhook, DeleteWebhook, RecordAttempt};
 use crate::ops::{WriteOp, keys, search};
 use crate::options::SqliteOptions;
-use crate::readers::{Lane, ReadPool, snapshot};
+use crate::readers::{ReadPool, snapshot};
 use crate::schema;
 use crate::writer::{self, Counters, GroupPolicy, WriteJob, WriteStats};
 use async_trait::async_trait;
@@ -113,7 +113,6 @@ impl SqliteStore {
             "point",
             options.point_readers,
             first_reader,
-            Lane::Shared,
         );
         let searches = ReadPool::new(
             path.to_path_buf(),
@@ -124,7 +123,6 @@ impl SqliteStore {
                 path: path.to_path_buf(),
                 source,
             })?,
-            Lane::Background,
         );
         let counters = Arc::new(Counters::default());
         let writes = writer::spawn(
