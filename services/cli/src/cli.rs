@@ -85,7 +85,13 @@ Examples:
     )]
     Webhook(crate::webhook_cmd::WebhookCommand),
     /// Approval policies and calls waiting for a person (through a server's admin API).
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "\
+Examples:
+  corkboard approval list --server http://127.0.0.1:4891 --tenant acme --status pending
+  corkboard approval decide --server http://127.0.0.1:4891 --tenant acme apr_01J9Z8Q4X2V6K3M5N7P9R1T3W5"
+    )]
     Approval(crate::approval_cmd::ApprovalCommand),
     /// Manage a tenant's upstream MCP servers (against --server).
     #[command(

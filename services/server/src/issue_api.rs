@@ -13,9 +13,9 @@ use crate::state::AppState;
 use actix_web::{HttpResponse, web};
 use corkboard_api::ApiError;
 use corkboard_board::{
-    Author, AuthorKind, Body, Claimant, CloseReason, CommentAdded, CommentBody, Created, GrantStatus, Issue,
-    IssueId, IssuePatch, IssueState, Labels, NewComment, NewIssue, Priority, RunId, StoreError,
-    TenantId, Timestamp, Title,
+    Author, AuthorKind, Body, Claimant, CloseReason, CommentAdded, CommentBody, Created,
+    GrantStatus, Issue, IssueId, IssuePatch, IssueState, Labels, NewComment, NewIssue, Priority,
+    RunId, StoreError, TenantId, Timestamp, Title,
 };
 use serde::Deserialize;
 
@@ -25,17 +25,17 @@ use serde::Deserialize;
 /// CLI too.
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route(
-            "/tenants/{tenant}/issues/{issue}/close",
-            web::post().to(close_handler),
-        )
-        .route(
-            "/tenants/{tenant}/issues/{issue}/reopen",
-            web::post().to(reopen_handler),
-        )
-        .route(
-            "/tenants/{tenant}/issues/{issue}/claim",
-            web::post().to(claim_handler),
-        );
+        "/tenants/{tenant}/issues/{issue}/close",
+        web::post().to(close_handler),
+    )
+    .route(
+        "/tenants/{tenant}/issues/{issue}/reopen",
+        web::post().to(reopen_handler),
+    )
+    .route(
+        "/tenants/{tenant}/issues/{issue}/claim",
+        web::post().to(claim_handler),
+    );
 }
 
 /// Who wrote it, for a write made through the CLI's local board: the
@@ -312,7 +312,10 @@ mod tests {
     fn a_local_write_is_the_admin_principals() {
         let author = admin_author("ann@example.com");
         assert_eq!(author.kind, AuthorKind::Admin);
-        assert_eq!(author, Author::principal(AuthorKind::Admin, "ann@example.com"));
+        assert_eq!(
+            author,
+            Author::principal(AuthorKind::Admin, "ann@example.com")
+        );
         assert!(author.grant.is_none());
     }
 }

@@ -9,8 +9,7 @@ use corkboard_board::{
     ArgumentsHash, AuditOutcome, AuditRecord, Author, AuthorKind, BlockedBy, Body, Budgets,
     Capabilities, Claim, CloseReason, Comment, CommentBody, CommentId, DefinitionHash, Grant,
     GrantEvent, GrantId, IssueId, IssueState, Labels, Priority, RunId, StoreError, TenantId,
-    Timestamp, Title,
-    ValidationError,
+    Timestamp, Title, ValidationError,
 };
 use rusqlite::Row;
 

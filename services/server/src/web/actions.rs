@@ -386,7 +386,13 @@ async fn release_claim(
     .audited(
         &request,
         Some(&id),
-        release(&state, &tenant, &id, only.as_ref(), request.expected_version),
+        release(
+            &state,
+            &tenant,
+            &id,
+            only.as_ref(),
+            request.expected_version,
+        ),
         |issue| issue.id.clone(),
     )
     .await?;
@@ -476,7 +482,9 @@ async fn hand_over_claim(
             let mut version = request.expected_version;
             let current = state.store.get_issue(&tenant, &id).await?;
             if current.claim.as_ref().is_some_and(|c| c.run != run) {
-                version = release(&state, &tenant, &id, None, Some(version)).await?.version;
+                version = release(&state, &tenant, &id, None, Some(version))
+                    .await?
+                    .version;
             }
             Ok(state
                 .store
