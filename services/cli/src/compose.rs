@@ -58,8 +58,8 @@ pub async fn app_state(settings: Settings, policy: SecretPolicy) -> Result<AppSt
         metrics.clone(),
     ));
     // The session key first (`serve` may create it): it also signs the
-    // registry's grant records.
-    let session_key = session_key(&settings, policy)?;
+    // registry's grant records and the web board's cookies.
+    session_key(&settings, policy)?;
     let session_keys = session_keys(&settings, SecretPolicy::MustExist)?;
     let registry = open_registry_with(
         &settings,
@@ -71,7 +71,7 @@ pub async fn app_state(settings: Settings, policy: SecretPolicy) -> Result<AppSt
     .await?;
     let admin = admin_verifier(&settings, policy)?;
     let web = corkboard_server::web::WebState::from_settings(&settings)?;
-    let mcp = mcp_settings(&settings, session_keys)?;
+    let mcp = mcp_settings(&settings, session_keys.clone())?;
     let session_ends = open_session_ends(&settings)?;
     // The studio endpoint meters runs like their gateways do.
     let limit = RateLimit {
@@ -99,7 +99,7 @@ pub async fn app_state(settings: Settings, policy: SecretPolicy) -> Result<AppSt
         store,
         registry,
         admin,
-        session_key,
+        session_key: session_keys,
         web,
         session_ends,
         mcp,

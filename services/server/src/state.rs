@@ -40,8 +40,8 @@ pub struct AppParts {
     /// Resolves run tokens; reads through `store`'s ledger.
     pub registry: Arc<dyn TokenRegistry>,
     pub admin: AdminVerifier,
-    /// Signs legacy MCP sessions and web board cookies.
-    pub session_key: Vec<u8>,
+    /// Signs web board cookies (the newest key; every listed key verifies).
+    pub session_key: corkboard_mcp::SessionKey,
     pub web: crate::web::WebState,
     pub session_ends: Arc<dyn SessionEnds>,
     /// The studio endpoint's settings (origins, hosts, body limit, key).
@@ -68,7 +68,8 @@ pub struct AppState {
     pub store: Arc<dyn BoardStore>,
     pub grants: GrantService,
     pub admin: Arc<AdminVerifier>,
-    pub session_key: Arc<[u8]>,
+    /// Signs web board cookies (the newest key; every listed key verifies).
+    pub session_key: corkboard_mcp::SessionKey,
     /// Batches audit records of tool calls into the store.
     pub audit: Arc<AuditWriter>,
     /// The studio MCP endpoint (`/mcp`): the board tools for any valid grant.
@@ -173,7 +174,7 @@ impl AppState {
             store,
             grants,
             admin: Arc::new(admin),
-            session_key: session_key.into(),
+            session_key,
             audit,
             mcp,
             metrics,

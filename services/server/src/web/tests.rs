@@ -406,7 +406,9 @@ async fn no_session_and_forged_sessions_are_refused() {
         },
         Duration::from_secs(600),
     )
-    .encode(b"some other key of thirty-two bytes!!");
+    .encode(
+        &corkboard_mcp::SessionKey::new(b"some other key of thirty-two bytes!!".to_vec()).unwrap(),
+    );
     let req = test::TestRequest::get()
         .uri("/v1/tenants/acme/events")
         .insert_header((
