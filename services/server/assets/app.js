@@ -842,7 +842,13 @@ async function showIssue(id, { focus } = {}) {
   connectEvents();
 }
 
-async function loadIssue() {
+/**
+ * Loads and renders the open issue. A load the page started by itself (a
+ * live event) does not replace forms the person has typed into meanwhile
+ * (`dirty`): it says the issue changed instead. `force`: the person asked
+ * (their own write just landed, or they pressed Reload).
+ */
+async function loadIssue(force = false) {
   const state = app.issue;
   const id = state.id;
   try {
@@ -851,6 +857,10 @@ async function loadIssue() {
       api('GET', tenantPath(`/audit?issue=${encodeURIComponent(id)}&limit=${PAGE}`)).catch((e) => ({ error: e })),
     ]);
     if (app.issue !== state) return;
+    if (state.dirty && !force) {
+      changedElsewhere(issue.version);
+      return;
+    }
     state.issue = issue;
     state.dirty = false;
     renderIssue(issue, audit);
@@ -980,13 +990,13 @@ function editForm(issue) {
     }
     try {
       await api('PATCH', tenantPath(`/issues/${encodeURIComponent(issue.id)}`), patch);
-      await loadIssue();
+      await loadIssue(true);
       announce('Saved.');
       $('issue-title')?.focus?.();
     } catch (err) {
       if (err.status === 409) {
         const now = await currentVersion(issue.id);
-        const notice = conflictNotice(issue, now, () => loadIssue());
+        const notice = conflictNotice(issue, now, () => loadIssue(true));
         $('issue-notice')?.replaceChildren(notice);
         notice.querySelector('button')?.focus();
       } else {
@@ -1002,12 +1012,12 @@ async function issueAction(issue, method, path, request, done, error) {
   error.textContent = '';
   try {
     await api(method, tenantPath(`/issues/${encodeURIComponent(issue.id)}${path}`), request);
-    await loadIssue();
+    await loadIssue(true);
     announce(done);
   } catch (err) {
     if (err.status === 409) {
       const now = await currentVersion(issue.id);
-      const notice = conflictNotice(issue, now, () => loadIssue());
+      const notice = conflictNotice(issue, now, () => loadIssue(true));
       $('issue-notice')?.replaceChildren(notice);
       notice.querySelector('button')?.focus();
     } else {
@@ -1024,6 +1034,8 @@ function commentForm(issue) {
     el('div', { class: 'field wide' }, el('label', { for: 'comment-body' }, 'Your comment (Markdown)'), body),
     el('button', { type: 'submit', id: 'comment-save' }, 'Comment'),
     error);
+  // A half-written comment is not replaced by a live update.
+  form.addEventListener('input', () => { if (app.issue) app.issue.dirty = true; });
   form.addEventListener('submit', (e) => {
     e.preventDefault();
     issueAction(issue, 'POST', '/comments', { body: body.value }, 'Comment added.', error);
@@ -1064,7 +1076,13 @@ function textForm(issue) {
     }
     issueAction(issue, 'PATCH', '', patch, 'Saved.', error);
   });
-  return el('details', { class: 'edit-text', id: 'edit-text' }, el('summary', { id: 'edit-text-open' }, 'Edit title, description and relations'), form);
+  // A re-render (an agent's write arriving on the live feed) keeps the form
+  // open if the person had opened it: the page must not fold a form away
+  // under the person's cursor.
+  const wasOpen = document.getElementById('edit-text')?.open ?? false;
+  const details = el('details', { class: 'edit-text', id: 'edit-text' }, el('summary', { id: 'edit-text-open' }, 'Edit title, description and relations'), form);
+  details.open = wasOpen;
+  return details;
 }
 
 /** Frees the claim a (stuck) run holds, or hands the issue to another run. */
@@ -1413,14 +1431,19 @@ function onIssueEvent(event) {
     refetchSoon();
   } else if (app.view === 'issue' && app.issue && event.id === app.issue.id) {
     if (app.issue.dirty) {
-      const notice = el('div', { class: 'notice', role: 'status', id: 'changed-elsewhere' },
-        el('p', {}, `This issue was just changed elsewhere${event.version ? ` (now version ${event.version})` : ''}. Saving your edit will be refused as a conflict; reload to start from the latest version.`),
-        el('p', {}, el('button', { type: 'button', class: 'secondary', onclick: () => loadIssue() }, 'Reload')));
-      $('issue-notice')?.replaceChildren(notice);
+      changedElsewhere(event.version);
     } else {
       refetchSoon();
     }
   }
+}
+
+/** Tells a person editing the issue that it changed meanwhile. */
+function changedElsewhere(version) {
+  const notice = el('div', { class: 'notice', role: 'status', id: 'changed-elsewhere' },
+    el('p', {}, `This issue was just changed elsewhere${version ? ` (now version ${version})` : ''}. Saving your edit will be refused as a conflict; reload to start from the latest version.`),
+    el('p', {}, el('button', { type: 'button', class: 'secondary', onclick: () => loadIssue(true) }, 'Reload')));
+  $('issue-notice')?.replaceChildren(notice);
 }
 
 function refetchSoon() {
