@@ -135,14 +135,7 @@ impl ToolBackend for GatewayBackend {
             // backend: the one gate, each call asked once.
             if call.name.contains("__")
                 && let Some(gate) = principal.binding.approvals()
-                && let Gate::Answer(output) = gate
-                    .check(
-                        principal.grant(),
-                        call.name,
-                        call.arguments,
-                        call.raw_arguments,
-                    )
-                    .await
+                && let Gate::Answer(output) = gate.check(principal.grant(), &call).await
             {
                 return output;
             }

@@ -26,7 +26,7 @@ use corkboard_board::{
     ApprovalItem, ApprovalPolicies, ApprovalStatus, ArgumentsHash, AuditOutcome, AuditRecord,
     AuditSink, Grant, GrantLedger, StoreError, TenantId, Timestamp, arguments_digest,
 };
-use corkboard_mcp::ToolOutput;
+use corkboard_mcp::{ToolCall, ToolOutput};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::fmt;
@@ -135,14 +135,10 @@ impl ApprovalGate {
         Ok(policies)
     }
 
-    /// Decides one call of `tool` (as the agent named it) by `grant`.
-    pub async fn check(
-        &self,
-        grant: &Grant,
-        tool: &str,
-        arguments: &Map<String, Value>,
-        raw_arguments: &[u8],
-    ) -> Gate {
+    /// Decides one call by `grant` (its tool as the agent named it); both
+    /// call paths (board tools, upstream tools) ask through this.
+    pub async fn check(&self, grant: &Grant, call: &ToolCall<'_>) -> Gate {
+        let (tool, arguments, raw_arguments) = (call.name, call.arguments, call.raw_arguments);
         let started = Instant::now();
         match self.decide(grant, tool, arguments).await {
             Ok(None) => Gate::Proceed,

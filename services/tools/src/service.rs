@@ -467,14 +467,7 @@ impl ToolBackend for BoardTools {
             .and_then(|t| t.spec().issue_argument)
             .and_then(|key| args::issue_hint(call.arguments, key));
         if let (Some(gate), Some(_)) = (&self.approvals, tool)
-            && let Gate::Answer(output) = gate
-                .check(
-                    principal.grant(),
-                    call.name,
-                    call.arguments,
-                    call.raw_arguments,
-                )
-                .await
+            && let Gate::Answer(output) = gate.check(principal.grant(), &call).await
         {
             // The gate audited its answer; the call did not run.
             return output;
