@@ -15,7 +15,7 @@ use corkboard_api::ApiError;
 use corkboard_board::{
     Author, AuthorKind, Body, Claimant, CloseReason, CommentAdded, CommentBody, Created,
     GrantStatus, Issue, IssueId, IssuePatch, IssueState, Labels, NewComment, NewIssue, Priority,
-    RunId, StoreError, TenantId, Timestamp, Title,
+    RunId, TenantId, Timestamp, Title,
 };
 use serde::Deserialize;
 
@@ -217,29 +217,15 @@ pub async fn claim_issue(
     Ok(claimed)
 }
 
-/// Ends the claim on an issue: `run`'s, or whoever holds it.
+/// Ends the claim on an issue: `run`'s, or whoever holds it (the web
+/// board's release, `web::actions::release`, for the CLI's local board).
 pub async fn release_issue(
     state: &AppState,
     tenant: &TenantId,
     issue: &IssueId,
     run: Option<&RunId>,
 ) -> Result<Issue, ApiError> {
-    let holder = match run {
-        Some(run) => run.clone(),
-        None => match state.store.get_issue(tenant, issue).await?.claim {
-            Some(claim) => claim.run,
-            None => {
-                return Err(StoreError::NotClaimed {
-                    issue: issue.clone(),
-                }
-                .into());
-            }
-        },
-    };
-    let released = state
-        .store
-        .release_issue(tenant, issue, &holder, None)
-        .await?;
+    let released = crate::web::actions::release(state, tenant, issue, run, None).await?;
     state.web.issue_changed(&released);
     Ok(released)
 }

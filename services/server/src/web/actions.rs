@@ -403,7 +403,9 @@ async fn release_claim(
 /// Ends whichever run's claim the issue has (at `expected_version` when
 /// given: the store's conditional release, in the name of the holder the
 /// person saw, so a claim taken since fails on the version), or only
-/// `only`'s claim.
+/// `only`'s claim (the store refuses it, naming the holder, when another
+/// run holds the issue). The one release of people's surfaces: the web
+/// page, the admin API and `corkboard issue release`.
 pub(crate) async fn release(
     state: &AppState,
     tenant: &TenantId,
@@ -411,15 +413,14 @@ pub(crate) async fn release(
     only: Option<&RunId>,
     expected_version: Option<u64>,
 ) -> Result<corkboard_board::Issue, ApiError> {
-    let current = state.store.get_issue(tenant, id).await?;
-    let holder = match (current.claim, only) {
-        (Some(claim), Some(run)) if &claim.run != run => {
-            return Err(corkboard_board::StoreError::NotClaimed { issue: id.clone() }.into());
-        }
-        (Some(claim), _) => claim.run,
-        (None, _) => {
-            return Err(corkboard_board::StoreError::NotClaimed { issue: id.clone() }.into());
-        }
+    let holder = match only {
+        Some(run) => run.clone(),
+        None => match state.store.get_issue(tenant, id).await?.claim {
+            Some(claim) => claim.run,
+            None => {
+                return Err(corkboard_board::StoreError::NotClaimed { issue: id.clone() }.into());
+            }
+        },
     };
     Ok(state
         .store
