@@ -161,7 +161,9 @@ fn upstreams_at_internal_addresses_are_refused_naming_the_rule() {
             &serve,
             reqwest::Method::PUT,
             "/v1/tenants/acme/upstreams/inside",
-            Some(json!({ "url": url, "header": "X-Key", "credential": "secret-value" })),
+            Some(
+                json!({ "url": url, "header": "X-Key", "credential": "secret-value", "trust_first_listing": true }),
+            ),
         );
         assert_eq!(status, 422, "{url}: {body}");
         let text = body.to_string();
@@ -181,6 +183,7 @@ fn upstreams_at_internal_addresses_are_refused_naming_the_rule() {
                 "url": format!("http://{name}:{port}/mcp"),
                 "header": "X-Key",
                 "credential": "secret-value",
+                "trust_first_listing": true,
             })),
         );
         assert_eq!(status, 200, "{body}");
@@ -216,6 +219,7 @@ fn an_allow_listed_loopback_upstream_still_works() {
             "url": format!("http://127.0.0.1:{port}/mcp"),
             "header": "Authorization",
             "credential": "Bearer anything",
+            "trust_first_listing": true,
         })),
     );
     assert_eq!(status, 200, "{body}");
@@ -403,6 +407,7 @@ fn a_rewritten_upstream_url_never_gets_the_credential() {
             "url": format!("http://127.0.0.1:{}/mcp", first.port),
             "header": "X-Key",
             "credential": CREDENTIAL,
+            "trust_first_listing": true,
         })),
     );
     assert_eq!(status, 200, "{body}");

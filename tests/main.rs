@@ -14,7 +14,9 @@
 mod support;
 
 mod admin_api;
+mod approvals;
 mod budgets;
+mod clean_text;
 mod cli_errors;
 mod cluster;
 mod codemap;
@@ -22,10 +24,15 @@ mod conformance_matrix;
 mod conformance_suite;
 mod conn_limits;
 mod deploy;
+mod docs;
 mod egress;
+mod examples;
 mod gateway;
+mod kube;
 mod mcp_interop;
 mod mongo_store;
+mod operator_cli;
+mod pins;
 mod relay;
 mod relay_shares;
 mod run;

@@ -56,6 +56,7 @@ fn fixture() -> Fixture {
             "url": format!("http://127.0.0.1:{port}/mcp"),
             "header": "Authorization",
             "credential": CREDENTIAL,
+            "trust_first_listing": true,
         }))
         .send()
         .unwrap();
@@ -1040,8 +1041,10 @@ fn post_raw(url: &str, headers: &[(&str, &str)], tool: &str, body: String) -> St
         request = request.header(*name, *value);
     }
     let response = request.send().unwrap();
-    assert_eq!(response.status().as_u16(), 200);
-    response.text().unwrap()
+    let status = response.status().as_u16();
+    let text = response.text().unwrap();
+    assert_eq!(status, 200, "{text}");
+    text
 }
 
 #[test]
@@ -1236,6 +1239,7 @@ fn replicas() -> Replicas {
                 "url": format!("http://127.0.0.1:{port}/mcp"),
                 "header": header,
                 "credential": credential,
+                "trust_first_listing": true,
             }))
             .send()
             .unwrap();

@@ -769,7 +769,8 @@ fn an_invalid_run_budgets_in_the_config_ends_an_in_process_run_naming_the_key() 
         )
         .env("CORKBOARD_RUN_BUDGETS", "delete_issue=1"));
         let stderr = stderr_of(&out);
-        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        // A configuration error: a failure (1), not a usage error.
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
         assert!(stderr.contains("run_budgets"), "{stderr}");
         assert!(!stderr.contains("no board for this run"), "{stderr}");
         assert!(!marker.exists(), "CMD ran: {stderr}");

@@ -43,6 +43,7 @@ fn seed_noisy_board(serve: &Serve, tenant: &str) {
             .expect("open the server's board file");
         let tenant = TenantId::parse(tenant).expect("tenant");
         let author = Author {
+            kind: corkboard_board::AuthorKind::Run,
             run: RunId::parse("seed").expect("run"),
             grant: None,
         };

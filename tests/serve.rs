@@ -197,7 +197,8 @@ fn the_data_dir_and_every_file_in_it_are_private_and_an_exposed_secret_is_refuse
         "board.sqlite3-shm",
         "jwt.secret",
         "session.key",
-        "serve.url",
+        "serve.json",
+        "serve.lock",
     ] {
         assert!(
             files.contains(&data.join(name)),

@@ -88,6 +88,7 @@ fn upstream_tools_reach_the_agent_through_its_run_gateway_and_no_further() {
             "X-Upstream-Key",
             "--credential-file",
             credential_file.to_str().unwrap(),
+            "--trust-first-listing",
         ],
         &[("CORKBOARD_ADMIN_TOKEN", &admin)],
     );
@@ -111,6 +112,7 @@ fn upstream_tools_reach_the_agent_through_its_run_gateway_and_no_further() {
             "url": format!("http://127.0.0.1:{everything_port}/mcp"),
             "header": "Authorization",
             "credential": EVERYTHING_CREDENTIAL,
+            "trust_first_listing": true,
         })),
     );
     assert_eq!(status, 200, "{body}");
@@ -121,7 +123,9 @@ fn upstream_tools_reach_the_agent_through_its_run_gateway_and_no_further() {
         let (status, body) = api(
             reqwest::Method::PUT,
             &format!("/v1/tenants/acme/upstreams/{name}"),
-            Some(json!({ "url": "http://127.0.0.1:9/mcp", "header": header, "credential": "x" })),
+            Some(
+                json!({ "url": "http://127.0.0.1:9/mcp", "header": header, "credential": "x", "trust_first_listing": true }),
+            ),
         );
         assert_eq!(status, 422, "{body}");
         assert!(body.contains(field), "{body}");

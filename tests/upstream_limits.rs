@@ -99,6 +99,7 @@ fn a_huge_upstream_answer_is_refused_as_too_large_and_memory_stays_bounded() {
                 "url": format!("http://127.0.0.1:{port}/mcp"),
                 "header": "X-Key",
                 "credential": "k",
+                "trust_first_listing": true,
             }))
             .send()
             .unwrap();

@@ -202,3 +202,56 @@ fn the_web_board_works_in_a_real_browser() {
         "the other tenant's token must still work"
     );
 }
+
+/// People act on the board in a real browser: file, comment, edit, release,
+/// close and reopen, hand over; the agent's `get_issue` and a webhook show
+/// the person as author (`tests/clients/web/people.spec.mjs`).
+#[test]
+fn people_act_on_the_web_board_in_a_real_browser() {
+    require_browser_stack();
+    let serve = Serve::start_with_env(&[("CORKBOARD_WEBHOOK_ALLOWED_HOSTS", "127.0.0.1")]);
+    let link = signin_link(&serve);
+    let agent = serve.grant(
+        "acme",
+        "people-agent",
+        "issues:read,issues:create,issues:update,comments:write,issues:claim",
+    );
+    serve.grant("acme", "people-second", "issues:read,issues:claim");
+    let viewer = serve.admin_token("viewer", Some("acme"));
+    let out = run(Command::new("node")
+        .current_dir(repo_root().join("tests/clients"))
+        .arg("web/people.spec.mjs")
+        .args(["--url", serve.url(), "--signin", &link])
+        .args(["--mcp-url", &agent.mcp_url, "--run", "people-agent"])
+        .args(["--second-run", "people-second", "--tenant", "acme"])
+        .env("WEB_TEST_RUN_TOKEN", &agent.token)
+        .env("WEB_TEST_VIEWER_JWT", &viewer));
+    let stdout = stdout_of(&out);
+    let stderr = stderr_of(&out);
+    let summary: Value = stdout
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| {
+            panic!(
+                "the browser script printed no JSON summary\nstdout:\n{stdout}\nstderr:\n{stderr}"
+            )
+        });
+    assert_eq!(
+        summary["ok"], true,
+        "browser scenario failed: {}\nstderr:\n{stderr}",
+        summary["error"]
+    );
+    let checks = &summary["checks"];
+    for name in [
+        "create", "comment", "edit", "release", "reopen", "handover", "audit", "refused",
+    ] {
+        assert!(
+            !checks[name].is_null(),
+            "check {name} did not run: {summary}"
+        );
+    }
+    assert_eq!(checks["comment"]["agent_sees"]["kind"], "person");
+    assert_eq!(checks["refused"]["no_csrf"], 403);
+    assert_eq!(checks["refused"]["viewer"], 403);
+}

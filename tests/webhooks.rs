@@ -310,6 +310,7 @@ fn signed_deliveries_retry_stay_with_their_tenant_and_survive_a_sigkill() {
             "list",
             "--tenant",
             "acme",
+            "--json",
             "--server",
             serve.url(),
         ])

@@ -61,7 +61,16 @@ CONFIG_KEYS = {
     # Keys the binary has beyond the brief's contract (services/config settings).
     "jwt_private_key_file", "gateway_bind", "gateway_advertise", "allowed_origins",
     "max_body_bytes", "store_timeout_ms",
+    # Issue 32: the upstream key, previous-key slots, datastore TLS, metrics port.
+    "upstream_key_file", "jwt_previous_key_files", "session_previous_key_files",
+    "upstream_previous_key_files", "redis_tls_ca_file", "redis_tls_cert_file",
+    "redis_tls_key_file", "mongodb_tls_ca_file", "metrics_listen",
 }
+# Paths the default Ingress and HTTPRoute may expose (the web board, its
+# assets and sign-in, /v1, /mcp); never /metrics, /readyz, /healthz.
+PUBLIC_PATHS = {("/", "Exact"), ("/assets", "Prefix"), ("/signin", "Exact"), ("/web", "Prefix"),
+                ("/v1", "Prefix"), ("/mcp", "Exact")}
+METRICS_PORT = 4893
 # Keys that must never be in a ConfigMap: they arrive through Secrets.
 SECRET_CONFIG_KEYS = {"mongodb_uri", "redis_url"}
 
@@ -69,6 +78,8 @@ SECRET_CONFIG_KEYS = {"mongodb_uri", "redis_url"}
 # passwords are distinctive so a leak into --check-config output is caught.
 DUMMY_MONGODB_URI = "mongodb://corkboard:dummy-mongo-pw-5e1f9c@mongo.invalid:27017/"
 DUMMY_REDIS_URL = "redis://:dummy-redis-pw-7a2d4b@redis.invalid:6379/"
+# With Redis TLS files configured the binary accepts only rediss:// URLs.
+DUMMY_REDISS_URL = "rediss://:dummy-redis-pw-7a2d4b@redis.invalid:6379/"
 FIXTURES = DEPLOY_DIR / "fixtures"
 
 
@@ -198,6 +209,8 @@ def config_toml_of(objs: list[dict[str, Any]]) -> list[tuple[str, str]]:
 
 
 SERVICEMONITOR_SCHEMA = json.loads((DEPLOY_DIR / "schemas" / "servicemonitor-monitoring.coreos.com-v1.json").read_text())
+# Kinds whose CRDs kubernetes-validate does not know: checked for shape here.
+CRD_KINDS = {"PodMonitor": "monitoring.coreos.com/v1", "HTTPRoute": "gateway.networking.k8s.io/v1"}
 
 
 def check_schemas(objs: list[dict[str, Any]]) -> str:
@@ -207,6 +220,16 @@ def check_schemas(objs: list[dict[str, Any]]) -> str:
             if obj.get("kind") == "ServiceMonitor":
                 # kubernetes-validate has no CRD schemas; this is a local subset schema.
                 jsonschema.Draft7Validator(SERVICEMONITOR_SCHEMA).validate(obj)
+                crds += 1
+            elif obj.get("kind") in CRD_KINDS:
+                # No schema at hand: the API version and the fields the chart relies on.
+                want = CRD_KINDS[obj["kind"]]
+                if obj.get("apiVersion") != want:
+                    errors.append(f"{name_of(obj)}: apiVersion {obj.get('apiVersion')} != {want}")
+                spec = obj.get("spec") or {}
+                key = "podMetricsEndpoints" if obj["kind"] == "PodMonitor" else "rules"
+                if not spec.get(key):
+                    errors.append(f"{name_of(obj)}: spec.{key} is empty")
                 crds += 1
             else:
                 kubernetes_validate.validate(obj, KUBE_VERSION, strict=True)
@@ -218,7 +241,7 @@ def check_schemas(objs: list[dict[str, Any]]) -> str:
     require(not errors, "\n".join(errors))
     note = f"{len(objs)} objects, Kubernetes {KUBE_VERSION} strict"
     if crds:
-        note += f"; {crds} ServiceMonitor against the local CRD subset schema"
+        note += f"; {crds} custom resources checked locally"
     return note
 
 
@@ -275,13 +298,30 @@ def check_invariants(objs: list[dict[str, Any]], external_secrets: set[str]) -> 
             role = args[0]
             roles.add(role)
             ports = {p["name"]: p["containerPort"] for p in c.get("ports", [])}
-            want_ports = {"http": 4891} | ({"gateway": 4892} if role == "runner" else {})
+            want_ports = {"http": 4891, "metrics": METRICS_PORT} | ({"gateway": 4892} if role == "runner" else {})
             if ports != want_ports:
                 problems.append(f"{cn}: ports {ports} != {want_ports}")
-            for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+            probes = [("startupProbe", "/healthz"), ("readinessProbe", "/readyz")]
+            if role == "server":
+                probes.append(("livenessProbe", "/healthz"))
+            elif c.get("livenessProbe", {}).get("tcpSocket", {}).get("port") != "gateway":
+                problems.append(f"{cn}: the runner's livenessProbe must open the gateway port")
+            for probe, path in probes:
                 got = c.get(probe, {}).get("httpGet", {})
                 if got.get("path") != path or got.get("port") != "http":
                     problems.append(f"{cn}: {probe} must be GET {path} on port http, got {got}")
+            readiness = c.get("readinessProbe", {})
+            # /readyz answers within 1.5 s (health.rs CHECK_TIMEOUT).
+            if readiness.get("timeoutSeconds", 1) < 2:
+                problems.append(f"{cn}: readinessProbe timeoutSeconds must be at least 2 (/readyz takes up to 1.5 s)")
+            env_values = {e["name"]: e.get("value") for e in c.get("env", [])}
+            grace = spec.get("terminationGracePeriodSeconds", 30)
+            pre_stop = c.get("lifecycle", {}).get("preStop", {}).get("sleep", {}).get("seconds", 0)
+            want_grace = str((grace - pre_stop) * 1000)
+            if env_values.get("CORKBOARD_SHUTDOWN_GRACE_MS") != want_grace:
+                problems.append(f"{cn}: CORKBOARD_SHUTDOWN_GRACE_MS must be (grace {grace} - preStop {pre_stop}) s = {want_grace} ms, got {env_values.get('CORKBOARD_SHUTDOWN_GRACE_MS')}")
+            elif int(want_grace) < 10000:
+                problems.append(f"{cn}: preStop {pre_stop} s leaves {int(want_grace) // 1000} s of the {grace} s grace period: the drains need 10")
             if not c.get("resources", {}).get("requests") or not c.get("resources", {}).get("limits"):
                 problems.append(f"{cn}: resources need requests and limits")
             mounts = {m["mountPath"]: m for m in c.get("volumeMounts", [])}
@@ -326,11 +366,16 @@ def check_invariants(objs: list[dict[str, Any]], external_secrets: set[str]) -> 
         svc_ports[svc["metadata"]["name"]] = {p["name"] for p in svc["spec"]["ports"]}
     if not any(ports == {"gateway"} for ports in svc_ports.values()):
         problems.append("no Service exposes only the runner gateway port")
+    for name, ports in svc_ports.items():
+        if "gateway" in ports and "metrics" in ports:
+            problems.append(f"Service/{name}: the gateway Service must not expose metrics")
 
     for kind in ("PodDisruptionBudget",):
         for obj in by_kind(objs, kind):
             if len(deployments_selected(obj["spec"]["selector"]["matchLabels"])) != 1:
                 problems.append(f"{name_of(obj)}: selector must match exactly one Deployment")
+            if obj["spec"].get("unhealthyPodEvictionPolicy") != "AlwaysAllow":
+                problems.append(f"{name_of(obj)}: unhealthyPodEvictionPolicy must be AlwaysAllow (a datastore outage must not block node drains)")
     for hpa in by_kind(objs, "HorizontalPodAutoscaler"):
         target = [d for d in deps if d["metadata"]["name"] == hpa["spec"]["scaleTargetRef"]["name"]]
         if not target:
@@ -343,11 +388,28 @@ def check_invariants(objs: list[dict[str, Any]], external_secrets: set[str]) -> 
                 be = path["backend"]["service"]
                 if "http" not in svc_ports.get(be["name"], set()) or be["port"].get("name") != "http":
                     problems.append(f"{name_of(ing)}: backend {be} is not the server's http port")
+                if (path["path"], path["pathType"]) not in PUBLIC_PATHS:
+                    problems.append(f"{name_of(ing)}: path {path['path']} ({path['pathType']}) is not one of the public paths {sorted(PUBLIC_PATHS)}")
+    for route in by_kind(objs, "HTTPRoute"):
+        for rule in route["spec"]["rules"]:
+            for match in rule.get("matches", []):
+                p = match.get("path", {})
+                public = {(path, "PathPrefix" if kind == "Prefix" else kind) for path, kind in PUBLIC_PATHS} | {("/runs", "PathPrefix")}
+                if (p.get("value"), p.get("type")) not in public:
+                    problems.append(f"{name_of(route)}: path {p} is not public")
+            for be in rule.get("backendRefs", []):
+                if be["name"] not in svc_ports:
+                    problems.append(f"{name_of(route)}: backend {be['name']} is not a Service of the release")
     for sm in by_kind(objs, "ServiceMonitor"):
         sel = sm["spec"]["selector"].get("matchLabels", {})
-        hits = [s for s in services if labels_match(sel, s["metadata"].get("labels", {})) and "http" in svc_ports.get(s["metadata"]["name"], set())]
+        hits = [s for s in services if labels_match(sel, s["metadata"].get("labels", {})) and "metrics" in svc_ports.get(s["metadata"]["name"], set())]
         if len(hits) < 2:
-            problems.append(f"{name_of(sm)}: selects {len(hits)} Services with an http port, expected server and runner")
+            problems.append(f"{name_of(sm)}: selects {len(hits)} Services with a metrics port, expected server and runner")
+        if any(ep.get("port") != "metrics" for ep in sm["spec"]["endpoints"]):
+            problems.append(f"{name_of(sm)}: must scrape the metrics port")
+    for hpa in by_kind(objs, "HorizontalPodAutoscaler"):
+        if "behavior" not in hpa["spec"]:
+            problems.append(f"{name_of(hpa)}: no scaling behavior (a lull would drop pods holding connections at once)")
     problems += check_network_policies(objs, deps)
     for pod in by_kind(objs, "Pod"):
         if pod["metadata"].get("annotations", {}).get("helm.sh/hook") != "test":
@@ -384,7 +446,44 @@ def check_network_policies(objs: list[dict[str, Any]], deps: list[dict[str, Any]
                 ports = {p.get("port") for p in rule.get("ports", [])}
                 if "gateway" not in ports and any(peer in sandbox_peers for peer in rule.get("from", [])):
                     problems.append(f"{name_of(np_)}: sandbox peers may reach ports {sorted(ports)}")
+                if "gateway" in ports:
+                    continue
+                # A sandbox pod in the release namespace must not match a
+                # same-namespace peer of any other port (admin API, /v1/runs).
+                for sandbox in sandbox_peers:
+                    labels = (sandbox.get("podSelector") or {}).get("matchLabels") or {}
+                    ns_sel = sandbox.get("namespaceSelector", None)
+                    in_release_ns = "namespaceSelector" not in sandbox or ns_sel == {}
+                    for peer in rule.get("from", []):
+                        if in_release_ns and "namespaceSelector" not in peer and "ipBlock" not in peer \
+                                and selector_matches(peer.get("podSelector") or {}, labels):
+                            problems.append(f"{name_of(np_)}: a sandbox pod ({labels}) in the release namespace may reach ports {sorted(ports)} through {peer}")
+            for rule in np_["spec"].get("egress", []):
+                if not rule.get("to"):
+                    problems.append(f"{name_of(np_)}: egress rule on ports {[p.get('port') for p in rule.get('ports', [])]} has no peers: it allows every address")
+            if "metrics" in {p.get("port") for r in np_["spec"].get("ingress", []) for p in r.get("ports", [])}:
+                for r in np_["spec"]["ingress"]:
+                    ports = {p.get("port") for p in r.get("ports", [])}
+                    if "metrics" in ports and any(peer in sandbox_peers for peer in r.get("from", [])):
+                        problems.append(f"{name_of(np_)}: sandboxes may scrape metrics")
     return problems
+
+
+def selector_matches(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """Whether a LabelSelector selects a pod with `labels`."""
+    if not labels_match(selector.get("matchLabels") or {}, labels):
+        return False
+    for expr in selector.get("matchExpressions") or []:
+        key, op, values = expr["key"], expr["operator"], expr.get("values") or []
+        if op == "In" and labels.get(key) not in values:
+            return False
+        if op == "NotIn" and labels.get(key) in values:
+            return False
+        if op == "Exists" and key not in labels:
+            return False
+        if op == "DoesNotExist" and key in labels:
+            return False
+    return True
 
 
 def check_config_files(objs: list[dict[str, Any]]) -> str:
@@ -403,7 +502,7 @@ def check_config_files(objs: list[dict[str, Any]]) -> str:
     leaked = set(cfg) & SECRET_CONFIG_KEYS
     if leaked:
         problems.append(f"{name}: secret keys {sorted(leaked)} must come from Secrets, not the ConfigMap")
-    for key in ("listen", "gateway_listen"):
+    for key in ("listen", "gateway_listen", "metrics_listen"):
         if not str(cfg.get(key, "")).startswith("0.0.0.0:"):
             problems.append(f"{name}: {key} must listen on all interfaces in a cluster")
     if cfg.get("gateway_mode") != "shared":
@@ -415,6 +514,16 @@ def check_config_files(objs: list[dict[str, Any]]) -> str:
     for key in [k for k in cfg if k.endswith("_file")]:
         if not any(str(cfg[key]).startswith(m.rstrip("/") + "/") for m in mounts):
             problems.append(f"{name}: {key}={cfg[key]} is not inside a mounted volume")
+    for key in [k for k in cfg if k.endswith("_files")]:
+        for path in cfg[key]:
+            if not any(str(path).startswith(m.rstrip("/") + "/") for m in mounts):
+                problems.append(f"{name}: {key} entry {path} is not inside a mounted volume")
+    # Without the upstream key both roles run with upstream servers off and
+    # webhook secrets stored in clear.
+    if "upstream_key_file" not in cfg:
+        problems.append(f"{name}: no upstream_key_file: upstream servers would be off")
+    if not str(cfg.get("otlp_endpoint", "http://")).startswith("http://"):
+        problems.append(f"{name}: otlp_endpoint must be http:// (the binary exports OTLP/HTTP without TLS)")
     gw_host = urllib.parse.urlsplit(cfg.get("gateway_public_url", "")).hostname
     allowed = cfg.get("allowed_hosts", [])
     if gw_host not in allowed:
@@ -438,6 +547,13 @@ def check_notes(notes: str, objs: list[dict[str, Any]], values: dict[str, Any]) 
             secrets_seen.append(item["value"])
     leaks = sum(1 for s in secrets_seen if s.strip() and s.strip() in notes)
     require(not leaks, f"NOTES prints {leaks} secret value(s)")
+    algorithm = ((values.get("config") or {}).get("jwt") or {}).get("algorithm", "HS256")
+    if algorithm == "HS256":
+        require("Prefer RS256 or EdDSA" in notes, "NOTES does not warn that HS256 puts the signing key in the runner")
+    redis = (values.get("secrets") or {}).get("redisUrl") or {}
+    url = redis.get("value", "redis://redis:6379/") if not redis.get("existingSecret") else ""
+    if url.startswith("redis://"):
+        require("WARNING: the Redis URL is plain redis://" in notes, "NOTES does not warn about a plain redis:// URL")
     return None
 
 
@@ -541,7 +657,7 @@ def check_binary_config(objs: list[dict[str, Any]], workdir: Path) -> str:
                 elif e["name"] == "CORKBOARD_MONGODB_URI":
                     value = DUMMY_MONGODB_URI
                 elif e["name"] == "CORKBOARD_REDIS_URL":
-                    value = DUMMY_REDIS_URL
+                    value = DUMMY_REDISS_URL if "redis_tls_" in cfg_text else DUMMY_REDIS_URL
                 else:
                     value = "dummy-" + secrets.token_urlsafe(24)
                 env[e["name"]] = value
@@ -616,7 +732,9 @@ def strip_helm(obj: dict[str, Any]) -> dict[str, Any]:
 
 def build_k8s_base(dest: Path) -> None:
     """Write the generated part of deploy/k8s (everything but kustomization.yaml and README.md)."""
-    rendered = render_chart({}, BASE_RELEASE, BASE_NAMESPACE)
+    # The defaults plus where MongoDB and Redis are (the chart refuses to
+    # open their ports to every address): ci/default-values.yaml.
+    rendered = render_chart(load_values(CHART / "ci" / "default-values.yaml"), BASE_RELEASE, BASE_NAMESPACE)
     _, objs, _ = helm_stream(rendered)
     files: dict[str, list[dict[str, Any]]] = {}
     config_toml = None
@@ -837,12 +955,47 @@ def check_values_documented() -> str:
 
 
 NEGATIVE_CASES = [
+    ("an https:// OTLP endpoint (the binary exports over plain HTTP)", {"config": {"otlpEndpoint": "https://c:4318"}}),
+    ("a metrics port that is the HTTP port", {"metrics": {"port": 4891}}),
     ("unknown top-level key", {"replicas": 3}),
     ("unknown nested key", {"server": {"autoscaling": {"enable": True}}}),
     ("wrong type", {"server": {"replicaCount": "two"}}),
     ("unsupported JWT algorithm", {"config": {"jwt": {"algorithm": "none"}}}),
     ("RS256 without a public key", {"config": {"jwt": {"algorithm": "RS256"}}}),
 ]
+
+
+# Values the schema accepts but the render must refuse, with what the
+# refusal must say.
+DEFAULT_PEERS = {"networkPolicy": {"egress": {
+    "mongodb": {"ports": [27017], "to": [{"podSelector": {"matchLabels": {"app": "mongo"}}}]},
+    "redis": {"ports": [6379], "to": [{"podSelector": {"matchLabels": {"app": "redis"}}}]},
+}}}
+RENDER_FAILURES = [
+    ("MongoDB egress open to every address", {}, "networkPolicy.egress.mongodb.to is empty"),
+    ("Redis egress open to every address",
+     {"networkPolicy": {"egress": {"mongodb": DEFAULT_PEERS["networkPolicy"]["egress"]["mongodb"]}}},
+     "networkPolicy.egress.redis.to is empty"),
+    ("OTLP egress open to every address",
+     {**DEFAULT_PEERS, "config": {"otlpEndpoint": "http://collector:4318"}},
+     "networkPolicy.egress.otlp.to is empty"),
+    ("a preStop sleep that leaves the drains too little of the grace period",
+     {**DEFAULT_PEERS, "runner": {"terminationGracePeriodSeconds": 30, "preStopSleepSeconds": 25}},
+     "at least 10 s are needed"),
+    ("previous keys without an existing Secret to hold them",
+     {**DEFAULT_PEERS, "secrets": {"upstreamKey": {"previousKeys": ["old"]}}},
+     "secrets.upstreamKey.previousKeys"),
+]
+
+
+def check_render_fails(values: dict[str, Any], needle: str) -> str:
+    try:
+        render_chart(values, "corkboard", "corkboard")
+    except Exception as exc:  # the SDK's render error carries the template's fail message
+        text = str(exc)
+        require(needle in text, f"the render failed, but without naming the fix ({needle!r}):\n{text}")
+        return "refused"
+    raise CheckFailed(f"the chart rendered {values}")
 
 
 def check_schema_rejects(values: dict[str, Any]) -> str:
@@ -880,6 +1033,8 @@ def validate(report: Report) -> None:
     report.check("README.md documents every value", check_values_documented)
     for label, bad in NEGATIVE_CASES:
         report.check(f"schema rejects: {label}", lambda b=bad: check_schema_rejects(b))
+    for label, bad, needle in RENDER_FAILURES:
+        report.check(f"render refuses: {label}", lambda b=bad, n=needle: check_render_fails(b, n))
 
     # Chart cases.
     cases = [(p, "corkboard", "corkboard") for p in sorted((CHART / "ci").glob("*.yaml"))]
@@ -919,6 +1074,7 @@ def validate(report: Report) -> None:
         if path.stem == "default-values" and release == "corkboard":
             rendered_default = objs
         external = {v.get("existingSecret") for v in (values.get("secrets") or {}).values() if isinstance(v, dict)} - {None, ""}
+        external.add(((values.get("config") or {}).get("otlp") or {}).get("headersSecret"))
         report.check(f"[{case}] kubernetes-validate --strict", lambda o=objs: check_schemas(o))
         report.check(f"[{case}] yamllint rendered manifests", lambda p=state["out"]: yamllint_file(p))
         report.check(f"[{case}] object invariants", lambda o=objs, e=external: check_invariants(o, e))
@@ -942,7 +1098,7 @@ def validate(report: Report) -> None:
 
     if report.check("kustomize build deploy/k8s", kustomize) is not None:
         kobjs = kstate["objs"]
-        base_secrets = {"corkboard-jwt", "corkboard-session-key", "corkboard-mongodb", "corkboard-redis"}
+        base_secrets = {"corkboard-jwt", "corkboard-session-key", "corkboard-upstream-key", "corkboard-mongodb", "corkboard-redis"}
         report.check("[kustomize] kubernetes-validate --strict", lambda: check_schemas(kobjs))
         report.check("[kustomize] yamllint output", lambda: yamllint_file(kstate["out"]))
         report.check("[kustomize] object invariants", lambda: check_invariants(kobjs, base_secrets))

@@ -35,7 +35,18 @@ pub fn corkboard() -> Command {
         }
     }
     cmd.env("CORKBOARD_LOG", "info");
+    // The default data dir is per user: a test that names none gets one
+    // of its own (each test runs in its own process), never the
+    // developer's board.
+    cmd.env("XDG_DATA_HOME", test_data_home());
     cmd
+}
+
+/// This test process's `XDG_DATA_HOME`, so the per-user default data dir.
+pub fn test_data_home() -> &'static Path {
+    static HOME: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    HOME.get_or_init(|| tempfile::tempdir().expect("temp dir"))
+        .path()
 }
 
 /// Runs a command to completion, returning its output (never panics on exit status).

@@ -104,6 +104,11 @@ pub struct Served {
 }
 
 pub fn serve() -> Served {
+    serve_with(&[])
+}
+
+/// [`serve`] with extra environment (`CORKBOARD_*` settings).
+pub fn serve_with(env: &[(&str, &str)]) -> Served {
     let data_dir = tempfile::tempdir().unwrap();
     let log = data_dir.path().join("serve.log");
     let mut child = corkboard()
@@ -113,6 +118,7 @@ pub fn serve() -> Served {
         // The test upstreams listen on loopback, which the egress policy
         // refuses unless the operator opens it.
         .env("CORKBOARD_EGRESS_ALLOW", "127.0.0.1")
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(&log).unwrap())
         .stdin(Stdio::null())
@@ -172,6 +178,7 @@ pub fn register_python_upstream(server: &str, admin: &str, tenant: &str, name: &
             "url": format!("http://127.0.0.1:{port}/mcp"),
             "header": "X-Upstream-Key",
             "credential": PY_CREDENTIAL,
+            "trust_first_listing": true,
         }))
         .send()
         .expect("PUT the upstream");

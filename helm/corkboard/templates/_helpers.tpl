@@ -102,6 +102,47 @@ app.kubernetes.io/component: {{ .component }}
 {{- default (printf "%s-redis" (include "corkboard.fullname" .)) .Values.secrets.redisUrl.existingSecret -}}
 {{- end -}}
 
+{{- define "corkboard.upstreamKeySecretName" -}}
+{{- default (printf "%s-upstream-key" (include "corkboard.fullname" .)) .Values.secrets.upstreamKey.existingSecret -}}
+{{- end -}}
+
+{{/*
+What the pods' Secrets hold now, for the pods' checksum annotation: the
+values that name them plus, for every Secret that already exists, its data
+(lookup; empty under `helm template`). Changing an existing Secret's data
+and running `helm upgrade` rolls the pods, so they read the new keys.
+*/}}
+{{- define "corkboard.secretsChecksum" -}}
+{{- $names := list (include "corkboard.jwtSecretName" .) (include "corkboard.sessionKeySecretName" .) (include "corkboard.upstreamKeySecretName" .) (include "corkboard.mongodbSecretName" .) (include "corkboard.redisSecretName" .) -}}
+{{- with .Values.secrets.redisTls.existingSecret }}{{ $names = append $names . }}{{ end -}}
+{{- with .Values.secrets.mongodbTls.existingSecret }}{{ $names = append $names . }}{{ end -}}
+{{- with .Values.config.otlp.headersSecret }}{{ $names = append $names . }}{{ end -}}
+{{- $live := dict -}}
+{{- range $names | uniq -}}
+{{- $secret := lookup "v1" "Secret" $.Release.Namespace . -}}
+{{- if $secret }}{{ $_ := set $live . ($secret.data | default dict) }}{{ end -}}
+{{- end -}}
+{{- list $.Values.secrets $live | toJson | sha256sum -}}
+{{- end -}}
+
+{{/* Seconds left for the process after preStop (the drains and the audit flush); fails the render when under 10. */}}
+{{- define "corkboard.shutdownGraceMs" -}}
+{{- $left := sub (int .role.terminationGracePeriodSeconds) (int .role.preStopSleepSeconds) -}}
+{{- if lt $left 10 -}}
+{{- fail (printf "%s: terminationGracePeriodSeconds (%d) minus preStopSleepSeconds (%d) leaves %ds for the drains and the audit flush; at least 10 s are needed (raise terminationGracePeriodSeconds)" .component (int .role.terminationGracePeriodSeconds) (int .role.preStopSleepSeconds) $left) -}}
+{{- end -}}
+{{- mul $left 1000 -}}
+{{- end -}}
+
+{{/* `path` of each previous key of a Secret, as TOML array items. */}}
+{{- define "corkboard.previousFiles" -}}
+[
+{{- range $i, $_ := .keys }}
+  {{ printf "%s/previous-%d" $.dir $i | toJson }},
+{{- end }}
+]
+{{- end -}}
+
 {{/* HS256 verifies with a shared secret; RS256/EdDSA with a public key file. */}}
 {{- define "corkboard.jwtUsesSecret" -}}
 {{- if eq .Values.config.jwt.algorithm "HS256" }}true{{ end -}}
@@ -196,6 +237,31 @@ jwt_public_key_file = {{ include "corkboard.jwtFile" . | toJson }}
 jwt_issuer = {{ .Values.config.jwt.issuer | toJson }}
 jwt_audience = {{ .Values.config.jwt.audience | toJson }}
 session_key_file = "/var/run/secrets/corkboard/session/key"
+upstream_key_file = "/var/run/secrets/corkboard/upstream/key"
+{{- with .Values.secrets.jwt.previousKeys }}
+jwt_previous_key_files = {{ include "corkboard.previousFiles" (dict "keys" . "dir" "/var/run/secrets/corkboard/jwt") }}
+{{- end }}
+{{- with .Values.secrets.sessionKey.previousKeys }}
+session_previous_key_files = {{ include "corkboard.previousFiles" (dict "keys" . "dir" "/var/run/secrets/corkboard/session") }}
+{{- end }}
+{{- with .Values.secrets.upstreamKey.previousKeys }}
+upstream_previous_key_files = {{ include "corkboard.previousFiles" (dict "keys" . "dir" "/var/run/secrets/corkboard/upstream") }}
+{{- end }}
+{{- with .Values.secrets.redisTls }}
+{{- if .existingSecret }}
+{{- if .caKey }}
+redis_tls_ca_file = "/var/run/secrets/corkboard/redis-tls/ca.crt"
+{{- end }}
+{{- if .certKey }}
+redis_tls_cert_file = "/var/run/secrets/corkboard/redis-tls/client.crt"
+redis_tls_key_file = "/var/run/secrets/corkboard/redis-tls/client.key"
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if .Values.secrets.mongodbTls.existingSecret }}
+mongodb_tls_ca_file = "/var/run/secrets/corkboard/mongodb-tls/ca.crt"
+{{- end }}
+metrics_listen = {{ printf "0.0.0.0:%d" (int .Values.metrics.port) | toJson }}
 log_format = {{ .Values.config.logFormat | toJson }}
 public_url = {{ include "corkboard.publicUrl" . | toJson }}
 gateway_mode = "shared"
@@ -227,7 +293,7 @@ metadata:
     {{- end }}
   annotations:
     checksum/config: {{ include "corkboard.configToml" $ctx | sha256sum }}
-    checksum/secrets: {{ toJson $ctx.Values.secrets | sha256sum }}
+    checksum/secrets: {{ include "corkboard.secretsChecksum" $ctx }}
     {{- with $role.podAnnotations }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
@@ -257,7 +323,50 @@ spec:
           containerPort: 4892
           protocol: TCP
         {{- end }}
+        - name: metrics
+          containerPort: {{ $ctx.Values.metrics.port }}
+          protocol: TCP
       env:
+        # The time the process has after SIGTERM: its drains fit in it.
+        - name: CORKBOARD_SHUTDOWN_GRACE_MS
+          value: {{ include "corkboard.shutdownGraceMs" (dict "role" $role "component" .component) | quote }}
+        {{- with $role.egressAllow }}
+        - name: CORKBOARD_EGRESS_ALLOW
+          value: {{ join "," . | quote }}
+        {{- end }}
+        {{- if eq .component "server" }}
+        {{- with $role.webhookAllowedHosts }}
+        - name: CORKBOARD_WEBHOOK_ALLOWED_HOSTS
+          value: {{ join "," . | quote }}
+        {{- end }}
+        {{- end }}
+        {{- if $ctx.Values.config.otlpEndpoint }}
+        - name: K8S_POD_NAME
+          valueFrom:
+            fieldRef:
+              fieldPath: metadata.name
+        - name: K8S_NAMESPACE_NAME
+          valueFrom:
+            fieldRef:
+              fieldPath: metadata.namespace
+        - name: K8S_NODE_NAME
+          valueFrom:
+            fieldRef:
+              fieldPath: spec.nodeName
+        - name: OTEL_RESOURCE_ATTRIBUTES
+          value: "k8s.pod.name=$(K8S_POD_NAME),k8s.namespace.name=$(K8S_NAMESPACE_NAME),k8s.node.name=$(K8S_NODE_NAME),k8s.deployment.name={{ include (printf "corkboard.%sName" .component) $ctx }}"
+        - name: OTEL_TRACES_SAMPLER
+          value: parentbased_traceidratio
+        - name: OTEL_TRACES_SAMPLER_ARG
+          value: {{ $ctx.Values.config.otlp.samplingRatio | toString | quote }}
+        {{- with $ctx.Values.config.otlp.headersSecret }}
+        - name: OTEL_EXPORTER_OTLP_HEADERS
+          valueFrom:
+            secretKeyRef:
+              name: {{ . }}
+              key: {{ $ctx.Values.config.otlp.headersKey }}
+        {{- end }}
+        {{- end }}
         - name: CORKBOARD_MONGODB_URI
           valueFrom:
             secretKeyRef:
@@ -278,9 +387,17 @@ spec:
         periodSeconds: {{ $ctx.Values.probes.startup.periodSeconds }}
         failureThreshold: {{ $ctx.Values.probes.startup.failureThreshold }}
       livenessProbe:
+        {{- if eq .component "runner" }}
+        # The gateway port is what sandboxes use: a runner whose gateway
+        # listener is gone is restarted. (/healthz of the HTTP port is the
+        # startup probe's.)
+        tcpSocket:
+          port: gateway
+        {{- else }}
         httpGet:
           path: /healthz
           port: http
+        {{- end }}
         periodSeconds: {{ $ctx.Values.probes.liveness.periodSeconds }}
         timeoutSeconds: {{ $ctx.Values.probes.liveness.timeoutSeconds }}
         failureThreshold: {{ $ctx.Values.probes.liveness.failureThreshold }}
@@ -312,6 +429,19 @@ spec:
         - name: session-key
           mountPath: /var/run/secrets/corkboard/session
           readOnly: true
+        - name: upstream-key
+          mountPath: /var/run/secrets/corkboard/upstream
+          readOnly: true
+        {{- if $ctx.Values.secrets.redisTls.existingSecret }}
+        - name: redis-tls
+          mountPath: /var/run/secrets/corkboard/redis-tls
+          readOnly: true
+        {{- end }}
+        {{- if $ctx.Values.secrets.mongodbTls.existingSecret }}
+        - name: mongodb-tls
+          mountPath: /var/run/secrets/corkboard/mongodb-tls
+          readOnly: true
+        {{- end }}
         - name: tmp
           mountPath: /tmp
   volumes:
@@ -328,6 +458,10 @@ spec:
         items:
           - key: {{ $ctx.Values.secrets.jwt.key }}
             path: {{ base (include "corkboard.jwtFile" $ctx) }}
+          {{- range $i, $key := $ctx.Values.secrets.jwt.previousKeys }}
+          - key: {{ $key }}
+            path: previous-{{ $i }}
+          {{- end }}
     - name: session-key
       secret:
         secretName: {{ include "corkboard.sessionKeySecretName" $ctx }}
@@ -335,6 +469,51 @@ spec:
         items:
           - key: {{ $ctx.Values.secrets.sessionKey.key }}
             path: key
+          {{- range $i, $key := $ctx.Values.secrets.sessionKey.previousKeys }}
+          - key: {{ $key }}
+            path: previous-{{ $i }}
+          {{- end }}
+    - name: upstream-key
+      secret:
+        secretName: {{ include "corkboard.upstreamKeySecretName" $ctx }}
+        defaultMode: 288  # 0440: owner and the fsGroup may read
+        items:
+          - key: {{ $ctx.Values.secrets.upstreamKey.key }}
+            path: key
+          {{- range $i, $key := $ctx.Values.secrets.upstreamKey.previousKeys }}
+          - key: {{ $key }}
+            path: previous-{{ $i }}
+          {{- end }}
+    {{- with $ctx.Values.secrets.redisTls }}
+    {{- if .existingSecret }}
+    - name: redis-tls
+      secret:
+        secretName: {{ .existingSecret }}
+        defaultMode: 288  # 0440: owner and the fsGroup may read
+        items:
+          {{- if .caKey }}
+          - key: {{ .caKey }}
+            path: ca.crt
+          {{- end }}
+          {{- if .certKey }}
+          - key: {{ .certKey }}
+            path: client.crt
+          - key: {{ required "secrets.redisTls.keyKey is required with certKey" .keyKey }}
+            path: client.key
+          {{- end }}
+    {{- end }}
+    {{- end }}
+    {{- with $ctx.Values.secrets.mongodbTls }}
+    {{- if .existingSecret }}
+    - name: mongodb-tls
+      secret:
+        secretName: {{ .existingSecret }}
+        defaultMode: 288  # 0440: owner and the fsGroup may read
+        items:
+          - key: {{ .caKey }}
+            path: ca.crt
+    {{- end }}
+    {{- end }}
     - name: tmp
       emptyDir:
         {{- with $ctx.Values.tmpVolume.medium }}
@@ -353,11 +532,19 @@ spec:
   affinity:
     {{- toYaml . | nindent 4 }}
   {{- end }}
-  {{- if or $role.spreadAcrossNodes $role.topologySpreadConstraints }}
+  {{- if or $role.spreadAcrossNodes $role.spreadAcrossZones $role.topologySpreadConstraints }}
   topologySpreadConstraints:
     {{- if $role.spreadAcrossNodes }}
     - maxSkew: 1
       topologyKey: kubernetes.io/hostname
+      whenUnsatisfiable: ScheduleAnyway
+      labelSelector:
+        matchLabels:
+          {{- include "corkboard.selectorLabels" (dict "ctx" $ctx "component" .component) | nindent 10 }}
+    {{- end }}
+    {{- if $role.spreadAcrossZones }}
+    - maxSkew: 1
+      topologyKey: topology.kubernetes.io/zone
       whenUnsatisfiable: ScheduleAnyway
       labelSelector:
         matchLabels:

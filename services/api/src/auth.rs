@@ -91,6 +91,18 @@ impl TenantAccess for Manage {
     }
 }
 
+/// Deciding a tenant's calls awaiting a person's approval (admins and
+/// approvers).
+#[derive(Debug)]
+pub struct Decide;
+
+impl TenantAccess for Decide {
+    const VERB: &'static str = "decide approvals of";
+    fn allows(admin: &AdminPrincipal, tenant: &TenantId) -> bool {
+        admin.can_decide(tenant)
+    }
+}
+
 /// The tenant `raw` names, if `admin` may do `A` to it: the one tenant
 /// check of every admin surface ([`TenantScope`] for a `{tenant}` path
 /// segment; called directly where the tenant comes in a body or query).

@@ -25,7 +25,7 @@ pub mod error;
 pub mod extract;
 
 pub use auth::{
-    AdminAuth, AdminAuthenticator, AdminCaller, Manage, Read, TenantAccess, TenantScope, bearer,
-    check_tenant, tenant_for_read, tenant_for_write,
+    AdminAuth, AdminAuthenticator, AdminCaller, Decide, Manage, Read, TenantAccess, TenantScope,
+    bearer, check_tenant, tenant_for_read, tenant_for_write,
 };
 pub use error::ApiError;

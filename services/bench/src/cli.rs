@@ -104,6 +104,10 @@ pub enum Command {
         /// never to run out): the cost of counting a budgeted write.
         #[arg(long)]
         create_budget: Option<u32>,
+        /// Give the load's tenant N approval policies covering none of its
+        /// calls: what the approval gate adds to a call needing none.
+        #[arg(long)]
+        approval_policies: Option<u32>,
     },
     /// Revocation propagation between two servers sharing Redis.
     Revocation {
@@ -253,6 +257,21 @@ pub enum Command {
         /// no larger size is tried.
         #[arg(long, default_value_t = 1800.0)]
         max_seed_seconds: f64,
+    },
+    /// MongoDB's default list_issues as one board grows: the store's call,
+    /// the same find through the bare driver (full documents, `_id` only)
+    /// and its explain (keys and documents examined, the server's time).
+    ListPlan {
+        /// Board sizes, measured on one board growing through them.
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "1000,10000,100000,200000"
+        )]
+        issues: Vec<usize>,
+        /// Calls per side and size.
+        #[arg(long, default_value_t = 20)]
+        calls: usize,
     },
     /// The tenants curve: create and list latency, a new tenant's first
     /// write, start-up, memory and storage as the number of tenants on one
@@ -498,6 +517,7 @@ async fn dispatch(cli: &Cli, sink: &mut Sink) -> Result<()> {
             warmup,
             server_log,
             create_budget,
+            approval_policies,
         } => {
             let scenario = McpScenario {
                 deploy: DeploySpec {
@@ -513,6 +533,7 @@ async fn dispatch(cli: &Cli, sink: &mut Sink) -> Result<()> {
                 warmup: *warmup,
                 duration: *duration,
                 create_budget: *create_budget,
+                approval_policies: *approval_policies,
             };
             scenario::mcp::run(&bins()?, &scenario, &logs, sink).await
         }
@@ -587,6 +608,21 @@ async fn dispatch(cli: &Cli, sink: &mut Sink) -> Result<()> {
                     bulk: *bulk,
                     max_per_op: Duration::from_secs_f64(*max_seconds_per_op),
                     max_seed: Duration::from_secs_f64(*max_seed_seconds),
+                },
+                sink,
+            )
+            .await
+        }
+        Command::ListPlan { issues, calls } => {
+            if issues.is_empty() || issues.contains(&0) || *calls == 0 {
+                return Err(BenchError::Usage(
+                    "--issues needs sizes above 0 and --calls at least 1".into(),
+                ));
+            }
+            scenario::list_plan::run(
+                &scenario::list_plan::ListPlanSpec {
+                    sizes: issues.clone(),
+                    calls: *calls,
                 },
                 sink,
             )

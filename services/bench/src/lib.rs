@@ -9,6 +9,9 @@
 //! - [`scenario`]: one command per scenario, starting the real binaries.
 //! - [`plot`]: PNG plots of the cost curves.
 //! - [`report`]: renders the collected records as `docs/numbers.md`.
+//! - [`instructions`]: the CI guard on instructions per request under
+//!   callgrind (`corkboard-instructions check`), against
+//!   `callgrind-baseline.json`.
 //!
 //! Only loopback targets are accepted: this suite never loads another
 //! machine.
@@ -28,6 +31,7 @@ pub mod ceiling;
 pub mod cli;
 pub mod client;
 pub mod error;
+pub mod instructions;
 pub mod load;
 pub mod mcp;
 pub mod plot;

@@ -461,6 +461,10 @@ pub fn render(
             "Cost curves: reads, memory and disk as one tenant's board grows (store calls, ms)",
         ),
         (
+            "list_plan",
+            "MongoDB: the default list_issues as the board grows, its plan (explain) and the bare driver (ms)",
+        ),
+        (
             "legacy_sessions",
             "Memory per 1,000 live legacy sessions on one run's gateway",
         ),

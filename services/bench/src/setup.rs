@@ -107,6 +107,35 @@ pub async fn create_grant_with(
     granted_from(reply.json()?, "create grant")
 }
 
+/// `PUT /v1/tenants/{tenant}/approval-policies` with `count` policies that
+/// cover no call of the load (an upstream nobody registered), so every
+/// call pays the gate's check and none waits: what a call needing no
+/// approval costs when policies exist.
+pub async fn idle_approval_policies(
+    base: &str,
+    admin: &str,
+    tenant: &str,
+    count: u32,
+) -> Result<()> {
+    let policies: Vec<Value> = (0..count)
+        .map(|i| json!({ "name": format!("idle-{i}"), "tool": format!("upstream:nobody{i}:*") }))
+        .collect();
+    let reply = client::once(
+        Method::PUT,
+        &format!("{base}/v1/tenants/{tenant}/approval-policies"),
+        Headers::json()?.bearer(admin)?,
+        Some(&json!({ "policies": policies })),
+    )
+    .await?;
+    if reply.status.as_u16() != 200 {
+        return Err(BenchError::protocol(
+            "approval policies",
+            format!("HTTP {}: {}", reply.status, reply.text()),
+        ));
+    }
+    Ok(())
+}
+
 /// `DELETE /v1/tenants/{tenant}/grants/{grant}`.
 pub async fn revoke_grant(base: &str, admin: &str, tenant: &str, grant: &str) -> Result<()> {
     let reply = client::once(

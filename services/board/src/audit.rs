@@ -1,6 +1,7 @@
 //! Audit records: one per tool call, never carrying the arguments themselves.
 
 use crate::ids::{GrantId, IssueId, RunId, TenantId};
+use crate::pin::DefinitionHash;
 use crate::timestamp::Timestamp;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -18,6 +19,15 @@ pub enum AuditOutcome {
     /// The board could not be reached.
     Unavailable,
     RateLimited,
+    /// An upstream tool whose definition awaits a tenant admin's approval
+    /// (new, or changed since it was approved): refused, nothing sent.
+    Pending,
+    /// A board write or upstream call carrying a credential, refused by
+    /// the tenant's settings; nothing written or sent.
+    SecretRefused,
+    /// A board write or upstream call whose credentials were redacted
+    /// before it went on (it went on).
+    SecretRedacted,
 }
 
 impl AuditOutcome {
@@ -28,7 +38,27 @@ impl AuditOutcome {
             Self::Denied => "denied",
             Self::Unavailable => "unavailable",
             Self::RateLimited => "rate_limited",
+            Self::Pending => "pending",
+            Self::SecretRefused => "secret_refused",
+            Self::SecretRedacted => "secret_redacted",
         }
+    }
+
+    /// Every outcome, for the stores' decoding.
+    pub const ALL: [Self; 8] = [
+        Self::Ok,
+        Self::ToolError,
+        Self::Denied,
+        Self::Unavailable,
+        Self::RateLimited,
+        Self::Pending,
+        Self::SecretRefused,
+        Self::SecretRedacted,
+    ];
+
+    /// The outcome [`Self::as_str`] names.
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|o| o.as_str() == text)
     }
 }
 
@@ -112,6 +142,9 @@ pub struct AuditRecord {
     pub arguments_hash: ArgumentsHash,
     /// The issue the call touched, when there is one.
     pub issue: Option<IssueId>,
+    /// An upstream call's: the hash of the tool definition in force (the
+    /// approved one it was served under).
+    pub definition_hash: Option<DefinitionHash>,
 }
 
 /// Which audit records to read, newest first.

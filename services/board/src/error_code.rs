@@ -28,6 +28,10 @@ pub enum Code {
     GrantExpired,
     RunActive,
     RunLimit,
+    /// An approval item that was already decided (409).
+    ApprovalDecided,
+    /// An approval item past its expiry (410).
+    ApprovalExpired,
     InvalidRequest,
     BadRequest,
     /// A request body that is not the JSON the endpoint reads.
@@ -66,6 +70,8 @@ impl Code {
             Self::GrantExpired => "grant_expired",
             Self::RunActive => "run_active",
             Self::RunLimit => "run_limit",
+            Self::ApprovalDecided => "approval_decided",
+            Self::ApprovalExpired => "approval_expired",
             Self::InvalidRequest => "invalid_request",
             Self::BadRequest => "bad_request",
             Self::InvalidBody => "invalid_body",
@@ -96,9 +102,10 @@ impl Code {
             | Self::GrantRevoked
             | Self::LifetimeLimit
             | Self::RunActive
-            | Self::RunLimit => 409,
+            | Self::RunLimit
+            | Self::ApprovalDecided => 409,
             // The thing existed and is gone for good (an expired grant).
-            Self::GrantExpired => 410,
+            Self::GrantExpired | Self::ApprovalExpired => 410,
             // Well-formed, but too costly as asked: narrowing it is the fix.
             Self::InvalidRequest | Self::QueryTooSlow => 422,
             Self::BadRequest | Self::InvalidBody | Self::InvalidQuery | Self::InvalidPath => 400,
@@ -187,6 +194,8 @@ mod tests {
             Code::GrantExpired,
             Code::RunActive,
             Code::RunLimit,
+            Code::ApprovalDecided,
+            Code::ApprovalExpired,
             Code::InvalidRequest,
             Code::BadRequest,
             Code::InvalidBody,

@@ -1,5 +1,6 @@
 //! Grants: what one agent run may do on one tenant's board, until when.
 
+use crate::approval::ApprovalPolicies;
 use crate::error::ValidationError;
 use crate::ids::{GrantId, RunId, TenantId};
 use crate::timestamp::Timestamp;
@@ -457,6 +458,13 @@ pub struct GrantPolicy {
     /// these (see [`Budgets::within`]).
     #[serde(default, skip_serializing_if = "Budgets::is_empty")]
     pub run_budgets: Budgets,
+    /// What board writes and upstream calls carrying a credential get
+    /// (refused, the default, or redacted).
+    #[serde(default)]
+    pub secrets: crate::SecretPolicy,
+    /// The calls that need a person's approval (see `approval.rs`).
+    #[serde(default, skip_serializing_if = "ApprovalPolicies::is_empty")]
+    pub approvals: ApprovalPolicies,
 }
 
 impl GrantPolicy {
@@ -468,7 +476,8 @@ impl GrantPolicy {
         if self.max_lifetime_secs == Some(0) {
             return Err(ValidationError::new("max_lifetime", "must be at least 1s"));
         }
-        self.run_budgets.validate()
+        self.run_budgets.validate()?;
+        self.approvals.validate()
     }
 }
 

@@ -167,10 +167,7 @@ impl Change {
 /// The author a change made by `run` under no known grant is recorded as
 /// (a release, an expiry noticed by the system).
 pub fn run_author(run: &RunId) -> Author {
-    Author {
-        run: run.clone(),
-        grant: None,
-    }
+    Author::run(run.clone(), None)
 }
 
 /// How much of a body a change keeps of each side, in characters.
@@ -284,10 +281,7 @@ mod tests {
     use crate::issue::{IssuePatch, IssueState, Labels, NewIssue, Priority, Title};
 
     fn author() -> Author {
-        Author {
-            run: RunId::parse("r").unwrap(),
-            grant: Some(GrantId::generate()),
-        }
+        Author::run(RunId::parse("r").unwrap(), Some(GrantId::generate()))
     }
 
     #[test]

@@ -173,6 +173,18 @@ impl GrantId {
     pub fn generate() -> Self {
         Self(format!("gr_{}", ulid::Ulid::new()))
     }
+
+    /// The grant of what people and admin-API callers do (they act under
+    /// no grant), where a record needs one: an audit record of a web board
+    /// action. The nil ULID, which [`GrantId::generate`] never makes.
+    pub fn none() -> Self {
+        Self(format!("gr_{}", ulid::Ulid::nil()))
+    }
+
+    /// Whether this is [`GrantId::none`].
+    pub fn is_none(&self) -> bool {
+        *self == Self::none()
+    }
 }
 
 impl WebhookId {

@@ -306,12 +306,102 @@ impl<'de> Deserialize<'de> for Labels {
     }
 }
 
-/// Who wrote something: the run and the grant it acted under. Humans acting
-/// through the web board appear with their own principal as `run`.
+/// What kind of principal wrote something. Rows written before kinds
+/// existed read as [`AuthorKind::Run`]: every write then came from a run or
+/// was indistinguishable from one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuthorKind {
+    /// An agent run, under its grant.
+    #[default]
+    Run,
+    /// A person signed in to the web board.
+    Person,
+    /// A caller of the admin API with an admin JWT (a script, an orchestrator).
+    Admin,
+}
+
+impl AuthorKind {
+    pub const ALL: [AuthorKind; 3] = [Self::Run, Self::Person, Self::Admin];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Run => "run",
+            Self::Person => "person",
+            Self::Admin => "admin",
+        }
+    }
+
+    /// Parses a stored kind; unknown text is a [`ValidationError`].
+    pub fn parse(value: &str) -> Result<Self, ValidationError> {
+        Self::ALL
+            .into_iter()
+            .find(|k| k.as_str() == value)
+            .ok_or_else(|| ValidationError::new("author.kind", "expected run, person or admin"))
+    }
+
+    pub fn names() -> Vec<&'static str> {
+        Self::ALL.iter().map(|k| k.as_str()).collect()
+    }
+}
+
+/// Who wrote something: what kind of principal, its name, and the grant it
+/// acted under (runs only). A run is named by its run id; a person or an
+/// admin-API caller by their admin subject, made safe as a [`RunId`]
+/// ([`Author::principal`]), with no grant.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Author {
+    /// Absent in rows written before kinds existed: those were runs.
+    #[serde(default)]
+    pub kind: AuthorKind,
     pub run: RunId,
     pub grant: Option<GrantId>,
+}
+
+impl Author {
+    /// A run acting under `grant`.
+    pub fn run(run: RunId, grant: Option<GrantId>) -> Self {
+        Self {
+            kind: AuthorKind::Run,
+            run,
+            grant,
+        }
+    }
+
+    /// A person (web board) or admin-API caller named by their admin
+    /// subject. A subject holds any text, a run name only
+    /// `[A-Za-z0-9._-]`: every other character becomes `_`, a leading
+    /// separator gets a `p` in front, and the name is cut at 128 characters.
+    /// The kind keeps a person apart from a run of the same name.
+    pub fn principal(kind: AuthorKind, subject: &str) -> Self {
+        let mut name: String = subject
+            .trim()
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        if !name.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+            name.insert(0, 'p');
+        }
+        name.truncate(128);
+        Self {
+            kind,
+            // Cannot fail: only allowed characters, starting with one that
+            // may lead, 1 to 128 of them.
+            run: RunId::parse(name).expect("only run-name characters, 1 to 128 of them"),
+            grant: None,
+        }
+    }
+
+    /// Whether a person or an admin caller wrote it rather than a run.
+    pub fn is_person(&self) -> bool {
+        self.kind != AuthorKind::Run
+    }
 }
 
 /// A comment on an issue.
@@ -530,10 +620,9 @@ pub struct IssuePatch {
 impl IssuePatch {
     /// Who the history records as making this change.
     pub fn actor(&self) -> Author {
-        self.actor.clone().unwrap_or_else(|| Author {
-            run: RunId::parse("unknown").expect("a valid run id"),
-            grant: None,
-        })
+        self.actor
+            .clone()
+            .unwrap_or_else(|| Author::run(RunId::parse("unknown").expect("a valid run id"), None))
     }
 
     pub fn is_empty(&self) -> bool {
@@ -768,6 +857,30 @@ mod tests {
     use super::*;
 
     #[test]
+    fn people_are_named_safely_and_old_rows_read_as_runs() {
+        let person = Author::principal(AuthorKind::Person, "alice@example.com");
+        assert_eq!(person.run.as_str(), "alice_example.com");
+        assert_eq!(person.grant, None);
+        assert!(person.is_person());
+        assert_eq!(
+            Author::principal(AuthorKind::Admin, "-ci bot").run.as_str(),
+            "p-ci_bot"
+        );
+        assert_eq!(Author::principal(AuthorKind::Person, "").run.as_str(), "p");
+        let long = Author::principal(AuthorKind::Person, &"é".repeat(300));
+        assert_eq!(long.run.as_str().len(), 128);
+        let old: Author = serde_json::from_str(r#"{"run":"r1","grant":null}"#).unwrap();
+        assert_eq!(old.kind, AuthorKind::Run);
+        assert!(!old.is_person());
+        let json = serde_json::to_value(&person).unwrap();
+        assert_eq!(json["kind"], "person");
+        for kind in AuthorKind::ALL {
+            assert_eq!(AuthorKind::parse(kind.as_str()).unwrap(), kind);
+        }
+        assert!(AuthorKind::parse("robot").is_err());
+    }
+
+    #[test]
     fn titles_are_single_non_blank_lines_within_limits() {
         Title::parse("Fix the build").unwrap();
         assert!(Title::parse("  ").is_err());
@@ -809,6 +922,7 @@ mod tests {
     #[test]
     fn patch_bumps_version() {
         let author = Author {
+            kind: crate::AuthorKind::Run,
             run: RunId::parse("r").unwrap(),
             grant: None,
         };
@@ -832,6 +946,7 @@ mod tests {
     #[test]
     fn closing_carries_a_reason_and_reopening_clears_it() {
         let author = Author {
+            kind: crate::AuthorKind::Run,
             run: RunId::parse("r").unwrap(),
             grant: None,
         };
@@ -896,6 +1011,7 @@ mod tests {
     #[test]
     fn list_query_filters() {
         let author = Author {
+            kind: crate::AuthorKind::Run,
             run: RunId::parse("r1").unwrap(),
             grant: None,
         };

@@ -28,20 +28,26 @@
 //! `StoreError` with `Unavailable` (retryable) and `NotConfigured` (no board at
 //! all), `QueryTooSlow` and `TenantBusy` (the bounds on expensive reads,
 //! `reads.rs`: which reads are expensive, their deadline, each tenant's
-//! share)). No IO.; webhooks (`webhook.rs`: the event enum, endpoints, the
+//! share)); clean text (`clean.rs`: invisible characters, escapes
+//! and HTML comments stripped, credentials found); pinned upstream tool definitions (`pin.rs`: `ToolPin`,
+//! `DefinitionHash`, what a listing and an approval change); webhooks (`webhook.rs`: the event enum, endpoints, the
 //! signature scheme, retry backoff); the work queue (`queue.rs`: ready work,
-//! its order, `ClaimNext`, claim leases)
+//! its order, `ClaimNext`, claim leases); the history of changes (`history.rs`:
+//! `Change`, `FieldChange`, what each write records)
 
 #![forbid(unsafe_code)]
 
+mod approval;
 mod audit;
 mod audit_sink;
+mod clean;
 mod error;
 mod error_code;
 mod grant;
 mod history;
 mod ids;
 mod issue;
+mod pin;
 mod queue;
 mod reads;
 mod relations;
@@ -52,8 +58,17 @@ mod upstream;
 pub mod webhook;
 mod window;
 
+pub use approval::{
+    APPROVAL_POLICIES_MAX, APPROVAL_REASON_MAX, APPROVAL_TTL_DEFAULT_SECS, ApprovalId,
+    ApprovalItem, ApprovalPolicies, ApprovalPolicy, ApprovalRefusal, ApprovalStatus, ArgumentMatch,
+    Decision, ToolMatch, arguments_digest,
+};
 pub use audit::{ArgumentsHash, AuditEntry, AuditId, AuditOutcome, AuditQuery, AuditRecord};
 pub use audit_sink::{AuditSink, MemoryAuditSink, NoopAuditSink};
+pub use clean::{
+    FoundSecret, Removed, SecretPolicy, clean as clean_text, find_secrets, is_invisible,
+    redact_secrets,
+};
 pub use error::{StoreError, ValidationError};
 pub use error_code::{Code, ErrorCode};
 pub use grant::{
@@ -65,8 +80,14 @@ pub use ids::{
     CommentId, DeliveryId, GrantId, IdempotencyKey, IssueId, RunId, TenantId, WebhookId,
 };
 pub use issue::{
-    Author, Body, Comment, CommentAdded, CommentBody, Created, Issue, IssuePatch, IssueState,
-    Label, LabelFilter, Labels, ListQuery, NewComment, NewIssue, Page, Priority, Title, limits,
+    Author, AuthorKind, Body, Comment, CommentAdded, CommentBody, Created, Issue, IssuePatch,
+    IssueState, Label, LabelFilter, Labels, ListQuery, NewComment, NewIssue, Page, Priority, Title,
+    limits,
+};
+pub use pin::{
+    DefinitionHash, FIRST_LISTING, PINNED_FIELDS, TOOL_DEFINITION_MAX, ToolApproval, ToolPin,
+    ToolSighting, approve as approve_tool_pin, canonical as canonical_json,
+    observe as observe_tool_pins, pinned_definition,
 };
 pub use queue::{
     BoardStats, ClaimNext, ExpiredClaim, LabelCount, is_ready, queue_limits, ready_order,

@@ -167,10 +167,7 @@ mod tests {
         new.priority = priority;
         new.into_issue(
             TenantId::parse("t").unwrap(),
-            Author {
-                run: RunId::parse("r").unwrap(),
-                grant: None,
-            },
+            Author::run(RunId::parse("r").unwrap(), None),
             Timestamp::from_millis(at),
         )
     }

@@ -175,6 +175,16 @@ pub struct Claimant {
 }
 
 impl Claimant {
+    /// `grant`'s run as a claimant whose claims get `lease`.
+    pub fn of(grant: &crate::Grant, lease: Duration) -> Self {
+        Self {
+            run: grant.run.clone(),
+            grant: grant.id.clone(),
+            expires_at: grant.expires_at,
+            lease: Some(lease),
+        }
+    }
+
     /// The claim this claimant makes at `now`.
     pub fn claim_at(&self, now: Timestamp) -> Claim {
         Claim {
@@ -485,6 +495,7 @@ mod tests {
         NewIssue::new(Title::parse("a").unwrap()).into_issue(
             TenantId::parse("t").unwrap(),
             Author {
+                kind: crate::AuthorKind::Run,
                 run: RunId::parse("r").unwrap(),
                 grant: None,
             },

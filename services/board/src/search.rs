@@ -677,6 +677,7 @@ mod tests {
         let mut new = NewIssue::new(Title::parse(title).unwrap());
         new.body = Body::parse(body).unwrap();
         let author = Author {
+            kind: crate::AuthorKind::Run,
             run: RunId::parse("r").unwrap(),
             grant: None,
         };

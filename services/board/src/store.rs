@@ -263,6 +263,53 @@ macro_rules! __store_methods {
                 id: &$crate::GrantId,
             ) -> ::std::collections::BTreeMap<$crate::BudgetKind, u32>;
 
+            /// Stores a new approval item (a call waiting for a person).
+            fn put_approval(item: &$crate::ApprovalItem) -> ();
+
+            /// The tenant's approval item `id`, if it has one (another tenant's
+            /// reads as missing).
+            fn approval(
+                tenant: &$crate::TenantId,
+                id: &$crate::ApprovalId,
+            ) -> Option<$crate::ApprovalItem>;
+
+            /// The tenant's approval items, newest first, only those in `status`
+            /// when given, at most `limit`.
+            fn list_approvals(
+                tenant: &$crate::TenantId,
+                status: Option<$crate::ApprovalStatus>,
+                limit: u32,
+            ) -> Vec<$crate::ApprovalItem>;
+
+            /// The newest item of exactly this call (run, tool, argument digest)
+            /// not yet used: what the same call sent again collects.
+            fn approval_for_call(
+                tenant: &$crate::TenantId,
+                run: &$crate::RunId,
+                tool: &str,
+                digest: &str,
+            ) -> Option<$crate::ApprovalItem>;
+
+            /// Records a person's decision on a pending item that has not expired
+            /// at `decision.at`, in one conditional write (of racing deciders
+            /// exactly one wins). Returns the item as it is afterwards, so the
+            /// caller tells its own decision from a refusal by comparing it
+            /// ([`StoreError::NotFound`](crate::StoreError) when there is none).
+            fn decide_approval(
+                tenant: &$crate::TenantId,
+                id: &$crate::ApprovalId,
+                decision: &$crate::Decision,
+            ) -> $crate::ApprovalItem;
+
+            /// Marks an approved item whose expiry is after `now` used, in one
+            /// conditional write: `true` for exactly one caller, who may then run
+            /// the call; `false` when it was not approved, already used, or expired.
+            fn use_approval(
+                tenant: &$crate::TenantId,
+                id: &$crate::ApprovalId,
+                now: $crate::Timestamp,
+            ) -> bool;
+
             /// Records `id` of `kind` (a namespace) as used until `expires_at`, in
             /// one conditional write: `true` the first time (of racing callers in
             /// any process sharing the store exactly one gets it), `false` while
@@ -370,11 +417,45 @@ macro_rules! __store_methods {
             /// The tenant's upstreams, by name.
             fn list_upstreams(tenant: &$crate::TenantId) -> Vec<$crate::Upstream>;
 
-            /// Removes one; [`StoreError::NotFound`] when there is none.
+            /// Removes one and its tool pins; [`StoreError::NotFound`] when
+            /// there is none.
             fn delete_upstream(
                 tenant: &$crate::TenantId,
                 name: &$crate::UpstreamName,
             ) -> ();
+
+            /// The pins of the tenant's upstream `upstream`'s tools, by tool name.
+            fn list_tool_pins(
+                tenant: &$crate::TenantId,
+                upstream: &$crate::UpstreamName,
+            ) -> Vec<$crate::ToolPin>;
+
+            /// Records what one listing of `upstream` showed, as
+            /// [`observe_tool_pins`](crate::observe_tool_pins) decides (pins of
+            /// tools it did not show are kept), and queues
+            /// `upstream.tool_changed` for each tool it leaves pending, in the
+            /// same write; answers the upstream's pins after it. Listings of
+            /// several replicas at once write each change once.
+            fn observe_tools(
+                tenant: &$crate::TenantId,
+                upstream: &$crate::UpstreamName,
+                sightings: &[$crate::ToolSighting],
+                trust_first_listing: bool,
+                at: $crate::Timestamp,
+            ) -> Vec<$crate::ToolPin>;
+
+            /// Approves the definition `hash` of one tool, as
+            /// [`approve_tool_pin`](crate::approve_tool_pin) decides (a hash
+            /// other than the last seen one is [`StoreError::Invalid`]);
+            /// [`StoreError::NotFound`] when the tool was never listed.
+            fn approve_tool(
+                tenant: &$crate::TenantId,
+                upstream: &$crate::UpstreamName,
+                tool: &str,
+                hash: &$crate::DefinitionHash,
+                by: &str,
+                at: $crate::Timestamp,
+            ) -> $crate::ToolPin;
         }
     } };
 

@@ -181,6 +181,10 @@ pub struct Upstream {
     pub created_at: Timestamp,
     /// The admin principal that registered it.
     pub created_by: String,
+    /// Whether the tools of its first listing are approved as listed
+    /// (trust on first use); otherwise every tool waits for a tenant
+    /// admin's approval (see [`crate::ToolPin`]).
+    pub trust_first_listing: bool,
 }
 
 /// The tools of one upstream a grant allows: `upstream:<name>:<glob>`,
@@ -240,8 +244,9 @@ impl fmt::Display for UpstreamPattern {
     }
 }
 
-/// `*` matches any run of bytes; everything else matches itself.
-fn glob_match(glob: &[u8], text: &[u8]) -> bool {
+/// `*` matches any run of bytes; everything else matches itself (grant
+/// patterns here, approval policies' tool and argument patterns).
+pub(crate) fn glob_match(glob: &[u8], text: &[u8]) -> bool {
     match glob.split_first() {
         None => text.is_empty(),
         Some((b'*', rest)) => (0..=text.len()).any(|skip| glob_match(rest, &text[skip..])),

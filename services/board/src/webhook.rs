@@ -83,6 +83,13 @@ webhook_events! {
     RunStarted => "run.started",
     /// A run's grant was revoked (its end; expiry is not an event).
     RunEnded => "run.ended",
+    /// An upstream tool is new or its definition changed: it is pending,
+    /// hidden from runs until a tenant admin approves it.
+    UpstreamToolChanged => "upstream.tool_changed",
+    /// A run's call needs a person's approval (an approval item was made).
+    ApprovalRequested => "approval.requested",
+    /// A person approved or denied a call.
+    ApprovalDecided => "approval.decided",
 }
 
 impl WebhookEvent {
@@ -501,6 +508,19 @@ pub fn event_body(
 }
 
 /// An issue as deliveries describe it.
+/// The data of an `upstream.tool_changed` event: the tool, its upstream,
+/// the definition hashes (seen, and approved if any) and which pinned
+/// fields changed; the definition itself is read through the admin API.
+pub fn tool_changed_data(pin: &crate::ToolPin) -> serde_json::Value {
+    serde_json::json!({ "tool": {
+        "upstream": pin.upstream.as_str(),
+        "name": pin.tool,
+        "hash": pin.seen.as_str(),
+        "approved_hash": pin.approved.as_ref().map(|a| a.hash.as_str()),
+        "changes": pin.changes(),
+    } })
+}
+
 pub fn issue_summary(issue: &Issue) -> serde_json::Value {
     serde_json::json!({
         "issue": {

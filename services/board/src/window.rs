@@ -152,6 +152,7 @@ mod tests {
                 id: CommentId::generate(),
                 body: CommentBody::parse("x".repeat(n)).unwrap(),
                 author: Author {
+                    kind: crate::AuthorKind::Run,
                     run: RunId::parse("run-1").unwrap(),
                     grant: None::<GrantId>,
                 },

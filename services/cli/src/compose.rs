@@ -15,13 +15,13 @@ use corkboard_gateway::{
     GatewayConfig, GatewayError, LocalRateLimiter, RateLimit, RateLimiter, RedisRateLimiter,
     Runner, RunnerParts,
 };
-use corkboard_grants::RedisConnector;
 use corkboard_grants::{
     AdminMinter, AdminVerifier, AdminVerifierConfig, BudgetCounter, GrantService, JwtError,
     LedgerBudgets, LedgerRegistry, LedgerUsedOnce, ReadThroughRegistry, RedisBudgets,
     RedisRegistry, RedisRegistryConfig, RedisUsedOnce, SigningKey, TokenRegistry, UsedOnce,
     VerifyingKey,
 };
+use corkboard_grants::{RedisConnector, RedisTls};
 use corkboard_mcp::relay::seal::{self, RelaySealer};
 use corkboard_mcp::{McpSettings, MemorySessionEnds, SessionEnds, SessionKey};
 use corkboard_server::metered::MeteredStore;
@@ -51,16 +51,27 @@ pub enum SecretPolicy {
 /// the registry over its ledger, the admin verifier and session key (created
 /// for `serve`), the web board's event bus and the ended-session store.
 pub async fn app_state(settings: Settings, policy: SecretPolicy) -> Result<AppState, StartError> {
+    install_redis_tls(&settings)?;
     let metrics = Metrics::default();
     let store: Arc<dyn BoardStore> = Arc::new(MeteredStore::new(
         open_store(&settings).await?,
         metrics.clone(),
     ));
-    let registry = open_registry_metered(&settings, &store, Some(&metrics)).await?;
+    // The session key first (`serve` may create it): it also signs the
+    // registry's grant records and the web board's cookies.
+    session_key(&settings, policy)?;
+    let session_keys = session_keys(&settings, SecretPolicy::MustExist)?;
+    let registry = open_registry_with(
+        &settings,
+        &store,
+        Some(&metrics),
+        Some(corkboard_grants::LEDGER_CACHE_TTL),
+        Some(session_keys.clone()),
+    )
+    .await?;
     let admin = admin_verifier(&settings, policy)?;
-    let session_key = session_key(&settings, policy)?;
     let web = corkboard_server::web::WebState::from_settings(&settings)?;
-    let mcp = mcp_settings(&settings, &session_key)?;
+    let mcp = mcp_settings(&settings, session_keys.clone())?;
     let session_ends = open_session_ends(&settings)?;
     // The studio endpoint meters runs like their gateways do.
     let limit = RateLimit {
@@ -88,7 +99,7 @@ pub async fn app_state(settings: Settings, policy: SecretPolicy) -> Result<AppSt
         store,
         registry,
         admin,
-        session_key,
+        session_key: session_keys,
         web,
         session_ends,
         mcp,
@@ -147,6 +158,7 @@ pub fn upstream_options(settings: &Settings, egress: Arc<EgressPolicy>) -> Upstr
         egress,
         max_answer_bytes: settings.upstream_max_answer_bytes,
         list_timeout: Duration::from_millis(settings.upstream_list_timeout_ms),
+        tools_ttl: Duration::from_millis(settings.upstream_tools_ttl_ms),
         call_timeout: Duration::from_millis(settings.upstream_call_timeout_ms),
         shares: RelayShares::of(
             settings.upstream_held_calls_max,
@@ -249,10 +261,17 @@ pub fn upstream_key(
         return Ok(None);
     }
     let secret = read_secret("upstream_key_file", &path)?;
-    let key = CredentialKey::from_secret(&secret).map_err(|e| StartError::Setting {
-        key: "upstream_key_file",
-        reason: e.to_string(),
-    })?;
+    let previous = settings
+        .upstream_previous_key_files
+        .iter()
+        .map(|path| read_secret("upstream_previous_key_files", path))
+        .collect::<Result<Vec<_>, _>>()?;
+    let key = CredentialKey::from_secret(&secret)
+        .and_then(|key| key.with_previous(previous.iter().map(Vec::as_slice)))
+        .map_err(|e| StartError::Setting {
+            key: "upstream_key_file",
+            reason: e.to_string(),
+        })?;
     Ok(Some(Arc::new(key)))
 }
 
@@ -263,11 +282,9 @@ pub fn upstream_key(
 /// inside an actix `System`.
 pub async fn start_runner(state: &AppState) -> Result<Runner, GatewayError> {
     let settings = &state.settings;
-    let session_key =
-        SessionKey::new(state.session_key.to_vec()).map_err(|e| GatewayError::Config {
-            key: "session_key_file",
-            reason: e.to_string(),
-        })?;
+    // With the previous keys: sessions, relayed ids and sealed states made
+    // before a rotation stay good.
+    let session_key = state.mcp.settings().session_key.clone();
     let (shared_listener, bound) = match settings.gateway_mode {
         GatewayMode::Shared => {
             let addr = settings.gateway_listen;
@@ -304,6 +321,17 @@ pub async fn start_runner(state: &AppState) -> Result<Runner, GatewayError> {
             // Relayed ids are sealed under the session key, which every
             // replica shares: any replica takes an agent's answer, once.
             .with_relay(RelaySealer::new(session_key.clone(), seal::DEFAULT_TTL))
+            // Newly pending upstream tools reach the live board (webhooks
+            // get them from the store).
+            .with_tool_changes(corkboard_server::upstreams::live_tool_changes(
+                state.web.events(),
+            ))
+            // Credentials in upstream arguments: as the tenant's settings
+            // say (refused, or redacted).
+            .with_secret_policies(Arc::new(corkboard_tools::SecretPolicies::new(
+                state.grants.ledger().clone(),
+                Duration::from_millis(settings.store_timeout_ms),
+            )))
             .with_used_once(used_once(settings, state.store.clone()).map_err(|e| {
                 GatewayError::Config {
                     key: "redis_url",
@@ -325,6 +353,7 @@ pub async fn start_runner(state: &AppState) -> Result<Runner, GatewayError> {
             limiter,
             shared_listener,
             upstreams,
+            approvals: Some(state.approvals.clone()),
         },
     )
     .await
@@ -360,6 +389,11 @@ pub fn gateway_config(
     config.max_batch_response_bytes = settings.max_batch_response_bytes;
     config.store_timeout = Duration::from_millis(settings.store_timeout_ms);
     config.max_result_bytes = settings.max_result_bytes;
+    // Drains derived from the grace period, when the process was told it.
+    let plan = crate::signals::ShutdownPlan::of(settings);
+    config.drain_timeout = plan.drain;
+    config.cancel_grace = plan.cancel_grace;
+    config.port_shutdown = plan.port;
     config.claim_lease = Duration::from_millis(settings.claim_lease_ms);
     config.allowed_hosts = settings.allowed_hosts.clone();
     config.allowed_origins = settings.allowed_origins.clone();
@@ -428,6 +462,7 @@ pub async fn open_store(settings: &Settings) -> Result<Arc<dyn BoardStore>, Star
                 &settings.mongodb_database,
                 corkboard_store_mongo::MongoOptions {
                     expensive: expensive_reads(settings),
+                    tls_ca_file: settings.mongodb_tls_ca_file.clone(),
                     ..Default::default()
                 },
             )
@@ -445,32 +480,22 @@ pub async fn open_registry(
     settings: &Settings,
     store: &Arc<dyn BoardStore>,
 ) -> Result<Arc<dyn TokenRegistry>, StartError> {
-    open_registry_with(settings, store, None, None).await
+    install_redis_tls(settings)?;
+    open_registry_with(settings, store, None, None, None).await
 }
 
-/// The registry of a long-running server: as [`open_registry`], with the
-/// embedded registry's short cache of live grants
-/// ([`corkboard_grants::LEDGER_CACHE_TTL`]) and the Redis registry's cache
-/// and error counters exported through `metrics`.
-pub async fn open_registry_metered(
-    settings: &Settings,
-    store: &Arc<dyn BoardStore>,
-    metrics: Option<&Metrics>,
-) -> Result<Arc<dyn TokenRegistry>, StartError> {
-    open_registry_with(
-        settings,
-        store,
-        metrics,
-        Some(corkboard_grants::LEDGER_CACHE_TTL),
-    )
-    .await
-}
-
+/// The configured token registry: for a long-running server (`metrics`
+/// and `ledger_cache` given) the embedded registry's short cache of live
+/// grants ([`corkboard_grants::LEDGER_CACHE_TTL`]) and the Redis
+/// registry's counters exported; the Redis registry's grant records signed
+/// with `record_keys`, the session keys (read from the settings when not
+/// given).
 async fn open_registry_with(
     settings: &Settings,
     store: &Arc<dyn BoardStore>,
     metrics: Option<&Metrics>,
     ledger_cache: Option<std::time::Duration>,
+    record_keys: Option<SessionKey>,
 ) -> Result<Arc<dyn TokenRegistry>, StartError> {
     match settings.registry {
         RegistryKind::Memory => {
@@ -482,7 +507,13 @@ async fn open_registry_with(
         }
         RegistryKind::Redis => {
             let urls: Vec<String> = settings.redis_urls();
-            let mut config = RedisRegistryConfig::new(urls);
+            // Grant records are signed with the replicas' session key (and
+            // verified under its previous ones), which Redis never sees.
+            let record_key = match record_keys {
+                Some(keys) => keys,
+                None => session_keys(settings, SecretPolicy::MustExist)?,
+            };
+            let mut config = RedisRegistryConfig::new(urls).with_record_key(record_key);
             config.key_prefix = settings.redis_key_prefix.clone();
             // Not `connect`: a Redis that is down at start-up must not stop
             // the process; requests fail closed until it answers (/readyz says so).
@@ -536,6 +567,17 @@ pub fn admin_verifier(
             .map_err(jwt("jwt_public_key_file"))?,
     };
     let mut config = AdminVerifierConfig::new(key);
+    for path in &settings.jwt_previous_key_files {
+        check_secret_mode("jwt_previous_key_files", path)?;
+        let previous = match settings.jwt_algorithm {
+            JwtAlgorithm::HS256 => VerifyingKey::hs256_secret_file(path),
+            JwtAlgorithm::RS256 => VerifyingKey::rs256_public_pem_file(path),
+            JwtAlgorithm::EdDSA => VerifyingKey::eddsa_public_pem_file(path),
+        };
+        config
+            .previous
+            .push(previous.map_err(jwt("jwt_previous_key_files"))?);
+    }
     config.issuer = settings.jwt_issuer.clone();
     config.audience = settings.jwt_audience.clone();
     AdminVerifier::new(config).map_err(jwt("jwt_algorithm"))
@@ -603,6 +645,56 @@ pub fn session_key(settings: &Settings, policy: SecretPolicy) -> Result<Vec<u8>,
     Ok(read_secret("session_key_file", &path)?)
 }
 
+/// The session key with the keys it replaced
+/// (`session_previous_key_files`): the newest signs, every one verifies.
+pub fn session_keys(settings: &Settings, policy: SecretPolicy) -> Result<SessionKey, StartError> {
+    let current = session_key(settings, policy)?;
+    let previous = settings
+        .session_previous_key_files
+        .iter()
+        .map(|path| read_secret("session_previous_key_files", path))
+        .collect::<Result<Vec<_>, _>>()?;
+    SessionKey::new(current)
+        .and_then(|key| key.with_previous(previous))
+        .map_err(|e| StartError::Setting {
+            key: "session_key_file",
+            reason: e.to_string(),
+        })
+}
+
+/// Reads the Redis TLS files (`redis_tls_*`) and installs them for every
+/// Redis client of the process (once; later calls find them installed).
+pub fn install_redis_tls(settings: &Settings) -> Result<(), StartError> {
+    if settings.redis_tls_ca_file.is_none() && settings.redis_tls_cert_file.is_none() {
+        return Ok(());
+    }
+    let read = |key: &'static str, path: &std::path::Path| {
+        std::fs::read(path).map_err(|e| StartError::Setting {
+            key,
+            reason: format!("cannot read {}: {e}", path.display()),
+        })
+    };
+    let ca_pem = match &settings.redis_tls_ca_file {
+        Some(path) => Some(read("redis_tls_ca_file", path)?),
+        None => None,
+    };
+    let client_pem = match (&settings.redis_tls_cert_file, &settings.redis_tls_key_file) {
+        (Some(cert), Some(key)) => {
+            // The private key is a secret file like the others.
+            check_secret_mode("redis_tls_key_file", key)?;
+            Some((
+                read("redis_tls_cert_file", cert)?,
+                read("redis_tls_key_file", key)?,
+            ))
+        }
+        _ => None,
+    };
+    // Already installed (a second opening in the same process): the same
+    // settings installed it.
+    let _ = corkboard_grants::install_redis_tls(RedisTls { ca_pem, client_pem });
+    Ok(())
+}
+
 /// Where ended legacy sessions are kept: in Redis when the registry is (so
 /// a DELETE on one replica ends the session on all), in memory otherwise.
 pub fn open_session_ends(settings: &Settings) -> Result<Arc<dyn SessionEnds>, StartError> {
@@ -628,11 +720,7 @@ pub fn open_session_ends(settings: &Settings) -> Result<Arc<dyn SessionEnds>, St
 /// MCP endpoint settings from the configuration. The host of `public_url`
 /// is always accepted, so a configured public name never trips the
 /// DNS-rebinding check.
-pub fn mcp_settings(settings: &Settings, session_key: &[u8]) -> Result<McpSettings, StartError> {
-    let key = SessionKey::new(session_key.to_vec()).map_err(|e| StartError::Setting {
-        key: "session_key_file",
-        reason: e.to_string(),
-    })?;
+pub fn mcp_settings(settings: &Settings, key: SessionKey) -> Result<McpSettings, StartError> {
     let mut mcp = McpSettings::new(key);
     mcp.allowed_origins = settings.allowed_origins.clone();
     mcp.allowed_hosts = settings.allowed_hosts.clone();
@@ -805,6 +893,10 @@ mod tests {
         assert_eq!(
             composed.call_timeout, upstream.call_timeout,
             "upstream_call_timeout_ms"
+        );
+        assert_eq!(
+            composed.tools_ttl, upstream.tools_ttl,
+            "upstream_tools_ttl_ms"
         );
         assert_eq!(
             composed.shares, upstream.shares,

@@ -3,6 +3,7 @@
 
 use crate::cli::ConfigArgs;
 use crate::compose::SecretPolicy;
+use crate::exit::{Kind, fail, usage};
 use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, Subcommand};
 use corkboard_board::{Capabilities, GrantId, RunId, TenantId};
@@ -15,11 +16,19 @@ use std::process::ExitCode;
 #[derive(Debug, Subcommand)]
 pub enum GrantCommand {
     /// Create a grant and print its token (shown once) and MCP client configuration.
+    #[command(after_help = "\
+Examples:
+  corkboard grant create --tenant acme --run run-1 --caps issues:read,issues:create
+  corkboard grant create --tenant acme --run run-1 --caps issues:read --mcp-config > board.json
+  corkboard grant create --tenant acme --run run-1 --caps issues:read --budgets create_issue=3 --json
+  corkboard grant create --server http://127.0.0.1:4891 --tenant acme --run run-1 --caps issues:read")]
     Create {
         #[command(flatten)]
         target: Target,
+        /// The tenant whose board the run may use.
         #[arg(long)]
         tenant: String,
+        /// The run the grant is for (1-64 of a-z, A-Z, 0-9, '-', '_', '.').
         #[arg(long)]
         run: String,
         /// Comma-separated: issues:read, issues:create, issues:update, comments:write, issues:claim.
@@ -33,10 +42,18 @@ pub enum GrantCommand {
         #[arg(long)]
         budgets: Option<String>,
         /// Print JSON instead of text.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "mcp_config")]
         json: bool,
+        /// Print only the agent's MCP client configuration (JSON, token
+        /// included), e.g. `> board.json` for `claude --mcp-config board.json`.
+        #[arg(long)]
+        mcp_config: bool,
     },
     /// Show one grant, with each budget's limit, used and remaining.
+    #[command(after_help = "\
+Examples:
+  corkboard grant get --tenant acme gr_01J9Z8Q4X2V6K3M5N7P9R1T3W5
+  corkboard grant get --tenant acme gr_01J9Z8Q4X2V6K3M5N7P9R1T3W5 --json")]
     Get {
         #[command(flatten)]
         target: Target,
@@ -45,22 +62,34 @@ pub enum GrantCommand {
         /// Its tenant (required with --server).
         #[arg(long)]
         tenant: Option<String>,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
     /// List the grants of a tenant (tokens are never shown again).
+    #[command(after_help = "\
+Examples:
+  corkboard grant list --tenant acme
+  corkboard grant list --tenant acme --run run-1 --json")]
     List {
         #[command(flatten)]
         target: Target,
+        /// The tenant whose grants to list.
         #[arg(long)]
         tenant: String,
+        /// Only the grants of this run.
         #[arg(long)]
         run: Option<String>,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Extend a live grant's expiry, keeping its token (bounded by the
     /// grant's maximum lifetime from its creation).
+    #[command(after_help = "\
+Examples:
+  corkboard grant renew --tenant acme gr_01J9Z8Q4X2V6K3M5N7P9R1T3W5 --extend-by 30m
+  corkboard grant renew --tenant acme gr_01J9Z8Q4X2V6K3M5N7P9R1T3W5 --expires-at 2026-12-01T18:00:00Z")]
     Renew {
         #[command(flatten)]
         target: Target,
@@ -79,32 +108,41 @@ pub enum GrantCommand {
         /// The new expiry, RFC 3339 (e.g. 2026-12-01T18:00:00Z).
         #[arg(long)]
         expires_at: Option<String>,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Revoke one grant, or every grant of a run (`--tenant T --run R`).
+    #[command(after_help = "\
+Examples:
+  corkboard grant revoke --tenant acme gr_01J9Z8Q4X2V6K3M5N7P9R1T3W5
+  corkboard grant revoke --tenant acme --run run-1")]
     Revoke {
         #[command(flatten)]
         target: Target,
         /// The grant to revoke.
         grant: Option<String>,
+        /// The tenant of the grant or run (required with --run, and with --server).
         #[arg(long)]
         tenant: Option<String>,
+        /// Revoke every grant of this run instead of one grant.
         #[arg(long)]
         run: Option<String>,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
 }
 
-/// Where grants live: a server's admin API, or the local data dir.
+/// Where the board lives: a server's admin API, or the local data dir
+/// (the one a running `serve` uses; never a new one).
 #[derive(Debug, Args)]
 pub struct Target {
     /// Admin API base URL (e.g. http://127.0.0.1:4891); the admin JWT comes from CORKBOARD_ADMIN_TOKEN.
-    #[arg(long, env = "CORKBOARD_SERVER")]
-    server: Option<String>,
+    #[arg(long, env = "CORKBOARD_SERVER", value_name = "URL")]
+    pub server: Option<String>,
     #[command(flatten)]
-    config: ConfigArgs,
+    pub config: ConfigArgs,
 }
 
 pub fn run(cmd: GrantCommand) -> Result<ExitCode> {
@@ -124,6 +162,7 @@ async fn run_async(cmd: GrantCommand) -> Result<ExitCode> {
             ttl,
             budgets,
             json,
+            mcp_config,
         } => {
             let tenant = TenantId::parse(tenant).context("--tenant")?;
             let run = RunId::parse(run).context("--run")?;
@@ -145,7 +184,7 @@ async fn run_async(cmd: GrantCommand) -> Result<ExitCode> {
                         .await?
                 }
                 None => {
-                    let state = local_state(&target).await?;
+                    let state = local_state(&target.config).await?;
                     let issued = state
                         .grants
                         .issue(GrantRequest {
@@ -160,6 +199,10 @@ async fn run_async(cmd: GrantCommand) -> Result<ExitCode> {
                     state.issued_grant_json(&issued)
                 }
             };
+            if mcp_config {
+                println_json(&out["mcp_config"])?;
+                return Ok(ExitCode::SUCCESS);
+            }
             print_created(&out, json)
         }
         GrantCommand::List {
@@ -179,7 +222,7 @@ async fn run_async(cmd: GrantCommand) -> Result<ExitCode> {
                     remote.call(reqwest::Method::GET, &path, None).await?
                 }
                 None => {
-                    let state = local_state(&target).await?;
+                    let state = local_state(&target.config).await?;
                     let events = state
                         .store
                         .list_grants(&tenant, run.as_ref(), None, 200)
@@ -225,7 +268,7 @@ async fn run_async(cmd: GrantCommand) -> Result<ExitCode> {
             let out = match Remote::from_target(&target)? {
                 Some(remote) => {
                     let tenant =
-                        tenant.ok_or_else(|| anyhow!("--tenant is required with --server"))?;
+                        tenant.ok_or_else(|| usage("--tenant is required with --server"))?;
                     let tenant = TenantId::parse(tenant).context("--tenant")?;
                     remote
                         .call(
@@ -236,7 +279,7 @@ async fn run_async(cmd: GrantCommand) -> Result<ExitCode> {
                         .await?
                 }
                 None => {
-                    let state = local_state(&target).await?;
+                    let state = local_state(&target.config).await?;
                     let event = state.store.grant(&id).await?;
                     local_grant_json(&state, &event).await?
                 }
@@ -271,7 +314,7 @@ async fn run_async(cmd: GrantCommand) -> Result<ExitCode> {
             let out = match Remote::from_target(&target)? {
                 Some(remote) => {
                     let tenant =
-                        tenant.ok_or_else(|| anyhow!("--tenant is required with --server"))?;
+                        tenant.ok_or_else(|| usage("--tenant is required with --server"))?;
                     let tenant = TenantId::parse(tenant).context("--tenant")?;
                     let body = match (&extend_by, &expires_at) {
                         (Some(by), _) => json!({ "extend_by": by }),
@@ -292,12 +335,12 @@ async fn run_async(cmd: GrantCommand) -> Result<ExitCode> {
                         ),
                         (None, Some(at)) => Renewal::Until(
                             corkboard_board::Timestamp::parse_rfc3339(&at).ok_or_else(|| {
-                                anyhow!("--expires-at: expected an RFC 3339 instant")
+                                usage("--expires-at: expected an RFC 3339 instant")
                             })?,
                         ),
-                        (None, None) => bail!("give --extend-by or --expires-at"),
+                        (None, None) => return Err(usage("give --extend-by or --expires-at")),
                     };
-                    let state = local_state(&target).await?;
+                    let state = local_state(&target.config).await?;
                     let event = state.grants.renew(&id, how).await?;
                     json!({ "id": event.grant.id, "run": event.grant.run, "expires_at": event.grant.expires_at })
                 }
@@ -321,14 +364,16 @@ async fn run_async(cmd: GrantCommand) -> Result<ExitCode> {
             json,
         } => {
             let out = match (grant, run) {
-                (Some(_), Some(_)) => bail!("give either a GRANT_ID or --run, not both"),
-                (None, None) => bail!("give a GRANT_ID, or --tenant T --run R"),
+                (Some(_), Some(_)) => {
+                    return Err(usage("give either a GRANT_ID or --run, not both"));
+                }
+                (None, None) => return Err(usage("give a GRANT_ID, or --tenant T --run R")),
                 (Some(grant), None) => {
                     let id = GrantId::parse(grant).context("GRANT_ID")?;
                     match Remote::from_target(&target)? {
                         Some(remote) => {
                             let tenant = tenant
-                                .ok_or_else(|| anyhow!("--tenant is required with --server"))?;
+                                .ok_or_else(|| usage("--tenant is required with --server"))?;
                             let tenant = TenantId::parse(tenant).context("--tenant")?;
                             remote
                                 .call(
@@ -339,15 +384,14 @@ async fn run_async(cmd: GrantCommand) -> Result<ExitCode> {
                                 .await?
                         }
                         None => {
-                            let state = local_state(&target).await?;
+                            let state = local_state(&target.config).await?;
                             let event = state.grants.revoke(&id, "local").await?;
                             json!({ "id": event.grant.id, "run": event.grant.run, "revoked_at": event.revoked_at })
                         }
                     }
                 }
                 (None, Some(run)) => {
-                    let tenant =
-                        tenant.ok_or_else(|| anyhow!("--tenant is required with --run"))?;
+                    let tenant = tenant.ok_or_else(|| usage("--tenant is required with --run"))?;
                     let tenant = TenantId::parse(tenant).context("--tenant")?;
                     let run = RunId::parse(run).context("--run")?;
                     match Remote::from_target(&target)? {
@@ -361,7 +405,7 @@ async fn run_async(cmd: GrantCommand) -> Result<ExitCode> {
                                 .await?
                         }
                         None => {
-                            let state = local_state(&target).await?;
+                            let state = local_state(&target.config).await?;
                             let events = state.grants.revoke_run(&tenant, &run, "local").await?;
                             json!({ "run": run, "revoked": events.iter().map(|e| json!({"id": e.grant.id})).collect::<Vec<_>>() })
                         }
@@ -475,18 +519,19 @@ fn print_created(out: &Value, json: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Where `corkboard serve` records the URL it serves on.
-pub fn served_url_path(data_dir: &std::path::Path) -> std::path::PathBuf {
-    data_dir.join("serve.url")
-}
-
-async fn local_state(target: &Target) -> Result<AppState> {
-    let mut settings = target.config.load()?;
+/// The board of the data dir, as the `serve` running on it sees it: URLs
+/// it prints are that server's (its record, trusted only while it runs).
+/// A data dir without a board is refused, never made.
+pub(crate) async fn local_state(config: &ConfigArgs) -> Result<AppState> {
+    let mut settings = config.load()?;
+    crate::datadir::require_board(&settings)?;
     if settings.public_url.is_none()
-        && let Ok(url) = std::fs::read_to_string(served_url_path(&settings.data_dir))
+        && let Some(url) = crate::datadir::running_serve(&settings.data_dir).and_then(|h| h.url)
     {
-        settings.public_url = Some(url.trim().to_owned());
+        settings.public_url = Some(url);
     }
+    // The board exists (`serve` or an in-process `corkboard run` made it);
+    // secrets a board made by `run` lacks are made beside it, as before.
     Ok(crate::compose::app_state(settings, SecretPolicy::CreateIfMissing).await?)
 }
 
@@ -504,7 +549,7 @@ pub struct Remote {
 }
 
 impl Remote {
-    fn from_target(target: &Target) -> Result<Option<Self>> {
+    pub(crate) fn from_target(target: &Target) -> Result<Option<Self>> {
         target.server.as_deref().map(Self::new).transpose()
     }
 
@@ -513,8 +558,12 @@ impl Remote {
     /// roots (rustls, the workspace's one TLS stack) plus the PEM
     /// certificates in `CORKBOARD_SERVER_CA_FILE`, for a private CA.
     pub fn new(base: &str) -> Result<Self> {
-        let token = std::env::var(ADMIN_TOKEN_ENV)
-            .map_err(|_| anyhow!("--server needs an admin JWT in CORKBOARD_ADMIN_TOKEN (mint one with `corkboard admin token`)"))?;
+        let token = std::env::var(ADMIN_TOKEN_ENV).map_err(|_| {
+            fail(
+                Kind::Auth,
+                "--server needs an admin JWT in CORKBOARD_ADMIN_TOKEN (mint one with `corkboard admin token`)",
+            )
+        })?;
         let mut client = reqwest::Client::builder().timeout(std::time::Duration::from_secs(30));
         if let Some(path) = std::env::var_os(SERVER_CA_FILE_ENV) {
             let pem = std::fs::read(&path).with_context(|| {
@@ -559,7 +608,7 @@ impl Remote {
             return Ok(value);
         }
         if value["error"]["code"].is_string() {
-            bail!("{}", refusal_text(status, &value));
+            return Err(fail(Kind::of_status(status), refusal_text(status, &value)));
         }
         // Not our envelope: whatever answered is not the corkboard API
         // this command needs.
@@ -653,7 +702,9 @@ fn server_base(raw: &str) -> Result<String> {
         matches!(url.scheme(), "http" | "https") && url.host_str().is_some_and(|h| !h.is_empty())
     });
     if usable.is_none() {
-        bail!("--server must be an absolute URL such as http://127.0.0.1:8080 (got {raw:?})");
+        return Err(usage(format!(
+            "--server must be an absolute URL such as http://127.0.0.1:8080 (got {raw:?})"
+        )));
     }
     Ok(raw.trim_end_matches('/').to_owned())
 }

@@ -6,8 +6,8 @@
 //! means lives in `corkboard-server` and `corkboard-gateway`.
 //!
 //! In detail: The `corkboard` binary: argument parsing, listeners, signals,
-//! exit codes; `serve`, `server`, `runner`, `run`, `grant`, `admin`, `mcp
-//! stdio`. The composition root (`compose.rs`): which store, registry, secrets,
+//! exit codes (`exit.rs`); `serve`, `server`, `runner`, `run`, `grant`, `issue`,
+//! `admin`, `mcp stdio`, `completions`, `man`. The composition root (`compose.rs`): which store, registry, secrets,
 //! session store and rate limiter a configuration selects, handed as parts to
 //! `AppState::new` and `Runner::start`. Its test targets are the black-box
 //! tests in the top-level `tests/` (`tests/codemap.rs` checks this table
@@ -16,9 +16,13 @@
 #![forbid(unsafe_code)]
 
 mod admin_cmd;
+mod approval_cmd;
 mod cli;
 mod compose;
+mod datadir;
+mod exit;
 mod grant_cmd;
+mod issue_cmd;
 mod logging;
 mod run_cmd;
 mod run_renew;
@@ -42,7 +46,7 @@ fn main() -> ExitCode {
         Err(err) => {
             // `{:#}` prints the whole context chain on one line.
             eprintln!("error: {err:#}");
-            ExitCode::from(2)
+            exit::classify(&err).exit_code()
         }
     }
 }

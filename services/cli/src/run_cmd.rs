@@ -31,6 +31,7 @@ use std::time::Duration;
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
+    /// The tenant whose board the run writes to.
     #[arg(long)]
     tenant: String,
     /// Run id [default: run-<ulid>].

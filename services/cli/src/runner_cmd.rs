@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 pub fn run(args: RoleArgs) -> Result<ExitCode> {
     let started = Instant::now();
-    let mut settings = args.config.load()?;
+    let mut settings = args.load()?;
     if args.check_config {
         return crate::serve_cmd::check_config(&settings, true);
     }
@@ -47,6 +47,8 @@ pub fn run(args: RoleArgs) -> Result<ExitCode> {
             );
         let workers = conn::http_workers();
         let on_connect = cap.clone();
+        let metrics_server = crate::serve_cmd::metrics_listener(&state)?;
+        let separate_metrics = metrics_server.is_some();
         let server = HttpServer::new(move || {
             let api = api.clone();
             App::new()
@@ -59,7 +61,11 @@ pub fn run(args: RoleArgs) -> Result<ExitCode> {
                 .app_data(authenticator.clone())
                 .configure(move |cfg| api.configure(cfg))
                 .configure(corkboard_server::health::configure)
-                .configure(corkboard_server::metrics_route)
+                .configure(move |cfg| {
+                    if !separate_metrics {
+                        corkboard_server::metrics_route(cfg);
+                    }
+                })
         })
         .tcp_nodelay(true)
         .workers(workers)
@@ -69,7 +75,7 @@ pub fn run(args: RoleArgs) -> Result<ExitCode> {
         .on_connect(move |io, extensions| on_connect.on_connect(io, extensions))
         .listen(listener)
         .context("listen: cannot serve on the bound socket")?
-        .shutdown_timeout(10)
+        .shutdown_timeout(crate::signals::ShutdownPlan::of(settings).http.as_secs())
         .run();
         {
             let mut out = std::io::stdout().lock();
@@ -79,12 +85,18 @@ pub fn run(args: RoleArgs) -> Result<ExitCode> {
             }
             let _ = out.flush();
         }
+        if let Some((_, addr)) = &metrics_server {
+            crate::serve_cmd::announce_metrics(*addr);
+        }
         tracing::info!(
             address = %bound,
             startup_ms = started.elapsed().as_millis() as u64,
             "runner ready"
         );
         server.await.context("HTTP server failed")?;
+        if let Some((handle, _)) = metrics_server {
+            handle.stop(true).await;
+        }
         runner.shutdown().await;
         state.audit.close().await;
         tracing::info!("stopped");

@@ -61,6 +61,10 @@ const NO_TOKEN: &str =
 pub enum McpCommand {
     /// Serve the board's MCP tools on stdin/stdout (newline-delimited JSON-RPC) for a
     /// local agent; the grant comes from CORKBOARD_TOKEN.
+    #[command(after_help = "\
+Examples:
+  CORKBOARD_TOKEN=cbr_... corkboard mcp stdio
+  CORKBOARD_TOKEN=cbr_... corkboard mcp stdio --server http://127.0.0.1:4891")]
     Stdio(StdioArgs),
 }
 
@@ -71,7 +75,7 @@ pub struct StdioArgs {
     /// Relay to a running corkboard's MCP endpoint (base URL such as
     /// http://127.0.0.1:4891, or a full MCP URL ending in /mcp) instead of opening
     /// the data dir.
-    #[arg(long, env = "CORKBOARD_SERVER")]
+    #[arg(long, env = "CORKBOARD_SERVER", value_name = "URL")]
     pub server: Option<String>,
 }
 
@@ -177,6 +181,8 @@ where
     R: AsyncBufRead + Unpin,
     W: AsyncWrite + Unpin,
 {
+    // The board `serve` made, never a new empty one.
+    crate::datadir::require_board(settings)?;
     let store = open_store(settings).await?;
     let registry = open_registry(settings, &store).await?;
     let audit = AuditWriter::spawn(store.clone());

@@ -19,6 +19,7 @@
 #![forbid(unsafe_code)]
 
 mod error;
+pub mod reference;
 pub mod secrets;
 pub mod settings;
 
@@ -26,5 +27,5 @@ pub use error::ConfigError;
 pub use secrets::{check_secret_mode, ensure_secret, private_dir, read_secret, write_private};
 pub use settings::{
     ForwardedHeader, GatewayMode, JwtAlgorithm, LogFormat, RegistryKind, Secret, Settings,
-    StoreKind, UnknownEnvVar,
+    StoreKind, UnknownEnvVar, default_data_dir,
 };

@@ -8,13 +8,14 @@
 use crate::error::ConfigError;
 use figment::Figment;
 use figment::providers::{Format, Serialized, Toml};
+use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 /// Where issues, grants and audit records live.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum StoreKind {
     Sqlite,
@@ -22,7 +23,7 @@ pub enum StoreKind {
 }
 
 /// Where run tokens are resolved.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum RegistryKind {
     /// In-process, reading through the board store's grant ledger.
@@ -31,14 +32,14 @@ pub enum RegistryKind {
     Redis,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum JwtAlgorithm {
     HS256,
     RS256,
     EdDSA,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum LogFormat {
     /// Text on a terminal, JSON otherwise.
@@ -48,7 +49,7 @@ pub enum LogFormat {
 }
 
 /// How per-run gateways listen.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum GatewayMode {
     /// One port per run on `gateway_bind`, advertised as `gateway_advertise`.
@@ -58,7 +59,7 @@ pub enum GatewayMode {
 }
 
 /// The header a trusted proxy names its client in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum ForwardedHeader {
     #[serde(rename = "x-forwarded-for")]
     XForwardedFor,
@@ -93,6 +94,18 @@ impl Serialize for Secret {
     }
 }
 
+/// A secret is a string in the configuration; the reference says it is
+/// one (`writeOnly`), and its default is never a value.
+impl JsonSchema for Secret {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Secret".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({ "type": "string", "writeOnly": true })
+    }
+}
+
 impl<'de> Deserialize<'de> for Secret {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         String::deserialize(deserializer).map(Secret)
@@ -101,20 +114,27 @@ impl<'de> Deserialize<'de> for Secret {
 
 /// Every setting of every role. Field names are the config-file keys; the
 /// environment variable is `CORKBOARD_` + the key in upper case.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Settings {
     /// HTTP listen address (API, web board, studio MCP, health, metrics).
     pub listen: SocketAddr,
-    /// Embedded data: SQLite board, signing secrets.
+    /// Embedded data: SQLite board, signing secrets. Defaults to one
+    /// directory per user ([`default_data_dir`]), whatever the working
+    /// directory; made absolute on load, so every command and every printed
+    /// path names the same board.
     pub data_dir: PathBuf,
     pub store: StoreKind,
+    /// MongoDB connection string (`store = "mongodb"`), credentials included.
     pub mongodb_uri: Option<Secret>,
+    /// The MongoDB database holding every tenant's collections.
     pub mongodb_database: String,
     pub registry: RegistryKind,
     /// One URL, or several comma-separated URLs for Redis Cluster nodes.
     pub redis_url: Option<Secret>,
+    /// Prefix of every Redis key (several installations may share one Redis).
     pub redis_key_prefix: String,
+    /// How admin JWTs are signed: `HS256` with a shared secret, or `RS256`/`EdDSA` with a key pair.
     pub jwt_algorithm: JwtAlgorithm,
     /// HS256 secret; defaults to `<data_dir>/jwt.secret`, created on first start by `serve`.
     pub jwt_secret_file: Option<PathBuf>,
@@ -122,7 +142,9 @@ pub struct Settings {
     pub jwt_public_key_file: Option<PathBuf>,
     /// RS256/EdDSA private key (PEM), only for `corkboard admin token`.
     pub jwt_private_key_file: Option<PathBuf>,
+    /// The `iss` admin JWTs must carry.
     pub jwt_issuer: String,
+    /// The `aud` admin JWTs must carry.
     pub jwt_audience: String,
     /// HMAC key for MCP session ids; shared by every replica. Defaults to
     /// `<data_dir>/session.key`, created on first start by `serve`.
@@ -132,7 +154,9 @@ pub struct Settings {
     /// the runners that call them. Defaults to `<data_dir>/upstream.key`,
     /// created on first start by `serve`; without it, upstreams are off.
     pub upstream_key_file: Option<PathBuf>,
+    /// OTLP/HTTP endpoint traces are exported to (`http://collector:4318`); none: no export.
     pub otlp_endpoint: Option<String>,
+    /// Log line format on stderr.
     pub log_format: LogFormat,
     /// Base URL clients use to reach this server (for MCP URLs in grant output).
     pub public_url: Option<String>,
@@ -149,7 +173,9 @@ pub struct Settings {
     pub allowed_origins: Vec<String>,
     /// Host names MCP endpoints accept besides loopback names.
     pub allowed_hosts: Vec<String>,
+    /// MCP requests one run may make per second (on every replica together with the Redis registry).
     pub rate_limit_per_second: u32,
+    /// The most requests a run may make in one burst (the size of its token bucket, refilled at `rate_limit_per_second`).
     pub rate_limit_burst: u32,
     /// Largest MCP request body, in bytes.
     pub max_body_bytes: usize,
@@ -245,6 +271,10 @@ pub struct Settings {
     /// Longest time listing an upstream's tools may take (every page,
     /// negotiation included), in ms.
     pub upstream_list_timeout_ms: u64,
+    /// How long a runner uses an upstream's tool list before listing it
+    /// again, in ms: also how soon a changed tool definition is seen (and
+    /// held back until approved).
+    pub upstream_tools_ttl_ms: u64,
     /// Longest time one upstream tool call may take, from sending it to the
     /// last byte of its answer, in ms (calls that relay requests to the
     /// agent have 300 s: a person may be answering).
@@ -270,13 +300,72 @@ pub struct Settings {
     /// run asking for less gets less. Checked at start-up (`cli`'s compose,
     /// which knows the budget names).
     pub run_budgets: String,
+    /// Session keys `session_key_file` replaced: still accepted (session
+    /// ids, sealed relay values, the registry's grant records), never
+    /// used to sign. A rotation lists the old key here until what it
+    /// signed has expired.
+    pub session_previous_key_files: Vec<PathBuf>,
+    /// Admin JWT keys the current one replaced (HS256 secrets, or RS256 /
+    /// EdDSA public keys, for the same `jwt_algorithm`): tokens they
+    /// signed are still accepted.
+    pub jwt_previous_key_files: Vec<PathBuf>,
+    /// Upstream keys `upstream_key_file` replaced: credentials and webhook
+    /// secrets sealed with them still open; new ones are sealed with the
+    /// current key.
+    pub upstream_previous_key_files: Vec<PathBuf>,
+    /// PEM CA certificate(s) a `rediss://` server's certificate must chain
+    /// to (a private CA); unset: the system's roots.
+    pub redis_tls_ca_file: Option<PathBuf>,
+    /// PEM client certificate for a `rediss://` server that asks for one
+    /// (with `redis_tls_key_file`).
+    pub redis_tls_cert_file: Option<PathBuf>,
+    /// PEM private key of `redis_tls_cert_file`.
+    pub redis_tls_key_file: Option<PathBuf>,
+    /// PEM CA certificate(s) MongoDB's certificate must chain to (a
+    /// private CA); turns TLS on for the connection.
+    pub mongodb_tls_ca_file: Option<PathBuf>,
+    /// Time this process has from SIGTERM until it is killed, in ms (in
+    /// Kubernetes: the pod's grace period minus its preStop sleep). Unset:
+    /// the fixed drains of before (HTTP 10 s, runs 5 s + 1 s, gateway
+    /// port 5 s). Set: every drain deadline is derived from it so that the
+    /// worst case, audit flush included, ends within it (`cli`'s
+    /// `signals.rs`). At least 10000.
+    pub shutdown_grace_ms: Option<u64>,
+    /// Serve `/metrics` on this address alone (off the API listener, so
+    /// an Ingress or a sandbox reaching the API never reaches metrics).
+    /// Unset: `/metrics` stays on `listen`.
+    pub metrics_listen: Option<SocketAddr>,
+}
+
+/// The data dir when none is configured: `$XDG_DATA_HOME/corkboard`, else
+/// `$HOME/.local/share/corkboard`, else `.corkboard` of the working
+/// directory (made absolute on load). One per user, so a client command run
+/// from another directory finds the board `serve` made instead of making a
+/// second one.
+pub fn default_data_dir(
+    xdg_data_home: Option<&std::ffi::OsStr>,
+    home: Option<&std::ffi::OsStr>,
+) -> PathBuf {
+    // The XDG rule: a relative value is invalid and ignored.
+    let absolute =
+        |dir: Option<&std::ffi::OsStr>| dir.map(PathBuf::from).filter(|p| p.is_absolute());
+    if let Some(base) = absolute(xdg_data_home) {
+        return base.join("corkboard");
+    }
+    if let Some(home) = absolute(home) {
+        return home.join(".local/share/corkboard");
+    }
+    PathBuf::from(".corkboard")
 }
 
 impl Default for Settings {
     fn default() -> Self {
         Self {
             listen: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 4891),
-            data_dir: PathBuf::from(".corkboard"),
+            data_dir: default_data_dir(
+                std::env::var_os("XDG_DATA_HOME").as_deref(),
+                std::env::var_os("HOME").as_deref(),
+            ),
             store: StoreKind::Sqlite,
             mongodb_uri: None,
             mongodb_database: "corkboard".into(),
@@ -344,6 +433,7 @@ impl Default for Settings {
             // which this crate sits below; cli's `compose` tests check them.
             upstream_max_answer_bytes: 4 * 1024 * 1024,
             upstream_list_timeout_ms: 5_000,
+            upstream_tools_ttl_ms: 60_000,
             upstream_call_timeout_ms: 30_000,
             // Copies of `corkboard_upstream::RelayShares`' defaults: a
             // tenant a quarter of each table, a run about a sixteenth.
@@ -353,6 +443,15 @@ impl Default for Settings {
             upstream_tenant_share_pct: 25,
             upstream_run_share_pct: 6,
             run_budgets: String::new(),
+            session_previous_key_files: Vec::new(),
+            jwt_previous_key_files: Vec::new(),
+            upstream_previous_key_files: Vec::new(),
+            redis_tls_ca_file: None,
+            redis_tls_cert_file: None,
+            redis_tls_key_file: None,
+            mongodb_tls_ca_file: None,
+            shutdown_grace_ms: None,
+            metrics_listen: None,
         }
     }
 }
@@ -406,6 +505,9 @@ const LIST_KEYS: &[&str] = &[
     "webhook_allowed_hosts",
     "egress_allow",
     "trusted_proxies",
+    "session_previous_key_files",
+    "jwt_previous_key_files",
+    "upstream_previous_key_files",
 ];
 
 impl Settings {
@@ -521,6 +623,14 @@ impl Settings {
                 ConfigError::Key { key, reason }
             }
         })?;
+        let mut settings = settings;
+        // Absolute once, here: a relative path would name another board in
+        // another working directory, and printed paths would not say which.
+        settings.data_dir =
+            std::path::absolute(&settings.data_dir).map_err(|e| ConfigError::Key {
+                key: "data_dir".into(),
+                reason: format!("cannot make {} absolute: {e}", settings.data_dir.display()),
+            })?;
         settings.check()?;
         Ok(settings)
     }
@@ -609,6 +719,9 @@ impl Settings {
         if self.upstream_max_answer_bytes < 65_536 {
             return Err(key("upstream_max_answer_bytes", "must be at least 65536"));
         }
+        if self.upstream_tools_ttl_ms == 0 {
+            return Err(key("upstream_tools_ttl_ms", "must be at least 1"));
+        }
         if self.upstream_list_timeout_ms == 0 || self.upstream_call_timeout_ms == 0 {
             return Err(key(
                 "upstream_call_timeout_ms",
@@ -669,6 +782,32 @@ impl Settings {
         {
             return Err(key("public_url", "must start with http:// or https://"));
         }
+        if self.redis_tls_cert_file.is_some() != self.redis_tls_key_file.is_some() {
+            return Err(key(
+                "redis_tls_cert_file",
+                "needs redis_tls_key_file, and the other way round",
+            ));
+        }
+        let tls_material = self.redis_tls_ca_file.is_some() || self.redis_tls_cert_file.is_some();
+        if tls_material
+            && !self
+                .redis_urls()
+                .iter()
+                .all(|url| url.starts_with("rediss://"))
+        {
+            return Err(key(
+                "redis_tls_ca_file",
+                "is for rediss:// URLs only: redis_url must use rediss:// (a redis:// URL would send everything in clear)",
+            ));
+        }
+        if let Some(grace) = self.shutdown_grace_ms
+            && grace < 10_000
+        {
+            return Err(key(
+                "shutdown_grace_ms",
+                "must be at least 10000 (the drains and the audit flush need it)",
+            ));
+        }
         Ok(())
     }
 
@@ -685,6 +824,26 @@ impl Settings {
                     .collect()
             })
             .unwrap_or_default()
+    }
+
+    /// The base URL this process hands out (sign-in links, MCP URLs):
+    /// `public_url`, else the listen address, with an unspecified address
+    /// (`0.0.0.0`, `::`) replaced by loopback: a URL naming "every address"
+    /// reaches nothing. Set `public_url` for clients on other machines.
+    pub fn advertised_url(&self) -> String {
+        match &self.public_url {
+            Some(url) => url.trim_end_matches('/').to_owned(),
+            None => {
+                let mut addr = self.listen;
+                if addr.ip().is_unspecified() {
+                    addr.set_ip(match addr.ip() {
+                        IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::LOCALHOST),
+                        IpAddr::V6(_) => IpAddr::V6(std::net::Ipv6Addr::LOCALHOST),
+                    });
+                }
+                format!("http://{addr}")
+            }
+        }
     }
 
     pub fn jwt_secret_path(&self) -> PathBuf {
@@ -739,6 +898,53 @@ fn coerce(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_default_data_dir_is_per_user_and_absolute() {
+        let os = |s: &'static str| Some(std::ffi::OsStr::new(s));
+        assert_eq!(
+            default_data_dir(os("/x/data"), os("/home/ann")),
+            PathBuf::from("/x/data/corkboard")
+        );
+        assert_eq!(
+            default_data_dir(None, os("/home/ann")),
+            PathBuf::from("/home/ann/.local/share/corkboard")
+        );
+        // A relative XDG_DATA_HOME is ignored, as the XDG rules say.
+        assert_eq!(
+            default_data_dir(os("rel"), os("/home/ann")),
+            PathBuf::from("/home/ann/.local/share/corkboard")
+        );
+        assert_eq!(default_data_dir(None, None), PathBuf::from(".corkboard"));
+    }
+
+    #[test]
+    fn a_relative_data_dir_is_made_absolute_on_load() {
+        let mut flags = serde_json::Map::new();
+        flags.insert("data_dir".into(), "rel/board".into());
+        let s = Settings::load_with_env(None, flags, Vec::new()).unwrap();
+        assert!(s.data_dir.is_absolute(), "{}", s.data_dir.display());
+        assert!(s.data_dir.ends_with("rel/board"));
+        assert_eq!(
+            s.data_dir,
+            std::env::current_dir().unwrap().join("rel/board")
+        );
+    }
+
+    #[test]
+    fn an_unspecified_listen_address_is_advertised_as_loopback() {
+        let mut s = Settings {
+            listen: "0.0.0.0:4891".parse().unwrap(),
+            ..Settings::default()
+        };
+        assert_eq!(s.advertised_url(), "http://127.0.0.1:4891");
+        s.listen = "[::]:80".parse().unwrap();
+        assert_eq!(s.advertised_url(), "http://[::1]:80");
+        s.listen = "10.0.0.5:80".parse().unwrap();
+        assert_eq!(s.advertised_url(), "http://10.0.0.5:80");
+        s.public_url = Some("https://board.example/".into());
+        assert_eq!(s.advertised_url(), "https://board.example");
+    }
 
     #[test]
     fn unknown_corkboard_variables_are_named_with_the_nearest_known_one() {
@@ -942,5 +1148,56 @@ mod tests {
         assert!(!format!("{s:?}").contains("hunter2"));
         assert!(!s.to_redacted_toml().contains("hunter2"));
         assert_eq!(s.mongodb_uri.unwrap().expose(), "mongodb://user:hunter2@db");
+    }
+
+    #[test]
+    fn redis_tls_files_need_rediss_urls_and_a_client_certificate_needs_its_key() {
+        let load = |pairs: &[(&str, &str)]| {
+            Settings::load_with_env(None, Default::default(), env(pairs)).map_err(|e| e.to_string())
+        };
+        let err = load(&[
+            ("CORKBOARD_REDIS_URL", "redis://cache:6379/"),
+            ("CORKBOARD_REDIS_TLS_CA_FILE", "/ca.pem"),
+        ])
+        .unwrap_err();
+        assert!(err.contains("rediss://"), "{err}");
+        let err = load(&[
+            ("CORKBOARD_REDIS_URL", "rediss://cache:6379/"),
+            ("CORKBOARD_REDIS_TLS_CERT_FILE", "/client.pem"),
+        ])
+        .unwrap_err();
+        assert!(err.contains("redis_tls_key_file"), "{err}");
+        load(&[
+            ("CORKBOARD_REDIS_URL", "rediss://a:6379/,rediss://b:6379/"),
+            ("CORKBOARD_REDIS_TLS_CA_FILE", "/ca.pem"),
+            ("CORKBOARD_REDIS_TLS_CERT_FILE", "/client.pem"),
+            ("CORKBOARD_REDIS_TLS_KEY_FILE", "/client.key"),
+        ])
+        .unwrap();
+    }
+
+    #[test]
+    fn previous_keys_are_lists_and_the_shutdown_grace_has_a_floor() {
+        let s = Settings::load_with_env(
+            None,
+            Default::default(),
+            env(&[
+                ("CORKBOARD_SESSION_PREVIOUS_KEY_FILES", "/a, /b"),
+                ("CORKBOARD_SHUTDOWN_GRACE_MS", "25000"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(
+            s.session_previous_key_files,
+            [PathBuf::from("/a"), PathBuf::from("/b")]
+        );
+        assert_eq!(s.shutdown_grace_ms, Some(25_000));
+        let err = Settings::load_with_env(
+            None,
+            Default::default(),
+            env(&[("CORKBOARD_SHUTDOWN_GRACE_MS", "9999")]),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("shutdown_grace_ms"), "{err}");
     }
 }

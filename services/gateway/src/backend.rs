@@ -22,6 +22,7 @@ use corkboard_mcp::{
     ClientResponse, Peer, Principal, RefusedCall, RpcError, ServerIdentity, ToolBackend, ToolCall,
     ToolOutput, ToolSet,
 };
+use corkboard_tools::Gate;
 use corkboard_upstream::UpstreamView;
 use std::sync::Arc;
 
@@ -128,9 +129,19 @@ impl ToolBackend for GatewayBackend {
 
     async fn call_tool(&self, principal: &RunPrincipal, call: ToolCall<'_>) -> ToolOutput {
         if let (Some(view), Some(upstreams)) = (&principal.upstream, principal.binding.upstreams())
-            && let Some(output) = upstreams.call(view, &principal.grant, &call).await
         {
-            return output;
+            // An upstream's tool (`<upstream>__<tool>`; board tools have no
+            // `__`) passes the approval gate here, a board tool in its own
+            // backend: the one gate, each call asked once.
+            if call.name.contains("__")
+                && let Some(gate) = principal.binding.approvals()
+                && let Gate::Answer(output) = gate.check(principal.grant(), &call).await
+            {
+                return output;
+            }
+            if let Some(output) = upstreams.call(view, &principal.grant, &call).await {
+                return output;
+            }
         }
         principal
             .binding

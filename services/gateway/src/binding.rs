@@ -15,7 +15,7 @@ use corkboard_board::IssueStore;
 use corkboard_grants::ResolvedGrant;
 use corkboard_grants::TokenRegistry;
 use corkboard_mcp::{RefusedCall, ToolBackend, ToolCall, ToolOutput, ToolSet};
-use corkboard_tools::{BoardTool, BoardTools};
+use corkboard_tools::{ApprovalGate, BoardTool, BoardTools};
 use corkboard_upstream::Upstreams;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -62,6 +62,7 @@ pub struct Binding {
     registry: Arc<dyn TokenRegistry>,
     tools: BoardTools,
     upstreams: Option<Arc<Upstreams>>,
+    approvals: Option<Arc<ApprovalGate>>,
 }
 
 impl std::fmt::Debug for Binding {
@@ -85,6 +86,7 @@ impl Binding {
             registry,
             tools,
             upstreams: None,
+            approvals: None,
         }
     }
 
@@ -119,6 +121,13 @@ impl Binding {
         self
     }
 
+    /// Reads each tenant's choice for credentials in board writes from
+    /// `policies` (see [`BoardTools::with_secret_policies`]).
+    pub fn with_secret_policies(mut self, policies: Arc<corkboard_tools::SecretPolicies>) -> Self {
+        self.tools = self.tools.with_secret_policies(policies);
+        self
+    }
+
     /// Counts this binding's tool calls in `metrics`.
     pub fn with_metrics(mut self, metrics: corkboard_telemetry::Metrics) -> Self {
         self.tools = self.tools.with_metrics(metrics);
@@ -131,6 +140,20 @@ impl Binding {
     pub fn with_upstreams(mut self, upstreams: Arc<Upstreams>) -> Self {
         self.upstreams = Some(upstreams);
         self
+    }
+
+    /// Asks `gate` before every board and upstream tool call whether it must
+    /// wait for a person's approval (board calls: [`BoardTools::with_approvals`];
+    /// upstream calls: [`Binding::approvals`], asked by the gateway backend).
+    pub fn with_approvals(mut self, gate: Arc<ApprovalGate>) -> Self {
+        self.tools = self.tools.with_approvals(gate.clone());
+        self.approvals = Some(gate);
+        self
+    }
+
+    /// The approval gate, when configured.
+    pub fn approvals(&self) -> Option<&Arc<ApprovalGate>> {
+        self.approvals.as_ref()
     }
 
     /// The upstream servers, when configured.

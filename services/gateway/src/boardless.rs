@@ -5,8 +5,8 @@
 
 use async_trait::async_trait;
 use corkboard_board::{
-    Grant, GrantEvent, GrantId, GrantLedger, GrantPolicy, IssueStore, RunId, StoreDecorator,
-    StoreError, TenantId, Timestamp,
+    ApprovalId, ApprovalItem, ApprovalStatus, Decision, Grant, GrantEvent, GrantId, GrantLedger,
+    GrantPolicy, IssueStore, RunId, StoreDecorator, StoreError, TenantId, Timestamp,
 };
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -161,6 +161,59 @@ impl GrantLedger for MemoryLedger {
             *used = used.saturating_sub(1);
         }
         Ok(())
+    }
+
+    // A boardless run has no tenant settings, so no approval policies and
+    // never an item: nothing to keep, and nothing to decide.
+    async fn put_approval(&self, _item: &ApprovalItem) -> Result<(), StoreError> {
+        Err(StoreError::NotConfigured {
+            reason: "this run has no board store to keep approvals in".into(),
+        })
+    }
+
+    async fn approval(
+        &self,
+        _tenant: &TenantId,
+        _id: &ApprovalId,
+    ) -> Result<Option<ApprovalItem>, StoreError> {
+        Ok(None)
+    }
+
+    async fn list_approvals(
+        &self,
+        _tenant: &TenantId,
+        _status: Option<ApprovalStatus>,
+        _limit: u32,
+    ) -> Result<Vec<ApprovalItem>, StoreError> {
+        Ok(Vec::new())
+    }
+
+    async fn approval_for_call(
+        &self,
+        _tenant: &TenantId,
+        _run: &RunId,
+        _tool: &str,
+        _digest: &str,
+    ) -> Result<Option<ApprovalItem>, StoreError> {
+        Ok(None)
+    }
+
+    async fn decide_approval(
+        &self,
+        _tenant: &TenantId,
+        id: &ApprovalId,
+        _decision: &Decision,
+    ) -> Result<ApprovalItem, StoreError> {
+        Err(StoreError::not_found(format!("approval {id}")))
+    }
+
+    async fn use_approval(
+        &self,
+        _tenant: &TenantId,
+        _id: &ApprovalId,
+        _now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        Ok(false)
     }
 
     async fn record_first_use(

@@ -41,6 +41,9 @@ pub struct GatewayConfig {
     /// After the drain deadline, how long cancelled requests get to answer
     /// before the run stops regardless.
     pub cancel_grace: Duration,
+    /// Once the runs are drained, how long the shared gateway port's
+    /// remaining connections get to finish (whole seconds) at shutdown.
+    pub port_shutdown: Duration,
     /// Shared mode: a run's actor stops after this long without requests
     /// (the next request activates it again).
     pub idle_timeout: Duration,
@@ -75,6 +78,11 @@ pub struct GatewayConfig {
 impl GatewayConfig {
     pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
     pub const DEFAULT_CANCEL_GRACE: Duration = Duration::from_secs(1);
+    pub const DEFAULT_PORT_SHUTDOWN: Duration = Duration::from_secs(5);
+    /// The fixed waits a shutdown adds to the configured deadlines, in the
+    /// worst case: 2 s for a run's drain report, 2 s for its port to close
+    /// (`stop_run`), then 2 s for listeners and connections (`shutdown`).
+    pub const SHUTDOWN_SLACK: Duration = Duration::from_secs(6);
     pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(600);
     pub const DEFAULT_REVALIDATE_INTERVAL: Duration = Duration::from_secs(10);
     pub const DEFAULT_LIVE_RUNS_PER_TENANT_MAX: usize = 100;
@@ -99,6 +107,7 @@ impl GatewayConfig {
             claim_lease: corkboard_board::queue_limits::CLAIM_LEASE_DEFAULT,
             drain_timeout: Self::DEFAULT_DRAIN_TIMEOUT,
             cancel_grace: Self::DEFAULT_CANCEL_GRACE,
+            port_shutdown: Self::DEFAULT_PORT_SHUTDOWN,
             idle_timeout: Self::DEFAULT_IDLE_TIMEOUT,
             revalidate_interval: Self::DEFAULT_REVALIDATE_INTERVAL,
             workers,

@@ -39,6 +39,8 @@ pub struct RunnerParts {
     pub shared_listener: Option<std::net::TcpListener>,
     /// The tenants' upstream MCP servers (none: runs see the board alone).
     pub upstreams: Option<Arc<corkboard_upstream::Upstreams>>,
+    /// Which calls wait for a person's approval (none: no call does).
+    pub approvals: Option<Arc<corkboard_tools::ApprovalGate>>,
 }
 
 impl std::fmt::Debug for RunnerParts {
@@ -104,6 +106,7 @@ impl Runner {
             limiter,
             shared_listener,
             upstreams,
+            approvals,
         } = parts;
         let shared_listener = match (&config.mode, shared_listener) {
             (ListenerMode::Shared { .. }, Some(listener)) => {
@@ -136,15 +139,24 @@ impl Runner {
         .with_result_budget(config.max_result_bytes)
         .with_claim_lease(config.claim_lease)
         .with_metrics(metrics.clone())
-        .with_budgets(grants.budgets().clone());
+        .with_budgets(grants.budgets().clone())
+        .with_secret_policies(Arc::new(corkboard_tools::SecretPolicies::new(
+            grants.ledger().clone(),
+            config.store_timeout,
+        )));
         let binding = match upstreams {
             Some(upstreams) => binding.with_upstreams(upstreams),
+            None => binding,
+        };
+        let binding = match approvals {
+            Some(gate) => binding.with_approvals(gate),
             None => binding,
         };
         let limiter: Arc<dyn RateLimiter> = Arc::new(CountingLimiter {
             inner: limiter,
             metrics: metrics.clone(),
         });
+        let port_shutdown = config.port_shutdown.as_secs().max(1);
         let (max_connections, header_timeout, keep_alive, sources) = (
             config.max_connections,
             config.header_timeout,
@@ -205,7 +217,7 @@ impl Runner {
                 .keep_alive(keep_alive)
                 .on_connect(move |io, extensions| on_connect.on_connect(io, extensions))
                 .disable_signals()
-                .shutdown_timeout(5)
+                .shutdown_timeout(port_shutdown)
                 .listen(listener)
                 .map_err(|source| GatewayError::Bind {
                     addr: bound,

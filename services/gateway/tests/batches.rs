@@ -152,6 +152,7 @@ async fn a_batch_stops_at_its_response_budget_with_correlated_errors() -> Result
     // An issue with many comments: about 200 KiB per read.
     let tenant = tenant("acme");
     let author = Author {
+        kind: corkboard_board::AuthorKind::Run,
         run: run_id("writer"),
         grant: None,
     };

@@ -35,10 +35,14 @@ async fn any_pod_serves_any_run_and_revocation_and_budget_are_shared() -> Result
         per_second: 1,
         burst: 10,
     };
+    // Every pod signs and verifies grant records with the shared key.
+    let record_key = corkboard_mcp::SessionKey::generate();
     let pod = || -> Result<Harness> {
         // Each pod has its own Redis clients (own cache, own subscription).
         let registry: Arc<dyn TokenRegistry> = Arc::new(RedisRegistry::new(
-            RedisRegistryConfig::new([redis.url()]).with_key_prefix(prefix.clone()),
+            RedisRegistryConfig::new([redis.url()])
+                .with_key_prefix(prefix.clone())
+                .with_record_key(record_key.clone()),
         )?);
         let limiter: Arc<dyn RateLimiter> = Arc::new(RedisRateLimiter::new(
             limit,

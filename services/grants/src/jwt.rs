@@ -1,7 +1,7 @@
 //! Admin JWTs: who may issue, list and revoke grants, and for which tenants.
 //!
-//! Claims: `sub`, `role` (`platform-admin` | `tenant-admin` | `viewer`),
-//! `tenant` (required for `tenant-admin` and `viewer`; absent means every
+//! Claims: `sub`, `role` (`platform-admin` | `tenant-admin` | `approver` |
+//! `viewer`), `tenant` (required for all but `platform-admin`; absent means every
 //! tenant, which only a `platform-admin` may have), `iss`, `aud`, `exp`,
 //! `nbf`, `iat`. Exactly one algorithm is accepted per verifier (HS256,
 //! RS256 or EdDSA), fixed by configuration and never taken from the token,
@@ -67,16 +67,25 @@ pub enum AdminRole {
     TenantAdmin,
     /// Reads one tenant's grants and board.
     Viewer,
+    /// Reads one tenant like a viewer, and decides its calls awaiting a
+    /// person's approval; changes nothing else.
+    Approver,
 }
 
 impl AdminRole {
-    pub const ALL: [AdminRole; 3] = [Self::PlatformAdmin, Self::TenantAdmin, Self::Viewer];
+    pub const ALL: [AdminRole; 4] = [
+        Self::PlatformAdmin,
+        Self::TenantAdmin,
+        Self::Viewer,
+        Self::Approver,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Self::PlatformAdmin => "platform-admin",
             Self::TenantAdmin => "tenant-admin",
             Self::Viewer => "viewer",
+            Self::Approver => "approver",
         }
     }
 }
@@ -96,7 +105,8 @@ impl FromStr for AdminRole {
             .find(|r| r.as_str() == s)
             .ok_or_else(|| {
                 JwtError::BadClaims(
-                    "unknown role; expected platform-admin, tenant-admin or viewer".into(),
+                    "unknown role; expected platform-admin, tenant-admin, approver or viewer"
+                        .into(),
                 )
             })
     }
@@ -130,9 +140,16 @@ impl AdminPrincipal {
         }
     }
 
-    /// May issue and revoke `tenant`'s grants.
+    /// May issue and revoke `tenant`'s grants, and act on its board.
     pub fn can_manage(&self, tenant: &TenantId) -> bool {
-        self.role != AdminRole::Viewer && self.can_read(tenant)
+        matches!(self.role, AdminRole::PlatformAdmin | AdminRole::TenantAdmin)
+            && self.can_read(tenant)
+    }
+
+    /// May approve or deny `tenant`'s calls awaiting a person: its admins
+    /// and its approvers (never a run: runs hold grants, not admin roles).
+    pub fn can_decide(&self, tenant: &TenantId) -> bool {
+        (self.role == AdminRole::Approver || self.can_manage(tenant)) && self.can_read(tenant)
     }
 
     /// May act on every tenant (listing tenants, cross-tenant views).
@@ -254,6 +271,10 @@ impl fmt::Debug for SigningKey {
 #[derive(Debug, Clone)]
 pub struct AdminVerifierConfig {
     pub key: VerifyingKey,
+    /// Keys `key` replaced, still accepted (same algorithm) so that a key
+    /// rotates without refusing the tokens already handed out: list the
+    /// old key here until the last token it signed has expired.
+    pub previous: Vec<VerifyingKey>,
     pub issuer: String,
     pub audience: String,
     /// Tolerated clock skew for `exp`, `nbf` and `iat`; at most [`MAX_LEEWAY`].
@@ -265,6 +286,7 @@ impl AdminVerifierConfig {
     pub fn new(key: VerifyingKey) -> Self {
         Self {
             key,
+            previous: Vec::new(),
             issuer: DEFAULT_ISSUER.into(),
             audience: DEFAULT_AUDIENCE.into(),
             leeway: DEFAULT_LEEWAY,
@@ -275,7 +297,8 @@ impl AdminVerifierConfig {
 /// Checks admin tokens. Build once at start-up; `verify` is cheap.
 #[derive(Clone)]
 pub struct AdminVerifier {
-    key: DecodingKey,
+    /// The current key first, then the previous ones.
+    keys: Vec<DecodingKey>,
     algorithm: Algorithm,
     validation: Validation,
     issuer: String,
@@ -308,7 +331,17 @@ impl AdminVerifier {
             ));
         }
         let algorithm = config.key.algorithm();
-        let key = config.key.decoding_key()?;
+        let mut keys = vec![config.key.decoding_key()?];
+        for previous in &config.previous {
+            if previous.algorithm() != algorithm {
+                return Err(JwtError::Config(format!(
+                    "a previous key is for {}, the current one for {}: a rotation keeps the algorithm",
+                    alg_name(previous.algorithm()),
+                    alg_name(algorithm)
+                )));
+            }
+            keys.push(previous.decoding_key()?);
+        }
         let leeway_secs = config.leeway.as_secs();
         let mut validation = Validation::new(algorithm);
         validation.leeway = leeway_secs;
@@ -318,7 +351,7 @@ impl AdminVerifier {
         validation.set_audience(&[config.audience.as_str()]);
         validation.set_required_spec_claims(&["exp", "nbf", "iss", "aud", "sub"]);
         Ok(Self {
-            key,
+            keys,
             algorithm,
             validation,
             issuer: config.issuer,
@@ -342,8 +375,17 @@ impl AdminVerifier {
             return Err(JwtError::Missing);
         }
         self.check_header(token)?;
-        let data = jsonwebtoken::decode::<Claims>(token, &self.key, &self.validation)
-            .map_err(|e| self.map_error(e.kind()))?;
+        // The current key, then each previous one while the signature is
+        // what fails: any other refusal is the token's, whatever the key.
+        let mut decoded = Err(JwtError::BadSignature);
+        for key in &self.keys {
+            decoded = jsonwebtoken::decode::<Claims>(token, key, &self.validation)
+                .map_err(|e| self.map_error(e.kind()));
+            if !matches!(decoded, Err(JwtError::BadSignature)) {
+                break;
+            }
+        }
+        let data = decoded?;
         let claims = data.claims;
         let iat = claims
             .iat
@@ -696,6 +738,48 @@ mod tests {
             assert_eq!(role.as_str().parse::<AdminRole>().unwrap(), role);
         }
         assert!("root".parse::<AdminRole>().is_err());
+    }
+
+    fn hs256(byte: u8) -> VerifyingKey {
+        VerifyingKey::Hs256Secret(vec![byte; 32])
+    }
+
+    fn minted(byte: u8) -> String {
+        AdminMinter::new(SigningKey::Hs256Secret(vec![byte; 32]))
+            .unwrap()
+            .mint(
+                "ops",
+                AdminRole::PlatformAdmin,
+                None,
+                Duration::from_secs(60),
+            )
+            .unwrap()
+    }
+
+    #[test]
+    fn a_token_signed_with_a_previous_key_is_accepted_and_an_unlisted_key_is_not() {
+        let mut config = AdminVerifierConfig::new(hs256(2));
+        config.previous = vec![hs256(1)];
+        let rotated = AdminVerifier::new(config).unwrap();
+        rotated.verify(&minted(1)).expect("previous key");
+        rotated.verify(&minted(2)).expect("current key");
+        assert!(matches!(
+            rotated.verify(&minted(3)),
+            Err(JwtError::BadSignature)
+        ));
+        // Without the previous key listed, its tokens are refused.
+        let current_only = AdminVerifier::new(AdminVerifierConfig::new(hs256(2))).unwrap();
+        assert!(matches!(
+            current_only.verify(&minted(1)),
+            Err(JwtError::BadSignature)
+        ));
+        // A rotation keeps the algorithm.
+        let mut config = AdminVerifierConfig::new(hs256(2));
+        config.previous = vec![VerifyingKey::Rs256PublicPem(Vec::new())];
+        assert!(matches!(
+            AdminVerifier::new(config),
+            Err(JwtError::Config(_))
+        ));
     }
 
     #[test]

@@ -39,6 +39,7 @@ mod jwt;
 mod ledger_registry;
 pub mod limiter;
 mod memory;
+mod record;
 mod redis;
 mod redis_conn;
 mod redis_sub;
@@ -65,7 +66,9 @@ pub use limiter::{
     LimiterError, LocalRateLimiter, RateLimit, RateLimited, RateLimiter, RedisRateLimiter,
 };
 pub use memory::MemoryRegistry;
-pub use redis_conn::{RedisConn, RedisConnector};
+pub use redis_conn::{
+    RedisConn, RedisConnector, RedisTls, cluster_client, install_redis_tls, redis_client,
+};
 pub use redis_sub::{Subscription, SubscriptionHandler, Topic};
 pub use registry::TokenRegistry;
 pub use run_key::RunKey;

@@ -1,7 +1,9 @@
 //! Redis-backed token registry, shared by every replica.
 //!
 //! Key layout (only token hashes, never tokens; `{p}` is the key prefix):
-//! - `{p}tok:{hash}` → the grant as JSON,
+//! - `{p}tok:{hash}` → the grant as JSON, signed for that hash
+//!   (`record.rs`: a record that does not verify resolves as unknown, so
+//!   write access to Redis cannot mint a grant),
 //! - `{p}grant:{grant_id}` → the token hash,
 //! - `{p}run:{tenant}:{run}` → set of the run's grant ids,
 //!
@@ -47,6 +49,7 @@
 
 use crate::cache::{GrantCache, Lookup, UnknownCache};
 use crate::error::RegistryError;
+use crate::record;
 use crate::redis_conn::RedisConnector;
 use crate::redis_sub::{Subscription, SubscriptionHandler, Topic};
 use crate::registry::TokenRegistry;
@@ -55,6 +58,7 @@ use async_trait::async_trait;
 use corkboard_board::{
     Grant, GrantId, GrantLedger, RunId, StoreError, TenantId, Timestamp, ValidationError,
 };
+use corkboard_mcp::SessionKey;
 use redis::{Cmd, FromRedisValue, Pipeline, RedisResult};
 use std::fmt;
 use std::future::Future;
@@ -122,6 +126,11 @@ pub struct RedisRegistryConfig {
     pub grace: Duration,
     /// Bound on every Redis call: a hung Redis never hangs a request.
     pub operation_timeout: Duration,
+    /// Signs the grant records this registry writes and verifies those it
+    /// reads (`record.rs`). Every registry sharing the prefix must hold
+    /// the same key (the replicas' session key); [`Self::new`] draws a
+    /// random one, good for one registry alone.
+    pub record_key: SessionKey,
 }
 
 impl RedisRegistryConfig {
@@ -140,7 +149,15 @@ impl RedisRegistryConfig {
             cache_ttl: DEFAULT_CACHE_TTL,
             grace: DEFAULT_GRACE,
             operation_timeout: DEFAULT_OPERATION_TIMEOUT,
+            record_key: SessionKey::generate(),
         }
+    }
+
+    /// Signs and verifies grant records with `key` (the replicas' shared
+    /// session key, with its previous keys).
+    pub fn with_record_key(mut self, key: SessionKey) -> Self {
+        self.record_key = key;
+        self
     }
 
     pub fn with_key_prefix(mut self, prefix: impl Into<String>) -> Self {
@@ -170,6 +187,7 @@ impl fmt::Debug for RedisRegistryConfig {
             .field("cache_ttl", &self.cache_ttl)
             .field("grace", &self.grace)
             .field("operation_timeout", &self.operation_timeout)
+            .field("record_key", &self.record_key)
             .finish()
     }
 }
@@ -211,6 +229,9 @@ pub struct RegistryStats {
     /// Revocations recorded in the ledger whose Redis step is still being
     /// retried.
     pub pending_revocations: u64,
+    /// Grant records read from Redis that did not verify (forged, copied
+    /// under another token, or unsigned) and were refused.
+    pub unverified_records: u64,
 }
 
 /// A [`TokenRegistry`] in Redis (single node or cluster) with a local cache
@@ -246,6 +267,7 @@ fn stats_of(shared: &Shared) -> RegistryStats {
         fast_failures: c.fast_failures.load(Ordering::Relaxed),
         circuit_open: shared.circuit_refuses(Instant::now()),
         pending_revocations: shared.pending_len() as u64,
+        unverified_records: c.unverified_records.load(Ordering::Relaxed),
     }
 }
 
@@ -292,6 +314,7 @@ impl RedisRegistry {
             contacted: AtomicBool::new(false),
             counters: Counters::default(),
             ledger: OnceLock::new(),
+            record_key: config.record_key.clone(),
             pending: std::sync::Mutex::new(std::collections::HashMap::new()),
             trust: Trust::default(),
         });
@@ -404,6 +427,17 @@ async fn retry_pending(shared: std::sync::Weak<Shared>) {
 }
 
 impl Shared {
+    /// The record of `grant` under `hash`, signed (`record.rs`).
+    fn signed_record(&self, grant: &Grant, hash: &TokenHash) -> Result<String, RegistryError> {
+        let json = serde_json::to_string(grant)
+            .map_err(|e| StoreError::Internal(format!("cannot encode grant: {e}")))?;
+        record::seal(&self.record_key, hash, &json).ok_or_else(|| {
+            RegistryError::Store(StoreError::Internal(
+                "cannot sign a grant record: the HMAC refused the key".into(),
+            ))
+        })
+    }
+
     fn pending_len(&self) -> usize {
         self.pending.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
@@ -445,7 +479,12 @@ impl Shared {
         )
         .await?;
         let registered = json.is_some() || hash_hex.is_some();
-        if let Some(grant) = json.and_then(|j| serde_json::from_str::<Grant>(&j).ok()) {
+        // Only a record that verifies names the run index to clean.
+        let grant = json
+            .as_deref()
+            .and_then(|stored| record::open(&s.record_key, &hash, stored))
+            .and_then(|j| serde_json::from_str::<Grant>(j).ok());
+        if let Some(grant) = grant {
             s.query::<()>(
                 redis::cmd("SREM")
                     .arg(s.keys.run(&grant.tenant, &grant.run))
@@ -463,8 +502,7 @@ impl Shared {
 impl TokenRegistry for RedisRegistry {
     async fn register(&self, grant: &Grant, hash: &TokenHash) -> Result<(), RegistryError> {
         let s = &self.shared;
-        let json = serde_json::to_string(grant)
-            .map_err(|e| StoreError::Internal(format!("cannot encode grant: {e}")))?;
+        let json = s.signed_record(grant, hash)?;
         let expire_at = grant
             .expires_at
             .plus_millis(EXPIRY_SLACK.as_millis() as i64)
@@ -524,8 +562,7 @@ impl TokenRegistry for RedisRegistry {
 
     async fn renew(&self, grant: &Grant, hash: &TokenHash) -> Result<bool, RegistryError> {
         let s = &self.shared;
-        let json = serde_json::to_string(grant)
-            .map_err(|e| StoreError::Internal(format!("cannot encode grant: {e}")))?;
+        let json = s.signed_record(grant, hash)?;
         let expire_at = grant
             .expires_at
             .plus_millis(EXPIRY_SLACK.as_millis() as i64)
@@ -581,10 +618,24 @@ impl TokenRegistry for RedisRegistry {
         // in flight, what we read is not cached.
         let epoch = s.cache.epoch();
         let json = s.trusted_get(hash).await?;
-        let Some(json) = json else {
+        let Some(stored) = json else {
             return Err(RegistryError::UnknownToken);
         };
-        let grant: Grant = serde_json::from_str(&json).map_err(|e| {
+        let Some(json) = record::open(&s.record_key, hash, &stored) else {
+            // Not signed by a key of ours for this hash: written by
+            // whoever can write to Redis, or by a version that did not
+            // sign. Unknown: a read-through registry then asks the ledger
+            // (which rewrites a real grant's record, signed).
+            s.counters
+                .unverified_records
+                .fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(
+                "token registry: a grant record in Redis did not verify (forged, copied \
+                 under another token, signed with a key no longer listed, or unsigned); refused"
+            );
+            return Err(RegistryError::UnknownToken);
+        };
+        let grant: Grant = serde_json::from_str(json).map_err(|e| {
             StoreError::Internal(format!("unreadable grant in the token registry: {e}"))
         })?;
         if grant.is_expired_at(Timestamp::now()) {
@@ -683,6 +734,8 @@ struct Shared {
     pending: std::sync::Mutex<std::collections::HashMap<GrantId, Option<TokenHash>>>,
     /// Where revocations are replayed from (see the module docs).
     ledger: OnceLock<Arc<dyn GrantLedger>>,
+    /// Signs and verifies grant records (`record.rs`).
+    record_key: SessionKey,
     trust: Trust,
 }
 
@@ -694,6 +747,7 @@ struct Counters {
     invalidations: AtomicU64,
     unknown_hits: AtomicU64,
     fast_failures: AtomicU64,
+    unverified_records: AtomicU64,
 }
 
 /// Whether Redis's answers may be used: not until the ledger's revocations

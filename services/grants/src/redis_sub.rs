@@ -85,7 +85,7 @@ impl Subscription {
         }
         let clients = urls
             .iter()
-            .map(|url| redis::Client::open(url.as_str()))
+            .map(|url| crate::redis_conn::redis_client(url))
             .collect::<RedisResult<Vec<_>>>()?;
         Ok(Self {
             clients,

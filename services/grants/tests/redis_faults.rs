@@ -13,6 +13,11 @@ use corkboard_grants::{
 use corkboard_store_contract::FaultStore;
 use corkboard_store_sqlite::SqliteStore;
 use corkboard_testkit::{RedisServer, Reply, unique_prefix};
+
+/// The replicas' shared session key, which signs the grant records.
+fn replicas_key() -> corkboard_mcp::SessionKey {
+    corkboard_mcp::SessionKey::new(vec![7u8; 32]).unwrap()
+}
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -74,7 +79,13 @@ async fn setup_with(
     let ledger: Arc<dyn GrantLedger> =
         Arc::new(SqliteStore::open(&dir.path().join("board.sqlite3")).unwrap());
     let prefix = unique_prefix(case);
-    let config = || tune(RedisRegistryConfig::new([server.url()]).with_key_prefix(&prefix));
+    let config = || {
+        tune(
+            RedisRegistryConfig::new([server.url()])
+                .with_key_prefix(&prefix)
+                .with_record_key(replicas_key()),
+        )
+    };
     let a = replica(config(), &ledger).await;
     let b = replica(config(), &ledger).await;
     Setup {
@@ -189,7 +200,9 @@ async fn random_tokens_cost_one_lookup_each_until_a_grant_is_issued_for_them() {
     let ledger: Arc<dyn GrantLedger> = counting.clone();
     let prefix = s.a.redis().key_prefix().to_owned();
     let c = replica(
-        RedisRegistryConfig::new([s.server.url()]).with_key_prefix(prefix),
+        RedisRegistryConfig::new([s.server.url()])
+            .with_key_prefix(prefix)
+            .with_record_key(replicas_key()),
         &ledger,
     )
     .await;
@@ -425,7 +438,9 @@ async fn a_silently_dead_subscription_stops_the_cache_within_its_trust_bound() {
     let proxy = Proxy::start(s.server.port()).await;
     let prefix = s.a.redis().key_prefix().to_owned();
     let c = replica(
-        RedisRegistryConfig::new([proxy.url()]).with_key_prefix(prefix),
+        RedisRegistryConfig::new([proxy.url()])
+            .with_key_prefix(prefix)
+            .with_record_key(replicas_key()),
         &s.ledger,
     )
     .await;

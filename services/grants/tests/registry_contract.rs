@@ -183,8 +183,12 @@ impl Fixture {
 
     async fn redis(case: &str, urls: Vec<String>, servers: Servers) -> Self {
         let prefix = unique_prefix(case);
+        // Both replicas sign and verify grant records with one key.
+        let key = corkboard_mcp::SessionKey::generate();
         let config = || {
-            let mut config = RedisRegistryConfig::new(urls.clone()).with_key_prefix(&prefix);
+            let mut config = RedisRegistryConfig::new(urls.clone())
+                .with_key_prefix(&prefix)
+                .with_record_key(key.clone());
             config.grace = TEST_GRACE;
             config
         };
@@ -354,6 +358,52 @@ mod cases {
                 assert!(!value.as_deref().unwrap_or("").contains(secret));
             }
         }
+    }
+
+    /// Whoever can write to Redis cannot mint a grant: a real record
+    /// copied under a made-up token's hash, with or without its tenant
+    /// changed, and a real record changed in place, are all refused.
+    pub async fn records_written_straight_into_redis_are_refused(fx: &Fixture) {
+        let Servers::Single(server) = &fx.servers else {
+            panic!("a single Redis node fixture");
+        };
+        let (g, hash, _) = grant("acme", "run-1", HOUR_MS);
+        fx.registry.register(&g, &hash).await.unwrap();
+        let tok_key = |hash: &TokenHash| format!("{}tok:{}", fx.prefix, hash.to_hex());
+        let real = fx
+            .stored()
+            .into_iter()
+            .find(|(k, _)| *k == tok_key(&hash))
+            .and_then(|(_, v)| v)
+            .expect("the real record");
+        let forged = real.replace("\"acme\"", "\"evil\"");
+        assert_ne!(forged, real, "the record names its tenant: {real}");
+        for (case, value) in [("copied", &real), ("copied, tenant changed", &forged)] {
+            let (_, made_up, _) = grant("evil", "run-1", HOUR_MS);
+            server
+                .command(&["SET", &tok_key(&made_up), value])
+                .expect("SET");
+            for registry in [&fx.registry, &fx.peer] {
+                assert_eq!(
+                    registry.resolve(&made_up).await,
+                    Err(RegistryError::UnknownToken),
+                    "{case}"
+                );
+            }
+        }
+        // The real token's record changed in place: refused too (the
+        // read-through registry would then rewrite it from the ledger).
+        server
+            .command(&["SET", &tok_key(&hash), &forged])
+            .expect("SET");
+        let (registry, peer) = fx.redis.as_ref().expect("a Redis fixture");
+        assert_eq!(peer.resolve(&hash).await, Err(RegistryError::UnknownToken));
+        assert!(
+            registry.stats().unverified_records >= 2,
+            "{:?}",
+            registry.stats()
+        );
+        assert!(peer.stats().unverified_records >= 3, "{:?}", peer.stats());
     }
 
     pub async fn unknown_token_is_refused(fx: &Fixture) {
@@ -780,6 +830,7 @@ contract!(memory:
 
 contract!(redis_single:
     register_and_resolve,
+    records_written_straight_into_redis_are_refused,
     unknown_token_is_refused,
     expired_grant_is_refused,
     revoke_refuses_the_grant,

@@ -183,6 +183,8 @@ async fn the_maximum_lifetime_bounds_renewals_and_a_tenant_may_tighten_it() {
                 run_ttl_secs: Some(600),
                 max_lifetime_secs: Some(7_200),
                 run_budgets: Default::default(),
+                secrets: Default::default(),
+                approvals: Default::default(),
             },
         )
         .await
@@ -210,6 +212,8 @@ async fn the_maximum_lifetime_bounds_renewals_and_a_tenant_may_tighten_it() {
                 run_ttl_secs: None,
                 max_lifetime_secs: Some(100 * 3_600),
                 run_budgets: Default::default(),
+                secrets: Default::default(),
+                approvals: Default::default(),
             },
         )
         .await

@@ -43,6 +43,7 @@ mod engine;
 mod error;
 mod http;
 pub mod method;
+pub mod param_headers;
 mod peek;
 mod peer;
 mod refusal;

@@ -41,29 +41,91 @@ const TOKEN_LEN: usize = PAYLOAD_LEN + TAG_LEN;
 const DOMAIN: &[u8] = b"corkboard-mcp/session/v1";
 
 /// The secret shared by every replica that must accept each other's
-/// session ids. Never printed.
+/// session ids, with the keys it replaced: the newest signs, every listed
+/// key verifies, so a key rotates without ending live sessions (list the
+/// old one as previous until what it signed has expired). Never printed.
 #[derive(Clone)]
-pub struct SessionKey(Arc<[u8]>);
+pub struct SessionKey(Arc<[Arc<[u8]>]>);
 
 impl SessionKey {
     /// At least 32 bytes of secret material.
     pub fn new(bytes: impl Into<Vec<u8>>) -> Result<Self, McpError> {
-        let bytes = bytes.into();
-        if bytes.len() < 32 {
-            return Err(McpError::SessionKeyTooShort(bytes.len()));
+        Ok(Self(vec![checked(bytes.into())?].into()))
+    }
+
+    /// This key, still accepting what `previous` keys signed (each also at
+    /// least 32 bytes), newest first after this one.
+    pub fn with_previous<I, B>(self, previous: I) -> Result<Self, McpError>
+    where
+        I: IntoIterator<Item = B>,
+        B: Into<Vec<u8>>,
+    {
+        let mut keys: Vec<Arc<[u8]>> = self.0.iter().cloned().collect();
+        for bytes in previous {
+            keys.push(checked(bytes.into())?);
         }
-        Ok(Self(bytes.into()))
+        Ok(Self(keys.into()))
     }
 
     /// A random key, for a single process that shares ids with no replica.
     pub fn generate() -> Self {
-        Self(rand::random::<[u8; 32]>().to_vec().into())
+        Self(vec![Arc::from(rand::random::<[u8; 32]>().to_vec())].into())
+    }
+
+    /// How many keys verify (the signing key and the previous ones).
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Never true: there is always a signing key.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
     }
 
     /// HMAC accepts keys of any length, so this is `None` only if the
     /// crate's contract changed; callers then refuse rather than panic.
     pub(crate) fn mac(&self) -> Option<HmacSha256> {
-        HmacSha256::new_from_slice(&self.0).ok()
+        HmacSha256::new_from_slice(self.0.first()?).ok()
+    }
+
+    /// A MAC under each key that verifies, the signing key first.
+    pub(crate) fn macs(&self) -> impl Iterator<Item = HmacSha256> + '_ {
+        self.0
+            .iter()
+            .filter_map(|key| HmacSha256::new_from_slice(key).ok())
+    }
+
+    /// HMAC-SHA256 of `domain` then each part (length-prefixed, so no two
+    /// lists of parts collide) under the signing key, for other crates'
+    /// records that replicas must trust (the token registry's grants).
+    pub fn sign(&self, domain: &[u8], parts: &[&[u8]]) -> Option<[u8; 32]> {
+        let mut mac = self.mac()?;
+        feed(&mut mac, domain, parts);
+        Some(mac.finalize().into_bytes().into())
+    }
+
+    /// Whether `tag` is [`Self::sign`] of `domain` and `parts` under any
+    /// listed key, compared in constant time.
+    pub fn verify(&self, domain: &[u8], parts: &[&[u8]], tag: &[u8]) -> bool {
+        self.macs().any(|mut mac| {
+            feed(&mut mac, domain, parts);
+            mac.verify_slice(tag).is_ok()
+        })
+    }
+}
+
+fn checked(bytes: Vec<u8>) -> Result<Arc<[u8]>, McpError> {
+    if bytes.len() < 32 {
+        return Err(McpError::SessionKeyTooShort(bytes.len()));
+    }
+    Ok(bytes.into())
+}
+
+fn feed(mac: &mut HmacSha256, domain: &[u8], parts: &[&[u8]]) {
+    mac.update(domain);
+    for part in parts {
+        mac.update(&(part.len() as u64).to_be_bytes());
+        mac.update(part);
     }
 }
 
@@ -128,12 +190,16 @@ impl SessionCodec {
 
     fn tag(&self, payload: &[u8], binding: &str) -> Option<HmacSha256> {
         let mut mac = self.key.mac()?;
+        Self::feed(&mut mac, payload, binding);
+        Some(mac)
+    }
+
+    fn feed(mac: &mut HmacSha256, payload: &[u8], binding: &str) {
         mac.update(DOMAIN);
         mac.update(payload);
         // Length-prefixed so no (payload, binding) pair can collide.
         mac.update(&(binding.len() as u64).to_be_bytes());
         mac.update(binding.as_bytes());
-        Some(mac)
     }
 
     /// A new id for `revision`, bound to `binding`: base64url, so visible
@@ -179,10 +245,14 @@ impl SessionCodec {
             return Err(SessionRejection::Malformed);
         }
         let (payload, tag) = bytes.split_at(PAYLOAD_LEN);
-        self.tag(payload, binding)
-            .ok_or(SessionRejection::Forged)?
-            .verify_slice(tag)
-            .map_err(|_| SessionRejection::Forged)?;
+        // Any listed key: ids minted before a rotation stay good.
+        let verified = self.key.macs().any(|mut mac| {
+            Self::feed(&mut mac, payload, binding);
+            mac.verify_slice(tag).is_ok()
+        });
+        if !verified {
+            return Err(SessionRejection::Forged);
+        }
         let revision = Revision::from_code(payload[1]).ok_or(SessionRejection::Malformed)?;
         let mut expires = [0u8; 8];
         expires.copy_from_slice(&payload[11..19]);
@@ -324,6 +394,70 @@ mod tests {
         tampered[5] = if tampered[5] == b'A' { b'B' } else { b'A' };
         let tampered = String::from_utf8(tampered).unwrap_or_default();
         assert!(codec.open(&tampered, "grant-a", 1_001).is_err());
+    }
+
+    #[test]
+    fn a_rotated_key_signs_new_ids_and_still_accepts_the_previous_keys_ids() {
+        let old = SessionCodec::new(key(1), Duration::from_secs(60));
+        let before = old
+            .mint(
+                Revision::V2025_06_18,
+                AgentCapabilities::from_bits(0),
+                "g",
+                1_000,
+            )
+            .unwrap_or_default();
+        let rotated = key(2)
+            .with_previous([vec![1u8; 32]])
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(rotated.len(), 2);
+        let codec = SessionCodec::new(rotated, Duration::from_secs(60));
+        codec
+            .open(&before, "g", 1_001)
+            .unwrap_or_else(|e| panic!("previous key's id refused: {e:?}"));
+        let after = codec
+            .mint(
+                Revision::V2025_06_18,
+                AgentCapabilities::from_bits(0),
+                "g",
+                1_000,
+            )
+            .unwrap_or_default();
+        // Signed with the newest: a replica that only has the new key
+        // accepts it, one that only has the old key does not.
+        SessionCodec::new(key(2), Duration::from_secs(60))
+            .open(&after, "g", 1_001)
+            .unwrap_or_else(|e| panic!("new id not signed with the newest key: {e:?}"));
+        assert_eq!(
+            old.open(&after, "g", 1_001).err(),
+            Some(SessionRejection::Forged)
+        );
+        assert!(matches!(
+            key(2).with_previous([vec![0u8; 31]]),
+            Err(McpError::SessionKeyTooShort(31))
+        ));
+    }
+
+    #[test]
+    fn signed_parts_verify_under_any_listed_key_and_nothing_else() {
+        let old = key(1);
+        let tag = old.sign(b"d", &[b"a", b"bc"]).unwrap_or_default();
+        let rotated = key(2)
+            .with_previous([vec![1u8; 32]])
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(rotated.verify(b"d", &[b"a", b"bc"], &tag));
+        assert!(
+            !rotated.verify(b"d", &[b"ab", b"c"], &tag),
+            "parts are framed"
+        );
+        assert!(
+            !rotated.verify(b"e", &[b"a", b"bc"], &tag),
+            "domains differ"
+        );
+        assert!(!key(3).verify(b"d", &[b"a", b"bc"], &tag));
+        let new = rotated.sign(b"d", &[b"x"]).unwrap_or_default();
+        assert!(key(2).verify(b"d", &[b"x"], &new));
+        assert!(!old.verify(b"d", &[b"x"], &new));
     }
 
     #[test]

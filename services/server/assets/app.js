@@ -23,6 +23,8 @@ const STATE_LABELS = {
 const TENANT_RE = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
 const RECENT_KEY = 'corkboard.recentTenants';
 const PAGE = 200;
+// The grant of audit records of people's actions (GrantId::none on the server).
+const NO_GRANT = 'gr_00000000000000000000000000';
 // Search hits per request (the API's maximum is 50).
 const SEARCH_PAGE = 50;
 // The grants API reads one row past the page to find the cursor; 100 keeps
@@ -320,7 +322,7 @@ function parseHash() {
 }
 
 function setNav(view) {
-  for (const [id, name] of [['nav-board', 'board'], ['nav-grants', 'grants']]) {
+  for (const [id, name] of [['nav-board', 'board'], ['nav-grants', 'grants'], ['nav-approvals', 'approvals']]) {
     const link = $(id);
     if (view === name) link.setAttribute('aria-current', 'page');
     else link.removeAttribute('aria-current');
@@ -342,6 +344,7 @@ async function route() {
   if (view === 'issue' && arg) await showIssue(arg, { focus: true });
   else if (view === 'run' && arg) await showRun(decodeURIComponent(arg));
   else if (view === 'grants') await showGrants({ focus: true });
+  else if (view === 'approvals') await showApprovals({ focus: true });
   else await showBoard(params, { focus: true });
 }
 
@@ -444,10 +447,58 @@ async function showBoard(params, { focus } = {}) {
       el('h1', { id: 'board-title' }, `Board · ${app.tenant}`),
       liveStatus()),
     filterForm(filters),
+    app.session.can_manage ? newIssueForm() : null,
     el('div', { id: 'board-notice' }),
     el('div', { id: 'board-body' }, el('p', { class: 'loading' }, 'Loading issues…')));
   if (focus) focusMain();
   if (await loadBoard()) connectEvents();
+}
+
+/** Files an issue as the signed-in person (collapsed until opened). */
+function newIssueForm() {
+  const title = el('input', { id: 'new-title', name: 'title', required: true, maxlength: 200, autocomplete: 'off' });
+  const body = el('textarea', { id: 'new-body', name: 'body', rows: 4 });
+  const priority = el('select', { id: 'new-priority', name: 'priority' },
+    PRIORITIES.map((p) => el('option', { value: p, selected: p === 'none' }, p)));
+  const labels = el('input', { id: 'new-labels', name: 'labels', autocomplete: 'off', placeholder: 'comma-separated' });
+  const error = el('p', { class: 'form-error', id: 'new-error', role: 'alert' });
+  const form = el('form', { class: 'edit', id: 'new-issue-form', 'aria-label': 'File an issue' },
+    el('div', { class: 'field wide' }, el('label', { for: 'new-title' }, 'Title'), title),
+    el('div', { class: 'field wide' }, el('label', { for: 'new-body' }, 'Description (Markdown)'), body),
+    el('div', { class: 'field' }, el('label', { for: 'new-priority' }, 'Priority'), priority),
+    el('div', { class: 'field' }, el('label', { for: 'new-labels' }, 'Labels'), labels),
+    el('button', { type: 'submit', id: 'new-save' }, 'File issue'),
+    error);
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    error.textContent = '';
+    const request = { title: title.value.trim() };
+    if (body.value.trim()) request.body = body.value;
+    if (priority.value !== 'none') request.priority = priority.value;
+    const list = splitList(labels.value);
+    if (list.length) request.labels = list;
+    try {
+      const issue = await api('POST', tenantPath('/issues'), request);
+      announce(`Filed “${issue.title}”.`);
+      location.hash = `#/issue/${encodeURIComponent(issue.id)}`;
+    } catch (err) {
+      error.textContent = err.message;
+    }
+  });
+  return el('details', { class: 'new-issue', id: 'new-issue' }, el('summary', { id: 'new-issue-open' }, 'File an issue'), form);
+}
+
+/** A comma-separated list as trimmed, distinct, sorted values. */
+function splitList(text) {
+  return [...new Set(text.split(',').map((v) => v.trim()).filter(Boolean))].sort();
+}
+
+/** Who wrote something: a person, an admin caller or a run, by name. */
+function authorEl(author) {
+  const kind = author.kind ?? 'run';
+  const label = { run: 'run', person: 'person', admin: 'admin' }[kind] ?? kind;
+  return el('span', { class: `author author-${kind}`, dataset: { authorKind: kind } },
+    el('span', { class: 'chip' }, label), ' ', el('span', { class: 'mono' }, author.run));
 }
 
 function liveStatus() {
@@ -628,7 +679,7 @@ function searchResults(board) {
       el('div', { class: 'meta' },
         el('span', { class: 'chip' }, stateLabel(hit.issue.state)),
         el('span', {}, `matched in the ${hit.field}`),
-        el('span', {}, 'by ', el('span', { class: 'mono' }, hit.issue.author.run)),
+        el('span', {}, 'by ', authorEl(hit.issue.author)),
         timeEl(hit.issue.updated_at)),
       el('p', { class: 'snippet-text' }, marked(hit.snippet))))));
   if (board.partial) {
@@ -657,7 +708,7 @@ function card(issue) {
   issue.labels.length ? el('ul', { class: 'chips', 'aria-label': 'Labels' }, issue.labels.map((l) => el('li', { class: 'chip' }, l))) : null,
   el('div', { class: 'meta' },
     issue.priority !== 'none' ? el('span', { class: `priority priority-${issue.priority}` }, issue.priority) : null,
-    el('span', {}, 'by ', el('span', { class: 'mono' }, issue.author.run)),
+    el('span', {}, 'by ', authorEl(issue.author)),
     timeEl(issue.created_at)),
   issue.claim ? el('p', { class: 'claim', dataset: { claimedBy: issue.claim.run } }, 'Claimed by ', el('span', { class: 'mono' }, issue.claim.run)) : null,
   issue.close_reason && issue.close_reason !== 'completed'
@@ -792,7 +843,13 @@ async function showIssue(id, { focus } = {}) {
   connectEvents();
 }
 
-async function loadIssue() {
+/**
+ * Loads and renders the open issue. A load the page started by itself (a
+ * live event) does not replace forms the person has typed into meanwhile
+ * (`dirty`): it says the issue changed instead. `force`: the person asked
+ * (their own write just landed, or they pressed Reload).
+ */
+async function loadIssue(force = false) {
   const state = app.issue;
   const id = state.id;
   try {
@@ -801,6 +858,10 @@ async function loadIssue() {
       api('GET', tenantPath(`/issues/${encodeURIComponent(id)}/history?limit=100`)).catch((e) => ({ error: e })),
     ]);
     if (app.issue !== state) return;
+    if (state.dirty && !force) {
+      changedElsewhere(issue.version);
+      return;
+    }
     state.issue = issue;
     state.dirty = false;
     renderIssue(issue, audit);
@@ -822,7 +883,7 @@ function renderIssue(issue, audit) {
     ['State', stateLabel(issue.state)],
     ['Priority', issue.priority],
     ['Labels', issue.labels.length ? issue.labels.join(', ') : 'none'],
-    ['Author run', el('span', { class: 'mono' }, issue.author.run)],
+    ['Author', authorEl(issue.author)],
     ['Created', timeEl(issue.created_at, formatTime(issue.created_at))],
     ['Updated', timeEl(issue.updated_at, formatTime(issue.updated_at))],
     ['Version', String(issue.version)],
@@ -835,7 +896,7 @@ function renderIssue(issue, audit) {
     : el('p', { class: 'issue-body empty', id: 'issue-body' }, 'No description.');
   const comments = issue.comments.length
     ? el('ol', { class: 'comments', id: 'comments' }, issue.comments.map((c) => el('li', { dataset: { commentId: c.id } },
-      el('div', { class: 'meta' }, el('span', { class: 'mono' }, c.author.run), timeEl(c.created_at)),
+      el('div', { class: 'meta' }, authorEl(c.author), timeEl(c.created_at)),
       markdownNode(rendered.comments[c.id] ?? '', { class: 'markdown comment-body' }))))
     : el('p', { class: 'empty-column' }, 'No comments yet.');
   setMain(el('article', { class: 'issue', id: 'issue', dataset: { issueId: issue.id, version: String(issue.version) } },
@@ -844,8 +905,11 @@ function renderIssue(issue, audit) {
     el('div', { id: 'issue-notice' }),
     dl,
     app.session.can_manage ? editForm(issue) : null,
+    app.session.can_manage ? claimForm(issue) : null,
     el('section', { class: 'block', 'aria-labelledby': 'h-description' }, el('h2', { id: 'h-description' }, 'Description'), body),
-    el('section', { class: 'block', 'aria-labelledby': 'h-comments' }, el('h2', { id: 'h-comments' }, `Comments (${issue.comments.length})`), comments),
+    app.session.can_manage ? textForm(issue) : null,
+    el('section', { class: 'block', 'aria-labelledby': 'h-comments' }, el('h2', { id: 'h-comments' }, `Comments (${issue.comments.length})`), comments,
+      app.session.can_manage ? commentForm(issue) : null),
     el('section', { class: 'block', 'aria-labelledby': 'h-history' }, el('h2', { id: 'h-history' }, 'History'), historyTable(audit))));
 }
 
@@ -927,13 +991,13 @@ function editForm(issue) {
     }
     try {
       await api('PATCH', tenantPath(`/issues/${encodeURIComponent(issue.id)}`), patch);
-      await loadIssue();
+      await loadIssue(true);
       announce('Saved.');
       $('issue-title')?.focus?.();
     } catch (err) {
       if (err.status === 409) {
         const now = await currentVersion(issue.id);
-        const notice = conflictNotice(issue, now, () => loadIssue());
+        const notice = conflictNotice(issue, now, () => loadIssue(true));
         $('issue-notice')?.replaceChildren(notice);
         notice.querySelector('button')?.focus();
       } else {
@@ -988,6 +1052,202 @@ async function showRun(run) {
     el('section', { class: 'block', 'aria-labelledby': 'h-run-history' },
       el('h2', { id: 'h-run-history' }, 'What this run changed'),
       historyTable(history, { withIssue: true }))));
+
+/** Sends one change of the open issue, then reloads it (a 409 shows the conflict notice). */
+async function issueAction(issue, method, path, request, done, error) {
+  error.textContent = '';
+  try {
+    await api(method, tenantPath(`/issues/${encodeURIComponent(issue.id)}${path}`), request);
+    await loadIssue(true);
+    announce(done);
+  } catch (err) {
+    if (err.status === 409) {
+      const now = await currentVersion(issue.id);
+      const notice = conflictNotice(issue, now, () => loadIssue(true));
+      $('issue-notice')?.replaceChildren(notice);
+      notice.querySelector('button')?.focus();
+    } else {
+      error.textContent = err.message;
+    }
+  }
+}
+
+/** Adds a comment as the signed-in person. */
+function commentForm(issue) {
+  const body = el('textarea', { id: 'comment-body', name: 'body', rows: 3, required: true });
+  const error = el('p', { class: 'form-error', id: 'comment-error', role: 'alert' });
+  const form = el('form', { class: 'edit', id: 'comment-form', 'aria-label': 'Add a comment' },
+    el('div', { class: 'field wide' }, el('label', { for: 'comment-body' }, 'Your comment (Markdown)'), body),
+    el('button', { type: 'submit', id: 'comment-save' }, 'Comment'),
+    error);
+  // A half-written comment is not replaced by a live update.
+  form.addEventListener('input', () => { if (app.issue) app.issue.dirty = true; });
+  form.addEventListener('submit', (e) => {
+    e.preventDefault();
+    issueAction(issue, 'POST', '/comments', { body: body.value }, 'Comment added.', error);
+  });
+  return form;
+}
+
+/** Edits the title, the description and the relations. */
+function textForm(issue) {
+  const title = el('input', { id: 'edit-title', name: 'title', value: issue.title, maxlength: 200, required: true });
+  const body = el('textarea', { id: 'edit-body', name: 'body', rows: 5 }, issue.body);
+  const parent = el('input', { id: 'edit-parent', name: 'parent', value: issue.parent ?? '', autocomplete: 'off', placeholder: 'iss_…' });
+  const blocked = el('input', { id: 'edit-blocked-by', name: 'blocked_by', value: (issue.blocked_by ?? []).join(', '), autocomplete: 'off', placeholder: 'iss_…, iss_…' });
+  const duplicate = el('input', { id: 'edit-duplicate-of', name: 'duplicate_of', value: issue.duplicate_of ?? '', autocomplete: 'off', placeholder: 'iss_…' });
+  const error = el('p', { class: 'form-error', id: 'text-error', role: 'alert' });
+  const form = el('form', { class: 'edit', id: 'text-form', 'aria-label': 'Edit the text and relations' },
+    el('div', { class: 'field wide' }, el('label', { for: 'edit-title' }, 'Title'), title),
+    el('div', { class: 'field wide' }, el('label', { for: 'edit-body' }, 'Description (Markdown)'), body),
+    el('div', { class: 'field' }, el('label', { for: 'edit-parent' }, 'Parent'), parent),
+    el('div', { class: 'field' }, el('label', { for: 'edit-blocked-by' }, 'Blocked by'), blocked),
+    el('div', { class: 'field' }, el('label', { for: 'edit-duplicate-of' }, 'Duplicate of'), duplicate),
+    el('button', { type: 'submit', id: 'text-save' }, 'Save text and relations'),
+    error);
+  form.addEventListener('input', () => { if (app.issue) app.issue.dirty = true; });
+  form.addEventListener('submit', (e) => {
+    e.preventDefault();
+    const patch = { expected_version: issue.version };
+    if (title.value.trim() !== issue.title) patch.title = title.value.trim();
+    if (body.value !== issue.body) patch.body = body.value;
+    const orNull = (v) => (v.trim() ? v.trim() : null);
+    if (orNull(parent.value) !== (issue.parent ?? null)) patch.parent = orNull(parent.value);
+    if (orNull(duplicate.value) !== (issue.duplicate_of ?? null)) patch.duplicate_of = orNull(duplicate.value);
+    const list = splitList(blocked.value);
+    if (JSON.stringify(list) !== JSON.stringify([...(issue.blocked_by ?? [])].sort())) patch.blocked_by = list;
+    if (Object.keys(patch).length === 1) {
+      error.textContent = 'Nothing to save: change the title, description or a relation first.';
+      return;
+    }
+    issueAction(issue, 'PATCH', '', patch, 'Saved.', error);
+  });
+  // A re-render (an agent's write arriving on the live feed) keeps the form
+  // open if the person had opened it: the page must not fold a form away
+  // under the person's cursor.
+  const wasOpen = document.getElementById('edit-text')?.open ?? false;
+  const details = el('details', { class: 'edit-text', id: 'edit-text' }, el('summary', { id: 'edit-text-open' }, 'Edit title, description and relations'), form);
+  details.open = wasOpen;
+  return details;
+}
+
+/** Frees the claim a (stuck) run holds, or hands the issue to another run. */
+function claimForm(issue) {
+  const error = el('p', { class: 'form-error', id: 'claim-error', role: 'alert' });
+  const run = el('input', { id: 'handover-run', name: 'run', autocomplete: 'off', placeholder: 'run id' });
+  const release = issue.claim
+    ? el('button', { type: 'button', id: 'claim-release', class: 'secondary' }, `Release ${issue.claim.run}'s claim`)
+    : null;
+  release?.addEventListener('click', () => issueAction(issue, 'POST', '/release', { expected_version: issue.version }, 'Claim released.', error));
+  const form = el('form', { class: 'edit', id: 'claim-form', 'aria-label': 'Claim' },
+    release,
+    el('div', { class: 'field' }, el('label', { for: 'handover-run' }, 'Hand over to run'), run),
+    el('button', { type: 'submit', id: 'handover-save', class: 'secondary' }, 'Hand over'),
+    error);
+  form.addEventListener('submit', (e) => {
+    e.preventDefault();
+    issueAction(issue, 'POST', '/handover', { run: run.value.trim(), expected_version: issue.version }, `Handed over to ${run.value.trim()}.`, error);
+  });
+  return form;
+}
+
+// ---------------------------------------------------------------- approvals view
+
+async function showApprovals({ focus } = {}) {
+  app.view = 'approvals';
+  setNav('approvals');
+  document.title = `Approvals · ${app.tenant} · Corkboard`;
+  setMain(
+    el('div', { class: 'board-head' }, el('h1', { id: 'approvals-title' }, `Approvals · ${app.tenant}`), liveStatus()),
+    el('p', {}, 'Calls of agent runs that a policy says need a person. An approved call runs once, when its run sends it again; a denied one gets your reason.'),
+    el('div', { id: 'approvals-body' }, el('p', { class: 'loading' }, 'Loading approvals…')));
+  if (focus) focusMain();
+  await loadApprovals();
+  connectEvents();
+}
+
+async function loadApprovals() {
+  const body = $('approvals-body');
+  if (!body) return;
+  let list;
+  try {
+    list = (await api('GET', tenantPath('/approvals?limit=100'))).approvals;
+  } catch (e) {
+    if (e.status === 403) return showDenied();
+    body.replaceChildren(el('p', { role: 'alert' }, `Cannot load approvals: ${e.message}`));
+    return;
+  }
+  const details = await Promise.all(list.filter((a) => a.status === 'pending' && !a.expired)
+    .map((a) => api('GET', tenantPath(`/approvals/${encodeURIComponent(a.id)}`)).catch(() => a)));
+  const pending = details.map(approvalCard);
+  const decided = list.filter((a) => a.status !== 'pending' || a.expired);
+  body.replaceChildren(
+    el('h2', {}, `Waiting (${pending.length})`),
+    pending.length ? el('ul', { class: 'cards approvals', id: 'approvals-pending' }, pending) : el('p', { class: 'empty-column', id: 'no-approvals' }, 'No call is waiting for a person.'),
+    el('h2', {}, 'Decided or expired'),
+    el('div', { class: 'table-wrap' }, el('table', { id: 'approvals-done' },
+      el('thead', {}, el('tr', {}, ['Call', 'Run', 'Status', 'By', 'Reason'].map((h) => el('th', { scope: 'col' }, h)))),
+      el('tbody', {}, decided.map((a) => el('tr', { dataset: { approvalId: a.id, status: a.expired && a.status === 'pending' ? 'expired' : a.status } },
+        el('td', {}, el('code', {}, a.tool)),
+        el('td', { class: 'mono' }, a.run),
+        el('td', {}, a.expired && a.status === 'pending' ? 'expired' : a.status),
+        el('td', {}, a.decision?.by ?? ''),
+        el('td', {}, a.decision?.reason ?? '')))))));
+}
+
+/** One waiting call: what it would do, who asks, what that run did recently, and the decision. */
+function approvalCard(item) {
+  let args = item.arguments;
+  try {
+    args = JSON.stringify(JSON.parse(item.arguments), null, 2);
+  } catch {
+    // Cut arguments are shown as kept.
+  }
+  const canDecide = app.session.can_decide;
+  const reasonId = `reason-${item.id}`;
+  // A live refresh re-renders the cards: what the person typed is kept.
+  app.reasons ??= new Map();
+  const reason = el('input', { id: reasonId, class: 'approval-reason', autocomplete: 'off', maxlength: 2000, value: app.reasons.get(item.id) ?? '' });
+  reason.addEventListener('input', () => app.reasons.set(item.id, reason.value));
+  const error = el('p', { class: 'form-error', role: 'alert' });
+  const decide = async (approve) => {
+    error.textContent = '';
+    try {
+      await api('POST', tenantPath(`/approvals/${encodeURIComponent(item.id)}/decision`), { approve, reason: reason.value });
+      announce(approve ? 'Approved: the call runs when its run sends it again.' : 'Denied.');
+      await loadApprovals();
+    } catch (e) {
+      error.textContent = e.message;
+    }
+  };
+  const recent = item.recent ?? [];
+  return el('li', { class: 'card approval', dataset: { approvalId: item.id } },
+    el('p', { class: 'card-title' }, el('code', {}, item.tool), ' by run ', el('span', { class: 'mono' }, item.run)),
+    el('p', { class: 'meta' }, `policy ${item.policy} v${item.policy_version} · expires `, timeEl(item.expires_at)),
+    el('pre', { class: 'approval-arguments' }, args),
+    recent.length ? el('details', {}, el('summary', {}, `What this run did recently (${recent.length})`),
+      el('ul', {}, recent.map((r) => el('li', {}, timeEl(r.at), ' ', el('code', {}, r.tool), ` ${r.outcome}`)))) : null,
+    canDecide ? el('div', { class: 'field' }, el('label', { for: reasonId }, 'Reason (shown to the agent when denied)'), reason) : null,
+    canDecide ? el('p', {},
+      el('button', { type: 'button', class: 'approve', onclick: () => decide(true) }, 'Approve'), ' ',
+      el('button', { type: 'button', class: 'secondary deny', onclick: () => decide(false) }, 'Deny')) : el('p', { class: 'muted' }, 'Read-only: your role cannot decide.'),
+    error);
+}
+
+function historyTable(audit) {
+  if (audit?.error) return el('p', { class: 'notice' }, `History unavailable: ${audit.error.message}`);
+  const records = audit?.records ?? [];
+  if (!records.length) return el('p', { class: 'empty-column' }, 'No agent activity recorded for this issue yet.');
+  return el('div', { class: 'table-wrap' }, el('table', { id: 'history' },
+    el('caption', { class: 'visually-hidden' }, 'Tool calls that touched this issue, newest first'),
+    el('thead', {}, el('tr', {}, ['When', 'Tool', 'Outcome', 'Run', 'Grant', 'Latency'].map((h) => el('th', { scope: 'col' }, h)))),
+    el('tbody', {}, records.map((r) => el('tr', {},
+      el('td', {}, timeEl(r.at, formatTime(r.at))),
+      el('td', {}, el('code', {}, r.tool)),
+      el('td', { class: r.outcome === 'ok' ? 'outcome-ok' : 'outcome-bad' }, r.outcome),
+      el('td', { class: 'mono' }, r.run),
+      el('td', { class: 'mono' }, r.grant === NO_GRANT ? 'person (no grant)' : r.grant),
+      el('td', {}, `${(r.latency_micros / 1000).toFixed(1)} ms`))))));
 }
 
 // ---------------------------------------------------------------- grants view
@@ -1168,6 +1428,9 @@ function connectEvents() {
   source.addEventListener('grants', () => {
     if (app.view === 'grants') refetchSoon();
   });
+  source.addEventListener('approval', () => {
+    if (app.view === 'approvals') refetchSoon();
+  });
   source.addEventListener('resync', () => refetchSoon());
   source.addEventListener('error', () => {
     if (source.readyState === EventSource.CLOSED) {
@@ -1214,14 +1477,19 @@ function onIssueEvent(event) {
     refetchSoon();
   } else if (app.view === 'issue' && app.issue && event.id === app.issue.id) {
     if (app.issue.dirty) {
-      const notice = el('div', { class: 'notice', role: 'status', id: 'changed-elsewhere' },
-        el('p', {}, `This issue was just changed elsewhere${event.version ? ` (now version ${event.version})` : ''}. Saving your edit will be refused as a conflict; reload to start from the latest version.`),
-        el('p', {}, el('button', { type: 'button', class: 'secondary', onclick: () => loadIssue() }, 'Reload')));
-      $('issue-notice')?.replaceChildren(notice);
+      changedElsewhere(event.version);
     } else {
       refetchSoon();
     }
   }
+}
+
+/** Tells a person editing the issue that it changed meanwhile. */
+function changedElsewhere(version) {
+  const notice = el('div', { class: 'notice', role: 'status', id: 'changed-elsewhere' },
+    el('p', {}, `This issue was just changed elsewhere${version ? ` (now version ${version})` : ''}. Saving your edit will be refused as a conflict; reload to start from the latest version.`),
+    el('p', {}, el('button', { type: 'button', class: 'secondary', onclick: () => loadIssue(true) }, 'Reload')));
+  $('issue-notice')?.replaceChildren(notice);
 }
 
 function refetchSoon() {
@@ -1230,6 +1498,7 @@ function refetchSoon() {
     if (app.view === 'board' && app.board?.loaded) loadBoard();
     else if (app.view === 'issue' && app.issue && !app.issue.dirty) loadIssue();
     else if (app.view === 'grants') loadGrants();
+    else if (app.view === 'approvals') loadApprovals();
   }, 100);
 }
 

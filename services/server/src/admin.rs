@@ -10,10 +10,9 @@ use crate::web::WebAuth;
 use actix_web::{HttpResponse, web};
 use corkboard_api::ApiError;
 use corkboard_board::{
-    AuditQuery, Budgets, Capabilities, ClaimFilter, CloseReason, CommentWindow, GrantEvent,
-    GrantId, GrantPolicy, IssueId, IssuePatch, IssueState, Label, LabelFilter, Labels, ListQuery,
-    Priority, RunId, SearchQuery, SearchText, TenantId, Timestamp, Title, ValidationError, limits,
-    parse_ttl,
+    AuditQuery, Budgets, Capabilities, ClaimFilter, CommentWindow, GrantEvent, GrantId,
+    GrantPolicy, IssueId, IssueState, Label, LabelFilter, ListQuery, Priority, RunId, SearchQuery,
+    SearchText, TenantId, Timestamp, ValidationError, limits, parse_ttl,
 };
 use corkboard_grants::{GrantRequest, Renewal};
 use serde::Deserialize;
@@ -55,10 +54,6 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             )
             .route("/tenants/{tenant}/issues/{issue}", web::get().to(get_issue))
             .route(
-                "/tenants/{tenant}/issues/{issue}",
-                web::patch().to(update_issue),
-            )
-            .route(
                 "/tenants/{tenant}/issues/{issue}/history",
                 web::get().to(issue_history),
             )
@@ -66,6 +61,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 "/tenants/{tenant}/runs/{run}/history",
                 web::get().to(run_history),
             )
+            // People's writes: create, edit, comment, release, hand over.
+            .configure(crate::web::actions::configure)
             .route("/tenants/{tenant}/audit", web::get().to(list_audit))
             .route(
                 "/tenants/{tenant}/webhooks",
@@ -80,6 +77,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 web::delete().to(crate::webhook_api::delete),
             )
             .configure(crate::upstreams::configure)
+            .configure(crate::issue_api::configure)
+            .configure(crate::approvals::configure)
             .default_service(web::to(|| async {
                 Err::<HttpResponse, _>(ApiError::not_found("no such API endpoint".into()))
             })),
@@ -377,6 +376,10 @@ struct SettingsBody {
     /// `{"create_issue": 5}`; absent: the operator's `run_budgets`.
     #[serde(default)]
     run_budgets: Budgets,
+    /// What board writes and upstream calls carrying a credential get:
+    /// `"refuse"` (the default) or `"redact"`.
+    #[serde(default)]
+    secrets: corkboard_board::SecretPolicy,
 }
 
 async fn settings_json(state: &AppState, tenant: &TenantId) -> Result<serde_json::Value, ApiError> {
@@ -387,6 +390,7 @@ async fn settings_json(state: &AppState, tenant: &TenantId) -> Result<serde_json
         "run_ttl_secs": policy.run_ttl_secs,
         "max_lifetime_secs": policy.max_lifetime_secs,
         "run_budgets": policy.run_budgets,
+        "secrets": policy.secrets,
         "configured_run_budgets": state.grants.configured_run_budgets(),
         "configured_max_lifetime_secs": state.grants.max_lifetime().as_secs(),
         "effective_max_lifetime_secs": effective.as_secs(),
@@ -417,10 +421,14 @@ async fn put_settings(
         })
         .transpose()
     };
+    // Approval policies are changed through their own endpoint and kept here.
+    let approvals = state.store.grant_policy(&tenant).await?.approvals;
     let policy = GrantPolicy {
         run_ttl_secs: secs("run_ttl", body.run_ttl)?,
         max_lifetime_secs: secs("max_lifetime", body.max_lifetime)?,
         run_budgets: body.run_budgets,
+        secrets: body.secrets,
+        approvals,
     };
     policy.validate()?;
     state.store.set_grant_policy(&tenant, &policy).await?;
@@ -608,6 +616,20 @@ async fn list_issues(
     Ok(HttpResponse::Ok().json(page))
 }
 
+/// The list route's answer to a query string, for a caller that is not an
+/// HTTP request (`corkboard issue list` on the local board): the filters
+/// read by the route's own parser. The caller checked the tenant.
+pub async fn list_issues_page(
+    state: &AppState,
+    tenant: &TenantId,
+    query: &str,
+) -> Result<corkboard_board::Page, ApiError> {
+    let params = web::Query::<IssueListParams>::from_query(query)
+        .map_err(|err| ApiError::new(corkboard_board::Code::InvalidQuery, err.to_string()))?;
+    let query = params.into_inner().into_query()?;
+    Ok(state.store.list_issues(tenant, &query).await?)
+}
+
 /// Ranked search with the list filters: the same store call as the
 /// `search_issues` tool.
 async fn search_issues(
@@ -669,56 +691,6 @@ async fn get_issue(
         .map_err(|err| ApiError::internal(format!("issue not serialisable: {err}")))?;
     value["rendered"] = rendered;
     Ok(HttpResponse::Ok().json(value))
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct UpdateIssueBody {
-    /// Required: the web board never overwrites a change it has not seen.
-    expected_version: u64,
-    title: Option<String>,
-    state: Option<String>,
-    labels: Option<Vec<String>>,
-    priority: Option<String>,
-    /// With state done or closed; see `IssuePatch::apply_to`.
-    close_reason: Option<String>,
-}
-
-async fn update_issue(
-    state: web::Data<AppState>,
-    scope: ManageTenant,
-    path: web::Path<(String, String)>,
-    body: web::Json<UpdateIssueBody>,
-) -> Result<HttpResponse, ApiError> {
-    let (_, issue) = path.into_inner();
-    let tenant = scope.tenant;
-    let id = IssueId::parse(issue)?;
-    let body = body.into_inner();
-    let patch = IssuePatch {
-        title: body.title.map(Title::parse).transpose()?,
-        body: None,
-        state: body.state.as_deref().map(IssueState::parse).transpose()?,
-        labels: body.labels.map(Labels::parse).transpose()?,
-        priority: body.priority.as_deref().map(Priority::parse).transpose()?,
-        close_reason: body
-            .close_reason
-            .as_deref()
-            .map(CloseReason::parse)
-            .transpose()?,
-        // Recorded in the issue's history as the admin's subject when it
-        // reads as a run id, else as `admin`.
-        actor: Some(corkboard_board::Author {
-            run: RunId::parse(scope.admin.subject.as_str()).or_else(|_| RunId::parse("admin"))?,
-            grant: None,
-        }),
-        ..IssuePatch::default()
-    };
-    let updated = state
-        .store
-        .update_issue(&tenant, &id, patch, Some(body.expected_version))
-        .await?;
-    state.web.issue_changed(&updated);
-    Ok(HttpResponse::Ok().json(updated))
 }
 
 #[derive(Debug, Deserialize)]

@@ -416,6 +416,7 @@ mod tests {
             outcome: AuditOutcome::Ok,
             latency_micros: i as u64,
             arguments_hash: ArgumentsHash::of(i.to_string().as_bytes()),
+            definition_hash: None,
             issue: None,
         }
     }

@@ -20,8 +20,10 @@
 #![forbid(unsafe_code)]
 
 pub mod admin;
+pub mod approvals;
 pub mod audit;
 pub mod health;
+pub mod issue_api;
 pub mod markdown;
 pub mod metered;
 pub mod session_ends;
@@ -37,11 +39,17 @@ pub use state::{AppParts, AppState, StartError};
 
 /// Mounts every route of the control plane.
 pub fn routes(cfg: &mut actix_web::web::ServiceConfig) {
+    routes_without_metrics(cfg);
+    metrics_route(cfg);
+}
+
+/// Every route of the control plane but `/metrics`, for a process that
+/// serves metrics on their own listener (`metrics_listen`).
+pub fn routes_without_metrics(cfg: &mut actix_web::web::ServiceConfig) {
     health::configure(cfg);
     web::configure(cfg);
     admin::configure(cfg);
     cfg.route("/mcp", actix_web::web::route().to(studio_mcp));
-    metrics_route(cfg);
 }
 
 /// `/metrics`, for every role's HTTP port.

@@ -10,7 +10,7 @@ use corkboard_config::{ConfigError, Settings};
 use corkboard_grants::{AdminPrincipal, AdminVerifier, GrantService, IssuedGrant, TokenRegistry};
 use corkboard_mcp::{McpEndpoint, McpSettings, SessionEnds};
 use corkboard_telemetry::Metrics;
-use corkboard_tools::BoardTools;
+use corkboard_tools::{ApprovalGate, BoardTools};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,8 +40,8 @@ pub struct AppParts {
     /// Resolves run tokens; reads through `store`'s ledger.
     pub registry: Arc<dyn TokenRegistry>,
     pub admin: AdminVerifier,
-    /// Signs legacy MCP sessions and web board cookies.
-    pub session_key: Vec<u8>,
+    /// Signs web board cookies (the newest key; every listed key verifies).
+    pub session_key: corkboard_mcp::SessionKey,
     pub web: crate::web::WebState,
     pub session_ends: Arc<dyn SessionEnds>,
     /// The studio endpoint's settings (origins, hosts, body limit, key).
@@ -68,7 +68,8 @@ pub struct AppState {
     pub store: Arc<dyn BoardStore>,
     pub grants: GrantService,
     pub admin: Arc<AdminVerifier>,
-    pub session_key: Arc<[u8]>,
+    /// Signs web board cookies (the newest key; every listed key verifies).
+    pub session_key: corkboard_mcp::SessionKey,
     /// Batches audit records of tool calls into the store.
     pub audit: Arc<AuditWriter>,
     /// The studio MCP endpoint (`/mcp`): the board tools for any valid grant.
@@ -84,6 +85,9 @@ pub struct AppState {
     /// board events derived from it. Every MCP endpoint (studio, run
     /// gateways) passes this to its tools.
     pub tool_audit: Arc<dyn AuditSink>,
+    /// Which calls wait for a person's approval: the one gate of this
+    /// process, asked by the studio endpoint's tools and the run gateways.
+    pub approvals: Arc<ApprovalGate>,
     /// Seals upstream MCP servers' credentials (none: upstreams are off,
     /// their API answers 503).
     pub upstream_key: Option<Arc<corkboard_upstream::CredentialKey>>,
@@ -94,6 +98,8 @@ pub struct AppState {
     /// Where webhook endpoints may point: `egress` with
     /// `webhook_allowed_hosts`.
     pub webhook_hosts: Arc<crate::webhooks::HostPolicy>,
+    /// When the datastores last answered `/readyz` (a blip is tolerated).
+    pub readiness: Arc<crate::health::Readiness>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -122,7 +128,7 @@ impl AppState {
             run_budgets,
         } = parts;
         let ledger: Arc<dyn corkboard_board::GrantLedger> = store.clone();
-        let grants = GrantService::new(ledger, registry)
+        let grants = GrantService::new(ledger.clone(), registry)
             .with_live_grants_max(settings.live_grants_per_tenant_max)
             .with_max_lifetime(std::time::Duration::from_secs(
                 settings.grant_max_lifetime_secs,
@@ -137,13 +143,26 @@ impl AppState {
             audit.clone(),
             web.events(),
         ));
+        let approvals = Arc::new(
+            ApprovalGate::new(
+                ledger,
+                tool_audit.clone(),
+                Duration::from_millis(settings.store_timeout_ms),
+            )
+            .with_events(Arc::new(web.clone())),
+        );
         let issues: Arc<dyn corkboard_board::IssueStore> = store.clone();
         let tools = BoardTools::new(issues, grants.registry().clone(), tool_audit.clone())
+            .with_approvals(approvals.clone())
             .with_store_timeout(Duration::from_millis(settings.store_timeout_ms))
             .with_result_budget(settings.max_result_bytes)
             .with_claim_lease(Duration::from_millis(settings.claim_lease_ms))
             .with_metrics(metrics.clone())
-            .with_budgets(grants.budgets().clone());
+            .with_budgets(grants.budgets().clone())
+            .with_secret_policies(Arc::new(corkboard_tools::SecretPolicies::new(
+                grants.ledger().clone(),
+                Duration::from_millis(settings.store_timeout_ms),
+            )));
         let tools = match rate_limiter {
             Some(limiter) => tools.with_rate_limiter(limiter),
             None => tools,
@@ -156,17 +175,25 @@ impl AppState {
             store,
             grants,
             admin: Arc::new(admin),
-            session_key: session_key.into(),
+            session_key,
             audit,
             mcp,
             metrics,
             web,
             tool_audit,
+            approvals,
             session_ends,
             upstream_key: None,
             egress: Arc::default(),
             webhook_hosts: Arc::default(),
+            readiness: Arc::default(),
         }
+    }
+
+    /// How long a claim lasts without a write by its holder (the same lease
+    /// the board tools give, `claim_lease_ms`).
+    pub fn claim_lease(&self) -> Duration {
+        Duration::from_millis(self.settings.claim_lease_ms)
     }
 
     /// The egress policy, and the webhook host policy built on it (the
@@ -197,10 +224,7 @@ impl AppState {
 
     /// Base URL of this server as clients reach it.
     pub fn public_url(&self) -> String {
-        match &self.settings.public_url {
-            Some(url) => url.trim_end_matches('/').to_owned(),
-            None => format!("http://{}", self.settings.listen),
-        }
+        self.settings.advertised_url()
     }
 
     /// The MCP URL a grant's run uses: the shared runner gateway route when

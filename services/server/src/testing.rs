@@ -38,7 +38,8 @@ impl AppState {
         let key_path = settings.session_key_path();
         ensure_secret(&key_path).unwrap();
         let session_key = read_secret("session_key_file", &key_path).unwrap();
-        let mut mcp = McpSettings::new(SessionKey::new(session_key.clone()).unwrap());
+        let session_key = SessionKey::new(session_key).unwrap();
+        let mut mcp = McpSettings::new(session_key.clone());
         mcp.allowed_origins = settings.allowed_origins.clone();
         mcp.allowed_hosts = settings.allowed_hosts.clone();
         mcp.max_body_bytes = settings.max_body_bytes;

@@ -3,7 +3,17 @@
 //! - `PUT /v1/tenants/{tenant}/upstreams/{name}` `{url, header, credential}`
 //!   registers or replaces one (200 with the record);
 //! - `GET /v1/tenants/{tenant}/upstreams` lists them;
-//! - `DELETE /v1/tenants/{tenant}/upstreams/{name}` removes one (204).
+//! - `DELETE /v1/tenants/{tenant}/upstreams/{name}` removes one (204);
+//! - `GET /v1/tenants/{tenant}/upstreams/{name}/tools` lists its tools'
+//!   pins: each tool's status (`approved` or `pending`), the definition
+//!   last seen and the one approved, their hashes, and what changed;
+//! - `POST /v1/tenants/{tenant}/upstreams/{name}/tools/{tool}/approve`
+//!   `{hash}` approves the definition with that hash (the one the admin
+//!   was shown; a definition that changed again since is refused).
+//!
+//! A tool runs may see is approved as last listed: new and changed tools
+//! are pending until approved (`trust_first_listing: true` in the PUT
+//! approves the tools of the upstream's first listing as they are).
 //!
 //! The credential is sealed with the upstream key before it is stored and
 //! is never returned, logged or audited: every answer shows the URL, the
@@ -12,12 +22,14 @@
 
 use crate::admin::{ManageTenant, ReadTenant};
 use crate::state::AppState;
+use crate::web::{BoardEvent, BoardEvents};
 use actix_web::{HttpResponse, web};
 use corkboard_api::ApiError;
 use corkboard_board::{
-    HeaderName, StoreError, Timestamp, Upstream, UpstreamName, UpstreamUrl, ValidationError,
+    DefinitionHash, HeaderName, StoreError, Timestamp, ToolPin, Upstream, UpstreamName,
+    UpstreamUrl, ValidationError,
 };
-use corkboard_upstream::{Credential, CredentialKey};
+use corkboard_upstream::{Credential, CredentialKey, ToolChanged};
 use serde::Deserialize;
 use serde_json::json;
 use std::sync::Arc;
@@ -28,6 +40,14 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route(
             "/tenants/{tenant}/upstreams/{name}",
             web::delete().to(delete),
+        )
+        .route(
+            "/tenants/{tenant}/upstreams/{name}/tools",
+            web::get().to(list_tools),
+        )
+        .route(
+            "/tenants/{tenant}/upstreams/{name}/tools/{tool}/approve",
+            web::post().to(approve),
         );
 }
 
@@ -38,6 +58,17 @@ struct PutBody {
     /// The request header the credential goes in (`Authorization`, ...).
     header: String,
     credential: String,
+    /// Approve the tools of the upstream's first listing as listed (trust
+    /// on first use); later new or changed tools still wait for approval.
+    #[serde(default)]
+    trust_first_listing: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ApproveBody {
+    /// The definition hash the admin reviewed.
+    hash: String,
 }
 
 // Never print the credential.
@@ -46,6 +77,7 @@ impl std::fmt::Debug for PutBody {
         f.debug_struct("PutBody")
             .field("url", &self.url)
             .field("header", &self.header)
+            .field("trust_first_listing", &self.trust_first_listing)
             .finish_non_exhaustive()
     }
 }
@@ -70,6 +102,26 @@ fn upstream_json(upstream: &Upstream) -> serde_json::Value {
         "created_at": upstream.created_at,
         "created_by": upstream.created_by,
         "capability": format!("upstream:{}:*", upstream.name),
+        "trust_first_listing": upstream.trust_first_listing,
+    })
+}
+
+/// A tool's pin as the API shows it: enough for a person to decide.
+fn pin_json(pin: &ToolPin) -> serde_json::Value {
+    let definition = |text: &str| serde_json::from_str::<serde_json::Value>(text).ok();
+    json!({
+        "tool": pin.tool,
+        "status": if pin.is_approved() { "approved" } else { "pending" },
+        "hash": pin.seen.as_str(),
+        "definition": definition(&pin.definition),
+        "seen_at": pin.seen_at,
+        "changes": pin.changes(),
+        "approved": pin.approved.as_ref().map(|a| json!({
+            "hash": a.hash.as_str(),
+            "definition": definition(&a.definition),
+            "by": a.by,
+            "at": a.at,
+        })),
     })
 }
 
@@ -101,6 +153,7 @@ async fn put(
         credential: sealed,
         created_at: Timestamp::now(),
         created_by: scope.admin.subject.clone(),
+        trust_first_listing: body.trust_first_listing,
     };
     state.store.put_upstream(&upstream).await?;
     tracing::info!(tenant = %upstream.tenant, upstream = %upstream.name, by = %upstream.created_by, "upstream registered");
@@ -136,6 +189,63 @@ async fn delete(
     Ok(HttpResponse::NoContent().finish())
 }
 
+/// What a runner tells the live board when it finds an upstream tool
+/// newly pending: [`BoardEvent::UpstreamToolChanged`] on `events`.
+pub fn live_tool_changes(events: Arc<dyn BoardEvents>) -> ToolChanged {
+    Arc::new(move |tenant, upstream, tool| {
+        events.publish(
+            tenant,
+            BoardEvent::UpstreamToolChanged {
+                upstream: upstream.to_string(),
+                tool: tool.to_owned(),
+            },
+        );
+    })
+}
+
+async fn list_tools(
+    state: web::Data<AppState>,
+    scope: ReadTenant,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let (_, name) = path.into_inner();
+    let tenant = scope.tenant;
+    let name = UpstreamName::parse(&name)?;
+    let pins = state.store.list_tool_pins(&tenant, &name).await?;
+    Ok(HttpResponse::Ok().json(json!({
+        "upstream": name.as_str(),
+        "tools": pins.iter().map(pin_json).collect::<Vec<_>>(),
+    })))
+}
+
+async fn approve(
+    state: web::Data<AppState>,
+    scope: ManageTenant,
+    path: web::Path<(String, String, String)>,
+    body: web::Json<ApproveBody>,
+) -> Result<HttpResponse, ApiError> {
+    let (_, name, tool) = path.into_inner();
+    let tenant = scope.tenant;
+    let name = UpstreamName::parse(&name)?;
+    let hash = DefinitionHash::parse(&body.hash)?;
+    let by = &scope.admin.subject;
+    let pin = match state
+        .store
+        .approve_tool(&tenant, &name, &tool, &hash, by, Timestamp::now())
+        .await
+    {
+        Ok(pin) => pin,
+        Err(StoreError::NotFound { .. }) => {
+            return Err(ApiError::not_found(format!(
+                "upstream {name} of tenant {tenant} has never listed a tool {tool:?}: nothing was approved"
+            )));
+        }
+        Err(err) => return Err(err.into()),
+    };
+    tracing::info!(%tenant, upstream = %name, tool = %pin.tool, hash = %pin.seen, %by, "upstream tool approved");
+    Ok(HttpResponse::Ok().json(pin_json(&pin)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,6 +261,7 @@ mod tests {
             credential: SealedCredential::from_bytes(vec![2; 40]),
             created_at: Timestamp::now(),
             created_by: "admin".into(),
+            trust_first_listing: false,
         };
         let shown = upstream_json(&upstream);
         assert_eq!(shown["url"], "https://mcp.example.com/mcp");

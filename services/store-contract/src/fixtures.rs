@@ -19,6 +19,7 @@ pub fn run(name: &str) -> RunId {
 
 pub fn author(run_name: &str) -> Author {
     Author {
+        kind: corkboard_board::AuthorKind::Run,
         run: run(run_name),
         grant: None,
     }
@@ -109,6 +110,7 @@ pub fn audit_record(
         outcome: AuditOutcome::ToolError,
         latency_micros: 1234,
         arguments_hash: ArgumentsHash::of(at_millis.to_string().as_bytes()),
+        definition_hash: None,
         issue: issue.cloned(),
     }
 }

@@ -20,10 +20,7 @@ fn field<'a>(change: &'a Change, name: &str) -> &'a corkboard_board::FieldChange
 
 pub async fn case_history_records_every_kind_of_write<S: BoardStore>(store: Arc<S>) {
     let t = tenant("history");
-    let writer = Author {
-        run: run("run-w"),
-        grant: Some(corkboard_board::GrantId::generate()),
-    };
+    let writer = Author::run(run("run-w"), Some(corkboard_board::GrantId::generate()));
     let mut new = new_issue("First title");
     new.labels = labels(&["a", "b"]);
     let created = store

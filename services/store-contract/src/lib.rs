@@ -30,6 +30,7 @@
 
 #![forbid(unsafe_code)]
 
+mod approvals;
 mod audit;
 mod budgets;
 mod claims;
@@ -49,6 +50,7 @@ mod upstreams;
 mod used_once;
 mod webhooks;
 
+pub use approvals::*;
 pub use audit::*;
 pub use budgets::*;
 pub use claims::*;
@@ -167,6 +169,8 @@ macro_rules! store_contract_tests {
             case_budgets_travel_with_the_grant_and_reserve_up_to_their_limit,
             case_idempotency_key_used_says_whether_a_repeat_would_replay,
             case_a_value_is_used_once_until_its_record_expires,
+            case_authors_keep_their_kind,
+            case_approvals_are_decided_once_and_used_once,
             case_webhook_outbox_follows_the_tenants_board_writes,
             case_webhook_outbox_has_issue_claimed_once_per_claim,
             case_an_ended_claim_is_expired_once_with_its_event,
@@ -202,6 +206,7 @@ macro_rules! store_contract_tests {
             case_list_priority_and_updated_since_match_reference,
             case_upstreams_put_list_replace_delete,
             case_upstreams_per_tenant_limit,
+            case_tool_pins_observe_approve_and_queue_changes,
             case_grants_keep_upstream_patterns,
         }
     };

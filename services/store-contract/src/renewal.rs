@@ -96,6 +96,8 @@ pub async fn case_grant_policy_is_per_tenant<S: BoardStore>(store: Arc<S>) {
         run_ttl_secs: Some(600),
         max_lifetime_secs: Some(86_400),
         run_budgets: Default::default(),
+        secrets: Default::default(),
+        approvals: Default::default(),
     };
     store.set_grant_policy(&a, &policy).await.expect("set");
     assert_eq!(store.grant_policy(&a).await.expect("read"), policy);
@@ -108,6 +110,8 @@ pub async fn case_grant_policy_is_per_tenant<S: BoardStore>(store: Arc<S>) {
         run_ttl_secs: None,
         max_lifetime_secs: Some(3_600),
         run_budgets: Default::default(),
+        secrets: Default::default(),
+        approvals: Default::default(),
     };
     store
         .set_grant_policy(&a, &replaced)
@@ -122,6 +126,8 @@ pub async fn case_grant_policy_is_per_tenant<S: BoardStore>(store: Arc<S>) {
         run_ttl_secs: Some(0),
         max_lifetime_secs: None,
         run_budgets: Default::default(),
+        secrets: Default::default(),
+        approvals: Default::default(),
     };
     assert!(
         store.set_grant_policy(&a, &zero).await.is_err(),

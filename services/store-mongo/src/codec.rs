@@ -11,9 +11,10 @@
 
 use crate::error::corrupt;
 use corkboard_board::{
-    ArgumentsHash, AuditOutcome, AuditRecord, Author, BlockedBy, Body, Capabilities, Claim,
-    CloseReason, Comment, CommentBody, CommentId, Grant, GrantEvent, GrantId, Issue, IssueId,
-    IssueState, Labels, Priority, RunId, StoreError, TenantId, Timestamp, Title,
+    ArgumentsHash, AuditOutcome, AuditRecord, Author, AuthorKind, BlockedBy, Body, Capabilities,
+    Claim, CloseReason, Comment, CommentBody, CommentId, DefinitionHash, Grant, GrantEvent,
+    GrantId, Issue, IssueId, IssueState, Labels, Priority, RunId, StoreError, TenantId, Timestamp,
+    Title,
 };
 use mongodb::bson::{Bson, DateTime, Document, doc};
 
@@ -128,6 +129,7 @@ fn labels_bson(labels: &Labels) -> Bson {
 
 fn author_doc(author: &Author) -> Document {
     doc! {
+        "kind": author.kind.as_str(),
         "run": author.run.as_str(),
         "grant": author.grant.as_ref().map(|g| g.as_str()),
     }
@@ -405,7 +407,14 @@ impl<'a> Reader<'a> {
             Some(Bson::String(g)) => Some(self.parse(GrantId::parse(g.as_str()))?),
             Some(_) => return Err(self.fail("author.grant is not a string")),
         };
+        // Absent in documents written before kinds existed: those were runs.
+        let kind = match doc.get("kind") {
+            None | Some(Bson::Null) => AuthorKind::Run,
+            Some(Bson::String(k)) => self.parse(AuthorKind::parse(k))?,
+            Some(_) => return Err(self.fail("author.kind is not a string")),
+        };
         Ok(Author {
+            kind,
             run: self.parse(RunId::parse(run))?,
             grant,
         })
@@ -629,19 +638,12 @@ pub(crate) fn audit_doc(record: &AuditRecord) -> Document {
         "latency_micros": to_i64(record.latency_micros),
         "arguments_hash": record.arguments_hash.as_str(),
         audit_field::ISSUE: record.issue.as_ref().map(|i| i.as_str()),
+        "definition_hash": record.definition_hash.as_ref().map(|h| h.as_str()),
     }
 }
 
 fn outcome_from_str(text: &str) -> Option<AuditOutcome> {
-    [
-        AuditOutcome::Ok,
-        AuditOutcome::ToolError,
-        AuditOutcome::Denied,
-        AuditOutcome::Unavailable,
-        AuditOutcome::RateLimited,
-    ]
-    .into_iter()
-    .find(|o| o.as_str() == text)
+    AuditOutcome::parse(text)
 }
 
 pub(crate) fn audit_from_doc(doc: &Document) -> Result<AuditRecord, StoreError> {
@@ -657,6 +659,9 @@ pub(crate) fn audit_from_doc(doc: &Document) -> Result<AuditRecord, StoreError> 
             .ok_or_else(|| r.fail(format!("unknown outcome {outcome:?}")))?,
         latency_micros: from_i64(r.int("latency_micros")?),
         arguments_hash: ArgumentsHash::from_hex(r.str("arguments_hash")?.to_owned()),
+        definition_hash: r
+            .opt_str("definition_hash")?
+            .map(|h| DefinitionHash::from_stored(h.to_owned())),
         issue: r
             .opt_str(audit_field::ISSUE)?
             .map(IssueId::parse)
@@ -679,6 +684,7 @@ mod tests {
         new.labels = Labels::parse(["ci", "bug"]).unwrap();
         new.priority = Priority::High;
         let author = Author {
+            kind: corkboard_board::AuthorKind::Run,
             run: RunId::parse("run-1").unwrap(),
             grant: Some(GrantId::generate()),
         };
@@ -691,6 +697,7 @@ mod tests {
             id: CommentId::generate(),
             body: CommentBody::parse("seen twice").unwrap(),
             author: Author {
+                kind: corkboard_board::AuthorKind::Run,
                 run: author.run,
                 grant: None,
             },
@@ -784,6 +791,7 @@ mod tests {
                 outcome: AuditOutcome::RateLimited,
                 latency_micros: 1234,
                 arguments_hash: ArgumentsHash::of(b"{}"),
+                definition_hash: None,
                 issue,
             };
             assert_eq!(audit_from_doc(&audit_doc(&record)).unwrap(), record);

@@ -87,10 +87,7 @@ const CAS_ATTEMPTS: u32 = 64;
 
 /// Who a claim's change is recorded as: the claimant's run and grant.
 pub(crate) fn claimant_author(claimant: &Claimant) -> Author {
-    Author {
-        run: claimant.run.clone(),
-        grant: Some(claimant.grant.clone()),
-    }
+    Author::run(claimant.run.clone(), Some(claimant.grant.clone()))
 }
 
 /// Who a change nobody asked for is recorded as (a claim that ended by

@@ -11,8 +11,8 @@ use crate::store::MongoStore;
 use async_trait::async_trait;
 use corkboard_board::WebhookEvent;
 use corkboard_board::{
-    Grant, GrantEvent, GrantId, GrantLedger, GrantPolicy, RunId, StoreError, TenantId, Timestamp,
-    ValidationError, limits,
+    ApprovalId, ApprovalItem, ApprovalStatus, Decision, Grant, GrantEvent, GrantId, GrantLedger,
+    GrantPolicy, RunId, StoreError, TenantId, Timestamp, ValidationError, limits,
 };
 use mongodb::Cursor;
 use mongodb::bson::{Bson, Document, doc};
@@ -269,6 +269,55 @@ impl GrantLedger for MongoStore {
         .await
     }
 
+    async fn put_approval(&self, item: &ApprovalItem) -> Result<(), StoreError> {
+        self.put_approval_doc(item).await
+    }
+
+    async fn approval(
+        &self,
+        tenant: &TenantId,
+        id: &ApprovalId,
+    ) -> Result<Option<ApprovalItem>, StoreError> {
+        self.load_approval(tenant, id).await
+    }
+
+    async fn list_approvals(
+        &self,
+        tenant: &TenantId,
+        status: Option<ApprovalStatus>,
+        limit: u32,
+    ) -> Result<Vec<ApprovalItem>, StoreError> {
+        self.list_approval_docs(tenant, status, limit).await
+    }
+
+    async fn approval_for_call(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+        tool: &str,
+        digest: &str,
+    ) -> Result<Option<ApprovalItem>, StoreError> {
+        self.approval_doc_for_call(tenant, run, tool, digest).await
+    }
+
+    async fn decide_approval(
+        &self,
+        tenant: &TenantId,
+        id: &ApprovalId,
+        decision: &Decision,
+    ) -> Result<ApprovalItem, StoreError> {
+        self.decide_approval_doc(tenant, id, decision).await
+    }
+
+    async fn use_approval(
+        &self,
+        tenant: &TenantId,
+        id: &ApprovalId,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        self.use_approval_doc(tenant, id, now).await
+    }
+
     async fn record_first_use(
         &self,
         kind: &str,
@@ -375,11 +424,16 @@ impl GrantLedger for MongoStore {
                     grant_field::REVOKED_AT: { "$ne": Bson::Null },
                     grant_field::EXPIRES_AT: { "$gt": date(now) },
                 })
-                .sort(doc! { field::ID: 1 })
                 .max_time(self.max_time())
                 .await
                 .map_err(|e| store_error(&e))?;
-            collect_grants(found).await
+            // Ordered here, not by the server: the answer is every match
+            // anyway, and a server-side sort of it is a blocking SORT
+            // stage (memory-bound on the server) where the index's order
+            // is (revoked_at, expires_at).
+            let mut grants = collect_grants(found).await?;
+            grants.sort_by(|a, b| a.grant.id.as_str().cmp(b.grant.id.as_str()));
+            Ok(grants)
         })
         .await
     }

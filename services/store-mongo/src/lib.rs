@@ -35,6 +35,7 @@
 
 #![forbid(unsafe_code)]
 
+mod approvals;
 mod audit;
 mod codec;
 mod error;
@@ -52,5 +53,5 @@ mod webhooks;
 
 pub use audit::AUDIT_PAGE_MAX;
 pub use error::MongoStoreError;
-pub use options::{DEFAULT_DATABASE, MongoOptions};
+pub use options::{CommandObserver, DEFAULT_DATABASE, MongoOptions};
 pub use store::MongoStore;

@@ -1,6 +1,8 @@
 //! Timeouts and names, with defaults that bound every call to a few seconds.
 
 use corkboard_board::ExpensiveReads;
+use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Database name used when the operator does not choose one.
@@ -42,6 +44,48 @@ pub struct MongoOptions {
     /// as their `maxTimeMS`) and each tenant's share of them, so one
     /// tenant's costly queries cannot take every pooled connection.
     pub expensive: ExpensiveReads,
+    /// PEM CA certificate(s) the server's certificate must chain to (a
+    /// private CA). Set: TLS is on, whatever the URI says about the CA; a
+    /// URI with `tls=false` is refused.
+    pub tls_ca_file: Option<std::path::PathBuf>,
+    /// Sees every command the store sends (tests count and explain them;
+    /// see [`CommandObserver`]). `None` by default: no cost.
+    pub command_observer: Option<CommandObserver>,
+}
+
+/// A function told of every command the store sends, before it is sent:
+/// its name (`find`, `createIndexes`, ...) and the command itself as BSON
+/// bytes (a document: its filter, sort, limit; the driver's BSON types stay
+/// out of this crate's API, the bytes are the wire format). Runs on the
+/// driver's task: keep it short.
+#[derive(Clone)]
+pub struct CommandObserver(Arc<Observe>);
+
+/// What a [`CommandObserver`] calls: the command's name and its BSON.
+type Observe = dyn Fn(&str, &[u8]) + Send + Sync;
+
+impl CommandObserver {
+    pub fn new(observe: impl Fn(&str, &[u8]) + Send + Sync + 'static) -> Self {
+        Self(Arc::new(observe))
+    }
+
+    pub(crate) fn handler(
+        &self,
+    ) -> mongodb::event::EventHandler<mongodb::event::command::CommandEvent> {
+        let observe = Arc::clone(&self.0);
+        mongodb::event::EventHandler::callback(move |event| {
+            if let mongodb::event::command::CommandEvent::Started(started) = event {
+                let bytes = started.command.to_vec().unwrap_or_default();
+                observe(&started.command_name, &bytes);
+            }
+        })
+    }
+}
+
+impl fmt::Debug for CommandObserver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("CommandObserver")
+    }
 }
 
 impl Default for MongoOptions {
@@ -54,6 +98,8 @@ impl Default for MongoOptions {
             max_pool_size: 32,
             app_name: "corkboard".to_owned(),
             expensive: ExpensiveReads::default(),
+            tls_ca_file: None,
+            command_observer: None,
         }
     }
 }

@@ -13,12 +13,30 @@
 //!
 //! Index names are left to the server's defaults (derived from the keys),
 //! so creating them again, from this process or another, is a no-op.
+//!
+//! # Set up once per schema version
+//!
+//! Creating indexes that exist is a no-op for the data but not for the
+//! server: one `createIndexes` per collection, a few milliseconds each, so
+//! a start-up that re-created every tenant's indexes cost seconds per
+//! thousand tenants on every restart. Instead the [`SCHEMA`] collection
+//! keeps one document per *index set* (a tenant's collections, or one
+//! shared collection: [`IndexSet`]) with the [`IndexSet::fingerprint`] of
+//! the definitions it was set up with. A start-up reads that collection in
+//! one query and sets up only the sets whose record is missing or differs
+//! (new tenants, and every tenant once after a change to this file or to
+//! [`SCHEMA_VERSION`]); a tenant first written after start-up is looked up
+//! by its one record. The record is written only after the set-up
+//! succeeded, so an interrupted one is redone. Indexes dropped by hand
+//! behind a current record are not noticed: delete the record (or the whole
+//! collection) to have them re-created.
 
 use crate::codec::{audit_field, field, grant_field};
 use corkboard_board::TenantId;
 use mongodb::IndexModel;
 use mongodb::bson::{Document, doc};
 use mongodb::options::IndexOptions;
+use sha2::{Digest, Sha256};
 
 const ISSUES_PREFIX: &str = "issues.";
 
@@ -26,10 +44,110 @@ const ISSUES_PREFIX: &str = "issues.";
 pub const GRANTS: &str = "grants";
 /// Every tenant's upstream MCP servers (a few per tenant).
 pub const UPSTREAMS: &str = "upstreams";
+/// Every tenant's pinned upstream tool definitions, `_id`
+/// `<tenant>/<upstream>/<tool>`.
+pub const TOOL_PINS: &str = "tool_pins";
 /// The values used once (the relay's sealed values), of every tenant.
 pub const USED_ONCE: &str = "used_once";
 /// When a used-once record stops counting (a BSON date, for the TTL index).
 pub(crate) const USED_ONCE_EXPIRES_AT: &str = "expires_at";
+
+/// One record per index set: which definitions it was set up with.
+pub const SCHEMA: &str = "_schema";
+/// The field of a [`SCHEMA`] record holding the set's fingerprint.
+pub(crate) const SCHEMA_FINGERPRINT: &str = "fingerprint";
+
+/// Bumped when a tenant's set-up changes in a way the index definitions do
+/// not show (today: the backfills of search words and urgency), so every tenant is set up
+/// again once. A change to an index definition needs no bump: it changes
+/// the fingerprint by itself.
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// A group of collections whose indexes are set up, and recorded, as one.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) enum IndexSet {
+    /// A tenant's `issues.`, `idem.` and `audit.` collections (and the
+    /// backfill of its search words).
+    Tenant(TenantId),
+    /// One collection every tenant shares, by name.
+    Shared(&'static str),
+}
+
+impl IndexSet {
+    /// The `_id` of the set's [`SCHEMA`] record: the tenant's issues
+    /// collection, or the shared collection's name.
+    pub(crate) fn key(&self) -> String {
+        match self {
+            Self::Tenant(tenant) => issues(tenant),
+            Self::Shared(name) => (*name).to_owned(),
+        }
+    }
+
+    /// The collections of the set with their indexes.
+    pub(crate) fn collections(&self) -> Vec<(String, Vec<IndexModel>)> {
+        match self {
+            Self::Tenant(tenant) => vec![
+                (issues(tenant), issue_indexes()),
+                (idempotency(tenant), idempotency_indexes()),
+                (audit(tenant), audit_indexes()),
+            ],
+            Self::Shared(name) => vec![((*name).to_owned(), shared_indexes(name))],
+        }
+    }
+
+    /// A digest of [`SCHEMA_VERSION`] and every index definition of the
+    /// set (keys in order, uniqueness, expiry), the same for every tenant:
+    /// what its [`SCHEMA`] record must hold for the set to count as set up.
+    pub(crate) fn fingerprint(&self) -> String {
+        // The same for every tenant: computed once per process, not once
+        // per tenant at each start-up.
+        static TENANT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        match self {
+            Self::Tenant(_) => TENANT.get_or_init(|| self.digest()).clone(),
+            Self::Shared(_) => self.digest(),
+        }
+    }
+
+    fn digest(&self) -> String {
+        let mut hash = Sha256::new();
+        hash.update(format!("v{SCHEMA_VERSION}\n"));
+        for (collection, models) in self.collections() {
+            // The kind of collection, not its tenant-specific name.
+            let kind = collection.split('.').next().unwrap_or_default();
+            for model in models {
+                let options = model.options.as_ref();
+                hash.update(format!(
+                    "{kind} {} unique={:?} expire={:?}\n",
+                    model.keys,
+                    options.and_then(|o| o.unique),
+                    options.and_then(|o| o.expire_after),
+                ));
+            }
+        }
+        hex::encode(&hash.finalize()[..12])
+    }
+}
+
+/// The shared collections with indexes of their own, set up at start-up.
+pub(crate) const SHARED: [&str; 5] = [
+    GRANTS,
+    USED_ONCE,
+    crate::webhooks::WEBHOOKS,
+    crate::webhooks::OUTBOX,
+    crate::approvals::APPROVALS,
+];
+
+/// The indexes of the shared collection `name` (one of [`SHARED`]).
+fn shared_indexes(name: &str) -> Vec<IndexModel> {
+    match name {
+        GRANTS => grant_indexes(),
+        USED_ONCE => used_once_indexes(),
+        crate::webhooks::WEBHOOKS => webhook_indexes(),
+        crate::webhooks::OUTBOX => outbox_indexes(),
+        crate::approvals::APPROVALS => crate::approvals::approval_indexes(),
+        _ => Vec::new(),
+    }
+}
 
 /// The collection holding `tenant`'s issues.
 pub fn issues(tenant: &TenantId) -> String {
@@ -75,6 +193,7 @@ pub(crate) fn issue_indexes() -> Vec<IndexModel> {
         index(doc! { field::STATE: 1, field::ID: -1 }),
         index(doc! { field::LABELS: 1, field::ID: -1 }),
         index(doc! { field::AUTHOR_RUN: 1, field::ID: -1 }),
+        index(doc! { field::PRIORITY: 1, field::ID: -1 }),
         index(doc! { field::UPDATED_AT: -1 }),
         // Sub-issues (list filter, get_issue's children) and the inverse
         // of blocked_by (get_issue's blocks).
@@ -96,6 +215,24 @@ pub(crate) fn issue_indexes() -> Vec<IndexModel> {
         index(doc! { field::TERMS_TITLE: 1, field::ID: -1 }),
         index(doc! { field::TERMS_BODY: 1, field::ID: -1 }),
         index(doc! { field::TERMS_COMMENTS: 1, field::ID: -1 }),
+    ]
+}
+
+/// Endpoints by tenant (listing, counting against the limit).
+pub(crate) fn webhook_indexes() -> Vec<IndexModel> {
+    vec![index(doc! { "tenant": 1 })]
+}
+
+/// What claims and per-tenant look-ups of the outbox use.
+pub(crate) fn outbox_indexes() -> Vec<IndexModel> {
+    vec![
+        index(doc! { "next_attempt_at": 1, field::ID: 1 }),
+        index(doc! { "webhook": 1 }),
+        index(doc! { "tenant": 1 }),
+        // A claim's reads: an endpoint's due deliveries oldest first, and
+        // the live leases.
+        index(doc! { "webhook": 1, "next_attempt_at": 1, field::ID: 1 }),
+        index(doc! { "lease_until": 1 }),
     ]
 }
 
@@ -155,6 +292,26 @@ mod tests {
         assert_eq!(issues(&tenant), "issues.acme-2");
         assert_eq!(idempotency(&tenant), "idem.acme-2");
         assert_eq!(audit(&tenant), "audit.acme-2");
+    }
+
+    #[test]
+    fn fingerprints_follow_the_definitions_not_the_tenant() {
+        let a = IndexSet::Tenant(TenantId::parse("a").unwrap());
+        let b = IndexSet::Tenant(TenantId::parse("b-2").unwrap());
+        assert_eq!(a.fingerprint(), b.fingerprint());
+        assert_ne!(a.key(), b.key());
+        let shared: std::collections::HashSet<String> = SHARED
+            .iter()
+            .map(|name| IndexSet::Shared(name).fingerprint())
+            .collect();
+        assert_eq!(shared.len(), SHARED.len(), "each shared set its own digest");
+        assert!(!shared.contains(&a.fingerprint()));
+        for name in SHARED {
+            assert!(
+                !IndexSet::Shared(name).collections()[0].1.is_empty(),
+                "{name} has indexes"
+            );
+        }
     }
 
     #[test]

@@ -1,12 +1,15 @@
 //! The store handle: connecting, the collections of a tenant, their
 //! indexes, and the time bound around every call.
 
-use crate::error::{MongoStoreError, expensive_read_error, store_error, timed_out};
+use crate::error::{
+    MongoStoreError, expensive_read_error, is_duplicate_key, store_error, timed_out,
+};
 use crate::options::MongoOptions;
-use crate::schema;
+use crate::schema::{self, IndexSet};
 use corkboard_board::{ExpensiveReads, StoreError, StoreHealth, TenantId};
+use futures_util::StreamExt;
 use mongodb::bson::{Document, doc};
-use mongodb::options::{Acknowledgment, ClientOptions, ReadConcern, WriteConcern};
+use mongodb::options::{Acknowledgment, ClientOptions, ReadConcern, Tls, TlsOptions, WriteConcern};
 use mongodb::{Client, Collection, Database};
 use std::collections::HashMap;
 use std::fmt;
@@ -19,6 +22,10 @@ use tokio::sync::OnceCell;
 /// between attempts while the server does not answer.
 const START_UP_RETRY: Duration = Duration::from_secs(2);
 
+/// Index sets a start-up sets up at once (the first start after an upgrade
+/// sets up every tenant's).
+const SET_UPS_AT_ONCE: usize = 8;
+
 /// A board store on one MongoDB database. Cheap to clone: clones share
 /// the driver's connection pool and the index caches.
 #[derive(Clone)]
@@ -29,12 +36,11 @@ pub struct MongoStore {
 struct Inner {
     db: Database,
     options: MongoOptions,
-    /// Tenants whose collections have their indexes in this process. A
-    /// cell per tenant, so concurrent first writes create them once and a
-    /// failed attempt (server down) is retried by the next write.
-    tenants: Mutex<HashMap<TenantId, Arc<OnceCell<()>>>>,
-    /// The same for the grants collection.
-    grants: OnceCell<()>,
+    /// Index sets (a tenant's collections, a shared collection) known to
+    /// be set up at the current schema, in this process. A cell per set,
+    /// so concurrent first writes set it up once and a failed attempt
+    /// (server down) is retried by the next write.
+    sets: Mutex<HashMap<IndexSet, Arc<OnceCell<()>>>>,
 }
 
 impl fmt::Debug for MongoStore {
@@ -48,9 +54,11 @@ impl fmt::Debug for MongoStore {
 }
 
 impl MongoStore {
-    /// Connects to `uri`, checks that the server answers, and creates the
-    /// indexes of the grants collection and of every tenant already in
-    /// `database` (idempotently: existing indexes are left as they are).
+    /// Connects to `uri`, checks that the server answers, and sets up the
+    /// indexes of the shared collections and of every tenant already in
+    /// `database` that are not recorded as set up at the current schema
+    /// (see [`schema`]: a restart costs the server two queries, whatever
+    /// the number of tenants).
     ///
     /// Fails within about `server_selection_timeout + operation_timeout`
     /// when the server cannot be reached. Once connected, the store never
@@ -116,6 +124,12 @@ impl MongoStore {
         client_options
             .app_name
             .get_or_insert_with(|| options.app_name.clone());
+        if let Some(ca) = &options.tls_ca_file {
+            client_options.tls = Some(with_ca_file(client_options.tls.take(), ca)?);
+        }
+        if let Some(observer) = options.command_observer.clone() {
+            client_options.command_event_handler = Some(observer.handler());
+        }
         // Majority + journal, always, whatever the URI says: an
         // acknowledged write must survive the primary crashing or failing
         // over (design contract 4, "no lost writes"). w:1 acknowledges
@@ -140,8 +154,7 @@ impl MongoStore {
             inner: Arc::new(Inner {
                 db: client.database(database),
                 options,
-                tenants: Mutex::new(HashMap::new()),
-                grants: OnceCell::new(),
+                sets: Mutex::new(HashMap::new()),
             }),
         })
     }
@@ -151,36 +164,19 @@ impl MongoStore {
         self.inner.db.name()
     }
 
-    /// Checks the server and creates every index this store knows of.
+    /// Checks the server and sets up every index set this store knows of
+    /// that its record does not show as current: one query for the
+    /// records, one for the tenants' collections, then work only for what
+    /// is new or changed.
     async fn start_up(&self) -> Result<(), MongoStoreError> {
         let unavailable = |e: StoreError| MongoStoreError::Unavailable {
             reason: e.to_string(),
         };
         self.check().await.map_err(unavailable)?;
-        self.bounded_write("creating indexes", self.ensure_grants())
+        let recorded = self
+            .bounded("reading the schema records", self.schema_records())
             .await
-            .map_err(|e| MongoStoreError::Indexes {
-                collection: schema::GRANTS.to_owned(),
-                reason: e.to_string(),
-            })?;
-        self.bounded_write("creating indexes", async {
-            self.used_once()
-                .create_indexes(schema::used_once_indexes())
-                .await
-                .map(|_| ())
-                .map_err(|e| store_error(&e))
-        })
-        .await
-        .map_err(|e| MongoStoreError::Indexes {
-            collection: schema::USED_ONCE.to_owned(),
-            reason: e.to_string(),
-        })?;
-        self.bounded_write("creating indexes", self.ensure_webhook_indexes())
-            .await
-            .map_err(|e| MongoStoreError::Indexes {
-                collection: crate::webhooks::OUTBOX.to_owned(),
-                reason: e.to_string(),
-            })?;
+            .map_err(unavailable)?;
         let names = self
             .bounded("listing collections", async {
                 self.inner
@@ -191,49 +187,141 @@ impl MongoStore {
             })
             .await
             .map_err(unavailable)?;
-        for tenant in schema::tenants_of(&names) {
-            self.bounded_write("creating indexes", self.ensure_tenant(&tenant))
-                .await
-                .map_err(|e| MongoStoreError::Indexes {
-                    collection: schema::issues(&tenant),
-                    reason: e.to_string(),
-                })?;
+        let sets = schema::SHARED
+            .into_iter()
+            .map(IndexSet::Shared)
+            .chain(schema::tenants_of(&names).into_iter().map(IndexSet::Tenant));
+        let mut pending = Vec::new();
+        for set in sets {
+            if recorded.get(&set.key()) == Some(&set.fingerprint()) {
+                // Known current: nothing to ask the server.
+                let _ = self.cell(&set).set(());
+            } else {
+                pending.push(set);
+            }
+        }
+        // New or changed sets (every tenant, the first start after an
+        // upgrade): a few at a time, each recorded once it is done.
+        let count = pending.len();
+        let mut results = futures_util::stream::iter(pending)
+            .map(|set| async move {
+                let done = self
+                    .bounded_write("creating indexes", self.ensure_set_unchecked(&set))
+                    .await;
+                (set, done)
+            })
+            .buffer_unordered(SET_UPS_AT_ONCE);
+        while let Some((set, done)) = results.next().await {
+            done.map_err(|e| MongoStoreError::Indexes {
+                collection: set.key(),
+                reason: e.to_string(),
+            })?;
+        }
+        if count > 0 {
+            tracing::info!(index_sets = count, "MongoDB indexes set up");
         }
         Ok(())
     }
 
-    /// Makes sure `tenant`'s collections have their indexes, once per
-    /// tenant per process. Writes call it before writing; reads do not
-    /// need it (a missing collection reads as empty).
+    /// Every [`schema::SCHEMA`] record: index set key → fingerprint.
+    async fn schema_records(&self) -> Result<HashMap<String, String>, StoreError> {
+        let mut cursor = self
+            .schema()
+            .find(doc! {})
+            .projection(doc! { schema::SCHEMA_FINGERPRINT: 1 })
+            .await
+            .map_err(|e| store_error(&e))?;
+        let mut records = HashMap::new();
+        while cursor.advance().await.map_err(|e| store_error(&e))? {
+            let doc = cursor.deserialize_current().map_err(|e| store_error(&e))?;
+            if let (Ok(key), Ok(fingerprint)) =
+                (doc.get_str("_id"), doc.get_str(schema::SCHEMA_FINGERPRINT))
+            {
+                records.insert(key.to_owned(), fingerprint.to_owned());
+            }
+        }
+        Ok(records)
+    }
+
+    fn cell(&self, set: &IndexSet) -> Arc<OnceCell<()>> {
+        let mut sets = self
+            .inner
+            .sets
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        Arc::clone(sets.entry(set.clone()).or_default())
+    }
+
+    /// Makes sure `set`'s collections have their indexes, once per set per
+    /// process: nothing when this process knows it, one look-up of its
+    /// record when the record is current, else the set-up and then the
+    /// record. Writes call it before writing; reads do not need it (a
+    /// missing collection reads as empty).
+    pub(crate) async fn ensure_set(&self, set: &IndexSet) -> Result<(), StoreError> {
+        self.ensure_set_with(set, true).await
+    }
+
+    /// [`Self::ensure_set`] for a set whose record is known not to be
+    /// current (start-up read them all): no look-up first.
+    async fn ensure_set_unchecked(&self, set: &IndexSet) -> Result<(), StoreError> {
+        self.ensure_set_with(set, false).await
+    }
+
+    async fn ensure_set_with(&self, set: &IndexSet, look_up: bool) -> Result<(), StoreError> {
+        self.cell(set)
+            .get_or_try_init(|| async {
+                let fingerprint = set.fingerprint();
+                if look_up {
+                    let current = self
+                        .schema()
+                        .find_one(
+                            doc! { "_id": set.key(), schema::SCHEMA_FINGERPRINT: &fingerprint },
+                        )
+                        .await
+                        .map_err(|e| store_error(&e))?;
+                    if current.is_some() {
+                        return Ok(());
+                    }
+                }
+                for (collection, indexes) in set.collections() {
+                    self.inner
+                        .db
+                        .collection::<Document>(&collection)
+                        .create_indexes(indexes)
+                        .await
+                        .map_err(|e| store_error(&e))?;
+                }
+                if let IndexSet::Tenant(tenant) = set {
+                    self.backfill_terms(tenant).await?;
+                    self.backfill_urgency(tenant).await?;
+                }
+                // Last: a set-up cut short is not recorded, so redone.
+                let recorded = self
+                    .schema()
+                    .update_one(
+                        doc! { "_id": set.key() },
+                        doc! { "$set": { schema::SCHEMA_FINGERPRINT: &fingerprint } },
+                    )
+                    .upsert(true)
+                    .await;
+                match recorded {
+                    Ok(_) => {}
+                    // Another process's upsert of the same record won the
+                    // race: it is recorded.
+                    Err(e) if is_duplicate_key(&e) => {}
+                    Err(e) => return Err(store_error(&e)),
+                }
+                tracing::debug!(set = %set.key(), "MongoDB indexes ready");
+                Ok(())
+            })
+            .await
+            .map(|_| ())
+    }
+
+    /// Makes sure `tenant`'s collections have their indexes (see
+    /// [`Self::ensure_set`]).
     pub(crate) async fn ensure_tenant(&self, tenant: &TenantId) -> Result<(), StoreError> {
-        let cell = {
-            let mut tenants = self
-                .inner
-                .tenants
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            Arc::clone(tenants.entry(tenant.clone()).or_default())
-        };
-        cell.get_or_try_init(|| async {
-            self.issues(tenant)
-                .create_indexes(schema::issue_indexes())
-                .await
-                .map_err(|e| store_error(&e))?;
-            self.idempotency(tenant)
-                .create_indexes(schema::idempotency_indexes())
-                .await
-                .map_err(|e| store_error(&e))?;
-            self.audit(tenant)
-                .create_indexes(schema::audit_indexes())
-                .await
-                .map_err(|e| store_error(&e))?;
-            self.backfill_terms(tenant).await?;
-            self.backfill_urgency(tenant).await?;
-            tracing::debug!(tenant = %tenant, "MongoDB indexes ready");
-            Ok(())
-        })
-        .await
-        .map(|_| ())
+        self.ensure_set(&IndexSet::Tenant(tenant.clone())).await
     }
 
     /// Gives the word arrays search needs to issues written before search
@@ -291,17 +379,11 @@ impl MongoStore {
     /// Makes sure the grants collection has its indexes (above all the
     /// unique token hash), once per process.
     pub(crate) async fn ensure_grants(&self) -> Result<(), StoreError> {
-        self.inner
-            .grants
-            .get_or_try_init(|| async {
-                self.grants()
-                    .create_indexes(schema::grant_indexes())
-                    .await
-                    .map(|_| ())
-                    .map_err(|e| store_error(&e))
-            })
-            .await
-            .map(|_| ())
+        self.ensure_set(&IndexSet::Shared(schema::GRANTS)).await
+    }
+
+    fn schema(&self) -> Collection<Document> {
+        self.inner.db.collection(schema::SCHEMA)
     }
 
     pub(crate) fn issues(&self, tenant: &TenantId) -> Collection<Document> {
@@ -330,6 +412,10 @@ impl MongoStore {
 
     pub(crate) fn upstreams(&self) -> Collection<Document> {
         self.inner.db.collection(schema::UPSTREAMS)
+    }
+
+    pub(crate) fn tool_pins(&self) -> Collection<Document> {
+        self.inner.db.collection(schema::TOOL_PINS)
     }
 
     /// `maxTimeMS` for reads: the server stops working for a caller that
@@ -541,5 +627,46 @@ mod tests {
             assert!(matches!(err, MongoStoreError::InvalidUri { .. }), "{err}");
             assert!(!err.to_string().contains("pw@"), "{err}");
         }
+    }
+}
+
+/// The URI's TLS settings with `ca` as the CA file: TLS on (the URI's
+/// other TLS options kept), refused when the URI turns TLS off.
+fn with_ca_file(tls: Option<Tls>, ca: &std::path::Path) -> Result<Tls, MongoStoreError> {
+    match tls {
+        Some(Tls::Enabled(mut options)) => {
+            options.ca_file_path = Some(ca.to_owned());
+            Ok(Tls::Enabled(options))
+        }
+        Some(Tls::Disabled) => Err(MongoStoreError::InvalidUri {
+            reason: "the URI sets tls=false, but a CA file (mongodb_tls_ca_file) is configured"
+                .into(),
+        }),
+        None => Ok(Tls::Enabled(
+            TlsOptions::builder().ca_file_path(ca.to_owned()).build(),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tls_tests {
+    use super::*;
+
+    #[test]
+    fn a_ca_file_turns_tls_on_keeps_the_uris_options_and_refuses_tls_false() {
+        let ca = std::path::Path::new("/etc/ca.pem");
+        let Ok(Tls::Enabled(on)) = with_ca_file(None, ca) else {
+            panic!("TLS on");
+        };
+        assert_eq!(on.ca_file_path.as_deref(), Some(ca));
+        let uri = TlsOptions::builder()
+            .allow_invalid_certificates(true)
+            .build();
+        let Ok(Tls::Enabled(kept)) = with_ca_file(Some(Tls::Enabled(uri)), ca) else {
+            panic!("TLS on");
+        };
+        assert_eq!(kept.allow_invalid_certificates, Some(true));
+        assert_eq!(kept.ca_file_path.as_deref(), Some(ca));
+        assert!(with_ca_file(Some(Tls::Disabled), ca).is_err());
     }
 }

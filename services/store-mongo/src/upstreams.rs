@@ -1,15 +1,21 @@
 //! A tenant's upstream MCP servers, in the one `upstreams` collection:
 //! one document per (tenant, name), `_id` `<tenant>/<name>` (neither part
-//! can hold a `/`), the sealed credential as hex.
+//! can hold a `/`), the sealed credential as hex; and their tools' pins in
+//! `tool_pins`, `_id` `<tenant>/<upstream>/<tool>` (tool names hold no
+//! `/` either), each written by one conditional write on the definition it
+//! replaces, so replicas listing the same change write it (and queue its
+//! `upstream.tool_changed` event) once.
 
-use crate::error::store_error;
+use crate::error::{is_duplicate_key, store_error};
 use crate::store::MongoStore;
 use async_trait::async_trait;
+use corkboard_board::webhook::{self, WebhookEvent};
 use corkboard_board::{
-    HeaderName, SealedCredential, StoreError, TenantId, Timestamp, UPSTREAMS_PER_TENANT_MAX,
-    Upstream, UpstreamName, UpstreamStore, UpstreamUrl, ValidationError,
+    DefinitionHash, HeaderName, SealedCredential, StoreError, TenantId, Timestamp, ToolApproval,
+    ToolPin, ToolSighting, UPSTREAMS_PER_TENANT_MAX, Upstream, UpstreamName, UpstreamStore,
+    UpstreamUrl, ValidationError,
 };
-use mongodb::bson::{DateTime, Document, doc};
+use mongodb::bson::{Bson, DateTime, Document, doc};
 
 fn id_of(tenant: &TenantId, name: &UpstreamName) -> String {
     format!("{tenant}/{name}")
@@ -25,7 +31,66 @@ fn upstream_doc(upstream: &Upstream) -> Document {
         "credential": hex::encode(upstream.credential.as_bytes()),
         "created_at": DateTime::from_millis(upstream.created_at.as_millis()),
         "created_by": upstream.created_by.as_str(),
+        "trust_first_listing": upstream.trust_first_listing,
     }
+}
+
+fn pin_id(tenant: &TenantId, upstream: &UpstreamName, tool: &str) -> String {
+    format!("{tenant}/{upstream}/{tool}")
+}
+
+fn pin_doc(pin: &ToolPin) -> Document {
+    let approved = pin.approved.as_ref();
+    doc! {
+        "_id": pin_id(&pin.tenant, &pin.upstream, &pin.tool),
+        "tenant": pin.tenant.as_str(),
+        "upstream": pin.upstream.as_str(),
+        "tool": pin.tool.as_str(),
+        "seen_hash": pin.seen.as_str(),
+        "seen_definition": pin.definition.as_str(),
+        "seen_at": DateTime::from_millis(pin.seen_at.as_millis()),
+        "approved_hash": approved.map(|a| a.hash.as_str()),
+        "approved_definition": approved.map(|a| a.definition.as_str()),
+        "approved_by": approved.map(|a| a.by.as_str()),
+        "approved_at": approved.map(|a| DateTime::from_millis(a.at.as_millis())),
+    }
+}
+
+fn pin_from_doc(
+    tenant: &TenantId,
+    upstream: &UpstreamName,
+    doc: &Document,
+) -> Result<ToolPin, StoreError> {
+    let id = doc.get_str("_id").unwrap_or("?").to_owned();
+    let bad = |why: String| crate::error::corrupt("tool pin", &id, why);
+    let text = |key: &str| {
+        doc.get_str(key)
+            .map(str::to_owned)
+            .map_err(|_| bad(format!("field {key} is missing or not a string")))
+    };
+    let date = |key: &str| {
+        doc.get_datetime(key)
+            .map(|d| Timestamp::from_millis(d.timestamp_millis()))
+            .map_err(|_| bad(format!("field {key} is missing or not a date")))
+    };
+    let approved = match doc.get("approved_hash") {
+        None | Some(Bson::Null) => None,
+        Some(_) => Some(ToolApproval {
+            hash: DefinitionHash::from_stored(text("approved_hash")?),
+            definition: text("approved_definition")?,
+            by: text("approved_by")?,
+            at: date("approved_at")?,
+        }),
+    };
+    Ok(ToolPin {
+        tenant: tenant.clone(),
+        upstream: upstream.clone(),
+        tool: text("tool")?,
+        seen: DefinitionHash::from_stored(text("seen_hash")?),
+        definition: text("seen_definition")?,
+        seen_at: date("seen_at")?,
+        approved,
+    })
 }
 
 fn upstream_from_doc(doc: &Document) -> Result<Upstream, StoreError> {
@@ -50,6 +115,8 @@ fn upstream_from_doc(doc: &Document) -> Result<Upstream, StoreError> {
                 .timestamp_millis(),
         ),
         created_by: text("created_by")?.to_owned(),
+        // Registered before pins existed: trusted as it was.
+        trust_first_listing: doc.get_bool("trust_first_listing").unwrap_or(true),
     })
 }
 
@@ -125,8 +192,145 @@ impl UpstreamStore for MongoStore {
             if deleted.deleted_count == 0 {
                 return Err(StoreError::not_found(format!("upstream {name}")));
             }
-            Ok(())
+            self.tool_pins()
+                .delete_many(doc! { "tenant": tenant.as_str(), "upstream": name.as_str() })
+                .await
+                .map(|_| ())
+                .map_err(|e| store_error(&e))
         })
         .await
+    }
+
+    async fn list_tool_pins(
+        &self,
+        tenant: &TenantId,
+        upstream: &UpstreamName,
+    ) -> Result<Vec<ToolPin>, StoreError> {
+        self.bounded("list_tool_pins", self.read_pins(tenant, upstream))
+            .await
+    }
+
+    async fn observe_tools(
+        &self,
+        tenant: &TenantId,
+        upstream: &UpstreamName,
+        sightings: &[ToolSighting],
+        trust_first_listing: bool,
+        at: Timestamp,
+    ) -> Result<Vec<ToolPin>, StoreError> {
+        let current = self.list_tool_pins(tenant, upstream).await?;
+        let changes = corkboard_board::observe_tool_pins(
+            tenant,
+            upstream,
+            &current,
+            sightings,
+            trust_first_listing,
+            at,
+        );
+        if changes.is_empty() {
+            return Ok(current);
+        }
+        let mut queued = Vec::new();
+        self.bounded_write("observe_tools", async {
+            for (pin, pending) in &changes {
+                let before = current.iter().find(|p| p.tool == pin.tool);
+                // Conditional on what was read: of replicas listing the
+                // same change, one writes it.
+                let wrote = match before {
+                    Some(before) => {
+                        self.tool_pins()
+                            .replace_one(
+                                doc! {
+                                    "_id": pin_id(tenant, upstream, &pin.tool),
+                                    "seen_hash": before.seen.as_str(),
+                                },
+                                pin_doc(pin),
+                            )
+                            .await
+                            .map_err(|e| store_error(&e))?
+                            .matched_count
+                            == 1
+                    }
+                    None => match self.tool_pins().insert_one(pin_doc(pin)).await {
+                        Ok(_) => true,
+                        Err(e) if is_duplicate_key(&e) => false,
+                        Err(e) => return Err(store_error(&e)),
+                    },
+                };
+                if wrote && *pending {
+                    queued.push(pin.clone());
+                }
+            }
+            Ok(())
+        })
+        .await?;
+        for pin in &queued {
+            self.queue_after(
+                tenant,
+                WebhookEvent::UpstreamToolChanged,
+                webhook::tool_changed_data(pin),
+            )
+            .await;
+        }
+        self.list_tool_pins(tenant, upstream).await
+    }
+
+    async fn approve_tool(
+        &self,
+        tenant: &TenantId,
+        upstream: &UpstreamName,
+        tool: &str,
+        hash: &DefinitionHash,
+        by: &str,
+        at: Timestamp,
+    ) -> Result<ToolPin, StoreError> {
+        let pin = self
+            .list_tool_pins(tenant, upstream)
+            .await?
+            .into_iter()
+            .find(|p| p.tool == tool)
+            .ok_or_else(|| StoreError::not_found(format!("tool {tool} of upstream {upstream}")))?;
+        let approved = corkboard_board::approve_tool_pin(&pin, hash, by, at)?;
+        self.bounded_write("approve_tool", async {
+            let replaced = self
+                .tool_pins()
+                .replace_one(
+                    doc! { "_id": pin_id(tenant, upstream, tool), "seen_hash": pin.seen.as_str() },
+                    pin_doc(&approved),
+                )
+                .await
+                .map_err(|e| store_error(&e))?;
+            if replaced.matched_count == 0 {
+                return Err(ValidationError::new(
+                    "hash",
+                    format!("tool {tool} of upstream {upstream} changed while it was approved: list its tools again"),
+                )
+                .into());
+            }
+            Ok(approved)
+        })
+        .await
+    }
+}
+
+impl MongoStore {
+    async fn read_pins(
+        &self,
+        tenant: &TenantId,
+        upstream: &UpstreamName,
+    ) -> Result<Vec<ToolPin>, StoreError> {
+        let mut cursor = self
+            .tool_pins()
+            .find(doc! { "tenant": tenant.as_str(), "upstream": upstream.as_str() })
+            .sort(doc! { "tool": 1 })
+            .max_time(self.max_time())
+            .await
+            .map_err(|e| store_error(&e))?;
+        let mut out = Vec::new();
+        while cursor.advance().await.map_err(|e| store_error(&e))? {
+            let doc = cursor.deserialize_current().map_err(|e| store_error(&e))?;
+            out.push(pin_from_doc(tenant, upstream, &doc)?);
+        }
+        Ok(out)
     }
 }

@@ -15,6 +15,7 @@
 
 use crate::codec::field;
 use crate::error::store_error;
+use crate::schema::IndexSet;
 use crate::store::MongoStore;
 use corkboard_board::webhook::{
     self, AttemptOutcome, ClaimedDelivery, DueDelivery, NewWebhook, Webhook, WebhookEvent,
@@ -24,9 +25,9 @@ use corkboard_board::{
     DeliveryId, StoreError, TenantId, Timestamp, ValidationError, WebhookId, WebhookStore,
 };
 use futures_util::StreamExt;
+use mongodb::Collection;
 use mongodb::bson::{Bson, Document, doc};
 use mongodb::options::ReturnDocument;
-use mongodb::{Collection, IndexModel};
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -65,32 +66,12 @@ impl MongoStore {
         self.database().collection(OUTBOX)
     }
 
-    /// The indexes claims and per-tenant lookups use; creating them again
-    /// is a no-op.
+    /// The indexes claims and per-tenant look-ups use
+    /// (`schema::webhook_indexes`, `schema::outbox_indexes`), set up once
+    /// per schema version.
     pub(crate) async fn ensure_webhook_indexes(&self) -> Result<(), StoreError> {
-        self.webhooks()
-            .create_index(IndexModel::builder().keys(doc! { "tenant": 1 }).build())
-            .await
-            .map_err(|e| store_error(&e))?;
-        self.outbox()
-            .create_indexes([
-                IndexModel::builder()
-                    .keys(doc! { "next_attempt_at": 1, field::ID: 1 })
-                    .build(),
-                IndexModel::builder().keys(doc! { "webhook": 1 }).build(),
-                IndexModel::builder().keys(doc! { "tenant": 1 }).build(),
-                // A claim's reads: an endpoint's due deliveries oldest
-                // first, and the live leases.
-                IndexModel::builder()
-                    .keys(doc! { "webhook": 1, "next_attempt_at": 1, field::ID: 1 })
-                    .build(),
-                IndexModel::builder()
-                    .keys(doc! { "lease_until": 1 })
-                    .build(),
-            ])
-            .await
-            .map_err(|e| store_error(&e))?;
-        Ok(())
+        self.ensure_set(&IndexSet::Shared(WEBHOOKS)).await?;
+        self.ensure_set(&IndexSet::Shared(OUTBOX)).await
     }
 
     /// Queues `event` for the tenant's subscribed endpoints after a board

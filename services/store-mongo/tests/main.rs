@@ -16,5 +16,7 @@ mod crash;
 mod isolation;
 mod load;
 mod outage;
+mod plans;
 mod search_backfill;
 mod seed;
+mod startup;

@@ -18,6 +18,7 @@ use std::time::Duration;
 
 fn author() -> Author {
     Author {
+        kind: corkboard_board::AuthorKind::Run,
         run: RunId::parse("seed-run").unwrap(),
         grant: None,
     }

@@ -6,9 +6,10 @@
 
 use crate::error::OpError;
 use corkboard_board::{
-    ArgumentsHash, AuditOutcome, AuditRecord, Author, BlockedBy, Body, Budgets, Capabilities,
-    Claim, CloseReason, Comment, CommentBody, CommentId, Grant, GrantEvent, GrantId, IssueId,
-    IssueState, Labels, Priority, RunId, StoreError, TenantId, Timestamp, Title, ValidationError,
+    ArgumentsHash, AuditOutcome, AuditRecord, Author, AuthorKind, BlockedBy, Body, Budgets,
+    Capabilities, Claim, CloseReason, Comment, CommentBody, CommentId, DefinitionHash, Grant,
+    GrantEvent, GrantId, IssueId, IssueState, Labels, Priority, RunId, StoreError, TenantId,
+    Timestamp, Title, ValidationError,
 };
 use rusqlite::Row;
 
@@ -67,15 +68,7 @@ pub(crate) fn from_sql_u64(value: i64) -> u64 {
 }
 
 pub(crate) fn outcome_from_str(text: &str) -> Option<AuditOutcome> {
-    [
-        AuditOutcome::Ok,
-        AuditOutcome::ToolError,
-        AuditOutcome::Denied,
-        AuditOutcome::Unavailable,
-        AuditOutcome::RateLimited,
-    ]
-    .into_iter()
-    .find(|o| o.as_str() == text)
+    AuditOutcome::parse(text)
 }
 
 fn corrupt(what: &str, id: &str, err: impl std::fmt::Display) -> OpError {
@@ -87,7 +80,7 @@ fn corrupt(what: &str, id: &str, err: impl std::fmt::Display) -> OpError {
 /// Columns of `issues` that [`issue_from_row`] reads, in its order.
 pub(crate) const ISSUE_COLUMNS: &str = "id, title, body, state, labels, priority, author_run, \
      author_grant, created_at, updated_at, version, parent, duplicate_of, blocked_by, \
-     close_reason, claim_run, claim_grant, claimed_at, claim_expires_at";
+     close_reason, claim_run, claim_grant, claimed_at, claim_expires_at, author_kind";
 
 /// `columns` (a comma-separated list) each prefixed with `alias.`, for
 /// statements joining tables whose column names overlap.
@@ -159,6 +152,7 @@ pub(crate) fn issue_from_row(
         labels: split_labels(&row.get::<_, String>(4)?).map_err(bad)?,
         priority: Priority::parse(&row.get::<_, String>(5)?).map_err(bad)?,
         author: Author {
+            kind: AuthorKind::parse(&row.get::<_, String>(19)?).map_err(bad)?,
             run: RunId::parse(row.get::<_, String>(6)?).map_err(bad)?,
             grant: author_grant.map(GrantId::parse).transpose().map_err(bad)?,
         },
@@ -175,7 +169,8 @@ pub(crate) fn issue_from_row(
 }
 
 /// Columns of `comments` that [`comment_from_row`] reads, in its order.
-pub(crate) const COMMENT_COLUMNS: &str = "issue_id, id, body, author_run, author_grant, created_at";
+pub(crate) const COMMENT_COLUMNS: &str =
+    "issue_id, id, body, author_run, author_grant, created_at, author_kind";
 
 /// A comment row and the issue it belongs to.
 pub(crate) fn comment_from_row(row: &Row<'_>) -> Result<(String, Comment), OpError> {
@@ -193,6 +188,7 @@ pub(crate) fn comment_from_row_at(row: &Row<'_>, at: usize) -> Result<(String, C
         id: CommentId::parse(id.as_str()).map_err(bad)?,
         body: CommentBody::parse(row.get::<_, String>(at + 2)?).map_err(bad)?,
         author: Author {
+            kind: AuthorKind::parse(&row.get::<_, String>(at + 6)?).map_err(bad)?,
             run: RunId::parse(row.get::<_, String>(at + 3)?).map_err(bad)?,
             grant: author_grant.map(GrantId::parse).transpose().map_err(bad)?,
         },
@@ -227,8 +223,8 @@ pub(crate) fn grant_from_row(row: &Row<'_>) -> Result<GrantEvent, OpError> {
 }
 
 /// Columns of `audit` that [`audit_from_row`] reads, in its order.
-pub(crate) const AUDIT_COLUMNS: &str =
-    "at, tenant, run, grant_id, tool, outcome, latency_micros, arguments_hash, issue_id";
+pub(crate) const AUDIT_COLUMNS: &str = "at, tenant, run, grant_id, tool, outcome, latency_micros, arguments_hash, issue_id, \
+     definition_hash";
 
 pub(crate) fn audit_from_row(row: &Row<'_>) -> Result<AuditRecord, OpError> {
     let bad = |e: ValidationError| corrupt("audit record of", "a tool call", e);
@@ -249,6 +245,9 @@ pub(crate) fn audit_from_row(row: &Row<'_>) -> Result<AuditRecord, OpError> {
         })?,
         latency_micros: from_sql_u64(row.get(6)?),
         arguments_hash: ArgumentsHash::from_hex(row.get(7)?),
+        definition_hash: row
+            .get::<_, Option<String>>(9)?
+            .map(DefinitionHash::from_stored),
         issue: issue.map(IssueId::parse).transpose().map_err(bad)?,
     })
 }
@@ -282,13 +281,7 @@ mod tests {
 
     #[test]
     fn every_outcome_round_trips() {
-        for outcome in [
-            AuditOutcome::Ok,
-            AuditOutcome::ToolError,
-            AuditOutcome::Denied,
-            AuditOutcome::Unavailable,
-            AuditOutcome::RateLimited,
-        ] {
+        for outcome in AuditOutcome::ALL {
             assert_eq!(outcome_from_str(outcome.as_str()), Some(outcome));
         }
         assert_eq!(outcome_from_str("nope"), None);

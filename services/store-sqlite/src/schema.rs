@@ -292,7 +292,52 @@ const MIGRATIONS: &[&str] = &[
     ) WITHOUT ROWID;
     CREATE INDEX used_once_by_expiry ON used_once (expires_at);
     "#,
-    // 12: the work queue (query.rs: ready work, ops/claims.rs: `claim_next`).
+    // 12: pinned upstream tool definitions (ops/upstreams.rs: `observe_tools`,
+    // `approve_tool`): per tenant, upstream and tool, the definition last
+    // seen and the one approved (canonical JSON, hex SHA-256); whether an
+    // upstream's first listing is trusted (upstreams registered before pins
+    // existed were trusted as they were, so they keep working); and the
+    // definition in force with each upstream call's audit record.
+    r#"
+    ALTER TABLE upstreams ADD COLUMN trust_first_listing INTEGER NOT NULL DEFAULT 1;
+    ALTER TABLE audit ADD COLUMN definition_hash TEXT;
+    CREATE TABLE tool_pins (
+        tenant              TEXT    NOT NULL,
+        upstream            TEXT    NOT NULL,
+        tool                TEXT    NOT NULL,
+        seen_hash           TEXT    NOT NULL,
+        seen_definition     TEXT    NOT NULL,
+        seen_at             INTEGER NOT NULL,
+        approved_hash       TEXT,
+        approved_definition TEXT,
+        approved_by         TEXT,
+        approved_at         INTEGER,
+        PRIMARY KEY (tenant, upstream, tool)
+    ) WITHOUT ROWID;
+    "#,
+    // 13: what kind of principal wrote an issue or a comment (run, person,
+    // admin): rows from before were runs.
+    r#"
+    ALTER TABLE issues ADD COLUMN author_kind TEXT NOT NULL DEFAULT 'run';
+    ALTER TABLE comments ADD COLUMN author_kind TEXT NOT NULL DEFAULT 'run';
+    "#,
+    // 14: calls waiting for a person's approval (ops/approvals.rs): the
+    // item as JSON, and the columns its reads filter on.
+    r#"
+    CREATE TABLE approvals (
+        tenant     TEXT    NOT NULL,
+        id         TEXT    NOT NULL,
+        run        TEXT    NOT NULL,
+        tool       TEXT    NOT NULL,
+        digest     TEXT    NOT NULL,
+        status     TEXT    NOT NULL,
+        expires_at INTEGER NOT NULL,
+        item       TEXT    NOT NULL,
+        PRIMARY KEY (tenant, id)
+    ) WITHOUT ROWID;
+    CREATE INDEX approvals_by_status ON approvals (tenant, status, id);
+    CREATE INDEX approvals_by_call ON approvals (tenant, run, digest, id);
+    // 15: the work queue (query.rs: ready work, ops/claims.rs: `claim_next`).
     // `urgency` is `Priority::urgency` (0 urgent .. 4 none), computed from
     // the priority so no write has to keep it; the ready index holds the
     // open issues of a tenant most urgent, then oldest first, so "the best
@@ -307,7 +352,7 @@ const MIGRATIONS: &[&str] = &[
     -- Claims by their end, of every tenant: what `expire_claims` sweeps.
     CREATE INDEX issues_claim_expiry ON issues (claim_expires_at) WHERE claim_run IS NOT NULL;
     "#,
-    // 13: issue history (ops/history.rs): one row per change, written in
+    // 16: issue history (ops/history.rs): one row per change, written in
     // the change's own transaction; `by_author` is the whole `Author` as
     // JSON (so new kinds of author flow through), `by_run` its run for the
     // per-run view; `fields` the `FieldChange` list as JSON.

@@ -2,6 +2,7 @@
 
 use crate::error::{OpError, SqliteError, store_error};
 use crate::files;
+use crate::ops::approvals::{self, DecideApproval, PutApproval, UseApproval};
 use crate::ops::audit::{self, AppendAudit};
 use crate::ops::claims::{ClaimIssue, ClaimNext, ExpireClaims, ReleaseIssue};
 use crate::ops::comments::AddComment;
@@ -10,7 +11,7 @@ use crate::ops::ledger::{
     self, RecordExpiry, RecordFirstUse, RecordGrant, RecordRevocation, ReleaseBudget, ReserveBudget,
 };
 use crate::ops::policy::{self, SetGrantPolicy};
-use crate::ops::upstreams::{self, DeleteUpstream, PutUpstream};
+use crate::ops::upstreams::{self, ApproveTool, DeleteUpstream, ObserveTools, PutUpstream};
 use crate::ops::webhooks::{self, ClaimDeliveries, CreateWebhook, DeleteWebhook, RecordAttempt};
 use crate::ops::{WriteOp, keys, search};
 use crate::options::SqliteOptions;
@@ -20,12 +21,14 @@ use crate::writer::{self, Counters, GroupPolicy, WriteJob, WriteStats};
 use async_trait::async_trait;
 use corkboard_board::CreateOutcome;
 use corkboard_board::{
-    AuditEntry, AuditLog, AuditQuery, AuditRecord, Author, Claimant, CommentAdded, CommentBody,
-    CommentWindow, Created, Grant, GrantEvent, GrantId, GrantLedger, GrantPolicy, IdempotencyKey,
-    Issue, IssueId, IssuePatch, IssueStore, IssueView, ListQuery, NewComment, NewIssue, Page,
-    ReadCost, RunId, SearchPage, SearchQuery, SimilarIssue, StoreError, StoreHealth, TenantId,
-    Timestamp, Title, Upstream, UpstreamName, UpstreamStore, ValidationError, limits,
+    ApprovalId, ApprovalItem, ApprovalStatus, AuditEntry, AuditLog, AuditQuery, AuditRecord,
+    Author, Claimant, CommentAdded, CommentBody, CommentWindow, Created, Decision, Grant,
+    GrantEvent, GrantId, GrantLedger, GrantPolicy, IdempotencyKey, Issue, IssueId, IssuePatch,
+    IssueStore, IssueView, ListQuery, NewComment, NewIssue, Page, ReadCost, RunId, SearchPage,
+    SearchQuery, SimilarIssue, StoreError, StoreHealth, TenantId, Timestamp, Title, Upstream,
+    UpstreamName, UpstreamStore, ValidationError, limits,
 };
+use corkboard_board::{DefinitionHash, ToolPin, ToolSighting};
 use rusqlite::Connection;
 use std::fmt;
 use std::future::Future;
@@ -600,6 +603,76 @@ impl GrantLedger for SqliteStore {
         .await
     }
 
+    async fn put_approval(&self, item: &ApprovalItem) -> Result<(), StoreError> {
+        self.write(PutApproval(item.clone())).await
+    }
+
+    async fn approval(
+        &self,
+        tenant: &TenantId,
+        id: &ApprovalId,
+    ) -> Result<Option<ApprovalItem>, StoreError> {
+        let (tenant, id) = (tenant.clone(), id.clone());
+        self.point_read(move |conn| approvals::load(conn, &tenant, &id))
+            .await
+    }
+
+    async fn list_approvals(
+        &self,
+        tenant: &TenantId,
+        status: Option<ApprovalStatus>,
+        limit: u32,
+    ) -> Result<Vec<ApprovalItem>, StoreError> {
+        let tenant = tenant.clone();
+        self.point_read(move |conn| approvals::list(conn, &tenant, status, limit))
+            .await
+    }
+
+    async fn approval_for_call(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+        tool: &str,
+        digest: &str,
+    ) -> Result<Option<ApprovalItem>, StoreError> {
+        let (tenant, run, tool, digest) = (
+            tenant.clone(),
+            run.clone(),
+            tool.to_owned(),
+            digest.to_owned(),
+        );
+        self.point_read(move |conn| approvals::for_call(conn, &tenant, &run, &tool, &digest))
+            .await
+    }
+
+    async fn decide_approval(
+        &self,
+        tenant: &TenantId,
+        id: &ApprovalId,
+        decision: &Decision,
+    ) -> Result<ApprovalItem, StoreError> {
+        self.write(DecideApproval {
+            tenant: tenant.clone(),
+            id: id.clone(),
+            decision: decision.clone(),
+        })
+        .await
+    }
+
+    async fn use_approval(
+        &self,
+        tenant: &TenantId,
+        id: &ApprovalId,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        self.write(UseApproval {
+            tenant: tenant.clone(),
+            id: id.clone(),
+            now,
+        })
+        .await
+    }
+
     async fn record_first_use(
         &self,
         kind: &str,
@@ -716,6 +789,54 @@ impl UpstreamStore for SqliteStore {
         self.write(DeleteUpstream {
             tenant: tenant.clone(),
             name: name.clone(),
+        })
+        .await
+    }
+
+    async fn list_tool_pins(
+        &self,
+        tenant: &TenantId,
+        upstream: &UpstreamName,
+    ) -> Result<Vec<ToolPin>, StoreError> {
+        let (tenant, upstream) = (tenant.clone(), upstream.clone());
+        self.read(move |conn| upstreams::list_tool_pins(conn, &tenant, &upstream))
+            .await
+    }
+
+    async fn observe_tools(
+        &self,
+        tenant: &TenantId,
+        upstream: &UpstreamName,
+        sightings: &[ToolSighting],
+        trust_first_listing: bool,
+        at: Timestamp,
+    ) -> Result<Vec<ToolPin>, StoreError> {
+        self.write(ObserveTools {
+            tenant: tenant.clone(),
+            upstream: upstream.clone(),
+            sightings: sightings.to_vec(),
+            trust_first_listing,
+            at,
+        })
+        .await
+    }
+
+    async fn approve_tool(
+        &self,
+        tenant: &TenantId,
+        upstream: &UpstreamName,
+        tool: &str,
+        hash: &DefinitionHash,
+        by: &str,
+        at: Timestamp,
+    ) -> Result<ToolPin, StoreError> {
+        self.write(ApproveTool {
+            tenant: tenant.clone(),
+            upstream: upstream.clone(),
+            tool: tool.to_owned(),
+            hash: hash.clone(),
+            by: by.to_owned(),
+            at,
         })
         .await
     }
@@ -856,6 +977,7 @@ mod tests {
         runtime.block_on(async {
             let (a, b) = (tenant("noisy"), tenant("quiet"));
             let author = Author {
+                kind: corkboard_board::AuthorKind::Run,
                 run: RunId::parse("r").unwrap(),
                 grant: None,
             };

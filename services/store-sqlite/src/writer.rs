@@ -376,6 +376,7 @@ mod tests {
 
     fn author() -> Author {
         Author {
+            kind: corkboard_board::AuthorKind::Run,
             run: RunId::parse("r").unwrap(),
             grant: None,
         }
@@ -529,6 +530,7 @@ mod tests {
                     outcome: AuditOutcome::Ok,
                     latency_micros: 1,
                     arguments_hash: ArgumentsHash::of(&i.to_le_bytes()),
+                    definition_hash: None,
                     issue: None,
                 })
                 .map(AuditEntry::new)

@@ -96,6 +96,7 @@ async fn child_task(store: &SqliteStore, me: usize, task: usize, hot: &IssueId) 
     let t = tenant();
     let run = RunId::parse(format!("proc-{me}-task-{task}")).unwrap();
     let author = Author {
+        kind: corkboard_board::AuthorKind::Run,
         run: run.clone(),
         grant: None,
     };
@@ -242,6 +243,7 @@ fn parent() {
     let hot = runtime.block_on(async {
         let store = SqliteStore::open_with(&path, options()).unwrap();
         let author = Author {
+            kind: corkboard_board::AuthorKind::Run,
             run: RunId::parse("parent").unwrap(),
             grant: None,
         };

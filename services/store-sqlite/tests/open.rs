@@ -17,6 +17,7 @@ fn tenant() -> TenantId {
 
 fn author() -> Author {
     Author {
+        kind: corkboard_board::AuthorKind::Run,
         run: RunId::parse("run-1").unwrap(),
         grant: None,
     }

@@ -14,6 +14,7 @@ use serde_json::Value;
 
 fn author() -> Author {
     Author {
+        kind: corkboard_board::AuthorKind::Run,
         run: RunId::parse("seed-run").unwrap(),
         grant: None,
     }

@@ -6,7 +6,8 @@
 //! also when the test panics. A missing `redis-server` is a test failure with
 //! a message saying how to install it, never a silent skip. [`mcp`] builds
 //! the MCP requests (bodies and headers) every test folder sends, and
-//! [`MultiThread`] is the runtime of async tests that need parallel tasks.
+//! [`MultiThread`] is the runtime of async tests that need parallel tasks,
+//! and [`ensure_file_contents`] keeps generated, committed files current.
 //!
 //! This crate panics instead of returning errors: it only runs inside tests,
 //! where a panic with a clear message is the most useful failure.
@@ -14,6 +15,7 @@
 #![forbid(unsafe_code)]
 
 mod cluster;
+mod generated;
 pub mod mcp;
 mod mongo;
 mod resp;
@@ -21,10 +23,11 @@ mod runtime;
 mod server;
 
 pub use cluster::RedisCluster;
+pub use generated::ensure_file_contents;
 pub use mongo::*;
 pub use resp::Reply;
 pub use runtime::{MultiThread, TEST_WORKER_THREADS};
-pub use server::RedisServer;
+pub use server::{RedisServer, TLS_CA_FILE, TLS_CLIENT_CERT_FILE, TLS_CLIENT_KEY_FILE};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};

@@ -1,4 +1,5 @@
-//! One `redis-server` process on a free loopback port.
+//! One `redis-server` process on a free loopback port, optionally also
+//! speaking TLS (with a throwaway CA made by the `openssl` CLI).
 
 use crate::resp::{self, Reply};
 use std::net::TcpListener;
@@ -31,7 +32,14 @@ pub struct RedisServer {
     cluster_port: Option<u16>,
     dir: TempDir,
     child: Option<Child>,
+    /// The TLS port, when started with [`Self::start_tls`].
+    tls_port: Option<u16>,
 }
+
+/// Files of [`RedisServer::start_tls`]'s throwaway PKI, in its directory.
+pub const TLS_CA_FILE: &str = "ca.crt";
+pub const TLS_CLIENT_CERT_FILE: &str = "client.crt";
+pub const TLS_CLIENT_KEY_FILE: &str = "client.key";
 
 impl RedisServer {
     /// Starts a standalone server and waits until it answers.
@@ -39,16 +47,46 @@ impl RedisServer {
     /// # Panics
     /// If `redis-server` is not installed or does not start.
     pub fn start() -> Self {
-        Self::start_node(false)
+        Self::start_node(false, false)
+    }
+
+    /// Starts a standalone server that also listens with TLS
+    /// ([`Self::tls_url`]) and requires a client certificate, both
+    /// certificates issued by a CA made for it ([`Self::tls_file`]:
+    /// [`TLS_CA_FILE`], [`TLS_CLIENT_CERT_FILE`], [`TLS_CLIENT_KEY_FILE`]).
+    /// The plain port stays open on loopback for [`Self::command`].
+    ///
+    /// # Panics
+    /// If `redis-server` or `openssl` is missing, or the server was built
+    /// without TLS.
+    pub fn start_tls() -> Self {
+        Self::start_node(false, true)
+    }
+
+    /// `rediss://localhost:<tls port>/` (the server certificate names
+    /// `localhost` and `127.0.0.1`).
+    ///
+    /// # Panics
+    /// If the server was not started with [`Self::start_tls`].
+    pub fn tls_url(&self) -> String {
+        let port = self
+            .tls_port
+            .unwrap_or_else(|| panic!("this redis-server was not started with TLS"));
+        format!("rediss://localhost:{port}/")
+    }
+
+    /// A file of the TLS server's PKI (one of the `TLS_*_FILE` names).
+    pub fn tls_file(&self, name: &str) -> std::path::PathBuf {
+        self.dir.path().join(name)
     }
 
     /// Starts a server with `--cluster-enabled yes` (not yet part of a
     /// cluster; [`crate::RedisCluster`] joins the nodes).
     pub(crate) fn start_cluster_node() -> Self {
-        Self::start_node(true)
+        Self::start_node(true, false)
     }
 
-    fn start_node(cluster: bool) -> Self {
+    fn start_node(cluster: bool, tls: bool) -> Self {
         require_program("redis-server", INSTALL_HINT);
         let dir = tempfile::Builder::new()
             .prefix("corkboard-redis-")
@@ -56,17 +94,22 @@ impl RedisServer {
             .unwrap_or_else(|e| {
                 panic!("cannot create a temporary directory for redis-server: {e}")
             });
+        if tls {
+            make_pki(dir.path());
+        }
         let mut failures = Vec::new();
         for _ in 0..START_ATTEMPTS {
             let port = free_port();
             let cluster_port = cluster.then(free_port);
-            match spawn_ready(dir.path(), port, cluster_port) {
+            let tls_port = tls.then(free_port);
+            match spawn_ready(dir.path(), port, cluster_port, tls_port) {
                 Ok(child) => {
                     return Self {
                         port,
                         cluster_port,
                         dir,
                         child: Some(child),
+                        tls_port,
                     };
                 }
                 Err(why) => failures.push(format!("port {port}: {why}")),
@@ -120,7 +163,7 @@ impl RedisServer {
         let mut failures = Vec::new();
         let deadline = Instant::now() + READY_DEADLINE;
         while Instant::now() < deadline {
-            match spawn_ready(self.dir.path(), self.port, self.cluster_port) {
+            match spawn_ready(self.dir.path(), self.port, self.cluster_port, self.tls_port) {
                 Ok(child) => {
                     self.child = Some(child);
                     return;
@@ -202,7 +245,12 @@ fn free_port() -> u16 {
 /// Spawns `redis-server` and waits until *this* process answers on `port`
 /// (checked by pid, so a server of a parallel test that happens to hold the
 /// port is never mistaken for ours).
-fn spawn_ready(dir: &Path, port: u16, cluster_port: Option<u16>) -> Result<Child, String> {
+fn spawn_ready(
+    dir: &Path,
+    port: u16,
+    cluster_port: Option<u16>,
+    tls_port: Option<u16>,
+) -> Result<Child, String> {
     let mut command = Command::new("redis-server");
     command
         .arg("--port")
@@ -224,6 +272,18 @@ fn spawn_ready(dir: &Path, port: u16, cluster_port: Option<u16>) -> Result<Child
             .args(["--cluster-node-timeout", "2000"])
             .arg("--cluster-port")
             .arg(cluster_port.to_string());
+    }
+    if let Some(tls_port) = tls_port {
+        command
+            .arg("--tls-port")
+            .arg(tls_port.to_string())
+            .arg("--tls-cert-file")
+            .arg(dir.join("server.crt"))
+            .arg("--tls-key-file")
+            .arg(dir.join("server.key"))
+            .arg("--tls-ca-cert-file")
+            .arg(dir.join(TLS_CA_FILE))
+            .args(["--tls-auth-clients", "yes"]);
     }
     let mut child = command
         .stdin(Stdio::null())
@@ -275,6 +335,101 @@ fn log_tail(dir: &Path) -> String {
     let log = std::fs::read_to_string(dir.join("redis.log")).unwrap_or_default();
     let lines: Vec<&str> = log.lines().collect();
     lines[lines.len().saturating_sub(20)..].join("\n")
+}
+
+/// A throwaway CA (EC P-256, one day) and, issued by it, a server
+/// certificate for `localhost`/`127.0.0.1` and a client certificate, in
+/// `dir` (private keys 0600, as the binary requires of secret files).
+fn make_pki(dir: &Path) {
+    require_program("openssl", "install with apt-get install openssl");
+    let openssl = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run openssl: {e}"));
+        assert!(
+            out.status.success(),
+            "openssl {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    let mut ca = vec![
+        "req",
+        "-x509",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=corkboard test CA",
+    ];
+    ca.extend(ec);
+    ca.extend([
+        "-keyout",
+        "ca.key",
+        "-out",
+        TLS_CA_FILE,
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+    ]);
+    openssl(&ca);
+    for (name, subject, ext) in [
+        (
+            "server",
+            "/CN=localhost",
+            "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n",
+        ),
+        (
+            "client",
+            "/CN=corkboard",
+            "extendedKeyUsage=clientAuth\nbasicConstraints=CA:FALSE\n",
+        ),
+    ] {
+        let (key, csr, crt, extfile) = (
+            format!("{name}.key"),
+            format!("{name}.csr"),
+            format!("{name}.crt"),
+            format!("{name}.ext"),
+        );
+        std::fs::write(dir.join(&extfile), ext)
+            .unwrap_or_else(|e| panic!("cannot write {extfile}: {e}"));
+        let mut req = vec!["req", "-subj", subject];
+        req.extend(ec);
+        req.extend(["-keyout", key.as_str(), "-out", csr.as_str()]);
+        openssl(&req);
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            TLS_CA_FILE,
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "1",
+            "-out",
+            &crt,
+            "-extfile",
+            &extfile,
+        ]);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(dir.join(&key), std::fs::Permissions::from_mode(0o600))
+                .unwrap_or_else(|e| panic!("cannot chmod {key}: {e}"));
+        }
+    }
 }
 
 #[cfg(test)]

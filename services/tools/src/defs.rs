@@ -302,6 +302,16 @@ impl BoardTool {
         self.spec().writes
     }
 
+    /// The free-text arguments this tool writes to the board, which are
+    /// cleaned and screened for credentials first (`text.rs`).
+    pub fn text_fields(self) -> &'static [&'static str] {
+        match self {
+            Self::CreateIssue | Self::UpdateIssue => &["title", "body"],
+            Self::AddComment => &["body"],
+            _ => &[],
+        }
+    }
+
     /// Whether a grant with `capabilities` is answered with the whole
     /// issue by this tool, or (without `issues:read`) only with what its
     /// call wrote.

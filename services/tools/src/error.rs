@@ -39,6 +39,14 @@ pub enum ToolsError {
     #[error("invalid argument `{field}`: {reason}")]
     InvalidArgument { field: String, reason: String },
 
+    /// A credential in a board write, under the tenant's `refuse` policy.
+    /// Names the kind, never the text.
+    #[error(
+        "invalid argument `{field}`: it holds a credential ({kinds}); nothing was written. \
+         This board refuses credentials: remove it (refer to where it is kept instead)"
+    )]
+    SecretRefused { field: String, kinds: String },
+
     #[error(
         "update_issue needs at least one of title, body, state, labels, priority, parent, \
          duplicate_of, blocked_by or close_reason to change; nothing was written"
@@ -171,6 +179,7 @@ impl ToolsError {
             | Self::Timeout { .. }
             | Self::NoBoard { .. } => AuditOutcome::Unavailable,
             Self::TenantBusy { .. } => AuditOutcome::RateLimited,
+            Self::SecretRefused { .. } => AuditOutcome::SecretRefused,
             Self::UnknownTool(_)
             | Self::InvalidArgument { .. }
             | Self::NothingToUpdate

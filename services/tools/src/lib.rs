@@ -40,16 +40,20 @@
 
 #![forbid(unsafe_code)]
 
+pub mod approvals;
 mod defs;
 mod error;
 mod render;
 mod result_budget;
 mod service;
+pub mod text;
 mod tool;
 mod view;
 
+pub use approvals::{ApprovalEvents, ApprovalGate, Gate};
 pub use defs::{BoardTool, ToolSpec, grant_tool_set, tool_set, vocabulary};
 pub use error::ToolsError;
 pub use result_budget::{DEFAULT_RESULT_BUDGET, ENVELOPE_BYTES, MIN_RESULT_BUDGET};
 pub use service::{BoardTools, DEFAULT_STORE_TIMEOUT, server_identity};
+pub use text::{Screened, SecretPolicies, screen_arguments};
 pub use view::{COMMENTS_DEFAULT, EXCERPT_CHARS, SELECTABLE_FIELDS};

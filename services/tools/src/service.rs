@@ -1,8 +1,10 @@
 //! [`BoardTools`]: the board served through [`ToolBackend`].
 
+use crate::approvals::{ApprovalGate, Gate};
 use crate::defs::{BoardTool, grant_tool_set};
 use crate::error::ToolsError;
 use crate::result_budget::{DEFAULT_RESULT_BUDGET, MIN_RESULT_BUDGET};
+use crate::text::{Screened, SecretPolicies, screen_fields};
 use crate::tool::{
     Success, add_comment, args, board_stats, claim_issue, claim_next, create_issue, create_issues,
     get_issue, list_issues, release_issue, search_issues, update_issue,
@@ -83,6 +85,11 @@ pub struct BoardTools {
     budgets: Option<Arc<dyn BudgetCounter>>,
     /// How long a claim lasts without a write to its issue or a renewal.
     claim_lease: Duration,
+    /// Each tenant's choice for credentials in board writes (refused when
+    /// unknown).
+    secrets: Arc<SecretPolicies>,
+    /// Decides which calls wait for a person; none: no call does.
+    approvals: Option<Arc<ApprovalGate>>,
 }
 
 impl std::fmt::Debug for BoardTools {
@@ -131,6 +138,7 @@ impl BoardTools {
             outcome,
             latency_micros,
             arguments_hash: ArgumentsHash::of(raw_arguments),
+            definition_hash: None,
             issue,
         });
         // Debug: the exchange's own event (MCP endpoint or gateway) already
@@ -165,6 +173,8 @@ impl BoardTools {
             result_budget: DEFAULT_RESULT_BUDGET,
             budgets: None,
             claim_lease: queue_limits::CLAIM_LEASE_DEFAULT,
+            secrets: Arc::default(),
+            approvals: None,
         }
     }
 
@@ -183,13 +193,7 @@ impl BoardTools {
     /// The caller as a claimant: its run, its grant and that grant's
     /// expiry (never from input), with this board's lease.
     pub(crate) fn claimant(&self, principal: &ResolvedGrant) -> Claimant {
-        let grant = principal.grant();
-        Claimant {
-            run: grant.run.clone(),
-            grant: grant.id.clone(),
-            expires_at: grant.expires_at,
-            lease: Some(self.claim_lease),
-        }
+        Claimant::of(principal.grant(), self.claim_lease)
     }
 
     /// Renews the caller's lease on `issue` after a write of its to it
@@ -227,10 +231,24 @@ impl BoardTools {
         }
     }
 
+    /// Asks `gate` before every board tool call whether it must wait for a
+    /// person's approval.
+    pub fn with_approvals(mut self, gate: Arc<ApprovalGate>) -> Self {
+        self.approvals = Some(gate);
+        self
+    }
+
     /// Counts budgeted grants' writes in `counter` (the grant service's:
     /// the ledger, or Redis when the registry is Redis).
     pub fn with_budgets(mut self, counter: Arc<dyn BudgetCounter>) -> Self {
         self.budgets = Some(counter);
+        self
+    }
+
+    /// Reads each tenant's choice for credentials in board writes
+    /// (refuse or redact) from `policies` (without: refused).
+    pub fn with_secret_policies(mut self, policies: Arc<SecretPolicies>) -> Self {
+        self.secrets = policies;
         self
     }
 
@@ -390,13 +408,16 @@ impl BoardTools {
     }
 
     /// Runs one call of `tool`: refused unless the grant has the tool's
-    /// capability, otherwise the tool's own `run` (`tool/<name>.rs`).
+    /// capability, otherwise the tool's own `run` (`tool/<name>.rs`) on
+    /// its arguments with their free text cleaned and screened for
+    /// credentials (`text.rs`); `true` with the answer when credentials
+    /// were redacted.
     async fn execute(
         &self,
         principal: &ResolvedGrant,
         tool: BoardTool,
         arguments: &Map<String, Value>,
-    ) -> Result<Success, ToolsError> {
+    ) -> Result<(Success, bool), ToolsError> {
         let grant = principal.grant();
         if !grant.capabilities.allows(tool.capability()) {
             return Err(ToolsError::Denied {
@@ -405,6 +426,21 @@ impl BoardTools {
                 allowed: grant.capabilities.to_csv(),
             });
         }
+        let (cleaned, screened) = match tool.text_fields() {
+            [] => (None, Screened::default()),
+            fields => screen_fields(&self.secrets, &grant.tenant, arguments, fields).await?,
+        };
+        let arguments = cleaned.as_ref().unwrap_or(arguments);
+        let success = self.dispatch(principal, tool, arguments).await?;
+        Ok((success, !screened.redacted.is_empty()))
+    }
+
+    async fn dispatch(
+        &self,
+        principal: &ResolvedGrant,
+        tool: BoardTool,
+        arguments: &Map<String, Value>,
+    ) -> Result<Success, ToolsError> {
         match tool {
             BoardTool::ListIssues => list_issues::run(self, principal, arguments).await,
             BoardTool::GetIssue => get_issue::run(self, principal, arguments).await,
@@ -491,13 +527,23 @@ impl ToolBackend for BoardTools {
         let hinted = tool
             .and_then(|t| t.spec().issue_argument)
             .and_then(|key| args::issue_hint(call.arguments, key));
+        if let (Some(gate), Some(_)) = (&self.approvals, tool)
+            && let Gate::Answer(output) = gate.check(principal.grant(), &call).await
+        {
+            // The gate audited its answer; the call did not run.
+            return output;
+        }
         let result = match tool {
             Some(tool) => self.execute(principal, tool, call.arguments).await,
             None => Err(ToolsError::UnknownTool(call.name.to_owned())),
         };
         let latency = started.elapsed();
         let (outcome, issue) = match &result {
-            Ok(success) => (AuditOutcome::Ok, success.issue.clone().or(hinted)),
+            Ok((success, false)) => (AuditOutcome::Ok, success.issue.clone().or(hinted)),
+            Ok((success, true)) => (
+                AuditOutcome::SecretRedacted,
+                success.issue.clone().or(hinted),
+            ),
             Err(err) => (err.outcome(), hinted),
         };
         let grant = principal.grant();
@@ -511,7 +557,7 @@ impl ToolBackend for BoardTools {
             issue,
         );
         match result {
-            Ok(Success { answer, .. }) => ToolOutput {
+            Ok((Success { answer, .. }, _)) => ToolOutput {
                 // Its own text, not the JSON again: clients that read only
                 // `content` get the same answer in a compact form, and both
                 // blocks together stay within the budget.

@@ -12,14 +12,9 @@ fn the_clients_copy_of_the_vocabulary_is_current() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/clients/vocabulary.json");
     let mut want = serde_json::to_string_pretty(&corkboard_tools::vocabulary()).unwrap();
     want.push('\n');
-    let have = std::fs::read_to_string(&path).unwrap_or_default();
-    if have != want {
-        std::fs::write(&path, &want).unwrap();
-        panic!(
-            "{} was not up to date with the tool table and has been regenerated: \
-             review and commit it (`cargo test -p corkboard-tools --test integration \
-             vocabulary::` regenerates it)",
-            path.display()
-        );
-    }
+    corkboard_testkit::ensure_file_contents(
+        &path,
+        &want,
+        "cargo test -p corkboard-tools --test integration vocabulary::",
+    );
 }

@@ -166,6 +166,10 @@ struct Params<'a> {
     object: Value,
     #[serde(rename = "inputResponses", skip_serializing_if = "Option::is_none")]
     input_responses: Option<&'a RawValue>,
+    /// `Mcp-Param-*` headers of a 2026-07-28 `tools/call` (not in the
+    /// body).
+    #[serde(skip)]
+    headers: Vec<(String, String)>,
 }
 
 /// The `result` of a JSON-RPC response, unparsed.
@@ -332,11 +336,16 @@ impl UpstreamClient {
     /// and the upstream's own `requestState`. Returns the result as the
     /// upstream wrote it, `input_required` included; `None` when the
     /// upstream does not speak 2026-07-28 (then [`Self::call_tool`]).
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one call's parts, each borrowed from the caller"
+    )]
     pub async fn call_tool_modern(
         &self,
         run: &str,
         tool: &str,
         arguments: &[u8],
+        input_schema: &Value,
         deadline: Duration,
         caps: AgentCapabilities,
         retry: Option<(&RawValue, Option<String>)>,
@@ -357,9 +366,14 @@ impl UpstreamClient {
                     params["requestState"] = Value::String(state);
                 }
             }
+            // Arguments the tool's schema marks with `x-mcp-header` are
+            // mirrored as `Mcp-Param-*` headers, as 2026-07-28 asks.
+            let headers =
+                corkboard_mcp::param_headers::param_headers(input_schema, &params["arguments"]);
             let sent = Params {
                 object: params,
                 input_responses: responses,
+                headers,
             };
             self.request_raw(Some(run), caps, "tools/call", Some(tool), sent, None)
                 .await
@@ -388,6 +402,7 @@ impl UpstreamClient {
         let params = Params {
             object: params,
             input_responses: None,
+            headers: Vec::new(),
         };
         let raw = self
             .request_raw(run, caps, method, tool, params, relay)
@@ -549,6 +564,7 @@ impl UpstreamClient {
                 Params {
                     object: json!({}),
                     input_responses: None,
+                    headers: Vec::new(),
                 },
                 None,
             )
@@ -648,6 +664,7 @@ impl UpstreamClient {
         relay: Option<&Relay<'_>>,
     ) -> Result<Answer, UpstreamError> {
         let id = self.ids.fetch_add(1, Ordering::Relaxed);
+        let param_headers = std::mem::take(&mut params.headers);
         if *era == Era::Modern
             && let Some(object) = params.object.as_object_mut()
         {
@@ -669,11 +686,13 @@ impl UpstreamClient {
         let Ok(body) = serde_json::to_string(&body) else {
             return Err(self.unavailable("the request could not be written"));
         };
-        let response = self
-            .post(body, Some(era), Some(method), tool, method)
-            .send()
-            .await
-            .map_err(|e| self.transport(&e))?;
+        let mut request = self.post(body, Some(era), Some(method), tool, method);
+        if *era == Era::Modern {
+            for (name, value) in param_headers {
+                request = request.header(name, value);
+            }
+        }
+        let mut response = request.send().await.map_err(|e| self.transport(&e))?;
         let status = response.status().as_u16();
         let legacy_session = matches!(
             era,
@@ -696,6 +715,18 @@ impl UpstreamClient {
                     code: 0,
                     message: String::new(),
                 });
+            }
+            // A 2026-07-28 server answers protocol refusals (a capability
+            // the client did not declare: -32021; a bad header: -32020)
+            // with HTTP 400 and a JSON-RPC error: that is its answer, and
+            // no retry changes it, so it is relayed as the 2025 path
+            // relays one, not reported as an outage.
+            if *era == Era::Modern
+                && (400..500).contains(&status)
+                && !matches!(status, 401 | 403)
+                && let Some(answer) = self.error_body(&mut response, id).await
+            {
+                return Ok(answer);
             }
             return Err(self.status(status, method));
         }
@@ -920,6 +951,25 @@ impl UpstreamClient {
         })
     }
 
+    /// The JSON-RPC error to `id` in a refused request's JSON body (read
+    /// within the answer bound), if that is what it holds.
+    async fn error_body(&self, response: &mut reqwest::Response, id: u64) -> Option<Answer> {
+        let json = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("application/json"));
+        if !json {
+            return None;
+        }
+        let body = self.read_body(response).await.ok()?;
+        let message: Value = serde_json::from_slice(&body).ok()?;
+        match self.answer_of(&message, &body, id) {
+            Some(answer @ Answer::Error { .. }) => Some(answer),
+            _ => None,
+        }
+    }
+
     /// A request the upstream sent on a response stream: relayed to the
     /// agent, or answered at once in the background (the stream goes on
     /// being read either way).
@@ -1116,6 +1166,7 @@ mod tests {
             credential: SealedCredential::from_bytes(vec![2; 40]),
             created_at: Timestamp::now(),
             created_by: "admin".into(),
+            trust_first_listing: false,
         }
     }
 

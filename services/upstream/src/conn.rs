@@ -5,16 +5,17 @@
 //! is no loop between the two.
 
 use crate::client::UpstreamClient;
-use corkboard_board::Upstream;
+use crate::pins::Pins;
+use corkboard_board::{DefinitionHash, Upstream};
 use corkboard_mcp::ToolDef;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 /// One upstream's tools as last listed: their agent-facing definitions,
-/// and which upstream tool each is.
+/// which upstream tool each is, and the hash of its pinned definition.
 #[derive(Debug)]
 pub(crate) struct Listed {
-    pub(crate) tools: Vec<(ToolDef, String)>,
+    pub(crate) tools: Vec<(ToolDef, String, DefinitionHash)>,
 }
 
 /// An upstream's cached tool list, as the hub refreshes it.
@@ -33,6 +34,8 @@ pub(crate) struct Conn {
     /// open with this key).
     pub(crate) client: Result<UpstreamClient, String>,
     pub(crate) tools: Mutex<ToolsState>,
+    /// Its tools' approved definitions (see [`crate::pins`]).
+    pub(crate) pins: Mutex<Pins>,
     /// Held by the one task fetching the list, so others wait for its
     /// result instead of asking the upstream too.
     pub(crate) fetching: tokio::sync::Mutex<()>,
@@ -55,11 +58,12 @@ pub(crate) enum Route {
     Tool {
         conn: Arc<Conn>,
         tool: String,
+        /// The approved definition it is offered under (audited with
+        /// every call).
+        hash: DefinitionHash,
     },
     /// The stand-in of an upstream that could not be listed.
-    Unavailable {
-        conn: Arc<Conn>,
-    },
+    Unavailable { conn: Arc<Conn> },
 }
 
 /// Locks one of this crate's mutexes. Every critical section is a map or

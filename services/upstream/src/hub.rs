@@ -17,10 +17,15 @@
 //! `<upstream>__unavailable`, whose description and calls say why, so the
 //! agent is told rather than left to guess at a missing tool; one listed
 //! before keeps its last list and its calls answer "unavailable".
+//!
+//! A listed tool is offered only under the definition a tenant admin
+//! approved ([`crate::pins`]): a new or changed one is pending, left out
+//! of the list and refused when called, naming how to approve it.
 
 use crate::client::{Sessions, UpstreamClient};
 use crate::conn::{Conn, Listed, Route, ToolsState, lock};
 use crate::error::UpstreamError;
+use crate::pins::{Pinning, Pins, ToolChanged};
 use crate::seal::CredentialKey;
 use crate::seam;
 use crate::shares::{
@@ -29,7 +34,10 @@ use crate::shares::{
 use crate::view::{self, CallEnv, UpstreamView};
 use crate::waiting::Waiting;
 use corkboard_board::AuditSink;
-use corkboard_board::{Capabilities, TenantId, Timestamp, Upstream, UpstreamName, UpstreamStore};
+use corkboard_board::{
+    Capabilities, DefinitionHash, TenantId, Timestamp, ToolSighting, Upstream, UpstreamName,
+    UpstreamStore,
+};
 use corkboard_grants::{MemoryUsedOnce, ResolvedGrant, UsedOnce};
 use corkboard_mcp::relay::AgentCapabilities;
 use corkboard_mcp::relay::seal::RelaySealer;
@@ -151,11 +159,14 @@ impl Default for UpstreamOptions {
     }
 }
 
-/// What a view is built from: one upstream's list or failure, stamped.
+/// What a view is built from: one upstream's list or failure and its
+/// approved definitions, stamped.
 struct Snapshot {
     listed: Option<Arc<Listed>>,
     failure: Option<String>,
     generation: u64,
+    approved: Arc<HashMap<String, DefinitionHash>>,
+    pins_generation: u64,
 }
 
 #[derive(Debug)]
@@ -187,6 +198,10 @@ pub struct Upstreams {
     /// descriptions mention).
     views: Mutex<HashMap<ViewKey, Arc<UpstreamView>>>,
     serials: AtomicU64,
+    /// Told of each tool this process finds newly pending.
+    tool_changed: Option<ToolChanged>,
+    /// Each tenant's choice for credentials in upstream arguments.
+    secrets: Arc<corkboard_tools::SecretPolicies>,
 }
 
 impl std::fmt::Debug for Upstreams {
@@ -231,7 +246,35 @@ impl Upstreams {
             tenants: Mutex::new(HashMap::new()),
             views: Mutex::new(HashMap::new()),
             serials: AtomicU64::new(1),
+            tool_changed: None,
+            secrets: Arc::default(),
         })
+    }
+
+    /// Reads each tenant's choice for credentials in upstream arguments
+    /// (refuse or redact) from `policies` (without: refused).
+    pub fn with_secret_policies(mut self, policies: Arc<corkboard_tools::SecretPolicies>) -> Self {
+        self.secrets = policies;
+        self
+    }
+
+    /// Tells `changed` of every tool this process finds newly pending
+    /// (new, or changed since it was approved): the live board's hint.
+    /// Webhooks get `upstream.tool_changed` from the store either way.
+    pub fn with_tool_changes(mut self, changed: ToolChanged) -> Self {
+        self.tool_changed = Some(changed);
+        self
+    }
+
+    /// What pinning needs of this hub.
+    fn pinning(&self) -> Pinning<'_> {
+        Pinning {
+            store: self.store.as_ref(),
+            timeout: self.options.list_timeout,
+            ttl: self.options.registry_ttl,
+            retry: self.options.retry_after_failure,
+            changed: self.tool_changed.as_ref(),
+        }
     }
 
     /// Relays upstreams' requests to the client to agents that can answer
@@ -366,13 +409,15 @@ impl Upstreams {
         let (route, def) = view.route(call.name)?;
         let started = Instant::now();
         let at = Timestamp::now();
-        let (upstream, (output, outcome)) = match route {
-            Route::Tool { conn, tool } => (
+        let (upstream, hash, (output, outcome)) = match route {
+            Route::Tool { conn, tool, hash } => (
                 &conn.record.name,
-                view::call_tool(&self.call_env(), conn, tool, def, grant, call).await,
+                Some(hash),
+                self.screened_call(conn, tool, def, grant, call).await,
             ),
             Route::Unavailable { conn } => (
                 &conn.record.name,
+                None,
                 view::relisted(&conn.record.name, self.relist(conn).await),
             ),
         };
@@ -384,8 +429,49 @@ impl Upstreams {
             at,
             started.elapsed(),
             outcome,
+            hash,
         );
         Some(output)
+    }
+
+    /// Calls `tool` with its arguments screened for credentials first: as
+    /// the tenant's settings say, refused (nothing sent) or redacted (the
+    /// call goes on with `[redacted <kind>]` in their place, audited
+    /// `secret_redacted`).
+    async fn screened_call(
+        &self,
+        conn: &Arc<Conn>,
+        tool: &str,
+        def: &ToolDef,
+        grant: &ResolvedGrant,
+        call: &ToolCall<'_>,
+    ) -> (ToolOutput, corkboard_board::AuditOutcome) {
+        let tenant = &grant.grant().tenant;
+        match corkboard_tools::screen_arguments(&self.secrets, tenant, call.raw_arguments).await {
+            Ok(None) => view::call_tool(&self.call_env(), conn, tool, def, grant, call).await,
+            Err(kinds) => view::secret_refused(&conn.record.name, &kinds),
+            Ok(Some((bytes, _))) => {
+                let Ok(Value::Object(arguments)) = serde_json::from_slice::<Value>(&bytes) else {
+                    return view::secret_refused(&conn.record.name, "unreadable after redaction");
+                };
+                let redacted = ToolCall {
+                    name: call.name,
+                    arguments: &arguments,
+                    raw_arguments: &bytes,
+                    peer: call.peer,
+                    input_responses: call.input_responses,
+                    request_state: call.request_state,
+                };
+                let (output, outcome) =
+                    view::call_tool(&self.call_env(), conn, tool, def, grant, &redacted).await;
+                match outcome {
+                    corkboard_board::AuditOutcome::Ok => {
+                        (output, corkboard_board::AuditOutcome::SecretRedacted)
+                    }
+                    other => (output, other),
+                }
+            }
+        }
     }
 
     /// Audits a call the protocol layer refused when it names one of
@@ -408,6 +494,7 @@ impl Upstreams {
             relay: self.relay.as_ref(),
             waiting: &self.waiting,
             used: self.used.as_ref(),
+            listed_with: self.listing_capabilities(),
         }
     }
 
@@ -435,10 +522,10 @@ impl Upstreams {
         for conn in &allowed {
             snapshots.push(self.tools_of(conn).await);
         }
-        let stamp: Vec<(u64, u64)> = allowed
+        let stamp: Vec<(u64, u64, u64)> = allowed
             .iter()
             .zip(&snapshots)
-            .map(|(conn, snap)| (conn.serial, snap.generation))
+            .map(|(conn, snap)| (conn.serial, snap.generation, snap.pins_generation))
             .collect();
         let cache_key = (tenant.clone(), caps.clone(), grant.grant().budgets.clone());
         if let Some(view) = lock(&self.views).get(&cache_key)
@@ -539,21 +626,47 @@ impl Upstreams {
             record,
             client,
             tools: Mutex::new(ToolsState::default()),
+            pins: Mutex::new(Pins::default()),
             fetching: tokio::sync::Mutex::new(()),
             serial: self.serials.fetch_add(1, Ordering::Relaxed),
         }
     }
 
-    /// `conn`'s tools: cached, or fetched within the list timeout.
+    /// `conn`'s tools (cached, or fetched within the list timeout) and
+    /// their approved definitions (re-read once older than the registry
+    /// TTL; recorded after each fetch).
     async fn tools_of(&self, conn: &Conn) -> Snapshot {
-        if let Some(snapshot) = self.fresh(conn) {
-            return snapshot;
+        let fetched = self.listing_of(conn).await;
+        if !fetched {
+            self.pinning()
+                .refresh(&conn.pins, &conn.record.tenant, &conn.record.name)
+                .await;
+        }
+        let (approved, pins_generation) = {
+            let pins = lock(&conn.pins);
+            (pins.approved(self.options.registry_ttl).0, pins.generation)
+        };
+        let state = lock(&conn.tools);
+        Snapshot {
+            listed: state.listed.clone(),
+            failure: state.failure.clone(),
+            generation: state.generation,
+            approved,
+            pins_generation,
+        }
+    }
+
+    /// Fetches `conn`'s tools unless the cached list is fresh; whether it
+    /// fetched them (and so recorded their pins).
+    async fn listing_of(&self, conn: &Conn) -> bool {
+        if self.fresh(conn) {
+            return false;
         }
         // One fetch per upstream at a time; the others wait for it (within
         // the same bound) and read what it found.
         let _fetching = conn.fetching.lock().await;
-        if let Some(snapshot) = self.fresh(conn) {
-            return snapshot;
+        if self.fresh(conn) {
+            return false;
         }
         let fetched = match &conn.client {
             Ok(client) => client
@@ -566,50 +679,80 @@ impl Upstreams {
                 .map_err(|e| e.to_string()),
             Err(why) => Err(why.clone()),
         };
-        let mut state = lock(&conn.tools);
-        state.checked = Some(Instant::now());
-        state.generation += 1;
-        match fetched {
-            Ok(tools) => {
-                state.listed = Some(Arc::new(self.admit_tools(&conn.record.name, tools)));
-                state.failure = None;
+        let sightings = {
+            let mut state = lock(&conn.tools);
+            state.checked = Some(Instant::now());
+            state.generation += 1;
+            match fetched {
+                Ok(tools) => {
+                    let (listed, sightings) = self.admit_tools(&conn.record.name, tools);
+                    state.listed = Some(Arc::new(listed));
+                    state.failure = None;
+                    Some(sightings)
+                }
+                Err(why) => {
+                    tracing::warn!(upstream = %conn.record.name, tenant = %conn.record.tenant, reason = %why, "upstream tools could not be listed");
+                    state.failure = Some(why);
+                    None
+                }
             }
-            Err(why) => {
-                tracing::warn!(upstream = %conn.record.name, tenant = %conn.record.tenant, reason = %why, "upstream tools could not be listed");
-                state.failure = Some(why);
+        };
+        match sightings {
+            Some(sightings) => {
+                self.pinning()
+                    .observe(
+                        &conn.pins,
+                        &conn.record.tenant,
+                        &conn.record.name,
+                        &sightings,
+                        conn.record.trust_first_listing,
+                    )
+                    .await;
+                true
             }
+            None => false,
         }
-        snapshot_of(&state)
     }
 
-    fn fresh(&self, conn: &Conn) -> Option<Snapshot> {
+    fn fresh(&self, conn: &Conn) -> bool {
         let state = lock(&conn.tools);
-        let checked = state.checked?;
+        let Some(checked) = state.checked else {
+            return false;
+        };
         let ttl = if state.failure.is_some() {
             self.options.retry_after_failure
         } else {
             self.options.tools_ttl
         };
-        (checked.elapsed() < ttl).then(|| snapshot_of(&state))
+        checked.elapsed() < ttl
     }
 
-    /// The upstream's tools that pass the validator, renamed; the rest
-    /// dropped and logged (by name only when the name itself is valid).
-    fn admit_tools(&self, upstream: &UpstreamName, tools: Vec<Value>) -> Listed {
-        let mut admitted = Vec::new();
+    /// The upstream's tools that pass the validator, renamed, with the
+    /// sightings of their pinned definitions; the rest dropped and logged
+    /// (by name only when the name itself is valid).
+    fn admit_tools(
+        &self,
+        upstream: &UpstreamName,
+        tools: Vec<Value>,
+    ) -> (Listed, Vec<ToolSighting>) {
+        let mut admitted: Vec<(ToolDef, String, DefinitionHash)> = Vec::new();
+        let mut sightings = Vec::new();
         let mut dropped = 0usize;
         for tool in tools {
             match tool_def(upstream, &tool) {
                 Ok(_) if admitted.len() >= self.options.max_tools => dropped += 1,
                 Ok((def, original)) => {
-                    if admitted
-                        .iter()
-                        .any(|(d, _): &(ToolDef, String)| d.name == def.name)
-                    {
+                    if admitted.iter().any(|(d, _, _)| d.name == def.name) {
                         tracing::warn!(%upstream, tool = %def.name, "upstream lists a tool twice; the second is dropped");
                         continue;
                     }
-                    admitted.push((def, original));
+                    let Some(sighting) = ToolSighting::of(&tool) else {
+                        dropped += 1;
+                        tracing::warn!(%upstream, tool = %def.name, max = corkboard_board::TOOL_DEFINITION_MAX, "upstream tool dropped: its definition is too long to pin");
+                        continue;
+                    };
+                    admitted.push((def, original, sighting.hash.clone()));
+                    sightings.push(sighting);
                 }
                 Err(reason) => {
                     dropped += 1;
@@ -620,15 +763,7 @@ impl Upstreams {
         if dropped > 0 {
             tracing::warn!(%upstream, dropped, max = self.options.max_tools, "upstream tools dropped (invalid, or over the limit)");
         }
-        Listed { tools: admitted }
-    }
-}
-
-fn snapshot_of(state: &ToolsState) -> Snapshot {
-    Snapshot {
-        listed: state.listed.clone(),
-        failure: state.failure.clone(),
-        generation: state.generation,
+        (Listed { tools: admitted }, sightings)
     }
 }
 
@@ -639,7 +774,14 @@ fn tool_def(upstream: &UpstreamName, tool: &Value) -> Result<(ToolDef, String), 
         .get("name")
         .and_then(Value::as_str)
         .ok_or("a tool without a string name")?;
-    let text = |key: &str| tool.get(key).and_then(Value::as_str).map(str::to_owned);
+    // Offered cleaned (invisible characters, escapes, HTML comments
+    // stripped): a tool description is text every run reads. The pin
+    // hashes the definition as listed.
+    let text = |key: &str| {
+        tool.get(key)
+            .and_then(Value::as_str)
+            .map(|t| corkboard_board::clean_text(t).0)
+    };
     let def = ToolDef {
         name: format!("{upstream}{SEPARATOR}{original}"),
         title: text("title"),
@@ -671,24 +813,35 @@ fn build_view(
     grant: &corkboard_board::Grant,
     conns: &[Arc<Conn>],
     snapshots: &[Snapshot],
-    stamp: Vec<(u64, u64)>,
+    stamp: Vec<(u64, u64, u64)>,
 ) -> UpstreamView {
     let caps = &grant.capabilities;
     let board = corkboard_tools::grant_tool_set(grant);
     let mut defs: Vec<ToolDef> = board.tools().to_vec();
     let mut routes = HashMap::new();
     let mut denied = HashMap::new();
+    let mut pending = HashMap::new();
     for (conn, snapshot) in conns.iter().zip(snapshots) {
         let name = &conn.record.name;
         match (&snapshot.listed, &snapshot.failure) {
             (Some(listed), _) => {
-                for (def, original) in &listed.tools {
-                    if caps.allows_upstream(name, original) {
+                for (def, original, hash) in &listed.tools {
+                    let approved = snapshot.approved.get(original) == Some(hash);
+                    if caps.allows_upstream(name, original) && !approved {
+                        pending.insert(
+                            def.name.clone(),
+                            format!(
+                                "tool {} is pending: upstream {name} lists it with a definition no tenant admin has approved yet (a new tool, or one whose description, schemas or annotations changed since it was approved), so it is not offered to runs; a tenant admin can review and approve it (corkboard upstream tools {name}, then corkboard upstream approve {name} {original})",
+                                def.name
+                            ),
+                        );
+                    } else if caps.allows_upstream(name, original) {
                         routes.insert(
                             def.name.clone(),
                             Route::Tool {
                                 conn: conn.clone(),
                                 tool: original.clone(),
+                                hash: hash.clone(),
                             },
                         );
                         defs.push(def.clone());
@@ -718,6 +871,7 @@ fn build_view(
         tools: Arc::new(ToolSet::new(defs)),
         routes,
         denied,
+        pending,
         stamp,
     }
 }

@@ -17,8 +17,13 @@
 //!   era (2026-07-28 stateless, or a 2025 session the gateway owns and
 //!   renews, one per run), every exchange bounded → error, seal, seam,
 //!   shares.
+//! - [`pins`]: which listed tools runs may see (their definitions'
+//!   hashes recorded in the store, offered only as a tenant admin
+//!   approved them; `upstream.tool_changed` for new and changed ones;
+//!   a leaf).
 //! - `conn`: one registered upstream (`Conn`: record, client, cached
-//!   tool list) and where a listed tool goes (`Route`) → client.
+//!   tool list, approved pins) and where a listed tool goes (`Route`)
+//!   → client, pins.
 //! - `waiting`: the relayed answers and held calls waiting in this
 //!   process, behind methods → error, shares.
 //! - [`view`]: a grant's [`UpstreamView`] and the call paths, one file per
@@ -28,7 +33,7 @@
 //!   lists, each grant's view (`<upstream>__<tool>`, definitions checked
 //!   by the one validator, capabilities `upstream:<name>:<glob>`), and the
 //!   entry points of a call ([`Upstreams::call`], [`Upstreams::deliver`])
-//!   → client, conn, error, seal, seam, shares, view, waiting.
+//!   → client, conn, error, pins, seal, seam, shares, view, waiting.
 //!
 //! The gateway hooks this in per request (its binding holds an
 //! [`Upstreams`]); the control plane uses [`seal`] to register upstreams.
@@ -56,6 +61,7 @@ pub mod client;
 mod conn;
 mod error;
 pub mod hub;
+pub mod pins;
 pub mod seal;
 pub mod seam;
 pub mod shares;
@@ -68,5 +74,6 @@ pub use hub::{
     DEFAULT_HELD_CALLS_MAX, DEFAULT_MAX_ANSWER_BYTES, DEFAULT_PENDING_REQUESTS_MAX,
     DEFAULT_SESSIONS_MAX, RelayShares, SEPARATOR, UNAVAILABLE_TOOL, UpstreamOptions, Upstreams,
 };
+pub use pins::ToolChanged;
 pub use seal::{CREDENTIAL_MAX, Credential, CredentialKey};
 pub use view::UpstreamView;

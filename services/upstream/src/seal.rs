@@ -67,9 +67,13 @@ impl fmt::Debug for Credential {
     }
 }
 
-/// The key upstream credentials are sealed with.
+/// The key upstream credentials are sealed with, and the keys it
+/// replaced: the newest seals, every listed key opens, so the key rotates
+/// without registering every upstream again (list the old secret in
+/// `upstream_previous_key_files` until nothing sealed with it is left).
 pub struct CredentialKey {
-    key: LessSafeKey,
+    /// Newest first; never empty.
+    keys: Vec<LessSafeKey>,
     rng: SystemRandom,
 }
 
@@ -91,6 +95,25 @@ impl ring::hkdf::KeyType for KeyLen {
 impl CredentialKey {
     /// Derives the key from a secret file's contents (at least 32 bytes).
     pub fn from_secret(secret: &[u8]) -> Result<Self, UpstreamError> {
+        Ok(Self {
+            keys: vec![Self::derive(secret)?],
+            rng: SystemRandom::new(),
+        })
+    }
+
+    /// This key, still opening what was sealed under `previous` secrets
+    /// (each at least 32 bytes).
+    pub fn with_previous<'a>(
+        mut self,
+        previous: impl IntoIterator<Item = &'a [u8]>,
+    ) -> Result<Self, UpstreamError> {
+        for secret in previous {
+            self.keys.push(Self::derive(secret)?);
+        }
+        Ok(self)
+    }
+
+    fn derive(secret: &[u8]) -> Result<LessSafeKey, UpstreamError> {
         if secret.len() < SECRET_MIN {
             return Err(UpstreamError::Key(format!(
                 "the upstream key secret has {} bytes; at least {SECRET_MIN} are needed",
@@ -106,10 +129,7 @@ impl CredentialKey {
             .map_err(|_| UpstreamError::Key("key derivation failed".into()))?;
         let unbound = UnboundKey::new(&CHACHA20_POLY1305, &bytes)
             .map_err(|_| UpstreamError::Key("bad key length".into()))?;
-        Ok(Self {
-            key: LessSafeKey::new(unbound),
-            rng: SystemRandom::new(),
-        })
+        Ok(LessSafeKey::new(unbound))
     }
 
     /// Seals `credential` for `tenant`'s upstream `name` at `url`, sent in
@@ -137,7 +157,7 @@ impl CredentialKey {
             .fill(&mut nonce)
             .map_err(|_| UpstreamError::Key("the system random source failed".into()))?;
         let mut sealed = clear.to_vec();
-        self.key
+        self.keys[0]
             .seal_in_place_append_tag(
                 Nonce::assume_unique_for_key(nonce),
                 Aad::from(aad),
@@ -158,16 +178,17 @@ impl CredentialKey {
             return None;
         }
         let nonce: [u8; NONCE_LEN] = bytes[1..=NONCE_LEN].try_into().ok()?;
-        let mut buf = bytes[1 + NONCE_LEN..].to_vec();
-        let clear = self
-            .key
-            .open_in_place(
+        // Any listed key: what was sealed before a rotation still opens.
+        self.keys.iter().find_map(|key| {
+            let mut buf = bytes[1 + NONCE_LEN..].to_vec();
+            key.open_in_place(
                 Nonce::assume_unique_for_key(nonce),
                 Aad::from(aad),
                 &mut buf,
             )
-            .ok()?;
-        Some(clear.to_vec())
+            .ok()
+            .map(|clear| clear.to_vec())
+        })
     }
 
     /// Seals a webhook signing secret of `tenant` for the store (the same
@@ -375,6 +396,44 @@ mod tests {
             "{err}"
         );
         assert!(err.contains("must be given again"), "{err}");
+    }
+
+    #[test]
+    fn a_rotated_key_opens_what_the_previous_key_sealed_and_seals_with_the_newest() {
+        let (tenant, name, header) = parts();
+        let credential = Credential::parse("Bearer old".into()).unwrap();
+        let old = CredentialKey::from_secret(&[1u8; 32]).unwrap();
+        let before = old
+            .seal(&tenant, &name, &header, &url(), &credential)
+            .unwrap();
+        let rotated = CredentialKey::from_secret(&[2u8; 32])
+            .unwrap()
+            .with_previous([&[1u8; 32][..]])
+            .unwrap();
+        assert_eq!(
+            rotated
+                .open(&tenant, &name, &header, &url(), &before)
+                .unwrap(),
+            credential
+        );
+        let after = rotated
+            .seal(&tenant, &name, &header, &url(), &credential)
+            .unwrap();
+        let newest = CredentialKey::from_secret(&[2u8; 32]).unwrap();
+        assert_eq!(
+            newest
+                .open(&tenant, &name, &header, &url(), &after)
+                .unwrap(),
+            credential,
+            "sealed with the newest key"
+        );
+        assert!(old.open(&tenant, &name, &header, &url(), &after).is_err());
+        assert!(
+            CredentialKey::from_secret(&[2u8; 32])
+                .unwrap()
+                .with_previous([&[1u8; 31][..]])
+                .is_err()
+        );
     }
 
     #[test]

@@ -24,6 +24,10 @@ pub struct McpScenario {
     /// Give the load's grant a `create_issue` budget this large (never
     /// reached), to measure what counting a budgeted write costs.
     pub create_budget: Option<u32>,
+    /// Give the load's tenant this many approval policies, none covering
+    /// the load's calls: what the approval gate adds to a call that needs
+    /// no approval.
+    pub approval_policies: Option<u32>,
 }
 
 pub async fn run(
@@ -46,6 +50,9 @@ pub async fn run(
             &budgets,
         )
         .await?;
+    if let Some(count) = scenario.approval_policies {
+        setup::idle_approval_policies(&deployment.base, deployment.admin(), "bench", count).await?;
+    }
     let issue = setup::seed_issue(&granted.mcp_url, &granted.token).await?;
     let target = Target::parse(&granted.mcp_url)?;
     let ceiling_target = Target::parse(&format!("{}/mcp", ceiling.url))?;
@@ -102,6 +109,10 @@ pub async fn run(
                         scenario
                             .create_budget
                             .map_or_else(|| "none".to_owned(), |n| format!("create_issue={n}")),
+                    )
+                    .label(
+                        "approval_policies",
+                        scenario.approval_policies.unwrap_or(0).to_string(),
                     )
                     .with_load(&result, concurrency)
                     .with_ceiling(ceiling_rps);

@@ -9,6 +9,7 @@ pub mod curves;
 pub mod deploy;
 pub mod driver;
 pub mod hardening;
+pub mod list_plan;
 pub mod mcp;
 pub mod noisy;
 pub mod profile;

@@ -1117,6 +1117,7 @@ async fn put_upstream(deployment: &Deployment, tenant: &str, name: &str, port: u
             "url": format!("http://127.0.0.1:{port}/mcp"),
             "header": "X-Key",
             "credential": "noisy-neighbour",
+            "trust_first_listing": true,
         })),
     )
     .await?;

@@ -130,6 +130,7 @@ pub(crate) fn corpus_item(i: usize) -> Result<(NewIssue, Option<CommentBody>)> {
 /// The corpus's author.
 pub(crate) fn seed_author() -> Result<Author> {
     Ok(Author {
+        kind: corkboard_board::AuthorKind::Run,
         run: RunId::parse("bench-seed").map_err(|e| BenchError::Usage(e.to_string()))?,
         grant: None,
     })

@@ -107,6 +107,7 @@ pub async fn run(
             "url": direct_url,
             "header": "Authorization",
             "credential": format!("Bearer {DIRECT_TOKEN}"),
+            "trust_first_listing": true,
         })),
     )
     .await?;

@@ -14,6 +14,7 @@
 //!
 //! [`AdminPrincipal`]: corkboard_grants::AdminPrincipal
 
+pub mod actions;
 pub mod events;
 pub mod live;
 pub mod pages;
@@ -128,6 +129,19 @@ impl WebState {
 
     fn closing(&self) -> watch::Receiver<bool> {
         self.inner.closing.subscribe()
+    }
+}
+
+/// Approval items made or decided reach open pages of their tenant.
+impl corkboard_tools::ApprovalEvents for WebState {
+    fn approval_changed(&self, item: &corkboard_board::ApprovalItem) {
+        self.inner.events.publish(
+            &item.tenant,
+            BoardEvent::ApprovalChanged {
+                id: item.id.clone(),
+                status: item.status,
+            },
+        );
     }
 }
 

@@ -25,11 +25,9 @@ use corkboard_api::ApiError;
 use corkboard_api::bearer;
 use corkboard_board::{TenantId, Timestamp};
 use corkboard_grants::{AdminPrincipal, AdminRole};
-use hmac::digest::KeyInit;
-use hmac::{Hmac, Mac};
+use corkboard_mcp::SessionKey;
 use rand::RngCore;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use std::future::{Ready, ready};
 use std::time::Duration;
 use subtle::ConstantTimeEq;
@@ -42,12 +40,11 @@ pub const CSRF_HEADER: &str = "x-csrf-token";
 pub const MAX_SESSION: Duration = Duration::from_secs(12 * 3600);
 
 /// Separates the web-cookie MAC from every other use of the session key
-/// (the MCP layer signs its session ids with the same key).
-const KEY_CONTEXT: &[u8] = b"corkboard web session cookie v1";
+/// (the MCP layer signs its session ids with the same key; the token
+/// registry its grant records).
+const DOMAIN: &[u8] = b"corkboard web session cookie v2";
 /// Cookies longer than this are refused before any decoding.
 const MAX_COOKIE_CHARS: usize = 2048;
-
-type HmacSha256 = Hmac<Sha256>;
 
 /// What a session cookie says. Only [`Session::encode`] creates the signed
 /// form; [`Session::decode`] accepts nothing that was not signed with the
@@ -111,24 +108,26 @@ impl Session {
         Timestamp::from_millis(self.exp.saturating_mul(1000))
     }
 
-    /// `base64url(json) "." base64url(hmac)`: only cookie-safe characters.
-    pub fn encode(&self, key: &[u8]) -> String {
+    /// `base64url(json) "." base64url(hmac)`: only cookie-safe characters,
+    /// signed with the newest session key (`SessionKey::sign`).
+    pub fn encode(&self, key: &SessionKey) -> String {
         let payload = URL_SAFE_NO_PAD.encode(serde_json::to_vec(self).unwrap_or_default());
-        let tag = URL_SAFE_NO_PAD.encode(mac(key, payload.as_bytes()).finalize().into_bytes());
-        format!("{payload}.{tag}")
+        let tag = key.sign(DOMAIN, &[payload.as_bytes()]).unwrap_or_default();
+        format!("{payload}.{}", URL_SAFE_NO_PAD.encode(tag))
     }
 
-    /// Verifies the signature and expiry. Errors never echo the cookie.
-    pub fn decode(key: &[u8], cookie: &str, now_secs: i64) -> Result<Self, ApiError> {
+    /// Verifies the signature (under any listed session key, so a rotated
+    /// key signs no one out) and expiry. Errors never echo the cookie.
+    pub fn decode(key: &SessionKey, cookie: &str, now_secs: i64) -> Result<Self, ApiError> {
         let invalid = || ApiError::unauthenticated("web session is invalid; sign in again".into());
         if cookie.len() > MAX_COOKIE_CHARS {
             return Err(invalid());
         }
         let (payload, tag) = cookie.split_once('.').ok_or_else(invalid)?;
         let tag = URL_SAFE_NO_PAD.decode(tag).map_err(|_| invalid())?;
-        mac(key, payload.as_bytes())
-            .verify_slice(&tag)
-            .map_err(|_| invalid())?;
+        if !key.verify(DOMAIN, &[payload.as_bytes()], &tag) {
+            return Err(invalid());
+        }
         let json = URL_SAFE_NO_PAD.decode(payload).map_err(|_| invalid())?;
         let session: Session = serde_json::from_slice(&json).map_err(|_| invalid())?;
         if session.v != 1 {
@@ -151,21 +150,6 @@ impl Session {
     pub fn csrf_matches(&self, presented: &str) -> bool {
         !presented.is_empty() && bool::from(self.csrf.as_bytes().ct_eq(presented.as_bytes()))
     }
-}
-
-fn mac(key: &[u8], payload: &[u8]) -> HmacSha256 {
-    // SHA-256 over a fixed context and the (high-entropy) key derives this
-    // use's own key; zero-padding it to the block size is exactly what HMAC
-    // does with a short key, and makes the infallible constructor usable.
-    let derived = Sha256::new()
-        .chain_update(KEY_CONTEXT)
-        .chain_update(key)
-        .finalize();
-    let mut block = [0u8; 64];
-    block[..32].copy_from_slice(&derived);
-    let mut mac = <HmacSha256 as KeyInit>::new(&block.into());
-    mac.update(payload);
-    mac
 }
 
 pub(crate) fn now_secs() -> i64 {
@@ -296,7 +280,7 @@ mod tests {
 
     #[test]
     fn round_trips_and_refuses_tampering_other_keys_and_expiry() {
-        let key = [7u8; 32];
+        let key = SessionKey::new(vec![7u8; 32]).unwrap();
         let session = Session::new(
             &principal(AdminRole::Viewer, Some("acme")),
             Duration::from_secs(60),
@@ -313,8 +297,28 @@ mod tests {
         assert_eq!(back.principal(), principal(AdminRole::Viewer, Some("acme")));
 
         assert!(
-            Session::decode(&[8u8; 32], &cookie, now_secs()).is_err(),
+            Session::decode(
+                &SessionKey::new(vec![8u8; 32]).unwrap(),
+                &cookie,
+                now_secs()
+            )
+            .is_err(),
             "another key"
+        );
+        // A rotated key still accepts what the previous one signed, and
+        // signs with the newest.
+        let rotated = SessionKey::new(vec![9u8; 32])
+            .unwrap()
+            .with_previous([vec![7u8; 32]])
+            .unwrap();
+        assert_eq!(
+            Session::decode(&rotated, &cookie, now_secs()).unwrap(),
+            session
+        );
+        let fresh = session.encode(&rotated);
+        assert!(
+            Session::decode(&key, &fresh, now_secs()).is_err(),
+            "signed with the newest"
         );
         assert!(
             Session::decode(&key, &cookie, session.exp).is_err(),

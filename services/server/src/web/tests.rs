@@ -406,7 +406,9 @@ async fn no_session_and_forged_sessions_are_refused() {
         },
         Duration::from_secs(600),
     )
-    .encode(b"some other key of thirty-two bytes!!");
+    .encode(
+        &corkboard_mcp::SessionKey::new(b"some other key of thirty-two bytes!!".to_vec()).unwrap(),
+    );
     let req = test::TestRequest::get()
         .uri("/v1/tenants/acme/events")
         .insert_header((
@@ -475,6 +477,7 @@ async fn the_event_stream_delivers_a_tenants_changes_and_only_to_its_readers() {
 
     // A write to another tenant does not show; a write to acme does.
     let author = Author {
+        kind: corkboard_board::AuthorKind::Run,
         run: RunId::parse("r1").unwrap(),
         grant: None,
     };
@@ -582,6 +585,7 @@ async fn an_issue_read_for_the_page_carries_its_markdown_rendered_and_sanitised(
     let f = fixture().await;
     let app = app!(f);
     let author = Author {
+        kind: corkboard_board::AuthorKind::Run,
         run: RunId::parse("r1").unwrap(),
         grant: None,
     };

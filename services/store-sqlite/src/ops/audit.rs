@@ -4,7 +4,7 @@
 use super::WriteOp;
 use crate::codec::{AUDIT_COLUMNS, audit_from_row, to_sql_u64};
 use crate::error::OpError;
-use corkboard_board::{AuditEntry, AuditQuery, AuditRecord, IssueId, TenantId};
+use corkboard_board::{AuditEntry, AuditQuery, AuditRecord, DefinitionHash, IssueId, TenantId};
 use rusqlite::{Connection, params};
 
 pub(crate) fn list_audit(
@@ -59,7 +59,8 @@ impl WriteOp for AppendAudit {
 fn append_audit(conn: &Connection, entries: &[AuditEntry]) -> Result<(), OpError> {
     let mut stmt = conn.prepare_cached(
         "INSERT INTO audit (at, tenant, run, grant_id, tool, outcome, latency_micros, \
-         arguments_hash, issue_id, record_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) \
+         arguments_hash, issue_id, record_id, definition_hash) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) \
          ON CONFLICT (record_id) DO NOTHING",
     )?;
     for AuditEntry { id, record } in entries {
@@ -74,6 +75,7 @@ fn append_audit(conn: &Connection, entries: &[AuditEntry]) -> Result<(), OpError
             record.arguments_hash.as_str(),
             record.issue.as_ref().map(IssueId::as_str),
             id.as_str(),
+            record.definition_hash.as_ref().map(DefinitionHash::as_str),
         ])?;
     }
     Ok(())

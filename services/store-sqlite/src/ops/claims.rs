@@ -64,10 +64,7 @@ impl WriteOp for ClaimIssue {
 
 /// Who a claim's change is recorded as: the claimant's run and grant.
 fn claimant_author(claimant: &Claimant) -> Author {
-    Author {
-        run: claimant.run.clone(),
-        grant: Some(claimant.grant.clone()),
-    }
+    Author::run(claimant.run.clone(), Some(claimant.grant.clone()))
 }
 
 /// Who a change nobody asked for is recorded as (a claim that ended by

@@ -197,8 +197,8 @@ fn add_comment(
         created_at: now,
     };
     let mut insert = conn.prepare_cached(
-        "INSERT INTO comments (tenant, issue_id, id, body, author_run, author_grant, created_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        "INSERT INTO comments (tenant, issue_id, id, body, author_run, author_grant, created_at, \
+         author_kind) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     )?;
     insert.execute(params![
         tenant.as_str(),
@@ -208,6 +208,7 @@ fn add_comment(
         comment.author.run.as_str(),
         comment.author.grant.as_ref().map(GrantId::as_str),
         now.as_millis(),
+        comment.author.kind.as_str(),
     ])?;
     let rowid = search_rowid(conn, tenant, &new.issue)?;
     search_writes::stage_comment(conn, rowid, &normalized(comment.body.as_str()))?;

@@ -482,8 +482,9 @@ fn insert_issue(
     let mut stmt = conn.prepare_cached(
         "INSERT INTO issues (tenant, id, title, title_lower, body, state, priority, labels, \
          author_run, author_grant, created_at, updated_at, version, parent, duplicate_of, \
-         blocked_by, close_reason, search_rowid) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
+         blocked_by, close_reason, search_rowid, author_kind) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, \
+         ?19)",
     )?;
     stmt.execute(params![
         tenant.as_str(),
@@ -504,6 +505,7 @@ fn insert_issue(
         join_ids(&issue.blocked_by),
         issue.close_reason.map(|r| r.as_str()),
         search_rowid,
+        issue.author.kind.as_str(),
     ])?;
     insert_labels(conn, &issue)?;
     write_blocked_by(conn, &issue, false)?;

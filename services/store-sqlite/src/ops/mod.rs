@@ -8,6 +8,7 @@
 //! [`crate::writer`]), and hands its caller exactly the op's
 //! [`WriteOp::Output`].
 
+pub(crate) mod approvals;
 pub(crate) mod audit;
 pub(crate) mod claims;
 pub(crate) mod comments;

@@ -270,6 +270,7 @@ pub(crate) mod tests {
 
     fn author() -> Author {
         Author {
+            kind: corkboard_board::AuthorKind::Run,
             run: RunId::parse("r").unwrap(),
             grant: None,
         }

@@ -1,12 +1,16 @@
 //! The `upstreams` table: a tenant's upstream MCP servers, credentials
 //! sealed (the store keeps the ciphertext it is given and never sees the
-//! clear value).
+//! clear value); and `tool_pins`, their tools' pinned definitions (what
+//! a listing and an approval change is decided by the domain's
+//! `observe_tool_pins` and `approve_tool_pin`; the `upstream.tool_changed`
+//! deliveries are queued in the same transaction).
 
-use super::WriteOp;
+use super::{WriteOp, webhooks};
 use crate::error::OpError;
 use corkboard_board::{
-    HeaderName, SealedCredential, StoreError, TenantId, Timestamp, UPSTREAMS_PER_TENANT_MAX,
-    Upstream, UpstreamName, UpstreamUrl, ValidationError,
+    DefinitionHash, HeaderName, SealedCredential, StoreError, TenantId, Timestamp, ToolApproval,
+    ToolPin, ToolSighting, UPSTREAMS_PER_TENANT_MAX, Upstream, UpstreamName, UpstreamUrl,
+    ValidationError,
 };
 use rusqlite::{Connection, Row, params};
 
@@ -61,7 +65,7 @@ fn put_upstream(conn: &Connection, upstream: &Upstream) -> Result<(), OpError> {
     }
     conn.prepare_cached(
         "INSERT OR REPLACE INTO upstreams (tenant, name, url, header, credential, created_at, \
-         created_by) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+         created_by, trust_first_listing) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     )?
     .execute(params![
         upstream.tenant.as_str(),
@@ -71,6 +75,7 @@ fn put_upstream(conn: &Connection, upstream: &Upstream) -> Result<(), OpError> {
         upstream.credential.as_bytes(),
         upstream.created_at.as_millis(),
         upstream.created_by,
+        upstream.trust_first_listing,
     ])?;
     Ok(())
 }
@@ -88,6 +93,8 @@ fn delete_upstream(
             "upstream {name}"
         ))));
     }
+    conn.prepare_cached("DELETE FROM tool_pins WHERE tenant = ?1 AND upstream = ?2")?
+        .execute(params![tenant.as_str(), name.as_str()])?;
     Ok(())
 }
 
@@ -96,8 +103,8 @@ pub(crate) fn list_upstreams(
     tenant: &TenantId,
 ) -> Result<Vec<Upstream>, OpError> {
     let mut stmt = conn.prepare_cached(
-        "SELECT tenant, name, url, header, credential, created_at, created_by FROM upstreams \
-         WHERE tenant = ?1 ORDER BY name",
+        "SELECT tenant, name, url, header, credential, created_at, created_by, \
+         trust_first_listing FROM upstreams WHERE tenant = ?1 ORDER BY name",
     )?;
     let mut rows = stmt.query(params![tenant.as_str()])?;
     let mut out = Vec::new();
@@ -118,5 +125,136 @@ fn from_row(row: &Row<'_>) -> Result<Upstream, OpError> {
         credential: SealedCredential::from_bytes(row.get(4)?),
         created_at: Timestamp::from_millis(row.get(5)?),
         created_by: row.get(6)?,
+        trust_first_listing: row.get(7)?,
     })
+}
+
+/// Records what one listing of an upstream showed (see the store method).
+#[derive(Debug)]
+pub(crate) struct ObserveTools {
+    pub tenant: TenantId,
+    pub upstream: UpstreamName,
+    pub sightings: Vec<ToolSighting>,
+    pub trust_first_listing: bool,
+    pub at: Timestamp,
+}
+
+impl WriteOp for ObserveTools {
+    type Output = Vec<ToolPin>;
+    const NAME: &'static str = "observe_tools";
+
+    fn run(&self, conn: &Connection) -> Result<Vec<ToolPin>, OpError> {
+        // Read and written under the writer's one transaction, so two
+        // processes' listings of the same change write it (and queue its
+        // event) once.
+        let current = list_tool_pins(conn, &self.tenant, &self.upstream)?;
+        let changes = corkboard_board::observe_tool_pins(
+            &self.tenant,
+            &self.upstream,
+            &current,
+            &self.sightings,
+            self.trust_first_listing,
+            self.at,
+        );
+        if changes.is_empty() {
+            return Ok(current);
+        }
+        for (pin, pending) in &changes {
+            put_pin(conn, pin)?;
+            if *pending {
+                webhooks::upstream_tool_changed(conn, pin)?;
+            }
+        }
+        list_tool_pins(conn, &self.tenant, &self.upstream)
+    }
+}
+
+/// Approves one definition of one tool (see the store method).
+#[derive(Debug)]
+pub(crate) struct ApproveTool {
+    pub tenant: TenantId,
+    pub upstream: UpstreamName,
+    pub tool: String,
+    pub hash: DefinitionHash,
+    pub by: String,
+    pub at: Timestamp,
+}
+
+impl WriteOp for ApproveTool {
+    type Output = ToolPin;
+    const NAME: &'static str = "approve_tool";
+
+    fn run(&self, conn: &Connection) -> Result<ToolPin, OpError> {
+        let pin = list_tool_pins(conn, &self.tenant, &self.upstream)?
+            .into_iter()
+            .find(|p| p.tool == self.tool)
+            .ok_or_else(|| {
+                OpError::Store(StoreError::not_found(format!(
+                    "tool {} of upstream {}",
+                    self.tool, self.upstream
+                )))
+            })?;
+        let approved = corkboard_board::approve_tool_pin(&pin, &self.hash, &self.by, self.at)
+            .map_err(|e| OpError::Store(StoreError::Invalid(e)))?;
+        put_pin(conn, &approved)?;
+        Ok(approved)
+    }
+}
+
+fn put_pin(conn: &Connection, pin: &ToolPin) -> Result<(), OpError> {
+    let approved = pin.approved.as_ref();
+    conn.prepare_cached(
+        "INSERT OR REPLACE INTO tool_pins (tenant, upstream, tool, seen_hash, seen_definition, \
+         seen_at, approved_hash, approved_definition, approved_by, approved_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+    )?
+    .execute(params![
+        pin.tenant.as_str(),
+        pin.upstream.as_str(),
+        pin.tool,
+        pin.seen.as_str(),
+        pin.definition,
+        pin.seen_at.as_millis(),
+        approved.map(|a| a.hash.as_str()),
+        approved.map(|a| a.definition.as_str()),
+        approved.map(|a| a.by.as_str()),
+        approved.map(|a| a.at.as_millis()),
+    ])?;
+    Ok(())
+}
+
+pub(crate) fn list_tool_pins(
+    conn: &Connection,
+    tenant: &TenantId,
+    upstream: &UpstreamName,
+) -> Result<Vec<ToolPin>, OpError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT tool, seen_hash, seen_definition, seen_at, approved_hash, approved_definition, \
+         approved_by, approved_at FROM tool_pins WHERE tenant = ?1 AND upstream = ?2 \
+         ORDER BY tool",
+    )?;
+    let mut rows = stmt.query(params![tenant.as_str(), upstream.as_str()])?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next()? {
+        let approved_hash: Option<String> = row.get(4)?;
+        let approved = match approved_hash {
+            Some(hash) => Some(ToolApproval {
+                hash: DefinitionHash::from_stored(hash),
+                definition: row.get::<_, Option<String>>(5)?.unwrap_or_default(),
+                by: row.get::<_, Option<String>>(6)?.unwrap_or_default(),
+                at: Timestamp::from_millis(row.get::<_, Option<i64>>(7)?.unwrap_or(0)),
+            }),
+            None => None,
+        };
+        out.push(ToolPin {
+            tenant: tenant.clone(),
+            upstream: upstream.clone(),
+            tool: row.get(0)?,
+            seen: DefinitionHash::from_stored(row.get(1)?),
+            definition: row.get(2)?,
+            seen_at: Timestamp::from_millis(row.get(3)?),
+            approved,
+        });
+    }
+    Ok(out)
 }

@@ -21,7 +21,7 @@ use corkboard_board::webhook::{
     WebhookEvents, WebhookSecret, WebhookStatus, WebhookUrl, WebhookWithStatus, limits,
 };
 use corkboard_board::{
-    CommentAdded, DeliveryId, Grant, GrantEvent, Issue, StoreError, TenantId, Timestamp,
+    CommentAdded, DeliveryId, Grant, GrantEvent, Issue, StoreError, TenantId, Timestamp, ToolPin,
     ValidationError, WebhookId,
 };
 use rusqlite::{Connection, OptionalExtension, params};
@@ -166,6 +166,35 @@ pub(crate) fn run_ended(
         &event.grant.tenant,
         WebhookEvent::RunEnded,
         &data,
+        Timestamp::now(),
+    )
+}
+
+/// An upstream tool new or changed, pending a tenant admin's approval:
+/// its name, the definition hashes and which fields changed, never the
+/// definition itself (the admin API shows that).
+pub(crate) fn upstream_tool_changed(conn: &Connection, pin: &ToolPin) -> Result<(), OpError> {
+    enqueue(
+        conn,
+        &pin.tenant,
+        WebhookEvent::UpstreamToolChanged,
+        &webhook::tool_changed_data(pin),
+        Timestamp::now(),
+    )
+}
+
+/// An approval item was made (`approval.requested`) or decided
+/// (`approval.decided`).
+pub(crate) fn approval_event(
+    conn: &Connection,
+    event: WebhookEvent,
+    item: &corkboard_board::ApprovalItem,
+) -> Result<(), OpError> {
+    enqueue(
+        conn,
+        &item.tenant,
+        event,
+        &item.event_data(),
         Timestamp::now(),
     )
 }

@@ -46,10 +46,7 @@ fn round(score: f64) -> f64 {
 /// Who a write is recorded as: the grant's run.
 fn author(principal: &ResolvedGrant) -> Author {
     let grant = principal.grant();
-    Author {
-        run: grant.run.clone(),
-        grant: Some(grant.id.clone()),
-    }
+    Author::run(grant.run.clone(), Some(grant.id.clone()))
 }
 
 fn to_json<T: serde::Serialize>(value: &T) -> Result<Value, ToolsError> {

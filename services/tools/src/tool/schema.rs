@@ -4,7 +4,7 @@
 //! every issue answer carries (with its comments, claim and the notes of a
 //! cut to fit the result budget). Each tool's own schemas are in its file.
 
-use corkboard_board::{CloseReason, IssueState, Priority, limits, relation_limits};
+use corkboard_board::{AuthorKind, CloseReason, IssueState, Priority, limits, relation_limits};
 use serde_json::{Value, json};
 
 pub(crate) const ID_EXAMPLE: &str = "iss_01JD3Z9Q4X8M2N6P7R5S1T0V9W";
@@ -140,13 +140,22 @@ pub(crate) fn author_schema() -> Value {
     json!({
         "type": "object",
         "properties": {
-            "run": { "type": "string", "description": "The run (or person) that wrote it." },
+            "kind": {
+                "type": "string",
+                "enum": AuthorKind::names(),
+                "description": "Who wrote it: run (an agent run), person (someone using the \
+                                web board) or admin (a caller of the admin API).",
+            },
+            "run": {
+                "type": "string",
+                "description": "The run that wrote it, or for a person or admin their name.",
+            },
             "grant": {
                 "type": ["string", "null"],
-                "description": "The grant it acted under; null for people using the web board.",
+                "description": "The grant it acted under; null for people and admins.",
             },
         },
-        "required": ["run", "grant"],
+        "required": ["kind", "run", "grant"],
     })
 }
 

@@ -204,6 +204,15 @@ impl HeldRounds<'_> {
         }
     }
 
+    /// Ends the held call `state` belongs to, if it is held here: dropped,
+    /// its task stops and the upstream's requests still pending get error
+    /// replies (see `HeldCall`'s `Drop`).
+    pub(super) fn end(&self, state: &RequestState) {
+        if let Some(key) = state.expected.keys().next() {
+            drop(self.waiting.take_held(key));
+        }
+    }
+
     /// A retry answering a held call's requests: each answer delivered to
     /// the upstream under its own id, then the next round.
     pub(super) async fn resume(

@@ -75,6 +75,7 @@ impl MixedCall<'_> {
                     self.relay.run,
                     self.tool,
                     self.arguments,
+                    &self.def.input_schema,
                     left(),
                     caps,
                     answering,

@@ -31,13 +31,16 @@ mod output;
 use crate::conn::{Conn, Route};
 use crate::waiting::Waiting;
 use corkboard_board::AuditSink;
-use corkboard_board::{ArgumentsHash, AuditOutcome, AuditRecord, Timestamp, UpstreamName};
+use corkboard_board::{
+    ArgumentsHash, AuditOutcome, AuditRecord, DefinitionHash, Timestamp, UpstreamName,
+};
 use corkboard_grants::{ResolvedGrant, UsedOnce};
+use corkboard_mcp::relay::AgentCapabilities;
 use corkboard_mcp::relay::seal::RelaySealer;
 use corkboard_mcp::{RefusalKind, RefusedCall, ToolCall, ToolDef, ToolOutput, ToolSet};
 use legacy::LegacyCall;
 use modern::ModernCall;
-use output::{text_output, unavailable};
+use output::{lacking_capability, text_output, unavailable};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -50,7 +53,10 @@ pub struct UpstreamView {
     /// Upstream tools listed but outside the grant, with the capability
     /// that would allow each.
     pub(crate) denied: HashMap<String, String>,
-    pub(crate) stamp: Vec<(u64, u64)>,
+    /// Upstream tools the grant allows whose listed definition is not the
+    /// approved one (see [`crate::pins`]), with why they are refused.
+    pub(crate) pending: HashMap<String, String>,
+    pub(crate) stamp: Vec<(u64, u64, u64)>,
 }
 
 /// What a call needs of the upstreams it goes through.
@@ -63,6 +69,8 @@ pub(crate) struct CallEnv<'a> {
     pub waiting: &'a Waiting,
     /// Where sealed states are recorded as used.
     pub used: &'a dyn UsedOnce,
+    /// What the gateway declared when it listed the upstreams' tools.
+    pub listed_with: AgentCapabilities,
 }
 
 impl UpstreamView {
@@ -83,8 +91,9 @@ impl UpstreamView {
     }
 
     /// Audits a call the protocol layer refused when it names one of this
-    /// view's upstream tools (listed, or listed but outside the grant) and
-    /// says why (the inner message); `None` leaves it to the board.
+    /// view's upstream tools (listed, listed but outside the grant, or
+    /// pending approval) and says why (the inner message); `None` leaves
+    /// it to the board.
     pub(crate) fn refused(
         &self,
         audit: &dyn AuditSink,
@@ -92,6 +101,9 @@ impl UpstreamView {
         call: &RefusedCall<'_>,
     ) -> Option<Option<String>> {
         let (outcome, message) = match (call.kind, self.denied.get(call.name)) {
+            (RefusalKind::NotListed, None) if self.pending.contains_key(call.name) => {
+                (AuditOutcome::Pending, self.pending.get(call.name).cloned())
+            }
             (RefusalKind::NotListed, Some(needed)) => (
                 AuditOutcome::Denied,
                 Some(format!(
@@ -116,6 +128,7 @@ impl UpstreamView {
             outcome,
             latency_micros: 0,
             arguments_hash: ArgumentsHash::of(call.raw_arguments),
+            definition_hash: None,
             issue: None,
         });
         Some(message)
@@ -125,6 +138,29 @@ impl UpstreamView {
 /// Runs `tool` of `conn`'s upstream (`def` as the agent sees it) on the
 /// path of the agent's and the upstream's eras.
 pub(crate) async fn call_tool(
+    env: &CallEnv<'_>,
+    conn: &Arc<Conn>,
+    tool: &str,
+    def: &ToolDef,
+    grant: &ResolvedGrant,
+    call: &ToolCall<'_>,
+) -> (ToolOutput, AuditOutcome) {
+    let (output, outcome) = call_path(env, conn, tool, def, grant, call).await;
+    let agent = call.peer.map(|p| p.capabilities()).unwrap_or_default();
+    match lacking_capability(
+        &output,
+        env.listed_with,
+        agent,
+        conn.record.name.as_str(),
+        call.name,
+    ) {
+        Some(told) => (told, outcome),
+        None => (output, outcome),
+    }
+}
+
+/// [`call_tool`]'s path by era.
+async fn call_path(
     env: &CallEnv<'_>,
     conn: &Arc<Conn>,
     tool: &str,
@@ -175,6 +211,20 @@ pub(crate) async fn call_tool(
     }
 }
 
+/// The answer of a call whose arguments hold a credential the tenant
+/// refuses (`kinds`, never the text): nothing was sent.
+pub(crate) fn secret_refused(upstream: &UpstreamName, kinds: &str) -> (ToolOutput, AuditOutcome) {
+    (
+        text_output(
+            format!(
+                "the call's arguments hold a credential ({kinds}); nothing was sent to upstream {upstream}. This tenant refuses credentials in upstream calls: the gateway adds the upstream's own credential, so leave it out"
+            ),
+            true,
+        ),
+        AuditOutcome::SecretRefused,
+    )
+}
+
 /// The answer of a call of `upstream`'s stand-in tool, after its tools
 /// were listed again (their count, or why not).
 pub(crate) fn relisted(
@@ -196,6 +246,10 @@ pub(crate) fn relisted(
 }
 
 /// The one audit record and the one log line of an upstream call.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one call's record, each part borrowed from the caller"
+)]
 pub(crate) fn record_call(
     audit: &dyn AuditSink,
     upstream: &UpstreamName,
@@ -204,6 +258,7 @@ pub(crate) fn record_call(
     at: Timestamp,
     latency: Duration,
     outcome: AuditOutcome,
+    definition_hash: Option<&DefinitionHash>,
 ) {
     let g = grant.grant();
     audit.record(AuditRecord {
@@ -215,6 +270,7 @@ pub(crate) fn record_call(
         outcome,
         latency_micros: u64::try_from(latency.as_micros()).unwrap_or(u64::MAX),
         arguments_hash: ArgumentsHash::of(call.raw_arguments),
+        definition_hash: definition_hash.cloned(),
         issue: None,
     });
     tracing::info!(

@@ -85,6 +85,13 @@ impl ModernCall<'_> {
                     relay::check_input_responses(eras, &opened.state.expected, responses)
                 {
                     tracing::info!(upstream, tool = %self.call.name, tenant = %g.tenant, run = %g.run, outcome = "refused", rule = refusal.rule.name(), "relay retry refused");
+                    if !opened.state.upstream_ids.is_empty() {
+                        // A held call's answers refused: the call ends now,
+                        // so the upstream's pending requests are completed
+                        // with correlated errors at once, not when the
+                        // relay's bounds run out.
+                        self.held().end(&opened.state);
+                    }
                     return refused(refusal.rpc_error());
                 }
                 // A held call's state is single-use by the call being taken
@@ -119,6 +126,7 @@ impl ModernCall<'_> {
                 g.run.as_str(),
                 self.tool,
                 self.call.raw_arguments,
+                &self.def.input_schema,
                 self.deadline,
                 self.peer.capabilities(),
                 retry,

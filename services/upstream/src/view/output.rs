@@ -5,6 +5,7 @@
 
 use crate::error::UpstreamError;
 use corkboard_board::AuditOutcome;
+use corkboard_mcp::relay::AgentCapabilities;
 use corkboard_mcp::{RelayAnswer, RpcError, ToolDef, ToolOutput};
 use serde::Deserialize;
 use serde_json::Value;
@@ -48,6 +49,46 @@ pub(crate) fn refused(error: RpcError) -> (ToolOutput, AuditOutcome) {
         },
         AuditOutcome::Denied,
     )
+}
+
+/// The honest answer to a call the upstream says it does not know
+/// ("... not found") when the gateway listed the tool declaring
+/// capabilities (`listed_with`) the agent did not declare (`agent`):
+/// servers offer tools that ask for sampling or elicitation only to
+/// clients that can answer, so the agent is told which capability its
+/// client lacks instead of being told the listed tool does not exist.
+/// `None` leaves `output` as it is.
+pub(crate) fn lacking_capability(
+    output: &ToolOutput,
+    listed_with: AgentCapabilities,
+    agent: AgentCapabilities,
+    upstream: &str,
+    name: &str,
+) -> Option<ToolOutput> {
+    if !output.is_error
+        || output.relay.is_some()
+        || !output.text.to_ascii_lowercase().contains("not found")
+    {
+        return None;
+    }
+    let mut missing = Vec::new();
+    if listed_with.sampling && !agent.sampling {
+        missing.push("sampling");
+    }
+    if listed_with.elicitation_form && !agent.elicitation_form {
+        missing.push("elicitation");
+    }
+    if missing.is_empty() {
+        return None;
+    }
+    let missing = missing.join(" and ");
+    Some(text_output(
+        format!(
+            "tool {name} needs a client capability yours did not declare: upstream {upstream} offers it only to clients that declare {missing} (it answered: {}). Call it from a client that declares {missing} and answers those requests",
+            output.text
+        ),
+        true,
+    ))
 }
 
 /// A tool output of `text` alone.
@@ -106,7 +147,9 @@ pub(crate) fn to_output(
             block.get("type").and_then(Value::as_str),
             block.get("text").and_then(Value::as_str),
         ) {
-            (Some("text"), Some(text)) => parts.push(text.to_owned()),
+            // Cleaned (invisible characters, escapes, HTML comments
+            // stripped) before it reaches the agent or a person.
+            (Some("text"), Some(text)) => parts.push(corkboard_board::clean_text(text).0),
             (kind, _) => parts.push(format!(
                 "[{} content from the upstream, not relayed by this gateway]",
                 kind.unwrap_or("unknown")
@@ -150,6 +193,54 @@ pub(crate) fn to_output(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tool_the_agent_cannot_use_says_which_capability_it_lacks() {
+        let listed_with = AgentCapabilities {
+            sampling: true,
+            elicitation_form: true,
+            ..AgentCapabilities::default()
+        };
+        let not_found = text_output(
+            "upstream everything refused the request (JSON-RPC -32602): Tool trigger-sampling-request not found".into(),
+            true,
+        );
+        let told = lacking_capability(
+            &not_found,
+            listed_with,
+            AgentCapabilities::default(),
+            "everything",
+            "everything__trigger-sampling-request",
+        )
+        .expect("told");
+        assert!(told.is_error);
+        assert!(
+            told.text.contains("declare sampling and elicitation"),
+            "{}",
+            told.text
+        );
+        let elicits = AgentCapabilities {
+            elicitation_form: true,
+            ..AgentCapabilities::default()
+        };
+        let told = lacking_capability(&not_found, listed_with, elicits, "e", "e__t").unwrap();
+        assert!(told.text.contains("declare sampling ("), "{}", told.text);
+        assert!(
+            lacking_capability(&not_found, listed_with, listed_with, "e", "e__t").is_none(),
+            "an agent that declared everything gets the upstream's answer"
+        );
+        let other = text_output("division by zero".into(), true);
+        assert!(
+            lacking_capability(
+                &other,
+                listed_with,
+                AgentCapabilities::default(),
+                "e",
+                "e__t"
+            )
+            .is_none()
+        );
+    }
     use serde_json::json;
 
     fn def(output_schema: Option<Value>) -> ToolDef {

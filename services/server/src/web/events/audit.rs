@@ -68,6 +68,7 @@ mod tests {
             outcome,
             latency_micros: 1,
             arguments_hash: ArgumentsHash::of(b"{}"),
+            definition_hash: None,
             issue,
         };
         let read = issue_id();

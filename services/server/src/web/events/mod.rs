@@ -24,7 +24,9 @@ pub use memory::MemoryEvents;
 pub use redis::{RedisEvents, RedisEventsConfig};
 
 use actix_web::web::Bytes;
-use corkboard_board::{AuditOutcome, AuditRecord, Issue, IssueId, RunId, TenantId};
+use corkboard_board::{
+    ApprovalId, ApprovalStatus, AuditOutcome, AuditRecord, Issue, IssueId, RunId, TenantId,
+};
 use corkboard_tools::BoardTool;
 use futures_util::stream::BoxStream;
 use serde::{Deserialize, Serialize};
@@ -39,6 +41,15 @@ pub enum BoardEvent {
     IssueChanged { id: IssueId, version: Option<u64> },
     /// Grants were issued or revoked (for one run, when known).
     GrantsChanged { run: Option<RunId> },
+    /// An upstream tool is new or changed and waits for a tenant admin's
+    /// approval (`GET /v1/tenants/{tenant}/upstreams/{upstream}/tools`).
+    UpstreamToolChanged { upstream: String, tool: String },
+    /// A call came to wait for a person's approval, or was decided
+    /// (`approval.requested`, `approval.decided`).
+    ApprovalChanged {
+        id: ApprovalId,
+        status: ApprovalStatus,
+    },
     /// Events may have been missed: re-fetch everything.
     Resync,
 }
@@ -49,6 +60,8 @@ impl BoardEvent {
         match self {
             Self::IssueChanged { .. } => "issue",
             Self::GrantsChanged { .. } => "grants",
+            Self::UpstreamToolChanged { .. } => "upstream_tool",
+            Self::ApprovalChanged { .. } => "approval",
             Self::Resync => "resync",
         }
     }

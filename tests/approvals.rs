@@ -1,0 +1,478 @@
+//! Black-box: calls that need a person's approval, through `corkboard serve`.
+//!
+//! The official SDK clients in both eras (the TypeScript SDK 1.x and 2.x,
+//! the Python SDK) see the pending answer with its handle, and the result
+//! after a person approved; an approval runs its call once, only with the
+//! approved arguments, not past its expiry; a denial answers the person's
+//! reason; viewers and run tokens cannot decide; `approval.requested` and
+//! `approval.decided` reach a webhook. In a real browser
+//! (`tests/clients/web/approvals.spec.mjs`) an approver approves one call
+//! and denies another. (The project has no Claude Code harness in `tests/`,
+//! so headless Claude Code is not driven here.)
+
+use crate::support;
+
+use reqwest::Method;
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use support::*;
+
+const CAPS: &str = "issues:read,issues:create,issues:update,comments:write";
+
+fn api(
+    serve: &Serve,
+    method: Method,
+    path: &str,
+    token: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let mut request = http()
+        .request(method, format!("{}{path}", serve.url()))
+        .bearer_auth(token);
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().expect("admin API answers");
+    let status = response.status().as_u16();
+    (status, response.json().unwrap_or(Value::Null))
+}
+
+fn set_policies(serve: &Serve, admin: &str, policies: Value) {
+    let (status, reply) = api(
+        serve,
+        Method::PUT,
+        "/v1/tenants/acme/approval-policies",
+        admin,
+        Some(json!({ "policies": policies })),
+    );
+    assert_eq!(status, 200, "{reply}");
+}
+
+fn decide(serve: &Serve, token: &str, id: &str, approve: bool, reason: &str) -> (u16, Value) {
+    api(
+        serve,
+        Method::POST,
+        &format!("/v1/tenants/acme/approvals/{id}/decision"),
+        token,
+        Some(json!({ "approve": approve, "reason": reason })),
+    )
+}
+
+/// The approval handle a pending answer names.
+fn handle_of(text: &str) -> String {
+    let at = text
+        .find("apr_")
+        .unwrap_or_else(|| panic!("no approval handle in {text:?}"));
+    text[at..at + 30].to_owned()
+}
+
+/// A raw stateless call: (is_error, text, structured).
+fn call(url: &str, token: &str, tool: &str, args: Value) -> (bool, String, Value) {
+    let (status, body) = mcp_call(url, token, tool, args);
+    assert_eq!(status, 200, "{body}");
+    let result = &body["result"];
+    let text = result["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    (
+        result["isError"] == true,
+        text,
+        result["structuredContent"].clone(),
+    )
+}
+
+fn awaits(text: &str) -> bool {
+    text.contains("awaits a person's approval")
+}
+
+/// What a receiver got: each delivery's `Corkboard-Event` and body.
+type Received = Arc<Mutex<Vec<(String, String)>>>;
+
+/// A webhook receiver on a free port.
+fn receiver() -> (u16, Received) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let received = Arc::new(Mutex::new(Vec::new()));
+    let sink = received.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let (mut event, mut len) = (String::new(), 0usize);
+            let mut line = String::new();
+            let _ = reader.read_line(&mut line);
+            loop {
+                line.clear();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some((k, v)) = line.trim_end().split_once(':') {
+                    match k.trim().to_ascii_lowercase().as_str() {
+                        "corkboard-event" => event = v.trim().to_owned(),
+                        "content-length" => len = v.trim().parse().unwrap_or(0),
+                        _ => {}
+                    }
+                }
+            }
+            let mut body = vec![0; len];
+            let _ = reader.read_exact(&mut body);
+            sink.lock()
+                .unwrap()
+                .push((event, String::from_utf8_lossy(&body).into_owned()));
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            );
+        }
+    });
+    (port, received)
+}
+
+#[test]
+fn an_approval_runs_exactly_its_call_once_before_it_expires_and_only_people_decide() {
+    let serve = Serve::start_with_env(&[("CORKBOARD_WEBHOOK_ALLOWED_HOSTS", "127.0.0.1")]);
+    let admin = serve.admin_token("platform-admin", None);
+    let approver = serve.admin_token("approver", Some("acme"));
+    let viewer = serve.admin_token("viewer", Some("acme"));
+    let agent = serve.grant("acme", "careful-agent", CAPS);
+    let (port, hooks) = receiver();
+    let (status, reply) = api(
+        &serve,
+        Method::POST,
+        "/v1/tenants/acme/webhooks",
+        &admin,
+        Some(json!({
+            "url": format!("http://127.0.0.1:{port}/hook"),
+            "events": ["approval.requested", "approval.decided"],
+        })),
+    );
+    assert_eq!(status, 201, "{reply}");
+
+    let (_, _, issue) = call(
+        &agent.mcp_url,
+        &agent.token,
+        "create_issue",
+        json!({"title": "Keep open"}),
+    );
+    let id = issue["id"].as_str().unwrap().to_owned();
+    set_policies(
+        &serve,
+        &admin,
+        json!([{
+            "name": "closing",
+            "tool": "update_issue",
+            "arguments": [{ "pointer": "/state", "glob": "clos*" }],
+        }, {
+            "name": "quick",
+            "tool": "add_comment",
+            "arguments": [{ "pointer": "/body", "glob": "late" }],
+            "ttl_secs": 1,
+        }, {
+            "name": "talk",
+            "tool": "add_comment",
+        }]),
+    );
+    // Not covered (another state): runs at once.
+    let (is_error, text, moved) = call(
+        &agent.mcp_url,
+        &agent.token,
+        "update_issue",
+        json!({"id": id, "state": "todo"}),
+    );
+    assert!(!is_error, "{text}");
+    let version = moved["version"].as_u64().unwrap();
+
+    let closing = json!({"id": id, "state": "closed", "expected_version": version});
+    let (is_error, text, _) = call(
+        &agent.mcp_url,
+        &agent.token,
+        "update_issue",
+        closing.clone(),
+    );
+    assert!(is_error && awaits(&text), "{text}");
+    let first = handle_of(&text);
+
+    // Nobody but a person with the right role decides.
+    assert_eq!(decide(&serve, &viewer, &first, true, "").0, 403, "a viewer");
+    let (status, _) = decide(&serve, &agent.token, &first, true, "");
+    assert!(
+        status == 401 || status == 403,
+        "a run token decided: {status}"
+    );
+    let (status, item) = api(
+        &serve,
+        Method::GET,
+        &format!("/v1/tenants/acme/approvals/{first}"),
+        &viewer,
+        None,
+    );
+    assert_eq!(status, 200);
+    assert_eq!(item["status"], "pending");
+    assert_eq!(item["policy"], "closing");
+    assert_eq!(item["policy_version"], 1);
+    assert_eq!(item["run"], "careful-agent");
+    assert!(item["arguments"].as_str().unwrap().contains("closed"));
+    // What the run did recently (its audit records, written in batches).
+    assert!(item["recent"].is_array(), "{item}");
+
+    let (status, decided) = decide(&serve, &approver, &first, true, "fine");
+    assert_eq!(status, 200, "{decided}");
+    assert_eq!(decided["status"], "approved");
+    let (status, again) = decide(&serve, &approver, &first, false, "changed my mind");
+    assert_eq!(status, 409, "{again}");
+    assert_eq!(again["error"]["code"], "approval_decided");
+
+    // Other arguments: not the approved call, so it waits for its own.
+    let other = json!({"id": id, "state": "closed", "close_reason": "not_planned", "expected_version": version});
+    let (is_error, text, _) = call(&agent.mcp_url, &agent.token, "update_issue", other);
+    assert!(is_error && awaits(&text), "{text}");
+    assert_ne!(handle_of(&text), first);
+    let (_, _, unchanged) = call(&agent.mcp_url, &agent.token, "get_issue", json!({"id": id}));
+    assert_eq!(unchanged["state"], "todo");
+
+    // The approved call runs, once.
+    let (is_error, text, closed) = call(
+        &agent.mcp_url,
+        &agent.token,
+        "update_issue",
+        closing.clone(),
+    );
+    assert!(!is_error, "{text}");
+    assert_eq!(closed["state"], "closed");
+    let (is_error, text, _) = call(&agent.mcp_url, &agent.token, "update_issue", closing);
+    assert!(is_error && awaits(&text), "a replay must not run: {text}");
+    assert_ne!(handle_of(&text), first);
+
+    // Denied: the reason reaches the agent.
+    let comment = json!({"issue_id": id, "body": "may I?"});
+    let (_, text, _) = call(&agent.mcp_url, &agent.token, "add_comment", comment.clone());
+    let denied = handle_of(&text);
+    assert_eq!(
+        decide(&serve, &approver, &denied, false, "not in this thread").0,
+        200
+    );
+    let (is_error, text, _) = call(&agent.mcp_url, &agent.token, "add_comment", comment.clone());
+    assert!(
+        is_error && text.contains("not in this thread") && text.contains("denied"),
+        "{text}"
+    );
+
+    // Past its expiry (this policy's wait is one second): refused. The
+    // approval may itself come too late on a slow machine (410); either
+    // way the call does not run.
+    let late = json!({"issue_id": id, "body": "late"});
+    let (_, text, _) = call(&agent.mcp_url, &agent.token, "add_comment", late.clone());
+    let expiring = handle_of(&text);
+    let (status, reply) = decide(&serve, &approver, &expiring, true, "");
+    assert!(status == 200 || status == 410, "{reply}");
+    std::thread::sleep(Duration::from_millis(1100));
+    let (is_error, text, _) = call(&agent.mcp_url, &agent.token, "add_comment", late);
+    assert!(is_error && text.contains("expired"), "{text}");
+    let (status, reply) = decide(&serve, &approver, &expiring, true, "");
+    assert!(status == 409 || status == 410, "{reply}");
+    let (_, _, read) = call(&agent.mcp_url, &agent.token, "get_issue", json!({"id": id}));
+    let bodies: Vec<&str> = read["comments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["body"].as_str())
+        .collect();
+    assert!(
+        !bodies.contains(&"late") && !bodies.contains(&"may I?"),
+        "{bodies:?}"
+    );
+
+    // Webhooks heard of the items and the decisions, without arguments.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let got = hooks.lock().unwrap().clone();
+        let requested = got
+            .iter()
+            .filter(|(e, _)| e == "approval.requested")
+            .count();
+        let decided = got.iter().filter(|(e, _)| e == "approval.decided").count();
+        if requested >= 6 && decided >= 2 {
+            assert!(
+                got.iter().all(|(_, body)| !body.contains("may I?")),
+                "a webhook carried arguments"
+            );
+            break;
+        }
+        assert!(Instant::now() < deadline, "webhooks so far: {got:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// One call through an official SDK client (`approval_agent.*`).
+fn sdk_call(agent: &Granted, client: &str, tool: &str, args: &Value) -> Value {
+    let mut cmd = if client.starts_with("py") {
+        let mut cmd = Command::new(repo_root().join("target/venv/bin/python"));
+        cmd.arg("approval_agent.py");
+        cmd
+    } else {
+        let mut cmd = Command::new("node");
+        cmd.arg("approval_agent.mjs");
+        cmd
+    };
+    let (sdk, mode) = match client {
+        "ts-v1" => ("v1", "legacy"),
+        "ts-v2-legacy" => ("v2", "legacy"),
+        "ts-v2-2026" => ("v2", "2026-07-28"),
+        "py-legacy" => ("", "legacy"),
+        _ => ("", "2026-07-28"),
+    };
+    cmd.current_dir(repo_root().join("tests/clients"))
+        .args(["--url", &agent.mcp_url, "--tool", tool, "--mode", mode])
+        .env("CORKBOARD_TOKEN", &agent.token)
+        .env("APPROVAL_ARGS", args.to_string());
+    if !sdk.is_empty() {
+        cmd.args(["--sdk", sdk]);
+    }
+    let out = run(&mut cmd);
+    let stdout = stdout_of(&out);
+    let reply: Value = stdout
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| panic!("{client} printed nothing\nstderr:\n{}", stderr_of(&out)));
+    assert_eq!(
+        reply["ok"],
+        true,
+        "{client}: {reply}\nstderr:\n{}",
+        stderr_of(&out)
+    );
+    reply
+}
+
+#[test]
+fn sdk_clients_in_both_eras_see_the_pending_answer_then_the_result() {
+    let serve = Serve::start();
+    let admin = serve.admin_token("platform-admin", None);
+    let approver = serve.admin_token("approver", Some("acme"));
+    let agent = serve.grant("acme", "sdk-agent", CAPS);
+    let (_, _, issue) = call(
+        &agent.mcp_url,
+        &agent.token,
+        "create_issue",
+        json!({"title": "Talk"}),
+    );
+    let id = issue["id"].as_str().unwrap().to_owned();
+    set_policies(
+        &serve,
+        &admin,
+        json!([{ "name": "comments", "tool": "add_comment" }]),
+    );
+    let clients = [
+        "ts-v1",
+        "ts-v2-legacy",
+        "ts-v2-2026",
+        "py-legacy",
+        "py-2026",
+    ];
+    for client in clients {
+        let args = json!({"issue_id": id, "body": format!("from {client}")});
+        let pending = sdk_call(&agent, client, "add_comment", &args);
+        let text = pending["text"].as_str().unwrap_or_default();
+        assert!(
+            pending["is_error"] == true && awaits(text),
+            "{client}: {pending}"
+        );
+        let (status, decided) = decide(&serve, &approver, &handle_of(text), true, "");
+        assert_eq!(status, 200, "{decided}");
+        let done = sdk_call(&agent, client, "add_comment", &args);
+        assert_eq!(done["is_error"], false, "{client}: {done}");
+        assert!(
+            done["text"]
+                .as_str()
+                .unwrap_or_default()
+                .contains(&format!("from {client}"))
+                || !done["structured"].is_null(),
+            "{client}: {done}"
+        );
+    }
+    let (_, _, read) = call(&agent.mcp_url, &agent.token, "get_issue", json!({"id": id}));
+    let bodies: Vec<String> = read["comments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["body"].as_str().map(str::to_owned))
+        .collect();
+    for client in clients {
+        assert_eq!(
+            bodies
+                .iter()
+                .filter(|b| **b == format!("from {client}"))
+                .count(),
+            1,
+            "{client}'s approved comment ran once: {bodies:?}"
+        );
+    }
+}
+
+#[test]
+fn an_approver_approves_one_call_and_denies_another_in_a_real_browser() {
+    assert!(
+        std::path::Path::new("/usr/bin/chromium").exists(),
+        "/usr/bin/chromium is missing: install Debian chromium (scripts/setup-test-deps does)"
+    );
+    let serve = Serve::start();
+    let admin = serve.admin_token("platform-admin", None);
+    set_policies(
+        &serve,
+        &admin,
+        json!([
+            { "name": "comments", "tool": "add_comment" },
+            { "name": "closing", "tool": "update_issue", "arguments": [{ "pointer": "/state", "glob": "closed" }] },
+        ]),
+    );
+    let agent = serve.grant("acme", "browser-agent", CAPS);
+    let out = run(Command::new("node")
+        .current_dir(repo_root().join("tests/clients"))
+        .arg("web/approvals.spec.mjs")
+        .args([
+            "--url",
+            serve.url(),
+            "--mcp-url",
+            &agent.mcp_url,
+            "--tenant",
+            "acme",
+        ])
+        .env("WEB_TEST_RUN_TOKEN", &agent.token)
+        .env(
+            "WEB_TEST_APPROVER_JWT",
+            serve.admin_token("approver", Some("acme")),
+        )
+        .env(
+            "WEB_TEST_VIEWER_JWT",
+            serve.admin_token("viewer", Some("acme")),
+        ));
+    let stdout = stdout_of(&out);
+    let summary: Value = stdout
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| {
+            panic!(
+                "no summary\nstdout:\n{stdout}\nstderr:\n{}",
+                stderr_of(&out)
+            )
+        });
+    assert_eq!(
+        summary["ok"],
+        true,
+        "{}\nstderr:\n{}",
+        summary["error"],
+        stderr_of(&out)
+    );
+    for name in ["pending", "decided", "results"] {
+        assert!(
+            !summary["checks"][name].is_null(),
+            "check {name} did not run: {summary}"
+        );
+    }
+}
