@@ -91,7 +91,7 @@ fn every_client_against(serve: &Serve) {
         }
         assert_eq!(
             summary["tools"].as_array().map(Vec::len),
-            Some(8),
+            Some(corkboard_tools::BoardTool::ALL.len()),
             "{summary}"
         );
         let created = summary["created"].as_str().unwrap();
@@ -165,7 +165,7 @@ fn every_official_client_sees_bad_tokens_and_capability_limits() {
                 "--mode",
                 mode,
                 "--caps-check",
-                "list_issues,get_issue,search_issues",
+                "list_issues,get_issue,search_issues,board_stats",
             ],
         );
         assert!(

@@ -23,8 +23,6 @@ const STATE_LABELS = {
 const TENANT_RE = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
 const RECENT_KEY = 'corkboard.recentTenants';
 const PAGE = 200;
-// The grant of audit records of people's actions (GrantId::none on the server).
-const NO_GRANT = 'gr_00000000000000000000000000';
 // Search hits per request (the API's maximum is 50).
 const SEARCH_PAGE = 50;
 // The grants API reads one row past the page to find the cursor; 100 keeps
@@ -1019,6 +1017,12 @@ function fieldChangeText(f) {
   return `${f.field}: ${show(f.before)} → ${show(f.after)}`;
 }
 
+/** Who made a change: a run links to what it did across the board; a person or an admin is named as such. */
+function authorCell(by) {
+  if (by.kind && by.kind !== 'run') return el('span', { class: 'mono' }, `${by.run} (${by.kind})`);
+  return el('a', { class: 'mono', href: `#/run/${encodeURIComponent(by.run)}` }, by.run);
+}
+
 /** The changes of an issue (`withIssue`: of a run, naming each issue), newest first. */
 function historyTable(history, { withIssue = false } = {}) {
   if (history?.error) return el('p', { class: 'notice' }, `History unavailable: ${history.error.message}`);
@@ -1033,25 +1037,9 @@ function historyTable(history, { withIssue = false } = {}) {
       withIssue ? el('td', {}, issueLink(c.issue)) : null,
       el('td', {}, el('code', {}, c.kind)),
       el('td', {}, c.fields.map(fieldChangeText).join('; ')),
-      el('td', {}, el('a', { class: 'mono', href: `#/run/${encodeURIComponent(c.by.run)}` }, c.by.run)),
+      el('td', {}, authorCell(c.by)),
       el('td', {}, String(c.version)))))));
 }
-
-// ---------------------------------------------------------------- run view
-
-/** What one run changed across the board (the admin API's run history). */
-async function showRun(run) {
-  app.view = 'run';
-  disconnectEvents();
-  setNav(null);
-  document.title = `Run ${run} · ${app.tenant} · Corkboard`;
-  const history = await api('GET', tenantPath(`/runs/${encodeURIComponent(run)}/history?limit=100`)).catch((e) => ({ error: e }));
-  setMain(el('section', { class: 'run', id: 'run', dataset: { run } },
-    el('p', {}, el('a', { href: '#/board' }, '← Back to the board')),
-    el('h1', {}, 'Run ', el('span', { class: 'mono' }, run)),
-    el('section', { class: 'block', 'aria-labelledby': 'h-run-history' },
-      el('h2', { id: 'h-run-history' }, 'What this run changed'),
-      historyTable(history, { withIssue: true }))));
 
 /** Sends one change of the open issue, then reloads it (a 409 shows the conflict notice). */
 async function issueAction(issue, method, path, request, done, error) {
@@ -1151,6 +1139,23 @@ function claimForm(issue) {
   return form;
 }
 
+// ---------------------------------------------------------------- run view
+
+/** What one run changed across the board (the admin API's run history). */
+async function showRun(run) {
+  app.view = 'run';
+  disconnectEvents();
+  setNav(null);
+  document.title = `Run ${run} · ${app.tenant} · Corkboard`;
+  const history = await api('GET', tenantPath(`/runs/${encodeURIComponent(run)}/history?limit=100`)).catch((e) => ({ error: e }));
+  setMain(el('section', { class: 'run', id: 'run', dataset: { run } },
+    el('p', {}, el('a', { href: '#/board' }, '← Back to the board')),
+    el('h1', {}, 'Run ', el('span', { class: 'mono' }, run)),
+    el('section', { class: 'block', 'aria-labelledby': 'h-run-history' },
+      el('h2', { id: 'h-run-history' }, 'What this run changed'),
+      historyTable(history, { withIssue: true }))));
+}
+
 // ---------------------------------------------------------------- approvals view
 
 async function showApprovals({ focus } = {}) {
@@ -1232,22 +1237,6 @@ function approvalCard(item) {
       el('button', { type: 'button', class: 'approve', onclick: () => decide(true) }, 'Approve'), ' ',
       el('button', { type: 'button', class: 'secondary deny', onclick: () => decide(false) }, 'Deny')) : el('p', { class: 'muted' }, 'Read-only: your role cannot decide.'),
     error);
-}
-
-function historyTable(audit) {
-  if (audit?.error) return el('p', { class: 'notice' }, `History unavailable: ${audit.error.message}`);
-  const records = audit?.records ?? [];
-  if (!records.length) return el('p', { class: 'empty-column' }, 'No agent activity recorded for this issue yet.');
-  return el('div', { class: 'table-wrap' }, el('table', { id: 'history' },
-    el('caption', { class: 'visually-hidden' }, 'Tool calls that touched this issue, newest first'),
-    el('thead', {}, el('tr', {}, ['When', 'Tool', 'Outcome', 'Run', 'Grant', 'Latency'].map((h) => el('th', { scope: 'col' }, h)))),
-    el('tbody', {}, records.map((r) => el('tr', {},
-      el('td', {}, timeEl(r.at, formatTime(r.at))),
-      el('td', {}, el('code', {}, r.tool)),
-      el('td', { class: r.outcome === 'ok' ? 'outcome-ok' : 'outcome-bad' }, r.outcome),
-      el('td', { class: 'mono' }, r.run),
-      el('td', { class: 'mono' }, r.grant === NO_GRANT ? 'person (no grant)' : r.grant),
-      el('td', {}, `${(r.latency_micros / 1000).toFixed(1)} ms`))))));
 }
 
 // ---------------------------------------------------------------- grants view

@@ -1511,7 +1511,11 @@ impl IssueStore for MongoStore {
         query.validate()?;
         self.ensure_tenant(tenant).await?;
         let next = self
-            .bounded_write("claim_next", self.next_claim(tenant, query, claimant))
+            .bounded_write("claim_next", async {
+                // The wait for the turn counts against the call's bound.
+                let lane = self.claim_turn(tenant).await;
+                self.next_claim(tenant, query, claimant, lane.index).await
+            })
             .await?;
         if let ClaimNext::Claimed { issue } = &next
             && self.has_webhooks(tenant).await

@@ -21,6 +21,25 @@ pub(crate) fn list_filter(query: &ListQuery) -> Option<Document> {
 
 /// [`list_filter`] with claims judged live or ended as of `now`.
 pub(crate) fn list_filter_at(query: &ListQuery, now: Timestamp) -> Option<Document> {
+    filter_at(query, now, true)
+}
+
+/// The filter of ready work when the tenant has no lapsed claim stored
+/// (`MongoStore::any_lapsed_claim`): then "no live claim" is "no claim",
+/// an equality the ready index `(state, claim.run, urgency, created_at,
+/// _id)` answers with point intervals, so claimed issues at the top of the
+/// ready order are never walked over. [`list_filter_at`]'s `$or` with
+/// lapsed claims cannot use that key: the server would walk every claimed
+/// candidate before the first unclaimed one, on every call.
+pub(crate) fn ready_filter_without_lapsed_claims(
+    query: &ListQuery,
+    now: Timestamp,
+) -> Option<Document> {
+    debug_assert!(query.ready);
+    filter_at(query, now, false)
+}
+
+fn filter_at(query: &ListQuery, now: Timestamp, lapsed_claims: bool) -> Option<Document> {
     let mut filter = Document::new();
     if let Some(parent) = &query.parent {
         filter.insert(field::PARENT, parent.as_str());
@@ -63,10 +82,15 @@ pub(crate) fn list_filter_at(query: &ListQuery, now: Timestamp) -> Option<Docume
             .map(|s| s.as_str())
             .collect();
         and.push(doc! { field::STATE: { "$in": strings(open) } });
-        and.push(doc! { "$or": [
-            { field::CLAIM: Bson::Null },
-            { field::CLAIM_EXPIRES_AT: { "$lte": date(now) } },
-        ] });
+        if lapsed_claims {
+            and.push(doc! { "$or": [
+                { field::CLAIM: Bson::Null },
+                { field::CLAIM_EXPIRES_AT: { "$lte": date(now) } },
+            ] });
+        } else {
+            // Matches a null or absent claim (so no `claim.run`).
+            and.push(doc! { field::CLAIM_RUN: Bson::Null });
+        }
     }
     // A ready page's cursor is resolved by the store (`ready_after`).
     if let Some(cursor) = &query.cursor

@@ -9,9 +9,11 @@
 use crate::codec::{changes_of, claim_bson, date, field, history_push, issue_from_doc, raw_claim};
 use crate::error::store_error;
 use crate::issues::{claimant_author, system_author};
-use crate::query::{TERMINAL, list_filter_at, ready_after, ready_sort};
+use crate::query::{
+    TERMINAL, list_filter_at, ready_after, ready_filter_without_lapsed_claims, ready_sort,
+};
 use crate::schema;
-use crate::store::{MongoStore, ReadBudget};
+use crate::store::{CLAIM_LANES, MongoStore, ReadBudget};
 use corkboard_board::webhook::{self, WebhookEvent};
 use corkboard_board::{
     BoardStats, Change, ChangeKind, ClaimFilter, ClaimNext, Claimant, ExpiredClaim, HistoryPage,
@@ -78,6 +80,78 @@ impl MongoStore {
                 .map_err(|e| store_error(&e))?;
         }
         Ok(())
+    }
+
+    /// Whether the tenant has a claim stored whose end has passed (the
+    /// server's sweeper clears them within about a second): one key of the
+    /// `claim.expires_at` index.
+    pub(crate) async fn any_lapsed_claim(
+        &self,
+        tenant: &TenantId,
+        now: Timestamp,
+        max_time: Duration,
+    ) -> mongodb::error::Result<bool> {
+        Ok(self
+            .issues(tenant)
+            .find_one(doc! { field::CLAIM_EXPIRES_AT: { "$lte": date(now) } })
+            .projection(doc! { field::ID: 1 })
+            .max_time(max_time)
+            .await?
+            .is_some())
+    }
+
+    /// [`Self::any_lapsed_claim`] for `claim_next`, read at most once a
+    /// second per tenant: the earliest end of any stored claim is kept as
+    /// the tenant's horizon (capped a second ahead), and before it no
+    /// claim can have lapsed. A claim another replica makes meanwhile ends
+    /// at least a lease (at least a second) later, after the cap; one
+    /// ending sooner (its grant expires first) is seen at the next read,
+    /// within a second, as the server's sweeper would clear it.
+    pub(crate) async fn lapsed_claims(
+        &self,
+        tenant: &TenantId,
+        now: Timestamp,
+        max_time: Duration,
+    ) -> mongodb::error::Result<bool> {
+        if self.lapse_horizon(tenant).is_some_and(|until| now < until) {
+            return Ok(false);
+        }
+        let earliest = self
+            .issues(tenant)
+            // A range of dates (not `$type`, which the server checks on
+            // every entry, the unclaimed issues' nulls first).
+            .find_one(doc! { field::CLAIM_EXPIRES_AT: { "$gte": date(Timestamp::from_millis(0)) } })
+            .sort(doc! { field::CLAIM_EXPIRES_AT: 1 })
+            .projection(doc! { field::CLAIM_EXPIRES_AT: 1 })
+            .max_time(max_time)
+            .await?
+            .and_then(|doc| {
+                doc.get_document(field::CLAIM)
+                    .ok()
+                    .and_then(|claim| claim.get_datetime("expires_at").ok())
+                    .map(|at| Timestamp::from_millis(at.timestamp_millis()))
+            });
+        let cap = now.plus_millis(1_000);
+        match earliest {
+            Some(end) if end <= now => {
+                self.set_lapse_horizon(tenant, None, false);
+                Ok(true)
+            }
+            other => {
+                self.set_lapse_horizon(tenant, Some(other.map_or(cap, |end| end.min(cap))), false);
+                Ok(false)
+            }
+        }
+    }
+
+    /// The filter of `ready` (a ready query) at `now`: without lapsed
+    /// claims on the board, the one the ready index answers as points.
+    fn ready_filter(ready: &ListQuery, now: Timestamp, lapsed: bool) -> Option<Document> {
+        if lapsed {
+            list_filter_at(ready, now)
+        } else {
+            ready_filter_without_lapsed_claims(ready, now)
+        }
     }
 
     async fn ready_scan(
@@ -155,6 +229,20 @@ impl MongoStore {
             None => store_error(&e),
         };
         let max_time = || budget.map_or_else(|| self.max_time(), ReadBudget::max_time);
+        let now = Timestamp::now();
+        if !self
+            .any_lapsed_claim(tenant, now, max_time())
+            .await
+            .map_err(fail)?
+        {
+            let Some(fast) = ready_filter_without_lapsed_claims(query, now) else {
+                return Ok(Page {
+                    issues: Vec::new(),
+                    next_cursor: None,
+                });
+            };
+            filter = fast;
+        }
         if let Some(cursor) = &query.cursor {
             let found = self
                 .issues(tenant)
@@ -227,13 +315,63 @@ impl MongoStore {
                 named_ids.extend(ids.iter().filter_map(|b| b.as_str().map(str::to_owned)));
             }
         }
-        if named_ids.is_empty() {
+        self.open_among(
+            tenant,
+            named_ids.iter().map(String::as_str).collect(),
+            max_time,
+        )
+        .await
+    }
+
+    /// The best [`CLAIM_NEXT_SPREAD`] candidates `filter` selects in the
+    /// ready order: their ids and the blockers they name.
+    async fn best_candidates(
+        &self,
+        tenant: &TenantId,
+        filter: Document,
+        max_time: Duration,
+    ) -> mongodb::error::Result<Vec<(String, Vec<String>)>> {
+        let mut best = self
+            .issues(tenant)
+            .find(filter)
+            .sort(ready_sort())
+            .limit(CLAIM_NEXT_SPREAD)
+            .projection(doc! { field::ID: 1, field::BLOCKED_BY: 1 })
+            .max_time(max_time)
+            .await?;
+        let mut out = Vec::new();
+        while best.advance().await? {
+            let doc = best.current();
+            let Ok(id) = doc.get_str(field::ID) else {
+                continue;
+            };
+            let blockers = doc
+                .get_array(field::BLOCKED_BY)
+                .map(|ids| {
+                    ids.into_iter()
+                        .filter_map(|b| b.ok().and_then(|b| b.as_str()).map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default();
+            out.push((id.to_owned(), blockers));
+        }
+        Ok(out)
+    }
+
+    /// Which of `ids` are open issues, in one `$in` on `_id`.
+    async fn open_among(
+        &self,
+        tenant: &TenantId,
+        ids: BTreeSet<&str>,
+        max_time: Duration,
+    ) -> mongodb::error::Result<Vec<String>> {
+        if ids.is_empty() {
             return Ok(Vec::new());
         }
         let mut found = self
             .issues(tenant)
             .find(doc! {
-                field::ID: { "$in": named_ids.into_iter().collect::<Vec<_>>() },
+                field::ID: { "$in": ids.into_iter().collect::<Vec<_>>() },
                 field::STATE: { "$nin": TERMINAL },
             })
             .projection(doc! { field::ID: 1 })
@@ -248,19 +386,28 @@ impl MongoStore {
         Ok(open)
     }
 
-    /// `claim_next`: the best ready candidates (blocked ones left out by
-    /// their open blockers), then one conditional `findOneAndUpdate` on one
-    /// of them with the ready conditions: of racing claimants exactly one
-    /// takes it. The first try takes the best; a claimant that lost reads
-    /// again and tries one of the best [`CLAIM_NEXT_SPREAD`] picked by its
-    /// run and attempt, so racing claimants spread over the top of the
-    /// queue instead of all losing the same issue again. It answers "no
-    /// ready work" only when a read finds no candidate.
+    /// `claim_next`: the best ready candidates (the best
+    /// [`CLAIM_NEXT_SPREAD`] with their blockers checked in one `$in`; only
+    /// when those are all blocked, every open blocker read and the blocked
+    /// left out in the query), then one conditional `findOneAndUpdate` on
+    /// one of them by `_id` with the ready conditions: of racing claimants
+    /// exactly one takes it. The first try takes the best; a claimant that
+    /// lost reads again and tries one of the best [`CLAIM_NEXT_SPREAD`]
+    /// picked by its run and attempt, so racing claimants spread over the
+    /// top of the queue instead of all losing the same issue again. It
+    /// answers "no ready work" only when a read finds no candidate.
+    ///
+    /// Not one sorted `findOneAndUpdate`: on a WiredTiger server, racing
+    /// claimants of a sorted update all conflict on the best document, and
+    /// each retry of the losers moves to the next best one together, so
+    /// the conflicts (and the server's backoff) grew with every issue
+    /// taken; 64 claimants on 1,000 issues ran past the 10 s bound.
     pub(crate) async fn next_claim(
         &self,
         tenant: &TenantId,
         query: &ListQuery,
         claimant: &Claimant,
+        lane: usize,
     ) -> Result<ClaimNext, StoreError> {
         let mut now = Timestamp::now();
         if claimant.expires_at <= now {
@@ -275,120 +422,136 @@ impl MongoStore {
         ready.cursor = None;
         let max_time = self.max_time();
         let fail = |e: mongodb::error::Error| store_error(&e);
-        // The open blockers, once per call: a blocker that finishes
-        // meanwhile only leaves its dependents for the next call.
-        let open = match list_filter_at(&ready, now) {
-            Some(filter) => self
-                .open_blockers(tenant, &filter, max_time)
-                .await
-                .map_err(fail)?,
-            None => Vec::new(),
-        };
-        let any_open = !open.is_empty();
+        // The open blockers of every candidate: read only when the best
+        // candidates are all blocked (reading them costs a pass over every
+        // candidate that names a blocker), then once per call.
+        let mut open: Option<Vec<String>> = None;
+        let lapsed = self
+            .lapsed_claims(tenant, now, max_time)
+            .await
+            .map_err(fail)?;
         let (mut blocked, mut settled) = (0, false);
         for attempt in 0..CLAIM_NEXT_ATTEMPTS {
             now = Timestamp::now();
-            let Some(mut filter) = list_filter_at(&ready, now) else {
+            let Some(base) = Self::ready_filter(&ready, now, lapsed) else {
                 return Ok(ClaimNext::NoReadyWork {
                     claimed: 0,
                     blocked: 0,
                 });
             };
-            let mut blocked_filter = filter.clone();
-            if any_open {
-                and_push(
-                    &mut filter,
-                    doc! { field::BLOCKED_BY: { "$nin": open.clone() } },
-                );
-                and_push(
-                    &mut blocked_filter,
-                    doc! { field::BLOCKED_BY: { "$in": open.clone() } },
-                );
-            }
-            let claim = claimant.claim_at(now);
-            let update = |id: &IssueId| {
-                doc! {
-                    "$set": { field::CLAIM: claim_bson(Some(&claim)) },
-                    "$inc": { field::VERSION: 1_i64 },
-                    "$max": { field::UPDATED_AT: date(now) },
-                    "$push": history_push(&Change::claim(
-                        ChangeKind::Claimed,
-                        id,
-                        0,
-                        now,
-                        &claimant_author(claimant),
-                        None,
-                        Some(&claim),
-                    )),
-                }
-            };
-            if attempt == 0 {
-                // The best ready issue, in one update the server sorts.
-                let taken = self
-                    .issues(tenant)
-                    .find_one_and_update(filter.clone(), update(&IssueId::generate()))
-                    .sort(ready_sort())
-                    .return_document(ReturnDocument::After)
-                    .max_time(max_time)
-                    .await
-                    .map_err(fail)?;
-                if let Some(doc) = taken {
-                    return Ok(ClaimNext::Claimed {
-                        issue: Box::new(issue_from_doc(tenant, &doc)?),
-                    });
+            let candidates = match &open {
+                None => self.best_candidates(tenant, base.clone(), max_time).await,
+                Some(open) => {
+                    let mut filter = base.clone();
+                    if !open.is_empty() {
+                        and_push(
+                            &mut filter,
+                            doc! { field::BLOCKED_BY: { "$nin": open.clone() } },
+                        );
+                    }
+                    self.best_candidates(tenant, filter, max_time).await
                 }
             }
-            let mut best = self
-                .issues(tenant)
-                .find(filter)
-                .sort(ready_sort())
-                .limit(CLAIM_NEXT_SPREAD)
-                .projection(doc! { field::ID: 1 })
-                .max_time(max_time)
-                .await
-                .map_err(fail)?;
-            let mut ids = Vec::new();
-            while best.advance().await.map_err(fail)? {
-                if let Ok(id) = best.current().get_str(field::ID) {
-                    ids.push(id.to_owned());
-                }
-            }
-            if ids.is_empty() {
+            .map_err(fail)?;
+            if candidates.is_empty() {
                 settled = true;
-                blocked = if any_open {
-                    self.issues(tenant)
-                        .count_documents(blocked_filter)
-                        .max_time(max_time)
-                        .await
-                        .map_err(fail)?
-                } else {
-                    0
+                blocked = match &open {
+                    // No candidate at all: none is blocked either.
+                    None => 0,
+                    Some(open) if open.is_empty() => 0,
+                    Some(open) => {
+                        let mut blocked_filter = base;
+                        and_push(
+                            &mut blocked_filter,
+                            doc! { field::BLOCKED_BY: { "$in": open.clone() } },
+                        );
+                        self.issues(tenant)
+                            .count_documents(blocked_filter)
+                            .max_time(max_time)
+                            .await
+                            .map_err(fail)?
+                    }
                 };
                 break;
             }
-            let pick = &ids[spread_pick(&claimant.run, attempt + 1, ids.len())];
-            let id = IssueId::parse(pick.as_str()).map_err(StoreError::from)?;
+            // Which blockers of these candidates are open: all of them
+            // once read, else those of the candidates, in one `$in`.
+            let open_here: Vec<String> = match &open {
+                Some(open) => open.clone(),
+                None => {
+                    let named: BTreeSet<&str> = candidates
+                        .iter()
+                        .flat_map(|(_, blockers)| blockers.iter().map(String::as_str))
+                        .collect();
+                    self.open_among(tenant, named, max_time)
+                        .await
+                        .map_err(fail)?
+                }
+            };
+            let ready_ids: Vec<&str> = candidates
+                .iter()
+                .filter(|(_, blockers)| blockers.iter().all(|b| !open_here.contains(b)))
+                .map(|(id, _)| id.as_str())
+                .collect();
+            if ready_ids.is_empty() {
+                // The best are all blocked: read every open blocker once,
+                // and leave the blocked candidates out in the query.
+                open = Some(match list_filter_at(&ready, now) {
+                    Some(filter) => self
+                        .open_blockers(tenant, &filter, max_time)
+                        .await
+                        .map_err(fail)?,
+                    None => Vec::new(),
+                });
+                continue;
+            }
+            // Lane k takes the kth best first, so this process's racing
+            // claimants do not collide; after a loss, one spread by run.
+            let pick = if attempt == 0 {
+                ready_ids[lane.min(CLAIM_LANES) % ready_ids.len()]
+            } else {
+                ready_ids[spread_pick(&claimant.run, attempt, ready_ids.len())]
+            };
+            let id = IssueId::parse(pick).map_err(StoreError::from)?;
+            let claim = claimant.claim_at(now);
+            let update = doc! {
+                "$set": { field::CLAIM: claim_bson(Some(&claim)) },
+                "$inc": { field::VERSION: 1_i64 },
+                "$max": { field::UPDATED_AT: date(now) },
+                "$push": history_push(&Change::claim(
+                    ChangeKind::Claimed,
+                    &id,
+                    0,
+                    now,
+                    &claimant_author(claimant),
+                    None,
+                    Some(&claim),
+                )),
+            };
             // The ready conditions on this one issue (its blockers as
             // read): of racing claimants exactly one matches.
             let mut one = doc! {
-                field::ID: pick.as_str(),
+                field::ID: pick,
                 field::STATE: { "$nin": TERMINAL },
                 "$or": [
                     { field::CLAIM: Bson::Null },
                     { field::CLAIM_EXPIRES_AT: { "$lte": date(now) } },
                 ],
             };
-            if any_open {
-                one.insert(field::BLOCKED_BY, doc! { "$nin": open.clone() });
+            if !open_here.is_empty() {
+                one.insert(field::BLOCKED_BY, doc! { "$nin": open_here });
             }
             let taken = self
                 .issues(tenant)
-                .find_one_and_update(one, update(&id))
+                .find_one_and_update(one, update)
                 .return_document(ReturnDocument::After)
                 .max_time(max_time)
                 .await
                 .map_err(fail)?;
             if let Some(doc) = taken {
+                // A claim ending before the horizon (its grant's expiry)
+                // moves the horizon.
+                self.set_lapse_horizon(tenant, Some(claim.expires_at), true);
                 return Ok(ClaimNext::Claimed {
                     issue: Box::new(issue_from_doc(tenant, &doc)?),
                 });

@@ -199,10 +199,17 @@ pub(crate) fn issue_indexes() -> Vec<IndexModel> {
         // of blocked_by (get_issue's blocks).
         index(doc! { field::PARENT: 1, field::ID: -1 }),
         index(doc! { field::BLOCKED_BY: 1, field::ID: -1 }),
-        // Ready work (list_issues ready, claim_next): open issues most
-        // urgent, then oldest first; the state leads so the terminal ones
-        // are skipped as ranges.
-        index(doc! { field::STATE: 1, field::URGENCY: 1, field::CREATED_AT: 1, field::ID: 1 }),
+        // Ready work (list_issues ready, claim_next): open unclaimed
+        // issues most urgent, then oldest first; the state and the claim
+        // lead as points (`ready_filter_without_lapsed_claims`), so the
+        // terminal and the claimed ones are never walked.
+        index(doc! {
+            field::STATE: 1,
+            field::CLAIM_RUN: 1,
+            field::URGENCY: 1,
+            field::CREATED_AT: 1,
+            field::ID: 1,
+        }),
         // Claimed-by lists, and revocation ending a grant's claims.
         index(doc! { field::CLAIM_RUN: 1, field::ID: -1 }),
         index(doc! { field::CLAIM_GRANT: 1 }),

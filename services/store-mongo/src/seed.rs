@@ -9,7 +9,7 @@
 //! the issues before the failure written). Proven equivalent to the create
 //! path by `tests/seed.rs`.
 
-use crate::codec::issue_doc;
+use crate::codec::{change_doc, created_doc, field, issue_doc};
 use crate::error::store_error;
 use crate::store::MongoStore;
 use corkboard_board::{
@@ -67,7 +67,7 @@ impl MongoStore {
             }
             let docs: Vec<_> = issues
                 .iter()
-                .map(|(created, comment)| issue_doc(&commented(created.clone(), comment.as_ref())))
+                .map(|(created, comment)| seeded_doc(created, comment.as_ref()))
                 .collect();
             self.bounded_write("seed_issues", async {
                 self.issues(tenant)
@@ -97,6 +97,24 @@ impl MongoStore {
         }
         Ok(ids)
     }
+}
+
+/// The document `create_issue` and then `add_comment` leave: the created
+/// issue's, with the comment embedded and both changes in its history.
+fn seeded_doc(created: &Issue, comment: Option<&Comment>) -> mongodb::bson::Document {
+    let Some(comment) = comment else {
+        return created_doc(created);
+    };
+    let mut history = created_doc(created)
+        .get_array(field::HISTORY)
+        .cloned()
+        .unwrap_or_default();
+    let issue = commented(created.clone(), Some(comment));
+    let change = corkboard_board::Change::commented(&issue, &comment.id, &comment.author);
+    history.push(change_doc(&change).into());
+    let mut doc = issue_doc(&issue);
+    doc.insert(field::HISTORY, history);
+    doc
 }
 
 /// `issue` as `add_comment` leaves it after adding `comment`: the comment

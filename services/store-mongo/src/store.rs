@@ -41,7 +41,93 @@ struct Inner {
     /// so concurrent first writes set it up once and a failed attempt
     /// (server down) is retried by the next write.
     sets: Mutex<HashMap<IndexSet, Arc<OnceCell<()>>>>,
+    /// `claim_next` takes a lane of these per tenant (by a hash of the
+    /// tenant), so this process's claimants of a tenant do not collide.
+    claim_turns: ClaimTurns,
+    /// Per tenant, the earliest end of a stored claim, as last read.
+    lapse_horizons: Mutex<LapseHorizons>,
 }
+
+/// Stripes of [`ClaimTurns`]: tenants hashing to different stripes never
+/// wait for each other.
+const CLAIM_STRIPES: usize = 64;
+
+/// How many `claim_next` calls of one stripe (of one tenant, mostly) run
+/// at once in one process, each on a lane of its own.
+pub(crate) const CLAIM_LANES: usize = 8;
+
+/// Striped lanes for `claim_next` per tenant in this process (a fixed
+/// number, so the memory does not grow with tenants). Racing claimants of
+/// one tenant that all updated the best ready issue at once were write
+/// conflicts on a WiredTiger server, each retried by the server with a
+/// backoff; with 64 claimants those cost more than the claims (calls ran
+/// past their 10 s bound). Here at most [`CLAIM_LANES`] claim at once,
+/// and the call on lane `k` first tries the `k`th best ready issue, so
+/// they do not collide; a single claimant (lane 0) takes the best.
+/// Claimants on other replicas still race, and the conditional update
+/// decides.
+pub(crate) struct ClaimTurns([Stripe; CLAIM_STRIPES]);
+
+struct Stripe {
+    permits: tokio::sync::Semaphore,
+    /// Which lanes are taken, a bit each.
+    lanes: Mutex<u8>,
+}
+
+/// One call's lane: given back when dropped.
+pub(crate) struct Lane<'a> {
+    _permit: tokio::sync::SemaphorePermit<'a>,
+    stripe: &'a Stripe,
+    pub(crate) index: usize,
+}
+
+impl Drop for Lane<'_> {
+    fn drop(&mut self) {
+        let mut lanes = self
+            .stripe
+            .lanes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        *lanes &= !(1u8 << self.index);
+    }
+}
+
+impl ClaimTurns {
+    fn new() -> Self {
+        Self(std::array::from_fn(|_| Stripe {
+            permits: tokio::sync::Semaphore::new(CLAIM_LANES),
+            lanes: Mutex::new(0),
+        }))
+    }
+
+    /// Waits for a lane of `tenant`'s stripe.
+    pub(crate) async fn take(&self, tenant: &TenantId) -> Lane<'_> {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        tenant.as_str().hash(&mut hasher);
+        let stripe = &self.0[usize::try_from(hasher.finish() % CLAIM_STRIPES as u64).unwrap_or(0)];
+        let permit = stripe
+            .permits
+            .acquire()
+            .await
+            .expect("the semaphore is never closed");
+        let mut lanes = stripe.lanes.lock().unwrap_or_else(PoisonError::into_inner);
+        // A permit guarantees a free lane.
+        let index = (0..CLAIM_LANES)
+            .find(|i| *lanes & (1u8 << i) == 0)
+            .unwrap_or(0);
+        *lanes |= 1u8 << index;
+        Lane {
+            _permit: permit,
+            stripe,
+            index,
+        }
+    }
+}
+
+/// Per tenant: no claim stored on its board ends before this instant, as
+/// last read (at most a second ago, see `MongoStore::lapsed_claims`).
+pub(crate) type LapseHorizons = HashMap<TenantId, corkboard_board::Timestamp>;
 
 impl fmt::Debug for MongoStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -54,6 +140,49 @@ impl fmt::Debug for MongoStore {
 }
 
 impl MongoStore {
+    /// `claim_next`'s turn for `tenant` in this process ([`ClaimTurns`]).
+    pub(crate) async fn claim_turn(&self, tenant: &TenantId) -> Lane<'_> {
+        self.inner.claim_turns.take(tenant).await
+    }
+
+    /// The tenant's lapse horizon, as last read.
+    pub(crate) fn lapse_horizon(&self, tenant: &TenantId) -> Option<corkboard_board::Timestamp> {
+        self.inner
+            .lapse_horizons
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(tenant)
+            .copied()
+    }
+
+    /// Sets (or with `None` forgets) the tenant's lapse horizon; `lower`:
+    /// only ever moves an existing one earlier.
+    pub(crate) fn set_lapse_horizon(
+        &self,
+        tenant: &TenantId,
+        horizon: Option<corkboard_board::Timestamp>,
+        lower: bool,
+    ) {
+        let mut horizons = self
+            .inner
+            .lapse_horizons
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match horizon {
+            None => {
+                horizons.remove(tenant);
+            }
+            Some(at) if lower => {
+                if let Some(existing) = horizons.get_mut(tenant) {
+                    *existing = (*existing).min(at);
+                }
+            }
+            Some(at) => {
+                horizons.insert(tenant.clone(), at);
+            }
+        }
+    }
+
     /// Connects to `uri`, checks that the server answers, and sets up the
     /// indexes of the shared collections and of every tenant already in
     /// `database` that are not recorded as set up at the current schema
@@ -155,6 +284,8 @@ impl MongoStore {
                 db: client.database(database),
                 options,
                 sets: Mutex::new(HashMap::new()),
+                claim_turns: ClaimTurns::new(),
+                lapse_horizons: Mutex::new(LapseHorizons::new()),
             }),
         })
     }

@@ -44,7 +44,7 @@ const SLACK: i64 = 20;
 /// the candidate cap, and run as expensive reads (`maxTimeMS`, a per-tenant
 /// share). Anything else must stay within [`FACTOR`] × returned.
 #[rustfmt::skip]
-const BOUNDED_OTHERWISE: [(&str, i64, &str); 12] = [
+const BOUNDED_OTHERWISE: [(&str, i64, &str); 16] = [
     ("list: state + label", 330, "the state's index, the label checked on each: a (state, labels, _id) index bounds it by the page, but three such indexes made every write slow enough on the stand-in server to fail the comment-limit race"),
     ("list: state + author", 520, "as state + label"),
     ("list: state + priority", 390, "as state + label"),
@@ -56,6 +56,10 @@ const BOUNDED_OTHERWISE: [(&str, i64, &str); 12] = [
     ("search: two words", 10_000, "the issues holding one of the words, the other checked on each (no intersection of postings)"),
     ("search: a word in one state", 4_300, "the state's index, the word checked on each, up to the candidate cap"),
     ("similar open issues", 2_500, "titles holding every word: one word's entries, the others checked on each, bounded by that word's postings"),
+    ("list: ready + label", 21_500, "the ready index in order, the label checked on each; explain runs the scan to its end, while the store stops at the first chunks that fill the page (about four times the page for a label on a quarter of the issues)"),
+    ("list: stale", 50, "claims ending by then, from the claim-end index, sorted newest first in memory: a blocking SORT of at most the tenant's claims ending by then"),
+    ("claim_next: label", 220, "the best 32 ready candidates with the label: the ready index in order, the label checked on each"),
+    ("board_stats", 30_000, "counts every open issue per state, label and priority: one pass over the tenant's open issues (and a count of all), an expensive read under its deadline and the tenant's share; its cost grows with the board"),
     ("claim_deliveries and record_attempt", 50, "every endpoint's pause state, across tenants (a few per tenant), read whole to share out turns"),
 ];
 
@@ -143,6 +147,14 @@ fn shapes() -> Vec<(&'static str, Run)> {
         ("list: state + priority", |f| f.list(ListQuery { states: states(&[Todo]), priorities: vec![Priority::Urgent], ..ListQuery::default() })),
         ("list: state + unclaimed", |f| f.list(ListQuery { states: states(&[Todo]), claim: ClaimFilter::Unclaimed, ..ListQuery::default() })),
         ("list: label + priority", |f| f.list(ListQuery { labels: all(&["perf"]), priorities: vec![Priority::Urgent], ..ListQuery::default() })),
+        ("list: ready", |f| f.list(ListQuery { ready: true, ..ListQuery::default() })),
+        ("list: ready + label", |f| f.list(ListQuery { ready: true, labels: all(&["perf"]), ..ListQuery::default() })),
+        ("list: stale", |f| f.list(ListQuery { claim: ClaimFilter::Stale { until: Timestamp::now().plus_millis(3_600_000) }, ..ListQuery::default() })),
+        ("claim_next", |f| Box::pin(async move { f.store.claim_next(&f.tenant, &ListQuery::default(), &f.claimer).await.unwrap(); })),
+        ("claim_next: label", |f| Box::pin(async move { f.store.claim_next(&f.tenant, &ListQuery { labels: all(&["perf"]), ..ListQuery::default() }, &f.claimer).await.unwrap(); })),
+        ("issue_history", |f| Box::pin(async move { f.store.issue_history(&f.tenant, &f.ids[907], None, 20).await.unwrap(); })),
+        ("run_history", |f| Box::pin(async move { f.store.run_history(&f.tenant, &run("run-a"), None, 20).await.unwrap(); })),
+        ("board_stats", |f| Box::pin(async move { f.store.board_stats(&f.tenant, Timestamp::now()).await.unwrap(); })),
         ("search: a word", |f| f.search("invoice", Vec::new())),
         ("search: two words", |f| f.search("flaky invoice", Vec::new())),
         ("search: a prefix", |f| f.search("invo*", Vec::new())),

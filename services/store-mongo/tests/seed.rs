@@ -41,7 +41,25 @@ fn comment(n: usize) -> CommentBody {
 /// timestamps, the tenant.
 fn varies(key: &str) -> bool {
     // `comment` is a search hit's comment id.
-    matches!(key, "id" | "_id" | "issue" | "comment" | "tenant") || key.ends_with("_at")
+    // `at` is a history entry's instant.
+    matches!(key, "id" | "_id" | "issue" | "comment" | "tenant" | "at") || key.ends_with("_at")
+}
+
+/// `text` with every comment id blanked (a history entry names the
+/// comments it added inside its JSON text).
+fn without_comment_ids(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("cmt_") {
+        out.push_str(&rest[..at + 4]);
+        let after = &rest[at + 4..];
+        let id_len = after
+            .find(|c: char| !c.is_ascii_alphanumeric())
+            .unwrap_or(after.len());
+        rest = &after[id_len..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The JSON of `value` with what differs between two writes blanked.
@@ -80,6 +98,7 @@ fn normalized_doc(mut doc: Document) -> Document {
                 }
             }
             Bson::Array(items) => items.iter_mut().for_each(walk),
+            Bson::String(text) => *text = without_comment_ids(text),
             _ => {}
         }
     }

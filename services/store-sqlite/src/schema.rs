@@ -337,6 +337,7 @@ const MIGRATIONS: &[&str] = &[
     ) WITHOUT ROWID;
     CREATE INDEX approvals_by_status ON approvals (tenant, status, id);
     CREATE INDEX approvals_by_call ON approvals (tenant, run, digest, id);
+    "#,
     // 15: the work queue (query.rs: ready work, ops/claims.rs: `claim_next`).
     // `urgency` is `Priority::urgency` (0 urgent .. 4 none), computed from
     // the priority so no write has to keep it; the ready index holds the

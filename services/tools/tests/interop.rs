@@ -235,8 +235,9 @@ fn every_client_runs_the_full_scenario_in_every_mode() -> Result<()> {
         );
     }
     // Each client's calls that reached the tools left one audit record each:
-    // sixteen successes (seven on one issue, seven on its sub-issue:
-    // relations, claims, close; the refused near duplicate and the search)
+    // twenty successes (seven on one issue, seven on its sub-issue:
+    // relations, claims, close; the refused near duplicate and the search;
+    // the work queue's bulk create, two claim_next and board_stats)
     // and at least the stale update, the unknown id, the parent cycle and
     // the second release.
     let records = served.audit.records();
@@ -249,7 +250,7 @@ fn every_client_runs_the_full_scenario_in_every_mode() -> Result<()> {
         };
         let ok = count(AuditOutcome::Ok);
         let failed = count(AuditOutcome::ToolError);
-        ensure!(ok == 16 * clients, "{run}: {ok} successful calls audited");
+        ensure!(ok == 20 * clients, "{run}: {ok} successful calls audited");
         ensure!(
             failed >= 4 * clients,
             "{run}: {failed} failed calls audited"
@@ -275,7 +276,7 @@ fn clients_see_only_what_the_grant_allows() -> Result<()> {
                 "--mode",
                 mode,
                 "--caps-check",
-                "list_issues,get_issue,search_issues",
+                "list_issues,get_issue,search_issues,board_stats",
             ],
         )?;
         ensure!(

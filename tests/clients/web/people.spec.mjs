@@ -236,9 +236,9 @@ async function scenario() {
   check(handed.claim?.run === secondRun, `after the hand-over: ${JSON.stringify(handed.claim)}`);
   checks.handover = { run: handed.claim.run };
 
-  // --- The history shows the person's actions.
+  // --- The history shows the person's changes under their own name.
   await page.reload();
-  await page.locator('#history td', { hasText: 'person (no grant)' }).first().waitFor();
+  await page.locator('#history td', { hasText: '(person)' }).first().waitFor();
   const audit = await pageFetch(page, 'GET', `/v1/tenants/${tenant}/audit?issue=${work.id}`);
   const mine = audit.body.records.filter((r) => r.run === person);
   check(['add_comment', 'update_issue', 'release_issue', 'claim_issue'].every((t) => mine.some((r) => r.tool === t && r.outcome === 'ok')),
