@@ -476,3 +476,131 @@ fn an_approver_approves_one_call_and_denies_another_in_a_real_browser() {
         );
     }
 }
+
+/// The collect tool: a handle answers pending (with the expiry) until a
+/// person decides, then runs the approved call once and answers its
+/// result; collecting again, or repeating the call, runs nothing more; a
+/// denial answers the person's reason; another run cannot collect the
+/// handle; both calls are audited.
+#[test]
+fn the_collect_tool_answers_pending_then_runs_the_approved_call_once() {
+    let serve = Serve::start();
+    let admin = serve.admin_token("platform-admin", None);
+    let approver = serve.admin_token("approver", Some("acme"));
+    let agent = serve.grant("acme", "collector", CAPS);
+    let stranger = serve.grant("acme", "stranger", CAPS);
+    let (_, _, issue) = call(
+        &agent.mcp_url,
+        &agent.token,
+        "create_issue",
+        json!({"title": "Collect here"}),
+    );
+    let id = issue["id"].as_str().unwrap().to_owned();
+    set_policies(
+        &serve,
+        &admin,
+        json!([{ "name": "talk", "tool": "add_comment" }]),
+    );
+    let hello = json!({"issue_id": id, "body": "hello"});
+    let (is_error, text, _) = call(&agent.mcp_url, &agent.token, "add_comment", hello.clone());
+    assert!(is_error && awaits(&text), "{text}");
+    assert!(
+        text.contains("collect_approval"),
+        "names the way to collect: {text}"
+    );
+    let handle = handle_of(&text);
+    let collect = json!({ "handle": handle });
+
+    let (is_error, text, pending) = call(
+        &agent.mcp_url,
+        &agent.token,
+        "collect_approval",
+        collect.clone(),
+    );
+    assert!(!is_error, "{text}");
+    assert_eq!(pending["status"], "pending", "{pending}");
+    assert_eq!(pending["tool"], "add_comment");
+    assert!(pending["expires_at"].is_string(), "{pending}");
+    let (is_error, text, _) = call(
+        &stranger.mcp_url,
+        &stranger.token,
+        "collect_approval",
+        collect.clone(),
+    );
+    assert!(is_error && text.contains("no approval"), "{text}");
+
+    assert_eq!(decide(&serve, &approver, &handle, true, "ok").0, 200);
+    let (is_error, text, ran) = call(
+        &agent.mcp_url,
+        &agent.token,
+        "collect_approval",
+        collect.clone(),
+    );
+    assert!(!is_error, "{text}");
+    assert_eq!(ran["status"], "ran", "{ran}");
+    assert_eq!(ran["tool"], "add_comment");
+    assert_eq!(ran["result"]["comment"]["body"], "hello", "{ran}");
+    let (is_error, text, _) = call(&agent.mcp_url, &agent.token, "collect_approval", collect);
+    assert!(is_error && text.contains("already used"), "{text}");
+    let (is_error, text, _) = call(&agent.mcp_url, &agent.token, "add_comment", hello);
+    assert!(
+        is_error && awaits(&text),
+        "a repeat after collecting must not run: {text}"
+    );
+
+    let nope = json!({"issue_id": id, "body": "nope"});
+    let (_, text, _) = call(&agent.mcp_url, &agent.token, "add_comment", nope);
+    let denied = handle_of(&text);
+    assert_eq!(
+        decide(&serve, &approver, &denied, false, "not in here").0,
+        200
+    );
+    let (is_error, text, _) = call(
+        &agent.mcp_url,
+        &agent.token,
+        "collect_approval",
+        json!({ "handle": denied }),
+    );
+    assert!(
+        is_error && text.contains("denied") && text.contains("not in here"),
+        "{text}"
+    );
+    let (_, _, read) = call(&agent.mcp_url, &agent.token, "get_issue", json!({"id": id}));
+    let bodies: Vec<&str> = read["comments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["body"].as_str())
+        .collect();
+    assert_eq!(bodies, ["hello"], "ran once, the denied one never");
+
+    // Audit records are written in batches: poll briefly. The approved
+    // call is recorded as itself, and each collect call as the tool.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, audit) = api(
+            &serve,
+            Method::GET,
+            "/v1/tenants/acme/audit?run=collector",
+            &admin,
+            None,
+        );
+        let records = audit["records"].as_array().cloned().unwrap_or_default();
+        let count = |tool: &str, outcome: &str| {
+            records
+                .iter()
+                .filter(|r| r["tool"] == tool && r["outcome"] == outcome)
+                .count()
+        };
+        if count("collect_approval", "ok") >= 2 && count("add_comment", "ok") == 1 {
+            assert!(count("collect_approval", "denied") >= 1, "{audit}");
+            assert!(
+                !audit.to_string().contains("hello"),
+                "no arguments in audit"
+            );
+            break;
+        }
+        assert!(Instant::now() < deadline, "audit incomplete: {audit}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

@@ -234,7 +234,10 @@ fn the_runner_serves_real_clients_in_both_listener_modes() {
             &python_agent(
                 url_b,
                 token_b,
-                &["--caps-check", "list_issues,get_issue,search_issues"],
+                &[
+                    "--caps-check",
+                    "list_issues,get_issue,search_issues,collect_approval",
+                ],
             ),
             "caps check",
         );

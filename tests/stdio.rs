@@ -427,6 +427,7 @@ fn sdk_stdio_clients_list_and_call_every_tool_in_both_eras() {
                 BTreeSet::from([
                     "add_comment",
                     "claim_issue",
+                    "collect_approval",
                     "create_issue",
                     "get_issue",
                     "list_issues",
@@ -491,7 +492,7 @@ fn sdk_stdio_clients_see_only_the_granted_tools() {
                     "--mode",
                     mode,
                     "--caps-check",
-                    "list_issues,get_issue,search_issues",
+                    "list_issues,get_issue,search_issues,collect_approval",
                 ],
             );
             assert!(ok, "{script} {mode} ({}): {summary}", target.name());

@@ -7,8 +7,9 @@
 //! its arguments, the policy's name and version, and an expiry. The agent
 //! is told at once, as a tool error it can act on, that the call awaits
 //! approval, with the item's handle and how to collect the outcome: the
-//! same call again. That works for every client, including those that
-//! cannot wait (headless Claude Code declines elicitation). When a person
+//! collect tool (`collect_approval`, [`ApprovalGate::collect`]) with the
+//! handle, or the same call again. That works for every client, including
+//! those that cannot wait (headless Claude Code declines elicitation). When a person
 //! has approved, the same call (same run, grant, tool and arguments, so the
 //! same digest) runs exactly once: the store marks the item used in one
 //! conditional write before the call runs. A denial answers a tool error
@@ -23,8 +24,8 @@
 //! map lookup and the policy match, not a store read.
 
 use corkboard_board::{
-    ApprovalItem, ApprovalPolicies, ApprovalStatus, ArgumentsHash, AuditOutcome, AuditRecord,
-    AuditSink, Grant, GrantLedger, StoreError, TenantId, Timestamp, arguments_digest,
+    ApprovalId, ApprovalItem, ApprovalPolicies, ApprovalStatus, ArgumentsHash, AuditOutcome,
+    AuditRecord, AuditSink, Grant, GrantLedger, StoreError, TenantId, Timestamp, arguments_digest,
 };
 use corkboard_mcp::{ToolCall, ToolOutput};
 use serde_json::{Map, Value};
@@ -52,6 +53,25 @@ pub enum Gate {
     Proceed,
     /// Answer this instead of running the call.
     Answer(ToolOutput),
+}
+
+/// What collecting an item by its handle found.
+#[derive(Debug)]
+pub enum Collected {
+    /// Still waiting for a person (not expired).
+    Pending(ApprovalItem),
+    /// Nothing to run, and why (denied, expired, used, not this run's):
+    /// a tool error for the agent.
+    Refused(String),
+    /// Approved and now spent on this collection: run `arguments` as
+    /// `item.tool`, once.
+    Run {
+        item: ApprovalItem,
+        arguments: Map<String, Value>,
+    },
+    /// Approved for a tool this endpoint cannot run (an upstream's outside
+    /// a run gateway): nothing was spent.
+    Elsewhere(ApprovalItem),
 }
 
 /// The approval gate of a process (shared by its studio endpoint and its
@@ -139,6 +159,11 @@ impl ApprovalGate {
     /// call paths (board tools, upstream tools) ask through this.
     pub async fn check(&self, grant: &Grant, call: &ToolCall<'_>) -> Gate {
         let (tool, arguments, raw_arguments) = (call.name, call.arguments, call.raw_arguments);
+        if tool == COLLECT_TOOL {
+            // Collecting is never itself held for a person (a policy glob
+            // could name it): it runs only what a person approved.
+            return Gate::Proceed;
+        }
         let started = Instant::now();
         match self.decide(grant, tool, arguments).await {
             Ok(None) => Gate::Proceed,
@@ -210,17 +235,7 @@ impl ApprovalGate {
                 return Ok(Some(pending_text(&item, tool, false)));
             }
             Some(item) if item.status == ApprovalStatus::Denied && !item.is_expired_at(now) => {
-                let decision = item.decision.clone();
-                return Ok(Some(format!(
-                    "A person ({}) denied this call (approval {}): {}. It was not run; do not \
-                     retry it unchanged.",
-                    decision.as_ref().map_or("unknown", |d| d.by.as_str()),
-                    item.id,
-                    decision
-                        .as_ref()
-                        .and_then(|d| d.reason.as_deref())
-                        .unwrap_or("no reason given"),
-                )));
+                return Ok(Some(denied_text(&item)));
             }
             other => other,
         };
@@ -247,6 +262,81 @@ impl ApprovalGate {
         Ok(Some(text))
     }
 
+    /// Collects the outcome of item `id` for `grant` (the collect tool):
+    /// pending, refused with the reason (denied, expired, used), or, once
+    /// approved, spent in the same one conditional write as a repeated
+    /// call ([`GrantLedger::use_approval`]) and handed back to run once;
+    /// `runs_here` says whether this endpoint can run the item's tool
+    /// (when not, nothing is spent). Only the run and grant the item was
+    /// made for can collect it; for any other it does not exist.
+    pub async fn collect(
+        &self,
+        grant: &Grant,
+        id: &ApprovalId,
+        runs_here: impl Fn(&str) -> bool,
+    ) -> Result<Collected, StoreError> {
+        let now = Timestamp::now();
+        let item = self
+            .bounded(self.ledger.approval(&grant.tenant, id))
+            .await?
+            .filter(|item| item.run == grant.run && item.grant == grant.id);
+        let Some(item) = item else {
+            return Ok(Collected::Refused(format!(
+                "there is no approval {id} for this run: quote the handle exactly as the \
+                 pending answer gave it"
+            )));
+        };
+        let again = format!(
+            "Call {} again to request a new approval if it is still needed.",
+            item.tool
+        );
+        match item.status {
+            ApprovalStatus::Pending if !item.is_expired_at(now) => Ok(Collected::Pending(item)),
+            ApprovalStatus::Pending => Ok(Collected::Refused(format!(
+                "approval {id} expired at {} before a person decided; the call was not run. \
+                 {again}",
+                item.expires_at
+            ))),
+            ApprovalStatus::Denied => Ok(Collected::Refused(denied_text(&item))),
+            ApprovalStatus::Used => Ok(Collected::Refused(format!(
+                "approval {id} was already used: an approval runs its call once. {again}"
+            ))),
+            ApprovalStatus::Approved if item.is_expired_at(now) => Ok(Collected::Refused(format!(
+                "approval {id} expired at {} before it was used; the call was not run. \
+                     {again}",
+                item.expires_at
+            ))),
+            ApprovalStatus::Approved => {
+                if !runs_here(&item.tool) {
+                    return Ok(Collected::Elsewhere(item));
+                }
+                // The item keeps the arguments for people to read; cut
+                // ones (too large) cannot be run from it.
+                let arguments = serde_json::from_str::<Map<String, Value>>(&item.arguments)
+                    .ok()
+                    .filter(|arguments| arguments_digest(arguments) == item.digest);
+                let Some(arguments) = arguments else {
+                    return Ok(Collected::Refused(format!(
+                        "approval {id} is approved, but its arguments were too large to keep \
+                         with it: call {} again with exactly the same arguments to run it",
+                        item.tool
+                    )));
+                };
+                if self
+                    .bounded(self.ledger.use_approval(&grant.tenant, id, now))
+                    .await?
+                {
+                    Ok(Collected::Run { item, arguments })
+                } else {
+                    Ok(Collected::Refused(format!(
+                        "approval {id} was already used or has expired: an approval runs its \
+                         call once. {again}"
+                    )))
+                }
+            }
+        }
+    }
+
     fn account(&self, grant: &Grant, tool: &str, raw_arguments: &[u8], started: Instant) {
         self.audit.record(AuditRecord {
             at: Timestamp::now(),
@@ -263,15 +353,30 @@ impl ApprovalGate {
     }
 }
 
+/// The answer of a denied call: who denied it and why.
+pub(crate) fn denied_text(item: &ApprovalItem) -> String {
+    let decision = item.decision.as_ref();
+    format!(
+        "A person ({}) denied this call (approval {}): {}. It was not run; do not retry it \
+         unchanged.",
+        decision.map_or("unknown", |d| d.by.as_str()),
+        item.id,
+        decision
+            .and_then(|d| d.reason.as_deref())
+            .unwrap_or("no reason given"),
+    )
+}
+
 /// The answer of a call waiting for a person: honest (nothing was done),
 /// with the handle and how to collect the outcome.
 fn pending_text(item: &ApprovalItem, tool: &str, new: bool) -> String {
     format!(
         "This call awaits a person's approval (policy \"{}\"); nothing was done yet. \
-         Approval handle: {} ({}, expires at {}). To collect the outcome, call {tool} again \
-         with exactly the same arguments once a person has decided on the Corkboard web board: \
-         an approved call then runs, once; a denied one answers with the person's reason. \
-         Meanwhile, carry on with other work.",
+         Approval handle: {} ({}, expires at {}). To collect the outcome once a person has \
+         decided on the Corkboard web board, call {COLLECT_TOOL} with {{\"handle\": \"{}\"}} \
+         (or call {tool} again with exactly the same arguments): an approved call then runs, \
+         once; a denied one answers with the person's reason. Meanwhile, carry on with other \
+         work.",
         item.policy,
         item.id,
         if new {
@@ -280,5 +385,9 @@ fn pending_text(item: &ApprovalItem, tool: &str, new: bool) -> String {
             "still pending"
         },
         item.expires_at,
+        item.id,
     )
 }
+
+/// The collect tool's name, as the pending answer names it.
+pub const COLLECT_TOOL: &str = "collect_approval";

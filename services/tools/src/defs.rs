@@ -19,8 +19,8 @@
 //! [`ToolSet`] is reused across requests and runs.
 
 use crate::tool::{
-    add_comment, claim_issue, create_issue, get_issue, list_issues, release_issue, search_issues,
-    update_issue,
+    add_comment, claim_issue, collect_approval, create_issue, get_issue, list_issues,
+    release_issue, search_issues, update_issue,
 };
 use corkboard_board::{
     BudgetKind, Budgets, Capabilities, Capability, CloseReason, Grant, IssueState, Priority,
@@ -41,6 +41,7 @@ pub enum BoardTool {
     ClaimIssue,
     ReleaseIssue,
     SearchIssues,
+    CollectApproval,
 }
 
 /// Everything the product says about one tool: its row of the tool table.
@@ -49,8 +50,9 @@ pub struct ToolSpec {
     pub name: &'static str,
     pub title: &'static str,
     pub description: &'static str,
-    /// The capability a grant needs to see and call the tool.
-    pub capability: Capability,
+    /// The capability a grant needs to see and call the tool; none: every
+    /// grant sees it (collecting an approval, whatever tool it was for).
+    pub capability: Option<Capability>,
     /// MCP `readOnlyHint`.
     pub read_only: bool,
     /// MCP `idempotentHint`: calling twice with the same arguments has the
@@ -86,6 +88,7 @@ impl BoardTool {
         Self::ClaimIssue,
         Self::ReleaseIssue,
         Self::SearchIssues,
+        Self::CollectApproval,
     ];
 
     /// The tool table.
@@ -95,7 +98,7 @@ impl BoardTool {
                 name: "list_issues",
                 title: "List issues",
                 description: list_issues::DESCRIPTION,
-                capability: Capability::IssuesRead,
+                capability: Some(Capability::IssuesRead),
                 read_only: true,
                 idempotent: true,
                 destructive: false,
@@ -110,7 +113,7 @@ impl BoardTool {
                 name: "get_issue",
                 title: "Get issue",
                 description: get_issue::DESCRIPTION,
-                capability: Capability::IssuesRead,
+                capability: Some(Capability::IssuesRead),
                 read_only: true,
                 idempotent: true,
                 destructive: false,
@@ -125,7 +128,7 @@ impl BoardTool {
                 name: "create_issue",
                 title: "Create issue",
                 description: create_issue::DESCRIPTION,
-                capability: Capability::IssuesCreate,
+                capability: Some(Capability::IssuesCreate),
                 read_only: false,
                 // Creating twice creates twice unless the caller passes a
                 // key, so the hint must be false: the hint describes the
@@ -143,7 +146,7 @@ impl BoardTool {
                 name: "update_issue",
                 title: "Update issue",
                 description: update_issue::DESCRIPTION,
-                capability: Capability::IssuesUpdate,
+                capability: Some(Capability::IssuesUpdate),
                 read_only: false,
                 idempotent: true,
                 destructive: false,
@@ -158,7 +161,7 @@ impl BoardTool {
                 name: "add_comment",
                 title: "Add comment",
                 description: add_comment::DESCRIPTION,
-                capability: Capability::CommentsWrite,
+                capability: Some(Capability::CommentsWrite),
                 read_only: false,
                 idempotent: false,
                 destructive: false,
@@ -173,7 +176,7 @@ impl BoardTool {
                 name: "claim_issue",
                 title: "Claim issue",
                 description: claim_issue::DESCRIPTION,
-                capability: Capability::IssuesClaim,
+                capability: Some(Capability::IssuesClaim),
                 read_only: false,
                 // Claiming one's own claim again changes nothing.
                 idempotent: true,
@@ -189,7 +192,7 @@ impl BoardTool {
                 name: "release_issue",
                 title: "Release issue",
                 description: release_issue::DESCRIPTION,
-                capability: Capability::IssuesClaim,
+                capability: Some(Capability::IssuesClaim),
                 read_only: false,
                 // A second release is refused ("not claimed") and changes
                 // nothing, so repeating the call has the effect of one.
@@ -206,7 +209,7 @@ impl BoardTool {
                 name: "search_issues",
                 title: "Search issues",
                 description: search_issues::DESCRIPTION,
-                capability: Capability::IssuesRead,
+                capability: Some(Capability::IssuesRead),
                 read_only: true,
                 idempotent: true,
                 destructive: false,
@@ -215,6 +218,23 @@ impl BoardTool {
                 budget: None,
                 input_schema: search_issues::input_schema,
                 output_schema: search_issues::output_schema,
+                write_only_output_schema: None,
+            },
+            Self::CollectApproval => ToolSpec {
+                name: "collect_approval",
+                title: "Collect approval",
+                description: collect_approval::DESCRIPTION,
+                capability: None,
+                read_only: false,
+                // Runs the approved call once: a second collect is refused.
+                idempotent: false,
+                destructive: false,
+                // The approved call it runs may change an issue.
+                writes: true,
+                issue_argument: None,
+                budget: None,
+                input_schema: collect_approval::input_schema,
+                output_schema: collect_approval::output_schema,
                 write_only_output_schema: None,
             },
         }
@@ -236,8 +256,9 @@ impl BoardTool {
         &NAMES
     }
 
-    /// The capability a grant needs to see and call this tool.
-    pub fn capability(self) -> Capability {
+    /// The capability a grant needs to see and call this tool (none: every
+    /// grant may).
+    pub fn capability(self) -> Option<Capability> {
         self.spec().capability
     }
 
@@ -290,7 +311,7 @@ impl BoardTool {
 
 /// Every tool's definition, built once, in [`BoardTool::ALL`] order: as a
 /// grant with `issues:read` sees it, and as one without does.
-static DEFINITIONS: LazyLock<Vec<(Capability, ToolDef, ToolDef)>> = LazyLock::new(|| {
+static DEFINITIONS: LazyLock<Vec<(Option<Capability>, ToolDef, ToolDef)>> = LazyLock::new(|| {
     BoardTool::ALL
         .iter()
         .map(|t| (t.capability(), t.definition(true), t.definition(false)))
@@ -325,7 +346,7 @@ pub fn tool_set(capabilities: &Capabilities) -> Arc<ToolSet> {
         Arc::new(ToolSet::new(
             DEFINITIONS
                 .iter()
-                .filter(|(cap, _, _)| capabilities.allows(*cap))
+                .filter(|(cap, _, _)| cap.is_none_or(|cap| capabilities.allows(cap)))
                 .map(|(_, reader, writer)| if reads { reader } else { writer }.clone())
                 .collect(),
         ))
@@ -406,7 +427,7 @@ pub fn vocabulary() -> Value {
             json!({
                 "name": spec.name,
                 "title": spec.title,
-                "capability": spec.capability.as_str(),
+                "capability": spec.capability.map(Capability::as_str),
                 "read_only": spec.read_only,
                 "writes": spec.writes,
             })
@@ -463,10 +484,18 @@ mod tests {
         let read = Capabilities::parse_csv("issues:read").unwrap();
         assert_eq!(
             names(&tool_set(&read)),
-            ["list_issues", "get_issue", "search_issues"]
+            [
+                "list_issues",
+                "get_issue",
+                "search_issues",
+                "collect_approval"
+            ]
         );
         let write = Capabilities::parse_csv("issues:create,comments:write").unwrap();
-        assert_eq!(names(&tool_set(&write)), ["create_issue", "add_comment"]);
+        assert_eq!(
+            names(&tool_set(&write)),
+            ["create_issue", "add_comment", "collect_approval"]
+        );
         assert_eq!(
             names(&tool_set(&Capabilities::all())),
             [
@@ -477,7 +506,8 @@ mod tests {
                 "add_comment",
                 "claim_issue",
                 "release_issue",
-                "search_issues"
+                "search_issues",
+                "collect_approval"
             ]
         );
         let claim = Capabilities::parse_csv("issues:read,issues:claim").unwrap();
@@ -488,8 +518,17 @@ mod tests {
                 "get_issue",
                 "claim_issue",
                 "release_issue",
-                "search_issues"
+                "search_issues",
+                "collect_approval"
             ]
+        );
+        // Collecting an approval is for every grant, whatever its
+        // capabilities (an upstream-only grant's calls may await one).
+        assert_eq!(
+            names(&tool_set(
+                &Capabilities::parse_csv("upstream:github:*").unwrap()
+            )),
+            ["collect_approval"]
         );
         assert!(Arc::ptr_eq(&tool_set(&read), &tool_set(&read)));
     }
@@ -514,7 +553,8 @@ mod tests {
                 "update_issue",
                 "add_comment",
                 "claim_issue",
-                "release_issue"
+                "release_issue",
+                "collect_approval"
             ]
         );
         // A tool that writes is never advertised as read-only.
@@ -529,7 +569,10 @@ mod tests {
     #[test]
     fn every_capability_set_gets_one_shared_set() {
         let update = Capabilities::parse_csv("issues:update").unwrap();
-        assert_eq!(names(&tool_set(&update)), ["update_issue"]);
+        assert_eq!(
+            names(&tool_set(&update)),
+            ["update_issue", "collect_approval"]
+        );
         assert!(Arc::ptr_eq(&tool_set(&update), &tool_set(&update)));
         let all = Capabilities::all();
         assert!(Arc::ptr_eq(&tool_set(&all), &tool_set(&all)));
@@ -575,6 +618,7 @@ mod tests {
             ("claim_issue", &claim_issue::ARGS[..]),
             ("release_issue", &release_issue::ARGS[..]),
             ("search_issues", &search_issues::ARGS[..]),
+            ("collect_approval", &collect_approval::ARGS[..]),
         ] {
             let schema = &all.get(name).unwrap().input_schema;
             let mut properties: Vec<&str> = schema["properties"]

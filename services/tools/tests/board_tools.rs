@@ -255,14 +255,25 @@ async fn tools_list_follows_capabilities_and_other_calls_are_denied() -> Result<
         for (caps, expected) in [
             (
                 "issues:read",
-                vec!["list_issues", "get_issue", "search_issues"],
+                vec![
+                    "list_issues",
+                    "get_issue",
+                    "search_issues",
+                    "collect_approval",
+                ],
             ),
-            ("issues:create", vec!["create_issue"]),
-            ("issues:update", vec!["update_issue"]),
-            ("comments:write", vec!["add_comment"]),
+            ("issues:create", vec!["create_issue", "collect_approval"]),
+            ("issues:update", vec!["update_issue", "collect_approval"]),
+            ("comments:write", vec!["add_comment", "collect_approval"]),
             (
                 "issues:read,comments:write",
-                vec!["list_issues", "get_issue", "add_comment", "search_issues"],
+                vec![
+                    "list_issues",
+                    "get_issue",
+                    "add_comment",
+                    "search_issues",
+                    "collect_approval",
+                ],
             ),
             (
                 ALL,
@@ -273,6 +284,7 @@ async fn tools_list_follows_capabilities_and_other_calls_are_denied() -> Result<
                     "update_issue",
                     "add_comment",
                     "search_issues",
+                    "collect_approval",
                 ],
             ),
         ] {

@@ -13,6 +13,7 @@
 pub(crate) mod add_comment;
 pub(crate) mod args;
 pub(crate) mod claim_issue;
+pub(crate) mod collect_approval;
 pub(crate) mod create_issue;
 pub(crate) mod get_issue;
 pub(crate) mod list_issues;
