@@ -604,3 +604,115 @@ fn the_collect_tool_answers_pending_then_runs_the_approved_call_once() {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+/// The gate's upstream branch on a real upstream
+/// (`@modelcontextprotocol/server-everything`, as `tests/upstream.rs`
+/// starts it): a policy `upstream:everything:echo` holds the call; once
+/// approved, the collect tool runs it on the upstream once; the repeated
+/// call path runs another approved one once; a denied one answers the
+/// person's reason and never reaches the upstream.
+#[test]
+fn an_upstream_call_a_policy_names_waits_then_runs_once_or_answers_the_denial() {
+    use support::upstreams::{free_port, serve, start_everything};
+    let served = serve();
+    let admin = served.admin_token();
+    let port = free_port();
+    let _everything = start_everything(port);
+    let put = |path: &str, body: Value| {
+        let response = http()
+            .put(format!("{}{path}", served.url))
+            .bearer_auth(&admin)
+            .json(&body)
+            .send()
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 200, "{path}");
+    };
+    put(
+        "/v1/tenants/acme/upstreams/everything",
+        json!({
+            "url": format!("http://127.0.0.1:{port}/mcp"),
+            "header": "Authorization",
+            "credential": "Bearer everything-approvals",
+            "trust_first_listing": true,
+        }),
+    );
+    put(
+        "/v1/tenants/acme/approval-policies",
+        json!({ "policies": [{ "name": "echoes", "tool": "upstream:everything:echo" }] }),
+    );
+    let run: Value = http()
+        .post(format!("{}/v1/runs", served.url))
+        .bearer_auth(&admin)
+        .json(&json!({
+            "tenant": "acme",
+            "run": "up-gated",
+            "capabilities": ["issues:read", "upstream:everything:echo"],
+        }))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let (url, token) = (
+        run["mcp_url"].as_str().unwrap().to_owned(),
+        run["token"].as_str().unwrap().to_owned(),
+    );
+    let decide_as_admin = |handle: &str, approve: bool, reason: &str| {
+        let response = http()
+            .post(format!(
+                "{}/v1/tenants/acme/approvals/{handle}/decision",
+                served.url
+            ))
+            .bearer_auth(&admin)
+            .json(&json!({ "approve": approve, "reason": reason }))
+            .send()
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 200, "{handle}");
+    };
+    let hi = json!({"message": "hi upstream"});
+    let (is_error, text, _) = call(&url, &token, "everything__echo", hi.clone());
+    assert!(is_error && awaits(&text), "{text}");
+    assert!(!text.contains("Echo:"), "ran before approval: {text}");
+    let handle = handle_of(&text);
+    let collect = json!({ "handle": handle });
+    let (is_error, text, pending) = call(&url, &token, "collect_approval", collect.clone());
+    assert!(!is_error, "{text}");
+    assert_eq!(pending["status"], "pending");
+    decide_as_admin(&handle, true, "fine");
+    let (is_error, text, ran) = call(&url, &token, "collect_approval", collect.clone());
+    assert!(!is_error, "{text}");
+    assert_eq!(ran["status"], "ran", "{ran}");
+    assert_eq!(ran["tool"], "everything__echo");
+    assert!(text.contains("Echo: hi upstream"), "{text}");
+    let (is_error, text, _) = call(&url, &token, "collect_approval", collect);
+    assert!(is_error && text.contains("already used"), "{text}");
+
+    // The repeated call path: approved, the same call runs once.
+    let again = json!({"message": "second"});
+    let (_, text, _) = call(&url, &token, "everything__echo", again.clone());
+    decide_as_admin(&handle_of(&text), true, "");
+    let (is_error, text, _) = call(&url, &token, "everything__echo", again.clone());
+    assert!(!is_error && text.contains("Echo: second"), "{text}");
+    let (is_error, text, _) = call(&url, &token, "everything__echo", again);
+    assert!(is_error && awaits(&text), "a replay must not run: {text}");
+
+    // Denied: the reason, and the upstream never sees the call.
+    let no = json!({"message": "never"});
+    let (_, text, _) = call(&url, &token, "everything__echo", no.clone());
+    let denied = handle_of(&text);
+    decide_as_admin(&denied, false, "not this upstream today");
+    let (is_error, text, _) = call(&url, &token, "everything__echo", no);
+    assert!(
+        is_error && text.contains("not this upstream today") && !text.contains("Echo:"),
+        "{text}"
+    );
+    let (is_error, text, _) = call(
+        &url,
+        &token,
+        "collect_approval",
+        json!({ "handle": denied }),
+    );
+    assert!(
+        is_error && text.contains("not this upstream today"),
+        "{text}"
+    );
+}
