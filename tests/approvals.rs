@@ -310,6 +310,11 @@ fn an_approval_runs_exactly_its_call_once_before_it_expires_and_only_people_deci
 
 /// One call through an official SDK client (`approval_agent.*`).
 fn sdk_call(agent: &Granted, client: &str, tool: &str, args: &Value) -> Value {
+    sdk_call_with(agent, client, tool, args, &[])
+}
+
+/// [`sdk_call`] with extra flags for the client script.
+fn sdk_call_with(agent: &Granted, client: &str, tool: &str, args: &Value, extra: &[&str]) -> Value {
     let mut cmd = if client.starts_with("py") {
         let mut cmd = Command::new(repo_root().join("target/venv/bin/python"));
         cmd.arg("approval_agent.py");
@@ -333,6 +338,7 @@ fn sdk_call(agent: &Granted, client: &str, tool: &str, args: &Value) -> Value {
     if !sdk.is_empty() {
         cmd.args(["--sdk", sdk]);
     }
+    cmd.args(extra);
     let out = run(&mut cmd);
     let stdout = stdout_of(&out);
     let reply: Value = stdout
@@ -351,7 +357,9 @@ fn sdk_call(agent: &Granted, client: &str, tool: &str, args: &Value) -> Value {
 
 #[test]
 fn sdk_clients_in_both_eras_see_the_pending_answer_then_the_result() {
-    let serve = Serve::start();
+    // Not held (0): every client, 2025 sessions too, gets the pending
+    // answer at once; holding is tested below.
+    let serve = Serve::start_with_env(&[("CORKBOARD_APPROVAL_HOLD_MS", "0")]);
     let admin = serve.admin_token("platform-admin", None);
     let approver = serve.admin_token("approver", Some("acme"));
     let agent = serve.grant("acme", "sdk-agent", CAPS);
@@ -420,7 +428,8 @@ fn an_approver_approves_one_call_and_denies_another_in_a_real_browser() {
         std::path::Path::new("/usr/bin/chromium").exists(),
         "/usr/bin/chromium is missing: install Debian chromium (scripts/setup-test-deps does)"
     );
-    let serve = Serve::start();
+    // The page's agent (a 2025 session) gets pending answers at once.
+    let serve = Serve::start_with_env(&[("CORKBOARD_APPROVAL_HOLD_MS", "0")]);
     let admin = serve.admin_token("platform-admin", None);
     set_policies(
         &serve,
@@ -715,4 +724,121 @@ fn an_upstream_call_a_policy_names_waits_then_runs_once_or_answers_the_denial() 
         is_error && text.contains("not this upstream today"),
         "{text}"
     );
+}
+
+/// The pending items of the tenant, newest first (admin API).
+fn pending_items(serve: &Serve, token: &str) -> Vec<Value> {
+    let (status, listed) = api(
+        serve,
+        Method::GET,
+        "/v1/tenants/acme/approvals?status=pending",
+        token,
+        None,
+    );
+    assert_eq!(status, 200, "{listed}");
+    listed["approvals"]
+        .as_array()
+        .or_else(|| listed["items"].as_array())
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Waits until an item for `tool` is pending and returns its id.
+fn await_pending(serve: &Serve, token: &str, tool: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(item) = pending_items(serve, token)
+            .into_iter()
+            .find(|item| item["tool"] == tool)
+        {
+            return item["id"].as_str().unwrap().to_owned();
+        }
+        assert!(Instant::now() < deadline, "no pending {tool} item");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A 2025 session's call (the TypeScript SDK 1.x, asking for progress) is
+/// held on its event stream while a person decides: progress
+/// notifications arrive, and the answer is the real result (approved: ran
+/// once) or the denial's reason; past the bound it answers pending with
+/// the handle.
+#[test]
+fn a_2025_session_call_is_held_until_a_person_decides_with_progress() {
+    let serve = Serve::start();
+    let admin = serve.admin_token("platform-admin", None);
+    let approver = serve.admin_token("approver", Some("acme"));
+    let agent = serve.grant("acme", "held-agent", CAPS);
+    let (_, _, issue) = call(
+        &agent.mcp_url,
+        &agent.token,
+        "create_issue",
+        json!({"title": "Held"}),
+    );
+    let id = issue["id"].as_str().unwrap().to_owned();
+    set_policies(
+        &serve,
+        &admin,
+        json!([{ "name": "comments", "tool": "add_comment" }]),
+    );
+    for (approve, body) in [(true, "held then approved"), (false, "held then denied")] {
+        let args = json!({"issue_id": id, "body": body});
+        let reply = std::thread::scope(|scope| {
+            let held = scope
+                .spawn(|| sdk_call_with(&agent, "ts-v1", "add_comment", &args, &["--progress"]));
+            let handle = await_pending(&serve, &admin, "add_comment");
+            // Let at least the first progress notification go out.
+            std::thread::sleep(Duration::from_millis(300));
+            let (status, decided) = decide(&serve, &approver, &handle, approve, "held too long");
+            assert_eq!(status, 200, "{decided}");
+            held.join().unwrap()
+        });
+        assert!(reply["progress"].as_u64().unwrap_or(0) >= 1, "{reply}");
+        let text = reply["text"].as_str().unwrap_or_default();
+        if approve {
+            assert_eq!(reply["is_error"], false, "{reply}");
+            assert!(!awaits(text), "{reply}");
+        } else {
+            assert_eq!(reply["is_error"], true, "{reply}");
+            assert!(
+                text.contains("held too long") && text.contains("denied"),
+                "{reply}"
+            );
+        }
+    }
+    let (_, _, read) = call(&agent.mcp_url, &agent.token, "get_issue", json!({"id": id}));
+    let bodies: Vec<&str> = read["comments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["body"].as_str())
+        .collect();
+    assert_eq!(
+        bodies,
+        ["held then approved"],
+        "ran once, the denied one never"
+    );
+
+    // Past the bound: the pending answer with the handle (and no progress
+    // asked for, none sent).
+    let short = Serve::start_with_env(&[("CORKBOARD_APPROVAL_HOLD_MS", "1500")]);
+    let admin = short.admin_token("platform-admin", None);
+    let agent = short.grant("acme", "held-agent", CAPS);
+    let (_, _, issue) = call(
+        &agent.mcp_url,
+        &agent.token,
+        "create_issue",
+        json!({"title": "Held briefly"}),
+    );
+    set_policies(
+        &short,
+        &admin,
+        json!([{ "name": "comments", "tool": "add_comment" }]),
+    );
+    let args = json!({"issue_id": issue["id"], "body": "nobody decides"});
+    let reply = sdk_call(&agent, "ts-v1", "add_comment", &args);
+    let text = reply["text"].as_str().unwrap_or_default();
+    assert!(reply["is_error"] == true && awaits(text), "{reply}");
+    assert!(text.contains("collect_approval"), "{reply}");
+    assert_eq!(reply["progress"], 0, "{reply}");
 }

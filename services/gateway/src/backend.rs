@@ -182,6 +182,15 @@ impl ToolBackend for GatewayBackend {
         }
     }
 
+    /// A call that waits for a person may be held (2025 sessions), when
+    /// the gate holds calls and the caller's tenant has policies.
+    fn may_hold(&self, principal: &RunPrincipal) -> bool {
+        principal
+            .binding
+            .approvals()
+            .is_some_and(|gate| gate.may_hold(&principal.grant().tenant))
+    }
+
     /// Only a grant with upstream tools, on a gateway that relays, can be
     /// sent requests before its result.
     fn may_relay(&self, principal: &RunPrincipal) -> bool {
@@ -238,6 +247,7 @@ async fn collect_upstream(
         peer: call.peer,
         input_responses: None,
         request_state: None,
+        progress_token: None,
     };
     let Some(mut output) = upstreams.call(view, &principal.grant, &approved).await else {
         return Some(ToolOutput {

@@ -438,6 +438,14 @@ impl ToolBackend for BoardTools {
             .map_err(|refusal| refusal.error)
     }
 
+    /// A call that waits for a person may be held (2025 sessions), when
+    /// the gate holds calls and the caller's tenant has policies.
+    fn may_hold(&self, principal: &ResolvedGrant) -> bool {
+        self.approvals
+            .as_ref()
+            .is_some_and(|gate| gate.may_hold(&principal.grant().tenant))
+    }
+
     fn call_refused(&self, principal: &ResolvedGrant, call: RefusedCall<'_>) -> Option<String> {
         let tool = BoardTool::from_name(call.name);
         let (outcome, message) = match (call.kind, tool) {
