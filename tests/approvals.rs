@@ -842,3 +842,104 @@ fn a_2025_session_call_is_held_until_a_person_decides_with_progress() {
     assert!(text.contains("collect_approval"), "{reply}");
     assert_eq!(reply["progress"], 0, "{reply}");
 }
+
+/// A decision made on another replica reaches the held call: two servers
+/// share the board, Redis (registry and live feed) and keys; the agent's
+/// 2025 session is held on A, a person approves through B, and A answers
+/// the real result.
+#[test]
+fn a_decision_on_another_replica_reaches_the_held_call() {
+    let redis = corkboard_testkit::RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let mut env = cluster_secrets(dir.path());
+    env.extend([
+        ("CORKBOARD_REGISTRY".to_owned(), "redis".to_owned()),
+        ("CORKBOARD_REDIS_URL".to_owned(), redis.url()),
+        (
+            "CORKBOARD_REDIS_KEY_PREFIX".to_owned(),
+            corkboard_testkit::unique_prefix("approval-replicas"),
+        ),
+        (
+            "CORKBOARD_DATA_DIR".to_owned(),
+            dir.path().join("data").display().to_string(),
+        ),
+    ]);
+    let start = || {
+        let mut cmd = corkboard();
+        cmd.args(["server", "--listen", "127.0.0.1:0"])
+            .envs(env.iter().cloned());
+        Running::spawn(cmd)
+    };
+    let (a, b) = (start(), start());
+    let admin = admin_token_with(&env, "platform-admin", None);
+    let issued = http()
+        .post(format!("{}/v1/tenants/acme/grants", a.url))
+        .bearer_auth(&admin)
+        .json(&json!({ "run": "replica-agent", "capabilities": CAPS.split(',').collect::<Vec<_>>(), "ttl": "1h" }))
+        .send()
+        .unwrap();
+    assert_eq!(issued.status().as_u16(), 201);
+    let issued: Value = issued.json().unwrap();
+    let agent = Granted {
+        grant_id: issued["grant"]["id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+        token: issued["token"].as_str().unwrap().to_owned(),
+        mcp_url: format!("{}/mcp", a.url),
+        json: issued.clone(),
+    };
+    let (_, _, issue) = call(
+        &agent.mcp_url,
+        &agent.token,
+        "create_issue",
+        json!({"title": "Across replicas"}),
+    );
+    let put = http()
+        .put(format!("{}/v1/tenants/acme/approval-policies", b.url))
+        .bearer_auth(&admin)
+        .json(&json!({ "policies": [{ "name": "comments", "tool": "add_comment" }] }))
+        .send()
+        .unwrap();
+    assert_eq!(put.status().as_u16(), 200);
+    // A caches the tenant's policies for a second.
+    std::thread::sleep(Duration::from_millis(1100));
+    let args = json!({"issue_id": issue["id"], "body": "decided elsewhere"});
+    let reply = std::thread::scope(|scope| {
+        let held = scope.spawn(|| sdk_call(&agent, "ts-v1", "add_comment", &args));
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let handle = loop {
+            let listed: Value = http()
+                .get(format!(
+                    "{}/v1/tenants/acme/approvals?status=pending",
+                    b.url
+                ))
+                .bearer_auth(&admin)
+                .send()
+                .unwrap()
+                .json()
+                .unwrap();
+            if let Some(id) = listed["approvals"][0]["id"].as_str() {
+                break id.to_owned();
+            }
+            assert!(Instant::now() < deadline, "no pending item: {listed}");
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        let decided = http()
+            .post(format!(
+                "{}/v1/tenants/acme/approvals/{handle}/decision",
+                b.url
+            ))
+            .bearer_auth(&admin)
+            .json(&json!({ "approve": true }))
+            .send()
+            .unwrap();
+        assert_eq!(decided.status().as_u16(), 200);
+        held.join().unwrap()
+    });
+    assert_eq!(reply["is_error"], false, "{reply}");
+    assert!(
+        !awaits(reply["text"].as_str().unwrap_or_default()),
+        "{reply}"
+    );
+}
