@@ -7,8 +7,8 @@
 //! reason; viewers and run tokens cannot decide; `approval.requested` and
 //! `approval.decided` reach a webhook. In a real browser
 //! (`tests/clients/web/approvals.spec.mjs`) an approver approves one call
-//! and denies another. (The project has no Claude Code harness in `tests/`,
-//! so headless Claude Code is not driven here.)
+//! and denies another. Headless Claude Code (the real CLI) gets the
+//! pending answer and collects the result with a scripted model.
 
 use crate::support;
 
@@ -942,4 +942,187 @@ fn a_decision_on_another_replica_reaches_the_held_call() {
         !awaits(reply["text"].as_str().unwrap_or_default()),
         "{reply}"
     );
+}
+
+/// Headless Claude Code (the real CLI, `claude -p`, from
+/// tests/clients/node_modules) against a run's MCP endpoint, with its model
+/// a script on loopback (`tests/clients/claude_code/scripted_model.py`,
+/// the Anthropic Messages API with streaming): it calls a gated tool, gets
+/// the pending answer with the handle, and after the test approved through
+/// the admin API calls `collect_approval`, whose result says the call ran.
+/// The CLI's printed result, the board and the audit trail agree.
+#[test]
+fn headless_claude_code_sees_the_pending_answer_then_collects_the_result() {
+    use support::upstreams::Proc;
+    let claude = repo_root().join("tests/clients/node_modules/.bin/claude");
+    assert!(
+        claude.exists(),
+        "{} is missing: run npm ci in tests/clients (scripts/setup-test-deps does)",
+        claude.display()
+    );
+    let serve = Serve::start();
+    let admin = serve.admin_token("platform-admin", None);
+    let approver = serve.admin_token("approver", Some("acme"));
+    let agent = serve.grant("acme", "claude-code", CAPS);
+    let (_, _, issue) = call(
+        &agent.mcp_url,
+        &agent.token,
+        "create_issue",
+        json!({"title": "For Claude Code"}),
+    );
+    let id = issue["id"].as_str().unwrap().to_owned();
+    set_policies(
+        &serve,
+        &admin,
+        json!([{ "name": "comments", "tool": "add_comment" }]),
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let (state, home) = (dir.path().join("state"), dir.path().join("home"));
+    std::fs::create_dir_all(&state).unwrap();
+    std::fs::create_dir_all(&home).unwrap();
+    let port_file = dir.path().join("port");
+    let _model = Proc(
+        Command::new("python3")
+            .arg(repo_root().join("tests/clients/claude_code/scripted_model.py"))
+            .arg(&port_file)
+            .env("STATE_DIR", &state)
+            .env("SCRIPT_ISSUE", &id)
+            .spawn()
+            .expect("start the scripted model"),
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let port = loop {
+        if let Ok(port) = std::fs::read_to_string(&port_file)
+            && !port.is_empty()
+        {
+            break port;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the scripted model did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let config = dir.path().join("mcp.json");
+    std::fs::write(
+        &config,
+        // alwaysLoad: the tools go to the model in the first request
+        // (otherwise Claude Code defers MCP tools behind its tool search).
+        json!({ "mcpServers": { "corkboard": {
+            "type": "http",
+            "alwaysLoad": true,
+            "url": agent.mcp_url,
+            "headers": { "Authorization": format!("Bearer {}", agent.token) },
+        } } })
+        .to_string(),
+    )
+    .unwrap();
+    let mut cli = Command::new(&claude);
+    cli.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", &home)
+        .env("ANTHROPIC_BASE_URL", format!("http://127.0.0.1:{port}"))
+        .env("ANTHROPIC_API_KEY", "sk-ant-scripted-model-not-a-key")
+        .env("DISABLE_TELEMETRY", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .args([
+            "-p",
+            "Comment on the issue.",
+            "--mcp-config",
+            config.to_str().unwrap(),
+            "--strict-mcp-config",
+            "--allowedTools",
+            "mcp__corkboard__add_comment,mcp__corkboard__collect_approval",
+            "--model",
+            "claude-sonnet-4-5",
+            "--output-format",
+            "json",
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = Proc(cli.spawn().expect("start claude"));
+    let drain = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = pipe.read_to_end(&mut bytes);
+            bytes
+        })
+    };
+    let stdout = drain(Box::new(child.0.stdout.take().unwrap()));
+    let stderr = drain(Box::new(child.0.stderr.take().unwrap()));
+
+    // The model wrote the handle the CLI got: a person approves it.
+    let handle_file = state.join("handle");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let handle = loop {
+        if let Ok(handle) = std::fs::read_to_string(&handle_file)
+            && handle.len() == 30
+        {
+            break handle;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Claude Code never got the pending answer; the model saw: {}",
+            std::fs::read_to_string(state.join("requests.log")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let (_, _, before) = call(&agent.mcp_url, &agent.token, "get_issue", json!({"id": id}));
+    assert_eq!(before["comments"], json!([]), "ran before approval");
+    assert_eq!(decide(&serve, &approver, &handle, true, "go").0, 200);
+    std::fs::write(state.join("approved"), "").unwrap();
+
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while child.0.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "claude did not finish");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (stdout, stderr) = (stdout.join().unwrap(), stderr.join().unwrap());
+    let printed: Value = serde_json::from_slice(&stdout).unwrap_or_else(|_| {
+        panic!(
+            "claude printed no JSON: {}\n{}",
+            String::from_utf8_lossy(&stdout),
+            String::from_utf8_lossy(&stderr)
+        )
+    });
+    assert_eq!(printed["is_error"], false, "{printed}");
+    assert_eq!(
+        printed["result"],
+        "DONE: the approved call ran once",
+        "{printed}\nthe model saw: {}",
+        std::fs::read_to_string(state.join("requests.log")).unwrap_or_default()
+    );
+    let (_, _, after) = call(&agent.mcp_url, &agent.token, "get_issue", json!({"id": id}));
+    let bodies: Vec<&str> = after["comments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["body"].as_str())
+        .collect();
+    assert_eq!(bodies, ["from claude code"]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, audit) = api(
+            &serve,
+            Method::GET,
+            "/v1/tenants/acme/audit?run=claude-code",
+            &admin,
+            None,
+        );
+        let records = audit["records"].as_array().cloned().unwrap_or_default();
+        let has = |tool: &str, outcome: &str| {
+            records
+                .iter()
+                .any(|r| r["tool"] == tool && r["outcome"] == outcome)
+        };
+        if has("add_comment", "denied") && has("add_comment", "ok") && has("collect_approval", "ok")
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "audit incomplete: {audit}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }

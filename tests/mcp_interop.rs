@@ -91,7 +91,7 @@ fn every_client_against(serve: &Serve) {
         }
         assert_eq!(
             summary["tools"].as_array().map(Vec::len),
-            Some(8),
+            Some(corkboard_tools::BoardTool::ALL.len()),
             "{summary}"
         );
         let created = summary["created"].as_str().unwrap();

@@ -587,7 +587,10 @@ fn both_eras_are_served_over_stdio() {
             list["result"]["ttlMs"].is_u64() && list["result"]["cacheScope"].is_string(),
             "[{name}] {list}"
         );
-        assert_eq!(list["result"]["tools"].as_array().map(Vec::len), Some(8));
+        assert_eq!(
+            list["result"]["tools"].as_array().map(Vec::len),
+            Some(corkboard_tools::BoardTool::ALL.len())
+        );
         let created = p.request(&modern(
             json!(2),
             "tools/call",
@@ -690,7 +693,11 @@ fn both_eras_are_served_over_stdio() {
                 .as_array()
                 .cloned()
                 .unwrap_or_default();
-            assert_eq!(tools.len(), 8, "[{name}] {list}");
+            assert_eq!(
+                tools.len(),
+                corkboard_tools::BoardTool::ALL.len(),
+                "[{name}] {list}"
+            );
             assert!(
                 result.get("resultType").is_none(),
                 "[{name}] no resultType before 2026-07-28: {init}"
@@ -762,7 +769,7 @@ fn both_eras_are_served_over_stdio() {
                 );
                 assert_eq!(
                     replies[1]["result"]["tools"].as_array().map(Vec::len),
-                    Some(8)
+                    Some(corkboard_tools::BoardTool::ALL.len())
                 );
             } else {
                 assert_eq!(

@@ -36,7 +36,7 @@ async fn runs_are_served_and_pinned_to_their_own_token() -> Result<()> {
         assert_eq!(listed.status, 200, "{mode:?}: {:?}", listed.json);
         assert_eq!(
             listed.json["result"]["tools"].as_array().map(Vec::len),
-            Some(8),
+            Some(corkboard_tools::BoardTool::ALL.len()),
             "{mode:?}"
         );
 
@@ -143,7 +143,11 @@ async fn a_boardless_run_lists_every_tool_and_says_it_has_no_board() -> Result<(
             .flatten()
             .filter_map(|t| t["name"].as_str())
             .collect();
-        assert_eq!(names.len(), 8, "{names:?}");
+        assert_eq!(
+            names.len(),
+            corkboard_tools::BoardTool::ALL.len(),
+            "{names:?}"
+        );
         for (tool, args) in [
             ("create_issue", json!({"title": "t"})),
             ("list_issues", json!({})),

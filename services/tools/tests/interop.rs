@@ -275,7 +275,7 @@ fn clients_see_only_what_the_grant_allows() -> Result<()> {
                 "--mode",
                 mode,
                 "--caps-check",
-                "list_issues,get_issue,search_issues",
+                "list_issues,get_issue,search_issues,collect_approval",
             ],
         )?;
         ensure!(
@@ -289,7 +289,12 @@ fn clients_see_only_what_the_grant_allows() -> Result<()> {
         "ts-client-v2.mjs",
         &served.url,
         Some(&commenter),
-        &["--mode", "auto", "--caps-check", "add_comment"],
+        &[
+            "--mode",
+            "auto",
+            "--caps-check",
+            "add_comment,collect_approval",
+        ],
     )?;
     Ok(())
 }
