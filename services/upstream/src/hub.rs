@@ -890,6 +890,22 @@ impl Upstreams {
     }
 }
 
+/// A call held for a person's approval takes a place in the relay's
+/// held-calls table, with the same per-tenant and per-run shares.
+impl corkboard_tools::HoldShares for Upstreams {
+    fn hold(
+        &self,
+        tenant: &corkboard_board::TenantId,
+        run: &corkboard_board::RunId,
+    ) -> Result<corkboard_tools::HoldPermit, String> {
+        let holder = crate::shares::Holder::run(tenant.as_str(), run.as_str());
+        self.waiting
+            .hold_for_approval(&holder)
+            .map(corkboard_tools::HoldPermit::new)
+            .map_err(|full| full.to_string())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -921,21 +937,5 @@ mod tests {
             "a tool whose name is not 1-128 characters of [A-Za-z0-9_.-]",
             "a name that is not a tool name is not logged"
         );
-    }
-}
-
-/// A call held for a person's approval takes a place in the relay's
-/// held-calls table, with the same per-tenant and per-run shares.
-impl corkboard_tools::HoldShares for Upstreams {
-    fn hold(
-        &self,
-        tenant: &corkboard_board::TenantId,
-        run: &corkboard_board::RunId,
-    ) -> Result<corkboard_tools::HoldPermit, String> {
-        let holder = crate::shares::Holder::run(tenant.as_str(), run.as_str());
-        self.waiting
-            .hold_for_approval(&holder)
-            .map(corkboard_tools::HoldPermit::new)
-            .map_err(|full| full.to_string())
     }
 }
