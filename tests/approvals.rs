@@ -1126,3 +1126,39 @@ fn headless_claude_code_sees_the_pending_answer_then_collects_the_result() {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+/// Held calls count against the held-call shares: with room for one, a
+/// second call of the run that needs approval is answered pending at once
+/// (not held, not refused) while the first is held; the first still gets
+/// its real result when a person approves.
+#[test]
+fn a_full_share_of_held_calls_answers_pending_at_once() {
+    let serve = Serve::start_with_env(&[("CORKBOARD_UPSTREAM_HELD_CALLS_MAX", "1")]);
+    let admin = serve.admin_token("platform-admin", None);
+    let agent = serve.grant("acme", "share-agent", CAPS);
+    let (_, _, issue) = call(
+        &agent.mcp_url,
+        &agent.token,
+        "create_issue",
+        json!({"title": "Shares"}),
+    );
+    set_policies(
+        &serve,
+        &admin,
+        json!([{ "name": "comments", "tool": "add_comment" }]),
+    );
+    let first = json!({"issue_id": issue["id"], "body": "held"});
+    let second = json!({"issue_id": issue["id"], "body": "not held"});
+    let (held, other) = std::thread::scope(|scope| {
+        let held = scope.spawn(|| sdk_call(&agent, "ts-v1", "add_comment", &first));
+        let handle = await_pending(&serve, &admin, "add_comment");
+        // The share is taken by the held call: the next one answers now.
+        let other = sdk_call(&agent, "ts-v1", "add_comment", &second);
+        let (status, decided) = decide(&serve, &admin, &handle, true, "");
+        assert_eq!(status, 200, "{decided}");
+        (held.join().unwrap(), other)
+    });
+    let text = other["text"].as_str().unwrap_or_default();
+    assert!(other["is_error"] == true && awaits(text), "{other}");
+    assert_eq!(held["is_error"], false, "{held}");
+}

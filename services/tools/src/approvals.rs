@@ -694,3 +694,35 @@ fn pending_text(item: &ApprovalItem, tool: &str, new: bool) -> String {
 
 /// The collect tool's name, as the pending answer names it.
 pub const COLLECT_TOOL: &str = "collect_approval";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn local_holds_keep_each_share_and_free_a_place_when_a_permit_drops() {
+        let holds = LocalHolds::new(3, 2, 1);
+        let (acme, other) = (
+            TenantId::parse("acme").unwrap(),
+            TenantId::parse("other").unwrap(),
+        );
+        let (r1, r2, r3) = (
+            RunId::parse("r1").unwrap(),
+            RunId::parse("r2").unwrap(),
+            RunId::parse("r3").unwrap(),
+        );
+        let first = holds.hold(&acme, &r1).expect("room");
+        let refused = holds.hold(&acme, &r1).unwrap_err();
+        assert!(refused.contains("run's share"), "{refused}");
+        let _second = holds.hold(&acme, &r2).expect("another run of the tenant");
+        let refused = holds.hold(&acme, &r3).unwrap_err();
+        assert!(refused.contains("tenant's share"), "{refused}");
+        let _third = holds.hold(&other, &r1).expect("another tenant");
+        let refused = holds.hold(&other, &r2).unwrap_err();
+        assert!(refused.contains("process"), "{refused}");
+        drop(first);
+        holds
+            .hold(&acme, &r1)
+            .expect("the dropped permit's place is free");
+    }
+}
