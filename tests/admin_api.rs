@@ -394,6 +394,7 @@ fn a_call_outside_the_grant_is_refused_by_name_and_audited() {
         .iter()
         .map(|t| t["name"].as_str().unwrap())
         .collect();
+    // The reads, and collecting an approval (every grant's).
     assert_eq!(names.len(), 4, "{names:?}");
     assert!(
         names.contains(&"get_issue")

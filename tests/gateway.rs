@@ -236,7 +236,7 @@ fn the_runner_serves_real_clients_in_both_listener_modes() {
                 token_b,
                 &[
                     "--caps-check",
-                    "list_issues,get_issue,search_issues,board_stats",
+                    "list_issues,get_issue,search_issues,board_stats,collect_approval",
                 ],
             ),
             "caps check",

@@ -165,7 +165,7 @@ fn every_official_client_sees_bad_tokens_and_capability_limits() {
                 "--mode",
                 mode,
                 "--caps-check",
-                "list_issues,get_issue,search_issues,board_stats",
+                "list_issues,get_issue,search_issues,board_stats,collect_approval",
             ],
         );
         assert!(

@@ -429,6 +429,7 @@ fn sdk_stdio_clients_list_and_call_every_tool_in_both_eras() {
                     "board_stats",
                     "claim_issue",
                     "claim_next",
+                    "collect_approval",
                     "create_issue",
                     "create_issues",
                     "get_issue",
@@ -494,7 +495,7 @@ fn sdk_stdio_clients_see_only_the_granted_tools() {
                     "--mode",
                     mode,
                     "--caps-check",
-                    "list_issues,get_issue,search_issues,board_stats",
+                    "list_issues,get_issue,search_issues,board_stats,collect_approval",
                 ],
             );
             assert!(ok, "{script} {mode} ({}): {summary}", target.name());
@@ -1475,5 +1476,79 @@ fn stdio_processes_and_serve_share_a_data_dir_without_losing_writes() {
             assert_eq!(issue["author"]["run"], writer.as_str(), "{issue}");
             assert_eq!(issue["version"], 1, "{issue}");
         }
+    }
+}
+
+/// `corkboard mcp stdio` asks the same approval gate as HTTP, in local mode
+/// too (it used to run every call): a covered call answers pending at once
+/// with its handle, the collect tool answers pending until a person
+/// decides through the admin API, then runs the call once.
+#[test]
+fn stdio_calls_ask_the_approval_gate_and_collect_the_outcome() {
+    let serve = Serve::start();
+    let admin = serve.admin_token("platform-admin", None);
+    let approver = serve.admin_token("approver", Some("acme"));
+    let policies = http()
+        .put(format!("{}/v1/tenants/acme/approval-policies", serve.url()))
+        .bearer_auth(&admin)
+        .json(&json!({ "policies": [{ "name": "talk", "tool": "add_comment" }] }))
+        .send()
+        .unwrap();
+    assert_eq!(policies.status().as_u16(), 200);
+    for target in Target::both(&serve) {
+        let name = target.name();
+        let granted = serve.grant("acme", &format!("gated-{name}"), ALL);
+        let mut p = StdioProcess::spawn(&target, Some(&granted.token));
+        let created = p.request(&modern(
+            json!(1),
+            "tools/call",
+            json!({"name": "create_issue", "arguments": {"title": "gated"}}),
+        ));
+        assert_eq!(created["result"]["isError"], false, "[{name}] {created}");
+        let id = created["result"]["structuredContent"]["id"].clone();
+        let comment =
+            json!({"name": "add_comment", "arguments": {"issue_id": id, "body": "by stdio"}});
+        let pending = p.request(&modern(json!(2), "tools/call", comment.clone()));
+        let text = tool_text(&pending);
+        assert_eq!(pending["result"]["isError"], true, "[{name}] {pending}");
+        assert!(
+            text.contains("awaits a person's approval") && text.contains("collect_approval"),
+            "[{name}] {text}"
+        );
+        let at = text.find("apr_").expect("a handle");
+        let handle = text[at..at + 30].to_owned();
+        let collect = json!({"name": "collect_approval", "arguments": {"handle": handle}});
+        let waiting = p.request(&modern(json!(3), "tools/call", collect.clone()));
+        assert_eq!(
+            waiting["result"]["structuredContent"]["status"], "pending",
+            "[{name}] {waiting}"
+        );
+        let decided = http()
+            .post(format!(
+                "{}/v1/tenants/acme/approvals/{handle}/decision",
+                serve.url()
+            ))
+            .bearer_auth(&approver)
+            .json(&json!({ "approve": true }))
+            .send()
+            .unwrap();
+        assert_eq!(decided.status().as_u16(), 200, "[{name}]");
+        let ran = p.request(&modern(json!(4), "tools/call", collect.clone()));
+        assert_eq!(ran["result"]["isError"], false, "[{name}] {ran}");
+        assert_eq!(ran["result"]["structuredContent"]["status"], "ran");
+        let again = p.request(&modern(json!(5), "tools/call", collect));
+        assert_eq!(again["result"]["isError"], true, "[{name}] {again}");
+        let read = p.request(&modern(
+            json!(6),
+            "tools/call",
+            json!({"name": "get_issue", "arguments": {"id": id}}),
+        ));
+        let comments = read["result"]["structuredContent"]["comments"].clone();
+        assert_eq!(
+            comments.as_array().map(Vec::len),
+            Some(1),
+            "[{name}] ran once: {comments}"
+        );
+        let _ = p.finish();
     }
 }

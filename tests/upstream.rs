@@ -161,6 +161,7 @@ fn upstream_tools_reach_the_agent_through_its_run_gateway_and_no_further() {
 
     let expected = [
         "board_stats",
+        "collect_approval",
         "everything__echo",
         "everything__get-sum",
         "get_issue",

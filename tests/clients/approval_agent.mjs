@@ -5,7 +5,9 @@
 // only). Prints one JSON line: {"ok":true,"is_error":...,"text":...,
 // "structured":...,"protocol":...}; exit 1 on a failure to call at all.
 // The tool's arguments come as JSON in APPROVAL_ARGS, the token in
-// CORKBOARD_TOKEN (never on the command line).
+// CORKBOARD_TOKEN (never on the command line). `--progress` (1.x SDK) asks
+// for progress notifications (a progressToken) and reports how many came
+// in "progress"; the call's own timeout is `--timeout-ms` (default 120000).
 //
 //   CORKBOARD_TOKEN=cbr_... APPROVAL_ARGS='{"id":"iss_..."}' \
 //   node approval_agent.mjs --url http://127.0.0.1:4891/mcp --sdk v2 --mode legacy --tool update_issue
@@ -18,6 +20,8 @@ const { values } = parseArgs({
     sdk: { type: 'string', default: 'v2' },
     mode: { type: 'string', default: 'legacy' },
     tool: { type: 'string' },
+    progress: { type: 'boolean', default: false },
+    'timeout-ms': { type: 'string', default: '120000' },
   },
   strict: true,
 });
@@ -43,9 +47,14 @@ async function connect() {
 
 try {
   const { client, protocol } = await connect();
-  const result = await client.callTool({ name: values.tool, arguments: args });
+  let progress = 0;
+  const options = { timeout: Number(values['timeout-ms']) };
+  if (values.progress) options.onprogress = () => { progress += 1; };
+  const result = values.sdk === 'v1'
+    ? await client.callTool({ name: values.tool, arguments: args }, undefined, options)
+    : await client.callTool({ name: values.tool, arguments: args });
   const text = (result.content ?? []).filter((c) => c.type === 'text').map((c) => c.text).join('\n');
-  out({ ok: true, is_error: Boolean(result.isError), text, structured: result.structuredContent ?? null, protocol });
+  out({ ok: true, is_error: Boolean(result.isError), text, structured: result.structuredContent ?? null, protocol, progress });
   await client.close().catch(() => {});
   process.exit(0);
 } catch (err) {

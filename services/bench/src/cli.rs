@@ -109,6 +109,12 @@ pub enum Command {
         #[arg(long)]
         approval_policies: Option<u32>,
     },
+    /// Decision to result: from a person's approval to the agent's
+    /// outcome, for a held 2025 call and through collect_approval.
+    Approvals {
+        #[arg(long, default_value_t = 200)]
+        trials: usize,
+    },
     /// Revocation propagation between two servers sharing Redis.
     Revocation {
         #[arg(long, default_value_t = 1000)]
@@ -536,6 +542,9 @@ async fn dispatch(cli: &Cli, sink: &mut Sink) -> Result<()> {
                 approval_policies: *approval_policies,
             };
             scenario::mcp::run(&bins()?, &scenario, &logs, sink).await
+        }
+        Command::Approvals { trials } => {
+            scenario::approvals::run(&bins()?, *trials, &logs, sink).await
         }
         Command::Revocation { trials } => {
             scenario::revocation::run(&bins()?, *trials, &logs, sink).await

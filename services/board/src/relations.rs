@@ -292,6 +292,26 @@ pub fn check_release(
     }
 }
 
+/// Why a hand-over of `issue`'s claim (a person giving it to another run,
+/// whoever held it, in one conditional write at the version the person
+/// saw) matched nothing: the version moved, or the issue is done or
+/// closed. `Ok(())` when neither (the write may be tried again).
+pub fn check_hand_over(issue: &Issue, expected_version: u64) -> Result<(), StoreError> {
+    if expected_version != issue.version {
+        return Err(StoreError::VersionConflict {
+            expected: expected_version,
+            actual: issue.version,
+        });
+    }
+    if issue.state.is_terminal() {
+        return Err(StoreError::NotClaimable {
+            issue: issue.id.clone(),
+            state: issue.state,
+        });
+    }
+    Ok(())
+}
+
 /// Which claims a listed issue must have.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum ClaimFilter {

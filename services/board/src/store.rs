@@ -139,6 +139,20 @@ macro_rules! __store_methods {
                 expected_version: Option<u64>,
             ) -> $crate::Issue;
 
+            /// Gives the issue's claim to `claimant`'s run whoever holds it (a
+            /// person's hand-over), in one conditional write at `expected_version`
+            /// (the version the person saw): no run can take the issue between
+            /// the old holder's claim and the new one. Refused with
+            /// [`StoreError::VersionConflict`] when the issue changed and
+            /// [`StoreError::NotClaimable`] when it is done or closed. Bumps the
+            /// version and announces the claim like `claim_issue`.
+            fn hand_over_claim(
+                tenant: &$crate::TenantId,
+                id: &$crate::IssueId,
+                claimant: &$crate::Claimant,
+                expected_version: u64,
+            ) -> $crate::Issue;
+
             /// Adds a comment, idempotently under `key` like `create_issue`.
             fn add_comment(
                 tenant: &$crate::TenantId,

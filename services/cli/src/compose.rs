@@ -338,7 +338,11 @@ pub async fn start_runner(state: &AppState) -> Result<Runner, GatewayError> {
                     reason: e.to_string(),
                 }
             })?);
-            Some(Arc::new(upstreams))
+            let upstreams = Arc::new(upstreams);
+            // Calls held for a person's approval take places in the
+            // relay's held-call table, under its shares.
+            state.approvals.hold_in(upstreams.clone());
+            Some(upstreams)
         }
         None => None,
     };

@@ -19,6 +19,9 @@
 //!   same file. The token is resolved once at start (a refusal answers
 //!   every request with the reason) and again on every tool call, so a
 //!   grant revoked while the process runs stops working at its next call.
+//!   Tool calls ask the same approval gate as HTTP; a call that must wait
+//!   for a person answers at once with its handle (a stdio client cannot
+//!   be held), collected later with `collect_approval`.
 //! - **bridge** (`--server URL` / `CORKBOARD_SERVER`): relays each line to
 //!   the server's Streamable HTTP endpoint with the token as a bearer
 //!   credential and the headers HTTP needs (session id and protocol version
@@ -42,7 +45,7 @@ use corkboard_mcp::{
     ToolBackend, ToolCall, ToolOutput, ToolSet, serve_stdio,
 };
 use corkboard_server::audit::AuditWriter;
-use corkboard_tools::BoardTools;
+use corkboard_tools::{ApprovalGate, BoardTools};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -188,8 +191,17 @@ where
     let audit = AuditWriter::spawn(store.clone());
     let issues: Arc<dyn IssueStore> = store.clone();
     let ledger: Arc<dyn corkboard_board::GrantLedger> = store.clone();
-    let budgets = crate::compose::budget_counter(settings, ledger)?;
+    let budgets = crate::compose::budget_counter(settings, ledger.clone())?;
+    // The same gate as HTTP: a call a policy covers waits for a person. A
+    // stdio client cannot be held for one, so it gets the pending answer
+    // at once and collects the outcome with the collect tool.
+    let approvals = Arc::new(ApprovalGate::new(
+        ledger,
+        audit.clone(),
+        Duration::from_millis(settings.store_timeout_ms),
+    ));
     let tools = BoardTools::new(issues, registry, audit.clone())
+        .with_approvals(approvals)
         .with_store_timeout(Duration::from_millis(settings.store_timeout_ms))
         .with_result_budget(settings.max_result_bytes)
         .with_claim_lease(Duration::from_millis(settings.claim_lease_ms))

@@ -280,8 +280,14 @@ pub struct Settings {
     /// agent have 300 s: a person may be answering).
     pub upstream_call_timeout_ms: u64,
     /// Most calls of 2025 upstreams a runner holds for 2026-07-28 agents
-    /// between an `input_required` and the agent's retry.
+    /// between an `input_required` and the agent's retry (calls held for a
+    /// person's approval share this table and its shares).
     pub upstream_held_calls_max: usize,
+    /// Longest a 2025 session's tool call that needs a person's approval
+    /// is held on its event stream for the decision, in ms (0: never held;
+    /// answered pending with the handle at once). Past it the call answers
+    /// pending with the handle.
+    pub approval_hold_ms: u64,
     /// Most requests relayed to 2025 agents whose answers a runner's
     /// calls wait for.
     pub upstream_pending_requests_max: usize,
@@ -438,6 +444,10 @@ impl Default for Settings {
             // Copies of `corkboard_upstream::RelayShares`' defaults: a
             // tenant a quarter of each table, a run about a sixteenth.
             upstream_held_calls_max: 1_024,
+            // Below the 60 s request timeout many clients default to, so
+            // that one asking for no progress still gets the pending
+            // answer instead of its own timeout.
+            approval_hold_ms: 50_000,
             upstream_pending_requests_max: 4_096,
             upstream_sessions_max: 4_096,
             upstream_tenant_share_pct: 25,
@@ -718,6 +728,12 @@ impl Settings {
         }
         if self.upstream_max_answer_bytes < 65_536 {
             return Err(key("upstream_max_answer_bytes", "must be at least 65536"));
+        }
+        if self.approval_hold_ms > 600_000 {
+            return Err(key(
+                "approval_hold_ms",
+                "must be at most 600000 (10 minutes; 0 turns holding off)",
+            ));
         }
         if self.upstream_tools_ttl_ms == 0 {
             return Err(key("upstream_tools_ttl_ms", "must be at least 1"));

@@ -22,8 +22,10 @@ use corkboard_mcp::{
     ClientResponse, Peer, Principal, RefusedCall, RpcError, ServerIdentity, ToolBackend, ToolCall,
     ToolOutput, ToolSet,
 };
-use corkboard_tools::Gate;
+use corkboard_tools::{ApprovalGate, COLLECT_TOOL, Collected, Gate};
 use corkboard_upstream::UpstreamView;
+use corkboard_upstream::Upstreams;
+use serde_json::json;
 use std::sync::Arc;
 
 /// The caller of a run's request: its grant and the binding it is served with.
@@ -142,6 +144,13 @@ impl ToolBackend for GatewayBackend {
             if let Some(output) = upstreams.call(view, &principal.grant, &call).await {
                 return output;
             }
+            if call.name == COLLECT_TOOL
+                && let Some(gate) = principal.binding.approvals()
+                && let Some(output) =
+                    collect_upstream(gate, view, upstreams, principal, &call).await
+            {
+                return output;
+            }
         }
         principal
             .binding
@@ -173,6 +182,15 @@ impl ToolBackend for GatewayBackend {
         }
     }
 
+    /// A call that waits for a person may be held (2025 sessions), when
+    /// the gate holds calls and the caller's tenant has policies.
+    fn may_hold(&self, principal: &RunPrincipal) -> bool {
+        principal
+            .binding
+            .approvals()
+            .is_some_and(|gate| gate.may_hold(&principal.grant().tenant))
+    }
+
     /// Only a grant with upstream tools, on a gateway that relays, can be
     /// sent requests before its result.
     fn may_relay(&self, principal: &RunPrincipal) -> bool {
@@ -196,4 +214,63 @@ impl ToolBackend for GatewayBackend {
             None => Ok(()),
         }
     }
+}
+
+/// The collect tool for an approved upstream call: the gate spends the
+/// item (the one conditional write) and the upstream runs the call once,
+/// here, where the upstreams are. `None` for everything else (a bad
+/// handle, a pending, refused or board tool's item): the board's collect
+/// tool answers and audits those.
+async fn collect_upstream(
+    gate: &ApprovalGate,
+    view: &UpstreamView,
+    upstreams: &Upstreams,
+    principal: &RunPrincipal,
+    call: &ToolCall<'_>,
+) -> Option<ToolOutput> {
+    let id = call
+        .arguments
+        .get("handle")
+        .and_then(|handle| handle.as_str())
+        .and_then(|handle| corkboard_board::ApprovalId::parse(handle).ok())?;
+    let (item, arguments) = match gate
+        .collect(principal.grant(), &id, |tool| tool.contains("__"))
+        .await
+    {
+        Ok(Collected::Run { item, arguments }) => (item, arguments),
+        _ => return None,
+    };
+    let approved = ToolCall {
+        name: &item.tool,
+        arguments: &arguments,
+        raw_arguments: item.arguments.as_bytes(),
+        peer: call.peer,
+        input_responses: None,
+        request_state: None,
+        progress_token: None,
+    };
+    let Some(mut output) = upstreams.call(view, &principal.grant, &approved).await else {
+        return Some(ToolOutput {
+            structured: None,
+            text: format!(
+                "approval {} was used, but {} is no longer among this run's tools; it was not \
+                 run",
+                item.id, item.tool
+            ),
+            is_error: true,
+            relay: None,
+        });
+    };
+    if output.relay.is_none() && !output.is_error {
+        let mut wrapped = json!({ "status": "ran", "handle": item.id, "tool": item.tool });
+        if let Some(result) = output.structured.take() {
+            wrapped["result"] = result;
+        }
+        output.structured = Some(wrapped);
+        output.text = format!(
+            "approval {} was used: {} ran once.\n{}",
+            item.id, item.tool, output.text
+        );
+    }
+    Some(output)
 }

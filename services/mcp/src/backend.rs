@@ -101,6 +101,11 @@ pub struct ToolCall<'a> {
     /// `input_required` result ([`RelayAnswer::InputRequired`]).
     pub input_responses: Option<&'a RawValue>,
     pub request_state: Option<&'a RawValue>,
+    /// 2025 sessions only: the request's `_meta.progressToken` (as
+    /// received), when the agent asked for progress notifications; a
+    /// backend sends `notifications/progress` on [`Self::peer`]'s stream
+    /// only then.
+    pub progress_token: Option<&'a RawValue>,
 }
 
 /// A JSON-RPC response the agent sent (answering a request a backend sent
@@ -212,6 +217,14 @@ pub trait ToolBackend: Send + Sync + 'static {
     /// transport run a 2025 session's request so that its response can
     /// become an event stream. Default: never.
     fn may_relay(&self, _principal: &Self::Principal) -> bool {
+        false
+    }
+
+    /// Whether this principal's tool calls may be held (a call waiting for
+    /// a person's approval) and send progress notifications while held:
+    /// then, like [`Self::may_relay`], a 2025 session's `tools/call` runs
+    /// so that its response can become an event stream. Default: never.
+    fn may_hold(&self, _principal: &Self::Principal) -> bool {
         false
     }
 

@@ -684,6 +684,16 @@ impl<B: ToolBackend> Engine<B> {
             peer: modern_peer.as_ref().or(ctx.peer),
             input_responses: retry.input_responses.filter(|_| modern),
             request_state: retry.request_state.filter(|_| modern),
+            progress_token: if modern {
+                None
+            } else {
+                retry
+                    .meta
+                    .and_then(|meta| {
+                        serde_json::from_str::<wire::ProgressMeta<'_>>(meta.get()).ok()
+                    })
+                    .and_then(|meta| meta.progress_token)
+            },
         };
         let output = match AssertUnwindSafe(self.backend.call_tool(ctx.principal, call))
             .catch_unwind()

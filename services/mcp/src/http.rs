@@ -509,8 +509,8 @@ impl<B: ToolBackend> McpEndpoint<B> {
             name: header_slot(headers, MCP_NAME),
         };
         if let SessionState::Active(revision) = session
-            && capabilities.any()
-            && self.inner.engine.backend().may_relay(principal)
+            && ((capabilities.any() && self.inner.engine.backend().may_relay(principal))
+                || self.inner.engine.backend().may_hold(principal))
             && crate::peek::peek(bytes, |_| "other").method == "tools/call"
         {
             return self

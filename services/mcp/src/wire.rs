@@ -127,6 +127,14 @@ pub(crate) struct ParamsHead<'a> {
     pub request_state: Option<&'a RawValue>,
 }
 
+/// A 2025 request's `_meta.progressToken`, undecoded (a string or a
+/// number: echoed exactly in each `notifications/progress`).
+#[derive(Deserialize)]
+pub(crate) struct ProgressMeta<'a> {
+    #[serde(rename = "progressToken", default, borrow)]
+    pub progress_token: Option<&'a RawValue>,
+}
+
 /// The 2026-07-28 `_meta` envelope members, undecoded.
 #[derive(Debug, Default, Deserialize)]
 pub(crate) struct MetaHead<'a> {

@@ -143,13 +143,28 @@ impl AppState {
             audit.clone(),
             web.events(),
         ));
+        // Held calls have the relay's held-call shares (the relay's own
+        // table once the runner has upstreams: `compose`).
+        let held = corkboard_upstream::shares::ShareLimits::of(
+            settings.upstream_held_calls_max,
+            settings.upstream_tenant_share_pct,
+            settings.upstream_run_share_pct,
+        );
         let approvals = Arc::new(
             ApprovalGate::new(
                 ledger,
                 tool_audit.clone(),
                 Duration::from_millis(settings.store_timeout_ms),
             )
-            .with_events(Arc::new(web.clone())),
+            .with_events(Arc::new(web.clone()))
+            .with_hold(
+                Duration::from_millis(settings.approval_hold_ms),
+                Arc::new(corkboard_tools::LocalHolds::new(
+                    held.total,
+                    held.per_tenant,
+                    held.per_run,
+                )),
+            ),
         );
         let issues: Arc<dyn corkboard_board::IssueStore> = store.clone();
         let tools = BoardTools::new(issues, grants.registry().clone(), tool_audit.clone())

@@ -230,6 +230,103 @@ pub async fn case_claim_release_close_and_versions<S: BoardStore>(store: Arc<S>)
     );
 }
 
+/// A person's hand-over moves the claim in one write at the version they
+/// saw: from a holder, or from nobody, to another run; a claimant racing
+/// the hand-over either wins before it (and the hand-over fails on the
+/// version) or loses to it, never takes the issue between release and
+/// claim. Done issues and moved versions are refused.
+pub async fn case_claim_hand_over_is_one_write<S: BoardStore>(store: Arc<S>) {
+    let t = tenant("claim-handover");
+    let id = create(&*store, &t, new_issue("Stuck work")).await;
+    let (_, a) = claimant(&*store, &t, "run-a", HOUR).await;
+    let (_, b) = claimant(&*store, &t, "run-b", HOUR).await;
+    let (_, c) = claimant(&*store, &t, "run-c", HOUR).await;
+    let claimed = store.claim_issue(&t, &id, &a, None).await.expect("claim");
+    assert_eq!(claimed.version, 2);
+    assert!(matches!(
+        store.hand_over_claim(&t, &id, &b, 1).await,
+        Err(StoreError::VersionConflict {
+            expected: 1,
+            actual: 2
+        })
+    ));
+    let handed = store
+        .hand_over_claim(&t, &id, &b, 2)
+        .await
+        .expect("hand over from a to b");
+    assert_eq!(handed.claim.as_ref().map(|c| &c.run), Some(&b.run));
+    assert_eq!(handed.version, 3, "the hand-over is one change, not two");
+    assert_claimed_by(store.claim_issue(&t, &id, &c, None).await, "run-b");
+    assert_claimed_by(store.release_issue(&t, &id, &a.run, None).await, "run-b");
+
+    // A claimant racing a hand-over: whoever writes first wins; the issue
+    // never reads unclaimed in between, and c never ends up holding it
+    // after the hand-over succeeded.
+    for round in 0..5 {
+        let version = store.get_issue(&t, &id).await.expect("get").version;
+        let barrier = Arc::new(Barrier::new(2));
+        let racer = {
+            let (store, t, id, c, barrier) = (
+                store.clone(),
+                t.clone(),
+                id.clone(),
+                c.clone(),
+                barrier.clone(),
+            );
+            tokio::spawn(async move {
+                barrier.wait().await;
+                store.claim_issue(&t, &id, &c, None).await
+            })
+        };
+        barrier.wait().await;
+        let to = if round % 2 == 0 { &a } else { &b };
+        let handed = store.hand_over_claim(&t, &id, to, version).await;
+        // Refused naming the old holder (before) or the new one (after).
+        match racer.await.expect("racer") {
+            Err(StoreError::Claimed { run, .. }) => assert_ne!(run, c.run),
+            other => panic!("a racing claim must find the issue held, got {other:?}"),
+        }
+        let now = store.get_issue(&t, &id).await.expect("get");
+        let handed = handed.expect("the hand-over at the version read wins");
+        assert_eq!(handed.version, version + 1);
+        assert_eq!(now.claim.map(|c| c.run), Some(to.run.clone()));
+    }
+
+    // From nobody: a hand-over of an unclaimed issue is a claim.
+    let free = create(&*store, &t, new_issue("Free work")).await;
+    let given = store
+        .hand_over_claim(&t, &free, &c, 1)
+        .await
+        .expect("hand over an unclaimed issue");
+    assert_eq!(given.claim.map(|claim| claim.run), Some(c.run.clone()));
+    let closed = store
+        .update_issue(
+            &t,
+            &free,
+            IssuePatch {
+                state: Some(IssueState::Done),
+                ..IssuePatch::default()
+            },
+            None,
+        )
+        .await
+        .expect("close");
+    assert!(matches!(
+        store.hand_over_claim(&t, &free, &a, closed.version).await,
+        Err(StoreError::NotClaimable { .. })
+    ));
+    assert_not_found(
+        store.hand_over_claim(&t, &IssueId::generate(), &a, 1).await,
+        "handing over an unknown issue",
+    );
+    assert_not_found(
+        store
+            .hand_over_claim(&tenant("claim-handover-other"), &id, &a, 1)
+            .await,
+        "handing over another tenant's issue",
+    );
+}
+
 pub async fn case_close_reasons_and_reopen<S: BoardStore>(store: Arc<S>) {
     let t = tenant("lifecycle");
     let original = create(&*store, &t, new_issue("Original")).await;

@@ -183,6 +183,7 @@ macro_rules! store_contract_tests {
             case_claim_race_has_one_winner_until_revoked,
             case_claim_expires_with_its_grant,
             case_claim_release_close_and_versions,
+            case_claim_hand_over_is_one_write,
             case_close_reasons_and_reopen,
             case_ready_work_is_unblocked_unclaimed_and_best_first,
             case_claim_next_gives_each_ready_issue_to_one_claimant,

@@ -39,7 +39,8 @@ use corkboard_board::{
     HistoryPage, IdempotencyKey, Issue, IssueId, IssuePatch, IssueState, IssueStore, IssueView,
     ListQuery, MONGO_CANDIDATES_MAX, NewComment, NewIssue, Page, ParentChain, ReadCost, RunId,
     SearchPage, SearchQuery, SimilarIssue, SimilarRanking, StoreError, TenantId, Timestamp, Title,
-    ValidationError, check_release, limits, rank_order, relation_limits, run_author,
+    ValidationError, check_hand_over, check_release, limits, rank_order, relation_limits,
+    run_author,
 };
 use mongodb::bson::{Bson, Document, doc};
 use mongodb::options::ReturnDocument;
@@ -459,6 +460,66 @@ impl MongoStore {
         check_release(&issue, run, expected_version)?;
         Err(StoreError::unavailable(format!(
             "issue {id} changed while releasing it; retry"
+        )))
+    }
+
+    /// A person's hand-over: one `findOneAndUpdate` on the open issue at
+    /// the version the person saw, whoever holds it, so the old claim ends
+    /// and the new one starts in the same write.
+    async fn hand_over(
+        &self,
+        tenant: &TenantId,
+        id: &IssueId,
+        claimant: &Claimant,
+        expected_version: u64,
+    ) -> Result<Issue, StoreError> {
+        let now = Timestamp::now();
+        if claimant.expires_at <= now {
+            return Err(ValidationError::new(
+                "grant",
+                "the grant of this run has expired; a claim needs a live grant",
+            )
+            .into());
+        }
+        let claim = claimant.claim_at(now);
+        let updated = self
+            .issues(tenant)
+            .find_one_and_update(
+                doc! {
+                    field::ID: id.as_str(),
+                    field::STATE: { "$nin": ["done", "closed"] },
+                    field::VERSION: to_i64(expected_version),
+                },
+                doc! {
+                    "$set": { field::CLAIM: claim_bson(Some(&claim)) },
+                    "$inc": { field::VERSION: 1_i64 },
+                    "$max": { field::UPDATED_AT: date(now) },
+                    // The claim before is not read (one write): the
+                    // history names the new claim only.
+                    "$push": history_push(&Change::claim(
+                        ChangeKind::Claimed,
+                        id,
+                        0,
+                        now,
+                        &claimant_author(claimant),
+                        None,
+                        Some(&claim),
+                    )),
+                },
+            )
+            .return_document(ReturnDocument::After)
+            .max_time(self.max_time())
+            .await
+            .map_err(|e| store_error(&e))?;
+        if let Some(doc) = updated {
+            return issue_from_doc(tenant, &doc);
+        }
+        let Some(issue) = self.find_issue(tenant, id).await? else {
+            return Err(issue_not_found(id));
+        };
+        check_hand_over(&issue, expected_version)?;
+        Err(StoreError::unavailable(format!(
+            "issue {id} changed while handing over its claim; retry"
         )))
     }
 
@@ -1526,6 +1587,35 @@ impl IssueStore for MongoStore {
                 .await;
         }
         Ok(next)
+    }
+
+    async fn hand_over_claim(
+        &self,
+        tenant: &TenantId,
+        id: &IssueId,
+        claimant: &Claimant,
+        expected_version: u64,
+    ) -> Result<Issue, StoreError> {
+        let (before, issue) = self
+            .bounded_write("hand_over_claim", async {
+                let before = if self.has_webhooks(tenant).await {
+                    self.find_issue(tenant, id).await.ok().flatten()
+                } else {
+                    None
+                };
+                let issue = self
+                    .hand_over(tenant, id, claimant, expected_version)
+                    .await?;
+                Ok((before, issue))
+            })
+            .await?;
+        if before.is_some() {
+            let mut data = webhook::issue_summary(&issue);
+            data["claim"] = serde_json::json!(issue.claim);
+            self.queue_after(tenant, WebhookEvent::IssueClaimed, data)
+                .await;
+        }
+        Ok(issue)
     }
 
     async fn release_issue(

@@ -4,7 +4,7 @@ use crate::error::{OpError, SqliteError, store_error};
 use crate::files;
 use crate::ops::approvals::{self, DecideApproval, PutApproval, UseApproval};
 use crate::ops::audit::{self, AppendAudit};
-use crate::ops::claims::{ClaimIssue, ClaimNext, ExpireClaims, ReleaseIssue};
+use crate::ops::claims::{ClaimIssue, ClaimNext, ExpireClaims, HandOverClaim, ReleaseIssue};
 use crate::ops::comments::AddComment;
 use crate::ops::issues::{self, CreateIssue, CreateIssueUnlessSimilar, SeedIssues, UpdateIssue};
 use crate::ops::ledger::{
@@ -503,6 +503,22 @@ impl IssueStore for SqliteStore {
             tenant: tenant.clone(),
             id: id.clone(),
             run: run.clone(),
+            expected_version,
+        })
+        .await
+    }
+
+    async fn hand_over_claim(
+        &self,
+        tenant: &TenantId,
+        id: &IssueId,
+        claimant: &Claimant,
+        expected_version: u64,
+    ) -> Result<Issue, StoreError> {
+        self.write(HandOverClaim {
+            tenant: tenant.clone(),
+            id: id.clone(),
+            claimant: claimant.clone(),
             expected_version,
         })
         .await

@@ -19,8 +19,8 @@
 //! [`ToolSet`] is reused across requests and runs.
 
 use crate::tool::{
-    add_comment, board_stats, claim_issue, claim_next, create_issue, create_issues, get_issue,
-    list_issues, release_issue, search_issues, update_issue,
+    add_comment, board_stats, claim_issue, claim_next, collect_approval, create_issue,
+    create_issues, get_issue, list_issues, release_issue, search_issues, update_issue,
 };
 use corkboard_board::{
     BudgetKind, Budgets, Capabilities, Capability, CloseReason, Grant, IssueState, Priority,
@@ -44,6 +44,7 @@ pub enum BoardTool {
     ClaimNext,
     CreateIssues,
     BoardStats,
+    CollectApproval,
 }
 
 /// Everything the product says about one tool: its row of the tool table.
@@ -52,8 +53,9 @@ pub struct ToolSpec {
     pub name: &'static str,
     pub title: &'static str,
     pub description: &'static str,
-    /// The capability a grant needs to see and call the tool.
-    pub capability: Capability,
+    /// The capability a grant needs to see and call the tool; none: every
+    /// grant sees it (collecting an approval, whatever tool it was for).
+    pub capability: Option<Capability>,
     /// MCP `readOnlyHint`.
     pub read_only: bool,
     /// MCP `idempotentHint`: calling twice with the same arguments has the
@@ -92,6 +94,7 @@ impl BoardTool {
         Self::ClaimNext,
         Self::CreateIssues,
         Self::BoardStats,
+        Self::CollectApproval,
     ];
 
     /// The tool table.
@@ -101,7 +104,7 @@ impl BoardTool {
                 name: "list_issues",
                 title: "List issues",
                 description: list_issues::DESCRIPTION,
-                capability: Capability::IssuesRead,
+                capability: Some(Capability::IssuesRead),
                 read_only: true,
                 idempotent: true,
                 destructive: false,
@@ -116,7 +119,7 @@ impl BoardTool {
                 name: "get_issue",
                 title: "Get issue",
                 description: get_issue::DESCRIPTION,
-                capability: Capability::IssuesRead,
+                capability: Some(Capability::IssuesRead),
                 read_only: true,
                 idempotent: true,
                 destructive: false,
@@ -131,7 +134,7 @@ impl BoardTool {
                 name: "create_issue",
                 title: "Create issue",
                 description: create_issue::DESCRIPTION,
-                capability: Capability::IssuesCreate,
+                capability: Some(Capability::IssuesCreate),
                 read_only: false,
                 // Creating twice creates twice unless the caller passes a
                 // key, so the hint must be false: the hint describes the
@@ -149,7 +152,7 @@ impl BoardTool {
                 name: "update_issue",
                 title: "Update issue",
                 description: update_issue::DESCRIPTION,
-                capability: Capability::IssuesUpdate,
+                capability: Some(Capability::IssuesUpdate),
                 read_only: false,
                 idempotent: true,
                 destructive: false,
@@ -164,7 +167,7 @@ impl BoardTool {
                 name: "add_comment",
                 title: "Add comment",
                 description: add_comment::DESCRIPTION,
-                capability: Capability::CommentsWrite,
+                capability: Some(Capability::CommentsWrite),
                 read_only: false,
                 idempotent: false,
                 destructive: false,
@@ -179,7 +182,7 @@ impl BoardTool {
                 name: "claim_issue",
                 title: "Claim issue",
                 description: claim_issue::DESCRIPTION,
-                capability: Capability::IssuesClaim,
+                capability: Some(Capability::IssuesClaim),
                 read_only: false,
                 // Claiming one's own claim again changes nothing.
                 idempotent: true,
@@ -195,7 +198,7 @@ impl BoardTool {
                 name: "release_issue",
                 title: "Release issue",
                 description: release_issue::DESCRIPTION,
-                capability: Capability::IssuesClaim,
+                capability: Some(Capability::IssuesClaim),
                 read_only: false,
                 // A second release is refused ("not claimed") and changes
                 // nothing, so repeating the call has the effect of one.
@@ -212,7 +215,7 @@ impl BoardTool {
                 name: "search_issues",
                 title: "Search issues",
                 description: search_issues::DESCRIPTION,
-                capability: Capability::IssuesRead,
+                capability: Some(Capability::IssuesRead),
                 read_only: true,
                 idempotent: true,
                 destructive: false,
@@ -227,7 +230,7 @@ impl BoardTool {
                 name: "claim_next",
                 title: "Claim next issue",
                 description: claim_next::DESCRIPTION,
-                capability: Capability::IssuesClaim,
+                capability: Some(Capability::IssuesClaim),
                 read_only: false,
                 // Each call takes another issue.
                 idempotent: false,
@@ -244,7 +247,7 @@ impl BoardTool {
                 name: "create_issues",
                 title: "Create issues",
                 description: create_issues::DESCRIPTION,
-                capability: Capability::IssuesCreate,
+                capability: Some(Capability::IssuesCreate),
                 read_only: false,
                 // Like create_issue: idempotent only item by item, with keys.
                 idempotent: false,
@@ -262,7 +265,7 @@ impl BoardTool {
                 name: "board_stats",
                 title: "Board stats",
                 description: board_stats::DESCRIPTION,
-                capability: Capability::IssuesRead,
+                capability: Some(Capability::IssuesRead),
                 read_only: true,
                 idempotent: true,
                 destructive: false,
@@ -271,6 +274,23 @@ impl BoardTool {
                 budget: None,
                 input_schema: board_stats::input_schema,
                 output_schema: board_stats::output_schema,
+                write_only_output_schema: None,
+            },
+            Self::CollectApproval => ToolSpec {
+                name: "collect_approval",
+                title: "Collect approval",
+                description: collect_approval::DESCRIPTION,
+                capability: None,
+                read_only: false,
+                // Runs the approved call once: a second collect is refused.
+                idempotent: false,
+                destructive: false,
+                // The approved call it runs may change an issue.
+                writes: true,
+                issue_argument: None,
+                budget: None,
+                input_schema: collect_approval::input_schema,
+                output_schema: collect_approval::output_schema,
                 write_only_output_schema: None,
             },
         }
@@ -292,8 +312,9 @@ impl BoardTool {
         &NAMES
     }
 
-    /// The capability a grant needs to see and call this tool.
-    pub fn capability(self) -> Capability {
+    /// The capability a grant needs to see and call this tool (none: every
+    /// grant may).
+    pub fn capability(self) -> Option<Capability> {
         self.spec().capability
     }
 
@@ -346,7 +367,7 @@ impl BoardTool {
 
 /// Every tool's definition, built once, in [`BoardTool::ALL`] order: as a
 /// grant with `issues:read` sees it, and as one without does.
-static DEFINITIONS: LazyLock<Vec<(Capability, ToolDef, ToolDef)>> = LazyLock::new(|| {
+static DEFINITIONS: LazyLock<Vec<(Option<Capability>, ToolDef, ToolDef)>> = LazyLock::new(|| {
     BoardTool::ALL
         .iter()
         .map(|t| (t.capability(), t.definition(true), t.definition(false)))
@@ -381,7 +402,7 @@ pub fn tool_set(capabilities: &Capabilities) -> Arc<ToolSet> {
         Arc::new(ToolSet::new(
             DEFINITIONS
                 .iter()
-                .filter(|(cap, _, _)| capabilities.allows(*cap))
+                .filter(|(cap, _, _)| cap.is_none_or(|cap| capabilities.allows(cap)))
                 .map(|(_, reader, writer)| if reads { reader } else { writer }.clone())
                 .collect(),
         ))
@@ -462,7 +483,7 @@ pub fn vocabulary() -> Value {
             json!({
                 "name": spec.name,
                 "title": spec.title,
-                "capability": spec.capability.as_str(),
+                "capability": spec.capability.map(Capability::as_str),
                 "read_only": spec.read_only,
                 "writes": spec.writes,
             })
@@ -519,12 +540,23 @@ mod tests {
         let read = Capabilities::parse_csv("issues:read").unwrap();
         assert_eq!(
             names(&tool_set(&read)),
-            ["list_issues", "get_issue", "search_issues", "board_stats"]
+            [
+                "list_issues",
+                "get_issue",
+                "search_issues",
+                "board_stats",
+                "collect_approval"
+            ]
         );
         let write = Capabilities::parse_csv("issues:create,comments:write").unwrap();
         assert_eq!(
             names(&tool_set(&write)),
-            ["create_issue", "add_comment", "create_issues"]
+            [
+                "create_issue",
+                "add_comment",
+                "create_issues",
+                "collect_approval"
+            ]
         );
         assert_eq!(
             names(&tool_set(&Capabilities::all())),
@@ -539,7 +571,8 @@ mod tests {
                 "search_issues",
                 "claim_next",
                 "create_issues",
-                "board_stats"
+                "board_stats",
+                "collect_approval"
             ]
         );
         let claim = Capabilities::parse_csv("issues:read,issues:claim").unwrap();
@@ -552,8 +585,17 @@ mod tests {
                 "release_issue",
                 "search_issues",
                 "claim_next",
-                "board_stats"
+                "board_stats",
+                "collect_approval"
             ]
+        );
+        // Collecting an approval is for every grant, whatever its
+        // capabilities (an upstream-only grant's calls may await one).
+        assert_eq!(
+            names(&tool_set(
+                &Capabilities::parse_csv("upstream:github:*").unwrap()
+            )),
+            ["collect_approval"]
         );
         assert!(Arc::ptr_eq(&tool_set(&read), &tool_set(&read)));
     }
@@ -580,7 +622,8 @@ mod tests {
                 "claim_issue",
                 "release_issue",
                 "claim_next",
-                "create_issues"
+                "create_issues",
+                "collect_approval"
             ]
         );
         // A tool that writes is never advertised as read-only.
@@ -595,7 +638,10 @@ mod tests {
     #[test]
     fn every_capability_set_gets_one_shared_set() {
         let update = Capabilities::parse_csv("issues:update").unwrap();
-        assert_eq!(names(&tool_set(&update)), ["update_issue"]);
+        assert_eq!(
+            names(&tool_set(&update)),
+            ["update_issue", "collect_approval"]
+        );
         assert!(Arc::ptr_eq(&tool_set(&update), &tool_set(&update)));
         let all = Capabilities::all();
         assert!(Arc::ptr_eq(&tool_set(&all), &tool_set(&all)));
@@ -644,6 +690,7 @@ mod tests {
             ("claim_next", &claim_next::ARGS[..]),
             ("create_issues", &create_issues::ARGS[..]),
             ("board_stats", &board_stats::ARGS[..]),
+            ("collect_approval", &collect_approval::ARGS[..]),
         ] {
             let schema = &all.get(name).unwrap().input_schema;
             let mut properties: Vec<&str> = schema["properties"]

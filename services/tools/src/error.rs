@@ -163,6 +163,11 @@ pub enum ToolsError {
     )]
     Timeout { after: Duration },
 
+    /// A call that awaits, was refused or already used its person's
+    /// approval (the gate's words: what happened and what to do).
+    #[error("{0}")]
+    Approval(String),
+
     /// The detail goes to the operator's log, not to the agent.
     #[error("internal board error; the operator's logs have the details")]
     Internal { detail: String },
@@ -173,7 +178,9 @@ impl ToolsError {
     pub fn outcome(&self) -> AuditOutcome {
         match self {
             // Both are the grant refusing the call.
-            Self::Denied { .. } | Self::BudgetExhausted { .. } => AuditOutcome::Denied,
+            Self::Denied { .. } | Self::BudgetExhausted { .. } | Self::Approval(_) => {
+                AuditOutcome::Denied
+            }
             Self::Unavailable { .. }
             | Self::OutcomeUnknown { .. }
             | Self::Timeout { .. }

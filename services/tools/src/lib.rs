@@ -50,7 +50,9 @@ pub mod text;
 mod tool;
 mod view;
 
-pub use approvals::{ApprovalEvents, ApprovalGate, Gate};
+pub use approvals::{
+    ApprovalEvents, ApprovalGate, COLLECT_TOOL, Collected, Gate, HoldPermit, HoldShares, LocalHolds,
+};
 pub use defs::{BoardTool, ToolSpec, grant_tool_set, tool_set, vocabulary};
 pub use error::ToolsError;
 pub use result_budget::{DEFAULT_RESULT_BUDGET, ENVELOPE_BYTES, MIN_RESULT_BUDGET};

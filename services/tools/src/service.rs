@@ -6,8 +6,9 @@ use crate::error::ToolsError;
 use crate::result_budget::{DEFAULT_RESULT_BUDGET, MIN_RESULT_BUDGET};
 use crate::text::{Screened, SecretPolicies, screen_fields};
 use crate::tool::{
-    Success, add_comment, args, board_stats, claim_issue, claim_next, create_issue, create_issues,
-    get_issue, list_issues, release_issue, search_issues, update_issue,
+    Success, add_comment, args, board_stats, claim_issue, claim_next, collect_approval,
+    create_issue, create_issues, get_issue, list_issues, release_issue, search_issues,
+    update_issue,
 };
 use async_trait::async_trait;
 use corkboard_board::AuditSink;
@@ -52,7 +53,8 @@ get_issue), get_issue the latest 10 comments (comments_cursor reaches the older 
 answer that would be larger is cut at an issue or comment boundary and says so in \
 `truncated` (what was left out and the call that gets it) and, for a body, in \
 `body_truncated`; nothing is dropped silently. An error starting with \"board \
-unavailable\" is temporary: wait a few seconds and retry.";
+unavailable\" is temporary: wait a few seconds and retry. A call that awaits a person's approval \
+answers with a handle: collect_approval with it gives the outcome later.";
 
 /// Who the board says it is in `initialize` and `server/discover`.
 pub fn server_identity() -> ServerIdentity {
@@ -107,7 +109,7 @@ impl BoardTools {
     /// that is not a board tool is recorded as `unknown`: client-chosen
     /// strings do not go into the audit trail.
     #[allow(clippy::too_many_arguments)]
-    fn account(
+    pub(crate) fn account(
         &self,
         principal: &ResolvedGrant,
         tool: Option<BoardTool>,
@@ -236,6 +238,11 @@ impl BoardTools {
     pub fn with_approvals(mut self, gate: Arc<ApprovalGate>) -> Self {
         self.approvals = Some(gate);
         self
+    }
+
+    /// The approval gate this board asks, if any (the collect tool's).
+    pub(crate) fn approvals(&self) -> Option<&ApprovalGate> {
+        self.approvals.as_deref()
     }
 
     /// Counts budgeted grants' writes in `counter` (the grant service's:
@@ -412,17 +419,19 @@ impl BoardTools {
     /// its arguments with their free text cleaned and screened for
     /// credentials (`text.rs`); `true` with the answer when credentials
     /// were redacted.
-    async fn execute(
+    pub(crate) async fn execute(
         &self,
         principal: &ResolvedGrant,
         tool: BoardTool,
         arguments: &Map<String, Value>,
     ) -> Result<(Success, bool), ToolsError> {
         let grant = principal.grant();
-        if !grant.capabilities.allows(tool.capability()) {
+        if let Some(missing) = tool.capability()
+            && !grant.capabilities.allows(missing)
+        {
             return Err(ToolsError::Denied {
                 tool: tool.name(),
-                missing: tool.capability(),
+                missing,
                 allowed: grant.capabilities.to_csv(),
             });
         }
@@ -453,6 +462,7 @@ impl BoardTools {
             BoardTool::ClaimNext => claim_next::run(self, principal, arguments).await,
             BoardTool::CreateIssues => create_issues::run(self, principal, arguments).await,
             BoardTool::BoardStats => board_stats::run(self, principal, arguments).await,
+            BoardTool::CollectApproval => collect_approval::run(self, principal, arguments).await,
         }
     }
 }
@@ -490,19 +500,30 @@ impl ToolBackend for BoardTools {
             .map_err(|refusal| refusal.error)
     }
 
+    /// A call that waits for a person may be held (2025 sessions), when
+    /// the gate holds calls and the caller's tenant has policies.
+    fn may_hold(&self, principal: &ResolvedGrant) -> bool {
+        self.approvals
+            .as_ref()
+            .is_some_and(|gate| gate.may_hold(&principal.grant().tenant))
+    }
+
     fn call_refused(&self, principal: &ResolvedGrant, call: RefusedCall<'_>) -> Option<String> {
         let tool = BoardTool::from_name(call.name);
         let (outcome, message) = match (call.kind, tool) {
             // A board tool the grant does not allow: say which capability.
-            (RefusalKind::NotListed, Some(tool)) => {
-                let caps = &principal.grant().capabilities;
-                let denied = ToolsError::Denied {
-                    tool: tool.name(),
-                    missing: tool.capability(),
-                    allowed: caps.to_csv(),
-                };
-                (AuditOutcome::Denied, Some(denied.to_string()))
-            }
+            (RefusalKind::NotListed, Some(tool)) => match tool.capability() {
+                Some(missing) => {
+                    let caps = &principal.grant().capabilities;
+                    let denied = ToolsError::Denied {
+                        tool: tool.name(),
+                        missing,
+                        allowed: caps.to_csv(),
+                    };
+                    (AuditOutcome::Denied, Some(denied.to_string()))
+                }
+                None => (AuditOutcome::ToolError, None),
+            },
             (RefusalKind::NotListed, None) => (AuditOutcome::ToolError, None),
             (RefusalKind::InvalidArguments, _) => (AuditOutcome::ToolError, None),
         };

@@ -152,6 +152,7 @@ async fn call(
                 peer: None,
                 input_responses: None,
                 request_state: None,
+                progress_token: None,
             },
         )
         .await
@@ -255,11 +256,20 @@ async fn tools_list_follows_capabilities_and_other_calls_are_denied() -> Result<
         for (caps, expected) in [
             (
                 "issues:read",
-                vec!["list_issues", "get_issue", "search_issues", "board_stats"],
+                vec![
+                    "list_issues",
+                    "get_issue",
+                    "search_issues",
+                    "board_stats",
+                    "collect_approval",
+                ],
             ),
-            ("issues:create", vec!["create_issue", "create_issues"]),
-            ("issues:update", vec!["update_issue"]),
-            ("comments:write", vec!["add_comment"]),
+            (
+                "issues:create",
+                vec!["create_issue", "create_issues", "collect_approval"],
+            ),
+            ("issues:update", vec!["update_issue", "collect_approval"]),
+            ("comments:write", vec!["add_comment", "collect_approval"]),
             (
                 "issues:read,comments:write",
                 vec![
@@ -268,6 +278,7 @@ async fn tools_list_follows_capabilities_and_other_calls_are_denied() -> Result<
                     "add_comment",
                     "search_issues",
                     "board_stats",
+                    "collect_approval",
                 ],
             ),
             (
@@ -281,6 +292,7 @@ async fn tools_list_follows_capabilities_and_other_calls_are_denied() -> Result<
                     "search_issues",
                     "create_issues",
                     "board_stats",
+                    "collect_approval",
                 ],
             ),
         ] {

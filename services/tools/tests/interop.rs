@@ -276,7 +276,7 @@ fn clients_see_only_what_the_grant_allows() -> Result<()> {
                 "--mode",
                 mode,
                 "--caps-check",
-                "list_issues,get_issue,search_issues,board_stats",
+                "list_issues,get_issue,search_issues,board_stats,collect_approval",
             ],
         )?;
         ensure!(
@@ -290,7 +290,12 @@ fn clients_see_only_what_the_grant_allows() -> Result<()> {
         "ts-client-v2.mjs",
         &served.url,
         Some(&commenter),
-        &["--mode", "auto", "--caps-check", "add_comment"],
+        &[
+            "--mode",
+            "auto",
+            "--caps-check",
+            "add_comment,collect_approval",
+        ],
     )?;
     Ok(())
 }

@@ -55,6 +55,7 @@ async fn call(
                 peer: None,
                 input_responses: None,
                 request_state: None,
+                progress_token: None,
             },
         )
         .await

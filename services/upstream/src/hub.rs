@@ -461,6 +461,7 @@ impl Upstreams {
                     peer: call.peer,
                     input_responses: call.input_responses,
                     request_state: call.request_state,
+                    progress_token: call.progress_token,
                 };
                 let (output, outcome) =
                     view::call_tool(&self.call_env(), conn, tool, def, grant, &redacted).await;
@@ -886,6 +887,22 @@ impl Upstreams {
             (None, Some(listed)) => Ok(listed.tools.len()),
             (None, None) => Err("not listed".into()),
         }
+    }
+}
+
+/// A call held for a person's approval takes a place in the relay's
+/// held-calls table, with the same per-tenant and per-run shares.
+impl corkboard_tools::HoldShares for Upstreams {
+    fn hold(
+        &self,
+        tenant: &corkboard_board::TenantId,
+        run: &corkboard_board::RunId,
+    ) -> Result<corkboard_tools::HoldPermit, String> {
+        let holder = crate::shares::Holder::run(tenant.as_str(), run.as_str());
+        self.waiting
+            .hold_for_approval(&holder)
+            .map(corkboard_tools::HoldPermit::new)
+            .map_err(|full| full.to_string())
     }
 }
 

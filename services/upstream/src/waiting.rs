@@ -11,7 +11,9 @@
 //!   (`view::held`) between an `input_required` and the agent's retry, by
 //!   the round's first relayed id; taking it out for a retry is what makes
 //!   that round's `requestState` single-use. Finished ones are dropped
-//!   first when a share is full.
+//!   first when a share is full. A 2025 session's call held for a
+//!   person's approval (the tools crate's gate) takes a place in the same
+//!   table while it waits ([`Waiting::hold_for_approval`]).
 
 use crate::error::UpstreamError;
 use crate::shares::{Holder, ShareExhausted, ShareLimits, SharedTable, Table};
@@ -39,10 +41,17 @@ impl Drop for HeldCall {
     }
 }
 
+/// An entry of the held-calls table: a relayed call, or the place of a
+/// call held for a person's approval (spent once its permit is dropped).
+pub(crate) enum Held {
+    Call(HeldCall),
+    Approval(std::sync::Weak<()>),
+}
+
 /// See the module docs.
 pub(crate) struct Waiting {
     answers: SharedTable<String, oneshot::Sender<Answer>>,
-    held: SharedTable<String, HeldCall>,
+    held: SharedTable<String, Held>,
 }
 
 /// A waiter whose call ended (its receiver dropped) waits for nothing.
@@ -51,8 +60,11 @@ fn answer_spent(waiter: &oneshot::Sender<Answer>) -> bool {
 }
 
 /// A held call whose time ran out (never retried) holds nothing.
-fn held_spent(call: &HeldCall) -> bool {
-    call.task.is_finished()
+fn held_spent(held: &Held) -> bool {
+    match held {
+        Held::Call(call) => call.task.is_finished(),
+        Held::Approval(permit) => permit.strong_count() == 0,
+    }
 }
 
 impl Waiting {
@@ -111,11 +123,37 @@ impl Waiting {
         key: String,
         call: HeldCall,
     ) -> Result<(), ShareExhausted> {
-        self.held.insert(holder, key, call, held_spent)
+        self.held.insert(holder, key, Held::Call(call), held_spent)
     }
 
     /// The call held under `key`, taken out (to resume it).
     pub(crate) fn take_held(&self, key: &str) -> Option<HeldCall> {
-        self.held.take(key)
+        match self.held.take(key)? {
+            Held::Call(call) => Some(call),
+            Held::Approval(_) => None,
+        }
     }
+
+    /// A place in the held-calls table for a call of `holder` waiting for
+    /// a person's approval, kept while the returned permit lives.
+    pub(crate) fn hold_for_approval(
+        &self,
+        holder: &Holder,
+    ) -> Result<std::sync::Arc<()>, ShareExhausted> {
+        let permit = std::sync::Arc::new(());
+        let key = format!("approval:{}", ulid_like());
+        self.held.insert(
+            holder,
+            key,
+            Held::Approval(std::sync::Arc::downgrade(&permit)),
+            held_spent,
+        )?;
+        Ok(permit)
+    }
+}
+
+/// A key no other entry has: the process's next number.
+fn ulid_like() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }

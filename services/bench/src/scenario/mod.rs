@@ -3,6 +3,7 @@
 //! records. One scenario is one command.
 
 pub mod answer_size;
+pub mod approvals;
 pub mod claims;
 pub mod cold_start;
 pub mod curves;

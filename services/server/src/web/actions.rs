@@ -440,7 +440,7 @@ struct HandOverRequest {
 }
 
 /// `POST /v1/tenants/{tenant}/issues/{issue}/handover`: gives the issue's
-/// claim to another run (releasing the current holder's first, if any).
+/// claim to another run, whoever holds it, in one store write.
 async fn hand_over_claim(
     req: HttpRequest,
     state: web::Data<AppState>,
@@ -478,16 +478,11 @@ async fn hand_over_claim(
                     ))
                 })?;
             let claimant = Claimant::of(&grant.grant, state.claim_lease());
-            let mut version = request.expected_version;
-            let current = state.store.get_issue(&tenant, &id).await?;
-            if current.claim.as_ref().is_some_and(|c| c.run != run) {
-                version = release(&state, &tenant, &id, None, Some(version))
-                    .await?
-                    .version;
-            }
+            // One conditional write at the version the person saw: no run
+            // can take the issue between the old claim and the new one.
             Ok(state
                 .store
-                .claim_issue(&tenant, &id, &claimant, Some(version))
+                .hand_over_claim(&tenant, &id, &claimant, request.expected_version)
                 .await?)
         },
         |issue| issue.id.clone(),

@@ -143,6 +143,34 @@ impl corkboard_tools::ApprovalEvents for WebState {
             },
         );
     }
+
+    /// The live feed's approval events of `tenant` (from every replica on
+    /// the Redis bus), forwarded while a held call listens.
+    fn decisions(
+        &self,
+        tenant: &TenantId,
+    ) -> Option<tokio::sync::mpsc::Receiver<corkboard_board::ApprovalId>> {
+        use futures_util::StreamExt as _;
+        let mut events = self.inner.events.subscribe(tenant);
+        let (tx, rx) = tokio::sync::mpsc::channel(16);
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = tx.closed() => break,
+                    event = events.next() => match event {
+                        Some(BoardEvent::ApprovalChanged { id, .. }) => {
+                            if tx.send(id).await.is_err() {
+                                break;
+                            }
+                        }
+                        Some(_) => {}
+                        None => break,
+                    },
+                }
+            }
+        });
+        Some(rx)
+    }
 }
 
 /// The request's [`WebState`]: the one place that says where it lives

@@ -1,7 +1,7 @@
-//! Claims on issues: taking one (a run's exclusive hold until it expires)
-//! and releasing it. Each is one conditional statement; when it matches
-//! nothing, the issue's row says why. A new claim is announced to
-//! webhooks in the same savepoint.
+//! Claims on issues: taking one (a run's exclusive hold until it expires),
+//! releasing it, and a person's hand-over to another run. Each is one
+//! conditional statement; when it matches nothing, the issue's row says
+//! why. A new claim is announced to webhooks in the same savepoint.
 
 use super::history;
 use super::issues::{get_issue, issue_row};
@@ -13,7 +13,7 @@ use corkboard_board::webhook;
 use corkboard_board::{
     Author, BoardStats, Change, ChangeKind, Claim, ClaimCheck, ClaimFilter, Claimant, ExpiredClaim,
     Issue, IssueId, IssueState, LabelCount, ListQuery, Priority, RunId, StoreError, TenantId,
-    Timestamp, ValidationError, check_release, run_author,
+    Timestamp, ValidationError, check_hand_over, check_release, run_author,
 };
 use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
@@ -315,6 +315,88 @@ impl WriteOp for ReleaseIssue {
         )?;
         Ok(issue)
     }
+}
+
+/// Gives an issue's claim to a run whoever holds it (a person's hand-over).
+#[derive(Debug)]
+pub(crate) struct HandOverClaim {
+    pub tenant: TenantId,
+    pub id: IssueId,
+    pub claimant: Claimant,
+    pub expected_version: u64,
+}
+
+impl WriteOp for HandOverClaim {
+    type Output = Issue;
+    const NAME: &'static str = "hand_over_claim";
+
+    fn run(&self, conn: &Connection) -> Result<Issue, OpError> {
+        let Self {
+            tenant,
+            id,
+            claimant,
+            expected_version,
+        } = self;
+        // Read first, for the history (the claim before) and the event.
+        let before = issue_row(conn, tenant, id)?;
+        let issue = hand_over_claim(conn, tenant, id, claimant, *expected_version)?;
+        history::record(
+            conn,
+            tenant,
+            &Change::claim(
+                ChangeKind::Claimed,
+                id,
+                issue.version,
+                issue.updated_at,
+                &claimant_author(claimant),
+                before.claim.as_ref(),
+                issue.claim.as_ref(),
+            ),
+        )?;
+        webhooks::issue_claimed(conn, tenant, Some(before), &issue)?;
+        Ok(issue)
+    }
+}
+
+/// One conditional statement moves the claim: it matches an open issue at
+/// the version the person saw, whoever holds it, so the old holder's claim
+/// ends and the new one starts in the same write.
+fn hand_over_claim(
+    conn: &Connection,
+    tenant: &TenantId,
+    id: &IssueId,
+    claimant: &Claimant,
+    expected_version: u64,
+) -> Result<Issue, OpError> {
+    let now = Timestamp::now();
+    if claimant.expires_at <= now {
+        return Err(OpError::Store(StoreError::Invalid(ValidationError::new(
+            "grant",
+            "the grant of this run has expired; a claim needs a live grant",
+        ))));
+    }
+    let mut stmt = conn.prepare_cached(
+        "UPDATE issues SET claim_run = ?1, claim_grant = ?2, claimed_at = ?3, \
+         claim_expires_at = ?4, version = version + 1, updated_at = max(updated_at, ?3) \
+         WHERE tenant = ?5 AND id = ?6 AND state NOT IN ('done', 'closed') AND version = ?7",
+    )?;
+    let changed = stmt.execute(params![
+        claimant.run.as_str(),
+        claimant.grant.as_str(),
+        now.as_millis(),
+        claimant.expires_at.as_millis(),
+        tenant.as_str(),
+        id.as_str(),
+        to_sql_u64(expected_version),
+    ])?;
+    let issue = get_issue(conn, tenant, id)?;
+    if changed == 1 {
+        return Ok(issue);
+    }
+    check_hand_over(&issue, expected_version).map_err(OpError::Store)?;
+    Err(OpError::Store(StoreError::Internal(format!(
+        "handing over issue {id} matched nothing although it is open at the expected version"
+    ))))
 }
 
 /// One conditional statement decides a claim: it matches only an open

@@ -15,6 +15,7 @@ pub(crate) mod args;
 pub(crate) mod board_stats;
 pub(crate) mod claim_issue;
 pub(crate) mod claim_next;
+pub(crate) mod collect_approval;
 pub(crate) mod create_issue;
 pub(crate) mod create_issues;
 pub(crate) mod get_issue;
