@@ -121,6 +121,9 @@ pub enum RefusalKind {
     NotListed,
     /// The arguments violate the tool's `inputSchema`.
     InvalidArguments,
+    /// 2026-07-28: the `Mcp-Param-*` headers do not mirror the arguments
+    /// the tool's `inputSchema` marks with `x-mcp-header`.
+    HeaderMismatch,
 }
 
 /// A `tools/call` the protocol layer refused, for backends that account

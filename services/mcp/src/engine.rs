@@ -663,6 +663,26 @@ impl<B: ToolBackend> Engine<B> {
                 &output,
             ));
         }
+        // 2026-07-28 over HTTP: an intermediary may have routed on the
+        // `Mcp-Param-*` headers, so they must say what the body says.
+        if revision.is_modern()
+            && let Some(headers) = ctx.headers
+            && let Err(mismatch) =
+                crate::param_headers::check(&tool.input_schema, &arguments, &headers.params)
+        {
+            self.backend.call_refused(
+                ctx.principal,
+                RefusedCall {
+                    name: &tool.name,
+                    raw_arguments: raw_bytes,
+                    kind: RefusalKind::HeaderMismatch,
+                },
+            );
+            return Err(RpcError::header_mismatch(format!(
+                "Header mismatch: {mismatch} (tool `{}`)",
+                tool.name
+            )));
+        }
         let Value::Object(arguments) = arguments else {
             return Err(RpcError::internal("Internal error"));
         };

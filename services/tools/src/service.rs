@@ -443,7 +443,9 @@ impl ToolBackend for BoardTools {
                 (AuditOutcome::Denied, Some(denied.to_string()))
             }
             (RefusalKind::NotListed, None) => (AuditOutcome::ToolError, None),
-            (RefusalKind::InvalidArguments, _) => (AuditOutcome::ToolError, None),
+            (RefusalKind::InvalidArguments | RefusalKind::HeaderMismatch, _) => {
+                (AuditOutcome::ToolError, None)
+            }
         };
         self.account(
             principal,
