@@ -615,7 +615,7 @@ impl<B: ToolBackend> Engine<B> {
     ) -> Answer {
         let set = self.backend.tools(ctx.principal);
         let raw_bytes = raw_arguments.map_or(b"{}".as_slice(), |raw| raw.get().as_bytes());
-        let Some(tool) = set.get(name) else {
+        let Some(index) = set.position(name) else {
             let refused = RefusedCall {
                 name,
                 raw_arguments: raw_bytes,
@@ -630,9 +630,10 @@ impl<B: ToolBackend> Engine<B> {
             };
             return Err(RpcError::invalid_params(message));
         };
+        let tool = &set.tools()[index];
         summary.tool = Some(tool.name.clone());
         let arguments = Value::Object(validate::decode_arguments(raw_arguments)?);
-        if let Err(violation) = validate::schema(&tool.input_schema, &arguments) {
+        if let Err(violation) = set.check_input(index, &arguments) {
             self.backend.call_refused(
                 ctx.principal,
                 RefusedCall {
@@ -656,6 +657,7 @@ impl<B: ToolBackend> Engine<B> {
                 text: message,
                 is_error: true,
                 relay: None,
+                content: Vec::new(),
             };
             return Ok(render::call_result(
                 revision,
@@ -739,7 +741,7 @@ impl<B: ToolBackend> Engine<B> {
                 ));
             }
         }
-        if let Err(problem) = validate::tool_output(revision, tool, &output) {
+        if let Err(problem) = validate::tool_output(revision, &set, index, &output) {
             return Err(malformed_result("tools/call", &problem));
         }
         summary.outcome = if output.is_error { "tool_error" } else { "ok" };

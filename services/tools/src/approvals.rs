@@ -149,6 +149,7 @@ impl ApprovalGate {
                     text,
                     is_error: true,
                     relay: None,
+                    content: Vec::new(),
                 })
             }
             Err(err) => {
@@ -162,6 +163,7 @@ impl ApprovalGate {
                     ),
                     is_error: true,
                     relay: None,
+                    content: Vec::new(),
                 })
             }
         }

@@ -506,6 +506,7 @@ impl ToolBackend for BoardTools {
                 structured: Some(answer.structured),
                 is_error: false,
                 relay: None,
+                content: Vec::new(),
             },
             Err(err) => {
                 if let ToolsError::Internal { detail } = &err {
@@ -522,6 +523,7 @@ impl ToolBackend for BoardTools {
                     text: err.to_string(),
                     is_error: true,
                     relay: None,
+                    content: Vec::new(),
                 }
             }
         }
