@@ -297,6 +297,41 @@ fn an_upstream_tool_with_an_x_mcp_header_parameter_is_called_through_the_gateway
     let routed = call(&out, "py__routed");
     assert_eq!(
         routed["text"], "region eu-west-1 via header eu-west-1",
-        "{routed}"
+        "the SDK agent mirrors the argument and the gateway accepts it: {routed}"
+    );
+
+    // The gateway re-exposes the tool with its `x-mcp-header` mark, so it
+    // checks the header as a 2026-07-28 server must: a call without it,
+    // or with another value, is refused 400 / -32020 before it reaches
+    // the upstream.
+    let body = mcp::modern_tools_call(7, "py__routed", json!({ "region": "eu-west-1" }));
+    let (status, answer) = mcp_post(url, token, "tools/call", Some("py__routed"), &body);
+    assert_eq!(status, 400, "{answer}");
+    assert_eq!(answer["error"]["code"], -32020, "{answer}");
+    assert_eq!(answer["id"], 7, "correlated: {answer}");
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("Mcp-Param-Region header is missing"),
+        "{answer}"
+    );
+    let mut request = http()
+        .post(url)
+        .header("Content-Type", "application/json")
+        .bearer_auth(token)
+        .header("Mcp-Param-Region", "us-east-1")
+        .body(body.to_string());
+    for (header, value) in mcp::modern_headers("tools/call", Some("py__routed")) {
+        request = request.header(header, value);
+    }
+    let response = request.send().unwrap();
+    assert_eq!(response.status().as_u16(), 400);
+    let answer: Value = response.json().unwrap();
+    assert_eq!(answer["error"]["code"], -32020, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("does not match"),
+        "{answer}"
     );
 }

@@ -1180,6 +1180,99 @@ fn a_2025_upstreams_mid_call_request_and_a_2026_agents_answer_relay_byte_for_byt
     );
 }
 
+/// Agent 2026-07-28 × upstream 2025, a refused answer: the agent's retry
+/// answers the held call's sampling request with a result the relay
+/// refuses (role `user`). The agent gets -32602 at once, and the
+/// upstream's pending request is answered with a correlated JSON-RPC
+/// error (its own id) right away, not left open until the relay's bounds
+/// run out (as the upstream guide says).
+#[test]
+fn a_refused_answer_ends_a_2025_upstreams_held_request_with_a_correlated_error() {
+    let served = serve();
+    let admin = served.admin_token();
+    let port = free_port();
+    let _py = start_python_upstream_with(port, &[("UPSTREAM_LEGACY_ONLY", "1")]);
+    register_python_upstream(&served.url, &admin, "acme", "pyold", port);
+    let response = http()
+        .post(format!("{}/v1/runs", served.url))
+        .bearer_auth(&admin)
+        .json(&json!({
+            "tenant": "acme",
+            "run": "held-refused-1",
+            "capabilities": ["upstream:pyold:*"],
+        }))
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 201);
+    let run: Value = response.json().unwrap();
+    let url = run["mcp_url"].as_str().unwrap();
+    let bearer = format!("Bearer {}", run["token"].as_str().unwrap());
+    let auth = [("authorization", bearer.as_str())];
+    let tool = "pyold__echo_exchange";
+
+    let first = raw_response(&post_raw(url, &auth, tool, modern_body(tool, "")));
+    let result: Value = serde_json::from_str(first["result"].get()).unwrap();
+    assert_eq!(result["resultType"], "input_required", "{result}");
+    let key = first_input_request(&json!({ "result": result }));
+    let state = result["requestState"].to_string();
+    // What the upstream wrote: its request, under its own id.
+    let last = || -> Value {
+        http()
+            .get(format!("http://127.0.0.1:{port}/last-response"))
+            .header("x-upstream-key", PY_CREDENTIAL)
+            .send()
+            .unwrap()
+            .json()
+            .unwrap()
+    };
+    let sent: Value = serde_json::from_str(last()["sent"].as_str().unwrap()).unwrap();
+    assert_eq!(sent["method"], "sampling/createMessage", "{sent}");
+
+    // A result from the wrong role: refused to the agent, never relayed.
+    let answer = r#"{"role":"user","model":"m","content":{"type":"text","text":"not the model"}}"#;
+    let key = Value::String(key).to_string();
+    let mut request = http()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", mcp::ACCEPT)
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", tool)
+        .body(modern_body(
+            tool,
+            &format!(r#","inputResponses":{{{key}: {answer}}},"requestState":{state}"#),
+        ));
+    for (name, value) in auth {
+        request = request.header(name, value);
+    }
+    let refused = request.send().unwrap();
+    assert_eq!(refused.status().as_u16(), 400);
+    let refused: Value = refused.json().unwrap();
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    assert_eq!(refused["id"], 5, "correlated to the retry: {refused}");
+
+    // The upstream's request is answered with an error under its own id,
+    // at once (well within the relay's 300 s bound).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let received = loop {
+        let body = last()["received"].as_str().unwrap_or_default().to_owned();
+        if !body.is_empty() {
+            break serde_json::from_str::<Value>(&body).unwrap();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the upstream's request is still open"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert_eq!(received["id"], sent["id"], "correlated: {received}");
+    assert!(received.get("result").is_none(), "{received}");
+    assert!(
+        received["error"]["code"].as_i64().is_some(),
+        "a JSON-RPC error: {received}"
+    );
+}
+
 /// Two gateway replicas of one run: `corkboard serve` (A, which also
 /// holds the board and the upstream registrations) and a `corkboard
 /// runner` (B) sharing its data dir, a real Redis registry (isolated

@@ -330,3 +330,142 @@ fn upstream_tools_reach_the_agent_through_its_run_gateway_and_no_further() {
         }
     }
 }
+
+/// Image, audio, embedded-resource and `resource_link` content from
+/// upstreams of both eras (server-everything in a 2025 session, the
+/// Python SDK server in 2026-07-28) reaches agents of both eras (the
+/// TypeScript SDK in a 2025 session, the Python SDK in 2026-07-28) as the
+/// blocks they are, in order, the text in them cleaned; before, each was
+/// replaced by a note saying it was not relayed.
+#[test]
+fn non_text_content_from_upstreams_of_both_eras_reaches_agents_of_both_eras() {
+    let served = serve();
+    let admin = served.admin_token();
+    let (py_port, everything_port) = (free_port(), free_port());
+    let _py = start_python_upstream_with(py_port, &[("UPSTREAM_MEDIA", "1")]);
+    let _everything = start_everything(everything_port);
+    register_python_upstream(&served.url, &admin, "acme", "pyup", py_port);
+    let response = http()
+        .put(format!(
+            "{}/v1/tenants/acme/upstreams/everything",
+            served.url
+        ))
+        .bearer_auth(&admin)
+        .json(&json!({
+            "url": format!("http://127.0.0.1:{everything_port}/mcp"),
+            "header": "Authorization",
+            "credential": EVERYTHING_CREDENTIAL,
+            "trust_first_listing": true,
+        }))
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let response = http()
+        .post(format!("{}/v1/runs", served.url))
+        .bearer_auth(&admin)
+        .json(&json!({
+            "tenant": "acme",
+            "run": "media-1",
+            "capabilities": [
+                "upstream:pyup:media",
+                "upstream:everything:get-tiny-image",
+                "upstream:everything:get-resource-links",
+            ],
+        }))
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 201);
+    let run: Value = response.json().unwrap();
+    let (url, token) = (
+        run["mcp_url"].as_str().unwrap(),
+        run["token"].as_str().unwrap(),
+    );
+    let kinds = |call: &Value| -> Vec<String> {
+        call["content"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no content: {call}"))
+            .iter()
+            .map(|c| c["type"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    };
+    for kind in ["ts", "py"] {
+        let out = agent(
+            kind,
+            url,
+            token,
+            &[
+                ("everything__get-tiny-image", json!({})),
+                ("everything__get-resource-links", json!({ "count": 2 })),
+                ("pyup__media", json!({})),
+            ],
+        );
+        let image = call(&out, "everything__get-tiny-image");
+        assert_eq!(image["isError"], false, "{kind}: {image}");
+        assert_eq!(kinds(image), ["text", "image", "text"], "{kind}: {image}");
+        let block = &image["content"][1];
+        assert_eq!(block["mimeType"], "image/png", "{kind}");
+        assert!(
+            block["data"].as_str().unwrap().starts_with("iVBORw0KGgo"),
+            "{kind}: the image's bytes"
+        );
+        let links = call(&out, "everything__get-resource-links");
+        assert_eq!(links["isError"], false, "{kind}: {links}");
+        let link_kinds = kinds(links);
+        assert_eq!(
+            link_kinds.iter().filter(|k| *k == "resource_link").count(),
+            2,
+            "{kind}: {links}"
+        );
+        let media = call(&out, "pyup__media");
+        assert_eq!(media["isError"], false, "{kind}: {media}");
+        assert_eq!(
+            kinds(media),
+            ["image", "resource_link", "resource", "text"],
+            "{kind}: {media}"
+        );
+        assert_eq!(media["content"][1]["uri"], "file:///report.txt");
+        assert_eq!(
+            media["content"][2]["resource"]["text"], "visibletext",
+            "{kind}: embedded text is cleaned like any relayed text"
+        );
+        assert_eq!(media["text"], "media done", "{kind}");
+    }
+}
+
+/// A 2026-07-28 upstream refuses a request with HTTP 400 and a JSON-RPC
+/// error (the Python SDK server's `-32021`: the client did not declare
+/// sampling, which `muse` needs): the agent gets the upstream's code and
+/// reason as a tool error, not "unavailable ... retry later", which no
+/// retry could fix.
+#[test]
+fn a_2026_upstreams_json_rpc_refusal_reaches_the_agent_with_its_code() {
+    let served = serve();
+    let admin = served.admin_token();
+    let port = free_port();
+    let _py = start_python_upstream(port);
+    register_python_upstream(&served.url, &admin, "acme", "pyup", port);
+    let response = http()
+        .post(format!("{}/v1/runs", served.url))
+        .bearer_auth(&admin)
+        .json(&json!({ "tenant": "acme", "run": "refusal-1", "capabilities": ["upstream:pyup:muse"] }))
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 201);
+    let run: Value = response.json().unwrap();
+    // The Python SDK agent pinned to 2026-07-28 declares no sampling.
+    let out = agent(
+        "py",
+        run["mcp_url"].as_str().unwrap(),
+        run["token"].as_str().unwrap(),
+        &[("pyup__muse", json!({ "topic": "tea" }))],
+    );
+    let muse = call(&out, "pyup__muse");
+    assert_eq!(muse["isError"], true, "{muse}");
+    let text = muse["text"].as_str().unwrap_or_default();
+    assert!(
+        text.starts_with("upstream pyup refused the request (JSON-RPC -32021)"),
+        "{muse}"
+    );
+    assert!(text.contains("sampling"), "the upstream's reason: {muse}");
+    assert!(!text.contains("retry later"), "{muse}");
+}

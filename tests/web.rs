@@ -255,3 +255,119 @@ fn people_act_on_the_web_board_in_a_real_browser() {
     assert_eq!(checks["refused"]["no_csrf"], 403);
     assert_eq!(checks["refused"]["viewer"], 403);
 }
+
+/// A tenant admin approves a changed upstream tool on the web board
+/// (`tests/clients/web/upstream_tools.spec.mjs` in Chromium): a Python SDK
+/// upstream's `forecast`, approved at its first listing, changes its
+/// description, so runs lose it; the page shows what changed and both
+/// definitions, a viewer cannot approve, a write without the CSRF token is
+/// refused, and the tenant admin's approval serves the tool to the run
+/// again and is audited with the person as its author.
+#[test]
+fn a_tenant_admin_approves_a_changed_upstream_tool_in_a_real_browser() {
+    use support::upstreams::{
+        free_port, register_python_upstream, serve_with, start_python_upstream_with,
+    };
+    require_browser_stack();
+    let served = serve_with(&[("CORKBOARD_UPSTREAM_TOOLS_TTL_MS", "500")]);
+    let admin = served.admin_token();
+    let port = free_port();
+    let _py = start_python_upstream_with(port, &[("UPSTREAM_RUG_PULL", "1")]);
+    register_python_upstream(&served.url, &admin, "acme", "py", port);
+    let response = http()
+        .post(format!("{}/v1/runs", served.url))
+        .bearer_auth(&admin)
+        .json(&serde_json::json!({ "tenant": "acme", "run": "web-pin-1", "capabilities": ["upstream:py:forecast"] }))
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 201);
+    let registered: Value = response.json().unwrap();
+    let (url, token) = (
+        registered["mcp_url"].as_str().unwrap().to_owned(),
+        registered["token"].as_str().unwrap().to_owned(),
+    );
+    let listed = || -> bool {
+        let (status, body) = mcp_list(&url, &token);
+        assert_eq!(status, 200, "{body}");
+        body["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "py__forecast")
+    };
+    let wait = |what: &str, want: bool| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while listed() != want {
+            assert!(Instant::now() < deadline, "{what} within 30 s");
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    };
+    wait("the first listing is approved and served", true);
+    let pulled = http()
+        .post(format!("http://127.0.0.1:{port}/rug-pull"))
+        .header("x-upstream-key", support::upstreams::PY_CREDENTIAL)
+        .send()
+        .unwrap();
+    assert!(pulled.status().is_success());
+    wait("the changed tool is held back", false);
+
+    let tenant_admin = served.admin_token_as("tenant-admin", Some("acme"));
+    let viewer = served.admin_token_as("viewer", Some("acme"));
+    let artifacts = repo_root().join("target/web-artifacts");
+    std::fs::create_dir_all(&artifacts).expect("create target/web-artifacts");
+    let out = run(Command::new("node")
+        .current_dir(repo_root().join("tests/clients"))
+        .arg("web/upstream_tools.spec.mjs")
+        .args(["--url", &served.url, "--tenant", "acme"])
+        .args(["--upstream", "py", "--tool", "forecast"])
+        .arg("--artifacts")
+        .arg(&artifacts)
+        .env("WEB_TEST_TENANT_ADMIN_JWT", &tenant_admin)
+        .env("WEB_TEST_VIEWER_JWT", &viewer));
+    let stdout = stdout_of(&out);
+    let stderr = stderr_of(&out);
+    let summary: Value = stdout
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| panic!("no JSON summary\nstdout:\n{stdout}\nstderr:\n{stderr}"));
+    assert_eq!(
+        summary["ok"], true,
+        "browser scenario failed: {}\nstderr:\n{stderr}",
+        summary["error"]
+    );
+    let checks = &summary["checks"];
+    assert_eq!(checks["viewer"]["forged_status"], 403, "{summary}");
+    assert_eq!(checks["csrf"]["status"], 403, "{summary}");
+    let hash = checks["approved"]["hash"].as_str().unwrap().to_owned();
+    let subject = checks["approved"]["subject"].as_str().unwrap().to_owned();
+
+    wait("the approved definition is served again", true);
+    // Audited like the people's other actions: the person as its run, no
+    // grant, the approved definition's hash.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let audit: Value = http()
+            .get(format!("{}/v1/tenants/acme/audit?limit=100", served.url))
+            .bearer_auth(&admin)
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        let found = audit["records"].as_array().unwrap().iter().any(|r| {
+            r["tool"] == "approve_upstream_tool"
+                && r["outcome"] == "ok"
+                && r["run"] == subject.as_str()
+                && r["grant"] == "gr_00000000000000000000000000"
+                && r["definition_hash"] == hash.as_str()
+        });
+        if found {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no approval audit record: {audit}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}

@@ -150,18 +150,18 @@ impl Served {
     }
 
     pub fn admin_token(&self) -> String {
+        self.admin_token_as("platform-admin", None)
+    }
+
+    /// An admin JWT of `role`, scoped to `tenant` when given.
+    pub fn admin_token_as(&self, role: &str, tenant: Option<&str>) -> String {
         let data = self.data_dir.path().join("data");
-        let out = self.cli(
-            &[
-                "admin",
-                "token",
-                "--role",
-                "platform-admin",
-                "--data-dir",
-                data.to_str().unwrap(),
-            ],
-            &[],
-        );
+        let mut args = vec!["admin", "token", "--role", role];
+        if let Some(tenant) = tenant {
+            args.extend(["--tenant", tenant]);
+        }
+        args.extend(["--data-dir", data.to_str().unwrap()]);
+        let out = self.cli(&args, &[]);
         assert!(out.status.success(), "{}", stderr_of(&out));
         stdout_of(&out).trim().to_owned()
     }

@@ -329,6 +329,7 @@ impl ToolBackend for StdioBoard {
                     text: refusal_text(&rejection),
                     is_error: true,
                     relay: None,
+                    content: Vec::new(),
                 }
             }
         }

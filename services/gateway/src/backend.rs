@@ -259,6 +259,7 @@ async fn collect_upstream(
             ),
             is_error: true,
             relay: None,
+            content: Vec::new(),
         });
     };
     if output.relay.is_none() && !output.is_error {

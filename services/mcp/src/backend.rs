@@ -33,7 +33,8 @@ pub struct ToolDef {
     pub annotations: Option<Value>,
 }
 
-/// An immutable list of tools plus the transport's cached renderings of it.
+/// An immutable list of tools plus the transport's cached renderings of
+/// it and its compiled schemas.
 #[derive(Debug)]
 pub struct ToolSet {
     tools: Vec<ToolDef>,
@@ -41,13 +42,22 @@ pub struct ToolSet {
     /// use, one per [`crate::Revision`] (indexed by position in
     /// `Revision::ALL`). A list that fails validation is never cached.
     pub(crate) rendered: [std::sync::OnceLock<Arc<serde_json::value::RawValue>>; 4],
+    /// Each tool's input and output schema compiled on first use, so a
+    /// call validates without compiling (sets are shared and cached by
+    /// the backends).
+    compiled: Box<[[std::sync::OnceLock<CompiledSchema>; 2]]>,
 }
+
+/// A schema compiled, or why it cannot be used.
+type CompiledSchema = Result<crate::validate::Compiled, crate::validate::Violation>;
 
 impl ToolSet {
     pub fn new(tools: Vec<ToolDef>) -> Self {
+        let compiled = tools.iter().map(|_| Default::default()).collect();
         Self {
             tools,
             rendered: Default::default(),
+            compiled,
         }
     }
 
@@ -57,6 +67,47 @@ impl ToolSet {
 
     pub fn get(&self, name: &str) -> Option<&ToolDef> {
         self.tools.iter().find(|t| t.name == name)
+    }
+
+    /// Where the tool `name` is in [`Self::tools`].
+    pub(crate) fn position(&self, name: &str) -> Option<usize> {
+        self.tools.iter().position(|t| t.name == name)
+    }
+
+    /// Checks a call's arguments against the input schema of the tool at
+    /// `index`.
+    pub(crate) fn check_input(
+        &self,
+        index: usize,
+        value: &Value,
+    ) -> Result<(), crate::validate::Violation> {
+        let schema = &self.tools[index].input_schema;
+        self.compiled_at(index, 0, schema)?.check(schema, value)
+    }
+
+    /// Checks structured content against the output schema of the tool
+    /// at `index` (which must have one).
+    pub(crate) fn check_output(
+        &self,
+        index: usize,
+        value: &Value,
+    ) -> Result<(), crate::validate::Violation> {
+        let Some(schema) = &self.tools[index].output_schema else {
+            return Ok(());
+        };
+        self.compiled_at(index, 1, schema)?.check(schema, value)
+    }
+
+    fn compiled_at(
+        &self,
+        index: usize,
+        which: usize,
+        schema: &Value,
+    ) -> Result<&crate::validate::Compiled, crate::validate::Violation> {
+        self.compiled[index][which]
+            .get_or_init(|| crate::validate::compile(schema))
+            .as_ref()
+            .map_err(Clone::clone)
     }
 }
 
@@ -126,6 +177,9 @@ pub enum RefusalKind {
     NotListed,
     /// The arguments violate the tool's `inputSchema`.
     InvalidArguments,
+    /// 2026-07-28: the `Mcp-Param-*` headers do not mirror the arguments
+    /// the tool's `inputSchema` marks with `x-mcp-header`.
+    HeaderMismatch,
 }
 
 /// A `tools/call` the protocol layer refused, for backends that account
@@ -154,6 +208,14 @@ pub struct ToolOutput {
     /// refused as a request (see [`RelayAnswer`]). `None` for every
     /// ordinary result.
     pub relay: Option<RelayAnswer>,
+    /// When not empty, the result's content blocks in order, sent instead
+    /// of the one text block made of `text`: an upstream's result relayed
+    /// with its image, audio, embedded resource and `resource_link`
+    /// blocks (`text` then holds its text blocks joined, for the
+    /// backend's own reading). Each block is checked before it leaves
+    /// (`validate::result`); a `resource_link` goes to a 2025-03-26 agent,
+    /// whose revision has none, as a text block naming the link.
+    pub content: Vec<Value>,
 }
 
 /// What a call that relays an upstream's input requests answers instead

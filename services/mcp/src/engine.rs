@@ -615,7 +615,7 @@ impl<B: ToolBackend> Engine<B> {
     ) -> Answer {
         let set = self.backend.tools(ctx.principal);
         let raw_bytes = raw_arguments.map_or(b"{}".as_slice(), |raw| raw.get().as_bytes());
-        let Some(tool) = set.get(name) else {
+        let Some(index) = set.position(name) else {
             let refused = RefusedCall {
                 name,
                 raw_arguments: raw_bytes,
@@ -630,9 +630,10 @@ impl<B: ToolBackend> Engine<B> {
             };
             return Err(RpcError::invalid_params(message));
         };
+        let tool = &set.tools()[index];
         summary.tool = Some(tool.name.clone());
         let arguments = Value::Object(validate::decode_arguments(raw_arguments)?);
-        if let Err(violation) = validate::schema(&tool.input_schema, &arguments) {
+        if let Err(violation) = set.check_input(index, &arguments) {
             self.backend.call_refused(
                 ctx.principal,
                 RefusedCall {
@@ -656,12 +657,33 @@ impl<B: ToolBackend> Engine<B> {
                 text: message,
                 is_error: true,
                 relay: None,
+                content: Vec::new(),
             };
             return Ok(render::call_result(
                 revision,
                 self.backend.identity(),
                 &output,
             ));
+        }
+        // 2026-07-28 over HTTP: an intermediary may have routed on the
+        // `Mcp-Param-*` headers, so they must say what the body says.
+        if revision.is_modern()
+            && let Some(headers) = ctx.headers
+            && let Err(mismatch) =
+                crate::param_headers::check(&tool.input_schema, &arguments, &headers.params)
+        {
+            self.backend.call_refused(
+                ctx.principal,
+                RefusedCall {
+                    name: &tool.name,
+                    raw_arguments: raw_bytes,
+                    kind: RefusalKind::HeaderMismatch,
+                },
+            );
+            return Err(RpcError::header_mismatch(format!(
+                "Header mismatch: {mismatch} (tool `{}`)",
+                tool.name
+            )));
         }
         let Value::Object(arguments) = arguments else {
             return Err(RpcError::internal("Internal error"));
@@ -729,7 +751,7 @@ impl<B: ToolBackend> Engine<B> {
                 ));
             }
         }
-        if let Err(problem) = validate::tool_output(revision, tool, &output) {
+        if let Err(problem) = validate::tool_output(revision, &set, index, &output) {
             return Err(malformed_result("tools/call", &problem));
         }
         summary.outcome = if output.is_error { "tool_error" } else { "ok" };

@@ -507,6 +507,7 @@ impl<B: ToolBackend> McpEndpoint<B> {
             protocol_version: header_slot(headers, MCP_PROTOCOL_VERSION),
             method: header_slot(headers, MCP_METHOD),
             name: header_slot(headers, MCP_NAME),
+            params: param_header_slots(headers),
         };
         if let SessionState::Active(revision) = session
             && ((capabilities.any() && self.inner.engine.backend().may_relay(principal))
@@ -868,6 +869,34 @@ fn request_id(bytes: &[u8]) -> Option<&RawValue> {
         _ => None,
     }
 }
+
+/// The request's `Mcp-Param-*` headers, each once by name (a repeated or
+/// non-ASCII one as `None`), at most [`MAX_PARAM_HEADERS`] of them.
+fn param_header_slots(headers: &HeaderMap) -> Vec<(String, Option<String>)> {
+    let mut out: Vec<(String, Option<String>)> = Vec::new();
+    for name in headers.keys() {
+        let name = name.as_str();
+        let is_param = name.len() > crate::param_headers::PARAM_HEADER_PREFIX.len()
+            && name.as_bytes()[..crate::param_headers::PARAM_HEADER_PREFIX.len()]
+                .eq_ignore_ascii_case(crate::param_headers::PARAM_HEADER_PREFIX.as_bytes());
+        if !is_param || out.iter().any(|(n, _)| n == name) {
+            continue;
+        }
+        if out.len() == MAX_PARAM_HEADERS {
+            break;
+        }
+        let value = match header_slot(headers, name) {
+            HeaderSlot::Present(value) => Some(value),
+            _ => None,
+        };
+        out.push((name.to_owned(), value));
+    }
+    out
+}
+
+/// More `Mcp-Param-*` headers than this are not read (a tool marks a few
+/// arguments; the request's header block is bounded anyway).
+const MAX_PARAM_HEADERS: usize = 64;
 
 fn header_slot(headers: &HeaderMap, name: &str) -> HeaderSlot {
     let mut values = headers.get_all(name);

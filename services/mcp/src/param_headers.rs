@@ -69,12 +69,120 @@ pub fn encode_value(text: &str) -> String {
 /// are not valid tokens, or repeat a name (case-insensitively), are
 /// skipped.
 pub fn param_headers(input_schema: &Value, arguments: &Value) -> Vec<(String, String)> {
-    let mut out: Vec<(String, String)> = Vec::new();
+    declared(input_schema, arguments)
+        .into_iter()
+        .filter_map(|(header, argument)| Some((header, encode_value(&argument_text(argument?)?))))
+        .collect()
+}
+
+/// Why the `Mcp-Param-*` headers of a call do not mirror its arguments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParamMismatch(pub String);
+
+impl std::fmt::Display for ParamMismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Checks, for a server (2026-07-28, SEP-2243), that the `Mcp-Param-*`
+/// headers a call arrived with (`received`: header name and its value,
+/// `None` when it was repeated or not visible ASCII) mirror the
+/// arguments the body carries for every property `input_schema` marks:
+/// an argument that is present and not `null` needs its header, equal to
+/// it once the `=?base64?...?=` form is decoded (numbers compare as
+/// numbers); a header for an absent or `null` argument did not come from
+/// this body. Headers for names the schema does not declare are not the
+/// server's business and pass.
+pub fn check(
+    input_schema: &Value,
+    arguments: &Value,
+    received: &[(String, Option<String>)],
+) -> Result<(), ParamMismatch> {
+    for (header, argument) in declared(input_schema, arguments) {
+        let got = received
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case(&header))
+            .map(|(_, value)| value.as_deref());
+        let expected = argument.and_then(argument_text);
+        match (got, expected) {
+            (None, None) => {}
+            (None, Some(_)) => {
+                return Err(ParamMismatch(format!(
+                    "the {header} header is missing; the tool's inputSchema marks this argument with x-mcp-header, so it must mirror the argument"
+                )));
+            }
+            (Some(_), None) => {
+                return Err(ParamMismatch(format!(
+                    "the {header} header is sent but the argument it mirrors is absent or null"
+                )));
+            }
+            (Some(None), Some(_)) => {
+                return Err(ParamMismatch(format!(
+                    "the {header} header is malformed (repeated or not visible ASCII)"
+                )));
+            }
+            (Some(Some(value)), Some(text)) => {
+                let Some(decoded) = decode_value(value) else {
+                    return Err(ParamMismatch(format!(
+                        "the {header} header's =?base64?...?= value is not valid base64 of UTF-8"
+                    )));
+                };
+                let equal = decoded == text
+                    || matches!(argument, Some(Value::Number(n))
+                        if decoded.parse::<f64>().ok() == n.as_f64());
+                if !equal {
+                    return Err(ParamMismatch(format!(
+                        "the {header} header does not match the argument it mirrors"
+                    )));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A header value in its plain form: the `=?base64?...?=` sentinel
+/// decoded (`None` when that is not base64 of UTF-8), anything else as
+/// it is.
+pub fn decode_value(value: &str) -> Option<String> {
+    match value
+        .strip_prefix("=?base64?")
+        .and_then(|rest| rest.strip_suffix("?="))
+    {
+        Some(encoded) => base64::engine::general_purpose::STANDARD
+            .decode(encoded)
+            .ok()
+            .and_then(|bytes| String::from_utf8(bytes).ok()),
+        None => Some(value.to_owned()),
+    }
+}
+
+/// The text a primitive argument travels as; `None` for anything else
+/// (absent, `null`, objects and arrays send no header).
+fn argument_text(argument: &Value) -> Option<String> {
+    match argument {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+/// Every valid declaration of `input_schema` (its header name, first
+/// declaration of a name wins) with the argument it mirrors, if any.
+fn declared<'a>(input_schema: &Value, arguments: &'a Value) -> Vec<(String, Option<&'a Value>)> {
+    let mut out = Vec::new();
     walk(input_schema, Some(arguments), 0, &mut out);
     out
 }
 
-fn walk(schema: &Value, value: Option<&Value>, depth: usize, out: &mut Vec<(String, String)>) {
+fn walk<'a>(
+    schema: &Value,
+    value: Option<&'a Value>,
+    depth: usize,
+    out: &mut Vec<(String, Option<&'a Value>)>,
+) {
     // Schemas nest only so deep in practice; the bound keeps a hostile
     // one cheap.
     if depth > 16 {
@@ -88,17 +196,8 @@ fn walk(schema: &Value, value: Option<&Value>, depth: usize, out: &mut Vec<(Stri
         if let Some(name) = property.get(X_MCP_HEADER).and_then(Value::as_str) {
             let header = format!("{PARAM_HEADER_PREFIX}{name}");
             let taken = out.iter().any(|(h, _)| h.eq_ignore_ascii_case(&header));
-            let text = match argument {
-                Some(Value::String(s)) => Some(s.clone()),
-                Some(Value::Number(n)) => Some(n.to_string()),
-                Some(Value::Bool(b)) => Some(b.to_string()),
-                _ => None,
-            };
-            if is_token(name)
-                && !taken
-                && let Some(text) = text
-            {
-                out.push((header, encode_value(&text)));
+            if is_token(name) && !taken {
+                out.push((header, argument));
             }
             continue;
         }
@@ -149,5 +248,98 @@ mod tests {
             ]
         );
         assert_eq!(encode_value("=?base64?x?="), "=?base64?PT9iYXNlNjQ/eD89?=");
+    }
+
+    #[test]
+    fn servers_check_that_marked_arguments_are_mirrored() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "region": { "type": "string", "x-mcp-header": "Region" },
+                "count": { "type": "integer", "x-mcp-header": "Count" },
+                "note": { "type": "string", "x-mcp-header": "Note" },
+            },
+        });
+        let args = json!({ "region": "eu-west-1", "count": 3, "note": "café" });
+        let got = |pairs: &[(&str, Option<&str>)]| -> Vec<(String, Option<String>)> {
+            pairs
+                .iter()
+                .map(|(n, v)| ((*n).to_owned(), v.map(str::to_owned)))
+                .collect()
+        };
+        let sent = param_headers(&schema, &args);
+        let as_received: Vec<_> = sent
+            .iter()
+            .map(|(n, v)| (n.to_lowercase(), Some(v.clone())))
+            .collect();
+        assert_eq!(
+            check(&schema, &args, &as_received),
+            Ok(()),
+            "what a client sends passes"
+        );
+        let ok = got(&[
+            ("Mcp-Param-Region", Some("eu-west-1")),
+            ("mcp-param-count", Some("3.0")),
+            ("Mcp-Param-Note", Some("=?base64?Y2Fmw6k=?=")),
+        ]);
+        assert_eq!(
+            check(&schema, &args, &ok),
+            Ok(()),
+            "numbers compare as numbers, base64 decoded"
+        );
+        let missing = got(&[
+            ("Mcp-Param-Region", Some("eu-west-1")),
+            ("Mcp-Param-Count", Some("3")),
+        ]);
+        assert!(
+            check(&schema, &args, &missing)
+                .unwrap_err()
+                .0
+                .contains("Mcp-Param-Note header is missing")
+        );
+        let wrong = got(&[
+            ("Mcp-Param-Region", Some("us-east-1")),
+            ("Mcp-Param-Count", Some("3")),
+            ("Mcp-Param-Note", Some("café")),
+        ]);
+        assert!(
+            check(&schema, &args, &wrong)
+                .unwrap_err()
+                .0
+                .contains("Region header does not match")
+        );
+        let bad64 = got(&[
+            ("Mcp-Param-Region", Some("eu-west-1")),
+            ("Mcp-Param-Count", Some("3")),
+            ("Mcp-Param-Note", Some("=?base64?%%%?=")),
+        ]);
+        assert!(
+            check(&schema, &args, &bad64)
+                .unwrap_err()
+                .0
+                .contains("not valid base64")
+        );
+        let repeated = got(&[
+            ("Mcp-Param-Region", None),
+            ("Mcp-Param-Count", Some("3")),
+            ("Mcp-Param-Note", Some("=?base64?Y2Fmw6k=?=")),
+        ]);
+        assert!(
+            check(&schema, &args, &repeated)
+                .unwrap_err()
+                .0
+                .contains("malformed")
+        );
+        let orphan = got(&[("Mcp-Param-Region", Some("eu-west-1"))]);
+        assert!(
+            check(&schema, &json!({ "region": null }), &orphan)
+                .unwrap_err()
+                .0
+                .contains("absent or null")
+        );
+        assert_eq!(
+            check(&schema, &json!({}), &got(&[("Mcp-Param-Other", Some("x"))])),
+            Ok(())
+        );
     }
 }

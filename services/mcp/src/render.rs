@@ -185,9 +185,19 @@ pub(crate) fn call_result(
         _ => output.text.as_str(),
     };
     let mut out = Vec::with_capacity(2 * text.len() + 160);
-    out.extend_from_slice(b"{\"content\":[{\"type\":\"text\",\"text\":");
-    write_string(&mut out, text);
-    out.extend_from_slice(b"}]");
+    if output.content.is_empty() {
+        out.extend_from_slice(b"{\"content\":[{\"type\":\"text\",\"text\":");
+        write_string(&mut out, text);
+        out.extend_from_slice(b"}]");
+    } else {
+        out.extend_from_slice(b"{\"content\":");
+        let blocks: Vec<std::borrow::Cow<'_, Value>> = output
+            .content
+            .iter()
+            .map(|block| content_block(revision, block))
+            .collect();
+        let _ = serde_json::to_writer(&mut out, &blocks);
+    }
     if revision.has_structured_output()
         && let Some(structured) = &structured
     {
@@ -200,6 +210,22 @@ pub(crate) fn call_result(
         b",\"isError\":false"
     });
     close(out, revision, identity, Map::new())
+}
+
+/// A relayed content block as `revision` can carry it: a `resource_link`
+/// (2025-06-18 on) becomes, for 2025-03-26, a text block naming the link,
+/// so the agent still learns of it.
+fn content_block(revision: Revision, block: &Value) -> std::borrow::Cow<'_, Value> {
+    if revision.has_resource_links()
+        || block.get("type").and_then(Value::as_str) != Some("resource_link")
+    {
+        return std::borrow::Cow::Borrowed(block);
+    }
+    let field = |key: &str| block.get(key).and_then(Value::as_str).unwrap_or_default();
+    std::borrow::Cow::Owned(serde_json::json!({
+        "type": "text",
+        "text": format!("[resource link] {}: {}", field("name"), field("uri")),
+    }))
 }
 
 /// A 2026-07-28 `input_required` result: the input requests exactly as
@@ -256,6 +282,7 @@ mod tests {
             text: String::new(),
             is_error: false,
             relay: None,
+            content: Vec::new(),
         };
         for revision in Revision::ALL {
             let bytes = call_result(revision, &identity(), &output);
@@ -281,12 +308,41 @@ mod tests {
     }
 
     #[test]
+    fn relayed_blocks_are_sent_in_order_and_resource_links_reach_2025_03_26_as_text() {
+        let link = json!({ "type": "resource_link", "uri": "file:///r.txt", "name": "r.txt" });
+        let image = json!({ "type": "image", "data": "AAAA", "mimeType": "image/png" });
+        let output = ToolOutput {
+            structured: None,
+            text: "ignored".into(),
+            is_error: false,
+            relay: None,
+            content: vec![link.clone(), image.clone()],
+        };
+        for revision in Revision::ALL {
+            let bytes = call_result(revision, &identity(), &output);
+            let value: Value = serde_json::from_slice(&bytes).unwrap();
+            let content = value["content"].as_array().unwrap();
+            assert_eq!(content.len(), 2, "{value}");
+            assert_eq!(content[1], image);
+            if revision == Revision::V2025_03_26 {
+                assert_eq!(
+                    content[0],
+                    json!({ "type": "text", "text": "[resource link] r.txt: file:///r.txt" })
+                );
+            } else {
+                assert_eq!(content[0], link);
+            }
+        }
+    }
+
+    #[test]
     fn an_error_result_keeps_its_own_text_and_no_structured_content() {
         let output = ToolOutput {
             structured: None,
             text: "board unavailable: \"x\"".into(),
             is_error: true,
             relay: None,
+            content: Vec::new(),
         };
         let bytes = call_result(Revision::LATEST_LEGACY, &identity(), &output);
         let value: Value = serde_json::from_slice(&bytes).unwrap();

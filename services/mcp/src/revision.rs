@@ -62,6 +62,11 @@ impl Revision {
         self >= Self::V2025_06_18
     }
 
+    /// `resource_link` content blocks in tool results.
+    pub fn has_resource_links(self) -> bool {
+        self >= Self::V2025_06_18
+    }
+
     /// `title` on tools and implementations.
     pub fn has_titles(self) -> bool {
         self >= Self::V2025_06_18

@@ -179,11 +179,13 @@ fn contexts() -> Vec<(SessionState, Option<RequestHeaders>)> {
         protocol_version: HeaderSlot::Present(MODERN.into()),
         method: HeaderSlot::Present("tools/call".into()),
         name: HeaderSlot::Present("echo".into()),
+        params: Vec::new(),
     };
     let malformed = RequestHeaders {
         protocol_version: HeaderSlot::Malformed,
         method: HeaderSlot::Malformed,
         name: HeaderSlot::Absent,
+        params: Vec::new(),
     };
     let mut out = Vec::new();
     for session in [

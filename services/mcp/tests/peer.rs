@@ -65,6 +65,7 @@ impl ToolBackend for Asker {
             text,
             is_error: false,
             relay: None,
+            content: Vec::new(),
         }
     }
 

@@ -320,7 +320,7 @@ function parseHash() {
 }
 
 function setNav(view) {
-  for (const [id, name] of [['nav-board', 'board'], ['nav-grants', 'grants'], ['nav-approvals', 'approvals']]) {
+  for (const [id, name] of [['nav-board', 'board'], ['nav-grants', 'grants'], ['nav-approvals', 'approvals'], ['nav-tools', 'tools']]) {
     const link = $(id);
     if (view === name) link.setAttribute('aria-current', 'page');
     else link.removeAttribute('aria-current');
@@ -343,6 +343,7 @@ async function route() {
   else if (view === 'run' && arg) await showRun(decodeURIComponent(arg));
   else if (view === 'grants') await showGrants({ focus: true });
   else if (view === 'approvals') await showApprovals({ focus: true });
+  else if (view === 'tools') await showUpstreamTools({ focus: true });
   else await showBoard(params, { focus: true });
 }
 
@@ -1239,6 +1240,85 @@ function approvalCard(item) {
     error);
 }
 
+// ---------------------------------------------------------------- upstream tools view
+
+/**
+ * The tenant's upstream MCP servers and their tools' pins: a new or changed
+ * tool is pending (runs neither see nor call it) until a tenant admin
+ * approves the definition shown, which names what changed and the approved
+ * definition beside the new one. Approving sends the hash that was shown,
+ * so a definition that changed again meanwhile is refused.
+ */
+async function showUpstreamTools({ focus } = {}) {
+  app.view = 'tools';
+  setNav('tools');
+  document.title = `Upstream tools · ${app.tenant} · Corkboard`;
+  setMain(
+    el('div', { class: 'board-head' }, el('h1', { id: 'tools-title' }, `Upstream tools · ${app.tenant}`), liveStatus()),
+    el('p', {}, 'Tools of this tenant\'s upstream MCP servers. A new or changed tool is hidden from runs until a tenant admin approves exactly the definition shown.'),
+    el('div', { id: 'tools-body' }, el('p', { class: 'loading' }, 'Loading upstream tools…')));
+  if (focus) focusMain();
+  await loadUpstreamTools();
+  connectEvents();
+}
+
+async function loadUpstreamTools() {
+  const body = $('tools-body');
+  if (!body) return;
+  let upstreams;
+  try {
+    upstreams = (await api('GET', tenantPath('/upstreams'))).upstreams;
+    upstreams = await Promise.all(upstreams.map(async (u) => ({
+      ...u,
+      tools: (await api('GET', tenantPath(`/upstreams/${encodeURIComponent(u.name)}/tools`))).tools,
+    })));
+  } catch (e) {
+    if (e.status === 403) return showDenied();
+    body.replaceChildren(el('p', { role: 'alert' }, `Cannot load upstream tools: ${e.message}`));
+    return;
+  }
+  const pending = upstreams.flatMap((u) => u.tools.filter((t) => t.status === 'pending').map((t) => pendingToolCard(u.name, t)));
+  body.replaceChildren(
+    el('h2', {}, `Pending approval (${pending.length})`),
+    pending.length ? el('ul', { class: 'cards approvals', id: 'tools-pending' }, pending) : el('p', { class: 'empty-column', id: 'no-pending-tools' }, 'No upstream tool is waiting for approval.'),
+    el('h2', {}, 'Approved'),
+    el('div', { class: 'table-wrap' }, el('table', { id: 'tools-approved' },
+      el('thead', {}, el('tr', {}, ['Upstream', 'Tool', 'Approved by', 'Hash'].map((h) => el('th', { scope: 'col' }, h)))),
+      el('tbody', {}, upstreams.flatMap((u) => u.tools.filter((t) => t.status === 'approved').map((t) => el('tr', { dataset: { upstream: u.name, tool: t.tool } },
+        el('td', {}, u.name),
+        el('td', {}, el('code', {}, t.tool)),
+        el('td', {}, t.approved?.by ?? ''),
+        el('td', { class: 'mono' }, t.hash.slice(0, 12)))))))));
+}
+
+/** One pending tool: what changed, the approved and the new definition, and the approval. */
+function pendingToolCard(upstream, pin) {
+  const pretty = (definition) => JSON.stringify(definition, null, 2);
+  const error = el('p', { class: 'form-error', role: 'alert' });
+  const approve = async () => {
+    error.textContent = '';
+    try {
+      await api('POST', tenantPath(`/upstreams/${encodeURIComponent(upstream)}/tools/${encodeURIComponent(pin.tool)}/approve`), { hash: pin.hash });
+      announce(`Approved ${upstream}/${pin.tool}: runs see it within seconds.`);
+      await loadUpstreamTools();
+    } catch (e) {
+      error.textContent = e.message;
+    }
+  };
+  const changes = pin.changes ?? [];
+  return el('li', { class: 'card approval pending-tool', dataset: { upstream, tool: pin.tool } },
+    el('p', { class: 'card-title' }, el('code', {}, pin.tool), ' of upstream ', el('span', { class: 'mono' }, upstream)),
+    el('p', { class: 'meta tool-changes' }, changes.includes('new tool') ? 'New tool' : `Changed: ${changes.join(', ')}`, ' · seen ', timeEl(pin.seen_at)),
+    pin.approved ? el('details', { class: 'approved-definition' }, el('summary', {}, `Approved definition (by ${pin.approved.by})`),
+      el('pre', {}, pretty(pin.approved.definition))) : null,
+    el('p', {}, pin.approved ? 'New definition:' : 'Definition:'),
+    el('pre', { class: 'approval-arguments tool-definition' }, pretty(pin.definition)),
+    app.session.can_manage
+      ? el('p', {}, el('button', { type: 'button', class: 'approve', onclick: approve }, 'Approve this definition'))
+      : el('p', { class: 'muted' }, 'Read-only: only a tenant admin can approve upstream tools.'),
+    error);
+}
+
 // ---------------------------------------------------------------- grants view
 
 async function showGrants({ focus } = {}) {
@@ -1420,6 +1500,9 @@ function connectEvents() {
   source.addEventListener('approval', () => {
     if (app.view === 'approvals') refetchSoon();
   });
+  source.addEventListener('upstream_tool', () => {
+    if (app.view === 'tools') refetchSoon();
+  });
   source.addEventListener('resync', () => refetchSoon());
   source.addEventListener('error', () => {
     if (source.readyState === EventSource.CLOSED) {
@@ -1488,6 +1571,7 @@ function refetchSoon() {
     else if (app.view === 'issue' && app.issue && !app.issue.dirty) loadIssue();
     else if (app.view === 'grants') loadGrants();
     else if (app.view === 'approvals') loadApprovals();
+    else if (app.view === 'tools') loadUpstreamTools();
   }, 100);
 }
 

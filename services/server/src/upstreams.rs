@@ -22,12 +22,13 @@
 
 use crate::admin::{ManageTenant, ReadTenant};
 use crate::state::AppState;
+use crate::web::actions::actor;
 use crate::web::{BoardEvent, BoardEvents};
-use actix_web::{HttpResponse, web};
+use actix_web::{HttpRequest, HttpResponse, web};
 use corkboard_api::ApiError;
 use corkboard_board::{
-    DefinitionHash, HeaderName, StoreError, Timestamp, ToolPin, Upstream, UpstreamName,
-    UpstreamUrl, ValidationError,
+    ArgumentsHash, AuditOutcome, AuditRecord, DefinitionHash, GrantId, HeaderName, StoreError,
+    Timestamp, ToolPin, Upstream, UpstreamName, UpstreamUrl, ValidationError,
 };
 use corkboard_upstream::{Credential, CredentialKey, ToolChanged};
 use serde::Deserialize;
@@ -218,7 +219,13 @@ async fn list_tools(
     })))
 }
 
+/// Approves a pending tool's definition (the admin API, the CLI and the
+/// web board's tools page alike; tenant admins only, CSRF-checked for a
+/// web session like every cookie-borne write), audited like the people's
+/// other actions: `approve_upstream_tool` with the person (or admin) as
+/// its run, no grant, the approved definition's hash.
 async fn approve(
+    req: HttpRequest,
     state: web::Data<AppState>,
     scope: ManageTenant,
     path: web::Path<(String, String, String)>,
@@ -229,11 +236,29 @@ async fn approve(
     let name = UpstreamName::parse(&name)?;
     let hash = DefinitionHash::parse(&body.hash)?;
     let by = &scope.admin.subject;
-    let pin = match state
+    let started = std::time::Instant::now();
+    let result = state
         .store
         .approve_tool(&tenant, &name, &tool, &hash, by, Timestamp::now())
-        .await
-    {
+        .await;
+    let author = actor(&req, &scope.admin);
+    state.tool_audit.record(AuditRecord {
+        at: Timestamp::now(),
+        tenant: tenant.clone(),
+        run: author.run.clone(),
+        grant: GrantId::none(),
+        tool: APPROVE_TOOL_AUDIT.to_owned(),
+        outcome: if result.is_ok() {
+            AuditOutcome::Ok
+        } else {
+            AuditOutcome::ToolError
+        },
+        latency_micros: u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+        arguments_hash: ArgumentsHash::of(format!("{name}\n{tool}").as_bytes()),
+        issue: None,
+        definition_hash: Some(hash.clone()),
+    });
+    let pin = match result {
         Ok(pin) => pin,
         Err(StoreError::NotFound { .. }) => {
             return Err(ApiError::not_found(format!(
@@ -245,6 +270,9 @@ async fn approve(
     tracing::info!(%tenant, upstream = %name, tool = %pin.tool, hash = %pin.seen, %by, "upstream tool approved");
     Ok(HttpResponse::Ok().json(pin_json(&pin)))
 }
+
+/// The audit record's tool name of an upstream tool approval.
+pub const APPROVE_TOOL_AUDIT: &str = "approve_upstream_tool";
 
 #[cfg(test)]
 mod tests {

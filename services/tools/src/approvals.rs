@@ -363,6 +363,7 @@ impl ApprovalGate {
                     text,
                     is_error: true,
                     relay: None,
+                    content: Vec::new(),
                 })
             }
             Err(err) => {
@@ -376,6 +377,7 @@ impl ApprovalGate {
                     ),
                     is_error: true,
                     relay: None,
+                    content: Vec::new(),
                 })
             }
         }

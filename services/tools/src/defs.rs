@@ -706,6 +706,26 @@ mod tests {
         }
     }
 
+    /// The board's schemas are valid JSON Schema 2020-12 (checked against
+    /// the meta-schema by the validator that also checks their values),
+    /// for readers and for write-only grants alike.
+    #[test]
+    fn every_schema_is_valid_json_schema_2020_12() {
+        let all = tool_set(&Capabilities::all());
+        let write_only = Capabilities::parse_csv("issues:create,issues:update,comments:write")
+            .expect("capabilities");
+        for set in [all, tool_set(&write_only)] {
+            for tool in set.tools() {
+                assert_eq!(
+                    corkboard_mcp::check_tool_definition(tool),
+                    Ok(()),
+                    "{}",
+                    tool.name
+                );
+            }
+        }
+    }
+
     #[test]
     fn every_schema_is_a_closed_object_matching_the_parser() {
         let all = tool_set(&Capabilities::all());

@@ -525,7 +525,9 @@ impl ToolBackend for BoardTools {
                 None => (AuditOutcome::ToolError, None),
             },
             (RefusalKind::NotListed, None) => (AuditOutcome::ToolError, None),
-            (RefusalKind::InvalidArguments, _) => (AuditOutcome::ToolError, None),
+            (RefusalKind::InvalidArguments | RefusalKind::HeaderMismatch, _) => {
+                (AuditOutcome::ToolError, None)
+            }
         };
         self.account(
             principal,
@@ -586,6 +588,7 @@ impl ToolBackend for BoardTools {
                 structured: Some(answer.structured),
                 is_error: false,
                 relay: None,
+                content: Vec::new(),
             },
             Err(err) => {
                 if let ToolsError::Internal { detail } = &err {
@@ -602,6 +605,7 @@ impl ToolBackend for BoardTools {
                     text: err.to_string(),
                     is_error: true,
                     relay: None,
+                    content: Vec::new(),
                 }
             }
         }

@@ -3,7 +3,7 @@
 // (@modelcontextprotocol/sdk 1.x, a 2025 `initialize` session) against a
 // run's gateway. Lists the tools, then makes each call given as
 // NAME=JSON_ARGUMENTS, and prints one JSON line:
-// {"tools": [names], "calls": [{"name", "isError", "text", "structured"} | {"name", "error"}]}.
+// {"tools": [names], "calls": [{"name", "isError", "text", "structured", "content"} | {"name", "error"}]}.
 // Usage: agent.mjs URL TOKEN [NAME=ARGS ...]
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -28,6 +28,7 @@ for (const spec of calls) {
             isError: result.isError === true,
             text: (result.content ?? []).filter((c) => c.type === 'text').map((c) => c.text).join('\n'),
             structured: result.structuredContent ?? null,
+            content: result.content ?? [],
         });
     } catch (err) {
         out.calls.push({ name, error: String(err?.message ?? err) });

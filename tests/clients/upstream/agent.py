@@ -35,6 +35,7 @@ async def main() -> None:
                             "isError": bool(result.is_error),
                             "text": "\n".join(c.text for c in result.content if c.type == "text"),
                             "structured": result.structured_content,
+                            "content": [c.model_dump(mode="json", by_alias=True, exclude_none=True) for c in result.content],
                         }
                     )
                 except Exception as err:  # noqa: BLE001 - reported to the test

@@ -33,6 +33,11 @@ pub struct RequestHeaders {
     pub protocol_version: HeaderSlot,
     pub method: HeaderSlot,
     pub name: HeaderSlot,
+    /// Every `Mcp-Param-*` header (2026-07-28): its name as received and
+    /// its value, `None` when repeated or not visible ASCII. Checked
+    /// against the called tool's `x-mcp-header` arguments
+    /// ([`crate::param_headers::check`]).
+    pub params: Vec<(String, Option<String>)>,
 }
 
 /// Checks that the 2026-07-28 headers mirror the body: the protocol
@@ -97,17 +102,7 @@ pub(super) fn mirrored(
 
 /// Decodes the `=?base64?...?=` sentinel form of `Mcp-Name`.
 fn decode_header_value(value: &str) -> Option<String> {
-    use base64::Engine as _;
-    match value
-        .strip_prefix("=?base64?")
-        .and_then(|rest| rest.strip_suffix("?="))
-    {
-        Some(encoded) => base64::engine::general_purpose::STANDARD
-            .decode(encoded)
-            .ok()
-            .and_then(|bytes| String::from_utf8(bytes).ok()),
-        None => Some(value.to_owned()),
-    }
+    crate::param_headers::decode_value(value)
 }
 
 /// Checks the `MCP-Protocol-Version` header of a request in a legacy

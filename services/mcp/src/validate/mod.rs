@@ -9,8 +9,8 @@
 //! One job per file, in the order a message meets them: [`envelope`]
 //! (JSON-RPC parsing and the envelope), [`headers`] (the HTTP headers MCP
 //! reads), [`meta`] (the 2026-07-28 `_meta` envelope), [`params`] (methods
-//! and their params), [`schema`] (the JSON Schema subset for tool
-//! arguments and results) and [`result`] (what leaves). The rest of the
+//! and their params), [`schema`] (JSON Schema for tool arguments and
+//! results) and [`result`] (what leaves). The rest of the
 //! crate calls them through the re-exports below, as `validate::…`.
 
 mod envelope;
@@ -29,7 +29,7 @@ pub(crate) use meta::{has_meta_protocol_version, modern_envelope};
 pub(crate) use params::{Call, decode_arguments, params_head, request};
 pub use result::check_tool_definition;
 pub(crate) use result::{identity, tool_definitions, tool_name, tool_output};
-pub(crate) use schema::schema;
+pub(crate) use schema::{Compiled, Violation, compile, schema};
 
 /// A JSON string member's value; `None` for any other JSON.
 fn as_str(raw: &RawValue) -> Option<String> {

@@ -3,11 +3,12 @@
 //! own, so the engine answers `-32603` instead of sending it.
 
 use std::collections::HashSet;
+use std::sync::LazyLock;
 
 use serde_json::Value;
 
-use super::schema;
-use crate::backend::{ServerIdentity, ToolDef, ToolOutput};
+use super::{Compiled, schema};
+use crate::backend::{ServerIdentity, ToolDef, ToolOutput, ToolSet};
 use crate::revision::Revision;
 
 /// Tool names: 1-128 characters of `[A-Za-z0-9_.-]` (2025-11-25 tools spec;
@@ -68,8 +69,9 @@ pub(crate) fn tool_definitions(revision: Revision, tools: &[ToolDef]) -> Result<
 }
 
 /// Checks one tool defined elsewhere (an upstream server's) before it may
-/// be served: its name, and its schemas well-formed for the subset the
-/// validator enforces and legal in every revision it may be rendered for.
+/// be served: its name, and its schemas usable by the validator (they
+/// compile within its bounds, with no external reference) and legal in
+/// every revision it may be rendered for.
 pub fn check_tool_definition(tool: &ToolDef) -> Result<(), String> {
     for revision in Revision::ALL {
         tool_definitions(revision, std::slice::from_ref(tool))?;
@@ -79,6 +81,93 @@ pub fn check_tool_definition(tool: &ToolDef) -> Result<(), String> {
     if let Some(output) = &tool.output_schema {
         schema::well_formed(output)
             .map_err(|v| format!("tool {:?}: outputSchema {v}", tool.name))?;
+    }
+    Ok(())
+}
+
+/// What a result's content blocks may be (the 2025-06-18 and later
+/// `ContentBlock`: text, image, audio, embedded resource, resource link),
+/// as a JSON Schema compiled once.
+static CONTENT_BLOCK: LazyLock<Result<Compiled, super::Violation>> = LazyLock::new(|| {
+    super::compile(&serde_json::json!({
+        "$defs": {
+            "annotated": {
+                "properties": {
+                    "annotations": { "type": "object" },
+                    "_meta": { "type": "object" }
+                }
+            },
+            "base64": {
+                "type": "string",
+                "contentEncoding": "base64",
+                "pattern": "^[A-Za-z0-9+/]*={0,2}$"
+            }
+        },
+        "type": "object",
+        "required": ["type"],
+        "$ref": "#/$defs/annotated",
+        "oneOf": [
+            {
+                "properties": { "type": { "const": "text" }, "text": { "type": "string" } },
+                "required": ["text"]
+            },
+            {
+                "properties": {
+                    "type": { "enum": ["image", "audio"] },
+                    "data": { "$ref": "#/$defs/base64" },
+                    "mimeType": { "type": "string" }
+                },
+                "required": ["data", "mimeType"]
+            },
+            {
+                "properties": {
+                    "type": { "const": "resource" },
+                    "resource": {
+                        "type": "object",
+                        "properties": {
+                            "uri": { "type": "string" },
+                            "mimeType": { "type": "string" },
+                            "text": { "type": "string" },
+                            "blob": { "$ref": "#/$defs/base64" }
+                        },
+                        "required": ["uri"],
+                        "oneOf": [{ "required": ["text"] }, { "required": ["blob"] }]
+                    }
+                },
+                "required": ["resource"]
+            },
+            {
+                "properties": {
+                    "type": { "const": "resource_link" },
+                    "uri": { "type": "string" },
+                    "name": { "type": "string" },
+                    "title": { "type": "string" },
+                    "description": { "type": "string" },
+                    "mimeType": { "type": "string" },
+                    "size": { "type": "integer", "minimum": 0 }
+                },
+                "required": ["uri", "name"]
+            }
+        ]
+    }))
+});
+
+/// Checks each of a result's relayed content blocks ([`ToolOutput::content`]).
+fn content_blocks(blocks: &[Value]) -> Result<(), String> {
+    if blocks.is_empty() {
+        return Ok(());
+    }
+    let compiled = CONTENT_BLOCK
+        .as_ref()
+        .map_err(|v| format!("content block schema: {v}"))?;
+    for (index, block) in blocks.iter().enumerate() {
+        compiled.check(&Value::Null, block).map_err(|v| {
+            // Only the path: the block is tool output and this is logged.
+            format!(
+                "returned a content block [{index}] that is not a valid content block (at `{}`)",
+                v.path
+            )
+        })?;
     }
     Ok(())
 }
@@ -100,9 +189,12 @@ pub(crate) fn identity(identity: &ServerIdentity) -> Result<(), String> {
 /// `outputSchema` and the call succeeded, and then it must conform.
 pub(crate) fn tool_output(
     revision: Revision,
-    tool: &ToolDef,
+    set: &ToolSet,
+    index: usize,
     output: &ToolOutput,
 ) -> Result<(), String> {
+    let tool = &set.tools()[index];
+    content_blocks(&output.content).map_err(|problem| format!("tool {:?} {problem}", tool.name))?;
     if !revision.has_structured_output() {
         return Ok(());
     }
@@ -112,15 +204,14 @@ pub(crate) fn tool_output(
             tool.name
         )),
         (_, None, true) => Ok(()),
-        (Some(output_schema), Some(structured), false) => schema(output_schema, structured)
-            .map_err(|v| {
-                // Only the path: the value is tool output (board data) and
-                // this message is logged.
-                format!(
-                    "tool {:?} returned structured content not matching its outputSchema at `{}`",
-                    tool.name, v.path
-                )
-            }),
+        (Some(_), Some(structured), false) => set.check_output(index, structured).map_err(|v| {
+            // Only the path: the value is tool output (board data) and
+            // this message is logged.
+            format!(
+                "tool {:?} returned structured content not matching its outputSchema at `{}`",
+                tool.name, v.path
+            )
+        }),
         (Some(_), None, false) => Err(format!(
             "tool {:?} declares an outputSchema but returned no structured content",
             tool.name
@@ -166,6 +257,37 @@ mod tests {
         let mut named = tool(serde_json::json!({ "type": "object" }));
         named.name = "bad name".into();
         assert!(check_tool_definition(&named).is_err());
+    }
+
+    #[test]
+    fn relayed_content_blocks_are_checked() {
+        use serde_json::json;
+        let good = [
+            json!({ "type": "text", "text": "hi", "annotations": { "audience": ["user"] } }),
+            json!({ "type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png" }),
+            json!({ "type": "audio", "data": "UklGRg==", "mimeType": "audio/wav" }),
+            json!({ "type": "resource", "resource": { "uri": "mem://a", "text": "t" } }),
+            json!({ "type": "resource", "resource": { "uri": "mem://b", "blob": "AAAA", "mimeType": "application/octet-stream" } }),
+            json!({ "type": "resource_link", "uri": "file:///r.txt", "name": "r.txt", "size": 3 }),
+        ];
+        assert_eq!(content_blocks(&good), Ok(()));
+        for bad in [
+            json!({ "type": "image", "data": "not base64!", "mimeType": "image/png" }),
+            json!({ "type": "image", "data": "AAAA" }),
+            json!({ "type": "resource", "resource": { "uri": "mem://a" } }),
+            json!({ "type": "resource", "resource": { "uri": "mem://a", "text": "t", "blob": "AAAA" } }),
+            json!({ "type": "resource_link", "uri": "file:///r.txt" }),
+            json!({ "type": "text", "text": 5 }),
+            json!({ "type": "hologram" }),
+            json!("text"),
+        ] {
+            let problem = content_blocks(std::slice::from_ref(&bad)).unwrap_err();
+            assert!(
+                problem.contains("not a valid content block"),
+                "{bad}: {problem}"
+            );
+            assert!(!problem.contains("not base64!"), "values are never echoed");
+        }
     }
 
     #[test]

@@ -1,11 +1,28 @@
-//! The JSON Schema subset engine tool arguments and structured results
-//! are checked with. Violations name the path and what to fix, in words
-//! an agent can act on.
+//! JSON Schema for tool arguments and structured results, the board's own
+//! tools and relayed upstream tools alike: full JSON Schema (2020-12
+//! unless the schema's `$schema` names another draft; composition,
+//! conditionals, local `$ref`, `$defs`, ...) by the `jsonschema` crate.
+//! This file adds what a server fed schemas by others needs around it:
+//!
+//! - References stay inside the schema: the retriever refuses every
+//!   external URI (no network, no files), so a `$ref` to one, or a
+//!   `$schema` naming an unknown meta-schema, makes the schema unusable.
+//! - Bounded cost: a schema larger than [`MAX_SCHEMA_BYTES`] or nested
+//!   deeper than [`MAX_SCHEMA_DEPTH`] is refused before it is compiled;
+//!   `pattern` regexes run under the crate's backtracking limit.
+//! - Compiled once: [`Compiled`] is built per tool set and reused (see
+//!   `ToolSet`), so a call pays only for the walk over its value.
+//! - Violations name the path and what to fix, in words an agent can act
+//!   on (the common keywords are phrased here; the rest say which keyword
+//!   failed).
 
-use std::collections::HashSet;
 use std::fmt;
+use std::sync::Arc;
 
-use serde_json::{Map, Value};
+use jsonschema::error::{TypeKind, ValidationErrorKind};
+use jsonschema::paths::LocationSegment;
+use jsonschema::{Retrieve, Uri, ValidationError, Validator};
+use serde_json::Value;
 
 /// Why a value does not match a schema: where, and what to fix.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,122 +41,167 @@ impl fmt::Display for Violation {
     }
 }
 
-/// Deeper schemas are not used by any tool; the limit only guards against
-/// a pathological self-made schema.
-const MAX_SCHEMA_DEPTH: usize = 32;
+/// The largest schema (serialized) this server compiles: tool schemas
+/// are a few KiB; this keeps a hostile upstream's from costing much.
+pub const MAX_SCHEMA_BYTES: usize = 64 * 1024;
 
-/// Validates `value` against the JSON Schema subset the tools use: `type`,
-/// `enum`, `const`, `properties`, `required`, `additionalProperties`,
-/// `minLength`/`maxLength`, `minimum`/`maximum` (and the exclusive forms),
-/// `items`, `minItems`/`maxItems`, `uniqueItems`. Other keywords are
-/// annotations here and do not constrain.
+/// The deepest nesting of objects and arrays in a schema this server
+/// compiles.
+pub const MAX_SCHEMA_DEPTH: usize = 32;
+
+/// A schema compiled for validation, shared by every call of its tool.
+#[derive(Clone)]
+pub(crate) struct Compiled(Arc<Validator>);
+
+impl fmt::Debug for Compiled {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Compiled")
+    }
+}
+
+/// Refuses every external reference: schemas here come from tools (ours
+/// or an upstream's), and a `$ref` must never make this server fetch.
+struct NoRetrieval;
+
+impl Retrieve for NoRetrieval {
+    fn retrieve(
+        &self,
+        uri: &Uri<String>,
+    ) -> Result<Value, Box<dyn std::error::Error + Send + Sync>> {
+        Err(format!(
+            "external reference {uri} refused: only references inside the schema are resolved"
+        )
+        .into())
+    }
+}
+
+/// Compiles `schema` (an object or a boolean) within the bounds above.
+/// The crate checks it against its draft's meta-schema, so a schema it
+/// cannot read is refused here, before any value meets it.
+pub(crate) fn compile(schema: &Value) -> Result<Compiled, Violation> {
+    if !schema.is_object() && !schema.is_boolean() {
+        return Err(violation("", "is not a schema (an object or a boolean)"));
+    }
+    if depth(schema) > MAX_SCHEMA_DEPTH {
+        return Err(violation(
+            "",
+            format!("is nested deeper than this server validates ({MAX_SCHEMA_DEPTH} levels)"),
+        ));
+    }
+    let size = serde_json::to_vec(schema).map_or(usize::MAX, |bytes| bytes.len());
+    if size > MAX_SCHEMA_BYTES {
+        return Err(violation(
+            "",
+            format!(
+                "is larger than this server validates ({size} bytes; at most {MAX_SCHEMA_BYTES})"
+            ),
+        ));
+    }
+    jsonschema::options()
+        .with_retriever(NoRetrieval)
+        .build(schema)
+        .map(|validator| Compiled(Arc::new(validator)))
+        .map_err(|error| {
+            let at = error.schema_path().as_str().to_owned();
+            violation(
+                &at,
+                format!("is not a usable schema: {}", describe_build(&error)),
+            )
+        })
+}
+
+/// What made a schema unusable, without echoing large parts of it.
+fn describe_build(error: &ValidationError<'_>) -> String {
+    match error.kind() {
+        ValidationErrorKind::Referencing(err) => err.to_string(),
+        _ => {
+            let mut text = error.to_string();
+            if text.len() > 200 {
+                let mut cut = 200;
+                while !text.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                text.truncate(cut);
+                text.push_str("...");
+            }
+            text
+        }
+    }
+}
+
+/// Nesting depth of objects and arrays (the root is 1).
+fn depth(value: &Value) -> usize {
+    // Iterative: a hostile schema must not exhaust the stack here either.
+    let mut deepest = 0;
+    let mut stack = vec![(value, 1usize)];
+    while let Some((value, level)) = stack.pop() {
+        deepest = deepest.max(level);
+        if level > MAX_SCHEMA_DEPTH {
+            return level;
+        }
+        match value {
+            Value::Object(members) => stack.extend(members.values().map(|v| (v, level + 1))),
+            Value::Array(items) => stack.extend(items.iter().map(|v| (v, level + 1))),
+            _ => {}
+        }
+    }
+    deepest
+}
+
+impl Compiled {
+    /// Checks `value`; the first violation found, phrased for an agent.
+    /// `schema` is the one this was compiled from (to name what an object
+    /// accepts).
+    pub(crate) fn check(&self, schema: &Value, value: &Value) -> Result<(), Violation> {
+        match self.0.validate(value) {
+            Ok(()) => Ok(()),
+            Err(error) => Err(phrase(schema, &error)),
+        }
+    }
+}
+
+/// Validates `value` against `schema`, compiling it for this one use
+/// (for schemas seen once, such as an elicitation's).
 pub(crate) fn schema(schema: &Value, value: &Value) -> Result<(), Violation> {
-    let mut path = String::new();
-    check(schema, value, &mut path, 0)
+    compile(schema)?.check(schema, value)
 }
 
-/// The JSON types a schema's `type` may name.
-const TYPES: [&str; 7] = [
-    "null", "boolean", "integer", "number", "string", "array", "object",
-];
-
-/// Checks that `schema` is a well-formed schema for the keywords this
-/// subset enforces (a schema we cannot read correctly would validate
-/// arguments wrongly): `type` a known type or a list of them, `properties`
-/// an object of schemas, `required` a list of strings, `enum` a list,
-/// `items` and `additionalProperties` schemas, lengths and counts
-/// non-negative integers, bounds numbers, nesting within the depth limit.
-/// Other keywords are annotations and are not checked. For schemas from
-/// elsewhere (an upstream server's tools) before they are served.
+/// Checks that `schema` can be used (it compiles within the bounds): for
+/// schemas from elsewhere (an upstream server's tools) before they are
+/// served.
 pub(crate) fn well_formed(schema: &Value) -> Result<(), Violation> {
-    let mut path = String::new();
-    well_formed_at(schema, &mut path, 0)
-}
-
-fn well_formed_at(schema: &Value, path: &mut String, depth: usize) -> Result<(), Violation> {
-    let rules = match schema {
-        Value::Bool(_) => return Ok(()),
-        Value::Object(rules) => rules,
-        _ => return Err(violation(path, "is not a schema (an object or a boolean)")),
-    };
-    if depth > MAX_SCHEMA_DEPTH {
-        return Err(violation(
-            path,
-            "is nested deeper than this server validates",
-        ));
-    }
-    let known = |v: &Value| v.as_str().is_some_and(|t| TYPES.contains(&t));
-    match rules.get("type") {
-        None => {}
-        Some(Value::Array(types)) if !types.is_empty() && types.iter().all(known) => {}
-        Some(ty) if known(ty) => {}
-        Some(_) => {
-            return Err(violation(
-                path,
-                "has a `type` that is not a JSON type or a list of them",
-            ));
-        }
-    }
-    if rules.get("enum").is_some_and(|e| !e.is_array()) {
-        return Err(violation(path, "has an `enum` that is not a list"));
-    }
-    if let Some(required) = rules.get("required")
-        && !required
-            .as_array()
-            .is_some_and(|r| r.iter().all(Value::is_string))
-    {
-        return Err(violation(
-            path,
-            "has a `required` that is not a list of strings",
-        ));
-    }
-    for key in ["minLength", "maxLength", "minItems", "maxItems"] {
-        if rules.get(key).is_some_and(|v| v.as_u64().is_none()) {
-            return Err(violation(
-                path,
-                format!("has a `{key}` that is not a non-negative integer"),
-            ));
-        }
-    }
-    for key in ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"] {
-        if rules.get(key).is_some_and(|v| !v.is_number()) {
-            return Err(violation(
-                path,
-                format!("has a `{key}` that is not a number"),
-            ));
-        }
-    }
-    if rules.get("uniqueItems").is_some_and(|v| !v.is_boolean()) {
-        return Err(violation(path, "has a `uniqueItems` that is not a boolean"));
-    }
-    let nested = |key: &str, sub: &Value, path: &mut String| {
-        let len = path.len();
-        path.push_str(if path.is_empty() { "" } else { "." });
-        path.push_str(key);
-        let result = well_formed_at(sub, path, depth + 1);
-        path.truncate(len);
-        result
-    };
-    if let Some(properties) = rules.get("properties") {
-        let Some(properties) = properties.as_object() else {
-            return Err(violation(path, "has `properties` that is not an object"));
-        };
-        for (name, sub) in properties {
-            nested(name, sub, path)?;
-        }
-    }
-    for key in ["items", "additionalProperties"] {
-        if let Some(sub) = rules.get(key) {
-            nested(&format!("<{key}>"), sub, path)?;
-        }
-    }
-    Ok(())
+    compile(schema).map(drop)
 }
 
 fn violation(path: &str, problem: impl Into<String>) -> Violation {
     Violation {
         path: path.to_owned(),
         problem: problem.into(),
+    }
+}
+
+/// An instance location as `a.b[0].c`.
+fn dotted<'a>(segments: impl Iterator<Item = LocationSegment<'a>>) -> String {
+    let mut path = String::new();
+    for segment in segments {
+        match segment {
+            LocationSegment::Index(index) => path.push_str(&format!("[{index}]")),
+            LocationSegment::Property(name) => {
+                if !path.is_empty() {
+                    path.push('.');
+                }
+                path.push_str(&name);
+            }
+        }
+    }
+    path
+}
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_owned()
+    } else {
+        format!("{path}.{key}")
     }
 }
 
@@ -155,73 +217,6 @@ fn type_name(value: &Value) -> &'static str {
     }
 }
 
-fn has_type(value: &Value, ty: &str) -> bool {
-    match ty {
-        "integer" => matches!(value, Value::Number(n) if n.is_i64() || n.is_u64()),
-        "number" => value.is_number(),
-        other => type_name(value) == other,
-    }
-}
-
-fn check(schema: &Value, value: &Value, path: &mut String, depth: usize) -> Result<(), Violation> {
-    let rules = match schema {
-        Value::Bool(true) => return Ok(()),
-        Value::Bool(false) => return Err(violation(path, "is not allowed")),
-        Value::Object(rules) => rules,
-        _ => return Ok(()),
-    };
-    if depth > MAX_SCHEMA_DEPTH {
-        return Err(violation(
-            path,
-            "is nested deeper than this server validates",
-        ));
-    }
-    match rules.get("type") {
-        Some(Value::String(ty)) if !has_type(value, ty) => {
-            return Err(violation(
-                path,
-                format!("must be {} {ty}, got {}", article(ty), type_name(value)),
-            ));
-        }
-        Some(Value::Array(types)) => {
-            let names: Vec<&str> = types.iter().filter_map(Value::as_str).collect();
-            if !names.iter().any(|ty| has_type(value, ty)) {
-                return Err(violation(
-                    path,
-                    format!(
-                        "must be one of the types {}, got {}",
-                        names.join(", "),
-                        type_name(value)
-                    ),
-                ));
-            }
-        }
-        _ => {}
-    }
-    if let Some(Value::Array(allowed)) = rules.get("enum")
-        && !allowed.contains(value)
-    {
-        let listed: Vec<String> = allowed.iter().map(Value::to_string).collect();
-        return Err(violation(
-            path,
-            format!("must be one of: {}", listed.join(", ")),
-        ));
-    }
-    if let Some(expected) = rules.get("const")
-        && expected != value
-    {
-        return Err(violation(path, format!("must be exactly {expected}")));
-    }
-    match value {
-        Value::String(text) => check_string(rules, text, path)?,
-        Value::Number(number) => check_number(rules, number, path)?,
-        Value::Array(items) => check_array(rules, items, path, depth)?,
-        Value::Object(members) => check_object(rules, members, path, depth)?,
-        _ => {}
-    }
-    Ok(())
-}
-
 fn article(ty: &str) -> &'static str {
     match ty.as_bytes().first() {
         Some(b'a' | b'e' | b'i' | b'o' | b'u') => "an",
@@ -229,169 +224,177 @@ fn article(ty: &str) -> &'static str {
     }
 }
 
-fn limit(rules: &Map<String, Value>, key: &str) -> Option<u64> {
-    rules.get(key).and_then(Value::as_u64)
+/// The properties the object schema holding the failed keyword names,
+/// found by its schema location (none when it was reached by `$ref`).
+fn allowed_properties(schema: &Value, keyword_location: &str) -> Vec<String> {
+    let parent = keyword_location
+        .rsplit_once('/')
+        .map_or("", |(parent, _)| parent);
+    schema
+        .pointer(parent)
+        .and_then(|object| object.get("properties"))
+        .and_then(Value::as_object)
+        .map(|props| props.keys().cloned().collect())
+        .unwrap_or_default()
 }
 
-fn check_string(rules: &Map<String, Value>, text: &str, path: &str) -> Result<(), Violation> {
-    let min = limit(rules, "minLength");
-    let max = limit(rules, "maxLength");
-    if min.is_none() && max.is_none() {
-        return Ok(());
-    }
-    let len = text.chars().count() as u64;
-    if let Some(min) = min.filter(|min| len < *min) {
-        return Err(violation(
-            path,
-            format!("must be at least {min} characters long, got {len}"),
-        ));
-    }
-    if let Some(max) = max.filter(|max| len > *max) {
-        return Err(violation(
-            path,
-            format!("must be at most {max} characters long, got {len}"),
-        ));
-    }
-    Ok(())
-}
-
-fn check_number(
-    rules: &Map<String, Value>,
-    number: &serde_json::Number,
-    path: &str,
-) -> Result<(), Violation> {
-    let Some(n) = number.as_f64() else {
-        return Ok(());
+/// A violation in the words the tools have always used.
+fn phrase(schema: &Value, error: &ValidationError<'_>) -> Violation {
+    let path = dotted(error.instance_path().iter());
+    let value = error.instance();
+    let problem = match error.kind() {
+        ValidationErrorKind::Required { property } => {
+            let name = property
+                .as_str()
+                .map_or_else(|| property.to_string(), str::to_owned);
+            return violation(&join(&path, &name), "is required but missing");
+        }
+        ValidationErrorKind::AdditionalProperties { unexpected }
+        | ValidationErrorKind::UnevaluatedProperties { unexpected } => {
+            let first = unexpected.first().cloned().unwrap_or_default();
+            let mut allowed = allowed_properties(schema, error.schema_path().as_str());
+            allowed.sort();
+            let problem = if allowed.is_empty() {
+                "is not accepted (this takes no arguments)".to_owned()
+            } else {
+                format!("is not accepted (allowed: {})", allowed.join(", "))
+            };
+            return violation(&join(&path, &first), problem);
+        }
+        ValidationErrorKind::Type { kind } => match kind {
+            TypeKind::Single(ty) => {
+                let ty = ty.as_str();
+                format!("must be {} {ty}, got {}", article(ty), type_name(value))
+            }
+            TypeKind::Multiple(types) => {
+                let names: Vec<&str> = types.iter().map(|t| t.as_str()).collect();
+                format!(
+                    "must be one of the types {}, got {}",
+                    names.join(", "),
+                    type_name(value)
+                )
+            }
+        },
+        ValidationErrorKind::Enum { options } => {
+            let listed: Vec<String> = options
+                .as_array()
+                .map(|all| all.iter().map(Value::to_string).collect())
+                .unwrap_or_default();
+            format!("must be one of: {}", listed.join(", "))
+        }
+        ValidationErrorKind::Constant { expected_value } => {
+            format!("must be exactly {expected_value}")
+        }
+        ValidationErrorKind::MinLength { limit } => format!(
+            "must be at least {limit} characters long, got {}",
+            value.as_str().map_or(0, |s| s.chars().count())
+        ),
+        ValidationErrorKind::MaxLength { limit } => format!(
+            "must be at most {limit} characters long, got {}",
+            value.as_str().map_or(0, |s| s.chars().count())
+        ),
+        ValidationErrorKind::Minimum { limit } => format!("must be at least {limit}, got {value}"),
+        ValidationErrorKind::Maximum { limit } => format!("must be at most {limit}, got {value}"),
+        ValidationErrorKind::ExclusiveMinimum { limit } => {
+            format!("must be greater than {limit}, got {value}")
+        }
+        ValidationErrorKind::ExclusiveMaximum { limit } => {
+            format!("must be less than {limit}, got {value}")
+        }
+        ValidationErrorKind::MinItems { limit } => format!(
+            "must have at least {limit} items, got {}",
+            value.as_array().map_or(0, Vec::len)
+        ),
+        ValidationErrorKind::MaxItems { limit } => format!(
+            "must have at most {limit} items, got {}",
+            value.as_array().map_or(0, Vec::len)
+        ),
+        ValidationErrorKind::UniqueItems => "must not repeat items".to_owned(),
+        ValidationErrorKind::FalseSchema => "is not allowed".to_owned(),
+        ValidationErrorKind::Pattern { pattern } => {
+            format!("must match the pattern {pattern:?}")
+        }
+        ValidationErrorKind::AnyOf { .. } => {
+            "must match at least one of the schemas `anyOf` lists".to_owned()
+        }
+        ValidationErrorKind::OneOfNotValid { .. } => {
+            "must match exactly one of the schemas `oneOf` lists (it matches none)".to_owned()
+        }
+        ValidationErrorKind::OneOfMultipleValid { .. } => {
+            "must match exactly one of the schemas `oneOf` lists (it matches several)".to_owned()
+        }
+        ValidationErrorKind::Not { .. } => "must not match the schema `not` names".to_owned(),
+        _ => format!("does not satisfy the schema's `{}`", error.kind().keyword()),
     };
-    let bound = |key: &str| rules.get(key).and_then(Value::as_f64);
-    if let Some(min) = bound("minimum").filter(|min| n < *min) {
-        return Err(violation(
-            path,
-            format!("must be at least {min}, got {number}"),
-        ));
-    }
-    if let Some(max) = bound("maximum").filter(|max| n > *max) {
-        return Err(violation(
-            path,
-            format!("must be at most {max}, got {number}"),
-        ));
-    }
-    if let Some(min) = bound("exclusiveMinimum").filter(|min| n <= *min) {
-        return Err(violation(
-            path,
-            format!("must be greater than {min}, got {number}"),
-        ));
-    }
-    if let Some(max) = bound("exclusiveMaximum").filter(|max| n >= *max) {
-        return Err(violation(
-            path,
-            format!("must be less than {max}, got {number}"),
-        ));
-    }
-    Ok(())
-}
-
-fn check_array(
-    rules: &Map<String, Value>,
-    items: &[Value],
-    path: &mut String,
-    depth: usize,
-) -> Result<(), Violation> {
-    let len = items.len() as u64;
-    if let Some(min) = limit(rules, "minItems").filter(|min| len < *min) {
-        return Err(violation(
-            path,
-            format!("must have at least {min} items, got {len}"),
-        ));
-    }
-    if let Some(max) = limit(rules, "maxItems").filter(|max| len > *max) {
-        return Err(violation(
-            path,
-            format!("must have at most {max} items, got {len}"),
-        ));
-    }
-    if rules.get("uniqueItems") == Some(&Value::Bool(true)) {
-        // Canonical text (maps serialize with sorted keys) makes this linear
-        // instead of quadratic on large arrays.
-        let mut seen = HashSet::with_capacity(items.len());
-        for item in items {
-            if !seen.insert(item.to_string()) {
-                return Err(violation(
-                    path,
-                    format!("must not repeat items ({item} appears twice)"),
-                ));
-            }
-        }
-    }
-    if let Some(item_schema) = rules.get("items") {
-        let base = path.len();
-        for (index, item) in items.iter().enumerate() {
-            path.push_str(&format!("[{index}]"));
-            check(item_schema, item, path, depth + 1)?;
-            path.truncate(base);
-        }
-    }
-    Ok(())
-}
-
-fn check_object(
-    rules: &Map<String, Value>,
-    members: &Map<String, Value>,
-    path: &mut String,
-    depth: usize,
-) -> Result<(), Violation> {
-    let properties = rules.get("properties").and_then(Value::as_object);
-    let base = path.len();
-    let push = |path: &mut String, key: &str| {
-        if !path.is_empty() {
-            path.push('.');
-        }
-        path.push_str(key);
-    };
-    if let Some(Value::Array(required)) = rules.get("required") {
-        for key in required.iter().filter_map(Value::as_str) {
-            if !members.contains_key(key) {
-                push(path, key);
-                return Err(violation(path, "is required but missing"));
-            }
-        }
-    }
-    for (key, member) in members {
-        match properties.and_then(|props| props.get(key)) {
-            Some(member_schema) => {
-                push(path, key);
-                check(member_schema, member, path, depth + 1)?;
-                path.truncate(base);
-            }
-            None => match rules.get("additionalProperties") {
-                Some(Value::Bool(false)) => {
-                    let allowed: Vec<&str> = properties
-                        .map(|props| props.keys().map(String::as_str).collect())
-                        .unwrap_or_default();
-                    push(path, key);
-                    let problem = if allowed.is_empty() {
-                        "is not accepted (this takes no arguments)".to_owned()
-                    } else {
-                        format!("is not accepted (allowed: {})", allowed.join(", "))
-                    };
-                    return Err(violation(path, problem));
-                }
-                Some(extra @ Value::Object(_)) => {
-                    push(path, key);
-                    check(extra, member, path, depth + 1)?;
-                    path.truncate(base);
-                }
-                _ => {}
-            },
-        }
-    }
-    Ok(())
+    violation(&path, problem)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn full_json_schema_2020_12_with_local_references() {
+        let s = json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "$defs": { "id": { "type": "string", "pattern": "^cb-[0-9]+$" } },
+            "type": "object",
+            "properties": {
+                "id": { "$ref": "#/$defs/id" },
+                "target": { "oneOf": [
+                    { "type": "object", "properties": { "issue": { "$ref": "#/$defs/id" } }, "required": ["issue"] },
+                    { "type": "object", "properties": { "url": { "type": "string" } }, "required": ["url"] }
+                ] },
+                "kind": { "enum": ["a", "b"] }
+            },
+            "if": { "properties": { "kind": { "const": "b" } }, "required": ["kind"] },
+            "then": { "required": ["target"] },
+            "unevaluatedProperties": false
+        });
+        let compiled = compile(&s).expect("compiles");
+        let ok = json!({ "id": "cb-1", "target": { "issue": "cb-2" }, "kind": "a" });
+        assert_eq!(compiled.check(&s, &ok), Ok(()));
+        let err = |v: Value| compiled.check(&s, &v).unwrap_err().to_string();
+        assert!(
+            err(json!({ "id": "x" })).starts_with("`id` must match the pattern"),
+            "$ref followed"
+        );
+        assert!(err(json!({ "target": { "issue": "cb-1", "url": "u" } })).contains("exactly one"));
+        assert!(
+            err(json!({ "kind": "b" })).contains("`target` is required"),
+            "if/then"
+        );
+        assert!(err(json!({ "zzz": 1 })).starts_with("`zzz` is not accepted"));
+    }
+
+    #[test]
+    fn external_references_and_oversized_schemas_are_refused() {
+        for remote in [
+            json!({ "$ref": "https://example.com/schema.json" }),
+            json!({ "type": "object", "properties": { "a": { "$ref": "file:///etc/passwd" } } }),
+            json!({ "$schema": "https://example.com/my-meta", "type": "object" }),
+        ] {
+            let refused = compile(&remote).unwrap_err();
+            assert!(refused.problem.contains("not a usable schema"), "{refused}");
+        }
+        let mut deep = json!({ "type": "string" });
+        for _ in 0..MAX_SCHEMA_DEPTH {
+            deep = json!({ "type": "object", "properties": { "a": deep } });
+        }
+        assert!(
+            compile(&deep)
+                .unwrap_err()
+                .problem
+                .contains("nested deeper")
+        );
+        let wide: serde_json::Map<String, Value> = (0..4000)
+            .map(|i| (format!("property_{i}"), json!({ "type": "string" })))
+            .collect();
+        let big = json!({ "type": "object", "properties": wide });
+        assert!(compile(&big).unwrap_err().problem.contains("larger than"));
+        assert!(compile(&json!(3)).is_err());
+    }
 
     #[test]
     fn schema_subset() {
@@ -422,11 +425,11 @@ mod tests {
         assert_eq!(err(json!({})), "`title` is required but missing");
         assert!(err(json!({"title": ""})).contains("at least 1"));
         assert!(err(json!({"title": "toolong"})).contains("at most 5"));
-        assert!(err(json!({"title": "a", "n": 1.0})).starts_with("`n` must be an integer"));
+        assert!(err(json!({"title": "a", "n": 1.5})).starts_with("`n` must be an integer"));
         assert!(err(json!({"title": "a", "n": 4})).contains("at most 3"));
         assert!(err(json!({"title": "a", "tags": ["c"]})).starts_with("`tags[0]` must be one of"));
         assert!(err(json!({"title": "a", "tags": ["a", "a"]})).contains("repeat"));
-        assert!(err(json!({"title": "a", "tags": ["a", "b", "a"]})).contains("at most 2"));
+        assert!(err(json!({"title": "a", "tags": ["a", "b", "b"]})).starts_with("`tags` must"));
         assert!(
             err(json!({"title": "a", "inner": {"y": 1}})).starts_with("`inner.y` is not accepted")
         );

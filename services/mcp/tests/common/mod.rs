@@ -179,6 +179,7 @@ impl ToolBackend for Toy {
                 text: String::new(),
                 is_error: false,
                 relay: None,
+                content: Vec::new(),
             },
             "add" => {
                 let n = |k: &str| {
@@ -192,6 +193,7 @@ impl ToolBackend for Toy {
                     text: (n("a") + n("b")).to_string(),
                     is_error: false,
                     relay: None,
+                    content: Vec::new(),
                 }
             }
             "fail" => ToolOutput {
@@ -199,12 +201,14 @@ impl ToolBackend for Toy {
                 text: "board unavailable: try again".into(),
                 is_error: true,
                 relay: None,
+                content: Vec::new(),
             },
             "bad_output" => ToolOutput {
                 structured: Some(json!({})),
                 text: "x".into(),
                 is_error: false,
                 relay: None,
+                content: Vec::new(),
             },
             "boom" => panic!("the toy tool exploded"),
             other => ToolOutput {
@@ -212,6 +216,7 @@ impl ToolBackend for Toy {
                 text: format!("no such tool {other}"),
                 is_error: true,
                 relay: None,
+                content: Vec::new(),
             },
         }
     }

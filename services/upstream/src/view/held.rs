@@ -186,6 +186,7 @@ impl HeldRounds<'_> {
                             input_requests: raw,
                             request_state: sealed,
                         }),
+                        content: Vec::new(),
                     },
                     AuditOutcome::Ok,
                 )

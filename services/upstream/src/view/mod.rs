@@ -112,7 +112,9 @@ impl UpstreamView {
                     grant.grant().capabilities.to_csv()
                 )),
             ),
-            (RefusalKind::InvalidArguments, _) if self.routes(call.name) => {
+            (RefusalKind::InvalidArguments | RefusalKind::HeaderMismatch, _)
+                if self.routes(call.name) =>
+            {
                 (AuditOutcome::ToolError, None)
             }
             _ => return None,

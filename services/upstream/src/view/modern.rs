@@ -221,6 +221,7 @@ impl ModernCall<'_> {
                             input_requests: requests,
                             request_state: sealed,
                         }),
+                        content: Vec::new(),
                     },
                     AuditOutcome::Ok,
                 )

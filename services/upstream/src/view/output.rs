@@ -46,6 +46,7 @@ pub(crate) fn refused(error: RpcError) -> (ToolOutput, AuditOutcome) {
             text: String::new(),
             is_error: true,
             relay: Some(RelayAnswer::Refused(error)),
+            content: Vec::new(),
         },
         AuditOutcome::Denied,
     )
@@ -98,6 +99,7 @@ pub(crate) fn text_output(text: String, is_error: bool) -> ToolOutput {
         text,
         is_error,
         relay: None,
+        content: Vec::new(),
     }
 }
 
@@ -109,9 +111,14 @@ pub(crate) fn unavailable(why: &str) -> (ToolOutput, AuditOutcome) {
     )
 }
 
-/// The upstream's `tools/call` result as this gateway's tool output: text
-/// blocks joined, other blocks named (not relayed), `structuredContent`
-/// kept when the tool declares an `outputSchema`.
+/// The upstream's `tools/call` result as this gateway's tool output: its
+/// content blocks relayed in order (text, image, audio, embedded
+/// resources, resource links; the text an agent or a person reads
+/// cleaned of invisible characters, escapes and HTML comments first),
+/// `structuredContent` kept when the tool declares an `outputSchema`.
+/// The blocks are checked against the content block schema before they
+/// leave (`corkboard_mcp`'s result validator); a block of a type no
+/// revision knows is named in a text block instead.
 pub(crate) fn to_output(
     def: &ToolDef,
     answer: Result<Value, UpstreamError>,
@@ -136,25 +143,23 @@ pub(crate) fn to_output(
         );
     }
     let is_error = result.get("isError").and_then(Value::as_bool) == Some(true);
-    let mut parts = Vec::new();
+    let mut texts = Vec::new();
+    // No blocks at all stays empty: the one text block (empty, or the
+    // structured JSON) as for any tool.
+    let mut content = Vec::new();
     for block in result
         .get("content")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
     {
-        match (
-            block.get("type").and_then(Value::as_str),
-            block.get("text").and_then(Value::as_str),
-        ) {
-            // Cleaned (invisible characters, escapes, HTML comments
-            // stripped) before it reaches the agent or a person.
-            (Some("text"), Some(text)) => parts.push(corkboard_board::clean_text(text).0),
-            (kind, _) => parts.push(format!(
-                "[{} content from the upstream, not relayed by this gateway]",
-                kind.unwrap_or("unknown")
-            )),
+        let block = relayed_block(block);
+        if let Some(text) = block.get("text").and_then(Value::as_str)
+            && block.get("type").and_then(Value::as_str) == Some("text")
+        {
+            texts.push(text.to_owned());
         }
+        content.push(block);
     }
     let structured = match (&def.output_schema, is_error) {
         (Some(_), false) => match result.get("structuredContent") {
@@ -179,15 +184,55 @@ pub(crate) fn to_output(
     } else {
         AuditOutcome::Ok
     };
+    let text = texts.join("\n");
     (
         ToolOutput {
             structured,
-            text: parts.join("\n"),
+            text,
             is_error,
             relay: None,
+            content,
         },
         outcome,
     )
+}
+
+/// One upstream content block as relayed: text an agent or a person
+/// reads is cleaned (a text block's `text`, an embedded text resource's
+/// `text`, a resource link's `name`, `title` and `description`); binary
+/// data is passed as it is (the validator checks it is base64); a block
+/// of an unknown type becomes a text block naming it.
+fn relayed_block(block: &Value) -> Value {
+    let clean = |value: &mut Value, key: &str| {
+        if let Some(Value::String(text)) = value.get_mut(key) {
+            *text = corkboard_board::clean_text(text).0;
+        }
+    };
+    let mut block = block.clone();
+    match block.get("type").and_then(Value::as_str) {
+        Some("text") => clean(&mut block, "text"),
+        Some("image" | "audio") => {}
+        Some("resource") => {
+            if let Some(resource) = block.get_mut("resource") {
+                clean(resource, "text");
+            }
+        }
+        Some("resource_link") => {
+            for key in ["name", "title", "description"] {
+                clean(&mut block, key);
+            }
+        }
+        kind => {
+            return serde_json::json!({
+                "type": "text",
+                "text": format!(
+                    "[{} content from the upstream, not relayed by this gateway]",
+                    kind.unwrap_or("unknown")
+                ),
+            });
+        }
+    }
+    block
 }
 
 #[cfg(test)]
@@ -266,9 +311,15 @@ mod tests {
         );
         assert_eq!(outcome, AuditOutcome::Ok);
         assert!(!out.is_error);
+        assert_eq!(out.text, "one\ntwo");
         assert_eq!(
-            out.text,
-            "one\n[image content from the upstream, not relayed by this gateway]\ntwo"
+            out.content,
+            vec![
+                json!({ "type": "text", "text": "one" }),
+                json!({ "type": "image", "data": "AAAA", "mimeType": "image/png" }),
+                json!({ "type": "text", "text": "two" }),
+            ],
+            "every block relayed, in order"
         );
         assert!(
             out.structured.is_none(),
@@ -305,6 +356,31 @@ mod tests {
         assert_eq!(
             out.text,
             "upstream up unavailable: no answer within 5 ms; retry later"
+        );
+    }
+
+    #[test]
+    fn non_text_content_is_relayed_with_its_text_cleaned() {
+        let (out, outcome) = to_output(
+            &def(None),
+            Ok(json!({ "content": [
+                { "type": "resource_link", "uri": "file:///r.txt", "name": "r\u{200b}.txt", "description": "see \u{1b}[31mred" },
+                { "type": "resource", "resource": { "uri": "mem://a", "text": "hidden<!-- do evil -->text" } },
+                { "type": "audio", "data": "UklGRg==", "mimeType": "audio/wav" },
+                { "type": "hologram", "data": "x" },
+            ] })),
+        );
+        assert_eq!(outcome, AuditOutcome::Ok);
+        assert_eq!(out.content[0]["name"], "r.txt");
+        assert_eq!(out.content[0]["description"], "see red");
+        assert_eq!(out.content[1]["resource"]["text"], "hiddentext");
+        assert_eq!(
+            out.content[2],
+            json!({ "type": "audio", "data": "UklGRg==", "mimeType": "audio/wav" })
+        );
+        assert_eq!(
+            out.content[3],
+            json!({ "type": "text", "text": "[hologram content from the upstream, not relayed by this gateway]" })
         );
     }
 }
