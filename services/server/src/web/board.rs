@@ -224,23 +224,26 @@ async fn column_totals<'a>(
                 count: page.issues.len() as u64,
                 exact: true,
             }),
-            _ => bounded_count(store, tenant, filter, state).await,
+            _ => bounded_count(store, tenant, filter, state, COUNT_MAX).await,
         }
     }))
     .await
 }
 
 /// Counts a column by listing it, in the largest pages the list allows,
-/// stopping at [`COUNT_MAX`].
-async fn bounded_count(
+/// stopping at `max` ([`COUNT_MAX`]).
+pub(crate) async fn bounded_count(
     store: &dyn BoardStore,
     tenant: &TenantId,
     filter: &ListQuery,
     state: IssueState,
+    max: u64,
 ) -> Result<Total, StoreError> {
     let mut query = ListQuery {
         states: vec![state],
-        limit: limits::PAGE_MAX,
+        limit: u32::try_from(max)
+            .unwrap_or(u32::MAX)
+            .clamp(1, limits::PAGE_MAX),
         cursor: None,
         ..filter.clone()
     };
@@ -250,7 +253,7 @@ async fn bounded_count(
         count += page.issues.len() as u64;
         match page.next_cursor {
             None => return Ok(Total { count, exact: true }),
-            Some(_) if count >= COUNT_MAX => {
+            Some(_) if count >= max => {
                 return Ok(Total {
                     count,
                     exact: false,

@@ -751,6 +751,35 @@ async fn board_columns_carry_their_true_totals_and_page_on_their_own() {
 }
 
 #[actix_rt::test]
+async fn a_counted_column_stops_at_its_bound_and_says_so() {
+    let f = fixture().await;
+    for i in 0..12 {
+        file(&f, &format!("todo {i}"), IssueState::Todo, &["x"]).await;
+    }
+    let acme = TenantId::parse("acme").unwrap();
+    let filter = corkboard_board::ListQuery::default();
+    let count = |max| {
+        board::bounded_count(
+            f.state.store.as_ref(),
+            &acme,
+            &filter,
+            IssueState::Todo,
+            max,
+        )
+    };
+    let at_most = count(5).await.unwrap();
+    assert_eq!((at_most.count, at_most.exact), (5, false));
+    let all = count(12).await.unwrap();
+    assert_eq!((all.count, all.exact), (12, true));
+    let more = count(board::COUNT_MAX).await.unwrap();
+    assert_eq!((more.count, more.exact), (12, true));
+    let empty = board::bounded_count(f.state.store.as_ref(), &acme, &filter, IssueState::Done, 5)
+        .await
+        .unwrap();
+    assert_eq!((empty.count, empty.exact), (0, true));
+}
+
+#[actix_rt::test]
 async fn an_issue_read_with_related_carries_the_titles_its_relations_name() {
     let f = fixture().await;
     let app = app!(f);
