@@ -707,7 +707,12 @@ async function loadMoreColumn(state) {
 function renderColumn(state) {
   const section = document.querySelector(`#columns section.column[data-state="${CSS.escape(state)}"]`);
   const column = app.board?.columns.get(state);
-  if (section && column) section.replaceWith(columnSection(column));
+  if (!section || !column) return;
+  const top = section.querySelector('.cards')?.scrollTop ?? 0;
+  const next = columnSection(column);
+  section.replaceWith(next);
+  const cards = next.querySelector('.cards');
+  if (cards) cards.scrollTop = top;
 }
 
 /** "60", or "1000+" when the server stopped counting. */
@@ -756,11 +761,35 @@ function renderBoard() {
     body.replaceChildren(emptyState());
     return;
   }
+  // A re-render (a live event) keeps where the person had scrolled: the
+  // board sideways and each column within itself.
+  const scrolled = scrollPositions();
   const parts = [];
   if (total === 0) parts.push(el('p', { class: 'notice', id: 'no-match' }, 'No issue matches these filters.'));
   parts.push(el('div', { class: 'columns', id: 'columns' }, columns.map(columnSection)));
   body.replaceChildren(...parts);
+  restoreScroll(scrolled);
   app.fresh.clear();
+}
+
+function scrollPositions() {
+  const board = $('columns');
+  if (!board) return null;
+  return {
+    left: board.scrollLeft,
+    columns: new Map([...board.querySelectorAll('section.column')].map((c) => [c.dataset.state, c.querySelector('.cards')?.scrollTop ?? 0])),
+  };
+}
+
+function restoreScroll(scrolled) {
+  const board = $('columns');
+  if (!board || !scrolled) return;
+  board.scrollLeft = scrolled.left;
+  for (const section of board.querySelectorAll('section.column')) {
+    const cards = section.querySelector('.cards');
+    const top = scrolled.columns.get(section.dataset.state);
+    if (cards && top) cards.scrollTop = top;
+  }
 }
 
 /** Ranked search hits with the snippet that matched. */

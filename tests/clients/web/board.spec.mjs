@@ -587,12 +587,26 @@ async function scenario() {
     check(column.marked && column.cards === firstPage[state].cards, `loading more to-do cards touched the ${state} column: ${JSON.stringify(column)}`);
   }
   check(second.todo.total === String(MANY_CARDS), `the total changed with the page: ${JSON.stringify(second.todo)}`);
-  // A live write keeps what the person loaded, and the total follows.
+  // A live write keeps what the person loaded and where they had scrolled
+  // (the board sideways, the column within itself), and the total follows.
+  const scrolledTo = await page.evaluate(() => {
+    const board = document.querySelector('#columns');
+    board.scrollLeft = 200;
+    const cards = document.querySelector('section.column[data-state="todo"] .cards');
+    cards.scrollTop = 400;
+    return { left: board.scrollLeft, top: cards.scrollTop };
+  });
   const extra = await tool(agent, 'create_issue', { title: `Queued work extra ${tag}`, state: 'todo' });
   await todo.locator(cardSelector(extra.id)).waitFor();
   await page.locator(`section.column[data-state="todo"] .count[data-total="${MANY_CARDS + 1}"]`).waitFor();
   const afterLive = await columnState();
   check(afterLive.todo.cards >= COLUMN_PAGE * 2, `a live update dropped the loaded cards: ${JSON.stringify(afterLive.todo)}`);
+  const scrolledAfter = await page.evaluate(() => ({
+    left: document.querySelector('#columns').scrollLeft,
+    top: document.querySelector('section.column[data-state="todo"] .cards').scrollTop,
+  }));
+  check(scrolledTo.left > 0 && Math.abs(scrolledAfter.left - scrolledTo.left) <= 1 && Math.abs(scrolledAfter.top - scrolledTo.top) <= 1,
+    `a live update moved the board's scroll from ${JSON.stringify(scrolledTo)} to ${JSON.stringify(scrolledAfter)}`);
   // Paging on to the end reaches the oldest card.
   while (await page.locator('#more-todo').count()) {
     await page.locator('#more-todo').click();
