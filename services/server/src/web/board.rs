@@ -164,23 +164,27 @@ pub(super) async fn board(
     Ok(HttpResponse::Ok().json(serde_json::json!({ "columns": columns })))
 }
 
-/// The columns a request asks for: a page of each (read together) and
-/// their totals.
+/// The columns a request asks for: a page of each and their totals.
+///
+/// One read at a time: a page of one state is a filtered list page, which
+/// the stores run under the tenant's small share of expensive reads; a
+/// board that took every slot at once would make its own agents' searches
+/// (and its other columns) wait.
 pub(crate) async fn read_columns(
     store: &dyn BoardStore,
     tenant: &TenantId,
     request: &BoardRequest,
 ) -> Result<Vec<Column>, StoreError> {
-    let pages = try_join_all(request.columns.iter().map(|column| {
+    let mut pages = Vec::with_capacity(request.columns.len());
+    for column in &request.columns {
         let query = ListQuery {
             states: vec![*column],
             limit: request.limit,
             cursor: request.cursor.clone(),
             ..request.filter.clone()
         };
-        async move { store.list_issues(tenant, &query).await }
-    }))
-    .await?;
+        pages.push(store.list_issues(tenant, &query).await?);
+    }
     let first_pages = request.cursor.is_none();
     let totals = column_totals(
         store,
@@ -218,16 +222,17 @@ async fn column_totals<'a>(
     filter: &ListQuery,
     columns: impl Iterator<Item = (IssueState, Option<&'a Page>)>,
 ) -> Result<Vec<Total>, StoreError> {
-    try_join_all(columns.map(|(state, first_page)| async move {
-        match first_page {
-            Some(page) if page.next_cursor.is_none() => Ok(Total {
+    let mut totals = Vec::new();
+    for (state, first_page) in columns {
+        totals.push(match first_page {
+            Some(page) if page.next_cursor.is_none() => Total {
                 count: page.issues.len() as u64,
                 exact: true,
-            }),
-            _ => bounded_count(store, tenant, filter, state, COUNT_MAX).await,
-        }
-    }))
-    .await
+            },
+            _ => bounded_count(store, tenant, filter, state, COUNT_MAX).await?,
+        });
+    }
+    Ok(totals)
 }
 
 /// Counts a column by listing it, in the largest pages the list allows,
