@@ -690,6 +690,7 @@ async function loadMoreColumn(state) {
   const column = board?.columns.get(state);
   if (!column?.next || column.loading) return;
   column.loading = true;
+  const had = column.issues.length;
   try {
     const page = await api('GET', tenantPath(`/board?${boardQuery(board.filters, { state, cursor: column.next })}`));
     if (app.board !== board || board.columns.get(state) !== column) return;
@@ -700,7 +701,13 @@ async function loadMoreColumn(state) {
   } finally {
     column.loading = false;
   }
-  if (app.board === board && board.columns.get(state) === column) preservingFocus(() => renderColumn(state));
+  if (app.board !== board || board.columns.get(state) !== column) return;
+  preservingFocus(() => renderColumn(state));
+  // The last page took the button away: the keyboard goes on at the first new card.
+  const first = column.issues[had];
+  if (!column.next && first && (!document.activeElement || document.activeElement === document.body)) {
+    document.querySelector(`[data-focus-key="${CSS.escape(`open-${first.id}`)}"]`)?.focus();
+  }
 }
 
 /** Replaces one column's section in place. */
