@@ -9,9 +9,11 @@
 //! with the column's cursor, so paging a column never touches another.
 //!
 //! Each column carries its total under the same filters. The totals are
-//! decided in one place, [`column_totals`]: the store's grouped counts
-//! (`board_stats`) when the board is unfiltered, otherwise a count bounded at
-//! [`COUNT_MAX`] through the list itself (answered as "at least").
+//! decided in one place, [`column_totals`]: a count through the list itself,
+//! bounded at [`COUNT_MAX`] (answered as "at least"). The store's grouped
+//! counts (`board_stats` of the work queue) would answer an unfiltered board
+//! exactly in one read; they are not on this branch's store surface yet, and
+//! switching to them is a change to `column_totals` alone.
 //!
 //! The same module reads the titles of the issues an issue's relations name
 //! ([`related`]), so the issue view shows links with titles, not bare ids.
@@ -31,7 +33,7 @@ use serde::{Deserialize, Serialize};
 pub const COLUMN_PAGE_DEFAULT: u32 = 25;
 /// Most issues per column page: a board page asks for seven of them.
 pub const COLUMN_PAGE_MAX: u32 = 100;
-/// Where a counted total stops: a filtered column holding more is answered
+/// Where a counted total stops: a column holding more is answered
 /// as "at least this many" (`total_exact: false`), so a count never reads
 /// more than `COUNT_MAX` issues per column.
 pub const COUNT_MAX: u64 = 1000;
