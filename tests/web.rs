@@ -142,6 +142,10 @@ fn the_web_board_works_in_a_real_browser() {
         "cross_tenant",
         "usable",
         "long_column",
+        "relations",
+        "layout_wide",
+        "column_paging",
+        "layout_phone",
         "revoke_run",
     ] {
         assert!(
@@ -152,6 +156,25 @@ fn the_web_board_works_in_a_real_browser() {
     assert_eq!(checks["signin"]["cookie"]["httpOnly"], true);
     assert_eq!(checks["signin"]["cookie"]["sameSite"], "Strict");
     assert_eq!(checks["viewer"]["forged_revoke_status"], 403);
+    // The layout rules, measured in the page (board.spec.mjs): at 1400x900
+    // no card title is taller than three lines; on a phone nothing but the
+    // page scrolls and the filters are folded; a long column's total is the
+    // column's, and loading more of it asks for that column alone.
+    assert!(
+        matches!(checks["layout_wide"]["max_lines"].as_u64(), Some(1..=3)),
+        "{}",
+        checks["layout_wide"]
+    );
+    assert_eq!(
+        checks["layout_phone"]["scrollers"],
+        serde_json::json!([]),
+        "{}",
+        checks["layout_phone"]
+    );
+    assert_eq!(checks["layout_phone"]["filters_open"], false);
+    assert_eq!(checks["column_paging"]["first"]["total"], "80");
+    assert_eq!(checks["column_paging"]["first"]["cards"], 25);
+    assert_eq!(checks["column_paging"]["requests"], 1);
     // Latencies are reported for the record; a busy machine must not fail the test.
     eprintln!(
         "web: MCP-created issue shown after {} ms, update after {} ms",
@@ -166,7 +189,9 @@ fn the_web_board_works_in_a_real_browser() {
         "grants",
         "grants-viewer",
         "cross-tenant",
+        "board-1400",
         "board-phone",
+        "relations-links",
     ] {
         let path = artifacts.join(format!("{shot}.png"));
         let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);

@@ -23,6 +23,12 @@ const STATE_LABELS = {
 const TENANT_RE = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
 const RECENT_KEY = 'corkboard.recentTenants';
 const PAGE = 200;
+// Cards per column page (GET …/board pages each column on its own; the
+// server's maximum is 100).
+const COLUMN_PAGE = 25;
+// Wider than this the filters start unfolded; narrower (a phone) they
+// fold behind their summary so the cards come first.
+const WIDE = '(min-width: 701px)';
 // Search hits per request (the API's maximum is 50).
 const SEARCH_PAGE = 50;
 // The grants API reads one row past the page to find the cursor; 100 keeps
@@ -33,7 +39,7 @@ const app = {
   session: null,
   tenant: null,
   view: null,          // 'board' | 'issue' | 'grants' | ...
-  board: null,         // { issues, next, filters }
+  board: null,         // { columns: Map(state -> column), filters } or search { hits, next }
   issue: null,         // { issue, dirty }
   grants: null,        // { grants, next, showAll }
   events: null,
@@ -209,6 +215,12 @@ function sessionLost() {
 
 async function start() {
   $('logout').addEventListener('click', logout);
+  // Turning a tablet or resizing the window folds or unfolds the filters
+  // as a fresh load at that width would.
+  matchMedia(WIDE).addEventListener('change', (e) => {
+    const fold = $('filters-fold');
+    if (fold) fold.open = e.matches;
+  });
   $('tenant-form').addEventListener('submit', (e) => {
     e.preventDefault();
     switchTenant($('tenant-input').value.trim());
@@ -440,7 +452,7 @@ async function showBoard(params, { focus } = {}) {
   setNav('board');
   document.title = `${app.tenant} · Corkboard`;
   const filters = filtersFrom(params);
-  app.board = { issues: [], next: null, filters, loaded: false };
+  app.board = { issues: [], columns: new Map(), filters, loaded: false };
   setMain(
     el('div', { class: 'board-head' },
       el('h1', { id: 'board-title' }, `Board · ${app.tenant}`),
@@ -546,14 +558,36 @@ function filterForm(filters) {
   form.querySelector('#filter-clear').addEventListener('click', () => {
     location.hash = '#/board';
   });
-  return form;
+  // Folded behind one control on a phone (the cards come first), open on a
+  // wide screen; the summary says how many filters are in effect.
+  const active = Object.keys(filters).length;
+  const fold = el('details', { class: 'filters-fold', id: 'filters-fold', open: matchMedia(WIDE).matches },
+    el('summary', { id: 'filters-toggle' }, 'Filters', active ? ` (${active} active)` : null),
+    form);
+  return fold;
 }
 
-function issueQuery(filters, cursor) {
-  const q = new URLSearchParams({ limit: String(PAGE) });
+/**
+ * A board request (GET …/board): the filters, a page of every column, or
+ * with `state` and `cursor` the next page of that column alone. A `state`
+ * filter keeps only that column.
+ */
+function boardQuery(filters, { state, cursor, limit = COLUMN_PAGE } = {}) {
+  const q = new URLSearchParams({ limit: String(limit) });
   for (const [k, v] of Object.entries(filters)) if (k !== 'q') q.set(k, v);
+  if (state) q.set('state', state);
   if (cursor) q.set('cursor', cursor);
   return q;
+}
+
+/** The columns shown: every state, or the one the state filter names. */
+function shownStates(board) {
+  return board.filters.state ? STATES.filter((s) => s === board.filters.state) : STATES;
+}
+
+/** Every card loaded, across the columns. */
+function loadedIssues(board) {
+  return [...board.columns.values()].flatMap((c) => c.issues);
 }
 
 /** A search (GET …/issues/search): ranked hits, paged by offset. */
@@ -579,11 +613,23 @@ async function loadBoard() {
       preservingFocus(renderBoard);
       return true;
     }
-    const page = await api('GET', tenantPath(`/issues?${issueQuery(board.filters)}`));
+    const page = await api('GET', tenantPath(`/board?${boardQuery(board.filters)}`));
     if (app.board !== board) return false;
+    // A refresh (a live event) keeps as many cards of each column as the
+    // person had loaded: those columns read on from their new first page.
+    const before = board.columns;
+    const columns = new Map(page.columns.map((c) => [c.state, columnFrom(c)]));
+    for (const [state, column] of columns) {
+      const had = before.get(state)?.issues.length ?? 0;
+      while (column.next && column.issues.length < had) {
+        const more = await api('GET', tenantPath(`/board?${boardQuery(board.filters, { state, cursor: column.next })}`));
+        if (app.board !== board) return false;
+        appendPage(column, more.columns[0]);
+      }
+    }
     board.hits = null;
-    board.issues = page.issues;
-    board.next = page.next_cursor;
+    board.columns = columns;
+    board.issues = loadedIssues(board);
     board.loaded = true;
     preservingFocus(renderBoard);
     return true;
@@ -604,65 +650,153 @@ function handleLoadError(e) {
   return e.status !== 404 && e.status !== 422;
 }
 
-async function loadMoreIssues() {
+/** The next ranked search hits. */
+async function loadMoreHits() {
   const board = app.board;
   try {
-    if (board.hits) {
-      const page = await api('GET', tenantPath(`/issues/search?${searchQuery(board.filters, board.next)}`));
-      const seen = new Set(board.hits.map((h) => h.issue.id));
-      board.hits.push(...page.hits.filter((h) => !seen.has(h.issue.id)));
-      board.issues = board.hits.map((h) => h.issue);
-      board.next = page.next_offset ?? null;
-      board.partial = page.partial;
-      preservingFocus(renderBoard);
-      return;
-    }
-    const page = await api('GET', tenantPath(`/issues?${issueQuery(board.filters, board.next)}`));
-    const seen = new Set(board.issues.map((i) => i.id));
-    board.issues.push(...page.issues.filter((i) => !seen.has(i.id)));
-    board.next = page.next_cursor;
+    const page = await api('GET', tenantPath(`/issues/search?${searchQuery(board.filters, board.next)}`));
+    if (app.board !== board) return;
+    const seen = new Set(board.hits.map((h) => h.issue.id));
+    board.hits.push(...page.hits.filter((h) => !seen.has(h.issue.id)));
+    board.issues = board.hits.map((h) => h.issue);
+    board.next = page.next_offset ?? null;
+    board.partial = page.partial;
     preservingFocus(renderBoard);
   } catch (e) {
     announce(`Cannot load more issues: ${e.message}`, 'error');
   }
 }
 
+/** A column of the board's answer as the page keeps it. */
+function columnFrom(c) {
+  return { state: c.state, issues: c.issues, next: c.next_cursor ?? null, total: c.total, exact: c.total_exact, loading: false };
+}
+
+/** Adds the next page of a column (an issue already shown is not repeated). */
+function appendPage(column, page) {
+  const seen = new Set(column.issues.map((i) => i.id));
+  column.issues.push(...page.issues.filter((i) => !seen.has(i.id)));
+  column.next = page.next_cursor ?? null;
+  column.total = page.total;
+  column.exact = page.total_exact;
+}
+
+/**
+ * Loads the next page of one column and re-renders that column alone: the
+ * other columns (their cards, their scroll, a select in use) stay as they are.
+ */
+async function loadMoreColumn(state) {
+  const board = app.board;
+  const column = board?.columns.get(state);
+  if (!column?.next || column.loading) return;
+  column.loading = true;
+  const had = column.issues.length;
+  try {
+    const page = await api('GET', tenantPath(`/board?${boardQuery(board.filters, { state, cursor: column.next })}`));
+    if (app.board !== board || board.columns.get(state) !== column) return;
+    appendPage(column, page.columns[0]);
+    board.issues = loadedIssues(board);
+  } catch (e) {
+    announce(`Cannot load more of ${stateLabel(state)}: ${e.message}`, 'error');
+  } finally {
+    column.loading = false;
+  }
+  if (app.board !== board || board.columns.get(state) !== column) return;
+  preservingFocus(() => renderColumn(state));
+  // The last page took the button away: the keyboard goes on at the first new card.
+  const first = column.issues[had];
+  if (!column.next && first && (!document.activeElement || document.activeElement === document.body)) {
+    document.querySelector(`[data-focus-key="${CSS.escape(`open-${first.id}`)}"]`)?.focus();
+  }
+}
+
+/** Replaces one column's section in place. */
+function renderColumn(state) {
+  const section = document.querySelector(`#columns section.column[data-state="${CSS.escape(state)}"]`);
+  const column = app.board?.columns.get(state);
+  if (!section || !column) return;
+  const top = section.querySelector('.cards')?.scrollTop ?? 0;
+  const next = columnSection(column);
+  section.replaceWith(next);
+  const cards = next.querySelector('.cards');
+  if (cards) cards.scrollTop = top;
+}
+
+/** "60", or "1000+" when the server stopped counting. */
+function totalText(column) {
+  return column.exact ? String(column.total) : `${column.total}+`;
+}
+
+function columnSection(column) {
+  const s = column.state;
+  const { issues } = column;
+  const headingId = `col-${s}`;
+  const shown = issues.length < column.total || !column.exact
+    ? el('p', { class: 'column-shown muted', id: `shown-${s}` }, `${issues.length} of ${totalText(column)} shown`)
+    : null;
+  const more = column.next
+    ? el('button', {
+      type: 'button', class: 'secondary column-more', id: `more-${s}`,
+      dataset: { state: s, focusKey: `more-${s}` }, onclick: () => loadMoreColumn(s),
+    }, `Load more ${stateLabel(s)}`)
+    : null;
+  return el('section', { class: 'column', 'aria-labelledby': headingId, dataset: { state: s } },
+    el('h2', { id: headingId }, stateLabel(s), ' ',
+      el('span', { class: 'count', dataset: { total: String(column.total), exact: String(column.exact) }, 'aria-label': `${totalText(column)} issues` }, `(${totalText(column)})`)),
+    issues.length
+      // On a wide screen a column scrolls on its own (see .cards in
+      // app.css), so it is a focusable region: keyboard users scroll it too.
+      ? el('ul', { class: 'cards', tabindex: 0, 'aria-label': `${stateLabel(s)} issues` }, issues.map(card))
+      : el('p', { class: 'empty-column' }, 'Nothing here'),
+    shown,
+    more);
+}
+
 function renderBoard() {
   const body = $('board-body');
   if (!body) return;
   const board = app.board;
-  if (board.issues.length === 0 && !hasFilters(board.filters)) {
-    body.replaceChildren(emptyState());
-    return;
-  }
   if (board.hits) {
-    body.replaceChildren(...searchResults(board));
+    if (board.hits.length === 0 && !hasFilters(board.filters)) body.replaceChildren(emptyState());
+    else body.replaceChildren(...searchResults(board));
     app.fresh.clear();
     return;
   }
-  const byState = new Map(STATES.map((s) => [s, []]));
-  for (const issue of board.issues) byState.get(issue.state)?.push(issue);
-  const columns = el('div', { class: 'columns', id: 'columns' },
-    STATES.map((s) => {
-      const issues = byState.get(s);
-      const headingId = `col-${s}`;
-      return el('section', { class: 'column', 'aria-labelledby': headingId, dataset: { state: s } },
-        el('h2', { id: headingId }, stateLabel(s), ' ', el('span', { class: 'count' }, `(${issues.length})`)),
-        issues.length
-          // A column scrolls on its own (see .cards in app.css), so it is a
-          // focusable region: keyboard users scroll it too.
-          ? el('ul', { class: 'cards', tabindex: 0, 'aria-label': `${stateLabel(s)} issues` }, issues.map(card))
-          : el('p', { class: 'empty-column' }, 'Nothing here'));
-    }));
-  const parts = [];
-  if (board.issues.length === 0) parts.push(el('p', { class: 'notice', id: 'no-match' }, 'No issue matches these filters.'));
-  parts.push(columns);
-  if (board.next) {
-    parts.push(el('p', { class: 'more' },
-      el('button', { type: 'button', class: 'secondary', id: 'load-more', onclick: loadMoreIssues, dataset: { focusKey: 'load-more' } }, 'Load more issues')));
+  const columns = shownStates(board).map((s) => board.columns.get(s)).filter(Boolean);
+  const total = columns.reduce((n, c) => n + c.total, 0);
+  if (total === 0 && !hasFilters(board.filters)) {
+    body.replaceChildren(emptyState());
+    return;
   }
+  // A re-render (a live event) keeps where the person had scrolled: the
+  // board sideways and each column within itself.
+  const scrolled = scrollPositions();
+  const parts = [];
+  if (total === 0) parts.push(el('p', { class: 'notice', id: 'no-match' }, 'No issue matches these filters.'));
+  parts.push(el('div', { class: 'columns', id: 'columns' }, columns.map(columnSection)));
   body.replaceChildren(...parts);
+  restoreScroll(scrolled);
   app.fresh.clear();
+}
+
+function scrollPositions() {
+  const board = $('columns');
+  if (!board) return null;
+  return {
+    left: board.scrollLeft,
+    columns: new Map([...board.querySelectorAll('section.column')].map((c) => [c.dataset.state, c.querySelector('.cards')?.scrollTop ?? 0])),
+  };
+}
+
+function restoreScroll(scrolled) {
+  const board = $('columns');
+  if (!board || !scrolled) return;
+  board.scrollLeft = scrolled.left;
+  for (const section of board.querySelectorAll('section.column')) {
+    const cards = section.querySelector('.cards');
+    const top = scrolled.columns.get(section.dataset.state);
+    if (cards && top) cards.scrollTop = top;
+  }
 }
 
 /** Ranked search hits with the snippet that matched. */
@@ -687,7 +821,7 @@ function searchResults(board) {
   }
   if (board.next) {
     parts.push(el('p', { class: 'more' },
-      el('button', { type: 'button', class: 'secondary', id: 'load-more', onclick: loadMoreIssues, dataset: { focusKey: 'load-more' } }, 'More results')));
+      el('button', { type: 'button', class: 'secondary', id: 'load-more', onclick: loadMoreHits, dataset: { focusKey: 'load-more' } }, 'More results')));
   }
   return parts;
 }
@@ -703,7 +837,8 @@ function card(issue) {
     class: app.fresh.has(issue.id) ? 'card fresh' : 'card',
     dataset: { issueId: issue.id, state: issue.state, version: String(issue.version) },
   },
-  el('a', { class: 'card-title', href: `#/issue/${encodeURIComponent(issue.id)}`, dataset: { focusKey: `open-${issue.id}` } }, issue.title),
+  // At most three lines (app.css); the full title is the link's title and the issue's heading.
+  el('a', { class: 'card-title', href: `#/issue/${encodeURIComponent(issue.id)}`, title: issue.title, dataset: { focusKey: `open-${issue.id}` } }, issue.title),
   issue.labels.length ? el('ul', { class: 'chips', 'aria-label': 'Labels' }, issue.labels.map((l) => el('li', { class: 'chip' }, l))) : null,
   el('div', { class: 'meta' },
     issue.priority !== 'none' ? el('span', { class: `priority priority-${issue.priority}` }, issue.priority) : null,
@@ -743,9 +878,7 @@ async function moveIssue(id, state) {
           expected_version: issue.version,
           state: desired,
         });
-        const list = app.board?.issues ?? [];
-        const i = list.findIndex((x) => x.id === updated.id);
-        if (i >= 0 && list[i].version < updated.version) list[i] = updated;
+        placeIssue(updated);
         if (app.moving.get(id) === updated.state) announce(`Moved “${updated.title}” to ${stateLabel(updated.state)}.`);
       } catch (e) {
         if (e.status === 409) await showBoardConflict(issue);
@@ -757,6 +890,41 @@ async function moveIssue(id, state) {
     app.moving.delete(id);
     preservingFocus(renderBoard);
   }
+}
+
+/**
+ * Shows a changed issue where it now belongs (its column, newest first),
+ * moving its count along; the live event that follows re-reads the board.
+ */
+function placeIssue(updated) {
+  const board = app.board;
+  if (!board?.columns) return;
+  let old = null;
+  for (const column of board.columns.values()) {
+    const i = column.issues.findIndex((x) => x.id === updated.id);
+    if (i < 0) continue;
+    old = column.issues[i];
+    if (old.version >= updated.version) return;
+    column.issues.splice(i, 1);
+    if (column.state !== updated.state) column.total = Math.max(0, column.total - 1);
+    else {
+      column.issues.splice(i, 0, updated);
+      board.issues = loadedIssues(board);
+      return;
+    }
+  }
+  const target = board.columns.get(updated.state);
+  if (target) {
+    // Ids sort by creation: the column's order (newest first) is theirs.
+    const at = target.issues.findIndex((x) => x.id < updated.id);
+    if (at < 0 && target.next) {
+      // Older than every loaded card: it comes with a later page.
+    } else {
+      target.issues.splice(at < 0 ? target.issues.length : at, 0, updated);
+    }
+    if (old) target.total += 1;
+  }
+  board.issues = loadedIssues(board);
 }
 
 async function currentVersion(id) {
@@ -853,8 +1021,8 @@ async function loadIssue(force = false) {
   const id = state.id;
   try {
     const [issue, audit] = await Promise.all([
-      api('GET', tenantPath(`/issues/${encodeURIComponent(id)}?render=html`)),
-      api('GET', tenantPath(`/issues/${encodeURIComponent(id)}/history?limit=100`)).catch((e) => ({ error: e })),
+      api('GET', tenantPath(`/issues/${encodeURIComponent(id)}?render=html&related=true`)),
+      api('GET', tenantPath(`/audit?issue=${encodeURIComponent(id)}&limit=${PAGE}`)).catch((e) => ({ error: e })),
     ]);
     if (app.issue !== state) return;
     if (state.dirty && !force) {
@@ -919,31 +1087,41 @@ function closeReasonText(issue) {
   return issue.close_reason === 'duplicate' && issue.duplicate_of ? `${text} of ${issue.duplicate_of}` : text;
 }
 
-/** A link to another issue of this tenant, by id. */
-function issueLink(id) {
-  return el('a', { class: 'mono', href: `#/issue/${encodeURIComponent(id)}` }, id);
+/**
+ * A link to another issue of this tenant: its title and state when the
+ * read named them (`related`), its id otherwise (an issue that no longer
+ * reads). The id stays in the link's title.
+ */
+function issueLink(id, related) {
+  const known = related?.[id];
+  const href = `#/issue/${encodeURIComponent(id)}`;
+  if (!known) return el('a', { class: 'relation mono', href, dataset: { issueId: id } }, id);
+  return el('span', { class: 'relation-item' },
+    el('a', { class: 'relation', href, title: id, dataset: { issueId: id } }, known.title),
+    ' ', el('span', { class: 'chip', dataset: { state: known.state } }, stateLabel(known.state)));
 }
 
-function issueLinks(ids, more) {
-  return el('span', { class: 'links' }, ids.flatMap((id, i) => (i ? [', ', issueLink(id)] : [issueLink(id)])), more ? ' and more' : null);
+function issueLinks(ids, related, more) {
+  return el('ul', { class: 'links' }, ids.map((id) => el('li', {}, issueLink(id, related))), more ? el('li', { class: 'muted' }, 'and more') : null);
 }
 
 /** The issue view's rows for claims, close reasons and relations (only those that are set). */
 function relationRows(issue) {
   const rows = [];
+  const related = issue.related ?? {};
   if (issue.claim) {
     rows.push(['Claimed by', el('span', { id: 'issue-claim' }, el('span', { class: 'mono' }, issue.claim.run), ' since ', timeEl(issue.claim.claimed_at))]);
   }
   if (issue.close_reason) {
     rows.push(['Close reason', el('span', { id: 'issue-close-reason' },
       CLOSE_REASONS[issue.close_reason] ?? issue.close_reason,
-      issue.duplicate_of && issue.close_reason === 'duplicate' ? [' of ', issueLink(issue.duplicate_of)] : null)]);
+      issue.duplicate_of && issue.close_reason === 'duplicate' ? [' of ', issueLink(issue.duplicate_of, related)] : null)]);
   }
-  if (issue.parent) rows.push(['Parent', el('span', { id: 'issue-parent' }, issueLink(issue.parent))]);
-  if (issue.children?.length) rows.push(['Sub-issues', el('span', { id: 'issue-children' }, issueLinks(issue.children, issue.more_children))]);
-  if (issue.duplicate_of && issue.close_reason !== 'duplicate') rows.push(['Duplicate of', issueLink(issue.duplicate_of)]);
-  if (issue.blocked_by?.length) rows.push(['Blocked by', el('span', { id: 'issue-blocked-by' }, issueLinks(issue.blocked_by))]);
-  if (issue.blocks?.length) rows.push(['Blocks', el('span', { id: 'issue-blocks' }, issueLinks(issue.blocks, issue.more_blocks))]);
+  if (issue.parent) rows.push(['Parent', el('span', { id: 'issue-parent' }, issueLink(issue.parent, related))]);
+  if (issue.children?.length) rows.push(['Sub-issues', el('div', { id: 'issue-children' }, issueLinks(issue.children, related, issue.more_children))]);
+  if (issue.duplicate_of && issue.close_reason !== 'duplicate') rows.push(['Duplicate of', el('span', { id: 'issue-duplicate-of' }, issueLink(issue.duplicate_of, related))]);
+  if (issue.blocked_by?.length) rows.push(['Blocked by', el('div', { id: 'issue-blocked-by' }, issueLinks(issue.blocked_by, related))]);
+  if (issue.blocks?.length) rows.push(['Blocks', el('div', { id: 'issue-blocks' }, issueLinks(issue.blocks, related, issue.more_blocks))]);
   return rows;
 }
 

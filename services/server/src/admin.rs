@@ -459,27 +459,27 @@ async fn revoke_run(
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct IssueListParams {
+pub(crate) struct IssueListParams {
     /// Comma-separated states.
-    state: Option<String>,
+    pub(crate) state: Option<String>,
     /// Comma-separated labels.
-    label: Option<String>,
+    pub(crate) label: Option<String>,
     /// `all` (default) or `any`.
-    label_match: Option<String>,
-    text: Option<String>,
-    run: Option<String>,
+    pub(crate) label_match: Option<String>,
+    pub(crate) text: Option<String>,
+    pub(crate) run: Option<String>,
     /// Comma-separated priorities.
-    priority: Option<String>,
+    pub(crate) priority: Option<String>,
     /// RFC 3339: issues updated at or after it.
-    updated_since: Option<String>,
-    cursor: Option<String>,
-    limit: Option<u32>,
+    pub(crate) updated_since: Option<String>,
+    pub(crate) cursor: Option<String>,
+    pub(crate) limit: Option<u32>,
     /// Sub-issues of this issue.
-    parent: Option<String>,
+    pub(crate) parent: Option<String>,
     /// `true`: issues no run has claimed.
-    unclaimed: Option<bool>,
+    pub(crate) unclaimed: Option<bool>,
     /// Issues claimed by this run.
-    claimed_by: Option<String>,
+    pub(crate) claimed_by: Option<String>,
 }
 
 /// `GET .../issues/search`: the list filters, the query `q`, and paging by
@@ -544,7 +544,7 @@ fn csv(text: &Option<String>) -> Vec<&str> {
 }
 
 impl IssueListParams {
-    fn into_query(self) -> Result<ListQuery, ValidationError> {
+    pub(crate) fn into_query(self) -> Result<ListQuery, ValidationError> {
         let states = csv(&self.state)
             .into_iter()
             .map(IssueState::parse)
@@ -649,6 +649,9 @@ struct IssueGetParams {
     /// `html`: add `rendered`, the body and each comment as sanitised HTML
     /// (what the web board shows; see `crate::markdown`).
     render: Option<String>,
+    /// `true`: add `related`, the title and state of each issue the
+    /// relations name, by id (the web board's links; `crate::web::board`).
+    related: Option<bool>,
 }
 
 async fn get_issue(
@@ -675,8 +678,21 @@ async fn get_issue(
         .store
         .get_issue_view(&tenant, &IssueId::parse(issue)?, &CommentWindow::all())
         .await?;
-    if !render {
+    let related = if params.related.unwrap_or(false) {
+        Some(crate::web::board::related(state.store.as_ref(), &tenant, &issue).await?)
+    } else {
+        None
+    };
+    if !render && related.is_none() {
         return Ok(HttpResponse::Ok().json(issue));
+    }
+    let mut value = serde_json::to_value(&issue)
+        .map_err(|err| ApiError::internal(format!("issue not serialisable: {err}")))?;
+    if let Some(related) = related {
+        value["related"] = related.into();
+    }
+    if !render {
+        return Ok(HttpResponse::Ok().json(value));
     }
     let rendered = json!({
         "body": crate::markdown::render(issue.issue.body.as_str()),
@@ -687,8 +703,6 @@ async fn get_issue(
             .map(|c| (c.id.to_string(), crate::markdown::render(c.body.as_str()).into()))
             .collect::<serde_json::Map<String, serde_json::Value>>(),
     });
-    let mut value = serde_json::to_value(&issue)
-        .map_err(|err| ApiError::internal(format!("issue not serialisable: {err}")))?;
     value["rendered"] = rendered;
     Ok(HttpResponse::Ok().json(value))
 }

@@ -6,10 +6,13 @@
 // Scenarios: one-time sign-in link (and its refusal on second use); the
 // empty state; an issue created through MCP appears without a reload; moving
 // it persists; a stale edit is shown as a conflict and overwrites nothing; a
-// hostile title renders as text; a viewer sees no revoke control and the API
-// refuses its forged revoke; a missing CSRF token is refused; a cross-tenant
-// URL shows nothing of the other tenant; revoking the run from the page makes
-// its token refused on the MCP endpoint.
+// hostile title renders as text; relations are links with the related
+// issue's title; a viewer sees no revoke control and the API refuses its
+// forged revoke; a missing CSRF token is refused; a cross-tenant URL shows
+// nothing of the other tenant; a long column shows its true total and pages
+// on its own; at 1400x900 no card title is taller than three lines; on a
+// phone (390x844) the page scrolls once and the filters are folded; revoking
+// the run from the page makes its token refused on the MCP endpoint.
 //
 // Usage (secrets through the environment, never the command line):
 //   WEB_TEST_RUN_TOKEN=cbr_... WEB_TEST_OTHER_TOKEN=cbr_... \
@@ -33,7 +36,11 @@ const XSS_TITLE = '<img src=x onerror=alert(1)>';
 // Markdown is rendered; raw HTML in it is shown as text; a javascript:
 // link loses its target.
 const XSS_BODY = '<script>alert(2)</script>\n\n**bold** <img src=x onerror=alert(3)> [click](javascript:alert(4))';
+// More than three pages of one column (the page asks for 25 cards a column).
 const MANY_CARDS = 80;
+const COLUMN_PAGE = 25;
+// The longest title an issue may have: at 1400 px it must still take at most three lines.
+const LONG_TITLE = `A very long title that would wrap to many lines in a narrow column: ${'words and more words '.repeat(7)}`.slice(0, 200);
 
 class Failure extends Error {}
 const fail = (message) => {
@@ -346,15 +353,34 @@ async function scenario() {
 
   // --- Claims, relations and close reasons as the agents set them.
   const parent = await tool(agent, 'create_issue', { title: `Parent ${tag}` });
-  const child = await tool(agent, 'create_issue', { title: `Child ${tag}`, parent: parent.id });
+  const blocker = await tool(agent, 'create_issue', { title: `Blocker ${tag}`, state: 'in_progress' });
+  const child = await tool(agent, 'create_issue', { title: `Child ${tag}`, parent: parent.id, blocked_by: [blocker.id] });
   await tool(agent, 'claim_issue', { id: child.id });
   await page.goto(`/?tenant=${tenant}#/board`);
   await page.locator(`${cardSelector(child.id)} .claim[data-claimed-by="${run}"]`).waitFor();
+  // Relations are links that show the related issue's title and open it.
   await page.goto(`/?tenant=${tenant}#/issue/${parent.id}`);
-  await page.locator(`#issue-children a[href="#/issue/${encodeURIComponent(child.id)}"]`).waitFor();
-  await page.goto(`/?tenant=${tenant}#/issue/${child.id}`);
+  const childLink = page.locator(`#issue-children a[href="#/issue/${encodeURIComponent(child.id)}"]`);
+  await childLink.waitFor();
+  check(await childLink.textContent() === `Child ${tag}`, `the sub-issue link shows ${JSON.stringify(await childLink.textContent())}, not the child's title`);
+  await childLink.click();
+  await page.locator('#issue-title').filter({ hasText: `Child ${tag}` }).waitFor();
+  check(new URL(page.url()).hash === `#/issue/${child.id}`, `the sub-issue link led to ${page.url()}`);
   check((await page.locator('#issue-claim').textContent()).includes(run), 'the issue view does not show the claim');
-  await page.locator(`#issue-parent a[href="#/issue/${encodeURIComponent(parent.id)}"]`).waitFor();
+  const blockerLink = page.locator(`#issue-blocked-by a[href="#/issue/${encodeURIComponent(blocker.id)}"]`);
+  check(await blockerLink.textContent() === `Blocker ${tag}`, `the blocked-by link shows ${JSON.stringify(await blockerLink.textContent())}`);
+  check((await page.locator('#issue-blocked-by').textContent()).includes('In progress'), 'the blocked-by link does not show the blocker\'s state');
+  await shot(page, 'relations-links');
+  const parentLink = page.locator(`#issue-parent a[href="#/issue/${encodeURIComponent(parent.id)}"]`);
+  check(await parentLink.textContent() === `Parent ${tag}`, `the parent link shows ${JSON.stringify(await parentLink.textContent())}`);
+  await parentLink.click();
+  await page.locator('#issue-title').filter({ hasText: `Parent ${tag}` }).waitFor();
+  await page.goto(`/?tenant=${tenant}#/issue/${blocker.id}`);
+  const blocksLink = page.locator(`#issue-blocks a[href="#/issue/${encodeURIComponent(child.id)}"]`);
+  check(await blocksLink.textContent() === `Child ${tag}`, `the blocks link shows ${JSON.stringify(await blocksLink.textContent())}`);
+  await blocksLink.click();
+  await page.locator('#issue-title').filter({ hasText: `Child ${tag}` }).waitFor();
+  checks.relations = { parent: true, children: true, blocked_by: true, blocks: true };
   // Unclaimed-only hides the claimed card.
   await page.goto(`/?tenant=${tenant}#/board?unclaimed=true`);
   await page.locator(cardSelector(parent.id)).waitFor();
@@ -443,18 +469,7 @@ async function scenario() {
   checks.cross_tenant = { probes: probes.length };
   await scopedContext.close();
 
-  // --- Phone width, keyboard and labels.
-  await page.setViewportSize({ width: 390, height: 844 });
-  await page.goto(`/?tenant=${tenant}#/board`);
-  await page.locator(cardSelector(created.id)).waitFor();
-  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
-  check(overflow <= 1, `the board scrolls sideways at phone width (${overflow}px)`);
-  await shot(page, 'board-phone');
-  const unlabelled = await page.evaluate(() => [...document.querySelectorAll('input, select, textarea, button')]
-    .filter((e) => !e.closest('[hidden]'))
-    .filter((e) => !(e.labels?.length || e.getAttribute('aria-label') || (e.tagName === 'BUTTON' && e.textContent.trim())))
-    .map((e) => e.id || e.outerHTML.slice(0, 80)));
-  check(unlabelled.length === 0, `controls without a label: ${unlabelled.join(', ')}`);
+  // --- Keyboard.
   await page.setViewportSize({ width: 1440, height: 900 });
   await page.goto(`/?tenant=${tenant}#/board`);
   await page.locator(cardSelector(created.id)).waitFor();
@@ -480,8 +495,11 @@ async function scenario() {
   for (let i = 0; i < MANY_CARDS; i += 1) {
     many.push(await tool(agent, 'create_issue', { title: `Queued work ${i} ${tag}`, state: 'todo' }));
   }
+  const long = await tool(agent, 'create_issue', { title: LONG_TITLE, labels: ['layout'], priority: 'urgent' });
+  await page.setViewportSize({ width: 1400, height: 900 });
   await page.goto(`/?tenant=${tenant}#/board`);
   await page.locator(inColumn('todo', many[MANY_CARDS - 1].id)).waitFor();
+  await page.locator(inColumn('inbox', long.id)).waitFor();
   const layout = await page.evaluate(() => {
     const cards = document.querySelector('section.column[data-state="todo"] .cards');
     return {
@@ -493,11 +511,151 @@ async function scenario() {
   });
   check(layout.column_scroll > layout.column_client, `the to-do column does not scroll: ${JSON.stringify(layout)}`);
   check(layout.page < layout.viewport * 1.5, `${MANY_CARDS} cards stretched the page: ${JSON.stringify(layout)}`);
-  const oldest = page.locator(inColumn('todo', many[0].id));
-  await oldest.scrollIntoViewIfNeeded();
-  check(await oldest.isVisible(), 'the oldest card of a long column cannot be scrolled into view');
   await shot(page, 'long-column');
   checks.long_column = layout;
+
+  // --- At 1400x900: readable columns that scroll sideways, no title taller than three lines.
+  const wide = await page.evaluate(() => {
+    const columns = document.querySelector('#columns');
+    const titles = [...document.querySelectorAll('li.card .card-title')].map((a) => {
+      const height = a.getBoundingClientRect().height;
+      const lineHeight = parseFloat(getComputedStyle(a).lineHeight);
+      return { id: a.closest('li.card').dataset.issueId, lines: Math.round(height / lineHeight), full: a.title === a.textContent };
+    });
+    const clipped = [...document.querySelectorAll('li.card .move select')].filter((s) => {
+      const card = s.closest('li.card').getBoundingClientRect();
+      const box = s.getBoundingClientRect();
+      return box.right > card.right + 0.5 || box.left < card.left - 0.5;
+    }).length;
+    return {
+      column_widths: [...document.querySelectorAll('section.column')].map((c) => Math.round(c.getBoundingClientRect().width)),
+      scrolls_sideways: columns.scrollWidth > columns.clientWidth,
+      page_sideways: document.documentElement.scrollWidth - innerWidth,
+      titles: titles.length,
+      max_lines: Math.max(...titles.map((t) => t.lines)),
+      without_full_title: titles.filter((t) => !t.full).map((t) => t.id),
+      clipped_selects: clipped,
+    };
+  });
+  check(wide.max_lines <= 3, `a card title is ${wide.max_lines} lines tall at 1400 px: ${JSON.stringify(wide)}`);
+  check(wide.titles > COLUMN_PAGE && wide.without_full_title.length === 0, `card titles without their full text as a tooltip: ${JSON.stringify(wide)}`);
+  check(Math.min(...wide.column_widths) >= 270, `columns are squeezed at 1400 px: ${JSON.stringify(wide.column_widths)}`);
+  check(wide.scrolls_sideways && wide.page_sideways <= 1, `the columns do not scroll sideways on their own: ${JSON.stringify(wide)}`);
+  check(wide.clipped_selects === 0, `"Move to" selects clipped at 1400 px: ${JSON.stringify(wide)}`);
+  const longLines = await page.locator(`${cardSelector(long.id)} .card-title`).evaluate((a) =>
+    Math.round(a.getBoundingClientRect().height / parseFloat(getComputedStyle(a).lineHeight)));
+  check(longLines === 3, `the ${LONG_TITLE.length}-character title takes ${longLines} lines, expected it clamped to 3`);
+  await page.evaluate(() => { document.querySelector('#columns').scrollLeft = 0; scrollTo(0, 0); });
+  await shot(page, 'board-1400');
+  await page.locator(`${cardSelector(long.id)} .card-title`).click();
+  check(await page.locator('#issue-title').textContent() === LONG_TITLE, 'the issue view does not show the full long title');
+  checks.layout_wide = { ...wide, long_title_lines: longLines };
+
+  // --- A column holding more than a page shows its true total and pages on its own.
+  await page.goto(`/?tenant=${tenant}#/board`);
+  const todo = page.locator('section.column[data-state="todo"]');
+  await todo.locator(cardSelector(many[MANY_CARDS - 1].id)).waitFor();
+  await page.waitForTimeout(500); // the creations' live events have settled
+  const columnState = () => page.evaluate(() => Object.fromEntries([...document.querySelectorAll('section.column')].map((c) => [c.dataset.state, {
+    cards: c.querySelectorAll('li.card').length,
+    total: c.querySelector('.count').dataset.total,
+    count_text: c.querySelector('.count').textContent,
+    marked: c.__untouched === true,
+  }])));
+  const firstPage = await columnState();
+  check(firstPage.todo.cards === COLUMN_PAGE && firstPage.todo.total === String(MANY_CARDS) && firstPage.todo.count_text === `(${MANY_CARDS})`,
+    `the to-do column does not show its true total over its first page: ${JSON.stringify(firstPage.todo)}`);
+  check(await todo.locator(cardSelector(many[0].id)).count() === 0, 'the oldest card was loaded with the first page');
+  // Mark every other column: loading more of one must not re-render them.
+  await page.evaluate(() => {
+    for (const c of document.querySelectorAll('section.column:not([data-state="todo"])')) c.__untouched = true;
+  });
+  const boardRequests = [];
+  const onRequest = (request) => {
+    if (request.url().includes(`/v1/tenants/${tenant}/board`)) boardRequests.push(new URL(request.url()).searchParams);
+  };
+  page.on('request', onRequest);
+  await page.locator('#more-todo').click();
+  await page.waitForFunction((n) => document.querySelectorAll('section.column[data-state="todo"] li.card').length === n, COLUMN_PAGE * 2);
+  const second = await columnState();
+  page.off('request', onRequest);
+  check(boardRequests.length === 1 && boardRequests[0].get('state') === 'todo' && boardRequests[0].get('cursor')
+    && Number(boardRequests[0].get('limit')) === COLUMN_PAGE,
+  `loading more of one column asked for ${JSON.stringify(boardRequests.map((q) => q.toString()))}`);
+  for (const [state, column] of Object.entries(second)) {
+    if (state === 'todo') continue;
+    check(column.marked && column.cards === firstPage[state].cards, `loading more to-do cards touched the ${state} column: ${JSON.stringify(column)}`);
+  }
+  check(second.todo.total === String(MANY_CARDS), `the total changed with the page: ${JSON.stringify(second.todo)}`);
+  // A live write keeps what the person loaded and where they had scrolled
+  // (the board sideways, the column within itself), and the total follows.
+  const scrolledTo = await page.evaluate(() => {
+    const board = document.querySelector('#columns');
+    board.scrollLeft = 200;
+    const cards = document.querySelector('section.column[data-state="todo"] .cards');
+    cards.scrollTop = 400;
+    return { left: board.scrollLeft, top: cards.scrollTop };
+  });
+  const extra = await tool(agent, 'create_issue', { title: `Queued work extra ${tag}`, state: 'todo' });
+  await todo.locator(cardSelector(extra.id)).waitFor();
+  await page.locator(`section.column[data-state="todo"] .count[data-total="${MANY_CARDS + 1}"]`).waitFor();
+  const afterLive = await columnState();
+  check(afterLive.todo.cards >= COLUMN_PAGE * 2, `a live update dropped the loaded cards: ${JSON.stringify(afterLive.todo)}`);
+  const scrolledAfter = await page.evaluate(() => ({
+    left: document.querySelector('#columns').scrollLeft,
+    top: document.querySelector('section.column[data-state="todo"] .cards').scrollTop,
+  }));
+  check(scrolledTo.left > 0 && Math.abs(scrolledAfter.left - scrolledTo.left) <= 1 && Math.abs(scrolledAfter.top - scrolledTo.top) <= 1,
+    `a live update moved the board's scroll from ${JSON.stringify(scrolledTo)} to ${JSON.stringify(scrolledAfter)}`);
+  // Paging on to the end reaches the oldest card.
+  while (await page.locator('#more-todo').count()) {
+    await page.locator('#more-todo').click();
+    await page.waitForTimeout(200);
+  }
+  const oldest = todo.locator(cardSelector(many[0].id));
+  await oldest.waitFor();
+  await oldest.scrollIntoViewIfNeeded();
+  check(await oldest.isVisible(), 'the oldest card of a long column cannot be scrolled into view');
+  const end = await columnState();
+  check(end.todo.cards === MANY_CARDS + 1, `after the last page the to-do column holds ${end.todo.cards} cards`);
+  checks.column_paging = { first: firstPage.todo, second: second.todo, end: end.todo, requests: boardRequests.length };
+
+  // --- Phone width (390x844): one scroll, the filters folded, no sideways scroll, labels.
+  await page.setViewportSize({ width: 390, height: 844 });
+  // Narrowing the window folds the filters; a phone's fresh load starts folded.
+  await page.locator('#filters-fold:not([open])').waitFor({ state: 'attached' });
+  await page.reload();
+  await page.locator(inColumn('todo', many[MANY_CARDS - 1].id)).waitFor();
+  const phone = await page.evaluate(() => {
+    const scrollers = [...document.querySelectorAll('body *')].filter((e) => {
+      const style = getComputedStyle(e);
+      return /(auto|scroll)/.test(style.overflowY) && e.scrollHeight > e.clientHeight + 1;
+    }).map((e) => e.id || e.className || e.tagName);
+    return {
+      scrollers,
+      page_scrolls: document.documentElement.scrollHeight > innerHeight,
+      sideways: document.documentElement.scrollWidth - innerWidth,
+      filters_open: document.querySelector('#filters-fold').open,
+      filters_visible: document.querySelector('#filters').checkVisibility(),
+      toggle_visible: document.querySelector('#filters-toggle').checkVisibility(),
+      first_card_top: Math.round(document.querySelector('li.card').getBoundingClientRect().top),
+    };
+  });
+  check(phone.scrollers.length === 0, `elements scrolling on their own at phone width: ${JSON.stringify(phone.scrollers)}`);
+  check(phone.page_scrolls, `the phone page does not scroll at all: ${JSON.stringify(phone)}`);
+  check(phone.sideways <= 1, `the board scrolls sideways at phone width (${phone.sideways}px)`);
+  check(!phone.filters_open && !phone.filters_visible && phone.toggle_visible, `the filters are not folded on a phone: ${JSON.stringify(phone)}`);
+  check(phone.first_card_top < 844, `the first card is below the first screen: ${JSON.stringify(phone)}`);
+  await shot(page, 'board-phone');
+  await page.locator('#filters-toggle').click();
+  await page.locator('#filter-q').waitFor();
+  const unlabelled = await page.evaluate(() => [...document.querySelectorAll('input, select, textarea, button')]
+    .filter((e) => !e.closest('[hidden]'))
+    .filter((e) => !(e.labels?.length || e.getAttribute('aria-label') || (e.tagName === 'BUTTON' && e.textContent.trim())))
+    .map((e) => e.id || e.outerHTML.slice(0, 80)));
+  check(unlabelled.length === 0, `controls without a label: ${unlabelled.join(', ')}`);
+  checks.layout_phone = phone;
+  await page.setViewportSize({ width: 1440, height: 900 });
 
   // --- Revoking the run from the page: its token is refused on the MCP endpoint.
   await page.goto(`/?tenant=${tenant}#/grants`);

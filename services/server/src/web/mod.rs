@@ -8,13 +8,15 @@
 //! JWT would give, so roles and tenant scoping are exactly the admin API's.
 //!
 //! Routes: `/`, `/assets/{name}`, `/signin`, `/web/session` (GET, POST),
-//! `/web/logout`, `/web/tenants`, `/v1/tenants/{tenant}/events`.
+//! `/web/logout`, `/web/tenants`, `/v1/tenants/{tenant}/events`,
+//! `/v1/tenants/{tenant}/board` (the columns, each paged on its own).
 //! They need a [`WebState`] in the app data beside the
 //! [`AppState`](crate::AppState).
 //!
 //! [`AdminPrincipal`]: corkboard_grants::AdminPrincipal
 
 pub mod actions;
+pub mod board;
 pub mod events;
 pub mod live;
 pub mod pages;
@@ -247,6 +249,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         web::resource("/v1/tenants/{tenant}/events")
             .wrap(headers())
             .route(web::get().to(live::events)),
+    )
+    .service(
+        web::resource("/v1/tenants/{tenant}/board")
+            .wrap(headers())
+            .route(web::get().to(board::board)),
     );
 }
 

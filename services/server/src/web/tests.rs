@@ -10,7 +10,7 @@ use actix_web::http::{Method, StatusCode, header};
 use actix_web::{App, test};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use corkboard_board::{Author, NewIssue, Title};
+use corkboard_board::{Author, IssueId, IssueState, NewIssue, Title};
 use corkboard_grants::{AdminPrincipal, AdminRole};
 use std::time::Duration;
 
@@ -619,4 +619,260 @@ async fn an_issue_read_for_the_page_carries_its_markdown_rendered_and_sanitised(
     );
     let unknown = test::call_service(&app, get("?render=pdf")).await;
     assert_eq!(unknown.status(), StatusCode::UNPROCESSABLE_ENTITY);
+}
+
+/// Files `title` in `state` on acme as a run, with `labels`.
+async fn file(f: &Fixture, title: &str, state: IssueState, labels: &[&str]) -> Issue {
+    let author = Author {
+        kind: corkboard_board::AuthorKind::Run,
+        run: RunId::parse("r1").unwrap(),
+        grant: None,
+    };
+    let mut new = NewIssue::new(Title::parse(title).unwrap());
+    new.state = state;
+    new.labels = corkboard_board::Labels::parse(labels.iter().copied()).unwrap();
+    f.state
+        .store
+        .create_issue(&TenantId::parse("acme").unwrap(), &author, new, None)
+        .await
+        .unwrap()
+        .issue
+}
+
+#[actix_rt::test]
+async fn board_columns_carry_their_true_totals_and_page_on_their_own() {
+    let f = fixture().await;
+    let app = app!(f);
+    for i in 0..60 {
+        let labels: &[&str] = if i % 2 == 0 { &["even"] } else { &[] };
+        file(&f, &format!("inbox {i}"), IssueState::Inbox, labels).await;
+    }
+    for i in 0..3 {
+        file(&f, &format!("todo {i}"), IssueState::Todo, &["even"]).await;
+    }
+    let token = f.jwt(AdminRole::Viewer, Some("acme"));
+    let get = |query: String| {
+        test::TestRequest::get()
+            .uri(&format!("/v1/tenants/acme/board{query}"))
+            .insert_header((header::AUTHORIZATION, format!("Bearer {token}")))
+            .to_request()
+    };
+    let board: serde_json::Value = test::call_and_read_body_json(&app, get(String::new())).await;
+    let columns = board["columns"].as_array().unwrap();
+    let states: Vec<&str> = columns
+        .iter()
+        .map(|c| c["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(states, IssueState::names(), "{board}");
+    let column = |board: &serde_json::Value, state: &str| {
+        board["columns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["state"] == state)
+            .cloned()
+            .unwrap()
+    };
+    let inbox = column(&board, "inbox");
+    assert_eq!(
+        (inbox["total"].as_u64(), inbox["total_exact"].as_bool()),
+        (Some(60), Some(true)),
+        "{inbox}"
+    );
+    assert_eq!(inbox["issues"].as_array().unwrap().len(), 25);
+    let todo = column(&board, "todo");
+    assert_eq!(todo["total"], 3, "{todo}");
+    assert!(todo.get("next_cursor").is_none(), "{todo}");
+    assert_eq!(column(&board, "done")["total"], 0);
+
+    // The inbox's next pages, asked for alone: the other columns are not in the answer.
+    let mut seen: std::collections::BTreeSet<String> = inbox["issues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["id"].as_str().unwrap().to_owned())
+        .collect();
+    let mut cursor = inbox["next_cursor"].as_str().unwrap().to_owned();
+    let mut pages = 1;
+    loop {
+        let page: serde_json::Value =
+            test::call_and_read_body_json(&app, get(format!("?state=inbox&cursor={cursor}"))).await;
+        let columns = page["columns"].as_array().unwrap();
+        assert_eq!(columns.len(), 1, "{page}");
+        assert_eq!(columns[0]["total"], 60, "{page}");
+        for issue in columns[0]["issues"].as_array().unwrap() {
+            assert_eq!(issue["state"], "inbox");
+            assert!(
+                seen.insert(issue["id"].as_str().unwrap().to_owned()),
+                "repeated {issue}"
+            );
+        }
+        pages += 1;
+        match columns[0]["next_cursor"].as_str() {
+            Some(next) => cursor = next.to_owned(),
+            None => break,
+        }
+    }
+    assert_eq!((seen.len(), pages), (60, 3));
+
+    // Filtered columns count under the filter (through the list, not the loaded page).
+    let even: serde_json::Value =
+        test::call_and_read_body_json(&app, get("?label=even&limit=10".into())).await;
+    let inbox = column(&even, "inbox");
+    assert_eq!(
+        (
+            inbox["total"].as_u64(),
+            inbox["issues"].as_array().unwrap().len()
+        ),
+        (Some(30), 10)
+    );
+    assert_eq!(column(&even, "todo")["total"], 3);
+
+    // A cursor pages one column; pages are bounded.
+    for bad in [
+        format!("?cursor={cursor}"),
+        "?limit=101".to_owned(),
+        "?state=nowhere".to_owned(),
+        "?ready=true".to_owned(),
+    ] {
+        let resp = test::call_service(&app, get(bad.clone())).await;
+        assert!(resp.status().is_client_error(), "{bad}: {}", resp.status());
+    }
+    // Another tenant's board is not readable.
+    let resp = test::call_service(
+        &app,
+        test::TestRequest::get()
+            .uri("/v1/tenants/globex/board")
+            .insert_header((header::AUTHORIZATION, format!("Bearer {token}")))
+            .to_request(),
+    )
+    .await;
+    assert_eq!(resp.status(), StatusCode::FORBIDDEN);
+}
+
+#[actix_rt::test]
+async fn an_unfiltered_column_total_is_the_stores_count_past_the_list_bound() {
+    let f = fixture().await;
+    let app = app!(f);
+    let over = usize::try_from(board::COUNT_MAX).unwrap() + 5;
+    for i in 0..over {
+        file(&f, &format!("inbox {i}"), IssueState::Inbox, &["all"]).await;
+    }
+    let token = f.jwt(AdminRole::Viewer, Some("acme"));
+    let get = |query: &str| {
+        test::TestRequest::get()
+            .uri(&format!(
+                "/v1/tenants/acme/board?state=inbox&limit=5{query}"
+            ))
+            .insert_header((header::AUTHORIZATION, format!("Bearer {token}")))
+            .to_request()
+    };
+    // The board as a whole: the store's grouped counts, exact at any size.
+    let whole: serde_json::Value = test::call_and_read_body_json(&app, get("")).await;
+    let inbox = &whole["columns"][0];
+    assert_eq!(
+        (inbox["total"].as_u64(), inbox["total_exact"].as_bool()),
+        (Some(over as u64), Some(true)),
+        "{inbox}"
+    );
+    // Under a filter the list is counted up to its bound, and says so.
+    let filtered: serde_json::Value = test::call_and_read_body_json(&app, get("&label=all")).await;
+    let inbox = &filtered["columns"][0];
+    assert_eq!(
+        (inbox["total"].as_u64(), inbox["total_exact"].as_bool()),
+        (Some(board::COUNT_MAX), Some(false)),
+        "{inbox}"
+    );
+}
+
+#[actix_rt::test]
+async fn a_counted_column_stops_at_its_bound_and_says_so() {
+    let f = fixture().await;
+    for i in 0..12 {
+        file(&f, &format!("todo {i}"), IssueState::Todo, &["x"]).await;
+    }
+    let acme = TenantId::parse("acme").unwrap();
+    let filter = corkboard_board::ListQuery::default();
+    let count = |max| {
+        board::bounded_count(
+            f.state.store.as_ref(),
+            &acme,
+            &filter,
+            IssueState::Todo,
+            max,
+        )
+    };
+    let at_most = count(5).await.unwrap();
+    assert_eq!((at_most.count, at_most.exact), (5, false));
+    let all = count(12).await.unwrap();
+    assert_eq!((all.count, all.exact), (12, true));
+    let more = count(board::COUNT_MAX).await.unwrap();
+    assert_eq!((more.count, more.exact), (12, true));
+    let empty = board::bounded_count(f.state.store.as_ref(), &acme, &filter, IssueState::Done, 5)
+        .await
+        .unwrap();
+    assert_eq!((empty.count, empty.exact), (0, true));
+}
+
+#[actix_rt::test]
+async fn an_issue_read_with_related_carries_the_titles_its_relations_name() {
+    let f = fixture().await;
+    let app = app!(f);
+    let acme = TenantId::parse("acme").unwrap();
+    let parent = file(&f, "the parent", IssueState::Todo, &[]).await;
+    let blocker = file(&f, "the blocker", IssueState::InProgress, &[]).await;
+    let author = Author {
+        kind: corkboard_board::AuthorKind::Run,
+        run: RunId::parse("r1").unwrap(),
+        grant: None,
+    };
+    let mut new = NewIssue::new(Title::parse("the child").unwrap());
+    new.parent = Some(parent.id.clone());
+    new.blocked_by = corkboard_board::BlockedBy::parse([blocker.id.clone()]).unwrap();
+    let child = f
+        .state
+        .store
+        .create_issue(&acme, &author, new, None)
+        .await
+        .unwrap()
+        .issue;
+    let token = f.jwt(AdminRole::Viewer, Some("acme"));
+    let get = |id: &IssueId, query: &str| {
+        test::TestRequest::get()
+            .uri(&format!("/v1/tenants/acme/issues/{id}{query}"))
+            .insert_header((header::AUTHORIZATION, format!("Bearer {token}")))
+            .to_request()
+    };
+    let plain: serde_json::Value = test::call_and_read_body_json(&app, get(&child.id, "")).await;
+    assert!(plain.get("related").is_none(), "{plain}");
+    let view: serde_json::Value =
+        test::call_and_read_body_json(&app, get(&child.id, "?related=true&render=html")).await;
+    let related = &view["related"];
+    assert_eq!(related[parent.id.as_str()]["title"], "the parent", "{view}");
+    assert_eq!(
+        related[blocker.id.as_str()]["title"],
+        "the blocker",
+        "{view}"
+    );
+    assert_eq!(
+        related[blocker.id.as_str()]["state"],
+        "in_progress",
+        "{view}"
+    );
+    assert!(view["rendered"].is_object(), "{view}");
+    // The inverse relations too: the parent names its child, the blocker what it blocks.
+    let up: serde_json::Value =
+        test::call_and_read_body_json(&app, get(&parent.id, "?related=true")).await;
+    assert_eq!(
+        up["related"][child.id.as_str()]["title"],
+        "the child",
+        "{up}"
+    );
+    let blocks: serde_json::Value =
+        test::call_and_read_body_json(&app, get(&blocker.id, "?related=true")).await;
+    assert_eq!(
+        blocks["related"][child.id.as_str()]["title"],
+        "the child",
+        "{blocks}"
+    );
 }
