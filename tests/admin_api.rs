@@ -394,12 +394,15 @@ fn a_call_outside_the_grant_is_refused_by_name_and_audited() {
         .iter()
         .map(|t| t["name"].as_str().unwrap())
         .collect();
-    // The reads, and collecting an approval (every grant's).
-    assert_eq!(names.len(), 4, "{names:?}");
+    // The reads (board_stats among them), and collecting an approval
+    // (every grant's).
+    assert_eq!(names.len(), 5, "{names:?}");
     assert!(
         names.contains(&"get_issue")
             && names.contains(&"list_issues")
-            && names.contains(&"search_issues"),
+            && names.contains(&"search_issues")
+            && names.contains(&"board_stats")
+            && names.contains(&"collect_approval"),
         "{names:?}"
     );
 

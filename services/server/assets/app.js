@@ -22,7 +22,6 @@ const STATE_LABELS = {
 };
 const TENANT_RE = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
 const RECENT_KEY = 'corkboard.recentTenants';
-const PAGE = 200;
 // Cards per column page (GET …/board pages each column on its own; the
 // server's maximum is 100).
 const COLUMN_PAGE = 25;
@@ -1020,9 +1019,9 @@ async function loadIssue(force = false) {
   const state = app.issue;
   const id = state.id;
   try {
-    const [issue, audit] = await Promise.all([
+    const [issue, history] = await Promise.all([
       api('GET', tenantPath(`/issues/${encodeURIComponent(id)}?render=html&related=true`)),
-      api('GET', tenantPath(`/audit?issue=${encodeURIComponent(id)}&limit=${PAGE}`)).catch((e) => ({ error: e })),
+      api('GET', tenantPath(`/issues/${encodeURIComponent(id)}/history?limit=100`)).catch((e) => ({ error: e })),
     ]);
     if (app.issue !== state) return;
     if (state.dirty && !force) {
@@ -1031,7 +1030,7 @@ async function loadIssue(force = false) {
     }
     state.issue = issue;
     state.dirty = false;
-    renderIssue(issue, audit);
+    renderIssue(issue, history);
   } catch (e) {
     if (app.issue !== state) return;
     if (e.status === 403) return showDenied();
@@ -1044,7 +1043,7 @@ async function loadIssue(force = false) {
   }
 }
 
-function renderIssue(issue, audit) {
+function renderIssue(issue, history) {
   document.title = `${issue.title} · Corkboard`;
   const dl = el('dl', { class: 'issue-meta' }, [
     ['State', stateLabel(issue.state)],
@@ -1077,7 +1076,7 @@ function renderIssue(issue, audit) {
     app.session.can_manage ? textForm(issue) : null,
     el('section', { class: 'block', 'aria-labelledby': 'h-comments' }, el('h2', { id: 'h-comments' }, `Comments (${issue.comments.length})`), comments,
       app.session.can_manage ? commentForm(issue) : null),
-    el('section', { class: 'block', 'aria-labelledby': 'h-history' }, el('h2', { id: 'h-history' }, 'History'), historyTable(audit))));
+    el('section', { class: 'block', 'aria-labelledby': 'h-history' }, el('h2', { id: 'h-history' }, 'History'), historyTable(history))));
 }
 
 const CLOSE_REASONS = { completed: 'Completed', not_planned: 'Not planned', duplicate: 'Duplicate' };

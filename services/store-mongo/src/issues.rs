@@ -880,6 +880,10 @@ impl MongoStore {
                     },
                 )
                 .return_document(ReturnDocument::After)
+                // Not the history: the answer is the issue, and the
+                // history is as long as the comments (both grow the
+                // document every comment rewrites and returns).
+                .projection(doc! { field::HISTORY: 0 })
                 .max_time(self.max_time())
                 .await
                 .map_err(|e| store_error(&e))?;
@@ -1575,7 +1579,7 @@ impl IssueStore for MongoStore {
             .bounded_write("claim_next", async {
                 // The wait for the turn counts against the call's bound.
                 let lane = self.claim_turn(tenant).await;
-                self.next_claim(tenant, query, claimant, lane.index).await
+                self.next_claim(tenant, query, claimant, &lane).await
             })
             .await?;
         if let ClaimNext::Claimed { issue } = &next
@@ -1640,6 +1644,8 @@ impl IssueStore for MongoStore {
     ) -> Result<CommentAdded, StoreError> {
         let added = self
             .bounded_write("add_comment", async {
+                // The wait for the turn counts against the call's bound.
+                let _turn = self.issue_turn(tenant, &comment.issue).await;
                 match key {
                     Some(key) => {
                         // The key's record is an insert, guarded by the unique

@@ -13,7 +13,7 @@ use crate::query::{
     TERMINAL, list_filter_at, ready_after, ready_filter_without_lapsed_claims, ready_sort,
 };
 use crate::schema;
-use crate::store::{CLAIM_LANES, MongoStore, ReadBudget};
+use crate::store::{Lane, MongoStore, ReadBudget};
 use corkboard_board::webhook::{self, WebhookEvent};
 use corkboard_board::{
     BoardStats, Change, ChangeKind, ClaimFilter, ClaimNext, Claimant, ExpiredClaim, HistoryPage,
@@ -407,7 +407,7 @@ impl MongoStore {
         tenant: &TenantId,
         query: &ListQuery,
         claimant: &Claimant,
-        lane: usize,
+        lane: &Lane<'_>,
     ) -> Result<ClaimNext, StoreError> {
         let mut now = Timestamp::now();
         if claimant.expires_at <= now {
@@ -505,13 +505,12 @@ impl MongoStore {
                 });
                 continue;
             }
-            // Lane k takes the kth best first, so this process's racing
-            // claimants do not collide; after a loss, one spread by run.
-            let pick = if attempt == 0 {
-                ready_ids[lane.min(CLAIM_LANES) % ready_ids.len()]
-            } else {
-                ready_ids[spread_pick(&claimant.run, attempt, ready_ids.len())]
-            };
+            // The best one no other lane of this process is trying (so
+            // they do not collide); when they try them all, one spread by
+            // run and attempt.
+            let pick = lane
+                .aim(&ready_ids)
+                .unwrap_or_else(|| ready_ids[spread_pick(&claimant.run, attempt, ready_ids.len())]);
             let id = IssueId::parse(pick).map_err(StoreError::from)?;
             let claim = claimant.claim_at(now);
             let update = doc! {

@@ -46,6 +46,8 @@ struct Inner {
     claim_turns: ClaimTurns,
     /// Per tenant, the earliest end of a stored claim, as last read.
     lapse_horizons: Mutex<LapseHorizons>,
+    /// Comments on one issue take turns in this process ([`IssueTurns`]).
+    issue_turns: IssueTurns,
 }
 
 /// Stripes of [`ClaimTurns`]: tenants hashing to different stripes never
@@ -62,8 +64,9 @@ pub(crate) const CLAIM_LANES: usize = 8;
 /// conflicts on a WiredTiger server, each retried by the server with a
 /// backoff; with 64 claimants those cost more than the claims (calls ran
 /// past their 10 s bound). Here at most [`CLAIM_LANES`] claim at once,
-/// and the call on lane `k` first tries the `k`th best ready issue, so
-/// they do not collide; a single claimant (lane 0) takes the best.
+/// each trying the best ready issue no other lane is trying
+/// ([`Lane::aim`]), so they do not collide; a single claimant takes the
+/// best.
 /// Claimants on other replicas still race, and the conditional update
 /// decides.
 pub(crate) struct ClaimTurns([Stripe; CLAIM_STRIPES]);
@@ -72,6 +75,9 @@ struct Stripe {
     permits: tokio::sync::Semaphore,
     /// Which lanes are taken, a bit each.
     lanes: Mutex<u8>,
+    /// The issue each lane is trying to claim, so that the others try
+    /// other ones.
+    targets: Mutex<[Option<String>; CLAIM_LANES]>,
 }
 
 /// One call's lane: given back when dropped.
@@ -81,8 +87,34 @@ pub(crate) struct Lane<'a> {
     pub(crate) index: usize,
 }
 
+impl Lane<'_> {
+    /// The first of `candidates` (ids, best first) no other lane of this
+    /// stripe is trying, now this lane's target; `None` when the others
+    /// try them all.
+    pub(crate) fn aim<'c>(&self, candidates: &[&'c str]) -> Option<&'c str> {
+        let mut targets = self
+            .stripe
+            .targets
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let taken = |id: &str| {
+            targets
+                .iter()
+                .enumerate()
+                .any(|(i, t)| i != self.index && t.as_deref() == Some(id))
+        };
+        let pick = candidates.iter().copied().find(|id| !taken(id));
+        targets[self.index] = pick.map(str::to_owned);
+        pick
+    }
+}
+
 impl Drop for Lane<'_> {
     fn drop(&mut self) {
+        self.stripe
+            .targets
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)[self.index] = None;
         let mut lanes = self
             .stripe
             .lanes
@@ -97,6 +129,7 @@ impl ClaimTurns {
         Self(std::array::from_fn(|_| Stripe {
             permits: tokio::sync::Semaphore::new(CLAIM_LANES),
             lanes: Mutex::new(0),
+            targets: Mutex::new(std::array::from_fn(|_| None)),
         }))
     }
 
@@ -125,6 +158,39 @@ impl ClaimTurns {
     }
 }
 
+/// Stripes of [`IssueTurns`].
+const ISSUE_STRIPES: usize = 256;
+
+/// Striped locks by issue: this process's comments on one issue are
+/// written one after another. Hundreds of comments racing for one issue
+/// document were as many write conflicts on a WiredTiger server, each
+/// retried with a backoff; past the call's bound they failed as
+/// unavailable (the comment-limit race accepted 282 of 500). In turns each
+/// is one uncontended update; other replicas' writers still race, and
+/// the conditional update decides. A fixed number, so memory does not
+/// grow with issues.
+pub(crate) struct IssueTurns([tokio::sync::Mutex<()>; ISSUE_STRIPES]);
+
+impl IssueTurns {
+    fn new() -> Self {
+        Self(std::array::from_fn(|_| tokio::sync::Mutex::new(())))
+    }
+
+    /// Waits for the turn of `tenant`'s issue `id`.
+    pub(crate) async fn take(
+        &self,
+        tenant: &TenantId,
+        id: &corkboard_board::IssueId,
+    ) -> tokio::sync::MutexGuard<'_, ()> {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        (tenant.as_str(), id.as_str()).hash(&mut hasher);
+        self.0[usize::try_from(hasher.finish() % ISSUE_STRIPES as u64).unwrap_or(0)]
+            .lock()
+            .await
+    }
+}
+
 /// Per tenant: no claim stored on its board ends before this instant, as
 /// last read (at most a second ago, see `MongoStore::lapsed_claims`).
 pub(crate) type LapseHorizons = HashMap<TenantId, corkboard_board::Timestamp>;
@@ -143,6 +209,15 @@ impl MongoStore {
     /// `claim_next`'s turn for `tenant` in this process ([`ClaimTurns`]).
     pub(crate) async fn claim_turn(&self, tenant: &TenantId) -> Lane<'_> {
         self.inner.claim_turns.take(tenant).await
+    }
+
+    /// The turn of `tenant`'s issue `id` for a comment ([`IssueTurns`]).
+    pub(crate) async fn issue_turn(
+        &self,
+        tenant: &TenantId,
+        id: &corkboard_board::IssueId,
+    ) -> tokio::sync::MutexGuard<'_, ()> {
+        self.inner.issue_turns.take(tenant, id).await
     }
 
     /// The tenant's lapse horizon, as last read.
@@ -286,6 +361,7 @@ impl MongoStore {
                 sets: Mutex::new(HashMap::new()),
                 claim_turns: ClaimTurns::new(),
                 lapse_horizons: Mutex::new(LapseHorizons::new()),
+                issue_turns: IssueTurns::new(),
             }),
         })
     }
