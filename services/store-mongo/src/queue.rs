@@ -193,23 +193,11 @@ impl MongoStore {
             .iter()
             .flat_map(|i| i.blocked_by.iter().map(|b| b.as_str()))
             .collect();
-        let mut open = HashSet::new();
-        if !blockers.is_empty() {
-            let mut found = self
-                .issues(tenant)
-                .find(doc! {
-                    field::ID: { "$in": blockers.into_iter().collect::<Vec<_>>() },
-                    field::STATE: { "$nin": TERMINAL },
-                })
-                .projection(doc! { field::ID: 1 })
-                .max_time(max_time)
-                .await?;
-            while found.advance().await? {
-                if let Ok(id) = found.current().get_str(field::ID) {
-                    open.insert(id.to_owned());
-                }
-            }
-        }
+        let open: HashSet<String> = self
+            .open_among(tenant, blockers, max_time)
+            .await?
+            .into_iter()
+            .collect();
         let before = candidates.len();
         candidates.retain(|issue| is_ready(issue, |id| open.contains(id.as_str())));
         scan.blocked += (before - candidates.len()) as u64;

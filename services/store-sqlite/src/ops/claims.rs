@@ -43,23 +43,35 @@ impl WriteOp for ClaimIssue {
         let before = issue_row(conn, tenant, id)?;
         let issue = claim_issue(conn, tenant, id, claimant, *expected_version)?;
         if webhook::is_new_claim(&before, &issue) {
-            history::record(
-                conn,
-                tenant,
-                &Change::claim(
-                    ChangeKind::Claimed,
-                    id,
-                    issue.version,
-                    issue.updated_at,
-                    &claimant_author(claimant),
-                    before.claim.as_ref(),
-                    issue.claim.as_ref(),
-                ),
-            )?;
+            record_claimed(conn, tenant, claimant, &before, &issue)?;
         }
         webhooks::issue_claimed(conn, tenant, Some(before), &issue)?;
         Ok(issue)
     }
+}
+
+/// Records in the history that `claimant` took `issue`'s claim (from
+/// whoever held it `before`).
+fn record_claimed(
+    conn: &Connection,
+    tenant: &TenantId,
+    claimant: &Claimant,
+    before: &Issue,
+    issue: &Issue,
+) -> Result<(), OpError> {
+    history::record(
+        conn,
+        tenant,
+        &Change::claim(
+            ChangeKind::Claimed,
+            &issue.id,
+            issue.version,
+            issue.updated_at,
+            &claimant_author(claimant),
+            before.claim.as_ref(),
+            issue.claim.as_ref(),
+        ),
+    )
 }
 
 /// Who a claim's change is recorded as: the claimant's run and grant.
@@ -340,19 +352,7 @@ impl WriteOp for HandOverClaim {
         // Read first, for the history (the claim before) and the event.
         let before = issue_row(conn, tenant, id)?;
         let issue = hand_over_claim(conn, tenant, id, claimant, *expected_version)?;
-        history::record(
-            conn,
-            tenant,
-            &Change::claim(
-                ChangeKind::Claimed,
-                id,
-                issue.version,
-                issue.updated_at,
-                &claimant_author(claimant),
-                before.claim.as_ref(),
-                issue.claim.as_ref(),
-            ),
-        )?;
+        record_claimed(conn, tenant, claimant, &before, &issue)?;
         webhooks::issue_claimed(conn, tenant, Some(before), &issue)?;
         Ok(issue)
     }
