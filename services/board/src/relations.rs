@@ -185,6 +185,23 @@ impl Claimant {
         }
     }
 
+    /// Refuses a claimant whose grant has expired by `now`: the one
+    /// refusal every store gives a claim made under a dead grant.
+    pub fn live_at(&self, now: Timestamp) -> Result<(), ValidationError> {
+        if self.expires_at <= now {
+            return Err(Self::expired());
+        }
+        Ok(())
+    }
+
+    /// The refusal of a claim under an expired grant.
+    pub fn expired() -> ValidationError {
+        ValidationError::new(
+            "grant",
+            "the grant of this run has expired; a claim needs a live grant",
+        )
+    }
+
     /// The claim this claimant makes at `now`.
     pub fn claim_at(&self, now: Timestamp) -> Claim {
         Claim {

@@ -265,6 +265,20 @@ pub(crate) fn history_push(change: &corkboard_board::Change) -> Document {
     doc! { field::HISTORY: { "$each": [change_doc(change)], "$slice": -kept } }
 }
 
+/// The update of a write that sets an issue's claim to `claim` (none:
+/// clears it) and records `change`: a new version, `updated_at` at least
+/// the change's instant, the change pushed onto the history. Every claim
+/// write (claim, claim_next, hand-over, release, expiry, revocation) is
+/// this one update.
+pub(crate) fn claim_write(claim: Option<&Claim>, change: &corkboard_board::Change) -> Document {
+    doc! {
+        "$set": { field::CLAIM: claim_bson(claim) },
+        "$inc": { field::VERSION: 1_i64 },
+        "$max": { field::UPDATED_AT: date(change.at) },
+        "$push": history_push(change),
+    }
+}
+
 /// The changes of an issue document (its `_id`, `version` and `history`),
 /// oldest first, with their versions.
 pub(crate) fn changes_of(doc: &Document) -> Result<Vec<corkboard_board::Change>, StoreError> {

@@ -24,7 +24,7 @@
 //! guarded by "this comment id is not there yet" instead of the insert.
 
 use crate::codec::{
-    claim_bson, comment_doc, comment_from_doc, created_doc, date, field, history_push,
+    claim_write, comment_doc, comment_from_doc, created_doc, date, field, history_push,
     issue_from_doc, issue_set, issue_terms, patch_set, raw_claim, terms_bson, to_i64,
 };
 use crate::error::{corrupt, is_duplicate_key, store_error};
@@ -273,11 +273,9 @@ impl MongoStore {
                     field::CLAIM_GRANT: claim.grant.as_str(),
                     field::CLAIMED_AT: date(claim.claimed_at),
                 },
-                doc! {
-                    "$set": { field::CLAIM: Bson::Null },
-                    "$inc": { field::VERSION: 1_i64 },
-                    "$max": { field::UPDATED_AT: date(Timestamp::now()) },
-                    "$push": history_push(&Change::claim(
+                claim_write(
+                    None,
+                    &Change::claim(
                         ChangeKind::ClaimRevoked,
                         id,
                         0,
@@ -285,8 +283,8 @@ impl MongoStore {
                         &system_author(),
                         Some(&claim),
                         None,
-                    )),
-                },
+                    ),
+                ),
             )
             .await
             .map_err(|e| store_error(&e))?;
@@ -349,11 +347,9 @@ impl MongoStore {
                     .issues(tenant)
                     .find_one_and_update(
                         filter,
-                        doc! {
-                            "$set": { field::CLAIM: claim_bson(Some(&claim)) },
-                            "$inc": { field::VERSION: 1_i64 },
-                            "$max": { field::UPDATED_AT: date(now) },
-                            "$push": history_push(&Change::claim(
+                        claim_write(
+                            Some(&claim),
+                            &Change::claim(
                                 ChangeKind::Claimed,
                                 id,
                                 0,
@@ -361,8 +357,8 @@ impl MongoStore {
                                 &claimant_author(claimant),
                                 None,
                                 Some(&claim),
-                            )),
-                        },
+                            ),
+                        ),
                     )
                     .return_document(ReturnDocument::After)
                     .max_time(self.max_time())
@@ -385,11 +381,7 @@ impl MongoStore {
                 }
                 ClaimCheck::Refused(err) => return Err(err),
                 ClaimCheck::Free if claimant.expires_at <= Timestamp::now() => {
-                    return Err(ValidationError::new(
-                        "grant",
-                        "the grant of this run has expired; a claim needs a live grant",
-                    )
-                    .into());
+                    return Err(Claimant::expired().into());
                 }
                 // Freed between the update and the read: try again.
                 ClaimCheck::Free => {}
@@ -438,15 +430,7 @@ impl MongoStore {
         );
         let updated = self
             .issues(tenant)
-            .find_one_and_update(
-                filter,
-                doc! {
-                    "$set": { field::CLAIM: Bson::Null },
-                    "$inc": { field::VERSION: 1_i64 },
-                    "$max": { field::UPDATED_AT: date(now) },
-                    "$push": history_push(&change),
-                },
-            )
+            .find_one_and_update(filter, claim_write(None, &change))
             .return_document(ReturnDocument::After)
             .max_time(self.max_time())
             .await
@@ -474,13 +458,7 @@ impl MongoStore {
         expected_version: u64,
     ) -> Result<Issue, StoreError> {
         let now = Timestamp::now();
-        if claimant.expires_at <= now {
-            return Err(ValidationError::new(
-                "grant",
-                "the grant of this run has expired; a claim needs a live grant",
-            )
-            .into());
-        }
+        claimant.live_at(now)?;
         let claim = claimant.claim_at(now);
         let updated = self
             .issues(tenant)
@@ -490,13 +468,9 @@ impl MongoStore {
                     field::STATE: { "$nin": ["done", "closed"] },
                     field::VERSION: to_i64(expected_version),
                 },
-                doc! {
-                    "$set": { field::CLAIM: claim_bson(Some(&claim)) },
-                    "$inc": { field::VERSION: 1_i64 },
-                    "$max": { field::UPDATED_AT: date(now) },
-                    // The claim before is not read (one write): the
-                    // history names the new claim only.
-                    "$push": history_push(&Change::claim(
+                claim_write(
+                    Some(&claim),
+                    &Change::claim(
                         ChangeKind::Claimed,
                         id,
                         0,
@@ -504,8 +478,8 @@ impl MongoStore {
                         &claimant_author(claimant),
                         None,
                         Some(&claim),
-                    )),
-                },
+                    ),
+                ),
             )
             .return_document(ReturnDocument::After)
             .max_time(self.max_time())
@@ -533,13 +507,11 @@ impl MongoStore {
         self.issues(tenant)
             .update_many(
                 doc! { field::CLAIM_GRANT: grant.as_str() },
-                doc! {
-                    "$set": { field::CLAIM: Bson::Null },
-                    "$inc": { field::VERSION: 1_i64 },
-                    "$max": { field::UPDATED_AT: date(at) },
-                    // One update for every issue: the claim each held is
-                    // named by its grant only.
-                    "$push": history_push(&Change {
+                // One update for every issue: the claim each held is named
+                // by its grant only.
+                claim_write(
+                    None,
+                    &Change {
                         issue: IssueId::generate(),
                         version: 0,
                         at,
@@ -552,8 +524,8 @@ impl MongoStore {
                             added: Vec::new(),
                             removed: Vec::new(),
                         }],
-                    }),
-                },
+                    },
+                ),
             )
             .await
             .map_err(|e| store_error(&e))?;

@@ -6,7 +6,7 @@
 //! claim is one `findOneAndUpdate` on a candidate with the "still open and
 //! unclaimed" filter; a claimant that loses it takes the next candidate.
 
-use crate::codec::{changes_of, claim_bson, date, field, history_push, issue_from_doc, raw_claim};
+use crate::codec::{changes_of, claim_write, date, field, issue_from_doc, raw_claim};
 use crate::error::store_error;
 use crate::issues::{claimant_author, system_author};
 use crate::query::{
@@ -18,7 +18,7 @@ use corkboard_board::webhook::{self, WebhookEvent};
 use corkboard_board::{
     BoardStats, Change, ChangeKind, ClaimFilter, ClaimNext, Claimant, ExpiredClaim, HistoryPage,
     Issue, IssueId, IssueState, LabelCount, ListQuery, Page, Priority, RunId, StoreError, TenantId,
-    Timestamp, ValidationError, is_ready,
+    Timestamp, is_ready,
 };
 use mongodb::Cursor;
 use mongodb::bson::{Bson, Document, doc};
@@ -39,13 +39,10 @@ const CLAIM_NEXT_SPREAD: i64 = 32;
 /// Which of `n` candidates `run`'s `attempt` tries: the best at first,
 /// then one spread by the run and the attempt.
 fn spread_pick(run: &RunId, attempt: u32, n: usize) -> usize {
-    use std::hash::{Hash, Hasher};
     if attempt == 0 || n <= 1 {
         return 0;
     }
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    (run.as_str(), attempt).hash(&mut hasher);
-    usize::try_from(hasher.finish() % n as u64).unwrap_or(0)
+    crate::store::slot_of((run.as_str(), attempt), n)
 }
 
 /// A walk over ready candidates in the ready order.
@@ -398,13 +395,7 @@ impl MongoStore {
         lane: &Lane<'_>,
     ) -> Result<ClaimNext, StoreError> {
         let mut now = Timestamp::now();
-        if claimant.expires_at <= now {
-            return Err(ValidationError::new(
-                "grant",
-                "the grant of this run has expired; a claim needs a live grant",
-            )
-            .into());
-        }
+        claimant.live_at(now)?;
         let mut ready = query.clone();
         ready.ready = true;
         ready.cursor = None;
@@ -501,11 +492,9 @@ impl MongoStore {
                 .unwrap_or_else(|| ready_ids[spread_pick(&claimant.run, attempt, ready_ids.len())]);
             let id = IssueId::parse(pick).map_err(StoreError::from)?;
             let claim = claimant.claim_at(now);
-            let update = doc! {
-                "$set": { field::CLAIM: claim_bson(Some(&claim)) },
-                "$inc": { field::VERSION: 1_i64 },
-                "$max": { field::UPDATED_AT: date(now) },
-                "$push": history_push(&Change::claim(
+            let update = claim_write(
+                Some(&claim),
+                &Change::claim(
                     ChangeKind::Claimed,
                     &id,
                     0,
@@ -513,8 +502,8 @@ impl MongoStore {
                     &claimant_author(claimant),
                     None,
                     Some(&claim),
-                )),
-            };
+                ),
+            );
             // The ready conditions on this one issue (its blockers as
             // read): of racing claimants exactly one matches.
             let mut one = doc! {
@@ -621,11 +610,9 @@ impl MongoStore {
                             field::CLAIM_GRANT: claim.grant.as_str(),
                             field::CLAIM_EXPIRES_AT: date(claim.expires_at),
                         },
-                        doc! {
-                            "$set": { field::CLAIM: Bson::Null },
-                            "$inc": { field::VERSION: 1_i64 },
-                            "$max": { field::UPDATED_AT: date(now) },
-                            "$push": history_push(&Change::claim(
+                        claim_write(
+                            None,
+                            &Change::claim(
                                 ChangeKind::ClaimExpired,
                                 &IssueId::parse(id.as_str()).map_err(StoreError::from)?,
                                 0,
@@ -633,8 +620,8 @@ impl MongoStore {
                                 &system_author(),
                                 Some(&claim),
                                 None,
-                            )),
-                        },
+                            ),
+                        ),
                     )
                     .return_document(ReturnDocument::After)
                     .max_time(self.max_time())

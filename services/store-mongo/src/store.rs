@@ -50,6 +50,14 @@ struct Inner {
     issue_turns: IssueTurns,
 }
 
+/// Which of `n` slots `key` falls in (a hash: the same key, the same slot).
+pub(crate) fn slot_of(key: impl std::hash::Hash, n: usize) -> usize {
+    use std::hash::Hasher;
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    key.hash(&mut hasher);
+    usize::try_from(hasher.finish() % n.max(1) as u64).unwrap_or(0)
+}
+
 /// Stripes of [`ClaimTurns`]: tenants hashing to different stripes never
 /// wait for each other.
 const CLAIM_STRIPES: usize = 64;
@@ -135,10 +143,7 @@ impl ClaimTurns {
 
     /// Waits for a lane of `tenant`'s stripe.
     pub(crate) async fn take(&self, tenant: &TenantId) -> Lane<'_> {
-        use std::hash::{Hash, Hasher};
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        tenant.as_str().hash(&mut hasher);
-        let stripe = &self.0[usize::try_from(hasher.finish() % CLAIM_STRIPES as u64).unwrap_or(0)];
+        let stripe = &self.0[slot_of(tenant.as_str(), CLAIM_STRIPES)];
         let permit = stripe
             .permits
             .acquire()
@@ -182,10 +187,7 @@ impl IssueTurns {
         tenant: &TenantId,
         id: &corkboard_board::IssueId,
     ) -> tokio::sync::MutexGuard<'_, ()> {
-        use std::hash::{Hash, Hasher};
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        (tenant.as_str(), id.as_str()).hash(&mut hasher);
-        self.0[usize::try_from(hasher.finish() % ISSUE_STRIPES as u64).unwrap_or(0)]
+        self.0[slot_of((tenant.as_str(), id.as_str()), ISSUE_STRIPES)]
             .lock()
             .await
     }

@@ -119,12 +119,9 @@ fn claim_next(
     claimant: &Claimant,
 ) -> Result<corkboard_board::ClaimNext, OpError> {
     let now = Timestamp::now();
-    if claimant.expires_at <= now {
-        return Err(OpError::Store(StoreError::Invalid(ValidationError::new(
-            "grant",
-            "the grant of this run has expired; a claim needs a live grant",
-        ))));
-    }
+    claimant
+        .live_at(now)
+        .map_err(|e| OpError::Store(StoreError::Invalid(e)))?;
     let mut ready = query.clone();
     ready.ready = true;
     ready.cursor = None;
@@ -369,12 +366,9 @@ fn hand_over_claim(
     expected_version: u64,
 ) -> Result<Issue, OpError> {
     let now = Timestamp::now();
-    if claimant.expires_at <= now {
-        return Err(OpError::Store(StoreError::Invalid(ValidationError::new(
-            "grant",
-            "the grant of this run has expired; a claim needs a live grant",
-        ))));
-    }
+    claimant
+        .live_at(now)
+        .map_err(|e| OpError::Store(StoreError::Invalid(e)))?;
     let mut stmt = conn.prepare_cached(
         "UPDATE issues SET claim_run = ?1, claim_grant = ?2, claimed_at = ?3, \
          claim_expires_at = ?4, version = version + 1, updated_at = max(updated_at, ?3) \
@@ -459,10 +453,7 @@ fn claim_issue(
         ClaimCheck::Own => Ok(issue),
         ClaimCheck::Refused(err) => Err(OpError::Store(err)),
         // Only a claimant whose grant has already expired gets here.
-        ClaimCheck::Free => Err(OpError::Store(StoreError::Invalid(ValidationError::new(
-            "grant",
-            "the grant of this run has expired; a claim needs a live grant",
-        )))),
+        ClaimCheck::Free => Err(OpError::Store(StoreError::Invalid(Claimant::expired()))),
     }
 }
 
