@@ -392,7 +392,7 @@ impl MongoStore {
         tenant: &TenantId,
         query: &ListQuery,
         claimant: &Claimant,
-        lane: &Lane<'_>,
+        lane: &Lane,
     ) -> Result<ClaimNext, StoreError> {
         let mut now = Timestamp::now();
         claimant.live_at(now)?;

@@ -41,8 +41,8 @@ struct Inner {
     /// so concurrent first writes set it up once and a failed attempt
     /// (server down) is retried by the next write.
     sets: Mutex<HashMap<IndexSet, Arc<OnceCell<()>>>>,
-    /// `claim_next` takes a lane of these per tenant (by a hash of the
-    /// tenant), so this process's claimants of a tenant do not collide.
+    /// `claim_next` takes a lane of its tenant's, so this process's
+    /// claimants of a tenant do not collide.
     claim_turns: ClaimTurns,
     /// Per tenant, the earliest end of a stored claim, as last read.
     lapse_horizons: Mutex<LapseHorizons>,
@@ -58,29 +58,67 @@ pub(crate) fn slot_of(key: impl std::hash::Hash, n: usize) -> usize {
     usize::try_from(hasher.finish() % n.max(1) as u64).unwrap_or(0)
 }
 
-/// Stripes of [`ClaimTurns`]: tenants hashing to different stripes never
-/// wait for each other.
-const CLAIM_STRIPES: usize = 64;
+/// Turn-taking state per key (a tenant, an issue), kept only while some
+/// call holds it: two keys never share state, so one tenant's burst
+/// never waits on another's, and the map holds only keys in use.
+struct Turns<K: Eq + std::hash::Hash + Clone, V> {
+    held: Arc<Mutex<HashMap<K, Arc<V>>>>,
+}
 
-/// How many `claim_next` calls of one stripe (of one tenant, mostly) run
-/// at once in one process, each on a lane of its own.
+/// A key's state, held by one call; dropped by the last holder, it leaves
+/// the map.
+struct Held<K: Eq + std::hash::Hash + Clone, V> {
+    held: Arc<Mutex<HashMap<K, Arc<V>>>>,
+    key: K,
+    state: Arc<V>,
+}
+
+impl<K: Eq + std::hash::Hash + Clone, V> Turns<K, V> {
+    fn new() -> Self {
+        Self {
+            held: Arc::default(),
+        }
+    }
+
+    /// `key`'s state, made by `make` when nobody holds it.
+    fn hold(&self, key: &K, make: impl FnOnce() -> V) -> Held<K, V> {
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        let state = Arc::clone(held.entry(key.clone()).or_insert_with(|| Arc::new(make())));
+        Held {
+            held: Arc::clone(&self.held),
+            key: key.clone(),
+            state,
+        }
+    }
+}
+
+impl<K: Eq + std::hash::Hash + Clone, V> Drop for Held<K, V> {
+    fn drop(&mut self) {
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        // The map's and this one: nobody else holds it.
+        if Arc::strong_count(&self.state) == 2 {
+            held.remove(&self.key);
+        }
+    }
+}
+
+/// How many `claim_next` calls of one tenant run at once in one process,
+/// each on a lane of its own.
 pub(crate) const CLAIM_LANES: usize = 8;
 
-/// Striped lanes for `claim_next` per tenant in this process (a fixed
-/// number, so the memory does not grow with tenants). Racing claimants of
+/// Lanes for `claim_next`, per tenant in this process. Racing claimants of
 /// one tenant that all updated the best ready issue at once were write
 /// conflicts on a WiredTiger server, each retried by the server with a
 /// backoff; with 64 claimants those cost more than the claims (calls ran
-/// past their 10 s bound). Here at most [`CLAIM_LANES`] claim at once,
-/// each trying the best ready issue no other lane is trying
+/// past their 10 s bound). Here at most [`CLAIM_LANES`] of a tenant claim
+/// at once, each trying the best ready issue no other lane is trying
 /// ([`Lane::aim`]), so they do not collide; a single claimant takes the
-/// best.
-/// Claimants on other replicas still race, and the conditional update
-/// decides.
-pub(crate) struct ClaimTurns([Stripe; CLAIM_STRIPES]);
+/// best. Claimants on other replicas still race, and the conditional
+/// update decides.
+pub(crate) struct ClaimTurns(Turns<TenantId, TenantLanes>);
 
-struct Stripe {
-    permits: tokio::sync::Semaphore,
+struct TenantLanes {
+    permits: Arc<tokio::sync::Semaphore>,
     /// Which lanes are taken, a bit each.
     lanes: Mutex<u8>,
     /// The issue each lane is trying to claim, so that the others try
@@ -89,19 +127,23 @@ struct Stripe {
 }
 
 /// One call's lane: given back when dropped.
-pub(crate) struct Lane<'a> {
-    _permit: tokio::sync::SemaphorePermit<'a>,
-    stripe: &'a Stripe,
-    pub(crate) index: usize,
+pub(crate) struct Lane {
+    index: usize,
+    _permit: tokio::sync::OwnedSemaphorePermit,
+    tenant: Held<TenantId, TenantLanes>,
 }
 
-impl Lane<'_> {
+impl Lane {
+    fn lanes(&self) -> &TenantLanes {
+        &self.tenant.state
+    }
+
     /// The first of `candidates` (ids, best first) no other lane of this
-    /// stripe is trying, now this lane's target; `None` when the others
+    /// tenant is trying, now this lane's target; `None` when the others
     /// try them all.
     pub(crate) fn aim<'c>(&self, candidates: &[&'c str]) -> Option<&'c str> {
         let mut targets = self
-            .stripe
+            .lanes()
             .targets
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
@@ -117,79 +159,82 @@ impl Lane<'_> {
     }
 }
 
-impl Drop for Lane<'_> {
+impl Drop for Lane {
     fn drop(&mut self) {
-        self.stripe
-            .targets
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)[self.index] = None;
-        let mut lanes = self
-            .stripe
-            .lanes
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        *lanes &= !(1u8 << self.index);
+        let lanes = self.lanes();
+        lanes.targets.lock().unwrap_or_else(PoisonError::into_inner)[self.index] = None;
+        *lanes.lanes.lock().unwrap_or_else(PoisonError::into_inner) &= !(1u8 << self.index);
     }
 }
 
 impl ClaimTurns {
     fn new() -> Self {
-        Self(std::array::from_fn(|_| Stripe {
-            permits: tokio::sync::Semaphore::new(CLAIM_LANES),
-            lanes: Mutex::new(0),
-            targets: Mutex::new(std::array::from_fn(|_| None)),
-        }))
+        Self(Turns::new())
     }
 
-    /// Waits for a lane of `tenant`'s stripe.
-    pub(crate) async fn take(&self, tenant: &TenantId) -> Lane<'_> {
-        let stripe = &self.0[slot_of(tenant.as_str(), CLAIM_STRIPES)];
-        let permit = stripe
-            .permits
-            .acquire()
+    /// Waits for a lane of `tenant`.
+    pub(crate) async fn take(&self, tenant: &TenantId) -> Lane {
+        let held = self.0.hold(tenant, || TenantLanes {
+            permits: Arc::new(tokio::sync::Semaphore::new(CLAIM_LANES)),
+            lanes: Mutex::new(0),
+            targets: Mutex::new(std::array::from_fn(|_| None)),
+        });
+        let permit = Arc::clone(&held.state.permits)
+            .acquire_owned()
             .await
             .expect("the semaphore is never closed");
-        let mut lanes = stripe.lanes.lock().unwrap_or_else(PoisonError::into_inner);
-        // A permit guarantees a free lane.
-        let index = (0..CLAIM_LANES)
-            .find(|i| *lanes & (1u8 << i) == 0)
-            .unwrap_or(0);
-        *lanes |= 1u8 << index;
+        let index = {
+            let mut lanes = held
+                .state
+                .lanes
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            // A permit guarantees a free lane.
+            let index = (0..CLAIM_LANES)
+                .find(|i| *lanes & (1u8 << i) == 0)
+                .unwrap_or(0);
+            *lanes |= 1u8 << index;
+            index
+        };
         Lane {
-            _permit: permit,
-            stripe,
             index,
+            _permit: permit,
+            tenant: held,
         }
     }
 }
 
-/// Stripes of [`IssueTurns`].
-const ISSUE_STRIPES: usize = 256;
+/// Comments on one issue, one after another in this process. Hundreds of
+/// comments racing for one issue document were as many write conflicts
+/// on a WiredTiger server, each retried with a backoff; past the call's
+/// bound they failed as unavailable (the comment-limit race accepted 282
+/// of 500). In turns each is one uncontended update; other replicas'
+/// writers still race, and the conditional update decides. Per issue, so
+/// no other issue (or tenant) waits on a busy one.
+pub(crate) struct IssueTurns(Turns<(TenantId, corkboard_board::IssueId), tokio::sync::Mutex<()>>);
 
-/// Striped locks by issue: this process's comments on one issue are
-/// written one after another. Hundreds of comments racing for one issue
-/// document were as many write conflicts on a WiredTiger server, each
-/// retried with a backoff; past the call's bound they failed as
-/// unavailable (the comment-limit race accepted 282 of 500). In turns each
-/// is one uncontended update; other replicas' writers still race, and
-/// the conditional update decides. A fixed number, so memory does not
-/// grow with issues.
-pub(crate) struct IssueTurns([tokio::sync::Mutex<()>; ISSUE_STRIPES]);
+/// The turn of one issue, held until dropped (the guard before the entry).
+pub(crate) struct IssueTurn {
+    _guard: tokio::sync::OwnedMutexGuard<()>,
+    _issue: Held<(TenantId, corkboard_board::IssueId), tokio::sync::Mutex<()>>,
+}
 
 impl IssueTurns {
     fn new() -> Self {
-        Self(std::array::from_fn(|_| tokio::sync::Mutex::new(())))
+        Self(Turns::new())
     }
 
     /// Waits for the turn of `tenant`'s issue `id`.
-    pub(crate) async fn take(
-        &self,
-        tenant: &TenantId,
-        id: &corkboard_board::IssueId,
-    ) -> tokio::sync::MutexGuard<'_, ()> {
-        self.0[slot_of((tenant.as_str(), id.as_str()), ISSUE_STRIPES)]
-            .lock()
-            .await
+    pub(crate) async fn take(&self, tenant: &TenantId, id: &corkboard_board::IssueId) -> IssueTurn {
+        let held = self.0.hold(
+            &(tenant.clone(), id.clone()),
+            || tokio::sync::Mutex::new(()),
+        );
+        let guard = Arc::clone(&held.state).lock_owned().await;
+        IssueTurn {
+            _guard: guard,
+            _issue: held,
+        }
     }
 }
 
@@ -209,7 +254,7 @@ impl fmt::Debug for MongoStore {
 
 impl MongoStore {
     /// `claim_next`'s turn for `tenant` in this process ([`ClaimTurns`]).
-    pub(crate) async fn claim_turn(&self, tenant: &TenantId) -> Lane<'_> {
+    pub(crate) async fn claim_turn(&self, tenant: &TenantId) -> Lane {
         self.inner.claim_turns.take(tenant).await
     }
 
@@ -218,7 +263,7 @@ impl MongoStore {
         &self,
         tenant: &TenantId,
         id: &corkboard_board::IssueId,
-    ) -> tokio::sync::MutexGuard<'_, ()> {
+    ) -> IssueTurn {
         self.inner.issue_turns.take(tenant, id).await
     }
 
