@@ -622,11 +622,11 @@ fn the_collect_tool_answers_pending_then_runs_the_approved_call_once() {
 /// person's reason and never reaches the upstream.
 #[test]
 fn an_upstream_call_a_policy_names_waits_then_runs_once_or_answers_the_denial() {
-    use support::upstreams::{free_port, serve, start_everything};
+    use support::upstreams::{serve, start_everything};
     let served = serve();
     let admin = served.admin_token();
-    let port = free_port();
-    let _everything = start_everything(port);
+    let everything = start_everything();
+    let port = everything.port;
     let put = |path: &str, body: Value| {
         let response = http()
             .put(format!("{}{path}", served.url))

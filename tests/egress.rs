@@ -15,7 +15,7 @@ use std::net::TcpListener;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use support::upstreams::{free_port, start_everything};
+use support::upstreams::start_everything;
 use support::*;
 
 /// A loopback HTTP listener counting the requests that reach it and
@@ -208,8 +208,8 @@ fn upstreams_at_internal_addresses_are_refused_naming_the_rule() {
 
 #[test]
 fn an_allow_listed_loopback_upstream_still_works() {
-    let port = free_port();
-    let _everything = start_everything(port);
+    let everything = start_everything();
+    let port = everything.port;
     let serve = Serve::start_with_env(&[("CORKBOARD_EGRESS_ALLOW", "127.0.0.0/8")]);
     let (status, body) = api(
         &serve,

@@ -64,8 +64,8 @@ fn until(url: &str, token: &str, what: &str, done: impl Fn(&Value) -> bool) -> V
 fn a_changed_upstream_tool_is_held_back_until_a_tenant_admin_approves_it() {
     let served = serve_with(&[("CORKBOARD_UPSTREAM_TOOLS_TTL_MS", "500")]);
     let admin = served.admin_token();
-    let port = free_port();
-    let _py = start_python_upstream_with(port, &[("UPSTREAM_RUG_PULL", "1")]);
+    let py = start_python_upstream_with(&[("UPSTREAM_RUG_PULL", "1")]);
+    let port = py.port;
     let api = |method: reqwest::Method, path: &str, body: Option<Value>| {
         let mut request = http()
             .request(method, format!("{}{path}", served.url))
@@ -273,9 +273,8 @@ fn a_changed_upstream_tool_is_held_back_until_a_tenant_admin_approves_it() {
 fn an_upstream_tool_with_an_x_mcp_header_parameter_is_called_through_the_gateway() {
     let served = serve();
     let admin = served.admin_token();
-    let port = free_port();
-    let _py = start_python_upstream_with(port, &[("UPSTREAM_PARAM_HEADER", "1")]);
-    register_python_upstream(&served.url, &admin, "acme", "py", port);
+    let py = start_python_upstream_with(&[("UPSTREAM_PARAM_HEADER", "1")]);
+    register_python_upstream(&served.url, &admin, "acme", "py", py.port);
     let response = http()
         .post(format!("{}/v1/runs", served.url))
         .bearer_auth(&admin)

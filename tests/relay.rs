@@ -36,7 +36,7 @@ const CREDENTIAL: &str = "Bearer relay-upstream-credential-93be1f";
 /// A run whose grant allows every tool of server-everything.
 struct Fixture {
     served: Served,
-    _everything: Proc,
+    _everything: Upstream,
     url: String,
     token: String,
 }
@@ -44,8 +44,8 @@ struct Fixture {
 fn fixture() -> Fixture {
     let served = serve();
     let admin = served.admin_token();
-    let port = free_port();
-    let everything = start_everything(port);
+    let everything = start_everything();
+    let port = everything.port;
     let response = http()
         .put(format!(
             "{}/v1/tenants/acme/upstreams/everything",
@@ -579,17 +579,17 @@ fn the_gateway_relays_exact_bytes_and_refuses_broken_answers_before_relaying() {
 /// A run whose grant allows every tool of the Python SDK upstream (which
 /// speaks 2026-07-28 and asks through `input_required`), plus a second
 /// run of the same tenant.
-fn modern_fixture() -> (Served, Proc, [(String, String); 2]) {
+fn modern_fixture() -> (Served, Upstream, [(String, String); 2]) {
     let (served, py, runs, _) = modern_fixture_with_port();
     (served, py, runs)
 }
 
 /// [`modern_fixture`], and the Python upstream's port.
-fn modern_fixture_with_port() -> (Served, Proc, [(String, String); 2], u16) {
+fn modern_fixture_with_port() -> (Served, Upstream, [(String, String); 2], u16) {
     let served = serve();
     let admin = served.admin_token();
-    let port = free_port();
-    let py = start_python_upstream(port);
+    let py = start_python_upstream();
+    let port = py.port;
     register_python_upstream(&served.url, &admin, "acme", "pyup", port);
     let runs = ["modern-1", "modern-2"].map(|run| {
         let response = http()
@@ -1114,9 +1114,8 @@ fn a_2026_upstreams_input_requests_and_a_2026_agents_answers_relay_byte_for_byte
 fn a_2025_upstreams_mid_call_request_and_a_2026_agents_answer_relay_byte_for_byte() {
     let served = serve();
     let admin = served.admin_token();
-    let port = free_port();
-    let _py = start_python_upstream_with(port, &[("UPSTREAM_LEGACY_ONLY", "1")]);
-    register_python_upstream(&served.url, &admin, "acme", "pyold", port);
+    let py = start_python_upstream_with(&[("UPSTREAM_LEGACY_ONLY", "1")]);
+    register_python_upstream(&served.url, &admin, "acme", "pyold", py.port);
     let response = http()
         .post(format!("{}/v1/runs", served.url))
         .bearer_auth(&admin)
@@ -1190,9 +1189,8 @@ fn a_2025_upstreams_mid_call_request_and_a_2026_agents_answer_relay_byte_for_byt
 fn a_refused_answer_ends_a_2025_upstreams_held_request_with_a_correlated_error() {
     let served = serve();
     let admin = served.admin_token();
-    let port = free_port();
-    let _py = start_python_upstream_with(port, &[("UPSTREAM_LEGACY_ONLY", "1")]);
-    register_python_upstream(&served.url, &admin, "acme", "pyold", port);
+    let py = start_python_upstream_with(&[("UPSTREAM_LEGACY_ONLY", "1")]);
+    register_python_upstream(&served.url, &admin, "acme", "pyold", py.port);
     let response = http()
         .post(format!("{}/v1/runs", served.url))
         .bearer_auth(&admin)
@@ -1218,7 +1216,7 @@ fn a_refused_answer_ends_a_2025_upstreams_held_request_with_a_correlated_error()
     // What the upstream wrote: its request, under its own id.
     let last = || -> Value {
         http()
-            .get(format!("http://127.0.0.1:{port}/last-response"))
+            .get(format!("http://127.0.0.1:{}/last-response", py.port))
             .header("x-upstream-key", PY_CREDENTIAL)
             .send()
             .unwrap()
@@ -1286,8 +1284,8 @@ struct Replicas {
     // Dropped in this order: the replicas before Redis.
     _a: Running,
     _b: Running,
-    _everything: Proc,
-    _py: Proc,
+    _everything: Upstream,
+    _py: Upstream,
     _redis: corkboard_testkit::RedisServer,
     _dir: tempfile::TempDir,
 }
@@ -1318,9 +1316,9 @@ fn replicas() -> Replicas {
     let a = start("serve");
     let b = start("runner");
     let admin = admin_token_with(&env, "platform-admin", None);
-    let (everything_port, py_port) = (free_port(), free_port());
-    let everything = start_everything(everything_port);
-    let py = start_python_upstream(py_port);
+    let everything = start_everything();
+    let py = start_python_upstream();
+    let (everything_port, py_port) = (everything.port, py.port);
     for (name, port, header, credential) in [
         ("everything", everything_port, "Authorization", CREDENTIAL),
         ("pyup", py_port, "X-Upstream-Key", PY_CREDENTIAL),
@@ -1493,10 +1491,10 @@ fn relayed_answers_and_retries_reach_the_call_through_either_replica_or_are_refu
 fn an_upstream_killed_mid_relay_ends_its_call_and_cancels_its_request_but_no_other_streams() {
     let served = serve();
     let admin = served.admin_token();
-    let (gone_port, kept_port) = (free_port(), free_port());
     let legacy = [("UPSTREAM_LEGACY_ONLY", "1")];
-    let mut gone = start_python_upstream_with(gone_port, &legacy);
-    let _kept = start_python_upstream_with(kept_port, &legacy);
+    let mut gone = start_python_upstream_with(&legacy);
+    let kept = start_python_upstream_with(&legacy);
+    let (gone_port, kept_port) = (gone.port, kept.port);
     for (name, port) in [("pygone", gone_port), ("pykept", kept_port)] {
         register_python_upstream(&served.url, &admin, "acme", name, port);
     }
@@ -1562,8 +1560,8 @@ fn an_upstream_killed_mid_relay_ends_its_call_and_cancels_its_request_but_no_oth
         let relayed = messages.next().expect("the relayed request");
         assert_eq!(relayed["method"], "sampling/createMessage", "{relayed}");
         let started = std::time::Instant::now();
-        gone.0.kill().unwrap();
-        gone.0.wait().unwrap();
+        gone.process.0.kill().unwrap();
+        gone.process.0.wait().unwrap();
         let rest: Vec<Value> = messages.collect();
         assert!(
             started.elapsed() < std::time::Duration::from_secs(15),

@@ -16,15 +16,14 @@ use support::*;
 /// `serve` with `env` (and loopback upstreams allowed), the Python
 /// upstream speaking only 2025 sessions registered as `pyold` for each of
 /// `tenants`.
-fn fixture(env: &[(&str, &str)], tenants: &[&str]) -> (Serve, Proc, String) {
-    let port = free_port();
-    let py = start_python_upstream_with(port, &[("UPSTREAM_LEGACY_ONLY", "1")]);
+fn fixture(env: &[(&str, &str)], tenants: &[&str]) -> (Serve, Upstream, String) {
+    let py = start_python_upstream_with(&[("UPSTREAM_LEGACY_ONLY", "1")]);
     let mut env = env.to_vec();
     env.push(("CORKBOARD_EGRESS_ALLOW", "127.0.0.1"));
     let serve = Serve::start_with_env(&env);
     let admin = serve.admin_token("platform-admin", None);
     for tenant in tenants {
-        register_python_upstream(serve.url(), &admin, tenant, "pyold", port);
+        register_python_upstream(serve.url(), &admin, tenant, "pyold", py.port);
     }
     (serve, py, admin)
 }

@@ -66,9 +66,9 @@ fn names(out: &Value) -> Vec<String> {
 fn upstream_tools_reach_the_agent_through_its_run_gateway_and_no_further() {
     let served = serve();
     let admin = served.admin_token();
-    let (py_port, everything_port) = (free_port(), free_port());
-    let py = start_python_upstream(py_port);
-    let everything = start_everything(everything_port);
+    let py = start_python_upstream();
+    let everything = start_everything();
+    let (py_port, everything_port) = (py.port, everything.port);
 
     // Register: one with the CLI (credential from a file), one through the API.
     let credential_file = served.data_dir.path().join("py.credential");
@@ -224,7 +224,7 @@ fn upstream_tools_reach_the_agent_through_its_run_gateway_and_no_further() {
     // The upstream restarts: the gateway's session with it is gone, and a
     // new one is opened without the agent noticing.
     drop(everything);
-    let _everything = start_everything(everything_port);
+    let _everything = start_everything_on(everything_port);
     let again = agent(
         "ts",
         &url,
@@ -341,9 +341,9 @@ fn upstream_tools_reach_the_agent_through_its_run_gateway_and_no_further() {
 fn non_text_content_from_upstreams_of_both_eras_reaches_agents_of_both_eras() {
     let served = serve();
     let admin = served.admin_token();
-    let (py_port, everything_port) = (free_port(), free_port());
-    let _py = start_python_upstream_with(py_port, &[("UPSTREAM_MEDIA", "1")]);
-    let _everything = start_everything(everything_port);
+    let py = start_python_upstream_with(&[("UPSTREAM_MEDIA", "1")]);
+    let everything = start_everything();
+    let (py_port, everything_port) = (py.port, everything.port);
     register_python_upstream(&served.url, &admin, "acme", "pyup", py_port);
     let response = http()
         .put(format!(
@@ -441,9 +441,8 @@ fn non_text_content_from_upstreams_of_both_eras_reaches_agents_of_both_eras() {
 fn a_2026_upstreams_json_rpc_refusal_reaches_the_agent_with_its_code() {
     let served = serve();
     let admin = served.admin_token();
-    let port = free_port();
-    let _py = start_python_upstream(port);
-    register_python_upstream(&served.url, &admin, "acme", "pyup", port);
+    let py = start_python_upstream();
+    register_python_upstream(&served.url, &admin, "acme", "pyup", py.port);
     let response = http()
         .post(format!("{}/v1/runs", served.url))
         .bearer_auth(&admin)

@@ -290,15 +290,12 @@ fn people_act_on_the_web_board_in_a_real_browser() {
 /// again and is audited with the person as its author.
 #[test]
 fn a_tenant_admin_approves_a_changed_upstream_tool_in_a_real_browser() {
-    use support::upstreams::{
-        free_port, register_python_upstream, serve_with, start_python_upstream_with,
-    };
+    use support::upstreams::{register_python_upstream, serve_with, start_python_upstream_with};
     require_browser_stack();
     let served = serve_with(&[("CORKBOARD_UPSTREAM_TOOLS_TTL_MS", "500")]);
     let admin = served.admin_token();
-    let port = free_port();
-    let _py = start_python_upstream_with(port, &[("UPSTREAM_RUG_PULL", "1")]);
-    register_python_upstream(&served.url, &admin, "acme", "py", port);
+    let py = start_python_upstream_with(&[("UPSTREAM_RUG_PULL", "1")]);
+    register_python_upstream(&served.url, &admin, "acme", "py", py.port);
     let response = http()
         .post(format!("{}/v1/runs", served.url))
         .bearer_auth(&admin)
@@ -329,7 +326,7 @@ fn a_tenant_admin_approves_a_changed_upstream_tool_in_a_real_browser() {
     };
     wait("the first listing is approved and served", true);
     let pulled = http()
-        .post(format!("http://127.0.0.1:{port}/rug-pull"))
+        .post(format!("http://127.0.0.1:{}/rug-pull", py.port))
         .header("x-upstream-key", support::upstreams::PY_CREDENTIAL)
         .send()
         .unwrap();

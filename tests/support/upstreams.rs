@@ -4,7 +4,6 @@
 
 use super::*;
 use std::io::{BufRead, BufReader};
-use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -30,15 +29,94 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-pub fn wait_for_port(port: u16, what: &str) {
+/// An upstream server process, killed on drop, and the loopback port it
+/// listens on.
+pub struct Upstream {
+    pub process: Proc,
+    pub port: u16,
+}
+
+/// Starts `command(port)` on a port that was free a moment ago, and
+/// returns once *that process* listens on it. Between [`free_port`] and the
+/// child's bind a parallel test (or an outgoing connection) may take the
+/// port: the child then exits, and another port is tried. Checking the
+/// listener's owner by pid means another process holding the port is never
+/// mistaken for ours.
+fn start_on_a_free_port(what: &str, command: impl Fn(u16) -> Command) -> Upstream {
+    let mut last = String::new();
+    for _ in 0..5 {
+        let port = free_port();
+        match start_listening(what, command(port), port) {
+            Ok(upstream) => return upstream,
+            Err(reason) => last = reason,
+        }
+    }
+    panic!("{what} could not listen on a free port: {last}")
+}
+
+/// Spawns `command` and waits until the child itself listens on `port`;
+/// an error when it exits first (the port was taken).
+fn start_listening(what: &str, mut command: Command, port: u16) -> Result<Upstream, String> {
+    let child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("start {what}: {e}"));
+    let mut process = Proc(child);
     let deadline = Instant::now() + Duration::from_secs(30);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+    loop {
+        if let Ok(Some(status)) = process.0.try_wait() {
+            return Err(format!(
+                "{what} exited with {status} before listening on {port}"
+            ));
+        }
+        if listens_on(process.0.id(), port) {
+            return Ok(Upstream { process, port });
+        }
         assert!(
             Instant::now() < deadline,
             "{what} did not listen on {port} within 30 s"
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Whether process `pid` holds a listening TCP socket (IPv4 or IPv6) on
+/// `port`: the socket's inode in /proc/net/tcp{,6} is one of its fds.
+fn listens_on(pid: u32, port: u16) -> bool {
+    const LISTEN: &str = "0A";
+    let wanted = format!(":{port:04X}");
+    let inodes: Vec<String> = ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .filter_map(|table| std::fs::read_to_string(table).ok())
+        .flat_map(|table| {
+            table
+                .lines()
+                .skip(1)
+                .filter_map(|line| {
+                    let fields: Vec<&str> = line.split_whitespace().collect();
+                    let local = *fields.get(1)?;
+                    let inode = *fields.get(9)?;
+                    (local.ends_with(&wanted) && fields.get(3) == Some(&LISTEN))
+                        .then(|| format!("socket:[{inode}]"))
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    if inodes.is_empty() {
+        return false;
+    }
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.filter_map(Result::ok)
+        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+        .any(|target| {
+            inodes
+                .iter()
+                .any(|inode| target.as_os_str() == inode.as_str())
+        })
 }
 
 /// `server-everything`'s entry point: in tests/clients/node_modules (added
@@ -60,39 +138,46 @@ pub fn everything_script() -> PathBuf {
     path
 }
 
-pub fn start_everything(port: u16) -> Proc {
-    let child = Command::new("node")
+fn everything_command(port: u16) -> Command {
+    let mut command = Command::new("node");
+    command
         .arg(everything_script())
         .arg("streamableHttp")
-        .env("PORT", port.to_string())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start server-everything");
-    wait_for_port(port, "server-everything");
-    Proc(child)
+        .env("PORT", port.to_string());
+    command
 }
 
-pub fn start_python_upstream(port: u16) -> Proc {
-    start_python_upstream_with(port, &[])
+/// `server-everything` (Streamable HTTP) on a free loopback port.
+pub fn start_everything() -> Upstream {
+    start_on_a_free_port("server-everything", everything_command)
+}
+
+/// `server-everything` on `port` again (a restart on the port its
+/// registration names).
+pub fn start_everything_on(port: u16) -> Upstream {
+    start_listening("server-everything", everything_command(port), port)
+        .unwrap_or_else(|reason| panic!("{reason}"))
+}
+
+/// The Python SDK upstream on a free loopback port.
+pub fn start_python_upstream() -> Upstream {
+    start_python_upstream_with(&[])
 }
 
 /// The Python upstream with extra environment (`UPSTREAM_LEGACY_ONLY=1`:
 /// 2025 sessions only).
-pub fn start_python_upstream_with(port: u16, env: &[(&str, &str)]) -> Proc {
+pub fn start_python_upstream_with(env: &[(&str, &str)]) -> Upstream {
     let root = repo_root();
-    let child = Command::new(root.join("target/venv/bin/python"))
-        .arg(root.join("tests/clients/upstream/py_server.py"))
-        .arg(port.to_string())
-        .envs(env.iter().copied())
-        .env("UPSTREAM_HEADER", "X-Upstream-Key")
-        .env("UPSTREAM_CREDENTIAL", PY_CREDENTIAL)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start the Python upstream");
-    wait_for_port(port, "the Python upstream");
-    Proc(child)
+    start_on_a_free_port("the Python upstream", |port| {
+        let mut command = Command::new(root.join("target/venv/bin/python"));
+        command
+            .arg(root.join("tests/clients/upstream/py_server.py"))
+            .arg(port.to_string())
+            .envs(env.iter().copied())
+            .env("UPSTREAM_HEADER", "X-Upstream-Key")
+            .env("UPSTREAM_CREDENTIAL", PY_CREDENTIAL);
+        command
+    })
 }
 
 /// `corkboard serve` with its logs (stderr) captured in a file.
@@ -183,4 +268,17 @@ pub fn register_python_upstream(server: &str, admin: &str, tenant: &str, name: &
         .send()
         .expect("PUT the upstream");
     assert_eq!(response.status().as_u16(), 200, "{tenant}/{name}");
+}
+
+/// A port another process holds is never taken for the upstream's: the
+/// upstream exits (address in use) and the start reports it.
+#[test]
+fn an_upstream_whose_port_another_process_holds_is_not_taken_for_listening() {
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = held.local_addr().unwrap().port();
+    let outcome = start_listening("server-everything", everything_command(port), port);
+    let reason = outcome.err().expect("the start fails");
+    assert!(reason.contains("exited"), "{reason}");
+    assert!(!listens_on(std::process::id(), free_port()));
+    assert!(listens_on(std::process::id(), port));
 }
