@@ -3,7 +3,7 @@
 use super::args::{Args, idempotency_key, invalid, issue_id};
 use super::schema::{
     body_schema, comment_schema, issue_answer_schema, issue_fields, issue_id_schema, key_schema,
-    object, replayed_schema, with_properties,
+    object, related_id_schema, replayed_schema, with_properties,
 };
 use super::{Success, author, insert, retain, to_json};
 use crate::defs::BoardTool;
@@ -16,8 +16,7 @@ use corkboard_grants::ResolvedGrant;
 use serde_json::{Map, Value, json};
 
 pub(crate) const DESCRIPTION: &str = "Add a comment to an issue. Returns the issue with its \
-latest 10 comments (comment_count and comments_cursor as in get_issue; the answer stays within \
-the result budget of about 8,000 tokens), the new `comment`, and `replayed` (a run that may not read issues gets only the \
+latest 10 comments (comment_count and comments_cursor as in get_issue), the new `comment`, and `replayed` (a run that may not read issues gets only the \
 issue's id, version and updated_at with the new `comment` and `replayed`). `id` (or its older name \
 `issue_id`) is an issue id exactly as \
 create_issue or list_issues returned it (iss_ followed by 26 characters). Pass an \
@@ -107,7 +106,7 @@ pub(crate) fn input_schema() -> Value {
     object(
         json!({
             "id": issue_id_schema("The issue to comment on."),
-            "issue_id": issue_id_schema("Older name of id."),
+            "issue_id": related_id_schema("Older name of id."),
             "body": body_schema("The comment, not blank.", 1),
             "idempotency_key": key_schema("comment"),
         }),

@@ -16,11 +16,11 @@ use serde_json::{Map, Value, json};
 
 pub(crate) const DESCRIPTION: &str = "Claim an issue for this run before you start working on it, so \
 no other agent takes the same work. Exactly one of several runs claiming at once gets it; the \
-others get an error naming the run that holds it (not retryable: pick other work, e.g. \
-list_issues with unclaimed=true). Claiming an issue you already hold succeeds and changes \
-nothing. Only open issues (not done or closed) can be claimed. The claim lasts until you call \
-release_issue, the issue is closed, or this run ends (its grant is revoked or expires): then \
-the issue goes back to the pool. Returns the issue with its `claim` and new version.";
+others get an error naming the run that holds it (not retryable: pick other work, e.g. with \
+claim_next). Claiming an issue you hold succeeds (renewing its lease). Only open issues can be \
+claimed. The claim ends when you release_issue it, the issue is closed or this run ends; with a \
+lease (claim.expires_at) it lapses unless you write to the issue or claim it again in time. \
+Returns the issue with its `claim` and new version.";
 
 pub(crate) const ARGS: [&str; 2] = ["id", "expected_version"];
 

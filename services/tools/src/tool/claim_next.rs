@@ -5,7 +5,7 @@
 
 use super::args::{Args, as_field, labels, optional_id};
 use super::schema::{
-    issue_answer_schema, issue_fields, issue_id_schema, labels_schema, object, priority_schema,
+    issue_answer_schema, issue_fields, labels_schema, object, priority_schema, related_id_schema,
 };
 use super::{Success, retain, to_json};
 use crate::defs::BoardTool;
@@ -123,7 +123,7 @@ pub(crate) fn input_schema() -> Value {
         json!({
             "labels": labels_schema("Only issues carrying every one of these labels."),
             "min_priority": priority_schema("Only issues of this priority or more urgent."),
-            "parent": issue_id_schema("Only sub-issues of this issue."),
+            "parent": related_id_schema("Only sub-issues of this issue."),
         }),
         &[],
     )

@@ -5,7 +5,7 @@
 use super::args::{Args, blocked_by, close_reason, idempotency_key, invalid, labels, optional_id};
 use super::schema::{
     WRITABLE_FIELDS, blocked_by_schema, body_schema, close_reason_schema, issue_answer_schema,
-    issue_id_schema, key_schema, labels_schema, object, priority_schema, replayed_schema,
+    key_schema, labels_schema, object, priority_schema, related_id_schema, replayed_schema,
     state_schema, title_schema, with_properties, written_fields,
 };
 use super::{Success, author, insert, round, to_json};
@@ -32,16 +32,12 @@ original issue with replayed=true instead of a duplicate, and reusing a key with
 arguments is refused. Relations: `parent` makes it a sub-issue, `blocked_by` lists issues \
 that must be finished first (at most 50), `duplicate_of` names the original; every id must \
 be an issue of this board. The answer has `created` (true when this call filed the issue) and, for \
-a run that may read issues, `similar`: up to 5 open issues (not done or closed) whose titles are \
-most like this one, each {id, title, state, score} with score the share of title words they \
-have in common (0-1; 0.75 or more is a near match). Pass if_similar=\"refuse\" to file only \
-when no open issue is a near match: then, if one is, NOTHING is created and the answer is that \
-existing issue with created=false, `reason` saying why and `similar` listing the near matches; \
-work on it (add_comment, update_issue) instead of filing again. A retry with the same \
-idempotency_key always returns the original issue, whatever is similar now (a run that may not \
-read issues gets only what its call wrote: the id, created_at and its own arguments). Search \
-(search_issues) first so you do not file an issue that exists. The answer, like every answer, \
-stays within the result budget (about 8,000 tokens).";
+a run that may read issues, `similar`: up to 5 open issues whose titles are most like this one, \
+each {id, title, state, score} (score 0-1, the share of title words in common; 0.75 or more is a \
+near match). With if_similar=\"refuse\" and a near match, NOTHING is created: the answer is that \
+issue with created=false and `reason`; work on it instead of filing again. A retry with the same \
+idempotency_key always returns the original issue (a run that may not read issues gets only what \
+its call wrote). Search (search_issues) first so you do not file an issue that exists.";
 
 pub(crate) const ARGS: [&str; 11] = [
     "title",
@@ -301,8 +297,8 @@ pub(crate) fn input_schema() -> Value {
             )),
             "priority": priority_schema("Defaults to none (nobody has said)."),
             "idempotency_key": key_schema("issue"),
-            "parent": issue_id_schema("Make it a sub-issue of this issue."),
-            "duplicate_of": issue_id_schema("The original issue this one duplicates."),
+            "parent": related_id_schema("Make it a sub-issue of this issue."),
+            "duplicate_of": related_id_schema("The original issue this one duplicates."),
             "blocked_by": blocked_by_schema("Issues that must be finished before this one."),
             "close_reason": close_reason_schema(),
             "if_similar": {

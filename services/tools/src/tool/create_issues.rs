@@ -8,8 +8,8 @@
 use super::args::{Args, invalid, optional_id};
 use super::create_issue;
 use super::schema::{
-    blocked_by_schema, body_schema, issue_id_schema, key_schema, labels_schema, object,
-    priority_schema, state_schema, title_schema,
+    blocked_by_schema, body_schema, key_schema_described, labels_schema, object, priority_schema,
+    related_id_schema, state_schema, title_schema,
 };
 use super::{Success, author};
 use crate::error::ToolsError;
@@ -170,12 +170,12 @@ pub(crate) fn input_schema() -> Value {
     let item = object(
         json!({
             "title": title_schema("Required."),
-            "body": body_schema("Markdown.", 0),
+            "body": body_schema("Details.", 0),
             "state": state_schema("Default inbox."),
             "labels": labels_schema("Labels."),
             "priority": priority_schema("Default none."),
-            "idempotency_key": key_schema("issue"),
-            "parent": issue_id_schema("Overrides the call's parent."),
+            "idempotency_key": key_schema_described("As in create_issue: makes retrying this item safe."),
+            "parent": related_id_schema("Overrides the call's parent."),
             "blocked_by": blocked_by_schema("Existing issues."),
         }),
         &["title"],
@@ -188,7 +188,7 @@ pub(crate) fn input_schema() -> Value {
                 "maxItems": CREATE_ISSUES_MAX,
                 "items": item,
             },
-            "parent": issue_id_schema("Parent of every item that names none."),
+            "parent": related_id_schema("Parent of every item that names none."),
         }),
         &["issues"],
     )

@@ -21,10 +21,9 @@ get_issue again with comments_before=comments_cursor for the ones before it, unt
 comments_cursor is null. `id` is an issue id exactly as create_issue or list_issues returned \
 it: iss_ followed by 26 characters, e.g. iss_01JD3Z9Q4X8M2N6P7R5S1T0V9W; never shorten or \
 retype it from memory. The result's `version` is the value update_issue's expected_version \
-wants. Budget: one result is at most about 8,000 tokens (32,000 bytes by default); an answer \
-that would be larger keeps the newest comments (then `truncated` says how many more are older \
-and comments_cursor reaches them) and a body too long for one answer is cut with \
-`body_truncated`, whose next_offset you pass as body_offset for the rest. It also shows the \
+wants. An answer over the result budget (about 8,000 tokens) keeps the newest comments \
+(`truncated` counts the older ones left out) and cuts a long body (`body_truncated`: pass its \
+next_offset as body_offset for the rest). It also shows the \
 relations: `parent`, `duplicate_of`, `blocked_by`, and the inverse ones other issues hold to \
 it, `children` (its sub-issues) and `blocks` (issues waiting on it), each listing at most 100 \
 (more_children / more_blocks say when there are more); `claim` names the run working on it. \

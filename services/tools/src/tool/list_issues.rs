@@ -2,7 +2,7 @@
 //! ([`FILTER_ARGS`], [`filters`]) are shared with `search_issues`.
 
 use super::args::{Args, as_field, invalid, optional_id};
-use super::schema::{issue_id_schema, issue_schema, labels_schema, object, truncated_schema};
+use super::schema::{issue_schema, labels_schema, object, related_id_schema, truncated_schema};
 use super::{Success, to_json};
 use crate::error::ToolsError;
 use crate::result_budget;
@@ -21,14 +21,8 @@ author_run, claim (when claimed), updated_at, version, comment_count and an exce
 (at most 160 characters; excerpt_cut=true when the body goes on). To see more, name it: \
 `fields` adds fields by name (body, comments, created_at, author, ...), `include_body`=true \
 gives the whole body, `include_comments`=N the latest N comments of each issue; or read one \
-issue with get_issue. Filters combine with AND: `states` keeps issues in any of the given states; `labels` keeps \
-issues carrying every given label (label_match \"all\", the default) or at least one of them \
-(label_match \"any\"); `text` is a case-insensitive substring of the title; `author_run` keeps \
-issues created by that run; `priorities` keeps issues of any of the given priorities; \
-`updated_since` (RFC 3339) keeps issues changed at or after that time; `parent` keeps the sub-issues of one issue; `unclaimed: true` keeps \
-work no run has claimed (use it, with states, to find work to take) and `claimed_by` the \
-issues one run has claimed; `ready: true` lists ready work best first (see claim_next) and \
-`stale: true` claims whose holder went quiet. Paging: a page holds at most `limit` issues (default 50, max 200). \
+issue with get_issue. Filters (each argument says what it keeps) combine with AND; to find \
+work to take, `ready: true` lists it best first (see claim_next). Paging: a page holds at most `limit` issues (default 50, max 200). \
 When next_cursor is a string, call list_issues again with the same filters and \
 cursor=next_cursor for the next page; null means this was the last page. Budget: one result \
 is at most about 8,000 tokens (32,000 bytes by default, set by the board's operator); a page \
@@ -320,7 +314,7 @@ pub(crate) fn input_schema() -> Value {
                     limits::PAGE_DEFAULT
                 ),
             },
-            "cursor": issue_id_schema(
+            "cursor": related_id_schema(
                 "The next_cursor of the previous page, unchanged, to read the next page. \
                  Omit for the first page."
             ),
@@ -344,7 +338,7 @@ pub(crate) fn input_schema() -> Value {
                 "description": "Add each issue's latest N comments (with older_comments and \
                                 comments_cursor for get_issue). Omit for none.",
             },
-            "parent": issue_id_schema("Keep the sub-issues of this issue."),
+            "parent": related_id_schema("Keep the sub-issues of this issue."),
             "unclaimed": {
                 "type": "boolean",
                 "description": "true: keep issues no run has claimed (work free to take).",

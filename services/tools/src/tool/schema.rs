@@ -11,13 +11,23 @@ pub(crate) const ID_EXAMPLE: &str = "iss_01JD3Z9Q4X8M2N6P7R5S1T0V9W";
 pub(crate) const ISSUE_ID_PATTERN: &str = "^iss_[0-9A-HJKMNP-TV-Z]{26}$";
 pub(crate) const COMMENT_ID_PATTERN: &str = "^cmt_[0-9A-HJKMNP-TV-Z]{26}$";
 
+/// The issue a call acts on (`id`), with an example id: the one id a
+/// model most needs to copy exactly.
 pub(crate) fn issue_id_schema(description: &str) -> Value {
+    let mut schema = related_id_schema(description);
+    schema["description"] = format!("{description} Example: {ID_EXAMPLE}.").into();
+    schema
+}
+
+/// Another issue a call names (a parent, an original, a cursor): the
+/// pattern says its form, and the `id` argument's example shows it once.
+pub(crate) fn related_id_schema(description: &str) -> Value {
     json!({
         "type": "string",
         "pattern": ISSUE_ID_PATTERN,
         "minLength": 30,
         "maxLength": 30,
-        "description": format!("{description} Example: {ID_EXAMPLE}."),
+        "description": description,
     })
 }
 
@@ -79,17 +89,24 @@ pub(crate) fn body_schema(description: &str, min: usize) -> Value {
     })
 }
 
+/// An idempotency key, explained for one `what` ("issue", "comment").
 pub(crate) fn key_schema(what: &str) -> Value {
+    key_schema_described(&format!(
+        "Makes retries safe: the same key with the same arguments returns the original \
+         {what}, not a duplicate. 1-200 visible ASCII characters, no spaces; a fresh one \
+         (e.g. a UUID) per intended {what}."
+    ))
+}
+
+/// An idempotency key with `description` (where the tool's description
+/// already explains keys).
+pub(crate) fn key_schema_described(description: &str) -> Value {
     json!({
         "type": "string",
         "minLength": 1,
         "maxLength": 200,
         "pattern": "^[!-~]+$",
-        "description": format!(
-            "Optional key that makes retries safe: the same key with the same arguments \
-             returns the original {what} instead of a duplicate. 1-200 visible ASCII \
-             characters, no spaces; use a fresh one (e.g. a UUID) per intended {what}."
-        ),
+        "description": description,
     })
 }
 
@@ -130,9 +147,8 @@ pub(crate) fn version_schema() -> Value {
     json!({
         "type": "integer",
         "minimum": 1,
-        "description": "The issue's version as you last read it. If the issue has \
-                        changed since, nothing is written and the error gives the \
-                        current version.",
+        "description": "The version you last read; if the issue changed since, \
+                        nothing is written and the error gives the current one.",
     })
 }
 

@@ -21,13 +21,11 @@ characters, 1-16 words; words are case-insensitive runs of letters and digits (p
 separates them); an issue matches only when EVERY word occurs in its title, body or one of its \
 comments; end a word with * to match it as a prefix (timeo* finds timeout, timeouts; at least 2 \
 characters before the *). Ranking: title matches first, then body, then comment-only matches, \
-then the most recently updated. The list filters (states, labels with label_match, text, \
-author_run, priorities, updated_since, parent, unclaimed, claimed_by) combine with the query as in list_issues. Paging: \
+then the most recently updated. The filters combine with the query as in list_issues. Paging: \
 `limit` hits per answer (default 10, max 50); when next_offset is a number, call again with the \
 same arguments and offset=next_offset; offset + limit may not exceed 1000 (narrow the query \
 instead). partial=true means more issues matched than the board ranks (only the newest 1000 \
-matches were ranked): add words or filters. The answer stays within the result budget (about \
-8,000 tokens), like every answer. Search here before creating an issue.";
+matches were ranked): add words or filters. Search here before creating an issue.";
 
 pub(crate) const ARGS: [&str; 13] = [
     "query",

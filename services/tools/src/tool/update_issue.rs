@@ -5,9 +5,9 @@ use super::args::{
     Args, blocked_by, close_reason, expected_version, issue_id, labels, relation_change,
 };
 use super::schema::{
-    ID_EXAMPLE, blocked_by_schema, body_schema, close_reason_schema, issue_answer_schema,
-    issue_id_schema, labels_schema, object, priority_schema, state_schema, title_schema,
-    version_schema, written_fields,
+    blocked_by_schema, body_schema, close_reason_schema, issue_answer_schema, issue_id_schema,
+    labels_schema, object, priority_schema, state_schema, title_schema, version_schema,
+    written_fields,
 };
 use super::{Success, retain, to_json};
 use crate::defs::BoardTool;
@@ -33,7 +33,7 @@ closing ends any claim. Reopen by setting an open state: the close reason is cle
 Relations: `parent` and `duplicate_of` take an issue id, or \"\" to remove them; \
 `blocked_by` replaces the whole list ([] removes all). A parent that would make an issue its \
 own ancestor is refused. The answer carries the latest 10 comments (comment_count and \
-comments_cursor as in get_issue) and stays within the result budget (about 8,000 tokens).";
+comments_cursor as in get_issue).";
 
 pub(crate) const ARGS: [&str; 11] = [
     "id",
@@ -182,7 +182,7 @@ fn relation_id_schema(description: &str) -> Value {
         "type": "string",
         "pattern": "^(iss_[0-9A-HJKMNP-TV-Z]{26})?$",
         "maxLength": 30,
-        "description": format!("{description} Example: {ID_EXAMPLE}."),
+        "description": description,
     })
 }
 
