@@ -1,13 +1,14 @@
 //! The board as a work queue (issue 29): a board of `issues` issues filed
 //! through `create_issues` 50 at a time, the first of each batch blocked
-//! by the last of the batch before (which is ready and stays open); then
-//! `claimants` runs, each on its own keep-alive connection, call
-//! `claim_next` until it answers "no ready work". Every call's latency is
-//! a sample and the drain's throughput a value; a drain in which an issue
-//! went to two runs, a blocked issue was claimed, or some ready issue was
-//! never claimed counts as an error, never as a figure. Then the cost of
-//! the two whole-board reads on that board: `list_issues` with
-//! `ready: true` (one page) and `board_stats`, `reads` times each.
+//! by the last of the batch before (which is ready and stays open). First
+//! the cost of the two whole-board reads on that board: `list_issues` with
+//! `ready: true` (one page) and `board_stats`, `reads` times each. Then
+//! (unless `claimants` is 0) `claimants` runs, each on its own keep-alive
+//! connection, call `claim_next` until it answers "no ready work". Every
+//! call's latency is a sample and the drain's throughput a value; a drain
+//! in which an issue went to two runs, a blocked issue was claimed, or
+//! some ready issue was never claimed counts as an error, never as a
+//! figure.
 
 use super::deploy::{DeploySpec, Deployment, Endpoint, Registry, Store};
 use crate::client::{Connection, Target};
@@ -113,6 +114,22 @@ pub async fn run(
         filed += n;
     }
     let ready = issues - blocked;
+    // On the seeded board (every issue but the blocked ones ready), before
+    // any claim; then the drain, unless there are no claimants.
+    whole_board_reads(
+        &mut seed,
+        &seed_target,
+        &seeder.token,
+        store,
+        issues,
+        reads,
+        sink,
+    )
+    .await?;
+    if claimants == 0 {
+        deployment.process.check_alive()?;
+        return Ok(());
+    }
 
     let mut runs = Vec::with_capacity(claimants);
     for i in 0..claimants {
@@ -173,6 +190,21 @@ pub async fn run(
     );
     sink.emit(record)?;
 
+    deployment.process.check_alive()?;
+    Ok(())
+}
+
+/// `reads` samples each of the two whole-board reads (the ready list's
+/// first page and `board_stats`) on the board as it is now.
+async fn whole_board_reads(
+    seed: &mut Connection,
+    target: &Target,
+    token: &str,
+    store: Store,
+    issues: usize,
+    reads: usize,
+    sink: &mut Sink,
+) -> Result<()> {
     for (tool, arguments, kind) in [
         (
             "list_issues",
@@ -183,7 +215,7 @@ pub async fn run(
     ] {
         let mut samples = Vec::with_capacity(reads);
         for _ in 0..reads {
-            let (ms, _) = call(&mut seed, &seed_target, &seeder.token, tool, &arguments).await?;
+            let (ms, _) = call(seed, target, token, tool, &arguments).await?;
             samples.push(ms);
         }
         sink.emit(
@@ -193,6 +225,5 @@ pub async fn run(
                 .with_samples(&samples),
         )?;
     }
-    deployment.process.check_alive()?;
     Ok(())
 }
