@@ -724,6 +724,41 @@ fn an_upstream_call_a_policy_names_waits_then_runs_once_or_answers_the_denial() 
         is_error && text.contains("not this upstream today"),
         "{text}"
     );
+
+    // Every collect call is audited, the one that ran the approved
+    // upstream call (answered by the gateway) too, and the approved call
+    // as itself. Audit records are written in batches: poll briefly.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let audit: Value = http()
+            .get(format!("{}/v1/tenants/acme/audit?run=up-gated", served.url))
+            .bearer_auth(&admin)
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        let records = audit["records"].as_array().cloned().unwrap_or_default();
+        let count = |tool: &str, outcome: &str| {
+            records
+                .iter()
+                .filter(|r| r["tool"] == tool && r["outcome"] == outcome)
+                .count()
+        };
+        // ok: the pending answer and the run; denied: already used, and
+        // the denial.
+        if count("collect_approval", "ok") == 2
+            && count("collect_approval", "denied") == 2
+            && count("everything__echo", "ok") == 2
+        {
+            assert!(
+                !audit.to_string().contains("hi upstream"),
+                "no arguments in audit"
+            );
+            break;
+        }
+        assert!(Instant::now() < deadline, "audit incomplete: {audit}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 /// The pending items of the tenant, newest first (admin API).

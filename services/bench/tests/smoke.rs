@@ -183,14 +183,28 @@ fn queue() {
         "--reads",
         "2",
     ]);
-    let drain = &records[0];
+    // The whole-board reads on the seeded board, then the drain.
+    assert_eq!(records[0]["kind"], "queue_ready_list");
+    assert_eq!(records[1]["kind"], "queue_board_stats");
+    assert_eq!(records[1]["count"], 2);
+    let drain = &records[2];
     assert_eq!(drain["kind"], "queue_claim_next");
     assert_eq!(drain["errors"], 0, "{drain}");
     // 120 issues in 3 batches: two blocked, 118 ready, each claimed once.
     assert_eq!(drain["values"]["ready"], 118.0);
-    assert_eq!(records[1]["kind"], "queue_ready_list");
-    assert_eq!(records[2]["kind"], "queue_board_stats");
-    assert_eq!(records[2]["count"], 2);
+
+    // No claimants: the reads alone.
+    let reads = scenario(&[
+        "queue",
+        "--issues",
+        "60",
+        "--claimants",
+        "0",
+        "--reads",
+        "1",
+    ]);
+    let kinds: Vec<&Value> = reads.iter().map(|r| &r["kind"]).collect();
+    assert_eq!(kinds, ["queue_ready_list", "queue_board_stats"]);
 }
 
 #[test]

@@ -228,6 +228,7 @@ async fn collect_upstream(
     principal: &RunPrincipal,
     call: &ToolCall<'_>,
 ) -> Option<ToolOutput> {
+    let started = std::time::Instant::now();
     let id = call
         .arguments
         .get("handle")
@@ -250,6 +251,7 @@ async fn collect_upstream(
         progress_token: None,
     };
     let Some(mut output) = upstreams.call(view, &principal.grant, &approved).await else {
+        gate.record_collect(principal.grant(), call.raw_arguments, started, false);
         return Some(ToolOutput {
             structured: None,
             text: format!(
@@ -273,5 +275,11 @@ async fn collect_upstream(
             item.id, item.tool, output.text
         );
     }
+    gate.record_collect(
+        principal.grant(),
+        call.raw_arguments,
+        started,
+        !output.is_error,
+    );
     Some(output)
 }

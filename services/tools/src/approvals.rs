@@ -610,6 +610,37 @@ impl ApprovalGate {
         }
     }
 
+    /// Audits a collect call answered where the board's collect tool does
+    /// not see it (a gateway running an approved upstream call): one
+    /// record under [`COLLECT_TOOL`], as the board's own collect calls
+    /// get, `Ok` when the approved call ran and answered without error.
+    /// The approved call itself is audited under its own tool where it
+    /// runs.
+    pub fn record_collect(
+        &self,
+        grant: &Grant,
+        raw_arguments: &[u8],
+        started: Instant,
+        ran_cleanly: bool,
+    ) {
+        self.audit.record(AuditRecord {
+            at: Timestamp::now(),
+            tenant: grant.tenant.clone(),
+            run: grant.run.clone(),
+            grant: grant.id.clone(),
+            tool: COLLECT_TOOL.to_owned(),
+            outcome: if ran_cleanly {
+                AuditOutcome::Ok
+            } else {
+                AuditOutcome::ToolError
+            },
+            latency_micros: u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+            arguments_hash: ArgumentsHash::of(raw_arguments),
+            issue: None,
+            definition_hash: None,
+        });
+    }
+
     fn account(&self, grant: &Grant, tool: &str, raw_arguments: &[u8], started: Instant) {
         self.audit.record(AuditRecord {
             at: Timestamp::now(),
