@@ -176,8 +176,9 @@ mod tests {
         assert_eq!(keep.expires_at, Timestamp::from_millis(10_000));
         keep.tick().await;
         assert!(keep.stopped);
-        // Stopped: the next tick never completes.
-        let more = tokio::time::timeout(Duration::from_secs(60), keep.tick()).await;
+        // Stopped: the next tick never completes (a running keep-alive
+        // ticks within its 100 ms shortest period; 2 s is twenty of them).
+        let more = tokio::time::timeout(Duration::from_secs(2), keep.tick()).await;
         assert!(more.is_err());
         assert_eq!(calls.get(), 3);
     }
