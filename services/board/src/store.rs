@@ -145,11 +145,14 @@ macro_rules! __store_methods {
             /// the old holder's claim and the new one. Refused with
             /// [`StoreError::VersionConflict`] when the issue changed and
             /// [`StoreError::NotClaimable`] when it is done or closed. Bumps the
-            /// version and announces the claim like `claim_issue`.
+            /// version and announces the claim like `claim_issue`. The history
+            /// records the change by `by` (the person who handed it over), with
+            /// the claim before and after.
             fn hand_over_claim(
                 tenant: &$crate::TenantId,
                 id: &$crate::IssueId,
                 claimant: &$crate::Claimant,
+                by: &$crate::Author,
                 expected_version: u64,
             ) -> $crate::Issue;
 

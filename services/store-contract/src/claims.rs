@@ -4,9 +4,11 @@
 
 use crate::fixtures::*;
 use corkboard_board::{
-    BlockedBy, BoardStore, ClaimFilter, Claimant, CloseReason, CommentWindow, Grant, IssueId,
-    IssuePatch, IssueState, ListQuery, NewIssue, StoreError, TenantId, Timestamp,
+    Author, AuthorKind, BlockedBy, BoardStore, ChangeKind, ClaimFilter, Claimant, CloseReason,
+    CommentWindow, Grant, IssueId, IssuePatch, IssueState, ListQuery, NewIssue, StoreError,
+    TenantId, Timestamp,
 };
+use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Barrier;
@@ -237,6 +239,7 @@ pub async fn case_claim_release_close_and_versions<S: BoardStore>(store: Arc<S>)
 /// claim. Done issues and moved versions are refused.
 pub async fn case_claim_hand_over_is_one_write<S: BoardStore>(store: Arc<S>) {
     let t = tenant("claim-handover");
+    let person = Author::principal(AuthorKind::Person, "ada@example.com");
     let id = create(&*store, &t, new_issue("Stuck work")).await;
     let (_, a) = claimant(&*store, &t, "run-a", HOUR).await;
     let (_, b) = claimant(&*store, &t, "run-b", HOUR).await;
@@ -244,18 +247,37 @@ pub async fn case_claim_hand_over_is_one_write<S: BoardStore>(store: Arc<S>) {
     let claimed = store.claim_issue(&t, &id, &a, None).await.expect("claim");
     assert_eq!(claimed.version, 2);
     assert!(matches!(
-        store.hand_over_claim(&t, &id, &b, 1).await,
+        store.hand_over_claim(&t, &id, &b, &person, 1).await,
         Err(StoreError::VersionConflict {
             expected: 1,
             actual: 2
         })
     ));
     let handed = store
-        .hand_over_claim(&t, &id, &b, 2)
+        .hand_over_claim(&t, &id, &b, &person, 2)
         .await
         .expect("hand over from a to b");
     assert_eq!(handed.claim.as_ref().map(|c| &c.run), Some(&b.run));
     assert_eq!(handed.version, 3, "the hand-over is one change, not two");
+    // The history names the person, and the claim before and after.
+    let history = store
+        .issue_history(&t, &id, None, 1)
+        .await
+        .expect("history");
+    let change = &history.changes[0];
+    assert_eq!(change.kind, ChangeKind::Claimed);
+    assert_eq!(change.version, 3);
+    assert_eq!(change.by, person, "the person who handed it over");
+    let claim = &change.fields[0];
+    assert_eq!(claim.field, "claim");
+    assert_eq!(
+        claim.before.as_ref().map(|c| &c["run"]),
+        Some(&json!("run-a"))
+    );
+    assert_eq!(
+        claim.after.as_ref().map(|c| &c["run"]),
+        Some(&json!("run-b"))
+    );
     assert_claimed_by(store.claim_issue(&t, &id, &c, None).await, "run-b");
     assert_claimed_by(store.release_issue(&t, &id, &a.run, None).await, "run-b");
 
@@ -280,7 +302,7 @@ pub async fn case_claim_hand_over_is_one_write<S: BoardStore>(store: Arc<S>) {
         };
         barrier.wait().await;
         let to = if round % 2 == 0 { &a } else { &b };
-        let handed = store.hand_over_claim(&t, &id, to, version).await;
+        let handed = store.hand_over_claim(&t, &id, to, &person, version).await;
         // Refused naming the old holder (before) or the new one (after).
         match racer.await.expect("racer") {
             Err(StoreError::Claimed { run, .. }) => assert_ne!(run, c.run),
@@ -295,7 +317,7 @@ pub async fn case_claim_hand_over_is_one_write<S: BoardStore>(store: Arc<S>) {
     // From nobody: a hand-over of an unclaimed issue is a claim.
     let free = create(&*store, &t, new_issue("Free work")).await;
     let given = store
-        .hand_over_claim(&t, &free, &c, 1)
+        .hand_over_claim(&t, &free, &c, &person, 1)
         .await
         .expect("hand over an unclaimed issue");
     assert_eq!(given.claim.map(|claim| claim.run), Some(c.run.clone()));
@@ -312,16 +334,20 @@ pub async fn case_claim_hand_over_is_one_write<S: BoardStore>(store: Arc<S>) {
         .await
         .expect("close");
     assert!(matches!(
-        store.hand_over_claim(&t, &free, &a, closed.version).await,
+        store
+            .hand_over_claim(&t, &free, &a, &person, closed.version)
+            .await,
         Err(StoreError::NotClaimable { .. })
     ));
     assert_not_found(
-        store.hand_over_claim(&t, &IssueId::generate(), &a, 1).await,
+        store
+            .hand_over_claim(&t, &IssueId::generate(), &a, &person, 1)
+            .await,
         "handing over an unknown issue",
     );
     assert_not_found(
         store
-            .hand_over_claim(&tenant("claim-handover-other"), &id, &a, 1)
+            .hand_over_claim(&tenant("claim-handover-other"), &id, &a, &person, 1)
             .await,
         "handing over another tenant's issue",
     );

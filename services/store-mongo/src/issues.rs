@@ -455,11 +455,20 @@ impl MongoStore {
         tenant: &TenantId,
         id: &IssueId,
         claimant: &Claimant,
+        by: &Author,
         expected_version: u64,
     ) -> Result<Issue, StoreError> {
         let now = Timestamp::now();
         claimant.live_at(now)?;
         let claim = claimant.claim_at(now);
+        // Read first, for the history's claim before: at a given version the
+        // claim's holder is fixed (every change of holder makes a version),
+        // so the update below, conditional on that version, replaces
+        // exactly the claim read here.
+        let Some(current) = self.find_issue(tenant, id).await? else {
+            return Err(issue_not_found(id));
+        };
+        check_hand_over(&current, expected_version)?;
         let updated = self
             .issues(tenant)
             .find_one_and_update(
@@ -475,8 +484,8 @@ impl MongoStore {
                         id,
                         0,
                         now,
-                        &claimant_author(claimant),
-                        None,
+                        by,
+                        current.claim.as_ref(),
                         Some(&claim),
                     ),
                 ),
@@ -1570,22 +1579,16 @@ impl IssueStore for MongoStore {
         tenant: &TenantId,
         id: &IssueId,
         claimant: &Claimant,
+        by: &Author,
         expected_version: u64,
     ) -> Result<Issue, StoreError> {
-        let (before, issue) = self
-            .bounded_write("hand_over_claim", async {
-                let before = if self.has_webhooks(tenant).await {
-                    self.find_issue(tenant, id).await.ok().flatten()
-                } else {
-                    None
-                };
-                let issue = self
-                    .hand_over(tenant, id, claimant, expected_version)
-                    .await?;
-                Ok((before, issue))
-            })
+        let issue = self
+            .bounded_write(
+                "hand_over_claim",
+                self.hand_over(tenant, id, claimant, by, expected_version),
+            )
             .await?;
-        if before.is_some() {
+        if self.has_webhooks(tenant).await {
             let mut data = webhook::issue_summary(&issue);
             data["claim"] = serde_json::json!(issue.claim);
             self.queue_after(tenant, WebhookEvent::IssueClaimed, data)

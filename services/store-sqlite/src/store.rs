@@ -513,12 +513,14 @@ impl IssueStore for SqliteStore {
         tenant: &TenantId,
         id: &IssueId,
         claimant: &Claimant,
+        by: &Author,
         expected_version: u64,
     ) -> Result<Issue, StoreError> {
         self.write(HandOverClaim {
             tenant: tenant.clone(),
             id: id.clone(),
             claimant: claimant.clone(),
+            by: by.clone(),
             expected_version,
         })
         .await

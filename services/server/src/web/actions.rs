@@ -482,7 +482,7 @@ async fn hand_over_claim(
             // can take the issue between the old claim and the new one.
             Ok(state
                 .store
-                .hand_over_claim(&tenant, &id, &claimant, request.expected_version)
+                .hand_over_claim(&tenant, &id, &claimant, &author, request.expected_version)
                 .await?)
         },
         |issue| issue.id.clone(),

@@ -43,19 +43,20 @@ impl WriteOp for ClaimIssue {
         let before = issue_row(conn, tenant, id)?;
         let issue = claim_issue(conn, tenant, id, claimant, *expected_version)?;
         if webhook::is_new_claim(&before, &issue) {
-            record_claimed(conn, tenant, claimant, &before, &issue)?;
+            record_claimed(conn, tenant, &claimant_author(claimant), &before, &issue)?;
         }
         webhooks::issue_claimed(conn, tenant, Some(before), &issue)?;
         Ok(issue)
     }
 }
 
-/// Records in the history that `claimant` took `issue`'s claim (from
-/// whoever held it `before`).
+/// Records in the history that `issue`'s claim went to its claimant, from
+/// whoever held it `before`, by `by` (the claimant itself, or the person
+/// who handed it over).
 fn record_claimed(
     conn: &Connection,
     tenant: &TenantId,
-    claimant: &Claimant,
+    by: &Author,
     before: &Issue,
     issue: &Issue,
 ) -> Result<(), OpError> {
@@ -67,7 +68,7 @@ fn record_claimed(
             &issue.id,
             issue.version,
             issue.updated_at,
-            &claimant_author(claimant),
+            by,
             before.claim.as_ref(),
             issue.claim.as_ref(),
         ),
@@ -332,6 +333,8 @@ pub(crate) struct HandOverClaim {
     pub tenant: TenantId,
     pub id: IssueId,
     pub claimant: Claimant,
+    /// The person handing it over: the history's author.
+    pub by: Author,
     pub expected_version: u64,
 }
 
@@ -344,12 +347,13 @@ impl WriteOp for HandOverClaim {
             tenant,
             id,
             claimant,
+            by,
             expected_version,
         } = self;
         // Read first, for the history (the claim before) and the event.
         let before = issue_row(conn, tenant, id)?;
         let issue = hand_over_claim(conn, tenant, id, claimant, *expected_version)?;
-        record_claimed(conn, tenant, claimant, &before, &issue)?;
+        record_claimed(conn, tenant, by, &before, &issue)?;
         webhooks::issue_claimed(conn, tenant, Some(before), &issue)?;
         Ok(issue)
     }
