@@ -585,15 +585,39 @@ fn the_collect_tool_answers_pending_then_runs_the_approved_call_once() {
 
     // Audit records are written in batches: poll briefly. The approved
     // call is recorded as itself, and each collect call as the tool.
+    let audit = until_audited(
+        || {
+            api(
+                &serve,
+                Method::GET,
+                "/v1/tenants/acme/audit?run=collector",
+                &admin,
+                None,
+            )
+            .1
+        },
+        |count| {
+            count("collect_approval", "ok") >= 2
+                && count("add_comment", "ok") == 1
+                && count("collect_approval", "denied") >= 1
+        },
+    );
+    assert!(
+        !audit.to_string().contains("hello"),
+        "no arguments in audit"
+    );
+}
+
+/// Polls a run's audit records (written in batches) until `done` holds
+/// for their counts by tool and outcome; fails after 30 s with the last
+/// page read. Returns that page.
+fn until_audited(
+    fetch: impl Fn() -> Value,
+    done: impl Fn(&dyn Fn(&str, &str) -> usize) -> bool,
+) -> Value {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let (_, audit) = api(
-            &serve,
-            Method::GET,
-            "/v1/tenants/acme/audit?run=collector",
-            &admin,
-            None,
-        );
+        let audit = fetch();
         let records = audit["records"].as_array().cloned().unwrap_or_default();
         let count = |tool: &str, outcome: &str| {
             records
@@ -601,13 +625,8 @@ fn the_collect_tool_answers_pending_then_runs_the_approved_call_once() {
                 .filter(|r| r["tool"] == tool && r["outcome"] == outcome)
                 .count()
         };
-        if count("collect_approval", "ok") >= 2 && count("add_comment", "ok") == 1 {
-            assert!(count("collect_approval", "denied") >= 1, "{audit}");
-            assert!(
-                !audit.to_string().contains("hello"),
-                "no arguments in audit"
-            );
-            break;
+        if done(&count) {
+            return audit;
         }
         assert!(Instant::now() < deadline, "audit incomplete: {audit}");
         std::thread::sleep(Duration::from_millis(200));
@@ -728,37 +747,28 @@ fn an_upstream_call_a_policy_names_waits_then_runs_once_or_answers_the_denial() 
     // Every collect call is audited, the one that ran the approved
     // upstream call (answered by the gateway) too, and the approved call
     // as itself. Audit records are written in batches: poll briefly.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let audit: Value = http()
-            .get(format!("{}/v1/tenants/acme/audit?run=up-gated", served.url))
-            .bearer_auth(&admin)
-            .send()
-            .unwrap()
-            .json()
-            .unwrap();
-        let records = audit["records"].as_array().cloned().unwrap_or_default();
-        let count = |tool: &str, outcome: &str| {
-            records
-                .iter()
-                .filter(|r| r["tool"] == tool && r["outcome"] == outcome)
-                .count()
-        };
+    let audit = until_audited(
+        || {
+            http()
+                .get(format!("{}/v1/tenants/acme/audit?run=up-gated", served.url))
+                .bearer_auth(&admin)
+                .send()
+                .unwrap()
+                .json()
+                .unwrap()
+        },
         // ok: the pending answer and the run; denied: already used, and
         // the denial.
-        if count("collect_approval", "ok") == 2
-            && count("collect_approval", "denied") == 2
-            && count("everything__echo", "ok") == 2
-        {
-            assert!(
-                !audit.to_string().contains("hi upstream"),
-                "no arguments in audit"
-            );
-            break;
-        }
-        assert!(Instant::now() < deadline, "audit incomplete: {audit}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+        |count| {
+            count("collect_approval", "ok") == 2
+                && count("collect_approval", "denied") == 2
+                && count("everything__echo", "ok") == 2
+        },
+    );
+    assert!(
+        !audit.to_string().contains("hi upstream"),
+        "no arguments in audit"
+    );
 }
 
 /// The pending items of the tenant, newest first (admin API).
@@ -1138,28 +1148,23 @@ fn headless_claude_code_sees_the_pending_answer_then_collects_the_result() {
         .filter_map(|c| c["body"].as_str())
         .collect();
     assert_eq!(bodies, ["from claude code"]);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let (_, audit) = api(
-            &serve,
-            Method::GET,
-            "/v1/tenants/acme/audit?run=claude-code",
-            &admin,
-            None,
-        );
-        let records = audit["records"].as_array().cloned().unwrap_or_default();
-        let has = |tool: &str, outcome: &str| {
-            records
-                .iter()
-                .any(|r| r["tool"] == tool && r["outcome"] == outcome)
-        };
-        if has("add_comment", "denied") && has("add_comment", "ok") && has("collect_approval", "ok")
-        {
-            break;
-        }
-        assert!(Instant::now() < deadline, "audit incomplete: {audit}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    until_audited(
+        || {
+            api(
+                &serve,
+                Method::GET,
+                "/v1/tenants/acme/audit?run=claude-code",
+                &admin,
+                None,
+            )
+            .1
+        },
+        |count| {
+            count("add_comment", "denied") > 0
+                && count("add_comment", "ok") > 0
+                && count("collect_approval", "ok") > 0
+        },
+    );
 }
 
 /// Held calls count against the held-call shares: with room for one, a

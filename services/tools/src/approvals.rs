@@ -623,32 +623,35 @@ impl ApprovalGate {
         started: Instant,
         ran_cleanly: bool,
     ) {
-        self.audit.record(AuditRecord {
-            at: Timestamp::now(),
-            tenant: grant.tenant.clone(),
-            run: grant.run.clone(),
-            grant: grant.id.clone(),
-            tool: COLLECT_TOOL.to_owned(),
-            outcome: if ran_cleanly {
-                AuditOutcome::Ok
-            } else {
-                AuditOutcome::ToolError
-            },
-            latency_micros: u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
-            arguments_hash: ArgumentsHash::of(raw_arguments),
-            issue: None,
-            definition_hash: None,
-        });
+        let outcome = if ran_cleanly {
+            AuditOutcome::Ok
+        } else {
+            AuditOutcome::ToolError
+        };
+        self.record(grant, COLLECT_TOOL, outcome, raw_arguments, started);
     }
 
     fn account(&self, grant: &Grant, tool: &str, raw_arguments: &[u8], started: Instant) {
+        self.record(grant, tool, AuditOutcome::Denied, raw_arguments, started);
+    }
+
+    /// One audit record of the gate's: the call's tool, outcome and
+    /// argument hash (never the arguments).
+    fn record(
+        &self,
+        grant: &Grant,
+        tool: &str,
+        outcome: AuditOutcome,
+        raw_arguments: &[u8],
+        started: Instant,
+    ) {
         self.audit.record(AuditRecord {
             at: Timestamp::now(),
             tenant: grant.tenant.clone(),
             run: grant.run.clone(),
             grant: grant.id.clone(),
             tool: tool.to_owned(),
-            outcome: AuditOutcome::Denied,
+            outcome,
             latency_micros: u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
             arguments_hash: ArgumentsHash::of(raw_arguments),
             issue: None,
