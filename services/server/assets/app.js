@@ -600,10 +600,15 @@ function searchQuery(filters, offset) {
 /** Fetches the board, or the search hits when there is a query; false when the tenant is out of reach. */
 async function loadBoard() {
   const board = app.board;
+  // Only the newest load renders: a live event during a load starts
+  // another, and the older answer (read before the event) must not
+  // replace what the newer one shows.
+  const seq = (board.seq = (board.seq ?? 0) + 1);
+  const superseded = () => app.board !== board || board.seq !== seq;
   try {
     if (board.filters.q) {
       const page = await api('GET', tenantPath(`/issues/search?${searchQuery(board.filters)}`));
-      if (app.board !== board) return false;
+      if (superseded()) return false;
       board.hits = page.hits;
       board.next = page.next_offset ?? null;
       board.partial = page.partial;
@@ -613,7 +618,7 @@ async function loadBoard() {
       return true;
     }
     const page = await api('GET', tenantPath(`/board?${boardQuery(board.filters)}`));
-    if (app.board !== board) return false;
+    if (superseded()) return false;
     // A refresh (a live event) keeps as many cards of each column as the
     // person had loaded: those columns read on from their new first page.
     const before = board.columns;
@@ -622,7 +627,7 @@ async function loadBoard() {
       const had = before.get(state)?.issues.length ?? 0;
       while (column.next && column.issues.length < had) {
         const more = await api('GET', tenantPath(`/board?${boardQuery(board.filters, { state, cursor: column.next })}`));
-        if (app.board !== board) return false;
+        if (superseded()) return false;
         appendPage(column, more.columns[0]);
       }
     }
@@ -633,7 +638,7 @@ async function loadBoard() {
     preservingFocus(renderBoard);
     return true;
   } catch (e) {
-    if (app.board !== board) return false;
+    if (superseded()) return false;
     return handleLoadError(e);
   }
 }
@@ -1018,12 +1023,14 @@ async function showIssue(id, { focus } = {}) {
 async function loadIssue(force = false) {
   const state = app.issue;
   const id = state.id;
+  // Only the newest load renders (see loadBoard).
+  const seq = (state.seq = (state.seq ?? 0) + 1);
   try {
     const [issue, history] = await Promise.all([
       api('GET', tenantPath(`/issues/${encodeURIComponent(id)}?render=html&related=true`)),
       api('GET', tenantPath(`/issues/${encodeURIComponent(id)}/history?limit=100`)).catch((e) => ({ error: e })),
     ]);
-    if (app.issue !== state) return;
+    if (app.issue !== state || state.seq !== seq) return;
     if (state.dirty && !force) {
       changedElsewhere(issue.version);
       return;
@@ -1032,7 +1039,7 @@ async function loadIssue(force = false) {
     state.dirty = false;
     renderIssue(issue, history);
   } catch (e) {
-    if (app.issue !== state) return;
+    if (app.issue !== state || state.seq !== seq) return;
     if (e.status === 403) return showDenied();
     if (e.status === 401) return;
     const message = e.status === 404 || e.status === 422 ? 'There is no such issue on this tenant.' : e.message;
@@ -1744,7 +1751,9 @@ function changedElsewhere(version) {
 function refetchSoon() {
   clearTimeout(app.refetchTimer);
   app.refetchTimer = setTimeout(() => {
-    if (app.view === 'board' && app.board?.loaded) loadBoard();
+    // A board still loading loads again: its first answer may predate
+    // the event.
+    if (app.view === 'board' && app.board) loadBoard();
     else if (app.view === 'issue' && app.issue && !app.issue.dirty) loadIssue();
     else if (app.view === 'grants') loadGrants();
     else if (app.view === 'approvals') loadApprovals();
