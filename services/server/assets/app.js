@@ -598,13 +598,24 @@ function searchQuery(filters, offset) {
 }
 
 /** Fetches the board, or the search hits when there is a query; false when the tenant is out of reach. */
+/**
+ * Starts a load of what `holder` shows and returns whether a newer load of
+ * it has started since. Only the newest load renders: a live event during
+ * a load starts another, and the older answer (read before the event) must
+ * not replace what the newer one shows.
+ */
+function startLoad(holder) {
+  const seq = (holder.seq = (holder.seq ?? 0) + 1);
+  return () => holder.seq !== seq;
+}
+
+/** The loads of the views that keep no state object of their own. */
+const viewLoads = { approvals: {}, tools: {} };
+
 async function loadBoard() {
   const board = app.board;
-  // Only the newest load renders: a live event during a load starts
-  // another, and the older answer (read before the event) must not
-  // replace what the newer one shows.
-  const seq = (board.seq = (board.seq ?? 0) + 1);
-  const superseded = () => app.board !== board || board.seq !== seq;
+  const newer = startLoad(board);
+  const superseded = () => app.board !== board || newer();
   try {
     if (board.filters.q) {
       const page = await api('GET', tenantPath(`/issues/search?${searchQuery(board.filters)}`));
@@ -1023,14 +1034,13 @@ async function showIssue(id, { focus } = {}) {
 async function loadIssue(force = false) {
   const state = app.issue;
   const id = state.id;
-  // Only the newest load renders (see loadBoard).
-  const seq = (state.seq = (state.seq ?? 0) + 1);
+  const newer = startLoad(state);
   try {
     const [issue, history] = await Promise.all([
       api('GET', tenantPath(`/issues/${encodeURIComponent(id)}?render=html&related=true`)),
       api('GET', tenantPath(`/issues/${encodeURIComponent(id)}/history?limit=100`)).catch((e) => ({ error: e })),
     ]);
-    if (app.issue !== state || state.seq !== seq) return;
+    if (app.issue !== state || newer()) return;
     if (state.dirty && !force) {
       changedElsewhere(issue.version);
       return;
@@ -1039,7 +1049,7 @@ async function loadIssue(force = false) {
     state.dirty = false;
     renderIssue(issue, history);
   } catch (e) {
-    if (app.issue !== state || state.seq !== seq) return;
+    if (app.issue !== state || newer()) return;
     if (e.status === 403) return showDenied();
     if (e.status === 401) return;
     const message = e.status === 404 || e.status === 422 ? 'There is no such issue on this tenant.' : e.message;
@@ -1359,16 +1369,19 @@ async function showApprovals({ focus } = {}) {
 async function loadApprovals() {
   const body = $('approvals-body');
   if (!body) return;
+  const newer = startLoad(viewLoads.approvals);
   let list;
   try {
     list = (await api('GET', tenantPath('/approvals?limit=100'))).approvals;
   } catch (e) {
+    if (newer()) return;
     if (e.status === 403) return showDenied();
     body.replaceChildren(el('p', { role: 'alert' }, `Cannot load approvals: ${e.message}`));
     return;
   }
   const details = await Promise.all(list.filter((a) => a.status === 'pending' && !a.expired)
     .map((a) => api('GET', tenantPath(`/approvals/${encodeURIComponent(a.id)}`)).catch(() => a)));
+  if (newer()) return;
   const pending = details.map(approvalCard);
   const decided = list.filter((a) => a.status !== 'pending' || a.expired);
   body.replaceChildren(
@@ -1449,6 +1462,7 @@ async function showUpstreamTools({ focus } = {}) {
 async function loadUpstreamTools() {
   const body = $('tools-body');
   if (!body) return;
+  const newer = startLoad(viewLoads.tools);
   let upstreams;
   try {
     upstreams = (await api('GET', tenantPath('/upstreams'))).upstreams;
@@ -1457,10 +1471,12 @@ async function loadUpstreamTools() {
       tools: (await api('GET', tenantPath(`/upstreams/${encodeURIComponent(u.name)}/tools`))).tools,
     })));
   } catch (e) {
+    if (newer()) return;
     if (e.status === 403) return showDenied();
     body.replaceChildren(el('p', { role: 'alert' }, `Cannot load upstream tools: ${e.message}`));
     return;
   }
+  if (newer()) return;
   const pending = upstreams.flatMap((u) => u.tools.filter((t) => t.status === 'pending').map((t) => pendingToolCard(u.name, t)));
   body.replaceChildren(
     el('h2', {}, `Pending approval (${pending.length})`),
@@ -1531,16 +1547,17 @@ async function showGrants({ focus } = {}) {
 
 async function loadGrants() {
   const state = app.grants;
+  const newer = startLoad(state);
   try {
     const page = await api('GET', tenantPath(`/grants?limit=${GRANT_PAGE}`));
-    if (app.grants !== state) return false;
+    if (app.grants !== state || newer()) return false;
     state.grants = page.grants;
     state.next = page.next_cursor;
     preservingFocus(renderGrants);
     loadWebhooks();
     return true;
   } catch (e) {
-    if (app.grants !== state) return false;
+    if (app.grants !== state || newer()) return false;
     if (e.status === 403) {
       showDenied();
       return false;
