@@ -386,8 +386,13 @@ pub async fn case_board_stats_count_states_priorities_labels_and_the_queue<S: Bo
     let mut plain = with("plain", Priority::Low, &[]);
     plain.labels = labels(&["api"]);
     let plain = create(s, &t, plain).await;
-    let done = create(s, &t, with("done", Priority::Urgent, &[])).await;
+    // A finished issue's labels do not count, and what it blocked is
+    // ready.
+    let mut done = with("done", Priority::Urgent, &[]);
+    done.labels = labels(&["ui"]);
+    let done = create(s, &t, done).await;
     close(s, &t, &done).await;
+    create(s, &t, with("freed", Priority::Low, &[&done])).await;
     let lease = Duration::from_secs(3_600);
     store
         .claim_issue(&t, &plain, &claimant("run-s", Some(lease)), None)
@@ -400,10 +405,10 @@ pub async fn case_board_stats_count_states_priorities_labels_and_the_queue<S: Bo
         .board_stats(&t, Timestamp::now())
         .await
         .expect("stats");
-    assert_eq!((stats.total, stats.open), (4, 3));
-    assert_eq!(stats.by_state.get(&IssueState::Inbox), Some(&3));
+    assert_eq!((stats.total, stats.open), (5, 4));
+    assert_eq!(stats.by_state.get(&IssueState::Inbox), Some(&4));
     assert_eq!(stats.by_state.get(&IssueState::Done), Some(&1));
-    assert_eq!(stats.by_priority.get(&Priority::Low), Some(&2));
+    assert_eq!(stats.by_priority.get(&Priority::Low), Some(&3));
     assert_eq!(stats.by_priority.get(&Priority::High), Some(&1));
     assert_eq!(
         stats.by_priority.get(&Priority::Urgent),
@@ -419,7 +424,7 @@ pub async fn case_board_stats_count_states_priorities_labels_and_the_queue<S: Bo
     assert!(!stats.more_labels);
     assert_eq!(
         (stats.ready, stats.claimed, stats.blocked, stats.stale),
-        (1, 1, 1, 0)
+        (2, 1, 1, 0)
     );
     // Stale up to the end of the claim: the claim counts as stale.
     let later = Timestamp::now().plus_millis(2 * 3_600_000);

@@ -61,6 +61,14 @@ pub(crate) const BLOCKED: &str = "EXISTS (SELECT 1 FROM issue_blocked_by b \
      JOIN issues x ON x.tenant = b.tenant AND x.id = b.blocker_id \
      WHERE b.tenant = i.tenant AND b.issue_id = i.id AND x.state NOT IN ('done', 'closed'))";
 
+/// The ids of the tenant's issues (the parameter) that have an open
+/// blocker: read from the blocker relations, so a count over it costs the
+/// relations, not every open issue (`board_stats`). Agrees with
+/// [`BLOCKED`].
+pub(crate) const IDS_WITH_AN_OPEN_BLOCKER: &str = "SELECT b.issue_id FROM issue_blocked_by b \
+     JOIN issues x ON x.tenant = b.tenant AND x.id = b.blocker_id \
+     WHERE b.tenant = ? AND x.state NOT IN ('done', 'closed')";
+
 /// The condition that the issue row `i` has a live claim at the
 /// parameter's instant.
 pub(crate) const LIVE_CLAIM: &str = "(i.claim_run IS NOT NULL AND i.claim_expires_at > ?)";

@@ -8,7 +8,7 @@ use super::issues::{get_issue, issue_row};
 use super::{WriteOp, webhooks};
 use crate::codec::{from_sql_u64, to_sql_u64};
 use crate::error::OpError;
-use crate::query::{BLOCKED, LIVE_CLAIM, READY_ORDER, push_filters};
+use crate::query::{BLOCKED, IDS_WITH_AN_OPEN_BLOCKER, LIVE_CLAIM, READY_ORDER, push_filters};
 use corkboard_board::webhook;
 use corkboard_board::{
     Author, BoardStats, Change, ChangeKind, Claim, ClaimCheck, ClaimFilter, Claimant, ExpiredClaim,
@@ -525,10 +525,12 @@ pub(crate) fn board_stats(
                 .insert(priority, from_sql_u64(row.get(1)?));
         }
     }
+    // The open issues' labels: every label row but those of finished
+    // issues, which the state index lists without reading an issue row.
     let mut by_label = conn.prepare_cached(
-        "SELECT l.label, count(*) FROM issue_labels l JOIN issues i \
-         ON i.tenant = l.tenant AND i.id = l.issue_id \
-         WHERE l.tenant = ?1 AND i.state NOT IN ('done', 'closed') GROUP BY l.label",
+        "SELECT l.label, count(*) FROM issue_labels l WHERE l.tenant = ?1 \
+         AND l.issue_id NOT IN (SELECT id FROM issues \
+         WHERE tenant = ?1 AND state IN ('done', 'closed')) GROUP BY l.label",
     )?;
     let labels = by_label
         .query_map(params![t], |row| {
@@ -551,9 +553,14 @@ pub(crate) fn board_stats(
         &format!("{open} AND {LIVE_CLAIM}"),
         vec![Value::Text(t.to_owned()), Value::Integer(now.as_millis())],
     )?;
+    // Driven by the blocker relations, not by every open issue.
     stats.blocked = count(
-        &format!("{open} AND NOT {LIVE_CLAIM} AND {BLOCKED}"),
-        vec![Value::Text(t.to_owned()), Value::Integer(now.as_millis())],
+        &format!("{open} AND NOT {LIVE_CLAIM} AND i.id IN ({IDS_WITH_AN_OPEN_BLOCKER})"),
+        vec![
+            Value::Text(t.to_owned()),
+            Value::Integer(now.as_millis()),
+            Value::Text(t.to_owned()),
+        ],
     )?;
     stats.stale = count(
         &format!("{open} AND i.claim_run IS NOT NULL AND i.claim_expires_at <= ?"),
