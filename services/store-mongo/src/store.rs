@@ -11,7 +11,7 @@ use futures_util::StreamExt;
 use mongodb::bson::{Document, doc};
 use mongodb::options::{Acknowledgment, ClientOptions, ReadConcern, Tls, TlsOptions, WriteConcern};
 use mongodb::{Client, Collection, Database};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
@@ -106,6 +106,12 @@ impl<K: Eq + std::hash::Hash + Clone, V> Drop for Held<K, V> {
 /// each on a lane of its own.
 pub(crate) const CLAIM_LANES: usize = 8;
 
+/// How many issues a tenant's lanes remember as just taken ([`Lane::took`]).
+/// A lane's candidates are its read's best few dozen; the others take a
+/// handful while it reads, so this covers every one its read can still
+/// name.
+const RECENTLY_TAKEN: usize = 128;
+
 /// Lanes for `claim_next`, per tenant in this process. Racing claimants of
 /// one tenant that all updated the best ready issue at once were write
 /// conflicts on a WiredTiger server, each retried by the server with a
@@ -124,6 +130,10 @@ struct TenantLanes {
     /// The issue each lane is trying to claim, so that the others try
     /// other ones.
     targets: Mutex<[Option<String>; CLAIM_LANES]>,
+    /// Issues the lanes just took or found taken, newest last: a candidate
+    /// list read a moment before still names them, and trying one would
+    /// only lose the race again.
+    taken: Mutex<VecDeque<String>>,
 }
 
 /// One call's lane: given back when dropped.
@@ -147,15 +157,35 @@ impl Lane {
             .targets
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
+        let recent = self
+            .lanes()
+            .taken
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         let taken = |id: &str| {
-            targets
-                .iter()
-                .enumerate()
-                .any(|(i, t)| i != self.index && t.as_deref() == Some(id))
+            recent.iter().any(|t| t == id)
+                || targets
+                    .iter()
+                    .enumerate()
+                    .any(|(i, t)| i != self.index && t.as_deref() == Some(id))
         };
         let pick = candidates.iter().copied().find(|id| !taken(id));
         targets[self.index] = pick.map(str::to_owned);
         pick
+    }
+
+    /// Remembers that `id` is taken (this lane claimed it, or lost it to
+    /// another claimant), so no lane aims at it again from a stale read.
+    pub(crate) fn took(&self, id: &str) {
+        let mut recent = self
+            .lanes()
+            .taken
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if recent.len() == RECENTLY_TAKEN {
+            recent.pop_front();
+        }
+        recent.push_back(id.to_owned());
     }
 }
 
@@ -178,6 +208,7 @@ impl ClaimTurns {
             permits: Arc::new(tokio::sync::Semaphore::new(CLAIM_LANES)),
             lanes: Mutex::new(0),
             targets: Mutex::new(std::array::from_fn(|_| None)),
+            taken: Mutex::new(VecDeque::with_capacity(RECENTLY_TAKEN)),
         });
         let permit = Arc::clone(&held.state.permits)
             .acquire_owned()
