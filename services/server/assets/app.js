@@ -597,7 +597,6 @@ function searchQuery(filters, offset) {
   return q;
 }
 
-/** Fetches the board, or the search hits when there is a query; false when the tenant is out of reach. */
 /**
  * Starts a load of what `holder` shows and returns whether a newer load of
  * it has started since. Only the newest load renders: a live event during
@@ -612,6 +611,7 @@ function startLoad(holder) {
 /** The loads of the views that keep no state object of their own. */
 const viewLoads = { approvals: {}, tools: {} };
 
+/** Fetches the board, or the search hits when there is a query; false when the tenant is out of reach. */
 async function loadBoard() {
   const board = app.board;
   const newer = startLoad(board);
