@@ -213,9 +213,9 @@ impl MongoStore {
             // title or body (the patch's own `$set`).
             let mut set = issue_set(&issue);
             set.extend(patch_set(patch));
-            let updated = self
-                .issues(tenant)
-                .find_one_and_update(
+            if let Some(issue) = self
+                .update_issue_doc(
+                    tenant,
                     doc! { field::ID: id.as_str(), field::VERSION: to_i64(read_version) },
                     doc! {
                         "$set": set,
@@ -224,12 +224,9 @@ impl MongoStore {
                         "$push": history_push(&change),
                     },
                 )
-                .return_document(ReturnDocument::After)
-                .max_time(self.max_time())
-                .await
-                .map_err(|e| store_error(&e))?;
-            if let Some(doc) = updated {
-                return issue_from_doc(tenant, &doc);
+                .await?
+            {
+                return Ok(issue);
             }
             // Someone else changed it in between: read again.
         }
@@ -325,27 +322,24 @@ impl MongoStore {
                 if let Some(expected) = expected_version {
                     own.insert(field::VERSION, to_i64(expected));
                 }
-                let renewed = self
-                    .issues(tenant)
-                    .find_one_and_update(
+                if let Some(issue) = self
+                    .update_issue_doc(
+                        tenant,
                         own,
                         // Only the end moves: no new version, so an
                         // agent's expected_version stays good.
                         doc! { "$set": { field::CLAIM_EXPIRES_AT: date(claim.expires_at) } },
                     )
-                    .return_document(ReturnDocument::After)
-                    .max_time(self.max_time())
-                    .await
-                    .map_err(|e| store_error(&e))?;
-                if let Some(doc) = renewed {
-                    return issue_from_doc(tenant, &doc);
+                    .await?
+                {
+                    return Ok(issue);
                 }
             }
             if claimant.expires_at > now {
                 // One conditional update decides among racing claimants.
-                let updated = self
-                    .issues(tenant)
-                    .find_one_and_update(
+                if let Some(issue) = self
+                    .update_issue_doc(
+                        tenant,
                         filter,
                         claim_write(
                             Some(&claim),
@@ -360,17 +354,12 @@ impl MongoStore {
                             ),
                         ),
                     )
-                    .return_document(ReturnDocument::After)
-                    .max_time(self.max_time())
-                    .await
-                    .map_err(|e| store_error(&e))?;
-                if let Some(doc) = updated {
-                    return issue_from_doc(tenant, &doc);
+                    .await?
+                {
+                    return Ok(issue);
                 }
             }
-            let Some(issue) = self.find_issue(tenant, id).await? else {
-                return Err(issue_not_found(id));
-            };
+            let issue = self.existing_issue(tenant, id).await?;
             match ClaimCheck::of(&issue, claimant, expected_version) {
                 ClaimCheck::Own => return Ok(issue),
                 ClaimCheck::Refused(err @ StoreError::Claimed { .. }) => {
@@ -428,19 +417,13 @@ impl MongoStore {
             held.as_ref(),
             None,
         );
-        let updated = self
-            .issues(tenant)
-            .find_one_and_update(filter, claim_write(None, &change))
-            .return_document(ReturnDocument::After)
-            .max_time(self.max_time())
-            .await
-            .map_err(|e| store_error(&e))?;
-        if let Some(doc) = updated {
-            return issue_from_doc(tenant, &doc);
+        if let Some(issue) = self
+            .update_issue_doc(tenant, filter, claim_write(None, &change))
+            .await?
+        {
+            return Ok(issue);
         }
-        let Some(issue) = self.find_issue(tenant, id).await? else {
-            return Err(issue_not_found(id));
-        };
+        let issue = self.existing_issue(tenant, id).await?;
         check_release(&issue, run, expected_version)?;
         Err(StoreError::unavailable(format!(
             "issue {id} changed while releasing it; retry"
@@ -465,13 +448,11 @@ impl MongoStore {
         // claim's holder is fixed (every change of holder makes a version),
         // so the update below, conditional on that version, replaces
         // exactly the claim read here.
-        let Some(current) = self.find_issue(tenant, id).await? else {
-            return Err(issue_not_found(id));
-        };
+        let current = self.existing_issue(tenant, id).await?;
         check_hand_over(&current, expected_version)?;
-        let updated = self
-            .issues(tenant)
-            .find_one_and_update(
+        if let Some(issue) = self
+            .update_issue_doc(
+                tenant,
                 doc! {
                     field::ID: id.as_str(),
                     field::STATE: { "$nin": ["done", "closed"] },
@@ -490,16 +471,11 @@ impl MongoStore {
                     ),
                 ),
             )
-            .return_document(ReturnDocument::After)
-            .max_time(self.max_time())
-            .await
-            .map_err(|e| store_error(&e))?;
-        if let Some(doc) = updated {
-            return issue_from_doc(tenant, &doc);
+            .await?
+        {
+            return Ok(issue);
         }
-        let Some(issue) = self.find_issue(tenant, id).await? else {
-            return Err(issue_not_found(id));
-        };
+        let issue = self.existing_issue(tenant, id).await?;
         check_hand_over(&issue, expected_version)?;
         Err(StoreError::unavailable(format!(
             "issue {id} changed while handing over its claim; retry"
@@ -539,6 +515,32 @@ impl MongoStore {
             .await
             .map_err(|e| store_error(&e))?;
         Ok(())
+    }
+
+    /// One conditional update of an issue document: the issue as it is
+    /// after it, or `None` when `filter` matched nothing (the callers then
+    /// read the issue to say why).
+    pub(crate) async fn update_issue_doc(
+        &self,
+        tenant: &TenantId,
+        filter: Document,
+        update: Document,
+    ) -> Result<Option<Issue>, StoreError> {
+        self.issues(tenant)
+            .find_one_and_update(filter, update)
+            .return_document(ReturnDocument::After)
+            .max_time(self.max_time())
+            .await
+            .map_err(|e| store_error(&e))?
+            .map(|doc| issue_from_doc(tenant, &doc))
+            .transpose()
+    }
+
+    /// The issue `id`, or the not-found refusal.
+    async fn existing_issue(&self, tenant: &TenantId, id: &IssueId) -> Result<Issue, StoreError> {
+        self.find_issue(tenant, id)
+            .await?
+            .ok_or_else(|| issue_not_found(id))
     }
 
     /// The issue's fields without its comments, search words and history:

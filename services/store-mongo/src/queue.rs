@@ -521,21 +521,15 @@ impl MongoStore {
             if !open_here.is_empty() {
                 one.insert(field::BLOCKED_BY, doc! { "$nin": open_here });
             }
-            let taken = self
-                .issues(tenant)
-                .find_one_and_update(one, update)
-                .return_document(ReturnDocument::After)
-                .max_time(max_time)
-                .await
-                .map_err(fail)?;
+            let taken = self.update_issue_doc(tenant, one, update).await?;
             // Taken either way: by this call, or by whoever won the race.
             lane.took(pick);
-            if let Some(doc) = taken {
+            if let Some(issue) = taken {
                 // A claim ending before the horizon (its grant's expiry)
                 // moves the horizon.
                 self.set_lapse_horizon(tenant, Some(claim.expires_at), true);
                 return Ok(ClaimNext::Claimed {
-                    issue: Box::new(issue_from_doc(tenant, &doc)?),
+                    issue: Box::new(issue),
                 });
             }
             // Another claimant took it: read again.
