@@ -41,6 +41,25 @@ fn api(
     (status, response.json().unwrap_or(Value::Null))
 }
 
+/// A run `run` of tenant acme with an issue titled `title`, whose
+/// `add_comment` calls a policy puts behind a person's approval: the
+/// agent and the issue's id.
+fn gated_comments(serve: &Serve, admin: &str, run: &str, title: &str) -> (Granted, String) {
+    let agent = serve.grant("acme", run, CAPS);
+    let (_, _, issue) = call(
+        &agent.mcp_url,
+        &agent.token,
+        "create_issue",
+        json!({ "title": title }),
+    );
+    set_policies(
+        serve,
+        admin,
+        json!([{ "name": "comments", "tool": "add_comment" }]),
+    );
+    (agent, issue["id"].as_str().unwrap().to_owned())
+}
+
 fn set_policies(serve: &Serve, admin: &str, policies: Value) {
     let (status, reply) = api(
         serve,
@@ -362,19 +381,7 @@ fn sdk_clients_in_both_eras_see_the_pending_answer_then_the_result() {
     let serve = Serve::start_with_env(&[("CORKBOARD_APPROVAL_HOLD_MS", "0")]);
     let admin = serve.admin_token("platform-admin", None);
     let approver = serve.admin_token("approver", Some("acme"));
-    let agent = serve.grant("acme", "sdk-agent", CAPS);
-    let (_, _, issue) = call(
-        &agent.mcp_url,
-        &agent.token,
-        "create_issue",
-        json!({"title": "Talk"}),
-    );
-    let id = issue["id"].as_str().unwrap().to_owned();
-    set_policies(
-        &serve,
-        &admin,
-        json!([{ "name": "comments", "tool": "add_comment" }]),
-    );
+    let (agent, id) = gated_comments(&serve, &admin, "sdk-agent", "Talk");
     let clients = [
         "ts-v1",
         "ts-v2-legacy",
@@ -813,19 +820,7 @@ fn a_2025_session_call_is_held_until_a_person_decides_with_progress() {
     let serve = Serve::start();
     let admin = serve.admin_token("platform-admin", None);
     let approver = serve.admin_token("approver", Some("acme"));
-    let agent = serve.grant("acme", "held-agent", CAPS);
-    let (_, _, issue) = call(
-        &agent.mcp_url,
-        &agent.token,
-        "create_issue",
-        json!({"title": "Held"}),
-    );
-    let id = issue["id"].as_str().unwrap().to_owned();
-    set_policies(
-        &serve,
-        &admin,
-        json!([{ "name": "comments", "tool": "add_comment" }]),
-    );
+    let (agent, id) = gated_comments(&serve, &admin, "held-agent", "Held");
     for (approve, body) in [(true, "held then approved"), (false, "held then denied")] {
         let args = json!({"issue_id": id, "body": body});
         let reply = std::thread::scope(|scope| {
@@ -868,19 +863,8 @@ fn a_2025_session_call_is_held_until_a_person_decides_with_progress() {
     // asked for, none sent).
     let short = Serve::start_with_env(&[("CORKBOARD_APPROVAL_HOLD_MS", "1500")]);
     let admin = short.admin_token("platform-admin", None);
-    let agent = short.grant("acme", "held-agent", CAPS);
-    let (_, _, issue) = call(
-        &agent.mcp_url,
-        &agent.token,
-        "create_issue",
-        json!({"title": "Held briefly"}),
-    );
-    set_policies(
-        &short,
-        &admin,
-        json!([{ "name": "comments", "tool": "add_comment" }]),
-    );
-    let args = json!({"issue_id": issue["id"], "body": "nobody decides"});
+    let (agent, id) = gated_comments(&short, &admin, "held-agent", "Held briefly");
+    let args = json!({"issue_id": id, "body": "nobody decides"});
     let reply = sdk_call(&agent, "ts-v1", "add_comment", &args);
     let text = reply["text"].as_str().unwrap_or_default();
     assert!(reply["is_error"] == true && awaits(text), "{reply}");
@@ -1008,19 +992,7 @@ fn headless_claude_code_sees_the_pending_answer_then_collects_the_result() {
     let serve = Serve::start();
     let admin = serve.admin_token("platform-admin", None);
     let approver = serve.admin_token("approver", Some("acme"));
-    let agent = serve.grant("acme", "claude-code", CAPS);
-    let (_, _, issue) = call(
-        &agent.mcp_url,
-        &agent.token,
-        "create_issue",
-        json!({"title": "For Claude Code"}),
-    );
-    let id = issue["id"].as_str().unwrap().to_owned();
-    set_policies(
-        &serve,
-        &admin,
-        json!([{ "name": "comments", "tool": "add_comment" }]),
-    );
+    let (agent, id) = gated_comments(&serve, &admin, "claude-code", "For Claude Code");
 
     let dir = tempfile::tempdir().unwrap();
     let (state, home) = (dir.path().join("state"), dir.path().join("home"));
@@ -1175,20 +1147,9 @@ fn headless_claude_code_sees_the_pending_answer_then_collects_the_result() {
 fn a_full_share_of_held_calls_answers_pending_at_once() {
     let serve = Serve::start_with_env(&[("CORKBOARD_UPSTREAM_HELD_CALLS_MAX", "1")]);
     let admin = serve.admin_token("platform-admin", None);
-    let agent = serve.grant("acme", "share-agent", CAPS);
-    let (_, _, issue) = call(
-        &agent.mcp_url,
-        &agent.token,
-        "create_issue",
-        json!({"title": "Shares"}),
-    );
-    set_policies(
-        &serve,
-        &admin,
-        json!([{ "name": "comments", "tool": "add_comment" }]),
-    );
-    let first = json!({"issue_id": issue["id"], "body": "held"});
-    let second = json!({"issue_id": issue["id"], "body": "not held"});
+    let (agent, id) = gated_comments(&serve, &admin, "share-agent", "Shares");
+    let first = json!({"issue_id": id, "body": "held"});
+    let second = json!({"issue_id": id, "body": "not held"});
     let (held, other) = std::thread::scope(|scope| {
         let held = scope.spawn(|| sdk_call(&agent, "ts-v1", "add_comment", &first));
         let handle = await_pending(&serve, &admin, "add_comment");
