@@ -275,21 +275,10 @@ fn an_upstream_tool_with_an_x_mcp_header_parameter_is_called_through_the_gateway
     let admin = served.admin_token();
     let py = start_python_upstream_with(&[("UPSTREAM_PARAM_HEADER", "1")]);
     register_python_upstream(&served.url, &admin, "acme", "py", py.port);
-    let response = http()
-        .post(format!("{}/v1/runs", served.url))
-        .bearer_auth(&admin)
-        .json(&json!({ "tenant": "acme", "run": "hdr-1", "capabilities": ["upstream:py:routed"] }))
-        .send()
-        .unwrap();
-    assert_eq!(response.status().as_u16(), 201);
-    let run: Value = response.json().unwrap();
-    let (url, token) = (
-        run["mcp_url"].as_str().unwrap(),
-        run["token"].as_str().unwrap(),
-    );
+    let (url, token) = served.register_run(&admin, "hdr-1", &["upstream:py:routed"]);
     let out = agent(
-        url,
-        token,
+        &url,
+        &token,
         &[("py__routed", json!({ "region": "eu-west-1" }))],
     );
     assert!(listed(&out, "py__routed"), "{out}");
@@ -304,7 +293,7 @@ fn an_upstream_tool_with_an_x_mcp_header_parameter_is_called_through_the_gateway
     // or with another value, is refused 400 / -32020 before it reaches
     // the upstream.
     let body = mcp::modern_tools_call(7, "py__routed", json!({ "region": "eu-west-1" }));
-    let (status, answer) = mcp_post(url, token, "tools/call", Some("py__routed"), &body);
+    let (status, answer) = mcp_post(&url, &token, "tools/call", Some("py__routed"), &body);
     assert_eq!(status, 400, "{answer}");
     assert_eq!(answer["error"]["code"], -32020, "{answer}");
     assert_eq!(answer["id"], 7, "correlated: {answer}");

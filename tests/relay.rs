@@ -1116,20 +1116,9 @@ fn a_2025_upstreams_mid_call_request_and_a_2026_agents_answer_relay_byte_for_byt
     let admin = served.admin_token();
     let py = start_python_upstream_with(&[("UPSTREAM_LEGACY_ONLY", "1")]);
     register_python_upstream(&served.url, &admin, "acme", "pyold", py.port);
-    let response = http()
-        .post(format!("{}/v1/runs", served.url))
-        .bearer_auth(&admin)
-        .json(&json!({
-            "tenant": "acme",
-            "run": "held-bytes-1",
-            "capabilities": ["upstream:pyold:*"],
-        }))
-        .send()
-        .unwrap();
-    assert_eq!(response.status().as_u16(), 201);
-    let run: Value = response.json().unwrap();
-    let url = run["mcp_url"].as_str().unwrap();
-    let bearer = format!("Bearer {}", run["token"].as_str().unwrap());
+    let (url, token) = served.register_run(&admin, "held-bytes-1", &["upstream:pyold:*"]);
+    let url = url.as_str();
+    let bearer = format!("Bearer {token}");
     let auth = [("authorization", bearer.as_str())];
     let tool = "pyold__echo_exchange";
 
@@ -1191,20 +1180,9 @@ fn a_refused_answer_ends_a_2025_upstreams_held_request_with_a_correlated_error()
     let admin = served.admin_token();
     let py = start_python_upstream_with(&[("UPSTREAM_LEGACY_ONLY", "1")]);
     register_python_upstream(&served.url, &admin, "acme", "pyold", py.port);
-    let response = http()
-        .post(format!("{}/v1/runs", served.url))
-        .bearer_auth(&admin)
-        .json(&json!({
-            "tenant": "acme",
-            "run": "held-refused-1",
-            "capabilities": ["upstream:pyold:*"],
-        }))
-        .send()
-        .unwrap();
-    assert_eq!(response.status().as_u16(), 201);
-    let run: Value = response.json().unwrap();
-    let url = run["mcp_url"].as_str().unwrap();
-    let bearer = format!("Bearer {}", run["token"].as_str().unwrap());
+    let (url, token) = served.register_run(&admin, "held-refused-1", &["upstream:pyold:*"]);
+    let url = url.as_str();
+    let bearer = format!("Bearer {token}");
     let auth = [("authorization", bearer.as_str())];
     let tool = "pyold__echo_exchange";
 

@@ -142,21 +142,15 @@ fn upstream_tools_reach_the_agent_through_its_run_gateway_and_no_further() {
     assert_eq!(registered, ["everything", "pyup"]);
 
     // A run allowed all of pyup and two tools of everything.
-    let response = http()
-        .post(format!("{}/v1/runs", served.url))
-        .bearer_auth(&admin)
-        .json(&json!({
-            "tenant": "acme",
-            "run": "up-1",
-            "capabilities": ["issues:read", "upstream:pyup:*", "upstream:everything:echo", "upstream:everything:get-sum"],
-        }))
-        .send()
-        .unwrap();
-    assert_eq!(response.status().as_u16(), 201);
-    let run: Value = response.json().unwrap();
-    let (url, token) = (
-        run["mcp_url"].as_str().unwrap().to_owned(),
-        run["token"].as_str().unwrap().to_owned(),
+    let (url, token) = served.register_run(
+        &admin,
+        "up-1",
+        &[
+            "issues:read",
+            "upstream:pyup:*",
+            "upstream:everything:echo",
+            "upstream:everything:get-sum",
+        ],
     );
 
     let expected = [
@@ -360,25 +354,14 @@ fn non_text_content_from_upstreams_of_both_eras_reaches_agents_of_both_eras() {
         .send()
         .unwrap();
     assert_eq!(response.status().as_u16(), 200);
-    let response = http()
-        .post(format!("{}/v1/runs", served.url))
-        .bearer_auth(&admin)
-        .json(&json!({
-            "tenant": "acme",
-            "run": "media-1",
-            "capabilities": [
-                "upstream:pyup:media",
-                "upstream:everything:get-tiny-image",
-                "upstream:everything:get-resource-links",
-            ],
-        }))
-        .send()
-        .unwrap();
-    assert_eq!(response.status().as_u16(), 201);
-    let run: Value = response.json().unwrap();
-    let (url, token) = (
-        run["mcp_url"].as_str().unwrap(),
-        run["token"].as_str().unwrap(),
+    let (url, token) = served.register_run(
+        &admin,
+        "media-1",
+        &[
+            "upstream:pyup:media",
+            "upstream:everything:get-tiny-image",
+            "upstream:everything:get-resource-links",
+        ],
     );
     let kinds = |call: &Value| -> Vec<String> {
         call["content"]
@@ -391,8 +374,8 @@ fn non_text_content_from_upstreams_of_both_eras_reaches_agents_of_both_eras() {
     for kind in ["ts", "py"] {
         let out = agent(
             kind,
-            url,
-            token,
+            &url,
+            &token,
             &[
                 ("everything__get-tiny-image", json!({})),
                 ("everything__get-resource-links", json!({ "count": 2 })),

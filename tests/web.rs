@@ -296,18 +296,7 @@ fn a_tenant_admin_approves_a_changed_upstream_tool_in_a_real_browser() {
     let admin = served.admin_token();
     let py = start_python_upstream_with(&[("UPSTREAM_RUG_PULL", "1")]);
     register_python_upstream(&served.url, &admin, "acme", "py", py.port);
-    let response = http()
-        .post(format!("{}/v1/runs", served.url))
-        .bearer_auth(&admin)
-        .json(&serde_json::json!({ "tenant": "acme", "run": "web-pin-1", "capabilities": ["upstream:py:forecast"] }))
-        .send()
-        .unwrap();
-    assert_eq!(response.status().as_u16(), 201);
-    let registered: Value = response.json().unwrap();
-    let (url, token) = (
-        registered["mcp_url"].as_str().unwrap().to_owned(),
-        registered["token"].as_str().unwrap().to_owned(),
-    );
+    let (url, token) = served.register_run(&admin, "web-pin-1", &["upstream:py:forecast"]);
     let listed = || -> bool {
         let (status, body) = mcp_list(&url, &token);
         assert_eq!(status, 200, "{body}");

@@ -238,6 +238,28 @@ impl Served {
         self.admin_token_as("platform-admin", None)
     }
 
+    /// Registers run `run` of tenant acme with `capabilities` through the
+    /// admin API (panics unless 201): its MCP URL and token.
+    pub fn register_run(&self, admin: &str, run: &str, capabilities: &[&str]) -> (String, String) {
+        let response = http()
+            .post(format!("{}/v1/runs", self.url))
+            .bearer_auth(admin)
+            .json(&serde_json::json!({
+                "tenant": "acme",
+                "run": run,
+                "capabilities": capabilities,
+            }))
+            .send()
+            .expect("POST /v1/runs");
+        let status = response.status().as_u16();
+        let body: serde_json::Value = response.json().expect("the run's JSON");
+        assert_eq!(status, 201, "{body}");
+        (
+            body["mcp_url"].as_str().unwrap().to_owned(),
+            body["token"].as_str().unwrap().to_owned(),
+        )
+    }
+
     /// An admin JWT of `role`, scoped to `tenant` when given.
     pub fn admin_token_as(&self, role: &str, tenant: Option<&str>) -> String {
         let data = self.data_dir.path().join("data");
