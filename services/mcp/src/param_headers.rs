@@ -287,49 +287,45 @@ mod tests {
             Ok(()),
             "numbers compare as numbers, base64 decoded"
         );
-        let missing = got(&[
-            ("Mcp-Param-Region", Some("eu-west-1")),
-            ("Mcp-Param-Count", Some("3")),
-        ]);
-        assert!(
-            check(&schema, &args, &missing)
-                .unwrap_err()
-                .0
-                .contains("Mcp-Param-Note header is missing")
-        );
-        let wrong = got(&[
-            ("Mcp-Param-Region", Some("us-east-1")),
-            ("Mcp-Param-Count", Some("3")),
-            ("Mcp-Param-Note", Some("café")),
-        ]);
-        assert!(
-            check(&schema, &args, &wrong)
-                .unwrap_err()
-                .0
-                .contains("Region header does not match")
-        );
-        let bad64 = got(&[
-            ("Mcp-Param-Region", Some("eu-west-1")),
-            ("Mcp-Param-Count", Some("3")),
-            ("Mcp-Param-Note", Some("=?base64?%%%?=")),
-        ]);
-        assert!(
-            check(&schema, &args, &bad64)
-                .unwrap_err()
-                .0
-                .contains("not valid base64")
-        );
-        let repeated = got(&[
-            ("Mcp-Param-Region", None),
-            ("Mcp-Param-Count", Some("3")),
-            ("Mcp-Param-Note", Some("=?base64?Y2Fmw6k=?=")),
-        ]);
-        assert!(
-            check(&schema, &args, &repeated)
-                .unwrap_err()
-                .0
-                .contains("malformed")
-        );
+        // Each refusal says why: the headers received, and the reason.
+        type Headers<'a> = &'a [(&'a str, Option<&'a str>)];
+        let refused: [(Headers, &str); 4] = [
+            (
+                &[
+                    ("Mcp-Param-Region", Some("eu-west-1")),
+                    ("Mcp-Param-Count", Some("3")),
+                ],
+                "Mcp-Param-Note header is missing",
+            ),
+            (
+                &[
+                    ("Mcp-Param-Region", Some("us-east-1")),
+                    ("Mcp-Param-Count", Some("3")),
+                    ("Mcp-Param-Note", Some("café")),
+                ],
+                "Region header does not match",
+            ),
+            (
+                &[
+                    ("Mcp-Param-Region", Some("eu-west-1")),
+                    ("Mcp-Param-Count", Some("3")),
+                    ("Mcp-Param-Note", Some("=?base64?%%%?=")),
+                ],
+                "not valid base64",
+            ),
+            (
+                &[
+                    ("Mcp-Param-Region", None),
+                    ("Mcp-Param-Count", Some("3")),
+                    ("Mcp-Param-Note", Some("=?base64?Y2Fmw6k=?=")),
+                ],
+                "malformed",
+            ),
+        ];
+        for (headers, why) in refused {
+            let refusal = check(&schema, &args, &got(headers)).unwrap_err().0;
+            assert!(refusal.contains(why), "{refusal} should say {why}");
+        }
         let orphan = got(&[("Mcp-Param-Region", Some("eu-west-1"))]);
         assert!(
             check(&schema, &json!({ "region": null }), &orphan)
