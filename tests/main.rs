@@ -33,6 +33,7 @@ mod mcp_interop;
 mod mongo_store;
 mod operator_cli;
 mod pins;
+mod provenance;
 mod relay;
 mod relay_shares;
 mod run;

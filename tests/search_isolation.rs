@@ -46,6 +46,7 @@ fn seed_noisy_board(serve: &Serve, tenant: &str) {
             kind: corkboard_board::AuthorKind::Run,
             run: RunId::parse("seed").expect("run"),
             grant: None,
+            integrity: corkboard_board::Integrity::Agent,
         };
         for start in (0..NOISY_ISSUES).step_by(SEED_BATCH) {
             let items = (start..(start + SEED_BATCH).min(NOISY_ISSUES))

@@ -3,6 +3,7 @@
 use crate::approval::ApprovalPolicies;
 use crate::error::ValidationError;
 use crate::ids::{GrantId, RunId, TenantId};
+use crate::integrity::Integrity;
 use crate::timestamp::Timestamp;
 use crate::upstream::{UpstreamName, UpstreamPattern};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -190,6 +191,10 @@ pub struct Grant {
     /// agrees.
     #[serde(default, skip_serializing_if = "Budgets::is_empty")]
     pub budgets: Budgets,
+    /// The lowest [`Integrity`] of what the run is shown (none: all of
+    /// it). Set when the grant is issued and never changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_integrity: Option<Integrity>,
 }
 
 impl Grant {

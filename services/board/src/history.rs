@@ -7,6 +7,7 @@
 //! run did across the board.
 
 use crate::ids::{CommentId, IssueId, RunId};
+use crate::integrity::Integrity;
 use crate::issue::{Author, Issue};
 use crate::relations::Claim;
 use crate::timestamp::Timestamp;
@@ -165,9 +166,11 @@ impl Change {
 }
 
 /// The author a change made by `run` under no known grant is recorded as
-/// (a release, an expiry noticed by the system).
+/// (a release, an expiry noticed by the system). It carries no text of
+/// the run's, only the claim's end, so it is recorded at
+/// [`Integrity::Agent`]: a floor of `agent` still shows it.
 pub fn run_author(run: &RunId) -> Author {
-    Author::run(run.clone(), None)
+    Author::run(run.clone(), None, Integrity::Agent)
 }
 
 /// How much of a body a change keeps of each side, in characters.
@@ -281,7 +284,11 @@ mod tests {
     use crate::issue::{IssuePatch, IssueState, Labels, NewIssue, Priority, Title};
 
     fn author() -> Author {
-        Author::run(RunId::parse("r").unwrap(), Some(GrantId::generate()))
+        Author::run(
+            RunId::parse("r").unwrap(),
+            Some(GrantId::generate()),
+            Integrity::Agent,
+        )
     }
 
     #[test]

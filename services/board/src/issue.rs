@@ -2,6 +2,7 @@
 
 use crate::error::ValidationError;
 use crate::ids::{CommentId, GrantId, IssueId, RunId, TenantId};
+use crate::integrity::Integrity;
 use crate::relations::{BlockedBy, Claim, ClaimFilter, CloseReason};
 use crate::timestamp::Timestamp;
 use serde::{Deserialize, Deserializer, Serialize};
@@ -350,21 +351,49 @@ impl AuthorKind {
 /// admin-API caller by their admin subject, made safe as a [`RunId`]
 /// ([`Author::principal`]), with no grant.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(from = "StoredAuthor")]
 pub struct Author {
-    /// Absent in rows written before kinds existed: those were runs.
-    #[serde(default)]
     pub kind: AuthorKind,
     pub run: RunId,
     pub grant: Option<GrantId>,
+    /// The writer's level when it wrote ([`Integrity`]).
+    pub integrity: Integrity,
+}
+
+/// An author as stored: rows from before kinds existed were runs, rows
+/// from before levels existed read as [`Integrity::unrecorded`].
+#[derive(Deserialize)]
+struct StoredAuthor {
+    #[serde(default)]
+    kind: AuthorKind,
+    run: RunId,
+    grant: Option<GrantId>,
+    #[serde(default)]
+    integrity: Option<Integrity>,
+}
+
+impl From<StoredAuthor> for Author {
+    fn from(stored: StoredAuthor) -> Self {
+        Self {
+            kind: stored.kind,
+            run: stored.run,
+            grant: stored.grant,
+            integrity: stored
+                .integrity
+                .unwrap_or_else(|| Integrity::unrecorded(stored.kind)),
+        }
+    }
 }
 
 impl Author {
-    /// A run acting under `grant`.
-    pub fn run(run: RunId, grant: Option<GrantId>) -> Self {
+    /// A run acting under `grant`, writing at `integrity`
+    /// ([`Integrity::of_writer`]).
+    pub fn run(run: RunId, grant: Option<GrantId>, integrity: Integrity) -> Self {
         Self {
             kind: AuthorKind::Run,
             run,
             grant,
+            integrity,
         }
     }
 
@@ -395,6 +424,7 @@ impl Author {
             // may lead, 1 to 128 of them.
             run: RunId::parse(name).expect("only run-name characters, 1 to 128 of them"),
             grant: None,
+            integrity: Integrity::of_writer(kind, false),
         }
     }
 
@@ -424,6 +454,10 @@ pub struct Issue {
     pub labels: Labels,
     pub priority: Priority,
     pub author: Author,
+    /// The lowest level of its author and everyone who edited it since
+    /// (comments have their own: their author's).
+    #[serde(default)]
+    pub integrity: Integrity,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
     /// Starts at 1 and grows by one with every change (comments included).
@@ -522,6 +556,7 @@ impl NewIssue {
             state: self.state,
             labels: self.labels,
             priority: self.priority,
+            integrity: author.integrity,
             author,
             created_at: now,
             updated_at: now,
@@ -620,9 +655,13 @@ pub struct IssuePatch {
 impl IssuePatch {
     /// Who the history records as making this change.
     pub fn actor(&self) -> Author {
-        self.actor
-            .clone()
-            .unwrap_or_else(|| Author::run(RunId::parse("unknown").expect("a valid run id"), None))
+        self.actor.clone().unwrap_or_else(|| {
+            Author::run(
+                RunId::parse("unknown").expect("a valid run id"),
+                None,
+                Integrity::External,
+            )
+        })
     }
 
     pub fn is_empty(&self) -> bool {
@@ -666,6 +705,7 @@ impl IssuePatch {
             next.claim = None;
         }
         crate::relations::check_relations(Some(&issue.id), &next)?;
+        next.integrity = issue.integrity.lowered_by(self.actor().integrity);
         next.version += 1;
         next.updated_at = now;
         *issue = next;
@@ -747,6 +787,9 @@ pub struct ListQuery {
     /// oldest: [`crate::ready_order`]) instead of newest first. The cursor
     /// is still the last id of the previous page.
     pub ready: bool,
+    /// Issues at this level or higher only (the caller's grant's floor,
+    /// [`crate::Grant::min_integrity`]; never from the caller's input).
+    pub min_integrity: Option<Integrity>,
 }
 
 impl Default for ListQuery {
@@ -763,6 +806,7 @@ impl Default for ListQuery {
             parent: None,
             claim: ClaimFilter::Any,
             ready: false,
+            min_integrity: None,
         }
     }
 }
@@ -803,6 +847,7 @@ impl ListQuery {
     /// finished needs theirs ([`crate::is_ready`]).
     pub fn matches(&self, issue: &Issue) -> bool {
         (!self.ready || (!issue.state.is_terminal() && issue.claim.is_none()))
+            && issue.integrity.meets(self.min_integrity)
             && (self.states.is_empty() || self.states.contains(&issue.state))
             && self.labels.matches(&issue.labels)
             && self
@@ -925,6 +970,7 @@ mod tests {
             kind: crate::AuthorKind::Run,
             run: RunId::parse("r").unwrap(),
             grant: None,
+            integrity: crate::Integrity::Agent,
         };
         let mut issue = NewIssue::new(Title::parse("a").unwrap()).into_issue(
             TenantId::parse("t").unwrap(),
@@ -949,6 +995,7 @@ mod tests {
             kind: crate::AuthorKind::Run,
             run: RunId::parse("r").unwrap(),
             grant: None,
+            integrity: crate::Integrity::Agent,
         };
         let mut issue = NewIssue::new(Title::parse("a").unwrap()).into_issue(
             TenantId::parse("t").unwrap(),
@@ -1014,6 +1061,7 @@ mod tests {
             kind: crate::AuthorKind::Run,
             run: RunId::parse("r1").unwrap(),
             grant: None,
+            integrity: crate::Integrity::Agent,
         };
         let mut new = NewIssue::new(Title::parse("Flaky Test").unwrap());
         new.labels = Labels::parse(["ci", "bug"]).unwrap();

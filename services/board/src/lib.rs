@@ -46,6 +46,7 @@ mod error_code;
 mod grant;
 mod history;
 mod ids;
+mod integrity;
 mod issue;
 mod pin;
 mod queue;
@@ -79,6 +80,7 @@ pub use history::{Change, ChangeKind, FieldChange, HistoryPage, diff, history_li
 pub use ids::{
     CommentId, DeliveryId, GrantId, IdempotencyKey, IssueId, RunId, TenantId, WebhookId,
 };
+pub use integrity::Integrity;
 pub use issue::{
     Author, AuthorKind, Body, Comment, CommentAdded, CommentBody, Created, Issue, IssuePatch,
     IssueState, Label, LabelFilter, Labels, ListQuery, NewComment, NewIssue, Page, Priority, Title,

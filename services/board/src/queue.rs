@@ -167,7 +167,7 @@ mod tests {
         new.priority = priority;
         new.into_issue(
             TenantId::parse("t").unwrap(),
-            Author::run(RunId::parse("r").unwrap(), None),
+            Author::run(RunId::parse("r").unwrap(), None, crate::Integrity::Agent),
             Timestamp::from_millis(at),
         )
     }

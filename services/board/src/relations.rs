@@ -172,17 +172,27 @@ pub struct Claimant {
     /// the grant ends. With a lease, claiming one's own claim again renews
     /// it (a write); without, it changes nothing.
     pub lease: Option<Duration>,
+    /// The run's level ([`crate::Integrity::of_writer`]), which the
+    /// history records for its claims and releases.
+    pub integrity: crate::Integrity,
 }
 
 impl Claimant {
-    /// `grant`'s run as a claimant whose claims get `lease`.
-    pub fn of(grant: &crate::Grant, lease: Duration) -> Self {
+    /// `grant`'s run, writing at `integrity`, as a claimant whose claims
+    /// get `lease`.
+    pub fn of(grant: &crate::Grant, lease: Duration, integrity: crate::Integrity) -> Self {
         Self {
             run: grant.run.clone(),
             grant: grant.id.clone(),
             expires_at: grant.expires_at,
             lease: Some(lease),
+            integrity,
         }
+    }
+
+    /// The claimant as the author of its claim's history entries.
+    pub fn author(&self) -> crate::Author {
+        crate::Author::run(self.run.clone(), Some(self.grant.clone()), self.integrity)
     }
 
     /// Refuses a claimant whose grant has expired by `now`: the one
@@ -535,6 +545,7 @@ mod tests {
                 kind: crate::AuthorKind::Run,
                 run: RunId::parse("r").unwrap(),
                 grant: None,
+                integrity: crate::Integrity::Agent,
             },
             Timestamp::from_millis(1),
         )
@@ -546,6 +557,7 @@ mod tests {
             grant: GrantId::generate(),
             expires_at: Timestamp::from_millis(1_000),
             lease: None,
+            integrity: crate::Integrity::Agent,
         }
     }
 

@@ -476,6 +476,9 @@ pub struct SimilarIssue {
     pub updated_at: Timestamp,
     /// [`title_similarity`], in 0..=1.
     pub score: f64,
+    /// The issue's level: a run whose floor it is below is not shown it.
+    #[serde(skip)]
+    pub integrity: crate::Integrity,
 }
 
 impl SimilarIssue {
@@ -486,17 +489,17 @@ impl SimilarIssue {
 }
 
 /// The reference choice of similar issues among `candidates` (id, title,
-/// state, updated_at): open ones sharing a word with `title`, most similar
+/// state, updated_at, integrity): open ones sharing a word with `title`, most similar
 /// first (then most recently updated), at most `limit`. Stores find the
 /// candidates; this decides (through [`SimilarRanking`]).
 pub fn rank_similar(
     title: &str,
-    candidates: impl IntoIterator<Item = (IssueId, Title, IssueState, Timestamp)>,
+    candidates: impl IntoIterator<Item = (IssueId, Title, IssueState, Timestamp, crate::Integrity)>,
     limit: u32,
 ) -> Vec<SimilarIssue> {
     let mut ranking = SimilarRanking::new(title);
-    for (id, candidate, state, updated_at) in candidates {
-        ranking.offer(id, candidate, state, updated_at);
+    for (id, candidate, state, updated_at, integrity) in candidates {
+        ranking.offer(id, candidate, state, updated_at, integrity);
     }
     ranking.finish(limit)
 }
@@ -541,6 +544,7 @@ impl SimilarRanking {
         title: Title,
         state: IssueState,
         updated_at: Timestamp,
+        integrity: crate::Integrity,
     ) -> bool {
         let candidate = term_set(title.as_str());
         let parts = ScoreParts {
@@ -555,6 +559,7 @@ impl SimilarRanking {
                 title,
                 state,
                 updated_at,
+                integrity,
             };
             self.scored.push((issue, parts));
         }
@@ -610,24 +615,29 @@ pub enum CreateOutcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Integrity;
     use crate::ids::{RunId, TenantId};
     use crate::issue::{Author, Body, Comment, CommentBody, NewIssue};
 
-    fn candidate(title: &str, state: IssueState) -> (IssueId, Title, IssueState, Timestamp) {
+    fn candidate(
+        title: &str,
+        state: IssueState,
+    ) -> (IssueId, Title, IssueState, Timestamp, Integrity) {
         (
             IssueId::generate(),
             Title::parse(title).unwrap(),
             state,
             Timestamp::from_millis(1),
+            Integrity::Agent,
         )
     }
 
     #[test]
     fn a_ranking_is_settled_only_when_no_partial_match_can_enter() {
-        let settled = |candidates: &[(IssueId, Title, IssueState, Timestamp)], limit| {
+        let settled = |candidates: &[(IssueId, Title, IssueState, Timestamp, Integrity)], limit| {
             let mut ranking = SimilarRanking::new("login fails on safari");
-            for (id, title, state, at) in candidates.iter().cloned() {
-                ranking.offer(id, title, state, at);
+            for (id, title, state, at, level) in candidates.iter().cloned() {
+                ranking.offer(id, title, state, at, level);
             }
             ranking.settled(limit)
         };
@@ -646,10 +656,13 @@ mod tests {
         assert!(!settled(&long, 1));
         let partial = candidate("login fails on", IssueState::Todo);
         let mut ranking = SimilarRanking::new("login fails on safari");
-        let (id, title, state, at) = partial.clone();
-        assert!(!ranking.offer(id, title, state, at), "misses a word");
-        let (id, title, state, at) = long[0].clone();
-        assert!(ranking.offer(id, title, state, at), "holds every word");
+        let (id, title, state, at, level) = partial.clone();
+        assert!(!ranking.offer(id, title, state, at, level), "misses a word");
+        let (id, title, state, at, level) = long[0].clone();
+        assert!(
+            ranking.offer(id, title, state, at, level),
+            "holds every word"
+        );
         let ranked = rank_similar(
             "login fails on safari",
             [long[0].clone(), partial.clone()],
@@ -680,6 +693,7 @@ mod tests {
             kind: crate::AuthorKind::Run,
             run: RunId::parse("r").unwrap(),
             grant: None,
+            integrity: crate::Integrity::Agent,
         };
         let mut issue = new.into_issue(
             TenantId::parse("t").unwrap(),
@@ -823,6 +837,7 @@ mod tests {
                 Title::parse(s).unwrap(),
                 state,
                 Timestamp::from_millis(1),
+                Integrity::Agent,
             )
         };
         let ranked = rank_similar(

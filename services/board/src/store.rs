@@ -339,6 +339,15 @@ macro_rules! __store_methods {
                 expires_at: $crate::Timestamp,
                 now: $crate::Timestamp,
             ) -> bool;
+
+            /// Whether a record of `id` of `kind` made by
+            /// [`record_first_use`](Self::record_first_use) is live at `now`
+            /// (one point read; records nothing).
+            fn first_use_recorded(
+                kind: &str,
+                id: &str,
+                now: $crate::Timestamp,
+            ) -> bool;
         }
     } };
 

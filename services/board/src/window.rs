@@ -155,6 +155,7 @@ mod tests {
                     kind: crate::AuthorKind::Run,
                     run: RunId::parse("run-1").unwrap(),
                     grant: None::<GrantId>,
+                    integrity: crate::Integrity::Agent,
                 },
                 created_at: Timestamp::from_millis(1),
             })

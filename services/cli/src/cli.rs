@@ -126,7 +126,8 @@ Examples:
     #[command(after_help = "\
 Examples:
   corkboard run --tenant acme --caps issues:read,issues:create -- claude -p \"triage the board\"
-  corkboard run --tenant acme --caps issues:read --server http://127.0.0.1:4891 -- ./agent.sh")]
+  corkboard run --tenant acme --caps issues:read --server http://127.0.0.1:4891 -- ./agent.sh
+  corkboard run --tenant acme --caps issues:read,comments:write --min-integrity agent -- ./agent.sh")]
     Run(crate::run_cmd::RunArgs),
     /// Print a shell completion script for bash, zsh, fish, elvish or powershell.
     #[command(after_help = "\

@@ -84,6 +84,7 @@ pub async fn app_state(settings: Settings, policy: SecretPolicy) -> Result<AppSt
     })?;
     let upstream_key = upstream_key(&settings, policy)?;
     let ledger: Arc<dyn GrantLedger> = store.clone();
+    let used_once = used_once(&settings, store.clone())?;
     let budgets = budget_counter(&settings, ledger)?;
     let run_budgets = run_budgets(&settings)?;
     let egress = egress_policy(&settings)?;
@@ -106,6 +107,7 @@ pub async fn app_state(settings: Settings, policy: SecretPolicy) -> Result<AppSt
         rate_limiter: Some(rate_limiter),
         budgets: Some(budgets),
         run_budgets,
+        used_once: Some(used_once),
     })
     .with_egress(egress, webhook_hosts);
     Ok(match upstream_key {
@@ -337,7 +339,10 @@ pub async fn start_runner(state: &AppState) -> Result<Runner, GatewayError> {
                     key: "redis_url",
                     reason: e.to_string(),
                 }
-            })?);
+            })?)
+            // Marks a grant before its run's first upstream call: the
+            // level of its board writes (the same record the tools read).
+            .with_upstream_calls(state.upstream_calls.clone());
             let upstreams = Arc::new(upstreams);
             // Calls held for a person's approval take places in the
             // relay's held-call table, under its shares.
@@ -358,6 +363,7 @@ pub async fn start_runner(state: &AppState) -> Result<Runner, GatewayError> {
             shared_listener,
             upstreams,
             approvals: Some(state.approvals.clone()),
+            upstream_calls: Some(state.upstream_calls.clone()),
         },
     )
     .await

@@ -21,6 +21,7 @@ Examples:
   corkboard grant create --tenant acme --run run-1 --caps issues:read,issues:create
   corkboard grant create --tenant acme --run run-1 --caps issues:read --mcp-config > board.json
   corkboard grant create --tenant acme --run run-1 --caps issues:read --budgets create_issue=3 --json
+  corkboard grant create --tenant acme --run run-1 --caps issues:read --min-integrity agent
   corkboard grant create --server http://127.0.0.1:4891 --tenant acme --run run-1 --caps issues:read")]
     Create {
         #[command(flatten)]
@@ -41,6 +42,11 @@ Examples:
         /// (any of the three) [default: unlimited].
         #[arg(long)]
         budgets: Option<String>,
+        /// The lowest integrity of what the run is shown: external (anything),
+        /// agent (what people and runs that called no upstream tool wrote) or
+        /// person (what people wrote) [default: everything].
+        #[arg(long)]
+        min_integrity: Option<String>,
         /// Print JSON instead of text.
         #[arg(long, conflicts_with = "mcp_config")]
         json: bool,
@@ -161,6 +167,7 @@ async fn run_async(cmd: GrantCommand) -> Result<ExitCode> {
             caps,
             ttl,
             budgets,
+            min_integrity,
             json,
             mcp_config,
         } => {
@@ -170,6 +177,10 @@ async fn run_async(cmd: GrantCommand) -> Result<ExitCode> {
             let ttl_parsed = corkboard_board::parse_ttl(&ttl).context("--ttl")?;
             let budgets = corkboard_board::Budgets::parse_csv(budgets.as_deref().unwrap_or(""))
                 .context("--budgets")?;
+            let min_integrity = min_integrity
+                .map(|level| corkboard_board::Integrity::parse("min_integrity", &level))
+                .transpose()
+                .context("--min-integrity")?;
             let out = match Remote::from_target(&target)? {
                 Some(remote) => {
                     let caps: Vec<String> = caps.iter().map(|c| c.as_str().to_owned()).collect();
@@ -179,6 +190,7 @@ async fn run_async(cmd: GrantCommand) -> Result<ExitCode> {
                             &format!("/v1/tenants/{tenant}/grants"),
                             Some(json!({
                                 "run": run, "capabilities": caps, "ttl": ttl, "budgets": budgets,
+                                "min_integrity": min_integrity,
                             })),
                         )
                         .await?
@@ -194,6 +206,7 @@ async fn run_async(cmd: GrantCommand) -> Result<ExitCode> {
                             ttl: ttl_parsed,
                             created_by: "local".into(),
                             budgets,
+                            min_integrity,
                         })
                         .await?;
                     state.issued_grant_json(&issued)

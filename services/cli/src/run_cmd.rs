@@ -52,6 +52,11 @@ pub struct RunArgs {
     /// [default: the tenant's run_budgets, else unlimited].
     #[arg(long)]
     budgets: Option<String>,
+    /// The lowest integrity of what the run is shown: external (anything),
+    /// agent (what people and runs that called no upstream tool wrote) or
+    /// person (what people wrote) [default: everything].
+    #[arg(long)]
+    min_integrity: Option<String>,
     /// Register against this server or runner (its `/v1/runs` API) instead of
     /// in-process; the admin JWT comes from CORKBOARD_ADMIN_TOKEN.
     #[arg(long, env = "CORKBOARD_SERVER")]
@@ -175,6 +180,12 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         .context("--ttl")?;
     let budgets = corkboard_board::Budgets::parse_csv(args.budgets.as_deref().unwrap_or(""))
         .context("--budgets")?;
+    let min_integrity = args
+        .min_integrity
+        .as_deref()
+        .map(|level| corkboard_board::Integrity::parse("min_integrity", level))
+        .transpose()
+        .context("--min-integrity")?;
     let settings = args.config.load()?;
     // The gateway's request log would interleave with CMD's own output;
     // it is shown only when asked for.
@@ -194,6 +205,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         // Capped by the tenant's run_budgets: below in-process, by the
         // server's register API remotely.
         budgets,
+        min_integrity,
     };
     let code = match args.server.clone() {
         Some(server) => {
@@ -407,6 +419,7 @@ async fn remote(server: String, request: GrantRequest, args: &RunArgs) -> Result
                 "capabilities": caps,
                 "ttl": args.ttl,
                 "budgets": request.budgets,
+                "min_integrity": request.min_integrity,
             })),
         )
         .await

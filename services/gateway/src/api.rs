@@ -58,6 +58,10 @@ struct RegisterBody {
     /// within its tenant's `run_budgets` (see `GrantService::run_budgets`).
     #[serde(default)]
     budgets: corkboard_board::Budgets,
+    /// The lowest integrity of what the run is shown: `external`, `agent`
+    /// or `person` (default: everything).
+    #[serde(default)]
+    min_integrity: Option<corkboard_board::Integrity>,
 }
 
 async fn register(
@@ -85,6 +89,7 @@ async fn register(
         ttl,
         created_by: auth.0.subject.clone(),
         budgets,
+        min_integrity: body.min_integrity,
     };
     let registration = gateway.register(request).await?;
     Ok(HttpResponse::Created().json(registration.to_json()))

@@ -128,6 +128,13 @@ impl Binding {
         self
     }
 
+    /// Reads which grants called upstream tools from `calls` (see
+    /// [`BoardTools::with_upstream_calls`]).
+    pub fn with_upstream_calls(mut self, calls: Arc<corkboard_grants::UpstreamCalls>) -> Self {
+        self.tools = self.tools.with_upstream_calls(calls);
+        self
+    }
+
     /// Counts this binding's tool calls in `metrics`.
     pub fn with_metrics(mut self, metrics: corkboard_telemetry::Metrics) -> Self {
         self.tools = self.tools.with_metrics(metrics);

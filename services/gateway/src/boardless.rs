@@ -216,6 +216,16 @@ impl GrantLedger for MemoryLedger {
         Ok(false)
     }
 
+    async fn first_use_recorded(
+        &self,
+        _kind: &str,
+        _id: &str,
+        _now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        // Nothing is recorded here (see `record_first_use`).
+        Ok(false)
+    }
+
     async fn record_first_use(
         &self,
         _kind: &str,

@@ -47,6 +47,7 @@ impl Registration {
             "grant_id": self.grant.id,
             "capabilities": self.grant.capabilities,
             "budgets": self.grant.budgets,
+            "min_integrity": self.grant.min_integrity,
             "created_at": self.grant.created_at,
             "expires_at": self.grant.expires_at,
             "mcp_url": self.mcp_url,

@@ -41,6 +41,9 @@ pub struct RunnerParts {
     pub upstreams: Option<Arc<corkboard_upstream::Upstreams>>,
     /// Which calls wait for a person's approval (none: no call does).
     pub approvals: Option<Arc<corkboard_tools::ApprovalGate>>,
+    /// Which grants' runs called upstream tools (none: a grant that may
+    /// call one writes at the lowest level).
+    pub upstream_calls: Option<Arc<corkboard_grants::UpstreamCalls>>,
 }
 
 impl std::fmt::Debug for RunnerParts {
@@ -107,6 +110,7 @@ impl Runner {
             shared_listener,
             upstreams,
             approvals,
+            upstream_calls,
         } = parts;
         let shared_listener = match (&config.mode, shared_listener) {
             (ListenerMode::Shared { .. }, Some(listener)) => {
@@ -150,6 +154,10 @@ impl Runner {
         };
         let binding = match approvals {
             Some(gate) => binding.with_approvals(gate),
+            None => binding,
+        };
+        let binding = match upstream_calls {
+            Some(calls) => binding.with_upstream_calls(calls),
             None => binding,
         };
         let limiter: Arc<dyn RateLimiter> = Arc::new(CountingLimiter {

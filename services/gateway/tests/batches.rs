@@ -155,6 +155,7 @@ async fn a_batch_stops_at_its_response_budget_with_correlated_errors() -> Result
         kind: corkboard_board::AuthorKind::Run,
         run: run_id("writer"),
         grant: None,
+        integrity: corkboard_board::Integrity::Agent,
     };
     let issue = store
         .create_issue(&tenant, &author, NewIssue::new(Title::parse("Busy")?), None)

@@ -272,6 +272,7 @@ mod tests {
             expires_at: now.plus_millis(expires_in_ms),
             created_by: "test".into(),
             budgets: Default::default(),
+            min_integrity: None,
         }
     }
 

@@ -27,7 +27,10 @@
 //! words, used by every transport), and the record of values used once
 //! (`used_once`: `UsedOnce`, one conditional write in the store's ledger
 //! or one `SET NX PX` in Redis, chosen like the budget counter; the
-//! relay's sealed states and relayed answers are single-use through it).
+//! relay's sealed states and relayed answers are single-use through it;
+//! `upstream_calls`: `UpstreamCalls`, the marks of grants whose runs
+//! called an upstream tool, kept in that record, which set the integrity
+//! level of their board writes).
 
 #![forbid(unsafe_code)]
 
@@ -47,6 +50,7 @@ mod registry;
 mod run_key;
 mod service;
 mod token;
+mod upstream_calls;
 mod used_once;
 
 pub use self::redis::{
@@ -77,6 +81,7 @@ pub use service::{
     mcp_client_config,
 };
 pub use token::{RunToken, TokenHash};
+pub use upstream_calls::UpstreamCalls;
 pub use used_once::{
     CLOCK_SLACK, DEFAULT_MEMORY_CAPACITY, FirstUse, LedgerUsedOnce, MemoryUsedOnce, RedisUsedOnce,
     UsedOnce, UsedOnceUnavailable,

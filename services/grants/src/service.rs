@@ -41,6 +41,8 @@ pub struct GrantRequest {
     pub created_by: String,
     /// What the run may write in total (empty: unlimited).
     pub budgets: Budgets,
+    /// The lowest level of what the run is shown (none: everything).
+    pub min_integrity: Option<corkboard_board::Integrity>,
 }
 
 /// A freshly issued grant with its token: the only time the token exists
@@ -227,6 +229,7 @@ impl GrantService {
             expires_at: now.plus_millis(request.ttl.as_millis() as i64),
             created_by: request.created_by,
             budgets: request.budgets,
+            min_integrity: request.min_integrity,
         };
         let token = RunToken::generate();
         let hash = token.hash();

@@ -71,6 +71,10 @@ pub trait UsedOnce: Send + Sync + 'static {
         id: &[u8],
         expires_at: u64,
     ) -> Result<FirstUse, UsedOnceUnavailable>;
+
+    /// Whether `id` of `kind` is recorded (and its record live), without
+    /// recording anything.
+    async fn recorded(&self, kind: &'static str, id: &[u8]) -> Result<bool, UsedOnceUnavailable>;
 }
 
 fn now_secs() -> u64 {
@@ -143,6 +147,13 @@ impl UsedOnce for MemoryUsedOnce {
     ) -> Result<FirstUse, UsedOnceUnavailable> {
         self.record(kind, id, expires_at, now_secs())
     }
+
+    async fn recorded(&self, kind: &'static str, id: &[u8]) -> Result<bool, UsedOnceUnavailable> {
+        let used = self.used.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(used
+            .get(&(kind, id.to_vec()))
+            .is_some_and(|&until| until > now_secs()))
+    }
 }
 
 /// The record in the board store's ledger (`GrantLedger::record_first_use`):
@@ -188,6 +199,13 @@ impl UsedOnce for LedgerUsedOnce {
         } else {
             FirstUse::Replayed
         })
+    }
+
+    async fn recorded(&self, kind: &'static str, id: &[u8]) -> Result<bool, UsedOnceUnavailable> {
+        Ok(self
+            .ledger
+            .first_use_recorded(kind, &hex::encode(id), Timestamp::now())
+            .await?)
     }
 }
 
@@ -258,13 +276,32 @@ impl UsedOnce for RedisUsedOnce {
             .arg("NX")
             .arg("PX")
             .arg(u64::try_from(ttl_ms).unwrap_or(u64::MAX));
+        Ok(match self.query::<Option<String>>(&cmd).await? {
+            Some(_) => FirstUse::First,
+            None => FirstUse::Replayed,
+        })
+    }
+
+    async fn recorded(&self, kind: &'static str, id: &[u8]) -> Result<bool, UsedOnceUnavailable> {
+        let mut cmd = redis::cmd("EXISTS");
+        cmd.arg(self.key(kind, id));
+        Ok(self.query::<i64>(&cmd).await? > 0)
+    }
+}
+
+impl RedisUsedOnce {
+    /// One command within the timeout; a broken connection is dropped so
+    /// the next call reconnects.
+    async fn query<T: redis::FromRedisValue>(
+        &self,
+        cmd: &redis::Cmd,
+    ) -> Result<T, UsedOnceUnavailable> {
         let call = async {
             let mut conn = self.redis.get().await?;
-            conn.query::<Option<String>>(&cmd).await
+            conn.query::<T>(cmd).await
         };
         match tokio::time::timeout(self.timeout, call).await {
-            Ok(Ok(Some(_))) => Ok(FirstUse::First),
-            Ok(Ok(None)) => Ok(FirstUse::Replayed),
+            Ok(Ok(value)) => Ok(value),
             Ok(Err(err)) => {
                 if err.is_io_error() || err.is_connection_dropped() {
                     self.redis.reset();

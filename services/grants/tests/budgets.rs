@@ -26,6 +26,7 @@ fn grant(budgets: &str) -> Grant {
         expires_at: now.plus_millis(3_600_000),
         created_by: "test".into(),
         budgets: Budgets::parse_csv(budgets).unwrap(),
+        min_integrity: None,
     }
 }
 

@@ -42,6 +42,7 @@ fn request(run: &str, ttl: Duration) -> GrantRequest {
         ttl,
         created_by: "test".to_owned(),
         budgets: Default::default(),
+        min_integrity: None,
     }
 }
 

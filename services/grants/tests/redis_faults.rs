@@ -105,6 +105,7 @@ fn request(run: &str) -> GrantRequest {
         ttl: Duration::from_secs(3600),
         created_by: "test".to_owned(),
         budgets: Default::default(),
+        min_integrity: None,
     }
 }
 

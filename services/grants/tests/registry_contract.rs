@@ -279,6 +279,7 @@ fn grant(tenant: &str, run: &str, ttl_ms: i64) -> (Grant, TokenHash, RunToken) {
         // Every backend's resolve (and its peer replica's) must give the
         // limits back: the registry's copy is what tools enforce.
         budgets: corkboard_board::Budgets::parse_csv("create_issue=3,add_comment=10").unwrap(),
+        min_integrity: None,
     };
     let token = RunToken::generate();
     (grant, token.hash(), token)

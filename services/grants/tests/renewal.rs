@@ -47,6 +47,7 @@ fn request(tenant: &str, run: &str, ttl: Duration) -> GrantRequest {
         ttl,
         created_by: "test".to_owned(),
         budgets: Default::default(),
+        min_integrity: None,
     }
 }
 

@@ -129,6 +129,10 @@ struct CreateGrantBody {
     /// (default: unlimited).
     #[serde(default)]
     budgets: Budgets,
+    /// The lowest integrity of what the run is shown: `external`, `agent`
+    /// or `person` (default: everything).
+    #[serde(default)]
+    min_integrity: Option<corkboard_board::Integrity>,
 }
 
 async fn create_grant(
@@ -150,6 +154,7 @@ async fn create_grant(
             .unwrap_or(DEFAULT_TTL),
         created_by: scope.admin.subject.clone(),
         budgets: body.budgets,
+        min_integrity: body.min_integrity,
     };
     let issued = state.grants.issue(request).await?;
     state
@@ -599,6 +604,8 @@ impl IssueListParams {
             parent: self.parent.map(IssueId::parse).transpose()?,
             claim,
             ready: false,
+            // People and admins see every level.
+            min_integrity: None,
         };
         query.validate()?;
         Ok(query)

@@ -13,9 +13,9 @@ use crate::state::AppState;
 use actix_web::{HttpResponse, web};
 use corkboard_api::ApiError;
 use corkboard_board::{
-    Author, AuthorKind, Body, Claimant, CloseReason, CommentAdded, CommentBody, Created,
-    GrantStatus, Issue, IssueId, IssuePatch, IssueState, Labels, NewComment, NewIssue, Priority,
-    RunId, TenantId, Timestamp, Title,
+    Author, AuthorKind, Body, CloseReason, CommentAdded, CommentBody, Created, GrantStatus, Issue,
+    IssueId, IssuePatch, IssueState, Labels, NewComment, NewIssue, Priority, RunId, TenantId,
+    Timestamp, Title,
 };
 use serde::Deserialize;
 
@@ -208,7 +208,7 @@ pub async fn claim_issue(
             ))
         })?
         .grant;
-    let claimant = Claimant::of(&grant, state.claim_lease());
+    let claimant = state.claimant(&grant).await;
     let claimed = state
         .store
         .claim_issue(tenant, issue, &claimant, None)

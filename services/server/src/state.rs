@@ -53,6 +53,9 @@ pub struct AppParts {
     /// The operator's default budgets of runs' grants (`run_budgets`,
     /// parsed by the caller so a bad value is refused naming its key).
     pub run_budgets: corkboard_board::Budgets,
+    /// The record of values used once (none: in `store`'s ledger), where
+    /// grants whose runs called upstream tools are marked.
+    pub used_once: Option<Arc<dyn corkboard_grants::UsedOnce>>,
 }
 
 impl std::fmt::Debug for AppParts {
@@ -88,6 +91,10 @@ pub struct AppState {
     /// Which calls wait for a person's approval: the one gate of this
     /// process, asked by the studio endpoint's tools and the run gateways.
     pub approvals: Arc<ApprovalGate>,
+    /// Which grants' runs called upstream tools: the run gateways mark
+    /// them, every board endpoint of this process reads them for the level
+    /// of a run's writes.
+    pub upstream_calls: Arc<corkboard_grants::UpstreamCalls>,
     /// Seals upstream MCP servers' credentials (none: upstreams are off,
     /// their API answers 503).
     pub upstream_key: Option<Arc<corkboard_upstream::CredentialKey>>,
@@ -126,8 +133,14 @@ impl AppState {
             rate_limiter,
             budgets,
             run_budgets,
+            used_once,
         } = parts;
         let ledger: Arc<dyn corkboard_board::GrantLedger> = store.clone();
+        let upstream_calls = Arc::new(corkboard_grants::UpstreamCalls::new(
+            used_once
+                .unwrap_or_else(|| Arc::new(corkboard_grants::LedgerUsedOnce::new(ledger.clone()))),
+            std::time::Duration::from_secs(settings.grant_max_lifetime_secs),
+        ));
         let grants = GrantService::new(ledger.clone(), registry)
             .with_live_grants_max(settings.live_grants_per_tenant_max)
             .with_max_lifetime(std::time::Duration::from_secs(
@@ -174,6 +187,7 @@ impl AppState {
             .with_claim_lease(Duration::from_millis(settings.claim_lease_ms))
             .with_metrics(metrics.clone())
             .with_budgets(grants.budgets().clone())
+            .with_upstream_calls(upstream_calls.clone())
             .with_secret_policies(Arc::new(corkboard_tools::SecretPolicies::new(
                 grants.ledger().clone(),
                 Duration::from_millis(settings.store_timeout_ms),
@@ -197,6 +211,7 @@ impl AppState {
             web,
             tool_audit,
             approvals,
+            upstream_calls,
             session_ends,
             upstream_key: None,
             egress: Arc::default(),
@@ -209,6 +224,15 @@ impl AppState {
     /// the board tools give, `claim_lease_ms`).
     pub fn claim_lease(&self) -> Duration {
         Duration::from_millis(self.settings.claim_lease_ms)
+    }
+
+    /// `grant`'s run as a claimant: this board's lease, and the level the
+    /// run writes at now (as the board tools would record it).
+    pub async fn claimant(&self, grant: &corkboard_board::Grant) -> corkboard_board::Claimant {
+        let integrity =
+            corkboard_grants::UpstreamCalls::writer_integrity(Some(&self.upstream_calls), grant)
+                .await;
+        corkboard_board::Claimant::of(grant, self.claim_lease(), integrity)
     }
 
     /// The egress policy, and the webhook host policy built on it (the

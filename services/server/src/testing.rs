@@ -57,6 +57,7 @@ impl AppState {
             budgets: None,
             run_budgets: Default::default(),
             rate_limiter: None,
+            used_once: None,
         })
     }
 

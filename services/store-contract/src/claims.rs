@@ -35,6 +35,7 @@ async fn claimant<S: BoardStore>(
         grant: g.id.clone(),
         expires_at: g.expires_at,
         lease: None,
+        integrity: corkboard_board::Integrity::Agent,
     };
     (g, c)
 }

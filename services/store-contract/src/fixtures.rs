@@ -22,6 +22,7 @@ pub fn author(run_name: &str) -> Author {
         kind: corkboard_board::AuthorKind::Run,
         run: run(run_name),
         grant: None,
+        integrity: corkboard_board::Integrity::Agent,
     }
 }
 
@@ -92,6 +93,7 @@ pub fn grant(tenant: &TenantId, run_name: &str, created_at: Timestamp, ttl_ms: i
         expires_at: created_at.plus_millis(ttl_ms),
         created_by: "contract-admin".to_owned(),
         budgets: Default::default(),
+        min_integrity: None,
     }
 }
 

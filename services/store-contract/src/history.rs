@@ -20,7 +20,11 @@ fn field<'a>(change: &'a Change, name: &str) -> &'a corkboard_board::FieldChange
 
 pub async fn case_history_records_every_kind_of_write<S: BoardStore>(store: Arc<S>) {
     let t = tenant("history");
-    let writer = Author::run(run("run-w"), Some(corkboard_board::GrantId::generate()));
+    let writer = Author::run(
+        run("run-w"),
+        Some(corkboard_board::GrantId::generate()),
+        corkboard_board::Integrity::Agent,
+    );
     let mut new = new_issue("First title");
     new.labels = labels(&["a", "b"]);
     let created = store
@@ -53,6 +57,7 @@ pub async fn case_history_records_every_kind_of_write<S: BoardStore>(store: Arc<
         grant: g.id.clone(),
         expires_at: g.expires_at,
         lease: Some(Duration::from_millis(150)),
+        integrity: corkboard_board::Integrity::Agent,
     };
     store
         .claim_issue(&t, &id, &holder, None)

@@ -43,6 +43,7 @@ mod grants;
 mod history;
 mod issues;
 mod lists;
+mod provenance;
 mod queue;
 mod renewal;
 mod search;
@@ -62,6 +63,7 @@ pub use grants::*;
 pub use history::*;
 pub use issues::*;
 pub use lists::*;
+pub use provenance::*;
 pub use queue::*;
 pub use renewal::*;
 pub use search::*;
@@ -191,6 +193,7 @@ macro_rules! store_contract_tests {
             case_a_lapsed_lease_makes_the_issue_ready_again,
             case_board_stats_count_states_priorities_labels_and_the_queue,
             case_history_records_every_kind_of_write,
+            case_integrity_is_kept_lowered_by_edits_and_filtered_by_a_floor,
             case_relations_are_checked_and_shown,
             case_audit_retries_store_each_record_once,
             case_search_finds_a_body_word_first_with_its_snippet,

@@ -18,6 +18,7 @@ fn claimant(run_name: &str, lease: Option<Duration>) -> Claimant {
         grant: GrantId::generate(),
         expires_at: Timestamp::now().plus_millis(3_600_000),
         lease,
+        integrity: corkboard_board::Integrity::Agent,
     }
 }
 

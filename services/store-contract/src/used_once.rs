@@ -38,6 +38,25 @@ pub async fn case_a_value_is_used_once_until_its_record_expires<S: BoardStore>(s
         first("relay-state", format!("{id}-other"), until, now).await,
         "ids are recorded apart"
     );
+    // Asking records nothing; a live record is there, an expired or
+    // unknown one is not.
+    let recorded = |id: String, at: Timestamp| {
+        let store = store.clone();
+        async move {
+            store
+                .first_use_recorded("relay-state", &id, at)
+                .await
+                .expect("first use recorded")
+        }
+    };
+    assert!(recorded(id.clone(), now.plus_millis(1)).await);
+    assert!(!recorded(id.clone(), until).await, "expired at its end");
+    let unknown = token_hash();
+    assert!(!recorded(unknown.clone(), now).await);
+    assert!(
+        !recorded(unknown, now).await,
+        "asking twice records nothing"
+    );
     // At its expiry the record counts as none: replaced, live again.
     let later = until.plus_millis(MINUTE);
     assert!(

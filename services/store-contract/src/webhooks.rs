@@ -359,6 +359,7 @@ pub async fn case_webhook_outbox_has_issue_claimed_once_per_claim<S: BoardStore>
         grant: g.id.clone(),
         expires_at: g.expires_at,
         lease: None,
+        integrity: corkboard_board::Integrity::Agent,
     };
     store
         .claim_issue(&t, &created.issue.id, &claimant, None)
@@ -533,6 +534,7 @@ pub async fn case_an_ended_claim_is_expired_once_with_its_event<S: BoardStore>(s
         grant: corkboard_board::GrantId::generate(),
         expires_at: now.plus_millis(3_600_000),
         lease: Some(std::time::Duration::from_millis(200)),
+        integrity: corkboard_board::Integrity::Agent,
     };
     let claimed = store
         .claim_issue(&t, &created.issue.id, &holder, None)

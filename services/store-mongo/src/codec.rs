@@ -13,8 +13,8 @@ use crate::error::corrupt;
 use corkboard_board::{
     ArgumentsHash, AuditOutcome, AuditRecord, Author, AuthorKind, BlockedBy, Body, Capabilities,
     Claim, CloseReason, Comment, CommentBody, CommentId, DefinitionHash, Grant, GrantEvent,
-    GrantId, Issue, IssueId, IssueState, Labels, Priority, RunId, StoreError, TenantId, Timestamp,
-    Title,
+    GrantId, Integrity, Issue, IssueId, IssueState, Labels, Priority, RunId, StoreError, TenantId,
+    Timestamp, Title,
 };
 use mongodb::bson::{Bson, DateTime, Document, doc};
 
@@ -35,6 +35,9 @@ pub(crate) mod field {
     pub const URGENCY: &str = "urgency";
     pub const AUTHOR: &str = "author";
     pub const AUTHOR_RUN: &str = "author.run";
+    /// The issue's level (`Integrity::rank`): the lowest of its author's
+    /// and every editor's (`issue_integrity`).
+    pub const INTEGRITY: &str = "integrity";
     pub const CREATED_AT: &str = "created_at";
     pub const UPDATED_AT: &str = "updated_at";
     pub const VERSION: &str = "version";
@@ -132,6 +135,7 @@ fn author_doc(author: &Author) -> Document {
         "kind": author.kind.as_str(),
         "run": author.run.as_str(),
         "grant": author.grant.as_ref().map(|g| g.as_str()),
+        "integrity": author.integrity.rank(),
     }
 }
 
@@ -167,6 +171,7 @@ pub(crate) fn issue_set(issue: &Issue) -> Document {
         field::BLOCKED_BY: ids_bson(&issue.blocked_by),
         field::CLOSE_REASON: issue.close_reason.map(|r| r.as_str()),
         field::CLAIM: claim_bson(issue.claim.as_ref()),
+        field::INTEGRITY: issue.integrity.rank(),
     }
 }
 
@@ -187,6 +192,7 @@ pub(crate) fn issue_doc(issue: &Issue) -> Document {
         field::PRIORITY: issue.priority.as_str(),
         field::URGENCY: issue.priority.urgency(),
         field::AUTHOR: author_doc(&issue.author),
+        field::INTEGRITY: issue.integrity.rank(),
         field::CREATED_AT: date(issue.created_at),
         field::UPDATED_AT: date(issue.updated_at),
         field::VERSION: to_i64(issue.version),
@@ -427,10 +433,17 @@ impl<'a> Reader<'a> {
             Some(Bson::String(k)) => self.parse(AuthorKind::parse(k))?,
             Some(_) => return Err(self.fail("author.kind is not a string")),
         };
+        let integrity = match doc.get("integrity") {
+            None | Some(Bson::Null) => Integrity::unrecorded(kind),
+            Some(Bson::Int64(rank)) => Integrity::from_rank(*rank),
+            Some(Bson::Int32(rank)) => Integrity::from_rank(i64::from(*rank)),
+            Some(_) => return Err(self.fail("author.integrity is not an integer")),
+        };
         Ok(Author {
             kind,
             run: self.parse(RunId::parse(run))?,
             grant,
+            integrity,
         })
     }
 }
@@ -507,6 +520,8 @@ pub(crate) fn issue_from_doc(tenant: &TenantId, doc: &Document) -> Result<Issue,
                 .map_err(|e| r.fail(e))?,
         ))?,
     };
+    let author = r.author(r.sub(field::AUTHOR)?)?;
+    let integrity = issue_integrity(doc);
     Ok(Issue {
         parent: r.opt_id(field::PARENT)?,
         duplicate_of: r.opt_id(field::DUPLICATE_OF)?,
@@ -520,12 +535,25 @@ pub(crate) fn issue_from_doc(tenant: &TenantId, doc: &Document) -> Result<Issue,
         state,
         labels: r.parse(Labels::parse(r.strings(field::LABELS)?))?,
         priority: r.parse(Priority::parse(r.str(field::PRIORITY)?))?,
-        author: r.author(r.sub(field::AUTHOR)?)?,
+        author,
+        integrity,
         created_at: r.date(field::CREATED_AT)?,
         updated_at: r.date(field::UPDATED_AT)?,
         version: from_i64(r.int(field::VERSION)?),
         comments,
     })
+}
+
+/// An issue document's level. One from before levels were stored has
+/// none and reads as the lowest, whoever wrote it: a floor's `$gte`
+/// filter does not match a missing field, and what a run is shown must be
+/// what it reads (documents are not rewritten on upgrade).
+pub(crate) fn issue_integrity(doc: &Document) -> Integrity {
+    match doc.get(field::INTEGRITY) {
+        Some(Bson::Int64(rank)) => Integrity::from_rank(*rank),
+        Some(Bson::Int32(rank)) => Integrity::from_rank(i64::from(*rank)),
+        _ => Integrity::External,
+    }
 }
 
 /// A comment, embedded in an issue or kept in an idempotency record.
@@ -547,6 +575,7 @@ pub(crate) mod grant_field {
     pub const REVOKED_BY: &str = "revoked_by";
     /// The limits, `{create_issue: 3, ...}` (absent on older grants).
     pub const BUDGETS: &str = "budgets";
+    pub const MIN_INTEGRITY: &str = "min_integrity";
     /// Writes taken per kind, `{create_issue: 1, ...}`: starts at 0 for
     /// every budgeted kind and only changes by `$inc` under a `$lt` filter.
     pub const BUDGET_USED: &str = "budget_used";
@@ -574,6 +603,7 @@ pub(crate) fn grant_doc(grant: &Grant, token_hash: &str) -> Document {
             .iter()
             .map(|(kind, limit)| (kind.as_str().to_owned(), Bson::Int64(i64::from(limit))))
             .collect::<Document>(),
+        grant_field::MIN_INTEGRITY: grant.min_integrity.map(|level| level.as_str()),
         grant_field::BUDGET_USED: grant
             .budgets
             .iter()
@@ -627,6 +657,11 @@ pub(crate) fn grant_from_doc(doc: &Document) -> Result<GrantEvent, StoreError> {
                 .try_fold(corkboard_board::Budgets::new(), |acc, (kind, limit)| {
                     acc.with(kind, limit)
                 })
+                .map_err(|e| r.fail(e))?,
+            min_integrity: r
+                .opt_str(grant_field::MIN_INTEGRITY)?
+                .map(|level| Integrity::parse("min_integrity", level))
+                .transpose()
                 .map_err(|e| r.fail(e))?,
         },
         token_hash: r.str(grant_field::TOKEN_HASH)?.to_owned(),
@@ -701,6 +736,7 @@ mod tests {
             kind: corkboard_board::AuthorKind::Run,
             run: RunId::parse("run-1").unwrap(),
             grant: Some(GrantId::generate()),
+            integrity: corkboard_board::Integrity::Agent,
         };
         let mut issue = new.into_issue(
             tenant(),
@@ -714,6 +750,7 @@ mod tests {
                 kind: corkboard_board::AuthorKind::Run,
                 run: author.run,
                 grant: None,
+                integrity: corkboard_board::Integrity::Agent,
             },
             created_at: Timestamp::from_millis(1_700_000_000_999),
         });
@@ -780,6 +817,7 @@ mod tests {
             expires_at: Timestamp::from_millis(2),
             created_by: "admin".into(),
             budgets: corkboard_board::Budgets::parse_csv("create_issue=3").unwrap(),
+            min_integrity: None,
         };
         let mut doc = grant_doc(&grant, "abc");
         let event = grant_from_doc(&doc).unwrap();

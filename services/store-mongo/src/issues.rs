@@ -25,7 +25,8 @@
 
 use crate::codec::{
     claim_write, comment_doc, comment_from_doc, created_doc, date, field, history_push,
-    issue_from_doc, issue_set, issue_terms, patch_set, raw_claim, terms_bson, to_i64,
+    issue_from_doc, issue_integrity, issue_set, issue_terms, patch_set, raw_claim, terms_bson,
+    to_i64,
 };
 use crate::error::{corrupt, is_duplicate_key, store_error};
 use crate::query::{list_filter, search_filter, similar_filter};
@@ -85,11 +86,6 @@ const UPDATE_ATTEMPTS: u32 = 5;
 /// writer changed the issue in between. Each lost round means another
 /// writer won one, so this bounds the wait under a burst of that many.
 const CAS_ATTEMPTS: u32 = 64;
-
-/// Who a claim's change is recorded as: the claimant's run and grant.
-pub(crate) fn claimant_author(claimant: &Claimant) -> Author {
-    Author::run(claimant.run.clone(), Some(claimant.grant.clone()))
-}
 
 /// Who a change nobody asked for is recorded as (a claim that ended by
 /// itself or with its grant): the board itself, run `corkboard`.
@@ -348,7 +344,7 @@ impl MongoStore {
                                 id,
                                 0,
                                 now,
-                                &claimant_author(claimant),
+                                &claimant.author(),
                                 None,
                                 Some(&claim),
                             ),
@@ -1216,7 +1212,10 @@ impl MongoStore {
             return Ok(Vec::new());
         }
         self.ensure_tenant(tenant).await?;
-        let projection = doc! { field::TITLE: 1, field::STATE: 1, field::UPDATED_AT: 1 };
+        let projection = doc! {
+            field::TITLE: 1, field::STATE: 1, field::UPDATED_AT: 1,
+            field::INTEGRITY: 1,
+        };
         // Titles with every word first (where near duplicates are), then,
         // unless those settle the answer, the newest sharing any word;
         // both bounded.
@@ -1257,6 +1256,7 @@ fn offer_similar(docs: &[Document], ranking: &mut SimilarRanking) -> Result<(), 
             Title::parse(text(field::TITLE)?).map_err(|_| bad_field(doc, field::TITLE))?,
             IssueState::parse(text(field::STATE)?).map_err(|_| bad_field(doc, field::STATE))?,
             updated_at(doc)?,
+            issue_integrity(doc),
         );
     }
     Ok(())

@@ -350,6 +350,27 @@ impl GrantLedger for MongoStore {
         .await
     }
 
+    async fn first_use_recorded(
+        &self,
+        kind: &str,
+        id: &str,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let key = format!("{}:{kind}:{id}", kind.len());
+        self.bounded("first_use_recorded", async {
+            let found = self
+                .used_once()
+                .find_one(
+                    doc! { field::ID: &key, schema::USED_ONCE_EXPIRES_AT: { "$gt": date(now) } },
+                )
+                .projection(doc! { field::ID: 1 })
+                .await
+                .map_err(|err| store_error(&err))?;
+            Ok(found.is_some())
+        })
+        .await
+    }
+
     async fn grant(&self, id: &GrantId) -> Result<GrantEvent, StoreError> {
         self.bounded("grant", async {
             self.find_grant(doc! { field::ID: id.as_str() })

@@ -120,6 +120,10 @@ fn filter_at(query: &ListQuery, now: Timestamp, lapsed_claims: bool) -> Option<D
     if let Some(since) = query.updated_since {
         filter.insert(field::UPDATED_AT, doc! { "$gte": date(since) });
     }
+    // Only with a floor: lists without one keep their index-bound shapes.
+    if let Some(floor) = query.min_integrity {
+        filter.insert(field::INTEGRITY, doc! { "$gte": floor.rank() });
+    }
     if let Some(text) = &query.text {
         if text.chars().any(char::is_control) {
             return None;

@@ -8,7 +8,7 @@
 
 use crate::codec::{changes_of, claim_write, date, field, issue_from_doc, raw_claim};
 use crate::error::store_error;
-use crate::issues::{claimant_author, system_author};
+use crate::issues::system_author;
 use crate::query::{
     TERMINAL, list_filter_at, ready_after, ready_filter_without_lapsed_claims, ready_sort,
 };
@@ -503,7 +503,7 @@ impl MongoStore {
                     &id,
                     0,
                     now,
-                    &claimant_author(claimant),
+                    &claimant.author(),
                     None,
                     Some(&claim),
                 ),

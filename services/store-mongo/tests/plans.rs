@@ -416,6 +416,7 @@ async fn every_query_shape_is_index_bound_on_a_large_tenant() {
         grant: corkboard_board::GrantId::generate(),
         expires_at: Timestamp::now().plus_millis(3_600_000),
         lease: None,
+        integrity: corkboard_board::Integrity::Agent,
     };
     // Claims on open (todo) issues: every 490th from the 5,002nd.
     for id in ids.iter().skip(5_002).step_by(490) {

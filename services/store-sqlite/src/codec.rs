@@ -8,8 +8,8 @@ use crate::error::OpError;
 use corkboard_board::{
     ArgumentsHash, AuditOutcome, AuditRecord, Author, AuthorKind, BlockedBy, Body, Budgets,
     Capabilities, Claim, CloseReason, Comment, CommentBody, CommentId, DefinitionHash, Grant,
-    GrantEvent, GrantId, IssueId, IssueState, Labels, Priority, RunId, StoreError, TenantId,
-    Timestamp, Title, ValidationError,
+    GrantEvent, GrantId, Integrity, IssueId, IssueState, Labels, Priority, RunId, StoreError,
+    TenantId, Timestamp, Title, ValidationError,
 };
 use rusqlite::Row;
 
@@ -80,7 +80,8 @@ fn corrupt(what: &str, id: &str, err: impl std::fmt::Display) -> OpError {
 /// Columns of `issues` that [`issue_from_row`] reads, in its order.
 pub(crate) const ISSUE_COLUMNS: &str = "id, title, body, state, labels, priority, author_run, \
      author_grant, created_at, updated_at, version, parent, duplicate_of, blocked_by, \
-     close_reason, claim_run, claim_grant, claimed_at, claim_expires_at, author_kind";
+     close_reason, claim_run, claim_grant, claimed_at, claim_expires_at, author_kind, \
+     author_integrity, integrity";
 
 /// `columns` (a comma-separated list) each prefixed with `alias.`, for
 /// statements joining tables whose column names overlap.
@@ -151,11 +152,13 @@ pub(crate) fn issue_from_row(
         state: IssueState::parse(&row.get::<_, String>(3)?).map_err(bad)?,
         labels: split_labels(&row.get::<_, String>(4)?).map_err(bad)?,
         priority: Priority::parse(&row.get::<_, String>(5)?).map_err(bad)?,
-        author: Author {
-            kind: AuthorKind::parse(&row.get::<_, String>(19)?).map_err(bad)?,
-            run: RunId::parse(row.get::<_, String>(6)?).map_err(bad)?,
-            grant: author_grant.map(GrantId::parse).transpose().map_err(bad)?,
-        },
+        author: author(
+            AuthorKind::parse(&row.get::<_, String>(19)?).map_err(bad)?,
+            RunId::parse(row.get::<_, String>(6)?).map_err(bad)?,
+            author_grant.map(GrantId::parse).transpose().map_err(bad)?,
+            row.get(20)?,
+        ),
+        integrity: Integrity::from_rank(row.get(21)?),
         created_at: Timestamp::from_millis(row.get(8)?),
         updated_at: Timestamp::from_millis(row.get(9)?),
         version: from_sql_u64(row.get(10)?),
@@ -168,9 +171,20 @@ pub(crate) fn issue_from_row(
     })
 }
 
+/// An author as stored: its level's rank, NULL in rows written before
+/// levels existed ([`Integrity::unrecorded`]).
+fn author(kind: AuthorKind, run: RunId, grant: Option<GrantId>, rank: Option<i64>) -> Author {
+    Author {
+        kind,
+        run,
+        grant,
+        integrity: rank.map_or_else(|| Integrity::unrecorded(kind), Integrity::from_rank),
+    }
+}
+
 /// Columns of `comments` that [`comment_from_row`] reads, in its order.
 pub(crate) const COMMENT_COLUMNS: &str =
-    "issue_id, id, body, author_run, author_grant, created_at, author_kind";
+    "issue_id, id, body, author_run, author_grant, created_at, author_kind, author_integrity";
 
 /// A comment row and the issue it belongs to.
 pub(crate) fn comment_from_row(row: &Row<'_>) -> Result<(String, Comment), OpError> {
@@ -187,11 +201,12 @@ pub(crate) fn comment_from_row_at(row: &Row<'_>, at: usize) -> Result<(String, C
     let comment = Comment {
         id: CommentId::parse(id.as_str()).map_err(bad)?,
         body: CommentBody::parse(row.get::<_, String>(at + 2)?).map_err(bad)?,
-        author: Author {
-            kind: AuthorKind::parse(&row.get::<_, String>(at + 6)?).map_err(bad)?,
-            run: RunId::parse(row.get::<_, String>(at + 3)?).map_err(bad)?,
-            grant: author_grant.map(GrantId::parse).transpose().map_err(bad)?,
-        },
+        author: author(
+            AuthorKind::parse(&row.get::<_, String>(at + 6)?).map_err(bad)?,
+            RunId::parse(row.get::<_, String>(at + 3)?).map_err(bad)?,
+            author_grant.map(GrantId::parse).transpose().map_err(bad)?,
+            row.get(at + 7)?,
+        ),
         created_at: Timestamp::from_millis(row.get(at + 5)?),
     };
     Ok((issue_id, comment))
@@ -199,7 +214,7 @@ pub(crate) fn comment_from_row_at(row: &Row<'_>, at: usize) -> Result<(String, C
 
 /// Columns of `grants` that [`grant_from_row`] reads, in its order.
 pub(crate) const GRANT_COLUMNS: &str = "id, tenant, run, capabilities, created_at, expires_at, \
-     created_by, token_hash, revoked_at, revoked_by, budgets";
+     created_by, token_hash, revoked_at, revoked_by, budgets, min_integrity";
 
 pub(crate) fn grant_from_row(row: &Row<'_>) -> Result<GrantEvent, OpError> {
     let id: String = row.get(0)?;
@@ -215,6 +230,11 @@ pub(crate) fn grant_from_row(row: &Row<'_>) -> Result<GrantEvent, OpError> {
             created_by: row.get(6)?,
             budgets: serde_json::from_str::<Budgets>(&row.get::<_, String>(10)?)
                 .map_err(|e| corrupt("grant", &id, e))?,
+            min_integrity: row
+                .get::<_, Option<String>>(11)?
+                .map(|level| Integrity::parse("min_integrity", &level))
+                .transpose()
+                .map_err(bad)?,
         },
         token_hash: row.get(7)?,
         revoked_at: row.get::<_, Option<i64>>(8)?.map(Timestamp::from_millis),

@@ -164,6 +164,13 @@ pub(crate) fn push_filters(
         text.push_str(" AND i.updated_at >= ?");
         params.push(Value::Integer(since.as_millis()));
     }
+    // Always present (0, the lowest rank, when the grant sets no floor):
+    // one statement shape whatever the grant, so the floor costs the
+    // statement cache nothing.
+    text.push_str(" AND i.integrity >= ?");
+    params.push(Value::Integer(
+        query.min_integrity.map_or(0, |floor| floor.rank()),
+    ));
 }
 
 /// bm25 weights of the search table's columns, in its column order
@@ -248,7 +255,7 @@ const SIMILAR_WORD_COUNTS: &str = "SELECT word, open_titles FROM open_title_word
 /// index probe per word and row (with the probes in SQL, index seeks were
 /// over a third of the look-up's CPU under `create_issue` at c=64, most of
 /// them probes).
-const SIMILAR_ALL_WORDS: &str = "SELECT i.id, i.title, i.state, i.updated_at \
+const SIMILAR_ALL_WORDS: &str = "SELECT i.id, i.title, i.state, i.updated_at, i.integrity \
      FROM (SELECT issue_id FROM open_title_words WHERE tenant = ?1 AND word = ?2 \
            ORDER BY issue_id DESC LIMIT ?3) r \
      CROSS JOIN issues i ON i.tenant = ?1 AND i.id = r.issue_id";
@@ -257,7 +264,7 @@ const SIMILAR_ALL_WORDS: &str = "SELECT i.id, i.title, i.state, i.updated_at \
 /// each word's range is read from its `?3`-th newest entry on (found by
 /// one bounded walk down the same index), so at most `?3` rows per word
 /// are merged, whatever the board's size.
-const SIMILAR_ANY_WORD: &str = "SELECT i.id, i.title, i.state, i.updated_at \
+const SIMILAR_ANY_WORD: &str = "SELECT i.id, i.title, i.state, i.updated_at, i.integrity \
      FROM (SELECT DISTINCT t.issue_id AS issue_id \
            FROM json_each(?2) w CROSS JOIN open_title_words t \
            WHERE t.tenant = ?1 AND t.word = w.value \
@@ -342,12 +349,24 @@ mod tests {
         let sql = list_issues(&tenant(), &ListQuery::default());
         assert!(
             sql.text
-                .ends_with("WHERE i.tenant = ? ORDER BY i.id DESC LIMIT ?")
+                .ends_with("WHERE i.tenant = ? AND i.integrity >= ? ORDER BY i.id DESC LIMIT ?")
         );
         assert_eq!(
             sql.params,
-            vec![Value::Text("acme".into()), Value::Integer(51)]
+            vec![
+                Value::Text("acme".into()),
+                Value::Integer(0),
+                Value::Integer(51)
+            ]
         );
+        // A grant's floor is the same statement with its rank.
+        let floored = ListQuery {
+            min_integrity: Some(corkboard_board::Integrity::Agent),
+            ..ListQuery::default()
+        };
+        let with_floor = list_issues(&tenant(), &floored);
+        assert_eq!(with_floor.text, sql.text);
+        assert_eq!(with_floor.params[1], Value::Integer(1));
     }
 
     #[test]
@@ -382,6 +401,7 @@ mod tests {
                 Value::Integer(2),
                 Value::Text(r#"["none","urgent"]"#.into()),
                 Value::Integer(1234),
+                Value::Integer(0),
                 Value::Integer(11),
             ]
         );
@@ -405,6 +425,7 @@ mod tests {
                 Value::Text(parent.as_str().into()),
                 Value::Text("r9".into()),
                 Value::Integer(77),
+                Value::Integer(0),
                 Value::Integer(51),
             ]
         );
@@ -468,6 +489,9 @@ mod tests {
                                                 claim: claim.clone(),
                                                 priorities: priorities.clone(),
                                                 updated_since,
+                                                // Always in the statement: the floor
+                                                // adds no shape.
+                                                min_integrity: None,
                                             };
                                             // Ready work is unclaimed:
                                             // other claim filters are refused.
@@ -506,6 +530,7 @@ mod tests {
                         .into()
                 ),
                 Value::Text(r#"["todo"]"#.into()),
+                Value::Integer(0),
                 Value::Integer(11),
                 Value::Integer(20),
             ]

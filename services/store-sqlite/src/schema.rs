@@ -373,6 +373,20 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX issue_history_by_issue ON issue_history (tenant, issue_id, version);
     CREATE INDEX issue_history_by_run ON issue_history (tenant, by_run, at, seq);
     "#,
+    // 17: provenance (`corkboard_board::Integrity`, as its rank: 0
+    // external, 1 agent, 2 person). `author_integrity` is the writer's
+    // level when it wrote (NULL: written before levels, read by the
+    // author's kind); an issue's `integrity` is the lowest of its author's
+    // and every editor's since, what a grant's floor compares. Existing
+    // rows get the level their author's kind implies: a run's is unknown,
+    // so the lowest. The grant's floor is `min_integrity` (NULL: none).
+    r#"
+    ALTER TABLE issues ADD COLUMN author_integrity INTEGER;
+    ALTER TABLE issues ADD COLUMN integrity INTEGER NOT NULL DEFAULT 0;
+    UPDATE issues SET integrity = 2 WHERE author_kind <> 'run';
+    ALTER TABLE comments ADD COLUMN author_integrity INTEGER;
+    ALTER TABLE grants ADD COLUMN min_integrity TEXT;
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -707,6 +707,17 @@ impl GrantLedger for SqliteStore {
         .await
     }
 
+    async fn first_use_recorded(
+        &self,
+        kind: &str,
+        id: &str,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let (kind, id) = (kind.to_owned(), id.to_owned());
+        self.point_read(move |conn| ledger::first_use_recorded(conn, &kind, &id, now))
+            .await
+    }
+
     async fn budget_used(
         &self,
         id: &GrantId,
@@ -998,6 +1009,7 @@ mod tests {
                 kind: corkboard_board::AuthorKind::Run,
                 run: RunId::parse("r").unwrap(),
                 grant: None,
+                integrity: corkboard_board::Integrity::Agent,
             };
             let mut issue = NewIssue::new(Title::parse("Quiet tenant's login bug").unwrap());
             issue.state = IssueState::Todo;

@@ -379,6 +379,7 @@ mod tests {
             kind: corkboard_board::AuthorKind::Run,
             run: RunId::parse("r").unwrap(),
             grant: None,
+            integrity: corkboard_board::Integrity::Agent,
         }
     }
 

@@ -99,6 +99,7 @@ async fn child_task(store: &SqliteStore, me: usize, task: usize, hot: &IssueId) 
         kind: corkboard_board::AuthorKind::Run,
         run: run.clone(),
         grant: None,
+        integrity: corkboard_board::Integrity::Agent,
     };
     let mut mine: Vec<IssueId> = Vec::new();
     for round in 0..ROUNDS_PER_TASK {
@@ -246,6 +247,7 @@ fn parent() {
             kind: corkboard_board::AuthorKind::Run,
             run: RunId::parse("parent").unwrap(),
             grant: None,
+            integrity: corkboard_board::Integrity::Agent,
         };
         store
             .create_issue(

@@ -20,6 +20,7 @@ fn author() -> Author {
         kind: corkboard_board::AuthorKind::Run,
         run: RunId::parse("run-1").unwrap(),
         grant: None,
+        integrity: corkboard_board::Integrity::Agent,
     }
 }
 

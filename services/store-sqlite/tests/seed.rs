@@ -17,6 +17,7 @@ fn author() -> Author {
         kind: corkboard_board::AuthorKind::Run,
         run: RunId::parse("seed-run").unwrap(),
         grant: None,
+        integrity: corkboard_board::Integrity::Agent,
     }
 }
 

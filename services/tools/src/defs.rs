@@ -507,6 +507,7 @@ mod tests {
             expires_at: now.plus_millis(60_000),
             created_by: "test".into(),
             budgets: Budgets::new(),
+            min_integrity: None,
         };
         // Unbudgeted: the shared set itself (the fast path).
         assert!(Arc::ptr_eq(

@@ -3,8 +3,8 @@
 //! the model that made the call, naming what to fix or whether to retry.
 
 use corkboard_board::{
-    AuditOutcome, BudgetKind, Capability, IssueId, IssueState, RunId, StoreError, Timestamp,
-    ValidationError,
+    AuditOutcome, BudgetKind, Capability, Integrity, IssueId, IssueState, RunId, StoreError,
+    Timestamp, ValidationError,
 };
 use std::time::Duration;
 use thiserror::Error;
@@ -58,6 +58,19 @@ pub enum ToolsError {
          list_issues returned them (iss_ followed by 26 characters)"
     )]
     IssueNotFound(IssueId),
+
+    /// The issue is below the floor of the run's grant: not shown to the
+    /// run, and not changed by it.
+    #[error(
+        "issue {issue} is withheld from this run: it was written or edited at integrity \
+         {level}, below this run's floor ({floor}, set by its grant). Nothing was written; \
+         leave it to a run or person the board trusts more"
+    )]
+    Withheld {
+        issue: IssueId,
+        level: Integrity,
+        floor: Integrity,
+    },
 
     /// A store `NotFound` about something other than the issue named in the call.
     #[error("{0} not found")]
@@ -178,9 +191,10 @@ impl ToolsError {
     pub fn outcome(&self) -> AuditOutcome {
         match self {
             // Both are the grant refusing the call.
-            Self::Denied { .. } | Self::BudgetExhausted { .. } | Self::Approval(_) => {
-                AuditOutcome::Denied
-            }
+            Self::Denied { .. }
+            | Self::BudgetExhausted { .. }
+            | Self::Approval(_)
+            | Self::Withheld { .. } => AuditOutcome::Denied,
             Self::Unavailable { .. }
             | Self::OutcomeUnknown { .. }
             | Self::Timeout { .. }

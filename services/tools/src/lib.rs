@@ -43,6 +43,7 @@
 pub mod approvals;
 mod defs;
 mod error;
+mod provenance;
 mod render;
 mod result_budget;
 mod service;
@@ -55,6 +56,7 @@ pub use approvals::{
 };
 pub use defs::{BoardTool, ToolSpec, grant_tool_set, tool_set, vocabulary};
 pub use error::ToolsError;
+pub use provenance::INTEGRITY_META;
 pub use result_budget::{DEFAULT_RESULT_BUDGET, ENVELOPE_BYTES, MIN_RESULT_BUDGET};
 pub use service::{BoardTools, DEFAULT_STORE_TIMEOUT, server_identity};
 pub use text::{Screened, SecretPolicies, screen_arguments};

@@ -13,10 +13,12 @@ use crate::tool::{
 use async_trait::async_trait;
 use corkboard_board::AuditSink;
 use corkboard_board::{
-    ArgumentsHash, AuditOutcome, AuditRecord, BudgetKind, Claimant, IdempotencyKey, Issue, IssueId,
-    IssueStore, StoreError, Timestamp, queue_limits,
+    ArgumentsHash, AuditOutcome, AuditRecord, Author, BudgetKind, Claimant, CommentWindow,
+    IdempotencyKey, Integrity, Issue, IssueId, IssueStore, StoreError, Timestamp, queue_limits,
 };
-use corkboard_grants::{BudgetCounter, RateLimiter, Reservation, RunKey, TokenRegistry};
+use corkboard_grants::{
+    BudgetCounter, RateLimiter, Reservation, RunKey, TokenRegistry, UpstreamCalls,
+};
 use corkboard_grants::{ResolvedGrant, resolve_bearer};
 use corkboard_mcp::{
     AuthRejection, Authenticate, Refusal, RefusalKind, RefusedCall, RpcError, ServerIdentity,
@@ -92,6 +94,8 @@ pub struct BoardTools {
     secrets: Arc<SecretPolicies>,
     /// Decides which calls wait for a person; none: no call does.
     approvals: Option<Arc<ApprovalGate>>,
+    /// Which grants' runs called upstream tools: the level of their writes.
+    upstream_calls: Option<Arc<UpstreamCalls>>,
 }
 
 impl std::fmt::Debug for BoardTools {
@@ -177,6 +181,7 @@ impl BoardTools {
             claim_lease: queue_limits::CLAIM_LEASE_DEFAULT,
             secrets: Arc::default(),
             approvals: None,
+            upstream_calls: None,
         }
     }
 
@@ -194,8 +199,60 @@ impl BoardTools {
 
     /// The caller as a claimant: its run, its grant and that grant's
     /// expiry (never from input), with this board's lease.
-    pub(crate) fn claimant(&self, principal: &ResolvedGrant) -> Claimant {
-        Claimant::of(principal.grant(), self.claim_lease)
+    pub(crate) async fn claimant(&self, principal: &ResolvedGrant) -> Claimant {
+        Claimant::of(
+            principal.grant(),
+            self.claim_lease,
+            self.writer_integrity(principal).await,
+        )
+    }
+
+    /// Who a write is recorded as: the grant's run, at the level it
+    /// writes at now (`UpstreamCalls::writer_integrity`).
+    pub(crate) async fn author(&self, principal: &ResolvedGrant) -> Author {
+        let grant = principal.grant();
+        Author::run(
+            grant.run.clone(),
+            Some(grant.id.clone()),
+            self.writer_integrity(principal).await,
+        )
+    }
+
+    /// The level the caller's run writes at: [`Integrity::Agent`] unless
+    /// its grant has called an upstream tool (or could have, where no
+    /// record of such calls is kept).
+    pub(crate) async fn writer_integrity(&self, principal: &ResolvedGrant) -> Integrity {
+        UpstreamCalls::writer_integrity(self.upstream_calls.as_deref(), principal.grant()).await
+    }
+
+    /// Refuses a write to `id` when the issue is below the floor of the
+    /// caller's grant, before anything is written: one read, made only
+    /// for grants that set a floor.
+    pub(crate) async fn check_floor(
+        &self,
+        principal: &ResolvedGrant,
+        id: &IssueId,
+    ) -> Result<(), ToolsError> {
+        let grant = principal.grant();
+        if grant.min_integrity.is_none() {
+            return Ok(());
+        }
+        let read = self
+            .bounded(
+                Some(id),
+                self.store
+                    .get_issue_view(&grant.tenant, id, &CommentWindow::latest(1)),
+            )
+            .await?;
+        crate::provenance::check(&read.issue, grant.min_integrity)
+    }
+
+    /// Reads which grants called upstream tools from `calls` (the run
+    /// gateways mark them there); without, a grant that may call upstream
+    /// tools writes at [`Integrity::External`].
+    pub fn with_upstream_calls(mut self, calls: Arc<UpstreamCalls>) -> Self {
+        self.upstream_calls = Some(calls);
+        self
     }
 
     /// Renews the caller's lease on `issue` after a write of its to it
@@ -211,7 +268,7 @@ impl BoardTools {
         if !holds {
             return issue;
         }
-        let claimant = self.claimant(principal);
+        let claimant = self.claimant(principal).await;
         match tokio::time::timeout(
             self.store_timeout,
             self.store

@@ -23,7 +23,7 @@ pub const COMMENTS_DEFAULT: usize = 10;
 
 /// Fields of the issue JSON a summary carries as they are (when present:
 /// `claim` appears on claimed issues only).
-const SUMMARY_FIELDS: [&str; 8] = [
+const SUMMARY_FIELDS: [&str; 10] = [
     "id",
     "title",
     "state",
@@ -32,6 +32,8 @@ const SUMMARY_FIELDS: [&str; 8] = [
     "claim",
     "updated_at",
     "version",
+    "_meta",
+    "comments_withheld",
 ];
 
 /// Names `list_issues`' `fields` accepts (besides the summary's own),

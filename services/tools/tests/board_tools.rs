@@ -128,6 +128,7 @@ fn grant(tenant: &str, run: &str, caps: &str, ttl_millis: i64) -> Result<Grant> 
         expires_at: now.plus_millis(ttl_millis),
         created_by: "test".to_owned(),
         budgets: Default::default(),
+        min_integrity: None,
     })
 }
 

@@ -94,6 +94,7 @@ impl Served {
             expires_at: now.plus_millis(3_600_000),
             created_by: "interop-test".to_owned(),
             budgets: Default::default(),
+            min_integrity: None,
         };
         let token = RunToken::generate();
         tokio::runtime::Builder::new_current_thread()

@@ -87,6 +87,7 @@ async fn logs_name_the_call_but_never_its_arguments_or_token() -> Result<()> {
             expires_at: now.plus_millis(3_600_000),
             created_by: "test".to_owned(),
             budgets: Default::default(),
+            min_integrity: None,
         };
         let token = RunToken::generate();
         registry.register(&grant, &token.hash()).await?;

@@ -38,7 +38,7 @@ use corkboard_board::{
     Capabilities, DefinitionHash, TenantId, Timestamp, ToolSighting, Upstream, UpstreamName,
     UpstreamStore,
 };
-use corkboard_grants::{MemoryUsedOnce, ResolvedGrant, UsedOnce};
+use corkboard_grants::{MemoryUsedOnce, ResolvedGrant, UpstreamCalls, UsedOnce};
 use corkboard_mcp::relay::AgentCapabilities;
 use corkboard_mcp::relay::seal::RelaySealer;
 use corkboard_mcp::{
@@ -202,6 +202,9 @@ pub struct Upstreams {
     tool_changed: Option<ToolChanged>,
     /// Each tenant's choice for credentials in upstream arguments.
     secrets: Arc<corkboard_tools::SecretPolicies>,
+    /// Where a grant is marked before its run's first upstream call (the
+    /// level its board writes get from then on).
+    calls: Arc<UpstreamCalls>,
 }
 
 impl std::fmt::Debug for Upstreams {
@@ -248,6 +251,10 @@ impl Upstreams {
             serials: AtomicU64::new(1),
             tool_changed: None,
             secrets: Arc::default(),
+            calls: Arc::new(UpstreamCalls::new(
+                Arc::new(MemoryUsedOnce::default()),
+                corkboard_grants::DEFAULT_MAX_LIFETIME,
+            )),
         })
     }
 
@@ -282,6 +289,14 @@ impl Upstreams {
     /// any replica takes an answer).
     pub fn with_relay(mut self, sealer: RelaySealer) -> Self {
         self.relay = Some(sealer);
+        self
+    }
+
+    /// Marks grants whose runs call upstream tools in `calls` (the one
+    /// the board tools read, over the shared used-once record), instead of
+    /// this process's memory.
+    pub fn with_upstream_calls(mut self, calls: Arc<UpstreamCalls>) -> Self {
+        self.calls = calls;
         self
     }
 
@@ -413,7 +428,12 @@ impl Upstreams {
             Route::Tool { conn, tool, hash } => (
                 &conn.record.name,
                 Some(hash),
-                self.screened_call(conn, tool, def, grant, call).await,
+                // Marked before anything is sent: from the answer on, the
+                // run's board writes count as external.
+                match self.calls.mark(grant.grant()).await {
+                    Ok(()) => self.screened_call(conn, tool, def, grant, call).await,
+                    Err(err) => view::unmarked(&conn.record.name, &err.to_string()),
+                },
             ),
             Route::Unavailable { conn } => (
                 &conn.record.name,

@@ -141,6 +141,7 @@ async fn measure(calls: u32) -> Result<()> {
         expires_at: now.plus_millis(24 * 3_600_000),
         created_by: "instruction guard".to_owned(),
         budgets: Default::default(),
+        min_integrity: None,
     };
     let token = RunToken::generate();
     registry

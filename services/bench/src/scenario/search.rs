@@ -133,6 +133,7 @@ pub(crate) fn seed_author() -> Result<Author> {
         kind: corkboard_board::AuthorKind::Run,
         run: RunId::parse("bench-seed").map_err(|e| BenchError::Usage(e.to_string()))?,
         grant: None,
+        integrity: corkboard_board::Integrity::Agent,
     })
 }
 

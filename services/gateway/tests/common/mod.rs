@@ -99,6 +99,7 @@ impl Harness {
                 ttl,
                 created_by: "test".into(),
                 budgets: Default::default(),
+                min_integrity: None,
             })
             .await?)
     }

@@ -19,9 +19,9 @@ use crate::state::AppState;
 use actix_web::{HttpRequest, HttpResponse, web};
 use corkboard_api::{ApiError, bearer};
 use corkboard_board::{
-    ArgumentsHash, AuditOutcome, AuditRecord, Author, AuthorKind, BlockedBy, Body, Claimant,
-    CloseReason, Code, CommentBody, GrantId, GrantStatus, IssueId, IssuePatch, IssueState, Labels,
-    NewComment, NewIssue, Priority, RunId, TenantId, Timestamp, Title,
+    ArgumentsHash, AuditOutcome, AuditRecord, Author, AuthorKind, BlockedBy, Body, CloseReason,
+    Code, CommentBody, GrantId, GrantStatus, IssueId, IssuePatch, IssueState, Labels, NewComment,
+    NewIssue, Priority, RunId, TenantId, Timestamp, Title,
 };
 use corkboard_grants::AdminPrincipal;
 use corkboard_tools::BoardTool;
@@ -477,7 +477,7 @@ async fn hand_over_claim(
                         "run {run} has no live grant on tenant {tenant}: a claim needs one"
                     ))
                 })?;
-            let claimant = Claimant::of(&grant.grant, state.claim_lease());
+            let claimant = state.claimant(&grant.grant).await;
             // One conditional write at the version the person saw: no run
             // can take the issue between the old claim and the new one.
             Ok(state

@@ -480,6 +480,7 @@ async fn the_event_stream_delivers_a_tenants_changes_and_only_to_its_readers() {
         kind: corkboard_board::AuthorKind::Run,
         run: RunId::parse("r1").unwrap(),
         grant: None,
+        integrity: corkboard_board::Integrity::Agent,
     };
     let new = || NewIssue::new(Title::parse("<img src=x onerror=alert(1)>").unwrap());
     let elsewhere = f
@@ -566,6 +567,7 @@ async fn platform_admins_are_offered_the_tenants_with_active_grants() {
                 ttl: Duration::from_secs(600),
                 created_by: "test".into(),
                 budgets: Default::default(),
+                min_integrity: None,
             })
             .await
             .unwrap();
@@ -588,6 +590,7 @@ async fn an_issue_read_for_the_page_carries_its_markdown_rendered_and_sanitised(
         kind: corkboard_board::AuthorKind::Run,
         run: RunId::parse("r1").unwrap(),
         grant: None,
+        integrity: corkboard_board::Integrity::Agent,
     };
     let mut new = NewIssue::new(Title::parse("markdown").unwrap());
     new.body = corkboard_board::Body::parse("**bold** <script>alert(1)</script>").unwrap();
@@ -627,6 +630,7 @@ async fn file(f: &Fixture, title: &str, state: IssueState, labels: &[&str]) -> I
         kind: corkboard_board::AuthorKind::Run,
         run: RunId::parse("r1").unwrap(),
         grant: None,
+        integrity: corkboard_board::Integrity::Agent,
     };
     let mut new = NewIssue::new(Title::parse(title).unwrap());
     new.state = state;
@@ -825,6 +829,7 @@ async fn an_issue_read_with_related_carries_the_titles_its_relations_name() {
         kind: corkboard_board::AuthorKind::Run,
         run: RunId::parse("r1").unwrap(),
         grant: None,
+        integrity: corkboard_board::Integrity::Agent,
     };
     let mut new = NewIssue::new(Title::parse("the child").unwrap());
     new.parent = Some(parent.id.clone());

@@ -43,7 +43,7 @@ impl WriteOp for ClaimIssue {
         let before = issue_row(conn, tenant, id)?;
         let issue = claim_issue(conn, tenant, id, claimant, *expected_version)?;
         if webhook::is_new_claim(&before, &issue) {
-            record_claimed(conn, tenant, &claimant_author(claimant), &before, &issue)?;
+            record_claimed(conn, tenant, &claimant.author(), &before, &issue)?;
         }
         webhooks::issue_claimed(conn, tenant, Some(before), &issue)?;
         Ok(issue)
@@ -73,11 +73,6 @@ fn record_claimed(
             issue.claim.as_ref(),
         ),
     )
-}
-
-/// Who a claim's change is recorded as: the claimant's run and grant.
-fn claimant_author(claimant: &Claimant) -> Author {
-    Author::run(claimant.run.clone(), Some(claimant.grant.clone()))
 }
 
 /// Who a change nobody asked for is recorded as (a claim that ended by
@@ -160,7 +155,7 @@ fn claim_next(
                 &id,
                 issue.version,
                 issue.updated_at,
-                &claimant_author(claimant),
+                &claimant.author(),
                 None,
                 issue.claim.as_ref(),
             ),

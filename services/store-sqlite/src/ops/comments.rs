@@ -198,7 +198,7 @@ fn add_comment(
     };
     let mut insert = conn.prepare_cached(
         "INSERT INTO comments (tenant, issue_id, id, body, author_run, author_grant, created_at, \
-         author_kind) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+         author_kind, author_integrity) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
     )?;
     insert.execute(params![
         tenant.as_str(),
@@ -209,6 +209,7 @@ fn add_comment(
         comment.author.grant.as_ref().map(GrantId::as_str),
         now.as_millis(),
         comment.author.kind.as_str(),
+        comment.author.integrity.rank(),
     ])?;
     let rowid = search_rowid(conn, tenant, &new.issue)?;
     search_writes::stage_comment(conn, rowid, &normalized(comment.body.as_str()))?;

@@ -482,9 +482,9 @@ fn insert_issue(
     let mut stmt = conn.prepare_cached(
         "INSERT INTO issues (tenant, id, title, title_lower, body, state, priority, labels, \
          author_run, author_grant, created_at, updated_at, version, parent, duplicate_of, \
-         blocked_by, close_reason, search_rowid, author_kind) \
+         blocked_by, close_reason, search_rowid, author_kind, author_integrity, integrity) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, \
-         ?19)",
+         ?19, ?20, ?21)",
     )?;
     stmt.execute(params![
         tenant.as_str(),
@@ -506,6 +506,8 @@ fn insert_issue(
         issue.close_reason.map(|r| r.as_str()),
         search_rowid,
         issue.author.kind.as_str(),
+        issue.author.integrity.rank(),
+        issue.integrity.rank(),
     ])?;
     insert_labels(conn, &issue)?;
     write_blocked_by(conn, &issue, false)?;
@@ -563,7 +565,7 @@ pub(crate) fn update_issue(
         "UPDATE issues SET title = ?1, title_lower = ?2, body = ?3, state = ?4, priority = ?5, \
          labels = ?6, updated_at = ?7, version = ?8, parent = ?12, duplicate_of = ?13, \
          blocked_by = ?14, close_reason = ?15, claim_run = ?16, claim_grant = ?17, \
-         claimed_at = ?18, claim_expires_at = ?19 \
+         claimed_at = ?18, claim_expires_at = ?19, integrity = ?20 \
          WHERE tenant = ?9 AND id = ?10 AND version = ?11",
     )?;
     let changed = stmt.execute(params![
@@ -586,6 +588,7 @@ pub(crate) fn update_issue(
         claim.map(|c| c.grant.as_str()),
         claim.map(|c| c.claimed_at.as_millis()),
         claim.map(|c| c.expires_at.as_millis()),
+        issue.integrity.rank(),
     ])?;
     if changed != 1 {
         return Err(OpError::Store(StoreError::Internal(format!(

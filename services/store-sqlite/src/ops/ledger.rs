@@ -248,6 +248,20 @@ fn record_first_use(
     Ok(changed == 1)
 }
 
+/// Whether a live record of (`kind`, `id`) exists at `now`: one point
+/// read through the primary key.
+pub(crate) fn first_use_recorded(
+    conn: &Connection,
+    kind: &str,
+    id: &str,
+    now: Timestamp,
+) -> Result<bool, OpError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT 1 FROM used_once WHERE kind = ?1 AND id = ?2 AND expires_at > ?3",
+    )?;
+    Ok(stmt.exists(params![kind, id, now.as_millis()])?)
+}
+
 fn record_grant(conn: &Connection, grant: &Grant, token_hash: &str) -> Result<(), OpError> {
     if let Some(existing) = load_grant(conn, &grant.id)? {
         // A retry of the same record (after an ambiguous failure) is fine;
@@ -268,8 +282,8 @@ fn record_grant(conn: &Connection, grant: &Grant, token_hash: &str) -> Result<()
     }
     let mut stmt = conn.prepare_cached(
         "INSERT INTO grants (id, tenant, run, capabilities, created_at, expires_at, created_by, \
-         token_hash, revoked_at, revoked_by, budgets) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, NULL, NULL, ?9)",
+         token_hash, revoked_at, revoked_by, budgets, min_integrity) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, NULL, NULL, ?9, ?10)",
     )?;
     let budgets = serde_json::to_string(&grant.budgets)
         .map_err(|e| OpError::Store(StoreError::Internal(format!("cannot encode: {e}"))))?;
@@ -283,6 +297,7 @@ fn record_grant(conn: &Connection, grant: &Grant, token_hash: &str) -> Result<()
         grant.created_by,
         token_hash,
         budgets,
+        grant.min_integrity.map(|level| level.as_str()),
     ])?;
     Ok(())
 }

@@ -8,8 +8,8 @@ use crate::codec::{ISSUE_COLUMN_COUNT, issue_from_row};
 use crate::error::OpError;
 use crate::query;
 use corkboard_board::{
-    IssueId, IssueState, SearchPage, SearchQuery, SimilarIssue, SimilarRanking, StoreError,
-    TenantId, Timestamp, Title, ValidationError, is_open, limits, term_set,
+    Integrity, IssueId, IssueState, SearchPage, SearchQuery, SimilarIssue, SimilarRanking,
+    StoreError, TenantId, Timestamp, Title, ValidationError, is_open, limits, term_set,
 };
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 use std::collections::BTreeSet;
@@ -112,6 +112,7 @@ fn read_similar(
             Title::parse(candidate).map_err(corrupt)?,
             IssueState::parse(&state).map_err(corrupt)?,
             Timestamp::from_millis(row.get(3)?),
+            Integrity::from_rank(row.get(4)?),
         ) {
             held += 1;
         }
@@ -273,6 +274,7 @@ pub(crate) mod tests {
             kind: corkboard_board::AuthorKind::Run,
             run: RunId::parse("r").unwrap(),
             grant: None,
+            integrity: corkboard_board::Integrity::Agent,
         }
     }
 

@@ -5,9 +5,10 @@ use super::schema::{
     body_schema, comment_schema, issue_answer_schema, issue_fields, issue_id_schema, key_schema,
     object, related_id_schema, replayed_schema, with_properties,
 };
-use super::{Success, author, insert, retain, to_json};
+use super::{Success, insert, retain};
 use crate::defs::BoardTool;
 use crate::error::ToolsError;
+use crate::provenance;
 use crate::result_budget;
 use crate::service::BoardTools;
 use crate::view;
@@ -58,8 +59,10 @@ pub(crate) async fn run(
 ) -> Result<Success, ToolsError> {
     let grant = principal.grant();
     let tenant = &grant.tenant;
+    let author = tools.author(principal).await;
     let CommentArgs { comment, key } = parse(arguments)?;
     let id = comment.issue.clone();
+    tools.check_floor(principal, &id).await?;
     let added = tools
         .budgeted(
             principal,
@@ -69,12 +72,12 @@ pub(crate) async fn run(
                 Some(&id),
                 tools
                     .store()
-                    .add_comment(tenant, &author(principal), comment, key.as_ref()),
+                    .add_comment(tenant, &author, comment, key.as_ref()),
             ),
             |added| added.replayed,
         )
         .await?;
-    let mut value = to_json(&added.issue)?;
+    let mut value = provenance::issue_json(&added.issue, grant.min_integrity, false)?;
     if BoardTool::AddComment.answers_whole_issue(&grant.capabilities) {
         value = view::whole_issue(value);
     } else {
@@ -82,7 +85,11 @@ pub(crate) async fn run(
         // write a comment, not read the issue.
         retain(&mut value, &["id", "version", "updated_at"]);
     }
-    insert(&mut value, "comment", to_json(&added.comment)?);
+    insert(
+        &mut value,
+        "comment",
+        provenance::comment_json(&added.comment)?,
+    );
     insert(&mut value, "replayed", Value::Bool(added.replayed));
     let headline = if added.replayed {
         format!(

@@ -4,9 +4,10 @@
 
 use super::args::{Args, expected_version, issue_id};
 use super::schema::{issue_fields, issue_id_schema, issue_schema, object, version_schema};
-use super::{Success, retain, to_json};
+use super::{Success, retain};
 use crate::defs::BoardTool;
 use crate::error::ToolsError;
+use crate::provenance;
 use crate::result_budget;
 use crate::service::BoardTools;
 use crate::view;
@@ -63,7 +64,8 @@ pub(crate) async fn run(
     } = parse(arguments)?;
     // The claim ends with its lease or the grant, whichever comes first:
     // both from the grant and the operator's setting, never from input.
-    let claimant = tools.claimant(principal);
+    let claimant = tools.claimant(principal).await;
+    tools.check_floor(principal, &id).await?;
     let issue = tools
         .budgeted(
             principal,
@@ -92,7 +94,7 @@ pub(crate) fn answer(
     id: IssueId,
     headline: &str,
 ) -> Result<Success, ToolsError> {
-    let mut value = to_json(issue)?;
+    let mut value = provenance::issue_json(issue, grant.min_integrity, false)?;
     if tool.answers_whole_issue(&grant.capabilities) {
         value = view::whole_issue(value);
     } else {

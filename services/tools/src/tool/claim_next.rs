@@ -7,9 +7,10 @@ use super::args::{Args, as_field, labels, optional_id};
 use super::schema::{
     issue_answer_schema, issue_fields, labels_schema, object, priority_schema, related_id_schema,
 };
-use super::{Success, retain, to_json};
+use super::{Success, retain};
 use crate::defs::BoardTool;
 use crate::error::ToolsError;
+use crate::provenance;
 use crate::result_budget::{self, Answer};
 use crate::service::BoardTools;
 use crate::view::{self, COMMENTS_DEFAULT};
@@ -54,8 +55,10 @@ pub(crate) async fn run(
 ) -> Result<Success, ToolsError> {
     let grant = principal.grant();
     let tenant = &grant.tenant;
-    let query = parse(arguments)?;
-    let claimant = tools.claimant(principal);
+    let mut query = parse(arguments)?;
+    // Only work at or above the grant's floor is handed out.
+    query.min_integrity = grant.min_integrity;
+    let claimant = tools.claimant(principal).await;
     let next = tools
         .budgeted(
             principal,
@@ -98,14 +101,18 @@ pub(crate) async fn run(
         {
             Ok(found) => {
                 let facts = found.comment_facts;
-                view::windowed_issue(to_json(&found)?, &facts, None)?
+                let shown =
+                    provenance::shown_json(&found, &found.issue, grant.min_integrity, false)?;
+                view::windowed_issue(shown, &facts, None)?
             }
             // The claim is made; a failed read of its comments only
             // leaves them out.
-            Err(_) => view::whole_issue(to_json(&issue)?),
+            Err(_) => {
+                view::whole_issue(provenance::issue_json(&issue, grant.min_integrity, false)?)
+            }
         }
     } else {
-        let mut value = to_json(&issue)?;
+        let mut value = provenance::issue_json(&issue, grant.min_integrity, false)?;
         retain(&mut value, &["id", "version", "updated_at", "claim"]);
         value
     };

@@ -8,14 +8,15 @@ use super::schema::{
     key_schema, labels_schema, object, priority_schema, related_id_schema, replayed_schema,
     state_schema, title_schema, with_properties, written_fields,
 };
-use super::{Success, author, insert, round, to_json};
+use super::{Success, insert, round, to_json};
 use crate::error::ToolsError;
+use crate::provenance;
 use crate::result_budget;
 use crate::service::BoardTools;
 use crate::view;
 use corkboard_board::{
-    Body, BudgetKind, Capability, CreateOutcome, IdempotencyKey, Issue, IssueState, NEAR_MATCH,
-    NewIssue, Priority, SimilarIssue, TenantId, Title, limits,
+    Body, BudgetKind, Capability, CreateOutcome, Grant, IdempotencyKey, Issue, IssueState,
+    NEAR_MATCH, NewIssue, Priority, SimilarIssue, Title, limits,
 };
 use corkboard_grants::ResolvedGrant;
 use serde_json::{Map, Value, json};
@@ -113,6 +114,7 @@ pub(crate) async fn run(
 ) -> Result<Success, ToolsError> {
     let grant = principal.grant();
     let tenant = &grant.tenant;
+    let author = tools.author(principal).await;
     let CreateArgs {
         new,
         key,
@@ -135,7 +137,7 @@ pub(crate) async fn run(
                         None,
                         tools
                             .store()
-                            .create_issue(tenant, &author(principal), new, key.as_ref()),
+                            .create_issue(tenant, &author, new, key.as_ref()),
                     ),
                     |created| created.replayed,
                 )
@@ -164,7 +166,7 @@ pub(crate) async fn run(
                         None,
                         tools.store().create_issue_unless_similar(
                             tenant,
-                            &author(principal),
+                            &author,
                             new,
                             key.as_ref(),
                         ),
@@ -178,14 +180,18 @@ pub(crate) async fn run(
             match outcome {
                 CreateOutcome::Created(created) => created,
                 CreateOutcome::Refused(near) => {
-                    return refused(tools, tenant, near).await;
+                    return refused(tools, grant, near).await;
                 }
             }
         }
     };
     let id = created.issue.id.clone();
     let mut value = match written {
-        None => view::whole_issue(to_json(&created.issue)?),
+        None => view::whole_issue(provenance::issue_json(
+            &created.issue,
+            grant.min_integrity,
+            false,
+        )?),
         Some(written) => what_was_written(&created.issue, written)?,
     };
     insert(&mut value, "replayed", Value::Bool(created.replayed));
@@ -204,8 +210,9 @@ pub(crate) async fn run(
             .await;
         match similar {
             Ok(similar) => {
-                let shown: Vec<Value> = similar
-                    .iter()
+                let (visible, _) = provenance::visible_similar(&similar, grant.min_integrity);
+                let shown: Vec<Value> = visible
+                    .into_iter()
                     .filter(|s| s.id != id)
                     .take(SIMILAR_SHOWN as usize)
                     .map(similar_json)
@@ -238,16 +245,30 @@ pub(crate) async fn run(
 /// this outcome, and the answer carries the issue to work on.
 async fn refused(
     tools: &BoardTools,
-    tenant: &TenantId,
+    grant: &Grant,
     near: Vec<SimilarIssue>,
 ) -> Result<Success, ToolsError> {
-    let Some(best) = near.first() else {
+    if near.is_empty() {
         return Err(ToolsError::Internal {
             detail: "a create was refused without a near match".to_owned(),
         });
+    }
+    // Only the near matches this run may be shown (its grant's floor).
+    let (near, _) = provenance::visible_similar(&near, grant.min_integrity);
+    let Some(best) = near.first() else {
+        return Err(ToolsError::InvalidArgument {
+            field: "if_similar".to_owned(),
+            reason: "NOT CREATED: an open issue this run is not shown (below the integrity \
+                     floor of its grant) is a near match for this title; nothing was filed. \
+                     Call create_issue with if_similar \"report\" to file it anyway"
+                .to_owned(),
+        });
     };
     let existing: Issue = tools
-        .bounded(Some(&best.id), tools.store().get_issue(tenant, &best.id))
+        .bounded(
+            Some(&best.id),
+            tools.store().get_issue(&grant.tenant, &best.id),
+        )
         .await?;
     let reason = format!(
         "NOT CREATED: open issue {} \"{}\" ({}) is a near match for this title (similarity \
@@ -259,13 +280,17 @@ async fn refused(
         best.state,
         best.score
     );
-    let mut value = view::whole_issue(to_json(&existing)?);
+    let mut value = view::whole_issue(provenance::issue_json(
+        &existing,
+        grant.min_integrity,
+        true,
+    )?);
     insert(&mut value, "replayed", Value::Bool(false));
     insert(&mut value, "created", Value::Bool(false));
     insert(
         &mut value,
         "similar",
-        Value::Array(near.iter().map(similar_json).collect()),
+        Value::Array(near.iter().copied().map(similar_json).collect()),
     );
     insert(&mut value, "reason", Value::String(reason.clone()));
     Ok(Success {
@@ -280,6 +305,7 @@ fn similar_json(similar: &SimilarIssue) -> Value {
         "title": similar.title,
         "state": similar.state,
         "score": round(similar.score),
+        "_meta": { provenance::INTEGRITY_META: similar.integrity.as_str() },
     })
 }
 

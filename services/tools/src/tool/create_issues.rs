@@ -5,13 +5,13 @@
 //! the whole call replays the items that were written and writes only the
 //! ones that were not.
 
+use super::Success;
 use super::args::{Args, invalid, optional_id};
 use super::create_issue;
 use super::schema::{
     blocked_by_schema, body_schema, key_schema_described, labels_schema, object, priority_schema,
     related_id_schema, state_schema, title_schema,
 };
-use super::{Success, author};
 use crate::error::ToolsError;
 use crate::result_budget::Answer;
 use crate::service::BoardTools;
@@ -92,6 +92,7 @@ pub(crate) async fn run(
 ) -> Result<Success, ToolsError> {
     let grant = principal.grant();
     let tenant = &grant.tenant;
+    let author = tools.author(principal).await;
     let items = parse(arguments)?;
     let mut results = Vec::with_capacity(items.len());
     let (mut created, mut replayed, mut failed) = (0, 0, 0);
@@ -106,12 +107,9 @@ pub(crate) async fn run(
                         key.as_ref(),
                         tools.bounded(
                             None,
-                            tools.store().create_issue(
-                                tenant,
-                                &author(principal),
-                                new,
-                                key.as_ref(),
-                            ),
+                            tools
+                                .store()
+                                .create_issue(tenant, &author, new, key.as_ref()),
                         ),
                         |created| created.replayed,
                     )

@@ -1,12 +1,13 @@
 //! `get_issue`: one issue with a window of its comments and the relations
 //! other issues hold to it.
 
+use super::Success;
 use super::args::{Args, invalid, issue_id};
 use super::schema::{
     COMMENT_ID_PATTERN, issue_answer_schema, issue_id_schema, object, with_properties,
 };
-use super::{Success, to_json};
 use crate::error::ToolsError;
+use crate::provenance;
 use crate::result_budget;
 use crate::service::BoardTools;
 use crate::view::{self, COMMENTS_DEFAULT};
@@ -115,7 +116,8 @@ pub(crate) async fn run(
         )
         .await?;
     let facts = issue.comment_facts;
-    let mut value = view::windowed_issue(to_json(&issue)?, &facts, window.before_id())?;
+    let shown = provenance::shown_json(&issue, &issue.issue, grant.min_integrity, true)?;
+    let mut value = view::windowed_issue(shown, &facts, window.before_id())?;
     view::skip_body(&mut value, body_offset)?;
     if facts.over_bytes > 0 {
         result_budget::comments_cut(&mut value, facts.over_bytes, tools.result_budget());
@@ -138,7 +140,11 @@ pub(crate) async fn run(
     loop {
         let mut with = value.clone();
         if let Value::Object(map) = &mut with {
-            map.insert("history".to_owned(), to_json(&page.changes)?);
+            let (changes, withheld) = provenance::changes_json(&page.changes, grant.min_integrity)?;
+            map.insert("history".to_owned(), changes);
+            if withheld > 0 {
+                map.insert("history_withheld".to_owned(), json!(withheld));
+            }
             map.insert("history_before".to_owned(), json!(page.next_before));
         }
         let answer = result_budget::issue(with, &headline, tools.result_budget());
@@ -229,6 +235,14 @@ pub(crate) fn output_schema() -> Value {
                 "items": { "type": "object" },
                 "description": "The latest changes, newest first: {version, at, by, kind, \
                                 fields: [{field, before, after} or {field, added, removed}]}.",
+            }),
+        );
+        properties.insert(
+            "history_withheld".to_owned(),
+            json!({
+                "type": "integer",
+                "minimum": 1,
+                "description": "Changes left out: made below this run's integrity floor.",
             }),
         );
         properties.insert(

@@ -1,10 +1,11 @@
 //! `list_issues`: a page of issue summaries by filters; the list filters
 //! ([`FILTER_ARGS`], [`filters`]) are shared with `search_issues`.
 
+use super::Success;
 use super::args::{Args, as_field, invalid, optional_id};
 use super::schema::{issue_schema, labels_schema, object, related_id_schema, truncated_schema};
-use super::{Success, to_json};
 use crate::error::ToolsError;
+use crate::provenance;
 use crate::result_budget;
 use crate::service::BoardTools;
 use crate::view::{self, EXCERPT_CHARS, ListView, SELECTABLE_FIELDS};
@@ -235,6 +236,8 @@ pub(crate) async fn run(
         let window = i64::try_from(stale_window(tools.claim_lease()).as_millis()).unwrap_or(0);
         *until = Timestamp::now().plus_millis(window);
     }
+    // Only issues at or above the grant's floor, in the store's query.
+    query.min_integrity = grant.min_integrity;
     let shown = parse_view(arguments)?;
     let page = tools
         .bounded(None, tools.store().list_issues(tenant, &query))
@@ -242,7 +245,12 @@ pub(crate) async fn run(
     let items = page
         .issues
         .iter()
-        .map(|issue| view::summary(to_json(issue)?, &shown))
+        .map(|issue| {
+            view::summary(
+                provenance::issue_json(issue, grant.min_integrity, true)?,
+                &shown,
+            )
+        })
         .collect::<Result<Vec<_>, _>>()?;
     let cursor = page.next_cursor.map(|c| c.as_str().to_owned());
     Ok(Success {

@@ -27,8 +27,7 @@ pub(crate) mod update_issue;
 
 use crate::error::ToolsError;
 use crate::result_budget::Answer;
-use corkboard_board::{Author, IssueId};
-use corkboard_grants::ResolvedGrant;
+use corkboard_board::IssueId;
 use serde_json::Value;
 
 /// What a successful call produced: the answer (structured and text,
@@ -42,12 +41,6 @@ pub(crate) struct Success {
 /// Four decimals: enough to order by, short to read.
 fn round(score: f64) -> f64 {
     (score * 10_000.0).round() / 10_000.0
-}
-
-/// Who a write is recorded as: the grant's run.
-fn author(principal: &ResolvedGrant) -> Author {
-    let grant = principal.grant();
-    Author::run(grant.run.clone(), Some(grant.id.clone()))
 }
 
 fn to_json<T: serde::Serialize>(value: &T) -> Result<Value, ToolsError> {

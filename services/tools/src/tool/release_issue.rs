@@ -34,6 +34,7 @@ pub(crate) async fn run(
         id,
         expected_version,
     } = parse(arguments)?;
+    tools.check_floor(principal, &id).await?;
     let issue = tools
         .budgeted(
             principal,

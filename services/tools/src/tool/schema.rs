@@ -4,7 +4,9 @@
 //! every issue answer carries (with its comments, claim and the notes of a
 //! cut to fit the result budget). Each tool's own schemas are in its file.
 
-use corkboard_board::{AuthorKind, CloseReason, IssueState, Priority, limits, relation_limits};
+use corkboard_board::{
+    AuthorKind, CloseReason, Integrity, IssueState, Priority, limits, relation_limits,
+};
 use serde_json::{Value, json};
 
 pub(crate) const ID_EXAMPLE: &str = "iss_01JD3Z9Q4X8M2N6P7R5S1T0V9W";
@@ -170,8 +172,28 @@ pub(crate) fn author_schema() -> Value {
                 "type": ["string", "null"],
                 "description": "The grant it acted under; null for people and admins.",
             },
+            "integrity": integrity_schema(),
         },
         "required": ["kind", "run", "grant"],
+    })
+}
+
+/// An integrity level (`corkboard_board::Integrity`).
+pub(crate) fn integrity_schema() -> Value {
+    json!({
+        "type": "string",
+        "enum": Integrity::names(),
+        "description": "How far it can be trusted: person (a person or the admin API), agent \
+                        (a run that used only the board), external (a run that called \
+                        upstream tools).",
+    })
+}
+
+/// The `_meta` every entry of an answer carries: its integrity level.
+pub(crate) fn meta_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": { crate::provenance::INTEGRITY_META: integrity_schema() },
     })
 }
 
@@ -184,6 +206,7 @@ pub(crate) fn comment_schema(description: &str) -> Value {
             "body": { "type": "string" },
             "author": author_schema(),
             "created_at": { "type": "string", "description": "RFC 3339, UTC." },
+            "_meta": meta_schema(),
         },
         "required": ["id", "body", "author", "created_at"],
     })
@@ -224,6 +247,13 @@ pub(crate) fn issue_schema() -> Value {
                 "minimum": 0,
                 "description": "Comments the issue has, shown or not.",
             },
+            "comments_withheld": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "Comments of this answer left out: below the integrity floor \
+                                of this run's grant.",
+            },
+            "_meta": meta_schema(),
             "older_comments": {
                 "type": "integer",
                 "minimum": 0,

@@ -3,12 +3,15 @@
 
 use super::args::{Args, invalid};
 use super::list_issues;
-use super::schema::{object, truncated_schema};
+use super::schema::{meta_schema, object, truncated_schema};
 use super::{Success, round};
 use crate::error::ToolsError;
+use crate::provenance;
 use crate::result_budget;
 use crate::service::BoardTools;
-use corkboard_board::{IssueState, Priority, SearchHit, SearchQuery, SearchText, limits};
+use corkboard_board::{
+    Integrity, IssueState, Priority, SearchHit, SearchQuery, SearchText, limits,
+};
 use corkboard_grants::ResolvedGrant;
 use serde_json::{Map, Value, json};
 
@@ -74,11 +77,17 @@ pub(crate) async fn run(
 ) -> Result<Success, ToolsError> {
     let grant = principal.grant();
     let tenant = &grant.tenant;
-    let query = parse(arguments)?;
+    let mut query = parse(arguments)?;
+    // Only issues at or above the grant's floor, in the store's query.
+    query.filter.min_integrity = grant.min_integrity;
     let page = tools
         .bounded(None, tools.store().search_issues(tenant, &query))
         .await?;
-    let hits: Vec<Value> = page.hits.iter().map(hit_json).collect();
+    let hits: Vec<Value> = page
+        .hits
+        .iter()
+        .map(|hit| hit_json(hit, grant.min_integrity))
+        .collect();
     Ok(Success {
         answer: result_budget::hits(
             hits,
@@ -92,9 +101,11 @@ pub(crate) async fn run(
 }
 
 /// A search hit as the tool answers it: a summary of the issue (read the
-/// rest with get_issue), the score and the snippet.
-fn hit_json(hit: &SearchHit) -> Value {
+/// rest with get_issue), the score and the snippet (withheld when it comes
+/// from a comment below the run's floor), labelled with the issue's level.
+fn hit_json(hit: &SearchHit, floor: Option<Integrity>) -> Value {
     let issue = &hit.issue;
+    let shown = provenance::snippet_shown(hit, floor);
     serde_json::json!({
         "id": issue.id,
         "title": issue.title,
@@ -107,7 +118,9 @@ fn hit_json(hit: &SearchHit) -> Value {
         "score": round(hit.score),
         "field": hit.field,
         "comment": hit.comment,
-        "snippet": hit.snippet,
+        "snippet": if shown { hit.snippet.as_str() } else { "" },
+        "snippet_withheld": !shown,
+        "_meta": { provenance::INTEGRITY_META: issue.integrity.as_str() },
     })
 }
 
@@ -200,6 +213,12 @@ pub(crate) fn output_schema() -> Value {
                             "type": "string",
                             "description": "Excerpt of the best-matching field, matches in **.",
                         },
+                        "snippet_withheld": {
+                            "type": "boolean",
+                            "description": "true: the snippet is from a comment below this \
+                                            run's integrity floor, so it is left empty.",
+                        },
+                        "_meta": meta_schema(),
                     },
                     "required": [
                         "id", "title", "state", "labels", "priority", "updated_at", "version",

@@ -9,9 +9,10 @@ use super::schema::{
     labels_schema, object, priority_schema, state_schema, title_schema, version_schema,
     written_fields,
 };
-use super::{Success, retain, to_json};
+use super::{Success, retain};
 use crate::defs::BoardTool;
 use crate::error::ToolsError;
+use crate::provenance;
 use crate::result_budget;
 use crate::service::BoardTools;
 use crate::view;
@@ -96,7 +97,8 @@ pub(crate) async fn run(
         expected_version,
     } = parse(arguments)?;
     // The issue's history records the change as this run's.
-    patch.actor = Some(super::author(principal));
+    patch.actor = Some(tools.author(principal).await);
+    tools.check_floor(principal, &id).await?;
     let set = patch_fields(&patch);
     let issue = tools
         .budgeted(
@@ -118,7 +120,7 @@ pub(crate) async fn run(
         "update_issue: issue {id} is now at version {}",
         issue.version
     );
-    let mut value = to_json(&issue)?;
+    let mut value = provenance::issue_json(&issue, grant.min_integrity, false)?;
     if BoardTool::UpdateIssue.answers_whole_issue(&grant.capabilities) {
         value = view::whole_issue(value);
     } else {

@@ -227,6 +227,21 @@ pub(crate) fn secret_refused(upstream: &UpstreamName, kinds: &str) -> (ToolOutpu
     )
 }
 
+/// The answer of a call that was not sent because the record of which
+/// grants called upstream tools could not take this one
+/// (`UpstreamCalls::mark`): its writes' integrity would be wrong.
+pub(crate) fn unmarked(upstream: &UpstreamName, why: &str) -> (ToolOutput, AuditOutcome) {
+    (
+        text_output(
+            format!(
+                "upstream unavailable: nothing was sent to upstream {upstream}, because the call could not be recorded ({why}); retry shortly"
+            ),
+            true,
+        ),
+        AuditOutcome::Unavailable,
+    )
+}
+
 /// The answer of a call of `upstream`'s stand-in tool, after its tools
 /// were listed again (their count, or why not).
 pub(crate) fn relisted(
