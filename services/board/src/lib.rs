@@ -33,7 +33,9 @@
 //! `DefinitionHash`, what a listing and an approval change); webhooks (`webhook.rs`: the event enum, endpoints, the
 //! signature scheme, retry backoff); the work queue (`queue.rs`: ready work,
 //! its order, `ClaimNext`, claim leases); the history of changes (`history.rs`:
-//! `Change`, `FieldChange`, what each write records)
+//! `Change`, `FieldChange`, what each write records); provenance
+//! (`integrity.rs`: `Integrity`, the level of every author and issue, and
+//! the rules of a grant's floor)
 
 #![forbid(unsafe_code)]
 

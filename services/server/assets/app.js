@@ -503,12 +503,25 @@ function splitList(text) {
   return [...new Set(text.split(',').map((v) => v.trim()).filter(Boolean))].sort();
 }
 
-/** Who wrote something: a person, an admin caller or a run, by name. */
+/** What an integrity level means, for its chip's title. */
+const INTEGRITY_TITLES = {
+  external: 'written by a run that called upstream tools: may carry text from outside the board',
+  agent: 'written by a run that used only the board',
+  person: 'written by a person or the admin API',
+};
+
+/** An integrity level as a chip. */
+function integrityEl(level) {
+  return el('span', { class: `chip integrity integrity-${level}`, title: INTEGRITY_TITLES[level] ?? '', dataset: { integrity: level } }, level);
+}
+
+/** Who wrote something: a person, an admin caller or a run, by name, with the level it wrote at. */
 function authorEl(author) {
   const kind = author.kind ?? 'run';
   const label = { run: 'run', person: 'person', admin: 'admin' }[kind] ?? kind;
   return el('span', { class: `author author-${kind}`, dataset: { authorKind: kind } },
-    el('span', { class: 'chip' }, label), ' ', el('span', { class: 'mono' }, author.run));
+    el('span', { class: 'chip' }, label), ' ', el('span', { class: 'mono' }, author.run),
+    kind === 'run' && author.integrity ? [' ', integrityEl(author.integrity)] : null);
 }
 
 function liveStatus() {
@@ -1067,6 +1080,7 @@ function renderIssue(issue, history) {
     ['Priority', issue.priority],
     ['Labels', issue.labels.length ? issue.labels.join(', ') : 'none'],
     ['Author', authorEl(issue.author)],
+    ['Integrity', issue.integrity ? integrityEl(issue.integrity) : 'unknown'],
     ['Created', timeEl(issue.created_at, formatTime(issue.created_at))],
     ['Updated', timeEl(issue.updated_at, formatTime(issue.updated_at))],
     ['Version', String(issue.version)],

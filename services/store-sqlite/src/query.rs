@@ -255,7 +255,7 @@ const SIMILAR_WORD_COUNTS: &str = "SELECT word, open_titles FROM open_title_word
 /// index probe per word and row (with the probes in SQL, index seeks were
 /// over a third of the look-up's CPU under `create_issue` at c=64, most of
 /// them probes).
-const SIMILAR_ALL_WORDS: &str = "SELECT i.id, i.title, i.state, i.updated_at, i.integrity \
+const SIMILAR_ALL_WORDS: &str = "SELECT i.id, i.title, i.state, i.updated_at \
      FROM (SELECT issue_id FROM open_title_words WHERE tenant = ?1 AND word = ?2 \
            ORDER BY issue_id DESC LIMIT ?3) r \
      CROSS JOIN issues i ON i.tenant = ?1 AND i.id = r.issue_id";
@@ -264,7 +264,7 @@ const SIMILAR_ALL_WORDS: &str = "SELECT i.id, i.title, i.state, i.updated_at, i.
 /// each word's range is read from its `?3`-th newest entry on (found by
 /// one bounded walk down the same index), so at most `?3` rows per word
 /// are merged, whatever the board's size.
-const SIMILAR_ANY_WORD: &str = "SELECT i.id, i.title, i.state, i.updated_at, i.integrity \
+const SIMILAR_ANY_WORD: &str = "SELECT i.id, i.title, i.state, i.updated_at \
      FROM (SELECT DISTINCT t.issue_id AS issue_id \
            FROM json_each(?2) w CROSS JOIN open_title_words t \
            WHERE t.tenant = ?1 AND t.word = w.value \

@@ -287,6 +287,8 @@ async function scenario() {
   // --- A stale edit is a conflict, not an overwrite.
   await page.goto(`/?tenant=${tenant}#/issue/${created.id}`);
   await page.locator('#issue-title').waitFor();
+  // Provenance: a run with board tools only wrote it, at level agent.
+  await page.locator('.issue-meta dd > [data-integrity="agent"]').waitFor();
   await page.locator('#comments li').first().waitFor();
   await page.locator('#history tbody tr').first().waitFor();
   await shot(page, 'issue');

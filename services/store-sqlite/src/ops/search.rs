@@ -81,7 +81,19 @@ pub(crate) fn similar_open_issues(
         let sql = lookup.any_word();
         read_similar(conn, &sql, u32::MAX, &mut ranking)?;
     }
-    Ok(ranking.finish(limit))
+    let mut similar = ranking.finish(limit);
+    // The levels of the chosen few only: `integrity` is the row's last
+    // column, behind the body (and its overflow pages), so reading it for
+    // every candidate would cost the look-up every create makes.
+    let mut level = conn.prepare_cached(
+        "SELECT integrity FROM issues WHERE tenant = ?1 AND id = ?2",
+    )?;
+    for hint in &mut similar {
+        hint.integrity = Integrity::from_rank(
+            level.query_row(params![tenant.as_str(), hint.id.as_str()], |row| row.get(0))?,
+        );
+    }
+    Ok(similar)
 }
 
 /// Offers the rows of one candidate statement of `similar_open_issues`
@@ -112,7 +124,8 @@ fn read_similar(
             Title::parse(candidate).map_err(corrupt)?,
             IssueState::parse(&state).map_err(corrupt)?,
             Timestamp::from_millis(row.get(3)?),
-            Integrity::from_rank(row.get(4)?),
+            // Read for the chosen few afterwards (`similar_open_issues`).
+            Integrity::External,
         ) {
             held += 1;
         }
