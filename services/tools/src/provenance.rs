@@ -12,7 +12,8 @@
 //! the run ([`ToolsError::Withheld`]), for reads and for writes (checked
 //! before anything is written).
 //!
-//! Labels: each issue, comment and change a tool answers carries
+//! Labels: each issue, comment and change a tool answers (not the
+//! similar-issue hints, which only point at issues) carries
 //! `_meta: {"dev.corkboard/integrity": <level>}` (for an issue its own
 //! level, the lowest of its author's and its editors'), beside the author
 //! (`kind`, `run`, `grant`, `integrity`) it already names.

@@ -85,9 +85,8 @@ pub(crate) fn similar_open_issues(
     // The levels of the chosen few only: `integrity` is the row's last
     // column, behind the body (and its overflow pages), so reading it for
     // every candidate would cost the look-up every create makes.
-    let mut level = conn.prepare_cached(
-        "SELECT integrity FROM issues WHERE tenant = ?1 AND id = ?2",
-    )?;
+    let mut level =
+        conn.prepare_cached("SELECT integrity FROM issues WHERE tenant = ?1 AND id = ?2")?;
     for hint in &mut similar {
         hint.integrity = Integrity::from_rank(
             level.query_row(params![tenant.as_str(), hint.id.as_str()], |row| row.get(0))?,

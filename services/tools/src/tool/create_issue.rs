@@ -305,7 +305,6 @@ fn similar_json(similar: &SimilarIssue) -> Value {
         "title": similar.title,
         "state": similar.state,
         "score": round(similar.score),
-        "_meta": { provenance::INTEGRITY_META: similar.integrity.as_str() },
     })
 }
 
