@@ -229,4 +229,80 @@ fn a_floored_run_sees_only_what_people_and_board_only_runs_wrote() {
     let external = ok(&all, 1);
     assert_eq!(external["_meta"][META], "external", "{all}");
     assert!(comment_bodies(external).is_empty(), "{all}");
+
+    // The CLI sets a floor and shows it; a level it does not know is
+    // refused naming the flag.
+    let data = served.data_dir.path().join("data");
+    let data = data.to_str().unwrap();
+    let out = served.cli(
+        &[
+            "grant",
+            "create",
+            "--tenant",
+            "acme",
+            "--run",
+            "cli-floored",
+            "--caps",
+            "issues:read",
+            "--min-integrity",
+            "person",
+            "--json",
+            "--data-dir",
+            data,
+        ],
+        &[],
+    );
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let granted = parse_granted(&stdout_of(&out));
+    assert_eq!(granted.json["grant"]["min_integrity"], "person");
+    let out = served.cli(
+        &[
+            "grant",
+            "get",
+            "--tenant",
+            "acme",
+            &granted.grant_id,
+            "--data-dir",
+            data,
+        ],
+        &[],
+    );
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    assert!(
+        stdout_of(&out).contains("min_integrity: person"),
+        "{}",
+        stdout_of(&out)
+    );
+    let (status, listed) = mcp_call(&granted.mcp_url, &granted.token, "list_issues", json!({}));
+    assert_eq!(status, 200, "{listed}");
+    let ids: Vec<&str> = listed["result"]["structuredContent"]["issues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [person_issue.as_str()], "{listed}");
+    let out = served.cli(
+        &[
+            "grant",
+            "create",
+            "--tenant",
+            "acme",
+            "--run",
+            "cli-bad",
+            "--caps",
+            "issues:read",
+            "--min-integrity",
+            "trusted",
+            "--data-dir",
+            data,
+        ],
+        &[],
+    );
+    assert!(!out.status.success());
+    let err = stderr_of(&out);
+    assert!(
+        err.contains("--min-integrity") && err.contains("expected external, agent or person"),
+        "{err}"
+    );
 }

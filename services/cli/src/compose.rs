@@ -18,8 +18,8 @@ use corkboard_gateway::{
 use corkboard_grants::{
     AdminMinter, AdminVerifier, AdminVerifierConfig, BudgetCounter, GrantService, JwtError,
     LedgerBudgets, LedgerRegistry, LedgerUsedOnce, ReadThroughRegistry, RedisBudgets,
-    RedisRegistry, RedisRegistryConfig, RedisUsedOnce, SigningKey, TokenRegistry, UsedOnce,
-    VerifyingKey,
+    RedisRegistry, RedisRegistryConfig, RedisUsedOnce, SigningKey, TokenRegistry, UpstreamCalls,
+    UsedOnce, VerifyingKey,
 };
 use corkboard_grants::{RedisConnector, RedisTls};
 use corkboard_mcp::relay::seal::{self, RelaySealer};
@@ -84,7 +84,7 @@ pub async fn app_state(settings: Settings, policy: SecretPolicy) -> Result<AppSt
     })?;
     let upstream_key = upstream_key(&settings, policy)?;
     let ledger: Arc<dyn GrantLedger> = store.clone();
-    let used_once = used_once(&settings, store.clone())?;
+    let upstream_calls = upstream_calls(&settings, store.clone())?;
     let budgets = budget_counter(&settings, ledger)?;
     let run_budgets = run_budgets(&settings)?;
     let egress = egress_policy(&settings)?;
@@ -107,7 +107,7 @@ pub async fn app_state(settings: Settings, policy: SecretPolicy) -> Result<AppSt
         rate_limiter: Some(rate_limiter),
         budgets: Some(budgets),
         run_budgets,
-        used_once: Some(used_once),
+        upstream_calls,
     })
     .with_egress(egress, webhook_hosts);
     Ok(match upstream_key {
@@ -230,6 +230,20 @@ pub fn used_once(
             Ok(Arc::new(record))
         }
     }
+}
+
+/// Where grants whose runs called upstream tools are marked (the run
+/// gateways) and read (every board endpoint, for the level of a run's
+/// writes): the used-once record `settings` choose, marks kept for the
+/// grants' maximum lifetime.
+pub fn upstream_calls(
+    settings: &Settings,
+    ledger: Arc<dyn GrantLedger>,
+) -> Result<Arc<UpstreamCalls>, StartError> {
+    Ok(Arc::new(UpstreamCalls::new(
+        used_once(settings, ledger)?,
+        Duration::from_secs(settings.grant_max_lifetime_secs),
+    )))
 }
 
 /// A grant service as `settings` describe it (limits, default budgets, the

@@ -267,6 +267,9 @@ async fn run_async(cmd: GrantCommand) -> Result<ExitCode> {
                     if let Some(line) = budgets_line(g) {
                         writeln!(stdout, "  {line}")?;
                     }
+                    if let Some(floor) = g["min_integrity"].as_str() {
+                        writeln!(stdout, "  min_integrity: {floor}")?;
+                    }
                 }
             }
             Ok(ExitCode::SUCCESS)
@@ -311,6 +314,9 @@ async fn run_async(cmd: GrantCommand) -> Result<ExitCode> {
                 )?;
                 if let Some(line) = budgets_line(&out) {
                     writeln!(stdout, "  {line}")?;
+                }
+                if let Some(floor) = out["min_integrity"].as_str() {
+                    writeln!(stdout, "  min_integrity: {floor}")?;
                 }
             }
             Ok(ExitCode::SUCCESS)
@@ -453,22 +459,12 @@ fn revoked_text(out: &Value) -> String {
     }
 }
 
-/// A grant read from the local data dir, shaped like the admin API's.
+/// A grant read from the local data dir, as the admin API shows it.
 async fn local_grant_json(
     state: &corkboard_server::AppState,
     e: &corkboard_board::GrantEvent,
 ) -> Result<Value> {
-    let mut out = json!({
-        "id": e.grant.id, "tenant": e.grant.tenant, "run": e.grant.run,
-        "capabilities": e.grant.capabilities, "created_at": e.grant.created_at,
-        "expires_at": e.grant.expires_at, "created_by": e.grant.created_by,
-        "revoked_at": e.revoked_at, "revoked_by": e.revoked_by,
-        "status": e.status_at(corkboard_board::Timestamp::now()),
-    });
-    if !e.grant.budgets.is_empty() {
-        out["budgets"] = json!(state.grants.budgets().status(&e.grant).await?);
-    }
-    Ok(out)
+    Ok(corkboard_server::admin::grant_json_checked(state, e).await)
 }
 
 /// `budgets: create_issue 2/3 used (1 left), ...`, for a grant with budgets.

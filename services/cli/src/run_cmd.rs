@@ -252,12 +252,14 @@ async fn local_board(settings: &Settings, explicit_dir: bool) -> Result<LocalBoa
             Ok(store) => match crate::compose::open_registry(settings, &store).await {
                 Ok(registry) => {
                     let ledger: Arc<dyn GrantLedger> = store.clone();
+                    let upstream_calls = crate::compose::upstream_calls(settings, ledger.clone())?;
                     let grants = crate::compose::grant_service(settings, ledger, registry.clone())?;
                     let audit = AuditWriter::spawn(store.clone());
                     let binding = Binding::new(store, registry, audit.clone(), timeout)
                         .with_result_budget(settings.max_result_bytes)
                         .with_claim_lease(Duration::from_millis(settings.claim_lease_ms))
-                        .with_budgets(grants.budgets().clone());
+                        .with_budgets(grants.budgets().clone())
+                        .with_upstream_calls(upstream_calls);
                     return Ok(LocalBoard {
                         grants,
                         binding,

@@ -192,6 +192,9 @@ where
     let issues: Arc<dyn IssueStore> = store.clone();
     let ledger: Arc<dyn corkboard_board::GrantLedger> = store.clone();
     let budgets = crate::compose::budget_counter(settings, ledger.clone())?;
+    // What the run gateways recorded: whether this grant's run called an
+    // upstream tool, for the level of its writes here.
+    let upstream_calls = crate::compose::upstream_calls(settings, ledger.clone())?;
     // The same gate as HTTP: a call a policy covers waits for a person. A
     // stdio client cannot be held for one, so it gets the pending answer
     // at once and collects the outcome with the collect tool.
@@ -205,7 +208,8 @@ where
         .with_store_timeout(Duration::from_millis(settings.store_timeout_ms))
         .with_result_budget(settings.max_result_bytes)
         .with_claim_lease(Duration::from_millis(settings.claim_lease_ms))
-        .with_budgets(budgets);
+        .with_budgets(budgets)
+        .with_upstream_calls(upstream_calls);
     let backend = Arc::new(StdioBoard { tools });
     let principal = backend.start(token.as_deref()).await;
     match &principal {

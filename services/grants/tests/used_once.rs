@@ -2,7 +2,8 @@
 //! Redis, or processes sharing one SQLite store, record a value once
 //! between them, atomically (of racing uses exactly one is the first), the
 //! record expiring with the value; a Redis that cannot answer refuses the
-//! use instead of letting it through unrecorded.
+//! use instead of letting it through unrecorded; asking whether a value
+//! is recorded records nothing.
 
 use corkboard_board::GrantLedger;
 use corkboard_grants::{CLOCK_SLACK, FirstUse, LedgerUsedOnce, RedisUsedOnce, UsedOnce};
@@ -35,6 +36,10 @@ async fn replicas_sharing_redis_use_a_value_once_until_it_expires() {
         FirstUse::First,
         "kinds are separate namespaces"
     );
+    // Either replica sees a recorded value; asking records nothing.
+    assert!(replicas[0].recorded("relay-id", b"nonce-1").await.unwrap());
+    assert!(!replicas[1].recorded("relay-id", b"nonce-2").await.unwrap());
+    assert!(!replicas[0].recorded("relay-id", b"nonce-2").await.unwrap());
     let key = format!("{prefix}used:relay-state:{}", hex_of(b"nonce-1"));
     let corkboard_testkit::Reply::Integer(ttl) = redis.command(&["PTTL", &key]).unwrap() else {
         panic!("PTTL answers an integer");
@@ -60,6 +65,11 @@ async fn a_redis_that_cannot_answer_refuses_the_use() {
         .first_use("relay-state", b"n", now() + 60)
         .await
         .unwrap_err();
+    assert!(
+        err.to_string().starts_with("used-once record unavailable"),
+        "{err}"
+    );
+    let err = record.recorded("relay-state", b"n").await.unwrap_err();
     assert!(
         err.to_string().starts_with("used-once record unavailable"),
         "{err}"

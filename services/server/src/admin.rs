@@ -190,7 +190,7 @@ fn grant_json(event: &GrantEvent) -> serde_json::Value {
 /// still in its lifetime, `"pending"` while its token still resolves in the
 /// registry (the revocation is recorded and being retried), `"confirmed"`
 /// once it does not.
-async fn grant_json_checked(state: &AppState, event: &GrantEvent) -> serde_json::Value {
+pub async fn grant_json_checked(state: &AppState, event: &GrantEvent) -> serde_json::Value {
     let revocation = if event.revoked_at.is_some() {
         let pending = state.grants.revocation_pending(event).await;
         Some(if pending { "pending" } else { "confirmed" })
@@ -241,6 +241,7 @@ fn grant_json_with(
         "revoked_at": event.revoked_at,
         "revoked_by": event.revoked_by,
         "status": event.status_at(Timestamp::now()),
+        "min_integrity": event.grant.min_integrity,
     });
     if let Some(budgets) = budgets {
         out["budgets"] = budgets;

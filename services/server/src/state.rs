@@ -53,9 +53,9 @@ pub struct AppParts {
     /// The operator's default budgets of runs' grants (`run_budgets`,
     /// parsed by the caller so a bad value is refused naming its key).
     pub run_budgets: corkboard_board::Budgets,
-    /// The record of values used once (none: in `store`'s ledger), where
-    /// grants whose runs called upstream tools are marked.
-    pub used_once: Option<Arc<dyn corkboard_grants::UsedOnce>>,
+    /// Which grants' runs called upstream tools (marked by the runner's
+    /// gateways, read for the level of every run's board writes).
+    pub upstream_calls: Arc<corkboard_grants::UpstreamCalls>,
 }
 
 impl std::fmt::Debug for AppParts {
@@ -133,14 +133,9 @@ impl AppState {
             rate_limiter,
             budgets,
             run_budgets,
-            used_once,
+            upstream_calls,
         } = parts;
         let ledger: Arc<dyn corkboard_board::GrantLedger> = store.clone();
-        let upstream_calls = Arc::new(corkboard_grants::UpstreamCalls::new(
-            used_once
-                .unwrap_or_else(|| Arc::new(corkboard_grants::LedgerUsedOnce::new(ledger.clone()))),
-            std::time::Duration::from_secs(settings.grant_max_lifetime_secs),
-        ));
         let grants = GrantService::new(ledger.clone(), registry)
             .with_live_grants_max(settings.live_grants_per_tenant_max)
             .with_max_lifetime(std::time::Duration::from_secs(

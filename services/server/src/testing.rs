@@ -9,7 +9,8 @@ use crate::web::WebState;
 use corkboard_board::{BoardStore, GrantLedger};
 use corkboard_config::{Settings, ensure_secret, read_secret};
 use corkboard_grants::{
-    AdminMinter, AdminVerifier, AdminVerifierConfig, LedgerRegistry, SigningKey, VerifyingKey,
+    AdminMinter, AdminVerifier, AdminVerifierConfig, LedgerRegistry, LedgerUsedOnce, SigningKey,
+    UpstreamCalls, VerifyingKey,
 };
 use corkboard_mcp::{McpSettings, MemorySessionEnds, SessionKey};
 use corkboard_telemetry::Metrics;
@@ -24,6 +25,10 @@ impl AppState {
         let store: Arc<dyn BoardStore> =
             Arc::new(MeteredStore::new(Arc::new(sqlite), metrics.clone()));
         let ledger: Arc<dyn GrantLedger> = store.clone();
+        let upstream_calls = Arc::new(UpstreamCalls::new(
+            Arc::new(LedgerUsedOnce::new(ledger.clone())),
+            std::time::Duration::from_secs(settings.grant_max_lifetime_secs),
+        ));
         let registry = Arc::new(LedgerRegistry::cached(
             ledger,
             corkboard_grants::LEDGER_CACHE_TTL,
@@ -57,7 +62,7 @@ impl AppState {
             budgets: None,
             run_budgets: Default::default(),
             rate_limiter: None,
-            used_once: None,
+            upstream_calls,
         })
     }
 
