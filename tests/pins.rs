@@ -19,20 +19,6 @@ use std::time::{Duration, Instant};
 use support::upstreams::*;
 use support::*;
 
-fn agent(url: &str, token: &str, calls: &[(&str, Value)]) -> Value {
-    let specs: Vec<String> = calls.iter().map(|(n, a)| format!("{n}={a}")).collect();
-    let mut args = vec![url, token];
-    args.extend(specs.iter().map(String::as_str));
-    let out = python("upstream/agent.py", &args);
-    let stdout = stdout_of(&out);
-    assert!(
-        out.status.success(),
-        "agent failed: {}\n{stdout}",
-        stderr_of(&out)
-    );
-    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("agent output: {e}: {stdout}"))
-}
-
 fn listed(out: &Value, name: &str) -> bool {
     out["tools"].as_array().unwrap().iter().any(|t| t == name)
 }
@@ -51,7 +37,12 @@ fn call<'a>(out: &'a Value, name: &str) -> &'a Value {
 fn until(url: &str, token: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let out = agent(url, token, &[("py__forecast", json!({ "city": "Oslo" }))]);
+        let out = sdk_agent(
+            "py",
+            url,
+            token,
+            &[("py__forecast", json!({ "city": "Oslo" }))],
+        );
         if done(&out) {
             return out;
         }
@@ -103,7 +94,12 @@ fn a_changed_upstream_tool_is_held_back_until_a_tenant_admin_approves_it() {
     );
 
     // New: hidden and refused, saying why and how to approve it.
-    let out = agent(&url, &token, &[("py__forecast", json!({ "city": "Oslo" }))]);
+    let out = sdk_agent(
+        "py",
+        &url,
+        &token,
+        &[("py__forecast", json!({ "city": "Oslo" }))],
+    );
     assert!(!listed(&out, "py__forecast"), "{out}");
     assert!(
         !listed(&out, "py__add"),
@@ -276,7 +272,8 @@ fn an_upstream_tool_with_an_x_mcp_header_parameter_is_called_through_the_gateway
     let py = start_python_upstream_with(&[("UPSTREAM_PARAM_HEADER", "1")]);
     register_python_upstream(&served.url, &admin, "acme", "py", py.port);
     let (url, token) = served.register_run(&admin, "hdr-1", &["upstream:py:routed"]);
-    let out = agent(
+    let out = sdk_agent(
+        "py",
         &url,
         &token,
         &[("py__routed", json!({ "region": "eu-west-1" }))],

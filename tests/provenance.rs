@@ -20,21 +20,6 @@ use support::*;
 
 const META: &str = "dev.corkboard/integrity";
 
-/// The Python SDK agent: lists the tools, then makes `calls` in order.
-fn agent(url: &str, token: &str, calls: &[(&str, Value)]) -> Value {
-    let specs: Vec<String> = calls.iter().map(|(n, a)| format!("{n}={a}")).collect();
-    let mut args = vec![url, token];
-    args.extend(specs.iter().map(String::as_str));
-    let out = python("upstream/agent.py", &args);
-    let stdout = stdout_of(&out);
-    assert!(
-        out.status.success(),
-        "agent failed: {}\n{stdout}",
-        stderr_of(&out)
-    );
-    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("agent output: {e}: {stdout}"))
-}
-
 /// The `index`th call's answer, which must not be an error.
 fn ok(out: &Value, index: usize) -> &Value {
     let call = &out["calls"][index];
@@ -69,6 +54,16 @@ fn register(
         body["mcp_url"].as_str().unwrap().to_owned(),
         body["token"].as_str().unwrap().to_owned(),
     )
+}
+
+/// The ids of a list's issues or a search's hits.
+fn ids(entries: &Value) -> Vec<&str> {
+    entries
+        .as_array()
+        .unwrap_or_else(|| panic!("not a list: {entries}"))
+        .iter()
+        .map(|entry| entry["id"].as_str().unwrap())
+        .collect()
 }
 
 fn comment_bodies(issue: &Value) -> Vec<String> {
@@ -115,7 +110,8 @@ fn a_floored_run_sees_only_what_people_and_board_only_runs_wrote() {
         ],
         None,
     );
-    let out = agent(
+    let out = sdk_agent(
+        "py",
         &worker_url,
         &worker,
         &[
@@ -154,7 +150,8 @@ fn a_floored_run_sees_only_what_people_and_board_only_runs_wrote() {
         &["issues:read", "comments:write"],
         Some("agent"),
     );
-    let seen = agent(
+    let seen = sdk_agent(
+        "py",
         &floored_url,
         &floored,
         &[
@@ -177,20 +174,8 @@ fn a_floored_run_sees_only_what_people_and_board_only_runs_wrote() {
     assert_eq!(issue["comments_withheld"], 1, "{seen}");
     assert_eq!(issue["_meta"][META], "person", "{seen}");
     assert_eq!(issue["comments"][0]["_meta"][META], "agent", "{seen}");
-    let listed: Vec<&str> = ok(&seen, 1)["issues"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|i| i["id"].as_str().unwrap())
-        .collect();
-    assert_eq!(listed, [person_issue.as_str()], "{seen}");
-    let hits: Vec<&str> = ok(&seen, 2)["hits"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|h| h["id"].as_str().unwrap())
-        .collect();
-    assert_eq!(hits, [person_issue.as_str()], "{seen}");
+    assert_eq!(ids(&ok(&seen, 1)["issues"]), [&person_issue], "{seen}");
+    assert_eq!(ids(&ok(&seen, 2)["hits"]), [&person_issue], "{seen}");
     for refused in [3, 4] {
         let call = &seen["calls"][refused];
         assert_eq!(call["isError"], true, "{seen}");
@@ -204,7 +189,8 @@ fn a_floored_run_sees_only_what_people_and_board_only_runs_wrote() {
     // Nothing was written by the refused comment; a run without a floor
     // sees every entry, each labelled.
     let (reader_url, reader) = register(&served, &admin, "reader", &["issues:read"], None);
-    let all = agent(
+    let all = sdk_agent(
+        "py",
         &reader_url,
         &reader,
         &[
@@ -275,13 +261,11 @@ fn a_floored_run_sees_only_what_people_and_board_only_runs_wrote() {
     );
     let (status, listed) = mcp_call(&granted.mcp_url, &granted.token, "list_issues", json!({}));
     assert_eq!(status, 200, "{listed}");
-    let ids: Vec<&str> = listed["result"]["structuredContent"]["issues"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|i| i["id"].as_str().unwrap())
-        .collect();
-    assert_eq!(ids, [person_issue.as_str()], "{listed}");
+    assert_eq!(
+        ids(&listed["result"]["structuredContent"]["issues"]),
+        [&person_issue],
+        "{listed}"
+    );
     let out = served.cli(
         &[
             "grant",

@@ -24,24 +24,6 @@ use support::*;
 
 const EVERYTHING_CREDENTIAL: &str = "Bearer everything-credential-51d2e8";
 
-fn agent(kind: &str, url: &str, token: &str, calls: &[(&str, Value)]) -> Value {
-    let specs: Vec<String> = calls.iter().map(|(n, a)| format!("{n}={a}")).collect();
-    let mut args = vec![url, token];
-    args.extend(specs.iter().map(String::as_str));
-    let out = match kind {
-        "ts" => node("upstream/agent.mjs", &args),
-        _ => python("upstream/agent.py", &args),
-    };
-    let stdout = stdout_of(&out);
-    assert!(
-        out.status.success(),
-        "{kind} agent failed: {}\n{stdout}",
-        stderr_of(&out)
-    );
-    serde_json::from_str(stdout.trim())
-        .unwrap_or_else(|e| panic!("{kind} agent output: {e}: {stdout}"))
-}
-
 fn call<'a>(out: &'a Value, name: &str) -> &'a Value {
     out["calls"]
         .as_array()
@@ -172,7 +154,7 @@ fn upstream_tools_reach_the_agent_through_its_run_gateway_and_no_further() {
         "pyup__slow",
         "search_issues",
     ];
-    let ts = agent(
+    let ts = sdk_agent(
         "ts",
         &url,
         &token,
@@ -200,7 +182,7 @@ fn upstream_tools_reach_the_agent_through_its_run_gateway_and_no_further() {
     );
 
     let py = {
-        let out = agent(
+        let out = sdk_agent(
             "py",
             &url,
             &token,
@@ -219,7 +201,7 @@ fn upstream_tools_reach_the_agent_through_its_run_gateway_and_no_further() {
     // new one is opened without the agent noticing.
     drop(everything);
     let _everything = start_everything_on(everything_port);
-    let again = agent(
+    let again = sdk_agent(
         "ts",
         &url,
         &token,
@@ -232,7 +214,7 @@ fn upstream_tools_reach_the_agent_through_its_run_gateway_and_no_further() {
     // tool errors, and its tools stay listed.
     drop(py.0);
     let started = Instant::now();
-    let down = agent(
+    let down = sdk_agent(
         "ts",
         &url,
         &token,
@@ -372,7 +354,7 @@ fn non_text_content_from_upstreams_of_both_eras_reaches_agents_of_both_eras() {
             .collect()
     };
     for kind in ["ts", "py"] {
-        let out = agent(
+        let out = sdk_agent(
             kind,
             &url,
             &token,
@@ -435,7 +417,7 @@ fn a_2026_upstreams_json_rpc_refusal_reaches_the_agent_with_its_code() {
     assert_eq!(response.status().as_u16(), 201);
     let run: Value = response.json().unwrap();
     // The Python SDK agent pinned to 2026-07-28 declares no sampling.
-    let out = agent(
+    let out = sdk_agent(
         "py",
         run["mcp_url"].as_str().unwrap(),
         run["token"].as_str().unwrap(),

@@ -292,6 +292,34 @@ pub fn register_python_upstream(server: &str, admin: &str, tenant: &str, name: &
     assert_eq!(response.status().as_u16(), 200, "{tenant}/{name}");
 }
 
+/// An official SDK client as an agent of a run's gateway
+/// (`clients/upstream/agent.mjs` for `kind` "ts", the TypeScript SDK;
+/// `agent.py` otherwise, the Python SDK, 2026-07-28): lists the run's
+/// tools, then makes `calls` in order; its JSON report (`tools`, and per
+/// call `isError`, `text`, `structured`, `content`, or `error`).
+pub fn sdk_agent(
+    kind: &str,
+    url: &str,
+    token: &str,
+    calls: &[(&str, serde_json::Value)],
+) -> serde_json::Value {
+    let specs: Vec<String> = calls.iter().map(|(n, a)| format!("{n}={a}")).collect();
+    let mut args = vec![url, token];
+    args.extend(specs.iter().map(String::as_str));
+    let out = match kind {
+        "ts" => node("upstream/agent.mjs", &args),
+        _ => python("upstream/agent.py", &args),
+    };
+    let stdout = stdout_of(&out);
+    assert!(
+        out.status.success(),
+        "{kind} agent failed: {}\n{stdout}",
+        stderr_of(&out)
+    );
+    serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("{kind} agent output: {e}: {stdout}"))
+}
+
 /// A port another process holds is never taken for the upstream's: the
 /// upstream exits (address in use) and the start reports it.
 #[test]
