@@ -7,8 +7,8 @@
 //! (`ListQuery::min_integrity`, from the grant, never from input); what
 //! comes back inside an issue is filtered here: comments below the floor
 //! are left out and counted (`comments_withheld`), so are history changes
-//! (`history_withheld`), similar-issue hints and a search snippet taken
-//! from a withheld comment. An issue itself below the floor is refused to
+//! (`history_withheld`); similar-issue hints and a search snippet taken
+//! from a withheld comment are left out. An issue itself below the floor is refused to
 //! the run ([`ToolsError::Withheld`]), for reads and for writes (checked
 //! before anything is written).
 //!
@@ -131,18 +131,15 @@ pub(crate) fn changes_json(
     Ok((Value::Array(shown), withheld))
 }
 
-/// The similar-issue hints a run with `floor` is shown, and how many were
-/// left out.
+/// The similar-issue hints a run with `floor` is shown.
 pub(crate) fn visible_similar(
     similar: &[SimilarIssue],
     floor: Option<Integrity>,
-) -> (Vec<&SimilarIssue>, usize) {
-    let shown: Vec<&SimilarIssue> = similar
+) -> Vec<&SimilarIssue> {
+    similar
         .iter()
         .filter(|s| s.integrity.meets(floor))
-        .collect();
-    let withheld = similar.len() - shown.len();
-    (shown, withheld)
+        .collect()
 }
 
 /// Whether a run with `floor` may be shown `hit`'s snippet: a snippet of
@@ -217,5 +214,51 @@ mod tests {
         let all = issue_json(&read, None, true).unwrap();
         assert_eq!(all["comments"].as_array().unwrap().len(), 3);
         assert!(all.get("comments_withheld").is_none());
+    }
+
+    #[test]
+    fn history_hints_and_snippets_below_the_floor_are_left_out() {
+        let read = issue(Integrity::Person, &[Integrity::External, Integrity::Agent]);
+        let by = |level| Author::run(RunId::parse("w").unwrap(), None, level);
+        let changes: Vec<Change> = [Integrity::External, Integrity::Person]
+            .into_iter()
+            .map(|level| {
+                Change::of(
+                    corkboard_board::ChangeKind::Updated,
+                    None,
+                    &read,
+                    &by(level),
+                )
+            })
+            .collect();
+        let (shown, withheld) = changes_json(&changes, Some(Integrity::Agent)).unwrap();
+        assert_eq!(withheld, 1);
+        assert_eq!(shown.as_array().unwrap().len(), 1);
+        assert_eq!(shown[0]["_meta"][INTEGRITY_META], "person");
+        assert_eq!(changes_json(&changes, None).unwrap().1, 0);
+
+        let hint = |level| SimilarIssue {
+            id: read.id.clone(),
+            title: read.title.clone(),
+            state: read.state,
+            updated_at: read.updated_at,
+            score: 1.0,
+            integrity: level,
+        };
+        let hints = [hint(Integrity::External), hint(Integrity::Agent)];
+        assert_eq!(visible_similar(&hints, Some(Integrity::Agent)).len(), 1);
+        assert_eq!(visible_similar(&hints, None).len(), 2);
+
+        let hit = |comment: &Comment| SearchHit {
+            issue: read.clone(),
+            score: 1.0,
+            field: corkboard_board::MatchField::Comment,
+            comment: Some(comment.id.clone()),
+            snippet: "by".to_owned(),
+        };
+        let (external, agent) = (&read.comments[0], &read.comments[1]);
+        assert!(!snippet_shown(&hit(external), Some(Integrity::Agent)));
+        assert!(snippet_shown(&hit(agent), Some(Integrity::Agent)));
+        assert!(snippet_shown(&hit(external), None));
     }
 }

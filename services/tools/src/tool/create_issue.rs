@@ -210,7 +210,7 @@ pub(crate) async fn run(
             .await;
         match similar {
             Ok(similar) => {
-                let (visible, _) = provenance::visible_similar(&similar, grant.min_integrity);
+                let visible = provenance::visible_similar(&similar, grant.min_integrity);
                 let shown: Vec<Value> = visible
                     .into_iter()
                     .filter(|s| s.id != id)
@@ -254,7 +254,7 @@ async fn refused(
         });
     }
     // Only the near matches this run may be shown (its grant's floor).
-    let (near, _) = provenance::visible_similar(&near, grant.min_integrity);
+    let near = provenance::visible_similar(&near, grant.min_integrity);
     let Some(best) = near.first() else {
         return Err(ToolsError::InvalidArgument {
             field: "if_similar".to_owned(),
