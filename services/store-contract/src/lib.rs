@@ -188,6 +188,7 @@ macro_rules! store_contract_tests {
             case_ready_work_is_unblocked_unclaimed_and_best_first,
             case_claim_next_gives_each_ready_issue_to_one_claimant,
             case_claim_next_takes_the_best_match_of_its_filters,
+            case_ready_follows_racing_blocker_changes,
             case_a_lapsed_lease_makes_the_issue_ready_again,
             case_board_stats_count_states_priorities_labels_and_the_queue,
             case_history_records_every_kind_of_write,

@@ -148,7 +148,15 @@ const CLAIMANTS: usize = 64;
 const OPEN_BLOCKERS: usize = 50;
 
 pub async fn case_claim_next_gives_each_ready_issue_to_one_claimant<S: BoardStore>(store: Arc<S>) {
-    let t = tenant("claim-next");
+    claim_next_race(&[store], "claim-next").await;
+}
+
+/// The race of [`case_claim_next_gives_each_ready_issue_to_one_claimant`]
+/// with its claimants spread over `stores` (handles on one board, as
+/// replicas are), on tenant `name`.
+pub async fn claim_next_race<S: BoardStore>(stores: &[Arc<S>], name: &str) {
+    let store = Arc::clone(&stores[0]);
+    let t = tenant(name);
     // 50 open blockers (ready themselves), 50 issues they block, 50 issues
     // blocked by a finished one, the rest plain: 950 ready, 50 blocked.
     let mut blockers = Vec::new();
@@ -195,16 +203,21 @@ pub async fn case_claim_next_gives_each_ready_issue_to_one_claimant<S: BoardStor
 
     let mut claimants = JoinSet::new();
     for c in 0..CLAIMANTS {
-        let (store, t) = (Arc::clone(&store), t.clone());
+        let (store, t) = (Arc::clone(&stores[c % stores.len()]), t.clone());
         claimants.spawn(async move {
             let me = claimant(&format!("run-{c}"), Some(Duration::from_secs(3_600)));
             let mut mine = Vec::new();
             loop {
-                match store
-                    .claim_next(&t, &ListQuery::default(), &me)
-                    .await
-                    .expect("claim_next")
-                {
+                // A call that kept losing says how many races it lost.
+                let next = store.claim_next(&t, &ListQuery::default(), &me).await;
+                let next = next.unwrap_or_else(|e| {
+                    panic!(
+                        "claimant {c}, call {} (after {} claims) failed: {e}",
+                        mine.len() + 1,
+                        mine.len()
+                    )
+                });
+                match next {
                     ClaimNext::Claimed { issue } => {
                         let claim = issue.claim.as_ref().expect("a claimed issue has its claim");
                         assert_eq!(claim.run, me.run);
@@ -252,6 +265,101 @@ pub async fn case_claim_next_gives_each_ready_issue_to_one_claimant<S: BoardStor
             assert_eq!(claimed, expected_ready.len() as u64);
             assert_eq!(blocked, OPEN_BLOCKERS as u64);
         }
+        other => panic!("expected no ready work, got {other:?}"),
+    }
+}
+
+/// Blockers finishing and reopening at once, from several writers: the
+/// ready list, `claim_next`'s "no ready work" and `board_stats` follow
+/// their final states (on MongoDB each issue's count of open blockers is
+/// recounted after every such write and must converge).
+pub async fn case_ready_follows_racing_blocker_changes<S: BoardStore>(store: Arc<S>) {
+    const BLOCKERS: usize = 8;
+    const WRITERS: usize = 4;
+    const WRITES: usize = 12;
+    let t = tenant("racing-blockers");
+    let s = &*store;
+    let mut blockers = Vec::new();
+    for i in 0..BLOCKERS {
+        let id = create(s, &t, with(&format!("blocker {i}"), Priority::Low, &[])).await;
+        blockers.push(id);
+    }
+    // Each dependent waits on two neighbouring blockers.
+    let mut dependents = Vec::new();
+    for i in 0..2 * BLOCKERS {
+        let pair = [
+            blockers[i % BLOCKERS].clone(),
+            blockers[(i + 1) % BLOCKERS].clone(),
+        ];
+        let new = with(
+            &format!("dependent {i}"),
+            Priority::High,
+            &[&pair[0], &pair[1]],
+        );
+        dependents.push((create(s, &t, new).await, pair));
+    }
+    let mut writers = JoinSet::new();
+    for w in 0..WRITERS {
+        let (store, t, blockers) = (Arc::clone(&store), t.clone(), blockers.clone());
+        writers.spawn(async move {
+            for k in 0..WRITES {
+                let id = &blockers[(w * 3 + k) % BLOCKERS];
+                let state = if (w + k) % 2 == 0 {
+                    IssueState::Done
+                } else {
+                    IssueState::Todo
+                };
+                let patch = IssuePatch {
+                    state: Some(state),
+                    ..IssuePatch::default()
+                };
+                store
+                    .update_issue(&t, id, patch, None)
+                    .await
+                    .expect("toggle");
+            }
+        });
+    }
+    while let Some(done) = writers.join_next().await {
+        done.expect("writer task");
+    }
+    let mut open = BTreeSet::new();
+    for id in &blockers {
+        if !store.get_issue(&t, id).await.unwrap().state.is_terminal() {
+            open.insert(id.clone());
+        }
+    }
+    let free: BTreeSet<IssueId> = dependents
+        .iter()
+        .filter(|(_, pair)| pair.iter().all(|b| !open.contains(b)))
+        .map(|(id, _)| id.clone())
+        .collect();
+    let listed: BTreeSet<IssueId> = all_pages(s, &t, &ready(50))
+        .await
+        .into_iter()
+        .filter(|id| dependents.iter().any(|(d, _)| d == id))
+        .collect();
+    assert_eq!(
+        listed, free,
+        "ready dependents once blockers {open:?} of {blockers:?} are the open ones"
+    );
+    let held = (dependents.len() - free.len()) as u64;
+    let stats = store.board_stats(&t, Timestamp::now()).await.unwrap();
+    assert_eq!(stats.blocked, held, "blocked in board_stats");
+    // Only the dependents: every ready one is taken, then none is left.
+    let high = ListQuery {
+        priorities: vec![Priority::High],
+        ..ListQuery::default()
+    };
+    let me = claimant("run-d", None);
+    for _ in 0..free.len() {
+        match store.claim_next(&t, &high, &me).await.unwrap() {
+            ClaimNext::Claimed { issue } => assert!(free.contains(&issue.id)),
+            other => panic!("expected a free dependent, got {other:?}"),
+        }
+    }
+    match store.claim_next(&t, &high, &me).await.unwrap() {
+        ClaimNext::NoReadyWork { blocked, .. } => assert_eq!(blocked, held),
         other => panic!("expected no ready work, got {other:?}"),
     }
 }

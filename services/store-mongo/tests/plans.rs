@@ -56,9 +56,9 @@ const BOUNDED_OTHERWISE: [(&str, i64, &str); 16] = [
     ("search: two words", 10_000, "the issues holding one of the words, the other checked on each (no intersection of postings)"),
     ("search: a word in one state", 4_300, "the state's index, the word checked on each, up to the candidate cap"),
     ("similar open issues", 2_500, "titles holding every word: one word's entries, the others checked on each, bounded by that word's postings"),
-    ("list: ready + label", 21_500, "the ready index in order, the label checked on each; explain runs the scan to its end, while the store stops at the first chunks that fill the page (about four times the page for a label on a quarter of the issues)"),
+    ("list: ready + label", 350, "the ready index in order, the label checked on each until the page is full (about four times the page for a label on a quarter of the issues)"),
     ("list: stale", 50, "claims ending by then, from the claim-end index, sorted newest first in memory: a blocking SORT of at most the tenant's claims ending by then"),
-    ("claim_next: label", 220, "the best 32 ready candidates with the label: the ready index in order, the label checked on each"),
+    ("claim_next: label", 430, "the best 64 ready candidates with the label: the ready index in order, the label checked on each"),
     ("board_stats", 30_000, "counts every open issue per state, label and priority: one pass over the tenant's open issues (and a count of all), an expensive read under its deadline and the tenant's share; its cost grows with the board"),
     ("claim_deliveries and record_attempt", 50, "every endpoint's pause state, across tenants (a few per tenant), read whole to share out turns"),
 ];
