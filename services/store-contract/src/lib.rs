@@ -191,6 +191,7 @@ macro_rules! store_contract_tests {
             case_ready_follows_racing_blocker_changes,
             case_a_lapsed_lease_makes_the_issue_ready_again,
             case_board_stats_count_states_priorities_labels_and_the_queue,
+            case_board_stats_follow_every_write_that_moves_a_count,
             case_history_records_every_kind_of_write,
             case_relations_are_checked_and_shown,
             case_audit_retries_store_each_record_once,

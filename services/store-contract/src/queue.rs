@@ -538,3 +538,117 @@ pub async fn case_board_stats_count_states_priorities_labels_and_the_queue<S: Bo
     let later = Timestamp::now().plus_millis(2 * 3_600_000);
     assert_eq!(store.board_stats(&t, later).await.unwrap().stale, 1);
 }
+
+/// `board_stats` as recounted from every issue listed: what the store
+/// answers must be the same after every kind of write that moves a count.
+async fn assert_stats_agree_with_the_issues<S: BoardStore>(store: &S, t: &TenantId, after: &str) {
+    let mut query = ListQuery {
+        limit: 100,
+        ..ListQuery::default()
+    };
+    let mut issues = Vec::new();
+    loop {
+        let page = store.list_issues(t, &query).await.expect("list");
+        issues.extend(page.issues);
+        match page.next_cursor {
+            Some(cursor) => query.cursor = Some(cursor),
+            None => break,
+        }
+    }
+    let mut by_state = BTreeMap::new();
+    let mut by_priority = BTreeMap::new();
+    let mut by_label: BTreeMap<String, u64> = BTreeMap::new();
+    for issue in &issues {
+        *by_state.entry(issue.state).or_insert(0u64) += 1;
+        if !issue.state.is_terminal() {
+            *by_priority.entry(issue.priority).or_insert(0u64) += 1;
+            for label in issue.labels.iter() {
+                *by_label.entry(label.as_str().to_owned()).or_default() += 1;
+            }
+        }
+    }
+    let stats = store.board_stats(t, Timestamp::now()).await.expect("stats");
+    assert_eq!(stats.by_state, by_state, "per state, after {after}");
+    assert_eq!(
+        stats.by_priority, by_priority,
+        "per priority, after {after}"
+    );
+    let listed: BTreeMap<String, u64> = stats
+        .by_label
+        .iter()
+        .map(|l| (l.label.clone(), l.issues))
+        .collect();
+    assert_eq!(listed, by_label, "per label, after {after}");
+    assert_eq!(stats.total, issues.len() as u64, "total, after {after}");
+    assert!(
+        stats.at_least.is_empty(),
+        "a small board's counts are exact"
+    );
+}
+
+pub async fn case_board_stats_follow_every_write_that_moves_a_count<S: BoardStore>(store: Arc<S>) {
+    let t = tenant("stats-writes");
+    let s = &*store;
+    let mut ids = Vec::new();
+    for (i, priority) in Priority::ALL.into_iter().enumerate() {
+        let mut new = with(&format!("issue {i}"), priority, &[]);
+        new.labels = labels(&[["api", "ui", "docs"][i % 3], "all"]);
+        ids.push(create(s, &t, new).await);
+    }
+    // A replayed create counts once.
+    let mut keyed = with("keyed", Priority::Medium, &[]);
+    keyed.labels = labels(&["api"]);
+    for _ in 0..2 {
+        store
+            .create_issue(&t, &author("run-a"), keyed.clone(), Some(&key("stats-1")))
+            .await
+            .expect("keyed create");
+    }
+    assert_stats_agree_with_the_issues(s, &t, "creates").await;
+    let patch = |f: fn(&mut IssuePatch)| {
+        let mut patch = IssuePatch::default();
+        f(&mut patch);
+        patch
+    };
+    let writes: [(&str, usize, IssuePatch); 6] = [
+        (
+            "a new priority",
+            0,
+            patch(|p| p.priority = Some(Priority::Urgent)),
+        ),
+        (
+            "new labels",
+            1,
+            patch(|p| p.labels = Some(labels(&["ui", "perf"]))),
+        ),
+        ("a close", 2, patch(|p| p.state = Some(IssueState::Done))),
+        (
+            "labels of a finished issue",
+            2,
+            patch(|p| p.labels = Some(labels(&["docs", "old"]))),
+        ),
+        ("a reopen", 2, patch(|p| p.state = Some(IssueState::Todo))),
+        (
+            "a state within the open ones",
+            3,
+            patch(|p| p.state = Some(IssueState::InProgress)),
+        ),
+    ];
+    for (what, i, patch) in writes {
+        store
+            .update_issue(&t, &ids[i], patch, None)
+            .await
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_stats_agree_with_the_issues(s, &t, what).await;
+    }
+    // Claims and comments move no count.
+    store
+        .claim_issue(&t, &ids[4], &claimant("run-s", None), None)
+        .await
+        .expect("claim");
+    store
+        .add_comment(&t, &author("run-a"), comment(&ids[4], "noted"), None)
+        .await
+        .expect("comment");
+    assert_stats_agree_with_the_issues(s, &t, "a claim and a comment").await;
+}

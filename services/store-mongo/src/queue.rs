@@ -17,8 +17,8 @@ use crate::store::{Lane, MongoStore, ReadBudget};
 use corkboard_board::webhook::{self, WebhookEvent};
 use corkboard_board::{
     BoardStats, Change, ChangeKind, ClaimFilter, ClaimNext, Claimant, ExpiredClaim, HistoryPage,
-    IssueId, IssueState, LabelCount, ListQuery, Page, Priority, RunId, StoreError, TenantId,
-    Timestamp,
+    IssueId, IssueState, LabelCount, ListQuery, Page, Priority, RunId, StatsPart, StoreError,
+    TenantId, Timestamp, queue_limits,
 };
 use mongodb::bson::{Bson, Document, doc};
 use mongodb::options::ReturnDocument;
@@ -517,9 +517,18 @@ impl MongoStore {
         Ok(out)
     }
 
-    /// `board_stats`: grouped counts on the server (aggregations by state,
-    /// priority and label; index-bound counts of claims and of the blocked
-    /// issues, by their `open_blockers`).
+    /// `board_stats`, each count bounded by
+    /// [`queue_limits::STATS_COUNT_CAP`] (a count stopped there is marked
+    /// in `at_least`): per state, a count of the state index's range; per
+    /// priority and per label, grouped over the first `STATS_COUNT_CAP`
+    /// open issues of the state index (exact on a board with fewer open
+    /// issues); claimed and stale along the claim-end index; blocked and
+    /// (when not derived) ready as ranges of the ready index.
+    ///
+    /// Not counters kept by the writes: without multi-document
+    /// transactions, a counter document and the issue a write changes
+    /// cannot move together, and a writer dying between the two would
+    /// leave a count wrong for good.
     pub(crate) async fn stats(
         &self,
         tenant: &TenantId,
@@ -528,6 +537,7 @@ impl MongoStore {
     ) -> Result<BoardStats, StoreError> {
         let fail = |e: mongodb::error::Error| budget.error(&e);
         let now = Timestamp::now();
+        let cap = queue_limits::STATS_COUNT_CAP;
         let open_states: Vec<&str> = IssueState::ALL
             .into_iter()
             .filter(|s| !s.is_terminal())
@@ -535,8 +545,30 @@ impl MongoStore {
             .collect();
         let open = doc! { field::STATE: { "$in": open_states } };
         let mut stats = BoardStats::default();
-        let grouped = |key: &str, pre: Vec<Document>| {
-            let mut pipeline = pre;
+        // Counts what `filter` selects, up to one more than the cap.
+        let count = |filter: Document| async move {
+            self.issues(tenant)
+                .count_documents(filter)
+                .limit(cap + 1)
+                .max_time(budget.max_time())
+                .await
+        };
+        for state in IssueState::ALL {
+            let n = count(doc! { field::STATE: state.as_str() })
+                .await
+                .map_err(fail)?;
+            if n > 0 {
+                let n = stats.capped(StatsPart::States, n);
+                stats.by_state.insert(state, n);
+            }
+        }
+        stats.finish();
+        let grouped = |key: &str, tail: Vec<Document>| {
+            let mut pipeline = vec![
+                doc! { "$match": open.clone() },
+                doc! { "$limit": i64::try_from(cap).unwrap_or(i64::MAX) },
+            ];
+            pipeline.extend(tail);
             pipeline.push(doc! { "$group": { "_id": format!("${key}"), "n": { "$sum": 1 } } });
             pipeline
         };
@@ -565,13 +597,11 @@ impl MongoStore {
             }
             mongodb::error::Result::Ok(out)
         };
-        for (state, n) in counts(run(grouped(field::STATE, Vec::new())).await.map_err(fail)?) {
-            if let Ok(state) = IssueState::parse(&state) {
-                stats.by_state.insert(state, n);
-            }
-        }
-        let by_priority = grouped(field::PRIORITY, vec![doc! { "$match": open.clone() }]);
-        for (priority, n) in counts(run(by_priority).await.map_err(fail)?) {
+        for (priority, n) in counts(
+            run(grouped(field::PRIORITY, Vec::new()))
+                .await
+                .map_err(fail)?,
+        ) {
             if let Ok(priority) = Priority::parse(&priority) {
                 stats.by_priority.insert(priority, n);
             }
@@ -579,7 +609,7 @@ impl MongoStore {
         let by_label = grouped(
             field::LABELS,
             vec![
-                doc! { "$match": open.clone() },
+                doc! { "$project": { field::LABELS: 1 } },
                 doc! { "$unwind": format!("${}", field::LABELS) },
             ],
         );
@@ -589,45 +619,59 @@ impl MongoStore {
                 .map(|(label, issues)| LabelCount { label, issues })
                 .collect(),
         );
-        let count = |extra: Document| {
+        if stats.open >= cap || stats.at_least.contains(&StatsPart::States) {
+            // The first `cap` open issues were grouped, of more.
+            stats.at_least.insert(StatsPart::Priorities);
+            stats.at_least.insert(StatsPart::Labels);
+        }
+        let open_and = |extra: Document| {
             let mut filter = open.clone();
             filter.extend(extra);
-            async move {
-                self.issues(tenant)
-                    .count_documents(filter)
-                    .max_time(budget.max_time())
-                    .await
-            }
+            filter
         };
-        stats.claimed = count(doc! { field::CLAIM_EXPIRES_AT: { "$gt": date(now) } })
-            .await
-            .map_err(fail)?;
-        stats.stale = count(doc! { field::CLAIM_EXPIRES_AT: { "$lte": date(stale_until) } })
-            .await
-            .map_err(fail)?;
-        // Open, unclaimed, with an open blocker: one range of the ready
-        // index when no stored claim has lapsed.
+        let claimed = count(open_and(
+            doc! { field::CLAIM_EXPIRES_AT: { "$gt": date(now) } },
+        ))
+        .await
+        .map_err(fail)?;
+        stats.claimed = stats.capped(StatsPart::Claimed, claimed);
+        let stale = count(open_and(
+            doc! { field::CLAIM_EXPIRES_AT: { "$lte": date(stale_until) } },
+        ))
+        .await
+        .map_err(fail)?;
+        stats.stale = stats.capped(StatsPart::Stale, stale);
+        // Unclaimed: one range of the ready index when no stored claim has
+        // lapsed.
         let lapsed = self
             .any_lapsed_claim(tenant, now, budget.max_time())
             .await
             .map_err(fail)?;
-        stats.blocked = count(if lapsed {
-            doc! {
-                field::OPEN_BLOCKERS: { "$gt": 0_i64 },
-                "$or": [
-                    { field::CLAIM: Bson::Null },
-                    { field::CLAIM_EXPIRES_AT: { "$lte": date(now) } },
-                ],
+        let unclaimed = |blockers: Document| {
+            let mut filter = open_and(blockers);
+            if lapsed {
+                filter.insert(
+                    "$or",
+                    vec![
+                        doc! { field::CLAIM: Bson::Null },
+                        doc! { field::CLAIM_EXPIRES_AT: { "$lte": date(now) } },
+                    ],
+                );
+            } else {
+                filter.insert(field::CLAIM_RUN, Bson::Null);
             }
-        } else {
-            doc! {
-                field::CLAIM_RUN: Bson::Null,
-                field::OPEN_BLOCKERS: { "$gt": 0_i64 },
-            }
-        })
-        .await
-        .map_err(fail)?;
-        stats.finish();
+            filter
+        };
+        let blocked = count(unclaimed(doc! { field::OPEN_BLOCKERS: { "$gt": 0_i64 } }))
+            .await
+            .map_err(fail)?;
+        stats.blocked = stats.capped(StatsPart::Blocked, blocked);
+        if !stats.derive_ready() {
+            let ready = count(unclaimed(doc! { field::OPEN_BLOCKERS: 0_i64 }))
+                .await
+                .map_err(fail)?;
+            stats.ready = stats.capped(StatsPart::Ready, ready);
+        }
         Ok(stats)
     }
 

@@ -59,7 +59,7 @@ const BOUNDED_OTHERWISE: [(&str, i64, &str); 16] = [
     ("list: ready + label", 350, "the ready index in order, the label checked on each until the page is full (about four times the page for a label on a quarter of the issues)"),
     ("list: stale", 50, "claims ending by then, from the claim-end index, sorted newest first in memory: a blocking SORT of at most the tenant's claims ending by then"),
     ("claim_next: label", 430, "the best 64 ready candidates with the label: the ready index in order, the label checked on each"),
-    ("board_stats", 30_000, "counts every open issue per state, label and priority: one pass over the tenant's open issues (and a count of all), an expensive read under its deadline and the tenant's share; its cost grows with the board"),
+    ("board_stats", 15_000, "each count stops at STATS_COUNT_CAP (10,000): per state, a range of the state index; per priority and per label, the first 10,000 open issues grouped; claimed, stale, blocked and ready as counts of index ranges; so its cost stops growing with the board past the cap"),
     ("claim_deliveries and record_attempt", 50, "every endpoint's pause state, across tenants (a few per tenant), read whole to share out turns"),
 ];
 
