@@ -52,7 +52,9 @@ pub(crate) mod field {
     /// one (every blocker counted open), never less.
     pub const OPEN_BLOCKERS: &str = "open_blockers";
     /// Bumped by every recount of `open_blockers`, which is conditional on
-    /// the value it read: of two racing recounts the later reader wins.
+    /// the value it read (of two racing recounts the later reader wins),
+    /// and by every write that changes `blocked_by` (a recount that read
+    /// the old blockers does not land).
     pub const BLOCKERS_SEQ: &str = "blockers_seq";
     /// Set (a fresh token) in the same update as a change that needs the
     /// counts of this issue and of the issues it blocks recounted, cleared

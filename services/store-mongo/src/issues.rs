@@ -214,12 +214,16 @@ impl MongoStore {
             // title or body (the patch's own `$set`).
             let mut set = issue_set(&issue);
             set.extend(patch_set(patch));
-            // New blockers are counted open until recounted; a move in or
-            // out of the terminal states recounts the issues it blocks.
+            // New blockers are counted open until recounted (and a recount
+            // that read the old ones no longer lands: `blockers_seq`); a
+            // move in or out of the terminal states recounts the issues it
+            // blocks.
             let new_blockers = before.blocked_by != issue.blocked_by;
             let recount = new_blockers || before.state.is_terminal() != issue.state.is_terminal();
+            let mut inc = doc! { field::VERSION: 1_i64 };
             if new_blockers {
                 set.extend(blockers_set(&issue));
+                inc.insert(field::BLOCKERS_SEQ, 1_i64);
             }
             if recount {
                 set.insert(field::RECOUNT, recount_token());
@@ -230,7 +234,7 @@ impl MongoStore {
                     doc! { field::ID: id.as_str(), field::VERSION: to_i64(read_version) },
                     doc! {
                         "$set": set,
-                        "$inc": { field::VERSION: 1_i64 },
+                        "$inc": inc,
                         "$max": { field::UPDATED_AT: date(now) },
                         "$push": history_push(&change),
                     },

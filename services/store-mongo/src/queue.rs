@@ -34,7 +34,7 @@ const CLAIM_NEXT_PAGE: i64 = 64;
 /// read costs less than trying the rest of a stale page one write each.
 /// (With 64 claimants on four handles, a call that tried its whole page
 /// first lost up to 194 races; in runs of 4, at most 13.)
-const CLAIM_NEXT_RUN: u32 = 4;
+const CLAIM_NEXT_RUN: usize = 4;
 
 /// Reads one `claim_next` call makes at most; then it is unavailable
 /// (retryable). So a call writes at most [`CLAIM_NEXT_READS`] ×
@@ -331,11 +331,9 @@ impl MongoStore {
             // Alone and not yet beaten: the best first.
             let strict = lost == 0 && lane.alone();
             let order = lane.order(&ids, &claim_order(ids.len(), offset, strict));
-            let mut run = 0;
-            for pick in order {
-                if run == CLAIM_NEXT_RUN {
-                    break;
-                }
+            // Every try but a won one is a lost race: after a run of them,
+            // read again.
+            for pick in order.into_iter().take(CLAIM_NEXT_RUN) {
                 lane.aim_at(pick);
                 now = Timestamp::now();
                 let id = IssueId::parse(pick).map_err(StoreError::from)?;
@@ -376,7 +374,6 @@ impl MongoStore {
                 }
                 // Another claimant took it (or it changed): the next one.
                 lost += 1;
-                run += 1;
             }
         }
         Err(StoreError::unavailable(format!(

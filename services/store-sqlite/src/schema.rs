@@ -766,13 +766,11 @@ mod tests {
         );
     }
 
+    /// Rows of `board_counts`: tenant, kind, key, count.
+    type Counts = Vec<(String, String, String, i64)>;
+
     /// The board's counts as kept, and as recounted from the rows.
-    fn board_counts(
-        conn: &Connection,
-    ) -> (
-        Vec<(String, String, String, i64)>,
-        Vec<(String, String, String, i64)>,
-    ) {
+    fn board_counts(conn: &Connection) -> (Counts, Counts) {
         let rows = |sql: &str| {
             let mut statement = conn.prepare(sql).unwrap();
             statement

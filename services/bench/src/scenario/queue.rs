@@ -120,9 +120,11 @@ pub async fn run(
         &mut seed,
         &seed_target,
         &seeder.token,
-        store,
-        issues,
-        ready,
+        Seeded {
+            store,
+            issues,
+            ready,
+        },
         reads,
         sink,
     )
@@ -195,6 +197,13 @@ pub async fn run(
     Ok(())
 }
 
+/// The board as seeded: its store, issues, and how many are ready.
+struct Seeded {
+    store: Store,
+    issues: usize,
+    ready: usize,
+}
+
 /// `reads` samples each of the two whole-board reads (the ready list's
 /// first page and `board_stats`) on the board as it is now (`ready` of
 /// it ready work). An answer that disagrees with the board (a short page,
@@ -205,12 +214,15 @@ async fn whole_board_reads(
     seed: &mut Connection,
     target: &Target,
     token: &str,
-    store: Store,
-    issues: usize,
-    ready: usize,
+    board: Seeded,
     reads: usize,
     sink: &mut Sink,
 ) -> Result<()> {
+    let Seeded {
+        store,
+        issues,
+        ready,
+    } = board;
     for (tool, arguments, kind) in [
         (
             "list_issues",
