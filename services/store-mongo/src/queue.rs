@@ -365,6 +365,9 @@ impl MongoStore {
                 // Taken either way: by this call, or by whoever won the race.
                 lane.took(pick);
                 if let Some(issue) = taken {
+                    if lost > 0 {
+                        tracing::debug!(tenant = %tenant, lost, "claim_next won after losing races");
+                    }
                     // A claim ending before the horizon (its grant's expiry)
                     // moves the horizon.
                     self.set_lapse_horizon(tenant, Some(claim.expires_at), true);

@@ -167,6 +167,8 @@ fn shapes() -> Vec<(&'static str, Run)> {
         })),
         ("create_issue_unless_similar", |f| Box::pin(async move { f.store.create_issue_unless_similar(&f.tenant, &author("run-a"), new_issue("stale cache report nightly"), None).await.unwrap(); })),
         ("update_issue: state", |f| Box::pin(async move { f.store.update_issue(&f.tenant, &f.ids[905], IssuePatch { state: Some(Done), ..IssuePatch::default() }, None).await.unwrap(); })),
+        ("update_issue: blocked_by", |f| Box::pin(async move { f.store.update_issue(&f.tenant, &f.ids[908], IssuePatch { blocked_by: Some(corkboard_board::BlockedBy::parse(vec![f.parent.clone()]).unwrap()), ..IssuePatch::default() }, None).await.unwrap(); })),
+        ("expire_claims (and unsettled blocker counts)", |f| Box::pin(async move { f.store.expire_claims(Timestamp::now(), 10).await.unwrap(); })),
         ("update_issue: parent", |f| Box::pin(async move { f.store.update_issue(&f.tenant, &f.ids[906], IssuePatch { parent: Some(Some(f.parent.clone())), ..IssuePatch::default() }, None).await.unwrap(); })),
         ("add_comment", |f| Box::pin(async move { f.store.add_comment(&f.tenant, &author("run-a"), comment(&f.ids[907], "plan check"), None).await.unwrap(); })),
         ("claim_issue", |f| Box::pin(async move { f.store.claim_issue(&f.tenant, &f.ids[912], &f.claimer, None).await.unwrap(); })),

@@ -9,11 +9,10 @@
 //! with the column's cursor, so paging a column never touches another.
 //!
 //! Each column carries its total under the same filters. The totals are
-//! decided in one place, [`column_totals`]: a count through the list itself,
-//! bounded at [`COUNT_MAX`] (answered as "at least"). The store's grouped
-//! counts (`board_stats` of the work queue) would answer an unfiltered board
-//! exactly in one read; they are not on this branch's store surface yet, and
-//! switching to them is a change to `column_totals` alone.
+//! decided in one place, [`column_totals`]: without filters the store's
+//! `board_stats` (one bounded read; a state it stopped counting at its cap
+//! is answered as "at least"), with filters a count through the list
+//! itself, bounded at [`COUNT_MAX`] (answered as "at least").
 //!
 //! The same module reads the titles of the issues an issue's relations name
 //! ([`related`]), so the issue view shows links with titles, not bare ids.
