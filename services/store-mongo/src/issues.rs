@@ -1568,6 +1568,9 @@ impl IssueStore for MongoStore {
         tenant: &TenantId,
         stale_until: Timestamp,
     ) -> Result<corkboard_board::BoardStats, StoreError> {
+        // The blocked and ready counts need every issue's `open_blockers`
+        // (backfilled once, with the indexes).
+        self.ensure_tenant(tenant).await?;
         self.expensive_read("board_stats", tenant, |budget| async move {
             self.stats(tenant, stale_until, &budget).await
         })

@@ -8,12 +8,12 @@ use crate::common;
 
 use common::{TestBoard, test_options};
 use corkboard_board::{
-    BlockedBy, IssueId, IssuePatch, IssueState, IssueStore, ListQuery, NewIssue, TenantId,
-    Timestamp, WebhookStore,
+    BlockedBy, IssueId, IssuePatch, IssueState, IssueStore, ListQuery, NewIssue, Priority,
+    StatsPart, TenantId, Timestamp, WebhookStore, queue_limits,
 };
 use corkboard_store_contract::fixtures::{author, new_issue, tenant};
 use corkboard_store_mongo::{MongoStore, schema};
-use mongodb::bson::{Document, doc};
+use mongodb::bson::{Bson, DateTime, Document, doc};
 use std::sync::Arc;
 
 /// Replicas the race is spread over.
@@ -127,4 +127,60 @@ async fn issues_written_before_the_count_existed_get_it_at_the_tenant_set_up() {
         .await
         .unwrap();
     assert_eq!(uncounted, 0);
+}
+
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
+async fn board_stats_stop_at_the_cap_and_say_which_counts_did() {
+    let board = TestBoard::start("stats-cap").await;
+    let store = &*board.store;
+    let t = tenant("stats-cap");
+    // One issue through the store (the tenant set up), then the cap's worth
+    // and 7 more as documents straight into the collection: the cap's
+    // worth and 2 claimed, 5 unclaimed.
+    create(store, &t, "first", &[]).await;
+    let cap = queue_limits::STATS_COUNT_CAP;
+    let now = Timestamp::now();
+    let at = |ms: i64| DateTime::from_millis(ms);
+    let docs: Vec<Document> = (0..cap + 7)
+        .map(|i| {
+            let claim = if i < cap + 2 {
+                Bson::Document(doc! {
+                    "run": "run-c", "grant": "gr_1", "claimed_at": at(now.as_millis()),
+                    "expires_at": at(now.as_millis() + 3_600_000),
+                })
+            } else {
+                Bson::Null
+            };
+            doc! {
+                "_id": format!("iss_{i:06}"), "tenant": t.as_str(), "state": "todo",
+                "priority": "low", "urgency": 3_i64, "labels": ["x"], "blocked_by": [],
+                "open_blockers": 0_i64, "created_at": at(1), "updated_at": at(1),
+                "version": 1_i64, "claim": claim,
+            }
+        })
+        .collect();
+    board
+        .raw_database()
+        .await
+        .collection::<Document>(&schema::issues(&t))
+        .insert_many(docs)
+        .await
+        .unwrap();
+    let stats = store.board_stats(&t, now).await.unwrap();
+    let capped: Vec<StatsPart> = stats.at_least.iter().copied().collect();
+    assert_eq!(
+        capped,
+        [
+            StatsPart::States,
+            StatsPart::Priorities,
+            StatsPart::Labels,
+            StatsPart::Claimed
+        ],
+        "{stats:?}"
+    );
+    assert_eq!(stats.by_state.get(&IssueState::Todo), Some(&cap));
+    assert_eq!(stats.claimed, cap);
+    assert_eq!(stats.by_priority.get(&Priority::Low), Some(&(cap - 1)));
+    // The first issue ("inbox", no priority) and the 5 unclaimed ones.
+    assert_eq!(stats.ready, 6, "counted along the ready index");
 }

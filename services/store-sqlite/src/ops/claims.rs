@@ -578,3 +578,52 @@ pub(crate) fn board_stats(
     }
     Ok(stats)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema;
+
+    #[test]
+    fn board_stats_stop_the_queue_counts_at_the_cap_and_say_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = schema::open_writer(&dir.path().join("s.sqlite3"), &Default::default()).unwrap();
+        let cap = queue_limits::STATS_COUNT_CAP;
+        let now = Timestamp::now();
+        // `cap` + 5 claimed issues and 7 ready ones, in one transaction.
+        let claimed = cap + 5;
+        conn.execute_batch("BEGIN").unwrap();
+        let mut insert = conn
+            .prepare(
+                "INSERT INTO issues (tenant, id, title, title_lower, body, state, priority, \
+                 labels, author_run, created_at, updated_at, version, claim_run, claim_grant, \
+                 claimed_at, claim_expires_at) \
+                 VALUES ('t', ?1, 'x', 'x', '', 'todo', 'low', '', 'r', 1, 1, 1, ?2, ?3, 1, ?4)",
+            )
+            .unwrap();
+        for i in 0..claimed + 7 {
+            let holder = (i < claimed).then_some("run-c");
+            insert
+                .execute(params![
+                    format!("iss_{i:06}"),
+                    holder,
+                    holder.map(|_| "gr_1"),
+                    holder.map(|_| now.plus_millis(3_600_000).as_millis()),
+                ])
+                .unwrap();
+        }
+        drop(insert);
+        conn.execute_batch("COMMIT").unwrap();
+        let stats = board_stats(&conn, &TenantId::parse("t").unwrap(), now, now).unwrap();
+        // Per state and priority: exact, from the kept counts.
+        assert_eq!(stats.by_state.get(&IssueState::Todo), Some(&(claimed + 7)));
+        assert_eq!(stats.by_priority.get(&Priority::Low), Some(&(claimed + 7)));
+        assert_eq!(stats.claimed, cap);
+        assert_eq!(stats.ready, 7, "counted along the ready index");
+        assert_eq!(
+            stats.at_least,
+            [StatsPart::Claimed].into_iter().collect(),
+            "only the claimed count stopped"
+        );
+    }
+}
