@@ -53,24 +53,52 @@ fn blockers_of(doc: &Document) -> Vec<String> {
 }
 
 impl MongoStore {
-    /// Recounts the open blockers of issue `id`: see the module docs.
-    /// `Ok(false)`: racing recounts kept winning (the mark stays).
-    async fn recount_open_blockers(&self, tenant: &TenantId, id: &str) -> Result<bool, StoreError> {
+    /// Issue `id`'s fields a recount reads (and its mark).
+    async fn blockers_doc(
+        &self,
+        tenant: &TenantId,
+        id: &str,
+    ) -> Result<Option<Document>, StoreError> {
+        self.issues(tenant)
+            .find_one(doc! { field::ID: id })
+            .projection(doc! {
+                field::BLOCKED_BY: 1,
+                field::BLOCKERS_SEQ: 1,
+                field::OPEN_BLOCKERS: 1,
+                field::RECOUNT: 1,
+            })
+            .max_time(self.max_time())
+            .await
+            .map_err(|e| store_error(&e))
+    }
+
+    /// Recounts the open blockers of issue `id` (`read`: the issue as just
+    /// read by [`Self::blockers_doc`], for the first attempt): see the
+    /// module docs. `Ok(false)`: racing recounts kept winning (the mark
+    /// stays).
+    async fn recount_open_blockers(
+        &self,
+        tenant: &TenantId,
+        id: &str,
+        mut read: Option<Document>,
+    ) -> Result<bool, StoreError> {
         let fail = |e: mongodb::error::Error| store_error(&e);
         for _ in 0..RECOUNT_ATTEMPTS {
-            let Some(doc) = self
-                .issues(tenant)
-                .find_one(doc! { field::ID: id })
-                .projection(doc! { field::BLOCKED_BY: 1, field::BLOCKERS_SEQ: 1 })
-                .max_time(self.max_time())
-                .await
-                .map_err(fail)?
-            else {
-                return Ok(true);
+            let doc = match read.take() {
+                Some(doc) => doc,
+                None => match self.blockers_doc(tenant, id).await? {
+                    Some(doc) => doc,
+                    None => return Ok(true),
+                },
             };
             let seq = doc.get_i64(field::BLOCKERS_SEQ).ok();
             let blockers = blockers_of(&doc);
             let open = if blockers.is_empty() {
+                // Nothing to read elsewhere: at that `blockers_seq` every
+                // recount counts none, so one already written stands.
+                if doc.get_i64(field::OPEN_BLOCKERS).ok() == Some(0) {
+                    return Ok(true);
+                }
                 0
             } else {
                 self.issues(tenant)
@@ -112,21 +140,14 @@ impl MongoStore {
         id: &str,
     ) -> Result<(), StoreError> {
         let fail = |e: mongodb::error::Error| store_error(&e);
-        let Some(marked) = self
-            .issues(tenant)
-            .find_one(doc! { field::ID: id })
-            .projection(doc! { field::RECOUNT: 1 })
-            .max_time(self.max_time())
-            .await
-            .map_err(fail)?
-        else {
+        let Some(marked) = self.blockers_doc(tenant, id).await? else {
             return Ok(());
         };
-        let Ok(mark) = marked.get_str(field::RECOUNT) else {
+        let Ok(mark) = marked.get_str(field::RECOUNT).map(str::to_owned) else {
             // Settled already, by a settle that read after this write.
             return Ok(());
         };
-        let mut settled = self.recount_open_blockers(tenant, id).await?;
+        let mut settled = self.recount_open_blockers(tenant, id, Some(marked)).await?;
         let mut blocked = self
             .issues(tenant)
             .find(doc! { field::BLOCKED_BY: id })
@@ -141,12 +162,12 @@ impl MongoStore {
             }
         }
         for dependent in dependents {
-            settled &= self.recount_open_blockers(tenant, &dependent).await?;
+            settled &= self.recount_open_blockers(tenant, &dependent, None).await?;
         }
         if settled {
             self.issues(tenant)
                 .update_one(
-                    doc! { field::ID: id, field::RECOUNT: mark },
+                    doc! { field::ID: id, field::RECOUNT: mark.as_str() },
                     doc! { "$unset": { field::RECOUNT: "" } },
                 )
                 .await
