@@ -23,9 +23,12 @@
 //!    [`MongoStore::settle_pending`]), and at the tenant's set-up for
 //!    documents written before the count existed ([`MongoStore::backfill_blockers`]).
 //!
-//! Until a mark is settled, the count errs towards blocked: an issue is
-//! never offered as ready while an open blocker holds it, only, for that
-//! moment, held back while its blockers are being recounted.
+//! Until a mark is settled, counts may lag the write that set it, and only
+//! while that write has not returned (or, when its writer died, for up to
+//! the sweeper's second): new blockers count as open at once, so an issue
+//! that gains one is never offered as ready; but the issues a reopened
+//! blocker holds again, and those a finished one frees, follow at the
+//! recount. A racing claim in that moment sees the blocker as it was.
 
 use crate::codec::field;
 use crate::error::store_error;

@@ -48,8 +48,8 @@ pub(crate) mod field {
     /// ready list and `claim_next` need no look-up of blockers. Kept by
     /// `MongoStore::settle_blockers` (`blockers.rs`) after every write that
     /// changes `blocked_by` or moves an issue in or out of the terminal
-    /// states; a count written before that settles is at least the true
-    /// one (every blocker counted open), never less.
+    /// states; a new `blocked_by` is written counted all open, so it holds
+    /// the issue back until recounted.
     pub const OPEN_BLOCKERS: &str = "open_blockers";
     /// Bumped by every recount of `open_blockers`, which is conditional on
     /// the value it read (of two racing recounts the later reader wins),
