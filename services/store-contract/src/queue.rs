@@ -269,14 +269,17 @@ pub async fn claim_next_race<S: BoardStore>(stores: &[Arc<S>], name: &str) {
     }
 }
 
-/// Blockers finishing and reopening at once, from several writers: the
-/// ready list, `claim_next`'s "no ready work" and `board_stats` follow
-/// their final states (on MongoDB each issue's count of open blockers is
-/// recounted after every such write and must converge).
+/// Blockers finishing and reopening at once, from several writers, while
+/// another re-points their dependents at other blockers: the ready list,
+/// `claim_next`'s "no ready work" and `board_stats` follow the final
+/// states and relations (on MongoDB each issue's count of open blockers
+/// is recounted after every such write and must converge).
 pub async fn case_ready_follows_racing_blocker_changes<S: BoardStore>(store: Arc<S>) {
     const BLOCKERS: usize = 8;
     const WRITERS: usize = 4;
     const WRITES: usize = 12;
+    // Two blockers per writer.
+    const _: () = assert!(BLOCKERS == 2 * WRITERS);
     let t = tenant("racing-blockers");
     let s = &*store;
     let mut blockers = Vec::new();
@@ -299,12 +302,22 @@ pub async fn case_ready_follows_racing_blocker_changes<S: BoardStore>(store: Arc
         dependents.push((create(s, &t, new).await, pair));
     }
     let mut writers = JoinSet::new();
+    // Writer `w` toggles blockers `w` and `w + 4` (each blocker has one
+    // writer, so where it ends is known: the first half done, the rest
+    // open), while the dependents of each, sharing blockers across writers,
+    // are recounted by racing writers.
     for w in 0..WRITERS {
         let (store, t, blockers) = (Arc::clone(&store), t.clone(), blockers.clone());
         writers.spawn(async move {
             for k in 0..WRITES {
-                let id = &blockers[(w * 3 + k) % BLOCKERS];
-                let state = if (w + k) % 2 == 0 {
+                let (id, last) = if k % 2 == 0 {
+                    (&blockers[w], IssueState::Done)
+                } else {
+                    (&blockers[w + WRITERS], IssueState::Todo)
+                };
+                let state = if k + 2 >= WRITES {
+                    last
+                } else if (k / 2) % 2 == 0 {
                     IssueState::Done
                 } else {
                     IssueState::Todo
@@ -320,6 +333,28 @@ pub async fn case_ready_follows_racing_blocker_changes<S: BoardStore>(store: Arc
             }
         });
     }
+    // Meanwhile another writer points dependents at other blockers.
+    {
+        let (store, t, blockers) = (Arc::clone(&store), t.clone(), blockers.clone());
+        let ids: Vec<IssueId> = dependents.iter().map(|(id, _)| id.clone()).collect();
+        writers.spawn(async move {
+            for k in 0..WRITES {
+                let pair = [
+                    blockers[(k * 5) % BLOCKERS].clone(),
+                    blockers[(k * 5 + 3) % BLOCKERS].clone(),
+                ];
+                let patch = IssuePatch {
+                    blocked_by: Some(BlockedBy::parse(pair).unwrap()),
+                    ..IssuePatch::default()
+                };
+                let id = &ids[(k * 3) % ids.len()];
+                store
+                    .update_issue(&t, id, patch, None)
+                    .await
+                    .expect("re-point");
+            }
+        });
+    }
     while let Some(done) = writers.join_next().await {
         done.expect("writer task");
     }
@@ -329,11 +364,14 @@ pub async fn case_ready_follows_racing_blocker_changes<S: BoardStore>(store: Arc
             open.insert(id.clone());
         }
     }
-    let free: BTreeSet<IssueId> = dependents
-        .iter()
-        .filter(|(_, pair)| pair.iter().all(|b| !open.contains(b)))
-        .map(|(id, _)| id.clone())
-        .collect();
+    assert_eq!(open, blockers[WRITERS..].iter().cloned().collect());
+    let mut free = BTreeSet::new();
+    for (id, _) in &dependents {
+        let now_blocked_by = store.get_issue(&t, id).await.unwrap().blocked_by;
+        if now_blocked_by.iter().all(|b| !open.contains(b)) {
+            free.insert(id.clone());
+        }
+    }
     let listed: BTreeSet<IssueId> = all_pages(s, &t, &ready(50))
         .await
         .into_iter()
@@ -343,6 +381,7 @@ pub async fn case_ready_follows_racing_blocker_changes<S: BoardStore>(store: Arc
         listed, free,
         "ready dependents once blockers {open:?} of {blockers:?} are the open ones"
     );
+    assert!(!free.is_empty(), "some dependents end free");
     let held = (dependents.len() - free.len()) as u64;
     let stats = store.board_stats(&t, Timestamp::now()).await.unwrap();
     assert_eq!(stats.blocked, held, "blocked in board_stats");
