@@ -205,6 +205,34 @@ fn queue() {
     ]);
     let kinds: Vec<&Value> = reads.iter().map(|r| &r["kind"]).collect();
     assert_eq!(kinds, ["queue_ready_list", "queue_board_stats"]);
+    assert!(
+        reads.iter().all(|r| r["errors"] == 0),
+        "the reads agree with the board: {reads:?}"
+    );
+}
+
+#[test]
+fn queue_on_mongodb() {
+    let records = scenario(&[
+        "queue",
+        "--store",
+        "mongodb",
+        "--issues",
+        "120",
+        "--claimants",
+        "8",
+        "--reads",
+        "2",
+    ]);
+    assert_eq!(records[0]["kind"], "queue_ready_list");
+    assert_eq!(records[0]["errors"], 0, "{}", records[0]);
+    assert_eq!(records[1]["kind"], "queue_board_stats");
+    assert_eq!(records[1]["errors"], 0, "{}", records[1]);
+    assert_eq!(records[1]["labels"]["at_least"], "", "{}", records[1]);
+    let drain = &records[2];
+    assert_eq!(drain["kind"], "queue_claim_next");
+    assert_eq!(drain["errors"], 0, "{drain}");
+    assert_eq!(drain["values"]["ready"], 118.0);
 }
 
 #[test]

@@ -94,8 +94,8 @@ pub use pin::{
     observe as observe_tool_pins, pinned_definition,
 };
 pub use queue::{
-    BoardStats, ClaimNext, ExpiredClaim, LabelCount, is_ready, queue_limits, ready_order,
-    stale_window,
+    BoardStats, ClaimNext, ExpiredClaim, LabelCount, StatsPart, is_ready, queue_limits,
+    ready_order, stale_window,
 };
 pub use reads::{ExpensiveReads, ReadCost, Share};
 pub use relations::{

@@ -8,7 +8,7 @@ use crate::issue::{Issue, IssueState, Priority};
 use crate::relations::Claim;
 use serde::Serialize;
 use std::cmp::Ordering;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 /// Limits of the work queue, in one place so schemas, settings and errors
@@ -28,6 +28,13 @@ pub mod queue_limits {
     /// Labels `board_stats` counts, the most used first: a board may use
     /// thousands, and a model needs the main ones.
     pub const STATS_LABELS_MAX: usize = 50;
+    /// Where a `board_stats` count may stop: the ready, claimed, blocked
+    /// and stale counts (and on MongoDB the per-state counts, and the open
+    /// issues read for the per-priority and per-label counts) are counted
+    /// up to this many and no further, so one call's work does not grow
+    /// with the board. A count that stopped is named in
+    /// `BoardStats::at_least`.
+    pub const STATS_COUNT_CAP: u64 = 10_000;
 }
 
 impl Priority {
@@ -88,8 +95,9 @@ pub struct ExpiredClaim {
 /// The shape of a board (`board_stats`): how many issues per state; of
 /// the open ones (not done or closed), how many per priority and per label
 /// (the [`queue_limits::STATS_LABELS_MAX`] most used), and how many are
-/// ready, claimed, blocked or stale. Each count is one grouped or
-/// index-bound count in the store, never a read of the issues themselves.
+/// ready, claimed, blocked or stale. Each call's cost is bounded: counts a
+/// store cannot keep exact at a bounded cost stop at
+/// [`queue_limits::STATS_COUNT_CAP`] and are named in `at_least`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
 pub struct BoardStats {
     pub total: u64,
@@ -110,6 +118,36 @@ pub struct BoardStats {
     /// Open with a claim that ended unreleased or ends by the stale
     /// instant asked for (`list_issues` with `stale: true`).
     pub stale: u64,
+    /// The counts that are lower bounds: each stopped at
+    /// [`queue_limits::STATS_COUNT_CAP`] (or, for priorities and labels,
+    /// counted that many open issues of more); all others are exact.
+    pub at_least: BTreeSet<StatsPart>,
+}
+
+/// A part of [`BoardStats`] that may be a lower bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StatsPart {
+    /// `by_state`, and so `total` and `open`.
+    States,
+    Priorities,
+    Labels,
+    Ready,
+    Claimed,
+    Blocked,
+    Stale,
+}
+
+impl StatsPart {
+    pub const ALL: [StatsPart; 7] = [
+        Self::States,
+        Self::Priorities,
+        Self::Labels,
+        Self::Ready,
+        Self::Claimed,
+        Self::Blocked,
+        Self::Stale,
+    ];
 }
 
 /// How many open issues carry one label.
@@ -128,8 +166,19 @@ impl BoardStats {
         self.by_label = labels;
     }
 
-    /// Fills `total`, `open` and `ready` from the per-state counts and the
-    /// claimed and blocked counts.
+    /// `counted`, which a store counted up to one more than
+    /// [`queue_limits::STATS_COUNT_CAP`]: itself, or the cap with `part`
+    /// marked as a lower bound.
+    pub fn capped(&mut self, part: StatsPart, counted: u64) -> u64 {
+        if counted > queue_limits::STATS_COUNT_CAP {
+            self.at_least.insert(part);
+            queue_limits::STATS_COUNT_CAP
+        } else {
+            counted
+        }
+    }
+
+    /// Fills `total` and `open` from the per-state counts.
     pub fn finish(&mut self) {
         self.total = self.by_state.values().sum();
         self.open = self
@@ -138,7 +187,19 @@ impl BoardStats {
             .filter(|(s, _)| !s.is_terminal())
             .map(|(_, n)| n)
             .sum();
-        self.ready = self.open.saturating_sub(self.claimed + self.blocked);
+    }
+
+    /// `ready` as the open issues neither claimed nor blocked, when those
+    /// three counts are exact; `false` (nothing set) when one is a lower
+    /// bound, and the store counts `ready` itself.
+    pub fn derive_ready(&mut self) -> bool {
+        let exact = [StatsPart::States, StatsPart::Claimed, StatsPart::Blocked]
+            .iter()
+            .all(|part| !self.at_least.contains(part));
+        if exact {
+            self.ready = self.open.saturating_sub(self.claimed + self.blocked);
+        }
+        exact
     }
 }
 
@@ -197,6 +258,32 @@ mod tests {
         assert_eq!(
             Priority::Medium.at_least(),
             [Priority::Medium, Priority::High, Priority::Urgent]
+        );
+    }
+
+    #[test]
+    fn a_count_past_the_cap_is_the_cap_and_named_a_lower_bound() {
+        let cap = queue_limits::STATS_COUNT_CAP;
+        let mut stats = BoardStats::default();
+        stats.by_state.insert(IssueState::Todo, 30);
+        stats.finish();
+        stats.claimed = stats.capped(StatsPart::Claimed, 10);
+        stats.blocked = stats.capped(StatsPart::Blocked, 5);
+        assert!(stats.derive_ready(), "exact parts: ready derived");
+        assert_eq!(stats.ready, 15);
+        assert!(stats.at_least.is_empty());
+        stats.blocked = stats.capped(StatsPart::Blocked, cap + 1);
+        assert_eq!(stats.blocked, cap);
+        assert_eq!(stats.at_least, BTreeSet::from([StatsPart::Blocked]));
+        assert!(!stats.derive_ready(), "a lower bound: ready is counted");
+        assert_eq!(
+            stats.capped(StatsPart::Ready, cap),
+            cap,
+            "the cap itself is exact"
+        );
+        assert_eq!(
+            serde_json::to_value(&stats.at_least).unwrap(),
+            serde_json::json!(["blocked"])
         );
     }
 

@@ -90,7 +90,10 @@ macro_rules! __store_methods {
             /// among those `query` selects (`query.ready` is implied; its
             /// cursor and limit are ignored) for `claimant`, atomically: of
             /// racing callers on any replica each issue goes to exactly one,
-            /// and a caller that loses an issue takes the next one. Answers
+            /// and a caller that loses an issue takes the next one. Racing
+            /// callers may be spread over the best few ready issues instead
+            /// of all aiming at the best (MongoDB: one of the 64 best); a
+            /// caller alone takes the best. Answers
             /// [`ClaimNext::NoReadyWork`](crate::ClaimNext) with how many
             /// matching open issues are claimed or blocked only when no ready
             /// issue matched at the moment it looked.

@@ -149,7 +149,15 @@ const CLAIMANTS: usize = 64;
 const OPEN_BLOCKERS: usize = 50;
 
 pub async fn case_claim_next_gives_each_ready_issue_to_one_claimant<S: BoardStore>(store: Arc<S>) {
-    let t = tenant("claim-next");
+    claim_next_race(&[store], "claim-next").await;
+}
+
+/// The race of [`case_claim_next_gives_each_ready_issue_to_one_claimant`]
+/// with its claimants spread over `stores` (handles on one board, as
+/// replicas are), on tenant `name`.
+pub async fn claim_next_race<S: BoardStore>(stores: &[Arc<S>], name: &str) {
+    let store = Arc::clone(&stores[0]);
+    let t = tenant(name);
     // 50 open blockers (ready themselves), 50 issues they block, 50 issues
     // blocked by a finished one, the rest plain: 950 ready, 50 blocked.
     let mut blockers = Vec::new();
@@ -196,16 +204,21 @@ pub async fn case_claim_next_gives_each_ready_issue_to_one_claimant<S: BoardStor
 
     let mut claimants = JoinSet::new();
     for c in 0..CLAIMANTS {
-        let (store, t) = (Arc::clone(&store), t.clone());
+        let (store, t) = (Arc::clone(&stores[c % stores.len()]), t.clone());
         claimants.spawn(async move {
             let me = claimant(&format!("run-{c}"), Some(Duration::from_secs(3_600)));
             let mut mine = Vec::new();
             loop {
-                match store
-                    .claim_next(&t, &ListQuery::default(), &me)
-                    .await
-                    .expect("claim_next")
-                {
+                // A call that kept losing says how many races it lost.
+                let next = store.claim_next(&t, &ListQuery::default(), &me).await;
+                let next = next.unwrap_or_else(|e| {
+                    panic!(
+                        "claimant {c}, call {} (after {} claims) failed: {e}",
+                        mine.len() + 1,
+                        mine.len()
+                    )
+                });
+                match next {
                     ClaimNext::Claimed { issue } => {
                         let claim = issue.claim.as_ref().expect("a claimed issue has its claim");
                         assert_eq!(claim.run, me.run);
@@ -253,6 +266,140 @@ pub async fn case_claim_next_gives_each_ready_issue_to_one_claimant<S: BoardStor
             assert_eq!(claimed, expected_ready.len() as u64);
             assert_eq!(blocked, OPEN_BLOCKERS as u64);
         }
+        other => panic!("expected no ready work, got {other:?}"),
+    }
+}
+
+/// Blockers finishing and reopening at once, from several writers, while
+/// another re-points their dependents at other blockers: the ready list,
+/// `claim_next`'s "no ready work" and `board_stats` follow the final
+/// states and relations (on MongoDB each issue's count of open blockers
+/// is recounted after every such write and must converge).
+pub async fn case_ready_follows_racing_blocker_changes<S: BoardStore>(store: Arc<S>) {
+    const BLOCKERS: usize = 8;
+    const WRITERS: usize = 4;
+    const WRITES: usize = 12;
+    // Two blockers per writer.
+    const _: () = assert!(BLOCKERS == 2 * WRITERS);
+    let t = tenant("racing-blockers");
+    let s = &*store;
+    let mut blockers = Vec::new();
+    for i in 0..BLOCKERS {
+        let id = create(s, &t, with(&format!("blocker {i}"), Priority::Low, &[])).await;
+        blockers.push(id);
+    }
+    // Each dependent waits on two neighbouring blockers.
+    let mut dependents = Vec::new();
+    for i in 0..2 * BLOCKERS {
+        let pair = [
+            blockers[i % BLOCKERS].clone(),
+            blockers[(i + 1) % BLOCKERS].clone(),
+        ];
+        let new = with(
+            &format!("dependent {i}"),
+            Priority::High,
+            &[&pair[0], &pair[1]],
+        );
+        dependents.push((create(s, &t, new).await, pair));
+    }
+    let mut writers = JoinSet::new();
+    // Writer `w` toggles blockers `w` and `w + 4` (each blocker has one
+    // writer, so where it ends is known: the first half done, the rest
+    // open), while the dependents of each, sharing blockers across writers,
+    // are recounted by racing writers.
+    for w in 0..WRITERS {
+        let (store, t, blockers) = (Arc::clone(&store), t.clone(), blockers.clone());
+        writers.spawn(async move {
+            for k in 0..WRITES {
+                let (id, last) = if k % 2 == 0 {
+                    (&blockers[w], IssueState::Done)
+                } else {
+                    (&blockers[w + WRITERS], IssueState::Todo)
+                };
+                let state = if k + 2 >= WRITES {
+                    last
+                } else if (k / 2) % 2 == 0 {
+                    IssueState::Done
+                } else {
+                    IssueState::Todo
+                };
+                let patch = IssuePatch {
+                    state: Some(state),
+                    ..IssuePatch::default()
+                };
+                store
+                    .update_issue(&t, id, patch, None)
+                    .await
+                    .expect("toggle");
+            }
+        });
+    }
+    // Meanwhile another writer points dependents at other blockers.
+    {
+        let (store, t, blockers) = (Arc::clone(&store), t.clone(), blockers.clone());
+        let ids: Vec<IssueId> = dependents.iter().map(|(id, _)| id.clone()).collect();
+        writers.spawn(async move {
+            for k in 0..WRITES {
+                let pair = [
+                    blockers[(k * 5) % BLOCKERS].clone(),
+                    blockers[(k * 5 + 3) % BLOCKERS].clone(),
+                ];
+                let patch = IssuePatch {
+                    blocked_by: Some(BlockedBy::parse(pair).unwrap()),
+                    ..IssuePatch::default()
+                };
+                let id = &ids[(k * 3) % ids.len()];
+                store
+                    .update_issue(&t, id, patch, None)
+                    .await
+                    .expect("re-point");
+            }
+        });
+    }
+    while let Some(done) = writers.join_next().await {
+        done.expect("writer task");
+    }
+    let mut open = BTreeSet::new();
+    for id in &blockers {
+        if !store.get_issue(&t, id).await.unwrap().state.is_terminal() {
+            open.insert(id.clone());
+        }
+    }
+    assert_eq!(open, blockers[WRITERS..].iter().cloned().collect());
+    let mut free = BTreeSet::new();
+    for (id, _) in &dependents {
+        let now_blocked_by = store.get_issue(&t, id).await.unwrap().blocked_by;
+        if now_blocked_by.iter().all(|b| !open.contains(b)) {
+            free.insert(id.clone());
+        }
+    }
+    let listed: BTreeSet<IssueId> = all_pages(s, &t, &ready(50))
+        .await
+        .into_iter()
+        .filter(|id| dependents.iter().any(|(d, _)| d == id))
+        .collect();
+    assert_eq!(
+        listed, free,
+        "ready dependents once blockers {open:?} of {blockers:?} are the open ones"
+    );
+    assert!(!free.is_empty(), "some dependents end free");
+    let held = (dependents.len() - free.len()) as u64;
+    let stats = store.board_stats(&t, Timestamp::now()).await.unwrap();
+    assert_eq!(stats.blocked, held, "blocked in board_stats");
+    // Only the dependents: every ready one is taken, then none is left.
+    let high = ListQuery {
+        priorities: vec![Priority::High],
+        ..ListQuery::default()
+    };
+    let me = claimant("run-d", None);
+    for _ in 0..free.len() {
+        match store.claim_next(&t, &high, &me).await.unwrap() {
+            ClaimNext::Claimed { issue } => assert!(free.contains(&issue.id)),
+            other => panic!("expected a free dependent, got {other:?}"),
+        }
+    }
+    match store.claim_next(&t, &high, &me).await.unwrap() {
+        ClaimNext::NoReadyWork { blocked, .. } => assert_eq!(blocked, held),
         other => panic!("expected no ready work, got {other:?}"),
     }
 }
@@ -430,4 +577,118 @@ pub async fn case_board_stats_count_states_priorities_labels_and_the_queue<S: Bo
     // Stale up to the end of the claim: the claim counts as stale.
     let later = Timestamp::now().plus_millis(2 * 3_600_000);
     assert_eq!(store.board_stats(&t, later).await.unwrap().stale, 1);
+}
+
+/// `board_stats` as recounted from every issue listed: what the store
+/// answers must be the same after every kind of write that moves a count.
+async fn assert_stats_agree_with_the_issues<S: BoardStore>(store: &S, t: &TenantId, after: &str) {
+    let mut query = ListQuery {
+        limit: 100,
+        ..ListQuery::default()
+    };
+    let mut issues = Vec::new();
+    loop {
+        let page = store.list_issues(t, &query).await.expect("list");
+        issues.extend(page.issues);
+        match page.next_cursor {
+            Some(cursor) => query.cursor = Some(cursor),
+            None => break,
+        }
+    }
+    let mut by_state = BTreeMap::new();
+    let mut by_priority = BTreeMap::new();
+    let mut by_label: BTreeMap<String, u64> = BTreeMap::new();
+    for issue in &issues {
+        *by_state.entry(issue.state).or_insert(0u64) += 1;
+        if !issue.state.is_terminal() {
+            *by_priority.entry(issue.priority).or_insert(0u64) += 1;
+            for label in issue.labels.iter() {
+                *by_label.entry(label.as_str().to_owned()).or_default() += 1;
+            }
+        }
+    }
+    let stats = store.board_stats(t, Timestamp::now()).await.expect("stats");
+    assert_eq!(stats.by_state, by_state, "per state, after {after}");
+    assert_eq!(
+        stats.by_priority, by_priority,
+        "per priority, after {after}"
+    );
+    let listed: BTreeMap<String, u64> = stats
+        .by_label
+        .iter()
+        .map(|l| (l.label.clone(), l.issues))
+        .collect();
+    assert_eq!(listed, by_label, "per label, after {after}");
+    assert_eq!(stats.total, issues.len() as u64, "total, after {after}");
+    assert!(
+        stats.at_least.is_empty(),
+        "a small board's counts are exact"
+    );
+}
+
+pub async fn case_board_stats_follow_every_write_that_moves_a_count<S: BoardStore>(store: Arc<S>) {
+    let t = tenant("stats-writes");
+    let s = &*store;
+    let mut ids = Vec::new();
+    for (i, priority) in Priority::ALL.into_iter().enumerate() {
+        let mut new = with(&format!("issue {i}"), priority, &[]);
+        new.labels = labels(&[["api", "ui", "docs"][i % 3], "all"]);
+        ids.push(create(s, &t, new).await);
+    }
+    // A replayed create counts once.
+    let mut keyed = with("keyed", Priority::Medium, &[]);
+    keyed.labels = labels(&["api"]);
+    for _ in 0..2 {
+        store
+            .create_issue(&t, &author("run-a"), keyed.clone(), Some(&key("stats-1")))
+            .await
+            .expect("keyed create");
+    }
+    assert_stats_agree_with_the_issues(s, &t, "creates").await;
+    let patch = |f: fn(&mut IssuePatch)| {
+        let mut patch = IssuePatch::default();
+        f(&mut patch);
+        patch
+    };
+    let writes: [(&str, usize, IssuePatch); 6] = [
+        (
+            "a new priority",
+            0,
+            patch(|p| p.priority = Some(Priority::Urgent)),
+        ),
+        (
+            "new labels",
+            1,
+            patch(|p| p.labels = Some(labels(&["ui", "perf"]))),
+        ),
+        ("a close", 2, patch(|p| p.state = Some(IssueState::Done))),
+        (
+            "labels of a finished issue",
+            2,
+            patch(|p| p.labels = Some(labels(&["docs", "old"]))),
+        ),
+        ("a reopen", 2, patch(|p| p.state = Some(IssueState::Todo))),
+        (
+            "a state within the open ones",
+            3,
+            patch(|p| p.state = Some(IssueState::InProgress)),
+        ),
+    ];
+    for (what, i, patch) in writes {
+        store
+            .update_issue(&t, &ids[i], patch, None)
+            .await
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_stats_agree_with_the_issues(s, &t, what).await;
+    }
+    // Claims and comments move no count.
+    store
+        .claim_issue(&t, &ids[4], &claimant("run-s", None), None)
+        .await
+        .expect("claim");
+    store
+        .add_comment(&t, &author("run-a"), comment(&ids[4], "noted"), None)
+        .await
+        .expect("comment");
+    assert_stats_agree_with_the_issues(s, &t, "a claim and a comment").await;
 }

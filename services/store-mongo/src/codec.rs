@@ -46,6 +46,24 @@ pub(crate) mod field {
     pub const PARENT: &str = "parent";
     pub const DUPLICATE_OF: &str = "duplicate_of";
     pub const BLOCKED_BY: &str = "blocked_by";
+    /// How many of `blocked_by` are open issues, as last counted (0: none,
+    /// so the issue can be ready work): the ready index's third key, so the
+    /// ready list and `claim_next` need no look-up of blockers. Kept by
+    /// `MongoStore::settle_blockers` (`blockers.rs`) after every write that
+    /// changes `blocked_by` or moves an issue in or out of the terminal
+    /// states; a new `blocked_by` is written counted all open, so it holds
+    /// the issue back until recounted.
+    pub const OPEN_BLOCKERS: &str = "open_blockers";
+    /// Bumped by every recount of `open_blockers`, which is conditional on
+    /// the value it read (of two racing recounts the later reader wins),
+    /// and by every write that changes `blocked_by` (a recount that read
+    /// the old blockers does not land).
+    pub const BLOCKERS_SEQ: &str = "blockers_seq";
+    /// Set (a fresh token) in the same update as a change that needs the
+    /// counts of this issue and of the issues it blocks recounted, cleared
+    /// once they are: what is left set after a crash is recounted by the
+    /// claim sweeper (`MongoStore::settle_pending`).
+    pub const RECOUNT: &str = "recount";
     pub const CLOSE_REASON: &str = "close_reason";
     /// `{run, grant, claimed_at, expires_at}` or null.
     pub const CLAIM: &str = "claim";
@@ -176,7 +194,7 @@ pub(crate) fn issue_set(issue: &Issue) -> Document {
 }
 
 pub(crate) fn issue_doc(issue: &Issue) -> Document {
-    doc! {
+    let mut doc = doc! {
         field::PARENT: issue.parent.as_ref().map(|p| p.as_str()),
         field::DUPLICATE_OF: issue.duplicate_of.as_ref().map(|p| p.as_str()),
         field::BLOCKED_BY: ids_bson(&issue.blocked_by),
@@ -200,7 +218,26 @@ pub(crate) fn issue_doc(issue: &Issue) -> Document {
         field::TERMS_TITLE: terms_bson(issue.title.as_str()),
         field::TERMS_BODY: terms_bson(issue.body.as_str()),
         field::TERMS_COMMENTS: comment_terms_bson(issue),
+    };
+    doc.extend(blockers_set(issue));
+    doc
+}
+
+/// The `open_blockers` of an issue as written, before it is recounted:
+/// every blocker counted open, so no write makes an issue ready before its
+/// blockers were read; with blockers, the mark that has them recounted.
+pub(crate) fn blockers_set(issue: &Issue) -> Document {
+    let open = i64::try_from(issue.blocked_by.len()).unwrap_or(i64::MAX);
+    let mut set = doc! { field::OPEN_BLOCKERS: open };
+    if open > 0 {
+        set.insert(field::RECOUNT, recount_token());
     }
+    set
+}
+
+/// A fresh [`field::RECOUNT`] mark.
+pub(crate) fn recount_token() -> String {
+    CommentId::generate().into_string()
 }
 
 /// A new issue's document, its history holding its creation.

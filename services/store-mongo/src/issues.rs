@@ -24,9 +24,9 @@
 //! guarded by "this comment id is not there yet" instead of the insert.
 
 use crate::codec::{
-    claim_write, comment_doc, comment_from_doc, created_doc, date, field, history_push,
-    issue_from_doc, issue_integrity, issue_set, issue_terms, patch_set, raw_claim, terms_bson,
-    to_i64,
+    blockers_set, claim_write, comment_doc, comment_from_doc, created_doc, date, field,
+    history_push, issue_from_doc, issue_integrity, issue_set, issue_terms, patch_set, raw_claim,
+    recount_token, terms_bson, to_i64,
 };
 use crate::error::{corrupt, is_duplicate_key, store_error};
 use crate::query::{list_filter, search_filter, similar_filter};
@@ -209,19 +209,36 @@ impl MongoStore {
             // title or body (the patch's own `$set`).
             let mut set = issue_set(&issue);
             set.extend(patch_set(patch));
+            // New blockers are counted open until recounted (and a recount
+            // that read the old ones no longer lands: `blockers_seq`); a
+            // move in or out of the terminal states recounts the issues it
+            // blocks.
+            let new_blockers = before.blocked_by != issue.blocked_by;
+            let recount = new_blockers || before.state.is_terminal() != issue.state.is_terminal();
+            let mut inc = doc! { field::VERSION: 1_i64 };
+            if new_blockers {
+                set.extend(blockers_set(&issue));
+                inc.insert(field::BLOCKERS_SEQ, 1_i64);
+            }
+            if recount {
+                set.insert(field::RECOUNT, recount_token());
+            }
             if let Some(issue) = self
                 .update_issue_doc(
                     tenant,
                     doc! { field::ID: id.as_str(), field::VERSION: to_i64(read_version) },
                     doc! {
                         "$set": set,
-                        "$inc": { field::VERSION: 1_i64 },
+                        "$inc": inc,
                         "$max": { field::UPDATED_AT: date(now) },
                         "$push": history_push(&change),
                     },
                 )
                 .await?
             {
+                if recount {
+                    self.settle_after_write(tenant, id).await;
+                }
                 return Ok(issue);
             }
             // Someone else changed it in between: read again.
@@ -968,20 +985,26 @@ impl MongoStore {
         self.ensure_tenant(tenant).await?;
         self.check_relations(tenant, None, &new.related(), new.parent.as_ref())
             .await?;
-        match key {
-            Some(key) => self.create_with_key(tenant, author, new, key).await,
+        let created = match key {
+            Some(key) => self.create_with_key(tenant, author, new, key).await?,
             None => {
                 let issue = new.into_issue(tenant.clone(), author.clone(), Timestamp::now());
                 self.issues(tenant)
                     .insert_one(created_doc(&issue))
                     .await
                     .map_err(|e| store_error(&e))?;
-                Ok(Created {
+                Created {
                     issue,
                     replayed: false,
-                })
+                }
             }
+        };
+        // Written counting every blocker open: count them (a replay too,
+        // in case the first call died before it did).
+        if !created.issue.blocked_by.is_empty() {
+            self.settle_after_write(tenant, &created.issue.id).await;
         }
+        Ok(created)
     }
 
     /// Queues the `issue.commented` webhook deliveries of a comment that
@@ -1544,6 +1567,9 @@ impl IssueStore for MongoStore {
         tenant: &TenantId,
         stale_until: Timestamp,
     ) -> Result<corkboard_board::BoardStats, StoreError> {
+        // The blocked and ready counts need every issue's `open_blockers`
+        // (backfilled once, with the indexes).
+        self.ensure_tenant(tenant).await?;
         self.expensive_read("board_stats", tenant, |budget| async move {
             self.stats(tenant, stale_until, &budget).await
         })

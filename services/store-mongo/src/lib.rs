@@ -37,6 +37,7 @@
 
 mod approvals;
 mod audit;
+mod blockers;
 mod codec;
 mod error;
 mod issues;

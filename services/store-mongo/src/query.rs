@@ -26,8 +26,8 @@ pub(crate) fn list_filter_at(query: &ListQuery, now: Timestamp) -> Option<Docume
 
 /// The filter of ready work when the tenant has no lapsed claim stored
 /// (`MongoStore::any_lapsed_claim`): then "no live claim" is "no claim",
-/// an equality the ready index `(state, claim.run, urgency, created_at,
-/// _id)` answers with point intervals, so claimed issues at the top of the
+/// an equality the ready index `(state, claim.run, open_blockers, urgency,
+/// created_at, _id)` answers with point intervals, so claimed issues at the top of the
 /// ready order are never walked over. [`list_filter_at`]'s `$or` with
 /// lapsed claims cannot use that key: the server would walk every claimed
 /// candidate before the first unclaimed one, on every call.
@@ -70,8 +70,7 @@ fn filter_at(query: &ListQuery, now: Timestamp, lapsed_claims: bool) -> Option<D
     }
     let mut and = Vec::new();
     if query.ready {
-        // Open and without a live claim; the store drops the blocked ones
-        // (a join MongoDB's find cannot make).
+        // Open, without a live claim and without an open blocker.
         // `$in` of the open states (and of the asked ones among them), not
         // `$nin`: point intervals on the ready index's first key, which
         // the server merges in the index's order (no blocking sort).
@@ -82,6 +81,8 @@ fn filter_at(query: &ListQuery, now: Timestamp, lapsed_claims: bool) -> Option<D
             .map(|s| s.as_str())
             .collect();
         and.push(doc! { field::STATE: { "$in": strings(open) } });
+        // No open blocker, as last counted (`blockers.rs`).
+        filter.insert(field::OPEN_BLOCKERS, 0_i64);
         if lapsed_claims {
             and.push(doc! { "$or": [
                 { field::CLAIM: Bson::Null },

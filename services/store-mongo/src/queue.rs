@@ -1,13 +1,13 @@
 //! The work queue on MongoDB: ready work in the ready order, and
-//! `claim_next`. A find cannot join an issue to its blockers, so ready
-//! candidates (open, no live claim, matching the filters) come from the
-//! ready index in order, a chunk at a time, and each chunk's blockers are
-//! read in one `$in` query on `_id`; the blocked ones are dropped. A
-//! claim is one `findOneAndUpdate` on a candidate with the "still open and
-//! unclaimed" filter; a claimant that loses it takes the next candidate.
+//! `claim_next`. A find cannot join an issue to its blockers, so each
+//! issue keeps the count of its open blockers (`open_blockers`,
+//! `blockers.rs`), and ready work (open, no live claim, no open blocker,
+//! matching the filters) is one range of the ready index, in order. A
+//! claim is one `findOneAndUpdate` on a candidate with the "still ready"
+//! filter; a claimant that loses it tries the next candidate it read.
 
 use crate::codec::{changes_of, claim_write, date, field, issue_from_doc, raw_claim};
-use crate::error::store_error;
+use crate::error::{corrupt, store_error};
 use crate::issues::system_author;
 use crate::query::{
     TERMINAL, list_filter_at, ready_after, ready_filter_without_lapsed_claims, ready_sort,
@@ -17,43 +17,51 @@ use crate::store::{Lane, MongoStore, ReadBudget};
 use corkboard_board::webhook::{self, WebhookEvent};
 use corkboard_board::{
     BoardStats, Change, ChangeKind, ClaimFilter, ClaimNext, Claimant, ExpiredClaim, HistoryPage,
-    Issue, IssueId, IssueState, LabelCount, ListQuery, Page, Priority, RunId, StoreError, TenantId,
-    Timestamp, is_ready,
+    IssueId, IssueState, LabelCount, ListQuery, Page, Priority, RunId, StatsPart, StoreError,
+    TenantId, Timestamp, queue_limits,
 };
-use mongodb::Cursor;
 use mongodb::bson::{Bson, Document, doc};
 use mongodb::options::ReturnDocument;
-use std::collections::{BTreeSet, HashSet};
 use std::time::Duration;
 
-/// Candidates read per chunk, and per blockers' `$in` query.
-const READY_CHUNK: usize = 100;
+/// Candidates one `claim_next` read names (ids only, from the ready
+/// index): racing claimants spread over them. The tool description's "one
+/// of the 64 best" is this number.
+const CLAIM_NEXT_PAGE: i64 = 64;
 
-/// How often `claim_next` reads again after losing a candidate to a racing
-/// claimant; then it is unavailable (retryable). Every lost race is an
-/// issue another claimant took, so the board drains however often one call
-/// loses; what bounds a call is its time (the store's write bound). 64
-/// was reached by one of 64 claimants on a 1,000-issue board on a loaded
-/// machine (the contract race), one call losing 43 to 51 times in a run.
-const CLAIM_NEXT_ATTEMPTS: u32 = 256;
+/// Races a call loses in a row before it reads again: losing that many
+/// says the read is stale (others drained that part of the page), and one
+/// read costs less than trying the rest of a stale page one write each.
+/// (With 64 claimants on four handles, a call that tried its whole page
+/// first lost up to 194 races; in runs of 4, at most 13.)
+const CLAIM_NEXT_RUN: usize = 4;
 
-/// How many of the best candidates a claimant that lost one spreads over.
-const CLAIM_NEXT_SPREAD: i64 = 32;
+/// Reads one `claim_next` call makes at most; then it is unavailable
+/// (retryable). So a call writes at most [`CLAIM_NEXT_READS`] ×
+/// [`CLAIM_NEXT_RUN`] times (plus its win) and never starves for long:
+/// every race it loses is an issue another claimant took.
+const CLAIM_NEXT_READS: u32 = 16;
 
-/// Which of `n` candidates `run`'s `attempt` tries: the best at first,
-/// then one spread by the run and the attempt.
-fn spread_pick(run: &RunId, attempt: u32, n: usize) -> usize {
-    if attempt == 0 || n <= 1 {
-        return 0;
+/// A page this short (the last ready issues of the board, or of the
+/// filters) is tried in the ready order by every claimant.
+const CLAIM_NEXT_STRICT: usize = 4;
+
+/// The order in which a call tries `n` candidates (indexes into the
+/// ready-ordered page): the ready order itself when `strict`, else
+/// starting at `offset` (modulo the page) and wrapping around, so racing
+/// claimants spread over the page instead of all aiming at its best.
+fn claim_order(n: usize, offset: u64, strict: bool) -> Vec<usize> {
+    if strict || n <= CLAIM_NEXT_STRICT {
+        return (0..n).collect();
     }
-    crate::store::slot_of((run.as_str(), attempt), n)
+    let start = usize::try_from(offset % n as u64).unwrap_or(0);
+    (start..n).chain(0..start).collect()
 }
 
-/// A walk over ready candidates in the ready order.
-struct ReadyScan {
-    cursor: Cursor<Document>,
-    /// Candidates seen that an open blocker held back.
-    blocked: u64,
+/// A number that differs per call (not per process): each call's offset.
+fn per_call_offset(run: &RunId) -> u64 {
+    use std::hash::BuildHasher;
+    std::hash::RandomState::new().hash_one((run.as_str(), Timestamp::now().as_millis()))
 }
 
 /// Adds `condition` to `filter`'s `$and` list.
@@ -155,57 +163,9 @@ impl MongoStore {
         }
     }
 
-    async fn ready_scan(
-        &self,
-        tenant: &TenantId,
-        filter: Document,
-        max_time: Duration,
-    ) -> mongodb::error::Result<ReadyScan> {
-        let cursor = self
-            .issues(tenant)
-            .find(filter)
-            .sort(ready_sort())
-            .batch_size(READY_CHUNK as u32)
-            .max_time(max_time)
-            .await?;
-        Ok(ReadyScan { cursor, blocked: 0 })
-    }
-
-    /// The next chunk of ready issues (blocked ones dropped and counted),
-    /// or `None` when the candidates are exhausted.
-    async fn ready_chunk(
-        &self,
-        tenant: &TenantId,
-        scan: &mut ReadyScan,
-        max_time: Duration,
-    ) -> mongodb::error::Result<Option<Result<Vec<Issue>, StoreError>>> {
-        let mut candidates = Vec::new();
-        while candidates.len() < READY_CHUNK && scan.cursor.advance().await? {
-            let doc = scan.cursor.deserialize_current()?;
-            match issue_from_doc(tenant, &doc) {
-                Ok(issue) => candidates.push(issue),
-                Err(err) => return Ok(Some(Err(err))),
-            }
-        }
-        if candidates.is_empty() {
-            return Ok(None);
-        }
-        let blockers: BTreeSet<&str> = candidates
-            .iter()
-            .flat_map(|i| i.blocked_by.iter().map(|b| b.as_str()))
-            .collect();
-        let open: HashSet<String> = self
-            .open_among(tenant, blockers, max_time)
-            .await?
-            .into_iter()
-            .collect();
-        let before = candidates.len();
-        candidates.retain(|issue| is_ready(issue, |id| open.contains(id.as_str())));
-        scan.blocked += (before - candidates.len()) as u64;
-        Ok(Some(Ok(candidates)))
-    }
-
-    /// One page of ready work (`query.ready`; `filter` is the query's).
+    /// One page of ready work (`query.ready`; `filter` is the query's):
+    /// one range of the ready index in its order (the blocked ones are
+    /// left out by their `open_blockers`, `blockers.rs`).
     pub(crate) async fn ready_page(
         &self,
         tenant: &TenantId,
@@ -236,6 +196,7 @@ impl MongoStore {
             let found = self
                 .issues(tenant)
                 .find_one(doc! { field::ID: cursor.as_str() })
+                .projection(doc! { field::PRIORITY: 1, field::CREATED_AT: 1 })
                 .max_time(max_time())
                 .await
                 .map_err(fail)?;
@@ -245,27 +206,35 @@ impl MongoStore {
                     next_cursor: None,
                 });
             };
-            let after = issue_from_doc(tenant, &doc)?;
+            let bad = |name: &str| corrupt("issue", cursor.as_str(), format!("its {name}"));
+            let urgency = doc
+                .get_str(field::PRIORITY)
+                .ok()
+                .and_then(|p| Priority::parse(p).ok())
+                .ok_or_else(|| bad(field::PRIORITY))?
+                .urgency();
+            let created_at = doc
+                .get_datetime(field::CREATED_AT)
+                .map(|at| Timestamp::from_millis(at.timestamp_millis()))
+                .map_err(|_| bad(field::CREATED_AT))?;
             and_push(
                 &mut filter,
-                ready_after(after.priority.urgency(), after.created_at, cursor.as_str()),
+                ready_after(urgency, created_at, cursor.as_str()),
             );
         }
         let limit = usize::try_from(query.limit).unwrap_or(usize::MAX);
-        let mut scan = self
-            .ready_scan(tenant, filter, max_time())
+        let mut cursor = self
+            .issues(tenant)
+            .find(filter)
+            .sort(ready_sort())
+            .limit(i64::from(query.limit) + 1)
+            .max_time(max_time())
             .await
             .map_err(fail)?;
         let mut issues = Vec::new();
-        while issues.len() <= limit {
-            match self
-                .ready_chunk(tenant, &mut scan, max_time())
-                .await
-                .map_err(fail)?
-            {
-                Some(chunk) => issues.extend(chunk?),
-                None => break,
-            }
+        while cursor.advance().await.map_err(fail)? {
+            let doc = cursor.deserialize_current().map_err(fail)?;
+            issues.push(issue_from_doc(tenant, &doc)?);
         }
         let next_cursor = if issues.len() > limit {
             issues.truncate(limit);
@@ -279,112 +248,45 @@ impl MongoStore {
         })
     }
 
-    /// The open issues that the candidates `filter` selects name as
-    /// blockers: what keeps a candidate from being ready. Reads the
-    /// candidates that name any blocker (their `blocked_by` only), then
-    /// which of those blockers are open, in one `$in` on `_id`.
-    async fn open_blockers(
-        &self,
-        tenant: &TenantId,
-        filter: &Document,
-        max_time: Duration,
-    ) -> mongodb::error::Result<Vec<String>> {
-        let mut named = filter.clone();
-        named.insert(format!("{}.0", field::BLOCKED_BY), doc! { "$exists": true });
-        let mut cursor = self
-            .issues(tenant)
-            .find(named)
-            .projection(doc! { field::BLOCKED_BY: 1 })
-            .max_time(max_time)
-            .await?;
-        let mut named_ids = BTreeSet::new();
-        while cursor.advance().await? {
-            let doc = cursor.deserialize_current()?;
-            if let Ok(ids) = doc.get_array(field::BLOCKED_BY) {
-                named_ids.extend(ids.iter().filter_map(|b| b.as_str().map(str::to_owned)));
-            }
-        }
-        self.open_among(
-            tenant,
-            named_ids.iter().map(String::as_str).collect(),
-            max_time,
-        )
-        .await
-    }
-
-    /// The best [`CLAIM_NEXT_SPREAD`] candidates `filter` selects in the
-    /// ready order: their ids and the blockers they name.
-    async fn best_candidates(
+    /// The ids of the best [`CLAIM_NEXT_PAGE`] ready issues `filter`
+    /// selects, in the ready order: the ready index alone.
+    async fn ready_ids(
         &self,
         tenant: &TenantId,
         filter: Document,
         max_time: Duration,
-    ) -> mongodb::error::Result<Vec<(String, Vec<String>)>> {
+    ) -> mongodb::error::Result<Vec<String>> {
         let mut best = self
             .issues(tenant)
             .find(filter)
             .sort(ready_sort())
-            .limit(CLAIM_NEXT_SPREAD)
-            .projection(doc! { field::ID: 1, field::BLOCKED_BY: 1 })
+            .limit(CLAIM_NEXT_PAGE)
+            .projection(doc! { field::ID: 1 })
             .max_time(max_time)
             .await?;
         let mut out = Vec::new();
         while best.advance().await? {
-            let doc = best.current();
-            let Ok(id) = doc.get_str(field::ID) else {
-                continue;
-            };
-            let blockers = doc
-                .get_array(field::BLOCKED_BY)
-                .map(|ids| {
-                    ids.into_iter()
-                        .filter_map(|b| b.ok().and_then(|b| b.as_str()).map(str::to_owned))
-                        .collect()
-                })
-                .unwrap_or_default();
-            out.push((id.to_owned(), blockers));
+            if let Ok(id) = best.current().get_str(field::ID) {
+                out.push(id.to_owned());
+            }
         }
         Ok(out)
     }
 
-    /// Which of `ids` are open issues, in one `$in` on `_id`.
-    async fn open_among(
-        &self,
-        tenant: &TenantId,
-        ids: BTreeSet<&str>,
-        max_time: Duration,
-    ) -> mongodb::error::Result<Vec<String>> {
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut found = self
-            .issues(tenant)
-            .find(doc! {
-                field::ID: { "$in": ids.into_iter().collect::<Vec<_>>() },
-                field::STATE: { "$nin": TERMINAL },
-            })
-            .projection(doc! { field::ID: 1 })
-            .max_time(max_time)
-            .await?;
-        let mut open = Vec::new();
-        while found.advance().await? {
-            if let Ok(id) = found.current().get_str(field::ID) {
-                open.push(id.to_owned());
-            }
-        }
-        Ok(open)
-    }
-
-    /// `claim_next`: the best ready candidates (the best
-    /// [`CLAIM_NEXT_SPREAD`] with their blockers checked in one `$in`; only
-    /// when those are all blocked, every open blocker read and the blocked
-    /// left out in the query), then one conditional `findOneAndUpdate` on
-    /// one of them by `_id` with the ready conditions: of racing claimants
-    /// exactly one takes it. The first try takes the best; a claimant that
-    /// lost reads again and tries one of the best [`CLAIM_NEXT_SPREAD`]
-    /// picked by its run and attempt, so racing claimants spread over the
-    /// top of the queue instead of all losing the same issue again. It
-    /// answers "no ready work" only when a read finds no candidate.
+    /// `claim_next`: reads the ids of the best [`CLAIM_NEXT_PAGE`] ready
+    /// issues (the ready index: open, unclaimed, no open blocker), then
+    /// tries them one by one, each with one conditional `findOneAndUpdate`
+    /// by `_id` with the ready conditions, until one is won: of racing
+    /// claimants exactly one takes an issue, and a lost race costs one
+    /// write, not a read. Alone (no other call of the tenant in this
+    /// process, none lost yet), a call tries them in the ready order, so
+    /// it takes the best; racing, it starts at an offset of its own in the
+    /// page ([`claim_order`]) and passes over the issues this process's
+    /// other calls are trying or just took, so racing claimants spread
+    /// over the page instead of all aiming at its best. After
+    /// [`CLAIM_NEXT_RUN`] lost races in a row (or the page's end) it reads
+    /// again, at most [`CLAIM_NEXT_READS`] times. It answers "no ready
+    /// work" only when a read finds no candidate.
     ///
     /// Not one sorted `findOneAndUpdate`: on a WiredTiger server, racing
     /// claimants of a sorted update all conflict on the best document, and
@@ -405,140 +307,95 @@ impl MongoStore {
         ready.cursor = None;
         let max_time = self.max_time();
         let fail = |e: mongodb::error::Error| store_error(&e);
-        // The open blockers of every candidate: read only when the best
-        // candidates are all blocked (reading them costs a pass over every
-        // candidate that names a blocker), then once per call.
-        let mut open: Option<Vec<String>> = None;
         let lapsed = self
             .lapsed_claims(tenant, now, max_time)
             .await
             .map_err(fail)?;
-        let (mut blocked, mut settled) = (0, false);
-        for attempt in 0..CLAIM_NEXT_ATTEMPTS {
+        let offset = per_call_offset(&claimant.run);
+        let mut lost = 0u32;
+        for _ in 0..CLAIM_NEXT_READS {
             now = Timestamp::now();
-            let Some(base) = Self::ready_filter(&ready, now, lapsed) else {
+            let Some(filter) = Self::ready_filter(&ready, now, lapsed) else {
                 return Ok(ClaimNext::NoReadyWork {
                     claimed: 0,
                     blocked: 0,
                 });
             };
-            let candidates = match &open {
-                None => self.best_candidates(tenant, base.clone(), max_time).await,
-                Some(open) => {
-                    let mut filter = base.clone();
-                    if !open.is_empty() {
-                        and_push(
-                            &mut filter,
-                            doc! { field::BLOCKED_BY: { "$nin": open.clone() } },
-                        );
-                    }
-                    self.best_candidates(tenant, filter, max_time).await
-                }
+            let ids = self
+                .ready_ids(tenant, filter, max_time)
+                .await
+                .map_err(fail)?;
+            if ids.is_empty() {
+                return self.no_ready_work(tenant, query, now, max_time).await;
             }
-            .map_err(fail)?;
-            if candidates.is_empty() {
-                settled = true;
-                blocked = match &open {
-                    // No candidate at all: none is blocked either.
-                    None => 0,
-                    Some(open) if open.is_empty() => 0,
-                    Some(open) => {
-                        let mut blocked_filter = base;
-                        and_push(
-                            &mut blocked_filter,
-                            doc! { field::BLOCKED_BY: { "$in": open.clone() } },
-                        );
-                        self.issues(tenant)
-                            .count_documents(blocked_filter)
-                            .max_time(max_time)
-                            .await
-                            .map_err(fail)?
-                    }
-                };
-                break;
-            }
-            // Which blockers of these candidates are open: all of them
-            // once read, else those of the candidates, in one `$in`.
-            let open_here: Vec<String> = match &open {
-                Some(open) => open.clone(),
-                None => {
-                    let named: BTreeSet<&str> = candidates
-                        .iter()
-                        .flat_map(|(_, blockers)| blockers.iter().map(String::as_str))
-                        .collect();
-                    self.open_among(tenant, named, max_time)
-                        .await
-                        .map_err(fail)?
-                }
-            };
-            let ready_ids: Vec<&str> = candidates
-                .iter()
-                .filter(|(_, blockers)| blockers.iter().all(|b| !open_here.contains(b)))
-                .map(|(id, _)| id.as_str())
-                .collect();
-            if ready_ids.is_empty() {
-                // The best are all blocked: read every open blocker once,
-                // and leave the blocked candidates out in the query.
-                open = Some(match list_filter_at(&ready, now) {
-                    Some(filter) => self
-                        .open_blockers(tenant, &filter, max_time)
-                        .await
-                        .map_err(fail)?,
-                    None => Vec::new(),
-                });
-                continue;
-            }
-            // The best one no other lane of this process is trying (so
-            // they do not collide); when they try them all, one spread by
-            // run and attempt.
-            let pick = lane
-                .aim(&ready_ids)
-                .unwrap_or_else(|| ready_ids[spread_pick(&claimant.run, attempt, ready_ids.len())]);
-            let id = IssueId::parse(pick).map_err(StoreError::from)?;
-            let claim = claimant.claim_at(now);
-            let update = claim_write(
-                Some(&claim),
-                &Change::claim(
-                    ChangeKind::Claimed,
-                    &id,
-                    0,
-                    now,
-                    &claimant.author(),
-                    None,
+            // Alone and not yet beaten: the best first.
+            let strict = lost == 0 && lane.alone();
+            let order = lane.order(&ids, &claim_order(ids.len(), offset, strict));
+            // Every try but a won one is a lost race: after a run of them,
+            // read again.
+            for pick in order.into_iter().take(CLAIM_NEXT_RUN) {
+                lane.aim_at(pick);
+                now = Timestamp::now();
+                let id = IssueId::parse(pick).map_err(StoreError::from)?;
+                let claim = claimant.claim_at(now);
+                let update = claim_write(
                     Some(&claim),
-                ),
-            );
-            // The ready conditions on this one issue (its blockers as
-            // read): of racing claimants exactly one matches.
-            let mut one = doc! {
-                field::ID: pick,
-                field::STATE: { "$nin": TERMINAL },
-                "$or": [
-                    { field::CLAIM: Bson::Null },
-                    { field::CLAIM_EXPIRES_AT: { "$lte": date(now) } },
-                ],
-            };
-            if !open_here.is_empty() {
-                one.insert(field::BLOCKED_BY, doc! { "$nin": open_here });
+                    &Change::claim(
+                        ChangeKind::Claimed,
+                        &id,
+                        0,
+                        now,
+                        &claimant.author(),
+                        None,
+                        Some(&claim),
+                    ),
+                );
+                // The ready conditions on this one issue: of racing
+                // claimants exactly one matches.
+                let one = doc! {
+                    field::ID: pick,
+                    field::STATE: { "$nin": TERMINAL },
+                    field::OPEN_BLOCKERS: 0_i64,
+                    "$or": [
+                        { field::CLAIM: Bson::Null },
+                        { field::CLAIM_EXPIRES_AT: { "$lte": date(now) } },
+                    ],
+                };
+                let taken = self.update_issue_doc(tenant, one, update).await?;
+                // Taken either way: by this call, or by whoever won the race.
+                lane.took(pick);
+                if let Some(issue) = taken {
+                    if lost > 0 {
+                        tracing::debug!(tenant = %tenant, lost, "claim_next won after losing races");
+                    }
+                    // A claim ending before the horizon (its grant's expiry)
+                    // moves the horizon.
+                    self.set_lapse_horizon(tenant, Some(claim.expires_at), true);
+                    return Ok(ClaimNext::Claimed {
+                        issue: Box::new(issue),
+                    });
+                }
+                // Another claimant took it (or it changed): the next one.
+                lost += 1;
             }
-            let taken = self.update_issue_doc(tenant, one, update).await?;
-            // Taken either way: by this call, or by whoever won the race.
-            lane.took(pick);
-            if let Some(issue) = taken {
-                // A claim ending before the horizon (its grant's expiry)
-                // moves the horizon.
-                self.set_lapse_horizon(tenant, Some(claim.expires_at), true);
-                return Ok(ClaimNext::Claimed {
-                    issue: Box::new(issue),
-                });
-            }
-            // Another claimant took it: read again.
         }
-        if !settled {
-            return Err(StoreError::unavailable(format!(
-                "claim_next kept losing races for ready work {CLAIM_NEXT_ATTEMPTS} times; retry"
-            )));
-        }
+        Err(StoreError::unavailable(format!(
+            "claim_next lost the race for {lost} ready issues in {CLAIM_NEXT_READS} reads of \
+             the best {CLAIM_NEXT_PAGE}; retry"
+        )))
+    }
+
+    /// "No ready work" for `query`: how many of the open issues it
+    /// matches are claimed (a live claim), and how many unclaimed but
+    /// blocked (`open_blockers` above 0), each one count of an index range.
+    async fn no_ready_work(
+        &self,
+        tenant: &TenantId,
+        query: &ListQuery,
+        now: Timestamp,
+        max_time: Duration,
+    ) -> Result<ClaimNext, StoreError> {
+        let fail = |e: mongodb::error::Error| store_error(&e);
         let mut open = query.clone();
         open.ready = false;
         open.cursor = None;
@@ -548,25 +405,36 @@ impl MongoStore {
             .filter(|s| !s.is_terminal())
             .filter(|s| query.states.is_empty() || query.states.contains(s))
             .collect();
-        let claimed = match list_filter_at(&open, now) {
-            Some(mut filter) => {
-                and_push(
-                    &mut filter,
-                    doc! { field::CLAIM_EXPIRES_AT: { "$gt": date(now) } },
-                );
-                self.issues(tenant)
-                    .count_documents(filter)
-                    .max_time(max_time)
-                    .await
-                    .map_err(fail)?
+        let count = |filter: Option<Document>, extra: Document| async move {
+            match filter {
+                Some(mut filter) => {
+                    and_push(&mut filter, extra);
+                    self.issues(tenant)
+                        .count_documents(filter)
+                        .max_time(max_time)
+                        .await
+                        .map_err(fail)
+                }
+                None => Ok(0),
             }
-            None => 0,
         };
+        let claimed = count(
+            list_filter_at(&open, now),
+            doc! { field::CLAIM_EXPIRES_AT: { "$gt": date(now) } },
+        )
+        .await?;
+        open.claim = ClaimFilter::Unclaimed;
+        let blocked = count(
+            list_filter_at(&open, now),
+            doc! { field::OPEN_BLOCKERS: { "$gt": 0_i64 } },
+        )
+        .await?;
         Ok(ClaimNext::NoReadyWork { claimed, blocked })
     }
 
-    /// `expire_claims`: each tenant's claims whose end passed, oldest end
-    /// first, each cleared by one update matching that very claim (so a
+    /// `expire_claims`: settles each tenant's blocker counts left pending
+    /// (`MongoStore::settle_pending`); then each tenant's claims whose end
+    /// passed, oldest end first, each cleared by one update matching that very claim (so a
     /// renewal or a new claim made meanwhile is never cleared, and of
     /// racing sweepers one clears it), then announced.
     pub(crate) async fn sweep_expired(
@@ -581,6 +449,11 @@ impl MongoStore {
             .map_err(|e| store_error(&e))?;
         let mut out = Vec::new();
         for tenant in schema::tenants_of(&names) {
+            // Blocker counts a writer left unsettled (it died between its
+            // write and the recount): `blockers.rs`.
+            if let Err(err) = self.settle_pending(&tenant).await {
+                tracing::warn!(tenant = %tenant, error = %err, "open blockers not recounted");
+            }
             let left = i64::from(limit) - out.len() as i64;
             if left <= 0 {
                 break;
@@ -644,10 +517,18 @@ impl MongoStore {
         Ok(out)
     }
 
-    /// `board_stats`: grouped counts on the server (aggregations by state,
-    /// priority and label; index-bound counts of claims), and the blocked
-    /// count from the open unclaimed issues that name blockers, whose
-    /// blockers are looked up a chunk at a time.
+    /// `board_stats`, each count bounded by
+    /// [`queue_limits::STATS_COUNT_CAP`] (a count stopped there is marked
+    /// in `at_least`): per state, a count of the state index's range; per
+    /// priority and per label, grouped over the first `STATS_COUNT_CAP`
+    /// open issues of the state index (exact on a board with fewer open
+    /// issues); claimed and stale along the claim-end index; blocked and
+    /// (when not derived) ready as ranges of the ready index.
+    ///
+    /// Not counters kept by the writes: without multi-document
+    /// transactions, a counter document and the issue a write changes
+    /// cannot move together, and a writer dying between the two would
+    /// leave a count wrong for good.
     pub(crate) async fn stats(
         &self,
         tenant: &TenantId,
@@ -656,6 +537,7 @@ impl MongoStore {
     ) -> Result<BoardStats, StoreError> {
         let fail = |e: mongodb::error::Error| budget.error(&e);
         let now = Timestamp::now();
+        let cap = queue_limits::STATS_COUNT_CAP;
         let open_states: Vec<&str> = IssueState::ALL
             .into_iter()
             .filter(|s| !s.is_terminal())
@@ -663,8 +545,30 @@ impl MongoStore {
             .collect();
         let open = doc! { field::STATE: { "$in": open_states } };
         let mut stats = BoardStats::default();
-        let grouped = |key: &str, pre: Vec<Document>| {
-            let mut pipeline = pre;
+        // Counts what `filter` selects, up to one more than the cap.
+        let count = |filter: Document| async move {
+            self.issues(tenant)
+                .count_documents(filter)
+                .limit(cap + 1)
+                .max_time(budget.max_time())
+                .await
+        };
+        for state in IssueState::ALL {
+            let n = count(doc! { field::STATE: state.as_str() })
+                .await
+                .map_err(fail)?;
+            if n > 0 {
+                let n = stats.capped(StatsPart::States, n);
+                stats.by_state.insert(state, n);
+            }
+        }
+        stats.finish();
+        let grouped = |key: &str, tail: Vec<Document>| {
+            let mut pipeline = vec![
+                doc! { "$match": open.clone() },
+                doc! { "$limit": i64::try_from(cap).unwrap_or(i64::MAX) },
+            ];
+            pipeline.extend(tail);
             pipeline.push(doc! { "$group": { "_id": format!("${key}"), "n": { "$sum": 1 } } });
             pipeline
         };
@@ -693,13 +597,11 @@ impl MongoStore {
             }
             mongodb::error::Result::Ok(out)
         };
-        for (state, n) in counts(run(grouped(field::STATE, Vec::new())).await.map_err(fail)?) {
-            if let Ok(state) = IssueState::parse(&state) {
-                stats.by_state.insert(state, n);
-            }
-        }
-        let by_priority = grouped(field::PRIORITY, vec![doc! { "$match": open.clone() }]);
-        for (priority, n) in counts(run(by_priority).await.map_err(fail)?) {
+        for (priority, n) in counts(
+            run(grouped(field::PRIORITY, Vec::new()))
+                .await
+                .map_err(fail)?,
+        ) {
             if let Ok(priority) = Priority::parse(&priority) {
                 stats.by_priority.insert(priority, n);
             }
@@ -707,7 +609,7 @@ impl MongoStore {
         let by_label = grouped(
             field::LABELS,
             vec![
-                doc! { "$match": open.clone() },
+                doc! { "$project": { field::LABELS: 1 } },
                 doc! { "$unwind": format!("${}", field::LABELS) },
             ],
         );
@@ -717,80 +619,59 @@ impl MongoStore {
                 .map(|(label, issues)| LabelCount { label, issues })
                 .collect(),
         );
-        let count = |extra: Document| {
+        if stats.open >= cap || stats.at_least.contains(&StatsPart::States) {
+            // The first `cap` open issues were grouped, of more.
+            stats.at_least.insert(StatsPart::Priorities);
+            stats.at_least.insert(StatsPart::Labels);
+        }
+        let open_and = |extra: Document| {
             let mut filter = open.clone();
             filter.extend(extra);
-            async move {
-                self.issues(tenant)
-                    .count_documents(filter)
-                    .max_time(budget.max_time())
-                    .await
-            }
+            filter
         };
-        stats.claimed = count(doc! { field::CLAIM_EXPIRES_AT: { "$gt": date(now) } })
+        let claimed = count(open_and(
+            doc! { field::CLAIM_EXPIRES_AT: { "$gt": date(now) } },
+        ))
+        .await
+        .map_err(fail)?;
+        stats.claimed = stats.capped(StatsPart::Claimed, claimed);
+        let stale = count(open_and(
+            doc! { field::CLAIM_EXPIRES_AT: { "$lte": date(stale_until) } },
+        ))
+        .await
+        .map_err(fail)?;
+        stats.stale = stats.capped(StatsPart::Stale, stale);
+        // Unclaimed: one range of the ready index when no stored claim has
+        // lapsed.
+        let lapsed = self
+            .any_lapsed_claim(tenant, now, budget.max_time())
             .await
             .map_err(fail)?;
-        stats.stale = count(doc! { field::CLAIM_EXPIRES_AT: { "$lte": date(stale_until) } })
-            .await
-            .map_err(fail)?;
-        // Open, unclaimed, naming a blocker: is one of them open?
-        let mut named = open.clone();
-        named.insert(format!("{}.0", field::BLOCKED_BY), doc! { "$exists": true });
-        named.insert(
-            "$or",
-            vec![
-                doc! { field::CLAIM: Bson::Null },
-                doc! { field::CLAIM_EXPIRES_AT: { "$lte": date(now) } },
-            ],
-        );
-        let mut cursor = self
-            .issues(tenant)
-            .find(named)
-            .projection(doc! { field::BLOCKED_BY: 1 })
-            .batch_size(READY_CHUNK as u32)
-            .max_time(budget.max_time())
-            .await
-            .map_err(fail)?;
-        loop {
-            let mut chunk: Vec<Vec<String>> = Vec::new();
-            while chunk.len() < READY_CHUNK && cursor.advance().await.map_err(fail)? {
-                let doc = cursor.deserialize_current().map_err(fail)?;
-                let blockers = doc
-                    .get_array(field::BLOCKED_BY)
-                    .map(|ids| {
-                        ids.iter()
-                            .filter_map(|b| b.as_str().map(str::to_owned))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                chunk.push(blockers);
+        let unclaimed = |blockers: Document| {
+            let mut filter = open_and(blockers);
+            if lapsed {
+                filter.insert(
+                    "$or",
+                    vec![
+                        doc! { field::CLAIM: Bson::Null },
+                        doc! { field::CLAIM_EXPIRES_AT: { "$lte": date(now) } },
+                    ],
+                );
+            } else {
+                filter.insert(field::CLAIM_RUN, Bson::Null);
             }
-            if chunk.is_empty() {
-                break;
-            }
-            let ids: BTreeSet<&str> = chunk.iter().flatten().map(String::as_str).collect();
-            let mut found = self
-                .issues(tenant)
-                .find(doc! {
-                    field::ID: { "$in": ids.into_iter().collect::<Vec<_>>() },
-                    field::STATE: { "$nin": TERMINAL },
-                })
-                .projection(doc! { field::ID: 1 })
-                .max_time(budget.max_time())
+            filter
+        };
+        let blocked = count(unclaimed(doc! { field::OPEN_BLOCKERS: { "$gt": 0_i64 } }))
+            .await
+            .map_err(fail)?;
+        stats.blocked = stats.capped(StatsPart::Blocked, blocked);
+        if !stats.derive_ready() {
+            let ready = count(unclaimed(doc! { field::OPEN_BLOCKERS: 0_i64 }))
                 .await
                 .map_err(fail)?;
-            let mut open_ids = HashSet::new();
-            while found.advance().await.map_err(fail)? {
-                if let Ok(id) = found.current().get_str(field::ID) {
-                    open_ids.insert(id.to_owned());
-                }
-            }
-            stats.blocked += chunk
-                .iter()
-                .filter(|blockers| blockers.iter().any(|b| open_ids.contains(b)))
-                .count() as u64;
+            stats.ready = stats.capped(StatsPart::Ready, ready);
         }
-        stats.finish();
         Ok(stats)
     }
 

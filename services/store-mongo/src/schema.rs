@@ -58,10 +58,11 @@ pub const SCHEMA: &str = "_schema";
 pub(crate) const SCHEMA_FINGERPRINT: &str = "fingerprint";
 
 /// Bumped when a tenant's set-up changes in a way the index definitions do
-/// not show (today: the backfills of search words and urgency), so every tenant is set up
+/// not show (today: the backfills of search words, urgency and open
+/// blockers), so every tenant is set up
 /// again once. A change to an index definition needs no bump: it changes
 /// the fingerprint by itself.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// A group of collections whose indexes are set up, and recorded, as one.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -200,12 +201,15 @@ pub(crate) fn issue_indexes() -> Vec<IndexModel> {
         index(doc! { field::PARENT: 1, field::ID: -1 }),
         index(doc! { field::BLOCKED_BY: 1, field::ID: -1 }),
         // Ready work (list_issues ready, claim_next): open unclaimed
-        // issues most urgent, then oldest first; the state and the claim
-        // lead as points (`ready_filter_without_lapsed_claims`), so the
-        // terminal and the claimed ones are never walked.
+        // issues without an open blocker, most urgent, then oldest first;
+        // the state, the claim and the open blockers lead as points
+        // (`ready_filter_without_lapsed_claims`), so the terminal, the
+        // claimed and the blocked ones are never walked; the blocked ones
+        // are one range of it (`board_stats`, "no ready work").
         index(doc! {
             field::STATE: 1,
             field::CLAIM_RUN: 1,
+            field::OPEN_BLOCKERS: 1,
             field::URGENCY: 1,
             field::CREATED_AT: 1,
             field::ID: 1,
@@ -215,6 +219,8 @@ pub(crate) fn issue_indexes() -> Vec<IndexModel> {
         index(doc! { field::CLAIM_GRANT: 1 }),
         // A run's history: the issues whose changes name it (multikey).
         index(doc! { field::HISTORY_RUN: 1, field::UPDATED_AT: -1 }),
+        // Issues whose open blockers wait to be recounted (`blockers.rs`).
+        index(doc! { field::RECOUNT: 1 }),
         // Claims by their end: what `expire_claims` sweeps.
         index(doc! { field::CLAIM_EXPIRES_AT: 1 }),
         // Multikey: one entry per word, ending in `_id` so the newest

@@ -77,6 +77,15 @@ impl MongoStore {
                     .map_err(|e| store_error(&e))
             })
             .await?;
+            // As the create path: blockers were written counted open.
+            for (issue, _) in &issues {
+                if !issue.blocked_by.is_empty() {
+                    self.bounded_write("seed_issues", async {
+                        self.settle_blockers(tenant, issue.id.as_str()).await
+                    })
+                    .await?;
+                }
+            }
             for (issue, comment) in issues {
                 if webhooks {
                     let created = Created {

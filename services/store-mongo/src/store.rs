@@ -50,14 +50,6 @@ struct Inner {
     issue_turns: IssueTurns,
 }
 
-/// Which of `n` slots `key` falls in (a hash: the same key, the same slot).
-pub(crate) fn slot_of(key: impl std::hash::Hash, n: usize) -> usize {
-    use std::hash::Hasher;
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    key.hash(&mut hasher);
-    usize::try_from(hasher.finish() % n.max(1) as u64).unwrap_or(0)
-}
-
 /// Turn-taking state per key (a tenant, an issue), kept only while some
 /// call holds it: two keys never share state, so one tenant's burst
 /// never waits on another's, and the map holds only keys in use.
@@ -148,11 +140,22 @@ impl Lane {
         &self.tenant.state
     }
 
-    /// The first of `candidates` (ids, best first) no other lane of this
-    /// tenant is trying, now this lane's target; `None` when the others
-    /// try them all.
-    pub(crate) fn aim<'c>(&self, candidates: &[&'c str]) -> Option<&'c str> {
-        let mut targets = self
+    /// Whether this is the only lane of its tenant in use in this process.
+    pub(crate) fn alone(&self) -> bool {
+        self.lanes()
+            .lanes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .count_ones()
+            <= 1
+    }
+
+    /// `candidates` in the order `order` gives (indexes into it), except
+    /// that those another lane of this tenant is trying, or that a lane
+    /// just took or found taken, go last (a read made a moment before
+    /// still names them; trying one first would only lose again).
+    pub(crate) fn order<'c>(&self, candidates: &'c [String], order: &[usize]) -> Vec<&'c str> {
+        let targets = self
             .lanes()
             .targets
             .lock()
@@ -162,16 +165,26 @@ impl Lane {
             .taken
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        let taken = |id: &str| {
+        let busy = |id: &str| {
             recent.iter().any(|t| t == id)
                 || targets
                     .iter()
                     .enumerate()
                     .any(|(i, t)| i != self.index && t.as_deref() == Some(id))
         };
-        let pick = candidates.iter().copied().find(|id| !taken(id));
-        targets[self.index] = pick.map(str::to_owned);
-        pick
+        let (free, busy): (Vec<&str>, Vec<&str>) = order
+            .iter()
+            .filter_map(|i| candidates.get(*i).map(String::as_str))
+            .partition(|id| !busy(id));
+        free.into_iter().chain(busy).collect()
+    }
+
+    /// Makes `id` this lane's target, so the other lanes try others first.
+    pub(crate) fn aim_at(&self, id: &str) {
+        self.lanes()
+            .targets
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)[self.index] = Some(id.to_owned());
     }
 
     /// Remembers that `id` is taken (this lane claimed it, or lost it to
@@ -579,6 +592,7 @@ impl MongoStore {
                 if let IndexSet::Tenant(tenant) = set {
                     self.backfill_terms(tenant).await?;
                     self.backfill_urgency(tenant).await?;
+                    self.backfill_blockers(tenant).await?;
                 }
                 // Last: a set-up cut short is not recorded, so redone.
                 let recorded = self

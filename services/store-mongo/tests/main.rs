@@ -17,6 +17,7 @@ mod isolation;
 mod load;
 mod outage;
 mod plans;
+mod queue;
 mod search_backfill;
 mod seed;
 mod startup;

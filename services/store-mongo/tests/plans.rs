@@ -56,10 +56,10 @@ const BOUNDED_OTHERWISE: [(&str, i64, &str); 16] = [
     ("search: two words", 10_000, "the issues holding one of the words, the other checked on each (no intersection of postings)"),
     ("search: a word in one state", 4_300, "the state's index, the word checked on each, up to the candidate cap"),
     ("similar open issues", 2_500, "titles holding every word: one word's entries, the others checked on each, bounded by that word's postings"),
-    ("list: ready + label", 21_500, "the ready index in order, the label checked on each; explain runs the scan to its end, while the store stops at the first chunks that fill the page (about four times the page for a label on a quarter of the issues)"),
+    ("list: ready + label", 350, "the ready index in order, the label checked on each until the page is full (about four times the page for a label on a quarter of the issues)"),
     ("list: stale", 50, "claims ending by then, from the claim-end index, sorted newest first in memory: a blocking SORT of at most the tenant's claims ending by then"),
-    ("claim_next: label", 220, "the best 32 ready candidates with the label: the ready index in order, the label checked on each"),
-    ("board_stats", 30_000, "counts every open issue per state, label and priority: one pass over the tenant's open issues (and a count of all), an expensive read under its deadline and the tenant's share; its cost grows with the board"),
+    ("claim_next: label", 430, "the best 64 ready candidates with the label: the ready index in order, the label checked on each"),
+    ("board_stats", 15_000, "each count stops at STATS_COUNT_CAP (10,000): per state, a range of the state index; per priority and per label, the first 10,000 open issues grouped; claimed, stale, blocked and ready as counts of index ranges; so its cost stops growing with the board past the cap"),
     ("claim_deliveries and record_attempt", 50, "every endpoint's pause state, across tenants (a few per tenant), read whole to share out turns"),
 ];
 
@@ -167,6 +167,8 @@ fn shapes() -> Vec<(&'static str, Run)> {
         })),
         ("create_issue_unless_similar", |f| Box::pin(async move { f.store.create_issue_unless_similar(&f.tenant, &author("run-a"), new_issue("stale cache report nightly"), None).await.unwrap(); })),
         ("update_issue: state", |f| Box::pin(async move { f.store.update_issue(&f.tenant, &f.ids[905], IssuePatch { state: Some(Done), ..IssuePatch::default() }, None).await.unwrap(); })),
+        ("update_issue: blocked_by", |f| Box::pin(async move { f.store.update_issue(&f.tenant, &f.ids[908], IssuePatch { blocked_by: Some(corkboard_board::BlockedBy::parse(vec![f.parent.clone()]).unwrap()), ..IssuePatch::default() }, None).await.unwrap(); })),
+        ("expire_claims (and unsettled blocker counts)", |f| Box::pin(async move { f.store.expire_claims(Timestamp::now(), 10).await.unwrap(); })),
         ("update_issue: parent", |f| Box::pin(async move { f.store.update_issue(&f.tenant, &f.ids[906], IssuePatch { parent: Some(Some(f.parent.clone())), ..IssuePatch::default() }, None).await.unwrap(); })),
         ("add_comment", |f| Box::pin(async move { f.store.add_comment(&f.tenant, &author("run-a"), comment(&f.ids[907], "plan check"), None).await.unwrap(); })),
         ("claim_issue", |f| Box::pin(async move { f.store.claim_issue(&f.tenant, &f.ids[912], &f.claimer, None).await.unwrap(); })),

@@ -387,6 +387,100 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE comments ADD COLUMN author_integrity INTEGER;
     ALTER TABLE grants ADD COLUMN min_integrity TEXT;
     "#,
+    // 18: the board's counts (`board_stats`, ops/claims.rs): issues per
+    // state, and open issues per priority and per label, kept exact by
+    // triggers in the transaction of every write to `issues` or
+    // `issue_labels`, so reading them costs the number of states,
+    // priorities and labels, not of issues. Each trigger reads the other
+    // table as it is at that moment, so an issue and its labels are counted
+    // once whichever a write changes first; the counts of the board as it
+    // was are filled here.
+    r#"
+    CREATE TABLE board_counts (
+        tenant TEXT    NOT NULL,
+        kind   TEXT    NOT NULL CHECK (kind IN ('state', 'priority', 'label')),
+        key    TEXT    NOT NULL,
+        n      INTEGER NOT NULL,
+        PRIMARY KEY (tenant, kind, key)
+    ) WITHOUT ROWID;
+    INSERT INTO board_counts (tenant, kind, key, n)
+        SELECT tenant, 'state', state, count(*) FROM issues GROUP BY tenant, state;
+    INSERT INTO board_counts (tenant, kind, key, n)
+        SELECT tenant, 'priority', priority, count(*) FROM issues
+        WHERE state NOT IN ('done', 'closed') GROUP BY tenant, priority;
+    INSERT INTO board_counts (tenant, kind, key, n)
+        SELECT l.tenant, 'label', l.label, count(*) FROM issue_labels l
+        JOIN issues i ON i.tenant = l.tenant AND i.id = l.issue_id
+        WHERE i.state NOT IN ('done', 'closed') GROUP BY l.tenant, l.label;
+    CREATE TRIGGER board_counts_issue_insert AFTER INSERT ON issues BEGIN
+        INSERT INTO board_counts (tenant, kind, key, n)
+            VALUES (NEW.tenant, 'state', NEW.state, 1)
+            ON CONFLICT (tenant, kind, key) DO UPDATE SET n = n + excluded.n;
+        INSERT INTO board_counts (tenant, kind, key, n)
+            SELECT NEW.tenant, 'priority', NEW.priority, 1
+            WHERE NEW.state NOT IN ('done', 'closed')
+            ON CONFLICT (tenant, kind, key) DO UPDATE SET n = n + excluded.n;
+        INSERT INTO board_counts (tenant, kind, key, n)
+            SELECT NEW.tenant, 'label', l.label, 1 FROM issue_labels l
+            WHERE l.tenant = NEW.tenant AND l.issue_id = NEW.id
+              AND NEW.state NOT IN ('done', 'closed')
+            ON CONFLICT (tenant, kind, key) DO UPDATE SET n = n + excluded.n;
+    END;
+    CREATE TRIGGER board_counts_issue_update AFTER UPDATE OF state, priority ON issues
+    WHEN OLD.state IS NOT NEW.state OR OLD.priority IS NOT NEW.priority BEGIN
+        INSERT INTO board_counts (tenant, kind, key, n)
+            VALUES (OLD.tenant, 'state', OLD.state, -1)
+            ON CONFLICT (tenant, kind, key) DO UPDATE SET n = n + excluded.n;
+        INSERT INTO board_counts (tenant, kind, key, n)
+            VALUES (NEW.tenant, 'state', NEW.state, 1)
+            ON CONFLICT (tenant, kind, key) DO UPDATE SET n = n + excluded.n;
+        INSERT INTO board_counts (tenant, kind, key, n)
+            SELECT OLD.tenant, 'priority', OLD.priority, -1
+            WHERE OLD.state NOT IN ('done', 'closed')
+            ON CONFLICT (tenant, kind, key) DO UPDATE SET n = n + excluded.n;
+        INSERT INTO board_counts (tenant, kind, key, n)
+            SELECT NEW.tenant, 'priority', NEW.priority, 1
+            WHERE NEW.state NOT IN ('done', 'closed')
+            ON CONFLICT (tenant, kind, key) DO UPDATE SET n = n + excluded.n;
+        INSERT INTO board_counts (tenant, kind, key, n)
+            SELECT l.tenant, 'label', l.label,
+                   (NEW.state NOT IN ('done', 'closed')) - (OLD.state NOT IN ('done', 'closed'))
+            FROM issue_labels l
+            WHERE l.tenant = NEW.tenant AND l.issue_id = NEW.id
+              AND (OLD.state NOT IN ('done', 'closed')) <> (NEW.state NOT IN ('done', 'closed'))
+            ON CONFLICT (tenant, kind, key) DO UPDATE SET n = n + excluded.n;
+    END;
+    CREATE TRIGGER board_counts_issue_delete BEFORE DELETE ON issues BEGIN
+        INSERT INTO board_counts (tenant, kind, key, n)
+            VALUES (OLD.tenant, 'state', OLD.state, -1)
+            ON CONFLICT (tenant, kind, key) DO UPDATE SET n = n + excluded.n;
+        INSERT INTO board_counts (tenant, kind, key, n)
+            SELECT OLD.tenant, 'priority', OLD.priority, -1
+            WHERE OLD.state NOT IN ('done', 'closed')
+            ON CONFLICT (tenant, kind, key) DO UPDATE SET n = n + excluded.n;
+        -- Its labels go with it (by the foreign key, or by the writer):
+        -- taken out here, while the issue row still says it is open.
+        INSERT INTO board_counts (tenant, kind, key, n)
+            SELECT l.tenant, 'label', l.label, -1 FROM issue_labels l
+            WHERE l.tenant = OLD.tenant AND l.issue_id = OLD.id
+              AND OLD.state NOT IN ('done', 'closed')
+            ON CONFLICT (tenant, kind, key) DO UPDATE SET n = n + excluded.n;
+    END;
+    CREATE TRIGGER board_counts_label_insert AFTER INSERT ON issue_labels BEGIN
+        INSERT INTO board_counts (tenant, kind, key, n)
+            SELECT NEW.tenant, 'label', NEW.label, 1 FROM issues i
+            WHERE i.tenant = NEW.tenant AND i.id = NEW.issue_id
+              AND i.state NOT IN ('done', 'closed')
+            ON CONFLICT (tenant, kind, key) DO UPDATE SET n = n + excluded.n;
+    END;
+    CREATE TRIGGER board_counts_label_delete AFTER DELETE ON issue_labels BEGIN
+        INSERT INTO board_counts (tenant, kind, key, n)
+            SELECT OLD.tenant, 'label', OLD.label, -1 FROM issues i
+            WHERE i.tenant = OLD.tenant AND i.id = OLD.issue_id
+              AND i.state NOT IN ('done', 'closed')
+            ON CONFLICT (tenant, kind, key) DO UPDATE SET n = n + excluded.n;
+    END;
+    "#,
 ];
 
 /// The schema version this build writes.
@@ -684,6 +778,96 @@ mod tests {
             actual.1.contains(&("beta".into(), "élan".into(), 1)),
             "{actual:?}"
         );
+    }
+
+    /// Rows of `board_counts`: tenant, kind, key, count.
+    type Counts = Vec<(String, String, String, i64)>;
+
+    /// The board's counts as kept, and as recounted from the rows.
+    fn board_counts(conn: &Connection) -> (Counts, Counts) {
+        let rows = |sql: &str| {
+            let mut statement = conn.prepare(sql).unwrap();
+            statement
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+                .unwrap()
+                .collect::<Result<Vec<_>, _>>()
+                .unwrap()
+        };
+        let kept =
+            rows("SELECT tenant, kind, key, n FROM board_counts WHERE n <> 0 ORDER BY 1, 2, 3");
+        let recounted = rows(
+            "SELECT tenant, 'state', state, count(*) FROM issues GROUP BY 1, 2, 3 \
+             UNION ALL SELECT tenant, 'priority', priority, count(*) FROM issues \
+             WHERE state NOT IN ('done', 'closed') GROUP BY 1, 2, 3 \
+             UNION ALL SELECT l.tenant, 'label', l.label, count(*) FROM issue_labels l \
+             JOIN issues i ON i.tenant = l.tenant AND i.id = l.issue_id \
+             WHERE i.state NOT IN ('done', 'closed') GROUP BY 1, 2, 3 ORDER BY 1, 2, 3",
+        );
+        (kept, recounted)
+    }
+
+    #[test]
+    fn the_count_step_backfills_the_counts_and_its_triggers_keep_them() {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.pragma_update(None, "foreign_keys", true).unwrap();
+        register_words(&conn).unwrap();
+        // Found by what it creates, wherever later steps put it.
+        let step = MIGRATIONS
+            .iter()
+            .position(|m| m.contains("CREATE TABLE board_counts"))
+            .unwrap();
+        for migration in &MIGRATIONS[..step] {
+            conn.execute_batch(migration).unwrap();
+        }
+        conn.pragma_update(None, "user_version", step as i64)
+            .unwrap();
+        let issue = |tenant: &str, id: &str, state: &str, priority: &str| {
+            format!(
+                "INSERT INTO issues (tenant, id, title, title_lower, body, state, priority, \
+                 labels, author_run, created_at, updated_at, version) VALUES \
+                 ('{tenant}', '{id}', 't', 't', '', '{state}', '{priority}', '', 'r', 1, 1, 1);"
+            )
+        };
+        let label = |tenant: &str, id: &str, label: &str| {
+            format!(
+                "INSERT INTO issue_labels (tenant, issue_id, label) VALUES ('{tenant}', '{id}', '{label}');"
+            )
+        };
+        let before = [
+            issue("acme", "iss_1", "todo", "high"),
+            issue("acme", "iss_2", "done", "high"),
+            issue("acme", "iss_3", "inbox", "low"),
+            issue("beta", "iss_4", "todo", "high"),
+            label("acme", "iss_1", "api"),
+            label("acme", "iss_2", "api"),
+            label("acme", "iss_3", "ui"),
+            label("beta", "iss_4", "api"),
+        ];
+        conn.execute_batch(&before.concat()).unwrap();
+        migrate(&conn, Path::new(":memory:")).unwrap();
+        let (kept, recounted) = board_counts(&conn);
+        assert_eq!(kept, recounted, "backfilled");
+        assert!(
+            kept.contains(&("acme".into(), "label".into(), "api".into(), 1)),
+            "{kept:?}"
+        );
+        let writes = [
+            issue("acme", "iss_5", "triage", "urgent") + &label("acme", "iss_5", "api"),
+            "UPDATE issues SET state = 'done', priority = priority WHERE id = 'iss_1';".into(),
+            "UPDATE issues SET state = 'todo' WHERE id = 'iss_2';".into(),
+            "UPDATE issues SET priority = 'none', title = 'x' WHERE id = 'iss_3';".into(),
+            "UPDATE issues SET title = 'only the title' WHERE id = 'iss_3';".into(),
+            "DELETE FROM issue_labels WHERE issue_id = 'iss_3';".to_string()
+                + &label("acme", "iss_3", "docs"),
+            label("acme", "iss_1", "late"),
+            "DELETE FROM issues WHERE id = 'iss_5';".into(),
+            "DELETE FROM issues WHERE id = 'iss_1';".into(),
+        ];
+        for write in writes {
+            conn.execute_batch(&write).unwrap();
+            let (kept, recounted) = board_counts(&conn);
+            assert_eq!(kept, recounted, "after {write}");
+        }
     }
 
     #[test]

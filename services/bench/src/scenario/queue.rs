@@ -120,8 +120,11 @@ pub async fn run(
         &mut seed,
         &seed_target,
         &seeder.token,
-        store,
-        issues,
+        Seeded {
+            store,
+            issues,
+            ready,
+        },
         reads,
         sink,
     )
@@ -194,17 +197,32 @@ pub async fn run(
     Ok(())
 }
 
+/// The board as seeded: its store, issues, and how many are ready.
+struct Seeded {
+    store: Store,
+    issues: usize,
+    ready: usize,
+}
+
 /// `reads` samples each of the two whole-board reads (the ready list's
-/// first page and `board_stats`) on the board as it is now.
+/// first page and `board_stats`) on the board as it is now (`ready` of
+/// it ready work). An answer that disagrees with the board (a short page,
+/// a ready count neither right nor marked as a lower bound) is an error;
+/// the counts `board_stats` marked as lower bounds are the record's
+/// `at_least` label.
 async fn whole_board_reads(
     seed: &mut Connection,
     target: &Target,
     token: &str,
-    store: Store,
-    issues: usize,
+    board: Seeded,
     reads: usize,
     sink: &mut Sink,
 ) -> Result<()> {
+    let Seeded {
+        store,
+        issues,
+        ready,
+    } = board;
     for (tool, arguments, kind) in [
         (
             "list_issues",
@@ -214,16 +232,32 @@ async fn whole_board_reads(
         ("board_stats", json!({}), "queue_board_stats"),
     ] {
         let mut samples = Vec::with_capacity(reads);
+        let mut errors = 0u64;
+        let mut at_least = String::new();
         for _ in 0..reads {
-            let (ms, _) = call(seed, target, token, tool, &arguments).await?;
+            let (ms, answer) = call(seed, target, token, tool, &arguments).await?;
             samples.push(ms);
+            let right = if tool == "board_stats" {
+                let capped: Vec<&str> = answer["at_least"]
+                    .as_array()
+                    .map(|parts| parts.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default();
+                at_least = capped.join(",");
+                capped.contains(&"ready") || answer["ready"].as_u64() == Some(ready as u64)
+            } else {
+                answer["issues"].as_array().map(Vec::len) == Some(ready.min(50))
+            };
+            errors += u64::from(!right);
         }
-        sink.emit(
-            Record::new(kind)
-                .label("store", store)
-                .label("issues", issues)
-                .with_samples(&samples),
-        )?;
+        let mut record = Record::new(kind)
+            .label("store", store)
+            .label("issues", issues)
+            .with_samples(&samples);
+        if tool == "board_stats" {
+            record = record.label("at_least", at_least);
+        }
+        record.errors = errors;
+        sink.emit(record)?;
     }
     Ok(())
 }

@@ -9,11 +9,10 @@
 //! with the column's cursor, so paging a column never touches another.
 //!
 //! Each column carries its total under the same filters. The totals are
-//! decided in one place, [`column_totals`]: a count through the list itself,
-//! bounded at [`COUNT_MAX`] (answered as "at least"). The store's grouped
-//! counts (`board_stats` of the work queue) would answer an unfiltered board
-//! exactly in one read; they are not on this branch's store surface yet, and
-//! switching to them is a change to `column_totals` alone.
+//! decided in one place, [`column_totals`]: without filters the store's
+//! `board_stats` (one bounded read; a state it stopped counting at its cap
+//! is answered as "at least"), with filters a count through the list
+//! itself, bounded at [`COUNT_MAX`] (answered as "at least").
 //!
 //! The same module reads the titles of the issues an issue's relations name
 //! ([`related`]), so the issue view shows links with titles, not bare ids.
@@ -217,7 +216,8 @@ pub(crate) async fn read_columns(
 /// How many issues each column holds under `filter`: the one place the
 /// board's column totals are decided. A column whose first page is its last
 /// is its own count. Without filters, the others come from the store's
-/// `board_stats` (exact, one grouped read for every column); with filters
+/// `board_stats` (one bounded read for every column, exact up to its cap:
+/// `queue_limits::STATS_COUNT_CAP`); with filters
 /// they are counted through the list, reading at most [`COUNT_MAX`] issues.
 async fn column_totals<'a>(
     store: &dyn BoardStore,
@@ -242,10 +242,11 @@ async fn column_totals<'a>(
                 if stats.is_none() {
                     stats = Some(store.board_stats(tenant, Timestamp::now()).await?);
                 }
-                let by_state = &stats.as_ref().expect("read just above").by_state;
+                let stats = stats.as_ref().expect("read just above");
                 Total {
-                    count: by_state.get(&state).copied().unwrap_or(0),
-                    exact: true,
+                    count: stats.by_state.get(&state).copied().unwrap_or(0),
+                    // A store may stop counting a state at the cap.
+                    exact: !stats.at_least.contains(&corkboard_board::StatsPart::States),
                 }
             }
             _ => bounded_count(store, tenant, filter, state, COUNT_MAX).await?,

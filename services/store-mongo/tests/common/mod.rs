@@ -3,6 +3,7 @@
 
 #![allow(dead_code)] // each test file uses its own part of this module
 
+use corkboard_board::ExpensiveReads;
 use corkboard_store_mongo::{MongoOptions, MongoStore};
 use corkboard_testkit::{MongoServer, unique_database};
 use std::sync::Arc;
@@ -23,6 +24,11 @@ pub fn test_options() -> MongoOptions {
         // is tested with shorter timeouts of their own (outage.rs,
         // crash.rs), and latency under contention by the bench.
         operation_timeout: Duration::from_secs(30),
+        // The same for expensive reads (above the default 2 s): a debug
+        // build's `board_stats` over 10,000 documents, while other tests
+        // load both cores, took longer. The deadline itself is tested by
+        // the contract's expensive-read cases, with bounds of their own.
+        expensive: ExpensiveReads::new(Duration::from_secs(30), ExpensiveReads::DEFAULT_PER_TENANT),
         ..MongoOptions::default()
     }
 }

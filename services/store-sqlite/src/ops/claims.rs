@@ -12,8 +12,8 @@ use crate::query::{BLOCKED, IDS_WITH_AN_OPEN_BLOCKER, LIVE_CLAIM, READY_ORDER, p
 use corkboard_board::webhook;
 use corkboard_board::{
     Author, BoardStats, Change, ChangeKind, Claim, ClaimCheck, ClaimFilter, Claimant, ExpiredClaim,
-    Issue, IssueId, IssueState, LabelCount, ListQuery, Priority, RunId, StoreError, TenantId,
-    Timestamp, ValidationError, check_hand_over, check_release, run_author,
+    Issue, IssueId, IssueState, LabelCount, ListQuery, Priority, RunId, StatsPart, StoreError,
+    TenantId, Timestamp, ValidationError, check_hand_over, check_release, queue_limits, run_author,
 };
 use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
@@ -488,9 +488,13 @@ fn release_issue(
     ))))
 }
 
-/// `board_stats`: grouped counts, each along an index (`issues_by_state`,
-/// the ready index's `urgency`, `issue_labels`, `issues_by_claim`); the
-/// blocked count checks each open unclaimed issue's blockers.
+/// `board_stats`: the per-state, per-priority and per-label counts from
+/// `board_counts` (kept exact by triggers in every write's transaction:
+/// migration 18), so they cost the number of keys, not of issues; the
+/// claimed and stale counts along `issues_by_claim`, the blocked count
+/// from the blocker relations, each stopped at one more than
+/// [`queue_limits::STATS_COUNT_CAP`]; ready derived from them when they
+/// are exact, else counted along the ready index, stopped likewise.
 pub(crate) fn board_stats(
     conn: &Connection,
     tenant: &TenantId,
@@ -500,56 +504,50 @@ pub(crate) fn board_stats(
     let mut stats = BoardStats::default();
     let t = tenant.as_str();
     let bad = |e: ValidationError| OpError::Store(e.into());
-    let mut by_state =
-        conn.prepare_cached("SELECT state, count(*) FROM issues WHERE tenant = ?1 GROUP BY state")?;
-    let mut rows = by_state.query(params![t])?;
+    let mut counts =
+        conn.prepare_cached("SELECT kind, key, n FROM board_counts WHERE tenant = ?1 AND n > 0")?;
+    let mut rows = counts.query(params![t])?;
+    let mut labels = Vec::new();
     while let Some(row) = rows.next()? {
-        let state = IssueState::parse(&row.get::<_, String>(0)?).map_err(bad)?;
-        stats.by_state.insert(state, from_sql_u64(row.get(1)?));
-    }
-    let mut by_urgency = conn.prepare_cached(
-        "SELECT urgency, count(*) FROM issues i WHERE tenant = ?1 \
-         AND state NOT IN ('done', 'closed') GROUP BY urgency",
-    )?;
-    let mut rows = by_urgency.query(params![t])?;
-    while let Some(row) = rows.next()? {
-        let urgency: i64 = row.get(0)?;
-        if let Some(priority) = Priority::ALL.into_iter().find(|p| p.urgency() == urgency) {
-            stats
-                .by_priority
-                .insert(priority, from_sql_u64(row.get(1)?));
+        let (kind, key): (String, String) = (row.get(0)?, row.get(1)?);
+        let n = from_sql_u64(row.get(2)?);
+        match kind.as_str() {
+            "state" => {
+                stats
+                    .by_state
+                    .insert(IssueState::parse(&key).map_err(bad)?, n);
+            }
+            "priority" => {
+                stats
+                    .by_priority
+                    .insert(Priority::parse(&key).map_err(bad)?, n);
+            }
+            _ => labels.push(LabelCount {
+                label: key,
+                issues: n,
+            }),
         }
     }
-    // The open issues' labels: every label row but those of finished
-    // issues, which the state index lists without reading an issue row.
-    let mut by_label = conn.prepare_cached(
-        "SELECT l.label, count(*) FROM issue_labels l WHERE l.tenant = ?1 \
-         AND l.issue_id NOT IN (SELECT id FROM issues \
-         WHERE tenant = ?1 AND state IN ('done', 'closed')) GROUP BY l.label",
-    )?;
-    let labels = by_label
-        .query_map(params![t], |row| {
-            Ok(LabelCount {
-                label: row.get(0)?,
-                issues: from_sql_u64(row.get(1)?),
-            })
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
     stats.set_labels(labels);
-    let count = |sql: &str, values: Vec<Value>| -> Result<u64, OpError> {
+    stats.finish();
+    let cap = i64::try_from(queue_limits::STATS_COUNT_CAP + 1).unwrap_or(i64::MAX);
+    // Counts the rows of `from` (a `FROM ... WHERE ...` on `i`), stopping
+    // at `cap`.
+    let count = |from: &str, mut values: Vec<Value>| -> Result<u64, OpError> {
+        values.push(Value::Integer(cap));
         let n: i64 = conn
-            .prepare_cached(sql)?
+            .prepare_cached(&format!("SELECT count(*) FROM (SELECT 1 {from} LIMIT ?)"))?
             .query_row(params_from_iter(values), |row| row.get(0))?;
         Ok(from_sql_u64(n))
     };
-    let open =
-        "SELECT count(*) FROM issues i WHERE i.tenant = ? AND i.state NOT IN ('done', 'closed')";
-    stats.claimed = count(
+    let open = "FROM issues i WHERE i.tenant = ? AND i.state NOT IN ('done', 'closed')";
+    let claimed = count(
         &format!("{open} AND {LIVE_CLAIM}"),
         vec![Value::Text(t.to_owned()), Value::Integer(now.as_millis())],
     )?;
+    stats.claimed = stats.capped(StatsPart::Claimed, claimed);
     // Driven by the blocker relations, not by every open issue.
-    stats.blocked = count(
+    let blocked = count(
         &format!("{open} AND NOT {LIVE_CLAIM} AND i.id IN ({IDS_WITH_AN_OPEN_BLOCKER})"),
         vec![
             Value::Text(t.to_owned()),
@@ -557,13 +555,70 @@ pub(crate) fn board_stats(
             Value::Text(t.to_owned()),
         ],
     )?;
-    stats.stale = count(
+    stats.blocked = stats.capped(StatsPart::Blocked, blocked);
+    let stale = count(
         &format!("{open} AND i.claim_run IS NOT NULL AND i.claim_expires_at <= ?"),
         vec![
             Value::Text(t.to_owned()),
             Value::Integer(stale_until.as_millis()),
         ],
     )?;
-    stats.finish();
+    stats.stale = stats.capped(StatsPart::Stale, stale);
+    if !stats.derive_ready() {
+        let ready = count(
+            &format!("{open} AND NOT {LIVE_CLAIM} AND NOT {BLOCKED}"),
+            vec![Value::Text(t.to_owned()), Value::Integer(now.as_millis())],
+        )?;
+        stats.ready = stats.capped(StatsPart::Ready, ready);
+    }
     Ok(stats)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema;
+
+    #[test]
+    fn board_stats_stop_the_queue_counts_at_the_cap_and_say_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = schema::open_writer(&dir.path().join("s.sqlite3"), &Default::default()).unwrap();
+        let cap = queue_limits::STATS_COUNT_CAP;
+        let now = Timestamp::now();
+        // `cap` + 5 claimed issues and 7 ready ones, in one transaction.
+        let claimed = cap + 5;
+        conn.execute_batch("BEGIN").unwrap();
+        let mut insert = conn
+            .prepare(
+                "INSERT INTO issues (tenant, id, title, title_lower, body, state, priority, \
+                 labels, author_run, created_at, updated_at, version, claim_run, claim_grant, \
+                 claimed_at, claim_expires_at) \
+                 VALUES ('t', ?1, 'x', 'x', '', 'todo', 'low', '', 'r', 1, 1, 1, ?2, ?3, 1, ?4)",
+            )
+            .unwrap();
+        for i in 0..claimed + 7 {
+            let holder = (i < claimed).then_some("run-c");
+            insert
+                .execute(params![
+                    format!("iss_{i:06}"),
+                    holder,
+                    holder.map(|_| "gr_1"),
+                    holder.map(|_| now.plus_millis(3_600_000).as_millis()),
+                ])
+                .unwrap();
+        }
+        drop(insert);
+        conn.execute_batch("COMMIT").unwrap();
+        let stats = board_stats(&conn, &TenantId::parse("t").unwrap(), now, now).unwrap();
+        // Per state and priority: exact, from the kept counts.
+        assert_eq!(stats.by_state.get(&IssueState::Todo), Some(&(claimed + 7)));
+        assert_eq!(stats.by_priority.get(&Priority::Low), Some(&(claimed + 7)));
+        assert_eq!(stats.claimed, cap);
+        assert_eq!(stats.ready, 7, "counted along the ready index");
+        assert_eq!(
+            stats.at_least,
+            [StatsPart::Claimed].into_iter().collect(),
+            "only the claimed count stopped"
+        );
+    }
 }

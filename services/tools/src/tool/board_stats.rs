@@ -1,6 +1,7 @@
 //! `board_stats`: the shape of the board in one small answer: issues per
 //! state, open ones per priority and label, and how many are ready,
-//! claimed, blocked or stale (a grouped count per figure in the store).
+//! claimed, blocked or stale (a bounded count per figure in the store;
+//! the ones that stopped at their cap are named in `at_least`).
 
 use super::args::Args;
 use super::schema::object;
@@ -8,13 +9,14 @@ use super::{Success, to_json};
 use crate::error::ToolsError;
 use crate::result_budget::Answer;
 use crate::service::BoardTools;
-use corkboard_board::{Timestamp, stale_window};
+use corkboard_board::{StatsPart, Timestamp, stale_window};
 use corkboard_grants::ResolvedGrant;
 use serde_json::{Map, Value, json};
 
 pub(crate) const DESCRIPTION: &str = "Counts of this run's board: issues per state; open ones \
 per priority and per label (50 most used); and how many are ready (claim_next can take them), \
-claimed, blocked by an open issue, or stale (claim lapsing or lapsed).";
+claimed, blocked by an open issue, or stale (claim lapsing or lapsed). Counts stop at 10000; \
+those named in at_least are that many or more.";
 
 pub(crate) const ARGS: [&str; 0] = [];
 
@@ -35,9 +37,23 @@ pub(crate) async fn run(
         )
         .await?;
     let structured = to_json(&stats)?;
+    // "10000+" for a count that stopped there.
+    let n = |part: StatsPart, n: u64| {
+        let more = if stats.at_least.contains(&part) {
+            "+"
+        } else {
+            ""
+        };
+        format!("{n}{more}")
+    };
     let text = format!(
         "board_stats: {} issues, {} open: {} ready, {} claimed, {} blocked, {} stale\n{structured}",
-        stats.total, stats.open, stats.ready, stats.claimed, stats.blocked, stats.stale
+        n(StatsPart::States, stats.total),
+        n(StatsPart::States, stats.open),
+        n(StatsPart::Ready, stats.ready),
+        n(StatsPart::Claimed, stats.claimed),
+        n(StatsPart::Blocked, stats.blocked),
+        n(StatsPart::Stale, stats.stale)
     );
     // At most 50 labels of 50 characters: far inside any result budget.
     Ok(Success {
@@ -68,10 +84,14 @@ pub(crate) fn output_schema() -> Value {
                 },
             },
             "more_labels": { "type": "boolean" },
+            "at_least": {
+                "type": "array",
+                "items": { "enum": ["states", "priorities", "labels", "ready", "claimed", "blocked", "stale"] },
+            },
         },
         "required": [
             "total", "open", "ready", "claimed", "blocked", "stale", "by_state",
-            "by_priority", "by_label", "more_labels",
+            "by_priority", "by_label", "more_labels", "at_least",
         ],
     })
 }

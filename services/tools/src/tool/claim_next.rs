@@ -19,11 +19,11 @@ use corkboard_grants::ResolvedGrant;
 use serde_json::{Map, Value, json};
 
 pub(crate) const DESCRIPTION: &str = "Claim the next issue to work on: the most urgent, then \
-oldest, open issue that no run holds and whose blocked_by issues are all done or closed, among \
-those matching the filters. Exactly one run gets each issue. Returns it like get_issue, with \
-outcome=\"claimed\"; or outcome=\"no_ready_work\" with how many matching issues are claimed or \
-blocked. The claim lapses unless you write to the issue or claim_issue it again within the \
-lease (claim.expires_at); release_issue when you give up.";
+oldest (when runs claim at once: one of the 64 best), open issue that no run holds and whose \
+blocked_by issues are all done or closed, among those matching the filters. Exactly one run gets \
+each issue. Returns it like get_issue, with outcome=\"claimed\"; or outcome=\"no_ready_work\" \
+with how many matching issues are claimed or blocked. The claim lapses unless you write to the \
+issue or claim_issue it again within the lease (claim.expires_at); release_issue when you give up.";
 
 pub(crate) const ARGS: [&str; 3] = ["labels", "min_priority", "parent"];
 
