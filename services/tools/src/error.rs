@@ -141,8 +141,9 @@ pub enum ToolsError {
     #[error(
         "board unavailable: {reason}. The write may or may not have been applied (retryable \
          with care): repeat create_issue or add_comment only with the same idempotency_key \
-         (a replay returns the original; without a key a retry may create a duplicate), and \
-         re-read with get_issue before repeating an update"
+         (a replay returns the original; without a key a retry may create a duplicate), \
+         re-read with get_issue before repeating an update, and list your claims \
+         (list_issues with claimed_by set to your run) before claiming again"
     )]
     OutcomeUnknown { reason: String },
 
@@ -171,7 +172,8 @@ pub enum ToolsError {
     #[error(
         "board unavailable: the board did not answer within {}s (retryable; try again in a \
          few seconds). A write may or may not have been applied: re-read before repeating an \
-         update, and repeat create_issue or add_comment only with the same idempotency_key",
+         update, repeat create_issue or add_comment only with the same idempotency_key, and \
+         list your claims (list_issues with claimed_by set to your run) before claiming again",
         .after.as_secs_f64()
     )]
     Timeout { after: Duration },

@@ -5,10 +5,12 @@
 //! `ready: true` (one page) and `board_stats`, `reads` times each. Then
 //! (unless `claimants` is 0) `claimants` runs, each on its own keep-alive
 //! connection, call `claim_next` until it answers "no ready work". Every
-//! call's latency is a sample and the drain's throughput a value; a drain
-//! in which an issue went to two runs, a blocked issue was claimed, or
-//! some ready issue was never claimed counts as an error, never as a
-//! figure.
+//! call's latency is a sample and the drain's throughput a value; a call
+//! answered "board unavailable" is counted and called again, as an agent
+//! would, and the board's own claimed count settles what such calls did.
+//! A drain in which an issue went to two runs, a blocked issue was
+//! claimed, or some ready issue was never claimed counts as an error,
+//! never as a figure.
 
 use super::deploy::{DeploySpec, Deployment, Endpoint, Registry, Store};
 use crate::client::{Connection, Target};
@@ -36,16 +38,36 @@ async fn call(
     tool: &str,
     arguments: &Value,
 ) -> Result<(f64, Value)> {
+    match attempt(connection, target, token, tool, arguments).await? {
+        (elapsed, Ok(answer)) => Ok((elapsed, answer)),
+        (_, Err(text)) => Err(BenchError::protocol(tool, text)),
+    }
+}
+
+/// One call of `tool`: its latency in ms, and its structured answer or,
+/// for a tool error saying the board is unavailable (retryable: the
+/// store's bound ran out), that answer's text. Any other failure is an
+/// error of the run.
+async fn attempt(
+    connection: &mut Connection,
+    target: &Target,
+    token: &str,
+    tool: &str,
+    arguments: &Value,
+) -> Result<(f64, std::result::Result<Value, String>)> {
     let prepared = mcp::stateless_named_call(token, tool, arguments)?;
     let started = Instant::now();
     let reply = connection
         .send(Method::POST, &target.path, &prepared.headers, prepared.body)
         .await?;
     let elapsed = started.elapsed().as_secs_f64() * 1000.0;
-    if mcp::classify(&reply) != mcp::Verdict::Ok {
-        return Err(BenchError::protocol(tool, reply.text()));
+    match mcp::classify(&reply) {
+        mcp::Verdict::Ok => Ok((elapsed, Ok(mcp::structured(&reply)?))),
+        mcp::Verdict::ToolError if reply.text().contains("board unavailable") => {
+            Ok((elapsed, Err(reply.text())))
+        }
+        _ => Err(BenchError::protocol(tool, reply.text())),
     }
-    Ok((elapsed, mcp::structured(&reply)?))
 }
 
 pub async fn run(
@@ -152,43 +174,78 @@ pub async fn run(
             barrier.wait().await;
             let mut samples = Vec::new();
             let mut mine = Vec::new();
+            let mut unavailable = 0u64;
             loop {
                 let (ms, answer) =
-                    call(&mut connection, &target, &token, "claim_next", &json!({})).await?;
+                    attempt(&mut connection, &target, &token, "claim_next", &json!({})).await?;
                 samples.push(ms);
+                let answer = match answer {
+                    Ok(answer) => answer,
+                    // As an agent would: again, shortly (whether that call
+                    // claimed an issue is settled by the board's count).
+                    Err(_) => {
+                        unavailable += 1;
+                        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                        continue;
+                    }
+                };
                 match answer["outcome"].as_str() {
                     Some("claimed") => {
                         mine.push(answer["id"].as_str().unwrap_or_default().to_owned())
                     }
-                    _ => return Ok::<_, BenchError>((samples, mine)),
+                    _ => return Ok::<_, BenchError>((samples, mine, unavailable)),
                 }
             }
         }));
     }
     let mut samples = Vec::new();
     let mut claimed = Vec::new();
+    let mut unavailable = 0u64;
     for task in tasks {
-        let (s, mine) = task
+        let (s, mine, refused) = task
             .await
             .map_err(|e| BenchError::protocol("claimant", e.to_string()))??;
         samples.extend(s);
         claimed.extend(mine);
+        unavailable += refused;
     }
     let drain = started.elapsed().as_secs_f64();
+    // The board's own count of claimed issues: the claims answered, and
+    // those of calls whose answer said the board was unavailable but
+    // which claimed an issue all the same.
+    // (On a connection of its own: the seeder's may have idled out.)
+    let mut counter = Connection::open(&seed_target).await?;
+    let (_, stats) = call(
+        &mut counter,
+        &seed_target,
+        &seeder.token,
+        "board_stats",
+        &json!({}),
+    )
+    .await?;
+    let on_board = stats["claimed"].as_u64().unwrap_or(0) as usize;
     let distinct: HashSet<&String> = claimed.iter().collect();
-    let broken = distinct.len() != claimed.len() || claimed.len() != ready;
+    let broken = distinct.len() != claimed.len() || on_board != ready || claimed.len() > ready;
     let mut record = Record::new("queue_claim_next")
         .label("store", store)
         .label("claimants", claimants)
         .label("issues", issues)
         .with_samples(&samples)
-        .value("claims_per_second", claimed.len() as f64 / drain.max(1e-9))
-        .value("ready", ready as f64);
+        .value("claims_per_second", on_board as f64 / drain.max(1e-9))
+        .value("ready", ready as f64)
+        .value("unavailable", unavailable as f64)
+        .value(
+            "claimed_unanswered",
+            on_board.saturating_sub(claimed.len()) as f64,
+        );
     record.errors = u64::from(broken);
     record.note = Some(
         "one sample per claim_next call (the last of each claimant answers no ready work); \
-         an error is a drain where an issue went twice, a blocked one was taken or a ready \
-         one was left"
+         a call answered \"board unavailable\" (its store bound ran out) is a sample too, \
+         counted in `unavailable`, and its claimant calls again 100 ms later; \
+         `claimed_unanswered` counts such calls that claimed an issue all the same (the \
+         board's claimed count less the claims answered). An error is a drain where an \
+         issue went twice, a blocked one was taken or a ready one was left"
             .into(),
     );
     sink.emit(record)?;

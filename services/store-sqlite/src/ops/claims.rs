@@ -103,8 +103,55 @@ impl WriteOp for ClaimNext {
     }
 }
 
+/// The statement of [`claim_next`]: claims the best ready issue `query`
+/// matches for `claimant` at `now`, returning its id.
+fn claim_next_sql(
+    tenant: &TenantId,
+    query: &ListQuery,
+    claimant: &Claimant,
+    now: Timestamp,
+) -> (String, Vec<Value>) {
+    let mut ready = query.clone();
+    ready.ready = true;
+    ready.cursor = None;
+    ready.limit = 1;
+    // The best of two: the best unclaimed issue (`issues_ready_unclaimed`,
+    // which holds no claimed issue, so live claims cost nothing to pass
+    // over) and the best whose claim lapsed but was not swept yet (named:
+    // the claims' expiry index, whose range is the few lapsed claims; the
+    // planner would otherwise walk the ready index through every live
+    // claim); each has every ready condition.
+    let mut text = String::from(
+        "UPDATE issues SET claim_run = ?, claim_grant = ?, claimed_at = ?, claim_expires_at = ?, \
+         version = version + 1, updated_at = max(updated_at, ?) WHERE tenant = ? AND id = \
+         (SELECT id FROM (SELECT * FROM (SELECT i.id, i.urgency AS u, i.created_at AS c \
+         FROM issues i WHERE i.tenant = ? AND i.claim_run IS NULL",
+    );
+    let mut values = vec![
+        Value::Text(claimant.run.as_str().to_owned()),
+        Value::Text(claimant.grant.as_str().to_owned()),
+        Value::Integer(now.as_millis()),
+        Value::Integer(claimant.claim_expires_at(now).as_millis()),
+        Value::Integer(now.as_millis()),
+        Value::Text(tenant.as_str().to_owned()),
+        Value::Text(tenant.as_str().to_owned()),
+    ];
+    push_filters(&ready, now, &mut text, &mut values);
+    text.push_str(READY_ORDER);
+    text.push_str(
+        " LIMIT 1) UNION ALL SELECT * FROM (SELECT i.id, i.urgency, i.created_at FROM issues i \
+         INDEXED BY issues_claim_expiry WHERE i.tenant = ? AND i.claim_run IS NOT NULL AND i.claim_expires_at <= ?",
+    );
+    values.push(Value::Text(tenant.as_str().to_owned()));
+    values.push(Value::Integer(now.as_millis()));
+    push_filters(&ready, now, &mut text, &mut values);
+    text.push_str(READY_ORDER);
+    text.push_str(" LIMIT 1)) ORDER BY u, c, id LIMIT 1) RETURNING id");
+    (text, values)
+}
+
 /// One conditional statement picks and claims: the `UPDATE` takes the
-/// first row of the ready query (the ready index's order) in the writer's
+/// first row of the ready query (the ready order) in the writer's
 /// transaction, so of racing claimants in any process sharing the file
 /// each issue goes to exactly one, and no claimant is refused an issue
 /// another took: it simply gets the next one.
@@ -118,27 +165,7 @@ fn claim_next(
     claimant
         .live_at(now)
         .map_err(|e| OpError::Store(StoreError::Invalid(e)))?;
-    let mut ready = query.clone();
-    ready.ready = true;
-    ready.cursor = None;
-    ready.limit = 1;
-    let mut text = String::from(
-        "UPDATE issues SET claim_run = ?, claim_grant = ?, claimed_at = ?, claim_expires_at = ?, \
-         version = version + 1, updated_at = max(updated_at, ?) WHERE tenant = ? AND id = \
-         (SELECT i.id FROM issues i WHERE i.tenant = ?",
-    );
-    let mut values = vec![
-        Value::Text(claimant.run.as_str().to_owned()),
-        Value::Text(claimant.grant.as_str().to_owned()),
-        Value::Integer(now.as_millis()),
-        Value::Integer(claimant.claim_expires_at(now).as_millis()),
-        Value::Integer(now.as_millis()),
-        Value::Text(tenant.as_str().to_owned()),
-        Value::Text(tenant.as_str().to_owned()),
-    ];
-    push_filters(&ready, now, &mut text, &mut values);
-    text.push_str(READY_ORDER);
-    text.push_str(" LIMIT 1) RETURNING id");
+    let (text, values) = claim_next_sql(tenant, query, claimant, now);
     let claimed: Option<String> = conn
         .prepare_cached(&text)?
         .query_row(params_from_iter(values), |row| row.get(0))
@@ -578,6 +605,44 @@ pub(crate) fn board_stats(
 mod tests {
     use super::*;
     use crate::schema;
+
+    #[test]
+    fn claim_next_passes_over_no_claimed_issue() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = schema::open_writer(&dir.path().join("s.sqlite3"), &Default::default()).unwrap();
+        let tenant = TenantId::parse("t").unwrap();
+        let claimant = Claimant {
+            run: RunId::parse("run-a").unwrap(),
+            grant: corkboard_board::GrantId::generate(),
+            expires_at: Timestamp::now().plus_millis(3_600_000),
+            lease: None,
+            integrity: corkboard_board::Integrity::Agent,
+        };
+        let (text, values) =
+            claim_next_sql(&tenant, &ListQuery::default(), &claimant, Timestamp::now());
+        let plan: Vec<String> = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {text}"))
+            .unwrap()
+            .query_map(params_from_iter(values), |row| row.get::<_, String>(3))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let plan = plan.join("\n");
+        // Unclaimed issues from the index without claims, in the ready
+        // order (no sort of the board); lapsed claims from their expiry
+        // (sorted: only those); never the ready index, which holds every
+        // live claim.
+        assert!(
+            plan.contains("SEARCH i USING INDEX issues_ready_unclaimed (tenant=?)"),
+            "{plan}"
+        );
+        assert!(
+            plan.contains("SEARCH i USING INDEX issues_claim_expiry (claim_expires_at<?)"),
+            "{plan}"
+        );
+        assert!(!plan.contains("issues_ready ("), "{plan}");
+        assert!(!plan.contains("SCAN i"), "{plan}");
+    }
 
     #[test]
     fn board_stats_stop_the_queue_counts_at_the_cap_and_say_so() {
