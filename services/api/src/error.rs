@@ -185,7 +185,11 @@ mod tests {
                 "query_too_slow",
             ),
             (
-                StoreError::TenantBusy { max: 2 }.into(),
+                StoreError::TenantBusy {
+                    max: 2,
+                    ms_per_second: 250,
+                }
+                .into(),
                 429,
                 "rate_limited",
             ),

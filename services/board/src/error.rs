@@ -79,9 +79,13 @@ pub enum StoreError {
     )]
     QueryTooSlow { limit_ms: u64 },
     /// The tenant already runs its whole share of expensive reads and none
-    /// came free in time (`crate::reads`). Retryable once one has answered.
-    #[error("too many concurrent searches for this tenant (at most {max} at once); retry shortly")]
-    TenantBusy { max: usize },
+    /// came free in time, or its reads used their time share
+    /// (`crate::reads`). Retryable once one has answered.
+    #[error(
+        "too many searches for this tenant (at most {max} at once and {ms_per_second} ms of \
+         search time a second); retry shortly"
+    )]
+    TenantBusy { max: usize, ms_per_second: u64 },
     /// No board store exists behind this caller at all (a run started
     /// without one). Not retryable: nothing will change by waiting.
     #[error("no board store is configured: {reason}")]

@@ -12,13 +12,27 @@
 //!   instant refusal, because agents send parallel tool calls: a third
 //!   search of a tenant usually finds a share free within milliseconds.
 //!
+//! - a **per-tenant time share**: one tenant's expensive reads together
+//!   may take at most [`ExpensiveReads::ms_per_second`] of read time a
+//!   second (beyond a burst of one second's worth). A read past it waits
+//!   until the tenant's time is back ([`Share::paced_until`]), or is
+//!   refused with the same `TenantBusy` when that is past its wait. The
+//!   number of reads at once does not bound what they cost: on a two-core
+//!   machine, one tenant's 40 searches a second of 23 ms each, two at a
+//!   time, kept a core busy and put another tenant's reads behind it.
+//!
 //! Point reads (an issue by id, an unfiltered page) are none of this: their
 //! cost is bounded by their shape, and stores keep them off the readers
 //! expensive reads wait for.
 //!
 //! The share is a semaphore per tenant, kept only while the tenant has
-//! reads running or waiting. `tokio::sync` is runtime-agnostic
-//! (no IO, no timer); the stores bound the wait with their own timer.
+//! reads running or waiting. [`ExpensiveReads::admit_by`] waits for a
+//! share and then for the tenant's time share, both within the read's
+//! wait, on tokio's timer (no IO). The time share is a generic cell
+//! rate (GCRA) per tenant: each read, when its share is given back, moves
+//! the tenant's "busy until" on by the time it held the share divided by
+//! the share's rate; a tenant whose "busy until" is more than the burst
+//! ahead waits for the difference.
 
 use crate::error::StoreError;
 use crate::ids::TenantId;
@@ -28,7 +42,7 @@ use crate::search::SearchQuery;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// What a read costs a store: the one place that says which reads are
@@ -79,7 +93,12 @@ impl SearchQuery {
 pub struct ExpensiveReads {
     timeout: Duration,
     per_tenant: usize,
+    ms_per_second: u64,
     tenants: Arc<Mutex<HashMap<TenantId, Tenant>>>,
+    /// Each tenant's "busy until" (the time share's state); entries in
+    /// the past are dropped as others are written, so it holds only
+    /// tenants that used their time of late.
+    busy: Arc<Mutex<HashMap<TenantId, Instant>>>,
 }
 
 /// One tenant's share: its semaphore, and how many reads hold or wait for
@@ -94,6 +113,7 @@ impl fmt::Debug for ExpensiveReads {
         f.debug_struct("ExpensiveReads")
             .field("timeout", &self.timeout)
             .field("per_tenant", &self.per_tenant)
+            .field("ms_per_second", &self.ms_per_second)
             .finish_non_exhaustive()
     }
 }
@@ -113,14 +133,37 @@ impl ExpensiveReads {
     /// Half of the SQLite store's default four search readers: one tenant
     /// never holds them all.
     pub const DEFAULT_PER_TENANT: usize = 2;
+    /// A quarter of one core's time a second for one tenant's searches and
+    /// filtered lists together: about ten searches a second of a common
+    /// word on a 10,000-issue board (23 ms each), over a hundred of the
+    /// usual few milliseconds; a burst of a second's worth passes at once.
+    pub const DEFAULT_MS_PER_SECOND: u64 = 250;
+    /// Bounds of the entries kept in the time share's map before the ones
+    /// in the past are swept.
+    const BUSY_SWEEP_AT: usize = 256;
 
-    /// `per_tenant` is at least 1 (0 would refuse every search).
+    /// `per_tenant` is at least 1 (0 would refuse every search); the time
+    /// share is [`Self::DEFAULT_MS_PER_SECOND`] ([`Self::with_time_share`]).
     pub fn new(timeout: Duration, per_tenant: usize) -> Self {
         Self {
             timeout,
             per_tenant: per_tenant.max(1),
+            ms_per_second: Self::DEFAULT_MS_PER_SECOND,
             tenants: Arc::default(),
+            busy: Arc::default(),
         }
+    }
+
+    /// The same bounds with a time share of `ms_per_second` of read time a
+    /// second per tenant (at least 1; 1,000 or more is a core or more).
+    pub fn with_time_share(mut self, ms_per_second: u64) -> Self {
+        self.ms_per_second = ms_per_second.max(1);
+        self
+    }
+
+    /// Read time one tenant's expensive reads may take a second, together.
+    pub fn ms_per_second(&self) -> u64 {
+        self.ms_per_second
     }
 
     /// How long one expensive read may run before it is interrupted, and
@@ -158,17 +201,74 @@ impl ExpensiveReads {
             .acquire_owned()
             .await
             .map_err(|_| StoreError::Internal("a tenant's read share was closed".to_owned()))?;
+        let now = Instant::now();
+        let paced_until = self
+            .lock_busy()
+            .get(tenant)
+            .and_then(|until| until.checked_sub(self.burst()))
+            .filter(|start| *start > now);
         Ok(Share {
+            paced_until,
+            admitted: now,
             _permit: permit,
             _user: user,
         })
     }
 
-    /// The answer to a read that found no share within [`Self::timeout`].
+    /// One of `tenant`'s shares, once its time share lets the read start:
+    /// both waits end by `wait_until` (past it: [`Self::tenant_busy`]), and
+    /// a read whose time share is not back by then is refused at once
+    /// rather than kept waiting for nothing.
+    pub async fn admit_by(
+        &self,
+        tenant: &TenantId,
+        wait_until: tokio::time::Instant,
+    ) -> Result<Share, StoreError> {
+        let share = tokio::time::timeout_at(wait_until, self.admit(tenant))
+            .await
+            .map_err(|_| self.tenant_busy())??;
+        if let Some(at) = share.paced_until() {
+            let at = tokio::time::Instant::from_std(at);
+            if at > wait_until {
+                return Err(self.tenant_busy());
+            }
+            tokio::time::sleep_until(at).await;
+        }
+        Ok(share)
+    }
+
+    /// The answer to a read that found no share within [`Self::timeout`]
+    /// (or whose tenant's time share is not back by then).
     pub fn tenant_busy(&self) -> StoreError {
         StoreError::TenantBusy {
             max: self.per_tenant,
+            ms_per_second: self.ms_per_second,
         }
+    }
+
+    /// What a tenant may run ahead of its share: one second's worth.
+    fn burst(&self) -> Duration {
+        Duration::from_secs(1)
+    }
+
+    /// Charges `tenant` for `held`, the time one read held its share (on
+    /// SQLite its wait for a free search reader included: with four readers
+    /// and two per tenant, a short one).
+    fn charge(&self, tenant: &TenantId, held: Duration) {
+        let now = Instant::now();
+        // `held` at the share's rate: 1 s of reads at 250 ms a second
+        // puts the tenant 4 s on.
+        let cost = held.mul_f64(1000.0 / self.ms_per_second as f64);
+        let mut busy = self.lock_busy();
+        if busy.len() >= Self::BUSY_SWEEP_AT {
+            busy.retain(|_, until| *until > now);
+        }
+        let until = busy.entry(tenant.clone()).or_insert(now);
+        *until = (*until).max(now) + cost;
+    }
+
+    fn lock_busy(&self) -> std::sync::MutexGuard<'_, HashMap<TenantId, Instant>> {
+        self.busy.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The answer to a read interrupted at its deadline.
@@ -208,17 +308,40 @@ impl Drop for User {
 }
 
 /// One running expensive read's part of its tenant's share; given back
-/// when dropped.
+/// when dropped, charging the tenant's time share for the time it was held
+/// (from [`Self::paced_until`] on when the read was paced).
 pub struct Share {
+    paced_until: Option<Instant>,
+    admitted: Instant,
     // Fields drop in order: the permit goes back before the entry is left.
     _permit: OwnedSemaphorePermit,
     _user: User,
+}
+
+impl Share {
+    /// When the tenant's time share lets this read start, if later than
+    /// now: the store waits until then with its own timer, or answers
+    /// [`ExpensiveReads::tenant_busy`] when that is past the read's wait.
+    pub fn paced_until(&self) -> Option<Instant> {
+        self.paced_until
+    }
+}
+
+impl Drop for Share {
+    fn drop(&mut self) {
+        let started = self
+            .paced_until
+            .map_or(self.admitted, |at| at.max(self.admitted));
+        let held = Instant::now().saturating_duration_since(started);
+        self._user.reads.charge(&self._user.tenant, held);
+    }
 }
 
 impl fmt::Debug for Share {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Share")
             .field("tenant", &self._user.tenant)
+            .field("paced_until", &self.paced_until)
             .finish_non_exhaustive()
     }
 }
@@ -302,6 +425,66 @@ mod tests {
     }
 
     #[actix_rt::test]
+    async fn a_tenant_past_its_time_share_waits_for_its_time_and_others_do_not() {
+        // 10 ms a second: holding a share for 30 ms puts the tenant 3 s
+        // on, 2 s past its one-second burst.
+        let reads = ExpensiveReads::new(Duration::from_secs(1), 2).with_time_share(10);
+        let (a, b) = (tenant("noisy"), tenant("quiet"));
+        let first = reads.admit(&a).await.unwrap();
+        assert_eq!(first.paced_until(), None, "a burst's worth passes at once");
+        std::thread::sleep(Duration::from_millis(30));
+        drop(first);
+        let next = reads.admit(&a).await.unwrap();
+        let wait = next
+            .paced_until()
+            .map(|at| at.saturating_duration_since(Instant::now()))
+            .expect("paced");
+        assert!(wait > Duration::from_millis(1_800), "{wait:?}");
+        drop(next);
+        assert_eq!(
+            reads.admit(&b).await.unwrap().paced_until(),
+            None,
+            "another tenant's time is its own"
+        );
+        // Not back within the read's wait: refused at once, not kept waiting.
+        let started = Instant::now();
+        let refused = reads
+            .admit_by(&a, tokio::time::Instant::now() + Duration::from_millis(500))
+            .await;
+        assert!(
+            matches!(
+                refused,
+                Err(StoreError::TenantBusy {
+                    max: 2,
+                    ms_per_second: 10
+                })
+            ),
+            "{refused:?}"
+        );
+        assert!(started.elapsed() < Duration::from_millis(400));
+        assert!(
+            reads
+                .tenant_busy()
+                .to_string()
+                .contains("10 ms of search time a second")
+        );
+    }
+
+    #[actix_rt::test]
+    async fn a_tenant_within_its_time_share_is_not_paced() {
+        let reads = ExpensiveReads::new(Duration::from_secs(1), 2).with_time_share(1_000);
+        let a = tenant("steady");
+        for _ in 0..5 {
+            let share = reads
+                .admit_by(&a, tokio::time::Instant::now() + Duration::from_secs(1))
+                .await
+                .unwrap();
+            assert_eq!(share.paced_until(), None);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    #[actix_rt::test]
     async fn idle_tenants_are_forgotten_even_after_a_wait_given_up() {
         let reads = ExpensiveReads::new(Duration::from_secs(1), 1);
         let a = tenant("acme");
@@ -313,7 +496,10 @@ mod tests {
         assert_eq!(reads.tenants_in_flight(), 0);
         assert!(matches!(
             reads.tenant_busy(),
-            StoreError::TenantBusy { max: 1 }
+            StoreError::TenantBusy {
+                max: 1,
+                ms_per_second: ExpensiveReads::DEFAULT_MS_PER_SECOND
+            }
         ));
         assert!(reads.tenant_busy().is_retryable());
         assert!(matches!(

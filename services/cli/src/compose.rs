@@ -457,6 +457,7 @@ fn expensive_reads(settings: &Settings) -> ExpensiveReads {
         Duration::from_millis(settings.search_timeout_ms.min(settings.store_timeout_ms)),
         settings.searches_per_tenant_max,
     )
+    .with_time_share(settings.search_ms_per_second_per_tenant)
 }
 
 /// Opens the configured board store.
@@ -841,6 +842,11 @@ mod tests {
             settings.searches_per_tenant_max,
             expensive.per_tenant(),
             "searches_per_tenant_max"
+        );
+        assert_eq!(
+            settings.search_ms_per_second_per_tenant,
+            expensive.ms_per_second(),
+            "search_ms_per_second_per_tenant"
         );
         let at = |max_result_bytes| Settings {
             max_result_bytes,

@@ -198,8 +198,14 @@ pub struct Settings {
     pub search_timeout_ms: u64,
     /// Most searches and filtered list pages one tenant (all its runs
     /// together) may run at once; the next waits up to `search_timeout_ms`
-    /// behind them, then is refused "too many concurrent searches".
+    /// behind them, then is refused "too many searches for this tenant".
     pub searches_per_tenant_max: usize,
+    /// Milliseconds of search time (searches and filtered list pages) one
+    /// tenant, all its runs together, may use a second, beyond a burst of
+    /// one second's worth; past it the next waits for its time, up to
+    /// `search_timeout_ms`, then is refused "too many searches". 1000 is
+    /// one core's worth.
+    pub search_ms_per_second_per_tenant: u64,
     /// Most bytes one tool result may take (structured JSON, text block and
     /// envelope); a longer answer is cut at an item boundary and says what
     /// it left out and how to get it. At least 16384.
@@ -410,6 +416,7 @@ impl Default for Settings {
             // `compose` tests check them.
             search_timeout_ms: 2_000,
             searches_per_tenant_max: 2,
+            search_ms_per_second_per_tenant: 250,
             // `corkboard_tools::DEFAULT_RESULT_BUDGET`: about 8,000 tokens.
             max_result_bytes: 32_000,
             // `corkboard_board::queue_limits::CLAIM_LEASE_DEFAULT`: 15 minutes.
@@ -686,6 +693,9 @@ impl Settings {
         }
         if self.searches_per_tenant_max == 0 {
             return Err(key("searches_per_tenant_max", "must be at least 1"));
+        }
+        if self.search_ms_per_second_per_tenant == 0 {
+            return Err(key("search_ms_per_second_per_tenant", "must be at least 1"));
         }
         if self.max_result_bytes < 16_384 {
             return Err(key(

@@ -724,8 +724,8 @@ impl MongoStore {
     }
 
     /// Runs `read`, an expensive read of `tenant`'s (`ReadCost::Expensive`),
-    /// under one of the tenant's shares: it waits for one at most
-    /// `expensive.timeout()` (then `TenantBusy`), then runs with a
+    /// under one of the tenant's shares: it waits for one (and for its time
+    /// share) at most `expensive.timeout()` (then `TenantBusy`), then runs with a
     /// [`ReadBudget`] of that long again, which its queries send as
     /// `maxTimeMS` (the server stops them there: `QueryTooSlow`). The whole
     /// call stays within `operation_timeout` like every read.
@@ -741,9 +741,8 @@ impl MongoStore {
     {
         let reads = &self.inner.options.expensive;
         self.bounded(what, async {
-            let _share = tokio::time::timeout(reads.timeout(), reads.admit(tenant))
-                .await
-                .map_err(|_| reads.tenant_busy())??;
+            let wait_until = tokio::time::Instant::now() + reads.timeout();
+            let _share = reads.admit_by(tenant, wait_until).await?;
             read(ReadBudget {
                 until: tokio::time::Instant::now() + reads.timeout(),
                 reads: reads.clone(),

@@ -336,7 +336,10 @@ fn interruptible<T>(
     let stop = Arc::clone(abandoned);
     conn.progress_handler(
         PROGRESS_OPS,
-        Some(move || stop.load(Ordering::Relaxed) || Instant::now() >= deadline),
+        Some(move || {
+            std::thread::yield_now();
+            stop.load(Ordering::Relaxed) || Instant::now() >= deadline
+        }),
     );
     let result = read(conn);
     conn.progress_handler(0, None::<fn() -> bool>);

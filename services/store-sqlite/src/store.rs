@@ -234,7 +234,7 @@ impl SqliteStore {
     }
 
     /// An expensive read of `tenant`'s (`ReadCost::Expensive`): it waits
-    /// for one of the tenant's shares and then a search reader, both
+    /// for one of the tenant's shares (and its time share) and then a search reader, both
     /// within one `expensive.timeout()` (past it: `TenantBusy`, or
     /// `Unavailable` when every reader stayed busy), then runs for at most
     /// that long again (past it: `QueryTooSlow`).
@@ -246,9 +246,7 @@ impl SqliteStore {
         let reads = &self.inner.options.expensive;
         let wait_until = tokio::time::Instant::now() + reads.timeout();
         let call = async {
-            let _share = tokio::time::timeout_at(wait_until, reads.admit(tenant))
-                .await
-                .map_err(|_| reads.tenant_busy())??;
+            let _share = reads.admit_by(tenant, wait_until).await?;
             self.inner
                 .searches
                 .run_interruptible(wait_until, reads, read)

@@ -159,10 +159,11 @@ pub enum ToolsError {
     /// The tenant's share of concurrent searches is taken (by its runs
     /// together): retryable shortly.
     #[error(
-        "too many concurrent searches for this tenant: at most {max} run at once across all of \
-         its runs (retryable; retry in a few seconds, one search at a time)"
+        "too many searches for this tenant: at most {max} run at once and {ms_per_second} ms of \
+         search time a second across all of its runs (retryable; retry in a few seconds, one \
+         search at a time, with narrower queries)"
     )]
-    TenantBusy { max: usize },
+    TenantBusy { max: usize, ms_per_second: u64 },
 
     /// This run has no board at all: waiting will not help, so the text
     /// must not invite a retry loop.
@@ -274,7 +275,9 @@ impl ToolsError {
                 _,
             ) => Self::OutcomeUnknown { reason },
             (StoreError::QueryTooSlow { limit_ms }, _) => Self::QueryTooSlow { limit_ms },
-            (StoreError::TenantBusy { max }, _) => Self::TenantBusy { max },
+            (StoreError::TenantBusy { max, ms_per_second }, _) => {
+                Self::TenantBusy { max, ms_per_second }
+            }
             (StoreError::NotConfigured { reason }, _) => Self::NoBoard { reason },
             (StoreError::Internal(detail), _) => Self::Internal { detail },
         }
@@ -410,11 +413,18 @@ mod tests {
             "{text}"
         );
         assert_eq!(slow.outcome(), AuditOutcome::ToolError);
-        let busy = ToolsError::from_store(StoreError::TenantBusy { max: 2 }, None);
+        let busy = ToolsError::from_store(
+            StoreError::TenantBusy {
+                max: 2,
+                ms_per_second: 250,
+            },
+            None,
+        );
         let text = busy.to_string();
         assert!(
-            text.starts_with("too many concurrent searches for this tenant")
-                && text.contains("at most 2"),
+            text.starts_with("too many searches for this tenant")
+                && text.contains("at most 2")
+                && text.contains("250 ms of search time a second"),
             "{text}"
         );
         assert!(text.contains("retryable"), "{text}");
