@@ -1425,12 +1425,21 @@ function approvalCard(item) {
   // A live refresh re-renders the cards: what the person typed is kept.
   app.reasons ??= new Map();
   const reason = el('input', { id: reasonId, class: 'approval-reason', autocomplete: 'off', maxlength: 2000, value: app.reasons.get(item.id) ?? '' });
-  reason.addEventListener('input', () => app.reasons.set(item.id, reason.value));
+  reason.addEventListener('input', () => {
+    app.reasons.set(item.id, reason.value);
+    // Typed into a card a refresh has just replaced: the card shown gets it.
+    const shown = document.getElementById(reasonId);
+    if (shown && shown !== reason) shown.value = reason.value;
+  });
   const error = el('p', { class: 'form-error', role: 'alert' });
   const decide = async (approve) => {
     error.textContent = '';
     try {
-      await api('POST', tenantPath(`/approvals/${encodeURIComponent(item.id)}/decision`), { approve, reason: reason.value });
+      // The reason as last typed, whichever copy of the card it was typed
+      // into: a refresh landing while the person types builds a new card,
+      // and keystrokes that reached the old one are only in the map.
+      const typed = app.reasons.get(item.id) ?? reason.value;
+      await api('POST', tenantPath(`/approvals/${encodeURIComponent(item.id)}/decision`), { approve, reason: typed });
       announce(approve ? 'Approved: the call runs when its run sends it again.' : 'Denied.');
       await loadApprovals();
     } catch (e) {
