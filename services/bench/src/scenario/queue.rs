@@ -86,7 +86,13 @@ pub async fn run(
             store,
             registry: Registry::Memory,
             log: Some("warn".into()),
-            env: Vec::new(),
+            // The cost of each read, one at a time, not the tenant's time
+            // share of expensive reads (`search_ms_per_second_per_tenant`),
+            // which back-to-back reads of a 100,000-issue board reach.
+            env: vec![(
+                "CORKBOARD_SEARCH_MS_PER_SECOND_PER_TENANT".into(),
+                "1000000".into(),
+            )],
         },
         logs,
     )
