@@ -2,11 +2,12 @@
 //! winner among racing claimants, and a claim that ends on release, close,
 //! revocation (through the ledger) and expiry.
 
+use crate::fixtures::create_as_run_a as create;
 use crate::fixtures::*;
 use corkboard_board::{
     Author, AuthorKind, BlockedBy, BoardStore, ChangeKind, ClaimFilter, Claimant, CloseReason,
-    CommentWindow, Grant, IssueId, IssuePatch, IssueState, ListQuery, NewIssue, StoreError,
-    TenantId, Timestamp,
+    CommentWindow, Grant, IssueId, IssuePatch, IssueState, ListQuery, StoreError, TenantId,
+    Timestamp,
 };
 use serde_json::json;
 use std::sync::Arc;
@@ -38,15 +39,6 @@ async fn claimant<S: BoardStore>(
         integrity: corkboard_board::Integrity::Agent,
     };
     (g, c)
-}
-
-async fn create<S: BoardStore>(store: &S, t: &TenantId, new: NewIssue) -> IssueId {
-    store
-        .create_issue(t, &author("run-a"), new, None)
-        .await
-        .expect("create")
-        .issue
-        .id
 }
 
 async fn unclaimed<S: BoardStore>(store: &S, t: &TenantId) -> Vec<IssueId> {

@@ -47,6 +47,20 @@ pub fn new_issue(text: &str) -> NewIssue {
 }
 
 /// A request with every field set away from its default.
+/// Files `new` on `t` as run `run-a`, and gives its id.
+pub async fn create_as_run_a<S: corkboard_board::BoardStore + ?Sized>(
+    store: &S,
+    t: &TenantId,
+    new: NewIssue,
+) -> IssueId {
+    store
+        .create_issue(t, &author("run-a"), new, None)
+        .await
+        .expect("create")
+        .issue
+        .id
+}
+
 pub fn full_issue(text: &str) -> NewIssue {
     NewIssue {
         title: title(text),

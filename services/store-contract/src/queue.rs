@@ -2,6 +2,7 @@
 //! most urgent then oldest first), `claim_next` under a race of many
 //! claimants, and claim leases (renewal, lapse, stale claims).
 
+use crate::fixtures::create_as_run_a as create;
 use crate::fixtures::*;
 use corkboard_board::{
     BlockedBy, BoardStore, ClaimFilter, ClaimNext, Claimant, GrantId, IssueId, IssuePatch,
@@ -20,15 +21,6 @@ fn claimant(run_name: &str, lease: Option<Duration>) -> Claimant {
         lease,
         integrity: corkboard_board::Integrity::Agent,
     }
-}
-
-async fn create<S: BoardStore>(store: &S, t: &TenantId, new: NewIssue) -> IssueId {
-    store
-        .create_issue(t, &author("run-a"), new, None)
-        .await
-        .expect("create")
-        .issue
-        .id
 }
 
 fn with(title: &str, priority: Priority, blocked_by: &[&IssueId]) -> NewIssue {

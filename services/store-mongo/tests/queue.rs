@@ -11,7 +11,7 @@ use corkboard_board::{
     BlockedBy, IssueId, IssuePatch, IssueState, IssueStore, ListQuery, NewIssue, Priority,
     StatsPart, TenantId, Timestamp, WebhookStore, queue_limits,
 };
-use corkboard_store_contract::fixtures::{author, new_issue, tenant};
+use corkboard_store_contract::fixtures::{new_issue, tenant};
 use corkboard_store_mongo::{MongoStore, schema};
 use mongodb::bson::{Bson, DateTime, Document, doc};
 use std::sync::Arc;
@@ -34,12 +34,7 @@ async fn create(store: &MongoStore, t: &TenantId, title: &str, blockers: &[&Issu
         blocked_by: BlockedBy::parse(blockers.iter().map(|id| (*id).clone())).unwrap(),
         ..new_issue(title)
     };
-    store
-        .create_issue(t, &author("run-a"), new, None)
-        .await
-        .expect("create")
-        .issue
-        .id
+    corkboard_store_contract::fixtures::create_as_run_a(store, t, new).await
 }
 
 async fn ready(store: &MongoStore, t: &TenantId) -> Vec<IssueId> {
