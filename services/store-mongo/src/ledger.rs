@@ -325,8 +325,7 @@ impl GrantLedger for MongoStore {
         expires_at: Timestamp,
         now: Timestamp,
     ) -> Result<bool, StoreError> {
-        // Length-prefixed, so no kind and id pair reads as another.
-        let key = format!("{}:{kind}:{id}", kind.len());
+        let key = used_once_key(kind, id);
         self.bounded_write("record_first_use", async {
             // One upsert matching only an expired record: a new value is
             // inserted, an expired one replaced, and a live one makes the
@@ -356,7 +355,7 @@ impl GrantLedger for MongoStore {
         id: &str,
         now: Timestamp,
     ) -> Result<bool, StoreError> {
-        let key = format!("{}:{kind}:{id}", kind.len());
+        let key = used_once_key(kind, id);
         self.bounded("first_use_recorded", async {
             let found = self
                 .used_once()
@@ -458,4 +457,10 @@ impl GrantLedger for MongoStore {
         })
         .await
     }
+}
+
+/// The `_id` of a used-once record: length-prefixed, so no kind and id
+/// pair reads as another.
+fn used_once_key(kind: &str, id: &str) -> String {
+    format!("{}:{kind}:{id}", kind.len())
 }

@@ -258,8 +258,14 @@ impl BoardTools {
     /// Renews the caller's lease on `issue` after a write of its to it
     /// (any write by the holder keeps its claim alive), answering the
     /// issue with the new end; a failed renewal leaves the answer as it
-    /// was (the write itself succeeded) and is logged.
-    pub(crate) async fn renew_claim(&self, principal: &ResolvedGrant, issue: Issue) -> Issue {
+    /// was (the write itself succeeded) and is logged. `integrity` is the
+    /// level the write was recorded at, so it is not looked up twice.
+    pub(crate) async fn renew_claim(
+        &self,
+        principal: &ResolvedGrant,
+        integrity: Integrity,
+        issue: Issue,
+    ) -> Issue {
         let grant = principal.grant();
         let holds = issue
             .claim
@@ -268,7 +274,7 @@ impl BoardTools {
         if !holds {
             return issue;
         }
-        let claimant = self.claimant(principal).await;
+        let claimant = Claimant::of(grant, self.claim_lease, integrity);
         match tokio::time::timeout(
             self.store_timeout,
             self.store

@@ -97,7 +97,9 @@ pub(crate) async fn run(
         expected_version,
     } = parse(arguments)?;
     // The issue's history records the change as this run's.
-    patch.actor = Some(tools.author(principal).await);
+    let author = tools.author(principal).await;
+    let integrity = author.integrity;
+    patch.actor = Some(author);
     tools.check_floor(principal, &id).await?;
     let set = patch_fields(&patch);
     let issue = tools
@@ -115,7 +117,7 @@ pub(crate) async fn run(
         )
         .await?;
     // A write by the claim's holder keeps its claim alive.
-    let issue = tools.renew_claim(principal, issue).await;
+    let issue = tools.renew_claim(principal, integrity, issue).await;
     let headline = format!(
         "update_issue: issue {id} is now at version {}",
         issue.version
