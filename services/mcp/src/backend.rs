@@ -31,6 +31,32 @@ pub struct ToolDef {
     pub output_schema: Option<Value>,
     /// `readOnlyHint`, `destructiveHint`, `idempotentHint`, `openWorldHint`.
     pub annotations: Option<Value>,
+    /// Where the tool's results come from, and so whether a release build
+    /// checks each one against `output_schema`.
+    pub results: ResultOrigin,
+}
+
+/// Where a tool's results come from. The engine checks every
+/// `structuredContent` against the tool's `outputSchema` before sending
+/// it, except, in release builds, the results this process builds itself
+/// from typed values: their shapes are fixed by the code and proven by
+/// the test suite, which runs debug builds, where every result is still
+/// checked. A malformed result is then a defect the tests catch, not
+/// input to distrust at run time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResultOrigin {
+    /// Built by this process from typed values (the board's own tools).
+    Typed,
+    /// Relayed from elsewhere (an upstream server): checked on every call.
+    Relayed,
+}
+
+impl ResultOrigin {
+    /// Whether a result of this origin is checked against its schema in
+    /// this build.
+    pub(crate) fn checked_at_run_time(self) -> bool {
+        self == Self::Relayed || cfg!(debug_assertions)
+    }
 }
 
 /// An immutable list of tools plus the transport's cached renderings of
@@ -96,6 +122,21 @@ impl ToolSet {
             return Ok(());
         };
         self.compiled_at(index, 1, schema)?.check(schema, value)
+    }
+
+    /// Checks `value` against the output schema of the tool called
+    /// `name`, as the engine does before sending a result: for tests that
+    /// prove a typed tool's every shape (release builds skip the check for
+    /// [`ResultOrigin::Typed`] tools). The error names the path and the
+    /// problem.
+    pub fn check_result(&self, name: &str, value: &Value) -> Result<(), String> {
+        let index = self
+            .tools
+            .iter()
+            .position(|t| t.name == name)
+            .ok_or_else(|| format!("no tool {name:?} in this set"))?;
+        self.check_output(index, value)
+            .map_err(|violation| violation.to_string())
     }
 
     fn compiled_at(

@@ -57,7 +57,7 @@ mod wire;
 
 pub use backend::{
     AuthRejection, Authenticate, ClientResponse, Principal, RefusalKind, RefusedCall, RelayAnswer,
-    ServerIdentity, ToolBackend, ToolCall, ToolDef, ToolOutput, ToolSet,
+    ResultOrigin, ServerIdentity, ToolBackend, ToolCall, ToolDef, ToolOutput, ToolSet,
 };
 pub use code::ErrorCode;
 pub use engine::{Context, Engine, Outcome, SessionState, Summary};

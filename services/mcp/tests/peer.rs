@@ -13,7 +13,8 @@ use actix_web::{App, test};
 use async_trait::async_trait;
 use corkboard_mcp::{
     AuthRejection, Authenticate, ClientResponse, McpEndpoint, McpSettings, Peer, Principal,
-    RpcError, ServerIdentity, SessionKey, ToolBackend, ToolCall, ToolDef, ToolOutput, ToolSet,
+    ResultOrigin, RpcError, ServerIdentity, SessionKey, ToolBackend, ToolCall, ToolDef, ToolOutput,
+    ToolSet,
 };
 use corkboard_testkit::mcp;
 use serde_json::{Value, json};
@@ -105,6 +106,7 @@ fn tool(name: &str) -> ToolDef {
         input_schema: json!({ "type": "object" }),
         output_schema: None,
         annotations: None,
+        results: ResultOrigin::Relayed,
     }
 }
 

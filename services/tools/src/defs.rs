@@ -25,7 +25,7 @@ use crate::tool::{
 use corkboard_board::{
     BudgetKind, Budgets, Capabilities, Capability, CloseReason, Grant, IssueState, Priority,
 };
-use corkboard_mcp::{ToolDef, ToolSet};
+use corkboard_mcp::{ResultOrigin, ToolDef, ToolSet};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, PoisonError, RwLock};
@@ -361,6 +361,7 @@ impl BoardTool {
                 "idempotentHint": spec.idempotent,
                 "openWorldHint": false,
             })),
+            results: ResultOrigin::Typed,
         }
     }
 }

@@ -143,7 +143,7 @@ async fn call(
         Value::Object(map) => map,
         _ => Map::new(),
     };
-    tools
+    let output = tools
         .call_tool(
             principal,
             ToolCall {
@@ -156,7 +156,19 @@ async fn call(
                 progress_token: None,
             },
         )
-        .await
+        .await;
+    // Release builds send the board's results unchecked (they are typed):
+    // every result these tests see is proven against the whole output
+    // schema the grant was shown, as debug builds check it on every call.
+    if let Some(structured) = output.structured.as_ref().filter(|_| !output.is_error) {
+        let checked = tools.tools(principal).check_result(name, structured);
+        assert_eq!(
+            checked,
+            Ok(()),
+            "{name}: result not matching its outputSchema"
+        );
+    }
+    output
 }
 
 fn names(tools: &BoardTools, principal: &ResolvedGrant) -> Vec<String> {

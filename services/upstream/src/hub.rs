@@ -42,7 +42,8 @@ use corkboard_grants::{MemoryUsedOnce, ResolvedGrant, UpstreamCalls, UsedOnce};
 use corkboard_mcp::relay::AgentCapabilities;
 use corkboard_mcp::relay::seal::RelaySealer;
 use corkboard_mcp::{
-    ClientResponse, Peer, RefusedCall, RpcError, ToolCall, ToolDef, ToolOutput, ToolSet,
+    ClientResponse, Peer, RefusedCall, ResultOrigin, RpcError, ToolCall, ToolDef, ToolOutput,
+    ToolSet,
 };
 use serde_json::Value;
 use std::collections::HashMap;
@@ -810,6 +811,7 @@ fn tool_def(upstream: &UpstreamName, tool: &Value) -> Result<(ToolDef, String), 
         input_schema: tool.get("inputSchema").cloned().unwrap_or(Value::Null),
         output_schema: tool.get("outputSchema").cloned(),
         annotations: tool.get("annotations").cloned(),
+        results: ResultOrigin::Relayed,
     };
     corkboard_mcp::check_tool_definition(&def).map_err(|problem| {
         if original
@@ -882,6 +884,7 @@ fn build_view(
                     input_schema: serde_json::json!({ "type": "object" }),
                     output_schema: None,
                     annotations: Some(serde_json::json!({ "readOnlyHint": true })),
+                    results: ResultOrigin::Relayed,
                 };
                 routes.insert(def.name.clone(), Route::Unavailable { conn: conn.clone() });
                 defs.push(def);

@@ -186,7 +186,9 @@ pub(crate) fn identity(identity: &ServerIdentity) -> Result<(), String> {
 
 /// Checks a tool's output against its definition: from 2025-06-18 on,
 /// `structuredContent` is present exactly when the tool declares an
-/// `outputSchema` and the call succeeded, and then it must conform.
+/// `outputSchema` and the call succeeded, and then it must conform (for a
+/// [`ResultOrigin::Typed`](crate::ResultOrigin) tool, checked in debug
+/// builds only: see there).
 pub(crate) fn tool_output(
     revision: Revision,
     set: &ToolSet,
@@ -204,6 +206,7 @@ pub(crate) fn tool_output(
             tool.name
         )),
         (_, None, true) => Ok(()),
+        (Some(_), Some(_), false) if !tool.results.checked_at_run_time() => Ok(()),
         (Some(_), Some(structured), false) => set.check_output(index, structured).map_err(|v| {
             // Only the path: the value is tool output (board data) and
             // this message is logged.
@@ -227,6 +230,49 @@ pub(crate) fn tool_output(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::ResultOrigin;
+
+    /// A typed tool's result is checked against its schema in the builds
+    /// the tests run (debug): a shape the code gets wrong fails here, and
+    /// release builds may then skip the check. Relayed results are checked
+    /// in every build.
+    #[test]
+    fn typed_results_are_checked_in_test_builds_and_relayed_ones_always() {
+        let tool = |results| ToolDef {
+            name: "get_thing".into(),
+            title: None,
+            description: "Gets a thing".into(),
+            input_schema: serde_json::json!({ "type": "object" }),
+            output_schema: Some(serde_json::json!({
+                "type": "object",
+                "properties": { "id": { "type": "string" } },
+                "required": ["id"]
+            })),
+            annotations: None,
+            results,
+        };
+        let output = |structured: Value| ToolOutput {
+            structured: Some(structured),
+            text: "thing".into(),
+            is_error: false,
+            relay: None,
+            content: Vec::new(),
+        };
+        let revision = Revision::ALL[Revision::ALL.len() - 1];
+        for origin in [ResultOrigin::Typed, ResultOrigin::Relayed] {
+            let set = ToolSet::new(vec![tool(origin)]);
+            assert_eq!(
+                tool_output(revision, &set, 0, &output(serde_json::json!({ "id": "a" }))),
+                Ok(())
+            );
+            let bad = tool_output(revision, &set, 0, &output(serde_json::json!({ "id": 7 })));
+            assert_eq!(
+                bad.is_err(),
+                origin == ResultOrigin::Relayed || cfg!(debug_assertions),
+                "{origin:?}: {bad:?}"
+            );
+        }
+    }
 
     #[test]
     fn foreign_tool_definitions_are_checked() {
@@ -237,6 +283,7 @@ mod tests {
             input_schema: input,
             output_schema: None,
             annotations: None,
+            results: ResultOrigin::Relayed,
         };
         let good = serde_json::json!({
             "type": "object",

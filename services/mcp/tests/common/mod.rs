@@ -10,8 +10,8 @@ use actix_web::http::Method;
 use actix_web::{App, test};
 use async_trait::async_trait;
 use corkboard_mcp::{
-    AuthRejection, Authenticate, ErrorCode, McpEndpoint, McpSettings, Principal, ServerIdentity,
-    SessionKey, ToolBackend, ToolCall, ToolDef, ToolOutput, ToolSet,
+    AuthRejection, Authenticate, ErrorCode, McpEndpoint, McpSettings, Principal, ResultOrigin,
+    ServerIdentity, SessionKey, ToolBackend, ToolCall, ToolDef, ToolOutput, ToolSet,
 };
 use corkboard_testkit::mcp;
 pub use corkboard_testkit::mcp::{
@@ -61,6 +61,7 @@ pub fn echo_tool() -> ToolDef {
             "required": ["echo"]
         })),
         annotations: Some(json!({"readOnlyHint": true})),
+        results: ResultOrigin::Relayed,
     }
 }
 
@@ -72,6 +73,7 @@ fn simple_tool(name: &str, input_schema: Value) -> ToolDef {
         input_schema,
         output_schema: None,
         annotations: None,
+        results: ResultOrigin::Relayed,
     }
 }
 

@@ -238,6 +238,7 @@ fn relayed_block(block: &Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use corkboard_mcp::ResultOrigin;
 
     #[test]
     fn a_tool_the_agent_cannot_use_says_which_capability_it_lacks() {
@@ -296,6 +297,7 @@ mod tests {
             input_schema: json!({ "type": "object" }),
             output_schema,
             annotations: None,
+            results: ResultOrigin::Relayed,
         }
     }
 
