@@ -46,6 +46,13 @@ static ISSUE_WITH_COMMENTS: LazyLock<String> = LazyLock::new(|| {
 static ISSUE_ONLY: LazyLock<String> =
     LazyLock::new(|| format!("SELECT {ISSUE_COLUMNS} FROM issues WHERE tenant = ?1 AND id = ?2"));
 
+/// The issues naming `?2` as their parent (kind 0) and those it blocks
+/// (kind 1), each the newest `?3` by id, newest first.
+const INVERSE_RELATIONS: &str = "SELECT 0, id FROM (SELECT id FROM issues \
+     WHERE tenant = ?1 AND parent = ?2 ORDER BY id DESC LIMIT ?3) \
+     UNION ALL SELECT 1, issue_id FROM (SELECT issue_id FROM issue_blocked_by \
+     WHERE tenant = ?1 AND blocker_id = ?2 ORDER BY issue_id DESC LIMIT ?3)";
+
 /// The issue without its comments (what a change is recorded against).
 pub(crate) fn issue_row(
     conn: &Connection,
@@ -117,29 +124,25 @@ pub(crate) fn get_issue_view(
             .ok_or_else(|| issue_not_found(id))??;
         let (comments, facts) = comment_window(conn, tenant, id, window)?;
         issue.comments = comments;
-        // One more than shown, so the view knows whether there are more.
+        // Both inverse relations in one statement, each its newest
+        // `fetch`: one more than shown, so the view knows whether there
+        // are more.
         let fetch = (relation_limits::INVERSE_MAX + 1) as i64;
-        let ids = |sql: &str| -> Result<Vec<IssueId>, OpError> {
-            let mut stmt = conn.prepare_cached(sql)?;
-            let mut rows = stmt.query(params![tenant.as_str(), id.as_str(), fetch])?;
-            let mut out = Vec::new();
-            while let Some(row) = rows.next()? {
-                let text: String = row.get(0)?;
-                out.push(IssueId::parse(text).map_err(|e| {
-                    OpError::Store(StoreError::Internal(format!(
-                        "a stored relation of issue {id} is invalid: {e}"
-                    )))
-                })?);
+        let (mut children, mut blocks) = (Vec::new(), Vec::new());
+        let mut stmt = conn.prepare_cached(INVERSE_RELATIONS)?;
+        let mut rows = stmt.query(params![tenant.as_str(), id.as_str(), fetch])?;
+        while let Some(row) = rows.next()? {
+            let text: String = row.get(1)?;
+            let other = IssueId::parse(text).map_err(|e| {
+                OpError::Store(StoreError::Internal(format!(
+                    "a stored relation of issue {id} is invalid: {e}"
+                )))
+            })?;
+            match row.get::<_, i64>(0)? {
+                0 => children.push(other),
+                _ => blocks.push(other),
             }
-            Ok(out)
-        };
-        let children = ids(
-            "SELECT id FROM issues WHERE tenant = ?1 AND parent = ?2 ORDER BY id DESC LIMIT ?3",
-        )?;
-        let blocks = ids(
-            "SELECT issue_id FROM issue_blocked_by WHERE tenant = ?1 AND blocker_id = ?2 \
-             ORDER BY issue_id DESC LIMIT ?3",
-        )?;
+        }
         Ok(IssueView::new(issue, facts, children, blocks))
     })
 }
@@ -621,4 +624,40 @@ pub(crate) fn update_issue(
         write_blocked_by(conn, &issue, true)?;
     }
     Ok(issue)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema;
+
+    /// The view's one statement for both inverse relations reads each
+    /// from its index, newest first, without sorting or scanning.
+    #[test]
+    fn inverse_relations_are_two_index_searches() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = schema::open_writer(&dir.path().join("s.sqlite3"), &Default::default()).unwrap();
+        let plan: Vec<String> = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {INVERSE_RELATIONS}"))
+            .unwrap()
+            .query_map(params!["t", "iss_1", 11], |row| row.get::<_, String>(3))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let plan = plan.join("\n");
+        assert!(
+            plan.contains(
+                "SEARCH issues USING COVERING INDEX issues_by_parent (tenant=? AND parent=?)"
+            ),
+            "{plan}"
+        );
+        assert!(
+            plan.contains(
+                "SEARCH issue_blocked_by USING COVERING INDEX issue_blocked_by_blocker (tenant=? AND blocker_id=?)"
+            ),
+            "{plan}"
+        );
+        assert!(!plan.contains("TEMP B-TREE"), "{plan}");
+        assert!(!plan.contains("SCAN issues"), "{plan}");
+    }
 }
