@@ -221,8 +221,11 @@ fn a_tenants_search_storm_does_not_hold_up_another_tenants_reads() {
         unexpected.is_empty(),
         "the noisy tenant gets hits or a typed refusal, nothing else: {unexpected:?}"
     );
+    // Ran in the store: answered, or stopped there at the search deadline
+    // (on a loaded machine every one of them may run that long; both held
+    // a reader, which is what the storm is for).
     assert!(
-        outcomes.iter().any(|o| o == "hits"),
+        outcomes.iter().any(|o| o == "hits" || o == "too slow"),
         "the noisy tenant's searches ran: {outcomes:?}"
     );
     let total: usize = answered_meanwhile.iter().sum();
