@@ -430,6 +430,56 @@ pub async fn case_close_reasons_and_reopen<S: BoardStore>(store: Arc<S>) {
     );
 }
 
+/// An issue's view shows the newest `INVERSE_MAX` of its children and of
+/// the issues it blocks, newest first, and says when there are more; the
+/// same with comments on it (the view's count and window agree).
+pub async fn case_issue_view_shows_the_newest_inverse_relations<S: BoardStore>(store: Arc<S>) {
+    use corkboard_board::relation_limits::INVERSE_MAX;
+    let t = tenant("inverse-relations");
+    let root = create(&*store, &t, new_issue("Root")).await;
+    let mut ids = Vec::new();
+    for i in 0..=INVERSE_MAX {
+        let mut new = new_issue(&format!("Dependent {i}"));
+        new.parent = Some(root.clone());
+        // Every other one blocked by the root as well.
+        if i % 2 == 0 {
+            new.blocked_by = BlockedBy::parse([root.clone()]).expect("blocked_by");
+        }
+        ids.push(create(&*store, &t, new).await);
+    }
+    let newest_first = |ids: &[IssueId]| {
+        let mut ids = ids.to_vec();
+        ids.sort();
+        ids.reverse();
+        ids
+    };
+    let children = newest_first(&ids);
+    let blocked = newest_first(&ids.iter().step_by(2).cloned().collect::<Vec<_>>());
+    for with_comment in [false, true] {
+        if with_comment {
+            store
+                .add_comment(&t, &author("run-a"), comment(&root, "A note"), None)
+                .await
+                .expect("comment");
+        }
+        let view = store
+            .get_issue_view(&t, &root, &CommentWindow::all())
+            .await
+            .expect("view");
+        assert_eq!(view.children, children[..INVERSE_MAX].to_vec());
+        assert!(view.more_children, "{} children", children.len());
+        assert_eq!(view.blocks, blocked);
+        assert!(!view.more_blocks);
+        assert_eq!(view.issue.comments.len(), usize::from(with_comment));
+    }
+    let leaf = store
+        .get_issue_view(&t, &ids[1], &CommentWindow::all())
+        .await
+        .expect("leaf view");
+    assert!(leaf.children.is_empty() && leaf.blocks.is_empty());
+    assert!(!leaf.more_children && !leaf.more_blocks);
+}
+
 pub async fn case_relations_are_checked_and_shown<S: BoardStore>(store: Arc<S>) {
     let t = tenant("relations");
     let other = tenant("relations-other");

@@ -197,6 +197,7 @@ macro_rules! store_contract_tests {
             case_history_records_every_kind_of_write,
             case_integrity_is_kept_lowered_by_edits_and_filtered_by_a_floor,
             case_relations_are_checked_and_shown,
+            case_issue_view_shows_the_newest_inverse_relations,
             case_audit_retries_store_each_record_once,
             case_search_finds_a_body_word_first_with_its_snippet,
             case_search_finds_a_comment_word_right_after_the_comment,

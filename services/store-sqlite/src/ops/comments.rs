@@ -19,11 +19,15 @@ use rusqlite::{Connection, OptionalExtension, params};
 /// The comments of `window` on issue `id` (oldest first) and their facts,
 /// inside the caller's snapshot. Comments are ordered by `seq`, the order
 /// they were added in.
+///
+/// `total` is the issue's number of comments, counted in the same snapshot
+/// (the issue view reads it with the issue).
 pub(crate) fn comment_window(
     conn: &Connection,
     tenant: &TenantId,
     id: &IssueId,
     window: &CommentWindow,
+    total: usize,
 ) -> Result<(Vec<Comment>, CommentFacts), OpError> {
     let count = |below: i64| -> Result<usize, OpError> {
         let n: i64 = conn
@@ -35,7 +39,6 @@ pub(crate) fn comment_window(
             })?;
         Ok(n as usize)
     };
-    let total = count(i64::MAX)?;
     let below = match window.before_id() {
         None => i64::MAX,
         Some(before) => {

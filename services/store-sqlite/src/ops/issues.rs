@@ -18,9 +18,9 @@ use crate::query::{self, json_array};
 use crate::readers::snapshot;
 use crate::search_writes;
 use corkboard_board::{
-    Author, Change, ChangeKind, CommentBody, CommentWindow, CreateOutcome, Created, GrantId,
-    IdempotencyKey, Issue, IssueId, IssuePatch, IssueView, ListQuery, NewComment, NewIssue, Page,
-    ParentChain, SimilarIssue, StoreError, TenantId, Timestamp, limits, normalized,
+    Author, Change, ChangeKind, CommentBody, CommentFacts, CommentWindow, CreateOutcome, Created,
+    GrantId, IdempotencyKey, Issue, IssueId, IssuePatch, IssueView, ListQuery, NewComment,
+    NewIssue, Page, ParentChain, SimilarIssue, StoreError, TenantId, Timestamp, limits, normalized,
     relation_limits,
 };
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
@@ -46,12 +46,22 @@ static ISSUE_WITH_COMMENTS: LazyLock<String> = LazyLock::new(|| {
 static ISSUE_ONLY: LazyLock<String> =
     LazyLock::new(|| format!("SELECT {ISSUE_COLUMNS} FROM issues WHERE tenant = ?1 AND id = ?2"));
 
-/// The issues naming `?2` as their parent (kind 0) and those it blocks
-/// (kind 1), each the newest `?3` by id, newest first.
-const INVERSE_RELATIONS: &str = "SELECT 0, id FROM (SELECT id FROM issues \
-     WHERE tenant = ?1 AND parent = ?2 ORDER BY id DESC LIMIT ?3) \
-     UNION ALL SELECT 1, issue_id FROM (SELECT issue_id FROM issue_blocked_by \
-     WHERE tenant = ?1 AND blocker_id = ?2 ORDER BY issue_id DESC LIMIT ?3)";
+/// An issue (`?1`, `?2`) with, after its columns, its number of comments
+/// and the newest `?3` ids of its children and of the issues it blocks,
+/// each joined by commas (issue ids hold none; in no promised order: the
+/// reader sorts them), each from its covering index.
+static ISSUE_VIEW: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT {ISSUE_COLUMNS}, \
+         (SELECT count(*) FROM comments c WHERE c.tenant = ?1 AND c.issue_id = ?2), \
+         (SELECT group_concat(p.id) FROM (SELECT id FROM issues \
+          WHERE tenant = ?1 AND parent = ?2 ORDER BY id DESC LIMIT ?3) p), \
+         (SELECT group_concat(b.issue_id) FROM (SELECT issue_id \
+          FROM issue_blocked_by WHERE tenant = ?1 AND blocker_id = ?2 \
+          ORDER BY issue_id DESC LIMIT ?3) b) \
+         FROM issues WHERE tenant = ?1 AND id = ?2"
+    )
+});
 
 /// The issue without its comments (what a change is recorded against).
 pub(crate) fn issue_row(
@@ -108,42 +118,88 @@ pub(crate) fn get_issue(
 /// read newest first with a LIMIT on the `comments_by_issue` index, and
 /// stepping stops once the window's byte bound is exceeded, so no comment
 /// outside it is read.
+///
+/// The issue, its number of comments and both inverse relations come from
+/// one statement ([`ISSUE_VIEW`]), which is a snapshot by itself: an issue
+/// without comments (most of them) costs the view that one statement. With
+/// comments to read, the statement is read again with the window in one
+/// transaction, so that the count and the window agree.
 pub(crate) fn get_issue_view(
     conn: &Connection,
     tenant: &TenantId,
     id: &IssueId,
     window: &CommentWindow,
 ) -> Result<IssueView, OpError> {
+    let alone = issue_view_row(conn, tenant, id)?;
+    if alone.comments == 0 && window.before_id().is_none() {
+        let facts = CommentFacts::new(window, 0, 0, 0);
+        return Ok(IssueView::new(
+            alone.issue,
+            facts,
+            alone.children,
+            alone.blocks,
+        ));
+    }
     snapshot(conn, |conn| {
-        let mut issue = conn
-            .prepare_cached(&ISSUE_ONLY)?
-            .query_row(params![tenant.as_str(), id.as_str()], |row| {
-                Ok(issue_from_row(tenant, row))
-            })
-            .optional()?
-            .ok_or_else(|| issue_not_found(id))??;
-        let (comments, facts) = comment_window(conn, tenant, id, window)?;
+        let ViewRow {
+            mut issue,
+            comments,
+            children,
+            blocks,
+        } = issue_view_row(conn, tenant, id)?;
+        let (comments, facts) = comment_window(conn, tenant, id, window, comments)?;
         issue.comments = comments;
-        // Both inverse relations in one statement, each its newest
-        // `fetch`: one more than shown, so the view knows whether there
-        // are more.
-        let fetch = (relation_limits::INVERSE_MAX + 1) as i64;
-        let (mut children, mut blocks) = (Vec::new(), Vec::new());
-        let mut stmt = conn.prepare_cached(INVERSE_RELATIONS)?;
-        let mut rows = stmt.query(params![tenant.as_str(), id.as_str(), fetch])?;
-        while let Some(row) = rows.next()? {
-            let text: String = row.get(1)?;
-            let other = IssueId::parse(text).map_err(|e| {
-                OpError::Store(StoreError::Internal(format!(
-                    "a stored relation of issue {id} is invalid: {e}"
-                )))
-            })?;
-            match row.get::<_, i64>(0)? {
-                0 => children.push(other),
-                _ => blocks.push(other),
-            }
-        }
         Ok(IssueView::new(issue, facts, children, blocks))
+    })
+}
+
+/// What [`ISSUE_VIEW`] reads besides the comment window.
+struct ViewRow {
+    issue: Issue,
+    comments: usize,
+    children: Vec<IssueId>,
+    blocks: Vec<IssueId>,
+}
+
+fn issue_view_row(conn: &Connection, tenant: &TenantId, id: &IssueId) -> Result<ViewRow, OpError> {
+    // One more than shown of each inverse relation, so the view knows
+    // whether there are more.
+    let fetch = (relation_limits::INVERSE_MAX + 1) as i64;
+    let row = conn
+        .prepare_cached(&ISSUE_VIEW)?
+        .query_row(params![tenant.as_str(), id.as_str(), fetch], |row| {
+            let ids = |column: usize| row.get::<_, Option<String>>(column);
+            Ok((
+                issue_from_row(tenant, row),
+                row.get::<_, i64>(ISSUE_COLUMN_COUNT)?,
+                ids(ISSUE_COLUMN_COUNT + 1)?,
+                ids(ISSUE_COLUMN_COUNT + 2)?,
+            ))
+        })
+        .optional()?
+        .ok_or_else(|| issue_not_found(id))?;
+    let (issue, comments, children, blocks) = row;
+    // Newest first (ids sort by creation).
+    let ids = |joined: Option<String>| -> Result<Vec<IssueId>, OpError> {
+        let mut ids = joined
+            .iter()
+            .flat_map(|joined| joined.split(','))
+            .map(|text| {
+                IssueId::parse(text).map_err(|e| {
+                    OpError::Store(StoreError::Internal(format!(
+                        "a stored relation of issue {id} is invalid: {e}"
+                    )))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        ids.sort_unstable_by(|a, b| b.cmp(a));
+        Ok(ids)
+    };
+    Ok(ViewRow {
+        issue: issue?,
+        comments: usize::try_from(comments).unwrap_or(0),
+        children: ids(children)?,
+        blocks: ids(blocks)?,
     })
 }
 
@@ -631,14 +687,15 @@ mod tests {
     use super::*;
     use crate::schema;
 
-    /// The view's one statement for both inverse relations reads each
-    /// from its index, newest first, without sorting or scanning.
+    /// The view's one statement reads the issue by its key and the
+    /// comment count and both inverse relations each from its index,
+    /// without scanning.
     #[test]
-    fn inverse_relations_are_two_index_searches() {
+    fn the_issue_view_is_one_statement_of_index_searches() {
         let dir = tempfile::tempdir().unwrap();
         let conn = schema::open_writer(&dir.path().join("s.sqlite3"), &Default::default()).unwrap();
         let plan: Vec<String> = conn
-            .prepare(&format!("EXPLAIN QUERY PLAN {INVERSE_RELATIONS}"))
+            .prepare(&format!("EXPLAIN QUERY PLAN {}", *ISSUE_VIEW))
             .unwrap()
             .query_map(params!["t", "iss_1", 11], |row| row.get::<_, String>(3))
             .unwrap()
@@ -657,7 +714,17 @@ mod tests {
             ),
             "{plan}"
         );
-        assert!(!plan.contains("TEMP B-TREE"), "{plan}");
+        assert!(
+            plan.contains(
+                "SEARCH c USING COVERING INDEX comments_by_issue (tenant=? AND issue_id=?)"
+            ),
+            "{plan}"
+        );
+        assert!(
+            plan.contains("SEARCH issues USING PRIMARY KEY (tenant=? AND id=?)"),
+            "{plan}"
+        );
         assert!(!plan.contains("SCAN issues"), "{plan}");
+        assert!(!plan.contains("SCAN c"), "{plan}");
     }
 }
