@@ -335,6 +335,22 @@ pub(crate) fn json_array<'a>(values: impl IntoIterator<Item = &'a str>) -> Strin
     serde_json::to_string(&values).unwrap_or_else(|_| "[]".to_owned())
 }
 
+/// The lines of SQLite's `EXPLAIN QUERY PLAN` for `sql` with `params`, for
+/// tests that pin a statement's plan (an index search, no scan, no sort).
+#[cfg(test)]
+pub(crate) fn query_plan(
+    conn: &rusqlite::Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+) -> Vec<String> {
+    conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+        .expect("a statement to explain")
+        .query_map(params, |row| row.get::<_, String>(3))
+        .expect("its plan")
+        .collect::<Result<_, _>>()
+        .expect("its plan's lines")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

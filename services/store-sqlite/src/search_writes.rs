@@ -140,13 +140,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let conn =
             crate::schema::open_writer(&dir.path().join("p.sqlite3"), &Default::default()).unwrap();
-        let plan: Vec<String> = conn
-            .prepare(&format!("EXPLAIN QUERY PLAN {UPDATE_CHANGED}"))
-            .unwrap()
-            .query_map([], |row| row.get(3))
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap();
+        let plan = crate::query::query_plan(&conn, UPDATE_CHANGED, []);
         let on_index: Vec<&String> = plan
             .iter()
             .filter(|line| line.contains("issue_search"))
@@ -159,16 +153,12 @@ mod tests {
             "the update scans the index: {plan:?}"
         );
         // The check can fail: the `UPDATE ... FROM` form scans.
-        let scanning: Vec<String> = conn
-            .prepare(
-                "EXPLAIN QUERY PLAN UPDATE main.issue_search SET title = s.title \
-                 FROM temp.search_staged AS s WHERE issue_search.rowid = s.rowid",
-            )
-            .unwrap()
-            .query_map([], |row| row.get(3))
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap();
+        let scanning = crate::query::query_plan(
+            &conn,
+            "UPDATE main.issue_search SET title = s.title \
+             FROM temp.search_staged AS s WHERE issue_search.rowid = s.rowid",
+            [],
+        );
         assert!(
             scanning
                 .iter()

@@ -620,14 +620,7 @@ mod tests {
         };
         let (text, values) =
             claim_next_sql(&tenant, &ListQuery::default(), &claimant, Timestamp::now());
-        let plan: Vec<String> = conn
-            .prepare(&format!("EXPLAIN QUERY PLAN {text}"))
-            .unwrap()
-            .query_map(params_from_iter(values), |row| row.get::<_, String>(3))
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap();
-        let plan = plan.join("\n");
+        let plan = crate::query::query_plan(&conn, &text, params_from_iter(values)).join("\n");
         // Unclaimed issues from the index without claims, in the ready
         // order (no sort of the board); lapsed claims from their expiry
         // (sorted: only those); never the ready index, which holds every

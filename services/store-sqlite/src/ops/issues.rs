@@ -694,14 +694,8 @@ mod tests {
     fn the_issue_view_is_one_statement_of_index_searches() {
         let dir = tempfile::tempdir().unwrap();
         let conn = schema::open_writer(&dir.path().join("s.sqlite3"), &Default::default()).unwrap();
-        let plan: Vec<String> = conn
-            .prepare(&format!("EXPLAIN QUERY PLAN {}", *ISSUE_VIEW))
-            .unwrap()
-            .query_map(params!["t", "iss_1", 11], |row| row.get::<_, String>(3))
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap();
-        let plan = plan.join("\n");
+        let plan =
+            crate::query::query_plan(&conn, &ISSUE_VIEW, params!["t", "iss_1", 11]).join("\n");
         assert!(
             plan.contains(
                 "SEARCH issues USING COVERING INDEX issues_by_parent (tenant=? AND parent=?)"
