@@ -1545,6 +1545,14 @@ async fn claim_next_takes_ready_work_best_first_and_writes_renew_the_lease() -> 
             )
             .await?;
         assert_eq!(again["priority"], "high");
+        // A comment by the holder renews it too.
+        let end = again["claim"]["expires_at"].as_str().context("end")?.to_owned();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let commented = f
+            .ok(&p, "add_comment", json!({"id": low["id"], "body": "Still on it."}))
+            .await?;
+        let renewed = commented["claim"]["expires_at"].as_str().context("renewed end")?;
+        assert!(renewed > end.as_str(), "{renewed} after {end}");
         // Nothing is stale with a minute's lease just renewed.
         let stale = f.ok(&p, "list_issues", json!({"stale": true})).await?;
         assert_eq!(stale["issues"], json!([]));

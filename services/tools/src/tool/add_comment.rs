@@ -77,7 +77,12 @@ pub(crate) async fn run(
             |added| added.replayed,
         )
         .await?;
-    let mut value = provenance::issue_json(&added.issue, grant.min_integrity, false)?;
+    // A comment by the claim's holder keeps its claim alive, like any of
+    // its writes to the issue.
+    let issue = tools
+        .renew_claim(principal, author.integrity, added.issue)
+        .await;
+    let mut value = provenance::issue_json(&issue, grant.min_integrity, false)?;
     if BoardTool::AddComment.answers_whole_issue(&grant.capabilities) {
         value = view::whole_issue(value);
     } else {
