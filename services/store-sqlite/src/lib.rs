@@ -30,7 +30,9 @@
 //! once per group before its commit, `search_writes.rs`, because FTS5 writes a
 //! new index segment at every savepoint), two reader pools (point reads,
 //! inline on the calling thread when they can; expensive reads, under their
-//! tenant's share and deadline; `readers.rs`); the SQL in `ops/`, one
+//! tenant's share and deadline; `readers.rs`); each tenant's open titles in
+//! memory, kept by the writer, for the look-up after every create
+//! (`open_titles.rs`); the SQL in `ops/`, one
 //! module per aggregate as in `store-mongo` (issues, comments, claims, search,
 //! ledger, policy, audit, keys, webhooks, upstreams), each write a typed op
 //! (`WriteOp` and its `Output`) that the writer runs type-erased and answers on
@@ -43,6 +45,7 @@
 mod codec;
 mod error;
 mod files;
+mod open_titles;
 mod ops;
 mod options;
 mod query;
@@ -53,6 +56,7 @@ mod store;
 mod writer;
 
 pub use error::SqliteError;
+pub use open_titles::OpenTitleBounds;
 pub use options::SqliteOptions;
 pub use store::{AUDIT_PAGE_MAX, FILE_NAME, SqliteStore};
 pub use writer::WriteStats;

@@ -1,5 +1,6 @@
 //! Tuning knobs, with defaults that suit a laptop and a small server alike.
 
+use crate::open_titles::OpenTitleBounds;
 use corkboard_board::ExpensiveReads;
 use std::time::Duration;
 
@@ -32,6 +33,9 @@ pub struct SqliteOptions {
     /// `Unavailable`, or `OutcomeUnknown` for a write the writer already
     /// had (it may or may not have been applied).
     pub operation_timeout: Duration,
+    /// How much of the tenants' open titles the similar look-up holds in
+    /// memory (open_titles.rs).
+    pub open_titles: OpenTitleBounds,
 }
 
 impl Default for SqliteOptions {
@@ -45,6 +49,7 @@ impl Default for SqliteOptions {
             queue_capacity: 1024,
             max_group: 128,
             operation_timeout: Duration::from_secs(30),
+            open_titles: OpenTitleBounds::default(),
         }
     }
 }

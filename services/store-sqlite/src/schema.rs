@@ -491,6 +491,16 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX issues_ready_unclaimed ON issues (tenant, urgency, created_at, id)
         WHERE state NOT IN ('done', 'closed') AND claim_run IS NULL;
     "#,
+    // 20: how many transactions have changed issues, one added by each
+    // writer's group that did (open_titles.rs): a process whose writer finds
+    // it moved by another knows its in-memory open titles are behind.
+    r#"
+    CREATE TABLE issue_epoch (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        n  INTEGER NOT NULL
+    );
+    INSERT INTO issue_epoch (id, n) VALUES (1, 0);
+    "#,
 ];
 
 /// The schema version this build writes.
@@ -547,6 +557,9 @@ pub(crate) fn open_writer(path: &Path, options: &SqliteOptions) -> Result<Connec
     migrate(&conn, path)?;
     // Index changes wait here for the end of their group (search_writes.rs).
     conn.execute(crate::search_writes::CREATE_STAGING, [])
+        .map_err(|e| open_error(path, e))?;
+    // The issues each group touches, for the open titles (open_titles.rs).
+    conn.execute_batch(crate::open_titles::CREATE_TOUCHED)
         .map_err(|e| open_error(path, e))?;
     Ok(conn)
 }

@@ -2,6 +2,7 @@
 
 use crate::error::{OpError, SqliteError, store_error};
 use crate::files;
+use crate::open_titles::OpenTitles;
 use crate::ops::approvals::{self, DecideApproval, PutApproval, UseApproval};
 use crate::ops::audit::{self, AppendAudit};
 use crate::ops::claims::{ClaimIssue, ClaimNext, ExpireClaims, HandOverClaim, ReleaseIssue};
@@ -17,7 +18,7 @@ use crate::ops::{WriteOp, keys, search};
 use crate::options::SqliteOptions;
 use crate::readers::{ReadPool, snapshot};
 use crate::schema;
-use crate::writer::{self, Counters, GroupPolicy, WriteJob, WriteStats};
+use crate::writer::{self, Counters, GroupPolicy, Titles, WriteJob, WriteStats};
 use async_trait::async_trait;
 use corkboard_board::CreateOutcome;
 use corkboard_board::{
@@ -66,6 +67,8 @@ struct Inner {
     /// Expensive reads' (each tenant at most its share) and admin listings'.
     searches: Arc<ReadPool>,
     counters: Arc<Counters>,
+    /// The tenants' open titles, kept by the writer (open_titles.rs).
+    open_titles: Arc<OpenTitles>,
     options: SqliteOptions,
 }
 
@@ -125,6 +128,7 @@ impl SqliteStore {
             })?,
         );
         let counters = Arc::new(Counters::default());
+        let open_titles = Arc::new(OpenTitles::new(options.open_titles));
         let writes = writer::spawn(
             write_conn,
             path,
@@ -134,6 +138,7 @@ impl SqliteStore {
                 busy_attempts: options.busy_attempts.max(1),
             },
             Arc::clone(&counters),
+            Titles::new(Arc::clone(&open_titles)),
         )
         .map_err(|source| SqliteError::Thread {
             path: path.to_path_buf(),
@@ -147,6 +152,7 @@ impl SqliteStore {
                 points,
                 searches,
                 counters,
+                open_titles,
                 options,
             }),
         })
@@ -155,6 +161,12 @@ impl SqliteStore {
     /// The file this store writes.
     pub fn path(&self) -> &Path {
         &self.inner.path
+    }
+
+    /// The open titles the similar look-up holds (for tests).
+    #[cfg(test)]
+    pub(crate) fn open_titles(&self) -> &OpenTitles {
+        &self.inner.open_titles
     }
 
     /// What the writer thread has done so far (group commit at work:
@@ -351,6 +363,11 @@ impl IssueStore for SqliteStore {
         limit: u32,
     ) -> Result<Vec<SimilarIssue>, StoreError> {
         check_limit("limit", limit, limits::SIMILAR_LIMIT_MAX)?;
+        // The tenant's open titles in memory, as of this process's last
+        // write (the create this look-up follows, or a later one).
+        if let Some(similar) = self.inner.open_titles.similar(tenant, title, limit) {
+            return Ok(similar);
+        }
         let (tenant, title) = (tenant.clone(), title.clone());
         // Bounded index reads (`query::SimilarLookup`): a point read, so the
         // look-up after every create does not hop to a blocking thread.

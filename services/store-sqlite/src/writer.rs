@@ -19,12 +19,19 @@
 //! audited: an fsync per audit batch was the largest single cost of a read
 //! under load, and it held up the issue writes queued behind it.
 //!
+//! The open titles the similar look-up holds in memory follow the commits
+//! (open_titles.rs): a group first checks whether another writer changed
+//! issues since (and drops them if so), reads what its own ops changed
+//! just before `COMMIT`, and changes them once `COMMIT` succeeded, before
+//! any caller is answered.
+//!
 //! Other processes writing the same file take the same lock; waiting for it
 //! is SQLite's busy handler (`busy_timeout`), and a group that still finds
 //! the file busy is retried whole a bounded number of times before its
 //! callers get `Unavailable`.
 
 use crate::error::{OpError, is_busy, store_error};
+use crate::open_titles::{self, OpenTitles, Pending, Watch};
 use crate::ops::WriteOp;
 use crate::search_writes;
 use corkboard_board::StoreError;
@@ -151,6 +158,22 @@ pub(crate) struct GroupPolicy {
     pub busy_attempts: u32,
 }
 
+/// The in-memory open titles the writer keeps in step with its commits
+/// (open_titles.rs), and what it last saw of other writers.
+pub(crate) struct Titles {
+    index: Arc<OpenTitles>,
+    watch: Watch,
+}
+
+impl Titles {
+    pub(crate) fn new(index: Arc<OpenTitles>) -> Self {
+        Self {
+            index,
+            watch: Watch::default(),
+        }
+    }
+}
+
 /// Starts the writer thread; it stops when every sender is dropped.
 pub(crate) fn spawn(
     conn: Connection,
@@ -158,6 +181,7 @@ pub(crate) fn spawn(
     capacity: usize,
     policy: GroupPolicy,
     counters: Arc<Counters>,
+    titles: Titles,
 ) -> std::io::Result<mpsc::Sender<WriteJob>> {
     let (tx, rx) = mpsc::channel(capacity.max(1));
     let name = format!(
@@ -168,7 +192,7 @@ pub(crate) fn spawn(
     );
     thread::Builder::new()
         .name(name)
-        .spawn(move || run(conn, rx, policy, &counters))?;
+        .spawn(move || run(conn, rx, policy, &counters, titles))?;
     Ok(tx)
 }
 
@@ -177,6 +201,7 @@ fn run(
     mut rx: mpsc::Receiver<WriteJob>,
     policy: GroupPolicy,
     counters: &Counters,
+    mut titles: Titles,
 ) {
     let max_group = policy.max_group.max(1);
     let mut sync = Durability::Full;
@@ -192,7 +217,7 @@ fn run(
         counters
             .writes
             .fetch_add(jobs.len() as u64, Ordering::Relaxed);
-        if commit_group(&conn, jobs, policy, &mut sync) {
+        if commit_group(&conn, jobs, policy, &mut sync, &mut titles) {
             counters.groups.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -244,6 +269,7 @@ fn commit_group(
     jobs: Vec<WriteJob>,
     policy: GroupPolicy,
     sync: &mut Durability,
+    titles: &mut Titles,
 ) -> bool {
     // A caller that stopped waiting (timed out, cancelled) was told the
     // write may or may not happen; not doing it saves work under overload.
@@ -255,8 +281,10 @@ fn commit_group(
     loop {
         attempt += 1;
         let synced = Durability::set(sync, conn, Durability::for_group(&jobs));
-        match synced.and_then(|()| try_group(conn, &mut jobs)) {
-            Ok(()) => {
+        match synced.and_then(|()| try_group(conn, &mut jobs, titles)) {
+            Ok(pending) => {
+                // Before any answer: the look-up after a create sees it.
+                titles.index.apply(pending, &mut titles.watch);
                 for job in jobs {
                     job.answer();
                 }
@@ -287,21 +315,29 @@ fn commit_group(
     }
 }
 
-/// One attempt at the group; each job keeps its answer. `Err` means
-/// nothing of it was committed.
-fn try_group(conn: &Connection, jobs: &mut [WriteJob]) -> Result<(), rusqlite::Error> {
+/// One attempt at the group; each job keeps its answer, and the open
+/// titles' changes are returned for after the commit. `Err` means nothing
+/// of it was committed.
+fn try_group(
+    conn: &Connection,
+    jobs: &mut [WriteJob],
+    titles: &mut Titles,
+) -> Result<Pending, rusqlite::Error> {
     run_statement(conn, "BEGIN IMMEDIATE")?;
-    for job in jobs.iter_mut() {
-        if let Err(err) = job.run(conn) {
-            rollback(conn);
-            return Err(err);
-        }
-    }
-    if let Err(err) = end_group(conn) {
+    let attempt = titles
+        .index
+        .check(conn, &mut titles.watch)
+        .and_then(|()| {
+            for job in jobs.iter_mut() {
+                job.run(conn)?;
+            }
+            open_titles::collect(conn, &titles.index)
+        })
+        .and_then(|pending| end_group(conn).map(|()| pending));
+    if attempt.is_err() {
         rollback(conn);
-        return Err(err);
     }
-    Ok(())
+    attempt
 }
 
 /// Ends a group whose ops have all run: the index changes they staged go
@@ -367,6 +403,11 @@ mod tests {
         TenantId, Title, normalized,
     };
 
+    /// A writer's open titles of its own, for groups run by hand.
+    fn detached() -> Titles {
+        Titles::new(Arc::new(OpenTitles::new(Default::default())))
+    }
+
     fn writer_conn() -> (tempfile::TempDir, Connection) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("w.sqlite3");
@@ -403,7 +444,13 @@ mod tests {
             max_group: 8,
             busy_attempts: 1,
         };
-        commit_group(&conn, vec![a, b, c], policy, &mut Durability::Full);
+        commit_group(
+            &conn,
+            vec![a, b, c],
+            policy,
+            &mut Durability::Full,
+            &mut detached(),
+        );
         assert!(matches!(a_rx.blocking_recv().unwrap(), Ok(Created { .. })));
         assert!(matches!(
             b_rx.blocking_recv().unwrap(),
@@ -425,7 +472,13 @@ mod tests {
             max_group: 8,
             busy_attempts: 2,
         };
-        commit_group(&conn, vec![a], policy, &mut Durability::Full);
+        commit_group(
+            &conn,
+            vec![a],
+            policy,
+            &mut Durability::Full,
+            &mut detached(),
+        );
         let answer = a_rx.blocking_recv().unwrap();
         assert!(
             matches!(&answer, Err(StoreError::Unavailable { .. })),
@@ -452,7 +505,7 @@ mod tests {
             busy_attempts: 1,
         };
         let probe = Connection::open(conn.path().unwrap()).unwrap();
-        run(conn, rx, policy, &counters);
+        run(conn, rx, policy, &counters, detached());
         for answer in answers {
             assert!(matches!(
                 answer.blocking_recv().unwrap(),
@@ -483,6 +536,7 @@ mod tests {
                 busy_attempts: 1,
             },
             &mut Durability::Full,
+            &mut detached(),
         );
         assert_eq!(count(&conn), 0);
     }
@@ -549,13 +603,13 @@ mod tests {
         let mut sync = Durability::Full;
         assert_eq!(synchronous(&conn), 2, "the writer opens with FULL");
         let (a, a_rx) = job(audit(3));
-        commit_group(&conn, vec![a], policy, &mut sync);
+        commit_group(&conn, vec![a], policy, &mut sync, &mut detached());
         assert!(a_rx.blocking_recv().unwrap().is_ok());
         assert_eq!(synchronous(&conn), 1, "an audit-only group: NORMAL");
         // A group with an issue write in it syncs, audit records and all.
         let (b, b_rx) = job(audit(2));
         let (c, c_rx) = job(create("durable"));
-        commit_group(&conn, vec![b, c], policy, &mut sync);
+        commit_group(&conn, vec![b, c], policy, &mut sync, &mut detached());
         assert!(b_rx.blocking_recv().unwrap().is_ok());
         assert!(c_rx.blocking_recv().unwrap().is_ok());
         assert_eq!(synchronous(&conn), 2, "a group with an issue write: FULL");

@@ -1,0 +1,817 @@
+//! The open titles of each tenant, in this process's memory: what the
+//! similar look-up after every create reads instead of the database.
+//!
+//! `similar_open_issues` on SQL costs four to eight statements and a read
+//! transaction (the word counts, the candidates holding the rarest word,
+//! those holding any word, each chosen issue's level): about a fifth of
+//! `create_issue`'s CPU under load (services/bench/FINDINGS.md). Here a
+//! tenant's open issues that have a title word are held as their title,
+//! state, `updated_at` and level, with a set of issue ids per word, and
+//! the look-up picks and ranks the same candidates as the SQL does
+//! ([`crate::ops::search::similar_open_issues`]; a test compares the two
+//! on boards written at random).
+//!
+//! Only the writer thread changes the index, so it never races a write:
+//! - Its connection has temporary triggers ([`CREATE_TOUCHED`]) that note
+//!   every issue a write inserts, deletes or changes the title, state,
+//!   `updated_at` or level of, in the group's transaction: an op rolled
+//!   back to its savepoint takes its notes with it.
+//! - Before `COMMIT`, [`collect`] reads the noted issues as the group
+//!   leaves them, and builds the index of a tenant that had an issue
+//!   created and is not held yet (the look-up after that create follows),
+//!   from the same transaction.
+//! - Only once `COMMIT` succeeded does [`OpenTitles::apply`] change the
+//!   index, before any caller of the group is answered, so the look-up
+//!   after a create sees it and every earlier write of this process.
+//!
+//! Other processes' writes: each writer adds one to `issue_epoch` in every
+//! group that changed an issue. At the start of each group (under the
+//! file's write lock) the writer checks `PRAGMA data_version`, and when
+//! another connection has committed since, whether the epoch moved past
+//! its own last value: if it did, the whole index is dropped and rebuilt
+//! tenant by tenant at their next create. So the look-up after a create
+//! answers as of that create's commit, like the SQL read right after it
+//! (another process's write committed between the two is seen at this
+//! process's next write).
+//!
+//! Bounded: a tenant with more open issues than
+//! [`OpenTitleBounds::per_tenant`] is not held (its look-ups read SQL as
+//! before), and past [`OpenTitleBounds::total_bytes`] the least recently
+//! looked-up tenants are dropped.
+
+use crate::query::RAREST_WORD_SCAN;
+use corkboard_board::{
+    Integrity, IssueId, IssueState, SimilarIssue, SimilarRanking, TenantId, Timestamp, Title,
+    is_open, limits, term_set,
+};
+use rusqlite::{Connection, Row, params};
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{PoisonError, RwLock};
+
+/// How much of the open titles one process holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpenTitleBounds {
+    /// A tenant with more open issues than this is not held.
+    pub per_tenant: usize,
+    /// Estimated bytes of every tenant held; past it, the least recently
+    /// looked-up tenants are dropped.
+    pub total_bytes: usize,
+}
+
+impl Default for OpenTitleBounds {
+    fn default() -> Self {
+        Self {
+            per_tenant: 50_000,
+            total_bytes: 64 * 1024 * 1024,
+        }
+    }
+}
+
+/// The writer connection's notes of the issues its group touched
+/// (temporary: they live and die with the connection, in memory).
+/// `created`: the group inserted it.
+pub(crate) const CREATE_TOUCHED: &str = "
+    CREATE TEMP TABLE IF NOT EXISTS issues_touched (
+        tenant  TEXT    NOT NULL,
+        id      TEXT    NOT NULL,
+        created INTEGER NOT NULL,
+        PRIMARY KEY (tenant, id)
+    ) WITHOUT ROWID;
+    CREATE TEMP TRIGGER IF NOT EXISTS issues_touched_insert AFTER INSERT ON issues BEGIN
+        INSERT INTO issues_touched (tenant, id, created) VALUES (NEW.tenant, NEW.id, 1)
+            ON CONFLICT (tenant, id) DO UPDATE SET created = 1;
+    END;
+    CREATE TEMP TRIGGER IF NOT EXISTS issues_touched_update
+    AFTER UPDATE OF title, state, updated_at, integrity ON issues BEGIN
+        INSERT OR IGNORE INTO issues_touched (tenant, id, created) VALUES (NEW.tenant, NEW.id, 0);
+    END;
+    CREATE TEMP TRIGGER IF NOT EXISTS issues_touched_delete AFTER DELETE ON issues BEGIN
+        INSERT OR IGNORE INTO issues_touched (tenant, id, created) VALUES (OLD.tenant, OLD.id, 0);
+    END;
+";
+
+/// The touched issues as the group leaves them (no issue row: deleted).
+const TOUCHED: &str = "SELECT t.tenant, t.id, t.created, i.title, i.state, i.updated_at, \
+     i.integrity FROM temp.issues_touched t \
+     LEFT JOIN main.issues i ON i.tenant = t.tenant AND i.id = t.id";
+
+/// A tenant's open issues, from the state index (`issues_by_state`), one
+/// range per open state: a tenant's closed issues are not read. Named, as
+/// the planner otherwise walks the tenant's whole primary-key range.
+const OPEN_ISSUES: &str = "SELECT id, title, state, updated_at, integrity FROM issues \
+     INDEXED BY issues_by_state WHERE tenant = ?1 AND state IN ('inbox', 'triage', 'todo', 'in_progress', 'blocked')";
+
+/// How many open issues a tenant has (the board's counts).
+const OPEN_COUNT: &str = "SELECT coalesce(sum(n), 0) FROM board_counts \
+     WHERE tenant = ?1 AND kind = 'state' AND key NOT IN ('done', 'closed')";
+
+/// Bytes an entry is counted at besides its id and title: the map
+/// entries, the word sets' copies of the id, the fields.
+const ENTRY_OVERHEAD: usize = 160;
+
+/// One open issue with a title word.
+#[derive(Debug, Clone)]
+struct OpenTitle {
+    title: Title,
+    state: IssueState,
+    updated_at: Timestamp,
+    integrity: Integrity,
+}
+
+impl OpenTitle {
+    fn bytes(&self, id: &IssueId, words: usize) -> usize {
+        ENTRY_OVERHEAD + id.as_str().len() * (1 + words) + self.title.as_str().len() * 2
+    }
+}
+
+/// One tenant's open titles.
+#[derive(Debug, Default)]
+struct TenantTitles {
+    issues: HashMap<IssueId, OpenTitle>,
+    /// The issues holding each word, ordered by id (newest last).
+    words: HashMap<String, BTreeSet<IssueId>>,
+    bytes: usize,
+    last_used: AtomicU64,
+}
+
+impl TenantTitles {
+    /// Makes the index say what the database says of `id` now: `row` is
+    /// its title, state, `updated_at` and level, `None` when it is gone.
+    fn set(&mut self, id: IssueId, row: Option<OpenTitle>) {
+        let row = row.filter(|row| is_open(row.state));
+        let old = self.issues.remove(&id);
+        let old_words = old
+            .as_ref()
+            .map(|old| term_set(old.title.as_str()))
+            .unwrap_or_default();
+        if let Some(old) = &old {
+            self.bytes -= old.bytes(&id, old_words.len());
+        }
+        let new_words = row
+            .as_ref()
+            .map(|row| term_set(row.title.as_str()))
+            .unwrap_or_default();
+        for word in old_words.difference(&new_words) {
+            if let Some(ids) = self.words.get_mut(word) {
+                ids.remove(&id);
+                if ids.is_empty() {
+                    self.words.remove(word);
+                }
+            }
+        }
+        for word in new_words.difference(&old_words) {
+            self.words
+                .entry(word.clone())
+                .or_default()
+                .insert(id.clone());
+        }
+        // An open title without a word is no candidate (as in SQL, where
+        // `open_title_words` has no row of it).
+        if let Some(row) = row.filter(|_| !new_words.is_empty()) {
+            self.bytes += row.bytes(&id, new_words.len());
+            self.issues.insert(id, row);
+        }
+    }
+
+    /// The SQL look-up's candidates and choice, on the held titles.
+    fn similar(&self, title: &Title, limit: u32) -> Vec<SimilarIssue> {
+        let mut ranking = SimilarRanking::new(title.as_str());
+        let words: Vec<String> = ranking.words().iter().cloned().collect();
+        let held: Vec<(&String, &BTreeSet<IssueId>)> = words
+            .iter()
+            .filter_map(|word| self.words.get(word).map(|ids| (word, ids)))
+            .collect();
+        let offer = |ranking: &mut SimilarRanking, id: &IssueId| {
+            self.issues.get(id).is_some_and(|issue| {
+                ranking.offer(
+                    id.clone(),
+                    issue.title.clone(),
+                    issue.state,
+                    issue.updated_at,
+                    issue.integrity,
+                )
+            })
+        };
+        // Every word held: the newest holding the rarest one, until
+        // `SIMILAR_ALL_CANDIDATES` of them held every word.
+        if !words.is_empty()
+            && held.len() == words.len()
+            && let Some(&(_, rarest)) = held.iter().min_by_key(|&&(word, ids)| (ids.len(), word))
+        {
+            let mut every_word = 0;
+            for id in rarest.iter().rev().take(RAREST_WORD_SCAN as usize) {
+                if every_word >= limits::SIMILAR_ALL_CANDIDATES {
+                    break;
+                }
+                if offer(&mut ranking, id) {
+                    every_word += 1;
+                }
+            }
+        }
+        // Then the newest sharing any word, unless that settled it.
+        if !held.is_empty() && !ranking.settled(limit) {
+            let any = limits::SIMILAR_ANY_CANDIDATES as usize;
+            let newest: BTreeSet<&IssueId> = held
+                .iter()
+                .flat_map(|&(_, ids)| ids.iter().rev().take(any))
+                .collect();
+            for id in newest.into_iter().rev().take(any) {
+                offer(&mut ranking, id);
+            }
+        }
+        ranking.finish(limit)
+    }
+}
+
+/// Every tenant held.
+#[derive(Debug, Default)]
+struct Held {
+    tenants: HashMap<String, TenantTitles>,
+    bytes: usize,
+}
+
+/// The index (one per store, shared by its writer and its look-ups).
+#[derive(Debug)]
+pub(crate) struct OpenTitles {
+    held: RwLock<Held>,
+    bounds: OpenTitleBounds,
+    /// Look-ups so far: the clock of `TenantTitles::last_used`.
+    ticks: AtomicU64,
+}
+
+/// What a group's commit changes in the index ([`collect`]).
+#[derive(Debug, Default)]
+pub(crate) struct Pending {
+    /// Held tenants' touched issues as committed.
+    changes: Vec<(String, IssueId, Option<OpenTitle>)>,
+    /// Tenants built from the group's transaction.
+    built: Vec<(String, TenantTitles)>,
+    /// Held tenants with an invalid stored value: no longer held.
+    dropped: Vec<String>,
+    /// The epoch the group wrote, if it changed an issue.
+    epoch: Option<i64>,
+}
+
+/// What the writer saw of the file last: another connection's commit moves
+/// `data_version`, another writer's issue changes move the epoch.
+#[derive(Debug, Default)]
+pub(crate) struct Watch {
+    data_version: Option<i64>,
+    epoch: Option<i64>,
+}
+
+impl OpenTitles {
+    pub(crate) fn new(bounds: OpenTitleBounds) -> Self {
+        Self {
+            held: RwLock::new(Held::default()),
+            bounds,
+            ticks: AtomicU64::new(0),
+        }
+    }
+
+    /// The look-up, when `tenant` is held (`None`: read SQL).
+    pub(crate) fn similar(
+        &self,
+        tenant: &TenantId,
+        title: &Title,
+        limit: u32,
+    ) -> Option<Vec<SimilarIssue>> {
+        let held = self.held.read().unwrap_or_else(PoisonError::into_inner);
+        let titles = held.tenants.get(tenant.as_str())?;
+        let tick = self.ticks.fetch_add(1, Ordering::Relaxed) + 1;
+        titles.last_used.store(tick, Ordering::Relaxed);
+        Some(titles.similar(title, limit))
+    }
+
+    /// Whether `tenant` is held (for tests and diagnostics).
+    #[cfg(test)]
+    pub(crate) fn holds(&self, tenant: &TenantId) -> bool {
+        let held = self.held.read().unwrap_or_else(PoisonError::into_inner);
+        held.tenants.contains_key(tenant.as_str())
+    }
+
+    fn is_held(&self, tenant: &str) -> bool {
+        let held = self.held.read().unwrap_or_else(PoisonError::into_inner);
+        held.tenants.contains_key(tenant)
+    }
+
+    /// Drops every tenant (another process changed issues).
+    fn clear(&self) {
+        let mut held = self.held.write().unwrap_or_else(PoisonError::into_inner);
+        *held = Held::default();
+    }
+
+    /// At the start of a group, under the file's write lock: drops the
+    /// index when another writer changed issues since this one last looked.
+    pub(crate) fn check(&self, conn: &Connection, watch: &mut Watch) -> rusqlite::Result<()> {
+        let data_version: i64 = conn
+            .prepare_cached("PRAGMA data_version")?
+            .query_row([], |row| row.get(0))?;
+        if watch.data_version == Some(data_version) {
+            return Ok(());
+        }
+        watch.data_version = Some(data_version);
+        let epoch: i64 = conn
+            .prepare_cached("SELECT n FROM issue_epoch WHERE id = 1")?
+            .query_row([], |row| row.get(0))?;
+        if watch.epoch.is_some_and(|seen| seen != epoch) {
+            self.clear();
+        }
+        watch.epoch = Some(epoch);
+        Ok(())
+    }
+
+    /// After the group's `COMMIT` (and before its callers are answered).
+    pub(crate) fn apply(&self, pending: Pending, watch: &mut Watch) {
+        if let Some(epoch) = pending.epoch {
+            watch.epoch = Some(epoch);
+        }
+        if pending.changes.is_empty() && pending.built.is_empty() && pending.dropped.is_empty() {
+            return;
+        }
+        let mut held = self.held.write().unwrap_or_else(PoisonError::into_inner);
+        let held = &mut *held;
+        let mut grown = HashSet::new();
+        for (tenant, id, row) in pending.changes {
+            if let Some(titles) = held.tenants.get_mut(&tenant) {
+                held.bytes -= titles.bytes;
+                titles.set(id, row);
+                held.bytes += titles.bytes;
+                grown.insert(tenant);
+            }
+        }
+        for tenant in pending.dropped {
+            if let Some(gone) = held.tenants.remove(&tenant) {
+                held.bytes -= gone.bytes;
+            }
+        }
+        let tick = self.ticks.load(Ordering::Relaxed);
+        for (tenant, titles) in pending.built {
+            titles.last_used.store(tick, Ordering::Relaxed);
+            held.bytes += titles.bytes;
+            if let Some(old) = held.tenants.insert(tenant, titles) {
+                held.bytes -= old.bytes;
+            }
+        }
+        for tenant in grown {
+            if held
+                .tenants
+                .get(&tenant)
+                .is_some_and(|t| t.issues.len() > self.bounds.per_tenant)
+                && let Some(gone) = held.tenants.remove(&tenant)
+            {
+                held.bytes -= gone.bytes;
+            }
+        }
+        while held.bytes > self.bounds.total_bytes {
+            let Some(oldest) = held
+                .tenants
+                .iter()
+                .min_by_key(|(_, t)| t.last_used.load(Ordering::Relaxed))
+                .map(|(name, _)| name.clone())
+            else {
+                break;
+            };
+            if let Some(gone) = held.tenants.remove(&oldest) {
+                held.bytes -= gone.bytes;
+            }
+        }
+    }
+}
+
+/// Before the group's `COMMIT`: what it changes in the index, read from
+/// its own transaction, and the epoch moved when it changed an issue.
+/// Empties the notes.
+pub(crate) fn collect(conn: &Connection, index: &OpenTitles) -> rusqlite::Result<Pending> {
+    let mut pending = Pending::default();
+    let mut to_build: BTreeSet<String> = BTreeSet::new();
+    let mut touched = false;
+    {
+        let mut stmt = conn.prepare_cached(TOUCHED)?;
+        let mut rows = stmt.query([])?;
+        let mut held_tenants: HashMap<String, bool> = HashMap::new();
+        while let Some(row) = rows.next()? {
+            touched = true;
+            let tenant: String = row.get(0)?;
+            let held = *held_tenants
+                .entry(tenant.clone())
+                .or_insert_with(|| index.is_held(&tenant));
+            if held {
+                let id = IssueId::parse(row.get::<_, String>(1)?).ok();
+                let open = match row.get::<_, Option<String>>(3)? {
+                    Some(_) => open_title(row, 3)?.map(Some),
+                    None => Some(None),
+                };
+                match (id, open) {
+                    (Some(id), Some(open)) => pending.changes.push((tenant, id, open)),
+                    // A stored value the domain rejects: the tenant's
+                    // look-ups go back to SQL, which reports it.
+                    _ => pending.dropped.push(tenant),
+                }
+            } else if row.get::<_, bool>(2)? {
+                to_build.insert(tenant);
+            }
+        }
+    }
+    if !touched {
+        return Ok(pending);
+    }
+    conn.prepare_cached("DELETE FROM temp.issues_touched")?
+        .execute([])?;
+    pending.epoch = Some(
+        conn.prepare_cached("UPDATE issue_epoch SET n = n + 1 WHERE id = 1 RETURNING n")?
+            .query_row([], |row| row.get(0))?,
+    );
+    for tenant in to_build {
+        if let Some(titles) = build(conn, &tenant, index.bounds.per_tenant)? {
+            pending.built.push((tenant, titles));
+        }
+    }
+    Ok(pending)
+}
+
+/// `tenant`'s open titles from the group's transaction; `None` when it has
+/// more open issues than `per_tenant` or a stored value is invalid.
+fn build(
+    conn: &Connection,
+    tenant: &str,
+    per_tenant: usize,
+) -> rusqlite::Result<Option<TenantTitles>> {
+    let open: i64 = conn
+        .prepare_cached(OPEN_COUNT)?
+        .query_row(params![tenant], |row| row.get(0))?;
+    if usize::try_from(open).unwrap_or(usize::MAX) > per_tenant {
+        return Ok(None);
+    }
+    let mut titles = TenantTitles::default();
+    let mut stmt = conn.prepare_cached(OPEN_ISSUES)?;
+    let mut rows = stmt.query(params![tenant])?;
+    while let Some(row) = rows.next()? {
+        let id = IssueId::parse(row.get::<_, String>(0)?).ok();
+        match (id, open_title(row, 1)?) {
+            (Some(id), Some(open)) => titles.set(id, Some(open)),
+            _ => return Ok(None),
+        }
+    }
+    Ok(Some(titles))
+}
+
+/// Title, state, `updated_at` and level from `row`, from column `first`;
+/// `None` when a stored value is not valid in the domain.
+fn open_title(row: &Row<'_>, first: usize) -> rusqlite::Result<Option<OpenTitle>> {
+    let title = Title::parse(row.get::<_, String>(first)?);
+    let state = IssueState::parse(&row.get::<_, String>(first + 1)?);
+    let (Ok(title), Ok(state)) = (title, state) else {
+        return Ok(None);
+    };
+    Ok(Some(OpenTitle {
+        title,
+        state,
+        updated_at: Timestamp::from_millis(row.get(first + 2)?),
+        integrity: Integrity::from_rank(row.get(first + 3)?),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::search;
+    use crate::readers::snapshot;
+    use crate::{FILE_NAME, SqliteOptions, SqliteStore, schema};
+    use corkboard_board::{
+        Author, AuthorKind, Claimant, CommentBody, GrantId, GrantLedger, GrantPolicy, IssuePatch,
+        IssueStore, NewComment, NewIssue, RunId,
+    };
+    use std::path::Path;
+
+    const WORDS: [&str; 8] = [
+        "login", "fails", "Safari", "crash", "save", "slow", "export", "page",
+    ];
+
+    /// A small deterministic generator (xorshift), so a failure repeats.
+    struct Dice(u64);
+
+    impl Dice {
+        fn below(&mut self, n: usize) -> usize {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            (self.0 % n as u64) as usize
+        }
+
+        fn title(&mut self) -> Title {
+            // Now and then a title without a word, which no look-up finds.
+            if self.below(20) == 0 {
+                return Title::parse("?!").unwrap();
+            }
+            let words: Vec<&str> = (0..=self.below(4))
+                .map(|_| WORDS[self.below(WORDS.len())])
+                .collect();
+            Title::parse(words.join(" ")).unwrap()
+        }
+    }
+
+    fn tenant() -> TenantId {
+        TenantId::parse("acme").unwrap()
+    }
+
+    fn author(integrity: Integrity) -> Author {
+        Author {
+            kind: AuthorKind::Run,
+            run: RunId::parse("r").unwrap(),
+            grant: None,
+            integrity,
+        }
+    }
+
+    /// The look-up as SQL answers it, on a reader of its own.
+    fn sql_similar(path: &Path, title: &Title, limit: u32) -> Vec<SimilarIssue> {
+        let conn = schema::open_reader(path, &SqliteOptions::default()).unwrap();
+        snapshot(&conn, |conn| {
+            search::similar_open_issues(conn, &tenant(), title, limit)
+        })
+        .unwrap()
+    }
+
+    /// Every title of `dice`'s next `n`, through the store (held titles)
+    /// and through SQL: the same issues, scores and order.
+    async fn agree(store: &SqliteStore, dice: &mut Dice, n: usize) {
+        assert!(store.open_titles().holds(&tenant()));
+        for _ in 0..n {
+            let title = dice.title();
+            let limit = 1 + dice.below(limits::SIMILAR_LIMIT_MAX as usize) as u32;
+            let held = store
+                .similar_open_issues(&tenant(), &title, limit)
+                .await
+                .unwrap();
+            let sql = sql_similar(store.path(), &title, limit);
+            assert_eq!(held, sql, "{title:?}, limit {limit}");
+        }
+    }
+
+    #[actix_rt::test]
+    async fn held_titles_answer_as_the_sql_look_up_on_a_board_written_at_random() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join(FILE_NAME)).unwrap();
+        let mut dice = Dice(0x9e37_79b9_7f4a_7c15);
+        let levels = [Integrity::External, Integrity::Agent, Integrity::Person];
+        let mut ids: Vec<IssueId> = Vec::new();
+        for step in 0..600 {
+            let by = author(levels[dice.below(levels.len())]);
+            let pick = |dice: &mut Dice, ids: &[IssueId]| ids[dice.below(ids.len())].clone();
+            match dice.below(10) {
+                _ if ids.is_empty() => {}
+                0 => {
+                    let patch = IssuePatch {
+                        title: Some(dice.title()),
+                        actor: Some(by.clone()),
+                        ..IssuePatch::default()
+                    };
+                    let _ = store
+                        .update_issue(&tenant(), &pick(&mut dice, &ids), patch, None)
+                        .await;
+                }
+                1 => {
+                    let state =
+                        [IssueState::Done, IssueState::Closed, IssueState::Todo][dice.below(3)];
+                    let patch = IssuePatch {
+                        state: Some(state),
+                        ..IssuePatch::default()
+                    };
+                    let _ = store
+                        .update_issue(&tenant(), &pick(&mut dice, &ids), patch, None)
+                        .await;
+                }
+                2 => {
+                    let comment = NewComment {
+                        issue: pick(&mut dice, &ids),
+                        body: CommentBody::parse("seen again").unwrap(),
+                    };
+                    store
+                        .add_comment(&tenant(), &by, comment, None)
+                        .await
+                        .unwrap();
+                }
+                3 => {
+                    let claimant = Claimant {
+                        run: RunId::parse(format!("run{}", dice.below(3))).unwrap(),
+                        grant: GrantId::generate(),
+                        expires_at: Timestamp::from_millis(i64::MAX / 2),
+                        lease: None,
+                        integrity: by.integrity,
+                    };
+                    let _ = store
+                        .claim_issue(&tenant(), &pick(&mut dice, &ids), &claimant, None)
+                        .await;
+                }
+                4 => {
+                    // Fails (no such parent) and must leave nothing behind.
+                    let orphan = NewIssue {
+                        parent: Some(IssueId::generate()),
+                        ..NewIssue::new(dice.title())
+                    };
+                    assert!(
+                        store
+                            .create_issue(&tenant(), &by, orphan, None)
+                            .await
+                            .is_err()
+                    );
+                }
+                _ => {}
+            }
+            let new = NewIssue::new(dice.title());
+            ids.push(
+                store
+                    .create_issue(&tenant(), &by, new, None)
+                    .await
+                    .unwrap()
+                    .issue
+                    .id,
+            );
+            if step % 100 == 99 {
+                agree(&store, &mut dice, 60).await;
+            }
+        }
+    }
+
+    #[actix_rt::test]
+    async fn another_writers_issue_changes_drop_the_held_titles_and_nothing_else_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(FILE_NAME);
+        // Two stores on one file: two writers, as two processes have.
+        let (a, b) = (
+            SqliteStore::open(&path).unwrap(),
+            SqliteStore::open(&path).unwrap(),
+        );
+        let by = author(Integrity::Agent);
+        let login = Title::parse("login fails on Safari").unwrap();
+        let first = a
+            .create_issue(&tenant(), &by, NewIssue::new(login.clone()), None)
+            .await
+            .unwrap()
+            .issue
+            .id;
+        assert!(a.open_titles().holds(&tenant()), "a create builds it");
+        let comment = |text: &str| NewComment {
+            issue: first.clone(),
+            body: CommentBody::parse(text).unwrap(),
+        };
+
+        // B writes no issue: A's titles stay.
+        b.set_grant_policy(&tenant(), &GrantPolicy::default())
+            .await
+            .unwrap();
+        a.add_comment(&tenant(), &by, comment("one"), None)
+            .await
+            .unwrap();
+        assert!(a.open_titles().holds(&tenant()));
+
+        // B files a like title and closes A's issue: A's next write drops
+        // its titles (a comment creates nothing, so nothing is rebuilt).
+        b.create_issue(
+            &tenant(),
+            &by,
+            NewIssue::new(Title::parse("login fails on Safari again").unwrap()),
+            None,
+        )
+        .await
+        .unwrap();
+        let closed = IssuePatch {
+            state: Some(IssueState::Done),
+            ..IssuePatch::default()
+        };
+        b.update_issue(&tenant(), &first, closed, None)
+            .await
+            .unwrap();
+        a.add_comment(&tenant(), &by, comment("two"), None)
+            .await
+            .unwrap();
+        assert!(!a.open_titles().holds(&tenant()), "B's writes drop it");
+        // Not held, the look-up reads SQL: B's issue, not the closed one.
+        let similar = a.similar_open_issues(&tenant(), &login, 5).await.unwrap();
+        assert_eq!(similar, sql_similar(&path, &login, 5));
+        assert_eq!(similar.len(), 1, "{similar:?}");
+
+        // A's next create builds it again, B's writes and all.
+        a.create_issue(
+            &tenant(),
+            &by,
+            NewIssue::new(Title::parse("export is slow").unwrap()),
+            None,
+        )
+        .await
+        .unwrap();
+        assert!(a.open_titles().holds(&tenant()));
+        let held = a.similar_open_issues(&tenant(), &login, 5).await.unwrap();
+        assert_eq!(held, similar);
+    }
+
+    #[actix_rt::test]
+    async fn a_tenant_past_its_bound_is_not_held_and_reads_sql() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = SqliteOptions {
+            open_titles: OpenTitleBounds {
+                per_tenant: 3,
+                ..OpenTitleBounds::default()
+            },
+            ..SqliteOptions::default()
+        };
+        let store = SqliteStore::open_with(&dir.path().join(FILE_NAME), options).unwrap();
+        let by = author(Integrity::Agent);
+        let title = Title::parse("login fails").unwrap();
+        for n in 1..=5 {
+            store
+                .create_issue(&tenant(), &by, NewIssue::new(title.clone()), None)
+                .await
+                .unwrap();
+            assert_eq!(store.open_titles().holds(&tenant()), n <= 3, "{n}");
+        }
+        let similar = store
+            .similar_open_issues(&tenant(), &title, 10)
+            .await
+            .unwrap();
+        assert_eq!(similar.len(), 5);
+        assert_eq!(similar, sql_similar(store.path(), &title, 10));
+    }
+
+    #[test]
+    fn past_the_total_bound_the_least_recently_used_tenant_goes() {
+        let titles = |n: usize| {
+            let mut t = TenantTitles::default();
+            for _ in 0..n {
+                let row = OpenTitle {
+                    title: Title::parse("login fails").unwrap(),
+                    state: IssueState::Todo,
+                    updated_at: Timestamp::from_millis(1),
+                    integrity: Integrity::Agent,
+                };
+                t.set(IssueId::generate(), Some(row));
+            }
+            t
+        };
+        let one = titles(10).bytes;
+        let index = OpenTitles::new(OpenTitleBounds {
+            per_tenant: 100,
+            total_bytes: one * 2 + one / 2,
+        });
+        let built = |name: &str| Pending {
+            built: vec![(name.to_owned(), titles(10))],
+            ..Pending::default()
+        };
+        let mut watch = Watch::default();
+        index.apply(built("old"), &mut watch);
+        index.apply(built("used"), &mut watch);
+        let used = TenantId::parse("used").unwrap();
+        let title = Title::parse("login").unwrap();
+        assert!(index.similar(&used, &title, 3).is_some());
+        index.apply(built("new"), &mut watch);
+        let holds = |name: &str| index.holds(&TenantId::parse(name).unwrap());
+        assert!(!holds("old") && holds("used") && holds("new"));
+    }
+
+    #[test]
+    fn an_issue_closed_retitled_or_gone_leaves_no_word_behind() {
+        let mut t = TenantTitles::default();
+        let id = IssueId::generate();
+        let row = |title: &str, state| OpenTitle {
+            title: Title::parse(title).unwrap(),
+            state,
+            updated_at: Timestamp::from_millis(1),
+            integrity: Integrity::Agent,
+        };
+        t.set(id.clone(), Some(row("login fails", IssueState::Todo)));
+        t.set(id.clone(), Some(row("export fails", IssueState::Todo)));
+        let words: BTreeSet<&str> = t.words.keys().map(String::as_str).collect();
+        assert_eq!(words, BTreeSet::from(["export", "fails"]));
+        t.set(id.clone(), Some(row("export fails", IssueState::Done)));
+        assert!(t.words.is_empty() && t.issues.is_empty() && t.bytes == 0);
+        t.set(id.clone(), Some(row("export", IssueState::Todo)));
+        t.set(id, None);
+        assert!(t.words.is_empty() && t.issues.is_empty() && t.bytes == 0);
+    }
+
+    #[test]
+    fn the_open_issues_statement_names_every_open_state_and_reads_the_state_index() {
+        let open: Vec<&str> = IssueState::ALL
+            .into_iter()
+            .filter(|state| is_open(*state))
+            .map(IssueState::as_str)
+            .collect();
+        let listed = OPEN_ISSUES
+            .split("IN (")
+            .nth(1)
+            .unwrap()
+            .trim_end_matches(')');
+        let listed: Vec<&str> = listed.split(", ").map(|s| s.trim_matches('\'')).collect();
+        assert_eq!(listed, open);
+        let dir = tempfile::tempdir().unwrap();
+        let conn =
+            schema::open_writer(&dir.path().join(FILE_NAME), &SqliteOptions::default()).unwrap();
+        let plan = crate::query::query_plan(&conn, OPEN_ISSUES, ["acme"]);
+        assert!(
+            plan.iter().all(|line| line.contains("issues_by_state")),
+            "{plan:?}"
+        );
+    }
+}
