@@ -287,8 +287,7 @@ impl OpenTitles {
     /// Whether `tenant` is held (for tests and diagnostics).
     #[cfg(test)]
     pub(crate) fn holds(&self, tenant: &TenantId) -> bool {
-        let held = self.held.read().unwrap_or_else(PoisonError::into_inner);
-        held.tenants.contains_key(tenant.as_str())
+        self.is_held(tenant.as_str())
     }
 
     fn is_held(&self, tenant: &str) -> bool {
@@ -525,6 +524,14 @@ mod tests {
         }
     }
 
+    /// Files `title` on the tenant's board as an agent; its id.
+    async fn file(store: &SqliteStore, title: &str) -> IssueId {
+        let new = NewIssue::new(Title::parse(title).unwrap());
+        let by = author(Integrity::Agent);
+        let created = store.create_issue(&tenant(), &by, new, None).await;
+        created.unwrap().issue.id
+    }
+
     /// The look-up as SQL answers it, on a reader of its own.
     fn sql_similar(path: &Path, title: &Title, limit: u32) -> Vec<SimilarIssue> {
         let conn = schema::open_reader(path, &SqliteOptions::default()).unwrap();
@@ -646,12 +653,7 @@ mod tests {
         );
         let by = author(Integrity::Agent);
         let login = Title::parse("login fails on Safari").unwrap();
-        let first = a
-            .create_issue(&tenant(), &by, NewIssue::new(login.clone()), None)
-            .await
-            .unwrap()
-            .issue
-            .id;
+        let first = file(&a, login.as_str()).await;
         assert!(a.open_titles().holds(&tenant()), "a create builds it");
         let comment = |text: &str| NewComment {
             issue: first.clone(),
@@ -669,14 +671,7 @@ mod tests {
 
         // B files a like title and closes A's issue: A's next write drops
         // its titles (a comment creates nothing, so nothing is rebuilt).
-        b.create_issue(
-            &tenant(),
-            &by,
-            NewIssue::new(Title::parse("login fails on Safari again").unwrap()),
-            None,
-        )
-        .await
-        .unwrap();
+        file(&b, "login fails on Safari again").await;
         let closed = IssuePatch {
             state: Some(IssueState::Done),
             ..IssuePatch::default()
@@ -694,14 +689,7 @@ mod tests {
         assert_eq!(similar.len(), 1, "{similar:?}");
 
         // A's next create builds it again, B's writes and all.
-        a.create_issue(
-            &tenant(),
-            &by,
-            NewIssue::new(Title::parse("export is slow").unwrap()),
-            None,
-        )
-        .await
-        .unwrap();
+        file(&a, "export is slow").await;
         assert!(a.open_titles().holds(&tenant()));
         let held = a.similar_open_issues(&tenant(), &login, 5).await.unwrap();
         assert_eq!(held, similar);
@@ -718,13 +706,9 @@ mod tests {
             ..SqliteOptions::default()
         };
         let store = SqliteStore::open_with(&dir.path().join(FILE_NAME), options).unwrap();
-        let by = author(Integrity::Agent);
         let title = Title::parse("login fails").unwrap();
         for n in 1..=5 {
-            store
-                .create_issue(&tenant(), &by, NewIssue::new(title.clone()), None)
-                .await
-                .unwrap();
+            file(&store, title.as_str()).await;
             assert_eq!(store.open_titles().holds(&tenant()), n <= 3, "{n}");
         }
         let similar = store
