@@ -267,9 +267,9 @@ async fn collect_upstream(
     if output.relay.is_none() && !output.is_error {
         let mut wrapped = json!({ "status": "ran", "handle": item.id, "tool": item.tool });
         if let Some(result) = output.structured.take() {
-            wrapped["result"] = result;
+            wrapped["result"] = result.into_value();
         }
-        output.structured = Some(wrapped);
+        output.structured = Some(wrapped.into());
         output.text = format!(
             "approval {} was used: {} ran once.\n{}",
             item.id, item.tool, output.text

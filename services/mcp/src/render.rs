@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
-use crate::backend::{ServerIdentity, ToolDef, ToolOutput, ToolSet};
+use crate::backend::{ServerIdentity, StructuredContent, ToolDef, ToolOutput, ToolSet};
 use crate::revision::Revision;
 use crate::validate;
 use crate::wire::{ResultJson, meta_key};
@@ -172,16 +172,17 @@ fn close(
 /// tool gave no text), `structuredContent` where the revision has it.
 ///
 /// Written directly rather than through a `Value` tree: the structured
-/// result is serialised once and that one string is both the text block
-/// (escaped) and `structuredContent` (as is).
+/// result is serialised once (the string the backend may already have
+/// counted) and that one string is both the text block (escaped) and
+/// `structuredContent` (as is).
 pub(crate) fn call_result(
     revision: Revision,
     identity: &ServerIdentity,
     output: &ToolOutput,
 ) -> ResultJson {
-    let structured = output.structured.as_ref().map(Value::to_string);
-    let text = match (&structured, output.text.is_empty()) {
-        (Some(structured), true) => structured.as_str(),
+    let structured = output.structured.as_ref().map(StructuredContent::json);
+    let text = match (structured, output.text.is_empty()) {
+        (Some(structured), true) => structured,
         _ => output.text.as_str(),
     };
     let mut out = Vec::with_capacity(2 * text.len() + 160);
@@ -199,7 +200,7 @@ pub(crate) fn call_result(
         let _ = serde_json::to_writer(&mut out, &blocks);
     }
     if revision.has_structured_output()
-        && let Some(structured) = &structured
+        && let Some(structured) = structured
     {
         out.extend_from_slice(b",\"structuredContent\":");
         out.extend_from_slice(structured.as_bytes());
@@ -278,7 +279,7 @@ mod tests {
             "n": [1, 2.5, null, true],
         });
         let output = ToolOutput {
-            structured: Some(structured.clone()),
+            structured: Some(structured.clone().into()),
             text: String::new(),
             is_error: false,
             relay: None,

@@ -20,6 +20,7 @@
 
 use crate::render;
 use crate::view;
+use corkboard_mcp::StructuredContent;
 use serde_json::{Map, Value, json};
 
 /// Bytes of one tool result when the operator does not choose:
@@ -36,17 +37,26 @@ pub const MIN_RESULT_BUDGET: usize = 16_384;
 /// server's `_meta`), rounded up.
 pub const ENVELOPE_BYTES: usize = 512;
 
-/// A successful answer: its structured result and its text block.
+/// A successful answer: its structured result and its text block. The
+/// structured JSON is serialised once, here when the answer is measured,
+/// and the renderer sends that same string.
 #[derive(Debug, Clone)]
 pub(crate) struct Answer {
-    pub structured: Value,
+    pub structured: StructuredContent,
     pub text: String,
 }
 
 impl Answer {
+    pub fn new(structured: Value, text: String) -> Self {
+        Self {
+            structured: structured.into(),
+            text,
+        }
+    }
+
     /// The bytes this answer costs against the budget.
     pub fn size(&self) -> usize {
-        json_len(&self.structured) + string_len(&self.text) + ENVELOPE_BYTES
+        self.structured.json().len() + string_len(&self.text) + ENVELOPE_BYTES
     }
 }
 
@@ -58,11 +68,20 @@ pub(crate) fn json_len(value: &Value) -> usize {
     counter.0
 }
 
-/// Bytes of `text` as a JSON string (quotes and escapes included).
+/// Bytes of `text` as a JSON string, quotes and escapes included, as
+/// serde_json writes it (the renderer's writer): `"` and `\` take two
+/// bytes, control characters two (`\b \t \n \f \r`) or six (`\u00XX`),
+/// every other byte one. Counted without writing: the text block is
+/// written once, by the renderer.
 fn string_len(text: &str) -> usize {
-    let mut counter = Counter(0);
-    let _ = serde_json::to_writer(&mut counter, text);
-    counter.0
+    2 + text
+        .bytes()
+        .map(|byte| match byte {
+            b'"' | b'\\' | 0x08 | b'\t' | b'\n' | 0x0C | b'\r' => 2,
+            0x00..=0x1F => 6,
+            _ => 1,
+        })
+        .sum::<usize>()
 }
 
 struct Counter(usize);
@@ -86,11 +105,21 @@ fn reason(budget: usize) -> String {
 
 /// A `list_issues` page of `items` (summaries), `next_cursor` as the
 /// store gave it, within `budget`.
-pub(crate) fn page(mut items: Vec<Value>, next_cursor: Option<String>, budget: usize) -> Answer {
-    let whole = page_answer(items.clone(), next_cursor.clone(), Value::Null);
-    if whole.size() <= budget || items.is_empty() {
+pub(crate) fn page(items: Vec<Value>, next_cursor: Option<String>, budget: usize) -> Answer {
+    let empty = items.is_empty();
+    let whole = page_answer(items, next_cursor.clone(), Value::Null);
+    if whole.size() <= budget || empty {
         return whole;
     }
+    // Over budget (rare): take the items back out of the answer rather
+    // than copying every page to keep them.
+    let mut items = match whole.structured.into_value() {
+        Value::Object(mut page) => match page.remove("issues") {
+            Some(Value::Array(items)) => items,
+            _ => Vec::new(),
+        },
+        _ => Vec::new(),
+    };
     let total = items.len();
     // Estimate how many fit from each item's own cost, then check the
     // real answer and step back while it is over (estimates of separators
@@ -161,7 +190,7 @@ fn page_answer(items: Vec<Value>, next_cursor: Option<String>, truncated: Value)
         "truncated": truncated,
     });
     let text = render::page(&structured);
-    Answer { structured, text }
+    Answer::new(structured, text)
 }
 
 fn id_of(item: &Value) -> Option<String> {
@@ -203,7 +232,7 @@ pub(crate) fn hits(
             "truncated": note,
         });
         let text = render::hits(&structured);
-        let answer = Answer { structured, text };
+        let answer = Answer::new(structured, text);
         // Every hit is small (a summary and a snippet), so one always fits.
         if answer.size() <= budget || shown <= 1 {
             return answer;
@@ -218,14 +247,16 @@ pub(crate) fn hits(
 pub(crate) fn issue(value: Value, headline: &str, budget: usize) -> Answer {
     let build = |structured: Value| {
         let text = render::issue(&structured, headline);
-        Answer { structured, text }
+        Answer::new(structured, text)
     };
     let answer = build(value);
     if answer.size() <= budget {
         return answer;
     }
-    let Value::Object(mut map) = answer.structured else {
-        return answer;
+    let Answer { structured, text } = answer;
+    let mut map = match structured.into_value() {
+        Value::Object(map) => map,
+        other => return Answer::new(other, text),
     };
     shrink(&mut map, budget, &|map: &Map<String, Value>| {
         build(Value::Object(map.clone())).size()
@@ -586,13 +617,38 @@ mod tests {
 
     #[test]
     fn sizes_count_both_blocks_and_the_envelope() {
-        let answer = Answer {
-            structured: json!({ "a": "\"" }),
-            text: "x\n".into(),
-        };
+        let answer = Answer::new(json!({ "a": "\"" }), "x\n".into());
         assert_eq!(
             answer.size(),
             r#"{"a":"\""}"#.len() + r#""x\n""#.len() + ENVELOPE_BYTES
         );
+    }
+
+    #[test]
+    fn a_text_is_counted_as_serde_json_writes_it() {
+        let mut every_ascii: String = (0u8..=0x7F).map(char::from).collect();
+        every_ascii.push_str("é€😀\u{2028}");
+        for text in [
+            every_ascii.as_str(),
+            "",
+            "plain",
+            "\"quoted\" \\ back",
+            "line\nbreak\ttab\r\u{0}\u{1f}",
+        ] {
+            let written = serde_json::to_string(text).unwrap().len();
+            assert_eq!(string_len(text), written, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn the_counted_json_is_the_string_the_renderer_sends() {
+        let answer = Answer::new(json!({ "id": "iss_x", "n": 1 }), "t".into());
+        let counted = answer.structured.json().as_ptr();
+        assert_eq!(
+            answer.structured.json().as_ptr(),
+            counted,
+            "serialised once"
+        );
+        assert_eq!(answer.structured.json(), r#"{"id":"iss_x","n":1}"#);
     }
 }

@@ -99,7 +99,7 @@ impl Fixture {
                 out.text
             );
         }
-        Ok(structured)
+        Ok(structured.into_value())
     }
 
     async fn error(&self, principal: &ResolvedGrant, name: &str, args: Value) -> Result<String> {

@@ -207,14 +207,16 @@ pub(crate) fn tool_output(
         )),
         (_, None, true) => Ok(()),
         (Some(_), Some(_), false) if !tool.results.checked_at_run_time() => Ok(()),
-        (Some(_), Some(structured), false) => set.check_output(index, structured).map_err(|v| {
-            // Only the path: the value is tool output (board data) and
-            // this message is logged.
-            format!(
-                "tool {:?} returned structured content not matching its outputSchema at `{}`",
-                tool.name, v.path
-            )
-        }),
+        (Some(_), Some(structured), false) => {
+            set.check_output(index, structured.value()).map_err(|v| {
+                // Only the path: the value is tool output (board data) and
+                // this message is logged.
+                format!(
+                    "tool {:?} returned structured content not matching its outputSchema at `{}`",
+                    tool.name, v.path
+                )
+            })
+        }
         (Some(_), None, false) => Err(format!(
             "tool {:?} declares an outputSchema but returned no structured content",
             tool.name
@@ -252,7 +254,7 @@ mod tests {
             results,
         };
         let output = |structured: Value| ToolOutput {
-            structured: Some(structured),
+            structured: Some(structured.into()),
             text: "thing".into(),
             is_error: false,
             relay: None,

@@ -177,7 +177,7 @@ impl ToolBackend for Toy {
             .unwrap_or_default();
         match call.name {
             "echo" => ToolOutput {
-                structured: Some(json!({"echo": text_arg})),
+                structured: Some(json!({"echo": text_arg}).into()),
                 text: String::new(),
                 is_error: false,
                 relay: None,
@@ -206,7 +206,7 @@ impl ToolBackend for Toy {
                 content: Vec::new(),
             },
             "bad_output" => ToolOutput {
-                structured: Some(json!({})),
+                structured: Some(json!({}).into()),
                 text: "x".into(),
                 is_error: false,
                 relay: None,

@@ -57,7 +57,7 @@ pub(crate) async fn run(
     );
     // At most 50 labels of 50 characters: far inside any result budget.
     Ok(Success {
-        answer: Answer { structured, text },
+        answer: Answer::new(structured, text),
         issue: None,
     })
 }

@@ -82,7 +82,7 @@ pub(crate) async fn run(
                  claimed and {blocked} blocked by open issues.\n{structured}"
             );
             return Ok(Success {
-                answer: Answer { structured, text },
+                answer: Answer::new(structured, text),
                 issue: None,
             });
         }

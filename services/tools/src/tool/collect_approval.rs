@@ -87,7 +87,7 @@ pub(crate) async fn run(
         Collected::Pending(item) => {
             let (structured, text) = pending(&item);
             Ok(Success {
-                answer: Answer { structured, text },
+                answer: Answer::new(structured, text),
                 issue: None,
             })
         }
@@ -129,7 +129,7 @@ pub(crate) async fn run(
             let Success { answer, issue } = success;
             Ok(Success {
                 answer: Answer {
-                    structured: ran(&item, Some(answer.structured)),
+                    structured: ran(&item, Some(answer.structured.into_value())).into(),
                     text: format!(
                         "approval {} was used: {} ran once.\n{}",
                         item.id, item.tool, answer.text

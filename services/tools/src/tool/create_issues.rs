@@ -149,15 +149,15 @@ pub(crate) async fn run(
     // 50 items of an id, a 200-character title and a short error each stay
     // far inside any result budget.
     Ok(Success {
-        answer: Answer {
-            structured: json!({
+        answer: Answer::new(
+            json!({
                 "results": results,
                 "created": created,
                 "replayed": replayed,
                 "failed": failed,
             }),
             text,
-        },
+        ),
         issue: None,
     })
 }

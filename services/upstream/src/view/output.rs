@@ -6,7 +6,7 @@
 use crate::error::UpstreamError;
 use corkboard_board::AuditOutcome;
 use corkboard_mcp::relay::AgentCapabilities;
-use corkboard_mcp::{RelayAnswer, RpcError, ToolDef, ToolOutput};
+use corkboard_mcp::{RelayAnswer, RpcError, StructuredContent, ToolDef, ToolOutput};
 use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -187,7 +187,7 @@ pub(crate) fn to_output(
     let text = texts.join("\n");
     (
         ToolOutput {
-            structured,
+            structured: structured.map(StructuredContent::from),
             text,
             is_error,
             relay: None,
@@ -333,7 +333,10 @@ mod tests {
             &def(schema.clone()),
             Ok(json!({ "content": [], "structuredContent": { "r": 1 } })),
         );
-        assert_eq!(out.structured, Some(json!({ "r": 1 })));
+        assert_eq!(
+            out.structured.map(StructuredContent::into_value),
+            Some(json!({ "r": 1 }))
+        );
         let (out, outcome) = to_output(&def(schema), Ok(json!({ "content": [] })));
         assert!(
             out.is_error && outcome == AuditOutcome::ToolError,
