@@ -292,18 +292,6 @@ impl std::fmt::Display for StructuredContent {
     }
 }
 
-impl PartialEq for StructuredContent {
-    fn eq(&self, other: &Self) -> bool {
-        self.value == other.value
-    }
-}
-
-impl PartialEq<Value> for StructuredContent {
-    fn eq(&self, other: &Value) -> bool {
-        &self.value == other
-    }
-}
-
 /// A tool's answer. `is_error` marks a tool execution error (bad
 /// arguments, conflict, unavailable board): the agent sees it and can act.
 #[derive(Debug, Clone)]

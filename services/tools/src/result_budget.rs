@@ -641,7 +641,7 @@ mod tests {
     }
 
     #[test]
-    fn the_counted_json_is_the_string_the_renderer_sends() {
+    fn the_answer_is_serialised_once_and_kept() {
         let answer = Answer::new(json!({ "id": "iss_x", "n": 1 }), "t".into());
         let counted = answer.structured.json().as_ptr();
         assert_eq!(
