@@ -1,7 +1,7 @@
 //! Test-only helpers shared by the workspace's test suites.
 //!
 //! Tests here run against real programs, not mocks: [`RedisServer`] spawns a
-//! `redis-server` process on a free loopback port and [`RedisCluster`] builds
+//! `redis-server` process on a loopback port of its own ([`ReservedPort`]) and [`RedisCluster`] builds
 //! a real Redis Cluster out of several of them. Both are killed when dropped,
 //! also when the test panics. A missing `redis-server` is a test failure with
 //! a message saying how to install it, never a silent skip. [`mcp`] builds
@@ -18,6 +18,7 @@ mod cluster;
 mod generated;
 pub mod mcp;
 mod mongo;
+mod ports;
 mod resp;
 mod runtime;
 mod server;
@@ -25,6 +26,7 @@ mod server;
 pub use cluster::RedisCluster;
 pub use generated::ensure_file_contents;
 pub use mongo::*;
+pub use ports::ReservedPort;
 pub use resp::Reply;
 pub use runtime::{MultiThread, TEST_WORKER_THREADS};
 pub use server::{RedisServer, TLS_CA_FILE, TLS_CLIENT_CERT_FILE, TLS_CLIENT_KEY_FILE};

@@ -1,7 +1,8 @@
 //! One `secantusd-rs` process: a MongoDB-wire-protocol server on the
-//! WiredTiger engine (see `shared/mongo.md`), on a free loopback port with
-//! a throwaway storage directory.
+//! WiredTiger engine (see `shared/mongo.md`), on a reserved loopback port
+//! (see [`crate::ports`]) with a throwaway storage directory.
 
+use crate::ports::ReservedPort;
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -20,17 +21,20 @@ const INSTALL_HINT: &str = "install it with `scripts/setup-test-deps` (it runs `
 /// server from hanging the test, and the machine may be busy.
 const READY_DEADLINE: Duration = Duration::from_secs(60);
 const STOP_DEADLINE: Duration = Duration::from_secs(60);
-/// How long [`MongoServer::restart`] keeps trying the old port (a client
-/// socket of the old process may hold it for a moment) before taking a
-/// new one.
+/// How long [`MongoServer::restart`] keeps trying its port (the killed
+/// process's sockets may hold it for a moment).
 const SAME_PORT_DEADLINE: Duration = Duration::from_secs(20);
+/// Reservations tried at start: a program outside the tests may bind a
+/// reserved port between the check and the server's own bind.
+const START_ATTEMPTS: usize = 5;
 
 /// A `secantusd-rs` child process, killed when dropped (also when the test
 /// panics); its storage directory is deleted then too.
 #[derive(Debug)]
 pub struct MongoServer {
     dir: TempDir,
-    port: u16,
+    /// The server's port, its own across restarts.
+    port: ReservedPort,
     child: Option<Child>,
     /// Starts so far: each start logs to its own file.
     starts: u32,
@@ -39,7 +43,7 @@ pub struct MongoServer {
 }
 
 impl MongoServer {
-    /// Starts a server on a free port and waits until it listens.
+    /// Starts a server on a port of its own and waits until it listens.
     ///
     /// # Panics
     /// If `secantusd-rs` is not installed, is another version, or does not
@@ -65,24 +69,32 @@ impl MongoServer {
             .unwrap_or_else(|e| panic!("cannot create a temporary directory for {PROGRAM}: {e}"));
         let mut server = Self {
             dir,
-            port: 0,
+            port: ReservedPort::take(),
             child: None,
             starts: 0,
             cache_size: cache_size.to_owned(),
         };
-        if let Err(why) = server.spawn_ready(0) {
-            panic!("{PROGRAM} did not start: {why}");
+        let mut failures = Vec::new();
+        for _ in 0..START_ATTEMPTS {
+            match server.spawn_ready() {
+                Ok(()) => return server,
+                Err(why) => failures.push(format!("port {}: {why}", server.port())),
+            }
+            server.port = ReservedPort::take();
         }
-        server
+        panic!(
+            "{PROGRAM} did not start after {START_ATTEMPTS} attempts:\n{}",
+            failures.join("\n")
+        );
     }
 
     /// `mongodb://127.0.0.1:<port>/?directConnection=true`.
     pub fn uri(&self) -> String {
-        format!("mongodb://127.0.0.1:{}/?directConnection=true", self.port)
+        format!("mongodb://127.0.0.1:{}/?directConnection=true", self.port())
     }
 
     pub fn port(&self) -> u16 {
-        self.port
+        self.port.port()
     }
 
     /// The WiredTiger home directory, kept across restarts.
@@ -140,33 +152,30 @@ impl MongoServer {
         }
     }
 
-    /// Starts the server again on the same storage directory (stopping it
-    /// with SIGTERM first if it still runs) and waits until it listens.
-    /// It keeps its port when it can, so clients holding [`Self::uri`]
-    /// reconnect by themselves; if the port stays taken, it moves to a new
-    /// one ([`Self::uri`] and [`Self::port`] then tell which).
+    /// Starts the server again on the same storage directory and port
+    /// (stopping it with SIGTERM first if it still runs) and waits until it
+    /// listens, so clients holding [`Self::uri`] reconnect by themselves.
+    /// It never moves to another port: those clients would not follow, and
+    /// whatever listened on the old one would answer them instead.
     ///
     /// # Panics
-    /// If it does not come back at all.
+    /// If it does not come back on its port.
     pub fn restart(&mut self) {
         self.stop();
-        let old_port = self.port;
         let mut failures = Vec::new();
         let deadline = Instant::now() + SAME_PORT_DEADLINE;
         while Instant::now() < deadline {
-            match self.spawn_ready(old_port) {
+            match self.spawn_ready() {
                 Ok(()) => return,
                 Err(why) => failures.push(why),
             }
             sleep(Duration::from_millis(250));
         }
-        if let Err(why) = self.spawn_ready(0) {
-            failures.push(why);
-            panic!(
-                "{PROGRAM} did not restart (port {old_port}, then any port):\n{}",
-                failures.join("\n")
-            );
-        }
+        panic!(
+            "{PROGRAM} did not restart on port {}:\n{}",
+            self.port(),
+            failures.join("\n")
+        );
     }
 
     /// The last lines the server printed, for failure messages.
@@ -178,9 +187,10 @@ impl MongoServer {
         self.dir.path().join(format!("secantusd.{start}.log"))
     }
 
-    /// Spawns the server on `port` (0: any free port) and waits for its
+    /// Spawns the server on its port and waits for its
     /// `listening on 127.0.0.1:<port>` line.
-    fn spawn_ready(&mut self, port: u16) -> Result<(), String> {
+    fn spawn_ready(&mut self) -> Result<(), String> {
+        let port = self.port();
         self.starts += 1;
         let log_path = self.log_path(self.starts);
         let log = File::create(&log_path)
@@ -208,7 +218,11 @@ impl MongoServer {
         loop {
             if let Some(bound) = listening_port(&fs::read_to_string(&log_path).unwrap_or_default())
             {
-                self.port = bound;
+                if bound != port {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(format!("{PROGRAM} listened on {bound}, not on {port}"));
+                }
                 self.child = Some(child);
                 return Ok(());
             }

@@ -1,8 +1,9 @@
-//! One `redis-server` process on a free loopback port, optionally also
-//! speaking TLS (with a throwaway CA made by the `openssl` CLI).
+//! One `redis-server` process on a reserved loopback port (see
+//! [`crate::ports`]), optionally also speaking TLS (with a throwaway CA
+//! made by the `openssl` CLI).
 
+use crate::ports::ReservedPort;
 use crate::resp::{self, Reply};
-use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::thread::sleep;
@@ -16,8 +17,8 @@ pub(crate) const INSTALL_HINT: &str =
 /// broken start from hanging the test, and the machine may be busy.
 const READY_DEADLINE: Duration = Duration::from_secs(30);
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
-/// Attempts at finding a free port: another process can take the port
-/// between our probe and `redis-server` binding it.
+/// Attempts at starting on reserved ports: a program outside the tests can
+/// take a port between our probe and `redis-server` binding it.
 const START_ATTEMPTS: usize = 10;
 
 /// A `redis-server` child process, killed on drop.
@@ -28,12 +29,13 @@ const START_ATTEMPTS: usize = 10;
 /// directory and the restarted server loads it.
 #[derive(Debug)]
 pub struct RedisServer {
-    port: u16,
-    cluster_port: Option<u16>,
+    /// The ports are the server's own across restarts.
+    port: ReservedPort,
+    cluster_port: Option<ReservedPort>,
     dir: TempDir,
     child: Option<Child>,
     /// The TLS port, when started with [`Self::start_tls`].
-    tls_port: Option<u16>,
+    tls_port: Option<ReservedPort>,
 }
 
 /// Files of [`RedisServer::start_tls`]'s throwaway PKI, in its directory.
@@ -71,6 +73,8 @@ impl RedisServer {
     pub fn tls_url(&self) -> String {
         let port = self
             .tls_port
+            .as_ref()
+            .map(ReservedPort::port)
             .unwrap_or_else(|| panic!("this redis-server was not started with TLS"));
         format!("rediss://localhost:{port}/")
     }
@@ -99,10 +103,15 @@ impl RedisServer {
         }
         let mut failures = Vec::new();
         for _ in 0..START_ATTEMPTS {
-            let port = free_port();
-            let cluster_port = cluster.then(free_port);
-            let tls_port = tls.then(free_port);
-            match spawn_ready(dir.path(), port, cluster_port, tls_port) {
+            let port = ReservedPort::take();
+            let cluster_port = cluster.then(ReservedPort::take);
+            let tls_port = tls.then(ReservedPort::take);
+            match spawn_ready(
+                dir.path(),
+                port.port(),
+                cluster_port.as_ref().map(ReservedPort::port),
+                tls_port.as_ref().map(ReservedPort::port),
+            ) {
                 Ok(child) => {
                     return Self {
                         port,
@@ -112,7 +121,7 @@ impl RedisServer {
                         tls_port,
                     };
                 }
-                Err(why) => failures.push(format!("port {port}: {why}")),
+                Err(why) => failures.push(format!("port {}: {why}", port.port())),
             }
         }
         panic!(
@@ -123,11 +132,11 @@ impl RedisServer {
 
     /// `redis://127.0.0.1:<port>/`.
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
+        format!("redis://127.0.0.1:{}/", self.port())
     }
 
     pub fn port(&self) -> u16 {
-        self.port
+        self.port.port()
     }
 
     /// The server's working directory (dump file, `nodes.conf`, log).
@@ -163,7 +172,12 @@ impl RedisServer {
         let mut failures = Vec::new();
         let deadline = Instant::now() + READY_DEADLINE;
         while Instant::now() < deadline {
-            match spawn_ready(self.dir.path(), self.port, self.cluster_port, self.tls_port) {
+            match spawn_ready(
+                self.dir.path(),
+                self.port(),
+                self.cluster_port.as_ref().map(ReservedPort::port),
+                self.tls_port.as_ref().map(ReservedPort::port),
+            ) {
                 Ok(child) => {
                     self.child = Some(child);
                     return;
@@ -174,7 +188,7 @@ impl RedisServer {
         }
         panic!(
             "redis-server did not restart on port {}:\n{}",
-            self.port,
+            self.port(),
             failures.join("\n")
         );
     }
@@ -192,7 +206,7 @@ impl RedisServer {
 
     fn signal(&self, signal: &str) {
         let Some(child) = self.child.as_ref() else {
-            panic!("redis-server on port {} is not running", self.port);
+            panic!("redis-server on port {} is not running", self.port());
         };
         let status = Command::new("kill")
             .arg(signal)
@@ -204,7 +218,7 @@ impl RedisServer {
 
     /// Sends one command on a fresh connection (e.g. `["SAVE"]`).
     pub fn command(&self, args: &[&str]) -> std::io::Result<Reply> {
-        resp::command(self.port, args, PROBE_TIMEOUT)
+        resp::command(self.port(), args, PROBE_TIMEOUT)
     }
 
     /// The log file's last lines, for failure messages.
@@ -233,13 +247,6 @@ pub(crate) fn require_program(program: &str, hint: &str) {
         }
         Err(e) => panic!("cannot run `{program}`: {e} ({hint})"),
     }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind(("127.0.0.1", 0))
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or_else(|e| panic!("cannot find a free loopback port: {e}"))
 }
 
 /// Spawns `redis-server` and waits until *this* process answers on `port`
