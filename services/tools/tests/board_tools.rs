@@ -117,6 +117,14 @@ impl Fixture {
     }
 }
 
+/// Whether RFC 3339 time `a` is later than `b`. Compared as times, not as
+/// text: the answers leave out a zero fraction, so `16:21:16Z` is later
+/// than `16:21:15.98Z` but sorts before it as text.
+fn later(a: &str, b: &str) -> Result<bool> {
+    let time = |t: &str| Timestamp::parse_rfc3339(t).with_context(|| format!("time {t:?}"));
+    Ok(time(a)? > time(b)?)
+}
+
 fn grant(tenant: &str, run: &str, caps: &str, ttl_millis: i64) -> Result<Grant> {
     let now = Timestamp::now();
     Ok(Grant {
@@ -1536,7 +1544,7 @@ async fn claim_next_takes_ready_work_best_first_and_writes_renew_the_lease() -> 
             )
             .await?;
         let renewed = updated["claim"]["expires_at"].as_str().context("renewed end")?;
-        assert!(renewed > end.as_str(), "{renewed} after {end}");
+        assert!(later(renewed, &end)?, "{renewed} after {end}");
         let again = f
             .ok(
                 &p,
@@ -1552,7 +1560,7 @@ async fn claim_next_takes_ready_work_best_first_and_writes_renew_the_lease() -> 
             .ok(&p, "add_comment", json!({"id": low["id"], "body": "Still on it."}))
             .await?;
         let renewed = commented["claim"]["expires_at"].as_str().context("renewed end")?;
-        assert!(renewed > end.as_str(), "{renewed} after {end}");
+        assert!(later(renewed, &end)?, "{renewed} after {end}");
         // Nothing is stale with a minute's lease just renewed.
         let stale = f.ok(&p, "list_issues", json!({"stale": true})).await?;
         assert_eq!(stale["issues"], json!([]));
