@@ -547,23 +547,82 @@ impl SimilarRanking {
         integrity: crate::Integrity,
     ) -> bool {
         let candidate = term_set(title.as_str());
-        let parts = ScoreParts {
-            shared: self.words.intersection(&candidate).count(),
-            union: self.words.union(&candidate).count(),
-        };
-        let holds_every_word = parts.shared == self.words.len();
-        if parts.shared > 0 && is_open(state) && self.seen.insert(id.clone()) {
-            let issue = SimilarIssue {
-                score: parts.shared as f64 / parts.union as f64,
-                id,
-                title,
+        let parts = self.parts(candidate.iter().map(String::as_str));
+        if self.keeps(parts, &id, state) {
+            self.keep(parts, id, title, state, updated_at, integrity);
+        }
+        parts.shared == self.words.len()
+    }
+
+    /// [`Self::offer`] for a candidate whose title words were cut before
+    /// ([`term_set`]'s words, in its order): nothing is cut again, and the
+    /// id and title are copied only when the candidate is kept.
+    pub fn offer_cut<'w>(
+        &mut self,
+        id: &IssueId,
+        title: &Title,
+        words: impl IntoIterator<Item = &'w str>,
+        state: IssueState,
+        updated_at: Timestamp,
+        integrity: crate::Integrity,
+    ) -> bool {
+        let parts = self.parts(words);
+        if self.keeps(parts, id, state) {
+            self.keep(
+                parts,
+                id.clone(),
+                title.clone(),
                 state,
                 updated_at,
                 integrity,
-            };
-            self.scored.push((issue, parts));
+            );
         }
-        holds_every_word
+        parts.shared == self.words.len()
+    }
+
+    /// The words shared with a candidate's and their union: one merge of
+    /// two sorted lists of distinct words.
+    fn parts<'w>(&self, candidate: impl IntoIterator<Item = &'w str>) -> ScoreParts {
+        let mut ours = self.words.iter().map(String::as_str).peekable();
+        let (mut shared, mut theirs) = (0, 0);
+        for word in candidate {
+            theirs += 1;
+            while ours.next_if(|&w| w < word).is_some() {}
+            if ours.next_if_eq(&word).is_some() {
+                shared += 1;
+            }
+        }
+        ScoreParts {
+            shared,
+            union: self.words.len() + theirs - shared,
+        }
+    }
+
+    /// Whether a candidate with `parts` is ranked: open, sharing a word,
+    /// and not offered before.
+    fn keeps(&self, parts: ScoreParts, id: &IssueId, state: IssueState) -> bool {
+        parts.shared > 0 && is_open(state) && !self.seen.contains(id)
+    }
+
+    fn keep(
+        &mut self,
+        parts: ScoreParts,
+        id: IssueId,
+        title: Title,
+        state: IssueState,
+        updated_at: Timestamp,
+        integrity: crate::Integrity,
+    ) {
+        self.seen.insert(id.clone());
+        let issue = SimilarIssue {
+            score: parts.shared as f64 / parts.union as f64,
+            id,
+            title,
+            state,
+            updated_at,
+            integrity,
+        };
+        self.scored.push((issue, parts));
     }
 
     /// Whether the answer of `limit` is already decided: at least `limit`
@@ -630,6 +689,56 @@ mod tests {
             Timestamp::from_millis(1),
             Integrity::Agent,
         )
+    }
+
+    /// Offering words cut before ranks exactly as offering the title: the
+    /// same scores, answers, repeats left out and closed ones skipped.
+    #[test]
+    fn offering_cut_words_ranks_as_offering_the_title() {
+        let titles = [
+            "Login fails on Safari",
+            "login fails on safari when the cache is cold",
+            "fails",
+            "Safari: login, login and LOGIN",
+            "nothing in common",
+            "a b c login z",
+            "",
+            "on on on",
+        ];
+        for query in ["login fails on safari", "on", "zebra", "a z login"] {
+            let mut whole = SimilarRanking::new(query);
+            let mut cut = SimilarRanking::new(query);
+            let candidates: Vec<_> = titles
+                .iter()
+                .filter_map(|t| Title::parse(*t).ok())
+                .enumerate()
+                .map(|(i, title)| {
+                    let state = if i == 2 {
+                        IssueState::Done
+                    } else {
+                        IssueState::Todo
+                    };
+                    (IssueId::generate(), title, state)
+                })
+                .collect();
+            // Every candidate twice: the second offer is a repeat.
+            for (id, title, state) in candidates.iter().chain(&candidates) {
+                let at = Timestamp::from_millis(7);
+                let words = term_set(title.as_str());
+                let by_title = whole.offer(id.clone(), title.clone(), *state, at, Integrity::Agent);
+                let by_words = cut.offer_cut(
+                    id,
+                    title,
+                    words.iter().map(String::as_str),
+                    *state,
+                    at,
+                    Integrity::Agent,
+                );
+                assert_eq!(by_title, by_words, "{query:?} offered {title:?}");
+            }
+            assert_eq!(whole.settled(2), cut.settled(2), "{query:?}");
+            assert_eq!(whole.finish(10), cut.finish(10), "{query:?}");
+        }
     }
 
     #[test]

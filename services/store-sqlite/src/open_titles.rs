@@ -125,10 +125,29 @@ impl OpenTitle {
     }
 }
 
+/// A held issue: its row and its title's words ([`term_set`]'s, in its
+/// order), cut once when the row is set instead of at every look-up that
+/// offers it.
+#[derive(Debug)]
+struct HeldTitle {
+    row: OpenTitle,
+    words: Box<[Box<str>]>,
+}
+
+impl HeldTitle {
+    fn bytes(&self, id: &IssueId) -> usize {
+        let words: usize = self.words.iter().map(|w| w.len() + WORD_OVERHEAD).sum();
+        self.row.bytes(id, self.words.len()) + words
+    }
+}
+
+/// Bytes a held word is counted at besides its text (its boxed slice).
+const WORD_OVERHEAD: usize = 16;
+
 /// One tenant's open titles.
 #[derive(Debug, Default)]
 struct TenantTitles {
-    issues: HashMap<IssueId, OpenTitle>,
+    issues: HashMap<IssueId, HeldTitle>,
     /// The issues holding each word, ordered by id (newest last).
     words: HashMap<String, BTreeSet<IssueId>>,
     bytes: usize,
@@ -141,12 +160,12 @@ impl TenantTitles {
     fn set(&mut self, id: IssueId, row: Option<OpenTitle>) {
         let row = row.filter(|row| is_open(row.state));
         let old = self.issues.remove(&id);
-        let old_words = old
+        let old_words: BTreeSet<String> = old
             .as_ref()
-            .map(|old| term_set(old.title.as_str()))
+            .map(|old| old.words.iter().map(|w| String::from(&**w)).collect())
             .unwrap_or_default();
         if let Some(old) = &old {
-            self.bytes -= old.bytes(&id, old_words.len());
+            self.bytes -= old.bytes(&id);
         }
         let new_words = row
             .as_ref()
@@ -169,8 +188,12 @@ impl TenantTitles {
         // An open title without a word is no candidate (as in SQL, where
         // `open_title_words` has no row of it).
         if let Some(row) = row.filter(|_| !new_words.is_empty()) {
-            self.bytes += row.bytes(&id, new_words.len());
-            self.issues.insert(id, row);
+            let held = HeldTitle {
+                row,
+                words: new_words.into_iter().map(String::into_boxed_str).collect(),
+            };
+            self.bytes += held.bytes(&id);
+            self.issues.insert(id, held);
         }
     }
 
@@ -183,13 +206,14 @@ impl TenantTitles {
             .filter_map(|word| self.words.get(word).map(|ids| (word, ids)))
             .collect();
         let offer = |ranking: &mut SimilarRanking, id: &IssueId| {
-            self.issues.get(id).is_some_and(|issue| {
-                ranking.offer(
-                    id.clone(),
-                    issue.title.clone(),
-                    issue.state,
-                    issue.updated_at,
-                    issue.integrity,
+            self.issues.get(id).is_some_and(|held| {
+                ranking.offer_cut(
+                    id,
+                    &held.row.title,
+                    held.words.iter().map(|w| &**w),
+                    held.row.state,
+                    held.row.updated_at,
+                    held.row.integrity,
                 )
             })
         };

@@ -144,52 +144,61 @@ fn issue_block(out: &mut String, v: &Value, item: bool) {
         return;
     };
     let text = |name: &str| map.get(name).and_then(Value::as_str).unwrap_or_default();
-    let _ = write!(out, "{}", text("id"));
-    let tags: Vec<&str> = [text("state"), text("priority")]
+    // Written straight into `out`, no parts collected and joined: this
+    // runs for every issue of every answer.
+    out.push_str(text("id"));
+    let mut tags = [text("state"), text("priority")]
         .into_iter()
         .filter(|t| !t.is_empty())
-        .collect();
-    if !tags.is_empty() {
-        let _ = write!(out, " [{}]", tags.join(", "));
+        .peekable();
+    if tags.peek().is_some() {
+        out.push_str(" [");
+        list(out, tags, ", ");
+        out.push(']');
     }
     if map.contains_key("title") {
-        let _ = write!(out, " {}", text("title"));
+        out.push(' ');
+        out.push_str(text("title"));
     }
     out.push('\n');
-    let mut facts = Vec::new();
+    let mut facts = Facts::new(out);
     if let Some(labels) = map.get("labels").and_then(Value::as_array)
         && !labels.is_empty()
     {
-        let labels: Vec<&str> = labels.iter().filter_map(Value::as_str).collect();
-        facts.push(format!("labels: {}", labels.join(", ")));
+        let out = facts.next("labels: ");
+        list(out, labels.iter().filter_map(Value::as_str), ", ");
     }
     let run = map
         .get("author_run")
         .or_else(|| map.get("author").and_then(|a| a.get("run")))
         .and_then(Value::as_str);
     if let Some(run) = run {
-        facts.push(format!("by {run}"));
+        facts.next("by ").push_str(run);
     }
     if let Some(version) = map.get("version") {
-        facts.push(format!("version {version}"));
+        json(facts.next("version "), version);
     }
     if let Some(count) = map.get("comment_count") {
-        facts.push(format!("{count} comments"));
+        let out = facts.next("");
+        json(out, count);
+        out.push_str(" comments");
     }
-    for (name, label) in [("created_at", "created"), ("updated_at", "updated")] {
+    for (name, label) in [("created_at", "created "), ("updated_at", "updated ")] {
         if map.contains_key(name) {
-            facts.push(format!("{label} {}", text(name)));
+            facts.next(label).push_str(text(name));
         }
     }
-    if !facts.is_empty() {
-        let _ = writeln!(out, "  {}", facts.join(" · "));
-    }
+    facts.end();
     for (name, value) in map {
         if !SHOWN.contains(&name.as_str()) {
-            let shown = value
-                .as_str()
-                .map_or_else(|| value.to_string(), str::to_owned);
-            let _ = writeln!(out, "  {name}: {shown}");
+            out.push_str("  ");
+            out.push_str(name);
+            out.push_str(": ");
+            match value.as_str() {
+                Some(shown) => out.push_str(shown),
+                None => json(out, value),
+            }
+            out.push('\n');
         }
     }
     if map.contains_key("excerpt") {
@@ -280,6 +289,52 @@ pub(crate) fn comment_line(out: &mut String, comment: &Value) {
     }
     out.push_str(":\n");
     indented(out, field("body"), "    ");
+}
+
+/// The facts line of an issue block: `  a · b · c` and its newline, or
+/// nothing when there is no fact.
+struct Facts<'o> {
+    out: &'o mut String,
+    any: bool,
+}
+
+impl<'o> Facts<'o> {
+    fn new(out: &'o mut String) -> Self {
+        Self { out, any: false }
+    }
+
+    /// Starts the next fact with `lead` and gives the line to finish it.
+    fn next(&mut self, lead: &str) -> &mut String {
+        self.out.push_str(if self.any { " · " } else { "  " });
+        self.any = true;
+        self.out.push_str(lead);
+        self.out
+    }
+
+    fn end(self) {
+        if self.any {
+            self.out.push('\n');
+        }
+    }
+}
+
+/// `items` separated by `separator`.
+fn list<'i>(out: &mut String, items: impl Iterator<Item = &'i str>, separator: &str) {
+    for (i, item) in items.enumerate() {
+        if i > 0 {
+            out.push_str(separator);
+        }
+        out.push_str(item);
+    }
+}
+
+/// `value` as compact JSON (what its `Display` writes, without the
+/// formatter's detour).
+fn json(out: &mut String, value: &Value) {
+    match serde_json::to_string(value) {
+        Ok(json) => out.push_str(&json),
+        Err(_) => out.push_str("null"),
+    }
 }
 
 fn indented(out: &mut String, text: &str, prefix: &str) {
