@@ -126,23 +126,44 @@ impl OpenTitle {
 }
 
 /// A held issue: its row and its title's words ([`term_set`]'s, in its
-/// order), cut once when the row is set instead of at every look-up that
-/// offers it.
+/// order, joined by single spaces: words have none, and one allocation
+/// per issue holds them all), cut once when the row is set instead of at
+/// every look-up that offers it.
 #[derive(Debug)]
 struct HeldTitle {
     row: OpenTitle,
-    words: Box<[Box<str>]>,
+    words: Box<str>,
 }
 
 impl HeldTitle {
+    fn new(row: OpenTitle, words: &BTreeSet<String>) -> Self {
+        let mut joined = String::new();
+        for word in words {
+            if !joined.is_empty() {
+                joined.push(' ');
+            }
+            joined.push_str(word);
+        }
+        Self {
+            row,
+            words: joined.into_boxed_str(),
+        }
+    }
+
+    /// The title's words, in [`term_set`]'s order.
+    fn words(&self) -> impl Iterator<Item = &str> {
+        self.words.split(' ')
+    }
+
     fn bytes(&self, id: &IssueId) -> usize {
-        let words: usize = self.words.iter().map(|w| w.len() + WORD_OVERHEAD).sum();
-        self.row.bytes(id, self.words.len()) + words
+        let words = self.words().count();
+        self.row.bytes(id, words) + self.words.len() + WORDS_OVERHEAD
     }
 }
 
-/// Bytes a held word is counted at besides its text (its boxed slice).
-const WORD_OVERHEAD: usize = 16;
+/// Bytes the held words are counted at besides their text: the boxed
+/// string and its allocation.
+const WORDS_OVERHEAD: usize = 32;
 
 /// One tenant's open titles.
 #[derive(Debug, Default)]
@@ -162,7 +183,7 @@ impl TenantTitles {
         let old = self.issues.remove(&id);
         let old_words: BTreeSet<String> = old
             .as_ref()
-            .map(|old| old.words.iter().map(|w| String::from(&**w)).collect())
+            .map(|old| old.words().map(str::to_owned).collect())
             .unwrap_or_default();
         if let Some(old) = &old {
             self.bytes -= old.bytes(&id);
@@ -188,10 +209,7 @@ impl TenantTitles {
         // An open title without a word is no candidate (as in SQL, where
         // `open_title_words` has no row of it).
         if let Some(row) = row.filter(|_| !new_words.is_empty()) {
-            let held = HeldTitle {
-                row,
-                words: new_words.into_iter().map(String::into_boxed_str).collect(),
-            };
+            let held = HeldTitle::new(row, &new_words);
             self.bytes += held.bytes(&id);
             self.issues.insert(id, held);
         }
@@ -210,7 +228,7 @@ impl TenantTitles {
                 ranking.offer_cut(
                     id,
                     &held.row.title,
-                    held.words.iter().map(|w| &**w),
+                    held.words(),
                     held.row.state,
                     held.row.updated_at,
                     held.row.integrity,
