@@ -1,10 +1,11 @@
 //! Test-only helpers shared by the workspace's test suites.
 //!
 //! Tests here run against real programs, not mocks: [`RedisServer`] spawns a
-//! `redis-server` process on a loopback port of its own ([`ReservedPort`]) and [`RedisCluster`] builds
-//! a real Redis Cluster out of several of them. Both are killed when dropped,
-//! also when the test panics. A missing `redis-server` is a test failure with
-//! a message saying how to install it, never a silent skip. [`mcp`] builds
+//! `redis-server` process on a loopback port of its own ([`ReservedPort`])
+//! and [`RedisCluster`] builds a real Redis Cluster out of several of them.
+//! Both are killed when dropped, also when the test panics. A missing
+//! `redis-server` is a test failure with a message saying how to install
+//! it, never a silent skip. [`mcp`] builds
 //! the MCP requests (bodies and headers) every test folder sends, and
 //! [`MultiThread`] is the runtime of async tests that need parallel tasks,
 //! and [`ensure_file_contents`] keeps generated, committed files current.
