@@ -1,4 +1,5 @@
-//! The helpers against real `redis-server`/`redis-cli` processes.
+//! The helpers against real `redis-server`, `redis-cli` and `secantusd-rs`
+//! processes.
 
 use corkboard_testkit::{RedisCluster, RedisServer, Reply, unique_prefix};
 
@@ -123,4 +124,29 @@ fn a_cluster_forms_and_comes_back_after_a_full_restart() {
 #[should_panic(expected = "a Redis Cluster needs at least 3 masters")]
 fn a_cluster_needs_three_masters() {
     let _ = RedisCluster::start(2);
+}
+
+/// While a server is down, its port is not handed to another test's
+/// server (nor, being outside the ephemeral range, to any outgoing
+/// connection): a restart comes back on it, and the clients holding its
+/// address reach it and no other. The CI failure this guards against: a
+/// restarted MongoDB moved port, and the store under test reached another
+/// test's server on the old one.
+#[test]
+fn a_down_servers_port_is_not_handed_to_another_server() {
+    let mut server = corkboard_testkit::MongoServer::start();
+    let port = server.port();
+    server.kill();
+    let others: Vec<corkboard_testkit::ReservedPort> = (0..200)
+        .map(|_| corkboard_testkit::ReservedPort::take())
+        .collect();
+    assert!(
+        others.iter().all(|other| other.port() != port),
+        "port {port} was handed out while its server was down"
+    );
+    let redis = RedisServer::start();
+    assert_ne!(redis.port(), port);
+    server.restart();
+    assert!(server.is_running(), "{}", server.log_tail());
+    assert_eq!(server.port(), port);
 }
