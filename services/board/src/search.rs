@@ -546,12 +546,9 @@ impl SimilarRanking {
         updated_at: Timestamp,
         integrity: crate::Integrity,
     ) -> bool {
-        let candidate = term_set(title.as_str());
-        let parts = self.parts(candidate.iter().map(String::as_str));
-        if self.keeps(parts, &id, state) {
-            self.keep(parts, id, title, state, updated_at, integrity);
-        }
-        parts.shared == self.words.len()
+        let words = term_set(title.as_str());
+        let words = words.iter().map(String::as_str);
+        self.offer_cut(&id, &title, words, state, updated_at, integrity)
     }
 
     /// [`Self::offer`] for a candidate whose title words were cut before
@@ -567,15 +564,17 @@ impl SimilarRanking {
         integrity: crate::Integrity,
     ) -> bool {
         let parts = self.parts(words);
-        if self.keeps(parts, id, state) {
-            self.keep(
-                parts,
-                id.clone(),
-                title.clone(),
+        if parts.shared > 0 && is_open(state) && !self.seen.contains(id) {
+            self.seen.insert(id.clone());
+            let issue = SimilarIssue {
+                score: parts.shared as f64 / parts.union as f64,
+                id: id.clone(),
+                title: title.clone(),
                 state,
                 updated_at,
                 integrity,
-            );
+            };
+            self.scored.push((issue, parts));
         }
         parts.shared == self.words.len()
     }
@@ -596,33 +595,6 @@ impl SimilarRanking {
             shared,
             union: self.words.len() + theirs - shared,
         }
-    }
-
-    /// Whether a candidate with `parts` is ranked: open, sharing a word,
-    /// and not offered before.
-    fn keeps(&self, parts: ScoreParts, id: &IssueId, state: IssueState) -> bool {
-        parts.shared > 0 && is_open(state) && !self.seen.contains(id)
-    }
-
-    fn keep(
-        &mut self,
-        parts: ScoreParts,
-        id: IssueId,
-        title: Title,
-        state: IssueState,
-        updated_at: Timestamp,
-        integrity: crate::Integrity,
-    ) {
-        self.seen.insert(id.clone());
-        let issue = SimilarIssue {
-            score: parts.shared as f64 / parts.union as f64,
-            id,
-            title,
-            state,
-            updated_at,
-            integrity,
-        };
-        self.scored.push((issue, parts));
     }
 
     /// Whether the answer of `limit` is already decided: at least `limit`

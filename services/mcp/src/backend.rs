@@ -237,7 +237,8 @@ pub struct RefusedCall<'a> {
 /// that sends them read the same string, instead of each walking the
 /// value (the second serialisation was 2-5% of `get_issue`'s instructions
 /// in a release build, a third in a debug build).
-/// The value cannot be changed once wrapped, so the string stays its own.
+/// The value cannot be changed once wrapped (it is read through `Deref`),
+/// so the string stays its own.
 #[derive(Debug, Clone)]
 pub struct StructuredContent {
     value: Value,
@@ -250,10 +251,6 @@ impl StructuredContent {
             value,
             json: std::sync::OnceLock::new(),
         }
-    }
-
-    pub fn value(&self) -> &Value {
-        &self.value
     }
 
     /// The value as compact JSON, serialised on first use straight into
@@ -278,17 +275,18 @@ impl From<Value> for StructuredContent {
     }
 }
 
+/// The JSON as written ([`StructuredContent::json`]).
+impl std::fmt::Display for StructuredContent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.json())
+    }
+}
+
 impl std::ops::Deref for StructuredContent {
     type Target = Value;
 
     fn deref(&self) -> &Value {
         &self.value
-    }
-}
-
-impl std::fmt::Display for StructuredContent {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.json())
     }
 }
 

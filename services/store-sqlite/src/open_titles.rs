@@ -137,16 +137,10 @@ struct HeldTitle {
 
 impl HeldTitle {
     fn new(row: OpenTitle, words: &BTreeSet<String>) -> Self {
-        let mut joined = String::new();
-        for word in words {
-            if !joined.is_empty() {
-                joined.push(' ');
-            }
-            joined.push_str(word);
-        }
+        let words: Vec<&str> = words.iter().map(String::as_str).collect();
         Self {
             row,
-            words: joined.into_boxed_str(),
+            words: words.join(" ").into_boxed_str(),
         }
     }
 

@@ -1,7 +1,9 @@
 //! The helpers against real `redis-server`, `redis-cli` and `secantusd-rs`
 //! processes.
 
-use corkboard_testkit::{RedisCluster, RedisServer, Reply, unique_prefix};
+use corkboard_testkit::{
+    MongoServer, RedisCluster, RedisServer, Reply, ReservedPort, unique_prefix,
+};
 
 fn text(reply: std::io::Result<Reply>) -> String {
     reply
@@ -134,12 +136,10 @@ fn a_cluster_needs_three_masters() {
 /// test's server on the old one.
 #[test]
 fn a_down_servers_port_is_not_handed_to_another_server() {
-    let mut server = corkboard_testkit::MongoServer::start();
+    let mut server = MongoServer::start();
     let port = server.port();
     server.kill();
-    let others: Vec<corkboard_testkit::ReservedPort> = (0..200)
-        .map(|_| corkboard_testkit::ReservedPort::take())
-        .collect();
+    let others: Vec<ReservedPort> = (0..200).map(|_| ReservedPort::take()).collect();
     assert!(
         others.iter().all(|other| other.port() != port),
         "port {port} was handed out while its server was down"

@@ -207,16 +207,14 @@ pub(crate) fn tool_output(
         )),
         (_, None, true) => Ok(()),
         (Some(_), Some(_), false) if !tool.results.checked_at_run_time() => Ok(()),
-        (Some(_), Some(structured), false) => {
-            set.check_output(index, structured.value()).map_err(|v| {
-                // Only the path: the value is tool output (board data) and
-                // this message is logged.
-                format!(
-                    "tool {:?} returned structured content not matching its outputSchema at `{}`",
-                    tool.name, v.path
-                )
-            })
-        }
+        (Some(_), Some(structured), false) => set.check_output(index, structured).map_err(|v| {
+            // Only the path: the value is tool output (board data) and
+            // this message is logged.
+            format!(
+                "tool {:?} returned structured content not matching its outputSchema at `{}`",
+                tool.name, v.path
+            )
+        }),
         (Some(_), None, false) => Err(format!(
             "tool {:?} declares an outputSchema but returned no structured content",
             tool.name
