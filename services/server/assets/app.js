@@ -1341,6 +1341,9 @@ function claimForm(issue) {
     el('div', { class: 'field' }, el('label', { for: 'handover-run' }, 'Hand over to run'), run),
     el('button', { type: 'submit', id: 'handover-save', class: 'secondary' }, 'Hand over'),
     error);
+  // Typing a run marks the page dirty like the other forms: a live update
+  // arriving meanwhile must not re-render the form and drop the run typed.
+  form.addEventListener('input', () => { if (app.issue) app.issue.dirty = true; });
   form.addEventListener('submit', (e) => {
     e.preventDefault();
     issueAction(issue, 'POST', '/handover', { run: run.value.trim(), expected_version: issue.version }, `Handed over to ${run.value.trim()}.`, error);
