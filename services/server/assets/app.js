@@ -1399,20 +1399,55 @@ async function loadApprovals() {
   const details = await Promise.all(list.filter((a) => a.status === 'pending' && !a.expired)
     .map((a) => api('GET', tenantPath(`/approvals/${encodeURIComponent(a.id)}`)).catch(() => a)));
   if (newer()) return;
-  const pending = details.map(approvalCard);
   const decided = list.filter((a) => a.status !== 'pending' || a.expired);
+  const done = el('table', { id: 'approvals-done' },
+    el('thead', {}, el('tr', {}, ['Call', 'Run', 'Status', 'By', 'Reason'].map((h) => el('th', { scope: 'col' }, h)))),
+    el('tbody', {}, decided.map((a) => el('tr', { dataset: { approvalId: a.id, status: a.expired && a.status === 'pending' ? 'expired' : a.status } },
+      el('td', {}, el('code', {}, a.tool)),
+      el('td', { class: 'mono' }, a.run),
+      el('td', {}, a.expired && a.status === 'pending' ? 'expired' : a.status),
+      el('td', {}, a.decision?.by ?? ''),
+      el('td', {}, a.decision?.reason ?? '')))));
+  const shownList = $('approvals-pending');
+  if (details.length && shownList) {
+    // A live refresh updates the waiting cards in place: a card still
+    // waiting is kept as it is (never removed and re-inserted), so a reason
+    // input the person is typing into keeps its focus and its text.
+    keepCards(shownList, details);
+    $('approvals-waiting').textContent = `Waiting (${details.length})`;
+    $('approvals-done-wrap').replaceChildren(done);
+    return;
+  }
   body.replaceChildren(
-    el('h2', {}, `Waiting (${pending.length})`),
-    pending.length ? el('ul', { class: 'cards approvals', id: 'approvals-pending' }, pending) : el('p', { class: 'empty-column', id: 'no-approvals' }, 'No call is waiting for a person.'),
+    el('h2', { id: 'approvals-waiting' }, `Waiting (${details.length})`),
+    details.length ? el('ul', { class: 'cards approvals', id: 'approvals-pending' }, details.map(approvalCard)) : el('p', { class: 'empty-column', id: 'no-approvals' }, 'No call is waiting for a person.'),
     el('h2', {}, 'Decided or expired'),
-    el('div', { class: 'table-wrap' }, el('table', { id: 'approvals-done' },
-      el('thead', {}, el('tr', {}, ['Call', 'Run', 'Status', 'By', 'Reason'].map((h) => el('th', { scope: 'col' }, h)))),
-      el('tbody', {}, decided.map((a) => el('tr', { dataset: { approvalId: a.id, status: a.expired && a.status === 'pending' ? 'expired' : a.status } },
-        el('td', {}, el('code', {}, a.tool)),
-        el('td', { class: 'mono' }, a.run),
-        el('td', {}, a.expired && a.status === 'pending' ? 'expired' : a.status),
-        el('td', {}, a.decision?.by ?? ''),
-        el('td', {}, a.decision?.reason ?? '')))))));
+    el('div', { class: 'table-wrap', id: 'approvals-done-wrap' }, done));
+}
+
+/**
+ * Makes `list`'s cards those of `items`, in their order: cards no longer
+ * waiting go, new ones are built, and a card still waiting stays the same
+ * node where it is (new cards are inserted around it).
+ */
+function keepCards(list, items) {
+  const wanted = new Set(items.map((item) => item.id));
+  const shown = new Map();
+  for (const card of [...list.children]) {
+    if (wanted.has(card.dataset.approvalId)) shown.set(card.dataset.approvalId, card);
+    else card.remove();
+  }
+  let next = list.firstElementChild;
+  for (const item of items) {
+    const kept = shown.get(item.id);
+    if (kept === next) {
+      next = next.nextElementSibling;
+    } else if (!kept) {
+      list.insertBefore(approvalCard(item), next);
+    }
+    // A kept card out of order stays where it is: moving it would take
+    // the focus from its input.
+  }
 }
 
 /** One waiting call: what it would do, who asks, what that run did recently, and the decision. */
@@ -1425,24 +1460,16 @@ function approvalCard(item) {
   }
   const canDecide = app.session.can_decide;
   const reasonId = `reason-${item.id}`;
-  // A live refresh re-renders the cards: what the person typed is kept.
+  // A live refresh keeps a waiting card as it is (`keepCards`); what the
+  // person typed also outlives leaving the page and coming back.
   app.reasons ??= new Map();
   const reason = el('input', { id: reasonId, class: 'approval-reason', autocomplete: 'off', maxlength: 2000, value: app.reasons.get(item.id) ?? '' });
-  reason.addEventListener('input', () => {
-    app.reasons.set(item.id, reason.value);
-    // Typed into a card a refresh has just replaced: the card shown gets it.
-    const shown = document.getElementById(reasonId);
-    if (shown && shown !== reason) shown.value = reason.value;
-  });
+  reason.addEventListener('input', () => app.reasons.set(item.id, reason.value));
   const error = el('p', { class: 'form-error', role: 'alert' });
   const decide = async (approve) => {
     error.textContent = '';
     try {
-      // The reason as last typed, whichever copy of the card it was typed
-      // into: a refresh landing while the person types builds a new card,
-      // and keystrokes that reached the old one are only in the map.
-      const typed = app.reasons.get(item.id) ?? reason.value;
-      await api('POST', tenantPath(`/approvals/${encodeURIComponent(item.id)}/decision`), { approve, reason: typed });
+      await api('POST', tenantPath(`/approvals/${encodeURIComponent(item.id)}/decision`), { approve, reason: reason.value });
       announce(approve ? 'Approved: the call runs when its run sends it again.' : 'Denied.');
       await loadApprovals();
     } catch (e) {

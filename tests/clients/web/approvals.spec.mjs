@@ -119,7 +119,18 @@ async function scenario() {
   await commentCard.locator('button.approve').click();
   await page.locator(`#approvals-done tr[data-approval-id="${commentHandle}"][data-status="approved"]`).waitFor();
   const updateCard = page.locator(`li.approval[data-approval-id="${updateHandle}"]`);
-  await updateCard.locator('input.approval-reason').fill(`not closing this one ${tag}`);
+  // A call that comes to wait while the approver types the reason: the live
+  // refresh shows its card without taking the focus or the typed text from
+  // the reason input.
+  const reasonInput = updateCard.locator('input.approval-reason');
+  await reasonInput.click();
+  await page.keyboard.type('not closing ');
+  const later = await call(agent, 'add_comment', { issue_id: issue.id, body: `Later comment ${tag}` });
+  const laterHandle = handleOf(later.text);
+  check(later.isError && laterHandle, `the later comment did not wait: ${later.text}`);
+  await page.locator(`li.approval[data-approval-id="${laterHandle}"]`).waitFor();
+  check(await reasonInput.evaluate((input) => input === document.activeElement), 'the live refresh took the focus from the reason being typed');
+  await page.keyboard.type(`this one ${tag}`);
   await updateCard.locator('button.deny').click();
   await page.locator(`#approvals-done tr[data-approval-id="${updateHandle}"][data-status="denied"]`).waitFor();
   checks.decided = true;
