@@ -1402,12 +1402,15 @@ async function loadApprovals() {
   const decided = list.filter((a) => a.status !== 'pending' || a.expired);
   const done = el('table', { id: 'approvals-done' },
     el('thead', {}, el('tr', {}, ['Call', 'Run', 'Status', 'By', 'Reason'].map((h) => el('th', { scope: 'col' }, h)))),
-    el('tbody', {}, decided.map((a) => el('tr', { dataset: { approvalId: a.id, status: a.expired && a.status === 'pending' ? 'expired' : a.status } },
-      el('td', {}, el('code', {}, a.tool)),
-      el('td', { class: 'mono' }, a.run),
-      el('td', {}, a.expired && a.status === 'pending' ? 'expired' : a.status),
-      el('td', {}, a.decision?.by ?? ''),
-      el('td', {}, a.decision?.reason ?? '')))));
+    el('tbody', {}, decided.map((a) => {
+      const status = a.expired && a.status === 'pending' ? 'expired' : a.status;
+      return el('tr', { dataset: { approvalId: a.id, status } },
+        el('td', {}, el('code', {}, a.tool)),
+        el('td', { class: 'mono' }, a.run),
+        el('td', {}, status),
+        el('td', {}, a.decision?.by ?? ''),
+        el('td', {}, a.decision?.reason ?? ''));
+    })));
   const shownList = $('approvals-pending');
   if (details.length && shownList) {
     // A live refresh updates the waiting cards in place: a card still
