@@ -826,7 +826,10 @@ fn single(step: Step<'_>, summary: &mut Summary) -> Outcome {
             Ok(_) if summary.outcome.is_empty() => summary.outcome = "ok",
             Ok(_) => {}
         }
-        let mut out = Vec::with_capacity(128);
+        // The envelope around a result is under 128 bytes: sized for both,
+        // a large result is copied once instead of through every doubling.
+        let result_len = answer.as_ref().map_or(0, Vec::len);
+        let mut out = Vec::with_capacity(128 + result_len);
         write_reply(&mut out, id, answer);
         out
     });

@@ -85,6 +85,24 @@ fn finish(
     serde_json::to_vec(&Value::Object(result)).unwrap_or_else(|_| b"{}".to_vec())
 }
 
+/// `,"_meta":{...serverInfo...},"resultType":"complete"`: [`finish`]'s
+/// decorations of an otherwise empty map, as members to append.
+fn write_decorations(out: &mut Vec<u8>, revision: Revision, identity: &ServerIdentity) {
+    out.extend_from_slice(b",\"_meta\":{");
+    write_string(out, meta_key::SERVER_INFO);
+    out.extend_from_slice(b":{\"name\":");
+    write_string(out, &identity.name);
+    if revision.has_titles()
+        && let Some(title) = &identity.title
+    {
+        out.extend_from_slice(b",\"title\":");
+        write_string(out, title);
+    }
+    out.extend_from_slice(b",\"version\":");
+    write_string(out, &identity.version);
+    out.extend_from_slice(b"}},\"resultType\":\"complete\"");
+}
+
 /// Capabilities advertised: tools (the list never changes mid-session)
 /// and, where the revision has it, logging (so `logging/setLevel` is
 /// legitimate; this server emits no log notifications).
@@ -158,6 +176,17 @@ fn close(
     identity: &ServerIdentity,
     rest: Map<String, Value>,
 ) -> ResultJson {
+    if rest.is_empty() {
+        // The common case (every tool result): the decorations alone,
+        // written straight into the answer instead of a `Map` built and
+        // serialised per call. The bytes are `finish`'s (same keys, same
+        // sorted order; a unit test compares the two).
+        if revision.has_result_type() {
+            write_decorations(&mut out, revision, identity);
+        }
+        out.push(b'}');
+        return out;
+    }
     let decorated = finish(revision, identity, rest);
     // `decorated` is an object `{...}`: splice its members, if any.
     if decorated.len() > 2 {
@@ -185,7 +214,13 @@ pub(crate) fn call_result(
         (Some(structured), true) => structured,
         _ => output.text.as_str(),
     };
-    let mut out = Vec::with_capacity(2 * text.len() + 160);
+    // Room for the escaped text block (at most about twice the text for
+    // ordinary text), `structuredContent` as is, and the decorations, so
+    // the answer is written without growing.
+    let structured_len = structured.map_or(0, str::len);
+    let mut out = Vec::with_capacity(
+        2 * text.len() + structured_len + identity.name.len() + identity.version.len() + 256,
+    );
     if output.content.is_empty() {
         out.extend_from_slice(b"{\"content\":[{\"type\":\"text\",\"text\":");
         write_string(&mut out, text);
@@ -269,6 +304,31 @@ mod tests {
             version: "1.2.3".into(),
             title: None,
             instructions: None,
+        }
+    }
+
+    #[test]
+    fn decorations_written_directly_are_the_bytes_of_the_serialised_map() {
+        let titled = ServerIdentity {
+            title: Some("Cork \"board\" \u{e9}".into()),
+            ..identity()
+        };
+        for identity in [identity(), titled] {
+            for revision in Revision::ALL {
+                let direct = close(b"{\"a\":1".to_vec(), revision, &identity, Map::new());
+                let decorated = finish(revision, &identity, Map::new());
+                let mut spliced = b"{\"a\":1".to_vec();
+                if decorated.len() > 2 {
+                    spliced.push(b',');
+                    spliced.extend_from_slice(&decorated[1..decorated.len() - 1]);
+                }
+                spliced.push(b'}');
+                assert_eq!(
+                    String::from_utf8(direct).unwrap(),
+                    String::from_utf8(spliced).unwrap(),
+                    "{revision:?}"
+                );
+            }
         }
     }
 
