@@ -72,6 +72,11 @@ pub struct ToolSet {
     /// call validates without compiling (sets are shared and cached by
     /// the backends).
     compiled: Box<[[std::sync::OnceLock<CompiledSchema>; 2]]>,
+    /// Whether each tool's input schema marks an argument with
+    /// `x-mcp-header`, found once here: a call to a tool without one has
+    /// no `Mcp-Param-*` header to check, and walking its schema on every
+    /// call showed in the hot path's profile.
+    mirrors_headers: Box<[bool]>,
 }
 
 /// A schema compiled, or why it cannot be used.
@@ -80,11 +85,22 @@ type CompiledSchema = Result<crate::validate::Compiled, crate::validate::Violati
 impl ToolSet {
     pub fn new(tools: Vec<ToolDef>) -> Self {
         let compiled = tools.iter().map(|_| Default::default()).collect();
+        let mirrors_headers = tools
+            .iter()
+            .map(|t| crate::param_headers::declares_any(&t.input_schema))
+            .collect();
         Self {
             tools,
             rendered: Default::default(),
             compiled,
+            mirrors_headers,
         }
+    }
+
+    /// Whether the tool at `index` has arguments mirrored as
+    /// `Mcp-Param-*` headers (see [`crate::param_headers`]).
+    pub(crate) fn mirrors_headers(&self, index: usize) -> bool {
+        self.mirrors_headers.get(index).copied().unwrap_or(true)
     }
 
     pub fn tools(&self) -> &[ToolDef] {

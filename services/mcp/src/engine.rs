@@ -668,6 +668,7 @@ impl<B: ToolBackend> Engine<B> {
         // 2026-07-28 over HTTP: an intermediary may have routed on the
         // `Mcp-Param-*` headers, so they must say what the body says.
         if revision.is_modern()
+            && set.mirrors_headers(index)
             && let Some(headers) = ctx.headers
             && let Err(mismatch) =
                 crate::param_headers::check(&tool.input_schema, &arguments, &headers.params)

@@ -171,6 +171,13 @@ fn argument_text(argument: &Value) -> Option<String> {
 
 /// Every valid declaration of `input_schema` (its header name, first
 /// declaration of a name wins) with the argument it mirrors, if any.
+/// Whether `input_schema` marks any argument with `x-mcp-header` (as
+/// [`check`] and [`param_headers`] find them): a tool without one has no
+/// header to mirror or check.
+pub fn declares_any(input_schema: &Value) -> bool {
+    !declared(input_schema, &Value::Null).is_empty()
+}
+
 fn declared<'a>(input_schema: &Value, arguments: &'a Value) -> Vec<(String, Option<&'a Value>)> {
     let mut out = Vec::new();
     walk(input_schema, Some(arguments), 0, &mut out);
@@ -209,6 +216,20 @@ fn walk<'a>(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_schema_declares_headers_when_any_argument_is_marked_at_any_depth() {
+        let plain = json!({"type": "object", "properties": {"id": {"type": "string"}}});
+        assert!(!declares_any(&plain));
+        assert!(!declares_any(&json!({"type": "object"})));
+        let nested = json!({"type": "object", "properties": {"outer": {"type": "object",
+            "properties": {"tenant": {"type": "string", "x-mcp-header": "Tenant"}}}}});
+        assert!(declares_any(&nested));
+        // A name that is not a header token is not mirrored, so not declared.
+        let bad = json!({"type": "object", "properties": {
+            "x": {"type": "string", "x-mcp-header": "Bad Name"}}});
+        assert!(!declares_any(&bad));
+    }
 
     #[test]
     fn marked_arguments_are_mirrored_and_encoded() {
