@@ -100,7 +100,7 @@ pub use queue::{
 pub use reads::{ExpensiveReads, ReadCost, Share};
 pub use relations::{
     BlockedBy, Claim, ClaimCheck, ClaimFilter, Claimant, CloseReason, IssueView, ParentChain,
-    check_hand_over, check_release, relation_limits,
+    ViewSince, check_hand_over, check_release, relation_limits,
 };
 pub use search::{
     CreateOutcome, IssueTerms, MONGO_CANDIDATES_MAX, MatchField, NEAR_MATCH, SearchHit, SearchPage,

@@ -507,6 +507,20 @@ pub struct IssueView {
     pub comment_facts: CommentFacts,
 }
 
+/// What [`IssueStore::get_issue_view_since`](crate::IssueStore::get_issue_view_since)
+/// found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ViewSince {
+    /// Nothing on the board changed since the epoch the caller gave.
+    Unchanged,
+    /// The view as read now, and the board's epoch it was read at (`None`:
+    /// the store keeps no epoch).
+    Read {
+        view: Box<IssueView>,
+        epoch: Option<u64>,
+    },
+}
+
 impl IssueView {
     /// Builds the view from the issue with the comments of a window (and
     /// that read's facts) and up to `INVERSE_MAX + 1` ids of each kind, as

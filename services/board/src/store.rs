@@ -71,6 +71,19 @@ macro_rules! __store_methods {
                 window: &$crate::CommentWindow,
             ) -> $crate::IssueView;
 
+            /// [`get_issue_view`](Self::get_issue_view), unless no board row of any
+            /// tenant changed since `seen`, the epoch an earlier answer gave (then
+            /// [`ViewSince::Unchanged`](crate::ViewSince::Unchanged), and nothing
+            /// else is read). The epoch counts the store's writes, whichever process
+            /// made them. A store that keeps no epoch reads the view every time and
+            /// answers `epoch: None`.
+            fn get_issue_view_since(
+                tenant: &$crate::TenantId,
+                id: &$crate::IssueId,
+                window: &$crate::CommentWindow,
+                seen: Option<u64>,
+            ) -> $crate::ViewSince;
+
             /// Gives an open issue to `claimant`'s run, atomically: of many racing
             /// claimants exactly one wins, the others get [`StoreError::Claimed`]
             /// naming the winner. Claiming one's own claim again is a success that

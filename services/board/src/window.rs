@@ -15,7 +15,7 @@ use crate::issue::{Comment, limits};
 /// read newest first and no more once the comments read exceed
 /// `max_bytes` of body (always at least one). Comments come back oldest
 /// first, as the issue holds them.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct CommentWindow {
     before: Option<CommentId>,
     limit: usize,

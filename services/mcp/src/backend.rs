@@ -254,19 +254,24 @@ pub struct RefusedCall<'a> {
 /// value (the second serialisation was 2-5% of `get_issue`'s instructions
 /// in a release build, a third in a debug build).
 /// The value cannot be changed once wrapped (it is read through `Deref`),
-/// so the string stays its own.
+/// so the string stays its own. Shared, not copied, when cloned: an answer
+/// kept to be given again (the board's recent `get_issue` answers) costs
+/// its clone a count.
 #[derive(Debug, Clone)]
-pub struct StructuredContent {
+pub struct StructuredContent(std::sync::Arc<Serialised>);
+
+#[derive(Debug)]
+struct Serialised {
     value: Value,
     json: std::sync::OnceLock<String>,
 }
 
 impl StructuredContent {
     pub fn new(value: Value) -> Self {
-        Self {
+        Self(std::sync::Arc::new(Serialised {
             value,
             json: std::sync::OnceLock::new(),
-        }
+        }))
     }
 
     /// The value as compact JSON, serialised on first use straight into
@@ -274,14 +279,18 @@ impl StructuredContent {
     /// formatter a few bytes at a time and cost about twice as much in a
     /// release build.
     pub fn json(&self) -> &str {
-        self.json.get_or_init(|| {
-            serde_json::to_string(&self.value)
+        self.0.json.get_or_init(|| {
+            serde_json::to_string(&self.0.value)
                 .expect("a serde_json::Value has string keys and always serialises")
         })
     }
 
+    /// The value: moved out when this is its only holder, copied otherwise.
     pub fn into_value(self) -> Value {
-        self.value
+        match std::sync::Arc::try_unwrap(self.0) {
+            Ok(own) => own.value,
+            Err(shared) => shared.value.clone(),
+        }
     }
 }
 
@@ -302,7 +311,7 @@ impl std::ops::Deref for StructuredContent {
     type Target = Value;
 
     fn deref(&self) -> &Value {
-        &self.value
+        &self.0.value
     }
 }
 

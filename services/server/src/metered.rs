@@ -26,11 +26,11 @@ impl MeteredStore {
     }
 }
 
-/// The `op` label of a store method. Two methods keep the label they had
+/// The `op` label of a store method. Three methods keep the label they had
 /// before they got their own names, so dashboards keep their series.
 fn op_label(method: &'static str) -> &'static str {
     match method {
-        "get_issue_view" => "get_issue",
+        "get_issue_view" | "get_issue_view_since" => "get_issue",
         "append_audit_entries" => "append_audit",
         other => other,
     }

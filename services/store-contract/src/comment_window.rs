@@ -3,7 +3,9 @@
 //! [`CommentWindow::cut`] on the whole comment list.
 
 use crate::fixtures::*;
-use corkboard_board::{BoardStore, Comment, CommentFacts, CommentId, CommentWindow, IssueId};
+use corkboard_board::{
+    BoardStore, Comment, CommentFacts, CommentId, CommentWindow, IssueId, ViewSince,
+};
 use std::sync::Arc;
 
 /// Adds comments of the given body sizes (each body names its place) and
@@ -210,5 +212,88 @@ pub async fn case_comment_window_of_another_tenants_issue_is_missing<S: BoardSto
             .get_issue_view(&owner, &IssueId::generate(), &CommentWindow::latest(10))
             .await,
         "a windowed read of an id never created",
+    );
+}
+
+/// `get_issue_view_since`: the view as `get_issue_view` reads it, with the
+/// board's epoch when the store keeps one; `Unchanged` for that epoch only
+/// while nothing was written, never after a write to the issue (its title,
+/// a comment) or to another of the tenant's issues.
+pub async fn case_issue_view_since_an_epoch_sees_every_later_write<S: BoardStore>(store: Arc<S>) {
+    let t = tenant("view-since");
+    let who = author("run-1");
+    let window = CommentWindow::latest(10);
+    let (id, _) = commented(&*store, &t, &[10; 2]).await;
+    let read = |seen: Option<u64>| {
+        let (store, t, id, window) = (store.clone(), t.clone(), id.clone(), window.clone());
+        async move {
+            store
+                .get_issue_view_since(&t, &id, &window, seen)
+                .await
+                .expect("view since")
+        }
+    };
+    let ViewSince::Read { view, epoch } = read(None).await else {
+        panic!("no epoch given: the view is read");
+    };
+    let plain = store.get_issue_view(&t, &id, &window).await.expect("view");
+    assert_eq!(*view, plain, "the same view as get_issue_view");
+    let Some(epoch) = epoch else {
+        // A store without an epoch: every read is a read.
+        assert!(matches!(
+            read(Some(0)).await,
+            ViewSince::Read { epoch: None, .. }
+        ));
+        return;
+    };
+    assert_eq!(read(Some(epoch)).await, ViewSince::Unchanged);
+    assert!(
+        matches!(read(Some(epoch + 1)).await, ViewSince::Read { .. }),
+        "another epoch than the board's: read"
+    );
+
+    let writes: [&str; 3] = ["retitle", "comment", "another issue"];
+    let mut epoch = epoch;
+    for write in writes {
+        match write {
+            "retitle" => {
+                store
+                    .update_issue(&t, &id, title_patch("Windowed, retitled"), None)
+                    .await
+                    .expect("retitle");
+            }
+            "comment" => {
+                store
+                    .add_comment(&t, &who, comment(&id, "one more"), None)
+                    .await
+                    .expect("comment");
+            }
+            _ => {
+                store
+                    .create_issue(&t, &who, new_issue("Another"), None)
+                    .await
+                    .expect("create");
+            }
+        }
+        let ViewSince::Read { view, epoch: now } = read(Some(epoch)).await else {
+            panic!("after a write ({write}) the epoch {epoch} is no longer the board's");
+        };
+        let plain = store.get_issue_view(&t, &id, &window).await.expect("view");
+        assert_eq!(
+            *view, plain,
+            "after a write ({write}): the view as it is now"
+        );
+        epoch = now.expect("a store with an epoch keeps giving one");
+        assert_eq!(read(Some(epoch)).await, ViewSince::Unchanged);
+    }
+    assert_eq!(
+        store
+            .get_issue_view(&t, &id, &window)
+            .await
+            .expect("view")
+            .issue
+            .title
+            .as_str(),
+        "Windowed, retitled"
     );
 }

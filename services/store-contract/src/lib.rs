@@ -140,6 +140,7 @@ macro_rules! store_contract_tests {
             case_comment_window_pages_back_without_gaps_or_repeats,
             case_comment_window_stops_at_its_byte_bound,
             case_comment_window_of_another_tenants_issue_is_missing,
+            case_issue_view_since_an_epoch_sees_every_later_write,
             case_tenant_isolation,
             case_health,
             case_list_newest_first,

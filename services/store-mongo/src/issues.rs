@@ -40,8 +40,8 @@ use corkboard_board::{
     HistoryPage, IdempotencyKey, Issue, IssueId, IssuePatch, IssueState, IssueStore, IssueView,
     ListQuery, MONGO_CANDIDATES_MAX, NewComment, NewIssue, Page, ParentChain, ReadCost, RunId,
     SearchPage, SearchQuery, SimilarIssue, SimilarRanking, StoreError, TenantId, Timestamp, Title,
-    ValidationError, check_hand_over, check_release, limits, rank_order, relation_limits,
-    run_author,
+    ValidationError, ViewSince, check_hand_over, check_release, limits, rank_order,
+    relation_limits, run_author,
 };
 use mongodb::bson::{Bson, Document, doc};
 use mongodb::options::ReturnDocument;
@@ -1501,6 +1501,22 @@ impl IssueStore for MongoStore {
             Ok(IssueView::new(issue, facts, children, blocks))
         })
         .await
+    }
+
+    /// MongoDB keeps no board epoch (a counter every write would update
+    /// is one hot document for every tenant): the view is read every time.
+    async fn get_issue_view_since(
+        &self,
+        tenant: &TenantId,
+        id: &IssueId,
+        window: &CommentWindow,
+        _seen: Option<u64>,
+    ) -> Result<ViewSince, StoreError> {
+        let view = self.get_issue_view(tenant, id, window).await?;
+        Ok(ViewSince::Read {
+            view: Box::new(view),
+            epoch: None,
+        })
     }
 
     async fn claim_issue(

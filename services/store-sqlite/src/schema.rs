@@ -501,6 +501,19 @@ const MIGRATIONS: &[&str] = &[
     );
     INSERT INTO issue_epoch (id, n) VALUES (1, 0);
     "#,
+    // 21: how many transactions have changed anything but audit records,
+    // one added by each writer's group that ran any other op (writer.rs):
+    // a reader that finds it where it was when it read an issue knows
+    // nothing it read has changed since, whichever process wrote (the
+    // answers `get_issue` keeps, `IssueStore::get_issue_view_since`). A
+    // later migration that changes board rows adds one to it too.
+    r#"
+    CREATE TABLE board_epoch (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        n  INTEGER NOT NULL
+    );
+    INSERT INTO board_epoch (id, n) VALUES (1, 0);
+    "#,
 ];
 
 /// The schema version this build writes.

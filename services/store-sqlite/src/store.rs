@@ -27,7 +27,7 @@ use corkboard_board::{
     GrantEvent, GrantId, GrantLedger, GrantPolicy, IdempotencyKey, Issue, IssueId, IssuePatch,
     IssueStore, IssueView, ListQuery, NewComment, NewIssue, Page, ReadCost, RunId, SearchPage,
     SearchQuery, SimilarIssue, StoreError, StoreHealth, TenantId, Timestamp, Title, Upstream,
-    UpstreamName, UpstreamStore, ValidationError, limits,
+    UpstreamName, UpstreamStore, ValidationError, ViewSince, limits,
 };
 use corkboard_board::{DefinitionHash, ToolPin, ToolSighting};
 use rusqlite::Connection;
@@ -432,6 +432,18 @@ impl IssueStore for SqliteStore {
         let (tenant, id, window) = (tenant.clone(), id.clone(), window.clone());
         // Primary-key and index reads in one snapshot.
         self.point_read(move |conn| issues::get_issue_view(conn, &tenant, &id, &window))
+            .await
+    }
+
+    async fn get_issue_view_since(
+        &self,
+        tenant: &TenantId,
+        id: &IssueId,
+        window: &CommentWindow,
+        seen: Option<u64>,
+    ) -> Result<ViewSince, StoreError> {
+        let (tenant, id, window) = (tenant.clone(), id.clone(), window.clone());
+        self.point_read(move |conn| issues::get_issue_view_since(conn, &tenant, &id, &window, seen))
             .await
     }
 

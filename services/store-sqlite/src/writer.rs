@@ -25,6 +25,11 @@
 //! just before `COMMIT`, and changes them once `COMMIT` succeeded, before
 //! any caller is answered.
 //!
+//! Every group with an op other than audit records adds one to
+//! `board_epoch` before it commits: a reader that finds the epoch where it
+//! was knows no board row changed since, in this process or another
+//! (`get_issue`'s kept answers).
+//!
 //! Other processes writing the same file take the same lock; waiting for it
 //! is SQLite's busy handler (`busy_timeout`), and a group that still finds
 //! the file busy is retried whole a bounded number of times before its
@@ -324,6 +329,7 @@ fn try_group(
     titles: &mut Titles,
 ) -> Result<Pending, rusqlite::Error> {
     run_statement(conn, "BEGIN IMMEDIATE")?;
+    let changes_board = jobs.iter().any(|job| !job.is_audit());
     let attempt = titles
         .index
         .check(conn, &mut titles.watch)
@@ -333,7 +339,14 @@ fn try_group(
             }
             open_titles::collect(conn, &titles.index)
         })
-        .and_then(|pending| end_group(conn).map(|()| pending));
+        .and_then(|pending| {
+            if changes_board {
+                // In the group's transaction: readers that see the new
+                // epoch see the group's writes, whichever process reads.
+                run_statement(conn, "UPDATE board_epoch SET n = n + 1 WHERE id = 1")?;
+            }
+            end_group(conn).map(|()| pending)
+        });
     if attempt.is_err() {
         rollback(conn);
     }

@@ -43,6 +43,7 @@
 pub mod approvals;
 mod defs;
 mod error;
+mod kept_answers;
 mod provenance;
 mod render;
 mod result_budget;
@@ -56,6 +57,7 @@ pub use approvals::{
 };
 pub use defs::{BoardTool, ToolSpec, grant_tool_set, tool_set, vocabulary};
 pub use error::ToolsError;
+pub use kept_answers::KeptBounds;
 pub use provenance::INTEGRITY_META;
 pub use result_budget::{DEFAULT_RESULT_BUDGET, ENVELOPE_BYTES, MIN_RESULT_BUDGET};
 pub use service::{BoardTools, DEFAULT_STORE_TIMEOUT, server_identity};

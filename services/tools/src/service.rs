@@ -3,6 +3,7 @@
 use crate::approvals::{ApprovalGate, Gate};
 use crate::defs::{BoardTool, grant_tool_set};
 use crate::error::ToolsError;
+use crate::kept_answers::{KeptAnswers, KeptBounds};
 use crate::result_budget::{DEFAULT_RESULT_BUDGET, MIN_RESULT_BUDGET};
 use crate::text::{Screened, SecretPolicies, screen_fields};
 use crate::tool::{
@@ -96,6 +97,9 @@ pub struct BoardTools {
     approvals: Option<Arc<ApprovalGate>>,
     /// Which grants' runs called upstream tools: the level of their writes.
     upstream_calls: Option<Arc<UpstreamCalls>>,
+    /// The latest `get_issue` answers, given again while the board's epoch
+    /// says nothing changed (`kept_answers.rs`).
+    kept: Arc<KeptAnswers>,
 }
 
 impl std::fmt::Debug for BoardTools {
@@ -182,7 +186,21 @@ impl BoardTools {
             secrets: Arc::default(),
             approvals: None,
             upstream_calls: None,
+            kept: Arc::new(KeptAnswers::new(KeptBounds::DEFAULT)),
         }
+    }
+
+    /// Bounds the `get_issue` answers kept to be given again
+    /// ([`KeptBounds::DEFAULT`] unless told; [`KeptBounds::NONE`] keeps
+    /// none).
+    pub fn with_kept_answers(mut self, bounds: KeptBounds) -> Self {
+        self.kept = Arc::new(KeptAnswers::new(bounds));
+        self
+    }
+
+    /// The `get_issue` answers kept to be given again.
+    pub(crate) fn kept(&self) -> &KeptAnswers {
+        &self.kept
     }
 
     /// Gives claims a lease of `lease` (at least

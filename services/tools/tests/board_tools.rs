@@ -1722,3 +1722,81 @@ async fn get_issue_shows_the_latest_changes_and_pages_back() -> Result<()> {
     })
     .await
 }
+
+/// `get_issue` keeps its answers and gives one again only while the
+/// board's epoch has not moved: a write by another process on the same
+/// file (its own store and writer, as `corkboard server` and `corkboard
+/// runner` share the embedded board) shows at this process's next read, as
+/// does a write of its own, and each comment window is kept apart.
+#[actix_rt::test]
+async fn a_kept_get_issue_answer_never_hides_a_write_of_another_process() -> Result<()> {
+    guarded(async {
+        let f = Fixture::new()?;
+        let path = f._dir.path().join("board.sqlite3");
+        let other = BoardTools::new(
+            Arc::new(SqliteStore::open(&path)?),
+            f.registry.clone(),
+            f.audit.clone(),
+        );
+        let p = f
+            .principal(
+                "acme",
+                "run-1",
+                "issues:read,issues:create,issues:update,comments:write",
+            )
+            .await?;
+        let created = f
+            .ok(&p, "create_issue", json!({"title": "Kept answer"}))
+            .await?;
+        let id = created["id"].clone();
+        let first = f.ok(&p, "get_issue", json!({"id": id})).await?;
+        let again = f.ok(&p, "get_issue", json!({"id": id})).await?;
+        assert_eq!(first, again, "nothing changed: the same answer");
+
+        // Another process retitles it and comments on it.
+        for (name, args) in [
+            (
+                "update_issue",
+                json!({"id": id, "title": "Retitled elsewhere"}),
+            ),
+            (
+                "add_comment",
+                json!({"id": id, "body": "from the other process"}),
+            ),
+        ] {
+            let out = call(&other, &p, name, args).await;
+            ensure!(!out.is_error, "{name} failed: {}", out.text);
+        }
+        let seen = f.ok(&p, "get_issue", json!({"id": id})).await?;
+        assert_eq!(seen["title"], "Retitled elsewhere");
+        assert_eq!(seen["comment_count"], 1);
+        assert_eq!(seen["comments"][0]["body"], "from the other process");
+
+        // A window of its own, kept apart from the default one.
+        f.ok(&p, "add_comment", json!({"id": id, "body": "second"}))
+            .await?;
+        let one = f
+            .ok(&p, "get_issue", json!({"id": id, "comments_limit": 1}))
+            .await?;
+        let all = f.ok(&p, "get_issue", json!({"id": id})).await?;
+        assert_eq!(one["comments"].as_array().map(Vec::len), Some(1));
+        assert_eq!(all["comments"].as_array().map(Vec::len), Some(2));
+        let one_again = f
+            .ok(&p, "get_issue", json!({"id": id, "comments_limit": 1}))
+            .await?;
+        assert_eq!(one, one_again);
+
+        // A write of this process to another issue moves the epoch too;
+        // the answer read again is the same issue, unchanged.
+        f.ok(&p, "create_issue", json!({"title": "Another one"}))
+            .await?;
+        assert_eq!(f.ok(&p, "get_issue", json!({"id": id})).await?, all);
+
+        // Another tenant's same id reads as missing, kept answer or not.
+        let q = f.principal("globex", "run-2", "issues:read").await?;
+        let missing = f.error(&q, "get_issue", json!({"id": id})).await?;
+        assert!(missing.contains("not found"), "{missing}");
+        Ok(())
+    })
+    .await
+}

@@ -66,10 +66,12 @@ fn seeded_issue(i: usize) -> Value {
     })
 }
 
-/// The arguments of the `n`th call of `op` on the seeded board.
-fn arguments(op: Operation, n: u32, issue: &str) -> Value {
+/// The arguments of the `n`th call of `op` on the seeded board: `issue`
+/// is the one read again, `unread` the issues each read once.
+fn arguments(op: Operation, n: u32, issue: &str, unread: &[String]) -> Value {
     match op {
         Operation::GetIssue => json!({ "id": issue }),
+        Operation::GetIssueUnread => json!({ "id": unread[n as usize % unread.len()] }),
         // The default list: no filter, the first page.
         Operation::ListIssues => json!({}),
         Operation::SearchIssues => json!({ "query": "flaky login" }),
@@ -172,11 +174,21 @@ async fn measure(calls: u32) -> Result<()> {
     }
     // An issue in the middle of the board, with neighbours either side.
     let issue = ids[SEEDED_ISSUES / 2].clone();
+    // Issues read once each, from the board's first half (not that one).
+    let reads = (WARM_UP + calls) as usize;
+    if reads > SEEDED_ISSUES / 2 {
+        return Err(usage(format!(
+            "at most {} calls: the seeded board's first half is read once each",
+            SEEDED_ISSUES / 2 - WARM_UP as usize
+        )));
+    }
+    let unread = &ids[..reads];
 
     for op in Operation::ALL {
         let requests = (0..WARM_UP + calls)
             .map(|n| {
-                let call = stateless_named_call(&token, op.name(), &arguments(op, n, &issue))?;
+                let call =
+                    stateless_named_call(&token, op.tool(), &arguments(op, n, &issue, unread))?;
                 Ok(request(&call)?.to_request())
             })
             .collect::<Result<Vec<_>>>()?;

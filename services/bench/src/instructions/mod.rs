@@ -9,7 +9,8 @@
 //! studio endpoint (actix-web service, MCP transport checks, bearer token →
 //! registry → grant, the validator, `BoardTools`, the SQLite store in a
 //! temporary directory, the answer's shaping and validation), all threads
-//! (the store's writer thread included), for `get_issue`, the default
+//! (the store's writer thread included), for `get_issue` (one issue read
+//! again, and issues read once each), the default
 //! `list_issues`, `create_issue` and `search_issues` on a board seeded with
 //! fixed content. Start-up and seeding run uninstrumented
 //! (`--instr-atstart=no`), each operation is warmed up, then measured over
@@ -40,27 +41,42 @@ pub const WARM_UP: u32 = 5;
 /// before `create_issue`, which grows the board).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Operation {
+    /// One issue read again and again: after the first, each answer is the
+    /// one kept (`services/tools/src/kept_answers.rs`) once the store has
+    /// confirmed the board's epoch.
     GetIssue,
+    /// Each call an issue not read before: the whole read and shaping.
+    GetIssueUnread,
     ListIssues,
     SearchIssues,
     CreateIssue,
 }
 
 impl Operation {
-    pub const ALL: [Operation; 4] = [
+    pub const ALL: [Operation; 5] = [
         Self::GetIssue,
+        Self::GetIssueUnread,
         Self::ListIssues,
         Self::SearchIssues,
         Self::CreateIssue,
     ];
 
-    /// The tool's name, also the operation's key in the baseline.
+    /// The operation's key in the baseline.
     pub fn name(self) -> &'static str {
         match self {
             Self::GetIssue => "get_issue",
+            Self::GetIssueUnread => "get_issue_unread",
             Self::ListIssues => "list_issues",
             Self::SearchIssues => "search_issues",
             Self::CreateIssue => "create_issue",
+        }
+    }
+
+    /// The tool it calls.
+    pub fn tool(self) -> &'static str {
+        match self {
+            Self::GetIssue | Self::GetIssueUnread => "get_issue",
+            other => other.name(),
         }
     }
 }

@@ -20,8 +20,8 @@ use crate::search_writes;
 use corkboard_board::{
     Author, Change, ChangeKind, CommentBody, CommentFacts, CommentWindow, CreateOutcome, Created,
     GrantId, IdempotencyKey, Issue, IssueId, IssuePatch, IssueView, ListQuery, NewComment,
-    NewIssue, Page, ParentChain, SimilarIssue, StoreError, TenantId, Timestamp, limits, normalized,
-    relation_limits,
+    NewIssue, Page, ParentChain, SimilarIssue, StoreError, TenantId, Timestamp, ViewSince, limits,
+    normalized, relation_limits,
 };
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 use std::collections::HashMap;
@@ -150,6 +150,33 @@ pub(crate) fn get_issue_view(
         let (comments, facts) = comment_window(conn, tenant, id, window, comments)?;
         issue.comments = comments;
         Ok(IssueView::new(issue, facts, children, blocks))
+    })
+}
+
+/// [`get_issue_view`] unless the board's epoch (`board_epoch`, moved by
+/// every writer's group that changed a board row, in any process) is
+/// still `seen`. The epoch is read before the view: a view read after a
+/// write carries at most the epoch before it, so a later reader finds the
+/// epoch moved and reads again, never a view older than what it could
+/// have read itself.
+pub(crate) fn get_issue_view_since(
+    conn: &Connection,
+    tenant: &TenantId,
+    id: &IssueId,
+    window: &CommentWindow,
+    seen: Option<u64>,
+) -> Result<ViewSince, OpError> {
+    let epoch: i64 = conn
+        .prepare_cached("SELECT n FROM board_epoch WHERE id = 1")?
+        .query_row([], |row| row.get(0))?;
+    let epoch = u64::try_from(epoch).ok();
+    if epoch.is_some() && epoch == seen {
+        return Ok(ViewSince::Unchanged);
+    }
+    let view = get_issue_view(conn, tenant, id, window)?;
+    Ok(ViewSince::Read {
+        view: Box::new(view),
+        epoch,
     })
 }
 

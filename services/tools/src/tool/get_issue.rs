@@ -7,11 +7,12 @@ use super::schema::{
     COMMENT_ID_PATTERN, issue_answer_schema, issue_id_schema, object, with_properties,
 };
 use crate::error::ToolsError;
+use crate::kept_answers::{AnswerKey, Kept};
 use crate::provenance;
 use crate::result_budget;
 use crate::service::BoardTools;
 use crate::view::{self, COMMENTS_DEFAULT};
-use corkboard_board::{CommentId, CommentWindow, IssueId, history_limits, limits};
+use corkboard_board::{CommentId, CommentWindow, IssueId, ViewSince, history_limits, limits};
 use corkboard_grants::ResolvedGrant;
 use serde_json::{Map, Value, json};
 
@@ -109,12 +110,43 @@ pub(crate) async fn run(
     // of 64 KiB; without the bound, comments_limit=500 reads
     // all ~32 MiB to show one of them.
     let window = window.max_bytes(tools.result_budget());
-    let issue = tools
+    let history = parse_history(arguments)?;
+    // An answer without history is kept, and given again while the board's
+    // epoch has not moved (kept_answers.rs); the store checks the epoch in
+    // the same call that would read the view.
+    let key = history.is_none().then(|| AnswerKey {
+        id: id.clone(),
+        window: window.clone(),
+        body_offset,
+        min_integrity: grant.min_integrity,
+    });
+    let kept = key.as_ref().and_then(|key| tools.kept().get(tenant, key));
+    let read = tools
         .bounded(
             Some(&id),
-            tools.store().get_issue_view(tenant, &id, &window),
+            tools.store().get_issue_view_since(
+                tenant,
+                &id,
+                &window,
+                kept.as_ref().map(|kept| kept.epoch),
+            ),
         )
         .await?;
+    let (issue, epoch) = match (read, kept) {
+        (ViewSince::Unchanged, Some(kept)) => {
+            return Ok(Success {
+                answer: kept.answer,
+                issue: Some(id),
+            });
+        }
+        (ViewSince::Read { view, epoch }, _) => (view, epoch),
+        (ViewSince::Unchanged, None) => {
+            return Err(ToolsError::Internal {
+                detail: "the store found an unchanged board for a read that named no epoch"
+                    .to_owned(),
+            });
+        }
+    };
     let facts = issue.comment_facts;
     let shown = provenance::shown_json(&issue, &issue.issue, grant.min_integrity, true)?;
     let mut value = view::windowed_issue(shown, &facts, window.before_id())?;
@@ -123,9 +155,17 @@ pub(crate) async fn run(
         result_budget::comments_cut(&mut value, facts.over_bytes, tools.result_budget());
     }
     let headline = format!("get_issue: issue {id}");
-    let Some((count, before)) = parse_history(arguments)? else {
+    let Some((count, before)) = history else {
+        let answer = result_budget::issue(value, &headline, tools.result_budget());
+        if let (Some(key), Some(epoch)) = (key, epoch) {
+            let kept = Kept {
+                epoch,
+                answer: answer.clone(),
+            };
+            tools.kept().keep(tenant, key, kept);
+        }
         return Ok(Success {
-            answer: result_budget::issue(value, &headline, tools.result_budget()),
+            answer,
             issue: Some(id),
         });
     };

@@ -1,0 +1,255 @@
+//! The latest `get_issue` answers, kept with the board epoch they were
+//! read at, so a read of an issue nothing has changed since is answered
+//! without reading or shaping it again.
+//!
+//! Agents read the same issues over and over (the epic they work under,
+//! the issue they hold); each read was a store read plus shaping the view
+//! into JSON and a text block, about half of an in-process `get_issue`
+//! (services/bench/FINDINGS.md). A kept answer is given again only after
+//! the store confirmed, in the same call, that its epoch has not moved
+//! ([`IssueStore::get_issue_view_since`]): the epoch counts every write of
+//! the board's file, whichever process made it, so a kept answer is never
+//! older than what a fresh read would show. A store without an epoch
+//! (MongoDB) keeps nothing here.
+//!
+//! Tenants share the process, so each has its own share:
+//! [`KeptBounds::per_tenant_bytes`] of estimated memory, least recently
+//! used answers going first, and at most [`KeptBounds::tenants`] tenants,
+//! the least recently reading going first. One tenant's reads cannot push
+//! out another's answers.
+//!
+//! [`IssueStore::get_issue_view_since`]: corkboard_board::IssueStore::get_issue_view_since
+
+use crate::result_budget::Answer;
+use corkboard_board::{CommentWindow, Integrity, IssueId, TenantId};
+use hashlink::LruCache;
+use std::sync::{Mutex, PoisonError};
+
+/// How much the kept answers may hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeptBounds {
+    /// Estimated bytes of one tenant's kept answers.
+    pub per_tenant_bytes: usize,
+    /// Tenants with answers kept at once.
+    pub tenants: usize,
+}
+
+impl KeptBounds {
+    /// 256 KiB a tenant (a few dozen typical answers, at least seven of the
+    /// largest), 128 tenants: at most about 32 MiB.
+    pub const DEFAULT: Self = Self {
+        per_tenant_bytes: 256 * 1024,
+        tenants: 128,
+    };
+
+    /// Keeps nothing.
+    pub const NONE: Self = Self {
+        per_tenant_bytes: 0,
+        tenants: 0,
+    };
+}
+
+/// What an answer was asked with, besides its tenant: everything that
+/// shapes a `get_issue` answer without history.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct AnswerKey {
+    pub id: IssueId,
+    pub window: CommentWindow,
+    pub body_offset: usize,
+    pub min_integrity: Option<Integrity>,
+}
+
+/// An answer and the epoch it was read at.
+#[derive(Debug, Clone)]
+pub(crate) struct Kept {
+    pub epoch: u64,
+    pub answer: Answer,
+}
+
+/// The kept answers of every tenant.
+#[derive(Debug)]
+pub(crate) struct KeptAnswers {
+    bounds: KeptBounds,
+    tenants: Mutex<LruCache<TenantId, TenantAnswers>>,
+}
+
+#[derive(Debug)]
+struct TenantAnswers {
+    answers: LruCache<AnswerKey, (Kept, usize)>,
+    bytes: usize,
+}
+
+/// Estimated bytes an answer holds: its JSON and text, the value tree the
+/// JSON came from (kept with it; about three times the JSON), the key.
+fn weight(key: &AnswerKey, kept: &Kept) -> usize {
+    const OVERHEAD: usize = 256;
+    4 * kept.answer.structured.json().len()
+        + kept.answer.text.len()
+        + key.id.as_str().len()
+        + OVERHEAD
+}
+
+impl KeptAnswers {
+    pub fn new(bounds: KeptBounds) -> Self {
+        Self {
+            bounds,
+            // Bounded by `bounds.tenants` in `keep`, not by the map.
+            tenants: Mutex::new(LruCache::new_unbounded()),
+        }
+    }
+
+    /// The answer kept for `key`, with its epoch.
+    pub fn get(&self, tenant: &TenantId, key: &AnswerKey) -> Option<Kept> {
+        if self.bounds.tenants == 0 {
+            return None;
+        }
+        let mut tenants = self.tenants.lock().unwrap_or_else(PoisonError::into_inner);
+        let answers = tenants.get_mut(tenant)?;
+        answers.answers.get(key).map(|(kept, _)| kept.clone())
+    }
+
+    /// Keeps `kept` for `key`, replacing what was kept for it, within the
+    /// tenant's share.
+    pub fn keep(&self, tenant: &TenantId, key: AnswerKey, kept: Kept) {
+        let weight = weight(&key, &kept);
+        if self.bounds.tenants == 0 || weight > self.bounds.per_tenant_bytes {
+            return;
+        }
+        let mut tenants = self.tenants.lock().unwrap_or_else(PoisonError::into_inner);
+        if !tenants.contains_key(tenant) {
+            while tenants.len() >= self.bounds.tenants {
+                tenants.remove_lru();
+            }
+            tenants.insert(
+                tenant.clone(),
+                TenantAnswers {
+                    answers: LruCache::new_unbounded(),
+                    bytes: 0,
+                },
+            );
+        }
+        let Some(share) = tenants.get_mut(tenant) else {
+            return;
+        };
+        if let Some((_, replaced)) = share.answers.remove(&key) {
+            share.bytes -= replaced;
+        }
+        while share.bytes + weight > self.bounds.per_tenant_bytes {
+            match share.answers.remove_lru() {
+                Some((_, (_, dropped))) => share.bytes -= dropped,
+                None => break,
+            }
+        }
+        share.bytes += weight;
+        share.answers.insert(key, (kept, weight));
+    }
+
+    /// Estimated bytes kept for `tenant` (tests).
+    #[cfg(test)]
+    fn bytes(&self, tenant: &TenantId) -> usize {
+        let tenants = self.tenants.lock().unwrap_or_else(PoisonError::into_inner);
+        tenants.peek(tenant).map_or(0, |share| share.bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tenant(name: &str) -> TenantId {
+        TenantId::parse(name).unwrap()
+    }
+
+    fn key() -> AnswerKey {
+        AnswerKey {
+            id: IssueId::generate(),
+            window: CommentWindow::latest(10),
+            body_offset: 0,
+            min_integrity: None,
+        }
+    }
+
+    fn kept(epoch: u64, text_bytes: usize) -> Kept {
+        Kept {
+            epoch,
+            answer: Answer::new(json!({ "id": "x" }), "t".repeat(text_bytes)),
+        }
+    }
+
+    fn bounds(per_tenant_bytes: usize, tenants: usize) -> KeptBounds {
+        KeptBounds {
+            per_tenant_bytes,
+            tenants,
+        }
+    }
+
+    #[test]
+    fn an_answer_is_kept_per_tenant_and_key_and_replaced_by_a_newer_one() {
+        let kept_answers = KeptAnswers::new(KeptBounds::DEFAULT);
+        let (a, b) = (tenant("a"), tenant("b"));
+        let k = key();
+        kept_answers.keep(&a, k.clone(), kept(3, 10));
+        assert_eq!(kept_answers.get(&a, &k).unwrap().epoch, 3);
+        assert!(kept_answers.get(&b, &k).is_none(), "another tenant's key");
+        let mut other_window = k.clone();
+        other_window.window = CommentWindow::latest(11);
+        assert!(kept_answers.get(&a, &other_window).is_none());
+        let mut other_floor = k.clone();
+        other_floor.min_integrity = Some(Integrity::Person);
+        assert!(kept_answers.get(&a, &other_floor).is_none());
+        let before = kept_answers.bytes(&a);
+        kept_answers.keep(&a, k.clone(), kept(4, 10));
+        assert_eq!(kept_answers.get(&a, &k).unwrap().epoch, 4);
+        assert_eq!(kept_answers.bytes(&a), before, "replaced, not added");
+    }
+
+    #[test]
+    fn a_tenant_keeps_within_its_share_and_drops_its_least_recently_read() {
+        let one = weight(&key(), &kept(1, 1_000));
+        let kept_answers = KeptAnswers::new(bounds(3 * one, 8));
+        let (a, b) = (tenant("a"), tenant("b"));
+        let b_key = key();
+        kept_answers.keep(&b, b_key.clone(), kept(1, 1_000));
+        let keys: Vec<AnswerKey> = (0..3).map(|_| key()).collect();
+        for k in &keys {
+            kept_answers.keep(&a, k.clone(), kept(1, 1_000));
+        }
+        // Reading the first makes the second the least recently used.
+        assert!(kept_answers.get(&a, &keys[0]).is_some());
+        kept_answers.keep(&a, key(), kept(1, 1_000));
+        assert!(kept_answers.get(&a, &keys[1]).is_none(), "dropped");
+        assert!(kept_answers.get(&a, &keys[0]).is_some());
+        assert!(kept_answers.get(&a, &keys[2]).is_some());
+        assert!(kept_answers.bytes(&a) <= 3 * one);
+        assert!(
+            kept_answers.get(&b, &b_key).is_some(),
+            "another tenant's answers stay"
+        );
+        // An answer larger than a share is not kept at all.
+        kept_answers.keep(&a, key(), kept(1, 4 * one));
+        assert!(kept_answers.bytes(&a) <= 3 * one);
+    }
+
+    #[test]
+    fn past_the_tenant_bound_the_least_recently_reading_tenant_goes() {
+        let kept_answers = KeptAnswers::new(bounds(64 * 1024, 2));
+        let (a, b, c) = (tenant("a"), tenant("b"), tenant("c"));
+        let k = key();
+        kept_answers.keep(&a, k.clone(), kept(1, 10));
+        kept_answers.keep(&b, k.clone(), kept(1, 10));
+        assert!(kept_answers.get(&a, &k).is_some());
+        kept_answers.keep(&c, k.clone(), kept(1, 10));
+        assert!(kept_answers.get(&b, &k).is_none(), "b read least recently");
+        assert!(kept_answers.get(&a, &k).is_some());
+        assert!(kept_answers.get(&c, &k).is_some());
+    }
+
+    #[test]
+    fn no_bounds_keep_nothing() {
+        let kept_answers = KeptAnswers::new(KeptBounds::NONE);
+        let k = key();
+        kept_answers.keep(&tenant("a"), k.clone(), kept(1, 10));
+        assert!(kept_answers.get(&tenant("a"), &k).is_none());
+    }
+}
