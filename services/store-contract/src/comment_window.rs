@@ -252,40 +252,39 @@ pub async fn case_issue_view_since_an_epoch_sees_every_later_write<S: BoardStore
         "another epoch than the board's: read"
     );
 
-    let writes: [&str; 3] = ["retitle", "comment", "another issue"];
-    let mut epoch = epoch;
-    for write in writes {
-        match write {
-            "retitle" => {
-                store
-                    .update_issue(&t, &id, title_patch("Windowed, retitled"), None)
-                    .await
-                    .expect("retitle");
-            }
-            "comment" => {
-                store
-                    .add_comment(&t, &who, comment(&id, "one more"), None)
-                    .await
-                    .expect("comment");
-            }
-            _ => {
-                store
-                    .create_issue(&t, &who, new_issue("Another"), None)
-                    .await
-                    .expect("create");
-            }
+    // After each write: the old epoch reads the view as it is now, and the
+    // new one is unchanged until the next write.
+    let moved = |epoch: u64, write: &'static str| {
+        let (store, t, id, window) = (store.clone(), t.clone(), id.clone(), window.clone());
+        async move {
+            let ViewSince::Read { view, epoch: now } = read(Some(epoch)).await else {
+                panic!("after a write ({write}) the epoch {epoch} is no longer the board's");
+            };
+            let plain = store.get_issue_view(&t, &id, &window).await.expect("view");
+            assert_eq!(
+                *view, plain,
+                "after a write ({write}): the view as it is now"
+            );
+            let now = now.expect("a store with an epoch keeps giving one");
+            assert_eq!(read(Some(now)).await, ViewSince::Unchanged);
+            now
         }
-        let ViewSince::Read { view, epoch: now } = read(Some(epoch)).await else {
-            panic!("after a write ({write}) the epoch {epoch} is no longer the board's");
-        };
-        let plain = store.get_issue_view(&t, &id, &window).await.expect("view");
-        assert_eq!(
-            *view, plain,
-            "after a write ({write}): the view as it is now"
-        );
-        epoch = now.expect("a store with an epoch keeps giving one");
-        assert_eq!(read(Some(epoch)).await, ViewSince::Unchanged);
-    }
+    };
+    store
+        .update_issue(&t, &id, title_patch("Windowed, retitled"), None)
+        .await
+        .expect("retitle");
+    let epoch = moved(epoch, "retitle").await;
+    store
+        .add_comment(&t, &who, comment(&id, "one more"), None)
+        .await
+        .expect("comment");
+    let epoch = moved(epoch, "comment").await;
+    store
+        .create_issue(&t, &who, new_issue("Another"), None)
+        .await
+        .expect("create");
+    moved(epoch, "another issue").await;
     assert_eq!(
         store
             .get_issue_view(&t, &id, &window)

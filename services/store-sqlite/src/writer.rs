@@ -244,10 +244,10 @@ enum Durability {
 
 impl Durability {
     fn for_group(jobs: &[WriteJob]) -> Self {
-        if jobs.iter().all(|job| job.is_audit()) {
-            Self::Normal
-        } else {
+        if changes_board(jobs) {
             Self::Full
+        } else {
+            Self::Normal
         }
     }
 
@@ -265,6 +265,12 @@ impl Durability {
         }
         Ok(())
     }
+}
+
+/// Whether a group writes anything but audit records: then it syncs its
+/// commit ([`Durability::Full`]) and moves `board_epoch`.
+fn changes_board(jobs: &[WriteJob]) -> bool {
+    jobs.iter().any(|job| !job.is_audit())
 }
 
 /// Commits `jobs` as one transaction and answers each caller. Returns
@@ -329,7 +335,7 @@ fn try_group(
     titles: &mut Titles,
 ) -> Result<Pending, rusqlite::Error> {
     run_statement(conn, "BEGIN IMMEDIATE")?;
-    let changes_board = jobs.iter().any(|job| !job.is_audit());
+    let changes_board = changes_board(jobs);
     let attempt = titles
         .index
         .check(conn, &mut titles.watch)

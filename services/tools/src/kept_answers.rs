@@ -27,7 +27,7 @@ use std::sync::{Mutex, PoisonError};
 
 /// How much the kept answers may hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct KeptBounds {
+pub(crate) struct KeptBounds {
     /// Estimated bytes of one tenant's kept answers.
     pub per_tenant_bytes: usize,
     /// Tenants with answers kept at once.
@@ -40,12 +40,6 @@ impl KeptBounds {
     pub const DEFAULT: Self = Self {
         per_tenant_bytes: 256 * 1024,
         tenants: 128,
-    };
-
-    /// Keeps nothing.
-    pub const NONE: Self = Self {
-        per_tenant_bytes: 0,
-        tenants: 0,
     };
 }
 
@@ -100,9 +94,6 @@ impl KeptAnswers {
 
     /// The answer kept for `key`, with its epoch.
     pub fn get(&self, tenant: &TenantId, key: &AnswerKey) -> Option<Kept> {
-        if self.bounds.tenants == 0 {
-            return None;
-        }
         let mut tenants = self.tenants.lock().unwrap_or_else(PoisonError::into_inner);
         let answers = tenants.get_mut(tenant)?;
         answers.answers.get(key).map(|(kept, _)| kept.clone())
@@ -247,7 +238,7 @@ mod tests {
 
     #[test]
     fn no_bounds_keep_nothing() {
-        let kept_answers = KeptAnswers::new(KeptBounds::NONE);
+        let kept_answers = KeptAnswers::new(bounds(0, 0));
         let k = key();
         kept_answers.keep(&tenant("a"), k.clone(), kept(1, 10));
         assert!(kept_answers.get(&tenant("a"), &k).is_none());

@@ -57,7 +57,6 @@ pub use approvals::{
 };
 pub use defs::{BoardTool, ToolSpec, grant_tool_set, tool_set, vocabulary};
 pub use error::ToolsError;
-pub use kept_answers::KeptBounds;
 pub use provenance::INTEGRITY_META;
 pub use result_budget::{DEFAULT_RESULT_BUDGET, ENVELOPE_BYTES, MIN_RESULT_BUDGET};
 pub use service::{BoardTools, DEFAULT_STORE_TIMEOUT, server_identity};

@@ -190,14 +190,6 @@ impl BoardTools {
         }
     }
 
-    /// Bounds the `get_issue` answers kept to be given again
-    /// ([`KeptBounds::DEFAULT`] unless told; [`KeptBounds::NONE`] keeps
-    /// none).
-    pub fn with_kept_answers(mut self, bounds: KeptBounds) -> Self {
-        self.kept = Arc::new(KeptAnswers::new(bounds));
-        self
-    }
-
     /// The `get_issue` answers kept to be given again.
     pub(crate) fn kept(&self) -> &KeptAnswers {
         &self.kept
