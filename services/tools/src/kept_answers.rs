@@ -21,7 +21,7 @@
 //! [`IssueStore::get_issue_view_since`]: corkboard_board::IssueStore::get_issue_view_since
 
 use crate::result_budget::Answer;
-use corkboard_board::{CommentWindow, Integrity, IssueId, TenantId};
+use corkboard_board::{CommentWindow, Integrity, IssueId, TenantId, Timestamp};
 use hashlink::LruCache;
 use std::sync::{Mutex, PoisonError};
 
@@ -53,11 +53,23 @@ pub(crate) struct AnswerKey {
     pub min_integrity: Option<Integrity>,
 }
 
-/// An answer and the epoch it was read at.
+/// An answer, the epoch it was read at and until when it may be given.
 #[derive(Debug, Clone)]
 pub(crate) struct Kept {
     pub epoch: u64,
     pub answer: Answer,
+    /// When the answer goes stale without any write: the end of a claim it
+    /// shows (a lapsed claim reads as none, `Claim::live_at`, and lapsing
+    /// is no write, so the epoch does not see it). `None`: only a write
+    /// can make it stale.
+    pub until: Option<Timestamp>,
+}
+
+impl Kept {
+    /// Whether the answer may still be given at `now` (its epoch aside).
+    fn current_at(&self, now: Timestamp) -> bool {
+        self.until.is_none_or(|until| now < until)
+    }
 }
 
 /// The kept answers of every tenant.
@@ -92,11 +104,17 @@ impl KeptAnswers {
         }
     }
 
-    /// The answer kept for `key`, with its epoch.
-    pub fn get(&self, tenant: &TenantId, key: &AnswerKey) -> Option<Kept> {
+    /// The answer kept for `key`, with its epoch, unless it went stale by
+    /// `now` ([`Kept::until`]); the caller still checks the epoch.
+    pub fn get(&self, tenant: &TenantId, key: &AnswerKey, now: Timestamp) -> Option<Kept> {
         let mut tenants = self.tenants.lock().unwrap_or_else(PoisonError::into_inner);
         let answers = tenants.get_mut(tenant)?;
-        answers.answers.get(key).map(|(kept, _)| kept.clone())
+        answers
+            .answers
+            .get(key)
+            .map(|(kept, _)| kept)
+            .filter(|kept| kept.current_at(now))
+            .cloned()
     }
 
     /// Keeps `kept` for `key`, replacing what was kept for it, within the
@@ -148,6 +166,8 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    const NOW: Timestamp = Timestamp::from_millis(1_000);
+
     fn tenant(name: &str) -> TenantId {
         TenantId::parse(name).unwrap()
     }
@@ -165,6 +185,7 @@ mod tests {
         Kept {
             epoch,
             answer: Answer::new(json!({ "id": "x" }), "t".repeat(text_bytes)),
+            until: None,
         }
     }
 
@@ -181,17 +202,20 @@ mod tests {
         let (a, b) = (tenant("a"), tenant("b"));
         let k = key();
         kept_answers.keep(&a, k.clone(), kept(3, 10));
-        assert_eq!(kept_answers.get(&a, &k).unwrap().epoch, 3);
-        assert!(kept_answers.get(&b, &k).is_none(), "another tenant's key");
+        assert_eq!(kept_answers.get(&a, &k, NOW).unwrap().epoch, 3);
+        assert!(
+            kept_answers.get(&b, &k, NOW).is_none(),
+            "another tenant's key"
+        );
         let mut other_window = k.clone();
         other_window.window = CommentWindow::latest(11);
-        assert!(kept_answers.get(&a, &other_window).is_none());
+        assert!(kept_answers.get(&a, &other_window, NOW).is_none());
         let mut other_floor = k.clone();
         other_floor.min_integrity = Some(Integrity::Person);
-        assert!(kept_answers.get(&a, &other_floor).is_none());
+        assert!(kept_answers.get(&a, &other_floor, NOW).is_none());
         let before = kept_answers.bytes(&a);
         kept_answers.keep(&a, k.clone(), kept(4, 10));
-        assert_eq!(kept_answers.get(&a, &k).unwrap().epoch, 4);
+        assert_eq!(kept_answers.get(&a, &k, NOW).unwrap().epoch, 4);
         assert_eq!(kept_answers.bytes(&a), before, "replaced, not added");
     }
 
@@ -207,14 +231,14 @@ mod tests {
             kept_answers.keep(&a, k.clone(), kept(1, 1_000));
         }
         // Reading the first makes the second the least recently used.
-        assert!(kept_answers.get(&a, &keys[0]).is_some());
+        assert!(kept_answers.get(&a, &keys[0], NOW).is_some());
         kept_answers.keep(&a, key(), kept(1, 1_000));
-        assert!(kept_answers.get(&a, &keys[1]).is_none(), "dropped");
-        assert!(kept_answers.get(&a, &keys[0]).is_some());
-        assert!(kept_answers.get(&a, &keys[2]).is_some());
+        assert!(kept_answers.get(&a, &keys[1], NOW).is_none(), "dropped");
+        assert!(kept_answers.get(&a, &keys[0], NOW).is_some());
+        assert!(kept_answers.get(&a, &keys[2], NOW).is_some());
         assert!(kept_answers.bytes(&a) <= 3 * one);
         assert!(
-            kept_answers.get(&b, &b_key).is_some(),
+            kept_answers.get(&b, &b_key, NOW).is_some(),
             "another tenant's answers stay"
         );
         // An answer larger than a share is not kept at all.
@@ -229,11 +253,31 @@ mod tests {
         let k = key();
         kept_answers.keep(&a, k.clone(), kept(1, 10));
         kept_answers.keep(&b, k.clone(), kept(1, 10));
-        assert!(kept_answers.get(&a, &k).is_some());
+        assert!(kept_answers.get(&a, &k, NOW).is_some());
         kept_answers.keep(&c, k.clone(), kept(1, 10));
-        assert!(kept_answers.get(&b, &k).is_none(), "b read least recently");
-        assert!(kept_answers.get(&a, &k).is_some());
-        assert!(kept_answers.get(&c, &k).is_some());
+        assert!(
+            kept_answers.get(&b, &k, NOW).is_none(),
+            "b read least recently"
+        );
+        assert!(kept_answers.get(&a, &k, NOW).is_some());
+        assert!(kept_answers.get(&c, &k, NOW).is_some());
+    }
+
+    #[test]
+    fn an_answer_showing_a_claim_is_not_given_once_the_claim_ended() {
+        let kept_answers = KeptAnswers::new(KeptBounds::DEFAULT);
+        let (a, k) = (tenant("a"), key());
+        let ends = Timestamp::from_millis(2_000);
+        let mut claimed = kept(1, 10);
+        claimed.until = Some(ends);
+        kept_answers.keep(&a, k.clone(), claimed);
+        assert!(kept_answers.get(&a, &k, NOW).is_some());
+        assert!(
+            kept_answers
+                .get(&a, &k, Timestamp::from_millis(1_999))
+                .is_some()
+        );
+        assert!(kept_answers.get(&a, &k, ends).is_none(), "the claim ended");
     }
 
     #[test]
@@ -241,6 +285,6 @@ mod tests {
         let kept_answers = KeptAnswers::new(bounds(0, 0));
         let k = key();
         kept_answers.keep(&tenant("a"), k.clone(), kept(1, 10));
-        assert!(kept_answers.get(&tenant("a"), &k).is_none());
+        assert!(kept_answers.get(&tenant("a"), &k, NOW).is_none());
     }
 }

@@ -1800,3 +1800,32 @@ async fn a_kept_get_issue_answer_never_hides_a_write_of_another_process() -> Res
     })
     .await
 }
+
+/// A claim lapses at the end of its lease without any write, so the
+/// board's epoch does not move; a kept `get_issue` answer showing the
+/// claim is given only until then, and the next read shows no claim.
+#[actix_rt::test]
+async fn a_kept_get_issue_answer_stops_showing_a_claim_that_lapsed() -> Result<()> {
+    guarded(async {
+        let mut f = Fixture::new()?;
+        f.tools = f.tools.with_claim_lease(Duration::from_secs(1));
+        let p = f.principal("acme", "run-1", QUEUE).await?;
+        let created = f.ok(&p, "create_issue", json!({"title": "Leased"})).await?;
+        let id = created["id"].clone();
+        f.ok(&p, "claim_issue", json!({"id": id})).await?;
+        let held = f.ok(&p, "get_issue", json!({"id": id})).await?;
+        assert_eq!(held["claim"]["run"], "run-1", "{held}");
+        assert_eq!(f.ok(&p, "get_issue", json!({"id": id})).await?, held);
+        let ends = held["claim"]["expires_at"]
+            .as_str()
+            .and_then(Timestamp::parse_rfc3339)
+            .context("claim expires_at")?;
+        // Past the lease's end (no write in between).
+        let left = ends.as_millis() - Timestamp::now().as_millis() + 50;
+        tokio::time::sleep(Duration::from_millis(u64::try_from(left).unwrap_or(0))).await;
+        let lapsed = f.ok(&p, "get_issue", json!({"id": id})).await?;
+        assert!(lapsed["claim"].is_null(), "a lapsed claim shown: {lapsed}");
+        Ok(())
+    })
+    .await
+}

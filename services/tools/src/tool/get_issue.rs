@@ -12,7 +12,9 @@ use crate::provenance;
 use crate::result_budget;
 use crate::service::BoardTools;
 use crate::view::{self, COMMENTS_DEFAULT};
-use corkboard_board::{CommentId, CommentWindow, IssueId, ViewSince, history_limits, limits};
+use corkboard_board::{
+    CommentId, CommentWindow, IssueId, Timestamp, ViewSince, history_limits, limits,
+};
 use corkboard_grants::ResolvedGrant;
 use serde_json::{Map, Value, json};
 
@@ -120,7 +122,9 @@ pub(crate) async fn run(
         body_offset,
         min_integrity: grant.min_integrity,
     });
-    let kept = key.as_ref().and_then(|key| tools.kept().get(tenant, key));
+    let kept = key
+        .as_ref()
+        .and_then(|key| tools.kept().get(tenant, key, Timestamp::now()));
     let read = tools
         .bounded(
             Some(&id),
@@ -147,6 +151,8 @@ pub(crate) async fn run(
             });
         }
     };
+    // A claim shown lapses without a write: the answer is kept until then.
+    let until = issue.issue.claim.as_ref().map(|claim| claim.expires_at);
     let facts = issue.comment_facts;
     let shown = provenance::shown_json(&issue, &issue.issue, grant.min_integrity, true)?;
     let mut value = view::windowed_issue(shown, &facts, window.before_id())?;
@@ -161,6 +167,7 @@ pub(crate) async fn run(
             let kept = Kept {
                 epoch,
                 answer: answer.clone(),
+                until,
             };
             tools.kept().keep(tenant, key, kept);
         }
