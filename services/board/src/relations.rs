@@ -511,9 +511,9 @@ pub struct IssueView {
 /// found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ViewSince {
-    /// Nothing on the board changed since the epoch the caller gave.
+    /// Nothing on the tenant's board changed since the epoch the caller gave.
     Unchanged,
-    /// The view as read now, and the board's epoch it was read at (`None`:
+    /// The view as read now, and the tenant's epoch it was read at (`None`:
     /// the store keeps no epoch).
     Read {
         view: Box<IssueView>,

@@ -71,12 +71,13 @@ macro_rules! __store_methods {
                 window: &$crate::CommentWindow,
             ) -> $crate::IssueView;
 
-            /// [`get_issue_view`](Self::get_issue_view), unless no board row of any
-            /// tenant changed since `seen`, the epoch an earlier answer gave (then
-            /// [`ViewSince::Unchanged`](crate::ViewSince::Unchanged), and nothing
-            /// else is read). The epoch counts the store's writes, whichever process
-            /// made them. A store that keeps no epoch reads the view every time and
-            /// answers `epoch: None`.
+            /// [`get_issue_view`](Self::get_issue_view), unless none of the tenant's
+            /// issues or comments changed since `seen`, the epoch an earlier answer
+            /// gave (then [`ViewSince::Unchanged`](crate::ViewSince::Unchanged), and
+            /// nothing else is read). The tenant's epoch counts its changes,
+            /// whichever process made them; other tenants' writes leave it. A store
+            /// that keeps no epoch reads the view every time and answers
+            /// `epoch: None`.
             fn get_issue_view_since(
                 tenant: &$crate::TenantId,
                 id: &$crate::IssueId,

@@ -4,9 +4,11 @@
 
 use crate::fixtures::*;
 use corkboard_board::{
-    BoardStore, Comment, CommentFacts, CommentId, CommentWindow, IssueId, ViewSince,
+    BoardStore, Claimant, Comment, CommentFacts, CommentId, CommentWindow, Integrity, IssueId,
+    Timestamp, ViewSince,
 };
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Adds comments of the given body sizes (each body names its place) and
 /// returns them all, oldest first.
@@ -216,9 +218,10 @@ pub async fn case_comment_window_of_another_tenants_issue_is_missing<S: BoardSto
 }
 
 /// `get_issue_view_since`: the view as `get_issue_view` reads it, with the
-/// board's epoch when the store keeps one; `Unchanged` for that epoch only
-/// while nothing was written, never after a write to the issue (its title,
-/// a comment) or to another of the tenant's issues.
+/// tenant's epoch when the store keeps one; `Unchanged` for that epoch only
+/// while nothing of the tenant's was written, never after a write to the
+/// issue (its title, a comment, a claim and its release) or to another of
+/// the tenant's issues; another tenant's writes leave it standing.
 pub async fn case_issue_view_since_an_epoch_sees_every_later_write<S: BoardStore>(store: Arc<S>) {
     let t = tenant("view-since");
     let who = author("run-1");
@@ -284,7 +287,35 @@ pub async fn case_issue_view_since_an_epoch_sees_every_later_write<S: BoardStore
         .create_issue(&t, &who, new_issue("Another"), None)
         .await
         .expect("create");
-    moved(epoch, "another issue").await;
+    let epoch = moved(epoch, "another issue").await;
+    let claimant = Claimant::of(
+        &grant(&t, "run-1", Timestamp::now(), 3_600_000),
+        Duration::from_secs(600),
+        Integrity::Agent,
+    );
+    store
+        .claim_issue(&t, &id, &claimant, None)
+        .await
+        .expect("claim");
+    let epoch = moved(epoch, "claim").await;
+    store
+        .release_issue(&t, &id, &claimant.run, None)
+        .await
+        .expect("release");
+    let epoch = moved(epoch, "release").await;
+
+    // Another tenant's writes: the epoch stands.
+    let other = tenant("view-since-other");
+    let (other_id, _) = commented(&*store, &other, &[10]).await;
+    store
+        .update_issue(&other, &other_id, title_patch("Elsewhere"), None)
+        .await
+        .expect("another tenant's retitle");
+    assert_eq!(
+        read(Some(epoch)).await,
+        ViewSince::Unchanged,
+        "another tenant's writes move this tenant's epoch"
+    );
     assert_eq!(
         store
             .get_issue_view(&t, &id, &window)

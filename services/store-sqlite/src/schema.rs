@@ -514,6 +514,43 @@ const MIGRATIONS: &[&str] = &[
     );
     INSERT INTO board_epoch (id, n) VALUES (1, 0);
     "#,
+    // 22: the epoch per tenant instead of one for the whole file, so a
+    // write in one tenant leaves the answers kept for the others standing.
+    // Triggers move it, in the writing transaction, on every change of a
+    // row an answer shows (an issue, with its claim and relations; a
+    // comment): no write op, migration or process can change one without
+    // it, whatever it runs. `board_epoch` goes with it.
+    r#"
+    CREATE TABLE tenant_epoch (
+        tenant TEXT PRIMARY KEY,
+        n      INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE TRIGGER tenant_epoch_issue_insert AFTER INSERT ON issues BEGIN
+        INSERT INTO tenant_epoch (tenant, n) VALUES (NEW.tenant, 1)
+            ON CONFLICT (tenant) DO UPDATE SET n = n + 1;
+    END;
+    CREATE TRIGGER tenant_epoch_issue_update AFTER UPDATE ON issues BEGIN
+        INSERT INTO tenant_epoch (tenant, n) VALUES (NEW.tenant, 1)
+            ON CONFLICT (tenant) DO UPDATE SET n = n + 1;
+    END;
+    CREATE TRIGGER tenant_epoch_issue_delete AFTER DELETE ON issues BEGIN
+        INSERT INTO tenant_epoch (tenant, n) VALUES (OLD.tenant, 1)
+            ON CONFLICT (tenant) DO UPDATE SET n = n + 1;
+    END;
+    CREATE TRIGGER tenant_epoch_comment_insert AFTER INSERT ON comments BEGIN
+        INSERT INTO tenant_epoch (tenant, n) VALUES (NEW.tenant, 1)
+            ON CONFLICT (tenant) DO UPDATE SET n = n + 1;
+    END;
+    CREATE TRIGGER tenant_epoch_comment_update AFTER UPDATE ON comments BEGIN
+        INSERT INTO tenant_epoch (tenant, n) VALUES (NEW.tenant, 1)
+            ON CONFLICT (tenant) DO UPDATE SET n = n + 1;
+    END;
+    CREATE TRIGGER tenant_epoch_comment_delete AFTER DELETE ON comments BEGIN
+        INSERT INTO tenant_epoch (tenant, n) VALUES (OLD.tenant, 1)
+            ON CONFLICT (tenant) DO UPDATE SET n = n + 1;
+    END;
+    DROP TABLE board_epoch;
+    "#,
 ];
 
 /// The schema version this build writes.

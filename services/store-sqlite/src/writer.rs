@@ -25,10 +25,9 @@
 //! just before `COMMIT`, and changes them once `COMMIT` succeeded, before
 //! any caller is answered.
 //!
-//! Every group with an op other than audit records adds one to
-//! `board_epoch` before it commits: a reader that finds the epoch where it
-//! was knows no board row changed since, in this process or another
-//! (`get_issue`'s kept answers).
+//! The epochs that tell readers a tenant's board changed (`tenant_epoch`,
+//! for the answers `get_issue` keeps) are moved by triggers in the same
+//! transaction, not by the writer (schema.rs, migration 22).
 //!
 //! Other processes writing the same file take the same lock; waiting for it
 //! is SQLite's busy handler (`busy_timeout`), and a group that still finds
@@ -268,7 +267,7 @@ impl Durability {
 }
 
 /// Whether a group writes anything but audit records: then it syncs its
-/// commit ([`Durability::Full`]) and moves `board_epoch`.
+/// commit ([`Durability::Full`]).
 fn changes_board(jobs: &[WriteJob]) -> bool {
     jobs.iter().any(|job| !job.is_audit())
 }
@@ -335,7 +334,6 @@ fn try_group(
     titles: &mut Titles,
 ) -> Result<Pending, rusqlite::Error> {
     run_statement(conn, "BEGIN IMMEDIATE")?;
-    let changes_board = changes_board(jobs);
     let attempt = titles
         .index
         .check(conn, &mut titles.watch)
@@ -345,14 +343,7 @@ fn try_group(
             }
             open_titles::collect(conn, &titles.index)
         })
-        .and_then(|pending| {
-            if changes_board {
-                // In the group's transaction: readers that see the new
-                // epoch see the group's writes, whichever process reads.
-                run_statement(conn, "UPDATE board_epoch SET n = n + 1 WHERE id = 1")?;
-            }
-            end_group(conn).map(|()| pending)
-        });
+        .and_then(|pending| end_group(conn).map(|()| pending));
     if attempt.is_err() {
         rollback(conn);
     }

@@ -1,4 +1,4 @@
-//! The latest `get_issue` answers, kept with the board epoch they were
+//! The latest `get_issue` answers, kept with the tenant's epoch they were
 //! read at, so a read of an issue nothing has changed since is answered
 //! without reading or shaping it again.
 //!
@@ -7,9 +7,11 @@
 //! into JSON and a text block, about half of an in-process `get_issue`
 //! (services/bench/FINDINGS.md). A kept answer is given again only after
 //! the store confirmed, in the same call, that its epoch has not moved
-//! ([`IssueStore::get_issue_view_since`]): the epoch counts every write of
-//! the board's file, whichever process made it, so a kept answer is never
-//! older than what a fresh read would show. A store without an epoch
+//! ([`IssueStore::get_issue_view_since`]): the epoch counts every change
+//! of the tenant's issues and comments, whichever process made it, so a
+//! kept answer is never older than what a fresh read would show, and other
+//! tenants' writes leave it standing. A claim it shows ends by time, not
+//! by a write, so such an answer is kept only until then ([`Kept::until`]). A store without an epoch
 //! (MongoDB) keeps nothing here.
 //!
 //! Tenants share the process, so each has its own share:

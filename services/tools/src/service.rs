@@ -97,8 +97,8 @@ pub struct BoardTools {
     approvals: Option<Arc<ApprovalGate>>,
     /// Which grants' runs called upstream tools: the level of their writes.
     upstream_calls: Option<Arc<UpstreamCalls>>,
-    /// The latest `get_issue` answers, given again while the board's epoch
-    /// says nothing changed (`kept_answers.rs`).
+    /// The latest `get_issue` answers, given again while the tenant's
+    /// epoch says nothing changed (`kept_answers.rs`).
     kept: Arc<KeptAnswers>,
 }
 

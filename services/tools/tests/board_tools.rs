@@ -1724,7 +1724,7 @@ async fn get_issue_shows_the_latest_changes_and_pages_back() -> Result<()> {
 }
 
 /// `get_issue` keeps its answers and gives one again only while the
-/// board's epoch has not moved: a write by another process on the same
+/// tenant's epoch has not moved: a write by another process on the same
 /// file (its own store and writer, as `corkboard server` and `corkboard
 /// runner` share the embedded board) shows at this process's next read, as
 /// does a write of its own, and each comment window is kept apart.
@@ -1802,7 +1802,7 @@ async fn a_kept_get_issue_answer_never_hides_a_write_of_another_process() -> Res
 }
 
 /// A claim lapses at the end of its lease without any write, so the
-/// board's epoch does not move; a kept `get_issue` answer showing the
+/// tenant's epoch does not move; a kept `get_issue` answer showing the
 /// claim is given only until then, and the next read shows no claim.
 #[actix_rt::test]
 async fn a_kept_get_issue_answer_stops_showing_a_claim_that_lapsed() -> Result<()> {

@@ -43,7 +43,7 @@ pub const WARM_UP: u32 = 5;
 pub enum Operation {
     /// One issue read again and again: after the first, each answer is the
     /// one kept (`services/tools/src/kept_answers.rs`) once the store has
-    /// confirmed the board's epoch.
+    /// confirmed the tenant's epoch.
     GetIssue,
     /// Each call an issue not read before: the whole read and shaping.
     GetIssueUnread,

@@ -153,12 +153,22 @@ pub(crate) fn get_issue_view(
     })
 }
 
-/// [`get_issue_view`] unless the board's epoch (`board_epoch`, moved by
-/// every writer's group that changed a board row, in any process) is
-/// still `seen`. The epoch is read before the view: a view read after a
-/// write carries at most the epoch before it, so a later reader finds the
-/// epoch moved and reads again, never a view older than what it could
-/// have read itself.
+/// The tenant's epoch (`tenant_epoch`, migration 22): moved in the same
+/// transaction by every change of one of its issues or comments, whichever
+/// op, migration or process made it; 0 before its first.
+pub(crate) fn tenant_epoch(conn: &Connection, tenant: &TenantId) -> Result<u64, OpError> {
+    let epoch: Option<i64> = conn
+        .prepare_cached("SELECT n FROM tenant_epoch WHERE tenant = ?1")?
+        .query_row([tenant.as_str()], |row| row.get(0))
+        .optional()?;
+    Ok(epoch.map_or(0, |n| u64::try_from(n).unwrap_or(0)))
+}
+
+/// [`get_issue_view`] unless the tenant's epoch ([`tenant_epoch`]) is
+/// still `seen`. The epoch is read before the view, in the same snapshot:
+/// a view read after a write carries at most the epoch before it, so a
+/// later reader finds the epoch moved and reads again, never a view older
+/// than what it could have read itself.
 pub(crate) fn get_issue_view_since(
     conn: &Connection,
     tenant: &TenantId,
@@ -166,17 +176,14 @@ pub(crate) fn get_issue_view_since(
     window: &CommentWindow,
     seen: Option<u64>,
 ) -> Result<ViewSince, OpError> {
-    let epoch: i64 = conn
-        .prepare_cached("SELECT n FROM board_epoch WHERE id = 1")?
-        .query_row([], |row| row.get(0))?;
-    let epoch = u64::try_from(epoch).ok();
-    if epoch.is_some() && epoch == seen {
+    let epoch = tenant_epoch(conn, tenant)?;
+    if seen == Some(epoch) {
         return Ok(ViewSince::Unchanged);
     }
     let view = get_issue_view(conn, tenant, id, window)?;
     Ok(ViewSince::Read {
         view: Box::new(view),
-        epoch,
+        epoch: Some(epoch),
     })
 }
 

@@ -113,7 +113,7 @@ pub(crate) async fn run(
     // all ~32 MiB to show one of them.
     let window = window.max_bytes(tools.result_budget());
     let history = parse_history(arguments)?;
-    // An answer without history is kept, and given again while the board's
+    // An answer without history is kept, and given again while the tenant's
     // epoch has not moved (kept_answers.rs); the store checks the epoch in
     // the same call that would read the view.
     let key = history.is_none().then(|| AnswerKey {
