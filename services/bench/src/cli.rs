@@ -78,8 +78,9 @@ pub enum Command {
         #[arg(long, default_value = "1s", value_parser = parse_duration)]
         warmup: Duration,
     },
-    /// get_issue / create_issue through one endpoint, store and registry,
-    /// at each concurrency, each against the ceiling.
+    /// get_issue / the default list_issues (a board of 50) / create_issue
+    /// through one endpoint, store and registry, at each concurrency, each
+    /// against the ceiling.
     Mcp {
         #[arg(long, default_value = "studio")]
         endpoint: Endpoint,
@@ -87,7 +88,11 @@ pub enum Command {
         store: Store,
         #[arg(long, default_value = "memory")]
         registry: Registry,
-        #[arg(long, value_delimiter = ',', default_value = "get_issue,create_issue")]
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "get_issue,list_issues,create_issue"
+        )]
         tools: Vec<Tool>,
         #[arg(long, value_delimiter = ',', default_value = "stateless")]
         eras: Vec<Era>,

@@ -56,6 +56,8 @@ impl FromStr for Era {
 #[serde(rename_all = "snake_case")]
 pub enum Tool {
     GetIssue,
+    /// The default `list_issues` (no filter, the first page of 50).
+    ListIssues,
     CreateIssue,
     ClaimIssue,
     /// The benchmark upstream's `add`, through a run's gateway.
@@ -68,6 +70,7 @@ impl Tool {
     pub fn name(self) -> &'static str {
         match self {
             Self::GetIssue => "get_issue",
+            Self::ListIssues => "list_issues",
             Self::CreateIssue => "create_issue",
             Self::ClaimIssue => "claim_issue",
             Self::UpstreamAdd => "bench__add",
@@ -89,6 +92,8 @@ impl Tool {
                     .ok_or_else(|| BenchError::Usage("claim_issue needs an issue id".into()))?;
                 Ok(json!({ "id": id }))
             }
+            // The default list: no filter, the first page.
+            Self::ListIssues => Ok(json!({})),
             Self::CreateIssue => Ok(json!({
                 "title": "bench: load test issue",
                 "body": "Created by corkboard-bench to measure create_issue.",
@@ -111,12 +116,14 @@ impl FromStr for Tool {
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
             "get_issue" => Ok(Self::GetIssue),
+            "list_issues" => Ok(Self::ListIssues),
             "create_issue" => Ok(Self::CreateIssue),
             "claim_issue" => Ok(Self::ClaimIssue),
             "bench__add" => Ok(Self::UpstreamAdd),
             "add" => Ok(Self::DirectAdd),
             other => Err(format!(
-                "unknown tool {other:?} (get_issue, create_issue, claim_issue, bench__add or add)"
+                "unknown tool {other:?} (get_issue, list_issues, create_issue, claim_issue, \
+                 bench__add or add)"
             )),
         }
     }

@@ -133,8 +133,9 @@ fn mcp(endpoint: &str, store: &str, registry: &str) {
     args.extend_from_slice(LOAD);
     let records = scenario(&args);
     assert_eq!(kinds(&records, "ceiling"), 1);
-    // Two tools in two eras, every one answered.
-    assert_eq!(kinds(&records, "mcp"), 4);
+    // Three tools (get_issue, list_issues, create_issue) in two eras,
+    // every one answered.
+    assert_eq!(kinds(&records, "mcp"), 6);
     for r in records.iter().filter(|r| r["kind"] == "mcp") {
         assert!(r["count"].as_u64().unwrap_or(0) > 0, "{r}");
         assert!(r["ratio"].as_f64().unwrap_or(0.0) > 0.0, "{r}");

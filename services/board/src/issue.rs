@@ -742,7 +742,7 @@ impl IssuePatch {
 }
 
 /// Which labels a listed issue must carry.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub enum LabelFilter {
     #[default]
     None,
@@ -765,7 +765,7 @@ impl LabelFilter {
 /// A list request. Issues come newest first; `cursor` is the last id of the
 /// previous page, so a page never repeats or skips an issue that existed when
 /// the first page was read, however many are created meanwhile.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ListQuery {
     pub states: Vec<IssueState>,
     pub labels: LabelFilter,

@@ -340,7 +340,7 @@ pub fn check_hand_over(issue: &Issue, expected_version: u64) -> Result<(), Store
 }
 
 /// Which claims a listed issue must have.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub enum ClaimFilter {
     #[default]
     Any,

@@ -85,6 +85,13 @@ macro_rules! __store_methods {
                 seen: Option<u64>,
             ) -> $crate::ViewSince;
 
+            /// The tenant's epoch, the one [`get_issue_view_since`](Self::get_issue_view_since)
+            /// answers: it moves with every change of the tenant's issues and
+            /// comments, whichever process made it, and with nothing else. Read
+            /// before a read of the board, it tells a later caller whether that
+            /// read could still be the same. `None`: the store keeps no epoch.
+            fn tenant_epoch(tenant: &$crate::TenantId) -> Option<u64>;
+
             /// Gives an open issue to `claimant`'s run, atomically: of many racing
             /// claimants exactly one wins, the others get [`StoreError::Claimed`]
             /// naming the winner. Claiming one's own claim again is a success that

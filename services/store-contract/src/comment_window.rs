@@ -222,6 +222,7 @@ pub async fn case_comment_window_of_another_tenants_issue_is_missing<S: BoardSto
 /// while nothing of the tenant's was written, never after a write to the
 /// issue (its title, a comment, a claim and its release) or to another of
 /// the tenant's issues; another tenant's writes leave it standing.
+/// `tenant_epoch` answers the same epoch throughout.
 pub async fn case_issue_view_since_an_epoch_sees_every_later_write<S: BoardStore>(store: Arc<S>) {
     let t = tenant("view-since");
     let who = author("run-1");
@@ -236,6 +237,10 @@ pub async fn case_issue_view_since_an_epoch_sees_every_later_write<S: BoardStore
                 .expect("view since")
         }
     };
+    let tenant_epoch = || {
+        let (store, t) = (store.clone(), t.clone());
+        async move { store.tenant_epoch(&t).await.expect("tenant epoch") }
+    };
     let ViewSince::Read { view, epoch } = read(None).await else {
         panic!("no epoch given: the view is read");
     };
@@ -247,9 +252,11 @@ pub async fn case_issue_view_since_an_epoch_sees_every_later_write<S: BoardStore
             read(Some(0)).await,
             ViewSince::Read { epoch: None, .. }
         ));
+        assert_eq!(tenant_epoch().await, None, "no epoch at all");
         return;
     };
     assert_eq!(read(Some(epoch)).await, ViewSince::Unchanged);
+    assert_eq!(tenant_epoch().await, Some(epoch), "the same epoch");
     assert!(
         matches!(read(Some(epoch + 1)).await, ViewSince::Read { .. }),
         "another epoch than the board's: read"
@@ -270,6 +277,7 @@ pub async fn case_issue_view_since_an_epoch_sees_every_later_write<S: BoardStore
             );
             let now = now.expect("a store with an epoch keeps giving one");
             assert_eq!(read(Some(now)).await, ViewSince::Unchanged);
+            assert_eq!(tenant_epoch().await, Some(now), "after a write ({write})");
             now
         }
     };
@@ -316,6 +324,7 @@ pub async fn case_issue_view_since_an_epoch_sees_every_later_write<S: BoardStore
         ViewSince::Unchanged,
         "another tenant's writes move this tenant's epoch"
     );
+    assert_eq!(tenant_epoch().await, Some(epoch), "after another tenant's");
     assert_eq!(
         store
             .get_issue_view(&t, &id, &window)

@@ -1519,6 +1519,11 @@ impl IssueStore for MongoStore {
         })
     }
 
+    /// No epoch here either (see `get_issue_view_since`).
+    async fn tenant_epoch(&self, _tenant: &TenantId) -> Result<Option<u64>, StoreError> {
+        Ok(None)
+    }
+
     async fn claim_issue(
         &self,
         tenant: &TenantId,

@@ -447,6 +447,12 @@ impl IssueStore for SqliteStore {
             .await
     }
 
+    async fn tenant_epoch(&self, tenant: &TenantId) -> Result<Option<u64>, StoreError> {
+        let tenant = tenant.clone();
+        self.point_read(move |conn| issues::tenant_epoch(conn, &tenant).map(Some))
+            .await
+    }
+
     async fn claim_issue(
         &self,
         tenant: &TenantId,

@@ -1,13 +1,15 @@
-//! The latest `get_issue` answers, kept with the tenant's epoch they were
-//! read at, so a read of an issue nothing has changed since is answered
-//! without reading or shaping it again.
+//! The latest `get_issue` and `list_issues` answers, kept with the
+//! tenant's epoch they were read at, so a read of an issue or a page
+//! nothing has changed since is answered without reading or shaping it
+//! again.
 //!
 //! Agents read the same issues over and over (the epic they work under,
 //! the issue they hold); each read was a store read plus shaping the view
 //! into JSON and a text block, about half of an in-process `get_issue`
-//! (services/bench/FINDINGS.md). A kept answer is given again only after
-//! the store confirmed, in the same call, that its epoch has not moved
-//! ([`IssueStore::get_issue_view_since`]): the epoch counts every change
+//! (services/bench/FINDINGS.md); a default list page reads and shapes 50
+//! issues. A kept answer is given again only after the store confirmed
+//! that its epoch has not moved ([`IssueStore::get_issue_view_since`] in
+//! the same call as the read; `IssueStore::tenant_epoch` before a list): the epoch counts every change
 //! of the tenant's issues and comments, whichever process made it, so a
 //! kept answer is never older than what a fresh read would show, and other
 //! tenants' writes leave it standing. A claim it shows ends by time, not
@@ -23,7 +25,8 @@
 //! [`IssueStore::get_issue_view_since`]: corkboard_board::IssueStore::get_issue_view_since
 
 use crate::result_budget::Answer;
-use corkboard_board::{CommentWindow, Integrity, IssueId, TenantId, Timestamp};
+use crate::view::ListView;
+use corkboard_board::{CommentWindow, Integrity, IssueId, ListQuery, TenantId, Timestamp};
 use hashlink::LruCache;
 use std::sync::{Mutex, PoisonError};
 
@@ -37,22 +40,48 @@ pub(crate) struct KeptBounds {
 }
 
 impl KeptBounds {
-    /// 256 KiB a tenant (a few dozen typical answers, at least seven of the
-    /// largest), 128 tenants: at most about 32 MiB.
+    /// 512 KiB a tenant (a few dozen typical issue answers, or a few list
+    /// pages of the result budget's size besides them), 64 tenants: at
+    /// most about 32 MiB.
     pub const DEFAULT: Self = Self {
-        per_tenant_bytes: 256 * 1024,
-        tenants: 128,
+        per_tenant_bytes: 512 * 1024,
+        tenants: 64,
     };
 }
 
 /// What an answer was asked with, besides its tenant: everything that
-/// shapes a `get_issue` answer without history.
+/// shapes it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) struct AnswerKey {
-    pub id: IssueId,
-    pub window: CommentWindow,
-    pub body_offset: usize,
-    pub min_integrity: Option<Integrity>,
+pub(crate) enum AnswerKey {
+    /// A `get_issue` answer without history.
+    Issue {
+        id: IssueId,
+        window: CommentWindow,
+        body_offset: usize,
+        min_integrity: Option<Integrity>,
+    },
+    /// A `list_issues` page whose issues do not depend on the time: no
+    /// filter on claims or ready work (a claim ends by time, not by a
+    /// write). The query holds the grant's integrity floor.
+    List {
+        query: Box<ListQuery>,
+        view: ListView,
+    },
+}
+
+impl AnswerKey {
+    /// Estimated bytes of the key itself.
+    fn weight(&self) -> usize {
+        match self {
+            Self::Issue { id, .. } => id.as_str().len(),
+            Self::List { query, view } => {
+                query.text.as_ref().map_or(0, String::len)
+                    + 16 * (query.states.len() + query.priorities.len())
+                    + view.fields.iter().map(String::len).sum::<usize>()
+                    + 256
+            }
+        }
+    }
 }
 
 /// An answer, the epoch it was read at and until when it may be given.
@@ -91,10 +120,7 @@ struct TenantAnswers {
 /// JSON came from (kept with it; about three times the JSON), the key.
 fn weight(key: &AnswerKey, kept: &Kept) -> usize {
     const OVERHEAD: usize = 256;
-    4 * kept.answer.structured.json().len()
-        + kept.answer.text.len()
-        + key.id.as_str().len()
-        + OVERHEAD
+    4 * kept.answer.structured.json().len() + kept.answer.text.len() + key.weight() + OVERHEAD
 }
 
 impl KeptAnswers {
@@ -175,7 +201,7 @@ mod tests {
     }
 
     fn key() -> AnswerKey {
-        AnswerKey {
+        AnswerKey::Issue {
             id: IssueId::generate(),
             window: CommentWindow::latest(10),
             body_offset: 0,
@@ -209,12 +235,40 @@ mod tests {
             kept_answers.get(&b, &k, NOW).is_none(),
             "another tenant's key"
         );
-        let mut other_window = k.clone();
-        other_window.window = CommentWindow::latest(11);
+        let AnswerKey::Issue { id, window, .. } = &k else {
+            unreachable!("an issue's key")
+        };
+        let other_window = AnswerKey::Issue {
+            id: id.clone(),
+            window: CommentWindow::latest(11),
+            body_offset: 0,
+            min_integrity: None,
+        };
         assert!(kept_answers.get(&a, &other_window, NOW).is_none());
-        let mut other_floor = k.clone();
-        other_floor.min_integrity = Some(Integrity::Person);
+        let other_floor = AnswerKey::Issue {
+            id: id.clone(),
+            window: window.clone(),
+            body_offset: 0,
+            min_integrity: Some(Integrity::Person),
+        };
         assert!(kept_answers.get(&a, &other_floor, NOW).is_none());
+        let list = |query: ListQuery| AnswerKey::List {
+            query: Box::new(query),
+            view: ListView::default(),
+        };
+        kept_answers.keep(&a, list(ListQuery::default()), kept(5, 10));
+        assert_eq!(
+            kept_answers
+                .get(&a, &list(ListQuery::default()), NOW)
+                .unwrap()
+                .epoch,
+            5
+        );
+        let floored = ListQuery {
+            min_integrity: Some(Integrity::Person),
+            ..ListQuery::default()
+        };
+        assert!(kept_answers.get(&a, &list(floored), NOW).is_none());
         let before = kept_answers.bytes(&a);
         kept_answers.keep(&a, k.clone(), kept(4, 10));
         assert_eq!(kept_answers.get(&a, &k, NOW).unwrap().epoch, 4);

@@ -54,7 +54,7 @@ pub const SELECTABLE_FIELDS: [&str; 10] = [
 ];
 
 /// What a list shows of each issue beyond the summary.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub(crate) struct ListView {
     /// Extra fields by name, each one of [`SELECTABLE_FIELDS`].
     pub fields: Vec<String>,

@@ -1729,7 +1729,7 @@ async fn get_issue_shows_the_latest_changes_and_pages_back() -> Result<()> {
 /// runner` share the embedded board) shows at this process's next read, as
 /// does a write of its own, and each comment window is kept apart.
 #[actix_rt::test]
-async fn a_kept_get_issue_answer_never_hides_a_write_of_another_process() -> Result<()> {
+async fn a_kept_answer_never_hides_a_write_of_another_process() -> Result<()> {
     guarded(async {
         let f = Fixture::new()?;
         let path = f._dir.path().join("board.sqlite3");
@@ -1796,16 +1796,54 @@ async fn a_kept_get_issue_answer_never_hides_a_write_of_another_process() -> Res
         let q = f.principal("globex", "run-2", "issues:read").await?;
         let missing = f.error(&q, "get_issue", json!({"id": id})).await?;
         assert!(missing.contains("not found"), "{missing}");
+
+        // List pages likewise: kept while nothing changed, read again after
+        // another process's write; each filter kept apart.
+        let page = f.ok(&p, "list_issues", json!({})).await?;
+        assert_eq!(f.ok(&p, "list_issues", json!({})).await?, page);
+        let by_text = f.ok(&p, "list_issues", json!({"text": "another"})).await?;
+        assert_eq!(by_text["issues"].as_array().map(Vec::len), Some(1));
+        let out = call(
+            &other,
+            &p,
+            "create_issue",
+            json!({"title": "Third, elsewhere"}),
+        )
+        .await;
+        ensure!(!out.is_error, "create failed: {}", out.text);
+        let after = f.ok(&p, "list_issues", json!({})).await?;
+        assert_eq!(after["issues"][0]["title"], "Third, elsewhere", "{after}");
+        assert_eq!(
+            after["issues"].as_array().map(Vec::len),
+            page["issues"].as_array().map(|i| i.len() + 1)
+        );
+        let out = call(
+            &other,
+            &p,
+            "add_comment",
+            json!({"id": id, "body": "third"}),
+        )
+        .await;
+        ensure!(!out.is_error, "comment failed: {}", out.text);
+        let commented = f.ok(&p, "list_issues", json!({})).await?;
+        let listed = commented["issues"]
+            .as_array()
+            .and_then(|issues| issues.iter().find(|i| i["id"] == id))
+            .context("the issue listed")?;
+        assert_eq!(listed["comment_count"], 3, "{commented}");
+        let other_tenant = f.ok(&q, "list_issues", json!({})).await?;
+        assert_eq!(other_tenant["issues"], json!([]), "another tenant's page");
         Ok(())
     })
     .await
 }
 
 /// A claim lapses at the end of its lease without any write, so the
-/// tenant's epoch does not move; a kept `get_issue` answer showing the
-/// claim is given only until then, and the next read shows no claim.
+/// tenant's epoch does not move; a kept `get_issue` answer or list page
+/// showing the claim is given only until then, and the next read shows no
+/// claim.
 #[actix_rt::test]
-async fn a_kept_get_issue_answer_stops_showing_a_claim_that_lapsed() -> Result<()> {
+async fn a_kept_answer_stops_showing_a_claim_that_lapsed() -> Result<()> {
     guarded(async {
         let mut f = Fixture::new()?;
         f.tools = f.tools.with_claim_lease(Duration::from_secs(1));
@@ -1816,6 +1854,9 @@ async fn a_kept_get_issue_answer_stops_showing_a_claim_that_lapsed() -> Result<(
         let held = f.ok(&p, "get_issue", json!({"id": id})).await?;
         assert_eq!(held["claim"]["run"], "run-1", "{held}");
         assert_eq!(f.ok(&p, "get_issue", json!({"id": id})).await?, held);
+        let page = f.ok(&p, "list_issues", json!({})).await?;
+        assert_eq!(page["issues"][0]["claim"]["run"], "run-1", "{page}");
+        assert_eq!(f.ok(&p, "list_issues", json!({})).await?, page);
         let ends = held["claim"]["expires_at"]
             .as_str()
             .and_then(Timestamp::parse_rfc3339)
@@ -1825,6 +1866,10 @@ async fn a_kept_get_issue_answer_stops_showing_a_claim_that_lapsed() -> Result<(
         tokio::time::sleep(Duration::from_millis(u64::try_from(left).unwrap_or(0))).await;
         let lapsed = f.ok(&p, "get_issue", json!({"id": id})).await?;
         assert!(lapsed["claim"].is_null(), "a lapsed claim shown: {lapsed}");
+        let page = f.ok(&p, "list_issues", json!({})).await?;
+        let listed = &page["issues"][0];
+        assert_eq!(listed["id"], id);
+        assert!(listed["claim"].is_null(), "a lapsed claim listed: {page}");
         Ok(())
     })
     .await

@@ -67,13 +67,16 @@ fn seeded_issue(i: usize) -> Value {
 }
 
 /// The arguments of the `n`th call of `op` on the seeded board: `issue`
-/// is the one read again, `unread` the issues each read once.
-fn arguments(op: Operation, n: u32, issue: &str, unread: &[String]) -> Value {
+/// is the one read again, `unread` the issues each read once, and
+/// `cursors` the newest issues, each the cursor of one page of 50.
+fn arguments(op: Operation, n: u32, issue: &str, unread: &[String], cursors: &[String]) -> Value {
     match op {
         Operation::GetIssue => json!({ "id": issue }),
         Operation::GetIssueUnread => json!({ "id": unread[n as usize % unread.len()] }),
         // The default list: no filter, the first page.
         Operation::ListIssues => json!({}),
+        // The default list after the nth newest issue: 50 issues each time.
+        Operation::ListIssuesUnread => json!({ "cursor": cursors[n as usize % cursors.len()] }),
         Operation::SearchIssues => json!({ "query": "flaky login" }),
         Operation::CreateIssue => json!({
             "title": format!("measured create number {n}"),
@@ -183,12 +186,17 @@ async fn measure(calls: u32) -> Result<()> {
         )));
     }
     let unread = &ids[..reads];
+    // The newest issues, newest first: after each, a full page of 50.
+    let cursors: Vec<String> = ids.iter().rev().take(reads).cloned().collect();
 
     for op in Operation::ALL {
         let requests = (0..WARM_UP + calls)
             .map(|n| {
-                let call =
-                    stateless_named_call(&token, op.tool(), &arguments(op, n, &issue, unread))?;
+                let call = stateless_named_call(
+                    &token,
+                    op.tool(),
+                    &arguments(op, n, &issue, unread, &cursors),
+                )?;
                 Ok(request(&call)?.to_request())
             })
             .collect::<Result<Vec<_>>>()?;

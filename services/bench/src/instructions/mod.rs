@@ -11,7 +11,8 @@
 //! temporary directory, the answer's shaping and validation), all threads
 //! (the store's writer thread included), for `get_issue` (one issue read
 //! again, and issues read once each), the default
-//! `list_issues`, `create_issue` and `search_issues` on a board seeded with
+//! `list_issues` (its first page again, and pages read once each),
+//! `create_issue` and `search_issues` on a board seeded with
 //! fixed content. Start-up and seeding run uninstrumented
 //! (`--instr-atstart=no`), each operation is warmed up, then measured over
 //! [`CALLS`] calls between client requests (`zero_stats`, `dump_stats`).
@@ -47,16 +48,22 @@ pub enum Operation {
     GetIssue,
     /// Each call an issue not read before: the whole read and shaping.
     GetIssueUnread,
+    /// The default list's first page again and again: after the first,
+    /// each answer is the one kept, as for [`Self::GetIssue`].
     ListIssues,
+    /// Each call a page of 50 not read before (the default list from
+    /// another cursor): the whole list read and shaping.
+    ListIssuesUnread,
     SearchIssues,
     CreateIssue,
 }
 
 impl Operation {
-    pub const ALL: [Operation; 5] = [
+    pub const ALL: [Operation; 6] = [
         Self::GetIssue,
         Self::GetIssueUnread,
         Self::ListIssues,
+        Self::ListIssuesUnread,
         Self::SearchIssues,
         Self::CreateIssue,
     ];
@@ -67,6 +74,7 @@ impl Operation {
             Self::GetIssue => "get_issue",
             Self::GetIssueUnread => "get_issue_unread",
             Self::ListIssues => "list_issues",
+            Self::ListIssuesUnread => "list_issues_unread",
             Self::SearchIssues => "search_issues",
             Self::CreateIssue => "create_issue",
         }
@@ -76,6 +84,7 @@ impl Operation {
     pub fn tool(self) -> &'static str {
         match self {
             Self::GetIssue | Self::GetIssueUnread => "get_issue",
+            Self::ListIssues | Self::ListIssuesUnread => "list_issues",
             other => other.name(),
         }
     }

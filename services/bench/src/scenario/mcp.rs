@@ -1,5 +1,5 @@
-//! The throughput scenario: `get_issue` / `create_issue` through one
-//! endpoint kind, store and registry, at each concurrency, in each era,
+//! The throughput scenario: `get_issue` / the default `list_issues` /
+//! `create_issue` through one endpoint kind, store and registry, at each concurrency, in each era,
 //! with the ceiling measured at the same concurrency right before.
 
 use super::deploy::{DeploySpec, Deployment, Store};
@@ -12,6 +12,10 @@ use crate::record::{Record, Sink};
 use crate::setup;
 use std::path::Path;
 use std::time::Duration;
+
+/// Issues on the board before `list_issues` is loaded: one full default
+/// page.
+const LIST_BOARD: usize = 50;
 
 #[derive(Debug, Clone)]
 pub struct McpScenario {
@@ -54,6 +58,12 @@ pub async fn run(
         setup::idle_approval_policies(&deployment.base, deployment.admin(), "bench", count).await?;
     }
     let issue = setup::seed_issue(&granted.mcp_url, &granted.token).await?;
+    if scenario.tools.contains(&Tool::ListIssues) {
+        // A board whose default page is full (limit 50), as agents list it.
+        for _ in 1..LIST_BOARD {
+            setup::seed_issue(&granted.mcp_url, &granted.token).await?;
+        }
+    }
     let target = Target::parse(&granted.mcp_url)?;
     let ceiling_target = Target::parse(&format!("{}/mcp", ceiling.url))?;
     let spec = &scenario.deploy;

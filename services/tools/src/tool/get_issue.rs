@@ -116,7 +116,7 @@ pub(crate) async fn run(
     // An answer without history is kept, and given again while the tenant's
     // epoch has not moved (kept_answers.rs); the store checks the epoch in
     // the same call that would read the view.
-    let key = history.is_none().then(|| AnswerKey {
+    let key = history.is_none().then(|| AnswerKey::Issue {
         id: id.clone(),
         window: window.clone(),
         body_offset,

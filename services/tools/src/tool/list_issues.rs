@@ -5,6 +5,7 @@ use super::Success;
 use super::args::{Args, as_field, invalid, optional_id};
 use super::schema::{issue_schema, labels_schema, object, related_id_schema, truncated_schema};
 use crate::error::ToolsError;
+use crate::kept_answers::{AnswerKey, Kept};
 use crate::provenance;
 use crate::result_budget;
 use crate::service::BoardTools;
@@ -239,6 +240,32 @@ pub(crate) async fn run(
     // Only issues at or above the grant's floor, in the store's query.
     query.min_integrity = grant.min_integrity;
     let shown = parse_view(arguments)?;
+    // A page that does not depend on the time is kept, and given again
+    // while the tenant's epoch, read before the page, has not moved
+    // (kept_answers.rs). Which issues a claim or ready filter keeps
+    // changes when a claim ends, with no write.
+    let key = (query.claim == ClaimFilter::Any && !query.ready).then(|| AnswerKey::List {
+        query: Box::new(query.clone()),
+        view: shown.clone(),
+    });
+    let epoch = match &key {
+        Some(key) => {
+            let epoch = tools
+                .bounded(None, tools.store().tenant_epoch(tenant))
+                .await?;
+            let kept = tools.kept().get(tenant, key, Timestamp::now());
+            if let (Some(kept), Some(epoch)) = (kept, epoch)
+                && kept.epoch == epoch
+            {
+                return Ok(Success {
+                    answer: kept.answer,
+                    issue: None,
+                });
+            }
+            epoch
+        }
+        None => None,
+    };
     let page = tools
         .bounded(None, tools.store().list_issues(tenant, &query))
         .await?;
@@ -253,8 +280,23 @@ pub(crate) async fn run(
         })
         .collect::<Result<Vec<_>, _>>()?;
     let cursor = page.next_cursor.map(|c| c.as_str().to_owned());
+    let answer = result_budget::page(items, cursor, tools.result_budget());
+    if let (Some(key), Some(epoch)) = (key, epoch) {
+        // Claims shown end by time: the page is kept until the first does.
+        let until = page
+            .issues
+            .iter()
+            .filter_map(|issue| issue.claim.as_ref().map(|claim| claim.expires_at))
+            .min();
+        let kept = Kept {
+            epoch,
+            answer: answer.clone(),
+            until,
+        };
+        tools.kept().keep(tenant, key, kept);
+    }
     Ok(Success {
-        answer: result_budget::page(items, cursor, tools.result_budget()),
+        answer,
         issue: None,
     })
 }
