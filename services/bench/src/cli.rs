@@ -55,6 +55,10 @@ pub enum Command {
         /// actix-web workers [default: actix-web's, as corkboard].
         #[arg(long)]
         workers: Option<usize>,
+        /// Pad the answer to at least this many bytes (the size of a
+        /// target's answer, e.g. a list page) [default: the small answer].
+        #[arg(long)]
+        answer_bytes: Option<usize>,
     },
     /// Load one MCP endpoint (loopback only) and report req/s and latency.
     Load {
@@ -406,9 +410,14 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> Result<()> {
-    if let Command::Ceiling { listen, workers } = cli.command {
+    if let Command::Ceiling {
+        listen,
+        workers,
+        answer_bytes,
+    } = cli.command
+    {
         // Its own actix system; no tokio runtime of ours around it.
-        return crate::ceiling::serve(listen, workers);
+        return crate::ceiling::serve(listen, workers, answer_bytes);
     }
     if let Command::Report {
         input,

@@ -235,9 +235,26 @@ impl Binaries {
 
     /// Starts the ceiling server on a free loopback port.
     pub async fn ceiling(&self, logs: &Path) -> Result<Process> {
+        self.ceiling_answering(logs, None).await
+    }
+
+    /// [`Self::ceiling`] answering at least `answer_bytes` bytes
+    /// (`crate::ceiling::body`).
+    pub async fn ceiling_answering(
+        &self,
+        logs: &Path,
+        answer_bytes: Option<usize>,
+    ) -> Result<Process> {
         let mut cmd = Command::new(&self.bench);
         cmd.args(["ceiling", "--listen", "127.0.0.1:0"]);
-        let mut process = Process::spawn("ceiling", cmd, &logs.join("ceiling.log"))?;
+        let name = match answer_bytes {
+            Some(bytes) => {
+                cmd.args(["--answer-bytes", &bytes.to_string()]);
+                format!("ceiling-{bytes}")
+            }
+            None => "ceiling".to_owned(),
+        };
+        let mut process = Process::spawn(&name, cmd, &logs.join(format!("{name}.log")))?;
         process.ready().await?;
         Ok(process)
     }

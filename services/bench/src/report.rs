@@ -333,7 +333,9 @@ pub fn render(
             "Ratio = the target's req/s ÷ the ceiling's req/s at the same concurrency, measured right before. \
              Latencies in ms. At concurrency 1 throughput is pure round-trip latency and the ceiling itself \
              swings by a factor of three between runs on this machine (see \"The ceiling across the run\"), \
-             so ratios at concurrency 1 are the least reliable.\n"
+             so ratios at concurrency 1 are the least reliable. A list page is tens of kilobytes: \
+             its row also gives the ratio to a second ceiling answering as many bytes (\"same bytes\"), \
+             what sending and reading them leaves to any server.\n"
         );
         let mut groups: BTreeMap<(usize, usize, usize), Vec<&Record>> = BTreeMap::new();
         for r in &mcp {
@@ -351,19 +353,22 @@ pub fn render(
             );
             let _ = writeln!(
                 s,
-                "| tool | era | conc. | req/s | ceiling req/s | ratio | p50 | p90 | p99 | max | errors |\n\
-                 | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
+                "| tool | era | conc. | req/s | ceiling req/s | ratio | ratio, same bytes | p50 | p90 | p99 | max | errors |\n\
+                 | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
             );
             for r in &rows {
                 let _ = writeln!(
                     s,
-                    "| {} | {} | {} | {:.0} | {:.0} | {} | {} | {} | {} | {} | {} |",
+                    "| {} | {} | {} | {:.0} | {:.0} | {} | {} | {} | {} | {} | {} | {} |",
                     label(r, "tool"),
                     label(r, "era"),
                     r.concurrency.unwrap_or(0),
                     r.rps.unwrap_or(0.0),
                     r.ceiling_rps.unwrap_or(0.0),
                     r.ratio
+                        .map_or_else(|| "-".into(), |x| format!("{:.1}%", x * 100.0)),
+                    r.values
+                        .get("ratio_sized")
                         .map_or_else(|| "-".into(), |x| format!("{:.1}%", x * 100.0)),
                     ms(r.p50_ms),
                     ms(r.p90_ms),

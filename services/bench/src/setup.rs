@@ -174,6 +174,22 @@ pub async fn seed_issue(mcp_url: &str, token: &str) -> Result<String> {
         .ok_or_else(|| BenchError::protocol("seed issue", "create_issue answered without an id"))
 }
 
+/// The bytes of `tool`'s answer (its JSON-RPC reply body) to one stateless
+/// call: what a ceiling answering as much sends ([`crate::ceiling::body`]).
+pub async fn answer_bytes(mcp_url: &str, token: &str, tool: Tool) -> Result<usize> {
+    let target = Target::parse(mcp_url)?;
+    let call = mcp::stateless_call(token, tool, &tool.arguments(None)?)?;
+    let mut connection = client::Connection::open(&target).await?;
+    let reply = tokio::time::timeout(
+        client::SETUP_TIMEOUT,
+        connection.send(Method::POST, &target.path, &call.headers, call.body),
+    )
+    .await
+    .map_err(|_| BenchError::Http(format!("{mcp_url}: no answer to one {tool}")))??;
+    mcp::structured(&reply)?;
+    Ok(reply.body.len())
+}
+
 /// Registers a run on a runner (`POST /v1/runs`): the runner starts the
 /// run's gateway and answers with its MCP URL and token.
 pub async fn register_run(

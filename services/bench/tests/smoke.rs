@@ -139,7 +139,25 @@ fn mcp(endpoint: &str, store: &str, registry: &str) {
     for r in records.iter().filter(|r| r["kind"] == "mcp") {
         assert!(r["count"].as_u64().unwrap_or(0) > 0, "{r}");
         assert!(r["ratio"].as_f64().unwrap_or(0.0) > 0.0, "{r}");
+        // The list's rows also compare with a ceiling answering as much.
+        let sized = r["values"]["ratio_sized"].as_f64();
+        if r["labels"]["tool"] == "list_issues" {
+            assert!(sized.unwrap_or(0.0) > 0.0, "{r}");
+        } else {
+            assert_eq!(sized, None, "{r}");
+        }
     }
+    let sized: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["kind"] == "ceiling_sized")
+        .collect();
+    assert_eq!(sized.len(), 1);
+    // A page of 50 issues is tens of kilobytes.
+    assert!(
+        sized[0]["values"]["answer_bytes"].as_f64().unwrap_or(0.0) > 10_000.0,
+        "{}",
+        sized[0]
+    );
 }
 
 #[test]

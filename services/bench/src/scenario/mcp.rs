@@ -66,6 +66,17 @@ pub async fn run(
     }
     let target = Target::parse(&granted.mcp_url)?;
     let ceiling_target = Target::parse(&format!("{}/mcp", ceiling.url))?;
+    // A page of issues is tens of kilobytes: a second ceiling answers as
+    // many bytes, so the figure also says what sending and reading them
+    // leaves to any server.
+    let mut list_ceiling = if scenario.tools.contains(&Tool::ListIssues) {
+        let bytes = setup::answer_bytes(&granted.mcp_url, &granted.token, Tool::ListIssues).await?;
+        let process = bins.ceiling_answering(logs, Some(bytes)).await?;
+        let target = Target::parse(&format!("{}/mcp", process.url))?;
+        Some((bytes, process, target))
+    } else {
+        None
+    };
     let spec = &scenario.deploy;
     if spec.store == Store::Sqlite {
         // Every acknowledged write waits for an fsync: the disk's own
@@ -96,6 +107,30 @@ pub async fn run(
         let ceiling_rps = ceiling_result.rps();
         sink.emit(Record::new("ceiling").with_load(&ceiling_result, concurrency))?;
         for &tool in &scenario.tools {
+            let sized = match (&mut list_ceiling, tool) {
+                (Some((bytes, process, sized_target)), Tool::ListIssues) => {
+                    let result = load::run(&LoadSpec {
+                        target: sized_target.clone(),
+                        token: "cbr_ceiling".into(),
+                        era: Era::Stateless,
+                        tool: Tool::GetIssue,
+                        issue: Some(issue.clone()),
+                        concurrency,
+                        warmup: scenario.warmup,
+                        duration: scenario.duration,
+                    })
+                    .await?;
+                    process.check_alive()?;
+                    sink.emit(
+                        Record::new("ceiling_sized")
+                            .label("tool", tool)
+                            .value("answer_bytes", *bytes as f64)
+                            .with_load(&result, concurrency),
+                    )?;
+                    Some(result.rps())
+                }
+                _ => None,
+            };
             for &era in &scenario.eras {
                 let result = load::run(&LoadSpec {
                     target: target.clone(),
@@ -128,6 +163,10 @@ pub async fn run(
                     .with_ceiling(ceiling_rps);
                 if let Ok(rss) = deployment.process.rss_kib() {
                     record = record.value("server_rss_kib", rss as f64);
+                }
+                if let Some(sized_rps) = sized.filter(|rps| *rps > 0.0) {
+                    // Against the ceiling answering as many bytes.
+                    record = record.value("ratio_sized", result.rps() / sized_rps);
                 }
                 sink.emit(record)?;
             }
