@@ -154,19 +154,23 @@ pub async fn revoke_grant(base: &str, admin: &str, tenant: &str, grant: &str) ->
     Ok(())
 }
 
-/// Creates one issue through MCP (stateless) and returns its id, for
-/// `get_issue` to read.
-pub async fn seed_issue(mcp_url: &str, token: &str) -> Result<String> {
+/// One stateless call of `tool` (its default arguments), answered.
+async fn call_once(mcp_url: &str, token: &str, tool: Tool) -> Result<client::Reply> {
     let target = Target::parse(mcp_url)?;
-    let arguments = Tool::CreateIssue.arguments(None)?;
-    let call = mcp::stateless_call(token, Tool::CreateIssue, &arguments)?;
+    let call = mcp::stateless_call(token, tool, &tool.arguments(None)?)?;
     let mut connection = client::Connection::open(&target).await?;
-    let reply = tokio::time::timeout(
+    tokio::time::timeout(
         client::SETUP_TIMEOUT,
         connection.send(Method::POST, &target.path, &call.headers, call.body),
     )
     .await
-    .map_err(|_| BenchError::Http(format!("{mcp_url}: no answer to the seeding create_issue")))??;
+    .map_err(|_| BenchError::Http(format!("{mcp_url}: no answer to one {tool}")))?
+}
+
+/// Creates one issue through MCP (stateless) and returns its id, for
+/// `get_issue` to read.
+pub async fn seed_issue(mcp_url: &str, token: &str) -> Result<String> {
+    let reply = call_once(mcp_url, token, Tool::CreateIssue).await?;
     let structured = mcp::structured(&reply)?;
     structured["id"]
         .as_str()
@@ -177,15 +181,7 @@ pub async fn seed_issue(mcp_url: &str, token: &str) -> Result<String> {
 /// The bytes of `tool`'s answer (its JSON-RPC reply body) to one stateless
 /// call: what a ceiling answering as much sends ([`crate::ceiling::body`]).
 pub async fn answer_bytes(mcp_url: &str, token: &str, tool: Tool) -> Result<usize> {
-    let target = Target::parse(mcp_url)?;
-    let call = mcp::stateless_call(token, tool, &tool.arguments(None)?)?;
-    let mut connection = client::Connection::open(&target).await?;
-    let reply = tokio::time::timeout(
-        client::SETUP_TIMEOUT,
-        connection.send(Method::POST, &target.path, &call.headers, call.body),
-    )
-    .await
-    .map_err(|_| BenchError::Http(format!("{mcp_url}: no answer to one {tool}")))??;
+    let reply = call_once(mcp_url, token, tool).await?;
     mcp::structured(&reply)?;
     Ok(reply.body.len())
 }

@@ -25,9 +25,10 @@
 //! just before `COMMIT`, and changes them once `COMMIT` succeeded, before
 //! any caller is answered.
 //!
-//! The epochs that tell readers a tenant's board changed (`tenant_epoch`,
-//! for the answers `get_issue` keeps) are moved by triggers in the same
-//! transaction, not by the writer (schema.rs, migration 22).
+//! The epoch that tells readers a tenant's board changed (`tenant_epoch`,
+//! for the answers `get_issue` and `list_issues` keep) is moved by
+//! triggers in the same transaction, not by the writer (schema.rs,
+//! migration 22).
 //!
 //! Other processes writing the same file take the same lock; waiting for it
 //! is SQLite's busy handler (`busy_timeout`), and a group that still finds

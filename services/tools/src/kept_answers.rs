@@ -9,11 +9,12 @@
 //! (services/bench/FINDINGS.md); a default list page reads and shapes 50
 //! issues. A kept answer is given again only after the store confirmed
 //! that its epoch has not moved ([`IssueStore::get_issue_view_since`] in
-//! the same call as the read; `IssueStore::tenant_epoch` before a list): the epoch counts every change
-//! of the tenant's issues and comments, whichever process made it, so a
-//! kept answer is never older than what a fresh read would show, and other
-//! tenants' writes leave it standing. A claim it shows ends by time, not
-//! by a write, so such an answer is kept only until then ([`Kept::until`]). A store without an epoch
+//! the same call as the read; `IssueStore::tenant_epoch` before a list):
+//! the epoch counts every change of the tenant's issues and comments,
+//! whichever process made it, so a kept answer is never older than what a
+//! fresh read would show, and other tenants' writes leave it standing. A
+//! claim an answer shows ends by time, not by a write, so such an answer
+//! is kept only until then ([`Kept::until`]). A store without an epoch
 //! (MongoDB) keeps nothing here.
 //!
 //! Tenants share the process, so each has its own share:

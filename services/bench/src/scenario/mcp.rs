@@ -88,38 +88,29 @@ pub async fn run(
                 .label("registry", spec.registry),
         )?;
     }
+    // A ceiling's load: any well-formed call, its answer is fixed.
+    let ceiling_load = |target: &Target, concurrency: usize| LoadSpec {
+        target: target.clone(),
+        token: "cbr_ceiling".into(),
+        era: Era::Stateless,
+        tool: Tool::GetIssue,
+        issue: Some(issue.clone()),
+        concurrency,
+        warmup: scenario.warmup,
+        duration: scenario.duration,
+    };
     for &concurrency in &scenario.concurrency {
         // The ceiling right before the target, at the same concurrency:
         // the machine is shared, and only figures taken close together
         // compare.
-        let ceiling_result = load::run(&LoadSpec {
-            target: ceiling_target.clone(),
-            token: "cbr_ceiling".into(),
-            era: Era::Stateless,
-            tool: Tool::GetIssue,
-            issue: Some(issue.clone()),
-            concurrency,
-            warmup: scenario.warmup,
-            duration: scenario.duration,
-        })
-        .await?;
+        let ceiling_result = load::run(&ceiling_load(&ceiling_target, concurrency)).await?;
         ceiling.check_alive()?;
         let ceiling_rps = ceiling_result.rps();
         sink.emit(Record::new("ceiling").with_load(&ceiling_result, concurrency))?;
         for &tool in &scenario.tools {
             let sized = match (&mut list_ceiling, tool) {
                 (Some((bytes, process, sized_target)), Tool::ListIssues) => {
-                    let result = load::run(&LoadSpec {
-                        target: sized_target.clone(),
-                        token: "cbr_ceiling".into(),
-                        era: Era::Stateless,
-                        tool: Tool::GetIssue,
-                        issue: Some(issue.clone()),
-                        concurrency,
-                        warmup: scenario.warmup,
-                        duration: scenario.duration,
-                    })
-                    .await?;
+                    let result = load::run(&ceiling_load(sized_target, concurrency)).await?;
                     process.check_alive()?;
                     sink.emit(
                         Record::new("ceiling_sized")
