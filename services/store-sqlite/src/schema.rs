@@ -505,8 +505,8 @@ const MIGRATIONS: &[&str] = &[
     // one added by each writer's group that ran any other op (writer.rs):
     // a reader that finds it where it was when it read an issue knows
     // nothing it read has changed since, whichever process wrote (the
-    // answers `get_issue` keeps, `IssueStore::get_issue_view_since`). A
-    // later migration that changes board rows adds one to it too.
+    // answers `get_issue` keeps, `IssueStore::get_issue_view_since`).
+    // Replaced by the tenant's epoch in 22.
     r#"
     CREATE TABLE board_epoch (
         id INTEGER PRIMARY KEY CHECK (id = 1),

@@ -27,7 +27,7 @@
 
 use crate::result_budget::Answer;
 use crate::view::ListView;
-use corkboard_board::{CommentWindow, Integrity, IssueId, ListQuery, TenantId, Timestamp};
+use corkboard_board::{CommentWindow, Integrity, Issue, IssueId, ListQuery, TenantId, Timestamp};
 use hashlink::LruCache;
 use std::sync::{Mutex, PoisonError};
 
@@ -104,6 +104,17 @@ impl Kept {
     }
 }
 
+/// Until when an answer showing `issues` may be kept: the end of the first
+/// claim among them ([`Kept::until`]).
+pub(crate) fn until_a_claim_ends<'a>(
+    issues: impl IntoIterator<Item = &'a Issue>,
+) -> Option<Timestamp> {
+    issues
+        .into_iter()
+        .filter_map(|issue| issue.claim.as_ref().map(|claim| claim.expires_at))
+        .min()
+}
+
 /// The kept answers of every tenant.
 #[derive(Debug)]
 pub(crate) struct KeptAnswers {
@@ -144,6 +155,20 @@ impl KeptAnswers {
             .map(|(kept, _)| kept)
             .filter(|kept| kept.current_at(now))
             .cloned()
+    }
+
+    /// The answer kept for `key` if it was read at `epoch` and is still
+    /// current at `now`: the one to give instead of reading again.
+    pub fn given(
+        &self,
+        tenant: &TenantId,
+        key: &AnswerKey,
+        epoch: u64,
+        now: Timestamp,
+    ) -> Option<Answer> {
+        self.get(tenant, key, now)
+            .filter(|kept| kept.epoch == epoch)
+            .map(|kept| kept.answer)
     }
 
     /// Keeps `kept` for `key`, replacing what was kept for it, within the

@@ -97,8 +97,8 @@ pub struct BoardTools {
     approvals: Option<Arc<ApprovalGate>>,
     /// Which grants' runs called upstream tools: the level of their writes.
     upstream_calls: Option<Arc<UpstreamCalls>>,
-    /// The latest `get_issue` answers, given again while the tenant's
-    /// epoch says nothing changed (`kept_answers.rs`).
+    /// The latest `get_issue` answers and `list_issues` pages, given again
+    /// while the tenant's epoch says nothing changed (`kept_answers.rs`).
     kept: Arc<KeptAnswers>,
 }
 
@@ -190,7 +190,8 @@ impl BoardTools {
         }
     }
 
-    /// The `get_issue` answers kept to be given again.
+    /// The `get_issue` answers and `list_issues` pages kept to be given
+    /// again.
     pub(crate) fn kept(&self) -> &KeptAnswers {
         &self.kept
     }

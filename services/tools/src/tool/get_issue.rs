@@ -7,7 +7,7 @@ use super::schema::{
     COMMENT_ID_PATTERN, issue_answer_schema, issue_id_schema, object, with_properties,
 };
 use crate::error::ToolsError;
-use crate::kept_answers::{AnswerKey, Kept};
+use crate::kept_answers::{AnswerKey, Kept, until_a_claim_ends};
 use crate::provenance;
 use crate::result_budget;
 use crate::service::BoardTools;
@@ -151,8 +151,7 @@ pub(crate) async fn run(
             });
         }
     };
-    // A claim shown lapses without a write: the answer is kept until then.
-    let until = issue.issue.claim.as_ref().map(|claim| claim.expires_at);
+    let until = until_a_claim_ends([&issue.issue]);
     let facts = issue.comment_facts;
     let shown = provenance::shown_json(&issue, &issue.issue, grant.min_integrity, true)?;
     let mut value = view::windowed_issue(shown, &facts, window.before_id())?;

@@ -5,7 +5,7 @@ use super::Success;
 use super::args::{Args, as_field, invalid, optional_id};
 use super::schema::{issue_schema, labels_schema, object, related_id_schema, truncated_schema};
 use crate::error::ToolsError;
-use crate::kept_answers::{AnswerKey, Kept};
+use crate::kept_answers::{AnswerKey, Kept, until_a_claim_ends};
 use crate::provenance;
 use crate::result_budget;
 use crate::service::BoardTools;
@@ -249,23 +249,21 @@ pub(crate) async fn run(
         view: shown.clone(),
     });
     let epoch = match &key {
-        Some(key) => {
-            let epoch = tools
+        Some(_) => {
+            tools
                 .bounded(None, tools.store().tenant_epoch(tenant))
-                .await?;
-            let kept = tools.kept().get(tenant, key, Timestamp::now());
-            if let (Some(kept), Some(epoch)) = (kept, epoch)
-                && kept.epoch == epoch
-            {
-                return Ok(Success {
-                    answer: kept.answer,
-                    issue: None,
-                });
-            }
-            epoch
+                .await?
         }
         None => None,
     };
+    if let (Some(key), Some(epoch)) = (&key, epoch)
+        && let Some(answer) = tools.kept().given(tenant, key, epoch, Timestamp::now())
+    {
+        return Ok(Success {
+            answer,
+            issue: None,
+        });
+    }
     let page = tools
         .bounded(None, tools.store().list_issues(tenant, &query))
         .await?;
@@ -282,16 +280,10 @@ pub(crate) async fn run(
     let cursor = page.next_cursor.map(|c| c.as_str().to_owned());
     let answer = result_budget::page(items, cursor, tools.result_budget());
     if let (Some(key), Some(epoch)) = (key, epoch) {
-        // Claims shown end by time: the page is kept until the first does.
-        let until = page
-            .issues
-            .iter()
-            .filter_map(|issue| issue.claim.as_ref().map(|claim| claim.expires_at))
-            .min();
         let kept = Kept {
             epoch,
             answer: answer.clone(),
-            until,
+            until: until_a_claim_ends(&page.issues),
         };
         tools.kept().keep(tenant, key, kept);
     }
