@@ -5,8 +5,9 @@
 //!   fsynced; readers never block the writer.
 //! - **One writer thread per process** owns the only writing connection. It
 //!   commits whatever is queued as one `BEGIN IMMEDIATE` transaction (group
-//!   commit: one fsync per group, not per write), each write in its own
-//!   savepoint so one failure fails only that write.
+//!   commit: one fsync per group, not per write). One failure fails only
+//!   that write: a group whose write fails is rolled back and run again
+//!   with each write in a savepoint of its own.
 //! - **Several processes** may write the same file: `BEGIN IMMEDIATE` takes
 //!   the file's write lock up front (no lock upgrades, no deadlocks), waits
 //!   through `busy_timeout`, and a group still locked out after a bounded
@@ -26,9 +27,10 @@
 //!
 //! In detail: The embedded store: one SQLite file (WAL, `synchronous=FULL`;
 //! audit-only groups skip their own fsync), one writer thread with group commit
-//! (each op in its savepoint; the full-text index's changes staged and applied
-//! once per group before its commit, `search_writes.rs`, because FTS5 writes a
-//! new index segment at every savepoint), two reader pools (point reads,
+//! (ops run together, and again each in its savepoint when one fails; the
+//! full-text index's changes staged and applied once per group before its
+//! commit, `search_writes.rs`, because FTS5 writes a new index segment at
+//! every savepoint and statement transaction), two reader pools (point reads,
 //! inline on the calling thread when they can; expensive reads, under their
 //! tenant's share and deadline; `readers.rs`); each tenant's open titles in
 //! memory, kept by the writer, for the look-up after every create

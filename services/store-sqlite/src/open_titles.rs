@@ -14,8 +14,8 @@
 //! Only the writer thread changes the index, so it never races a write:
 //! - Its connection has temporary triggers ([`CREATE_TOUCHED`]) that note
 //!   every issue a write inserts, deletes or changes the title, state,
-//!   `updated_at` or level of, in the group's transaction: an op rolled
-//!   back to its savepoint takes its notes with it.
+//!   `updated_at` or level of, in the group's transaction: a failed op,
+//!   rolled back, takes its notes with it.
 //! - Before `COMMIT`, [`collect`] reads the noted issues as the group
 //!   leaves them, and builds the index of a tenant that had an issue
 //!   created and is not held yet (the look-up after that create follows),

@@ -594,9 +594,10 @@ pub(crate) fn open_writer(path: &Path, options: &SqliteOptions) -> Result<Connec
     // and an acknowledged write must survive that.
     conn.pragma_update(None, "synchronous", "FULL")
         .map_err(|e| open_error(path, e))?;
-    // Each op of a group runs in a savepoint, whose undo copies of the
-    // pages it touches go to a statement journal: in memory, not a temp
-    // file written (a system call per page) on every insert.
+    // Statement transactions (and each op's savepoint when a group runs
+    // again after a failure) keep undo copies of the pages they touch in
+    // a statement journal: in memory, not a temp file written (a system
+    // call per page) on every insert.
     conn.pragma_update(None, "temp_store", "MEMORY")
         .map_err(|e| open_error(path, e))?;
     // Room for a whole group's pages (and the indexes' hot pages between

@@ -4,9 +4,10 @@
 //! FTS5 writes the terms it holds in memory to a new segment of its index
 //! whenever a savepoint or a statement transaction opens while it is part
 //! of the transaction (SQLite asks every virtual table in it to remember
-//! its state). The writer runs each op of a group in a savepoint, so
-//! writing the index at once made a segment per create, comment or
-//! retitle, and FTS5 then spent its time merging them. The ops record
+//! its state). Ops open statement transactions (any statement firing
+//! triggers does) and, when a group runs again after a failure, a
+//! savepoint each, so writing the index at once made a segment per
+//! create, comment or retitle, and FTS5 then spent its time merging them. The ops record
 //! their index changes in a temporary table of the writer's connection
 //! instead, one row per index row (a create, the last title and body, the
 //! comments' words appended in order), and the writer applies them with
@@ -14,8 +15,8 @@
 //! ([`apply`]): a group makes one or two segments, whatever its size.
 //!
 //! Nothing is lost or seen late: the staged rows are in the group's
-//! transaction (an op rolled back to its savepoint takes its rows with
-//! it), [`apply`] runs before the commit (search sees every write once its
+//! transaction (a failed op, rolled back with its group or to its
+//! savepoint, takes its rows with it), [`apply`] runs before the commit (search sees every write once its
 //! transaction commits, as before), and a failure to apply fails the
 //! whole group. No op reads the index's contents while writing, so none
 //! sees it behind (the one read, of its largest rowid, counts the staged
@@ -111,7 +112,7 @@ const UPDATE_CHANGED: &str = "UPDATE main.issue_search SET \
 
 /// Writes everything staged into `issue_search` and empties the staging
 /// table: the new rows with one statement, the changed ones with another.
-/// Runs inside the group's transaction, after its last savepoint.
+/// Runs inside the group's transaction, after its last op.
 pub(crate) fn apply(conn: &Connection) -> Result<(), rusqlite::Error> {
     let staged: bool = conn
         .prepare_cached("SELECT EXISTS (SELECT 1 FROM temp.search_staged)")?

@@ -1,7 +1,7 @@
 //! Claims on issues: taking one (a run's exclusive hold until it expires),
 //! releasing it, and a person's hand-over to another run. Each is one
 //! conditional statement; when it matches nothing, the issue's row says
-//! why. A new claim is announced to webhooks in the same savepoint.
+//! why. A new claim is announced to webhooks in the same op (undone with it).
 
 use super::history;
 use super::issues::{get_issue, issue_row};

@@ -1,6 +1,6 @@
 //! Comments (`comments`): the window of them an issue view reads, and
 //! adding one (idempotent by key, bounded per issue, indexed for search
-//! with the group, announced to webhooks in the same savepoint).
+//! with the group, announced to webhooks in the same op (undone with it)).
 
 use super::history;
 use super::issues::{get_issue, issue_not_found};

@@ -2,7 +2,7 @@
 //! list reads, and the writes that make or change one (create, update,
 //! the bench-only bulk seed), with their relation checks. Each write keeps
 //! the open-title word index and the staged full-text index in step
-//! ([`super::search`]) and queues its webhook events in its savepoint.
+//! ([`super::search`]) and queues its webhook events in the same op (undone with it).
 
 use super::comments::{AddComment, comment_window};
 use super::history;

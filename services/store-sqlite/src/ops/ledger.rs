@@ -1,7 +1,7 @@
 //! The grant ledger: grants (`grants`), their revocations and renewals,
 //! the budgets they reserve (`grant_budget_use`), and the values used once
 //! (`used_once`). A grant's recording and its revocation queue their
-//! webhook events in the same savepoint.
+//! webhook events in the same op (undone with it).
 
 use super::{WriteOp, webhooks};
 use crate::codec::GRANT_COLUMNS;
@@ -226,7 +226,7 @@ const USED_ONCE_SWEEP: i64 = 8;
 /// One conditional upsert: a new value inserts its row, a live one matches
 /// the conflict but not its `WHERE` (nothing changes), an expired one is
 /// replaced. `changes()` says whether it was a first use. A few expired
-/// rows go first, in the same savepoint.
+/// rows go first, in the same op (undone with it).
 fn record_first_use(
     conn: &Connection,
     kind: &str,

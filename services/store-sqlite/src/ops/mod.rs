@@ -4,8 +4,9 @@
 //! Reads are plain functions on a pooled read connection (see
 //! [`crate::readers`] for their transactions). Writes are values
 //! implementing [`WriteOp`]: the writer thread runs each on its own
-//! connection inside its group transaction, in a savepoint of its own (see
-//! [`crate::writer`]), and hands its caller exactly the op's
+//! connection inside its group transaction (in a savepoint of its own when
+//! the group runs again after a failure, see [`crate::writer`]): a failed
+//! op leaves nothing behind, and the writer hands its caller exactly the op's
 //! [`WriteOp::Output`].
 
 pub(crate) mod approvals;
@@ -43,6 +44,7 @@ pub(crate) trait WriteOp: Send + 'static {
     const AUDIT: bool = false;
 
     /// Runs the write on the writer's connection, inside the group's
-    /// transaction and the op's savepoint.
+    /// transaction; an `Err` undoes everything it wrote (the group's
+    /// rollback or the op's savepoint).
     fn run(&self, conn: &Connection) -> Result<Self::Output, OpError>;
 }

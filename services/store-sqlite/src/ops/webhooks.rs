@@ -1,7 +1,7 @@
 //! Webhook endpoints and their outbox (`webhooks`, `webhook_outbox`).
 //!
 //! The outbox is transactional: the board writes that cause events queue
-//! their deliveries themselves, inside their savepoint (an issue write
+//! their deliveries themselves, inside the op (undone with it) (an issue write
 //! reads the issue first with [`watched_issue`], then calls the event's
 //! function here with what it wrote), so the deliveries an issue write or
 //! a grant change causes are committed with it or not at all; a crash can
