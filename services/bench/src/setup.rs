@@ -178,6 +178,23 @@ pub async fn seed_issue(mcp_url: &str, token: &str) -> Result<String> {
         .ok_or_else(|| BenchError::protocol("seed issue", "create_issue answered without an id"))
 }
 
+/// Issues on the board before `list_issues` is loaded: one full default
+/// page.
+pub const LIST_BOARD: usize = 50;
+
+/// Seeds the board the loaded `tools` read and returns the issue
+/// `get_issue` reads: one issue, or a full default page of them
+/// ([`LIST_BOARD`]) when `list_issues` is loaded, as agents list a board.
+pub async fn seed_board(mcp_url: &str, token: &str, tools: &[Tool]) -> Result<String> {
+    let issue = seed_issue(mcp_url, token).await?;
+    if tools.contains(&Tool::ListIssues) {
+        for _ in 1..LIST_BOARD {
+            seed_issue(mcp_url, token).await?;
+        }
+    }
+    Ok(issue)
+}
+
 /// The bytes of `tool`'s answer (its JSON-RPC reply body) to one stateless
 /// call: what a ceiling answering as much sends ([`crate::ceiling::body`]).
 pub async fn answer_bytes(mcp_url: &str, token: &str, tool: Tool) -> Result<usize> {

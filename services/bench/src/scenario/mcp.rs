@@ -13,10 +13,6 @@ use crate::setup;
 use std::path::Path;
 use std::time::Duration;
 
-/// Issues on the board before `list_issues` is loaded: one full default
-/// page.
-const LIST_BOARD: usize = 50;
-
 #[derive(Debug, Clone)]
 pub struct McpScenario {
     pub deploy: DeploySpec,
@@ -57,13 +53,7 @@ pub async fn run(
     if let Some(count) = scenario.approval_policies {
         setup::idle_approval_policies(&deployment.base, deployment.admin(), "bench", count).await?;
     }
-    let issue = setup::seed_issue(&granted.mcp_url, &granted.token).await?;
-    if scenario.tools.contains(&Tool::ListIssues) {
-        // A board whose default page is full (limit 50), as agents list it.
-        for _ in 1..LIST_BOARD {
-            setup::seed_issue(&granted.mcp_url, &granted.token).await?;
-        }
-    }
+    let issue = setup::seed_board(&granted.mcp_url, &granted.token, &scenario.tools).await?;
     let target = Target::parse(&granted.mcp_url)?;
     let ceiling_target = Target::parse(&format!("{}/mcp", ceiling.url))?;
     // A page of issues is tens of kilobytes: a second ceiling answers as

@@ -332,7 +332,7 @@ pub async fn run(bins: &Binaries, spec: &ProfileSpec, logs: &Path, sink: &mut Si
     let granted = deployment
         .grant("bench", "bench-profile", &["issues:read", "issues:create"])
         .await?;
-    let issue = setup::seed_issue(&granted.mcp_url, &granted.token).await?;
+    let issue = setup::seed_board(&granted.mcp_url, &granted.token, &spec.tools).await?;
     let target = Target::parse(&granted.mcp_url)?;
     let pid = deployment
         .process
