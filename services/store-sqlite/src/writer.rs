@@ -10,11 +10,12 @@
 //! one after another with nothing between them ([`Isolation::Together`]);
 //! if one fails, the group is rolled back and run again with each op in a
 //! savepoint of its own ([`Isolation::EachOp`]), which rolls back only the
-//! failed one. Failures are rare, and a savepoint per op costs every op
-//! a copy of each page it touches (SQLite's statement journal), about a
-//! tenth of the writer's time under a load of creates. A group of one op
-//! needs no second run: its failure is its answer. Answers are sent only
-//! after `COMMIT` succeeded: an acknowledged write is durable.
+//! failed one. A group of one op needs no second run: its failure is its
+//! answer ([`Isolation::Alone`]). Failures are rare, and a savepoint per op
+//! costs every op a copy of each page it touches (SQLite's statement
+//! journal), about a tenth of the writer's time under a load of creates.
+//! Answers are sent only after `COMMIT` succeeded: an acknowledged write
+//! is durable.
 //!
 //! A group of nothing but audit records commits with `synchronous=NORMAL`:
 //! in WAL mode that skips the commit's fsync, and the records become
@@ -288,9 +289,13 @@ fn changes_board(jobs: &[WriteJob]) -> bool {
 /// How a group's ops run in its transaction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Isolation {
+    /// The group's only op, with nothing around it: its failure is its
+    /// answer (the group is rolled back and commits nothing, as a
+    /// savepoint's rollback would have left it).
+    Alone,
     /// One after another, nothing between them: the first failure ends the
-    /// attempt (the group is rolled back, and run again [`Isolation::EachOp`]
-    /// unless the failed op was its only one).
+    /// attempt (the group is rolled back, and run again
+    /// [`Isolation::EachOp`]).
     Together,
     /// Each op in a savepoint of its own, so a failed op is rolled back
     /// alone and the others commit.
@@ -315,7 +320,11 @@ fn commit_group(
     }
     counters.groups.fetch_add(1, Ordering::Relaxed);
     let mut attempt = 0;
-    let mut isolation = Isolation::Together;
+    let mut isolation = if jobs.len() == 1 {
+        Isolation::Alone
+    } else {
+        Isolation::Together
+    };
     loop {
         attempt += 1;
         let synced = Durability::set(sync, conn, Durability::for_group(&jobs));
@@ -372,10 +381,9 @@ fn try_group(
     isolation: Isolation,
 ) -> Result<Option<Pending>, rusqlite::Error> {
     run_statement(conn, "BEGIN IMMEDIATE")?;
-    let alone = jobs.len() == 1;
     let attempt = titles.index.check(conn, &mut titles.watch).and_then(|()| {
         for job in jobs.iter_mut() {
-            if !job.run(conn, isolation)? && isolation == Isolation::Together {
+            if !job.run(conn, isolation)? && isolation != Isolation::EachOp {
                 return Ok(None);
             }
         }
@@ -391,11 +399,10 @@ fn try_group(
         },
         Ok(None) => {
             // The failed op's partial writes go with the rollback; so do the
-            // ops before it, which a rerun does again. An op that was alone
-            // has its answer: the group committed nothing, as its savepoint's
-            // rollback would have left it.
+            // ops before it, which a rerun does again. An op alone has its
+            // answer, and nothing to commit.
             rollback(conn);
-            Ok(alone.then(Pending::default))
+            Ok((isolation == Isolation::Alone).then(Pending::default))
         }
         Err(err) => {
             rollback(conn);
@@ -411,7 +418,8 @@ fn end_group(conn: &Connection) -> Result<(), rusqlite::Error> {
     run_statement(conn, "COMMIT")
 }
 
-/// Runs one op, in a savepoint of its own when `isolation` says so.
+/// Runs one op, in a savepoint of its own when `isolation` is
+/// [`Isolation::EachOp`].
 /// `Ok(Err(_))`: the op failed (and was rolled back alone, in a
 /// savepoint); `Err(_)`: the group's transaction cannot go on.
 fn run_one<O: WriteOp>(
@@ -445,7 +453,10 @@ fn run_one<O: WriteOp>(
             if savepoint {
                 undo_savepoint(conn)?;
             }
-            tracing::warn!(op = O::NAME, error = %err, "SQLite write failed");
+            // Together, the op runs again in its savepoint and says so then.
+            if isolation != Isolation::Together {
+                tracing::warn!(op = O::NAME, error = %err, "SQLite write failed");
+            }
             Ok(Err(store_error(&err)))
         }
     }
@@ -712,7 +723,7 @@ mod tests {
         // A first attempt that the group loses (as when the file is busy
         // later in the group): the op ran, its answer is kept, not sent.
         run_statement(&conn, "BEGIN IMMEDIATE").unwrap();
-        a.run(&conn, Isolation::Together).unwrap();
+        a.run(&conn, Isolation::Alone).unwrap();
         assert!(a_rx.try_recv().is_err(), "nothing is sent before COMMIT");
         rollback(&conn);
         // The retry runs the op again; its answer replaces the first.
