@@ -419,9 +419,9 @@ fn end_group(conn: &Connection) -> Result<(), rusqlite::Error> {
 }
 
 /// Runs one op, in a savepoint of its own when `isolation` is
-/// [`Isolation::EachOp`].
-/// `Ok(Err(_))`: the op failed (and was rolled back alone, in a
-/// savepoint); `Err(_)`: the group's transaction cannot go on.
+/// [`Isolation::EachOp`]. `Ok(Err(_))`: the op failed (rolled back to its
+/// savepoint, or else left for the group's rollback); `Err(_)`: the
+/// group's transaction cannot go on.
 fn run_one<O: WriteOp>(
     conn: &Connection,
     op: &O,
@@ -896,24 +896,7 @@ mod tests {
         // An op rolled back to its savepoint takes its staged rows along:
         // the seed's first issue and its comment are staged, then its
         // second issue names a parent that does not exist.
-        let orphan = NewIssue {
-            parent: Some(IssueId::generate()),
-            ..NewIssue::new(Title::parse("Orphan").unwrap())
-        };
-        let failed = run(
-            &conn,
-            SeedIssues {
-                tenant: TenantId::parse("t").unwrap(),
-                author: author(),
-                items: vec![
-                    (
-                        NewIssue::new(Title::parse("Never written").unwrap()),
-                        Some(CommentBody::parse("never said").unwrap()),
-                    ),
-                    (orphan, None),
-                ],
-            },
-        );
+        let failed = run(&conn, failing_seed());
         assert!(failed.is_err(), "{failed:?}");
         created(run(&conn, create("Another one")));
         end_group(&conn).unwrap();
