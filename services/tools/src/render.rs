@@ -38,11 +38,27 @@ const SHOWN: [&str; 23] = [
     "replayed",
 ];
 
-/// A `list_issues` page.
+/// A `list_issues` page: its head ([`page_head`]), then each issue's
+/// [`item`] after a newline.
 pub(crate) fn page(page: &Value) -> String {
     let issues = page["issues"].as_array().map_or(&[][..], Vec::as_slice);
-    let mut out = format!("{} issues on this page, newest first.", issues.len());
-    match page["next_cursor"].as_str() {
+    let mut out = page_head(
+        issues.len(),
+        page["next_cursor"].as_str(),
+        &page["truncated"],
+    );
+    for issue in issues {
+        out.push('\n');
+        out.push_str(&item(issue));
+    }
+    out
+}
+
+/// The lines a `list_issues` page starts with: how many issues, where the
+/// next page is, what was cut; ends with a newline.
+pub(crate) fn page_head(count: usize, next_cursor: Option<&str>, truncated: &Value) -> String {
+    let mut out = format!("{count} issues on this page, newest first.");
+    match next_cursor {
         Some(cursor) => {
             let _ = write!(
                 out,
@@ -51,12 +67,8 @@ pub(crate) fn page(page: &Value) -> String {
         }
         None => out.push_str(" This is the last page."),
     }
-    truncation(&mut out, &page["truncated"]);
+    truncation(&mut out, truncated);
     out.push('\n');
-    for issue in issues {
-        out.push('\n');
-        out.push_str(&item(issue));
-    }
     out
 }
 

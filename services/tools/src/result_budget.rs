@@ -105,57 +105,122 @@ fn reason(budget: usize) -> String {
 
 /// A `list_issues` page of `items` (summaries), `next_cursor` as the
 /// store gave it, within `budget`.
-pub(crate) fn page(items: Vec<Value>, next_cursor: Option<String>, budget: usize) -> Answer {
-    let empty = items.is_empty();
-    let whole = page_answer(items, next_cursor.clone(), Value::Null);
-    if whole.size() <= budget || empty {
-        return whole;
-    }
-    // Over budget (rare): take the items back out of the answer rather
-    // than copying every page to keep them.
-    let mut items = match whole.structured.into_value() {
-        Value::Object(mut page) => match page.remove("issues") {
-            Some(Value::Array(items)) => items,
-            _ => Vec::new(),
-        },
-        _ => Vec::new(),
-    };
+///
+/// Each item's text is rendered once ([`render::item`]) and serves the
+/// whole page and any cut of it. A page over budget (common: a default
+/// page of 50 issues with excerpts is larger than the default budget) is
+/// cut at the most issues that fit, found from each issue's exact bytes
+/// ([`PageCost`]) rather than by rendering and measuring candidate pages.
+pub(crate) fn page(mut items: Vec<Value>, next_cursor: Option<String>, budget: usize) -> Answer {
+    let texts: Vec<String> = items.iter().map(render::item).collect();
+    let cost = PageCost::new(&items, &texts);
     let total = items.len();
-    // Estimate how many fit from each item's own cost, then check the
-    // real answer and step back while it is over (estimates of separators
-    // and the note are close, not exact).
-    let base = page_answer(
-        Vec::new(),
-        Some(id_of(&items[0]).unwrap_or_default()),
-        page_note(budget, total, "iss_00000000000000000000000000"),
-    )
-    .size();
-    let mut used = base;
-    let mut fit = 0;
-    for item in &items {
-        let cost = json_len(item) + 1 + render::item(item).len() + 2;
-        if used + cost > budget {
-            break;
+    // The most issues that fit: all of them with the store's cursor, or
+    // the first few with a cursor after the last shown and a note.
+    let fit = if total == 0 || cost.size(total, next_cursor.as_deref(), &Value::Null) <= budget {
+        total
+    } else {
+        (1..total)
+            .take_while(|&shown| cost.cut_size(&items, shown, budget) <= budget)
+            .last()
+            .unwrap_or(0)
+    };
+    let answer = if fit == total {
+        assemble(items, &texts, next_cursor, Value::Null)
+    } else if fit > 0 {
+        let cursor = id_of(&items[fit - 1]).unwrap_or_default();
+        let note = page_note(budget, total - fit, &cursor);
+        items.truncate(fit);
+        assemble(items, &texts[..fit], Some(cursor), note)
+    } else {
+        // The first issue alone is over: shrink it (comments, then its
+        // body).
+        let mut first = items.swap_remove(0);
+        if let Value::Object(map) = &mut first {
+            shrink(map, budget, &|map: &Map<String, Value>| {
+                cut_page(&[Value::Object(map.clone())], total, &next_cursor, budget).size()
+            });
         }
-        used += cost;
-        fit += 1;
+        return cut_page(&[first], total, &next_cursor, budget);
+    };
+    debug_assert_eq!(
+        answer.size(),
+        cost.size(
+            fit,
+            answer.structured["next_cursor"].as_str(),
+            &answer.structured["truncated"]
+        ),
+        "a page's size is the sum of its parts"
+    );
+    answer
+}
+
+/// The bytes each issue of a page adds to its answer, so the size of the
+/// answer showing the first `n` is a sum: the JSON of an empty page with
+/// the same cursor and note, plus each issue's JSON and a comma between
+/// them; the text's head as a JSON string, plus each issue's text after
+/// its newline (escaping is byte by byte, so the escaped parts add up);
+/// plus [`ENVELOPE_BYTES`].
+struct PageCost {
+    /// Per issue: its compact JSON plus the comma before the next, and its
+    /// text with the newline before it, as escaped in the JSON string.
+    per_item: Vec<usize>,
+}
+
+impl PageCost {
+    fn new(items: &[Value], texts: &[String]) -> Self {
+        let per_item = items
+            .iter()
+            .zip(texts)
+            // `string_len` counts two quotes; the newline before the
+            // item escapes to two bytes in their place.
+            .map(|(item, text)| json_len(item) + 1 + string_len(text))
+            .collect();
+        Self { per_item }
     }
-    let mut fit = fit.max(1);
-    while fit > 1 && cut_page(&items[..fit], total, &next_cursor, budget).size() > budget {
-        fit -= 1;
+
+    /// The size of the answer showing the first `shown` of the page,
+    /// cut there (its cursor after the last shown, its note).
+    fn cut_size(&self, items: &[Value], shown: usize, budget: usize) -> usize {
+        let cursor = id_of(&items[shown - 1]).unwrap_or_default();
+        let note = page_note(budget, items.len() - shown, &cursor);
+        self.size(shown, Some(&cursor), &note)
     }
-    let answer = cut_page(&items[..fit], total, &next_cursor, budget);
-    if answer.size() <= budget {
-        return answer;
+
+    /// The size of the answer showing the first `shown` issues with
+    /// `next_cursor` and `truncated`.
+    fn size(&self, shown: usize, next_cursor: Option<&str>, truncated: &Value) -> usize {
+        let head = render::page_head(shown, next_cursor, truncated);
+        let empty = json!({ "issues": [], "next_cursor": next_cursor, "truncated": truncated });
+        // `shown` issues have `shown - 1` commas between them.
+        let items = self.per_item[..shown]
+            .iter()
+            .sum::<usize>()
+            .saturating_sub(1);
+        ENVELOPE_BYTES + json_len(&empty) + string_len(&head) + items
     }
-    // The first issue alone is over: shrink it (comments, then its body).
-    let mut first = items.swap_remove(0);
-    if let Value::Object(map) = &mut first {
-        shrink(map, budget, &|map: &Map<String, Value>| {
-            cut_page(&[Value::Object(map.clone())], total, &next_cursor, budget).size()
-        });
+}
+
+/// A page answer from its items and their rendered texts (the same text
+/// [`render::page`] writes for it).
+fn assemble(
+    items: Vec<Value>,
+    texts: &[String],
+    next_cursor: Option<String>,
+    truncated: Value,
+) -> Answer {
+    let mut text = render::page_head(texts.len(), next_cursor.as_deref(), &truncated);
+    text.reserve(texts.iter().map(|t| t.len() + 1).sum());
+    for item in texts {
+        text.push('\n');
+        text.push_str(item);
     }
-    cut_page(&[first], total, &next_cursor, budget)
+    let structured = json!({
+        "issues": items,
+        "next_cursor": next_cursor,
+        "truncated": truncated,
+    });
+    Answer::new(structured, text)
 }
 
 /// The first `shown` of a page of `total` issues: when it ends early, its
@@ -550,6 +615,45 @@ mod tests {
         assert!(answer.text.contains(last.as_str().unwrap()));
         // Filled close to the budget, not cut far short of it.
         assert!(answer.size() > budget - 2_000, "{}", answer.size());
+    }
+
+    #[test]
+    fn a_cut_page_holds_the_most_issues_that_fit_and_its_text_is_the_renderers() {
+        // Texts that escape (quotes, backslashes, newlines, control and
+        // multi-byte characters) and issues of different sizes.
+        let items: Vec<Value> = (0..60)
+            .map(|i| {
+                let mut item = summary(i, 40 + (i * 37) % 300);
+                item["title"] = json!(format!(
+                    "\"Quoted\" \\ {i}\n\u{1}\u{7f} é ✓ {}",
+                    "t".repeat(i % 7)
+                ));
+                item["excerpt"] = json!(format!("line one\nline\ttwo {}", "x".repeat(i * 3)));
+                item
+            })
+            .collect();
+        for budget in [MIN_RESULT_BUDGET, 20_000, DEFAULT_RESULT_BUDGET] {
+            let answer = page(items.clone(), Some("iss_next".into()), budget);
+            let shown = answer.structured["issues"].as_array().unwrap().len();
+            assert!(answer.size() <= budget, "{budget}: {}", answer.size());
+            assert!(
+                shown < items.len(),
+                "{budget}: the page is over every budget"
+            );
+            assert_eq!(answer.text, render::page(&answer.structured), "{budget}");
+            // One more issue would not fit.
+            let more = cut_page(&items[..=shown], items.len(), &None, budget);
+            assert!(
+                more.size() > budget,
+                "{budget}: {shown} could have been {}",
+                shown + 1
+            );
+        }
+        // A page that fits is whole, with the store's cursor.
+        let answer = page(items[..3].to_vec(), Some("iss_next".into()), 40_000);
+        assert_eq!(answer.structured["issues"], json!(items[..3]));
+        assert_eq!(answer.structured["next_cursor"], "iss_next");
+        assert_eq!(answer.text, render::page(&answer.structured));
     }
 
     #[test]
