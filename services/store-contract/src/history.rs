@@ -52,11 +52,14 @@ pub async fn case_history_records_every_kind_of_write<S: BoardStore>(store: Arc<
     // to lapse, taken under a grant that is then revoked.
     let g = grant(&t, "run-c", Timestamp::now(), 3_600_000);
     store.record_grant(&g, &token_hash()).await.expect("grant");
+    // Long enough that the claim, its renewal and its release come before
+    // it lapses on a loaded machine.
+    let lease = Duration::from_millis(1_000);
     let holder = Claimant {
         run: g.run.clone(),
         grant: g.id.clone(),
         expires_at: g.expires_at,
-        lease: Some(Duration::from_millis(150)),
+        lease: Some(lease),
         integrity: corkboard_board::Integrity::Agent,
     };
     store
@@ -77,7 +80,7 @@ pub async fn case_history_records_every_kind_of_write<S: BoardStore>(store: Arc<
         .await
         .expect("claim_next");
     assert!(matches!(next, corkboard_board::ClaimNext::Claimed { .. }));
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    tokio::time::sleep(lease + Duration::from_millis(50)).await;
     let expired = store
         .expire_claims(Timestamp::now(), 1_000)
         .await

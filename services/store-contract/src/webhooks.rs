@@ -529,11 +529,14 @@ pub async fn case_an_ended_claim_is_expired_once_with_its_event<S: BoardStore>(s
         .create_issue(&t, &author("run-1"), new_issue("to lapse"), None)
         .await
         .expect("create issue");
+    // Long enough that the claim, its renewal and the reads below finish
+    // before it lapses on a loaded machine (reads drop a lapsed claim).
+    let lease = std::time::Duration::from_millis(1_000);
     let holder = corkboard_board::Claimant {
         run: run("run-1"),
         grant: corkboard_board::GrantId::generate(),
         expires_at: now.plus_millis(3_600_000),
-        lease: Some(std::time::Duration::from_millis(200)),
+        lease: Some(lease),
         integrity: corkboard_board::Integrity::Agent,
     };
     let claimed = store
@@ -596,6 +599,6 @@ pub async fn case_an_ended_claim_is_expired_once_with_its_event<S: BoardStore>(s
         .release_issue(&t, &created.issue.id, &holder.run, Some(again.version))
         .await
         .expect("release");
-    tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    tokio::time::sleep(lease + std::time::Duration::from_millis(50)).await;
     assert!(mine(store.expire_claims(Timestamp::now(), 1_000).await.unwrap()).is_empty());
 }
