@@ -180,7 +180,7 @@ pub async fn seed_issue(mcp_url: &str, token: &str) -> Result<String> {
 
 /// Issues on the board before `list_issues` is loaded: one full default
 /// page.
-pub const LIST_BOARD: usize = 50;
+const LIST_BOARD: usize = 50;
 
 /// Seeds the board the loaded `tools` read and returns the issue
 /// `get_issue` reads: one issue, or a full default page of them

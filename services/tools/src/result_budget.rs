@@ -115,24 +115,17 @@ pub(crate) fn page(mut items: Vec<Value>, next_cursor: Option<String>, budget: u
     let texts: Vec<String> = items.iter().map(render::item).collect();
     let cost = PageCost::new(&items, &texts);
     let total = items.len();
-    // The most issues that fit: all of them with the store's cursor, or
-    // the first few with a cursor after the last shown and a note.
-    let fit = if total == 0 || cost.size(total, next_cursor.as_deref(), &Value::Null) <= budget {
+    let first = |shown: usize| cost.first(&items, shown, &next_cursor, budget);
+    // The most issues that fit: all of them, or the first few.
+    let fit = if first(total) <= budget {
         total
     } else {
         (1..total)
-            .take_while(|&shown| cost.cut_size(&items, shown, budget) <= budget)
+            .take_while(|&shown| first(shown) <= budget)
             .last()
             .unwrap_or(0)
     };
-    let answer = if fit == total {
-        assemble(items, &texts, next_cursor, Value::Null)
-    } else if fit > 0 {
-        let cursor = id_of(&items[fit - 1]).unwrap_or_default();
-        let note = page_note(budget, total - fit, &cursor);
-        items.truncate(fit);
-        assemble(items, &texts[..fit], Some(cursor), note)
-    } else {
+    if fit == 0 && total > 0 {
         // The first issue alone is over: shrink it (comments, then its
         // body).
         let mut first = items.swap_remove(0);
@@ -142,14 +135,14 @@ pub(crate) fn page(mut items: Vec<Value>, next_cursor: Option<String>, budget: u
             });
         }
         return cut_page(&[first], total, &next_cursor, budget);
-    };
+    }
+    let predicted = first(fit);
+    let (cursor, note) = ending(&items[..fit], total, &next_cursor, budget);
+    items.truncate(fit);
+    let answer = assemble(items, &texts[..fit], cursor, note);
     debug_assert_eq!(
         answer.size(),
-        cost.size(
-            fit,
-            answer.structured["next_cursor"].as_str(),
-            &answer.structured["truncated"]
-        ),
+        predicted,
         "a page's size is the sum of its parts"
     );
     answer
@@ -179,19 +172,18 @@ impl PageCost {
         Self { per_item }
     }
 
-    /// The size of the answer showing the first `shown` of the page,
-    /// cut there (its cursor after the last shown, its note).
-    fn cut_size(&self, items: &[Value], shown: usize, budget: usize) -> usize {
-        let cursor = id_of(&items[shown - 1]).unwrap_or_default();
-        let note = page_note(budget, items.len() - shown, &cursor);
-        self.size(shown, Some(&cursor), &note)
-    }
-
-    /// The size of the answer showing the first `shown` issues with
-    /// `next_cursor` and `truncated`.
-    fn size(&self, shown: usize, next_cursor: Option<&str>, truncated: &Value) -> usize {
-        let head = render::page_head(shown, next_cursor, truncated);
-        let empty = json!({ "issues": [], "next_cursor": next_cursor, "truncated": truncated });
+    /// The size of the answer showing the first `shown` of `items`, with
+    /// the cursor and note of a page ending there ([`ending`]).
+    fn first(
+        &self,
+        items: &[Value],
+        shown: usize,
+        next_cursor: &Option<String>,
+        budget: usize,
+    ) -> usize {
+        let (cursor, note) = ending(&items[..shown], items.len(), next_cursor, budget);
+        let head = render::page_head(shown, cursor.as_deref(), &note);
+        let empty = json!({ "issues": [], "next_cursor": cursor, "truncated": note });
         // `shown` issues have `shown - 1` commas between them.
         let items = self.per_item[..shown]
             .iter()
@@ -201,8 +193,26 @@ impl PageCost {
     }
 }
 
-/// A page answer from its items and their rendered texts (the same text
-/// [`render::page`] writes for it).
+/// The cursor and note of a page showing `shown` of `total` issues: when
+/// it ends early, its cursor continues after the last issue shown and a
+/// note says so; otherwise the store's cursor and no note.
+fn ending(
+    shown: &[Value],
+    total: usize,
+    next_cursor: &Option<String>,
+    budget: usize,
+) -> (Option<String>, Value) {
+    match shown.last().and_then(id_of) {
+        Some(last) if total > shown.len() => {
+            let note = page_note(budget, total - shown.len(), &last);
+            (Some(last), note)
+        }
+        _ => (next_cursor.clone(), Value::Null),
+    }
+}
+
+/// A page answer from its items and their rendered texts ([`render::item`]
+/// each, after the page's head).
 fn assemble(
     items: Vec<Value>,
     texts: &[String],
@@ -223,17 +233,12 @@ fn assemble(
     Answer::new(structured, text)
 }
 
-/// The first `shown` of a page of `total` issues: when it ends early, its
-/// cursor continues after the last issue shown and a note says so.
+/// The first `shown` of a page of `total` issues, rendered whole (the
+/// shrinking of one issue too large for any page measures with it).
 fn cut_page(shown: &[Value], total: usize, next_cursor: &Option<String>, budget: usize) -> Answer {
-    let omitted = total - shown.len();
-    match shown.last().and_then(id_of) {
-        Some(last) if omitted > 0 => {
-            let note = page_note(budget, omitted, &last);
-            page_answer(shown.to_vec(), Some(last), note)
-        }
-        _ => page_answer(shown.to_vec(), next_cursor.clone(), Value::Null),
-    }
+    let (cursor, note) = ending(shown, total, next_cursor, budget);
+    let texts: Vec<String> = shown.iter().map(render::item).collect();
+    assemble(shown.to_vec(), &texts, cursor, note)
 }
 
 fn page_note(budget: usize, omitted: usize, cursor: &str) -> Value {
@@ -246,16 +251,6 @@ fn page_note(budget: usize, omitted: usize, cursor: &str) -> Value {
              (and the pages after), or ask for fewer fields"
         ),
     })
-}
-
-fn page_answer(items: Vec<Value>, next_cursor: Option<String>, truncated: Value) -> Answer {
-    let structured = json!({
-        "issues": items,
-        "next_cursor": next_cursor,
-        "truncated": truncated,
-    });
-    let text = render::page(&structured);
-    Answer::new(structured, text)
 }
 
 fn id_of(item: &Value) -> Option<String> {
