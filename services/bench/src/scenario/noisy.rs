@@ -726,13 +726,21 @@ impl Ctx<'_> {
                 list_outcome,
             ));
         }
-        s.bite = Bite::For(Duration::from_secs(3));
+        // Until each lister has had two answers: on a loaded machine one
+        // listing (four upstreams read up to their bound) can take seconds,
+        // and B measured before any answer would not be measured under it.
+        s.bite = Bite::Attempts {
+            at_least: 2 * LISTERS as u64,
+            within: ATTACK_CALL_TIMEOUT,
+        };
         s.what = format!(
             "A's four upstreams answer every request with {} MB (two as a JSON body, two as one \
              endless event-stream event) while A's agent lists its tools, {LISTERS} at a time, each \
-             at most one call per {} ms",
+             at most one call per {} ms; B measured once A had {} answers (or after {} s)",
             HUGE_BYTES / (1024 * 1024),
-            LIST_EVERY.as_millis()
+            LIST_EVERY.as_millis(),
+            2 * LISTERS,
+            ATTACK_CALL_TIMEOUT.as_secs()
         );
         Ok(())
     }
