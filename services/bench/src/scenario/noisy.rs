@@ -726,9 +726,10 @@ impl Ctx<'_> {
                 list_outcome,
             ));
         }
-        // Until each lister has had two answers: on a loaded machine one
-        // listing (four upstreams read up to their bound) can take seconds,
-        // and B measured before any answer would not be measured under it.
+        // Until A's listers have had eight answers between them: on a
+        // loaded machine one listing (four upstreams read up to their
+        // bound) can take seconds, and B measured before any answer would
+        // not be measured under the attack.
         s.bite = Bite::Attempts {
             at_least: 2 * LISTERS as u64,
             within: ATTACK_CALL_TIMEOUT,
