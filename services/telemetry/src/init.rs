@@ -166,6 +166,7 @@ impl TelemetryBuilder {
         Ok((
             dispatch,
             TelemetryGuard {
+                span_fields_read: provider.is_some() || !json,
                 provider,
                 timeout: config.shutdown_timeout,
                 log: buffered,
@@ -182,6 +183,9 @@ impl TelemetryBuilder {
             .try_init()
             .map_err(|_| TelemetryError::AlreadyInitialized)?;
         opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
+        // Only for the process-wide subscriber: a scoped one (tests) may sit
+        // beside others in the same process that do read the fields.
+        crate::mcp::set_span_fields_read(guard.span_fields_read);
         if let Some(provider) = &guard.provider {
             opentelemetry::global::set_tracer_provider(provider.clone());
         }
@@ -195,6 +199,10 @@ impl TelemetryBuilder {
 #[must_use = "dropping the guard shuts the trace pipeline down"]
 pub struct TelemetryGuard {
     provider: Option<SdkTracerProvider>,
+    /// Whether this subscriber reads the request spans' own fields (an
+    /// exporter does, and text logs print them); JSON logs without an
+    /// exporter read only the correlation ids.
+    span_fields_read: bool,
     timeout: Duration,
     /// The buffered stderr log, flushed (and its thread stopped) at the end.
     log: Option<BufferedLog>,
@@ -285,5 +293,40 @@ where
             "gave up after {}s",
             grace.as_secs()
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use opentelemetry_sdk::trace::InMemorySpanExporter;
+
+    fn reads_span_fields(format: LogFormat, exporter: bool) -> bool {
+        let mut config = TelemetryConfig::new("span-fields");
+        config.log_format = format;
+        let mut builder = TelemetryBuilder::new(config).with_log_writer(std::io::sink);
+        if exporter {
+            builder = builder.with_span_exporter(InMemorySpanExporter::default());
+        }
+        let (_dispatch, guard) = builder.build().expect("builds");
+        let read = guard.span_fields_read;
+        guard.shutdown_blocking().expect("shuts down");
+        read
+    }
+
+    #[test]
+    fn span_fields_are_recorded_only_where_something_reads_them() {
+        assert!(
+            !reads_span_fields(LogFormat::Json, false),
+            "JSON lines carry only the correlation ids"
+        );
+        assert!(
+            reads_span_fields(LogFormat::Json, true),
+            "an exporter reads them"
+        );
+        assert!(
+            reads_span_fields(LogFormat::Text, false),
+            "text lines print them"
+        );
     }
 }
