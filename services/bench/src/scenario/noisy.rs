@@ -98,6 +98,11 @@ const WRITE_EVERY: Duration = Duration::from_millis(100);
 /// A's listers during the oversized-answer attack: 4 × 10/s.
 const LISTERS: usize = 4;
 const LIST_EVERY: Duration = Duration::from_millis(100);
+/// Answers A's listers have had before B is measured (or
+/// [`ATTACK_CALL_TIMEOUT`] passed): on a loaded machine one listing (four
+/// upstreams read up to their bound) can take seconds, and B measured
+/// before any answer would not be measured under the attack.
+const LIST_ANSWERS: u64 = 2 * LISTERS as u64;
 /// What each oversized answer would be: what took a runner from 20 MB to
 /// 621 MB before answers were bounded.
 const HUGE_BYTES: usize = 300 * 1024 * 1024;
@@ -726,21 +731,17 @@ impl Ctx<'_> {
                 list_outcome,
             ));
         }
-        // Until A's listers have had eight answers between them: on a
-        // loaded machine one listing (four upstreams read up to their
-        // bound) can take seconds, and B measured before any answer would
-        // not be measured under the attack.
         s.bite = Bite::Attempts {
-            at_least: 2 * LISTERS as u64,
+            at_least: LIST_ANSWERS,
             within: ATTACK_CALL_TIMEOUT,
         };
         s.what = format!(
             "A's four upstreams answer every request with {} MB (two as a JSON body, two as one \
              endless event-stream event) while A's agent lists its tools, {LISTERS} at a time, each \
-             at most one call per {} ms; B measured once A had {} answers (or after {} s)",
+             at most one call per {} ms; B measured once A had {LIST_ANSWERS} answers \
+             (or after {} s)",
             HUGE_BYTES / (1024 * 1024),
             LIST_EVERY.as_millis(),
-            2 * LISTERS,
             ATTACK_CALL_TIMEOUT.as_secs()
         );
         Ok(())
