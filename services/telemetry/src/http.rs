@@ -250,7 +250,7 @@ where
                 Err(error) => error.as_response_error().status_code(),
             };
             let latency = started.elapsed();
-            if crate::mcp::span_fields_read() {
+            if crate::init::span_fields_read() {
                 span.record(field::STATUS, i64::from(status.as_u16()));
                 span.record(field::LATENCY_MS, latency.as_secs_f64() * 1000.0);
                 if status.is_server_error() {

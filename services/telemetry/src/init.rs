@@ -11,6 +11,7 @@ use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{SdkTracerProvider, SpanExporter};
 use std::fmt;
 use std::io::IsTerminal;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tracing::Dispatch;
 use tracing_subscriber::filter::LevelFilter;
@@ -91,6 +92,15 @@ impl TelemetryBuilder {
         self
     }
 
+    /// Whether the subscriber reads the request spans' own fields: an
+    /// exporter does, and text logs print them; JSON lines carry only the
+    /// correlation ids.
+    fn reads_span_fields(&self) -> bool {
+        self.exporter.is_some()
+            || self.config.otlp_endpoint.is_some()
+            || !writes_json(self.config.log_format)
+    }
+
     /// The subscriber as a [`Dispatch`] (use it with
     /// `tracing::dispatcher::set_default`) and the guard of its pipeline.
     pub fn build(self) -> Result<(Dispatch, TelemetryGuard), TelemetryError> {
@@ -130,12 +140,7 @@ impl TelemetryBuilder {
                 )
             }
         };
-        let json = match config.log_format {
-            LogFormat::Json => true,
-            LogFormat::Text => false,
-            LogFormat::Auto => !std::io::stderr().is_terminal(),
-        };
-        let fmt_layer = if json {
+        let fmt_layer = if writes_json(config.log_format) {
             tracing_subscriber::fmt::layer()
                 .event_format(JsonLines)
                 .fmt_fields(NoSpanFields)
@@ -166,7 +171,6 @@ impl TelemetryBuilder {
         Ok((
             dispatch,
             TelemetryGuard {
-                span_fields_read: provider.is_some() || !json,
                 provider,
                 timeout: config.shutdown_timeout,
                 log: buffered,
@@ -178,6 +182,7 @@ impl TelemetryBuilder {
     /// `log` bridge), the W3C TraceContext propagator and, when exporting,
     /// the global tracer provider.
     pub fn init(self) -> Result<TelemetryGuard, TelemetryError> {
+        let span_fields_read = self.reads_span_fields();
         let (dispatch, guard) = self.build()?;
         dispatch
             .try_init()
@@ -185,12 +190,37 @@ impl TelemetryBuilder {
         opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
         // Only for the process-wide subscriber: a scoped one (tests) may sit
         // beside others in the same process that do read the fields.
-        crate::mcp::set_span_fields_read(guard.span_fields_read);
+        SPAN_FIELDS_READ.store(span_fields_read, Ordering::Relaxed);
         if let Some(provider) = &guard.provider {
             opentelemetry::global::set_tracer_provider(provider.clone());
         }
         Ok(guard)
     }
+}
+
+/// Whether log lines are JSON (else text).
+fn writes_json(format: LogFormat) -> bool {
+    match format {
+        LogFormat::Json => true,
+        LogFormat::Text => false,
+        LogFormat::Auto => !std::io::stderr().is_terminal(),
+    }
+}
+
+/// Whether anything reads the request spans' own fields (tenant, method,
+/// outcome, status, latency, ...). True unless the process-wide subscriber
+/// says otherwise ([`TelemetryBuilder::init`]): its JSON log lines carry
+/// only the correlation ids of the spans they are in, so without an
+/// exporter and without text logs nothing reads the rest. Recording them
+/// anyway went through every layer once per field, about a dozen times per
+/// request (services/bench/FINDINGS.md).
+static SPAN_FIELDS_READ: AtomicBool = AtomicBool::new(true);
+
+/// See [`SPAN_FIELDS_READ`]. The recorders of the request spans' fields
+/// ([`crate::mcp`], [`crate::http`]) skip them when this is false; the
+/// correlation ids are recorded either way.
+pub(crate) fn span_fields_read() -> bool {
+    SPAN_FIELDS_READ.load(Ordering::Relaxed)
 }
 
 /// Owns the trace pipeline. Call [`Self::shutdown`] (async) or
@@ -199,10 +229,6 @@ impl TelemetryBuilder {
 #[must_use = "dropping the guard shuts the trace pipeline down"]
 pub struct TelemetryGuard {
     provider: Option<SdkTracerProvider>,
-    /// Whether this subscriber reads the request spans' own fields (an
-    /// exporter does, and text logs print them); JSON logs without an
-    /// exporter read only the correlation ids.
-    span_fields_read: bool,
     timeout: Duration,
     /// The buffered stderr log, flushed (and its thread stopped) at the end.
     log: Option<BufferedLog>,
@@ -304,14 +330,11 @@ mod tests {
     fn reads_span_fields(format: LogFormat, exporter: bool) -> bool {
         let mut config = TelemetryConfig::new("span-fields");
         config.log_format = format;
-        let mut builder = TelemetryBuilder::new(config).with_log_writer(std::io::sink);
+        let mut builder = TelemetryBuilder::new(config);
         if exporter {
             builder = builder.with_span_exporter(InMemorySpanExporter::default());
         }
-        let (_dispatch, guard) = builder.build().expect("builds");
-        let read = guard.span_fields_read;
-        guard.shutdown_blocking().expect("shuts down");
-        read
+        builder.reads_span_fields()
     }
 
     #[test]

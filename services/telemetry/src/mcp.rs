@@ -12,7 +12,6 @@
 //! vocabulary is the product's, handed in once with [`set_known_tools`].
 
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tracing::Span;
 
@@ -106,28 +105,9 @@ pub fn mcp_span(method: &str, tool: Option<&str>) -> Span {
     span
 }
 
-/// Whether anything reads the request spans' own fields (tenant, method,
-/// outcome, status, latency, ...). True unless the process-wide subscriber
-/// says otherwise ([`crate::init`]): its JSON log lines carry only the
-/// correlation ids of the spans they are in, so without an exporter and
-/// without text logs (which print span fields) nothing reads the rest.
-/// Recording them anyway went through every layer once per field, about a
-/// dozen times per request (services/bench/FINDINGS.md).
-static SPAN_FIELDS_READ: AtomicBool = AtomicBool::new(true);
-
-/// Set once by [`crate::init`] from the subscriber it installs.
-pub(crate) fn set_span_fields_read(read: bool) {
-    SPAN_FIELDS_READ.store(read, Ordering::Relaxed);
-}
-
-/// See [`SPAN_FIELDS_READ`]; the correlation ids are recorded either way.
-pub(crate) fn span_fields_read() -> bool {
-    SPAN_FIELDS_READ.load(Ordering::Relaxed)
-}
-
 /// Records who the request acts for, once the token is resolved.
 pub fn record_principal(span: &Span, tenant: &str, run: &str, grant: &str) {
-    if !span_fields_read() {
+    if !crate::init::span_fields_read() {
         return;
     }
     span.record(field::TENANT, tenant);
@@ -156,7 +136,7 @@ pub fn mcp_span_open() -> Span {
 /// Records the method and tool of a span opened with [`mcp_span_open`],
 /// as bounded labels.
 pub fn record_request(span: &Span, method: &str, tool: Option<&str>) {
-    if !span_fields_read() {
+    if !crate::init::span_fields_read() {
         return;
     }
     span.record(field::METHOD, method_label(method));
@@ -169,7 +149,7 @@ pub fn record_request(span: &Span, method: &str, tool: Option<&str>) {
 /// an error answer; an outcome of `error` or `unavailable` also marks the
 /// exported span as failed.
 pub fn record_outcome(span: &Span, outcome: &str, rpc_code: Option<i64>, latency: Duration) {
-    if !span_fields_read() {
+    if !crate::init::span_fields_read() {
         return;
     }
     span.record(field::OUTCOME, crate::metrics::outcome_label(outcome));
