@@ -14,7 +14,7 @@ use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tracing::Dispatch;
-use tracing_subscriber::filter::LevelFilter;
+use tracing_subscriber::filter::{LevelFilter, Targets};
 use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::fmt::writer::BoxMakeWriter;
 use tracing_subscriber::layer::SubscriberExt;
@@ -105,12 +105,7 @@ impl TelemetryBuilder {
     /// `tracing::dispatcher::set_default`) and the guard of its pipeline.
     pub fn build(self) -> Result<(Dispatch, TelemetryGuard), TelemetryError> {
         let config = self.config;
-        let log_filter = EnvFilter::try_new(&config.log_filter).map_err(|e| {
-            TelemetryError::InvalidLogFilter {
-                filter: config.log_filter.clone(),
-                reason: e.to_string(),
-            }
-        })?;
+        let log_filter = LogFilter::parse(&config.log_filter)?;
 
         let resource = Resource::builder()
             .with_service_name(config.service_name.clone())
@@ -153,10 +148,8 @@ impl TelemetryBuilder {
                 .boxed()
         };
 
-        let mut layers: Vec<Box<dyn Layer<Registry> + Send + Sync>> = vec![
-            CorrelationLayer.boxed(),
-            fmt_layer.with_filter(log_filter).boxed(),
-        ];
+        let mut layers: Vec<Box<dyn Layer<Registry> + Send + Sync>> =
+            vec![CorrelationLayer.boxed(), log_filter.wrap(fmt_layer)];
         if let Some(provider) = &provider {
             // Exported spans do not follow the log filter: turning logs down
             // to `warn` must not silence traces.
@@ -195,6 +188,48 @@ impl TelemetryBuilder {
             opentelemetry::global::set_tracer_provider(provider.clone());
         }
         Ok(guard)
+    }
+}
+
+/// The log layer's filter. A filter of targets and levels only (the
+/// default `info`, `corkboard=debug,info`, ...) is a [`Targets`]: decided
+/// once per callsite, with nothing to do as spans open, are entered, left
+/// and closed. An [`EnvFilter`] does work at each of those (a lock and a
+/// look-up per span, a per-thread scope stack), about a dozen times per
+/// request, which only its span and field directives (`[span{field=x}]`)
+/// need; so it is kept for filters that use them.
+enum LogFilter {
+    // Both boxed: a filter is built once, and the enum is passed by value.
+    Targets(Box<Targets>),
+    Env(Box<EnvFilter>),
+}
+
+impl LogFilter {
+    fn parse(filter: &str) -> Result<Self, TelemetryError> {
+        // EnvFilter's syntax is the one documented and validated; Targets
+        // accepts a subset of it with the same meaning, and would read a
+        // span directive's brackets as part of a target name.
+        let env = EnvFilter::try_new(filter).map_err(|e| TelemetryError::InvalidLogFilter {
+            filter: filter.to_owned(),
+            reason: e.to_string(),
+        })?;
+        if filter.contains('[') {
+            return Ok(Self::Env(Box::new(env)));
+        }
+        Ok(match filter.parse::<Targets>() {
+            Ok(targets) => Self::Targets(Box::new(targets)),
+            Err(_) => Self::Env(Box::new(env)),
+        })
+    }
+
+    fn wrap(
+        self,
+        layer: Box<dyn Layer<Registry> + Send + Sync>,
+    ) -> Box<dyn Layer<Registry> + Send + Sync> {
+        match self {
+            Self::Targets(targets) => layer.with_filter(*targets).boxed(),
+            Self::Env(env) => layer.with_filter(*env).boxed(),
+        }
     }
 }
 
@@ -335,6 +370,92 @@ mod tests {
             builder = builder.with_span_exporter(InMemorySpanExporter::default());
         }
         builder.reads_span_fields()
+    }
+
+    /// The lines a log layer behind `filter` writes for events at several
+    /// targets and levels, inside and outside a span.
+    fn lines_logged(filter: LogFilter) -> String {
+        use std::sync::{Arc, Mutex};
+        #[derive(Clone, Default)]
+        struct Shared(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Shared {
+            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(bytes);
+                Ok(bytes.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let out = Shared::default();
+        let writer = out.clone();
+        let layer = tracing_subscriber::fmt::layer()
+            .without_time()
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .boxed();
+        let dispatch = Dispatch::new(Registry::default().with(filter.wrap(layer)));
+        tracing::dispatcher::with_default(&dispatch, || {
+            tracing::debug!(target: "corkboard_gateway", "gateway debug");
+            tracing::info!(target: "corkboard_gateway", "gateway info");
+            tracing::warn!(target: "corkboard_gateway", "gateway warn");
+            tracing::trace!(target: "corkboard_gateway::bridge", "bridge trace");
+            tracing::debug!(target: "corkboard_gateway::bridge", "bridge debug");
+            let span = tracing::info_span!(target: "corkboard_mcp", "mcp.request", tenant = "acme");
+            let _entered = span.enter();
+            tracing::info!(target: "actix_server", "actix info");
+            tracing::warn!(target: "actix_server", "actix warn");
+            tracing::debug!(target: "h2", "h2 debug");
+            tracing::error!(target: "h2", "h2 error");
+        });
+        let bytes = out.0.lock().unwrap().clone();
+        String::from_utf8(bytes).unwrap()
+    }
+
+    #[test]
+    fn a_filter_of_targets_and_levels_logs_what_the_env_filter_logs() {
+        for filter in [
+            "info",
+            "warn",
+            "trace",
+            "off",
+            "corkboard_gateway=debug,warn",
+            "corkboard_gateway::bridge=trace,corkboard_gateway=info,error",
+            "actix_server=off,debug",
+            "h2=error,actix_server=warn,info",
+        ] {
+            let chosen = LogFilter::parse(filter).unwrap();
+            assert!(
+                matches!(chosen, LogFilter::Targets(_)),
+                "{filter}: targets and levels only"
+            );
+            let env = LogFilter::Env(Box::new(EnvFilter::try_new(filter).unwrap()));
+            let logged = lines_logged(chosen);
+            assert_eq!(logged, lines_logged(env), "{filter}");
+            if filter != "off" {
+                assert!(!logged.is_empty(), "{filter}: something passes");
+            }
+        }
+    }
+
+    #[test]
+    fn span_and_field_directives_keep_the_env_filter() {
+        for filter in [
+            "info,[mcp.request]=debug",
+            "corkboard_mcp[mcp.request{tenant=acme}]=trace",
+        ] {
+            assert!(
+                matches!(LogFilter::parse(filter).unwrap(), LogFilter::Env(_)),
+                "{filter}"
+            );
+        }
+        let logged = lines_logged(LogFilter::parse("warn,[mcp.request]=info").unwrap());
+        assert!(logged.contains("actix info"), "inside the span: {logged}");
+        assert!(!logged.contains("gateway info"), "outside it: {logged}");
+        assert!(matches!(
+            LogFilter::parse("corkboard=loud"),
+            Err(TelemetryError::InvalidLogFilter { .. })
+        ));
     }
 
     #[test]
