@@ -375,19 +375,7 @@ mod tests {
     /// The lines a log layer behind `filter` writes for events at several
     /// targets and levels, inside and outside a span.
     fn lines_logged(filter: LogFilter) -> String {
-        use std::sync::{Arc, Mutex};
-        #[derive(Clone, Default)]
-        struct Shared(Arc<Mutex<Vec<u8>>>);
-        impl std::io::Write for Shared {
-            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-                self.0.lock().unwrap().extend_from_slice(bytes);
-                Ok(bytes.len())
-            }
-            fn flush(&mut self) -> std::io::Result<()> {
-                Ok(())
-            }
-        }
-        let out = Shared::default();
+        let out = crate::logs::tests::Lines::default();
         let writer = out.clone();
         let layer = tracing_subscriber::fmt::layer()
             .without_time()
@@ -408,8 +396,7 @@ mod tests {
             tracing::debug!(target: "h2", "h2 debug");
             tracing::error!(target: "h2", "h2 error");
         });
-        let bytes = out.0.lock().unwrap().clone();
-        String::from_utf8(bytes).unwrap()
+        out.text()
     }
 
     #[test]

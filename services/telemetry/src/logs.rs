@@ -288,7 +288,7 @@ impl<'w> FormatFields<'w> for NoSpanFields {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::sync::{Arc, Mutex};
     use tracing_subscriber::layer::SubscriberExt;
@@ -311,8 +311,16 @@ mod tests {
         }
     }
 
+    /// A log writer that keeps what it is given (clones share it).
     #[derive(Clone, Default)]
-    struct Lines(Arc<Mutex<Vec<u8>>>);
+    pub(crate) struct Lines(Arc<Mutex<Vec<u8>>>);
+
+    impl Lines {
+        /// Everything written so far.
+        pub(crate) fn text(&self) -> String {
+            String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
+        }
+    }
 
     impl std::io::Write for Lines {
         fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
@@ -348,7 +356,7 @@ mod tests {
                 "hello"
             );
         });
-        let text = String::from_utf8(lines.0.lock().unwrap().clone()).unwrap();
+        let text = lines.text();
         assert_eq!(text.lines().count(), 1, "{text}");
         let line: serde_json::Value = serde_json::from_str(text.trim_end()).unwrap();
         assert_eq!(line["message"], "said hello");
