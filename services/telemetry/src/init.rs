@@ -401,6 +401,7 @@ mod tests {
 
     #[test]
     fn a_filter_of_targets_and_levels_logs_what_the_env_filter_logs() {
+        // With and without a default level, levels in either case.
         for filter in [
             "info",
             "warn",
@@ -410,6 +411,7 @@ mod tests {
             "corkboard_gateway::bridge=trace,corkboard_gateway=info,error",
             "actix_server=off,debug",
             "h2=error,actix_server=warn,info",
+            "corkboard_gateway=DEBUG",
         ] {
             let chosen = LogFilter::parse(filter).unwrap();
             assert!(
