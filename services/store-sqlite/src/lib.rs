@@ -21,7 +21,9 @@
 //!   search readers, at most `ExpensiveReads::per_tenant` per tenant, and
 //!   are interrupted at their deadline by SQLite's progress handler. A read
 //!   of several statements runs in one read transaction (a consistent
-//!   snapshot).
+//!   snapshot). A tenant's epoch (what kept answers are checked against)
+//!   needs no transaction while nothing has committed since it was read:
+//!   the WAL index's header, read with one `pread`, tells (`wal_watch.rs`).
 //! - Every filter of a list runs in SQL; statements are prepared once per
 //!   connection and cached.
 //!
@@ -55,6 +57,7 @@ mod readers;
 mod schema;
 mod search_writes;
 mod store;
+mod wal_watch;
 mod writer;
 
 pub use error::SqliteError;

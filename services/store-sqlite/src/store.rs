@@ -18,6 +18,7 @@ use crate::ops::{WriteOp, keys, search};
 use crate::options::SqliteOptions;
 use crate::readers::{ReadPool, snapshot};
 use crate::schema;
+use crate::wal_watch::{Check, WalWatch};
 use crate::writer::{self, Counters, GroupPolicy, Titles, WriteJob, WriteStats};
 use async_trait::async_trait;
 use corkboard_board::CreateOutcome;
@@ -69,6 +70,9 @@ struct Inner {
     counters: Arc<Counters>,
     /// The tenants' open titles, kept by the writer (open_titles.rs).
     open_titles: Arc<OpenTitles>,
+    /// Whether anything committed since a tenant's epoch was read
+    /// (wal_watch.rs): most epoch checks need no transaction.
+    wal_watch: WalWatch,
     options: SqliteOptions,
 }
 
@@ -153,6 +157,7 @@ impl SqliteStore {
                 searches,
                 counters,
                 open_titles,
+                wal_watch: WalWatch::open(path),
                 options,
             }),
         })
@@ -442,15 +447,36 @@ impl IssueStore for SqliteStore {
         window: &CommentWindow,
         seen: Option<u64>,
     ) -> Result<ViewSince, StoreError> {
-        let (tenant, id, window) = (tenant.clone(), id.clone(), window.clone());
-        self.point_read(move |conn| issues::get_issue_view_since(conn, &tenant, &id, &window, seen))
-            .await
+        let header = match self.inner.wal_watch.check(tenant) {
+            Check::Known(epoch) if seen == Some(epoch) => return Ok(ViewSince::Unchanged),
+            Check::Known(_) => None,
+            Check::Unknown(header) => header,
+        };
+        let (owned, id, window) = (tenant.clone(), id.clone(), window.clone());
+        let since = self
+            .point_read(move |conn| issues::get_issue_view_since(conn, &owned, &id, &window, seen))
+            .await?;
+        let epoch = match &since {
+            ViewSince::Unchanged => seen,
+            ViewSince::Read { epoch, .. } => *epoch,
+        };
+        if let Some(epoch) = epoch {
+            self.inner.wal_watch.note(header, tenant, epoch);
+        }
+        Ok(since)
     }
 
     async fn tenant_epoch(&self, tenant: &TenantId) -> Result<Option<u64>, StoreError> {
-        let tenant = tenant.clone();
-        self.point_read(move |conn| issues::tenant_epoch(conn, &tenant).map(Some))
-            .await
+        let header = match self.inner.wal_watch.check(tenant) {
+            Check::Known(epoch) => return Ok(Some(epoch)),
+            Check::Unknown(header) => header,
+        };
+        let owned = tenant.clone();
+        let epoch = self
+            .point_read(move |conn| issues::tenant_epoch(conn, &owned))
+            .await?;
+        self.inner.wal_watch.note(header, tenant, epoch);
+        Ok(Some(epoch))
     }
 
     async fn claim_issue(
