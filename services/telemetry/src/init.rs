@@ -213,7 +213,9 @@ impl LogFilter {
             filter: filter.to_owned(),
             reason: e.to_string(),
         })?;
-        if filter.contains('[') {
+        // Nor is a space part of a directive Targets should read (it would
+        // keep it in a target's name; EnvFilter refuses one today).
+        if filter.contains(|c: char| c == '[' || c.is_whitespace()) {
             return Ok(Self::Env(Box::new(env)));
         }
         Ok(match filter.parse::<Targets>() {
@@ -441,10 +443,15 @@ mod tests {
         let logged = lines_logged(LogFilter::parse("warn,[mcp.request]=info").unwrap());
         assert!(logged.contains("actix info"), "inside the span: {logged}");
         assert!(!logged.contains("gateway info"), "outside it: {logged}");
-        assert!(matches!(
-            LogFilter::parse("corkboard=loud"),
-            Err(TelemetryError::InvalidLogFilter { .. })
-        ));
+        for invalid in ["corkboard=loud", "warn, corkboard_gateway=debug"] {
+            assert!(
+                matches!(
+                    LogFilter::parse(invalid),
+                    Err(TelemetryError::InvalidLogFilter { .. })
+                ),
+                "{invalid}"
+            );
+        }
     }
 
     #[test]
