@@ -449,6 +449,8 @@ impl IssueStore for SqliteStore {
     ) -> Result<ViewSince, StoreError> {
         let header = match self.inner.wal_watch.check(tenant) {
             Check::Known(epoch) if seen == Some(epoch) => return Ok(ViewSince::Unchanged),
+            // The kept answer is older than the epoch known now: read the
+            // view; the epoch it comes with is the one already noted.
             Check::Known(_) => None,
             Check::Unknown(header) => header,
         };
