@@ -64,6 +64,9 @@ pub enum Tool {
     UpstreamAdd,
     /// The same `add`, called on the upstream directly.
     DirectAdd,
+    /// `board_stats`: the board's counts (how large the board a point ran
+    /// on was).
+    BoardStats,
 }
 
 impl Tool {
@@ -75,6 +78,7 @@ impl Tool {
             Self::ClaimIssue => "claim_issue",
             Self::UpstreamAdd => "bench__add",
             Self::DirectAdd => "add",
+            Self::BoardStats => "board_stats",
         }
     }
 
@@ -93,7 +97,7 @@ impl Tool {
                 Ok(json!({ "id": id }))
             }
             // The default list: no filter, the first page.
-            Self::ListIssues => Ok(json!({})),
+            Self::ListIssues | Self::BoardStats => Ok(json!({})),
             Self::CreateIssue => Ok(json!({
                 "title": "bench: load test issue",
                 "body": "Created by corkboard-bench to measure create_issue.",
@@ -121,9 +125,10 @@ impl FromStr for Tool {
             "claim_issue" => Ok(Self::ClaimIssue),
             "bench__add" => Ok(Self::UpstreamAdd),
             "add" => Ok(Self::DirectAdd),
+            "board_stats" => Ok(Self::BoardStats),
             other => Err(format!(
                 "unknown tool {other:?} (get_issue, list_issues, create_issue, claim_issue, \
-                 bench__add or add)"
+                 board_stats, bench__add or add)"
             )),
         }
     }

@@ -335,7 +335,9 @@ pub fn render(
              swings by a factor of three between runs on this machine (see \"The ceiling across the run\"), \
              so ratios at concurrency 1 are the least reliable. A list page is tens of kilobytes: \
              its row also gives the ratio to a second ceiling answering as many bytes (\"same bytes\"), \
-             what sending and reading them leaves to any server.\n"
+             what sending and reading them leaves to any server. Creates grow the board from point to point, \
+             and a create costs more on a larger board: \"board\" is how many open issues a create point \
+             started from (≥: the store's count stopped at its cap).\n"
         );
         let mut groups: BTreeMap<(usize, usize, usize), Vec<&Record>> = BTreeMap::new();
         for r in &mcp {
@@ -353,16 +355,17 @@ pub fn render(
             );
             let _ = writeln!(
                 s,
-                "| tool | era | conc. | req/s | ceiling req/s | ratio | ratio, same bytes | p50 | p90 | p99 | max | errors |\n\
-                 | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
+                "| tool | era | conc. | board | req/s | ceiling req/s | ratio | ratio, same bytes | p50 | p90 | p99 | max | errors |\n\
+                 | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
             );
             for r in &rows {
                 let _ = writeln!(
                     s,
-                    "| {} | {} | {} | {:.0} | {:.0} | {} | {} | {} | {} | {} | {} | {} |",
+                    "| {} | {} | {} | {} | {:.0} | {:.0} | {} | {} | {} | {} | {} | {} | {} |",
                     label(r, "tool"),
                     label(r, "era"),
                     r.concurrency.unwrap_or(0),
+                    board_size(r),
                     r.rps.unwrap_or(0.0),
                     r.ceiling_rps.unwrap_or(0.0),
                     r.ratio
@@ -1192,6 +1195,18 @@ fn what(r: &Record, records: &[Record]) -> String {
         )
 }
 
+/// The open issues a create point started from (`scenario::mcp`), `≥`
+/// before a lower bound; `-` for other points.
+fn board_size(r: &Record) -> String {
+    if let Some(open) = r.values.get("board_open_issues") {
+        format!("{open:.0}")
+    } else if let Some(open) = r.values.get("board_open_issues_at_least") {
+        format!("≥{open:.0}")
+    } else {
+        "-".into()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1224,6 +1239,45 @@ mod tests {
         assert!(text.contains("| Redis | 1.0% | - |"), "{text}");
         assert!(
             text.contains("get_issue (release build): 41.5 µs CPU and 0.75 context switches"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_create_point_says_the_board_it_started_from() {
+        let point = |tool: &str, board: Option<(&str, f64)>| {
+            let mut r = Record::new("mcp")
+                .label("endpoint", "gateway")
+                .label("store", "sqlite")
+                .label("registry", "redis")
+                .label("tool", tool)
+                .label("era", "stateless");
+            r.concurrency = Some(64);
+            r.rps = Some(9000.0);
+            if let Some((name, open)) = board {
+                r = r.value(name, open);
+            }
+            r
+        };
+        let records = [
+            point("get_issue", None),
+            point("create_issue", Some(("board_open_issues", 36_512.0))),
+            point(
+                "create_issue",
+                Some(("board_open_issues_at_least", 10_000.0)),
+            ),
+        ];
+        let text = render(&records, &Machine::default(), None, "scripts/bench");
+        assert!(
+            text.contains("| get_issue | stateless | 64 | - | 9000 |"),
+            "{text}"
+        );
+        assert!(
+            text.contains("| create_issue | stateless | 64 | 36512 | 9000 |"),
+            "{text}"
+        );
+        assert!(
+            text.contains("| create_issue | stateless | 64 | ≥10000 | 9000 |"),
             "{text}"
         );
     }
@@ -1429,7 +1483,7 @@ mod tests {
         // The compared runs stay out of the throughput tables; the main
         // suite's run with its own command stays in them.
         assert!(
-            tables.contains("| create_issue | stateless | 64 | 900 |"),
+            tables.contains("| create_issue | stateless | 64 | - | 900 |"),
             "{tables}"
         );
         assert!(!tables.contains("| 159 |"), "{tables}");

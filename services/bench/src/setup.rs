@@ -195,6 +195,20 @@ pub async fn seed_board(mcp_url: &str, token: &str, tools: &[Tool]) -> Result<St
     Ok(issue)
 }
 
+/// How many open issues the board holds (`board_stats`), and whether
+/// that is a lower bound (a store that stops counting at its cap).
+pub async fn open_issues(mcp_url: &str, token: &str) -> Result<(u64, bool)> {
+    let reply = call_once(mcp_url, token, Tool::BoardStats).await?;
+    let structured = mcp::structured(&reply)?;
+    let open = structured["open"].as_u64().ok_or_else(|| {
+        BenchError::protocol("board stats", "board_stats answered without an open count")
+    })?;
+    let at_least = structured["at_least"]
+        .as_array()
+        .is_some_and(|parts| parts.iter().any(|part| part == "states"));
+    Ok((open, at_least))
+}
+
 /// The bytes of `tool`'s answer (its JSON-RPC reply body) to one stateless
 /// call: what a ceiling answering as much sends ([`crate::ceiling::body`]).
 pub async fn answer_bytes(mcp_url: &str, token: &str, tool: Tool) -> Result<usize> {

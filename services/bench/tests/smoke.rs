@@ -147,6 +147,15 @@ fn mcp(endpoint: &str, store: &str, registry: &str) {
             assert_eq!(sized, None, "{r}");
         }
     }
+    // Each create point says the board it started from: the seeded one,
+    // then one grown by the point before.
+    let boards: Vec<f64> = records
+        .iter()
+        .filter(|r| r["kind"] == "mcp" && r["labels"]["tool"] == "create_issue")
+        .map(|r| r["values"]["board_open_issues"].as_f64().unwrap_or(-1.0))
+        .collect();
+    assert_eq!(boards.len(), 2, "{boards:?}");
+    assert!(boards[0] >= 1.0 && boards[1] > boards[0], "{boards:?}");
     let sized: Vec<&Value> = records
         .iter()
         .filter(|r| r["kind"] == "ceiling_sized")
@@ -349,7 +358,10 @@ fn report_renders_a_run() {
         text.contains("### studio endpoint · sqlite store · memory registry"),
         "{text}"
     );
-    assert!(text.contains("| create_issue | stateless | 1 |"), "{text}");
+    assert!(
+        text.contains("| create_issue | stateless | 1 | 1 |"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -113,6 +113,14 @@ pub async fn run(
                 _ => None,
             };
             for &era in &scenario.eras {
+                // Creates grow the board point by point, and what a create
+                // costs depends on the board's size (FINDINGS.md): each
+                // create point says what it started from.
+                let board = if tool == Tool::CreateIssue {
+                    Some(setup::open_issues(&granted.mcp_url, &granted.token).await?)
+                } else {
+                    None
+                };
                 let result = load::run(&LoadSpec {
                     target: target.clone(),
                     token: granted.token.clone(),
@@ -144,6 +152,14 @@ pub async fn run(
                     .with_ceiling(ceiling_rps);
                 if let Ok(rss) = deployment.process.rss_kib() {
                     record = record.value("server_rss_kib", rss as f64);
+                }
+                if let Some((open, at_least)) = board {
+                    let name = if at_least {
+                        "board_open_issues_at_least"
+                    } else {
+                        "board_open_issues"
+                    };
+                    record = record.value(name, open as f64);
                 }
                 if let Some(sized_rps) = sized.filter(|rps| *rps > 0.0) {
                     // Against the ceiling answering as many bytes.
