@@ -460,16 +460,25 @@ fn expensive_reads(settings: &Settings) -> ExpensiveReads {
     .with_time_share(settings.search_ms_per_second_per_tenant)
 }
 
+/// The SQLite store's options the settings give.
+fn sqlite_options(settings: &Settings) -> corkboard_store_sqlite::SqliteOptions {
+    corkboard_store_sqlite::SqliteOptions {
+        expensive: expensive_reads(settings),
+        open_titles: corkboard_store_sqlite::OpenTitleBounds {
+            per_tenant: settings.open_titles_per_tenant_max,
+            total_bytes: settings.open_titles_memory_bytes,
+        },
+        ..Default::default()
+    }
+}
+
 /// Opens the configured board store.
 pub async fn open_store(settings: &Settings) -> Result<Arc<dyn BoardStore>, StartError> {
     match settings.store {
         StoreKind::Sqlite => {
             let store = corkboard_store_sqlite::SqliteStore::open_with(
                 &settings.data_dir.join(corkboard_store_sqlite::FILE_NAME),
-                corkboard_store_sqlite::SqliteOptions {
-                    expensive: expensive_reads(settings),
-                    ..Default::default()
-                },
+                sqlite_options(settings),
             )
             .map_err(|e| StartError::Store(e.to_string()))?;
             Ok(Arc::new(store))
@@ -815,6 +824,25 @@ mod tests {
     }
 
     #[test]
+    fn the_open_titles_settings_bound_the_sqlite_stores_index() {
+        let settings = Settings {
+            open_titles_per_tenant_max: 7,
+            open_titles_memory_bytes: 1_234,
+            searches_per_tenant_max: 3,
+            ..Settings::default()
+        };
+        let options = sqlite_options(&settings);
+        assert_eq!(
+            options.open_titles,
+            corkboard_store_sqlite::OpenTitleBounds {
+                per_tenant: 7,
+                total_bytes: 1_234,
+            }
+        );
+        assert_eq!(options.expensive.per_tenant(), 3);
+    }
+
+    #[test]
     fn configuration_defaults_are_the_libraries_defaults() {
         let settings = Settings::default();
         assert_eq!(
@@ -847,6 +875,15 @@ mod tests {
             settings.search_ms_per_second_per_tenant,
             expensive.ms_per_second(),
             "search_ms_per_second_per_tenant"
+        );
+        let open_titles = corkboard_store_sqlite::OpenTitleBounds::default();
+        assert_eq!(
+            settings.open_titles_per_tenant_max, open_titles.per_tenant,
+            "open_titles_per_tenant_max"
+        );
+        assert_eq!(
+            settings.open_titles_memory_bytes, open_titles.total_bytes,
+            "open_titles_memory_bytes"
         );
         let at = |max_result_bytes| Settings {
             max_result_bytes,

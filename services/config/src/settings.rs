@@ -206,6 +206,18 @@ pub struct Settings {
     /// `search_timeout_ms`, then is refused "too many searches". 1000 is
     /// one core's worth.
     pub search_ms_per_second_per_tenant: u64,
+    /// SQLite store: a tenant with more open issues than this is not held
+    /// in memory for the similar-title look-up every `create_issue` makes;
+    /// its look-ups read the file instead (the same answer, about a fifth
+    /// more CPU per create). Holding a tenant starts with one read of its
+    /// open issues on the writer thread. 0 holds none.
+    pub open_titles_per_tenant_max: usize,
+    /// SQLite store: about how many bytes of open titles all tenants
+    /// together may hold in memory for the similar-title look-up (see
+    /// `open_titles_per_tenant_max`); past it the tenants looked up least
+    /// recently are dropped, and held again from the file at their next
+    /// create.
+    pub open_titles_memory_bytes: usize,
     /// Most bytes one tool result may take (structured JSON, text block and
     /// envelope); a longer answer is cut at an item boundary and says what
     /// it left out and how to get it. At least 16384.
@@ -417,6 +429,10 @@ impl Default for Settings {
             search_timeout_ms: 2_000,
             searches_per_tenant_max: 2,
             search_ms_per_second_per_tenant: 250,
+            // `corkboard_store_sqlite::OpenTitleBounds`' defaults; cli's
+            // `compose` tests check them.
+            open_titles_per_tenant_max: 50_000,
+            open_titles_memory_bytes: 64 * 1024 * 1024,
             // `corkboard_tools::DEFAULT_RESULT_BUDGET`: about 8,000 tokens.
             max_result_bytes: 32_000,
             // `corkboard_board::queue_limits::CLAIM_LEASE_DEFAULT`: 15 minutes.
@@ -1102,6 +1118,36 @@ mod tests {
                 .unwrap_err();
             assert!(err.to_string().contains(key), "{err}");
         }
+    }
+
+    #[test]
+    fn the_open_titles_bounds_come_from_the_environment() {
+        let settings = Settings::load_with_env(
+            None,
+            Default::default(),
+            env(&[
+                ("CORKBOARD_OPEN_TITLES_PER_TENANT_MAX", "0"),
+                ("CORKBOARD_OPEN_TITLES_MEMORY_BYTES", "268435456"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(
+            (
+                settings.open_titles_per_tenant_max,
+                settings.open_titles_memory_bytes
+            ),
+            (0, 268_435_456)
+        );
+        let refused = Settings::load_with_env(
+            None,
+            Default::default(),
+            env(&[("CORKBOARD_OPEN_TITLES_PER_TENANT_MAX", "many")]),
+        )
+        .unwrap_err();
+        assert!(
+            refused.to_string().contains("open_titles_per_tenant_max"),
+            "{refused}"
+        );
     }
 
     #[test]
