@@ -17,12 +17,23 @@
 //!   `updated_at` or level of, in the group's transaction: a failed op,
 //!   rolled back, takes its notes with it.
 //! - Before `COMMIT`, [`collect`] reads the noted issues as the group
-//!   leaves them, and builds the index of a tenant that had an issue
-//!   created and is not held yet (the look-up after that create follows),
-//!   from the same transaction.
+//!   leaves them, and notes the tenants that had an issue created and are
+//!   neither held nor being built.
 //! - Only once `COMMIT` succeeded does [`OpenTitles::apply`] change the
 //!   index, before any caller of the group is answered, so the look-up
 //!   after a create sees it and every earlier write of this process.
+//!
+//! A tenant not held is built off the writer, so that holding a large one
+//! never stalls every tenant's writes (reading 50,000 open issues took
+//! about 140 ms on the writer thread, services/bench/FINDINGS.md): `apply`
+//! asks the builder thread ([`start_builder`]) for it and from then on
+//! logs the tenant's committed changes instead of applying them; the
+//! builder reads the tenant's open issues in a read transaction that
+//! starts after that request (so it sees every commit not in the log),
+//! and [`OpenTitles::install`] replays the log on what it read, in commit
+//! order, and holds the tenant. Each log entry sets an issue to what its
+//! commit left, so an entry the read already saw changes nothing. Until
+//! then the tenant's look-ups read SQL, with the same answer.
 //!
 //! Other processes' writes: each writer adds one to `issue_epoch` in every
 //! group that changed an issue. At the start of each group (under the
@@ -36,18 +47,24 @@
 //!
 //! Bounded: a tenant with more open issues than
 //! [`OpenTitleBounds::per_tenant`] is not held (its look-ups read SQL as
-//! before), and past [`OpenTitleBounds::total_bytes`] the least recently
-//! looked-up tenants are dropped.
+//! before), past [`OpenTitleBounds::total_bytes`] the least recently
+//! looked-up tenants are dropped, one tenant is built at a time, and a
+//! build whose log outgrows `per_tenant` is given up.
 
+use crate::SqliteOptions;
 use crate::query::RAREST_WORD_SCAN;
+use crate::readers::snapshot;
+use crate::schema;
 use corkboard_board::{
-    Integrity, IssueId, IssueState, SimilarIssue, SimilarRanking, TenantId, Timestamp, Title,
-    is_open, limits, term_set,
+    Integrity, IssueId, IssueState, SimilarIssue, SimilarRanking, StoreError, TenantId, Timestamp,
+    Title, is_open, limits, term_set,
 };
 use rusqlite::{Connection, Row, params};
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{PoisonError, RwLock};
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
 
 /// How much of the open titles one process holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -260,30 +277,63 @@ impl TenantTitles {
     }
 }
 
-/// Every tenant held.
+/// Every tenant held, and those being built.
 #[derive(Debug, Default)]
 struct Held {
     tenants: HashMap<String, TenantTitles>,
+    /// Per tenant being built, its issues' changes committed since the
+    /// build was asked for, oldest first.
+    building: HashMap<String, Vec<(IssueId, Option<OpenTitle>)>>,
     bytes: usize,
+    /// Moved by every [`OpenTitles::clear`]: a build asked for before it
+    /// is not installed.
+    generation: u64,
+    /// Builds asked for and not yet installed or given up, whatever the
+    /// generation.
+    in_flight: usize,
 }
 
-/// The index (one per store, shared by its writer and its look-ups).
+/// A tenant to build, as asked for under one generation.
+#[derive(Debug)]
+pub(crate) struct BuildRequest {
+    tenant: String,
+    generation: u64,
+}
+
+/// The index (one per store, shared by its writer, its builder and its
+/// look-ups).
 #[derive(Debug)]
 pub(crate) struct OpenTitles {
     held: RwLock<Held>,
     bounds: OpenTitleBounds,
     /// Look-ups so far: the clock of `TenantTitles::last_used`.
     ticks: AtomicU64,
+    /// The builder thread's queue ([`start_builder`]); without one, no
+    /// tenant is held.
+    builder: Mutex<Option<Sender<BuildRequest>>>,
+    /// Tests: holds the builder between its read and installing what it
+    /// read, so that writes land in the log meanwhile.
+    #[cfg(test)]
+    build_gate: (Mutex<BuildGate>, std::sync::Condvar),
+}
+
+/// Tests: whether builds wait before installing, and how many do.
+#[cfg(test)]
+#[derive(Debug, Default)]
+struct BuildGate {
+    closed: bool,
+    waiting: usize,
 }
 
 /// What a group's commit changes in the index ([`collect`]).
 #[derive(Debug, Default)]
 pub(crate) struct Pending {
-    /// Held tenants' touched issues as committed.
+    /// Held (or being built) tenants' touched issues as committed.
     changes: Vec<(String, IssueId, Option<OpenTitle>)>,
-    /// Tenants built from the group's transaction.
-    built: Vec<(String, TenantTitles)>,
-    /// Held tenants with an invalid stored value: no longer held.
+    /// Tenants that had an issue created and are neither held nor being
+    /// built: to build.
+    requested: Vec<String>,
+    /// Tenants with an invalid stored value: no longer held or built.
     dropped: Vec<String>,
     /// The epoch the group wrote, if it changed an issue.
     epoch: Option<i64>,
@@ -303,6 +353,9 @@ impl OpenTitles {
             held: RwLock::new(Held::default()),
             bounds,
             ticks: AtomicU64::new(0),
+            builder: Mutex::new(None),
+            #[cfg(test)]
+            build_gate: Default::default(),
         }
     }
 
@@ -323,18 +376,156 @@ impl OpenTitles {
     /// Whether `tenant` is held (for tests and diagnostics).
     #[cfg(test)]
     pub(crate) fn holds(&self, tenant: &TenantId) -> bool {
-        self.is_held(tenant.as_str())
-    }
-
-    fn is_held(&self, tenant: &str) -> bool {
         let held = self.held.read().unwrap_or_else(PoisonError::into_inner);
-        held.tenants.contains_key(tenant)
+        held.tenants.contains_key(tenant.as_str())
     }
 
-    /// Drops every tenant (another process changed issues).
+    /// Whether `tenant` is held or being built: its changes are collected.
+    fn is_tracked(&self, tenant: &str) -> bool {
+        let held = self.held.read().unwrap_or_else(PoisonError::into_inner);
+        held.tenants.contains_key(tenant) || held.building.contains_key(tenant)
+    }
+
+    /// Tests: waits until every build asked for is installed or given up.
+    #[cfg(test)]
+    pub(crate) fn wait_built(&self) {
+        for _ in 0..2_000 {
+            if self
+                .held
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .in_flight
+                == 0
+            {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        panic!("a tenant's open titles were still being built after 10 s");
+    }
+
+    /// Tests: from now on, builds wait after their read until
+    /// [`Self::release_builds`].
+    #[cfg(test)]
+    pub(crate) fn hold_builds(&self) {
+        self.build_gate.0.lock().unwrap().closed = true;
+    }
+
+    /// Tests: waits until a build has read and waits at the gate.
+    #[cfg(test)]
+    pub(crate) fn wait_build_read(&self) {
+        let (gate, changed) = &self.build_gate;
+        let gate = gate.lock().unwrap();
+        let (_gate, timeout) = changed
+            .wait_timeout_while(gate, std::time::Duration::from_secs(10), |g| g.waiting == 0)
+            .unwrap();
+        assert!(!timeout.timed_out(), "no build read within 10 s");
+    }
+
+    /// Tests: lets held builds install.
+    #[cfg(test)]
+    pub(crate) fn release_builds(&self) {
+        self.build_gate.0.lock().unwrap().closed = false;
+        self.build_gate.1.notify_all();
+    }
+
+    /// Tests: a build that read waits here while the gate is closed.
+    #[cfg(test)]
+    fn pass_gate(&self) {
+        let (gate, changed) = &self.build_gate;
+        let mut gate = gate.lock().unwrap();
+        gate.waiting += 1;
+        changed.notify_all();
+        while gate.closed {
+            gate = changed.wait(gate).unwrap();
+        }
+        gate.waiting -= 1;
+    }
+
+    /// Drops every tenant and every build under way (another process
+    /// changed issues).
     fn clear(&self) {
         let mut held = self.held.write().unwrap_or_else(PoisonError::into_inner);
-        *held = Held::default();
+        *held = Held {
+            generation: held.generation + 1,
+            in_flight: held.in_flight,
+            ..Held::default()
+        };
+    }
+
+    /// Asks the builder for `tenant` (under `held`'s write lock, so that
+    /// the request is registered before the builder can answer it);
+    /// whether it was asked.
+    fn request(&self, held: &mut Held, tenant: String) -> bool {
+        let builder = self.builder.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(builder) = builder.as_ref() else {
+            return false;
+        };
+        let request = register(held, tenant);
+        let tenant = request.tenant.clone();
+        if builder.send(request).is_err() {
+            // The builder has stopped: nothing will answer.
+            held.building.remove(&tenant);
+            held.in_flight -= 1;
+            return false;
+        }
+        true
+    }
+
+    /// The builder read `titles` for `request`: replays the changes
+    /// logged since it was asked for and holds the tenant, unless the
+    /// index was cleared or the build given up meanwhile.
+    fn install(&self, request: BuildRequest, mut titles: TenantTitles) {
+        let mut held = self.held.write().unwrap_or_else(PoisonError::into_inner);
+        let held = &mut *held;
+        held.in_flight -= 1;
+        if held.generation != request.generation {
+            return;
+        }
+        let Some(log) = held.building.remove(&request.tenant) else {
+            return;
+        };
+        for (id, row) in log {
+            titles.set(id, row);
+        }
+        if titles.issues.len() > self.bounds.per_tenant {
+            return;
+        }
+        titles
+            .last_used
+            .store(self.ticks.load(Ordering::Relaxed), Ordering::Relaxed);
+        held.bytes += titles.bytes;
+        if let Some(old) = held.tenants.insert(request.tenant, titles) {
+            held.bytes -= old.bytes;
+        }
+        self.evict(held);
+    }
+
+    /// The builder could not hold `request`'s tenant (too many open
+    /// issues, an invalid stored value, the file): its look-ups read SQL.
+    fn abandon(&self, request: BuildRequest) {
+        let mut held = self.held.write().unwrap_or_else(PoisonError::into_inner);
+        held.in_flight -= 1;
+        if held.generation == request.generation {
+            held.building.remove(&request.tenant);
+        }
+    }
+
+    /// Drops the least recently looked-up tenants while past the bytes.
+    fn evict(&self, held: &mut Held) {
+        while held.bytes > self.bounds.total_bytes {
+            let Some(oldest) = held
+                .tenants
+                .iter()
+                .min_by_key(|(_, t)| t.last_used.load(Ordering::Relaxed))
+                .map(|(name, _)| name.clone())
+            else {
+                break;
+            };
+            if let Some(gone) = held.tenants.remove(&oldest) {
+                held.bytes -= gone.bytes;
+            }
+        }
     }
 
     /// At the start of a group, under the file's write lock: drops the
@@ -362,7 +553,8 @@ impl OpenTitles {
         if let Some(epoch) = pending.epoch {
             watch.epoch = Some(epoch);
         }
-        if pending.changes.is_empty() && pending.built.is_empty() && pending.dropped.is_empty() {
+        if pending.changes.is_empty() && pending.requested.is_empty() && pending.dropped.is_empty()
+        {
             return;
         }
         let mut held = self.held.write().unwrap_or_else(PoisonError::into_inner);
@@ -374,19 +566,24 @@ impl OpenTitles {
                 titles.set(id, row);
                 held.bytes += titles.bytes;
                 grown.insert(tenant);
+            } else if let Some(log) = held.building.get_mut(&tenant) {
+                log.push((id, row));
+                // More changes than the tenant may hold issues: give up
+                // rather than let the log grow with a stalled build.
+                if log.len() > self.bounds.per_tenant {
+                    held.building.remove(&tenant);
+                }
             }
         }
         for tenant in pending.dropped {
+            held.building.remove(&tenant);
             if let Some(gone) = held.tenants.remove(&tenant) {
                 held.bytes -= gone.bytes;
             }
         }
-        let tick = self.ticks.load(Ordering::Relaxed);
-        for (tenant, titles) in pending.built {
-            titles.last_used.store(tick, Ordering::Relaxed);
-            held.bytes += titles.bytes;
-            if let Some(old) = held.tenants.insert(tenant, titles) {
-                held.bytes -= old.bytes;
+        for tenant in pending.requested {
+            if !held.tenants.contains_key(&tenant) && !held.building.contains_key(&tenant) {
+                self.request(held, tenant);
             }
         }
         for tenant in grown {
@@ -399,17 +596,74 @@ impl OpenTitles {
                 held.bytes -= gone.bytes;
             }
         }
-        while held.bytes > self.bounds.total_bytes {
-            let Some(oldest) = held
-                .tenants
-                .iter()
-                .min_by_key(|(_, t)| t.last_used.load(Ordering::Relaxed))
-                .map(|(name, _)| name.clone())
-            else {
-                break;
-            };
-            if let Some(gone) = held.tenants.remove(&oldest) {
-                held.bytes -= gone.bytes;
+        self.evict(held);
+    }
+}
+
+/// Notes `tenant` as being built: its changes are logged from now on.
+fn register(held: &mut Held, tenant: String) -> BuildRequest {
+    held.building.insert(tenant.clone(), Vec::new());
+    held.in_flight += 1;
+    BuildRequest {
+        tenant,
+        generation: held.generation,
+    }
+}
+
+/// Starts the thread that builds tenants for `index` from `path` (one at
+/// a time, on a read connection of its own); it stops once `index` is
+/// dropped.
+pub(crate) fn start_builder(
+    index: &Arc<OpenTitles>,
+    path: PathBuf,
+    options: SqliteOptions,
+) -> std::io::Result<()> {
+    let (requests, queue) = channel();
+    let weak = Arc::downgrade(index);
+    std::thread::Builder::new()
+        .name("sqlite-titles".into())
+        .spawn(move || run_builder(&weak, &queue, &path, &options))?;
+    *index.builder.lock().unwrap_or_else(PoisonError::into_inner) = Some(requests);
+    Ok(())
+}
+
+fn run_builder(
+    index: &Weak<OpenTitles>,
+    queue: &Receiver<BuildRequest>,
+    path: &std::path::Path,
+    options: &SqliteOptions,
+) {
+    let mut conn: Option<Connection> = None;
+    // Ends when the index, and with it the queue's sender, is dropped.
+    while let Ok(request) = queue.recv() {
+        let Some(index) = index.upgrade() else {
+            return;
+        };
+        if conn.is_none() {
+            conn = schema::open_reader(path, options)
+                .map_err(|e| tracing::warn!(error = %e, "the open titles' builder could not open the board; look-ups read SQL"))
+                .ok();
+        }
+        let built = match &conn {
+            Some(conn) => snapshot(conn, |conn| {
+                Ok(build(conn, &request.tenant, index.bounds.per_tenant)?)
+            }),
+            None => Ok(None),
+        };
+        match built {
+            Ok(Some(titles)) => {
+                #[cfg(test)]
+                index.pass_gate();
+                index.install(request, titles);
+            }
+            Ok(None) => index.abandon(request),
+            Err(e) => {
+                let error = StoreError::from(e);
+                tracing::warn!(%error, "building a tenant's open titles failed; its look-ups read SQL");
+                // A connection that failed may be in any state: a new one
+                // for the next build.
+                conn = None;
+                index.abandon(request);
             }
         }
     }
@@ -420,7 +674,7 @@ impl OpenTitles {
 /// Empties the notes.
 pub(crate) fn collect(conn: &Connection, index: &OpenTitles) -> rusqlite::Result<Pending> {
     let mut pending = Pending::default();
-    let mut to_build: BTreeSet<String> = BTreeSet::new();
+    let mut requested: BTreeSet<String> = BTreeSet::new();
     let mut touched = false;
     {
         let mut stmt = conn.prepare_cached(TOUCHED)?;
@@ -429,10 +683,10 @@ pub(crate) fn collect(conn: &Connection, index: &OpenTitles) -> rusqlite::Result
         while let Some(row) = rows.next()? {
             touched = true;
             let tenant: String = row.get(0)?;
-            let held = *held_tenants
+            let tracked = *held_tenants
                 .entry(tenant.clone())
-                .or_insert_with(|| index.is_held(&tenant));
-            if held {
+                .or_insert_with(|| index.is_tracked(&tenant));
+            if tracked {
                 let id = IssueId::parse(row.get::<_, String>(1)?).ok();
                 let open = match row.get::<_, Option<String>>(3)? {
                     Some(_) => open_title(row, 3)?.map(Some),
@@ -445,7 +699,7 @@ pub(crate) fn collect(conn: &Connection, index: &OpenTitles) -> rusqlite::Result
                     _ => pending.dropped.push(tenant),
                 }
             } else if row.get::<_, bool>(2)? {
-                to_build.insert(tenant);
+                requested.insert(tenant);
             }
         }
     }
@@ -458,25 +712,32 @@ pub(crate) fn collect(conn: &Connection, index: &OpenTitles) -> rusqlite::Result
         conn.prepare_cached("UPDATE issue_epoch SET n = n + 1 WHERE id = 1 RETURNING n")?
             .query_row([], |row| row.get(0))?,
     );
-    for tenant in to_build {
-        if let Some(titles) = build(conn, &tenant, index.bounds.per_tenant)? {
-            pending.built.push((tenant, titles));
+    // The count is cheap (`board_counts`): a tenant past the bound is not
+    // even asked for.
+    for tenant in requested {
+        if holdable(conn, &tenant, index.bounds.per_tenant)? {
+            pending.requested.push(tenant);
         }
     }
     Ok(pending)
 }
 
-/// `tenant`'s open titles from the group's transaction; `None` when it has
-/// more open issues than `per_tenant` or a stored value is invalid.
+/// Whether `tenant` has at most `per_tenant` open issues.
+fn holdable(conn: &Connection, tenant: &str, per_tenant: usize) -> rusqlite::Result<bool> {
+    let open: i64 = conn
+        .prepare_cached(OPEN_COUNT)?
+        .query_row(params![tenant], |row| row.get(0))?;
+    Ok(usize::try_from(open).unwrap_or(usize::MAX) <= per_tenant)
+}
+
+/// `tenant`'s open titles, read in the caller's transaction; `None` when
+/// it has more open issues than `per_tenant` or a stored value is invalid.
 fn build(
     conn: &Connection,
     tenant: &str,
     per_tenant: usize,
 ) -> rusqlite::Result<Option<TenantTitles>> {
-    let open: i64 = conn
-        .prepare_cached(OPEN_COUNT)?
-        .query_row(params![tenant], |row| row.get(0))?;
-    if usize::try_from(open).unwrap_or(usize::MAX) > per_tenant {
+    if !holdable(conn, tenant, per_tenant)? {
         return Ok(None);
     }
     let mut titles = TenantTitles::default();
@@ -580,6 +841,7 @@ mod tests {
     /// Every title of `dice`'s next `n`, through the store (held titles)
     /// and through SQL: the same issues, scores and order.
     async fn agree(store: &SqliteStore, dice: &mut Dice, n: usize) {
+        store.open_titles().wait_built();
         assert!(store.open_titles().holds(&tenant()));
         for _ in 0..n {
             let title = dice.title();
@@ -690,6 +952,7 @@ mod tests {
         let by = author(Integrity::Agent);
         let login = Title::parse("login fails on Safari").unwrap();
         let first = file(&a, login.as_str()).await;
+        a.open_titles().wait_built();
         assert!(a.open_titles().holds(&tenant()), "a create builds it");
         let comment = |text: &str| NewComment {
             issue: first.clone(),
@@ -726,9 +989,104 @@ mod tests {
 
         // A's next create builds it again, B's writes and all.
         file(&a, "export is slow").await;
+        a.open_titles().wait_built();
         assert!(a.open_titles().holds(&tenant()));
         let held = a.similar_open_issues(&tenant(), &login, 5).await.unwrap();
         assert_eq!(held, similar);
+    }
+
+    /// `title`'s look-up through the store (held) and through SQL agree,
+    /// at every limit.
+    async fn agrees_for(store: &SqliteStore, title: &str) {
+        let title = Title::parse(title).unwrap();
+        for limit in 1..=limits::SIMILAR_LIMIT_MAX {
+            let held = store
+                .similar_open_issues(&tenant(), &title, limit)
+                .await
+                .unwrap();
+            assert_eq!(held, sql_similar(store.path(), &title, limit), "{title:?}");
+        }
+    }
+
+    #[actix_rt::test]
+    async fn writes_committed_while_a_tenant_is_built_are_replayed_on_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join(FILE_NAME)).unwrap();
+        // The builder reads the board as the first create left it, then
+        // waits: everything below commits between its read and its install.
+        store.open_titles().hold_builds();
+        let first = file(&store, "login fails on Safari").await;
+        store.open_titles().wait_build_read();
+        let second = file(&store, "export is slow").await;
+        let third = file(&store, "login page crash").await;
+        let retitle = IssuePatch {
+            title: Some(Title::parse("login crash on save").unwrap()),
+            ..IssuePatch::default()
+        };
+        store
+            .update_issue(&tenant(), &first, retitle, None)
+            .await
+            .unwrap();
+        let done = IssuePatch {
+            state: Some(IssueState::Done),
+            ..IssuePatch::default()
+        };
+        store
+            .update_issue(&tenant(), &third, done, None)
+            .await
+            .unwrap();
+        let comment = NewComment {
+            issue: second.clone(),
+            body: CommentBody::parse("seen again").unwrap(),
+        };
+        let by = author(Integrity::Agent);
+        store
+            .add_comment(&tenant(), &by, comment, None)
+            .await
+            .unwrap();
+        assert!(!store.open_titles().holds(&tenant()), "still being built");
+        store.open_titles().release_builds();
+        store.open_titles().wait_built();
+        assert!(store.open_titles().holds(&tenant()));
+        for title in [
+            "login fails",
+            "login crash",
+            "export slow",
+            "page crash",
+            "save",
+        ] {
+            agrees_for(&store, title).await;
+        }
+    }
+
+    #[actix_rt::test]
+    async fn a_build_under_way_when_another_writer_changes_issues_is_not_installed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(FILE_NAME);
+        let (a, b) = (
+            SqliteStore::open(&path).unwrap(),
+            SqliteStore::open(&path).unwrap(),
+        );
+        a.open_titles().hold_builds();
+        file(&a, "login fails on Safari").await;
+        a.open_titles().wait_build_read();
+        // B files a like title after A's builder read, and A's next write
+        // sees that another writer changed issues: A's build is stale.
+        file(&b, "login fails again").await;
+        a.set_grant_policy(&tenant(), &GrantPolicy::default())
+            .await
+            .unwrap();
+        a.open_titles().release_builds();
+        a.open_titles().wait_built();
+        assert!(
+            !a.open_titles().holds(&tenant()),
+            "the stale build is dropped"
+        );
+        // The next create builds it again, B's issue included.
+        file(&a, "export is slow").await;
+        a.open_titles().wait_built();
+        assert!(a.open_titles().holds(&tenant()));
+        agrees_for(&a, "login fails").await;
     }
 
     #[actix_rt::test]
@@ -745,6 +1103,7 @@ mod tests {
         let title = Title::parse("login fails").unwrap();
         for n in 1..=5 {
             file(&store, title.as_str()).await;
+            store.open_titles().wait_built();
             assert_eq!(store.open_titles().holds(&tenant()), n <= 3, "{n}");
         }
         let similar = store
@@ -775,17 +1134,17 @@ mod tests {
             per_tenant: 100,
             total_bytes: one * 2 + one / 2,
         });
-        let built = |name: &str| Pending {
-            built: vec![(name.to_owned(), titles(10))],
-            ..Pending::default()
+        // As the builder would: asked for, then installed.
+        let built = |name: &str| {
+            let request = register(&mut index.held.write().unwrap(), name.to_owned());
+            index.install(request, titles(10));
         };
-        let mut watch = Watch::default();
-        index.apply(built("old"), &mut watch);
-        index.apply(built("used"), &mut watch);
+        built("old");
+        built("used");
         let used = TenantId::parse("used").unwrap();
         let title = Title::parse("login").unwrap();
         assert!(index.similar(&used, &title, 3).is_some());
-        index.apply(built("new"), &mut watch);
+        built("new");
         let holds = |name: &str| index.holds(&TenantId::parse(name).unwrap());
         assert!(!holds("old") && holds("used") && holds("new"));
     }

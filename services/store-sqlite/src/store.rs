@@ -2,7 +2,7 @@
 
 use crate::error::{OpError, SqliteError, store_error};
 use crate::files;
-use crate::open_titles::OpenTitles;
+use crate::open_titles::{self, OpenTitles};
 use crate::ops::approvals::{self, DecideApproval, PutApproval, UseApproval};
 use crate::ops::audit::{self, AppendAudit};
 use crate::ops::claims::{ClaimIssue, ClaimNext, ExpireClaims, HandOverClaim, ReleaseIssue};
@@ -133,6 +133,12 @@ impl SqliteStore {
         );
         let counters = Arc::new(Counters::default());
         let open_titles = Arc::new(OpenTitles::new(options.open_titles));
+        open_titles::start_builder(&open_titles, path.to_path_buf(), options.clone()).map_err(
+            |source| SqliteError::Thread {
+                path: path.to_path_buf(),
+                source,
+            },
+        )?;
         let writes = writer::spawn(
             write_conn,
             path,
