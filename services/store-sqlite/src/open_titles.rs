@@ -386,62 +386,6 @@ impl OpenTitles {
         held.tenants.contains_key(tenant) || held.building.contains_key(tenant)
     }
 
-    /// Tests: waits until every build asked for is installed or given up.
-    #[cfg(test)]
-    pub(crate) fn wait_built(&self) {
-        for _ in 0..2_000 {
-            if self
-                .held
-                .read()
-                .unwrap_or_else(PoisonError::into_inner)
-                .in_flight
-                == 0
-            {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
-        panic!("a tenant's open titles were still being built after 10 s");
-    }
-
-    /// Tests: from now on, builds wait after their read until
-    /// [`Self::release_builds`].
-    #[cfg(test)]
-    pub(crate) fn hold_builds(&self) {
-        self.build_gate.0.lock().unwrap().closed = true;
-    }
-
-    /// Tests: waits until a build has read and waits at the gate.
-    #[cfg(test)]
-    pub(crate) fn wait_build_read(&self) {
-        let (gate, changed) = &self.build_gate;
-        let gate = gate.lock().unwrap();
-        let (_gate, timeout) = changed
-            .wait_timeout_while(gate, std::time::Duration::from_secs(10), |g| g.waiting == 0)
-            .unwrap();
-        assert!(!timeout.timed_out(), "no build read within 10 s");
-    }
-
-    /// Tests: lets held builds install.
-    #[cfg(test)]
-    pub(crate) fn release_builds(&self) {
-        self.build_gate.0.lock().unwrap().closed = false;
-        self.build_gate.1.notify_all();
-    }
-
-    /// Tests: a build that read waits here while the gate is closed.
-    #[cfg(test)]
-    fn pass_gate(&self) {
-        let (gate, changed) = &self.build_gate;
-        let mut gate = gate.lock().unwrap();
-        gate.waiting += 1;
-        changed.notify_all();
-        while gate.closed {
-            gate = changed.wait(gate).unwrap();
-        }
-        gate.waiting -= 1;
-    }
-
     /// Drops every tenant and every build under way (another process
     /// changed issues).
     fn clear(&self) {
@@ -454,12 +398,12 @@ impl OpenTitles {
     }
 
     /// Asks the builder for `tenant` (under `held`'s write lock, so that
-    /// the request is registered before the builder can answer it);
-    /// whether it was asked.
-    fn request(&self, held: &mut Held, tenant: String) -> bool {
+    /// the request is registered before the builder can answer it).
+    /// Without a builder, the tenant stays not held.
+    fn request(&self, held: &mut Held, tenant: String) {
         let builder = self.builder.lock().unwrap_or_else(PoisonError::into_inner);
         let Some(builder) = builder.as_ref() else {
-            return false;
+            return;
         };
         let request = register(held, tenant);
         let tenant = request.tenant.clone();
@@ -467,9 +411,7 @@ impl OpenTitles {
             // The builder has stopped: nothing will answer.
             held.building.remove(&tenant);
             held.in_flight -= 1;
-            return false;
         }
-        true
     }
 
     /// The builder read `titles` for `request`: replays the changes
@@ -600,6 +542,61 @@ impl OpenTitles {
     }
 }
 
+/// What tests need to see and steer of the builder.
+#[cfg(test)]
+impl OpenTitles {
+    /// Tests: waits until every build asked for is installed or given up.
+    pub(crate) fn wait_built(&self) {
+        for _ in 0..2_000 {
+            if self
+                .held
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .in_flight
+                == 0
+            {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        panic!("a tenant's open titles were still being built after 10 s");
+    }
+
+    /// Tests: from now on, builds wait after their read until
+    /// [`Self::release_builds`].
+    pub(crate) fn hold_builds(&self) {
+        self.build_gate.0.lock().unwrap().closed = true;
+    }
+
+    /// Tests: waits until a build has read and waits at the gate.
+    pub(crate) fn wait_build_read(&self) {
+        let (gate, changed) = &self.build_gate;
+        let gate = gate.lock().unwrap();
+        let (_gate, timeout) = changed
+            .wait_timeout_while(gate, std::time::Duration::from_secs(10), |g| g.waiting == 0)
+            .unwrap();
+        assert!(!timeout.timed_out(), "no build read within 10 s");
+    }
+
+    /// Tests: lets held builds install.
+    pub(crate) fn release_builds(&self) {
+        self.build_gate.0.lock().unwrap().closed = false;
+        self.build_gate.1.notify_all();
+    }
+
+    /// Tests: a build that read waits here while the gate is closed.
+    fn pass_gate(&self) {
+        let (gate, changed) = &self.build_gate;
+        let mut gate = gate.lock().unwrap();
+        gate.waiting += 1;
+        changed.notify_all();
+        while gate.closed {
+            gate = changed.wait(gate).unwrap();
+        }
+        gate.waiting -= 1;
+    }
+}
+
 /// Notes `tenant` as being built: its changes are logged from now on.
 fn register(held: &mut Held, tenant: String) -> BuildRequest {
     held.building.insert(tenant.clone(), Vec::new());
@@ -627,6 +624,9 @@ pub(crate) fn start_builder(
     Ok(())
 }
 
+/// The builder thread: builds the tenants asked for, one at a time, and
+/// installs each or gives it up; a failed read or connection only leaves
+/// that tenant to SQL (logged, without the tenant).
 fn run_builder(
     index: &Weak<OpenTitles>,
     queue: &Receiver<BuildRequest>,
