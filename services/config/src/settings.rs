@@ -217,7 +217,9 @@ pub struct Settings {
     /// together may hold in memory for the similar-title look-up (see
     /// `open_titles_per_tenant_max`); past it the tenants looked up least
     /// recently are dropped, and held again from the file at their next
-    /// create.
+    /// create. Keep it above what `open_titles_per_tenant_max` open issues
+    /// take (about 480 bytes each, more with long titles), or a tenant that
+    /// large is built and dropped again at each of its creates.
     pub open_titles_memory_bytes: usize,
     /// Most bytes one tool result may take (structured JSON, text block and
     /// envelope); a longer answer is cut at an item boundary and says what
