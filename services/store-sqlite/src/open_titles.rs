@@ -33,7 +33,10 @@
 //! and [`OpenTitles::install`] replays the log on what it read, in commit
 //! order, and holds the tenant. Each log entry sets an issue to what its
 //! commit left, so an entry the read already saw changes nothing. Until
-//! then the tenant's look-ups read SQL, with the same answer.
+//! then the tenant's look-ups read SQL, with the same answer. A build
+//! under way when another writer changed issues, or whose log outgrew
+//! `per_tenant`, is given up but stays under way until it ends, so a
+//! tenant never has two.
 //!
 //! Other processes' writes: each writer adds one to `issue_epoch` in every
 //! group that changed an issue. At the start of each group (under the
@@ -277,27 +280,20 @@ impl TenantTitles {
     }
 }
 
+/// The changes of a tenant's issues committed while it is built: each
+/// issue as its commit left it (`None`: gone).
+type BuildLog = Vec<(IssueId, Option<OpenTitle>)>;
+
 /// Every tenant held, and those being built.
 #[derive(Debug, Default)]
 struct Held {
     tenants: HashMap<String, TenantTitles>,
-    /// Per tenant being built, its issues' changes committed since the
-    /// build was asked for, oldest first.
-    building: HashMap<String, Vec<(IssueId, Option<OpenTitle>)>>,
+    /// Per tenant whose build is under way, its issues' changes committed
+    /// since the build was asked for, oldest first; `None` once the build
+    /// is given up (what it read will not be held). An entry lives exactly
+    /// as long as its build, so a tenant has at most one build under way.
+    building: HashMap<String, Option<BuildLog>>,
     bytes: usize,
-    /// Moved by every [`OpenTitles::clear`]: a build asked for before it
-    /// is not installed.
-    generation: u64,
-    /// Builds asked for and not yet installed or given up, whatever the
-    /// generation.
-    in_flight: usize,
-}
-
-/// A tenant to build, as asked for under one generation.
-#[derive(Debug)]
-pub(crate) struct BuildRequest {
-    tenant: String,
-    generation: u64,
 }
 
 /// The index (one per store, shared by its writer, its builder and its
@@ -310,7 +306,7 @@ pub(crate) struct OpenTitles {
     ticks: AtomicU64,
     /// The builder thread's queue ([`start_builder`]); without one, no
     /// tenant is held.
-    builder: Mutex<Option<Sender<BuildRequest>>>,
+    builder: Mutex<Option<Sender<String>>>,
     /// Tests: holds the builder between its read and installing what it
     /// read, so that writes land in the log meanwhile.
     #[cfg(test)]
@@ -386,15 +382,15 @@ impl OpenTitles {
         held.tenants.contains_key(tenant) || held.building.contains_key(tenant)
     }
 
-    /// Drops every tenant and every build under way (another process
-    /// changed issues).
+    /// Drops every tenant and gives up every build under way (another
+    /// process changed issues).
     fn clear(&self) {
         let mut held = self.held.write().unwrap_or_else(PoisonError::into_inner);
-        *held = Held {
-            generation: held.generation + 1,
-            in_flight: held.in_flight,
-            ..Held::default()
-        };
+        held.tenants.clear();
+        held.bytes = 0;
+        for log in held.building.values_mut() {
+            *log = None;
+        }
     }
 
     /// Asks the builder for `tenant` (under `held`'s write lock, so that
@@ -405,26 +401,18 @@ impl OpenTitles {
         let Some(builder) = builder.as_ref() else {
             return;
         };
-        let request = register(held, tenant);
-        let tenant = request.tenant.clone();
-        if builder.send(request).is_err() {
-            // The builder has stopped: nothing will answer.
-            held.building.remove(&tenant);
-            held.in_flight -= 1;
+        if builder.send(tenant.clone()).is_ok() {
+            held.building.insert(tenant, Some(Vec::new()));
         }
     }
 
-    /// The builder read `titles` for `request`: replays the changes
+    /// The builder read `titles` for `tenant`: replays the changes
     /// logged since it was asked for and holds the tenant, unless the
-    /// index was cleared or the build given up meanwhile.
-    fn install(&self, request: BuildRequest, mut titles: TenantTitles) {
+    /// build was given up meanwhile.
+    fn install(&self, tenant: String, mut titles: TenantTitles) {
         let mut held = self.held.write().unwrap_or_else(PoisonError::into_inner);
         let held = &mut *held;
-        held.in_flight -= 1;
-        if held.generation != request.generation {
-            return;
-        }
-        let Some(log) = held.building.remove(&request.tenant) else {
+        let Some(Some(log)) = held.building.remove(&tenant) else {
             return;
         };
         for (id, row) in log {
@@ -437,20 +425,17 @@ impl OpenTitles {
             .last_used
             .store(self.ticks.load(Ordering::Relaxed), Ordering::Relaxed);
         held.bytes += titles.bytes;
-        if let Some(old) = held.tenants.insert(request.tenant, titles) {
+        if let Some(old) = held.tenants.insert(tenant, titles) {
             held.bytes -= old.bytes;
         }
         self.evict(held);
     }
 
-    /// The builder could not hold `request`'s tenant (too many open
-    /// issues, an invalid stored value, the file): its look-ups read SQL.
-    fn abandon(&self, request: BuildRequest) {
+    /// The builder could not hold `tenant` (too many open issues, an
+    /// invalid stored value, the file): its look-ups read SQL.
+    fn abandon(&self, tenant: &str) {
         let mut held = self.held.write().unwrap_or_else(PoisonError::into_inner);
-        held.in_flight -= 1;
-        if held.generation == request.generation {
-            held.building.remove(&request.tenant);
-        }
+        held.building.remove(tenant);
     }
 
     /// Drops the least recently looked-up tenants while past the bytes.
@@ -508,17 +493,19 @@ impl OpenTitles {
                 titles.set(id, row);
                 held.bytes += titles.bytes;
                 grown.insert(tenant);
-            } else if let Some(log) = held.building.get_mut(&tenant) {
+            } else if let Some(Some(log)) = held.building.get_mut(&tenant) {
                 log.push((id, row));
                 // More changes than the tenant may hold issues: give up
                 // rather than let the log grow with a stalled build.
                 if log.len() > self.bounds.per_tenant {
-                    held.building.remove(&tenant);
+                    held.building.insert(tenant, None);
                 }
             }
         }
         for tenant in pending.dropped {
-            held.building.remove(&tenant);
+            if let Some(log) = held.building.get_mut(&tenant) {
+                *log = None;
+            }
             if let Some(gone) = held.tenants.remove(&tenant) {
                 held.bytes -= gone.bytes;
             }
@@ -545,15 +532,15 @@ impl OpenTitles {
 /// What tests need to see and steer of the builder.
 #[cfg(test)]
 impl OpenTitles {
-    /// Tests: waits until every build asked for is installed or given up.
+    /// Tests: waits until every build asked for has ended.
     pub(crate) fn wait_built(&self) {
         for _ in 0..2_000 {
             if self
                 .held
                 .read()
                 .unwrap_or_else(PoisonError::into_inner)
-                .in_flight
-                == 0
+                .building
+                .is_empty()
             {
                 return;
             }
@@ -597,16 +584,6 @@ impl OpenTitles {
     }
 }
 
-/// Notes `tenant` as being built: its changes are logged from now on.
-fn register(held: &mut Held, tenant: String) -> BuildRequest {
-    held.building.insert(tenant.clone(), Vec::new());
-    held.in_flight += 1;
-    BuildRequest {
-        tenant,
-        generation: held.generation,
-    }
-}
-
 /// Starts the thread that builds tenants for `index` from `path` (one at
 /// a time, on a read connection of its own); it stops once `index` is
 /// dropped.
@@ -629,13 +606,13 @@ pub(crate) fn start_builder(
 /// that tenant to SQL (logged, without the tenant).
 fn run_builder(
     index: &Weak<OpenTitles>,
-    queue: &Receiver<BuildRequest>,
+    queue: &Receiver<String>,
     path: &std::path::Path,
     options: &SqliteOptions,
 ) {
     let mut conn: Option<Connection> = None;
     // Ends when the index, and with it the queue's sender, is dropped.
-    while let Ok(request) = queue.recv() {
+    while let Ok(tenant) = queue.recv() {
         let Some(index) = index.upgrade() else {
             return;
         };
@@ -646,7 +623,7 @@ fn run_builder(
         }
         let built = match &conn {
             Some(conn) => snapshot(conn, |conn| {
-                Ok(build(conn, &request.tenant, index.bounds.per_tenant)?)
+                Ok(build(conn, &tenant, index.bounds.per_tenant)?)
             }),
             None => Ok(None),
         };
@@ -654,16 +631,16 @@ fn run_builder(
             Ok(Some(titles)) => {
                 #[cfg(test)]
                 index.pass_gate();
-                index.install(request, titles);
+                index.install(tenant, titles);
             }
-            Ok(None) => index.abandon(request),
+            Ok(None) => index.abandon(&tenant),
             Err(e) => {
                 let error = StoreError::from(e);
                 tracing::warn!(%error, "building a tenant's open titles failed; its look-ups read SQL");
                 // A connection that failed may be in any state: a new one
                 // for the next build.
                 conn = None;
-                index.abandon(request);
+                index.abandon(&tenant);
             }
         }
     }
@@ -679,11 +656,11 @@ pub(crate) fn collect(conn: &Connection, index: &OpenTitles) -> rusqlite::Result
     {
         let mut stmt = conn.prepare_cached(TOUCHED)?;
         let mut rows = stmt.query([])?;
-        let mut held_tenants: HashMap<String, bool> = HashMap::new();
+        let mut tracked_tenants: HashMap<String, bool> = HashMap::new();
         while let Some(row) = rows.next()? {
             touched = true;
             let tenant: String = row.get(0)?;
-            let tracked = *held_tenants
+            let tracked = *tracked_tenants
                 .entry(tenant.clone())
                 .or_insert_with(|| index.is_tracked(&tenant));
             if tracked {
@@ -1090,6 +1067,48 @@ mod tests {
     }
 
     #[actix_rt::test]
+    async fn a_build_given_up_stays_under_way_until_it_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = SqliteOptions {
+            open_titles: OpenTitleBounds {
+                per_tenant: 3,
+                ..OpenTitleBounds::default()
+            },
+            ..SqliteOptions::default()
+        };
+        let store = SqliteStore::open_with(&dir.path().join(FILE_NAME), options).unwrap();
+        store.open_titles().hold_builds();
+        let first = file(&store, "login fails").await;
+        store.open_titles().wait_build_read();
+        // More logged changes than the tenant may hold issues: the build
+        // is given up, and the create after them must not start a second
+        // build whose log the first one would take.
+        for title in ["login crash", "save crash", "page slow", "export slow"] {
+            let retitle = IssuePatch {
+                title: Some(Title::parse(title).unwrap()),
+                ..IssuePatch::default()
+            };
+            store
+                .update_issue(&tenant(), &first, retitle, None)
+                .await
+                .unwrap();
+        }
+        file(&store, "page crash").await;
+        store.open_titles().release_builds();
+        store.open_titles().wait_built();
+        for title in ["login fails", "export slow", "page crash"] {
+            agrees_for(&store, title).await;
+        }
+        // The next create builds it afresh.
+        file(&store, "export crash").await;
+        store.open_titles().wait_built();
+        assert!(store.open_titles().holds(&tenant()));
+        for title in ["login fails", "export slow", "page crash"] {
+            agrees_for(&store, title).await;
+        }
+    }
+
+    #[actix_rt::test]
     async fn a_tenant_past_its_bound_is_not_held_and_reads_sql() {
         let dir = tempfile::tempdir().unwrap();
         let options = SqliteOptions {
@@ -1136,8 +1155,14 @@ mod tests {
         });
         // As the builder would: asked for, then installed.
         let built = |name: &str| {
-            let request = register(&mut index.held.write().unwrap(), name.to_owned());
-            index.install(request, titles(10));
+            let log = Some(Vec::new());
+            index
+                .held
+                .write()
+                .unwrap()
+                .building
+                .insert(name.to_owned(), log);
+            index.install(name.to_owned(), titles(10));
         };
         built("old");
         built("used");
