@@ -218,8 +218,8 @@ pub struct Settings {
     /// `open_titles_per_tenant_max`); past it the tenants looked up least
     /// recently are dropped, and held again from the file at their next
     /// create. Keep it above what `open_titles_per_tenant_max` open issues
-    /// take (about 480 bytes each, more with long titles), or a tenant that
-    /// large is built and dropped again at each of its creates.
+    /// take (about 450 to 750 bytes each, more with longer titles), or a
+    /// tenant that large is built and dropped again at each of its creates.
     pub open_titles_memory_bytes: usize,
     /// Most bytes one tool result may take (structured JSON, text block and
     /// envelope); a longer answer is cut at an item boundary and says what

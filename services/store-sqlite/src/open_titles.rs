@@ -126,9 +126,40 @@ const OPEN_ISSUES: &str = "SELECT id, title, state, updated_at, integrity FROM i
 const OPEN_COUNT: &str = "SELECT coalesce(sum(n), 0) FROM board_counts \
      WHERE tenant = ?1 AND kind = 'state' AND key NOT IN ('done', 'closed')";
 
-/// Bytes an entry is counted at besides its id and title: the map
-/// entries, the word sets' copies of the id, the fields.
-const ENTRY_OVERHEAD: usize = 160;
+/// What the held titles are counted at (measured: services/bench/FINDINGS.md,
+/// "2026-12-05 (day)"): the allocations' lengths, plus for each
+/// allocation the allocator's header and rounding ...
+const ALLOCATION_OVERHEAD: usize = 16;
+/// ... for each word of each issue its key's share of the word's set (26
+/// bytes in a node of eleven, the nodes half to two thirds full) ...
+const WORD_KEY_BYTES: usize = 56;
+/// ... for each word held its set's first node, its entry and its text's
+/// allocation ...
+const WORD_SET_BYTES: usize = 320;
+/// ... and the tables' slots, spare ones included (a table has one slot
+/// and one control byte per 7/8 of an entry of its capacity).
+fn table_bytes<K, V>(table: &HashMap<K, V>) -> usize {
+    table.capacity() * 8 / 7 * (size_of::<(K, V)>() + 1)
+}
+
+/// An issue id as the word sets hold it: the 26 characters of its ULID,
+/// in place. Every issue id is its prefix and a ULID of 26 uppercase
+/// characters (`IssueId::parse` refuses anything else), so keys order as
+/// their ids do (newest last), and a word's set holds no string of its
+/// own per issue (a copy of the id took about 70 bytes per word: its
+/// `String` and its allocation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct IdKey([u8; 26]);
+
+impl IdKey {
+    fn of(id: &IssueId) -> Self {
+        let id = id.as_str().as_bytes();
+        let ulid = &id[id.len().saturating_sub(26)..];
+        let mut key = [0; 26];
+        key[..ulid.len()].copy_from_slice(ulid);
+        Self(key)
+    }
+}
 
 /// One open issue with a title word.
 #[derive(Debug, Clone)]
@@ -139,26 +170,22 @@ struct OpenTitle {
     integrity: Integrity,
 }
 
-impl OpenTitle {
-    fn bytes(&self, id: &IssueId, words: usize) -> usize {
-        ENTRY_OVERHEAD + id.as_str().len() * (1 + words) + self.title.as_str().len() * 2
-    }
-}
-
 /// A held issue: its row and its title's words ([`term_set`]'s, in its
 /// order, joined by single spaces: words have none, and one allocation
 /// per issue holds them all), cut once when the row is set instead of at
 /// every look-up that offers it.
 #[derive(Debug)]
 struct HeldTitle {
+    id: IssueId,
     row: OpenTitle,
     words: Box<str>,
 }
 
 impl HeldTitle {
-    fn new(row: OpenTitle, words: &BTreeSet<String>) -> Self {
+    fn new(id: IssueId, row: OpenTitle, words: &BTreeSet<String>) -> Self {
         let words: Vec<&str> = words.iter().map(String::as_str).collect();
         Self {
+            id,
             row,
             words: words.join(" ").into_boxed_str(),
         }
@@ -169,22 +196,23 @@ impl HeldTitle {
         self.words.split(' ')
     }
 
-    fn bytes(&self, id: &IssueId) -> usize {
-        let words = self.words().count();
-        self.row.bytes(id, words) + self.words.len() + WORDS_OVERHEAD
+    /// Its allocations (id, title, words) and its keys in the words'
+    /// sets.
+    fn bytes(&self) -> usize {
+        let text = self.id.as_str().len() + self.row.title.as_str().len() + self.words.len();
+        text + 3 * ALLOCATION_OVERHEAD + self.words().count() * WORD_KEY_BYTES
     }
 }
-
-/// Bytes the held words are counted at besides their text: the boxed
-/// string and its allocation.
-const WORDS_OVERHEAD: usize = 32;
 
 /// One tenant's open titles.
 #[derive(Debug, Default)]
 struct TenantTitles {
-    issues: HashMap<IssueId, HeldTitle>,
+    issues: HashMap<IdKey, HeldTitle>,
     /// The issues holding each word, ordered by id (newest last).
-    words: HashMap<String, BTreeSet<IssueId>>,
+    words: HashMap<String, BTreeSet<IdKey>>,
+    /// What the issues and the words' sets allocate.
+    held_bytes: usize,
+    /// `held_bytes` and the tables' slots.
     bytes: usize,
     last_used: AtomicU64,
 }
@@ -194,13 +222,14 @@ impl TenantTitles {
     /// its title, state, `updated_at` and level, `None` when it is gone.
     fn set(&mut self, id: IssueId, row: Option<OpenTitle>) {
         let row = row.filter(|row| is_open(row.state));
-        let old = self.issues.remove(&id);
+        let key = IdKey::of(&id);
+        let old = self.issues.remove(&key);
         let old_words: BTreeSet<String> = old
             .as_ref()
             .map(|old| old.words().map(str::to_owned).collect())
             .unwrap_or_default();
         if let Some(old) = &old {
-            self.bytes -= old.bytes(&id);
+            self.held_bytes -= old.bytes();
         }
         let new_words = row
             .as_ref()
@@ -208,39 +237,42 @@ impl TenantTitles {
             .unwrap_or_default();
         for word in old_words.difference(&new_words) {
             if let Some(ids) = self.words.get_mut(word) {
-                ids.remove(&id);
+                ids.remove(&key);
                 if ids.is_empty() {
                     self.words.remove(word);
+                    self.held_bytes -= WORD_SET_BYTES + word.len();
                 }
             }
         }
         for word in new_words.difference(&old_words) {
-            self.words
-                .entry(word.clone())
-                .or_default()
-                .insert(id.clone());
+            let ids = self.words.entry(word.clone()).or_insert_with(|| {
+                self.held_bytes += WORD_SET_BYTES + word.len();
+                BTreeSet::new()
+            });
+            ids.insert(key);
         }
         // An open title without a word is no candidate (as in SQL, where
         // `open_title_words` has no row of it).
         if let Some(row) = row.filter(|_| !new_words.is_empty()) {
-            let held = HeldTitle::new(row, &new_words);
-            self.bytes += held.bytes(&id);
-            self.issues.insert(id, held);
+            let held = HeldTitle::new(id, row, &new_words);
+            self.held_bytes += held.bytes();
+            self.issues.insert(key, held);
         }
+        self.bytes = self.held_bytes + table_bytes(&self.issues) + table_bytes(&self.words);
     }
 
     /// The SQL look-up's candidates and choice, on the held titles.
     fn similar(&self, title: &Title, limit: u32) -> Vec<SimilarIssue> {
         let mut ranking = SimilarRanking::new(title.as_str());
         let words: Vec<String> = ranking.words().iter().cloned().collect();
-        let held: Vec<(&String, &BTreeSet<IssueId>)> = words
+        let held: Vec<(&String, &BTreeSet<IdKey>)> = words
             .iter()
             .filter_map(|word| self.words.get(word).map(|ids| (word, ids)))
             .collect();
-        let offer = |ranking: &mut SimilarRanking, id: &IssueId| {
-            self.issues.get(id).is_some_and(|held| {
+        let offer = |ranking: &mut SimilarRanking, key: &IdKey| {
+            self.issues.get(key).is_some_and(|held| {
                 ranking.offer_cut(
-                    id,
+                    &held.id,
                     &held.row.title,
                     held.words(),
                     held.row.state,
@@ -268,7 +300,7 @@ impl TenantTitles {
         // Then the newest sharing any word, unless that settled it.
         if !held.is_empty() && !ranking.settled(limit) {
             let any = limits::SIMILAR_ANY_CANDIDATES as usize;
-            let newest: BTreeSet<&IssueId> = held
+            let newest: BTreeSet<&IdKey> = held
                 .iter()
                 .flat_map(|&(_, ids)| ids.iter().rev().take(any))
                 .collect();
@@ -1189,10 +1221,23 @@ mod tests {
         let words: BTreeSet<&str> = t.words.keys().map(String::as_str).collect();
         assert_eq!(words, BTreeSet::from(["export", "fails"]));
         t.set(id.clone(), Some(row("export fails", IssueState::Done)));
-        assert!(t.words.is_empty() && t.issues.is_empty() && t.bytes == 0);
+        assert!(t.words.is_empty() && t.issues.is_empty() && t.held_bytes == 0);
         t.set(id.clone(), Some(row("export", IssueState::Todo)));
         t.set(id, None);
-        assert!(t.words.is_empty() && t.issues.is_empty() && t.bytes == 0);
+        assert!(t.words.is_empty() && t.issues.is_empty() && t.held_bytes == 0);
+    }
+
+    #[test]
+    fn id_keys_order_as_their_ids() {
+        let mut ids: Vec<IssueId> = (0..1_000).map(|_| IssueId::generate()).collect();
+        ids.push(IssueId::parse(format!("iss_{}", "0".repeat(26))).unwrap());
+        ids.push(IssueId::parse(format!("iss_{}", "7ZZZZZZZZZZZZZZZZZZZZZZZZZ")).unwrap());
+        let mut by_key = ids.clone();
+        by_key.sort_by_key(IdKey::of);
+        ids.sort();
+        assert_eq!(by_key, ids);
+        let keys: HashSet<IdKey> = ids.iter().map(IdKey::of).collect();
+        assert_eq!(keys.len(), ids.len(), "a key per id");
     }
 
     #[test]
