@@ -16,9 +16,10 @@ use actix_web::{HttpResponse, web};
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::{self, MetricFamily, MetricType};
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
-    TextEncoder,
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts,
+    Registry, TextEncoder,
 };
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -152,6 +153,67 @@ struct Inner {
     connections_open: prometheus::IntGaugeVec,
     connections_refused: IntCounterVec,
     connections_shed: IntCounterVec,
+    /// Each thread's handles of the series requests record ([`Series`]).
+    series: thread_local::ThreadLocal<RefCell<Series>>,
+}
+
+/// The series of the per-request vectors one thread has recorded, by
+/// vector and label values. `with_label_values` hashes the values, takes
+/// the vector's lock and clones the series' `Arc` at every call, and the
+/// lock and the count are shared by every worker thread (about 1.2 µs of
+/// a kept `get_issue`'s CPU went to Prometheus, services/bench/FINDINGS.md);
+/// a handle kept here costs a look-up in a map of this thread's own. As
+/// many entries as series recorded, which the labels' vocabularies bound.
+#[derive(Default)]
+struct Series {
+    /// The key being looked up, reused: the vector's name and each label
+    /// value, each after a NUL (no label value holds one).
+    key: String,
+    counters: HashMap<Box<str>, IntCounter>,
+    histograms: HashMap<Box<str>, Histogram>,
+}
+
+impl Series {
+    fn key(&mut self, vector: &str, values: &[&str]) {
+        self.key.clear();
+        self.key.push_str(vector);
+        for value in values {
+            self.key.push('\0');
+            self.key.push_str(value);
+        }
+    }
+}
+
+impl Inner {
+    /// Adds one to `vector`'s series of `values`.
+    fn inc(&self, vector: &IntCounterVec, name: &str, values: &[&str]) {
+        let mut series = self.series.get_or_default().borrow_mut();
+        let series = &mut *series;
+        series.key(name, values);
+        if let Some(counter) = series.counters.get(series.key.as_str()) {
+            counter.inc();
+            return;
+        }
+        let counter = vector.with_label_values(values);
+        counter.inc();
+        series.counters.insert(series.key.as_str().into(), counter);
+    }
+
+    /// Observes `value` in `vector`'s series of `values`.
+    fn observe(&self, vector: &HistogramVec, name: &str, values: &[&str], value: f64) {
+        let mut series = self.series.get_or_default().borrow_mut();
+        let series = &mut *series;
+        series.key(name, values);
+        if let Some(histogram) = series.histograms.get(series.key.as_str()) {
+            histogram.observe(value);
+            return;
+        }
+        let histogram = vector.with_label_values(values);
+        histogram.observe(value);
+        series
+            .histograms
+            .insert(series.key.as_str().into(), histogram);
+    }
 }
 
 impl fmt::Debug for Metrics {
@@ -326,6 +388,7 @@ impl Metrics {
             max_tenants: config.max_tenants,
             tenants: Mutex::new(HashSet::new()),
             registry,
+            series: thread_local::ThreadLocal::new(),
         };
         Ok(Self {
             inner: Arc::new(inner),
@@ -371,14 +434,14 @@ impl Metrics {
         latency: Duration,
     ) {
         let method = http_method_label(method);
-        self.inner
-            .http_requests
-            .with_label_values(&[route, method, status.as_str()])
-            .inc();
-        self.inner
-            .http_duration
-            .with_label_values(&[route, method])
-            .observe(latency.as_secs_f64());
+        let inner = &self.inner;
+        inner.inc(
+            &inner.http_requests,
+            "http",
+            &[route, method, status.as_str()],
+        );
+        let seconds = latency.as_secs_f64();
+        inner.observe(&inner.http_duration, "http", &[route, method], seconds);
     }
 
     /// One MCP request (any method).
@@ -397,22 +460,19 @@ impl Metrics {
         let method = crate::mcp::method_label(method);
         let tool = tool.map_or("", |t| self.tool(t));
         let outcome = outcome_label(outcome);
-        if self.inner.tenant_labels {
+        let inner = &self.inner;
+        if inner.tenant_labels {
             let tenant = self.tenant(tenant);
-            self.inner
-                .mcp_requests
-                .with_label_values(&[method, tool, outcome, &tenant])
-                .inc();
+            inner.inc(
+                &inner.mcp_requests,
+                "mcp",
+                &[method, tool, outcome, &tenant],
+            );
         } else {
-            self.inner
-                .mcp_requests
-                .with_label_values(&[method, tool, outcome])
-                .inc();
+            inner.inc(&inner.mcp_requests, "mcp", &[method, tool, outcome]);
         }
-        self.inner
-            .mcp_duration
-            .with_label_values(&[method, tool])
-            .observe(latency.as_secs_f64());
+        let seconds = latency.as_secs_f64();
+        inner.observe(&inner.mcp_duration, "mcp", &[method, tool], seconds);
     }
 
     /// One tool execution.
@@ -423,36 +483,25 @@ impl Metrics {
     fn record_tool(&self, tenant: Option<&str>, tool: &str, outcome: &str, latency: Duration) {
         let tool = self.tool(tool);
         let outcome = outcome_label(outcome);
-        if self.inner.tenant_labels {
+        let inner = &self.inner;
+        if inner.tenant_labels {
             let tenant = self.tenant(tenant);
-            self.inner
-                .tool_calls
-                .with_label_values(&[tool, outcome, &tenant])
-                .inc();
+            inner.inc(&inner.tool_calls, "tool", &[tool, outcome, &tenant]);
         } else {
-            self.inner
-                .tool_calls
-                .with_label_values(&[tool, outcome])
-                .inc();
+            inner.inc(&inner.tool_calls, "tool", &[tool, outcome]);
         }
-        self.inner
-            .tool_duration
-            .with_label_values(&[tool])
-            .observe(latency.as_secs_f64());
+        let seconds = latency.as_secs_f64();
+        inner.observe(&inner.tool_duration, "tool", &[tool], seconds);
     }
 
     /// One board store operation. `op` is a compile-time name such as
     /// `"create_issue"`, which keeps the label set bounded.
     pub fn store_operation(&self, op: &'static str, ok: bool, latency: Duration) {
         let result = if ok { "ok" } else { "error" };
-        self.inner
-            .store_operations
-            .with_label_values(&[op, result])
-            .inc();
-        self.inner
-            .store_duration
-            .with_label_values(&[op])
-            .observe(latency.as_secs_f64());
+        let inner = &self.inner;
+        inner.inc(&inner.store_operations, "store", &[op, result]);
+        let seconds = latency.as_secs_f64();
+        inner.observe(&inner.store_duration, "store", &[op], seconds);
     }
 
     /// One token resolution answered from (`hit`) or past (`miss`) a cache.

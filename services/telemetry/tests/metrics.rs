@@ -211,6 +211,44 @@ async fn typed_recorders_appear_with_bounded_labels() {
     assert!(!text.contains("tenant"), "no tenant label unless enabled");
 }
 
+/// Each thread keeps handles of the series it records: what several
+/// threads record of one series adds up in that series, and two
+/// `Metrics` (two processes' worth) never share one.
+#[actix_rt::test]
+async fn a_series_recorded_on_several_threads_adds_up() {
+    set_tool_vocabulary();
+    let one = Metrics::default();
+    let other = Metrics::default();
+    std::thread::scope(|scope| {
+        for _ in 0..4 {
+            scope.spawn(|| {
+                for _ in 0..25 {
+                    one.tool_call("get_issue", "ok", MS);
+                    one.store_operation("get_issue", true, MS);
+                }
+                other.tool_call("get_issue", "ok", MS);
+            });
+        }
+    });
+    one.tool_call("get_issue", "error", MS);
+    let text = one.render();
+    let s = parse_prometheus(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let calls = "corkboard_tool_calls_total";
+    let ok = [("tool", "get_issue"), ("outcome", "ok")];
+    assert_eq!(value(&s, calls, &ok), Some(100.0));
+    let failed = [("tool", "get_issue"), ("outcome", "error")];
+    assert_eq!(value(&s, calls, &failed), Some(1.0));
+    let timed = "corkboard_tool_call_duration_seconds_count";
+    assert_eq!(value(&s, timed, &[("tool", "get_issue")]), Some(101.0));
+    let stored = [("op", "get_issue"), ("result", "ok")];
+    let ops = "corkboard_store_operations_total";
+    assert_eq!(value(&s, ops, &stored), Some(100.0));
+    let text = other.render();
+    let s = parse_prometheus(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert_eq!(value(&s, calls, &ok), Some(4.0));
+    assert_eq!(value(&s, ops, &stored), None);
+}
+
 fn assert_no_leak(text: &str) {
     for secret in SECRETS {
         assert!(!text.contains(secret), "metrics contain {secret}");
