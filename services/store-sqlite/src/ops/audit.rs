@@ -5,7 +5,8 @@ use super::WriteOp;
 use crate::codec::{AUDIT_COLUMNS, audit_from_row, to_sql_u64};
 use crate::error::OpError;
 use corkboard_board::{AuditEntry, AuditQuery, AuditRecord, DefinitionHash, IssueId, TenantId};
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, ToSql};
+use std::sync::LazyLock;
 
 pub(crate) fn list_audit(
     conn: &Connection,
@@ -54,29 +55,72 @@ impl WriteOp for AppendAudit {
     }
 }
 
+/// Records per `INSERT` of [`append_audit`]: a statement opens cursors on
+/// the table and its four indexes once, so a chunk of rows pays that
+/// once instead of per record (a batch at read load holds about a hundred
+/// records, services/bench/FINDINGS.md). A batch's remainder goes row by
+/// row, so the writer's statement cache holds two shapes, not one per
+/// length.
+const ROWS_PER_INSERT: usize = 32;
+
+/// Columns of a record, in the order [`bind_record`] binds them.
+const INSERT_COLUMNS: &str = "INSERT INTO audit (at, tenant, run, grant_id, tool, outcome, \
+     latency_micros, arguments_hash, issue_id, record_id, definition_hash) VALUES ";
+const COLUMNS: usize = 11;
+
+/// `INSERT` of `rows` records, skipping ids already stored.
+fn insert_statement(rows: usize) -> String {
+    let row = format!("({})", ["?"; COLUMNS].join(", "));
+    let rows = vec![row; rows].join(", ");
+    format!("{INSERT_COLUMNS}{rows} ON CONFLICT (record_id) DO NOTHING")
+}
+
 /// An entry whose id is already stored was written by an earlier attempt
 /// whose answer was lost: it is skipped, not stored twice.
 fn append_audit(conn: &Connection, entries: &[AuditEntry]) -> Result<(), OpError> {
-    let mut stmt = conn.prepare_cached(
-        "INSERT INTO audit (at, tenant, run, grant_id, tool, outcome, latency_micros, \
-         arguments_hash, issue_id, record_id, definition_hash) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) \
-         ON CONFLICT (record_id) DO NOTHING",
-    )?;
-    for AuditEntry { id, record } in entries {
-        stmt.execute(params![
-            record.at.as_millis(),
-            record.tenant.as_str(),
-            record.run.as_str(),
-            record.grant.as_str(),
-            record.tool,
-            record.outcome.as_str(),
-            to_sql_u64(record.latency_micros),
-            record.arguments_hash.as_str(),
-            record.issue.as_ref().map(IssueId::as_str),
-            id.as_str(),
-            record.definition_hash.as_ref().map(DefinitionHash::as_str),
-        ])?;
+    static CHUNK: LazyLock<String> = LazyLock::new(|| insert_statement(ROWS_PER_INSERT));
+    static ONE: LazyLock<String> = LazyLock::new(|| insert_statement(1));
+    let mut chunks = entries.chunks_exact(ROWS_PER_INSERT);
+    for chunk in &mut chunks {
+        insert(conn, &CHUNK, chunk)?;
+    }
+    for entry in chunks.remainder() {
+        insert(conn, &ONE, std::slice::from_ref(entry))?;
+    }
+    Ok(())
+}
+
+/// Runs `sql` (an [`insert_statement`] of `entries.len()` rows).
+fn insert(conn: &Connection, sql: &str, entries: &[AuditEntry]) -> Result<(), OpError> {
+    let mut stmt = conn.prepare_cached(sql)?;
+    for (row, entry) in entries.iter().enumerate() {
+        bind_record(&mut stmt, row * COLUMNS, entry)?;
+    }
+    stmt.raw_execute()?;
+    Ok(())
+}
+
+/// Binds `entry` to the parameters after the first `before`.
+fn bind_record(
+    stmt: &mut rusqlite::CachedStatement<'_>,
+    before: usize,
+    AuditEntry { id, record }: &AuditEntry,
+) -> Result<(), OpError> {
+    let values: [&dyn ToSql; COLUMNS] = [
+        &record.at.as_millis(),
+        &record.tenant.as_str(),
+        &record.run.as_str(),
+        &record.grant.as_str(),
+        &record.tool,
+        &record.outcome.as_str(),
+        &to_sql_u64(record.latency_micros),
+        &record.arguments_hash.as_str(),
+        &record.issue.as_ref().map(IssueId::as_str),
+        &id.as_str(),
+        &record.definition_hash.as_ref().map(DefinitionHash::as_str),
+    ];
+    for (column, value) in values.into_iter().enumerate() {
+        stmt.raw_bind_parameter(before + column + 1, value)?;
     }
     Ok(())
 }
