@@ -830,6 +830,19 @@ mod tests {
         }
     }
 
+    /// A store in `dir` whose tenants are held up to `per_tenant` open
+    /// issues.
+    fn store_holding(dir: &Path, per_tenant: usize) -> SqliteStore {
+        let options = SqliteOptions {
+            open_titles: OpenTitleBounds {
+                per_tenant,
+                ..OpenTitleBounds::default()
+            },
+            ..SqliteOptions::default()
+        };
+        SqliteStore::open_with(&dir.join(FILE_NAME), options).unwrap()
+    }
+
     /// Files `title` on the tenant's board as an agent; its id.
     async fn file(store: &SqliteStore, title: &str) -> IssueId {
         let new = NewIssue::new(Title::parse(title).unwrap());
@@ -1101,14 +1114,7 @@ mod tests {
     #[actix_rt::test]
     async fn a_build_given_up_stays_under_way_until_it_ends() {
         let dir = tempfile::tempdir().unwrap();
-        let options = SqliteOptions {
-            open_titles: OpenTitleBounds {
-                per_tenant: 3,
-                ..OpenTitleBounds::default()
-            },
-            ..SqliteOptions::default()
-        };
-        let store = SqliteStore::open_with(&dir.path().join(FILE_NAME), options).unwrap();
+        let store = store_holding(dir.path(), 3);
         store.open_titles().hold_builds();
         let first = file(&store, "login fails").await;
         store.open_titles().wait_build_read();
@@ -1143,14 +1149,7 @@ mod tests {
     #[actix_rt::test]
     async fn a_tenant_past_its_bound_is_not_held_and_reads_sql() {
         let dir = tempfile::tempdir().unwrap();
-        let options = SqliteOptions {
-            open_titles: OpenTitleBounds {
-                per_tenant: 3,
-                ..OpenTitleBounds::default()
-            },
-            ..SqliteOptions::default()
-        };
-        let store = SqliteStore::open_with(&dir.path().join(FILE_NAME), options).unwrap();
+        let store = store_holding(dir.path(), 3);
         let title = Title::parse("login fails").unwrap();
         for n in 1..=5 {
             file(&store, title.as_str()).await;
