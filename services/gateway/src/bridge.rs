@@ -94,7 +94,7 @@ impl RequestLog {
             method = self.method,
             tool = self.tool.as_deref().unwrap_or(""),
             tenant = self.tenant.as_ref().map_or("", TenantId::as_str),
-            run = %self.run,
+            run = self.run.as_str(),
             outcome,
             status,
             latency_us = u64::try_from(self.started.elapsed().as_micros()).unwrap_or(u64::MAX),

@@ -7,6 +7,7 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::sync::Arc;
 use tracing::field::{Field, Visit};
 use tracing::{Event, Subscriber, span};
 use tracing_subscriber::Layer;
@@ -22,11 +23,13 @@ pub const TRACE_ID_FIELD: &str = "trace_id";
 /// Span field carrying the OpenTelemetry span id (16 lowercase hex digits).
 pub const SPAN_ID_FIELD: &str = "span_id";
 
+/// Shared, not copied: every line logged inside a request puts them on
+/// (an `Arc` clone per line instead of a string allocation).
 #[derive(Debug, Default, Clone)]
 struct Correlation {
-    request_id: Option<String>,
-    trace_id: Option<String>,
-    span_id: Option<String>,
+    request_id: Option<Arc<str>>,
+    trace_id: Option<Arc<str>>,
+    span_id: Option<Arc<str>>,
 }
 
 impl Correlation {
@@ -34,7 +37,7 @@ impl Correlation {
         self.request_id.is_none() && self.trace_id.is_none() && self.span_id.is_none()
     }
 
-    fn slot(&mut self, name: &str) -> Option<&mut Option<String>> {
+    fn slot(&mut self, name: &str) -> Option<&mut Option<Arc<str>>> {
         match name {
             REQUEST_ID_FIELD => Some(&mut self.request_id),
             TRACE_ID_FIELD => Some(&mut self.trace_id),
@@ -49,13 +52,13 @@ struct CorrelationVisitor<'a>(&'a mut Correlation);
 impl Visit for CorrelationVisitor<'_> {
     fn record_str(&mut self, field: &Field, value: &str) {
         if let Some(slot) = self.0.slot(field.name()) {
-            *slot = Some(value.to_owned());
+            *slot = Some(value.into());
         }
     }
 
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
         if let Some(slot) = self.0.slot(field.name()) {
-            *slot = Some(format!("{value:?}"));
+            *slot = Some(format!("{value:?}").into());
         }
     }
 }
@@ -124,13 +127,10 @@ where
         event: &Event<'_>,
     ) -> fmt::Result {
         let meta = event.metadata();
-        let timestamp = time::OffsetDateTime::now_utc()
-            .format(&time::format_description::well_known::Rfc3339)
-            .unwrap_or_default();
         // A request's line is about 300 bytes: one allocation, not a
         // string grown by doubling.
         let mut line = JsonLine(String::with_capacity(512));
-        line.string("timestamp", &timestamp);
+        line.timestamp(time::OffsetDateTime::now_utc());
         line.string("level", meta.level().as_str());
         line.string("target", meta.target());
         event.record(&mut line);
@@ -163,7 +163,7 @@ where
 }
 
 /// The innermost span that has a value wins.
-fn fill(slot: &mut Option<String>, candidate: &Option<String>) {
+fn fill(slot: &mut Option<Arc<str>>, candidate: &Option<Arc<str>>) {
     if slot.is_none() {
         slot.clone_from(candidate);
     }
@@ -190,6 +190,44 @@ impl JsonLine {
         let _ = fmt::Write::write_fmt(&mut self.0, value);
     }
 
+    fn integer(&mut self, key: &str, value: impl itoa::Integer) {
+        self.key(key);
+        self.0.push_str(itoa::Buffer::new().format(value));
+    }
+
+    /// `value`'s text as a JSON string, written as it is formatted (no
+    /// string of its own in between).
+    fn display(&mut self, key: &str, value: impl fmt::Display) {
+        self.key(key);
+        self.0.push('"');
+        let _ = fmt::Write::write_fmt(&mut Escaping(&mut self.0), format_args!("{value}"));
+        self.0.push('"');
+    }
+
+    /// RFC 3339 in UTC, as `time` writes it, without a string of its own:
+    /// it needs no escaping.
+    fn timestamp(&mut self, now: time::OffsetDateTime) {
+        self.key("timestamp");
+        // At most 30 bytes: `2026-12-05T10:11:59.123456789Z`.
+        const ROOM: usize = 40;
+        let mut text = [0u8; ROOM];
+        let mut out = &mut text[..];
+        // The length is what the slice lost: `format_into`'s own count
+        // leaves out the fraction's digits (time 0.3.55).
+        let formatted = now
+            .format_into(&mut out, &time::format_description::well_known::Rfc3339)
+            .is_ok();
+        let len = ROOM - out.len();
+        let written = if formatted {
+            std::str::from_utf8(&text[..len]).unwrap_or_default()
+        } else {
+            ""
+        };
+        self.0.push('"');
+        self.0.push_str(written);
+        self.0.push('"');
+    }
+
     /// An event field: named apart from the line's own keys.
     fn field(&mut self, field: &Field) -> Option<Cow<'static, str>> {
         let name = field.name();
@@ -207,18 +245,34 @@ impl JsonLine {
 
 /// `value` as a JSON string.
 fn quote(out: &mut String, value: &str) {
+    out.reserve(value.len() + 2);
+    out.push('"');
+    escape(out, value);
+    out.push('"');
+}
+
+/// `value` as the inside of a JSON string.
+fn escape(out: &mut String, value: &str) {
     // Nearly every key and value (names, ids, labels) needs no escaping:
     // copied as it is, without serialising it into a string of its own.
     if !value.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20) {
-        out.reserve(value.len() + 2);
-        out.push('"');
         out.push_str(value);
-        out.push('"');
         return;
     }
-    // Serialising a `&str` cannot fail, and the output is UTF-8.
+    // Serialising a `&str` cannot fail, and the output is UTF-8 within
+    // its quotes.
     if let Ok(quoted) = serde_json::to_string(value) {
-        out.push_str(&quoted);
+        out.push_str(&quoted[1..quoted.len() - 1]);
+    }
+}
+
+/// A `fmt::Write` that escapes what is written into a JSON string.
+struct Escaping<'a>(&'a mut String);
+
+impl fmt::Write for Escaping<'_> {
+    fn write_str(&mut self, text: &str) -> fmt::Result {
+        escape(self.0, text);
+        Ok(())
     }
 }
 
@@ -235,13 +289,13 @@ impl Visit for JsonLine {
 
     fn record_i64(&mut self, field: &Field, value: i64) {
         if let Some(key) = self.field(field) {
-            self.raw(&key, format_args!("{value}"));
+            self.integer(&key, value);
         }
     }
 
     fn record_u64(&mut self, field: &Field, value: u64) {
         if let Some(key) = self.field(field) {
-            self.raw(&key, format_args!("{value}"));
+            self.integer(&key, value);
         }
     }
 
@@ -259,13 +313,13 @@ impl Visit for JsonLine {
 
     fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
         if let Some(key) = self.field(field) {
-            self.string(&key, &value.to_string());
+            self.display(&key, value);
         }
     }
 
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
         if let Some(key) = self.field(field) {
-            self.string(&key, &format!("{value:?}"));
+            self.display(&key, format_args!("{value:?}"));
         }
     }
 }
@@ -309,6 +363,47 @@ pub(crate) mod tests {
             quote(&mut out, value);
             assert_eq!(out, serde_json::to_string(value).unwrap(), "{value:?}");
         }
+    }
+
+    #[test]
+    fn the_timestamp_is_what_time_writes_in_rfc3339() {
+        use time::format_description::well_known::Rfc3339;
+        for (seconds, nanos) in [
+            (0, 0),
+            (1_796_464_319, 0),
+            (1_796_464_319, 100_000_000),
+            (1_796_464_319, 123_450_000),
+            (1_796_464_319, 999_999_999),
+            (253_402_300_799, 1),
+        ] {
+            let instant = time::OffsetDateTime::from_unix_timestamp(seconds)
+                .unwrap()
+                .replace_nanosecond(nanos)
+                .unwrap();
+            let mut line = JsonLine::default();
+            line.timestamp(instant);
+            let expected = format!(
+                "{{{}:{}",
+                serde_json::to_string("timestamp").unwrap(),
+                serde_json::to_string(&instant.format(&Rfc3339).unwrap()).unwrap()
+            );
+            assert_eq!(line.0, expected);
+        }
+    }
+
+    #[test]
+    fn debug_and_error_values_are_escaped_as_serde_json_escapes_their_text() {
+        let error = std::io::Error::other("disk \"full\"\n\u{1}");
+        let debugged = ("quo\"te", '\t', "é");
+        let mut line = JsonLine::default();
+        line.display("d", format_args!("{debugged:?}"));
+        line.display("e", &error as &dyn std::error::Error);
+        let value: serde_json::Value = serde_json::from_str(&format!("{}}}", line.0)).unwrap();
+        assert_eq!(value["d"], format!("{debugged:?}"));
+        assert_eq!(value["e"], error.to_string());
+        let mut expected = String::new();
+        quote(&mut expected, &error.to_string());
+        assert!(line.0.ends_with(&expected), "{}", line.0);
     }
 
     /// A log writer that keeps what it is given (clones share it).
