@@ -13,11 +13,11 @@
 use crate::error::TelemetryError;
 use actix_web::http::{Method, StatusCode};
 use actix_web::{HttpResponse, web};
-use prometheus::core::{Collector, Desc};
+use prometheus::core::{Collector, Desc, MetricVec, MetricVecBuilder};
 use prometheus::proto::{self, MetricFamily, MetricType};
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts,
-    Registry, TextEncoder,
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
+    TextEncoder,
 };
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
@@ -135,14 +135,14 @@ struct Inner {
     tenant_labels: bool,
     max_tenants: usize,
     tenants: Mutex<HashSet<String>>,
-    http_requests: IntCounterVec,
-    http_duration: HistogramVec,
-    mcp_requests: IntCounterVec,
-    mcp_duration: HistogramVec,
-    tool_calls: IntCounterVec,
-    tool_duration: HistogramVec,
-    store_operations: IntCounterVec,
-    store_duration: HistogramVec,
+    http_requests: PerThread<IntCounterVec>,
+    http_duration: PerThread<HistogramVec>,
+    mcp_requests: PerThread<IntCounterVec>,
+    mcp_duration: PerThread<HistogramVec>,
+    tool_calls: PerThread<IntCounterVec>,
+    tool_duration: PerThread<HistogramVec>,
+    store_operations: PerThread<IntCounterVec>,
+    store_duration: PerThread<HistogramVec>,
     revocations: IntCounter,
     rate_limited: IntCounterVec,
     active_runs: IntGauge,
@@ -153,66 +153,75 @@ struct Inner {
     connections_open: prometheus::IntGaugeVec,
     connections_refused: IntCounterVec,
     connections_shed: IntCounterVec,
-    /// Each thread's handles of the series requests record ([`Series`]).
-    series: thread_local::ThreadLocal<RefCell<Series>>,
 }
 
-/// The series of the per-request vectors one thread has recorded, by
-/// vector and label values. `with_label_values` hashes the values, takes
-/// the vector's lock and clones the series' `Arc` at every call, and the
-/// lock and the count are shared by every worker thread (about 1.2 µs of
-/// a kept `get_issue`'s CPU went to Prometheus, services/bench/FINDINGS.md);
-/// a handle kept here costs a look-up in a map of this thread's own. As
-/// many entries as series recorded, which the labels' vocabularies bound.
-#[derive(Default)]
-struct Series {
-    /// The key being looked up, reused: the vector's name and each label
-    /// value, each after a NUL (no label value holds one).
+/// A vector whose series are looked up by label values.
+trait Vector {
+    type Series: Send;
+    fn series(&self, values: &[&str]) -> Self::Series;
+}
+
+impl<P: MetricVecBuilder> Vector for MetricVec<P> {
+    type Series = P::M;
+
+    fn series(&self, values: &[&str]) -> P::M {
+        self.with_label_values(values)
+    }
+}
+
+/// A per-request vector with each thread's handles of the series it has
+/// recorded. `with_label_values` hashes the values, takes the vector's
+/// lock and clones the series' `Arc` at every call, and the lock and the
+/// count are shared by every worker thread (about 1.2 µs of a kept
+/// `get_issue`'s CPU went to Prometheus, services/bench/FINDINGS.md); a
+/// handle kept here costs a look-up in a map of the thread's own. As many
+/// handles as series recorded, which the labels' vocabularies bound.
+struct PerThread<V: Vector> {
+    vector: V,
+    handles: thread_local::ThreadLocal<RefCell<Handles<V::Series>>>,
+}
+
+/// One thread's handles of one vector's series, by label values.
+struct Handles<S> {
+    /// The key being looked up, reused: the label values, each after a
+    /// NUL (no label value holds one).
     key: String,
-    counters: HashMap<Box<str>, IntCounter>,
-    histograms: HashMap<Box<str>, Histogram>,
+    by_values: HashMap<Box<str>, S>,
 }
 
-impl Series {
-    fn key(&mut self, vector: &str, values: &[&str]) {
-        self.key.clear();
-        self.key.push_str(vector);
+impl<S> Default for Handles<S> {
+    fn default() -> Self {
+        Self {
+            key: String::new(),
+            by_values: HashMap::new(),
+        }
+    }
+}
+
+impl<V: Vector> PerThread<V> {
+    fn new(vector: V) -> Self {
+        Self {
+            vector,
+            handles: thread_local::ThreadLocal::new(),
+        }
+    }
+
+    /// Records into the series of `values` with `record`.
+    fn with(&self, values: &[&str], record: impl FnOnce(&V::Series)) {
+        let mut handles = self.handles.get_or_default().borrow_mut();
+        let Handles { key, by_values } = &mut *handles;
+        key.clear();
         for value in values {
-            self.key.push('\0');
-            self.key.push_str(value);
+            key.push('\0');
+            key.push_str(value);
         }
-    }
-}
-
-impl Inner {
-    /// Adds one to `vector`'s series of `values`.
-    fn inc(&self, vector: &IntCounterVec, name: &str, values: &[&str]) {
-        let mut series = self.series.get_or_default().borrow_mut();
-        let series = &mut *series;
-        series.key(name, values);
-        if let Some(counter) = series.counters.get(series.key.as_str()) {
-            counter.inc();
+        if let Some(series) = by_values.get(key.as_str()) {
+            record(series);
             return;
         }
-        let counter = vector.with_label_values(values);
-        counter.inc();
-        series.counters.insert(series.key.as_str().into(), counter);
-    }
-
-    /// Observes `value` in `vector`'s series of `values`.
-    fn observe(&self, vector: &HistogramVec, name: &str, values: &[&str], value: f64) {
-        let mut series = self.series.get_or_default().borrow_mut();
-        let series = &mut *series;
-        series.key(name, values);
-        if let Some(histogram) = series.histograms.get(series.key.as_str()) {
-            histogram.observe(value);
-            return;
-        }
-        let histogram = vector.with_label_values(values);
-        histogram.observe(value);
-        series
-            .histograms
-            .insert(series.key.as_str().into(), histogram);
+        let series = self.vector.series(values);
+        record(&series);
+        by_values.insert(key.as_str().into(), series);
     }
 }
 
@@ -326,54 +335,54 @@ impl Metrics {
                 "Unauthenticated client connections closed to make room near the listener's connection cap, by listener.",
                 &["listener"],
             )?,
-            http_requests: counter_vec(
+            http_requests: PerThread::new(counter_vec(
                 r,
                 "corkboard_http_requests_total",
                 "HTTP requests by route pattern, method and status.",
                 &["route", "method", "status"],
-            )?,
-            http_duration: histogram_vec(
+            )?),
+            http_duration: PerThread::new(histogram_vec(
                 r,
                 "corkboard_http_request_duration_seconds",
                 "Time to the response head, by route pattern and method.",
                 &["route", "method"],
-            )?,
-            mcp_requests: counter_vec(
+            )?),
+            mcp_requests: PerThread::new(counter_vec(
                 r,
                 "corkboard_mcp_requests_total",
                 "MCP requests by method, tool and outcome.",
                 &with_tenant(&["method", "tool", "outcome"], t),
-            )?,
-            mcp_duration: histogram_vec(
+            )?),
+            mcp_duration: PerThread::new(histogram_vec(
                 r,
                 "corkboard_mcp_request_duration_seconds",
                 "MCP request handling time by method and tool.",
                 &["method", "tool"],
-            )?,
-            tool_calls: counter_vec(
+            )?),
+            tool_calls: PerThread::new(counter_vec(
                 r,
                 "corkboard_tool_calls_total",
                 "Tool calls by tool and outcome.",
                 &with_tenant(&["tool", "outcome"], t),
-            )?,
-            tool_duration: histogram_vec(
+            )?),
+            tool_duration: PerThread::new(histogram_vec(
                 r,
                 "corkboard_tool_call_duration_seconds",
                 "Tool execution time by tool.",
                 &["tool"],
-            )?,
-            store_operations: counter_vec(
+            )?),
+            store_operations: PerThread::new(counter_vec(
                 r,
                 "corkboard_store_operations_total",
                 "Board store operations by operation and result (ok, error).",
                 &["op", "result"],
-            )?,
-            store_duration: histogram_vec(
+            )?),
+            store_duration: PerThread::new(histogram_vec(
                 r,
                 "corkboard_store_operation_duration_seconds",
                 "Board store operation time by operation.",
                 &["op"],
-            )?,
+            )?),
             rate_limited: counter_vec(
                 r,
                 "corkboard_rate_limited_total",
@@ -388,7 +397,6 @@ impl Metrics {
             max_tenants: config.max_tenants,
             tenants: Mutex::new(HashSet::new()),
             registry,
-            series: thread_local::ThreadLocal::new(),
         };
         Ok(Self {
             inner: Arc::new(inner),
@@ -435,13 +443,13 @@ impl Metrics {
     ) {
         let method = http_method_label(method);
         let inner = &self.inner;
-        inner.inc(
-            &inner.http_requests,
-            "http",
-            &[route, method, status.as_str()],
-        );
+        inner
+            .http_requests
+            .with(&[route, method, status.as_str()], IntCounter::inc);
         let seconds = latency.as_secs_f64();
-        inner.observe(&inner.http_duration, "http", &[route, method], seconds);
+        inner
+            .http_duration
+            .with(&[route, method], |series| series.observe(seconds));
     }
 
     /// One MCP request (any method).
@@ -463,16 +471,18 @@ impl Metrics {
         let inner = &self.inner;
         if inner.tenant_labels {
             let tenant = self.tenant(tenant);
-            inner.inc(
-                &inner.mcp_requests,
-                "mcp",
-                &[method, tool, outcome, &tenant],
-            );
+            inner
+                .mcp_requests
+                .with(&[method, tool, outcome, &tenant], IntCounter::inc);
         } else {
-            inner.inc(&inner.mcp_requests, "mcp", &[method, tool, outcome]);
+            inner
+                .mcp_requests
+                .with(&[method, tool, outcome], IntCounter::inc);
         }
         let seconds = latency.as_secs_f64();
-        inner.observe(&inner.mcp_duration, "mcp", &[method, tool], seconds);
+        inner
+            .mcp_duration
+            .with(&[method, tool], |series| series.observe(seconds));
     }
 
     /// One tool execution.
@@ -486,12 +496,16 @@ impl Metrics {
         let inner = &self.inner;
         if inner.tenant_labels {
             let tenant = self.tenant(tenant);
-            inner.inc(&inner.tool_calls, "tool", &[tool, outcome, &tenant]);
+            inner
+                .tool_calls
+                .with(&[tool, outcome, &tenant], IntCounter::inc);
         } else {
-            inner.inc(&inner.tool_calls, "tool", &[tool, outcome]);
+            inner.tool_calls.with(&[tool, outcome], IntCounter::inc);
         }
         let seconds = latency.as_secs_f64();
-        inner.observe(&inner.tool_duration, "tool", &[tool], seconds);
+        inner
+            .tool_duration
+            .with(&[tool], |series| series.observe(seconds));
     }
 
     /// One board store operation. `op` is a compile-time name such as
@@ -499,9 +513,11 @@ impl Metrics {
     pub fn store_operation(&self, op: &'static str, ok: bool, latency: Duration) {
         let result = if ok { "ok" } else { "error" };
         let inner = &self.inner;
-        inner.inc(&inner.store_operations, "store", &[op, result]);
+        inner.store_operations.with(&[op, result], IntCounter::inc);
         let seconds = latency.as_secs_f64();
-        inner.observe(&inner.store_duration, "store", &[op], seconds);
+        inner
+            .store_duration
+            .with(&[op], |series| series.observe(seconds));
     }
 
     /// One token resolution answered from (`hit`) or past (`miss`) a cache.
