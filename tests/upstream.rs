@@ -284,9 +284,13 @@ fn upstream_tools_reach_the_agent_through_its_run_gateway_and_no_further() {
     // The credentials appear nowhere the agent or an operator looks.
     let log = std::fs::read_to_string(&served.log).unwrap();
     assert!(log.contains("upstream call"), "the calls were logged");
-    let board = std::fs::read(served.data_dir.path().join("data/board.sqlite3")).unwrap();
-    let wal =
-        std::fs::read(served.data_dir.path().join("data/board.sqlite3-wal")).unwrap_or_default();
+    // The board file, the audit file, and their logs.
+    let data = served.data_dir.path().join("data");
+    let mut files = Vec::new();
+    for file in ["board.sqlite3", "board.audit.sqlite3"] {
+        files.push(std::fs::read(data.join(file)).unwrap());
+        files.push(std::fs::read(data.join(format!("{file}-wal"))).unwrap_or_default());
+    }
     for secret in [PY_CREDENTIAL, "everything-credential-51d2e8"] {
         for (what, text) in [
             ("the server log", log.as_str()),
@@ -298,10 +302,10 @@ fn upstream_tools_reach_the_agent_through_its_run_gateway_and_no_further() {
         ] {
             assert!(!text.contains(secret), "{what} holds a credential");
         }
-        for bytes in [&board, &wal] {
+        for bytes in &files {
             assert!(
                 !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
-                "the board file holds a credential in clear"
+                "a board or audit file holds a credential in clear"
             );
         }
     }

@@ -1,7 +1,8 @@
 //! The board's files are private to the user running Corkboard: the
-//! directory is created 0700, and `board.sqlite3` is created 0600 before
-//! SQLite opens it, so its `-wal` and `-shm` (which SQLite creates with the
-//! database file's mode, whatever the umask) are 0600 too. Files an older
+//! directory is created 0700, and `board.sqlite3` and its audit file are
+//! created 0600 before SQLite opens them, so their `-wal` and `-shm`
+//! (which SQLite creates with the database file's mode, whatever the
+//! umask) are 0600 too. Files an older
 //! version left readable by others are tightened; a directory that others
 //! may enter is reported (it may be shared, so it is not changed).
 

@@ -1,8 +1,16 @@
-//! The embedded board store: every board trait on one SQLite file.
+//! The embedded board store: every board trait on one SQLite file, and
+//! the audit records on a second.
 //!
 //! Design, in short:
 //! - **One file, WAL, `synchronous=FULL`.** An acknowledged write has been
 //!   fsynced; readers never block the writer.
+//! - **Audit records in a file of their own** (`board.audit.sqlite3` next to
+//!   `board.sqlite3`, with a writer thread of its own): every tool call,
+//!   reads included, leaves one, and in the board file each batch moved
+//!   the WAL index every kept answer is checked against and queued behind
+//!   issue writes. Its commits sync about once a second
+//!   (`writer::AUDIT_SYNC_EVERY`): a process that dies loses none of them,
+//!   a power cut at most about a second's.
 //! - **One writer thread per process** owns the only writing connection. It
 //!   commits whatever is queued as one `BEGIN IMMEDIATE` transaction (group
 //!   commit: one fsync per group, not per write). One failure fails only
@@ -27,8 +35,9 @@
 //! - Every filter of a list runs in SQL; statements are prepared once per
 //!   connection and cached.
 //!
-//! In detail: The embedded store: one SQLite file (WAL, `synchronous=FULL`;
-//! audit-only groups skip their own fsync), one writer thread with group commit
+//! In detail: The embedded store: one SQLite file (WAL, `synchronous=FULL`)
+//! and the audit file (its commits synced about once a second), one writer
+//! thread per file with group commit
 //! (ops run together, and again each in its savepoint when one fails; the
 //! full-text index's changes staged and applied once per group before its
 //! commit, `search_writes.rs`, because FTS5 writes a new index segment at
@@ -63,5 +72,5 @@ mod writer;
 pub use error::SqliteError;
 pub use open_titles::OpenTitleBounds;
 pub use options::SqliteOptions;
-pub use store::{AUDIT_PAGE_MAX, FILE_NAME, SqliteStore};
+pub use store::{AUDIT_FILE_NAME, AUDIT_PAGE_MAX, FILE_NAME, SqliteStore};
 pub use writer::WriteStats;

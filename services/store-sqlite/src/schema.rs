@@ -551,10 +551,84 @@ const MIGRATIONS: &[&str] = &[
     END;
     DROP TABLE board_epoch;
     "#,
+    // 23: audit records move to a file of their own (`AUDIT_STEPS`, attached
+    // as `audit_file` while this step runs; store.rs), written by a writer
+    // of their own, so the board file changes only when the board does.
+    // Each record keeps its `seq`, so a copy that committed in the audit
+    // file while this step's drop did not (a transaction over two WAL files
+    // is atomic per file) is skipped when the step runs again.
+    r#"
+    INSERT INTO audit_file.audit (seq, at, tenant, run, grant_id, tool, outcome,
+        latency_micros, arguments_hash, issue_id, record_id, definition_hash)
+        SELECT seq, at, tenant, run, grant_id, tool, outcome, latency_micros,
+               arguments_hash, issue_id, record_id, definition_hash
+        FROM main.audit WHERE true
+        ON CONFLICT DO NOTHING;
+    DROP TABLE main.audit;
+    "#,
 ];
 
-/// The schema version this build writes.
-pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+/// The board step that moves audit records out (its index in `MIGRATIONS`
+/// plus one): a board file below it needs the audit file attached.
+const AUDIT_MOVED_OUT: i64 = 23;
+
+/// The audit file's schema steps (see `MIGRATIONS`): the `audit` table as
+/// the board file last had it (migrations 1, 3 and 12).
+const AUDIT_STEPS: &[&str] = &[
+    // 1: one row per tool call, listed newest first by tenant, run or issue.
+    r#"
+    CREATE TABLE audit (
+        seq             INTEGER PRIMARY KEY,
+        at              INTEGER NOT NULL,
+        tenant          TEXT    NOT NULL,
+        run             TEXT    NOT NULL,
+        grant_id        TEXT    NOT NULL,
+        tool            TEXT    NOT NULL,
+        outcome         TEXT    NOT NULL,
+        latency_micros  INTEGER NOT NULL,
+        arguments_hash  TEXT    NOT NULL,
+        issue_id        TEXT,
+        record_id       TEXT,
+        definition_hash TEXT
+    );
+    CREATE INDEX audit_by_tenant ON audit (tenant, at);
+    CREATE INDEX audit_by_run ON audit (tenant, run, at);
+    CREATE INDEX audit_by_issue ON audit (tenant, issue_id, at) WHERE issue_id IS NOT NULL;
+    CREATE UNIQUE INDEX audit_by_record_id ON audit (record_id);
+    "#,
+];
+
+/// One file's schema: its steps, and the name its log lines and errors use.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Schema {
+    what: &'static str,
+    steps: &'static [&'static str],
+}
+
+impl Schema {
+    /// The version this build writes.
+    pub(crate) const fn version(&self) -> i64 {
+        self.steps.len() as i64
+    }
+}
+
+/// The board file's schema.
+pub(crate) const BOARD: Schema = Schema {
+    what: "board",
+    steps: MIGRATIONS,
+};
+
+/// The audit file's schema.
+pub(crate) const AUDIT: Schema = Schema {
+    what: "audit",
+    steps: AUDIT_STEPS,
+};
+
+/// The audit file that goes with the board file at `board`:
+/// `board.sqlite3` → `board.audit.sqlite3`.
+pub(crate) fn audit_path(board: &Path) -> std::path::PathBuf {
+    board.with_extension("audit.sqlite3")
+}
 
 /// How many prepared statements each connection keeps (least recently used
 /// go first). A reader needs 2,304 list-query shapes (one per combination
@@ -571,9 +645,63 @@ pub(crate) const STATEMENT_CACHE: usize = 2_400;
 /// switching the same fresh file at the same moment.
 const WAL_ATTEMPTS: u32 = 5;
 
-/// Opens the writing connection: creates the file, switches it to WAL,
-/// migrates it. Any failure names the file.
+/// Opens the board's writing connection: creates the file, switches it to
+/// WAL, migrates it (with the audit file next to it, [`audit_path`], made
+/// first when the board's audit records are still to move there). Any
+/// failure names the file.
 pub(crate) fn open_writer(path: &Path, options: &SqliteOptions) -> Result<Connection, SqliteError> {
+    let conn = open_writing(path, options)?;
+    if version(&conn, path)? < AUDIT_MOVED_OUT {
+        let audit = audit_path(path);
+        crate::files::private_db(&audit)?;
+        drop(open_audit_writer(&audit, options)?);
+        with_audit_attached(&conn, path, &audit, |conn| migrate(conn, path, &BOARD))?;
+    } else {
+        migrate(&conn, path, &BOARD)?;
+    }
+    // Index changes wait here for the end of their group (search_writes.rs).
+    conn.execute(crate::search_writes::CREATE_STAGING, [])
+        .map_err(|e| open_error(path, e))?;
+    // The issues each group touches, for the open titles (open_titles.rs).
+    conn.execute_batch(crate::open_titles::CREATE_TOUCHED)
+        .map_err(|e| open_error(path, e))?;
+    Ok(conn)
+}
+
+/// Opens the audit file's writing connection (see [`open_writer`]); the
+/// caller has made the file private ([`crate::files::private_db`]).
+pub(crate) fn open_audit_writer(
+    path: &Path,
+    options: &SqliteOptions,
+) -> Result<Connection, SqliteError> {
+    let conn = open_writing(path, options)?;
+    migrate(&conn, path, &AUDIT)?;
+    Ok(conn)
+}
+
+/// Runs `migrate` with the audit file at `audit` attached as `audit_file`
+/// (outside any transaction: SQLite attaches only there), detached after.
+fn with_audit_attached(
+    conn: &Connection,
+    path: &Path,
+    audit: &Path,
+    migrate: impl FnOnce(&Connection) -> Result<(), SqliteError>,
+) -> Result<(), SqliteError> {
+    let name = audit.to_str().ok_or_else(|| SqliteError::Open {
+        path: audit.to_path_buf(),
+        source: rusqlite::Error::InvalidPath(audit.to_path_buf()),
+    })?;
+    conn.execute("ATTACH DATABASE ?1 AS audit_file", [name])
+        .map_err(|e| open_error(audit, e))?;
+    let migrated = migrate(conn);
+    let detached = conn
+        .execute_batch("DETACH DATABASE audit_file")
+        .map_err(|e| open_error(path, e));
+    migrated.and(detached)
+}
+
+/// A writing connection on `path`, set up as both files' writers need it.
+fn open_writing(path: &Path, options: &SqliteOptions) -> Result<Connection, SqliteError> {
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
         | OpenFlags::SQLITE_OPEN_CREATE
         | OpenFlags::SQLITE_OPEN_NO_MUTEX;
@@ -604,13 +732,6 @@ pub(crate) fn open_writer(path: &Path, options: &SqliteOptions) -> Result<Connec
     // groups), so a large group never spills to the log before COMMIT.
     // Pages are allocated as used; this is a ceiling, not a reservation.
     conn.pragma_update(None, "cache_size", WRITER_CACHE_KIB)
-        .map_err(|e| open_error(path, e))?;
-    migrate(&conn, path)?;
-    // Index changes wait here for the end of their group (search_writes.rs).
-    conn.execute(crate::search_writes::CREATE_STAGING, [])
-        .map_err(|e| open_error(path, e))?;
-    // The issues each group touches, for the open titles (open_titles.rs).
-    conn.execute_batch(crate::open_titles::CREATE_TOUCHED)
         .map_err(|e| open_error(path, e))?;
     Ok(conn)
 }
@@ -672,16 +793,19 @@ fn enable_wal(conn: &Connection, path: &Path) -> Result<(), SqliteError> {
     }
 }
 
-fn migrate(conn: &Connection, path: &Path) -> Result<(), SqliteError> {
+/// The file's schema version (`PRAGMA user_version`).
+fn version(conn: &Connection, path: &Path) -> Result<i64, SqliteError> {
+    conn.pragma_query_value(None, "user_version", |row| row.get(0))
+        .map_err(|e| open_error(path, e))
+}
+
+fn migrate(conn: &Connection, path: &Path, schema: &Schema) -> Result<(), SqliteError> {
     let fail = |e| open_error(path, e);
-    let current: i64 = conn
-        .pragma_query_value(None, "user_version", |row| row.get(0))
-        .map_err(fail)?;
-    if current == SCHEMA_VERSION {
+    if version(conn, path)? == schema.version() {
         return Ok(());
     }
     conn.execute_batch("BEGIN IMMEDIATE").map_err(fail)?;
-    let result = migrate_locked(conn, path);
+    let result = migrate_locked(conn, path, schema);
     match result {
         Ok(()) => conn.execute_batch("COMMIT").map_err(fail),
         Err(err) => {
@@ -693,26 +817,29 @@ fn migrate(conn: &Connection, path: &Path) -> Result<(), SqliteError> {
     }
 }
 
-fn migrate_locked(conn: &Connection, path: &Path) -> Result<(), SqliteError> {
+fn migrate_locked(conn: &Connection, path: &Path, schema: &Schema) -> Result<(), SqliteError> {
     let fail = |e| open_error(path, e);
     // Read again under the lock: another process may have migrated meanwhile.
-    let current: i64 = conn
-        .pragma_query_value(None, "user_version", |row| row.get(0))
-        .map_err(fail)?;
-    if current > SCHEMA_VERSION {
+    let current = version(conn, path)?;
+    if current > schema.version() {
         return Err(SqliteError::SchemaTooNew {
             path: path.to_path_buf(),
             found: current,
-            supported: SCHEMA_VERSION,
+            supported: schema.version(),
         });
     }
     register_words(conn).map_err(fail)?;
     let start = usize::try_from(current).unwrap_or(0);
-    for (index, step) in MIGRATIONS.iter().enumerate().skip(start) {
+    for (index, step) in schema.steps.iter().enumerate().skip(start) {
         conn.execute_batch(step).map_err(fail)?;
         conn.pragma_update(None, "user_version", index as i64 + 1)
             .map_err(fail)?;
-        tracing::info!(path = %path.display(), version = index + 1, "migrated the SQLite board");
+        tracing::info!(
+            path = %path.display(),
+            version = index + 1,
+            "migrated the SQLite {}",
+            schema.what
+        );
     }
     Ok(())
 }
@@ -743,16 +870,25 @@ fn open_error(path: &Path, source: rusqlite::Error) -> SqliteError {
 mod tests {
     use super::*;
 
+    /// Migrates the board on `conn` (in memory) to this build's version,
+    /// with an audit file of its own attached for the steps that need it.
+    fn migrate_board(conn: &Connection) {
+        let dir = tempfile::tempdir().unwrap();
+        let audit = dir.path().join("audit.sqlite3");
+        drop(open_audit_writer(&audit, &SqliteOptions::default()).unwrap());
+        let path = Path::new(":memory:");
+        with_audit_attached(conn, path, &audit, |conn| migrate(conn, path, &BOARD)).unwrap();
+    }
+
     #[test]
     fn migrations_apply_on_a_fresh_database_and_are_idempotent() {
         let conn = Connection::open_in_memory().unwrap();
-        let path = Path::new(":memory:");
-        migrate(&conn, path).unwrap();
-        migrate(&conn, path).unwrap();
+        migrate_board(&conn);
+        migrate(&conn, Path::new(":memory:"), &BOARD).unwrap();
         let version: i64 = conn
             .pragma_query_value(None, "user_version", |row| row.get(0))
             .unwrap();
-        assert_eq!(version, SCHEMA_VERSION);
+        assert_eq!(version, BOARD.version());
     }
 
     #[test]
@@ -794,7 +930,7 @@ mod tests {
              ('acme', 'iss_1', 'cmt_2', 'second one', 'r', 3);",
         )
         .unwrap();
-        migrate(&conn, Path::new(":memory:")).unwrap();
+        migrate_board(&conn);
         let found = |expr: &str| -> Vec<String> {
             let mut stmt = conn
                 .prepare(
@@ -840,7 +976,7 @@ mod tests {
              ('beta', 'iss_6', 'Élan fails', '', '', 'triage', 'none', '', 'r', 1, 1, 1);",
         )
         .unwrap();
-        migrate(&conn, Path::new(":memory:")).unwrap();
+        migrate_board(&conn);
         let (expected, actual) = crate::ops::search::tests::open_title_index(&conn);
         assert_eq!(actual, expected);
         assert_eq!(actual.0.len(), 6, "{actual:?}");
@@ -918,7 +1054,7 @@ mod tests {
             label("beta", "iss_4", "api"),
         ];
         conn.execute_batch(&before.concat()).unwrap();
-        migrate(&conn, Path::new(":memory:")).unwrap();
+        migrate_board(&conn);
         let (kept, recounted) = board_counts(&conn);
         assert_eq!(kept, recounted, "backfilled");
         assert!(
@@ -944,14 +1080,96 @@ mod tests {
         }
     }
 
+    /// A board file at the version before audit records moved out, with
+    /// two records in it (one from before record ids).
+    fn board_with_audit_inside(path: &Path) {
+        let conn = Connection::open(path).unwrap();
+        register_words(&conn).unwrap();
+        for step in &MIGRATIONS[..AUDIT_MOVED_OUT as usize - 1] {
+            conn.execute_batch(step).unwrap();
+        }
+        conn.pragma_update(None, "user_version", AUDIT_MOVED_OUT - 1)
+            .unwrap();
+        conn.execute_batch(
+            "INSERT INTO audit (seq, at, tenant, run, grant_id, tool, outcome, latency_micros, \
+             arguments_hash, issue_id, record_id, definition_hash) VALUES \
+             (7, 1000, 'acme', 'r1', 'g1', 'get_issue', 'ok', 12, 'h1', 'iss_1', NULL, NULL), \
+             (9, 2000, 'acme', 'r1', 'g1', 'create_issue', 'ok', 34, 'h2', NULL, 'aud_9', 'd9');",
+        )
+        .unwrap();
+    }
+
+    fn audit_rows(path: &Path) -> Vec<(i64, String, Option<String>)> {
+        let conn = Connection::open(path).unwrap();
+        let mut stmt = conn
+            .prepare("SELECT seq, tool, record_id FROM audit ORDER BY seq")
+            .unwrap();
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    }
+
+    #[test]
+    fn audit_records_move_to_their_own_file_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let board = dir.path().join("board.sqlite3");
+        let audit = audit_path(&board);
+        assert_eq!(audit, dir.path().join("board.audit.sqlite3"));
+        board_with_audit_inside(&board);
+        let moved = vec![
+            (7, "get_issue".to_owned(), None),
+            (9, "create_issue".to_owned(), Some("aud_9".to_owned())),
+        ];
+
+        // A copy that committed while the board's drop did not (the two
+        // files commit apart): the step runs again and copies nothing twice.
+        let conn = Connection::open(&board).unwrap();
+        drop(open_audit_writer(&audit, &SqliteOptions::default()).unwrap());
+        with_audit_attached(&conn, &board, &audit, |conn| {
+            conn.execute_batch(
+                &MIGRATIONS[AUDIT_MOVED_OUT as usize - 1].replace("DROP TABLE main.audit;", ""),
+            )
+            .map_err(|e| open_error(&board, e))
+        })
+        .unwrap();
+        drop(conn);
+        assert_eq!(audit_rows(&audit), moved);
+
+        let conn = open_writer(&board, &SqliteOptions::default()).unwrap();
+        assert_eq!(version(&conn, &board).unwrap(), BOARD.version());
+        let left: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM sqlite_schema WHERE name = 'audit'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(left, 0, "the board file keeps no audit table");
+        let attached: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM pragma_database_list WHERE name = 'audit_file'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(attached, 0, "the audit file is detached after the step");
+        assert_eq!(audit_rows(&audit), moved);
+        let audit_version: i64 = Connection::open(&audit)
+            .unwrap()
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap();
+        assert_eq!(audit_version, AUDIT.version());
+    }
+
     #[test]
     fn a_newer_schema_is_refused() {
         let conn = Connection::open_in_memory().unwrap();
-        conn.pragma_update(None, "user_version", SCHEMA_VERSION + 1)
+        conn.pragma_update(None, "user_version", BOARD.version() + 1)
             .unwrap();
-        let err = migrate(&conn, Path::new("x.sqlite3")).unwrap_err();
+        let err = migrate(&conn, Path::new("x.sqlite3"), &BOARD).unwrap_err();
         assert!(
-            matches!(err, SqliteError::SchemaTooNew { found, .. } if found == SCHEMA_VERSION + 1),
+            matches!(err, SqliteError::SchemaTooNew { found, .. } if found == BOARD.version() + 1),
             "{err}"
         );
     }

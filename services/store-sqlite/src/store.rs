@@ -19,7 +19,7 @@ use crate::options::SqliteOptions;
 use crate::readers::{ReadPool, snapshot};
 use crate::schema;
 use crate::wal_watch::{Check, WalWatch};
-use crate::writer::{self, Counters, GroupPolicy, Titles, WriteJob, WriteStats};
+use crate::writer::{self, AuditSync, Counters, GroupPolicy, Keeps, Titles, WriteJob, WriteStats};
 use async_trait::async_trait;
 use corkboard_board::CreateOutcome;
 use corkboard_board::{
@@ -41,10 +41,15 @@ use tokio::sync::mpsc;
 /// The file name [`SqliteStore::open_in_dir`] uses inside a data dir.
 pub const FILE_NAME: &str = "board.sqlite3";
 
+/// The audit file next to the board file [`FILE_NAME`] (see
+/// [`SqliteStore::audit_path`]).
+pub const AUDIT_FILE_NAME: &str = "board.audit.sqlite3";
+
 /// Most audit records one [`AuditLog::list_audit`] call returns.
 pub const AUDIT_PAGE_MAX: u32 = 1000;
 
-/// The embedded board store: every board trait on one SQLite file.
+/// The embedded board store: every board trait on one SQLite file, and
+/// the audit records on a second one next to it.
 ///
 /// Cheap to clone (a handle); the writer thread stops when the last clone is
 /// dropped. Several processes may open the same file at once. The async
@@ -63,6 +68,11 @@ pub struct SqliteStore {
 struct Inner {
     path: PathBuf,
     writes: mpsc::Sender<WriteJob>,
+    /// The audit file's writer: audit records never queue behind board
+    /// writes, and never change the board file.
+    audit_writes: mpsc::Sender<WriteJob>,
+    /// Audit listings' connection, on the audit file.
+    audits: Arc<ReadPool>,
     /// Point reads' connections: no expensive read ever holds one.
     points: Arc<ReadPool>,
     /// Expensive reads' (each tenant at most its share) and admin listings'.
@@ -106,6 +116,11 @@ impl SqliteStore {
         }
         // Before SQLite sees it, so the file and its WAL/SHM are 0600.
         files::private_db(path)?;
+        // The audit file first: a board whose audit records are still to
+        // move there moves them as it migrates (schema.rs, step 23).
+        let audit_path = schema::audit_path(path);
+        files::private_db(&audit_path)?;
+        let audit_conn = schema::open_audit_writer(&audit_path, &options)?;
         let write_conn = schema::open_writer(path, &options)?;
         // One reader now, so a file readers cannot open fails here, not on
         // the first request.
@@ -131,6 +146,16 @@ impl SqliteStore {
                 source,
             })?,
         );
+        let audits = ReadPool::new(
+            audit_path.clone(),
+            options.clone(),
+            "audit",
+            1,
+            schema::open_reader(&audit_path, &options).map_err(|source| SqliteError::Open {
+                path: audit_path.clone(),
+                source,
+            })?,
+        );
         let counters = Arc::new(Counters::default());
         let open_titles = Arc::new(OpenTitles::new(options.open_titles));
         open_titles::start_builder(&open_titles, path.to_path_buf(), options.clone()).map_err(
@@ -148,10 +173,25 @@ impl SqliteStore {
                 busy_attempts: options.busy_attempts.max(1),
             },
             Arc::clone(&counters),
-            Titles::new(Arc::clone(&open_titles)),
+            Keeps::Board(Titles::new(Arc::clone(&open_titles))),
         )
         .map_err(|source| SqliteError::Thread {
             path: path.to_path_buf(),
+            source,
+        })?;
+        let audit_writes = writer::spawn(
+            audit_conn,
+            &audit_path,
+            options.queue_capacity,
+            GroupPolicy {
+                max_group: options.max_group,
+                busy_attempts: options.busy_attempts.max(1),
+            },
+            Arc::new(Counters::default()),
+            Keeps::Audit(AuditSync::new()),
+        )
+        .map_err(|source| SqliteError::Thread {
+            path: audit_path.clone(),
             source,
         })?;
         tracing::info!(path = %path.display(), "opened the SQLite board");
@@ -159,6 +199,8 @@ impl SqliteStore {
             inner: Arc::new(Inner {
                 path: path.to_path_buf(),
                 writes,
+                audit_writes,
+                audits,
                 points,
                 searches,
                 counters,
@@ -169,9 +211,16 @@ impl SqliteStore {
         })
     }
 
-    /// The file this store writes.
+    /// The board file this store writes.
     pub fn path(&self) -> &Path {
         &self.inner.path
+    }
+
+    /// The audit file next to it: the board file's name with
+    /// `.audit.sqlite3` for its extension ([`AUDIT_FILE_NAME`] in a data
+    /// dir).
+    pub fn audit_path(&self) -> PathBuf {
+        schema::audit_path(&self.inner.path)
     }
 
     /// The open titles the similar look-up holds (for tests).
@@ -180,8 +229,9 @@ impl SqliteStore {
         &self.inner.open_titles
     }
 
-    /// What the writer thread has done so far (group commit at work:
-    /// `writes / groups` is the average group size).
+    /// What the board's writer thread has done so far (group commit at
+    /// work: `writes / groups` is the average group size); audit records
+    /// have a writer of their own and are not counted.
     pub fn write_stats(&self) -> WriteStats {
         self.inner.counters.snapshot()
     }
@@ -206,16 +256,22 @@ impl SqliteStore {
         .await
     }
 
-    /// Queues `op` for the writer and waits for its answer, which comes
+    /// Queues `op` for its file's writer (the audit file's for audit
+    /// records, [`WriteOp::AUDIT`]) and waits for its answer, which comes
     /// only once the write has committed.
     async fn write<O: WriteOp>(&self, op: O) -> Result<O::Output, StoreError> {
+        let writes = if O::AUDIT {
+            &self.inner.audit_writes
+        } else {
+            &self.inner.writes
+        };
         let (job, answer) = writer::job(op);
         let limit = self.inner.options.operation_timeout;
         // One budget for the whole call. Until the writer has the job,
         // nothing can have been applied; from then on, no answer means the
         // outcome is unknown.
         let deadline = tokio::time::Instant::now() + limit;
-        let queued = tokio::time::timeout_at(deadline, self.inner.writes.send(job)).await;
+        let queued = tokio::time::timeout_at(deadline, writes.send(job)).await;
         match queued {
             Err(_) => return Err(self.timed_out()),
             Ok(Err(_)) => return Err(StoreError::unavailable("the SQLite writer has stopped")),
@@ -857,8 +913,11 @@ impl AuditLog for SqliteStore {
     ) -> Result<Vec<AuditRecord>, StoreError> {
         check_limit("limit", query.limit, AUDIT_PAGE_MAX)?;
         let (tenant, query) = (tenant.clone(), query.clone());
-        self.read(move |conn| audit::list_audit(conn, &tenant, &query))
-            .await
+        let list = self
+            .inner
+            .audits
+            .run(move |conn| snapshot(conn, |conn| audit::list_audit(conn, &tenant, &query)));
+        self.bounded(list).await
     }
 }
 

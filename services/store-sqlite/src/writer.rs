@@ -1,4 +1,5 @@
-//! The writer thread: the only connection of this process that writes.
+//! The writer thread: the only connection of this process that writes its
+//! file (one for the board file, one for the audit file; [`Keeps`]).
 //!
 //! Callers queue [`WriteOp`]s on a bounded channel and wait on a oneshot
 //! typed by the op's output (the channel carries them type-erased, as
@@ -17,14 +18,15 @@
 //! Answers are sent only after `COMMIT` succeeded: an acknowledged write
 //! is durable.
 //!
-//! A group of nothing but audit records commits with `synchronous=NORMAL`:
-//! in WAL mode that skips the commit's fsync, and the records become
-//! durable with the next fully synced commit or checkpoint (every issue
-//! write syncs the whole log, earlier frames included). They survive the
-//! process dying at once; only a power cut or kernel crash before that next
-//! sync can take the newest of them. Every tool call, reads included, is
-//! audited: an fsync per audit batch was the largest single cost of a read
-//! under load, and it held up the issue writes queued behind it.
+//! The audit file's groups commit with `synchronous=NORMAL`, except one
+//! about every [`AUDIT_SYNC_EVERY`] while records keep coming: in WAL mode
+//! NORMAL skips the commit's fsync, and the records become durable with the
+//! next synced commit or checkpoint (which syncs the whole log, earlier
+//! frames included). They survive the process dying at once; only a power
+//! cut or kernel crash can take the newest of them, about a second's at
+//! most. Every tool call, reads included, is audited: an fsync per audit
+//! batch was the largest single cost of a read under load. The board
+//! file's commits always sync.
 //!
 //! The open titles the similar look-up holds in memory follow the commits
 //! (open_titles.rs): a group first checks whether another writer changed
@@ -52,7 +54,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 
 /// What the caller of op `O` gets back.
@@ -68,8 +70,6 @@ pub(crate) type WriteJob = Box<dyn Job>;
 pub(crate) trait Job: Send {
     /// The op's name, for diagnostics.
     fn name(&self) -> &'static str;
-    /// Whether the op only appends audit records.
-    fn is_audit(&self) -> bool;
     /// Whether the caller stopped waiting for the answer.
     fn is_abandoned(&self) -> bool;
     /// Runs the op (see [`run_one`]) and keeps its answer for
@@ -106,10 +106,6 @@ pub(crate) fn job<O: WriteOp>(op: O) -> (WriteJob, oneshot::Receiver<Reply<O>>) 
 impl<O: WriteOp> Job for Queued<O> {
     fn name(&self) -> &'static str {
         O::NAME
-    }
-
-    fn is_audit(&self) -> bool {
-        O::AUDIT
     }
 
     fn is_abandoned(&self) -> bool {
@@ -178,6 +174,63 @@ pub(crate) struct GroupPolicy {
     pub busy_attempts: u32,
 }
 
+/// What a writer keeps in step with its file besides the file itself.
+pub(crate) enum Keeps {
+    /// The board file's writer: the open titles in memory, and the
+    /// full-text index's changes staged until the end of each group
+    /// (search_writes.rs).
+    Board(Titles),
+    /// The audit file's writer: when its commits last synced.
+    Audit(AuditSync),
+}
+
+impl Keeps {
+    /// Sets the connection up for the next group: the board's stays on
+    /// `synchronous=FULL` (an acknowledged write has been fsynced); the
+    /// audit file's syncs about once per [`AUDIT_SYNC_EVERY`].
+    fn prepare(&mut self, conn: &Connection) -> Result<(), rusqlite::Error> {
+        match self {
+            Self::Board(_) => Ok(()),
+            Self::Audit(sync) => sync.prepare(conn),
+        }
+    }
+
+    /// Before a group's ops: whether another writer changed issues.
+    fn check(&mut self, conn: &Connection) -> Result<(), rusqlite::Error> {
+        match self {
+            Self::Board(titles) => titles.index.check(conn, &mut titles.watch),
+            Self::Audit(_) => Ok(()),
+        }
+    }
+
+    /// After a group's ops, before its commit: the open titles' changes,
+    /// for [`Keeps::apply`].
+    fn collect(&self, conn: &Connection) -> Result<Pending, rusqlite::Error> {
+        match self {
+            Self::Board(titles) => open_titles::collect(conn, &titles.index),
+            Self::Audit(_) => Ok(Pending::default()),
+        }
+    }
+
+    /// Ends a group whose ops have all run: the index changes they staged
+    /// go in after the last op (search_writes.rs), then the commit.
+    fn end_group(&self, conn: &Connection) -> Result<(), rusqlite::Error> {
+        if let Self::Board(_) = self {
+            search_writes::apply(conn)?;
+        }
+        run_statement(conn, "COMMIT")
+    }
+
+    /// Once the group has committed, before any caller is answered: the
+    /// look-up after a create sees it.
+    fn committed(&mut self, pending: Pending) {
+        match self {
+            Self::Board(titles) => titles.index.apply(pending, &mut titles.watch),
+            Self::Audit(sync) => sync.committed(),
+        }
+    }
+}
+
 /// The in-memory open titles the writer keeps in step with its commits
 /// (open_titles.rs), and what it last saw of other writers.
 pub(crate) struct Titles {
@@ -201,7 +254,7 @@ pub(crate) fn spawn(
     capacity: usize,
     policy: GroupPolicy,
     counters: Arc<Counters>,
-    titles: Titles,
+    keeps: Keeps,
 ) -> std::io::Result<mpsc::Sender<WriteJob>> {
     let (tx, rx) = mpsc::channel(capacity.max(1));
     let name = format!(
@@ -212,7 +265,7 @@ pub(crate) fn spawn(
     );
     thread::Builder::new()
         .name(name)
-        .spawn(move || run(conn, rx, policy, &counters, titles))?;
+        .spawn(move || run(conn, rx, policy, &counters, keeps))?;
     Ok(tx)
 }
 
@@ -221,10 +274,9 @@ fn run(
     mut rx: mpsc::Receiver<WriteJob>,
     policy: GroupPolicy,
     counters: &Counters,
-    mut titles: Titles,
+    mut keeps: Keeps,
 ) {
     let max_group = policy.max_group.max(1);
-    let mut sync = Durability::Full;
     while let Some(first) = rx.blocking_recv() {
         let mut jobs = Vec::with_capacity(max_group.min(16));
         jobs.push(first);
@@ -237,7 +289,7 @@ fn run(
         counters
             .writes
             .fetch_add(jobs.len() as u64, Ordering::Relaxed);
-        commit_group(&conn, jobs, policy, &mut sync, &mut titles, counters);
+        commit_group(&conn, jobs, policy, &mut keeps, counters);
     }
     // Every store handle is gone: fold the WAL back into the file so the
     // next opener starts from a short log. Failing here loses nothing.
@@ -251,39 +303,57 @@ fn run(
 enum Durability {
     /// Every commit fsyncs the log: what an acknowledged write needs.
     Full,
-    /// Commits do not fsync (WAL mode): audit-only groups.
+    /// Commits do not fsync (WAL mode): audit groups between syncs.
     Normal,
 }
 
-impl Durability {
-    fn for_group(jobs: &[WriteJob]) -> Self {
-        if changes_board(jobs) {
-            Self::Full
-        } else {
-            Self::Normal
+/// At most this long between two synced commits of the audit file while
+/// records keep coming: a power cut loses at most about this much of them.
+pub(crate) const AUDIT_SYNC_EVERY: Duration = Duration::from_secs(1);
+
+/// The audit writer's durability: which `synchronous` its connection is
+/// on, and when a commit last synced.
+pub(crate) struct AuditSync {
+    current: Durability,
+    synced_at: Instant,
+}
+
+impl AuditSync {
+    /// For a connection just opened (`synchronous=FULL`, schema.rs).
+    pub(crate) fn new() -> Self {
+        Self {
+            current: Durability::Full,
+            synced_at: Instant::now(),
         }
     }
 
-    /// Switches the connection to `wanted` (outside a transaction).
-    fn set(current: &mut Self, conn: &Connection, wanted: Self) -> Result<(), rusqlite::Error> {
-        if *current != wanted {
+    /// Sets the connection up for the next group (outside a transaction):
+    /// it syncs when the last synced commit is [`AUDIT_SYNC_EVERY`] old.
+    fn prepare(&mut self, conn: &Connection) -> Result<(), rusqlite::Error> {
+        let wanted = if self.synced_at.elapsed() >= AUDIT_SYNC_EVERY {
+            Durability::Full
+        } else {
+            Durability::Normal
+        };
+        if self.current != wanted {
             run_statement(
                 conn,
                 match wanted {
-                    Self::Full => "PRAGMA synchronous = FULL",
-                    Self::Normal => "PRAGMA synchronous = NORMAL",
+                    Durability::Full => "PRAGMA synchronous = FULL",
+                    Durability::Normal => "PRAGMA synchronous = NORMAL",
                 },
             )?;
-            *current = wanted;
+            self.current = wanted;
         }
         Ok(())
     }
-}
 
-/// Whether a group writes anything but audit records: then it syncs its
-/// commit ([`Durability::Full`]).
-fn changes_board(jobs: &[WriteJob]) -> bool {
-    jobs.iter().any(|job| !job.is_audit())
+    /// A group committed.
+    fn committed(&mut self) {
+        if self.current == Durability::Full {
+            self.synced_at = Instant::now();
+        }
+    }
 }
 
 /// How a group's ops run in its transaction.
@@ -308,8 +378,7 @@ fn commit_group(
     conn: &Connection,
     jobs: Vec<WriteJob>,
     policy: GroupPolicy,
-    sync: &mut Durability,
-    titles: &mut Titles,
+    keeps: &mut Keeps,
     counters: &Counters,
 ) {
     // A caller that stopped waiting (timed out, cancelled) was told the
@@ -327,11 +396,10 @@ fn commit_group(
     };
     loop {
         attempt += 1;
-        let synced = Durability::set(sync, conn, Durability::for_group(&jobs));
-        match synced.and_then(|()| try_group(conn, &mut jobs, titles, isolation)) {
+        let prepared = keeps.prepare(conn);
+        match prepared.and_then(|()| try_group(conn, &mut jobs, keeps, isolation)) {
             Ok(Some(pending)) => {
-                // Before any answer: the look-up after a create sees it.
-                titles.index.apply(pending, &mut titles.watch);
+                keeps.committed(pending);
                 for job in jobs {
                     job.answer();
                 }
@@ -377,20 +445,20 @@ fn commit_group(
 fn try_group(
     conn: &Connection,
     jobs: &mut [WriteJob],
-    titles: &mut Titles,
+    keeps: &mut Keeps,
     isolation: Isolation,
 ) -> Result<Option<Pending>, rusqlite::Error> {
     run_statement(conn, "BEGIN IMMEDIATE")?;
-    let attempt = titles.index.check(conn, &mut titles.watch).and_then(|()| {
+    let attempt = keeps.check(conn).and_then(|()| {
         for job in jobs.iter_mut() {
             if !job.run(conn, isolation)? && isolation != Isolation::EachOp {
                 return Ok(None);
             }
         }
-        open_titles::collect(conn, &titles.index).map(Some)
+        keeps.collect(conn).map(Some)
     });
     match attempt {
-        Ok(Some(pending)) => match end_group(conn) {
+        Ok(Some(pending)) => match keeps.end_group(conn) {
             Ok(()) => Ok(Some(pending)),
             Err(err) => {
                 rollback(conn);
@@ -409,13 +477,6 @@ fn try_group(
             Err(err)
         }
     }
-}
-
-/// Ends a group whose ops have all run: the index changes they staged go
-/// in after the last op (search_writes.rs), then the commit.
-fn end_group(conn: &Connection) -> Result<(), rusqlite::Error> {
-    search_writes::apply(conn)?;
-    run_statement(conn, "COMMIT")
 }
 
 /// Runs one op, in a savepoint of its own when `isolation` is
@@ -492,9 +553,9 @@ mod tests {
         TenantId, Title, normalized,
     };
 
-    /// A writer's open titles of its own, for groups run by hand.
-    fn detached() -> Titles {
-        Titles::new(Arc::new(OpenTitles::new(Default::default())))
+    /// A board writer's open titles of its own, for groups run by hand.
+    fn detached() -> Keeps {
+        Keeps::Board(Titles::new(Arc::new(OpenTitles::new(Default::default()))))
     }
 
     fn writer_conn() -> (tempfile::TempDir, Connection) {
@@ -560,14 +621,7 @@ mod tests {
             busy_attempts: 1,
         };
         let counters = Counters::default();
-        commit_group(
-            &conn,
-            vec![a, b, c, d],
-            policy,
-            &mut Durability::Full,
-            &mut detached(),
-            &counters,
-        );
+        commit_group(&conn, vec![a, b, c, d], policy, &mut detached(), &counters);
         assert!(matches!(a_rx.blocking_recv().unwrap(), Ok(Created { .. })));
         assert!(matches!(
             b_rx.blocking_recv().unwrap(),
@@ -597,25 +651,11 @@ mod tests {
         let counters = Counters::default();
         let (a, a_rx) = job(create("first"));
         let (b, b_rx) = job(create("second"));
-        commit_group(
-            &conn,
-            vec![a, b],
-            policy,
-            &mut Durability::Full,
-            &mut detached(),
-            &counters,
-        );
+        commit_group(&conn, vec![a, b], policy, &mut detached(), &counters);
         assert!(a_rx.blocking_recv().unwrap().is_ok());
         assert!(b_rx.blocking_recv().unwrap().is_ok());
         let (c, c_rx) = job(failing_seed());
-        commit_group(
-            &conn,
-            vec![c],
-            policy,
-            &mut Durability::Full,
-            &mut detached(),
-            &counters,
-        );
+        commit_group(&conn, vec![c], policy, &mut detached(), &counters);
         assert!(c_rx.blocking_recv().unwrap().is_err());
         assert_eq!(count(&conn), 2);
         assert_eq!(comments(&conn), 0);
@@ -648,7 +688,6 @@ mod tests {
             &conn,
             vec![a],
             policy,
-            &mut Durability::Full,
             &mut detached(),
             &Counters::default(),
         );
@@ -709,7 +748,6 @@ mod tests {
                 max_group: 8,
                 busy_attempts: 1,
             },
-            &mut Durability::Full,
             &mut detached(),
             &Counters::default(),
         );
@@ -729,7 +767,7 @@ mod tests {
         // The retry runs the op again; its answer replaces the first.
         run_statement(&conn, "BEGIN IMMEDIATE").unwrap();
         a.run(&conn, Isolation::EachOp).unwrap();
-        end_group(&conn).unwrap();
+        detached().end_group(&conn).unwrap();
         assert!(a_rx.try_recv().is_err(), "nothing is sent until answered");
         a.answer();
         let created = a_rx.blocking_recv().unwrap().unwrap();
@@ -769,44 +807,51 @@ mod tests {
     }
 
     #[test]
-    fn only_audit_only_groups_skip_the_commit_fsync() {
-        let (_dir, conn) = writer_conn();
+    fn the_audit_writer_syncs_about_once_a_second_and_the_board_every_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = schema::open_audit_writer(
+            &dir.path().join("a.sqlite3"),
+            &crate::SqliteOptions::default(),
+        )
+        .unwrap();
         let policy = GroupPolicy {
             max_group: 8,
             busy_attempts: 1,
         };
-        let mut sync = Durability::Full;
         assert_eq!(synchronous(&conn), 2, "the writer opens with FULL");
-        let (a, a_rx) = job(audit(3));
-        commit_group(
-            &conn,
-            vec![a],
-            policy,
-            &mut sync,
-            &mut detached(),
-            &Counters::default(),
-        );
-        assert!(a_rx.blocking_recv().unwrap().is_ok());
-        assert_eq!(synchronous(&conn), 1, "an audit-only group: NORMAL");
-        // A group with an issue write in it syncs, audit records and all.
-        let (b, b_rx) = job(audit(2));
-        let (c, c_rx) = job(create("durable"));
-        commit_group(
-            &conn,
-            vec![b, c],
-            policy,
-            &mut sync,
-            &mut detached(),
-            &Counters::default(),
-        );
-        assert!(b_rx.blocking_recv().unwrap().is_ok());
-        assert!(c_rx.blocking_recv().unwrap().is_ok());
-        assert_eq!(synchronous(&conn), 2, "a group with an issue write: FULL");
-        assert_eq!(count(&conn), 1);
+        let mut keeps = Keeps::Audit(AuditSync::new());
+        let group = |n: usize, keeps: &mut Keeps| {
+            let (a, a_rx) = job(audit(n));
+            commit_group(&conn, vec![a], policy, keeps, &Counters::default());
+            assert!(a_rx.blocking_recv().unwrap().is_ok());
+            synchronous(&conn)
+        };
+        assert_eq!(group(3, &mut keeps), 1, "synced just now: NORMAL");
+        assert_eq!(group(2, &mut keeps), 1);
+        // A second after the last synced commit, the next group syncs.
+        let Keeps::Audit(sync) = &mut keeps else {
+            unreachable!()
+        };
+        sync.synced_at -= AUDIT_SYNC_EVERY;
+        assert_eq!(group(1, &mut keeps), 2, "a second since: FULL");
+        assert_eq!(group(1, &mut keeps), 1, "and NORMAL after it");
         let audited: i64 = conn
             .query_row("SELECT count(*) FROM audit", [], |r| r.get(0))
             .unwrap();
-        assert_eq!(audited, 5);
+        assert_eq!(audited, 7);
+
+        // The board's writer syncs every commit.
+        let (_dir, board) = writer_conn();
+        let (c, c_rx) = job(create("durable"));
+        commit_group(
+            &board,
+            vec![c],
+            policy,
+            &mut detached(),
+            &Counters::default(),
+        );
+        assert!(c_rx.blocking_recv().unwrap().is_ok());
+        assert_eq!(synchronous(&board), 2, "an issue write: FULL");
     }
 
     /// What `issue_search` holds, and what it should hold recomputed from
@@ -883,7 +928,7 @@ mod tests {
         };
         run_statement(&conn, "BEGIN IMMEDIATE").unwrap();
         let old = created(run(&conn, create("Old login issue")));
-        end_group(&conn).unwrap();
+        detached().end_group(&conn).unwrap();
 
         run_statement(&conn, "BEGIN IMMEDIATE").unwrap();
         let crash = created(run(&conn, create("Crash on save")));
@@ -899,7 +944,7 @@ mod tests {
         let failed = run(&conn, failing_seed());
         assert!(failed.is_err(), "{failed:?}");
         created(run(&conn, create("Another one")));
-        end_group(&conn).unwrap();
+        detached().end_group(&conn).unwrap();
 
         let (expected, actual) = search_rows(&conn);
         assert_eq!(actual, expected);

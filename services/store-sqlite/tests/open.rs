@@ -2,10 +2,10 @@
 //! a clear error naming the file, never a panic or a hang).
 
 use corkboard_board::{
-    Author, GrantLedger, IssueStore, ListQuery, NewIssue, RunId, StoreError, StoreHealth, TenantId,
-    Title,
+    AuditEntry, AuditLog, AuditQuery, Author, GrantLedger, IssueStore, ListQuery, NewIssue, RunId,
+    StoreError, StoreHealth, TenantId, Title,
 };
-use corkboard_store_sqlite::{FILE_NAME, SqliteError, SqliteOptions, SqliteStore};
+use corkboard_store_sqlite::{AUDIT_FILE_NAME, FILE_NAME, SqliteError, SqliteOptions, SqliteStore};
 use rusqlite::Connection;
 use std::path::Path;
 use std::sync::Arc;
@@ -43,6 +43,71 @@ fn assert_names(err: &SqliteError, path: &Path) {
         text.contains(&path.display().to_string()),
         "the error names the file: {text}"
     );
+}
+
+/// `PRAGMA data_version` of `path` as one connection sees it: it moves
+/// whenever another connection commits to the file.
+fn data_version(conn: &Connection) -> i64 {
+    conn.query_row("PRAGMA data_version", [], |r| r.get(0))
+        .unwrap()
+}
+
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
+async fn audit_records_live_in_their_own_file_and_never_change_the_board_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open_in_dir(dir.path()).unwrap();
+    assert_eq!(store.audit_path(), dir.path().join(AUDIT_FILE_NAME));
+    let board = Connection::open(store.path()).unwrap();
+    let audit = Connection::open(store.audit_path()).unwrap();
+    let (board_before, audit_before) = (data_version(&board), data_version(&audit));
+    let entries: Vec<AuditEntry> = (0..3)
+        .map(|i| {
+            AuditEntry::new(corkboard_store_contract::fixtures::audit_record(
+                &tenant(),
+                "run-1",
+                1_000 + i,
+                None,
+            ))
+        })
+        .collect();
+    store.append_audit_entries(&entries).await.unwrap();
+    assert_eq!(
+        data_version(&board),
+        board_before,
+        "the board file stood still"
+    );
+    assert_ne!(
+        data_version(&audit),
+        audit_before,
+        "the audit file took them"
+    );
+    let in_audit: i64 = audit
+        .query_row("SELECT count(*) FROM audit", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(in_audit, 3);
+    let tables: i64 = board
+        .query_row(
+            "SELECT count(*) FROM sqlite_schema WHERE name = 'audit'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(tables, 0, "the board file has no audit table");
+
+    // A board write moves the board file, and the records are listed
+    // after a reopen.
+    store
+        .create_issue(&tenant(), &author(), new_issue("moves the board"), None)
+        .await
+        .unwrap();
+    assert_ne!(data_version(&board), board_before);
+    drop(store);
+    let reopened = SqliteStore::open_in_dir(dir.path()).unwrap();
+    let listed = reopened
+        .list_audit(&tenant(), &AuditQuery::default())
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 3);
 }
 
 #[actix_rt::test(system = "corkboard_testkit::MultiThread")]
@@ -245,12 +310,19 @@ fn mode_of(path: &Path) -> u32 {
 }
 
 /// The database and its WAL companions.
-fn board_files(db: &Path) -> [std::path::PathBuf; 3] {
-    [
-        db.to_path_buf(),
-        db.with_extension("sqlite3-wal"),
-        db.with_extension("sqlite3-shm"),
-    ]
+/// The database and its WAL companions, and the audit file's.
+fn board_files(db: &Path) -> Vec<std::path::PathBuf> {
+    let audit = db.with_file_name(AUDIT_FILE_NAME);
+    [db.to_path_buf(), audit]
+        .into_iter()
+        .flat_map(|file| {
+            ["", "-wal", "-shm"].map(|companion| {
+                let mut name = file.clone().into_os_string();
+                name.push(companion);
+                std::path::PathBuf::from(name)
+            })
+        })
+        .collect()
 }
 
 #[actix_rt::test(system = "corkboard_testkit::MultiThread")]

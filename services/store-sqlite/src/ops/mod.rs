@@ -39,8 +39,9 @@ pub(crate) trait WriteOp: Send + 'static {
     /// The operation's name, for diagnostics (never its content).
     const NAME: &'static str;
 
-    /// Audit records: written durably, but they need not wait for their
-    /// own fsync (see the writer's group durability).
+    /// Audit records: written by the audit file's writer, which syncs its
+    /// commits about once a second (see the writer's durability), not the
+    /// board's.
     const AUDIT: bool = false;
 
     /// Runs the write on the writer's connection, inside the group's
