@@ -14,7 +14,7 @@ use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tracing::Dispatch;
-use tracing_subscriber::filter::{LevelFilter, Targets};
+use tracing_subscriber::filter::{LevelFilter, Targets, filter_fn};
 use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::fmt::writer::BoxMakeWriter;
 use tracing_subscriber::layer::SubscriberExt;
@@ -148,8 +148,15 @@ impl TelemetryBuilder {
                 .boxed()
         };
 
+        // The correlation layer reads spans only, and says so with a
+        // filter of its own: a layer with none is interested in every
+        // callsite, and then every event the log filter leaves out was
+        // still dispatched, each time (actix-http's `trace!` on every poll
+        // of a connection). With every layer filtered, such a callsite is
+        // decided once.
+        let correlation = CorrelationLayer.with_filter(filter_fn(|metadata| metadata.is_span()));
         let mut layers: Vec<Box<dyn Layer<Registry> + Send + Sync>> =
-            vec![CorrelationLayer.boxed(), log_filter.wrap(fmt_layer)];
+            vec![correlation.boxed(), log_filter.wrap(fmt_layer)];
         if let Some(provider) = &provider {
             // Exported spans do not follow the log filter: turning logs down
             // to `warn` must not silence traces.
@@ -451,6 +458,39 @@ mod tests {
                 ),
                 "{invalid}"
             );
+        }
+    }
+
+    /// Whether an event of `level` at `target` is enabled under the
+    /// subscriber `build` makes with `filter` (JSON lines, with and without
+    /// an exporter).
+    fn event_enabled(filter: &str, exporter: bool, target_trace: bool) -> bool {
+        let mut config = TelemetryConfig::new("interest");
+        config.log_filter = filter.to_owned();
+        config.log_format = LogFormat::Json;
+        let mut builder = TelemetryBuilder::new(config).with_log_writer(std::io::sink);
+        if exporter {
+            builder = builder.with_span_exporter(InMemorySpanExporter::default());
+        }
+        let (dispatch, _guard) = builder.build().unwrap();
+        tracing::dispatcher::with_default(&dispatch, || {
+            if target_trace {
+                tracing::enabled!(target: "actix_http::h1::dispatcher", tracing::Level::TRACE)
+            } else {
+                tracing::enabled!(target: "corkboard_gateway", tracing::Level::INFO)
+            }
+        })
+    }
+
+    #[test]
+    fn an_event_no_layer_writes_is_not_enabled() {
+        // The correlation layer wants spans only: an event the log filter
+        // leaves out (actix-http's `trace!` on every poll of a connection)
+        // is decided once per callsite, not dispatched at each.
+        for exporter in [false, true] {
+            assert!(!event_enabled("info", exporter, true), "{exporter}");
+            assert!(event_enabled("info", exporter, false), "{exporter}");
+            assert!(event_enabled("trace", exporter, true), "{exporter}");
         }
     }
 
