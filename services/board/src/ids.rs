@@ -104,9 +104,11 @@ fn check_prefixed_ulid(value: &str, prefix: &str) -> Result<(), String> {
     let Some(rest) = value.strip_prefix(prefix) else {
         return Err(format!("must look like {prefix}<26-character ULID>"));
     };
+    // Upper case only (the ULID decoder takes either): checked in place,
+    // not against an upper-cased copy, since ids are checked on every call.
     if rest.len() != 26
         || ulid::Ulid::from_string(rest).is_err()
-        || rest != rest.to_ascii_uppercase()
+        || rest.bytes().any(|b| b.is_ascii_lowercase())
     {
         return Err(format!("must look like {prefix}<26-character ULID>"));
     }
