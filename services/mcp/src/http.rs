@@ -957,30 +957,36 @@ impl Accept {
             for range in value.split(',') {
                 position += 1;
                 let mut parts = range.split(';');
-                let media = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+                // Compared without case, in place: no lower-cased copy of
+                // each range on every request.
+                let media = parts.next().unwrap_or("").trim();
+                // Parameter names are case-insensitive (RFC 9110): `q=` or `Q=`.
                 let q = parts
-                    .filter_map(|p| p.trim().strip_prefix("q="))
+                    .filter_map(|p| {
+                        let p = p.trim();
+                        p.get(..2)
+                            .filter(|name| name.eq_ignore_ascii_case("q="))
+                            .map(|_| &p[2..])
+                    })
                     .find_map(|q| q.trim().parse::<f32>().ok())
                     .unwrap_or(1.0);
                 if q <= 0.0 {
                     continue;
                 }
-                match media.as_str() {
-                    "application/json" => {
-                        accept.json = true;
-                        json_rank.get_or_insert((q, position));
-                    }
-                    "text/event-stream" => {
-                        accept.sse = true;
-                        sse_rank.get_or_insert((q, position));
-                    }
-                    "application/*" => accept.json = true,
-                    "text/*" => accept.sse = true,
-                    "*/*" => {
-                        accept.json = true;
-                        accept.sse = true;
-                    }
-                    _ => {}
+                let is = |name: &str| media.eq_ignore_ascii_case(name);
+                if is("application/json") {
+                    accept.json = true;
+                    json_rank.get_or_insert((q, position));
+                } else if is("text/event-stream") {
+                    accept.sse = true;
+                    sse_rank.get_or_insert((q, position));
+                } else if is("application/*") {
+                    accept.json = true;
+                } else if is("text/*") {
+                    accept.sse = true;
+                } else if is("*/*") {
+                    accept.json = true;
+                    accept.sse = true;
                 }
             }
         }
@@ -1083,6 +1089,37 @@ fn host_allowed(host: &str, allowed: &[String]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn accept(values: &[&str]) -> Accept {
+        let mut headers = HeaderMap::new();
+        for value in values {
+            headers.append(
+                header::ACCEPT,
+                header::HeaderValue::from_str(value).unwrap(),
+            );
+        }
+        Accept::parse(&headers)
+    }
+
+    #[test]
+    fn accept_ranges_in_any_case_with_weights_and_order() {
+        let both = accept(&["Application/JSON, TEXT/Event-Stream"]);
+        assert!(both.json && both.sse && !both.prefers_sse, "{both:?}");
+        let sse_first = accept(&["text/event-stream", "application/json"]);
+        assert!(sse_first.prefers_sse, "{sse_first:?}");
+        let excluded = accept(&["application/json;Q=0, text/event-stream"]);
+        assert!(!excluded.json && excluded.sse, "{excluded:?}");
+        let weighted = accept(&["application/json;q=0.5, text/event-stream;Q=0.9"]);
+        assert!(weighted.prefers_sse, "{weighted:?}");
+        let equal = accept(&["application/json;q=0.5, text/event-stream;q=0.5"]);
+        assert!(!equal.prefers_sse, "the first of equal weights: {equal:?}");
+        let refused = accept(&["application/json;q=0, TEXT/*"]);
+        assert!(!refused.json && refused.sse, "{refused:?}");
+        let any = accept(&["*/*"]);
+        assert!(any.json && any.sse && !any.prefers_sse, "{any:?}");
+        let neither = accept(&["image/png"]);
+        assert!(!neither.json && !neither.sse, "{neither:?}");
+    }
 
     #[test]
     fn origins() {
