@@ -34,11 +34,15 @@ impl<S: AuditSink + ?Sized> fmt::Debug for EventPublishingSink<S> {
 
 impl<S: AuditSink + ?Sized> AuditSink for EventPublishingSink<S> {
     fn record(&self, record: AuditRecord) {
-        let event = BoardEvent::from_audit(&record);
-        let tenant = record.tenant.clone();
-        self.inner.record(record);
-        if let Some(event) = event {
-            self.events.publish(&tenant, event);
+        // Most calls are reads and publish nothing: the tenant is copied
+        // only for an event.
+        match BoardEvent::from_audit(&record) {
+            Some(event) => {
+                let tenant = record.tenant.clone();
+                self.inner.record(record);
+                self.events.publish(&tenant, event);
+            }
+            None => self.inner.record(record),
         }
     }
 }
