@@ -148,7 +148,9 @@ impl RunState {
 /// A run as the request path holds it: its actor and its shared state.
 #[derive(Clone)]
 pub(crate) struct RunHandle {
-    pub addr: Addr<RunActor>,
+    /// Shared: each request holds a handle (its ticket, its batch gate),
+    /// and cloning an actix `Addr` allocates a sender of its own.
+    pub addr: Arc<Addr<RunActor>>,
     pub state: Arc<RunState>,
 }
 

@@ -176,7 +176,13 @@ impl Inner {
             host,
         );
         let addr = actor.launch(&self.actor_arbiter);
-        (RunHandle { addr, state }, stop_rx)
+        (
+            RunHandle {
+                addr: Arc::new(addr),
+                state,
+            },
+            stop_rx,
+        )
     }
 
     /// Shared mode: the actor for a run whose grant the request's token
