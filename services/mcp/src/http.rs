@@ -31,10 +31,12 @@ use crate::validate::{self, HeaderSlot, Incoming, RequestHeaders};
 use corkboard_telemetry::mcp as telemetry;
 use tracing::Instrument;
 
-const MCP_SESSION_ID: &str = "mcp-session-id";
-const MCP_PROTOCOL_VERSION: &str = "mcp-protocol-version";
-const MCP_METHOD: &str = "mcp-method";
-const MCP_NAME: &str = "mcp-name";
+// Looked up by `HeaderName`: a lookup by `&str` makes an owned name first,
+// an allocation per header read for names that are not standard.
+static MCP_SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
+static MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+static MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
+static MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
 
 /// Endpoint settings.
 #[derive(Debug, Clone)]
@@ -346,9 +348,9 @@ impl<B: ToolBackend> McpEndpoint<B> {
                 })
             }
             actix_web::http::Method::DELETE => {
-                if header_slot(headers, MCP_SESSION_ID) == HeaderSlot::Absent {
+                if header_slot(headers, &MCP_SESSION_ID) == HeaderSlot::Absent {
                     let modern = matches!(
-                        header_slot(headers, MCP_PROTOCOL_VERSION),
+                        header_slot(headers, &MCP_PROTOCOL_VERSION),
                         HeaderSlot::Present(v) if Revision::parse(&v).is_some_and(Revision::is_modern)
                     );
                     return Err(if modern {
@@ -459,7 +461,7 @@ impl<B: ToolBackend> McpEndpoint<B> {
         principal: &B::Principal,
     ) -> Result<(SessionState, AgentCapabilities), Refusal> {
         let none = AgentCapabilities::default();
-        match header_slot(headers, MCP_SESSION_ID) {
+        match header_slot(headers, &MCP_SESSION_ID) {
             HeaderSlot::Absent => Ok((SessionState::Missing, none)),
             HeaderSlot::Malformed => {
                 Ok((SessionState::Rejected(SessionRejection::Malformed), none))
@@ -504,9 +506,9 @@ impl<B: ToolBackend> McpEndpoint<B> {
             Err(refusal) => return Exchange::refused(&refusal, request_id(bytes)),
         };
         let request_headers = RequestHeaders {
-            protocol_version: header_slot(headers, MCP_PROTOCOL_VERSION),
-            method: header_slot(headers, MCP_METHOD),
-            name: header_slot(headers, MCP_NAME),
+            protocol_version: header_slot(headers, &MCP_PROTOCOL_VERSION),
+            method: header_slot(headers, &MCP_METHOD),
+            name: header_slot(headers, &MCP_NAME),
             params: param_header_slots(headers),
         };
         if let SessionState::Active(revision) = session
@@ -688,7 +690,7 @@ impl<B: ToolBackend> McpEndpoint<B> {
         if let Some((revision, capabilities)) = outcome.started {
             match self.start_session(revision, capabilities, principal) {
                 Some(value) => {
-                    builder.insert_header((HeaderName::from_static(MCP_SESSION_ID), value));
+                    builder.insert_header((MCP_SESSION_ID.clone(), value));
                 }
                 None => {
                     let refusal = Refusal::new(
@@ -745,7 +747,7 @@ impl<B: ToolBackend> McpEndpoint<B> {
     async fn end_session(&self, req: &HttpRequest, principal: &B::Principal) -> Exchange {
         let not_found =
             |message: &str| Exchange::refused(&bad(StatusCode::NOT_FOUND, message), None);
-        let HeaderSlot::Present(id) = header_slot(req.headers(), MCP_SESSION_ID) else {
+        let HeaderSlot::Present(id) = header_slot(req.headers(), &MCP_SESSION_ID) else {
             return not_found("Session not found: this Mcp-Session-Id is unknown");
         };
         let claims = match self
@@ -874,8 +876,8 @@ fn request_id(bytes: &[u8]) -> Option<&RawValue> {
 /// non-ASCII one as `None`), at most [`MAX_PARAM_HEADERS`] of them.
 fn param_header_slots(headers: &HeaderMap) -> Vec<(String, Option<String>)> {
     let mut out: Vec<(String, Option<String>)> = Vec::new();
-    for name in headers.keys() {
-        let name = name.as_str();
+    for key in headers.keys() {
+        let name = key.as_str();
         let is_param = name.len() > crate::param_headers::PARAM_HEADER_PREFIX.len()
             && name.as_bytes()[..crate::param_headers::PARAM_HEADER_PREFIX.len()]
                 .eq_ignore_ascii_case(crate::param_headers::PARAM_HEADER_PREFIX.as_bytes());
@@ -885,7 +887,7 @@ fn param_header_slots(headers: &HeaderMap) -> Vec<(String, Option<String>)> {
         if out.len() == MAX_PARAM_HEADERS {
             break;
         }
-        let value = match header_slot(headers, name) {
+        let value = match header_slot(headers, key) {
             HeaderSlot::Present(value) => Some(value),
             _ => None,
         };
@@ -898,7 +900,7 @@ fn param_header_slots(headers: &HeaderMap) -> Vec<(String, Option<String>)> {
 /// arguments; the request's header block is bounded anyway).
 const MAX_PARAM_HEADERS: usize = 64;
 
-fn header_slot(headers: &HeaderMap, name: &str) -> HeaderSlot {
+fn header_slot(headers: &HeaderMap, name: &HeaderName) -> HeaderSlot {
     let mut values = headers.get_all(name);
     let Some(first) = values.next() else {
         return HeaderSlot::Absent;
