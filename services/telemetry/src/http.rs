@@ -28,6 +28,10 @@ use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 /// Name of the request id header, read from requests and set on responses.
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
+
+/// [`REQUEST_ID_HEADER`] as a name: looked up by `&str`, a header that is
+/// not standard makes an owned name (an allocation) on every request.
+static REQUEST_ID_NAME: HeaderName = HeaderName::from_static(REQUEST_ID_HEADER);
 /// Name of the span opened per request.
 pub const SPAN_NAME: &str = "http.request";
 
@@ -74,7 +78,7 @@ impl RequestId {
 
     fn from_headers(headers: &HeaderMap) -> Self {
         headers
-            .get(REQUEST_ID_HEADER)
+            .get(&REQUEST_ID_NAME)
             .and_then(|v| v.to_str().ok())
             .and_then(Self::from_caller)
             .unwrap_or_else(Self::generate)
@@ -181,8 +185,14 @@ impl<S> fmt::Debug for HttpTelemetryService<S> {
 struct HeaderExtractor<'a>(&'a HeaderMap);
 
 impl Extractor for HeaderExtractor<'_> {
+    // Found by walking the names: `HeaderMap::get` with a `&str` makes an
+    // owned name first (`traceparent` and `tracestate`, two allocations on
+    // every request).
     fn get(&self, key: &str) -> Option<&str> {
-        self.0.get(key).and_then(|v| v.to_str().ok())
+        self.0
+            .iter()
+            .find(|(name, _)| name.as_str().eq_ignore_ascii_case(key))
+            .and_then(|(_, value)| value.to_str().ok())
     }
 
     fn keys(&self) -> Vec<&str> {
@@ -264,7 +274,7 @@ where
             if let Ok(value) = HeaderValue::from_str(request_id.as_str()) {
                 response
                     .headers_mut()
-                    .insert(HeaderName::from_static(REQUEST_ID_HEADER), value);
+                    .insert(REQUEST_ID_NAME.clone(), value);
             }
             Ok(response)
         })
