@@ -330,7 +330,7 @@ impl ToolBackend for StdioBoard {
                 );
                 ToolOutput {
                     structured: None,
-                    text: refusal_text(&rejection),
+                    text: refusal_text(&rejection).into(),
                     is_error: true,
                     relay: None,
                     content: Vec::new(),

@@ -258,7 +258,8 @@ async fn collect_upstream(
                 "approval {} was used, but {} is no longer among this run's tools; it was not \
                  run",
                 item.id, item.tool
-            ),
+            )
+            .into(),
             is_error: true,
             relay: None,
             content: Vec::new(),
@@ -273,7 +274,8 @@ async fn collect_upstream(
         output.text = format!(
             "approval {} was used: {} ran once.\n{}",
             item.id, item.tool, output.text
-        );
+        )
+        .into();
     }
     gate.record_collect(
         principal.grant(),

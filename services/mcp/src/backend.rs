@@ -315,6 +315,114 @@ impl std::ops::Deref for StructuredContent {
     }
 }
 
+/// A result's text block: the text, and its form as a JSON string (quoted
+/// and escaped), made on first use. Shared, not copied, when cloned, like
+/// [`StructuredContent`]: an answer kept to be given again (the board's
+/// recent `get_issue` answers and `list_issues` pages) is escaped once,
+/// not on every call (the escaping was about 3% of a kept `get_issue`'s
+/// instructions, more for a page). Reads as a `str`; empty text holds
+/// nothing.
+#[derive(Clone, Default)]
+pub struct TextContent(Option<std::sync::Arc<Text>>);
+
+struct Text {
+    text: String,
+    json: std::sync::OnceLock<String>,
+}
+
+impl TextContent {
+    pub fn new(text: String) -> Self {
+        if text.is_empty() {
+            return Self(None);
+        }
+        Self(Some(std::sync::Arc::new(Text {
+            text,
+            json: std::sync::OnceLock::new(),
+        })))
+    }
+
+    pub fn as_str(&self) -> &str {
+        self.0.as_ref().map_or("", |text| text.text.as_str())
+    }
+
+    /// The text as a JSON string, quotes included, made on first use.
+    pub fn json(&self) -> &str {
+        match &self.0 {
+            None => "\"\"",
+            Some(text) => text.json.get_or_init(|| {
+                serde_json::to_string(&text.text).expect("a string always serialises")
+            }),
+        }
+    }
+
+    /// The text: moved out when this is its only holder, copied otherwise.
+    pub fn into_string(self) -> String {
+        match self.0.map(std::sync::Arc::try_unwrap) {
+            None => String::new(),
+            Some(Ok(own)) => own.text,
+            Some(Err(shared)) => shared.text.clone(),
+        }
+    }
+}
+
+impl std::ops::Deref for TextContent {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl std::fmt::Display for TextContent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::fmt::Debug for TextContent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl From<String> for TextContent {
+    fn from(text: String) -> Self {
+        Self::new(text)
+    }
+}
+
+impl From<&str> for TextContent {
+    fn from(text: &str) -> Self {
+        Self::new(text.to_owned())
+    }
+}
+
+impl PartialEq for TextContent {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for TextContent {}
+
+impl PartialEq<str> for TextContent {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for TextContent {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl PartialEq<String> for TextContent {
+    fn eq(&self, other: &String) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
 /// A tool's answer. `is_error` marks a tool execution error (bad
 /// arguments, conflict, unavailable board): the agent sees it and can act.
 #[derive(Debug, Clone)]
@@ -326,7 +434,7 @@ pub struct ToolOutput {
     pub structured: Option<StructuredContent>,
     /// Human/model-readable text, sent as the one text block. When empty,
     /// the structured JSON is sent as the text block instead.
-    pub text: String,
+    pub text: TextContent,
     pub is_error: bool,
     /// Not a tool result: the call needs the agent's input first, or was
     /// refused as a request (see [`RelayAnswer`]). `None` for every

@@ -654,7 +654,7 @@ impl<B: ToolBackend> Engine<B> {
             summary.outcome = "tool_error";
             let output = ToolOutput {
                 structured: None,
-                text: message,
+                text: message.into(),
                 is_error: true,
                 relay: None,
                 content: Vec::new(),

@@ -57,8 +57,8 @@ mod wire;
 
 pub use backend::{
     AuthRejection, Authenticate, ClientResponse, Principal, RefusalKind, RefusedCall, RelayAnswer,
-    ResultOrigin, ServerIdentity, StructuredContent, ToolBackend, ToolCall, ToolDef, ToolOutput,
-    ToolSet,
+    ResultOrigin, ServerIdentity, StructuredContent, TextContent, ToolBackend, ToolCall, ToolDef,
+    ToolOutput, ToolSet,
 };
 pub use code::ErrorCode;
 pub use engine::{Context, Engine, Outcome, SessionState, Summary};

@@ -210,20 +210,27 @@ pub(crate) fn call_result(
     output: &ToolOutput,
 ) -> ResultJson {
     let structured = output.structured.as_ref().map(StructuredContent::json);
-    let text = match (structured, output.text.is_empty()) {
-        (Some(structured), true) => structured,
-        _ => output.text.as_str(),
+    // The text block as a JSON string: the text's own, escaped once and
+    // kept with it (`TextContent::json`), or the structured JSON's, escaped
+    // here.
+    let mut escaped_structured = None;
+    let text_json = match (structured, output.text.is_empty()) {
+        (Some(structured), true) => {
+            let mut text = Vec::with_capacity(2 * structured.len() + 2);
+            write_string(&mut text, structured);
+            &**escaped_structured.insert(text)
+        }
+        _ => output.text.json().as_bytes(),
     };
-    // Room for the escaped text block (at most about twice the text for
-    // ordinary text), `structuredContent` as is, and the decorations, so
-    // the answer is written without growing.
+    // Room for the text block, `structuredContent` as is, and the
+    // decorations, so the answer is written without growing.
     let structured_len = structured.map_or(0, str::len);
     let mut out = Vec::with_capacity(
-        2 * text.len() + structured_len + identity.name.len() + identity.version.len() + 256,
+        text_json.len() + structured_len + identity.name.len() + identity.version.len() + 256,
     );
     if output.content.is_empty() {
         out.extend_from_slice(b"{\"content\":[{\"type\":\"text\",\"text\":");
-        write_string(&mut out, text);
+        out.extend_from_slice(text_json);
         out.extend_from_slice(b"}]");
     } else {
         out.extend_from_slice(b"{\"content\":");
@@ -297,6 +304,7 @@ fn write_string(out: &mut Vec<u8>, text: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::TextContent;
 
     fn identity() -> ServerIdentity {
         ServerIdentity {
@@ -340,7 +348,7 @@ mod tests {
         });
         let output = ToolOutput {
             structured: Some(structured.clone().into()),
-            text: String::new(),
+            text: Default::default(),
             is_error: false,
             relay: None,
             content: Vec::new(),
@@ -394,6 +402,33 @@ mod tests {
                 assert_eq!(content[0], link);
             }
         }
+    }
+
+    #[test]
+    fn a_text_block_is_escaped_once_and_its_clones_share_it() {
+        let text = "quotes \" back\\slash \n newline \u{1} é 🧷 </script>";
+        let kept = TextContent::from(text);
+        let output = ToolOutput {
+            structured: Some(json!({ "id": "iss_1" }).into()),
+            text: kept.clone(),
+            is_error: false,
+            relay: None,
+            content: Vec::new(),
+        };
+        for revision in Revision::ALL {
+            let bytes = call_result(revision, &identity(), &output);
+            let value: Value = serde_json::from_slice(&bytes).expect("valid JSON");
+            assert_eq!(value["content"][0]["text"], text, "{revision:?}");
+        }
+        // The string the renderer wrote is the one every clone reads.
+        let again = kept.clone();
+        assert!(std::ptr::eq(kept.json(), again.json()));
+        assert_eq!(kept.json(), serde_json::to_string(text).unwrap());
+        assert_eq!(again.into_string(), text);
+        let empty = TextContent::default();
+        assert_eq!(empty.json(), "\"\"");
+        assert!(empty.is_empty());
+        assert_eq!(TextContent::from(String::new()).json(), "\"\"");
     }
 
     #[test]

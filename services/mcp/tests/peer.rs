@@ -63,7 +63,7 @@ impl ToolBackend for Asker {
         };
         ToolOutput {
             structured: None,
-            text,
+            text: text.into(),
             is_error: false,
             relay: None,
             content: Vec::new(),

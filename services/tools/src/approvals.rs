@@ -360,7 +360,7 @@ impl ApprovalGate {
                 self.account(grant, tool, raw_arguments, started);
                 Gate::Answer(ToolOutput {
                     structured: None,
-                    text,
+                    text: text.into(),
                     is_error: true,
                     relay: None,
                     content: Vec::new(),
@@ -374,7 +374,8 @@ impl ApprovalGate {
                         "board unavailable: whether this call needs a person's approval could \
                          not be checked ({err}); nothing was done (retryable: call it again \
                          shortly)"
-                    ),
+                    )
+                    .into(),
                     is_error: true,
                     relay: None,
                     content: Vec::new(),

@@ -20,7 +20,7 @@
 
 use crate::render;
 use crate::view;
-use corkboard_mcp::StructuredContent;
+use corkboard_mcp::{StructuredContent, TextContent};
 use serde_json::{Map, Value, json};
 
 /// Bytes of one tool result when the operator does not choose:
@@ -39,18 +39,19 @@ pub const ENVELOPE_BYTES: usize = 512;
 
 /// A successful answer: its structured result and its text block. The
 /// structured JSON is serialised once, here when the answer is measured,
-/// and the renderer sends that same string.
+/// and the renderer sends that same string; the text is escaped once, by
+/// the renderer, and a kept answer keeps it so.
 #[derive(Debug, Clone)]
 pub(crate) struct Answer {
     pub structured: StructuredContent,
-    pub text: String,
+    pub text: TextContent,
 }
 
 impl Answer {
     pub fn new(structured: Value, text: String) -> Self {
         Self {
             structured: structured.into(),
-            text,
+            text: text.into(),
         }
     }
 
@@ -316,7 +317,7 @@ pub(crate) fn issue(value: Value, headline: &str, budget: usize) -> Answer {
     let Answer { structured, text } = answer;
     let mut map = match structured.into_value() {
         Value::Object(map) => map,
-        other => return Answer::new(other, text),
+        other => return Answer::new(other, text.into_string()),
     };
     shrink(&mut map, budget, &|map: &Map<String, Value>| {
         build(Value::Object(map.clone())).size()

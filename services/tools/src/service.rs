@@ -676,7 +676,7 @@ impl ToolBackend for BoardTools {
                 }
                 ToolOutput {
                     structured: None,
-                    text: err.to_string(),
+                    text: err.to_string().into(),
                     is_error: true,
                     relay: None,
                     content: Vec::new(),

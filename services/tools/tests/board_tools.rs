@@ -109,7 +109,7 @@ impl Fixture {
             out.structured.is_none(),
             "an error carries no structured result"
         );
-        Ok(out.text)
+        Ok(out.text.into_string())
     }
 
     fn last_audit(&self) -> Result<AuditRecord> {

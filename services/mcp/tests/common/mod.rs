@@ -178,7 +178,7 @@ impl ToolBackend for Toy {
         match call.name {
             "echo" => ToolOutput {
                 structured: Some(json!({"echo": text_arg}).into()),
-                text: String::new(),
+                text: Default::default(),
                 is_error: false,
                 relay: None,
                 content: Vec::new(),
@@ -192,7 +192,7 @@ impl ToolBackend for Toy {
                 };
                 ToolOutput {
                     structured: None,
-                    text: (n("a") + n("b")).to_string(),
+                    text: (n("a") + n("b")).to_string().into(),
                     is_error: false,
                     relay: None,
                     content: Vec::new(),
@@ -215,7 +215,7 @@ impl ToolBackend for Toy {
             "boom" => panic!("the toy tool exploded"),
             other => ToolOutput {
                 structured: None,
-                text: format!("no such tool {other}"),
+                text: format!("no such tool {other}").into(),
                 is_error: true,
                 relay: None,
                 content: Vec::new(),

@@ -133,7 +133,8 @@ pub(crate) async fn run(
                     text: format!(
                         "approval {} was used: {} ran once.\n{}",
                         item.id, item.tool, answer.text
-                    ),
+                    )
+                    .into(),
                 },
                 issue,
             })

@@ -180,7 +180,7 @@ impl HeldRounds<'_> {
                 (
                     ToolOutput {
                         structured: None,
-                        text: String::new(),
+                        text: Default::default(),
                         is_error: false,
                         relay: Some(RelayAnswer::InputRequired {
                             input_requests: raw,

@@ -215,7 +215,7 @@ impl ModernCall<'_> {
                 (
                     ToolOutput {
                         structured: None,
-                        text: String::new(),
+                        text: Default::default(),
                         is_error: false,
                         relay: Some(RelayAnswer::InputRequired {
                             input_requests: requests,

@@ -43,7 +43,7 @@ pub(crate) fn refused(error: RpcError) -> (ToolOutput, AuditOutcome) {
     (
         ToolOutput {
             structured: None,
-            text: String::new(),
+            text: Default::default(),
             is_error: true,
             relay: Some(RelayAnswer::Refused(error)),
             content: Vec::new(),
@@ -96,7 +96,7 @@ pub(crate) fn lacking_capability(
 pub(crate) fn text_output(text: String, is_error: bool) -> ToolOutput {
     ToolOutput {
         structured: None,
-        text,
+        text: text.into(),
         is_error,
         relay: None,
         content: Vec::new(),
@@ -188,7 +188,7 @@ pub(crate) fn to_output(
     (
         ToolOutput {
             structured: structured.map(StructuredContent::from),
-            text,
+            text: text.into(),
             is_error,
             relay: None,
             content,
