@@ -306,6 +306,26 @@ mod tests {
     use super::*;
     use crate::backend::TextContent;
 
+    /// A tool's answer of `structured` and `text`, and the value of its
+    /// result as each revision renders it.
+    fn rendered(structured: Option<Value>, text: TextContent) -> Vec<(Revision, Value)> {
+        let output = ToolOutput {
+            structured: structured.map(Into::into),
+            text,
+            is_error: false,
+            relay: None,
+            content: Vec::new(),
+        };
+        Revision::ALL
+            .into_iter()
+            .map(|revision| {
+                let bytes = call_result(revision, &identity(), &output);
+                let value = serde_json::from_slice(&bytes).expect("valid JSON");
+                (revision, value)
+            })
+            .collect()
+    }
+
     fn identity() -> ServerIdentity {
         ServerIdentity {
             name: "corkboard".into(),
@@ -346,16 +366,7 @@ mod tests {
             "title": "quotes \" back\\slash \n newline é 🧷 </script>",
             "n": [1, 2.5, null, true],
         });
-        let output = ToolOutput {
-            structured: Some(structured.clone().into()),
-            text: Default::default(),
-            is_error: false,
-            relay: None,
-            content: Vec::new(),
-        };
-        for revision in Revision::ALL {
-            let bytes = call_result(revision, &identity(), &output);
-            let value: Value = serde_json::from_slice(&bytes).expect("valid JSON");
+        for (revision, value) in rendered(Some(structured.clone()), TextContent::default()) {
             let text = value["content"][0]["text"].as_str().expect("text block");
             assert_eq!(serde_json::from_str::<Value>(text).unwrap(), structured);
             assert_eq!(value["content"][0]["type"], "text");
@@ -408,16 +419,7 @@ mod tests {
     fn a_text_block_is_escaped_once_and_its_clones_share_it() {
         let text = "quotes \" back\\slash \n newline \u{1} é 🧷 </script>";
         let kept = TextContent::from(text);
-        let output = ToolOutput {
-            structured: Some(json!({ "id": "iss_1" }).into()),
-            text: kept.clone(),
-            is_error: false,
-            relay: None,
-            content: Vec::new(),
-        };
-        for revision in Revision::ALL {
-            let bytes = call_result(revision, &identity(), &output);
-            let value: Value = serde_json::from_slice(&bytes).expect("valid JSON");
+        for (revision, value) in rendered(Some(json!({ "id": "iss_1" })), kept.clone()) {
             assert_eq!(value["content"][0]["text"], text, "{revision:?}");
         }
         // The string the renderer wrote is the one every clone reads.
