@@ -204,7 +204,7 @@ impl Keeps {
     }
 
     /// After a group's ops, before its commit: the open titles' changes,
-    /// for [`Keeps::apply`].
+    /// for [`Keeps::committed`].
     fn collect(&self, conn: &Connection) -> Result<Pending, rusqlite::Error> {
         match self {
             Self::Board(titles) => open_titles::collect(conn, &titles.index),
