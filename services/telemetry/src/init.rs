@@ -461,10 +461,11 @@ mod tests {
         }
     }
 
-    /// Whether an event of `level` at `target` is enabled under the
-    /// subscriber `build` makes with `filter` (JSON lines, with and without
-    /// an exporter).
-    fn event_enabled(filter: &str, exporter: bool, target_trace: bool) -> bool {
+    /// Whether an event is enabled under the subscriber `build` makes with
+    /// the log filter `filter` (JSON lines, with an exporter or not): an
+    /// actix-http `trace` event when `actix_trace`, else a gateway `info`
+    /// event.
+    fn event_enabled(filter: &str, exporter: bool, actix_trace: bool) -> bool {
         let mut config = TelemetryConfig::new("interest");
         config.log_filter = filter.to_owned();
         config.log_format = LogFormat::Json;
@@ -474,7 +475,7 @@ mod tests {
         }
         let (dispatch, _guard) = builder.build().unwrap();
         tracing::dispatcher::with_default(&dispatch, || {
-            if target_trace {
+            if actix_trace {
                 tracing::enabled!(target: "actix_http::h1::dispatcher", tracing::Level::TRACE)
             } else {
                 tracing::enabled!(target: "corkboard_gateway", tracing::Level::INFO)

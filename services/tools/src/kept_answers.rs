@@ -129,10 +129,12 @@ struct TenantAnswers {
 }
 
 /// Estimated bytes an answer holds: its JSON and text, the value tree the
-/// JSON came from (kept with it; about three times the JSON), the key.
+/// JSON came from (kept with it; about three times the JSON), the text's
+/// escaped copy once it has been sent (`TextContent::json`, about the
+/// text's size), the key.
 fn weight(key: &AnswerKey, kept: &Kept) -> usize {
     const OVERHEAD: usize = 256;
-    4 * kept.answer.structured.json().len() + kept.answer.text.len() + key.weight() + OVERHEAD
+    4 * kept.answer.structured.json().len() + 2 * kept.answer.text.len() + key.weight() + OVERHEAD
 }
 
 impl KeptAnswers {
