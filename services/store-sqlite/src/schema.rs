@@ -645,35 +645,53 @@ pub(crate) const STATEMENT_CACHE: usize = 2_400;
 /// switching the same fresh file at the same moment.
 const WAL_ATTEMPTS: u32 = 5;
 
-/// Opens the board's writing connection: creates the file, switches it to
-/// WAL, migrates it (with the audit file next to it, [`audit_path`], made
-/// first when the board's audit records are still to move there). Any
-/// failure names the file.
-pub(crate) fn open_writer(path: &Path, options: &SqliteOptions) -> Result<Connection, SqliteError> {
-    let conn = open_writing(path, options, WRITER_CACHE_KIB)?;
-    if version(&conn, path)? < AUDIT_MOVED_OUT {
-        let audit = audit_path(path);
-        crate::files::private_db(&audit)?;
-        drop(open_audit_writer(&audit, options)?);
-        with_audit_attached(&conn, path, &audit, |conn| migrate(conn, path, &BOARD))?;
-    } else {
-        migrate(&conn, path, &BOARD)?;
-    }
-    // Index changes wait here for the end of their group (search_writes.rs).
-    conn.execute(crate::search_writes::CREATE_STAGING, [])
-        .map_err(|e| open_error(path, e))?;
-    // The issues each group touches, for the open titles (open_titles.rs).
-    conn.execute_batch(crate::open_titles::CREATE_TOUCHED)
-        .map_err(|e| open_error(path, e))?;
-    Ok(conn)
+/// A board's two writing connections.
+pub(crate) struct Writers {
+    pub board: Connection,
+    pub audit: Connection,
 }
 
-/// Opens the audit file's writing connection (see [`open_writer`]); the
-/// caller has made the file private ([`crate::files::private_db`]).
+/// Opens the writing connections of the board file at `path` and of its
+/// audit file ([`audit_path`]): creates both, switches them to WAL, and
+/// migrates them, the audit file first, so that a board whose audit
+/// records are still to move there moves them as it migrates (step 23).
+/// Any failure names the file.
+pub(crate) fn open_writers(path: &Path, options: &SqliteOptions) -> Result<Writers, SqliteError> {
+    let audit_file = audit_path(path);
+    let audit = open_audit_writer(&audit_file, options)?;
+    let board = open_writing(path, options, WRITER_CACHE_KIB)?;
+    if version(&board, path)? < AUDIT_MOVED_OUT {
+        with_audit_attached(&board, path, &audit_file, |conn| {
+            migrate(conn, path, &BOARD)
+        })?;
+    } else {
+        migrate(&board, path, &BOARD)?;
+    }
+    // Index changes wait here for the end of their group (search_writes.rs).
+    board
+        .execute(crate::search_writes::CREATE_STAGING, [])
+        .map_err(|e| open_error(path, e))?;
+    // The issues each group touches, for the open titles (open_titles.rs).
+    board
+        .execute_batch(crate::open_titles::CREATE_TOUCHED)
+        .map_err(|e| open_error(path, e))?;
+    Ok(Writers { board, audit })
+}
+
+/// The board file's writing connection of [`open_writers`] (its audit
+/// file set up too), for tests that write the board by hand.
+#[cfg(test)]
+pub(crate) fn open_writer(path: &Path, options: &SqliteOptions) -> Result<Connection, SqliteError> {
+    open_writers(path, options).map(|writers| writers.board)
+}
+
+/// Opens the audit file's writing connection at `path`: made private
+/// ([`crate::files::private_db`]) before SQLite opens it, and migrated.
 pub(crate) fn open_audit_writer(
     path: &Path,
     options: &SqliteOptions,
 ) -> Result<Connection, SqliteError> {
+    crate::files::private_db(path)?;
     let conn = open_writing(path, options, AUDIT_WRITER_CACHE_KIB)?;
     migrate(&conn, path, &AUDIT)?;
     Ok(conn)

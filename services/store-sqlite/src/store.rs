@@ -116,45 +116,39 @@ impl SqliteStore {
         }
         // Before SQLite sees it, so the file and its WAL/SHM are 0600.
         files::private_db(path)?;
-        // The audit file first: a board whose audit records are still to
-        // move there moves them as it migrates (schema.rs, step 23).
+        let schema::Writers {
+            board: write_conn,
+            audit: audit_conn,
+        } = schema::open_writers(path, &options)?;
         let audit_path = schema::audit_path(path);
-        files::private_db(&audit_path)?;
-        let audit_conn = schema::open_audit_writer(&audit_path, &options)?;
-        let write_conn = schema::open_writer(path, &options)?;
-        // One reader now, so a file readers cannot open fails here, not on
-        // the first request.
-        let first_reader =
-            schema::open_reader(path, &options).map_err(|source| SqliteError::Open {
-                path: path.to_path_buf(),
+        // One reader of each pool now, so a file readers cannot open fails
+        // here, not on the first request.
+        let reader = |file: &Path| {
+            schema::open_reader(file, &options).map_err(|source| SqliteError::Open {
+                path: file.to_path_buf(),
                 source,
-            })?;
+            })
+        };
         let points = ReadPool::new(
             path.to_path_buf(),
             options.clone(),
             "point",
             options.point_readers,
-            first_reader,
+            reader(path)?,
         );
         let searches = ReadPool::new(
             path.to_path_buf(),
             options.clone(),
             "search",
             options.search_readers,
-            schema::open_reader(path, &options).map_err(|source| SqliteError::Open {
-                path: path.to_path_buf(),
-                source,
-            })?,
+            reader(path)?,
         );
         let audits = ReadPool::new(
             audit_path.clone(),
             options.clone(),
             "audit",
             1,
-            schema::open_reader(&audit_path, &options).map_err(|source| SqliteError::Open {
-                path: audit_path.clone(),
-                source,
-            })?,
+            reader(&audit_path)?,
         );
         let counters = Arc::new(Counters::default());
         let open_titles = Arc::new(OpenTitles::new(options.open_titles));

@@ -45,8 +45,8 @@ fn assert_names(err: &SqliteError, path: &Path) {
     );
 }
 
-/// `PRAGMA data_version` of `path` as one connection sees it: it moves
-/// whenever another connection commits to the file.
+/// `PRAGMA data_version` as `conn` sees it: it moves whenever another
+/// connection commits to the file.
 fn data_version(conn: &Connection) -> i64 {
     conn.query_row("PRAGMA data_version", [], |r| r.get(0))
         .unwrap()
