@@ -397,20 +397,6 @@ impl From<&str> for TextContent {
     }
 }
 
-impl PartialEq for TextContent {
-    fn eq(&self, other: &Self) -> bool {
-        self.as_str() == other.as_str()
-    }
-}
-
-impl Eq for TextContent {}
-
-impl PartialEq<str> for TextContent {
-    fn eq(&self, other: &str) -> bool {
-        self.as_str() == other
-    }
-}
-
 impl PartialEq<&str> for TextContent {
     fn eq(&self, other: &&str) -> bool {
         self.as_str() == *other

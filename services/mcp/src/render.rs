@@ -210,27 +210,23 @@ pub(crate) fn call_result(
     output: &ToolOutput,
 ) -> ResultJson {
     let structured = output.structured.as_ref().map(StructuredContent::json);
-    // The text block as a JSON string: the text's own, escaped once and
-    // kept with it (`TextContent::json`), or the structured JSON's, escaped
-    // here.
-    let mut escaped_structured = None;
-    let text_json = match (structured, output.text.is_empty()) {
-        (Some(structured), true) => {
-            let mut text = Vec::with_capacity(2 * structured.len() + 2);
-            write_string(&mut text, structured);
-            &**escaped_structured.insert(text)
-        }
-        _ => output.text.json().as_bytes(),
-    };
-    // Room for the text block, `structuredContent` as is, and the
-    // decorations, so the answer is written without growing.
+    // With no text of its own, the text block is the structured JSON.
+    let structured_as_text = structured.filter(|_| output.text.is_empty());
+    let text_len = structured_as_text.map_or(output.text.len(), str::len);
+    // Room for the escaped text block (at most about twice the text for
+    // ordinary text), `structuredContent` as is, and the decorations, so
+    // the answer is written without growing.
     let structured_len = structured.map_or(0, str::len);
     let mut out = Vec::with_capacity(
-        text_json.len() + structured_len + identity.name.len() + identity.version.len() + 256,
+        2 * text_len + structured_len + identity.name.len() + identity.version.len() + 256,
     );
     if output.content.is_empty() {
         out.extend_from_slice(b"{\"content\":[{\"type\":\"text\",\"text\":");
-        out.extend_from_slice(text_json);
+        match structured_as_text {
+            Some(structured) => write_string(&mut out, structured),
+            // Escaped once and kept with the text (`TextContent::json`).
+            None => out.extend_from_slice(output.text.json().as_bytes()),
+        }
         out.extend_from_slice(b"}]");
     } else {
         out.extend_from_slice(b"{\"content\":");
