@@ -155,7 +155,9 @@ struct Inner {
     connections_shed: IntCounterVec,
 }
 
-/// A vector whose series are looked up by label values.
+/// A vector whose series are looked up by label values. A trait, not a
+/// bound on `MetricVec<P>`, so a field can be typed `PerThread<HistogramVec>`:
+/// prometheus does not export the histogram vector's builder type.
 trait Vector {
     type Series: Send;
     fn series(&self, values: &[&str]) -> Self::Series;
