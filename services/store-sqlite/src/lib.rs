@@ -39,9 +39,10 @@
 //! and the audit file (its commits synced about once a second), one writer
 //! thread per file with group commit
 //! (ops run together, and again each in its savepoint when one fails; the
-//! full-text index's changes staged and applied once per group before its
-//! commit, `search_writes.rs`, because FTS5 writes a new index segment at
-//! every savepoint and statement transaction), two reader pools (point reads,
+//! full-text index's changes written as pending rows with their op and moved
+//! into the index about every 250 ms and before any search,
+//! `search_writes.rs`, because FTS5 writes a new index segment at every
+//! commit, savepoint and statement transaction), two reader pools (point reads,
 //! inline on the calling thread when they can; expensive reads, under their
 //! tenant's share and deadline; `readers.rs`); each tenant's open titles in
 //! memory, kept by the writer, for the look-up after every create

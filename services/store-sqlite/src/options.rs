@@ -36,6 +36,11 @@ pub struct SqliteOptions {
     /// How much of the tenants' open titles the similar look-up holds in
     /// memory (open_titles.rs).
     pub open_titles: OpenTitleBounds,
+    /// At most this long between two moves of the full-text index's
+    /// pending rows into the index while writes keep coming
+    /// (search_writes.rs); a search moves them at once, so it bounds the
+    /// work a search after a burst of writes waits for, not what it sees.
+    pub search_index_every: Duration,
 }
 
 impl Default for SqliteOptions {
@@ -50,6 +55,7 @@ impl Default for SqliteOptions {
             max_group: 128,
             operation_timeout: Duration::from_secs(30),
             open_titles: OpenTitleBounds::default(),
+            search_index_every: Duration::from_millis(250),
         }
     }
 }

@@ -566,6 +566,22 @@ const MIGRATIONS: &[&str] = &[
         ON CONFLICT DO NOTHING;
     DROP TABLE main.audit;
     "#,
+    // 24: the full-text index's pending rows (search_writes.rs): what ops
+    // change of the index is written here, in their own transaction, and
+    // goes into `issue_search` about every `search_index_every` and
+    // before any search. Before, a temporary table held it until the end
+    // of each group.
+    r#"
+    CREATE TABLE search_pending (
+        rowid    INTEGER PRIMARY KEY,
+        new      INTEGER NOT NULL,
+        tenant   TEXT,
+        issue_id TEXT,
+        title    TEXT,
+        body     TEXT,
+        comments TEXT
+    );
+    "#,
 ];
 
 /// The board step that moves audit records out (its index in `MIGRATIONS`
@@ -667,10 +683,6 @@ pub(crate) fn open_writers(path: &Path, options: &SqliteOptions) -> Result<Write
     } else {
         migrate(&board, path, &BOARD)?;
     }
-    // Index changes wait here for the end of their group (search_writes.rs).
-    board
-        .execute(crate::search_writes::CREATE_STAGING, [])
-        .map_err(|e| open_error(path, e))?;
     // The issues each group touches, for the open titles (open_titles.rs).
     board
         .execute_batch(crate::open_titles::CREATE_TOUCHED)

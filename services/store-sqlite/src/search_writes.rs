@@ -1,48 +1,39 @@
-//! Changes to the full-text index (`issue_search`), held back until the
-//! end of a write group.
+//! Changes to the full-text index (`issue_search`), written first to a
+//! table of pending rows and moved into the index together, about every
+//! `SqliteOptions::search_index_every` and before any search.
 //!
 //! FTS5 writes the terms it holds in memory to a new segment of its index
-//! whenever a savepoint or a statement transaction opens while it is part
-//! of the transaction (SQLite asks every virtual table in it to remember
-//! its state). Ops open statement transactions (any statement firing
-//! triggers does) and, when a group runs again after a failure, a
-//! savepoint each, so writing the index at once made a segment per
-//! create, comment or retitle, and FTS5 then spent its time merging them. The ops record
-//! their index changes in a temporary table of the writer's connection
-//! instead, one row per index row (a create, the last title and body, the
-//! comments' words appended in order), and the writer applies them with
-//! two statements after the group's last op and before its `COMMIT`
-//! ([`apply`]): a group makes one or two segments, whatever its size.
+//! at every commit, and whenever a savepoint or a statement transaction
+//! opens while it is part of the transaction (SQLite asks every virtual
+//! table in it to remember its state), and then merges those segments.
+//! Writing the index at once made a segment per create (ops open statement
+//! transactions: any statement firing triggers does); writing it at the end
+//! of each group still made one per group, about a quarter of the pages a
+//! create writes at c=64 (FINDINGS). The ops record their index changes in
+//! `search_pending` instead, one row per index row (a create, the last
+//! title and body, the comments' words appended in order), and the board's
+//! writer moves them into the index with two statements ([`apply`]) at the
+//! end of the first group at least `search_index_every` (250 ms) after its
+//! last move: one segment for many groups.
 //!
-//! Nothing is lost or seen late: the staged rows are in the group's
-//! transaction (a failed op, rolled back with its group or to its
-//! savepoint, takes its rows with it), [`apply`] runs before the commit (search sees every write once its
-//! transaction commits, as before), and a failure to apply fails the
-//! whole group. No op reads the index's contents while writing, so none
-//! sees it behind (the one read, of its largest rowid, counts the staged
-//! new rows too: [`stage_new`]).
+//! Nothing is lost or seen late:
+//! - the pending rows are written in their op's transaction (a failed op,
+//!   rolled back with its group or to its savepoint, takes its rows with
+//!   it; a committed one's rows are as durable as its write), and [`apply`]
+//!   moves them in one transaction of the writer's;
+//! - a search first asks whether any row is pending and, if one is, has
+//!   the writer move them before it reads (`SqliteStore::search_issues`,
+//!   `ops::search::ApplyPendingIndexRows`): a search sees every write committed before it
+//!   began, as when the index was written in the write's own transaction;
+//! - no op reads the index's contents while writing (the one read, of its
+//!   largest rowid, counts the pending new rows too: [`stage_new`]), and
+//!   pending rows of any process are moved by whichever writer comes first.
 
 use crate::error::OpError;
 use rusqlite::{Connection, params};
-
-/// The staging table, created on the writer's connection when it opens
-/// (temporary tables live and die with their connection; `temp_store` is
-/// memory). `rowid` is the index row; `new` marks a row to insert; a
-/// `NULL` title/body leaves the indexed one as it is; `comments` holds the
-/// words to append.
-pub(crate) const CREATE_STAGING: &str = "CREATE TEMP TABLE IF NOT EXISTS search_staged (
-    rowid    INTEGER PRIMARY KEY,
-    new      INTEGER NOT NULL,
-    tenant   TEXT,
-    issue_id TEXT,
-    title    TEXT,
-    body     TEXT,
-    comments TEXT
-)";
-
 /// Stages the index row of a new issue and returns its rowid: past every
-/// row the index holds and every new row staged in this group (the
-/// group's write lock keeps other connections from adding any meanwhile).
+/// row the index holds and every pending one (the group's write lock keeps
+/// other connections from adding any meanwhile).
 pub(crate) fn stage_new(
     conn: &Connection,
     tenant: &str,
@@ -52,14 +43,14 @@ pub(crate) fn stage_new(
 ) -> Result<i64, OpError> {
     let rowid: i64 = conn
         .prepare_cached(
-            "SELECT coalesce(
-                 (SELECT max(rowid) FROM temp.search_staged WHERE new = 1),
-                 (SELECT rowid FROM main.issue_search ORDER BY rowid DESC LIMIT 1),
-                 0) + 1",
+            "SELECT max(
+                 coalesce((SELECT max(rowid) FROM main.search_pending), 0),
+                 coalesce((SELECT rowid FROM main.issue_search ORDER BY rowid DESC LIMIT 1), 0)
+             ) + 1",
         )?
         .query_row([], |row| row.get(0))?;
     conn.prepare_cached(
-        "INSERT INTO temp.search_staged (rowid, new, tenant, issue_id, title, body, comments) \
+        "INSERT INTO main.search_pending (rowid, new, tenant, issue_id, title, body, comments) \
          VALUES (?1, 1, ?2, ?3, ?4, ?5, NULL)",
     )?
     .execute(params![rowid, tenant, issue_id, title, body])?;
@@ -74,7 +65,7 @@ pub(crate) fn stage_text(
     body: &str,
 ) -> Result<(), OpError> {
     conn.prepare_cached(
-        "INSERT INTO temp.search_staged (rowid, new, title, body) VALUES (?1, 0, ?2, ?3) \
+        "INSERT INTO main.search_pending (rowid, new, title, body) VALUES (?1, 0, ?2, ?3) \
          ON CONFLICT (rowid) DO UPDATE SET title = excluded.title, body = excluded.body",
     )?
     .execute(params![rowid, title, body])?;
@@ -82,14 +73,14 @@ pub(crate) fn stage_text(
 }
 
 /// Stages a comment's words, appended after those already indexed (and
-/// staged) for index row `rowid`.
+/// pending) for index row `rowid`.
 pub(crate) fn stage_comment(conn: &Connection, rowid: i64, words: &str) -> Result<(), OpError> {
     conn.prepare_cached(
-        "INSERT INTO temp.search_staged (rowid, new, comments) VALUES (?1, 0, ?2) \
+        "INSERT INTO main.search_pending (rowid, new, comments) VALUES (?1, 0, ?2) \
          ON CONFLICT (rowid) DO UPDATE SET comments = CASE \
-             WHEN search_staged.comments IS NULL OR search_staged.comments = '' \
+             WHEN search_pending.comments IS NULL OR search_pending.comments = '' \
                  THEN excluded.comments \
-             ELSE search_staged.comments || ' ' || excluded.comments END",
+             ELSE search_pending.comments || ' ' || excluded.comments END",
     )?
     .execute(params![rowid, words])?;
     Ok(())
@@ -99,35 +90,38 @@ pub(crate) fn stage_comment(conn: &Connection, rowid: i64, words: &str) -> Resul
 /// look-ups: `UPDATE ... FROM` would scan the whole index (SQLite puts the
 /// virtual table outside the join), linear in the board at every group.
 const UPDATE_CHANGED: &str = "UPDATE main.issue_search SET \
-     title = coalesce((SELECT s.title FROM temp.search_staged s \
+     title = coalesce((SELECT s.title FROM main.search_pending s \
                        WHERE s.rowid = issue_search.rowid), title), \
-     body = coalesce((SELECT s.body FROM temp.search_staged s \
+     body = coalesce((SELECT s.body FROM main.search_pending s \
                       WHERE s.rowid = issue_search.rowid), body), \
      comments = (SELECT CASE \
              WHEN s.comments IS NULL OR s.comments = '' THEN issue_search.comments \
              WHEN issue_search.comments = '' THEN s.comments \
              ELSE issue_search.comments || ' ' || s.comments END \
-         FROM temp.search_staged s WHERE s.rowid = issue_search.rowid) \
- WHERE rowid IN (SELECT rowid FROM temp.search_staged WHERE new = 0)";
+         FROM main.search_pending s WHERE s.rowid = issue_search.rowid) \
+ WHERE rowid IN (SELECT rowid FROM main.search_pending WHERE new = 0)";
 
-/// Writes everything staged into `issue_search` and empties the staging
+/// Whether any index row is pending.
+pub(crate) fn any_pending(conn: &Connection) -> Result<bool, rusqlite::Error> {
+    conn.prepare_cached("SELECT EXISTS (SELECT 1 FROM main.search_pending)")?
+        .query_row([], |row| row.get(0))
+}
+
+/// Moves every pending row into `issue_search` and empties the pending
 /// table: the new rows with one statement, the changed ones with another.
-/// Runs inside the group's transaction, after its last op.
+/// Runs inside a write transaction, after the ops that staged them.
 pub(crate) fn apply(conn: &Connection) -> Result<(), rusqlite::Error> {
-    let staged: bool = conn
-        .prepare_cached("SELECT EXISTS (SELECT 1 FROM temp.search_staged)")?
-        .query_row([], |row| row.get(0))?;
-    if !staged {
+    if !any_pending(conn)? {
         return Ok(());
     }
     conn.prepare_cached(
         "INSERT INTO main.issue_search (rowid, tenant, issue_id, title, body, comments) \
          SELECT rowid, tenant, issue_id, title, body, coalesce(comments, '') \
-         FROM temp.search_staged WHERE new = 1 ORDER BY rowid",
+         FROM main.search_pending WHERE new = 1 ORDER BY rowid",
     )?
     .execute([])?;
     conn.prepare_cached(UPDATE_CHANGED)?.execute([])?;
-    conn.prepare_cached("DELETE FROM temp.search_staged")?
+    conn.prepare_cached("DELETE FROM main.search_pending")?
         .execute([])?;
     Ok(())
 }
@@ -157,7 +151,7 @@ mod tests {
         let scanning = crate::query::query_plan(
             &conn,
             "UPDATE main.issue_search SET title = s.title \
-             FROM temp.search_staged AS s WHERE issue_search.rowid = s.rowid",
+             FROM main.search_pending AS s WHERE issue_search.rowid = s.rowid",
             [],
         );
         assert!(

@@ -167,7 +167,10 @@ impl SqliteStore {
                 busy_attempts: options.busy_attempts.max(1),
             },
             Arc::clone(&counters),
-            Keeps::Board(Titles::new(Arc::clone(&open_titles))),
+            Keeps::Board(Titles::new(
+                Arc::clone(&open_titles),
+                options.search_index_every,
+            )),
         )
         .map_err(|source| SqliteError::Thread {
             path: path.to_path_buf(),
@@ -410,6 +413,11 @@ impl IssueStore for SqliteStore {
         query: &SearchQuery,
     ) -> Result<SearchPage, StoreError> {
         query.validate()?;
+        // Index rows still pending go in first (search_writes.rs), so the
+        // search sees every write committed before it began.
+        if self.point_read(search::index_rows_pending).await? {
+            self.write(search::ApplyPendingIndexRows).await?;
+        }
         let (owner, query) = (tenant.clone(), query.clone());
         self.expensive_read(tenant, move |conn| {
             search::search_issues(conn, &owner, &query)

@@ -34,6 +34,10 @@
 //! just before `COMMIT`, and changes them once `COMMIT` succeeded, before
 //! any caller is answered.
 //!
+//! The full-text index's pending rows (search_writes.rs) go in at the end
+//! of the first group at least `search_index_every` after the board writer
+//! last moved them, before its `COMMIT`; a search has them moved at once.
+//!
 //! The epoch that tells readers a tenant's board changed (`tenant_epoch`,
 //! for the answers `get_issue` and `list_issues` keep) is moved by
 //! triggers in the same transaction, not by the writer (schema.rs,
@@ -176,9 +180,8 @@ pub(crate) struct GroupPolicy {
 
 /// What a writer keeps in step with its file besides the file itself.
 pub(crate) enum Keeps {
-    /// The board file's writer: the open titles in memory, and the
-    /// full-text index's changes staged until the end of each group
-    /// (search_writes.rs).
+    /// The board file's writer: the open titles in memory, and when the
+    /// full-text index's pending rows last went in (search_writes.rs).
     Board(Titles),
     /// The audit file's writer: when its commits last synced.
     Audit(AuditSync),
@@ -212,11 +215,15 @@ impl Keeps {
         }
     }
 
-    /// Ends a group whose ops have all run: the index changes they staged
-    /// go in after the last op (search_writes.rs), then the commit.
-    fn end_group(&self, conn: &Connection) -> Result<(), rusqlite::Error> {
-        if let Self::Board(_) = self {
-            search_writes::apply(conn)?;
+    /// Ends a group whose ops have all run: the full-text index's pending
+    /// rows go in after the last op when they are due (search_writes.rs),
+    /// then the commit.
+    fn end_group(&mut self, conn: &Connection) -> Result<(), rusqlite::Error> {
+        if let Self::Board(titles) = self {
+            titles.index_rows.moving = titles.index_rows.due();
+            if titles.index_rows.moving {
+                search_writes::apply(conn)?;
+            }
         }
         run_statement(conn, "COMMIT")
     }
@@ -225,25 +232,57 @@ impl Keeps {
     /// look-up after a create sees it.
     fn committed(&mut self, pending: Pending) {
         match self {
-            Self::Board(titles) => titles.index.apply(pending, &mut titles.watch),
+            Self::Board(titles) => {
+                titles.index.apply(pending, &mut titles.watch);
+                if titles.index_rows.moving {
+                    titles.index_rows.moved_at = Instant::now();
+                }
+            }
             Self::Audit(sync) => sync.committed(),
         }
     }
 }
 
 /// The in-memory open titles the writer keeps in step with its commits
-/// (open_titles.rs), and what it last saw of other writers.
+/// (open_titles.rs), what it last saw of other writers, and when it last
+/// moved the full-text index's pending rows.
 pub(crate) struct Titles {
     index: Arc<OpenTitles>,
     watch: Watch,
+    index_rows: IndexRows,
 }
 
 impl Titles {
-    pub(crate) fn new(index: Arc<OpenTitles>) -> Self {
+    /// `index_every`: `SqliteOptions::search_index_every`.
+    pub(crate) fn new(index: Arc<OpenTitles>, index_every: Duration) -> Self {
         Self {
             index,
             watch: Watch::default(),
+            index_rows: IndexRows::every(index_every),
         }
+    }
+}
+
+/// When the board's writer moves the full-text index's pending rows in:
+/// at the end of the first group at least `every` after the last move.
+struct IndexRows {
+    every: Duration,
+    moved_at: Instant,
+    /// The group being ended moves them (noted at its commit).
+    moving: bool,
+}
+
+impl IndexRows {
+    fn every(every: Duration) -> Self {
+        Self {
+            every,
+            moved_at: Instant::now(),
+            moving: false,
+        }
+    }
+
+    fn due(&self) -> bool {
+        self.moved_at.elapsed() >= self.every
     }
 }
 
@@ -547,15 +586,20 @@ mod tests {
     use crate::ops::audit::AppendAudit;
     use crate::ops::comments::AddComment;
     use crate::ops::issues::{CreateIssue, SeedIssues, UpdateIssue};
+    use crate::ops::search;
     use crate::schema;
     use corkboard_board::{
         Author, Body, CommentBody, Created, IssueId, IssuePatch, NewComment, NewIssue, RunId,
         TenantId, Title, normalized,
     };
 
-    /// A board writer's open titles of its own, for groups run by hand.
+    /// A board writer's keeps, with no open titles held, that moves the
+    /// index's pending rows at the end of every group.
     fn detached() -> Keeps {
-        Keeps::Board(Titles::new(Arc::new(OpenTitles::new(Default::default()))))
+        Keeps::Board(Titles::new(
+            Arc::new(OpenTitles::new(Default::default())),
+            Duration::ZERO,
+        ))
     }
 
     fn writer_conn() -> (tempfile::TempDir, Connection) {
@@ -607,6 +651,56 @@ mod tests {
     fn comments(conn: &Connection) -> i64 {
         conn.query_row("SELECT count(*) FROM comments", [], |r| r.get(0))
             .unwrap()
+    }
+
+    #[test]
+    fn index_rows_stay_pending_until_their_interval_or_a_search_moves_them() {
+        let (_dir, conn) = writer_conn();
+        let policy = GroupPolicy {
+            max_group: 8,
+            busy_attempts: 1,
+        };
+        let counters = Counters::default();
+        let mut keeps = Keeps::Board(Titles::new(
+            Arc::new(OpenTitles::new(Default::default())),
+            Duration::from_secs(3600),
+        ));
+        let pending = |conn: &Connection| -> i64 {
+            conn.query_row("SELECT count(*) FROM search_pending", [], |r| r.get(0))
+                .unwrap()
+        };
+        let group = |op: CreateIssue, keeps: &mut Keeps| {
+            let (j, rx) = job(op);
+            commit_group(&conn, vec![j], policy, keeps, &counters);
+            assert!(rx.blocking_recv().unwrap().is_ok());
+        };
+        // Not due: the create commits, its index row stays pending. (The
+        // check can fail: a writer moving them at every group leaves none.)
+        group(create("Pending zebra"), &mut keeps);
+        assert_eq!(pending(&conn), 1);
+        assert!(search_rows(&conn).1.is_empty());
+        // A search's write moves them at once.
+        let (moved, moved_rx) = job(search::ApplyPendingIndexRows);
+        commit_group(&conn, vec![moved], policy, &mut keeps, &counters);
+        moved_rx.blocking_recv().unwrap().unwrap();
+        assert_eq!(pending(&conn), 0);
+        let (expected, actual) = search_rows(&conn);
+        assert_eq!((actual.len(), &actual), (1, &expected));
+        // Due: the first group after the interval moves its own and every
+        // pending row, and the interval starts again from its commit.
+        group(create("Waiting yak"), &mut keeps);
+        assert_eq!(pending(&conn), 1);
+        if let Keeps::Board(titles) = &mut keeps {
+            titles.index_rows.moved_at = Instant::now()
+                .checked_sub(Duration::from_secs(3601))
+                .unwrap();
+        }
+        group(create("Due zebra"), &mut keeps);
+        assert_eq!(pending(&conn), 0);
+        let (expected, actual) = search_rows(&conn);
+        assert_eq!((actual.len(), &actual), (3, &expected));
+        group(create("Pending again"), &mut keeps);
+        assert_eq!(pending(&conn), 1);
     }
 
     #[test]
@@ -951,7 +1045,7 @@ mod tests {
         assert_eq!(actual.len(), 3, "{actual:?}");
         // Nothing left staged, and the index answers as it reads.
         let staged: i64 = conn
-            .query_row("SELECT count(*) FROM temp.search_staged", [], |r| r.get(0))
+            .query_row("SELECT count(*) FROM search_pending", [], |r| r.get(0))
             .unwrap();
         assert_eq!(staged, 0);
         let found = |query: &str| -> i64 {

@@ -3,7 +3,7 @@
 
 use corkboard_board::{
     AuditEntry, AuditLog, AuditQuery, Author, GrantLedger, IssueStore, ListQuery, NewIssue, RunId,
-    StoreError, StoreHealth, TenantId, Title,
+    SearchQuery, SearchText, StoreError, StoreHealth, TenantId, Title,
 };
 use corkboard_store_sqlite::{AUDIT_FILE_NAME, FILE_NAME, SqliteError, SqliteOptions, SqliteStore};
 use rusqlite::Connection;
@@ -160,6 +160,54 @@ async fn two_stores_in_one_process_share_the_file() {
         .unwrap();
     assert_eq!(updated.version, 2);
     assert_eq!(a.get_issue(&tenant(), &created.id).await.unwrap(), updated);
+}
+
+/// Index rows pending in the file (written with their issues, moved into
+/// the full-text index later) are found by a search from any store on the
+/// file, and survive the stores that wrote them.
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
+async fn a_search_finds_writes_whose_index_rows_are_pending_from_any_store_and_after_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(FILE_NAME);
+    // Writers that would move pending rows only once an hour.
+    let options = SqliteOptions {
+        search_index_every: Duration::from_secs(3600),
+        ..quick_options()
+    };
+    let pending = || -> i64 {
+        Connection::open(&path)
+            .unwrap()
+            .query_row("SELECT count(*) FROM search_pending", [], |r| r.get(0))
+            .unwrap()
+    };
+    let zebras = |store: SqliteStore| async move {
+        let query = SearchQuery::new(SearchText::parse("zebra").unwrap());
+        let page = store.search_issues(&tenant(), &query).await.unwrap();
+        let mut titles: Vec<String> = page
+            .hits
+            .iter()
+            .map(|hit| hit.issue.title.as_str().to_owned())
+            .collect();
+        titles.sort();
+        titles
+    };
+    let a = SqliteStore::open_with(&path, options.clone()).unwrap();
+    a.create_issue(&tenant(), &author(), new_issue("Zebra crossing"), None)
+        .await
+        .unwrap();
+    assert_eq!(pending(), 1, "the index row waits");
+    let b = SqliteStore::open_with(&path, options.clone()).unwrap();
+    assert_eq!(zebras(b.clone()).await, ["Zebra crossing"]);
+    assert_eq!(pending(), 0, "the search had them moved");
+
+    a.create_issue(&tenant(), &author(), new_issue("Zebra stripes"), None)
+        .await
+        .unwrap();
+    drop((a, b));
+    assert_eq!(pending(), 1);
+    let reopened = SqliteStore::open_with(&path, options).unwrap();
+    assert_eq!(zebras(reopened).await, ["Zebra crossing", "Zebra stripes"]);
+    assert_eq!(pending(), 0);
 }
 
 #[actix_rt::test]

@@ -1,18 +1,39 @@
 //! Full-text search and the similar-title look-up: their reads, and the
 //! write-side upkeep they rely on (the open-title word index, the issue's
-//! row in `issue_search`; the index's own changes are staged by
-//! [`crate::search_writes`]).
+//! row in `issue_search`; the index's own changes are pending in
+//! [`crate::search_writes`] until a search or the writer moves them).
 
+use super::WriteOp;
 use super::issues::attach_comments;
 use crate::codec::{ISSUE_COLUMN_COUNT, issue_from_row};
 use crate::error::OpError;
 use crate::query;
+use crate::search_writes;
 use corkboard_board::{
     Integrity, IssueId, IssueState, SearchPage, SearchQuery, SimilarIssue, SimilarRanking,
     StoreError, TenantId, Timestamp, Title, ValidationError, is_open, limits, term_set,
 };
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 use std::collections::BTreeSet;
+
+/// The write a search asks for when index rows are pending: moves them
+/// into the index now, in the next group (search_writes.rs).
+#[derive(Debug)]
+pub(crate) struct ApplyPendingIndexRows;
+
+impl WriteOp for ApplyPendingIndexRows {
+    type Output = ();
+    const NAME: &'static str = "apply_pending_index_rows";
+
+    fn run(&self, conn: &Connection) -> Result<(), OpError> {
+        Ok(search_writes::apply(conn)?)
+    }
+}
+
+/// Whether any index row is pending (a point read).
+pub(crate) fn index_rows_pending(conn: &Connection) -> Result<bool, OpError> {
+    Ok(search_writes::any_pending(conn)?)
+}
 
 /// One page of ranked hits (bm25 order, see [`query::search_issues`]),
 /// with their comments and snippets. SQLite ranks every match, so the page
