@@ -507,11 +507,19 @@ pub fn rank_similar(
 /// [`rank_similar`] fed one candidate at a time, for stores that read
 /// their candidates in steps: each candidate's words are cut once and
 /// serve the containment check, [`SimilarRanking::settled`] and the score.
+///
+/// Only the best [`limits::SIMILAR_LIMIT_MAX`] candidates are kept (an
+/// answer is never longer), and how many scored above the near-match line
+/// is counted: a look-up scores up to a few hundred candidates, and
+/// copying each one's id and title was most of its allocations.
 #[derive(Debug)]
 pub struct SimilarRanking {
     words: BTreeSet<String>,
     seen: BTreeSet<IssueId>,
-    scored: Vec<(SimilarIssue, ScoreParts)>,
+    /// The best so far, best first, at most `SIMILAR_LIMIT_MAX`.
+    best: Vec<SimilarIssue>,
+    /// Candidates scored above what a title missing one word can score.
+    above: usize,
 }
 
 /// A score's two counts, kept so the settle rule compares in integers.
@@ -526,7 +534,8 @@ impl SimilarRanking {
         Self {
             words: term_set(title),
             seen: BTreeSet::new(),
-            scored: Vec::new(),
+            best: Vec::new(),
+            above: 0,
         }
     }
 
@@ -566,15 +575,34 @@ impl SimilarRanking {
         let parts = self.parts(words);
         if parts.shared > 0 && is_open(state) && !self.seen.contains(id) {
             self.seen.insert(id.clone());
-            let issue = SimilarIssue {
-                score: parts.shared as f64 / parts.union as f64,
-                id: id.clone(),
-                title: title.clone(),
-                state,
-                updated_at,
-                integrity,
-            };
-            self.scored.push((issue, parts));
+            let n = self.words.len();
+            // shared / union > (n - 1) / n, in integers.
+            if n * parts.shared > (n - 1) * parts.union {
+                self.above += 1;
+            }
+            let score = parts.shared as f64 / parts.union as f64;
+            let kept = limits::SIMILAR_LIMIT_MAX as usize;
+            // Where it ranks among the best so far; past them, it is out.
+            let at = self.best.partition_point(|held| {
+                rank_order(
+                    (held.score, held.updated_at, &held.id),
+                    (score, updated_at, id),
+                ) == Ordering::Less
+            });
+            if at < kept {
+                self.best.truncate(kept - 1);
+                self.best.insert(
+                    at,
+                    SimilarIssue {
+                        score,
+                        id: id.clone(),
+                        title: title.clone(),
+                        state,
+                        updated_at,
+                        integrity,
+                    },
+                );
+            }
         }
         parts.shared == self.words.len()
     }
@@ -604,30 +632,14 @@ impl SimilarRanking {
     /// second candidate scan when a title is filed again and again, the
     /// case the look-up exists for.
     pub fn settled(&self, limit: u32) -> bool {
-        let n = self.words.len();
-        if n == 0 {
-            return true;
-        }
-        let above = self
-            .scored
-            .iter()
-            // shared / union > (n - 1) / n, in integers.
-            .filter(|(_, p)| n * p.shared > (n - 1) * p.union)
-            .count();
-        above >= limit as usize
+        self.words.is_empty() || self.above >= limit as usize
     }
 
-    /// The most similar, best first, at most `limit`.
-    pub fn finish(self, limit: u32) -> Vec<SimilarIssue> {
-        let mut out: Vec<SimilarIssue> = self.scored.into_iter().map(|(s, _)| s).collect();
-        out.sort_by(|a, b| {
-            rank_order(
-                (a.score, a.updated_at, &a.id),
-                (b.score, b.updated_at, &b.id),
-            )
-        });
-        out.truncate(limit as usize);
-        out
+    /// The most similar, best first, at most `limit` (at most
+    /// [`limits::SIMILAR_LIMIT_MAX`]: no more are kept).
+    pub fn finish(mut self, limit: u32) -> Vec<SimilarIssue> {
+        self.best.truncate(limit as usize);
+        self.best
     }
 }
 
@@ -711,6 +723,65 @@ mod tests {
             assert_eq!(whole.settled(2), cut.settled(2), "{query:?}");
             assert_eq!(whole.finish(10), cut.finish(10), "{query:?}");
         }
+    }
+
+    #[test]
+    fn a_ranking_keeps_the_best_of_many_candidates_in_any_order() {
+        let words = ["login", "fails", "on", "safari", "cache", "cold", "save"];
+        // 60 candidates: titles of one to four words, times with ties,
+        // some closed; each order below must give the same best ten.
+        let candidates: Vec<_> = (0..60usize)
+            .map(|i| {
+                let title: Vec<&str> = (0..=i % 4).map(|k| words[(i * 3 + k * 5) % 7]).collect();
+                let state = if i % 9 == 4 {
+                    IssueState::Closed
+                } else {
+                    IssueState::Todo
+                };
+                (
+                    IssueId::generate(),
+                    Title::parse(title.join(" ")).unwrap(),
+                    state,
+                    Timestamp::from_millis((i % 13) as i64),
+                    Integrity::Agent,
+                )
+            })
+            .collect();
+        let query = "login fails on safari";
+        // The reference: every candidate scored, sorted, cut.
+        let mut expected: Vec<SimilarIssue> = candidates
+            .iter()
+            .filter(|(_, title, state, ..)| {
+                is_open(*state) && title_similarity(query, title.as_str()) > 0.0
+            })
+            .map(|(id, title, state, at, level)| SimilarIssue {
+                score: title_similarity(query, title.as_str()),
+                id: id.clone(),
+                title: title.clone(),
+                state: *state,
+                updated_at: *at,
+                integrity: *level,
+            })
+            .collect();
+        expected.sort_by(|a, b| {
+            rank_order(
+                (a.score, a.updated_at, &a.id),
+                (b.score, b.updated_at, &b.id),
+            )
+        });
+        assert!(expected.len() > 20, "{}", expected.len());
+        let limit = limits::SIMILAR_LIMIT_MAX;
+        expected.truncate(limit as usize);
+        for order in [1usize, 7, 11, 59] {
+            let shuffled = (0..60).map(|i| candidates[(i * order) % 60].clone());
+            assert_eq!(
+                rank_similar(query, shuffled, limit),
+                expected,
+                "order {order}"
+            );
+        }
+        let reversed = candidates.iter().rev().cloned();
+        assert_eq!(rank_similar(query, reversed, 3), expected[..3]);
     }
 
     #[test]
