@@ -569,8 +569,8 @@ const MIGRATIONS: &[&str] = &[
     // 24: the full-text index's pending rows (search_writes.rs): what ops
     // change of the index is written here, in their own transaction, and
     // goes into `issue_search` about every `search_index_every` and
-    // before any search. Before, a temporary table held it until the end
-    // of each group.
+    // before any search of the tenant. Before, a temporary table held it
+    // until the end of each group.
     r#"
     CREATE TABLE search_pending (
         rowid    INTEGER PRIMARY KEY,
@@ -581,6 +581,7 @@ const MIGRATIONS: &[&str] = &[
         body     TEXT,
         comments TEXT
     );
+    CREATE INDEX search_pending_by_tenant ON search_pending (tenant);
     "#,
 ];
 

@@ -1,6 +1,6 @@
 //! Changes to the full-text index (`issue_search`), written first to a
 //! table of pending rows and moved into the index together, about every
-//! `SqliteOptions::search_index_every` and before any search.
+//! `SqliteOptions::search_index_every` and before a search of their tenant.
 //!
 //! FTS5 writes the terms it holds in memory to a new segment of its index
 //! at every commit, and whenever a savepoint or a statement transaction
@@ -21,16 +21,19 @@
 //!   rolled back with its group or to its savepoint, takes its rows with
 //!   it; a committed one's rows are as durable as its write), and [`apply`]
 //!   moves them in one transaction of the writer's;
-//! - a search first asks whether any row is pending and, if one is, has
-//!   the writer move them before it reads (`SqliteStore::search_issues`,
-//!   `ops::search::ApplyPendingIndexRows`): a search sees every write committed before it
-//!   began, as when the index was written in the write's own transaction;
+//! - a search first asks whether a row of its tenant is pending and, if
+//!   one is, has the writer move them all before it reads
+//!   (`SqliteStore::search_issues`, `ops::search::ApplyPendingIndexRows`):
+//!   a search sees every write committed before it began, as when the
+//!   index was written in the write's own transaction, and waits for its
+//!   own tenant's writes only;
 //! - no op reads the index's contents while writing (the one read, of its
 //!   largest rowid, counts the pending new rows too: [`stage_new`]), and
 //!   pending rows of any process are moved by whichever writer comes first.
 
 use crate::error::OpError;
 use rusqlite::{Connection, params};
+
 /// Stages the index row of a new issue and returns its rowid: past every
 /// row the index holds and every pending one (the group's write lock keeps
 /// other connections from adding any meanwhile).
@@ -57,32 +60,39 @@ pub(crate) fn stage_new(
     Ok(rowid)
 }
 
-/// Stages a new title and body for index row `rowid`.
+/// Stages a new title and body for index row `rowid` of `tenant`.
 pub(crate) fn stage_text(
     conn: &Connection,
+    tenant: &str,
     rowid: i64,
     title: &str,
     body: &str,
 ) -> Result<(), OpError> {
     conn.prepare_cached(
-        "INSERT INTO main.search_pending (rowid, new, title, body) VALUES (?1, 0, ?2, ?3) \
+        "INSERT INTO main.search_pending (rowid, new, tenant, title, body) \
+         VALUES (?1, 0, ?2, ?3, ?4) \
          ON CONFLICT (rowid) DO UPDATE SET title = excluded.title, body = excluded.body",
     )?
-    .execute(params![rowid, title, body])?;
+    .execute(params![rowid, tenant, title, body])?;
     Ok(())
 }
 
 /// Stages a comment's words, appended after those already indexed (and
-/// pending) for index row `rowid`.
-pub(crate) fn stage_comment(conn: &Connection, rowid: i64, words: &str) -> Result<(), OpError> {
+/// pending) for index row `rowid` of `tenant`.
+pub(crate) fn stage_comment(
+    conn: &Connection,
+    tenant: &str,
+    rowid: i64,
+    words: &str,
+) -> Result<(), OpError> {
     conn.prepare_cached(
-        "INSERT INTO main.search_pending (rowid, new, comments) VALUES (?1, 0, ?2) \
+        "INSERT INTO main.search_pending (rowid, new, tenant, comments) VALUES (?1, 0, ?2, ?3) \
          ON CONFLICT (rowid) DO UPDATE SET comments = CASE \
              WHEN search_pending.comments IS NULL OR search_pending.comments = '' \
                  THEN excluded.comments \
              ELSE search_pending.comments || ' ' || excluded.comments END",
     )?
-    .execute(params![rowid, words])?;
+    .execute(params![rowid, tenant, words])?;
     Ok(())
 }
 
@@ -102,9 +112,16 @@ const UPDATE_CHANGED: &str = "UPDATE main.issue_search SET \
  WHERE rowid IN (SELECT rowid FROM main.search_pending WHERE new = 0)";
 
 /// Whether any index row is pending.
-pub(crate) fn any_pending(conn: &Connection) -> Result<bool, rusqlite::Error> {
+fn any_pending(conn: &Connection) -> Result<bool, rusqlite::Error> {
     conn.prepare_cached("SELECT EXISTS (SELECT 1 FROM main.search_pending)")?
         .query_row([], |row| row.get(0))
+}
+
+/// Whether an index row of `tenant` is pending: a tenant's search waits
+/// for its own writes only, never for another tenant's.
+pub(crate) fn tenant_pending(conn: &Connection, tenant: &str) -> Result<bool, rusqlite::Error> {
+    conn.prepare_cached("SELECT EXISTS (SELECT 1 FROM main.search_pending WHERE tenant = ?1)")?
+        .query_row([tenant], |row| row.get(0))
 }
 
 /// Moves every pending row into `issue_search` and empties the pending

@@ -413,9 +413,14 @@ impl IssueStore for SqliteStore {
         query: &SearchQuery,
     ) -> Result<SearchPage, StoreError> {
         query.validate()?;
-        // Index rows still pending go in first (search_writes.rs), so the
-        // search sees every write committed before it began.
-        if self.point_read(search::index_rows_pending).await? {
+        // The tenant's index rows still pending go in first
+        // (search_writes.rs), so the search sees every write committed
+        // before it began.
+        let owner = tenant.clone();
+        if self
+            .point_read(move |conn| search::index_rows_pending(conn, &owner))
+            .await?
+        {
             self.write(search::ApplyPendingIndexRows).await?;
         }
         let (owner, query) = (tenant.clone(), query.clone());

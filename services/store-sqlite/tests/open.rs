@@ -2,8 +2,8 @@
 //! a clear error naming the file, never a panic or a hang).
 
 use corkboard_board::{
-    AuditEntry, AuditLog, AuditQuery, Author, GrantLedger, IssueStore, ListQuery, NewIssue, RunId,
-    SearchQuery, SearchText, StoreError, StoreHealth, TenantId, Title,
+    AuditEntry, AuditLog, AuditQuery, Author, CommentBody, GrantLedger, IssueStore, ListQuery,
+    NewComment, NewIssue, RunId, SearchQuery, SearchText, StoreError, StoreHealth, TenantId, Title,
 };
 use corkboard_store_sqlite::{AUDIT_FILE_NAME, FILE_NAME, SqliteError, SqliteOptions, SqliteStore};
 use rusqlite::Connection;
@@ -164,9 +164,10 @@ async fn two_stores_in_one_process_share_the_file() {
 
 /// Index rows pending in the file (written with their issues, moved into
 /// the full-text index later) are found by a search from any store on the
-/// file, and survive the stores that wrote them.
+/// file, survive the stores that wrote them, and make only their own
+/// tenant's searches wait.
 #[actix_rt::test(system = "corkboard_testkit::MultiThread")]
-async fn a_search_finds_writes_whose_index_rows_are_pending_from_any_store_and_after_reopen() {
+async fn a_search_finds_its_tenants_pending_index_rows_from_any_store_and_after_reopen() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join(FILE_NAME);
     // Writers that would move pending rows only once an hour.
@@ -206,7 +207,52 @@ async fn a_search_finds_writes_whose_index_rows_are_pending_from_any_store_and_a
     drop((a, b));
     assert_eq!(pending(), 1);
     let reopened = SqliteStore::open_with(&path, options).unwrap();
-    assert_eq!(zebras(reopened).await, ["Zebra crossing", "Zebra stripes"]);
+    assert_eq!(
+        zebras(reopened.clone()).await,
+        ["Zebra crossing", "Zebra stripes"]
+    );
+    assert_eq!(pending(), 0);
+
+    // Another tenant's pending rows are not this tenant's wait: its search
+    // leaves them, the other tenant's own search moves them.
+    let other = TenantId::parse("other").unwrap();
+    reopened
+        .create_issue(&other, &author(), new_issue("Zebra elsewhere"), None)
+        .await
+        .unwrap();
+    assert_eq!(zebras(reopened.clone()).await.len(), 2);
+    assert_eq!(pending(), 1, "acme's search did not wait for other's write");
+    let query = SearchQuery::new(SearchText::parse("zebra").unwrap());
+    let theirs = reopened.search_issues(&other, &query).await.unwrap();
+    assert_eq!(theirs.hits.len(), 1);
+    assert_eq!(pending(), 0);
+
+    // A comment's words are the commenting tenant's pending row too.
+    let crossing = reopened
+        .list_issues(&tenant(), &ListQuery::default())
+        .await
+        .unwrap()
+        .issues
+        .into_iter()
+        .find(|issue| issue.title.as_str() == "Zebra crossing")
+        .unwrap();
+    reopened
+        .add_comment(
+            &tenant(),
+            &author(),
+            NewComment {
+                issue: crossing.id.clone(),
+                body: CommentBody::parse("an okapi was seen here").unwrap(),
+            },
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(pending(), 1);
+    let okapi = SearchQuery::new(SearchText::parse("okapi").unwrap());
+    let found = reopened.search_issues(&tenant(), &okapi).await.unwrap();
+    assert_eq!(found.hits.len(), 1);
+    assert_eq!(found.hits[0].issue.id, crossing.id);
     assert_eq!(pending(), 0);
 }
 

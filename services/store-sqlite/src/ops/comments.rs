@@ -221,7 +221,12 @@ fn add_comment(
         comment.author.integrity.rank(),
     ])?;
     let rowid = search_rowid(conn, tenant, &new.issue)?;
-    search_writes::stage_comment(conn, rowid, &normalized(comment.body.as_str()))?;
+    search_writes::stage_comment(
+        conn,
+        tenant.as_str(),
+        rowid,
+        &normalized(comment.body.as_str()),
+    )?;
     if let Some(key) = key {
         remember_key(
             conn,

@@ -692,6 +692,7 @@ pub(crate) fn update_issue(
         let rowid = search_rowid(conn, tenant, id)?;
         search_writes::stage_text(
             conn,
+            tenant.as_str(),
             rowid,
             &normalized(issue.title.as_str()),
             &normalized(issue.body.as_str()),

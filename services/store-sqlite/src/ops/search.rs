@@ -30,9 +30,9 @@ impl WriteOp for ApplyPendingIndexRows {
     }
 }
 
-/// Whether any index row is pending (a point read).
-pub(crate) fn index_rows_pending(conn: &Connection) -> Result<bool, OpError> {
-    Ok(search_writes::any_pending(conn)?)
+/// Whether an index row of `tenant` is pending (a point read).
+pub(crate) fn index_rows_pending(conn: &Connection, tenant: &TenantId) -> Result<bool, OpError> {
+    Ok(search_writes::tenant_pending(conn, tenant.as_str())?)
 }
 
 /// One page of ranked hits (bm25 order, see [`query::search_issues`]),
