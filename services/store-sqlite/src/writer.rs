@@ -219,11 +219,13 @@ impl Keeps {
     /// rows go in after the last op when they are due (search_writes.rs),
     /// then the commit.
     fn end_group(&mut self, conn: &Connection) -> Result<(), rusqlite::Error> {
-        if let Self::Board(titles) = self {
-            titles.index_rows.moving = titles.index_rows.due();
-            if titles.index_rows.moving {
-                search_writes::apply(conn)?;
-            }
+        if let Self::Board(titles) = self
+            && titles.index_rows.due()
+        {
+            search_writes::apply(conn)?;
+            // Noted before the commit: if it fails, the rows stay pending
+            // until the next move or search, as any rows do.
+            titles.index_rows.moved_at = Instant::now();
         }
         run_statement(conn, "COMMIT")
     }
@@ -232,12 +234,7 @@ impl Keeps {
     /// look-up after a create sees it.
     fn committed(&mut self, pending: Pending) {
         match self {
-            Self::Board(titles) => {
-                titles.index.apply(pending, &mut titles.watch);
-                if titles.index_rows.moving {
-                    titles.index_rows.moved_at = Instant::now();
-                }
-            }
+            Self::Board(titles) => titles.index.apply(pending, &mut titles.watch),
             Self::Audit(sync) => sync.committed(),
         }
     }
@@ -268,8 +265,6 @@ impl Titles {
 struct IndexRows {
     every: Duration,
     moved_at: Instant,
-    /// The group being ended moves them (noted at its commit).
-    moving: bool,
 }
 
 impl IndexRows {
@@ -277,7 +272,6 @@ impl IndexRows {
         Self {
             every,
             moved_at: Instant::now(),
-            moving: false,
         }
     }
 
@@ -593,6 +587,12 @@ mod tests {
         TenantId, Title, normalized,
     };
 
+    /// The group policy of the tests that run groups by hand.
+    const POLICY: GroupPolicy = GroupPolicy {
+        max_group: 8,
+        busy_attempts: 1,
+    };
+
     /// A board writer's keeps, with no open titles held, that moves the
     /// index's pending rows at the end of every group.
     fn detached() -> Keeps {
@@ -656,10 +656,7 @@ mod tests {
     #[test]
     fn index_rows_stay_pending_until_their_interval_or_a_search_moves_them() {
         let (_dir, conn) = writer_conn();
-        let policy = GroupPolicy {
-            max_group: 8,
-            busy_attempts: 1,
-        };
+        let policy = POLICY;
         let counters = Counters::default();
         let mut keeps = Keeps::Board(Titles::new(
             Arc::new(OpenTitles::new(Default::default())),
@@ -710,10 +707,7 @@ mod tests {
         let (b, b_rx) = job(comment(&IssueId::generate(), "hi"));
         let (c, c_rx) = job(failing_seed());
         let (d, d_rx) = job(create("fourth"));
-        let policy = GroupPolicy {
-            max_group: 8,
-            busy_attempts: 1,
-        };
+        let policy = POLICY;
         let counters = Counters::default();
         commit_group(&conn, vec![a, b, c, d], policy, &mut detached(), &counters);
         assert!(matches!(a_rx.blocking_recv().unwrap(), Ok(Created { .. })));
@@ -738,10 +732,7 @@ mod tests {
     #[test]
     fn a_group_whose_ops_all_succeed_runs_once_and_a_lone_failure_is_its_answer() {
         let (_dir, conn) = writer_conn();
-        let policy = GroupPolicy {
-            max_group: 8,
-            busy_attempts: 1,
-        };
+        let policy = POLICY;
         let counters = Counters::default();
         let (a, a_rx) = job(create("first"));
         let (b, b_rx) = job(create("second"));
@@ -838,10 +829,7 @@ mod tests {
         commit_group(
             &conn,
             vec![a],
-            GroupPolicy {
-                max_group: 8,
-                busy_attempts: 1,
-            },
+            POLICY,
             &mut detached(),
             &Counters::default(),
         );
@@ -908,10 +896,7 @@ mod tests {
             &crate::SqliteOptions::default(),
         )
         .unwrap();
-        let policy = GroupPolicy {
-            max_group: 8,
-            busy_attempts: 1,
-        };
+        let policy = POLICY;
         assert_eq!(synchronous(&conn), 2, "the writer opens with FULL");
         let mut keeps = Keeps::Audit(AuditSync::new());
         let group = |n: usize, keeps: &mut Keeps| {

@@ -32,6 +32,7 @@ pub const REQUEST_ID_HEADER: &str = "x-request-id";
 /// [`REQUEST_ID_HEADER`] as a name: looked up by `&str`, a header that is
 /// not standard makes an owned name (an allocation) on every request.
 static REQUEST_ID_NAME: HeaderName = HeaderName::from_static(REQUEST_ID_HEADER);
+
 /// Name of the span opened per request.
 pub const SPAN_NAME: &str = "http.request";
 
