@@ -351,8 +351,12 @@ fn rpc_error_code(body: &[u8]) -> Option<i64> {
     digits.parse().ok()
 }
 
+/// Where `needle` first occurs. Every answer of a load is searched two or
+/// three times: a search byte by byte cost the generator about as much as
+/// the rest of its work on a `get_issue` answer, CPU the server under test
+/// then lacked (`services/bench/FINDINGS.md`).
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
+    memchr::memmem::find(haystack, needle)
 }
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
