@@ -256,7 +256,7 @@ impl ApprovalPolicies {
 pub fn arguments_digest(arguments: &Map<String, Value>) -> String {
     let mut hasher = Sha256::new();
     canonical(&Value::Object(arguments.clone()), &mut hasher);
-    hex::encode(hasher.finalize())
+    crate::digest::hex_of(&hasher.finalize().into())
 }
 
 fn canonical(value: &Value, out: &mut Sha256) {

@@ -4,7 +4,6 @@ use crate::ids::{GrantId, IssueId, RunId, TenantId};
 use crate::pin::DefinitionHash;
 use crate::timestamp::Timestamp;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use std::sync::{Mutex, PoisonError};
 
 /// How a tool call ended.
@@ -70,7 +69,7 @@ pub struct ArgumentsHash(String);
 
 impl ArgumentsHash {
     pub fn of(bytes: &[u8]) -> Self {
-        Self(hex::encode(Sha256::digest(bytes)))
+        Self(crate::digest::sha256_hex(bytes))
     }
 
     pub fn from_hex(hex: String) -> Self {

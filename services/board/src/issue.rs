@@ -6,7 +6,6 @@ use crate::integrity::Integrity;
 use crate::relations::{BlockedBy, Claim, ClaimFilter, CloseReason};
 use crate::timestamp::Timestamp;
 use serde::{Deserialize, Deserializer, Serialize};
-use sha2::{Digest, Sha256};
 use std::collections::BTreeSet;
 use std::fmt;
 
@@ -628,7 +627,7 @@ impl NewComment {
 fn fingerprint<T: Serialize>(value: &T) -> String {
     // serde_json keeps struct field order, so equal requests hash equally.
     let bytes = serde_json::to_vec(value).unwrap_or_default();
-    hex::encode(Sha256::digest(bytes))
+    crate::digest::sha256_hex(&bytes)
 }
 
 /// A partial update; `None` fields stay as they are. For the relations

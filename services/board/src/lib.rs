@@ -43,6 +43,7 @@ mod approval;
 mod audit;
 mod audit_sink;
 mod clean;
+mod digest;
 mod error;
 mod error_code;
 mod grant;

@@ -19,7 +19,6 @@ use crate::timestamp::Timestamp;
 use crate::upstream::UpstreamName;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use sha2::{Digest, Sha256};
 use std::fmt;
 
 /// The longest pinned definition (its canonical JSON), in bytes. A tool
@@ -51,9 +50,7 @@ pub struct DefinitionHash(String);
 impl DefinitionHash {
     /// The hash of `definition` (already reduced to the pinned fields).
     pub fn of(definition: &Value) -> Self {
-        Self(hex::encode(Sha256::digest(
-            canonical(definition).as_bytes(),
-        )))
+        Self(crate::digest::sha256_hex(canonical(definition).as_bytes()))
     }
 
     /// A hash as an admin sends it back: 64 lowercase hex digits.
