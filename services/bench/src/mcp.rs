@@ -352,9 +352,9 @@ fn rpc_error_code(body: &[u8]) -> Option<i64> {
 }
 
 /// Where `needle` first occurs. Every answer of a load is searched two or
-/// three times: a search byte by byte cost the generator about as much as
-/// the rest of its work on a `get_issue` answer, CPU the server under test
-/// then lacked (`services/bench/FINDINGS.md`).
+/// three times: searched byte by byte, a `get_issue` answer cost the
+/// generator about 1.6 µs more and a 50-issue list page most of its CPU,
+/// CPU the server under test then lacked (`services/bench/FINDINGS.md`).
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     memchr::memmem::find(haystack, needle)
 }
