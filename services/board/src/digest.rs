@@ -1,5 +1,6 @@
 //! SHA-256 digests as the lowercase hex the domain stores and shows
-//! (arguments, fingerprints, pinned definitions, approvals' arguments).
+//! (arguments, fingerprints, pinned definitions, approvals' arguments,
+//! new webhook secrets).
 //!
 //! One function so that every such digest is written the same way, and
 //! written fast: it runs on every tool call (the audit record's

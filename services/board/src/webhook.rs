@@ -265,8 +265,8 @@ impl WebhookSecret {
         let b = u128::from(ulid::Ulid::new());
         // ULIDs carry 80 random bits each; hashing two with the time
         // spreads them over the whole digest.
-        let digest = <sha2::Sha256 as sha2::Digest>::digest(format!("{a:x}{b:x}").as_bytes());
-        Self(format!("whsec_{}", hex::encode(digest)))
+        let digest = crate::digest::sha256_hex(format!("{a:x}{b:x}").as_bytes());
+        Self(format!("whsec_{digest}"))
     }
 
     pub fn expose(&self) -> &str {
