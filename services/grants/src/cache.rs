@@ -17,13 +17,13 @@
 use crate::token::TokenHash;
 use corkboard_board::{Grant, Timestamp};
 use std::collections::{HashMap, VecDeque};
-use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 /// What the cache knows about a token.
 #[derive(Debug)]
 pub(crate) enum Lookup {
-    Hit(Grant),
+    Hit(Arc<Grant>),
     /// Cached, and the grant has expired since: no need to ask Redis.
     Expired,
     Miss,
@@ -50,7 +50,7 @@ struct Inner {
 
 #[derive(Debug)]
 struct Entry {
-    grant: Grant,
+    grant: Arc<Grant>,
     inserted: Instant,
     seq: u64,
 }
@@ -76,7 +76,7 @@ impl GrantCache {
                 if entry.grant.is_expired_at(now_ts) {
                     Lookup::Expired
                 } else {
-                    Lookup::Hit(entry.grant.clone())
+                    Lookup::Hit(Arc::clone(&entry.grant))
                 }
             }
             _ => Lookup::Miss,
@@ -92,7 +92,13 @@ impl GrantCache {
 
     /// Caches `grant` if nothing was invalidated or cleared since `epoch`
     /// was taken. Returns whether it was cached.
-    pub(crate) fn insert(&self, epoch: u64, hash: TokenHash, grant: Grant, now: Instant) -> bool {
+    pub(crate) fn insert(
+        &self,
+        epoch: u64,
+        hash: TokenHash,
+        grant: Arc<Grant>,
+        now: Instant,
+    ) -> bool {
         if self.capacity == 0 {
             return false;
         }
@@ -261,9 +267,9 @@ mod tests {
     use crate::token::RunToken;
     use corkboard_board::{Capabilities, GrantId, RunId, TenantId};
 
-    fn grant(expires_in_ms: i64) -> Grant {
+    fn grant(expires_in_ms: i64) -> Arc<Grant> {
         let now = Timestamp::now();
-        Grant {
+        Arc::new(Grant {
             id: GrantId::generate(),
             tenant: TenantId::parse("t").unwrap(),
             run: RunId::parse("r").unwrap(),
@@ -273,7 +279,7 @@ mod tests {
             created_by: "test".into(),
             budgets: Default::default(),
             min_integrity: None,
-        }
+        })
     }
 
     fn hash() -> TokenHash {

@@ -32,9 +32,9 @@ impl std::fmt::Debug for ResolvedGrant {
 }
 
 impl ResolvedGrant {
-    pub fn new(grant: Grant, token: TokenHash) -> Self {
+    pub fn new(grant: impl Into<Arc<Grant>>, token: TokenHash) -> Self {
         Self {
-            grant: Arc::new(grant),
+            grant: grant.into(),
             token,
         }
     }
@@ -95,7 +95,7 @@ async fn resolve_hash(
     registry: &dyn TokenRegistry,
     hash: &TokenHash,
     limit: Duration,
-) -> Result<Grant, AuthRejection> {
+) -> Result<Arc<Grant>, AuthRejection> {
     let grant = tokio::time::timeout(limit, registry.resolve(hash))
         .await
         .map_err(|_elapsed| {

@@ -39,25 +39,25 @@ pub struct LedgerRegistry {
 /// Live grants by token hash, each with when it was read.
 struct GrantCache {
     ttl: Duration,
-    entries: Mutex<HashMap<TokenHash, (Grant, Instant)>>,
+    entries: Mutex<HashMap<TokenHash, (Arc<Grant>, Instant)>>,
     /// Bumped by every revocation through this process: a ledger read that
     /// started before one is not cached (it may predate the revocation).
     revocations: AtomicU64,
 }
 
 impl GrantCache {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<TokenHash, (Grant, Instant)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<TokenHash, (Arc<Grant>, Instant)>> {
         // Each critical section is a lookup, an insert or a sweep.
         self.entries.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn fresh(&self, hash: &TokenHash) -> Option<Grant> {
+    fn fresh(&self, hash: &TokenHash) -> Option<Arc<Grant>> {
         let entries = self.lock();
         let (grant, read_at) = entries.get(hash)?;
-        (read_at.elapsed() < self.ttl).then(|| grant.clone())
+        (read_at.elapsed() < self.ttl).then(|| Arc::clone(grant))
     }
 
-    fn keep(&self, hash: TokenHash, grant: &Grant, read_since: u64) {
+    fn keep(&self, hash: TokenHash, grant: &Arc<Grant>, read_since: u64) {
         let mut entries = self.lock();
         // Checked under the lock a revocation sweeps under: either the
         // sweep sees this entry, or this sees the sweep's count.
@@ -67,7 +67,7 @@ impl GrantCache {
         if entries.len() >= LEDGER_CACHE_MAX {
             entries.clear();
         }
-        entries.insert(hash, (grant.clone(), Instant::now()));
+        entries.insert(hash, (Arc::clone(grant), Instant::now()));
     }
 
     fn forget(&self, hash: &TokenHash) {
@@ -111,7 +111,7 @@ impl LedgerRegistry {
         }
     }
 
-    async fn read(&self, hash: &TokenHash) -> Result<Grant, RegistryError> {
+    async fn read(&self, hash: &TokenHash) -> Result<Arc<Grant>, RegistryError> {
         let event = self
             .ledger
             .grant_by_token_hash(&hash.to_hex())
@@ -124,7 +124,7 @@ impl LedgerRegistry {
         if event.grant.is_expired_at(Timestamp::now()) {
             return Err(RegistryError::Expired);
         }
-        Ok(event.grant)
+        Ok(Arc::new(event.grant))
     }
 }
 
@@ -142,7 +142,7 @@ impl TokenRegistry for LedgerRegistry {
         Ok(())
     }
 
-    async fn resolve(&self, hash: &TokenHash) -> Result<Grant, RegistryError> {
+    async fn resolve(&self, hash: &TokenHash) -> Result<Arc<Grant>, RegistryError> {
         let Some(cache) = &self.cache else {
             return self.read(hash).await;
         };
@@ -239,7 +239,7 @@ impl<R: TokenRegistry> TokenRegistry for ReadThroughRegistry<R> {
         self.shared.register(grant, hash).await
     }
 
-    async fn resolve(&self, hash: &TokenHash) -> Result<Grant, RegistryError> {
+    async fn resolve(&self, hash: &TokenHash) -> Result<Arc<Grant>, RegistryError> {
         // A random token costs one lookup per short while, not two per try.
         if self.shared.known_unknown(hash) {
             return Err(RegistryError::UnknownToken);

@@ -6,7 +6,7 @@ use crate::token::TokenHash;
 use async_trait::async_trait;
 use corkboard_board::{Grant, GrantId, RunId, TenantId, Timestamp};
 use std::collections::HashMap;
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 
 /// Grants by token hash, in this process's memory. Expired entries are
 /// refused on lookup and pruned on every registration.
@@ -17,7 +17,7 @@ pub struct MemoryRegistry {
 
 #[derive(Debug, Default)]
 struct Inner {
-    by_hash: HashMap<TokenHash, Grant>,
+    by_hash: HashMap<TokenHash, Arc<Grant>>,
     hash_by_grant: HashMap<GrantId, TokenHash>,
 }
 
@@ -63,12 +63,12 @@ impl TokenRegistry for MemoryRegistry {
                 inner.by_hash.remove(&h);
             }
         }
-        inner.by_hash.insert(*hash, grant.clone());
+        inner.by_hash.insert(*hash, Arc::new(grant.clone()));
         inner.hash_by_grant.insert(grant.id.clone(), *hash);
         Ok(())
     }
 
-    async fn resolve(&self, hash: &TokenHash) -> Result<Grant, RegistryError> {
+    async fn resolve(&self, hash: &TokenHash) -> Result<Arc<Grant>, RegistryError> {
         let grant = self
             .read()
             .by_hash
@@ -85,7 +85,7 @@ impl TokenRegistry for MemoryRegistry {
         let mut inner = self.write();
         Ok(match inner.by_hash.get_mut(hash) {
             Some(held) if held.id == grant.id => {
-                *held = grant.clone();
+                *held = Arc::new(grant.clone());
                 true
             }
             _ => false,

@@ -597,7 +597,7 @@ impl TokenRegistry for RedisRegistry {
         Ok(set.is_some())
     }
 
-    async fn resolve(&self, hash: &TokenHash) -> Result<Grant, RegistryError> {
+    async fn resolve(&self, hash: &TokenHash) -> Result<Arc<Grant>, RegistryError> {
         let s = &self.shared;
         let now = Instant::now();
         if s.contact_is_fresh(now) && s.subscription_is_proven(now) {
@@ -641,8 +641,10 @@ impl TokenRegistry for RedisRegistry {
         if grant.is_expired_at(Timestamp::now()) {
             return Err(RegistryError::Expired);
         }
+        let grant = Arc::new(grant);
         if let Some(epoch) = epoch {
-            s.cache.insert(epoch, *hash, grant.clone(), Instant::now());
+            s.cache
+                .insert(epoch, *hash, Arc::clone(&grant), Instant::now());
         }
         Ok(grant)
     }

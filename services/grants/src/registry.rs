@@ -4,6 +4,7 @@ use crate::error::RegistryError;
 use crate::token::TokenHash;
 use async_trait::async_trait;
 use corkboard_board::{Grant, GrantId, RunId, TenantId};
+use std::sync::Arc;
 
 /// Resolves token hashes to grants. Shared by every replica when backed by
 /// Redis; a revocation must reach every replica's `resolve` within a second.
@@ -14,8 +15,9 @@ pub trait TokenRegistry: Send + Sync + 'static {
 
     /// The live grant behind `hash`. Fails closed: an unreachable backend is
     /// [`RegistryError::Unavailable`], never a stale success past the
-    /// backend's grace window.
-    async fn resolve(&self, hash: &TokenHash) -> Result<Grant, RegistryError>;
+    /// backend's grace window. Shared, not copied: every request resolves
+    /// its token, and a cached grant is handed out as it is held.
+    async fn resolve(&self, hash: &TokenHash) -> Result<Arc<Grant>, RegistryError>;
 
     /// Rewrites the record of a grant that is still registered (a renewal:
     /// its new expiry), so every replica resolves the new copy within the

@@ -109,7 +109,7 @@ fn request(run: &str) -> GrantRequest {
     }
 }
 
-fn refused(result: &Result<corkboard_board::Grant, RegistryError>) -> bool {
+fn refused(result: &Result<std::sync::Arc<corkboard_board::Grant>, RegistryError>) -> bool {
     matches!(
         result,
         Err(RegistryError::UnknownToken | RegistryError::Revoked)
@@ -120,7 +120,7 @@ fn refused(result: &Result<corkboard_board::Grant, RegistryError>) -> bool {
 async fn once_available(
     registry: &dyn TokenRegistry,
     hash: &corkboard_grants::TokenHash,
-) -> Result<corkboard_board::Grant, RegistryError> {
+) -> Result<std::sync::Arc<corkboard_board::Grant>, RegistryError> {
     let deadline = Instant::now() + DEADLINE;
     loop {
         match registry.resolve(hash).await {

@@ -74,7 +74,7 @@ impl TokenRegistry for LedgerFirst {
         self.registry.register(grant, hash).await
     }
 
-    async fn resolve(&self, hash: &TokenHash) -> Result<Grant, RegistryError> {
+    async fn resolve(&self, hash: &TokenHash) -> Result<std::sync::Arc<Grant>, RegistryError> {
         self.registry.resolve(hash).await
     }
 
@@ -289,7 +289,7 @@ const HOUR_MS: i64 = 3_600_000;
 
 /// A refused token: revoked tokens are gone from the registry, which may
 /// call them unknown or revoked, but never resolves them.
-fn is_refused(result: &Result<Grant, RegistryError>) -> bool {
+fn is_refused(result: &Result<std::sync::Arc<Grant>, RegistryError>) -> bool {
     matches!(
         result,
         Err(RegistryError::UnknownToken | RegistryError::Revoked)
@@ -302,8 +302,8 @@ async fn poll_until(
     registry: &dyn TokenRegistry,
     hash: &TokenHash,
     deadline: Duration,
-    done: impl Fn(&Result<Grant, RegistryError>) -> bool,
-) -> (Duration, Vec<Result<Grant, RegistryError>>) {
+    done: impl Fn(&Result<std::sync::Arc<Grant>, RegistryError>) -> bool,
+) -> (Duration, Vec<Result<std::sync::Arc<Grant>, RegistryError>>) {
     let start = Instant::now();
     let mut seen = Vec::new();
     loop {
@@ -327,7 +327,7 @@ async fn poll_until(
 async fn bounded_resolve(
     registry: &dyn TokenRegistry,
     hash: &TokenHash,
-) -> Result<Grant, RegistryError> {
+) -> Result<std::sync::Arc<Grant>, RegistryError> {
     tokio::time::timeout(Duration::from_secs(10), registry.resolve(hash))
         .await
         .expect("resolve hung on a hung Redis")
@@ -339,13 +339,13 @@ mod cases {
     pub async fn register_and_resolve(fx: &Fixture) {
         let (g, hash, token) = grant("acme", "run-1", HOUR_MS);
         fx.registry.register(&g, &hash).await.unwrap();
-        assert_eq!(fx.registry.resolve(&hash).await.unwrap(), g);
-        assert_eq!(fx.peer.resolve(&hash).await.unwrap(), g);
+        assert_eq!(*fx.registry.resolve(&hash).await.unwrap(), g);
+        assert_eq!(*fx.peer.resolve(&hash).await.unwrap(), g);
         fx.registry.check().await.unwrap();
         if let Some((registry, _)) = &fx.redis {
             // The second resolution is served by the cache.
             let before = registry.stats();
-            assert_eq!(fx.registry.resolve(&hash).await.unwrap(), g);
+            assert_eq!(*fx.registry.resolve(&hash).await.unwrap(), g);
             let after = registry.stats();
             assert_eq!(after.cache_hits, before.cache_hits + 1, "{after:?}");
             assert_eq!(after.cache_misses, before.cache_misses, "{after:?}");
@@ -426,7 +426,7 @@ mod cases {
         for _ in 0..2 {
             // Before expiry (unless this machine is slower than the ttl).
             match fx.registry.resolve(&hash).await {
-                Ok(resolved) => assert_eq!(resolved, g),
+                Ok(resolved) => assert_eq!(*resolved, g),
                 Err(RegistryError::Expired) => assert!(Timestamp::now() >= g.expires_at),
                 Err(other) => panic!("unexpected {other:?}"),
             }
@@ -453,7 +453,7 @@ mod cases {
         assert!(fx.registry.revoke(&g1.id).await.unwrap());
         let after = fx.registry.resolve(&h1).await;
         assert!(is_refused(&after), "{after:?}");
-        assert_eq!(fx.registry.resolve(&h2).await.unwrap(), g2);
+        assert_eq!(*fx.registry.resolve(&h2).await.unwrap(), g2);
         assert!(!fx.registry.revoke(&g1.id).await.unwrap(), "second revoke");
         assert!(!fx.registry.revoke(&GrantId::generate()).await.unwrap());
         if fx.redis.is_some() {
@@ -491,8 +491,8 @@ mod cases {
             let result = fx.registry.resolve(h).await;
             assert!(is_refused(&result), "{result:?}");
         }
-        assert_eq!(fx.registry.resolve(&hot).await.unwrap(), other_tenant);
-        assert_eq!(fx.registry.resolve(&hor).await.unwrap(), other_run);
+        assert_eq!(*fx.registry.resolve(&hot).await.unwrap(), other_tenant);
+        assert_eq!(*fx.registry.resolve(&hor).await.unwrap(), other_run);
         assert!(
             fx.registry
                 .revoke_run(&a1.tenant, &a1.run)
@@ -538,8 +538,8 @@ mod cases {
         fx.registry.register(&g, &hash).await.unwrap();
         // Warm both caches with the old expiry.
         for _ in 0..2 {
-            assert_eq!(fx.registry.resolve(&hash).await.unwrap(), g);
-            assert_eq!(fx.peer.resolve(&hash).await.unwrap(), g);
+            assert_eq!(*fx.registry.resolve(&hash).await.unwrap(), g);
+            assert_eq!(*fx.peer.resolve(&hash).await.unwrap(), g);
         }
         let peer_before = fx.redis.as_ref().map(|(_, peer)| peer.stats());
         let mut renewed = g.clone();
@@ -547,7 +547,7 @@ mod cases {
         let renew_started = Instant::now();
         assert!(fx.registry.renew(&renewed, &hash).await.unwrap());
         assert_eq!(
-            fx.registry.resolve(&hash).await.unwrap(),
+            *fx.registry.resolve(&hash).await.unwrap(),
             renewed,
             "the renewing instance sees the new expiry at once"
         );
@@ -571,11 +571,11 @@ mod cases {
             tokio::time::sleep(Duration::from_millis(wait as u64)).await;
         }
         assert_eq!(
-            fx.peer.resolve(&hash).await.unwrap(),
+            *fx.peer.resolve(&hash).await.unwrap(),
             renewed,
             "past its old expiry the token works on the other instance"
         );
-        assert_eq!(fx.registry.resolve(&hash).await.unwrap(), renewed);
+        assert_eq!(*fx.registry.resolve(&hash).await.unwrap(), renewed);
     }
 
     /// A renewal after a revocation leaves the grant revoked (the revoking
@@ -664,7 +664,7 @@ mod cases {
         // guard only tells a hang apart from an answer.
         let unavailable_after = loop {
             match bounded_resolve(registry.as_ref(), &hash).await {
-                Ok(resolved) => assert_eq!(resolved, g),
+                Ok(resolved) => assert_eq!(*resolved, g),
                 Err(RegistryError::Unavailable(_)) => break paused.elapsed(),
                 Err(other) => panic!("unexpected {other:?}"),
             }
@@ -779,15 +779,15 @@ mod cases {
             "only Unavailable until Redis is back: {seen:?}"
         );
         eprintln!("same registry instance resolved again {took:?} after Redis restarted");
-        assert_eq!(registry.resolve(&hash).await.unwrap(), g);
+        assert_eq!(*registry.resolve(&hash).await.unwrap(), g);
         registry.register(&g2, &h2).await.unwrap();
-        assert_eq!(peer.resolve(&h2).await.unwrap(), g2);
+        assert_eq!(*peer.resolve(&h2).await.unwrap(), g2);
 
         // Both subscriptions come back, and revocation propagates again.
         wait_subscribed(&registry).await;
         wait_subscribed(&peer).await;
-        assert_eq!(peer.resolve(&h2).await.unwrap(), g2);
-        assert_eq!(peer.resolve(&h2).await.unwrap(), g2);
+        assert_eq!(*peer.resolve(&h2).await.unwrap(), g2);
+        assert_eq!(*peer.resolve(&h2).await.unwrap(), g2);
         let before = peer.stats();
         assert!(registry.revoke(&g2.id).await.unwrap());
         let (took, _) = poll_until(peer.as_ref(), &h2, PROPAGATION_DEADLINE, is_refused).await;

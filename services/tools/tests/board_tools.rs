@@ -820,7 +820,7 @@ impl TokenRegistry for FixedRegistry {
     async fn register(&self, _: &Grant, _: &TokenHash) -> Result<(), RegistryError> {
         Ok(())
     }
-    async fn resolve(&self, _: &TokenHash) -> Result<Grant, RegistryError> {
+    async fn resolve(&self, _: &TokenHash) -> Result<std::sync::Arc<Grant>, RegistryError> {
         Err(self.0.clone())
     }
     async fn renew(&self, _: &Grant, _: &TokenHash) -> Result<bool, RegistryError> {
@@ -845,7 +845,7 @@ impl TokenRegistry for HangingRegistry {
     async fn register(&self, _: &Grant, _: &TokenHash) -> Result<(), RegistryError> {
         Ok(())
     }
-    async fn resolve(&self, _: &TokenHash) -> Result<Grant, RegistryError> {
+    async fn resolve(&self, _: &TokenHash) -> Result<std::sync::Arc<Grant>, RegistryError> {
         std::future::pending().await
     }
     async fn renew(&self, _: &Grant, _: &TokenHash) -> Result<bool, RegistryError> {
