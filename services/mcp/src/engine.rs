@@ -304,8 +304,10 @@ impl<B: ToolBackend> Engine<B> {
                 ),
             );
         }
-        let head = validate::params_head(params).ok();
-        match era(method, head.as_ref(), ctx) {
+        let modern_meta = validate::params_head(params)
+            .ok()
+            .and_then(|head| validate::modern_meta(&head));
+        match era(method, modern_meta.is_some(), ctx) {
             Era::Modern => Step::accepted(),
             Era::Legacy => match ctx.session {
                 SessionState::Active(revision) => {
@@ -331,19 +333,26 @@ impl<B: ToolBackend> Engine<B> {
     ) -> Step<'a> {
         summary.method = label(method);
         let head = validate::params_head(params);
-        let era = era(method, head.as_ref().ok(), ctx);
+        let modern_meta = head.as_ref().ok().and_then(validate::modern_meta);
+        let era = era(method, modern_meta.is_some(), ctx);
         if era == Era::Modern {
             let head = match head {
                 Ok(head) => head,
                 Err(error) => return Step::answer(era, id, Err(error)),
             };
-            let revision = match validate::modern_envelope(method, &head, ctx.headers) {
-                Ok(revision) => revision,
-                Err(error) => return Step::answer(era, id, Err(error)),
-            };
+            let (revision, meta) =
+                match validate::modern_envelope(method, &head, modern_meta, ctx.headers) {
+                    Ok(envelope) => envelope,
+                    Err(error) => return Step::answer(era, id, Err(error)),
+                };
             summary.revision = Some(revision);
             let answer = match validate::request(revision, method, &head) {
-                Ok(call) => self.execute(ctx, revision, call, summary).await,
+                Ok(mut call) => {
+                    if let Call::Tool { declared, .. } = &mut call {
+                        *declared = meta.client_capabilities;
+                    }
+                    self.execute(ctx, revision, call, summary).await
+                }
                 Err(error) => Err(error),
             };
             return Step::answer(era, id, answer);
@@ -590,11 +599,13 @@ impl<B: ToolBackend> Engine<B> {
                 name,
                 arguments,
                 meta,
+                declared,
                 input_responses,
                 request_state,
             } => {
                 let retry = Retry {
                     meta,
+                    declared,
                     input_responses,
                     request_state,
                 };
@@ -693,9 +704,7 @@ impl<B: ToolBackend> Engine<B> {
         let modern = revision.is_modern();
         let modern_peer = modern.then(|| {
             let declared = retry
-                .meta
-                .and_then(|meta| serde_json::from_str::<wire::MetaHead<'_>>(meta.get()).ok())
-                .and_then(|meta| meta.client_capabilities)
+                .declared
                 .map(|caps| AgentCapabilities::from_raw(revision, caps))
                 .unwrap_or_default();
             Peer::without_stream(revision, declared)
@@ -768,6 +777,8 @@ impl<B: ToolBackend> Engine<B> {
 #[derive(Debug, Clone, Copy, Default)]
 struct Retry<'a> {
     meta: Option<&'a RawValue>,
+    /// The capabilities a 2026-07-28 request declares.
+    declared: Option<&'a RawValue>,
     input_responses: Option<&'a RawValue>,
     request_state: Option<&'a RawValue>,
 }
@@ -783,11 +794,12 @@ fn malformed_result(what: &str, problem: &str) -> RpcError {
     RpcError::internal("Internal error: the server produced an invalid result; it was not sent")
 }
 
-fn era(method: &str, head: Option<&ParamsHead<'_>>, ctx: &Context<'_, impl Sized>) -> Era {
+/// `names_version`: the request's `_meta` names a protocol version.
+fn era(method: &str, names_version: bool, ctx: &Context<'_, impl Sized>) -> Era {
     if method == "initialize" {
         return Era::Legacy;
     }
-    if head.is_some_and(validate::has_meta_protocol_version) {
+    if names_version {
         return Era::Modern;
     }
     if ctx.session != SessionState::Missing {

@@ -136,7 +136,7 @@ pub(crate) struct ProgressMeta<'a> {
 }
 
 /// The 2026-07-28 `_meta` envelope members, undecoded.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Clone, Copy, Deserialize)]
 pub(crate) struct MetaHead<'a> {
     #[serde(
         rename = "io.modelcontextprotocol/protocolVersion",

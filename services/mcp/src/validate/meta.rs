@@ -7,23 +7,36 @@ use super::{as_str, params::implementation};
 use crate::revision::Revision;
 use crate::wire::{MetaHead, ParamsHead, RpcError, meta_key};
 
-/// True when the request names a protocol version in its `_meta` (the
-/// marker of a 2026-07-28 stateless request). Only presence matters here;
-/// [`modern_envelope`] validates the value.
-pub(crate) fn has_meta_protocol_version(head: &ParamsHead<'_>) -> bool {
+/// The request's `_meta` when it names a protocol version (the marker of
+/// a 2026-07-28 stateless request), read once: the era's choice looks at
+/// presence only, and [`modern_envelope`] validates the values without
+/// reading the object again.
+pub(crate) fn modern_meta<'a>(head: &ParamsHead<'a>) -> Option<MetaHead<'a>> {
     head.meta
         .filter(|raw| raw.get().starts_with('{'))
-        .and_then(|raw| serde_json::from_str::<MetaHead<'_>>(raw.get()).ok())
-        .is_some_and(|meta| meta.protocol_version.is_some())
+        .and_then(|raw| serde_json::from_str::<MetaHead<'a>>(raw.get()).ok())
+        .filter(|meta| meta.protocol_version.is_some())
 }
 
 /// Validates the 2026-07-28 per-request envelope (and, over HTTP, the
-/// mirrored headers) and returns the request's revision.
-pub(crate) fn modern_envelope(
+/// mirrored headers) and returns the request's revision and its `_meta`.
+/// `read` is what [`modern_meta`] read of it, if anything.
+pub(crate) fn modern_envelope<'a>(
     method: &str,
-    head: &ParamsHead<'_>,
+    head: &ParamsHead<'a>,
+    read: Option<MetaHead<'a>>,
     headers: Option<&RequestHeaders>,
-) -> Result<Revision, RpcError> {
+) -> Result<(Revision, MetaHead<'a>), RpcError> {
+    let meta = match read {
+        Some(meta) => meta,
+        None => read_meta(head)?,
+    };
+    check_meta(method, head, meta, headers).map(|revision| (revision, meta))
+}
+
+/// Reads `_meta` of a request the era's choice found modern by other
+/// signs (its headers, `server/discover`), refusing what is not an object.
+fn read_meta<'a>(head: &ParamsHead<'a>) -> Result<MetaHead<'a>, RpcError> {
     let pv_key = meta_key::PROTOCOL_VERSION;
     let caps_key = meta_key::CLIENT_CAPABILITIES;
     let Some(raw_meta) = head.meta else {
@@ -36,8 +49,20 @@ pub(crate) fn modern_envelope(
             "Invalid params: `params._meta` must be an object",
         ));
     }
-    let meta: MetaHead<'_> = serde_json::from_str(raw_meta.get())
-        .map_err(|e| RpcError::invalid_params(format!("Invalid params: `params._meta`: {e}")))?;
+    serde_json::from_str(raw_meta.get())
+        .map_err(|e| RpcError::invalid_params(format!("Invalid params: `params._meta`: {e}")))
+}
+
+/// Checks the envelope's values: the required keys, the version (and the
+/// mirrored headers), the capabilities' and `clientInfo`'s shapes.
+fn check_meta(
+    method: &str,
+    head: &ParamsHead<'_>,
+    meta: MetaHead<'_>,
+    headers: Option<&RequestHeaders>,
+) -> Result<Revision, RpcError> {
+    let pv_key = meta_key::PROTOCOL_VERSION;
+    let caps_key = meta_key::CLIENT_CAPABILITIES;
     let missing: Vec<&str> = [
         (meta.protocol_version.is_none(), pv_key),
         (meta.client_capabilities.is_none(), caps_key),

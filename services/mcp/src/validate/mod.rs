@@ -25,7 +25,7 @@ use serde_json::value::RawValue;
 pub(crate) use envelope::{Incoming, Message, envelope, parse, parse_element};
 pub(crate) use headers::legacy_protocol_header;
 pub use headers::{HeaderSlot, RequestHeaders};
-pub(crate) use meta::{has_meta_protocol_version, modern_envelope};
+pub(crate) use meta::{modern_envelope, modern_meta};
 pub(crate) use params::{Call, decode_arguments, params_head, request};
 pub use result::check_tool_definition;
 pub(crate) use result::{identity, tool_definitions, tool_name, tool_output};

@@ -36,8 +36,11 @@ pub(crate) enum Call<'a> {
     Tool {
         name: String,
         arguments: Option<&'a RawValue>,
-        /// The request's `_meta` (2026-07-28: the declared capabilities).
+        /// The request's `_meta` (2025 revisions: the progress token).
         meta: Option<&'a RawValue>,
+        /// 2026-07-28: the capabilities the request declares in its
+        /// `_meta`, as the envelope's check read them (set by the engine).
+        declared: Option<&'a RawValue>,
         input_responses: Option<&'a RawValue>,
         request_state: Option<&'a RawValue>,
     },
@@ -105,6 +108,7 @@ pub(crate) fn request<'a>(
                 name,
                 arguments: head.arguments,
                 meta: head.meta,
+                declared: None,
                 input_responses: head.input_responses,
                 request_state: head.request_state,
             })
