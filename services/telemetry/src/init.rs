@@ -13,11 +13,12 @@ use std::fmt;
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-use tracing::Dispatch;
-use tracing_subscriber::filter::{LevelFilter, Targets, filter_fn};
+use tracing::{Dispatch, Subscriber};
+use tracing_subscriber::filter::{FilterExt, LevelFilter, Targets, filter_fn};
 use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::fmt::writer::BoxMakeWriter;
 use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer, Registry};
 
@@ -135,39 +136,55 @@ impl TelemetryBuilder {
                 )
             }
         };
-        let fmt_layer = if writes_json(config.log_format) {
-            tracing_subscriber::fmt::layer()
-                .event_format(JsonLines)
-                .fmt_fields(NoSpanFields)
-                .with_writer(writer)
-                .boxed()
-        } else {
-            tracing_subscriber::fmt::layer()
-                .with_ansi(ansi)
-                .with_writer(writer)
-                .boxed()
+        let log = LogLayer {
+            json: writes_json(config.log_format),
+            ansi,
+            writer,
         };
 
-        // The correlation layer reads spans only, and says so with a
-        // filter of its own: a layer with none is interested in every
-        // callsite, and then every event the log filter leaves out was
-        // still dispatched, each time (actix-http's `trace!` on every poll
-        // of a connection). With every layer filtered, such a callsite is
-        // decided once.
-        let correlation = CorrelationLayer.with_filter(filter_fn(|metadata| metadata.is_span()));
-        let mut layers: Vec<Box<dyn Layer<Registry> + Send + Sync>> =
-            vec![correlation.boxed(), log_filter.wrap(fmt_layer)];
-        if let Some(provider) = &provider {
-            // Exported spans do not follow the log filter: turning logs down
-            // to `warn` must not silence traces.
-            layers.push(
-                tracing_opentelemetry::layer()
-                    .with_tracer(provider.tracer(TRACER_NAME))
-                    .with_filter(LevelFilter::INFO)
-                    .boxed(),
-            );
-        }
-        let dispatch = Dispatch::new(Registry::default().with(layers));
+        let dispatch = match (log_filter, &provider) {
+            // Nothing to filter layer by layer: one filter for the whole
+            // subscriber, the log filter widened to every span (whose
+            // correlation ids the lines of any level carry), decided once
+            // per callsite. Per-layer filters cost a look-up of the span
+            // in the registry for each filtered layer at every entry, exit
+            // and close of a span, about 36 a request
+            // (services/bench/FINDINGS.md).
+            (LogFilter::Targets(targets), None) => {
+                let spans_or_logged = filter_fn(move |metadata| {
+                    metadata.is_span() || targets.would_enable(metadata.target(), metadata.level())
+                });
+                Dispatch::new(
+                    Registry::default()
+                        .with(spans_or_logged)
+                        .with(CorrelationLayer)
+                        .with(log.layer()),
+                )
+            }
+            (log_filter, provider) => {
+                // The correlation layer reads spans only, and says so with
+                // a filter of its own: a layer with none is interested in
+                // every callsite, and then every event the log filter
+                // leaves out was still dispatched, each time (actix-http's
+                // `trace!` on every poll of a connection). With every layer
+                // filtered, such a callsite is decided once.
+                let correlation =
+                    CorrelationLayer.with_filter(filter_fn(|metadata| metadata.is_span()));
+                let mut layers: Vec<Box<dyn Layer<Registry> + Send + Sync>> =
+                    vec![correlation.boxed(), log_filter.wrap(log.layer())];
+                if let Some(provider) = provider {
+                    // Exported spans do not follow the log filter: turning
+                    // logs down to `warn` must not silence traces.
+                    layers.push(
+                        tracing_opentelemetry::layer()
+                            .with_tracer(provider.tracer(TRACER_NAME))
+                            .with_filter(LevelFilter::INFO)
+                            .boxed(),
+                    );
+                }
+                Dispatch::new(Registry::default().with(layers))
+            }
+        };
         Ok((
             dispatch,
             TelemetryGuard {
@@ -231,13 +248,45 @@ impl LogFilter {
         })
     }
 
+    /// `layer` behind this filter for events, and every span: a line
+    /// carries the correlation ids of the request it is logged in even
+    /// when the request's spans are below the filter's level.
     fn wrap(
         self,
         layer: Box<dyn Layer<Registry> + Send + Sync>,
     ) -> Box<dyn Layer<Registry> + Send + Sync> {
+        let spans = || filter_fn(|metadata| metadata.is_span());
         match self {
-            Self::Targets(targets) => layer.with_filter(*targets).boxed(),
-            Self::Env(env) => layer.with_filter(*env).boxed(),
+            Self::Targets(targets) => layer.with_filter(targets.or(spans())).boxed(),
+            Self::Env(env) => layer.with_filter(env.or(spans())).boxed(),
+        }
+    }
+}
+
+/// The log layer's settings, built into a layer for whichever subscriber
+/// [`TelemetryBuilder::build`] assembles.
+struct LogLayer {
+    json: bool,
+    ansi: bool,
+    writer: BoxMakeWriter,
+}
+
+impl LogLayer {
+    fn layer<S>(self) -> Box<dyn Layer<S> + Send + Sync>
+    where
+        S: Subscriber + for<'a> LookupSpan<'a>,
+    {
+        if self.json {
+            tracing_subscriber::fmt::layer()
+                .event_format(JsonLines)
+                .fmt_fields(NoSpanFields)
+                .with_writer(self.writer)
+                .boxed()
+        } else {
+            tracing_subscriber::fmt::layer()
+                .with_ansi(self.ansi)
+                .with_writer(self.writer)
+                .boxed()
         }
     }
 }
@@ -493,6 +542,66 @@ mod tests {
             assert!(event_enabled("info", exporter, false), "{exporter}");
             assert!(event_enabled("trace", exporter, true), "{exporter}");
         }
+    }
+
+    /// The lines `build` writes under the log filter `filter` (JSON, with
+    /// an exporter or not) for a `debug` and a `warn` event inside an
+    /// `info` span that carries a request id.
+    fn lines_in_a_request(filter: &str, exporter: bool) -> Vec<serde_json::Value> {
+        let out = crate::logs::tests::Lines::default();
+        let writer = out.clone();
+        let mut config = TelemetryConfig::new("correlation");
+        config.log_filter = filter.to_owned();
+        config.log_format = LogFormat::Json;
+        let mut builder = TelemetryBuilder::new(config).with_log_writer(move || writer.clone());
+        if exporter {
+            builder = builder.with_span_exporter(InMemorySpanExporter::default());
+        }
+        let (dispatch, _guard) = builder.build().unwrap();
+        tracing::dispatcher::with_default(&dispatch, || {
+            let span = tracing::info_span!(
+                target: "corkboard_telemetry::http",
+                "http.request",
+                request_id = "req-1"
+            );
+            let _entered = span.enter();
+            tracing::debug!(target: "corkboard_gateway", "debug inside");
+            tracing::warn!(target: "corkboard_gateway", "warn inside");
+        });
+        out.text()
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn lines_carry_the_request_id_whatever_the_filter_and_the_layers() {
+        // Without an exporter one filter serves the whole subscriber, with
+        // one each layer has its own: either way the span of a request is
+        // kept for its lines even where the log filter is above its level.
+        for exporter in [false, true] {
+            for (filter, debug_logged) in [("debug", true), ("info", false), ("warn", false)] {
+                let lines = lines_in_a_request(filter, exporter);
+                let messages: Vec<&str> = lines
+                    .iter()
+                    .map(|line| line["message"].as_str().unwrap())
+                    .collect();
+                let expected: &[&str] = if debug_logged {
+                    &["debug inside", "warn inside"]
+                } else {
+                    &["warn inside"]
+                };
+                assert_eq!(messages, expected, "{filter}, exporter {exporter}");
+                for line in &lines {
+                    assert_eq!(line["request_id"], "req-1", "{filter}, exporter {exporter}");
+                    assert_eq!(
+                        line["span"], "http.request",
+                        "{filter}, exporter {exporter}"
+                    );
+                }
+            }
+        }
+        assert!(lines_in_a_request("off", false).is_empty());
     }
 
     #[test]
