@@ -358,11 +358,12 @@ async fn accept_loop<S>(
 ) where
     S: Service<(RunStream, Protocol, Option<SocketAddr>), Response = ()> + 'static,
 {
-    let _counted = Counted::new(&worker.census.listeners);
+    let counted = Counted::new(&worker.census.listeners);
     let listener = match tokio::net::TcpListener::from_std(listener) {
         Ok(listener) => listener,
         Err(err) => {
             tracing::error!(run = %run.run.state.key, error = %err, "gateway listener could not start");
+            drop(counted);
             run.run.state.listening.send_replace(false);
             return;
         }
@@ -391,9 +392,12 @@ async fn accept_loop<S>(
             },
         }
     }
-    // Closing the run's port, then saying so: whoever stops the run waits
-    // for this before reporting the run stopped.
+    // Closing the run's port and leaving the census, then saying so:
+    // whoever stops the run waits for this before reporting the run
+    // stopped, and the runner's stats read on another thread right after
+    // must not still count this listener.
     drop(listener);
+    drop(counted);
     run.run.state.listening.send_replace(false);
 }
 
