@@ -13,8 +13,8 @@ use std::fmt;
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-use tracing::{Dispatch, Subscriber};
-use tracing_subscriber::filter::{FilterExt, LevelFilter, Targets, filter_fn};
+use tracing::{Dispatch, Metadata, Subscriber};
+use tracing_subscriber::filter::{FilterExt, FilterFn, LevelFilter, Targets, filter_fn};
 use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::fmt::writer::BoxMakeWriter;
 use tracing_subscriber::layer::SubscriberExt;
@@ -168,8 +168,7 @@ impl TelemetryBuilder {
                 // leaves out was still dispatched, each time (actix-http's
                 // `trace!` on every poll of a connection). With every layer
                 // filtered, such a callsite is decided once.
-                let correlation =
-                    CorrelationLayer.with_filter(filter_fn(|metadata| metadata.is_span()));
+                let correlation = CorrelationLayer.with_filter(every_span());
                 let mut layers: Vec<Box<dyn Layer<Registry> + Send + Sync>> =
                     vec![correlation.boxed(), log_filter.wrap(log.layer())];
                 if let Some(provider) = provider {
@@ -255,12 +254,16 @@ impl LogFilter {
         self,
         layer: Box<dyn Layer<Registry> + Send + Sync>,
     ) -> Box<dyn Layer<Registry> + Send + Sync> {
-        let spans = || filter_fn(|metadata| metadata.is_span());
         match self {
-            Self::Targets(targets) => layer.with_filter(targets.or(spans())).boxed(),
-            Self::Env(env) => layer.with_filter(env.or(spans())).boxed(),
+            Self::Targets(targets) => layer.with_filter(targets.or(every_span())).boxed(),
+            Self::Env(env) => layer.with_filter(env.or(every_span())).boxed(),
         }
     }
+}
+
+/// A per-layer filter that takes every span and no event.
+fn every_span() -> FilterFn<fn(&Metadata<'_>) -> bool> {
+    filter_fn(|metadata| metadata.is_span())
 }
 
 /// The log layer's settings, built into a layer for whichever subscriber

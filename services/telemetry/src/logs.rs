@@ -255,12 +255,7 @@ fn quote(out: &mut String, value: &str) {
 fn escape(out: &mut String, value: &str) {
     // Nearly every key and value (names, ids, labels) needs no escaping:
     // copied as it is, without serialising it into a string of its own.
-    // The test folds over every byte, without an early exit, so that it
-    // compiles to vector compares rather than a branch per byte.
-    let needs_escaping = value.bytes().fold(false, |found, b| {
-        found | (b == b'"') | (b == b'\\') | (b < 0x20)
-    });
-    if !needs_escaping {
+    if !value.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20) {
         out.push_str(value);
         return;
     }
