@@ -38,6 +38,18 @@ fn serve_starts_answers_health_and_stops_on_sigterm() {
     assert!(status.success(), "exit status after SIGTERM: {status:?}");
 }
 
+/// A supervisor may stop `serve` the moment it announces its address: the
+/// signal is caught from before the announcement, so the stop is graceful
+/// (exit 0, the audit flushed) and never the default action's kill.
+#[test]
+fn a_sigterm_the_moment_serve_announces_itself_is_a_graceful_stop() {
+    for _ in 0..3 {
+        let serve = Serve::start();
+        let status = serve.process.terminate();
+        assert!(status.success(), "exit status after SIGTERM: {status:?}");
+    }
+}
+
 #[test]
 fn grant_create_prints_a_usable_token_and_client_config() {
     let serve = Serve::start();

@@ -12,6 +12,7 @@
 
 use crate::cli::ConfigArgs;
 use crate::run_renew::{Attempt, KeepAlive};
+use crate::signals::{Stop, StopSignals};
 use anyhow::{Context, Result, anyhow};
 use clap::Args;
 use corkboard_board::{Capabilities, GrantLedger, RunId, TenantId, Timestamp};
@@ -293,7 +294,10 @@ async fn in_process(
     mut request: GrantRequest,
     args: &RunArgs,
 ) -> Result<u8> {
-    let mut signals = Signals::catch()?;
+    // Caught from before the run is registered, so a signal arriving
+    // meanwhile is passed on to CMD instead of killing this process before
+    // it can revoke.
+    let mut signals = StopSignals::catch()?;
     // One run needs no shared port: its gateway always has a port of its own.
     settings.gateway_mode = GatewayMode::Dedicated;
     let board = local_board(&settings, explicit_dir).await?;
@@ -407,7 +411,10 @@ async fn renewed_remotely(api: &crate::grant_cmd::Remote, path: &str, ttl: Durat
 }
 
 async fn remote(server: String, request: GrantRequest, args: &RunArgs) -> Result<u8> {
-    let mut signals = Signals::catch()?;
+    // Caught from before the run is registered, so a signal arriving
+    // meanwhile is passed on to CMD instead of killing this process before
+    // it can revoke.
+    let mut signals = StopSignals::catch()?;
     // The register API of a server or runner.
     let api = crate::grant_cmd::Remote::new(&server)?;
     let caps: Vec<&str> = request.capabilities.iter().map(|c| c.as_str()).collect();
@@ -459,31 +466,13 @@ fn announce(tenant: &TenantId, run: &RunId, url: &str) {
     );
 }
 
-/// SIGINT and SIGTERM, caught from before the run is registered, so one
-/// arriving meanwhile is passed on to CMD instead of killing this process
-/// before it can revoke.
-struct Signals {
-    interrupt: tokio::signal::unix::Signal,
-    terminate: tokio::signal::unix::Signal,
-}
-
-impl Signals {
-    fn catch() -> Result<Self> {
-        use tokio::signal::unix::{SignalKind, signal};
-        Ok(Self {
-            interrupt: signal(SignalKind::interrupt())?,
-            terminate: signal(SignalKind::terminate())?,
-        })
-    }
-}
-
 /// Runs the command with the run's environment until it ends, forwarding
 /// SIGINT and SIGTERM and renewing the run's grant, and returns the exit
 /// code to pass on.
 async fn supervise<F, Fut>(
     handout: &Handout,
     args: &RunArgs,
-    signals: &mut Signals,
+    signals: &mut StopSignals,
     mut keep_alive: KeepAlive<F>,
 ) -> Result<u8>
 where
@@ -543,8 +532,10 @@ where
         tokio::select! {
             status = child.wait() => break status?,
             () = keep_alive.tick() => {}
-            _ = signals.interrupt.recv() => forward(pid, rustix::process::Signal::INT),
-            _ = signals.terminate.recv() => forward(pid, rustix::process::Signal::TERM),
+            stop = signals.next() => forward(pid, match stop {
+                Stop::Interrupt => rustix::process::Signal::INT,
+                Stop::Terminate => rustix::process::Signal::TERM,
+            }),
         }
     };
     use std::os::unix::process::ExitStatusExt;

@@ -53,6 +53,7 @@ pub fn run(args: RoleArgs, role: Role) -> Result<ExitCode> {
     let bound = listener.local_addr()?;
     settings.listen = bound;
     actix_web::rt::System::new().block_on(async move {
+        let mut stop = crate::signals::StopSignals::catch().context("catch SIGINT and SIGTERM")?;
         let state = crate::compose::app_state(settings, policy).await?;
         // One webhook delivery worker per server process (leases keep
         // replicas from sending the same delivery).
@@ -135,7 +136,7 @@ pub fn run(args: RoleArgs, role: Role) -> Result<ExitCode> {
         let handle = server.handle();
         let web = state.web.clone();
         actix_web::rt::spawn(async move {
-            crate::signals::terminated().await;
+            stop.next().await;
             tracing::info!("stopping: draining in-flight requests");
             web.close();
             handle.stop(true).await;

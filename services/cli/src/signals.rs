@@ -1,26 +1,39 @@
 //! Waiting for the signals that ask a process to stop.
 
-/// Resolves on SIGINT or SIGTERM (or if signals cannot be watched, never).
-pub async fn terminated() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = ctrl_c => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = ctrl_c.await;
-            }
-        }
+use tokio::signal::unix::{Signal, SignalKind, signal};
+
+/// SIGINT and SIGTERM, caught from the moment [`StopSignals::catch`]
+/// returns. Made before a process announces itself: a supervisor may
+/// signal the instant it reads the announcement, and a signal that
+/// arrives before anything catches it takes the default action, a kill
+/// that skips the drain and the audit flush.
+pub struct StopSignals {
+    interrupt: Signal,
+    terminate: Signal,
+}
+
+/// Which stop was asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    Interrupt,
+    Terminate,
+}
+
+impl StopSignals {
+    /// Catches both signals now (needs a running Tokio runtime).
+    pub fn catch() -> std::io::Result<Self> {
+        Ok(Self {
+            interrupt: signal(SignalKind::interrupt())?,
+            terminate: signal(SignalKind::terminate())?,
+        })
     }
-    #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
+
+    /// The next stop asked for.
+    pub async fn next(&mut self) -> Stop {
+        tokio::select! {
+            _ = self.interrupt.recv() => Stop::Interrupt,
+            _ = self.terminate.recv() => Stop::Terminate,
+        }
     }
 }
 

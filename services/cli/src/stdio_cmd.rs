@@ -145,32 +145,6 @@ fn mcp_url(server: &str) -> Result<String> {
     })
 }
 
-/// Resolves when the process is asked to stop (SIGTERM, SIGINT).
-async fn stop_requested() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::interrupt()),
-        ) {
-            (Ok(mut term), Ok(mut int)) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = int.recv() => {}
-                }
-            }
-            _ => std::future::pending::<()>().await,
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    }
-}
-
 // ---------------------------------------------------------------------------
 // Local mode
 
@@ -184,6 +158,7 @@ where
     R: AsyncBufRead + Unpin,
     W: AsyncWrite + Unpin,
 {
+    let mut stop = crate::signals::StopSignals::catch().context("catch SIGINT and SIGTERM")?;
     // The board `serve` made, never a new empty one.
     crate::datadir::require_board(settings)?;
     let store = open_store(settings).await?;
@@ -238,7 +213,7 @@ where
     };
     let served = tokio::select! {
         served = serve_stdio(&engine, principal, options, input, output) => served.map_err(anyhow::Error::from),
-        () = stop_requested() => {
+        _ = stop.next() => {
             tracing::info!("stop requested; ending the stdio session");
             Ok(())
         }
@@ -361,6 +336,7 @@ async fn serve_bridge(
     input: impl AsyncBufRead + Unpin,
     output: impl AsyncWrite + Unpin,
 ) -> Result<()> {
+    let mut stop = crate::signals::StopSignals::catch().context("catch SIGINT and SIGTERM")?;
     let credential = match token {
         Some(token) => Credential::Bearer(token),
         None => {
@@ -380,9 +356,11 @@ async fn serve_bridge(
     })
     .context("HTTP client")?;
     tracing::info!(transport = "stdio", mode = "bridge", url = %client.url(), "relaying MCP from stdio");
-    relay_stdio(&mut client, options, input, output, stop_requested())
-        .await
-        .context("stdio transport")
+    relay_stdio(&mut client, options, input, output, async move {
+        stop.next().await;
+    })
+    .await
+    .context("stdio transport")
 }
 
 #[cfg(test)]
