@@ -164,6 +164,19 @@ fn reachable(url: &str) -> bool {
     .is_ok()
 }
 
+/// A supervisor may stop the runner the moment it announces its address:
+/// the signal is caught from before the announcement, so the stop drains
+/// and exits 0 instead of dying by the default action.
+#[test]
+fn a_sigterm_the_moment_the_runner_announces_itself_is_a_graceful_stop() {
+    let (serve, secrets, _secrets_dir) = serve_with_secrets();
+    for _ in 0..3 {
+        let runner = Runner::start(serve.data_dir.path(), &secrets, &[]);
+        let status = runner.process.terminate();
+        assert!(status.success(), "runner exit {status:?}");
+    }
+}
+
 #[test]
 fn the_runner_serves_real_clients_in_both_listener_modes() {
     let (serve, secrets, _secrets_dir) = serve_with_secrets();

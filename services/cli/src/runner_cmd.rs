@@ -28,6 +28,8 @@ pub fn run(args: RoleArgs) -> Result<ExitCode> {
     let bound = listener.local_addr()?;
     settings.listen = bound;
     actix_web::rt::System::new().block_on(async move {
+        // Caught before the announcement below (see `StopSignals`).
+        let stop = crate::signals::StopSignals::catch().context("catch SIGINT and SIGTERM")?;
         let state = crate::compose::app_state(settings, SecretPolicy::MustExist).await?;
         let runner = crate::compose::start_runner(&state)
             .await
@@ -76,7 +78,9 @@ pub fn run(args: RoleArgs) -> Result<ExitCode> {
         .listen(listener)
         .context("listen: cannot serve on the bound socket")?
         .shutdown_timeout(crate::signals::ShutdownPlan::of(settings).http.as_secs())
+        .disable_signals()
         .run();
+        crate::signals::stop_server_on_signal(stop, server.handle(), || {});
         {
             let mut out = std::io::stdout().lock();
             let _ = writeln!(out, "listening on http://{bound}");

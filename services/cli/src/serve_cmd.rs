@@ -53,7 +53,8 @@ pub fn run(args: RoleArgs, role: Role) -> Result<ExitCode> {
     let bound = listener.local_addr()?;
     settings.listen = bound;
     actix_web::rt::System::new().block_on(async move {
-        let mut stop = crate::signals::StopSignals::catch().context("catch SIGINT and SIGTERM")?;
+        // Caught before the announcement below (see `StopSignals`).
+        let stop = crate::signals::StopSignals::catch().context("catch SIGINT and SIGTERM")?;
         let state = crate::compose::app_state(settings, policy).await?;
         // One webhook delivery worker per server process (leases keep
         // replicas from sending the same delivery).
@@ -133,14 +134,8 @@ pub fn run(args: RoleArgs, role: Role) -> Result<ExitCode> {
         .run();
         // Our own signal handling: end the web board's live streams first,
         // or open pages would hold the graceful stop for its whole timeout.
-        let handle = server.handle();
         let web = state.web.clone();
-        actix_web::rt::spawn(async move {
-            stop.next().await;
-            tracing::info!("stopping: draining in-flight requests");
-            web.close();
-            handle.stop(true).await;
-        });
+        crate::signals::stop_server_on_signal(stop, server.handle(), move || web.close());
         if let Some(held) = &held {
             // Local CLI commands (`grant create`) read this to print URLs
             // that reach this process, and a second `serve` to name it.

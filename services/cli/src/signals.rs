@@ -37,6 +37,21 @@ impl StopSignals {
     }
 }
 
+/// Stops `server` gracefully on the first SIGINT or SIGTERM, after
+/// `before` (which ends what would otherwise hold the graceful stop open).
+pub fn stop_server_on_signal(
+    mut stop: StopSignals,
+    server: actix_web::dev::ServerHandle,
+    before: impl FnOnce() + 'static,
+) {
+    actix_web::rt::spawn(async move {
+        stop.next().await;
+        tracing::info!("stopping: draining in-flight requests");
+        before();
+        server.stop(true).await;
+    });
+}
+
 use std::time::Duration;
 
 /// How the time a process has between SIGTERM and SIGKILL
