@@ -34,9 +34,15 @@ use corkboard_board::AuditId;
 
 /// Records queued before `record` starts refusing.
 const QUEUE_CAPACITY: usize = 65_536;
-/// Largest batch written in one store call: one store write holds up the
-/// issue writes queued behind it for about a millisecond at most.
-const BATCH_MAX: usize = 128;
+/// Largest batch written in one store call, one transaction. Each commit
+/// rewrites the last page of the audit table and of each of its indexes
+/// (and the file's header page), so under a read load (tens of thousands
+/// of records a second) fuller commits write far fewer pages per record:
+/// 128 a call made about 275 commits a second at 35,000 reads a second
+/// (services/bench/FINDINGS.md). Nothing waits behind a large batch: the
+/// SQLite store writes audit records with a writer and file of their own,
+/// MongoDB in a collection of their own.
+const BATCH_MAX: usize = 2048;
 /// How long records gather before they are written (in `BATCH_MAX`
 /// pieces). Every tool call, reads included, is audited: waking up less
 /// often means fewer, fuller writes under load.
@@ -258,7 +264,7 @@ async fn write_loop(
     written: Arc<AtomicU64>,
     losses: Arc<Losses>,
 ) {
-    let mut batch = Vec::with_capacity(BATCH_MAX);
+    let mut batch = Vec::new();
     let mut stopping = false;
     loop {
         if !stopping {
