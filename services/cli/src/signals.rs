@@ -1,5 +1,6 @@
 //! Waiting for the signals that ask a process to stop.
 
+use std::time::Duration;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
 /// SIGINT and SIGTERM, caught from the moment [`StopSignals::catch`]
@@ -51,8 +52,6 @@ pub fn stop_server_on_signal(
         server.stop(true).await;
     });
 }
-
-use std::time::Duration;
 
 /// How the time a process has between SIGTERM and SIGKILL
 /// (`shutdown_grace_ms`) is spent, phase by phase, in the worst case:
