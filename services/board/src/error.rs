@@ -122,6 +122,17 @@ impl StoreError {
         matches!(self, Self::Unavailable { .. } | Self::TenantBusy { .. })
     }
 
+    /// The error of a write that failed after its first step committed
+    /// (an idempotency key claimed, say): something of it is stored, and a
+    /// retry with the same key completes it, so "nothing was applied" would
+    /// be false. An `Unavailable` becomes `maybe_applied`; others stay.
+    pub fn after_commit_point(self) -> Self {
+        match self {
+            Self::Unavailable { reason, .. } => Self::outcome_unknown(reason),
+            other => other,
+        }
+    }
+
     /// The error a read gets where a write would be `maybe_applied`: a read
     /// changes nothing, so its outcome is never in doubt.
     pub fn for_read(self) -> Self {
@@ -129,5 +140,41 @@ impl StoreError {
             Self::Unavailable { reason, .. } => Self::unavailable(reason),
             other => other,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn after_a_commit_point_nothing_is_reported_as_not_applied() {
+        let err = StoreError::unavailable("no server").after_commit_point();
+        assert!(
+            matches!(&err, StoreError::Unavailable { maybe_applied: true, reason } if reason == "no server"),
+            "{err:?}"
+        );
+        let err = StoreError::outcome_unknown("cut").after_commit_point();
+        assert!(matches!(
+            err,
+            StoreError::Unavailable {
+                maybe_applied: true,
+                ..
+            }
+        ));
+        // Refusals are not outages: they stay what they are.
+        let err = StoreError::IdempotencyConflict.after_commit_point();
+        assert!(matches!(err, StoreError::IdempotencyConflict));
+        // And a read never reports a write's doubt.
+        let err = StoreError::outcome_unknown("cut")
+            .after_commit_point()
+            .for_read();
+        assert!(matches!(
+            err,
+            StoreError::Unavailable {
+                maybe_applied: false,
+                ..
+            }
+        ));
     }
 }

@@ -794,16 +794,36 @@ impl MongoStore {
             field::CREATED_AT: date(now),
         };
         if self.claim_key(tenant, record).await? {
-            self.insert_issue(tenant, created_doc(&issue)).await?;
+            // The key is claimed: from here a failure leaves the create
+            // half done, and a retry with the key finishes it.
+            self.insert_issue(tenant, created_doc(&issue))
+                .await
+                .map_err(StoreError::after_commit_point)?;
             return Ok(Created {
                 issue,
                 replayed: false,
             });
         }
+        self.replay_create(tenant, author, key, &fingerprint)
+            .await
+            // The key's record is stored: the create is (or, retried,
+            // will be) applied, whatever this attempt met.
+            .map_err(StoreError::after_commit_point)
+    }
+
+    /// The create a claimed key recorded, finished if its first caller
+    /// stopped between its two steps.
+    async fn replay_create(
+        &self,
+        tenant: &TenantId,
+        author: &Author,
+        key: &IdempotencyKey,
+        fingerprint: &str,
+    ) -> Result<Created, StoreError> {
         let record = self
             .read_claim(tenant, &author.run, key, Kind::Issue)
             .await?;
-        if record.get_str("fingerprint").ok() != Some(fingerprint.as_str()) {
+        if record.get_str("fingerprint").ok() != Some(fingerprint) {
             return Err(StoreError::IdempotencyConflict);
         }
         let stored = record
@@ -942,10 +962,13 @@ impl MongoStore {
                     // The issue is full, so the comment will never land:
                     // free the key for a request that can succeed (a
                     // replay meanwhile gets the same refusal from its push).
-                    self.release_claim(tenant, author, key, &comment.id).await?;
+                    self.release_claim(tenant, author, key, &comment.id)
+                        .await
+                        .map_err(StoreError::after_commit_point)?;
                     return Err(err);
                 }
-                Err(err) => return Err(err),
+                // The key is claimed: a retry with it finishes the comment.
+                Err(err) => return Err(err.after_commit_point()),
             };
             return Ok(CommentAdded {
                 issue,
@@ -965,7 +988,11 @@ impl MongoStore {
             .and_then(comment_from_doc)?;
         // Pushing again is a no-op when the first caller got there; when it
         // did not (it failed after recording the key), this completes it.
-        let issue = self.push_comment(tenant, &new.issue, &stored).await?;
+        // The key's record is stored, so a failure here is no "not applied".
+        let issue = self
+            .push_comment(tenant, &new.issue, &stored)
+            .await
+            .map_err(StoreError::after_commit_point)?;
         Ok(CommentAdded {
             issue,
             comment: stored,
