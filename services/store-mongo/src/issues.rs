@@ -793,22 +793,21 @@ impl MongoStore {
             "issue": created_doc(&issue),
             field::CREATED_AT: date(now),
         };
-        if self.claim_key(tenant, record).await? {
-            // The key is claimed: from here a failure leaves the create
-            // half done, and a retry with the key finishes it.
+        let claimed = self.claim_key(tenant, record).await?;
+        // The commit point: from here the key's record is stored, so the
+        // create is (or, retried with the key, will be) applied, whatever
+        // this attempt meets next.
+        let created = if claimed {
             self.insert_issue(tenant, created_doc(&issue))
                 .await
-                .map_err(StoreError::after_commit_point)?;
-            return Ok(Created {
-                issue,
-                replayed: false,
-            });
-        }
-        self.replay_create(tenant, author, key, &fingerprint)
-            .await
-            // The key's record is stored: the create is (or, retried,
-            // will be) applied, whatever this attempt met.
-            .map_err(StoreError::after_commit_point)
+                .map(|()| Created {
+                    issue,
+                    replayed: false,
+                })
+        } else {
+            self.replay_create(tenant, author, key, &fingerprint).await
+        };
+        created.map_err(StoreError::after_commit_point)
     }
 
     /// The create a claimed key recorded, finished if its first caller
@@ -955,49 +954,48 @@ impl MongoStore {
             "comment": comment_doc(&comment),
             field::CREATED_AT: date(comment.created_at),
         };
-        if self.claim_key(tenant, record).await? {
-            let issue = match self.push_comment(tenant, &new.issue, &comment).await {
-                Ok(issue) => issue,
-                Err(err @ StoreError::CommentLimit { .. }) => {
-                    // The issue is full, so the comment will never land:
-                    // free the key for a request that can succeed (a
-                    // replay meanwhile gets the same refusal from its push).
-                    self.release_claim(tenant, author, key, &comment.id)
-                        .await
-                        .map_err(StoreError::after_commit_point)?;
-                    return Err(err);
-                }
-                // The key is claimed: a retry with it finishes the comment.
-                Err(err) => return Err(err.after_commit_point()),
-            };
-            return Ok(CommentAdded {
+        let claimed = self.claim_key(tenant, record).await?;
+        // The commit point, as in `create_with_key`: the key's record is
+        // stored, so a failure from here on is never "nothing applied".
+        let added = async {
+            if claimed {
+                let issue = match self.push_comment(tenant, &new.issue, &comment).await {
+                    Ok(issue) => issue,
+                    Err(err @ StoreError::CommentLimit { .. }) => {
+                        // The issue is full, so the comment will never land:
+                        // free the key for a request that can succeed (a
+                        // replay meanwhile gets the same refusal from its push).
+                        self.release_claim(tenant, author, key, &comment.id).await?;
+                        return Err(err);
+                    }
+                    Err(err) => return Err(err),
+                };
+                return Ok(CommentAdded {
+                    issue,
+                    comment,
+                    replayed: false,
+                });
+            }
+            let record = self
+                .read_claim(tenant, &author.run, key, Kind::Comment)
+                .await?;
+            if record.get_str("fingerprint").ok() != Some(fingerprint.as_str()) {
+                return Err(StoreError::IdempotencyConflict);
+            }
+            let stored = record
+                .get_document("comment")
+                .map_err(|_| StoreError::Internal("an idempotency record lacks its comment".into()))
+                .and_then(comment_from_doc)?;
+            // Pushing again is a no-op when the first caller got there; when
+            // it did not (it failed after recording the key), this completes it.
+            let issue = self.push_comment(tenant, &new.issue, &stored).await?;
+            Ok(CommentAdded {
                 issue,
-                comment,
-                replayed: false,
-            });
-        }
-        let record = self
-            .read_claim(tenant, &author.run, key, Kind::Comment)
-            .await?;
-        if record.get_str("fingerprint").ok() != Some(fingerprint.as_str()) {
-            return Err(StoreError::IdempotencyConflict);
-        }
-        let stored = record
-            .get_document("comment")
-            .map_err(|_| StoreError::Internal("an idempotency record lacks its comment".into()))
-            .and_then(comment_from_doc)?;
-        // Pushing again is a no-op when the first caller got there; when it
-        // did not (it failed after recording the key), this completes it.
-        // The key's record is stored, so a failure here is no "not applied".
-        let issue = self
-            .push_comment(tenant, &new.issue, &stored)
-            .await
-            .map_err(StoreError::after_commit_point)?;
-        Ok(CommentAdded {
-            issue,
-            comment: stored,
-            replayed: true,
-        })
+                comment: stored,
+                replayed: true,
+            })
+        };
+        added.await.map_err(StoreError::after_commit_point)
     }
 
     /// Creates as [`IssueStore::create_issue`] does (inside its bound).
