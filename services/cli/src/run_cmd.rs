@@ -411,9 +411,7 @@ async fn renewed_remotely(api: &crate::grant_cmd::Remote, path: &str, ttl: Durat
 }
 
 async fn remote(server: String, request: GrantRequest, args: &RunArgs) -> Result<u8> {
-    // Caught from before the run is registered, so a signal arriving
-    // meanwhile is passed on to CMD instead of killing this process before
-    // it can revoke.
+    // Caught from before the run is registered, as in `in_process`.
     let mut signals = StopSignals::catch()?;
     // The register API of a server or runner.
     let api = crate::grant_cmd::Remote::new(&server)?;

@@ -29,7 +29,7 @@ pub fn run(args: RoleArgs) -> Result<ExitCode> {
     settings.listen = bound;
     actix_web::rt::System::new().block_on(async move {
         // Caught before the announcement below (see `StopSignals`).
-        let stop = crate::signals::StopSignals::catch().context("catch SIGINT and SIGTERM")?;
+        let stop = crate::signals::StopSignals::catch()?;
         let state = crate::compose::app_state(settings, SecretPolicy::MustExist).await?;
         let runner = crate::compose::start_runner(&state)
             .await

@@ -54,7 +54,7 @@ pub fn run(args: RoleArgs, role: Role) -> Result<ExitCode> {
     settings.listen = bound;
     actix_web::rt::System::new().block_on(async move {
         // Caught before the announcement below (see `StopSignals`).
-        let stop = crate::signals::StopSignals::catch().context("catch SIGINT and SIGTERM")?;
+        let stop = crate::signals::StopSignals::catch()?;
         let state = crate::compose::app_state(settings, policy).await?;
         // One webhook delivery worker per server process (leases keep
         // replicas from sending the same delivery).

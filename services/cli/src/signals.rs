@@ -22,10 +22,12 @@ pub enum Stop {
 
 impl StopSignals {
     /// Catches both signals now (needs a running Tokio runtime).
-    pub fn catch() -> std::io::Result<Self> {
+    pub fn catch() -> anyhow::Result<Self> {
+        use anyhow::Context;
+        let catch = |kind| signal(kind).context("catch SIGINT and SIGTERM");
         Ok(Self {
-            interrupt: signal(SignalKind::interrupt())?,
-            terminate: signal(SignalKind::terminate())?,
+            interrupt: catch(SignalKind::interrupt())?,
+            terminate: catch(SignalKind::terminate())?,
         })
     }
 

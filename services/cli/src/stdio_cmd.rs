@@ -158,7 +158,7 @@ where
     R: AsyncBufRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let mut stop = crate::signals::StopSignals::catch().context("catch SIGINT and SIGTERM")?;
+    let mut stop = crate::signals::StopSignals::catch()?;
     // The board `serve` made, never a new empty one.
     crate::datadir::require_board(settings)?;
     let store = open_store(settings).await?;
@@ -336,7 +336,7 @@ async fn serve_bridge(
     input: impl AsyncBufRead + Unpin,
     output: impl AsyncWrite + Unpin,
 ) -> Result<()> {
-    let mut stop = crate::signals::StopSignals::catch().context("catch SIGINT and SIGTERM")?;
+    let mut stop = crate::signals::StopSignals::catch()?;
     let credential = match token {
         Some(token) => Credential::Bearer(token),
         None => {
