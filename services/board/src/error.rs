@@ -133,6 +133,18 @@ impl StoreError {
         }
     }
 
+    /// Whether a write that failed with this error may still have taken
+    /// effect (`maybe_applied`): its outcome is unknown.
+    pub fn may_have_been_applied(&self) -> bool {
+        matches!(
+            self,
+            Self::Unavailable {
+                maybe_applied: true,
+                ..
+            }
+        )
+    }
+
     /// The error a read gets where a write would be `maybe_applied`: a read
     /// changes nothing, so its outcome is never in doubt.
     pub fn for_read(self) -> Self {
@@ -149,7 +161,10 @@ mod tests {
 
     #[test]
     fn after_a_commit_point_nothing_is_reported_as_not_applied() {
+        assert!(!StoreError::unavailable("no server").may_have_been_applied());
+        assert!(!StoreError::IdempotencyConflict.may_have_been_applied());
         let err = StoreError::unavailable("no server").after_commit_point();
+        assert!(err.may_have_been_applied());
         assert!(
             matches!(&err, StoreError::Unavailable { maybe_applied: true, reason } if reason == "no server"),
             "{err:?}"

@@ -340,16 +340,52 @@ impl GrantService {
     /// Revokes one grant: ledger first, so the revocation survives a
     /// registry outage and a rebuilt registry never resurrects it.
     pub async fn revoke(&self, id: &GrantId, by: &str) -> Result<GrantEvent, RegistryError> {
-        let event = self
+        let event = match self
             .ledger
             .record_revocation(id, by, Timestamp::now())
-            .await?;
+            .await
+        {
+            Ok(event) => event,
+            Err(err) => {
+                if err.may_have_been_applied() {
+                    self.stop_resolving(id, None).await;
+                }
+                return Err(err.into());
+            }
+        };
+        self.revoke_in_registry(id, &event.token_hash).await?;
+        Ok(event)
+    }
+
+    /// Stops a grant whose revocation the ledger holds from resolving.
+    async fn revoke_in_registry(
+        &self,
+        id: &GrantId,
+        token_hash: &str,
+    ) -> Result<(), RegistryError> {
         // By token hash: the registry may have lost the grant's other keys.
-        match crate::token::TokenHash::from_hex(&event.token_hash) {
+        match crate::token::TokenHash::from_hex(token_hash) {
             Some(hash) => self.registry.revoke_hash(id, &hash).await?,
             None => self.registry.revoke(id).await?,
         };
-        Ok(event)
+        Ok(())
+    }
+
+    /// For a call that fails before its registry step: a grant the ledger
+    /// holds revoked, or may hold (its write's answer, or the ending of its
+    /// claims, was cut off), stops resolving now, not only once the caller
+    /// retries, since a revocation the ledger holds is never undone. Should
+    /// one in doubt not have landed, a registry backed by the ledger takes
+    /// the grant back from it at its next use. Best effort: the caller gets
+    /// the ledger's error.
+    async fn stop_resolving(&self, id: &GrantId, token_hash: Option<&str>) {
+        let revoked = match token_hash {
+            Some(hash) => self.revoke_in_registry(id, hash).await,
+            None => self.registry.revoke(id).await.map(|_| ()),
+        };
+        if let Err(err) = revoked {
+            tracing::warn!(grant = %id, error = %err, "could not revoke in the registry a grant of a failed revocation");
+        }
     }
 
     /// Whether a revoked grant's token still resolves in the registry's
@@ -375,8 +411,33 @@ impl GrantService {
         run: &RunId,
         by: &str,
     ) -> Result<Vec<GrantEvent>, RegistryError> {
-        let now = Timestamp::now();
         let mut revoked = Vec::new();
+        if let Err(err) = self
+            .record_run_revocations(tenant, run, by, &mut revoked)
+            .await
+        {
+            // The registry's `revoke_run` below is not reached: the grants
+            // the ledger revoked so far stop resolving now.
+            for done in &revoked {
+                self.stop_resolving(&done.grant.id, Some(&done.token_hash))
+                    .await;
+            }
+            return Err(err);
+        }
+        self.registry.revoke_run(tenant, run).await?;
+        Ok(revoked)
+    }
+
+    /// The ledger's part of [`Self::revoke_run`]: every live grant of the
+    /// run revoked, page by page, each pushed to `revoked` once recorded.
+    async fn record_run_revocations(
+        &self,
+        tenant: &TenantId,
+        run: &RunId,
+        by: &str,
+        revoked: &mut Vec<GrantEvent>,
+    ) -> Result<(), RegistryError> {
+        let now = Timestamp::now();
         let mut cursor: Option<GrantId> = None;
         loop {
             let page = self
@@ -391,21 +452,29 @@ impl GrantService {
             }
             let last = page.last().map(|e| e.grant.id.clone());
             for event in page {
-                if event.revoked_at.is_none() {
-                    revoked.push(
-                        self.ledger
-                            .record_revocation(&event.grant.id, by, now)
-                            .await?,
-                    );
+                if event.revoked_at.is_some() {
+                    continue;
+                }
+                match self
+                    .ledger
+                    .record_revocation(&event.grant.id, by, now)
+                    .await
+                {
+                    Ok(done) => revoked.push(done),
+                    Err(err) => {
+                        if err.may_have_been_applied() {
+                            self.stop_resolving(&event.grant.id, Some(&event.token_hash))
+                                .await;
+                        }
+                        return Err(err.into());
+                    }
                 }
             }
             match last {
                 Some(id) => cursor = Some(id),
-                None => break,
+                None => return Ok(()),
             }
         }
-        self.registry.revoke_run(tenant, run).await?;
-        Ok(revoked)
     }
 
     /// Re-registers every active grant from the ledger (start-up of an

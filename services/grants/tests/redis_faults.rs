@@ -461,3 +461,165 @@ async fn a_silently_dead_subscription_stops_the_cache_within_its_trust_bound() {
     let result = registry.resolve(&hash).await;
     assert!(refused(&result), "served from the cache: {result:?}");
 }
+
+/// How long a revocation made on one replica may take to reach the
+/// others' caches through pub/sub (milliseconds when it works): well under
+/// the cache lifetime, after which a cached grant is looked up again
+/// anyway, so a test bounded by this one sees the message, not the expiry.
+const HEARD_OF_AT_ONCE: Duration = Duration::from_secs(10);
+
+/// A replica whose ledger is `s.ledger` behind a [`FaultStore`], sharing
+/// the other replicas' Redis keys.
+async fn replica_with_faults(s: &Setup) -> (Arc<FaultStore<dyn GrantLedger>>, Replica) {
+    let faults = Arc::new(FaultStore::ledger(s.ledger.clone()));
+    let ledger: Arc<dyn GrantLedger> = faults.clone();
+    let prefix = s.a.redis().key_prefix().to_owned();
+    let replica = replica(
+        RedisRegistryConfig::new([s.server.url()])
+            .with_key_prefix(prefix)
+            .with_record_key(replicas_key()),
+        &ledger,
+    )
+    .await;
+    (faults, replica)
+}
+
+/// A revocation the ledger recorded but whose answer was lost (the
+/// connection cut, or the ending of the grant's claims failed after it)
+/// is "may or may not have been applied", and the token stops resolving at
+/// once on every replica: the ledger never undoes a revocation, so the
+/// registry must not wait for the caller's retry to hear of it.
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
+async fn a_revocation_whose_answer_was_lost_stops_the_token_at_once() {
+    let s = setup("lost-revocation").await;
+    let (faults, c) = replica_with_faults(&s).await;
+    let issued = c.service.issue(request("r1")).await.unwrap();
+    let hash = issued.token.hash();
+    for r in [&s.a, &c] {
+        assert!(r.service.registry().resolve(&hash).await.is_ok());
+    }
+    faults.inject(
+        "record_revocation",
+        corkboard_store_contract::Fault::LoseAnswer { times: 1 },
+    );
+    let result = c.service.revoke(&issued.grant.id, "test").await;
+    match &result {
+        Err(RegistryError::Store(err)) => {
+            assert!(err.may_have_been_applied(), "{err:?}");
+            assert!(
+                err.to_string().contains("may or may not have been applied"),
+                "{err}"
+            );
+        }
+        other => panic!("expected an unknown outcome, got {other:?}"),
+    }
+    assert!(
+        s.ledger
+            .grant(&issued.grant.id)
+            .await
+            .unwrap()
+            .revoked_at
+            .is_some(),
+        "the ledger holds the revocation"
+    );
+    // The replica that revoked refuses it at once, the others as soon as
+    // they hear of it (not when their caches expire).
+    assert!(refused(&c.service.registry().resolve(&hash).await));
+    for r in [&s.a, &s.b] {
+        until_refused(r.service.registry().as_ref(), &hash, HEARD_OF_AT_ONCE).await;
+    }
+    // The caller's retry is safe and answers the revocation.
+    let event = c.service.revoke(&issued.grant.id, "test").await.unwrap();
+    assert!(event.revoked_at.is_some());
+}
+
+/// A run's revocation that fails part-way (here its second grant's ledger
+/// write, refused before anything was written) leaves no grant the ledger
+/// revoked still resolving, and revokes nothing the ledger did not: the
+/// error says the call failed, and the retry finishes it.
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
+async fn a_run_revocation_failing_part_way_stops_what_the_ledger_revoked() {
+    let s = setup("partial-run-revocation").await;
+    let (faults, c) = replica_with_faults(&s).await;
+    let first = c.service.issue(request("r1")).await.unwrap();
+    let second = c.service.issue(request("r1")).await.unwrap();
+    for issued in [&first, &second] {
+        assert!(
+            s.a.service
+                .registry()
+                .resolve(&issued.token.hash())
+                .await
+                .is_ok()
+        );
+    }
+    // The first ledger write goes through; the second waits at the gate
+    // until it closes, and is then refused as "unavailable".
+    let gate = Arc::new(tokio::sync::Semaphore::new(1));
+    faults.inject(
+        "record_revocation",
+        corkboard_store_contract::Fault::gate(&gate),
+    );
+    let tenant = TenantId::parse("acme").unwrap();
+    let run = RunId::parse("r1").unwrap();
+    let close_at_the_second = async {
+        let deadline = Instant::now() + DEADLINE;
+        while faults.calls("record_revocation") < 2 {
+            assert!(Instant::now() < deadline, "the second write never came");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        gate.close();
+    };
+    let (result, ()) = tokio::join!(
+        c.service.revoke_run(&tenant, &run, "test"),
+        close_at_the_second
+    );
+    match &result {
+        Err(RegistryError::Store(err)) => assert!(!err.may_have_been_applied(), "{err:?}"),
+        other => panic!("expected the ledger's refusal, got {other:?}"),
+    }
+    let mut revoked = Vec::new();
+    let mut live = Vec::new();
+    for issued in [&first, &second] {
+        let event = s.ledger.grant(&issued.grant.id).await.unwrap();
+        if event.revoked_at.is_some() {
+            revoked.push(issued);
+        } else {
+            live.push(issued);
+        }
+    }
+    assert_eq!(
+        (revoked.len(), live.len()),
+        (1, 1),
+        "one write went through"
+    );
+    assert!(refused(
+        &c.service.registry().resolve(&revoked[0].token.hash()).await
+    ));
+    for r in [&c, &s.a, &s.b] {
+        until_refused(
+            r.service.registry().as_ref(),
+            &revoked[0].token.hash(),
+            HEARD_OF_AT_ONCE,
+        )
+        .await;
+        assert!(
+            r.service
+                .registry()
+                .resolve(&live[0].token.hash())
+                .await
+                .is_ok(),
+            "a grant the ledger did not revoke was refused"
+        );
+    }
+    faults.heal();
+    let events = c.service.revoke_run(&tenant, &run, "test").await.unwrap();
+    assert_eq!(events.len(), 1, "the retry revokes what was left");
+    for r in [&c, &s.a, &s.b] {
+        until_refused(
+            r.service.registry().as_ref(),
+            &live[0].token.hash(),
+            DEADLINE,
+        )
+        .await;
+    }
+}
