@@ -118,10 +118,13 @@ impl MongoStore {
             };
             // The grant's claims end with it. Right after the revocation
             // (MongoDB has no transaction across the two collections here):
-            // should this fail, the revocation stands, the caller sees the
-            // error and may retry (a retry clears them), and a claim
-            // attempt takes over a claim whose grant is revoked meanwhile.
-            self.end_claims_of(&event.grant.tenant, id, at).await?;
+            // should this fail, the revocation stands, so the error says the
+            // write may have been applied (never "nothing applied"); a retry
+            // clears the claims, and a claim attempt takes over a claim whose
+            // grant is revoked meanwhile.
+            self.end_claims_of(&event.grant.tenant, id, at)
+                .await
+                .map_err(StoreError::after_commit_point)?;
             Ok(event)
         })
         .await

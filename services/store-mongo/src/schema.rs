@@ -47,6 +47,10 @@ pub const UPSTREAMS: &str = "upstreams";
 /// Every tenant's pinned upstream tool definitions, `_id`
 /// `<tenant>/<upstream>/<tool>`.
 pub const TOOL_PINS: &str = "tool_pins";
+/// Every tenant's webhook endpoints.
+pub const WEBHOOKS: &str = "webhooks";
+/// Every tenant's pending webhook deliveries.
+pub const OUTBOX: &str = "webhook_outbox";
 /// The values used once (the relay's sealed values), of every tenant.
 pub const USED_ONCE: &str = "used_once";
 /// When a used-once record stops counting (a BSON date, for the TTL index).
@@ -133,8 +137,8 @@ impl IndexSet {
 pub(crate) const SHARED: [&str; 5] = [
     GRANTS,
     USED_ONCE,
-    crate::webhooks::WEBHOOKS,
-    crate::webhooks::OUTBOX,
+    WEBHOOKS,
+    OUTBOX,
     crate::approvals::APPROVALS,
 ];
 
@@ -143,8 +147,8 @@ fn shared_indexes(name: &str) -> Vec<IndexModel> {
     match name {
         GRANTS => grant_indexes(),
         USED_ONCE => used_once_indexes(),
-        crate::webhooks::WEBHOOKS => webhook_indexes(),
-        crate::webhooks::OUTBOX => outbox_indexes(),
+        WEBHOOKS => webhook_indexes(),
+        OUTBOX => outbox_indexes(),
         crate::approvals::APPROVALS => crate::approvals::approval_indexes(),
         _ => Vec::new(),
     }

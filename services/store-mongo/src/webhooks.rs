@@ -15,7 +15,7 @@
 
 use crate::codec::field;
 use crate::error::store_error;
-use crate::schema::IndexSet;
+use crate::schema::{IndexSet, OUTBOX, WEBHOOKS};
 use crate::store::MongoStore;
 use corkboard_board::webhook::{
     self, AttemptOutcome, ClaimedDelivery, DueDelivery, NewWebhook, Webhook, WebhookEvent,
@@ -30,9 +30,6 @@ use mongodb::bson::{Bson, Document, doc};
 use mongodb::options::ReturnDocument;
 use std::collections::HashMap;
 use std::time::Duration;
-
-pub const WEBHOOKS: &str = "webhooks";
-pub const OUTBOX: &str = "webhook_outbox";
 
 /// Endpoints a claim reads the due deliveries of at once.
 const PROBES_AT_ONCE: usize = 8;
@@ -368,13 +365,21 @@ impl WebhookStore for MongoStore {
                 .delete_one(doc! { field::ID: id.as_str(), "tenant": tenant.as_str() })
                 .await
                 .map_err(|e| store_error(&e))?;
+            // Its pending deliveries go after it (no transaction across the
+            // two collections). Also when it was already gone: the retry of
+            // a deletion whose second step failed finishes it, so no orphan
+            // keeps counting against the tenant's pending deliveries.
+            let pending = self
+                .outbox()
+                .delete_many(doc! { "webhook": id.as_str(), "tenant": tenant.as_str() })
+                .await
+                .map_err(|e| store_error(&e));
             if deleted.deleted_count == 0 {
+                pending?;
                 return Err(StoreError::not_found(format!("webhook {id}")));
             }
-            self.outbox()
-                .delete_many(doc! { "webhook": id.as_str() })
-                .await
-                .map_err(|e| store_error(&e))?;
+            // The endpoint is deleted: a failure now is not "nothing applied".
+            pending.map_err(StoreError::after_commit_point)?;
             Ok(())
         })
         .await

@@ -6,9 +6,11 @@ use crate::common;
 
 use common::{TestBoard, test_options};
 use corkboard_board::{
-    AuditLog, GrantLedger, IssueStore, ListQuery, StoreError, StoreHealth, TenantId,
+    AuditLog, GrantLedger, IssueStore, ListQuery, StoreError, StoreHealth, TenantId, Timestamp,
 };
-use corkboard_store_contract::fixtures::{audit_record, author, key, new_issue, title_patch};
+use corkboard_store_contract::fixtures::{
+    audit_record, author, grant, key, new_issue, title_patch, token_hash,
+};
 use corkboard_store_mongo::{MongoOptions, MongoStore, MongoStoreError};
 use std::future::Future;
 use std::process::Command;
@@ -469,4 +471,159 @@ async fn audit_batches_cut_off_mid_flight_are_stored_once_when_retried() {
         let expected: Vec<_> = entries.into_iter().map(|e| e.record).collect();
         assert_eq!(stored, expected, "batch {run}: each record exactly once");
     }
+}
+
+/// The same for revocations, whose claims' clean-up follows the grant's
+/// write: a revocation cut off mid-flight is never answered as not applied
+/// when the restarted server holds it.
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
+async fn revocations_cut_off_mid_flight_say_their_outcome_is_unknown() {
+    let mut board = TestBoard::start("cut_mid_revocation").await;
+    let t = TenantId::parse("cut").unwrap();
+    let mut tasks = Vec::new();
+    for w in 0..8 {
+        let store = std::sync::Arc::clone(&board.store);
+        let t = t.clone();
+        tasks.push(tokio::spawn(async move {
+            // Grants revoked until the first failure; returns the grant
+            // whose revocation failed and the error, if it was one.
+            loop {
+                let g = grant(&t, &format!("run-{w}"), Timestamp::now(), 3_600_000);
+                if store.record_grant(&g, &token_hash()).await.is_err() {
+                    return None;
+                }
+                if let Err(err) = store
+                    .record_revocation(&g.id, "admin", Timestamp::now())
+                    .await
+                {
+                    return Some((g.id, err));
+                }
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    board.server.kill();
+    let mut failures = Vec::new();
+    for task in tasks {
+        failures.extend(answers("a revoker", task).await.expect("revoker task"));
+    }
+    board.server.restart();
+    wait_until_healthy(&board.store).await;
+
+    for (id, err) in failures {
+        let StoreError::Unavailable { maybe_applied, .. } = &err else {
+            panic!("{id}: expected Unavailable, got {err:?}");
+        };
+        let revoked = board.store.grant(&id).await.expect("read back").revoked_at;
+        if revoked.is_some() {
+            assert!(
+                *maybe_applied,
+                "{id} was revoked but answered as not applied: {err}"
+            );
+        }
+        // A retry is safe either way, and answers the revocation.
+        let event = board
+            .store
+            .record_revocation(&id, "admin", Timestamp::now())
+            .await
+            .unwrap_or_else(|e| panic!("{id}: retry: {e}"));
+        assert!(event.revoked_at.is_some());
+    }
+}
+
+/// A deletion of a webhook or an upstream is two writes (MongoDB has no
+/// transaction across the collections here): the endpoint, then its
+/// pending deliveries; the upstream, then its tool pins. One cut off after
+/// its first write left the second's documents behind, and its retry
+/// answered "not found" without removing them: orphaned deliveries kept
+/// counting against the tenant's pending limit, and a later upstream of the
+/// same name would have inherited the old pins. The retry finishes the
+/// job, within the caller's tenant only.
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
+async fn a_retried_deletion_removes_what_a_cut_off_one_left_behind() {
+    use corkboard_board::{
+        HeaderName, NewWebhook, SealedCredential, Upstream, UpstreamName, UpstreamStore,
+        UpstreamUrl, WebhookEvents, WebhookSecret, WebhookStore, WebhookUrl,
+    };
+    use corkboard_store_mongo::schema::{OUTBOX, TOOL_PINS, UPSTREAMS, WEBHOOKS};
+    use mongodb::bson::{Document, doc};
+
+    let board = TestBoard::start("retried_deletion").await;
+    let db = board.raw_database().await;
+    let (t, other) = (TenantId::parse("del").unwrap(), "del-other");
+
+    let hook = board
+        .store
+        .create_webhook(
+            &t,
+            &NewWebhook {
+                url: WebhookUrl::parse("https://hooks.example.com/in").unwrap(),
+                events: WebhookEvents::parse_list(["issue.created"]).unwrap(),
+                secret: WebhookSecret::parse("a-secret-of-16-bytes").unwrap(),
+            },
+            Timestamp::now(),
+        )
+        .await
+        .expect("create webhook");
+    let outbox = db.collection::<Document>(OUTBOX);
+    for (id, tenant) in [("d-mine", t.as_str()), ("d-other", other)] {
+        outbox
+            .insert_one(doc! { "_id": id, "tenant": tenant, "webhook": hook.id.as_str() })
+            .await
+            .unwrap();
+    }
+    // The deletion's first write landed, its second did not.
+    db.collection::<Document>(WEBHOOKS)
+        .delete_one(doc! { "_id": hook.id.as_str() })
+        .await
+        .unwrap();
+    let retried = board.store.delete_webhook(&t, &hook.id).await;
+    assert!(
+        matches!(retried, Err(StoreError::NotFound { .. })),
+        "{retried:?}"
+    );
+    let left = |tenant: &str| {
+        outbox.count_documents(doc! { "webhook": hook.id.as_str(), "tenant": tenant.to_owned() })
+    };
+    assert_eq!(left(t.as_str()).await.unwrap(), 0, "orphaned deliveries");
+    assert_eq!(left(other).await.unwrap(), 1, "another tenant's document");
+
+    let name = UpstreamName::parse("tools").unwrap();
+    board
+        .store
+        .put_upstream(&Upstream {
+            tenant: t.clone(),
+            name: name.clone(),
+            url: UpstreamUrl::parse("http://127.0.0.1:9/mcp").unwrap(),
+            header: HeaderName::parse("X-Api-Key").unwrap(),
+            credential: SealedCredential::from_bytes(b"sealed".to_vec()),
+            created_at: Timestamp::now(),
+            created_by: "admin".into(),
+            trust_first_listing: false,
+        })
+        .await
+        .expect("put upstream");
+    let pins = db.collection::<Document>(TOOL_PINS);
+    for tenant in [t.as_str(), other] {
+        pins.insert_one(doc! {
+            "_id": format!("{tenant}/tools/echo"),
+            "tenant": tenant,
+            "upstream": "tools",
+            "tool": "echo",
+        })
+        .await
+        .unwrap();
+    }
+    db.collection::<Document>(UPSTREAMS)
+        .delete_one(doc! { "tenant": t.as_str(), "name": "tools" })
+        .await
+        .unwrap();
+    let retried = board.store.delete_upstream(&t, &name).await;
+    assert!(
+        matches!(retried, Err(StoreError::NotFound { .. })),
+        "{retried:?}"
+    );
+    let left = |tenant: &str| pins.count_documents(doc! { "tenant": tenant.to_owned() });
+    assert_eq!(left(t.as_str()).await.unwrap(), 0, "orphaned pins");
+    assert_eq!(left(other).await.unwrap(), 1, "another tenant's pin");
 }
