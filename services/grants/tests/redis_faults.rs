@@ -197,16 +197,7 @@ async fn a_killed_subscription_stops_the_cache_from_serving() {
 async fn random_tokens_cost_one_lookup_each_until_a_grant_is_issued_for_them() {
     let s = setup("unknown").await;
     // Counts the ledger's calls, token lookups among them.
-    let counting = Arc::new(FaultStore::ledger(s.ledger.clone()));
-    let ledger: Arc<dyn GrantLedger> = counting.clone();
-    let prefix = s.a.redis().key_prefix().to_owned();
-    let c = replica(
-        RedisRegistryConfig::new([s.server.url()])
-            .with_key_prefix(prefix)
-            .with_record_key(replicas_key()),
-        &ledger,
-    )
-    .await;
+    let (counting, c) = replica_with_faults(&s).await;
     let registry = c.service.registry();
     let before = c.redis().stats();
     let hashes: Vec<TokenHash> = (0..50).map(|_| RunToken::generate().hash()).collect();

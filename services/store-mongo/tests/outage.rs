@@ -330,6 +330,23 @@ async fn a_lazy_store_starts_without_its_server_and_serves_once_it_is_up() {
         .expect("drop the test database");
 }
 
+/// Lets the writers' calls flow, kills the server while they are in
+/// flight, collects what each writer returned, and brings the server back.
+async fn cut_off_mid_flight<T: Send + 'static>(
+    board: &mut TestBoard,
+    writers: Vec<tokio::task::JoinHandle<T>>,
+) -> Vec<T> {
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    board.server.kill();
+    let mut returned = Vec::new();
+    for writer in writers {
+        returned.push(answers("a writer", writer).await.expect("writer task"));
+    }
+    board.server.restart();
+    wait_until_healthy(&board.store).await;
+    returned
+}
+
 /// Issue 16, item 14: when the connection breaks mid-write, a create that
 /// did commit must never be answered as if it had not ("unavailable, try
 /// again"): writes cut off in flight say their outcome is unknown, and only
@@ -359,15 +376,7 @@ async fn writes_cut_off_mid_flight_say_their_outcome_is_unknown() {
             unreachable!("the loop only ends on an error")
         }));
     }
-    // Let writes flow, then cut the server off while they are in flight.
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    board.server.kill();
-    let mut failures = Vec::new();
-    for task in tasks {
-        failures.push(answers("a writer", task).await.expect("writer task"));
-    }
-    board.server.restart();
-    wait_until_healthy(&board.store).await;
+    let failures = cut_off_mid_flight(&mut board, tasks).await;
 
     for (k, err) in failures {
         let StoreError::Unavailable { maybe_applied, .. } = &err else {
@@ -501,16 +510,9 @@ async fn revocations_cut_off_mid_flight_say_their_outcome_is_unknown() {
             }
         }));
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    board.server.kill();
-    let mut failures = Vec::new();
-    for task in tasks {
-        failures.extend(answers("a revoker", task).await.expect("revoker task"));
-    }
-    board.server.restart();
-    wait_until_healthy(&board.store).await;
+    let failures = cut_off_mid_flight(&mut board, tasks).await;
 
-    for (id, err) in failures {
+    for (id, err) in failures.into_iter().flatten() {
         let StoreError::Unavailable { maybe_applied, .. } = &err else {
             panic!("{id}: expected Unavailable, got {err:?}");
         };
