@@ -162,14 +162,7 @@ async fn a_revocation_outlives_redis_restarting_from_an_older_snapshot() {
         assert!(refused(&result), "replica {name} served it: {result:?}");
         assert!(r.redis().replays() >= 1, "replica {name} never replayed");
     }
-    assert!(
-        s.ledger
-            .grant(&issued.grant.id)
-            .await
-            .unwrap()
-            .revoked_at
-            .is_some()
-    );
+    assert!(revoked_in_ledger(&s, &issued.grant.id).await);
 }
 
 #[actix_rt::test(system = "corkboard_testkit::MultiThread")]
@@ -505,20 +498,13 @@ async fn a_revocation_whose_answer_was_lost_stops_the_token_at_once() {
         other => panic!("expected an unknown outcome, got {other:?}"),
     }
     assert!(
-        s.ledger
-            .grant(&issued.grant.id)
-            .await
-            .unwrap()
-            .revoked_at
-            .is_some(),
+        revoked_in_ledger(&s, &issued.grant.id).await,
         "the ledger holds the revocation"
     );
     // The replica that revoked refuses it at once, the others as soon as
     // they hear of it (not when their caches expire).
     assert!(refused(&c.service.registry().resolve(&hash).await));
-    for r in [&s.a, &s.b] {
-        until_refused(r.service.registry().as_ref(), &hash, HEARD_OF_AT_ONCE).await;
-    }
+    refused_by_all(&[&s.a, &s.b], &hash).await;
     // The caller's retry is safe and answers the revocation.
     let event = c.service.revoke(&issued.grant.id, "test").await.unwrap();
     assert!(event.revoked_at.is_some());
@@ -571,8 +557,7 @@ async fn a_run_revocation_failing_part_way_stops_what_the_ledger_revoked() {
     let mut revoked = Vec::new();
     let mut live = Vec::new();
     for issued in [&first, &second] {
-        let event = s.ledger.grant(&issued.grant.id).await.unwrap();
-        if event.revoked_at.is_some() {
+        if revoked_in_ledger(&s, &issued.grant.id).await {
             revoked.push(issued);
         } else {
             live.push(issued);
@@ -586,13 +571,8 @@ async fn a_run_revocation_failing_part_way_stops_what_the_ledger_revoked() {
     assert!(refused(
         &c.service.registry().resolve(&revoked[0].token.hash()).await
     ));
+    refused_by_all(&[&c, &s.a, &s.b], &revoked[0].token.hash()).await;
     for r in [&c, &s.a, &s.b] {
-        until_refused(
-            r.service.registry().as_ref(),
-            &revoked[0].token.hash(),
-            HEARD_OF_AT_ONCE,
-        )
-        .await;
         assert!(
             r.service
                 .registry()
@@ -605,12 +585,17 @@ async fn a_run_revocation_failing_part_way_stops_what_the_ledger_revoked() {
     faults.heal();
     let events = c.service.revoke_run(&tenant, &run, "test").await.unwrap();
     assert_eq!(events.len(), 1, "the retry revokes what was left");
-    for r in [&c, &s.a, &s.b] {
-        until_refused(
-            r.service.registry().as_ref(),
-            &live[0].token.hash(),
-            DEADLINE,
-        )
-        .await;
+    refused_by_all(&[&c, &s.a, &s.b], &live[0].token.hash()).await;
+}
+
+/// Whether the ledger holds `id`'s revocation.
+async fn revoked_in_ledger(s: &Setup, id: &corkboard_board::GrantId) -> bool {
+    s.ledger.grant(id).await.unwrap().revoked_at.is_some()
+}
+
+/// Every replica refuses the token as soon as it hears of its revocation.
+async fn refused_by_all(replicas: &[&Replica], hash: &TokenHash) {
+    for r in replicas {
+        until_refused(r.service.registry().as_ref(), hash, HEARD_OF_AT_ONCE).await;
     }
 }
