@@ -375,9 +375,11 @@ impl GrantService {
     /// holds revoked, or may hold (its write's answer, or the ending of its
     /// claims, was cut off), stops resolving now, not only once the caller
     /// retries, since a revocation the ledger holds is never undone. Should
-    /// one in doubt not have landed, a registry backed by the ledger takes
-    /// the grant back from it at its next use. Best effort: the caller gets
-    /// the ledger's error.
+    /// one in doubt not have landed, the registry errs on the closed side:
+    /// one read through the ledger takes the grant back at its next use,
+    /// an in-process one at its next start, and the caller's retry (the
+    /// error says to) makes ledger and registry agree. Best effort: the
+    /// caller gets the ledger's error.
     async fn stop_resolving(&self, id: &GrantId, token_hash: Option<&str>) {
         let revoked = match token_hash {
             Some(hash) => self.revoke_in_registry(id, hash).await,
