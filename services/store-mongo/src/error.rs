@@ -71,6 +71,24 @@ pub(crate) fn is_duplicate_key(err: &Error) -> bool {
     }
 }
 
+/// The answer of a deletion made of two writes (no transaction across the
+/// collections): the record itself (`deleted`: whether this call removed
+/// it), then what belongs to it (`dependents`, removed even when the record
+/// was already gone, so a retry finishes a deletion cut off between the
+/// two). Once the record is gone, a failure of the second write is past the
+/// commit point: never "nothing applied".
+pub(crate) fn two_write_deletion(
+    deleted: bool,
+    dependents: Result<(), StoreError>,
+    missing: impl FnOnce() -> StoreError,
+) -> Result<(), StoreError> {
+    if !deleted {
+        dependents?;
+        return Err(missing());
+    }
+    dependents.map_err(StoreError::after_commit_point)
+}
+
 /// Maps a driver failure to what a caller can act on.
 ///
 /// Anything that says the server could not be reached or could not serve
@@ -249,6 +267,31 @@ mod tests {
 
     fn io(kind: std::io::ErrorKind) -> Error {
         Error::from(std::io::Error::from(kind))
+    }
+
+    #[test]
+    fn a_deletion_is_past_its_commit_point_once_the_record_is_gone() {
+        let missing = || StoreError::not_found("webhook w");
+        let down = || Err(StoreError::unavailable("no server"));
+        // The record gone by this call: the second write's failure is in doubt.
+        let err = two_write_deletion(true, down(), missing).unwrap_err();
+        assert!(err.may_have_been_applied(), "{err:?}");
+        assert_eq!(two_write_deletion(true, Ok(()), missing), Ok(()));
+        // Already gone: not found once the leftovers are removed; until
+        // then, the failure (nothing of this call applied).
+        let err = two_write_deletion(false, Ok(()), missing).unwrap_err();
+        assert!(matches!(err, StoreError::NotFound { .. }), "{err:?}");
+        let err = two_write_deletion(false, down(), missing).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                StoreError::Unavailable {
+                    maybe_applied: false,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
     }
 
     #[test]

@@ -744,13 +744,15 @@ impl MongoStore {
     }
 
     /// The record another caller inserted under (run, key, kind), waiting
-    /// briefly for it to become visible.
+    /// briefly for it to become visible; `IdempotencyConflict` when it was
+    /// recorded for a request other than the one `fingerprint` names.
     async fn read_claim(
         &self,
         tenant: &TenantId,
         run: &RunId,
         key: &IdempotencyKey,
         kind: Kind,
+        fingerprint: &str,
     ) -> Result<Document, StoreError> {
         let filter = doc! {
             idem_field::RUN: run.as_str(),
@@ -765,6 +767,9 @@ impl MongoStore {
                 .await
                 .map_err(|e| store_error(&e))?;
             if let Some(record) = found {
+                if record.get_str("fingerprint").ok() != Some(fingerprint) {
+                    return Err(StoreError::IdempotencyConflict);
+                }
                 return Ok(record);
             }
             tokio::time::sleep(VISIBILITY_PAUSE).await;
@@ -820,11 +825,8 @@ impl MongoStore {
         fingerprint: &str,
     ) -> Result<Created, StoreError> {
         let record = self
-            .read_claim(tenant, &author.run, key, Kind::Issue)
+            .read_claim(tenant, &author.run, key, Kind::Issue, fingerprint)
             .await?;
-        if record.get_str("fingerprint").ok() != Some(fingerprint) {
-            return Err(StoreError::IdempotencyConflict);
-        }
         let stored = record
             .get_document("issue")
             .map_err(|_| StoreError::Internal("an idempotency record lacks its issue".into()))?;
@@ -957,45 +959,67 @@ impl MongoStore {
         let claimed = self.claim_key(tenant, record).await?;
         // The commit point, as in `create_with_key`: the key's record is
         // stored, so a failure from here on is never "nothing applied".
-        let added = async {
-            if claimed {
-                let issue = match self.push_comment(tenant, &new.issue, &comment).await {
-                    Ok(issue) => issue,
-                    Err(err @ StoreError::CommentLimit { .. }) => {
-                        // The issue is full, so the comment will never land:
-                        // free the key for a request that can succeed (a
-                        // replay meanwhile gets the same refusal from its push).
-                        self.release_claim(tenant, author, key, &comment.id).await?;
-                        return Err(err);
-                    }
-                    Err(err) => return Err(err),
-                };
-                return Ok(CommentAdded {
-                    issue,
-                    comment,
-                    replayed: false,
-                });
-            }
-            let record = self
-                .read_claim(tenant, &author.run, key, Kind::Comment)
-                .await?;
-            if record.get_str("fingerprint").ok() != Some(fingerprint.as_str()) {
-                return Err(StoreError::IdempotencyConflict);
-            }
-            let stored = record
-                .get_document("comment")
-                .map_err(|_| StoreError::Internal("an idempotency record lacks its comment".into()))
-                .and_then(comment_from_doc)?;
-            // Pushing again is a no-op when the first caller got there; when
-            // it did not (it failed after recording the key), this completes it.
-            let issue = self.push_comment(tenant, &new.issue, &stored).await?;
-            Ok(CommentAdded {
-                issue,
-                comment: stored,
-                replayed: true,
-            })
+        let added = if claimed {
+            self.push_claimed_comment(tenant, author, key, &new.issue, comment)
+                .await
+        } else {
+            self.replay_comment(tenant, author, key, &new.issue, &fingerprint)
+                .await
         };
-        added.await.map_err(StoreError::after_commit_point)
+        added.map_err(StoreError::after_commit_point)
+    }
+
+    /// The comment of a key this call claimed, pushed onto its issue.
+    async fn push_claimed_comment(
+        &self,
+        tenant: &TenantId,
+        author: &Author,
+        key: &IdempotencyKey,
+        issue: &IssueId,
+        comment: Comment,
+    ) -> Result<CommentAdded, StoreError> {
+        match self.push_comment(tenant, issue, &comment).await {
+            Ok(issue) => Ok(CommentAdded {
+                issue,
+                comment,
+                replayed: false,
+            }),
+            Err(err @ StoreError::CommentLimit { .. }) => {
+                // The issue is full, so the comment will never land: free
+                // the key for a request that can succeed (a replay
+                // meanwhile gets the same refusal from its push).
+                self.release_claim(tenant, author, key, &comment.id).await?;
+                Err(err)
+            }
+            Err(err) => Err(err),
+        }
+    }
+
+    /// The comment a claimed key recorded, finished if its first caller
+    /// stopped between its two steps.
+    async fn replay_comment(
+        &self,
+        tenant: &TenantId,
+        author: &Author,
+        key: &IdempotencyKey,
+        issue: &IssueId,
+        fingerprint: &str,
+    ) -> Result<CommentAdded, StoreError> {
+        let record = self
+            .read_claim(tenant, &author.run, key, Kind::Comment, fingerprint)
+            .await?;
+        let stored = record
+            .get_document("comment")
+            .map_err(|_| StoreError::Internal("an idempotency record lacks its comment".into()))
+            .and_then(comment_from_doc)?;
+        // Pushing again is a no-op when the first caller got there; when it
+        // did not (it failed after recording the key), this completes it.
+        let issue = self.push_comment(tenant, issue, &stored).await?;
+        Ok(CommentAdded {
+            issue,
+            comment: stored,
+            replayed: true,
+        })
     }
 
     /// Creates as [`IssueStore::create_issue`] does (inside its bound).

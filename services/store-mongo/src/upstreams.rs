@@ -6,7 +6,7 @@
 //! replaces, so replicas listing the same change write it (and queue its
 //! `upstream.tool_changed` event) once.
 
-use crate::error::{is_duplicate_key, store_error};
+use crate::error::{is_duplicate_key, store_error, two_write_deletion};
 use crate::store::MongoStore;
 use async_trait::async_trait;
 use corkboard_board::webhook::{self, WebhookEvent};
@@ -189,22 +189,17 @@ impl UpstreamStore for MongoStore {
                 .delete_one(doc! { "_id": id_of(tenant, name) })
                 .await
                 .map_err(|e| store_error(&e))?;
-            // Its tool pins go after it (no transaction across the two
-            // collections). Also when it was already gone: the retry of a
-            // deletion whose second step failed finishes it, so a later
-            // upstream of the same name never inherits the old approvals.
+            // Its tool pins go after it, so a later upstream of the same
+            // name never inherits the old approvals.
             let pins = self
                 .tool_pins()
                 .delete_many(doc! { "tenant": tenant.as_str(), "upstream": name.as_str() })
                 .await
                 .map(|_| ())
                 .map_err(|e| store_error(&e));
-            if deleted.deleted_count == 0 {
-                pins?;
-                return Err(StoreError::not_found(format!("upstream {name}")));
-            }
-            // The upstream is deleted: a failure now is not "nothing applied".
-            pins.map_err(StoreError::after_commit_point)
+            two_write_deletion(deleted.deleted_count == 1, pins, || {
+                StoreError::not_found(format!("upstream {name}"))
+            })
         })
         .await
     }

@@ -14,7 +14,7 @@
 //! none while it is paused: `failures`, `paused_until` on the endpoint).
 
 use crate::codec::field;
-use crate::error::store_error;
+use crate::error::{store_error, two_write_deletion};
 use crate::schema::{IndexSet, OUTBOX, WEBHOOKS};
 use crate::store::MongoStore;
 use corkboard_board::webhook::{
@@ -365,22 +365,17 @@ impl WebhookStore for MongoStore {
                 .delete_one(doc! { field::ID: id.as_str(), "tenant": tenant.as_str() })
                 .await
                 .map_err(|e| store_error(&e))?;
-            // Its pending deliveries go after it (no transaction across the
-            // two collections). Also when it was already gone: the retry of
-            // a deletion whose second step failed finishes it, so no orphan
-            // keeps counting against the tenant's pending deliveries.
+            // Its pending deliveries go after it; an orphan would count
+            // against the tenant's pending deliveries forever.
             let pending = self
                 .outbox()
                 .delete_many(doc! { "webhook": id.as_str(), "tenant": tenant.as_str() })
                 .await
+                .map(|_| ())
                 .map_err(|e| store_error(&e));
-            if deleted.deleted_count == 0 {
-                pending?;
-                return Err(StoreError::not_found(format!("webhook {id}")));
-            }
-            // The endpoint is deleted: a failure now is not "nothing applied".
-            pending.map_err(StoreError::after_commit_point)?;
-            Ok(())
+            two_write_deletion(deleted.deleted_count == 1, pending, || {
+                StoreError::not_found(format!("webhook {id}"))
+            })
         })
         .await
     }

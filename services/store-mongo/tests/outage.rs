@@ -439,14 +439,7 @@ async fn audit_batches_cut_off_mid_flight_are_stored_once_when_retried() {
             unreachable!("the loop only ends on an error")
         }));
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    board.server.kill();
-    let mut outcomes = Vec::new();
-    for task in tasks {
-        outcomes.push(answers("an audit writer", task).await.expect("writer task"));
-    }
-    board.server.restart();
-    wait_until_healthy(&board.store).await;
+    let outcomes = cut_off_mid_flight(&mut board, tasks).await;
 
     let mut batches = Vec::new();
     for (written, cut_off) in outcomes {
