@@ -40,6 +40,32 @@ pub enum RegistryError {
         max_secs: u64,
         limit: Timestamp,
     },
+    /// The ledger's answer to a renewal was lost: it may or may not hold
+    /// `expires_at`. Renewing to exactly `expires_at` is safe either way.
+    #[error(
+        "the renewal of grant {grant} until {expires_at} may or may not have been recorded \
+         ({reason}); renew it with expires_at={expires_at}, which is safe either way \
+         (extend_by would extend it a second time if the first one landed)"
+    )]
+    RenewalInDoubt {
+        grant: GrantId,
+        expires_at: Timestamp,
+        reason: String,
+    },
+    /// The ledger holds the new expiry but the token registry could not be
+    /// told: until it is, replicas may refuse the token after its previous
+    /// expiry.
+    #[error(
+        "grant {grant} is renewed until {expires_at} in the ledger, but the token registry \
+         could not be told ({reason}), so the token may be refused after its previous expiry; \
+         renew it again with expires_at={expires_at}, which changes nothing else \
+         (extend_by would extend it a second time)"
+    )]
+    RenewalNotPropagated {
+        grant: GrantId,
+        expires_at: Timestamp,
+        reason: String,
+    },
     /// The registry backend cannot be reached; fail closed.
     #[error("token registry unavailable: {0}")]
     Unavailable(String),
@@ -58,7 +84,9 @@ impl corkboard_board::ErrorCode for RegistryError {
             Self::RenewRevoked(_) => Code::GrantRevoked,
             Self::LifetimeLimit { .. } => Code::LifetimeLimit,
             Self::RenewExpired(_) => Code::GrantExpired,
-            Self::Unavailable(_) => Code::Unavailable,
+            Self::Unavailable(_)
+            | Self::RenewalInDoubt { .. }
+            | Self::RenewalNotPropagated { .. } => Code::Unavailable,
             Self::Invalid(_) => Code::InvalidRequest,
             Self::Store(store) => store.error_code(),
             Self::UnknownToken | Self::Expired | Self::Revoked => Code::Unauthenticated,

@@ -272,9 +272,16 @@ impl GrantService {
     /// [`RegistryError::RenewExpired`], a new expiry past the maximum
     /// lifetime with [`RegistryError::LifetimeLimit`].
     ///
-    /// If the registry step fails, the ledger holds the new expiry and the
-    /// error is returned: renewing again (idempotent for `Until` and
-    /// `KeepAlive`) brings the registry up to date.
+    /// When the outcome is uncertain the error names the expiry meant, and
+    /// renewing to exactly that instant is the safe retry: `Until` the
+    /// current expiry changes nothing in the ledger and tells the registry
+    /// again (so does a keep-alive that would not extend). A ledger write
+    /// whose answer was lost is [`RegistryError::RenewalInDoubt`]; a
+    /// registry step that failed after the ledger's is
+    /// [`RegistryError::RenewalNotPropagated`] (the ledger holds the new
+    /// expiry; until the registry hears of it, replicas may refuse the
+    /// token after its old one). Retrying `ExtendBy` instead would extend
+    /// the grant a second time.
     pub async fn renew(&self, id: &GrantId, how: Renewal) -> Result<GrantEvent, RegistryError> {
         let event = self.ledger.grant(id).await.map_err(|err| match err {
             corkboard_board::StoreError::NotFound { .. } => RegistryError::GrantNotFound,
@@ -294,10 +301,10 @@ impl GrantService {
         let current = event.grant.expires_at;
         let wanted = match how {
             Renewal::Until(at) => {
-                if at <= current {
+                if at < current {
                     return Err(corkboard_board::ValidationError::new(
                         "expires_at",
-                        format!("must be later than the grant's current expiry, {current}"),
+                        format!("must not be earlier than the grant's current expiry, {current}"),
                     )
                     .into());
                 }
@@ -320,21 +327,52 @@ impl GrantService {
                 limit,
             });
         }
-        if wanted <= current {
-            // A keep-alive that would not extend (capped, or early).
+        if wanted < current {
+            // A keep-alive that would not extend (early, or under a
+            // shorter lifetime than before): nothing to change.
             return Ok(event);
         }
-        let renewed = self.ledger.record_expiry(id, wanted, now).await?;
+        if wanted == current {
+            // The expiry the ledger already holds: a retry of a renewal
+            // whose registry step failed, or a capped keep-alive. The
+            // registry is told again, which is all such a retry still needs.
+            self.renew_in_registry(&event).await?;
+            return Ok(event);
+        }
+        let renewed = match self.ledger.record_expiry(id, wanted, now).await {
+            Ok(renewed) => renewed,
+            Err(err) if err.may_have_been_applied() => {
+                return Err(RegistryError::RenewalInDoubt {
+                    grant: id.clone(),
+                    expires_at: wanted,
+                    reason: err.to_string(),
+                });
+            }
+            Err(err) => return Err(err.into()),
+        };
         if renewed.revoked_at.is_some() {
             return Err(RegistryError::RenewRevoked(id.clone()));
         }
         if renewed.grant.expires_at != wanted {
             return Err(RegistryError::RenewExpired(id.clone()));
         }
-        if let Some(hash) = crate::token::TokenHash::from_hex(&renewed.token_hash) {
-            self.registry.renew(&renewed.grant, &hash).await?;
-        }
+        self.renew_in_registry(&renewed).await.map_err(|err| {
+            RegistryError::RenewalNotPropagated {
+                grant: id.clone(),
+                expires_at: wanted,
+                reason: err.to_string(),
+            }
+        })?;
         Ok(renewed)
+    }
+
+    /// Gives the registry `event`'s expiry (every replica's copy is
+    /// replaced, as for a revocation).
+    async fn renew_in_registry(&self, event: &GrantEvent) -> Result<(), RegistryError> {
+        if let Some(hash) = crate::token::TokenHash::from_hex(&event.token_hash) {
+            self.registry.renew(&event.grant, &hash).await?;
+        }
+        Ok(())
     }
 
     /// Revokes one grant: ledger first, so the revocation survives a

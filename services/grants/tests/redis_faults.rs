@@ -2,13 +2,14 @@
 //! and a real SQLite ledger: a revocation outlives Redis losing writes, a
 //! dropped subscription (killed, or silent behind a freezing proxy) stops
 //! the local cache from serving, unknown tokens cost one lookup each, an
-//! unreachable Redis refuses at once, and a revocation made while Redis
-//! hung converges by itself.
+//! unreachable Redis refuses at once, a revocation made while Redis hung
+//! converges by itself, and a renewal whose outcome is uncertain says so
+//! and names the retry that cannot extend the grant twice.
 
-use corkboard_board::{Capabilities, GrantLedger, RunId, TenantId};
+use corkboard_board::{Capabilities, GrantLedger, RunId, TenantId, Timestamp};
 use corkboard_grants::{
     GrantRequest, GrantService, ReadThroughRegistry, RedisRegistry, RedisRegistryConfig,
-    RegistryError, RunToken, TokenHash, TokenRegistry,
+    RegistryError, Renewal, RunToken, TokenHash, TokenRegistry,
 };
 use corkboard_store_contract::FaultStore;
 use corkboard_store_sqlite::SqliteStore;
@@ -586,6 +587,145 @@ async fn a_run_revocation_failing_part_way_stops_what_the_ledger_revoked() {
     let events = c.service.revoke_run(&tenant, &run, "test").await.unwrap();
     assert_eq!(events.len(), 1, "the retry revokes what was left");
     refused_by_all(&[&c, &s.a, &s.b], &live[0].token.hash()).await;
+}
+
+/// A renewal the ledger recorded while Redis hung says so (the new expiry
+/// is in the ledger, the registry was not told) and names its safe retry:
+/// renewing to that very expiry tells the registry without extending the
+/// grant again, and every replica then resolves the token with it.
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
+async fn a_renewal_the_registry_missed_says_so_and_its_retry_extends_once() {
+    let s = setup("renewal-not-propagated").await;
+    let issued = s.a.service.issue(request("r1")).await.unwrap();
+    let hash = issued.token.hash();
+    assert!(s.b.service.registry().resolve(&hash).await.is_ok());
+    let wanted = issued.grant.expires_at.plus_millis(3_600_000);
+    s.server.pause();
+    let result =
+        s.a.service
+            .renew(
+                &issued.grant.id,
+                Renewal::ExtendBy(Duration::from_secs(3600)),
+            )
+            .await;
+    s.server.resume();
+    match &result {
+        Err(err @ RegistryError::RenewalNotPropagated { expires_at, .. }) => {
+            assert_eq!(*expires_at, wanted);
+            let message = err.to_string();
+            assert!(message.contains("renewed until"), "{message}");
+            assert!(
+                message.contains(&format!("expires_at={wanted}")),
+                "{message}"
+            );
+        }
+        other => panic!("expected a renewal the registry missed, got {other:?}"),
+    }
+    assert_eq!(
+        ledger_expiry(&s, &issued).await,
+        wanted,
+        "the ledger has it"
+    );
+    renewed_to(&s, &issued, wanted).await;
+    assert_eq!(ledger_expiry(&s, &issued).await, wanted, "extended once");
+}
+
+/// A renewal whose ledger answer was lost (written, then the connection
+/// cut) may or may not have landed; the error says so with the expiry it
+/// meant, and renewing to that expiry is safe either way.
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
+async fn a_renewal_whose_answer_was_lost_is_safe_to_retry() {
+    let s = setup("renewal-in-doubt").await;
+    let (faults, c) = replica_with_faults(&s).await;
+    let issued = c.service.issue(request("r1")).await.unwrap();
+    let wanted = issued.grant.expires_at.plus_millis(3_600_000);
+    faults.inject(
+        "record_expiry",
+        corkboard_store_contract::Fault::LoseAnswer { times: 1 },
+    );
+    let result = c
+        .service
+        .renew(
+            &issued.grant.id,
+            Renewal::ExtendBy(Duration::from_secs(3600)),
+        )
+        .await;
+    match &result {
+        Err(err @ RegistryError::RenewalInDoubt { expires_at, .. }) => {
+            assert_eq!(*expires_at, wanted);
+            assert!(
+                err.to_string()
+                    .contains("may or may not have been recorded"),
+                "{err}"
+            );
+        }
+        other => panic!("expected a renewal in doubt, got {other:?}"),
+    }
+    assert_eq!(ledger_expiry(&s, &issued).await, wanted, "this one landed");
+    let event = c
+        .service
+        .renew(&issued.grant.id, Renewal::Until(wanted))
+        .await
+        .unwrap();
+    assert_eq!(event.grant.expires_at, wanted);
+    assert_eq!(ledger_expiry(&s, &issued).await, wanted, "extended once");
+    for r in [&c, &s.a, &s.b] {
+        resolves_until(r, &issued.token.hash(), wanted).await;
+    }
+}
+
+/// The expiry the ledger holds for `issued`'s grant.
+async fn ledger_expiry(s: &Setup, issued: &corkboard_grants::IssuedGrant) -> Timestamp {
+    s.ledger
+        .grant(&issued.grant.id)
+        .await
+        .unwrap()
+        .grant
+        .expires_at
+}
+
+/// Renews `issued` to `wanted` (retrying while Redis is still refused:
+/// the registry's circuit stays open a moment after an outage) and waits
+/// until both replicas resolve the token until then.
+async fn renewed_to(s: &Setup, issued: &corkboard_grants::IssuedGrant, wanted: Timestamp) {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        match s
+            .a
+            .service
+            .renew(&issued.grant.id, Renewal::Until(wanted))
+            .await
+        {
+            Ok(event) => {
+                assert_eq!(event.grant.expires_at, wanted);
+                break;
+            }
+            Err(RegistryError::Unavailable(_)) => {
+                assert!(Instant::now() < deadline, "Redis never answered again");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(other) => panic!("the retry was refused: {other:?}"),
+        }
+    }
+    for r in [&s.a, &s.b] {
+        resolves_until(r, &issued.token.hash(), wanted).await;
+    }
+}
+
+/// Waits until `replica` resolves `hash` to a grant expiring at `wanted`.
+async fn resolves_until(replica: &Replica, hash: &TokenHash, wanted: Timestamp) {
+    let deadline = Instant::now() + HEARD_OF_AT_ONCE;
+    loop {
+        let result = replica.service.registry().resolve(hash).await;
+        if matches!(&result, Ok(grant) if grant.expires_at == wanted) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still not renewed after {HEARD_OF_AT_ONCE:?}: {result:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// Whether the ledger holds `id`'s revocation.
