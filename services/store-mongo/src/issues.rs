@@ -1508,8 +1508,8 @@ impl IssueStore for MongoStore {
                 // Read first only for a tenant with webhooks, to tell a
                 // close from another update (a close racing this one may
                 // be reported twice); inside the bound like the write.
-                let before = if self.has_webhooks(tenant).await {
-                    self.find_issue(tenant, id).await.ok().flatten()
+                let before = if self.has_webhooks(tenant).await? {
+                    self.find_issue(tenant, id).await?
                 } else {
                     None
                 };
@@ -1584,8 +1584,8 @@ impl IssueStore for MongoStore {
             .bounded_write("claim_issue", async {
                 // Read first only for a tenant with webhooks, to tell a new
                 // claim from a repeat of one's own (which changes nothing).
-                let before = if self.has_webhooks(tenant).await {
-                    self.find_issue(tenant, id).await.ok().flatten()
+                let before = if self.has_webhooks(tenant).await? {
+                    self.find_issue(tenant, id).await?
                 } else {
                     None
                 };
@@ -1661,9 +1661,9 @@ impl IssueStore for MongoStore {
                 self.next_claim(tenant, query, claimant, &lane).await
             })
             .await?;
-        if let ClaimNext::Claimed { issue } = &next
-            && self.has_webhooks(tenant).await
-        {
+        // Queued as every write's deliveries are (`queue_after`: a failure
+        // is logged, never the claim's), not after a look-up of its own.
+        if let ClaimNext::Claimed { issue } = &next {
             let mut data = webhook::issue_summary(issue);
             data["claim"] = serde_json::json!(issue.claim);
             self.queue_after(tenant, WebhookEvent::IssueClaimed, data)
@@ -1686,12 +1686,10 @@ impl IssueStore for MongoStore {
                 self.hand_over(tenant, id, claimant, by, expected_version),
             )
             .await?;
-        if self.has_webhooks(tenant).await {
-            let mut data = webhook::issue_summary(&issue);
-            data["claim"] = serde_json::json!(issue.claim);
-            self.queue_after(tenant, WebhookEvent::IssueClaimed, data)
-                .await;
-        }
+        let mut data = webhook::issue_summary(&issue);
+        data["claim"] = serde_json::json!(issue.claim);
+        self.queue_after(tenant, WebhookEvent::IssueClaimed, data)
+            .await;
         Ok(issue)
     }
 

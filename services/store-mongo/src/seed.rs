@@ -43,7 +43,9 @@ impl MongoStore {
         // Webhook deliveries are queued after the write, as the create path
         // does; a tenant without endpoints (every benchmark tenant) skips
         // the per-issue lookups.
-        let webhooks = self.has_webhooks(tenant).await;
+        let webhooks = self
+            .bounded("seed_issues", self.has_webhooks(tenant))
+            .await?;
         let mut ids = Vec::with_capacity(items.len());
         let mut items = items.into_iter().peekable();
         while items.peek().is_some() {

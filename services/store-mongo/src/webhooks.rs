@@ -7,7 +7,10 @@
 //! they are inserted after the write succeeds and before the write is
 //! acknowledged ([`MongoStore::queue_after`]). A process that dies between
 //! the two, or an insert that fails (logged as a warning), loses those
-//! deliveries; a write is never lost or failed because of them. Claims
+//! deliveries; a write is never lost or failed because of them. (A
+//! look-up a write makes before it is applied, whether the tenant has
+//! endpoints at all, fails that write instead: it is not yet applied, and
+//! the retry is safe.) Claims
 //! lease each delivery with its own conditional update, so two replicas
 //! never claim the same one at once, and share them out as the domain says
 //! (`webhook::fair_share`; per endpoint at most `per_endpoint` live leases,
@@ -98,14 +101,17 @@ impl MongoStore {
     }
 
     /// Whether the tenant has any endpoint (so a write need not read more).
-    pub(crate) async fn has_webhooks(&self, tenant: &TenantId) -> bool {
-        self.webhooks()
+    /// Asked before a write, whose caller fails with the error: an answer
+    /// of "none" on a failed look-up would drop the write's deliveries
+    /// without a word.
+    pub(crate) async fn has_webhooks(&self, tenant: &TenantId) -> Result<bool, StoreError> {
+        let found = self
+            .webhooks()
             .find_one(doc! { "tenant": tenant.as_str() })
             .max_time(self.max_time())
             .await
-            .ok()
-            .flatten()
-            .is_some()
+            .map_err(|e| store_error(&e))?;
+        Ok(found.is_some())
     }
 
     /// What a claim chooses from: of each endpoint that is not paused,
