@@ -196,6 +196,29 @@ impl WebhookId {
 }
 
 impl DeliveryId {
+    /// The id of `occurrence`'s delivery to `webhook`, the same whenever
+    /// it is made: a store that queues an event again (a keyed write
+    /// replayed after its first answer was lost) finds the delivery
+    /// already there instead of queueing a copy the receiver could not
+    /// tell apart. `occurrence` names one event once (`issue.created` and
+    /// the issue's id, say); its ids sort by `at`, as generated ones do.
+    pub fn of_event(at: crate::Timestamp, occurrence: &str, webhook: &str) -> Self {
+        use sha2::{Digest, Sha256};
+        let digest = Sha256::new()
+            .chain_update(occurrence.as_bytes())
+            .chain_update([0])
+            .chain_update(webhook.as_bytes())
+            .finalize();
+        // A ULID's random part is 80 bits: the digest's first ten bytes.
+        let mut random = [0u8; 16];
+        random[6..].copy_from_slice(&digest[..10]);
+        let millis = u64::try_from(at.as_millis()).unwrap_or(0);
+        Self(format!(
+            "dlv_{}",
+            ulid::Ulid::from_parts(millis, u128::from_be_bytes(random))
+        ))
+    }
+
     pub fn generate() -> Self {
         Self(format!("dlv_{}", ulid::Ulid::new()))
     }
@@ -246,6 +269,25 @@ mod tests {
         assert!(IssueId::parse(b.as_str().to_lowercase()).is_err());
         GrantId::parse(GrantId::generate().into_string()).unwrap();
         CommentId::parse(CommentId::generate().into_string()).unwrap();
+    }
+
+    #[test]
+    fn an_event_s_delivery_id_is_the_same_whenever_it_is_made() {
+        let at = crate::Timestamp::from_millis(1_765_000_000_000);
+        let id = DeliveryId::of_event(at, "issue.created iss_1", "wh_1");
+        assert_eq!(id, DeliveryId::of_event(at, "issue.created iss_1", "wh_1"));
+        assert_eq!(DeliveryId::parse(id.as_str()).unwrap(), id);
+        for other in [
+            DeliveryId::of_event(at, "issue.created iss_2", "wh_1"),
+            DeliveryId::of_event(at, "issue.created iss_1", "wh_2"),
+            // The separator keeps the two parts apart.
+            DeliveryId::of_event(at, "issue.created iss_1w", "h_1"),
+        ] {
+            assert_ne!(id, other);
+        }
+        // Ordered by time like generated ids.
+        let later = DeliveryId::of_event(at.plus_millis(1), "a", "wh_0");
+        assert!(id < later);
     }
 
     #[test]

@@ -32,6 +32,7 @@ use crate::error::{corrupt, is_duplicate_key, store_error};
 use crate::query::{list_filter, search_filter, similar_filter};
 use crate::schema::idem_field;
 use crate::store::{MongoStore, ReadBudget};
+use crate::webhooks::Occurrence;
 use async_trait::async_trait;
 use corkboard_board::webhook::{self, WebhookEvent};
 use corkboard_board::{
@@ -67,6 +68,16 @@ impl Kind {
             Self::Issue => "issue",
             Self::Comment => "comment",
         }
+    }
+}
+
+/// The filter of the idempotency record of (run, key, kind): the fields
+/// of its unique index.
+fn key_record(run: &RunId, key: &IdempotencyKey, kind: Kind) -> Document {
+    doc! {
+        idem_field::RUN: run.as_str(),
+        idem_field::KEY: key.as_str(),
+        idem_field::KIND: kind.as_str(),
     }
 }
 
@@ -1056,28 +1067,49 @@ impl MongoStore {
         Ok(created)
     }
 
-    /// Queues the `issue.commented` webhook deliveries of a comment that
-    /// was not a replay (after the write: see `queue_after`).
+    /// Queues the `issue.commented` webhook deliveries of a comment, a
+    /// replay's too: the comment names them, so a replay queues what its
+    /// first attempt did not and nothing twice (`queue_occurrence_after`).
     pub(crate) async fn commented_event(
         &self,
         tenant: &TenantId,
-        issue: &Issue,
-        comment: &Comment,
+        added: &CommentAdded,
+        key: Option<(&RunId, &IdempotencyKey)>,
     ) {
+        let CommentAdded {
+            issue,
+            comment,
+            replayed,
+        } = added;
         let mut data = webhook::issue_summary(issue);
         data["comment"] = serde_json::json!({ "id": comment.id, "author": comment.author });
-        self.queue_after(tenant, WebhookEvent::IssueCommented, data)
+        let occurrence = Occurrence {
+            key: comment.id.as_str(),
+            at: comment.created_at,
+            replayed: *replayed,
+            record: key.map(|(run, key)| key_record(run, key, Kind::Comment)),
+        };
+        self.queue_occurrence_after(tenant, WebhookEvent::IssueCommented, data, Some(occurrence))
             .await;
     }
 
-    /// Queues the `issue.created` webhook deliveries of a create that was
-    /// not a replay (after the write: see `queue_after`).
-    pub(crate) async fn created_event(&self, tenant: &TenantId, created: &Created) {
-        if !created.replayed {
-            let data = webhook::issue_summary(&created.issue);
-            self.queue_after(tenant, WebhookEvent::IssueCreated, data)
-                .await;
-        }
+    /// Queues the `issue.created` webhook deliveries of a create, a
+    /// replay's too (see [`Self::commented_event`]).
+    pub(crate) async fn created_event(
+        &self,
+        tenant: &TenantId,
+        created: &Created,
+        key: Option<(&RunId, &IdempotencyKey)>,
+    ) {
+        let data = webhook::issue_summary(&created.issue);
+        let occurrence = Occurrence {
+            key: created.issue.id.as_str(),
+            at: created.issue.created_at,
+            replayed: created.replayed,
+            record: key.map(|(run, key)| key_record(run, key, Kind::Issue)),
+        };
+        self.queue_occurrence_after(tenant, WebhookEvent::IssueCreated, data, Some(occurrence))
+            .await;
     }
 
     /// Whether (run, key) already holds an issue's idempotency record.
@@ -1375,7 +1407,8 @@ impl IssueStore for MongoStore {
         let created = self
             .bounded_write("create_issue", self.create(tenant, author, new, key))
             .await?;
-        self.created_event(tenant, &created).await;
+        self.created_event(tenant, &created, key.map(|key| (&author.run, key)))
+            .await;
         Ok(created)
     }
 
@@ -1422,7 +1455,8 @@ impl IssueStore for MongoStore {
             })
             .await?;
         if let CreateOutcome::Created(created) = &outcome {
-            self.created_event(tenant, created).await;
+            self.created_event(tenant, created, key.map(|key| (&author.run, key)))
+                .await;
         }
         Ok(outcome)
     }
@@ -1741,10 +1775,8 @@ impl IssueStore for MongoStore {
                 }
             })
             .await?;
-        if !added.replayed {
-            self.commented_event(tenant, &added.issue, &added.comment)
-                .await;
-        }
+        self.commented_event(tenant, &added, key.map(|key| (&author.run, key)))
+            .await;
         Ok(added)
     }
 }

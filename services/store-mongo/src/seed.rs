@@ -13,8 +13,8 @@ use crate::codec::{change_doc, created_doc, field, issue_doc};
 use crate::error::store_error;
 use crate::store::MongoStore;
 use corkboard_board::{
-    Author, Comment, CommentBody, CommentId, Created, Issue, IssueId, NewIssue, StoreError,
-    TenantId, Timestamp,
+    Author, Comment, CommentAdded, CommentBody, CommentId, Created, Issue, IssueId, NewIssue,
+    StoreError, TenantId, Timestamp,
 };
 
 /// Issues per `insert_many`: each document is a few KiB at most, so a batch
@@ -94,11 +94,15 @@ impl MongoStore {
                         issue,
                         replayed: false,
                     };
-                    self.created_event(tenant, &created).await;
+                    self.created_event(tenant, &created, None).await;
                     let issue = created.issue;
                     if let Some(comment) = comment {
-                        let issue = commented(issue.clone(), Some(&comment));
-                        self.commented_event(tenant, &issue, &comment).await;
+                        let added = CommentAdded {
+                            issue: commented(issue.clone(), Some(&comment)),
+                            comment,
+                            replayed: false,
+                        };
+                        self.commented_event(tenant, &added, None).await;
                     }
                     ids.push(issue.id);
                 } else {

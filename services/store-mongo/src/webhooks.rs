@@ -7,7 +7,14 @@
 //! they are inserted after the write succeeds and before the write is
 //! acknowledged ([`MongoStore::queue_after`]). A process that dies between
 //! the two, or an insert that fails (logged as a warning), loses those
-//! deliveries; a write is never lost or failed because of them. (A
+//! deliveries; a write is never lost or failed because of them. Creates
+//! and comments are the exception when retried with their idempotency
+//! key: their deliveries' ids come from the write and the endpoint
+//! ([`Occurrence`]) and the key's record notes when they are all queued,
+//! so the replay queues what the first attempt did not, and nothing twice
+//! (only an attempt stopped between queueing and noting leaves one that
+//! was delivered since to be sent again, under the same id the receiver
+//! dedupes by). (A
 //! look-up a write makes before it is applied, whether the tenant has
 //! endpoints at all, fails that write instead: it is not yet applied, and
 //! the retry is safe.) Claims
@@ -17,7 +24,7 @@
 //! none while it is paused: `failures`, `paused_until` on the endpoint).
 
 use crate::codec::field;
-use crate::error::{store_error, two_write_deletion};
+use crate::error::{is_duplicate_key, store_error, two_write_deletion};
 use crate::schema::{IndexSet, OUTBOX, WEBHOOKS};
 use crate::store::MongoStore;
 use corkboard_board::webhook::{
@@ -57,6 +64,39 @@ fn text<'a>(doc: &'a Document, key: &str) -> Result<&'a str, StoreError> {
     doc.get_str(key).map_err(|e| corrupt(key, e))
 }
 
+/// One event as its write names it, so that queueing it again finds the
+/// deliveries already queued ([`DeliveryId::of_event`]): `key` is what the
+/// write made once (the issue of an `issue.created`, the comment of an
+/// `issue.commented`), `at` when it made it.
+pub(crate) struct Occurrence<'a> {
+    pub key: &'a str,
+    pub at: Timestamp,
+    /// Whether this is a replay of the write (its first attempt queued
+    /// some, all or none of the deliveries).
+    pub replayed: bool,
+    /// The filter of the write's idempotency record, where the write was
+    /// keyed: once its deliveries are queued the record says so
+    /// ([`EVENTS_QUEUED`]), and a replay that finds it saying so queues
+    /// nothing (what was queued may have been delivered and removed since).
+    pub record: Option<Document>,
+}
+
+/// The field of an idempotency record set once its write's deliveries
+/// are all in the outbox.
+const EVENTS_QUEUED: &str = "events_queued";
+
+/// How much later than an event a replay still counts an endpoint as
+/// registered before it: the registering process's clock and the writing
+/// one's may disagree by this much.
+const REGISTERED_SLACK_MILLIS: i64 = 5_000;
+
+impl Occurrence<'_> {
+    /// The occurrence's name for `event`'s deliveries.
+    fn name(&self, event: WebhookEvent) -> String {
+        format!("{} {}", event.as_str(), self.key)
+    }
+}
+
 impl MongoStore {
     fn webhooks(&self) -> Collection<Document> {
         self.database().collection(WEBHOOKS)
@@ -82,9 +122,26 @@ impl MongoStore {
         event: WebhookEvent,
         data: serde_json::Value,
     ) {
+        self.queue_occurrence_after(tenant, event, data, None).await;
+    }
+
+    /// [`Self::queue_after`] for an event that a replay of its write
+    /// queues again ([`Occurrence`]): whatever an earlier attempt queued
+    /// is found, not queued twice, and what it did not (its process died
+    /// between the write and the queueing, or its answer was lost and the
+    /// caller retried with its key) is queued now.
+    pub(crate) async fn queue_occurrence_after(
+        &self,
+        tenant: &TenantId,
+        event: WebhookEvent,
+        data: serde_json::Value,
+        occurrence: Option<Occurrence<'_>>,
+    ) {
         // Bounded like every call: a server that stops answering after the
         // write must not hold the write's answer.
-        let queued = tokio::time::timeout(self.max_time(), self.queue(tenant, event, data)).await;
+        let queued =
+            tokio::time::timeout(self.max_time(), self.queue(tenant, event, data, occurrence))
+                .await;
         let failure = match queued {
             Ok(Ok(())) => None,
             Ok(Err(err)) => Some(err.to_string()),
@@ -199,10 +256,20 @@ impl MongoStore {
         tenant: &TenantId,
         event: WebhookEvent,
         data: serde_json::Value,
+        occurrence: Option<Occurrence<'_>>,
     ) -> Result<(), StoreError> {
+        let mut subscribers = doc! { "tenant": tenant.as_str(), "events": event.as_str() };
+        if let Some(occurrence) = occurrence.as_ref().filter(|o| o.replayed) {
+            // An endpoint registered well after the event is not told of
+            // it by a late replay. Only replays ask: a first attempt takes
+            // every endpoint there is, whatever the clocks of the process
+            // that registered it and of this one say.
+            let registered_by = occurrence.at.plus_millis(REGISTERED_SLACK_MILLIS);
+            subscribers.insert("created_at", doc! { "$lte": millis(registered_by) });
+        }
         let mut cursor = self
             .webhooks()
-            .find(doc! { "tenant": tenant.as_str(), "events": event.as_str() })
+            .find(subscribers)
             .max_time(self.max_time())
             .await
             .map_err(|e| store_error(&e))?;
@@ -214,31 +281,48 @@ impl MongoStore {
         if subscribed.is_empty() {
             return Ok(());
         }
+        let record = occurrence.as_ref().and_then(|o| o.record.as_ref());
+        if let Some(record) = record
+            && occurrence.as_ref().is_some_and(|o| o.replayed)
+            && self.events_queued(tenant, record).await?
+        {
+            return Ok(());
+        }
         let now = Timestamp::now();
-        let body = webhook::event_body(event, tenant, now, data);
+        let at = occurrence.as_ref().map_or(now, |o| o.at);
+        let body = webhook::event_body(event, tenant, at, data);
         let pending = self
             .outbox()
             .count_documents(doc! { "tenant": tenant.as_str() })
             .await
             .map_err(|e| store_error(&e))?;
-        for (n, id) in subscribed.into_iter().enumerate() {
+        for (n, webhook) in subscribed.into_iter().enumerate() {
+            let id = match &occurrence {
+                Some(o) => DeliveryId::of_event(o.at, &o.name(event), &webhook),
+                None => DeliveryId::generate(),
+            };
             if pending + n as u64 >= limits::PENDING_PER_TENANT_MAX
                 || body.len() > limits::PAYLOAD_MAX
             {
+                // Counted once: not for a delivery an earlier attempt queued.
+                if occurrence.is_some() && self.is_queued(&id).await? {
+                    continue;
+                }
                 self.webhooks()
                     .update_one(
-                        doc! { field::ID: &id },
+                        doc! { field::ID: &webhook },
                         doc! { "$inc": { "dropped": 1_i64 } },
                     )
                     .await
                     .map_err(|e| store_error(&e))?;
                 continue;
             }
-            self.outbox()
+            let inserted = self
+                .outbox()
                 .insert_one(doc! {
-                    field::ID: DeliveryId::generate().as_str(),
+                    field::ID: id.as_str(),
                     "tenant": tenant.as_str(),
-                    "webhook": &id,
+                    "webhook": &webhook,
                     "event": event.as_str(),
                     "body": &body,
                     "created_at": millis(now),
@@ -246,10 +330,69 @@ impl MongoStore {
                     "next_attempt_at": millis(now),
                     "lease_until": 0_i64,
                 })
-                .await
-                .map_err(|e| store_error(&e))?;
+                .await;
+            match inserted {
+                Ok(_) => {}
+                // Queued by an earlier attempt (and perhaps delivered
+                // since): nothing to add.
+                Err(err) if occurrence.is_some() && is_duplicate_key(&err) => {}
+                Err(err) => return Err(store_error(&err)),
+            }
+        }
+        if let Some(record) = record {
+            self.note_events_queued(tenant, record).await;
         }
         Ok(())
+    }
+
+    /// Whether the idempotency record `record` filters says its write's
+    /// deliveries are queued.
+    async fn events_queued(
+        &self,
+        tenant: &TenantId,
+        record: &Document,
+    ) -> Result<bool, StoreError> {
+        let mut filter = record.clone();
+        filter.insert(EVENTS_QUEUED, true);
+        let found = self
+            .idempotency(tenant)
+            .find_one(filter)
+            .projection(doc! { field::ID: 1 })
+            .max_time(self.max_time())
+            .await
+            .map_err(|e| store_error(&e))?;
+        Ok(found.is_some())
+    }
+
+    /// Records on the idempotency record that its write's deliveries are
+    /// queued. Best effort: without it, a replay queues them again under
+    /// the same ids (nothing twice while they wait; one delivered since may
+    /// be sent again, under the id its receiver dedupes by).
+    async fn note_events_queued(&self, tenant: &TenantId, record: &Document) {
+        let noted = self
+            .idempotency(tenant)
+            .update_one(record.clone(), doc! { "$set": { EVENTS_QUEUED: true } })
+            .await;
+        if let Err(err) = noted {
+            tracing::warn!(
+                tenant = %tenant,
+                error = %store_error(&err),
+                "a keyed write's webhook deliveries are queued, but its idempotency record \
+                 could not say so; a replay may send them again under the same ids"
+            );
+        }
+    }
+
+    /// Whether the outbox holds delivery `id`.
+    async fn is_queued(&self, id: &DeliveryId) -> Result<bool, StoreError> {
+        let found = self
+            .outbox()
+            .find_one(doc! { field::ID: id.as_str() })
+            .projection(doc! { field::ID: 1 })
+            .max_time(self.max_time())
+            .await
+            .map_err(|e| store_error(&e))?;
+        Ok(found.is_some())
     }
 }
 

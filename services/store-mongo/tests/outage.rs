@@ -622,3 +622,127 @@ async fn a_retried_deletion_removes_what_a_cut_off_one_left_behind() {
     assert_eq!(left(t.as_str()).await.unwrap(), 0, "orphaned pins");
     assert_eq!(left(other).await.unwrap(), 1, "another tenant's pin");
 }
+
+/// A keyed create or comment whose first attempt's deliveries were never
+/// queued (its process died after the write, or its answer was lost and
+/// the caller retried with its key) gets them from the replay, and only
+/// once: a delivery's id comes from the write and the endpoint, so a
+/// replay finds what an earlier attempt queued instead of queueing a copy
+/// the receiver could not tell apart, and the key's record notes when all
+/// were queued, so a replay after their delivery sends nothing again. An
+/// endpoint registered well after the event is not told of it by a replay.
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
+async fn a_replayed_keyed_write_queues_what_its_first_attempt_did_not() {
+    use corkboard_board::{
+        CommentBody, NewComment, NewWebhook, WebhookEvents, WebhookSecret, WebhookStore, WebhookUrl,
+    };
+    use corkboard_store_mongo::schema::{OUTBOX, idempotency};
+    use futures_util::TryStreamExt;
+    use mongodb::bson::{Document, doc};
+
+    let board = TestBoard::start("replayed_deliveries").await;
+    let db = board.raw_database().await;
+    let outbox = db.collection::<Document>(OUTBOX);
+    let t = TenantId::parse("hooked").unwrap();
+    let records = db.collection::<Document>(&idempotency(&t));
+    let endpoint = |events: &[&str]| NewWebhook {
+        url: WebhookUrl::parse("https://hooks.example.com/in").unwrap(),
+        events: WebhookEvents::parse_list(events.iter().copied()).unwrap(),
+        secret: WebhookSecret::parse("a-secret-of-16-bytes").unwrap(),
+    };
+    board
+        .store
+        .create_webhook(
+            &t,
+            &endpoint(&["issue.created", "issue.commented"]),
+            Timestamp::now(),
+        )
+        .await
+        .expect("create webhook");
+    let queued = |event: &'static str| {
+        let outbox = outbox.clone();
+        async move {
+            let docs: Vec<Document> = outbox
+                .find(doc! { "event": event })
+                .await
+                .unwrap()
+                .try_collect()
+                .await
+                .unwrap();
+            let mut ids: Vec<String> = docs
+                .iter()
+                .map(|d| d.get_str("_id").unwrap().to_owned())
+                .collect();
+            ids.sort();
+            ids
+        }
+    };
+    // What a first attempt that stopped before noting its deliveries
+    // queued leaves on its key's record.
+    let not_noted = || records.update_many(doc! {}, doc! { "$unset": { "events_queued": "" } });
+    // What it leaves in the outbox when it stopped before queueing them,
+    // or what their delivery leaves.
+    let emptied = |event: &'static str| outbox.delete_many(doc! { "event": event });
+    let (who, create_key, comment_key) = (author("run-1"), key("c1"), key("m1"));
+    let create = || {
+        board
+            .store
+            .create_issue(&t, &who, new_issue("hooked"), Some(&create_key))
+    };
+
+    let created = create().await.expect("create");
+    assert!(!created.replayed);
+    let first = queued("issue.created").await;
+    assert_eq!(first.len(), 1, "{first:?}");
+    // Stopped after queueing, before noting it: queued once all the same.
+    not_noted().await.unwrap();
+    assert!(create().await.expect("replay").replayed);
+    assert_eq!(queued("issue.created").await, first, "queued once, same id");
+    // Stopped before queueing: the replay queues it, under the same id.
+    emptied("issue.created").await.unwrap();
+    not_noted().await.unwrap();
+    for _ in 0..2 {
+        assert!(create().await.expect("replay").replayed);
+        assert_eq!(queued("issue.created").await, first, "queued once, same id");
+    }
+    // Queued and delivered since: a replay sends nothing again.
+    emptied("issue.created").await.unwrap();
+    assert!(create().await.expect("replay").replayed);
+    assert!(queued("issue.created").await.is_empty());
+
+    let comment = || {
+        board.store.add_comment(
+            &t,
+            &who,
+            NewComment {
+                issue: created.issue.id.clone(),
+                body: CommentBody::parse("a note").unwrap(),
+            },
+            Some(&comment_key),
+        )
+    };
+    assert!(!comment().await.expect("comment").replayed);
+    let noted = queued("issue.commented").await;
+    assert_eq!(noted.len(), 1, "{noted:?}");
+    emptied("issue.commented").await.unwrap();
+    not_noted().await.unwrap();
+    for _ in 0..2 {
+        assert!(comment().await.expect("replay").replayed);
+        assert_eq!(queued("issue.commented").await, noted);
+    }
+
+    // Registered a minute after the issue's create.
+    let later = created.issue.created_at.plus_millis(60_000);
+    board
+        .store
+        .create_webhook(&t, &endpoint(&["issue.created"]), later)
+        .await
+        .expect("a later endpoint");
+    not_noted().await.unwrap();
+    assert!(create().await.expect("replay").replayed);
+    assert_eq!(
+        queued("issue.created").await,
+        first,
+        "not the later endpoint's"
+    );
+}

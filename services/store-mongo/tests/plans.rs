@@ -165,6 +165,12 @@ fn shapes() -> Vec<(&'static str, Run)> {
             let new = NewIssue { parent: Some(f.parent.clone()), ..new_issue("plan check create") };
             f.store.create_issue(&f.tenant, &author("run-a"), new, Some(&key("k-1"))).await.unwrap();
         })),
+        // Its deliveries' look-ups: the endpoints registered by then, and
+        // the key's record saying they are queued.
+        ("create_issue replayed by its key", |f| Box::pin(async move {
+            let new = NewIssue { parent: Some(f.parent.clone()), ..new_issue("plan check create") };
+            assert!(f.store.create_issue(&f.tenant, &author("run-a"), new, Some(&key("k-1"))).await.unwrap().replayed);
+        })),
         ("create_issue_unless_similar", |f| Box::pin(async move { f.store.create_issue_unless_similar(&f.tenant, &author("run-a"), new_issue("stale cache report nightly"), None).await.unwrap(); })),
         ("update_issue: state", |f| Box::pin(async move { f.store.update_issue(&f.tenant, &f.ids[905], IssuePatch { state: Some(Done), ..IssuePatch::default() }, None).await.unwrap(); })),
         ("update_issue: blocked_by", |f| Box::pin(async move { f.store.update_issue(&f.tenant, &f.ids[908], IssuePatch { blocked_by: Some(corkboard_board::BlockedBy::parse(vec![f.parent.clone()]).unwrap()), ..IssuePatch::default() }, None).await.unwrap(); })),
