@@ -40,7 +40,7 @@
 //! thread per file with group commit
 //! (ops run together, and again each in its savepoint when one fails; the
 //! full-text index's changes written as pending rows with their op and moved
-//! into the index about every 250 ms and before a search of their tenant,
+//! into the index about every 25 ms and before a search of their tenant,
 //! `search_writes.rs`, because FTS5 writes a new index segment at every
 //! commit, savepoint and statement transaction), two reader pools (point reads,
 //! inline on the calling thread when they can; expensive reads, under their

@@ -40,6 +40,12 @@ pub struct SqliteOptions {
     /// pending rows into the index while writes keep coming
     /// (search_writes.rs); a search moves them at once, so it bounds the
     /// work a search after a burst of writes waits for, not what it sees.
+    /// It also bounds the move itself, which the writes of its group (and
+    /// every write queued behind it) wait for: at about 6,000 creates a
+    /// second, moves every 250 ms put the p99 of creates at about 30 ms,
+    /// moves every 25 ms at about 24 ms (none during the run: about 20),
+    /// for about 1% more of the writer's instructions
+    /// (services/bench/FINDINGS.md).
     pub search_index_every: Duration,
 }
 
@@ -55,7 +61,7 @@ impl Default for SqliteOptions {
             max_group: 128,
             operation_timeout: Duration::from_secs(30),
             open_titles: OpenTitleBounds::default(),
-            search_index_every: Duration::from_millis(250),
+            search_index_every: Duration::from_millis(25),
         }
     }
 }

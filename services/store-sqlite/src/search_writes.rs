@@ -13,8 +13,11 @@
 //! `search_pending` instead, one row per index row (a create, the last
 //! title and body, the comments' words appended in order), and the board's
 //! writer moves them into the index with two statements ([`apply`]) at the
-//! end of the first group at least `search_index_every` (250 ms) after its
-//! last move: one segment for many groups.
+//! end of the first group at least `search_index_every` (25 ms) after its
+//! last move: one segment for several groups, and a move short enough that
+//! the writes waiting behind it hardly notice (every 250 ms, a move of
+//! about 1,500 creates' rows under a load of creates set their p99:
+//! services/bench/FINDINGS.md).
 //!
 //! Nothing is lost or seen late:
 //! - the pending rows are written in their op's transaction (a failed op,

@@ -121,7 +121,7 @@ pub fn run(calls: u32) -> Result<()> {
 async fn measure(calls: u32) -> Result<()> {
     let dir = tempfile::tempdir().map_err(BenchError::io("temporary directory"))?;
     // The full-text index's pending rows move only when a search asks:
-    // under load they move about every 250 ms, a share of a create too
+    // under load they move about every 25 ms, a share of a create too
     // small to count, but when a move falls inside a measured window
     // depends on how fast callgrind runs.
     let options = SqliteOptions {
