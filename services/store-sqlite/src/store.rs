@@ -160,7 +160,6 @@ impl SqliteStore {
         )?;
         let writes = writer::spawn(
             write_conn,
-            path,
             options.queue_capacity,
             GroupPolicy {
                 max_group: options.max_group,
@@ -178,7 +177,6 @@ impl SqliteStore {
         })?;
         let audit_writes = writer::spawn(
             audit_conn,
-            &audit_path,
             options.queue_capacity,
             GroupPolicy {
                 max_group: options.max_group,

@@ -54,7 +54,6 @@ use crate::ops::WriteOp;
 use crate::search_writes;
 use corkboard_board::StoreError;
 use rusqlite::Connection;
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
@@ -283,21 +282,21 @@ impl IndexRows {
 /// Starts the writer thread; it stops when every sender is dropped.
 pub(crate) fn spawn(
     conn: Connection,
-    path: &Path,
     capacity: usize,
     policy: GroupPolicy,
     counters: Arc<Counters>,
     keeps: Keeps,
 ) -> std::io::Result<mpsc::Sender<WriteJob>> {
     let (tx, rx) = mpsc::channel(capacity.max(1));
-    let name = format!(
-        "sqlite-writer:{}",
-        path.file_name()
-            .map(|n| n.to_string_lossy())
-            .unwrap_or_default()
-    );
+    // Named by the file's role, not its name: Linux keeps a thread's first
+    // 15 bytes (`top -H`, `ps -L`), and `sqlite-writer:board.sqlite3` and
+    // `sqlite-writer:board.audit.sqlite3` both showed as `sqlite-writer:b`.
+    let name = match &keeps {
+        Keeps::Board(_) => "sqlite-board",
+        Keeps::Audit(_) => "sqlite-audit",
+    };
     thread::Builder::new()
-        .name(name)
+        .name(name.to_owned())
         .spawn(move || run(conn, rx, policy, &counters, keeps))?;
     Ok(tx)
 }

@@ -459,3 +459,24 @@ async fn board_files_an_older_version_left_readable_are_tightened_on_open() {
     }
     drop(first);
 }
+
+/// An operator looking at the threads (`top -H`, `ps -L`, which show a
+/// thread's first 15 bytes) tells the board file's writer from the audit
+/// file's: both once showed as `sqlite-writer:b`.
+#[test]
+fn the_board_and_audit_writers_are_told_apart_among_the_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let _store = SqliteStore::open(&dir.path().join(FILE_NAME)).unwrap();
+    let names: Vec<String> = std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        .map(|name| name.trim().to_owned())
+        .collect();
+    for writer in ["sqlite-board", "sqlite-audit"] {
+        assert_eq!(
+            names.iter().filter(|n| *n == writer).count(),
+            1,
+            "{writer} among {names:?}"
+        );
+    }
+}
