@@ -467,16 +467,27 @@ async fn board_files_an_older_version_left_readable_are_tightened_on_open() {
 fn the_board_and_audit_writers_are_told_apart_among_the_threads() {
     let dir = tempfile::tempdir().unwrap();
     let _store = SqliteStore::open(&dir.path().join(FILE_NAME)).unwrap();
-    let names: Vec<String> = std::fs::read_dir("/proc/self/task")
-        .unwrap()
-        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
-        .map(|name| name.trim().to_owned())
-        .collect();
-    for writer in ["sqlite-board", "sqlite-audit"] {
-        assert_eq!(
-            names.iter().filter(|n| *n == writer).count(),
-            1,
-            "{writer} among {names:?}"
+    let names = || -> Vec<String> {
+        std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+            .map(|name| name.trim().to_owned())
+            .collect()
+    };
+    let count = |names: &[String], writer: &str| names.iter().filter(|n| *n == writer).count();
+    // A new thread carries its creator's name until it has started and
+    // named itself: wait for that (bounded only so a broken build fails).
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let names = names();
+        let found = ["sqlite-board", "sqlite-audit"].map(|writer| count(&names, writer));
+        if found == [1, 1] {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "one sqlite-board and one sqlite-audit among {names:?}"
         );
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
