@@ -391,18 +391,19 @@ impl GrantService {
                 return Err(err.into());
             }
         };
-        self.revoke_in_registry(id, &event.token_hash).await?;
+        self.revoke_in_registry(id, Some(&event.token_hash)).await?;
         Ok(event)
     }
 
-    /// Stops a grant whose revocation the ledger holds from resolving.
+    /// Stops a grant whose revocation the ledger holds from resolving: by
+    /// its token hash where known (the registry may have lost the grant's
+    /// other keys), else by its id.
     async fn revoke_in_registry(
         &self,
         id: &GrantId,
-        token_hash: &str,
+        token_hash: Option<&str>,
     ) -> Result<(), RegistryError> {
-        // By token hash: the registry may have lost the grant's other keys.
-        match crate::token::TokenHash::from_hex(token_hash) {
+        match token_hash.and_then(crate::token::TokenHash::from_hex) {
             Some(hash) => self.registry.revoke_hash(id, &hash).await?,
             None => self.registry.revoke(id).await?,
         };
@@ -419,11 +420,7 @@ impl GrantService {
     /// error says to) makes ledger and registry agree. Best effort: the
     /// caller gets the ledger's error.
     async fn stop_resolving(&self, id: &GrantId, token_hash: Option<&str>) {
-        let revoked = match token_hash {
-            Some(hash) => self.revoke_in_registry(id, hash).await,
-            None => self.registry.revoke(id).await.map(|_| ()),
-        };
-        if let Err(err) = revoked {
+        if let Err(err) = self.revoke_in_registry(id, token_hash).await {
             tracing::warn!(grant = %id, error = %err, "could not revoke in the registry a grant of a failed revocation");
         }
     }

@@ -743,11 +743,10 @@ impl MongoStore {
         comment: &CommentId,
     ) -> Result<(), StoreError> {
         self.idempotency(tenant)
-            .delete_one(doc! {
-                idem_field::RUN: author.run.as_str(),
-                idem_field::KEY: key.as_str(),
-                idem_field::KIND: Kind::Comment.as_str(),
-                "comment.id": comment.as_str(),
+            .delete_one({
+                let mut mine = key_record(&author.run, key, Kind::Comment);
+                mine.insert("comment.id", comment.as_str());
+                mine
             })
             .await
             .map_err(|e| store_error(&e))?;
@@ -765,11 +764,7 @@ impl MongoStore {
         kind: Kind,
         fingerprint: &str,
     ) -> Result<Document, StoreError> {
-        let filter = doc! {
-            idem_field::RUN: run.as_str(),
-            idem_field::KEY: key.as_str(),
-            idem_field::KIND: kind.as_str(),
-        };
+        let filter = key_record(run, key, kind);
         for _ in 0..VISIBILITY_ATTEMPTS {
             let found = self
                 .idempotency(tenant)
@@ -800,15 +795,13 @@ impl MongoStore {
         let fingerprint = new.fingerprint();
         let now = Timestamp::now();
         let issue = new.into_issue(tenant.clone(), author.clone(), now);
-        let record = doc! {
-            idem_field::RUN: author.run.as_str(),
-            idem_field::KEY: key.as_str(),
-            idem_field::KIND: Kind::Issue.as_str(),
+        let mut record = key_record(&author.run, key, Kind::Issue);
+        record.extend(doc! {
             "fingerprint": fingerprint.as_str(),
             "issue_id": issue.id.as_str(),
             "issue": created_doc(&issue),
             field::CREATED_AT: date(now),
-        };
+        });
         let claimed = self.claim_key(tenant, record).await?;
         // The commit point: from here the key's record is stored, so the
         // create is (or, retried with the key, will be) applied, whatever
@@ -958,15 +951,13 @@ impl MongoStore {
             author: author.clone(),
             created_at: Timestamp::now(),
         };
-        let record = doc! {
-            idem_field::RUN: author.run.as_str(),
-            idem_field::KEY: key.as_str(),
-            idem_field::KIND: Kind::Comment.as_str(),
+        let mut record = key_record(&author.run, key, Kind::Comment);
+        record.extend(doc! {
             "fingerprint": fingerprint.as_str(),
             "issue_id": new.issue.as_str(),
             "comment": comment_doc(&comment),
             field::CREATED_AT: date(comment.created_at),
-        };
+        });
         let claimed = self.claim_key(tenant, record).await?;
         // The commit point, as in `create_with_key`: the key's record is
         // stored, so a failure from here on is never "nothing applied".
@@ -1132,11 +1123,7 @@ impl MongoStore {
     ) -> Result<bool, StoreError> {
         let found = self
             .idempotency(tenant)
-            .find_one(doc! {
-                idem_field::RUN: run.as_str(),
-                idem_field::KEY: key.as_str(),
-                idem_field::KIND: kind.as_str(),
-            })
+            .find_one(key_record(run, key, kind))
             .projection(doc! { field::ID: 1 })
             .max_time(self.max_time())
             .await

@@ -258,8 +258,9 @@ impl MongoStore {
         data: serde_json::Value,
         occurrence: Option<Occurrence<'_>>,
     ) -> Result<(), StoreError> {
+        let replay = occurrence.as_ref().filter(|o| o.replayed);
         let mut subscribers = doc! { "tenant": tenant.as_str(), "events": event.as_str() };
-        if let Some(occurrence) = occurrence.as_ref().filter(|o| o.replayed) {
+        if let Some(occurrence) = replay {
             // An endpoint registered well after the event is not told of
             // it by a late replay. Only replays ask: a first attempt takes
             // every endpoint there is, whatever the clocks of the process
@@ -281,9 +282,7 @@ impl MongoStore {
         if subscribed.is_empty() {
             return Ok(());
         }
-        let record = occurrence.as_ref().and_then(|o| o.record.as_ref());
-        if let Some(record) = record
-            && occurrence.as_ref().is_some_and(|o| o.replayed)
+        if let Some(record) = replay.and_then(|o| o.record.as_ref())
             && self.events_queued(tenant, record).await?
         {
             return Ok(());
@@ -339,7 +338,7 @@ impl MongoStore {
                 Err(err) => return Err(store_error(&err)),
             }
         }
-        if let Some(record) = record {
+        if let Some(record) = occurrence.as_ref().and_then(|o| o.record.as_ref()) {
             self.note_events_queued(tenant, record).await;
         }
         Ok(())
