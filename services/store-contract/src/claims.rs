@@ -478,6 +478,24 @@ pub async fn case_issue_view_shows_the_newest_inverse_relations<S: BoardStore>(s
         .expect("leaf view");
     assert!(leaf.children.is_empty() && leaf.blocks.is_empty());
     assert!(!leaf.more_children && !leaf.more_blocks);
+    // More than twice the bound related in either way (a store may read
+    // both kinds at once while fewer are): each list is still the newest
+    // of its own kind, neither crowded out by the other.
+    let mut only_blocked = Vec::new();
+    for i in 0..=INVERSE_MAX + 1 {
+        let mut new = new_issue(&format!("Blocked only {i}"));
+        new.blocked_by = BlockedBy::parse([root.clone()]).expect("blocked_by");
+        only_blocked.push(create(&*store, &t, new).await);
+    }
+    let view = store
+        .get_issue_view(&t, &root, &CommentWindow::all())
+        .await
+        .expect("view of a crowded root");
+    assert_eq!(view.children, children[..INVERSE_MAX].to_vec());
+    assert!(view.more_children);
+    let blocked = newest_first(&[blocked, only_blocked].concat());
+    assert_eq!(view.blocks, blocked[..INVERSE_MAX].to_vec());
+    assert!(view.more_blocks);
 }
 
 pub async fn case_relations_are_checked_and_shown<S: BoardStore>(store: Arc<S>) {

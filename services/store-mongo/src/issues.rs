@@ -104,6 +104,11 @@ pub(crate) fn system_author() -> Author {
     corkboard_board::run_author(&RunId::parse("corkboard").expect("a valid run id"))
 }
 
+/// Issues an issue's view reads its relations of both kinds in one query
+/// for ([`MongoStore::children_and_blocks`]): the two lists' bound, so
+/// that an answer under it holds every related issue.
+const RELATED_AT_ONCE: i64 = 2 * (relation_limits::INVERSE_MAX as i64 + 1);
+
 fn issue_not_found(id: &IssueId) -> StoreError {
     StoreError::not_found(format!("issue {id}"))
 }
@@ -186,6 +191,61 @@ impl MongoStore {
             );
         }
         Ok(out)
+    }
+
+    /// The ids of `id`'s sub-issues and of the issues it blocks, newest
+    /// first, up to one more than [`relation_limits::INVERSE_MAX`] of each
+    /// (as [`Self::related_ids`] reads them). One query asks for both
+    /// (`$or` of the two indexes' entries, unsorted, so the server merges
+    /// them without a blocking sort): while fewer than [`RELATED_AT_ONCE`]
+    /// issues are related in either way, that answer holds every one of
+    /// them and is sorted here; past it, each kind is read sorted by its
+    /// own index, as before.
+    async fn children_and_blocks(
+        &self,
+        tenant: &TenantId,
+        id: &IssueId,
+    ) -> Result<(Vec<IssueId>, Vec<IssueId>), StoreError> {
+        let mut cursor = self
+            .issues(tenant)
+            .find(doc! { "$or": [
+                { field::PARENT: id.as_str() },
+                { field::BLOCKED_BY: id.as_str() },
+            ] })
+            .projection(doc! { field::ID: 1, field::PARENT: 1, field::BLOCKED_BY: 1 })
+            .limit(RELATED_AT_ONCE)
+            .batch_size(RELATED_AT_ONCE as u32)
+            .max_time(self.max_time())
+            .await
+            .map_err(|e| store_error(&e))?;
+        let mut docs = Vec::new();
+        while cursor.advance().await.map_err(|e| store_error(&e))? {
+            docs.push(cursor.deserialize_current().map_err(|e| store_error(&e))?);
+        }
+        if docs.len() >= RELATED_AT_ONCE as usize {
+            return tokio::try_join!(
+                self.related_ids(tenant, doc! { field::PARENT: id.as_str() }),
+                self.related_ids(tenant, doc! { field::BLOCKED_BY: id.as_str() }),
+            );
+        }
+        let (mut children, mut blocks) = (Vec::new(), Vec::new());
+        for doc in &docs {
+            let related = IssueId::parse(doc.get_str(field::ID).unwrap_or_default())
+                .map_err(|e| StoreError::Internal(format!("a stored issue id is invalid: {e}")))?;
+            if doc.get_str(field::PARENT).ok() == Some(id.as_str()) {
+                children.push(related.clone());
+            }
+            let blocked = doc.get_array(field::BLOCKED_BY).ok();
+            if blocked.is_some_and(|ids| ids.iter().any(|b| b.as_str() == Some(id.as_str()))) {
+                blocks.push(related);
+            }
+        }
+        for ids in [&mut children, &mut blocks] {
+            // Newest first, as the indexes give them (ids sort by time).
+            ids.sort_unstable_by(|a, b| b.as_str().cmp(a.as_str()));
+            ids.truncate(relation_limits::INVERSE_MAX + 1);
+        }
+        Ok((children, blocks))
     }
 
     /// An update that depends on the issue as it is (lifecycle, relations):
@@ -667,6 +727,7 @@ impl MongoStore {
             } } },
             doc! { "$unset": [
                 field::COMMENTS, field::TERMS_TITLE, field::TERMS_BODY, field::TERMS_COMMENTS,
+                field::HISTORY,
             ] },
         ];
         let mut cursor = self
@@ -1558,16 +1619,13 @@ impl IssueStore for MongoStore {
         window: &CommentWindow,
     ) -> Result<IssueView, StoreError> {
         self.bounded("get_issue", async {
-            let (issue, facts) = self
-                .find_issue_window(tenant, id, window)
-                .await?
-                .ok_or_else(|| issue_not_found(id))?;
-            let children = self
-                .related_ids(tenant, doc! { field::PARENT: id.as_str() })
-                .await?;
-            let blocks = self
-                .related_ids(tenant, doc! { field::BLOCKED_BY: id.as_str() })
-                .await?;
+            // Both at once: the view waits for one round trip, not three
+            // in a row (the window, the children, the blocked issues).
+            let (found, (children, blocks)) = tokio::try_join!(
+                self.find_issue_window(tenant, id, window),
+                self.children_and_blocks(tenant, id),
+            )?;
+            let (issue, facts) = found.ok_or_else(|| issue_not_found(id))?;
             Ok(IssueView::new(issue, facts, children, blocks))
         })
         .await
