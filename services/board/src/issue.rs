@@ -29,6 +29,12 @@ pub mod limits {
     /// all, so an unbounded thread would make each `get_issue` unbounded
     /// too: 500 comments of at most 64 KiB keep an issue under 32 MiB.
     pub const COMMENTS_MAX: usize = 500;
+    /// Comment bytes (bodies) one page of issues carries at most, its
+    /// first issue's whatever their size: a list or search page whose
+    /// issues' comments would pass it ends early, its cursor (or offset)
+    /// right after the last issue it holds, so nothing is skipped. Without
+    /// it, a page of 200 issues of 500 comments of 64 KiB would read 6 GiB.
+    pub const PAGE_COMMENT_BYTES_MAX: usize = 4 * 1024 * 1024;
     /// Maximum length of a search query, in characters.
     pub const SEARCH_QUERY_MAX_CHARS: usize = 200;
     /// Most distinct terms one search query may have: each is one more
@@ -869,6 +875,29 @@ impl ListQuery {
                     .to_lowercase()
                     .contains(&text.to_lowercase())
             })
+    }
+}
+
+/// The comment bytes a page of issues has taken so far, against
+/// [`limits::PAGE_COMMENT_BYTES_MAX`] (a store counts each comment, or
+/// each issue's, as it reads them).
+#[derive(Debug, Default)]
+pub struct PageCommentBytes {
+    bytes: usize,
+}
+
+impl PageCommentBytes {
+    /// Counts `bytes` more; false once the page's comments are past the
+    /// bound (the page then ends before the issue they belong to, unless
+    /// it is the page's first).
+    pub fn take(&mut self, bytes: usize) -> bool {
+        self.bytes = self.bytes.saturating_add(bytes);
+        self.bytes <= limits::PAGE_COMMENT_BYTES_MAX
+    }
+
+    /// Counts the bodies of `issue`'s comments ([`Self::take`]).
+    pub fn take_issue(&mut self, issue: &Issue) -> bool {
+        self.take(issue.comments.iter().map(|c| c.body.as_str().len()).sum())
     }
 }
 

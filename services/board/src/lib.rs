@@ -86,8 +86,8 @@ pub use ids::{
 pub use integrity::Integrity;
 pub use issue::{
     Author, AuthorKind, Body, Comment, CommentAdded, CommentBody, Created, Issue, IssuePatch,
-    IssueState, Label, LabelFilter, Labels, ListQuery, NewComment, NewIssue, Page, Priority, Title,
-    limits,
+    IssueState, Label, LabelFilter, Labels, ListQuery, NewComment, NewIssue, Page,
+    PageCommentBytes, Priority, Title, limits,
 };
 pub use pin::{
     DefinitionHash, FIRST_LISTING, PINNED_FIELDS, TOOL_DEFINITION_MAX, ToolApproval, ToolPin,

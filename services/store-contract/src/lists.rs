@@ -475,6 +475,85 @@ pub async fn case_list_returns_full_issues<S: BoardStore>(store: Arc<S>) {
     );
 }
 
+/// A page's comments are bounded (`limits::PAGE_COMMENT_BYTES_MAX`): a
+/// list or search page whose issues' comments would pass the bound ends
+/// after its last issue that fits (its first whatever their size), and the
+/// next page goes on from there; every issue is on exactly one page, whole.
+pub async fn case_pages_end_before_their_comments_pass_the_bound<S: BoardStore>(store: Arc<S>) {
+    let t = tenant("heavy-threads");
+    let body = "thread ".repeat(60 * 1024 / 7);
+    // More than half the bound each: no page holds two of them.
+    let per_issue = limits::PAGE_COMMENT_BYTES_MAX / body.len() / 2 + 1;
+    let mut ids = Vec::new();
+    for (n, comments) in [(0, 0), (1, per_issue), (2, per_issue)] {
+        let issue = create_as_run_a(&*store, &t, new_issue(&format!("Heavy thread {n}"))).await;
+        for _ in 0..comments {
+            store
+                .add_comment(&t, &author("run-2"), comment(&issue, &body), None)
+                .await
+                .expect("comment");
+        }
+        ids.push(issue);
+    }
+    // Newest first: the two heavy ones, then the light one.
+    let first = list(&*store, &t, &ListQuery::default()).await;
+    assert_eq!(
+        first.issues.iter().map(|i| &i.id).collect::<Vec<_>>(),
+        [&ids[2]]
+    );
+    assert_eq!(first.issues[0].comments.len(), per_issue);
+    assert_eq!(first.next_cursor.as_ref(), Some(&ids[2]));
+    let rest = list(
+        &*store,
+        &t,
+        &ListQuery {
+            cursor: first.next_cursor.clone(),
+            ..ListQuery::default()
+        },
+    )
+    .await;
+    assert_eq!(
+        rest.issues.iter().map(|i| &i.id).collect::<Vec<_>>(),
+        [&ids[1], &ids[0]]
+    );
+    assert_eq!(rest.next_cursor, None);
+    for listed in first.issues.iter().chain(&rest.issues) {
+        let got = store.get_issue(&t, &listed.id).await.expect("get");
+        assert_eq!(listed, &got, "a listed issue is whole, comments included");
+    }
+    // Search pages by offset the same way.
+    let mut query = corkboard_board::SearchQuery::new(
+        corkboard_board::SearchText::parse("heavy").expect("a valid query"),
+    );
+    let mut seen = Vec::new();
+    loop {
+        let page = store.search_issues(&t, &query).await.expect("search");
+        assert!(!page.hits.is_empty(), "a page holds its first hit");
+        let beyond_first: usize = page.hits[1..]
+            .iter()
+            .flat_map(|h| &h.issue.comments)
+            .map(|c| c.body.as_str().len())
+            .sum();
+        assert!(beyond_first <= limits::PAGE_COMMENT_BYTES_MAX);
+        seen.extend(page.hits.iter().map(|h| h.issue.id.clone()));
+        match page.next_offset {
+            Some(next) => {
+                assert_eq!(
+                    next as usize,
+                    seen.len(),
+                    "the next page starts after this one"
+                );
+                query.offset = next;
+            }
+            None => break,
+        }
+    }
+    seen.sort();
+    let mut all = ids.clone();
+    all.sort();
+    assert_eq!(seen, all, "every hit on exactly one page");
+}
+
 pub async fn case_list_pagination_across_pages<S: BoardStore>(store: Arc<S>) {
     let t = tenant("pages");
     let created = create_n(&*store, &t, 23, "paged").await;

@@ -39,10 +39,10 @@ use corkboard_board::{
     Author, Change, ChangeKind, ClaimCheck, ClaimNext, Claimant, Comment, CommentAdded,
     CommentFacts, CommentId, CommentWindow, CreateOutcome, Created, FieldChange, GrantLedger,
     HistoryPage, IdempotencyKey, Issue, IssueId, IssuePatch, IssueState, IssueStore, IssueView,
-    ListQuery, MONGO_CANDIDATES_MAX, NewComment, NewIssue, Page, ParentChain, ReadCost, RunId,
-    SearchPage, SearchQuery, SimilarIssue, SimilarRanking, StoreError, TenantId, Timestamp, Title,
-    ValidationError, ViewSince, check_hand_over, check_release, limits, rank_order,
-    relation_limits, run_author,
+    ListQuery, MONGO_CANDIDATES_MAX, NewComment, NewIssue, Page, PageCommentBytes, ParentChain,
+    ReadCost, RunId, SearchPage, SearchQuery, SimilarIssue, SimilarRanking, StoreError, TenantId,
+    Timestamp, Title, ValidationError, ViewSince, check_hand_over, check_release, limits,
+    rank_order, relation_limits, run_author,
 };
 use mongodb::bson::{Bson, Document, doc};
 use mongodb::options::ReturnDocument;
@@ -1277,7 +1277,7 @@ impl MongoStore {
         ranked.sort_by(|a, b| rank_order((a.0, a.1, &a.2), (b.0, b.1, &b.2)));
         let from = (query.offset as usize).min(ranked.len());
         let to = (from + query.limit as usize).min(ranked.len());
-        let next_offset = (ranked.len() > to).then(|| query.offset + query.limit);
+        let mut next_offset = (ranked.len() > to).then(|| query.offset + query.limit);
         let page = &ranked[from..to];
         let ids: Vec<&str> = page.iter().map(|(_, _, id)| id.as_str()).collect();
         let mut full = std::collections::HashMap::new();
@@ -1296,11 +1296,23 @@ impl MongoStore {
             full.insert(issue.id.clone(), issue);
         }
         // An issue gone between the two reads (no deletes exist today) is
-        // left out rather than failing the search.
-        let hits = page
-            .iter()
-            .filter_map(|(score, _, id)| full.remove(id).map(|i| query.text.hit(i, *score)))
-            .collect();
+        // left out rather than failing the search. The page ends, in rank
+        // order, where its hits' comments would pass the page's bound, and
+        // the next continues after its last hit (the hits were read in one
+        // find of at most `SEARCH_LIMIT_MAX` issues, so this bounds the
+        // answer, not that read).
+        let mut taken = PageCommentBytes::default();
+        let mut hits = Vec::with_capacity(page.len());
+        for (n, (score, _, id)) in page.iter().enumerate() {
+            let Some(issue) = full.remove(id) else {
+                continue;
+            };
+            if !taken.take_issue(&issue) && !hits.is_empty() {
+                next_offset = Some(query.offset + n as u32);
+                break;
+            }
+            hits.push(query.text.hit(issue, *score));
+        }
         Ok(SearchPage {
             hits,
             next_offset,
@@ -1335,21 +1347,7 @@ impl MongoStore {
             .max_time(budget.map_or_else(|| self.max_time(), ReadBudget::max_time))
             .await
             .map_err(fail)?;
-        let mut issues = Vec::new();
-        while cursor.advance().await.map_err(fail)? {
-            let doc = cursor.deserialize_current().map_err(fail)?;
-            issues.push(issue_from_doc(tenant, &doc)?);
-        }
-        let next_cursor = if issues.len() > limit {
-            issues.truncate(limit);
-            issues.last().map(|i| i.id.clone())
-        } else {
-            None
-        };
-        Ok(Page {
-            issues,
-            next_cursor,
-        })
+        page_within_comment_bytes(tenant, &mut cursor, limit, fail).await
     }
 
     async fn similar(
@@ -1397,6 +1395,42 @@ impl MongoStore {
         }
         Ok(ranking.finish(limit))
     }
+}
+
+/// A page of issues from `cursor` (up to `limit`, and one more to know
+/// that more follow), ended early where its issues' comments would pass
+/// [`limits::PAGE_COMMENT_BYTES_MAX`] (its first issue is kept whatever
+/// their size; nothing more is read then). Its cursor is its last issue.
+pub(crate) async fn page_within_comment_bytes(
+    tenant: &TenantId,
+    cursor: &mut mongodb::Cursor<Document>,
+    limit: usize,
+    fail: impl Fn(mongodb::error::Error) -> StoreError,
+) -> Result<Page, StoreError> {
+    let mut issues = Vec::new();
+    let mut taken = PageCommentBytes::default();
+    let mut cut = false;
+    while cursor.advance().await.map_err(&fail)? {
+        let doc = cursor.deserialize_current().map_err(&fail)?;
+        let issue = issue_from_doc(tenant, &doc)?;
+        if !taken.take_issue(&issue) && !issues.is_empty() {
+            cut = true;
+            break;
+        }
+        issues.push(issue);
+    }
+    let next_cursor = if issues.len() > limit {
+        issues.truncate(limit);
+        issues.last().map(|i| i.id.clone())
+    } else if cut {
+        issues.last().map(|i| i.id.clone())
+    } else {
+        None
+    };
+    Ok(Page {
+        issues,
+        next_cursor,
+    })
 }
 
 /// Offers `similar`'s projected documents to the ranking.

@@ -8,7 +8,7 @@
 
 use crate::codec::{changes_of, claim_write, date, field, issue_from_doc, raw_claim};
 use crate::error::{corrupt, store_error};
-use crate::issues::system_author;
+use crate::issues::{page_within_comment_bytes, system_author};
 use crate::query::{
     TERMINAL, list_filter_at, ready_after, ready_filter_without_lapsed_claims, ready_sort,
 };
@@ -231,21 +231,7 @@ impl MongoStore {
             .max_time(max_time())
             .await
             .map_err(fail)?;
-        let mut issues = Vec::new();
-        while cursor.advance().await.map_err(fail)? {
-            let doc = cursor.deserialize_current().map_err(fail)?;
-            issues.push(issue_from_doc(tenant, &doc)?);
-        }
-        let next_cursor = if issues.len() > limit {
-            issues.truncate(limit);
-            issues.last().map(|i| i.id.clone())
-        } else {
-            None
-        };
-        Ok(Page {
-            issues,
-            next_cursor,
-        })
+        page_within_comment_bytes(tenant, &mut cursor, limit, fail).await
     }
 
     /// The ids of the best [`CLAIM_NEXT_PAGE`] ready issues `filter`

@@ -20,8 +20,8 @@ use crate::search_writes;
 use corkboard_board::{
     Author, Change, ChangeKind, CommentBody, CommentFacts, CommentWindow, CreateOutcome, Created,
     GrantId, IdempotencyKey, Issue, IssueId, IssuePatch, IssueView, ListQuery, NewComment,
-    NewIssue, Page, ParentChain, SimilarIssue, StoreError, TenantId, Timestamp, ViewSince, limits,
-    normalized, relation_limits,
+    NewIssue, Page, PageCommentBytes, ParentChain, SimilarIssue, StoreError, TenantId, Timestamp,
+    ViewSince, limits, normalized, relation_limits,
 };
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 use std::collections::HashMap;
@@ -250,27 +250,36 @@ pub(crate) fn list_issues(
     while let Some(row) = rows.next()? {
         issues.push(issue_from_row(tenant, row)?);
     }
-    let next_cursor = if issues.len() > limit {
+    let mut next_cursor = if issues.len() > limit {
         issues.truncate(limit);
         issues.last().map(|i| i.id.clone())
     } else {
         None
     };
-    attach_comments(conn, tenant, &mut issues)?;
+    if attach_comments(conn, tenant, &mut issues)? {
+        next_cursor = issues.last().map(|i| i.id.clone());
+    }
     Ok(Page {
         issues,
         next_cursor,
     })
 }
 
-/// Fills in the comments of a page of issues with one query.
+/// Fills in the comments of a page of issues, within
+/// [`corkboard_board::limits::PAGE_COMMENT_BYTES_MAX`]: one query for the whole page while
+/// its comments stay within the bound (every page but a few). Past it, what
+/// was read is dropped and the issues are filled one at a time in page
+/// order, the first whatever its size, until the next would pass the
+/// bound; the page is cut there (`true`), and its caller continues it
+/// after its last issue. So a page never holds much more than the bound
+/// in comments, nor reads much more to find out.
 pub(crate) fn attach_comments(
     conn: &Connection,
     tenant: &TenantId,
-    issues: &mut [Issue],
-) -> Result<(), OpError> {
+    issues: &mut Vec<Issue>,
+) -> Result<bool, OpError> {
     if issues.is_empty() {
-        return Ok(());
+        return Ok(false);
     }
     let position: HashMap<String, usize> = issues
         .iter()
@@ -283,13 +292,45 @@ pub(crate) fn attach_comments(
          WHERE tenant = ?1 AND issue_id IN (SELECT value FROM json_each(?2)) ORDER BY seq"
     ))?;
     let mut rows = stmt.query(params![tenant.as_str(), ids])?;
+    let mut taken = PageCommentBytes::default();
     while let Some(row) = rows.next()? {
         let (issue_id, comment) = comment_from_row(row)?;
+        if !taken.take(comment.body.as_str().len()) {
+            drop(rows);
+            return attach_comments_in_order(conn, tenant, issues);
+        }
         if let Some(&i) = position.get(&issue_id) {
             issues[i].comments.push(comment);
         }
     }
-    Ok(())
+    Ok(false)
+}
+
+/// [`attach_comments`] past the bound: each issue's comments read on its
+/// own, in page order, while they fit.
+fn attach_comments_in_order(
+    conn: &Connection,
+    tenant: &TenantId,
+    issues: &mut Vec<Issue>,
+) -> Result<bool, OpError> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {COMMENT_COLUMNS} FROM comments WHERE tenant = ?1 AND issue_id = ?2 ORDER BY seq"
+    ))?;
+    let mut taken = PageCommentBytes::default();
+    for (n, issue) in issues.iter_mut().enumerate() {
+        let mut comments = Vec::new();
+        let mut rows = stmt.query(params![tenant.as_str(), issue.id.as_str()])?;
+        while let Some(row) = rows.next()? {
+            let (_, comment) = comment_from_row(row)?;
+            if !taken.take(comment.body.as_str().len()) && n > 0 {
+                issues.truncate(n);
+                return Ok(true);
+            }
+            comments.push(comment);
+        }
+        issue.comments = comments;
+    }
+    Ok(false)
 }
 
 // ---------------------------------------------------------------- writes

@@ -53,9 +53,13 @@ pub(crate) fn search_issues(
         issues.push(issue_from_row(tenant, row)?);
         ranks.push(row.get::<_, f64>(ISSUE_COLUMN_COUNT)?);
     }
-    let next_offset = (issues.len() > limit).then(|| query.offset + query.limit);
+    let mut next_offset = (issues.len() > limit).then(|| query.offset + query.limit);
     issues.truncate(limit);
-    attach_comments(conn, tenant, &mut issues)?;
+    if attach_comments(conn, tenant, &mut issues)? {
+        // Cut for its comments' size: the next page starts after the last
+        // hit it holds.
+        next_offset = Some(query.offset + issues.len() as u32);
+    }
     let hits = issues
         .into_iter()
         .zip(ranks)
