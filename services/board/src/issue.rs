@@ -909,6 +909,26 @@ pub struct Page {
     pub next_cursor: Option<IssueId>,
 }
 
+impl Page {
+    /// The page of `issues` as a store read them: up to `limit` and one
+    /// more that says more follow, or fewer when the read was `cut` short
+    /// ([`PageCommentBytes`]). Either way, when more follow the cursor is
+    /// the last issue the page holds.
+    pub fn read(mut issues: Vec<Issue>, limit: usize, cut: bool) -> Self {
+        let more = cut || issues.len() > limit;
+        issues.truncate(limit);
+        let next_cursor = if more {
+            issues.last().map(|i| i.id.clone())
+        } else {
+            None
+        };
+        Self {
+            issues,
+            next_cursor,
+        }
+    }
+}
+
 /// The answer to an idempotent create.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Created {
@@ -928,6 +948,30 @@ pub struct CommentAdded {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_page_s_cursor_is_its_last_issue_when_more_follow() {
+        let issues: Vec<Issue> = (0..4)
+            .map(|n| {
+                NewIssue::new(Title::parse(format!("issue {n}")).unwrap()).into_issue(
+                    TenantId::parse("t").unwrap(),
+                    Author::principal(AuthorKind::Run, "r"),
+                    Timestamp::from_millis(n),
+                )
+            })
+            .collect();
+        let ids = |page: &Page| page.issues.iter().map(|i| i.id.clone()).collect::<Vec<_>>();
+        // The look-ahead issue says more follow and is not on the page.
+        let page = Page::read(issues.clone(), 3, false);
+        assert_eq!(ids(&page), ids(&Page::read(issues[..3].to_vec(), 3, true)));
+        assert_eq!(page.next_cursor, Some(issues[2].id.clone()));
+        // The last page.
+        let page = Page::read(issues[..3].to_vec(), 3, false);
+        assert_eq!((page.issues.len(), page.next_cursor), (3, None));
+        // Cut short: more follow after its last issue.
+        let page = Page::read(issues[..2].to_vec(), 3, true);
+        assert_eq!(page.next_cursor, Some(issues[1].id.clone()));
+    }
 
     #[test]
     fn people_are_named_safely_and_old_rows_read_as_runs() {

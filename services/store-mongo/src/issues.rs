@@ -109,6 +109,12 @@ pub(crate) fn system_author() -> Author {
 /// that an answer under it holds every related issue.
 const RELATED_AT_ONCE: i64 = 2 * (relation_limits::INVERSE_MAX as i64 + 1);
 
+/// The id of a stored issue document (of a projection holding it).
+fn stored_issue_id(doc: &Document) -> Result<IssueId, StoreError> {
+    IssueId::parse(doc.get_str(field::ID).unwrap_or_default())
+        .map_err(|e| StoreError::Internal(format!("a stored issue id is invalid: {e}")))
+}
+
 fn issue_not_found(id: &IssueId) -> StoreError {
     StoreError::not_found(format!("issue {id}"))
 }
@@ -183,12 +189,7 @@ impl MongoStore {
         let mut out = Vec::new();
         while cursor.advance().await.map_err(|e| store_error(&e))? {
             let doc = cursor.deserialize_current().map_err(|e| store_error(&e))?;
-            let id = doc.get_str(field::ID).unwrap_or_default();
-            out.push(
-                IssueId::parse(id).map_err(|e| {
-                    StoreError::Internal(format!("a stored issue id is invalid: {e}"))
-                })?,
-            );
+            out.push(stored_issue_id(&doc)?);
         }
         Ok(out)
     }
@@ -230,8 +231,7 @@ impl MongoStore {
         }
         let (mut children, mut blocks) = (Vec::new(), Vec::new());
         for doc in &docs {
-            let related = IssueId::parse(doc.get_str(field::ID).unwrap_or_default())
-                .map_err(|e| StoreError::Internal(format!("a stored issue id is invalid: {e}")))?;
+            let related = stored_issue_id(doc)?;
             if doc.get_str(field::PARENT).ok() == Some(id.as_str()) {
                 children.push(related.clone());
             }
@@ -1419,18 +1419,7 @@ pub(crate) async fn page_within_comment_bytes(
         }
         issues.push(issue);
     }
-    let next_cursor = if issues.len() > limit {
-        issues.truncate(limit);
-        issues.last().map(|i| i.id.clone())
-    } else if cut {
-        issues.last().map(|i| i.id.clone())
-    } else {
-        None
-    };
-    Ok(Page {
-        issues,
-        next_cursor,
-    })
+    Ok(Page::read(issues, limit, cut))
 }
 
 /// Offers `similar`'s projected documents to the ranking.

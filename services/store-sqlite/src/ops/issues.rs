@@ -250,24 +250,17 @@ pub(crate) fn list_issues(
     while let Some(row) = rows.next()? {
         issues.push(issue_from_row(tenant, row)?);
     }
-    let mut next_cursor = if issues.len() > limit {
-        issues.truncate(limit);
-        issues.last().map(|i| i.id.clone())
-    } else {
-        None
-    };
-    if attach_comments(conn, tenant, &mut issues)? {
-        next_cursor = issues.last().map(|i| i.id.clone());
-    }
-    Ok(Page {
-        issues,
-        next_cursor,
-    })
+    // The look-ahead issue is not filled in: it only says more follow.
+    let more = issues.len() > limit;
+    issues.truncate(limit);
+    let cut = attach_comments(conn, tenant, &mut issues)?;
+    Ok(Page::read(issues, limit, more || cut))
 }
 
 /// Fills in the comments of a page of issues, within
-/// [`corkboard_board::limits::PAGE_COMMENT_BYTES_MAX`]: one query for the whole page while
-/// its comments stay within the bound (every page but a few). Past it, what
+/// [`corkboard_board::limits::PAGE_COMMENT_BYTES_MAX`]: one query for the
+/// whole page while its comments stay within the bound (every page but a
+/// few). Past it, what
 /// was read is dropped and the issues are filled one at a time in page
 /// order, the first whatever its size, until the next would pass the
 /// bound; the page is cut there (`true`), and its caller continues it
