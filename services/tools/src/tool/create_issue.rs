@@ -126,22 +126,40 @@ pub(crate) async fn run(
     // wrote, taken from the call itself: a replay must not show what
     // others changed since (a rewritten body, later comments).
     let written = if reads { None } else { Some(to_json(&new)?) };
-    let created = match if_similar {
+    // The similar open issues, for a run that may read issues. Looked up
+    // beside the write, not after it: on MongoDB each is a round trip
+    // (the write's, then the look-up's), and on SQLite the look-up runs
+    // while the create waits for its group's commit. What it finds does
+    // not depend on the order: a look-up after the write found the new
+    // issue too, and that one is left out of the answer either way (the
+    // look-up asks for one more than it shows); a replay answers from
+    // the board as it is then, like the first call.
+    let similar = async {
+        if reads {
+            let lookup = tools
+                .store()
+                .similar_open_issues(tenant, &title, SIMILAR_SHOWN + 1);
+            Some(tools.bounded(None, lookup).await)
+        } else {
+            None
+        }
+    };
+    let (created, similar) = match if_similar {
         IfSimilar::Report => {
-            tools
-                .budgeted(
-                    principal,
-                    BudgetKind::CreateIssue,
-                    key.as_ref(),
-                    tools.bounded(
-                        None,
-                        tools
-                            .store()
-                            .create_issue(tenant, &author, new, key.as_ref()),
-                    ),
-                    |created| created.replayed,
-                )
-                .await?
+            let create = tools.budgeted(
+                principal,
+                BudgetKind::CreateIssue,
+                key.as_ref(),
+                tools.bounded(
+                    None,
+                    tools
+                        .store()
+                        .create_issue(tenant, &author, new, key.as_ref()),
+                ),
+                |created| created.replayed,
+            );
+            let (created, similar) = tokio::join!(create, similar);
+            (created?, similar)
         }
         IfSimilar::Refuse => {
             if !reads {
@@ -178,7 +196,9 @@ pub(crate) async fn run(
                 )
                 .await?;
             match outcome {
-                CreateOutcome::Created(created) => created,
+                // The store's own check read the near matches only: the
+                // answer's list is looked up once the create is decided.
+                CreateOutcome::Created(created) => (created, similar.await),
                 CreateOutcome::Refused(near) => {
                     return refused(tools, grant, near).await;
                 }
@@ -196,33 +216,23 @@ pub(crate) async fn run(
     };
     insert(&mut value, "replayed", Value::Bool(created.replayed));
     insert(&mut value, "created", Value::Bool(true));
-    if reads {
-        // After the create, so a replay reports the same way; the
-        // issue itself is left out. A failed lookup leaves
-        // `similar` out rather than failing a create that happened.
-        let similar = tools
-            .bounded(
-                None,
-                tools
-                    .store()
-                    .similar_open_issues(tenant, &title, SIMILAR_SHOWN + 1),
-            )
-            .await;
-        match similar {
-            Ok(similar) => {
-                let visible = provenance::visible_similar(&similar, grant.min_integrity);
-                let shown: Vec<Value> = visible
-                    .into_iter()
-                    .filter(|s| s.id != id)
-                    .take(SIMILAR_SHOWN as usize)
-                    .map(similar_json)
-                    .collect();
-                insert(&mut value, "similar", Value::Array(shown));
-            }
-            Err(err) => {
-                tracing::warn!(error = %err, "similar issues unavailable after a create");
-            }
+    match similar {
+        Some(Ok(similar)) => {
+            let visible = provenance::visible_similar(&similar, grant.min_integrity);
+            let shown: Vec<Value> = visible
+                .into_iter()
+                .filter(|s| s.id != id)
+                .take(SIMILAR_SHOWN as usize)
+                .map(similar_json)
+                .collect();
+            insert(&mut value, "similar", Value::Array(shown));
         }
+        // A failed look-up leaves `similar` out rather than failing a
+        // create that happened.
+        Some(Err(err)) => {
+            tracing::warn!(error = %err, "similar issues unavailable for a create");
+        }
+        None => {}
     }
     let headline = if created.replayed {
         format!(
