@@ -15,8 +15,8 @@ use crate::result_budget;
 use crate::service::BoardTools;
 use crate::view;
 use corkboard_board::{
-    Body, BudgetKind, Capability, CreateOutcome, Grant, IdempotencyKey, Issue, IssueState,
-    NEAR_MATCH, NewIssue, Priority, SimilarIssue, Title, limits,
+    Author, Body, BudgetKind, Capability, CreateOutcome, Created, Grant, IdempotencyKey, Issue,
+    IssueState, NEAR_MATCH, NewIssue, Priority, SimilarIssue, Title, limits,
 };
 use corkboard_grants::ResolvedGrant;
 use serde_json::{Map, Value, json};
@@ -146,18 +146,7 @@ pub(crate) async fn run(
     };
     let (created, similar) = match if_similar {
         IfSimilar::Report => {
-            let create = tools.budgeted(
-                principal,
-                BudgetKind::CreateIssue,
-                key.as_ref(),
-                tools.bounded(
-                    None,
-                    tools
-                        .store()
-                        .create_issue(tenant, &author, new, key.as_ref()),
-                ),
-                |created| created.replayed,
-            );
+            let create = budgeted_create(tools, principal, &author, new, key.as_ref());
             let (created, similar) = tokio::join!(create, similar);
             (created?, similar)
         }
@@ -246,6 +235,29 @@ pub(crate) async fn run(
         answer: result_budget::issue(value, &headline, tools.result_budget()),
         issue: Some(id),
     })
+}
+
+/// One create, counted against the run's `create_issue` budget (a replay
+/// wrote nothing and is given back): the write of `create_issue` and of
+/// each `create_issues` item.
+pub(crate) async fn budgeted_create(
+    tools: &BoardTools,
+    principal: &ResolvedGrant,
+    author: &Author,
+    new: NewIssue,
+    key: Option<&IdempotencyKey>,
+) -> Result<Created, ToolsError> {
+    let tenant = &principal.grant().tenant;
+    let write = tools.store().create_issue(tenant, author, new, key);
+    tools
+        .budgeted(
+            principal,
+            BudgetKind::CreateIssue,
+            key,
+            tools.bounded(None, write),
+            |created| created.replayed,
+        )
+        .await
 }
 
 /// The answer to a create refused for a near match: the existing issue

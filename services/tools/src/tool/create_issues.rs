@@ -15,7 +15,7 @@ use super::schema::{
 use crate::error::ToolsError;
 use crate::result_budget::Answer;
 use crate::service::BoardTools;
-use corkboard_board::{BudgetKind, IssueId, NewIssue};
+use corkboard_board::{IssueId, NewIssue};
 use corkboard_grants::ResolvedGrant;
 use serde_json::{Map, Value, json};
 
@@ -90,8 +90,6 @@ pub(crate) async fn run(
     principal: &ResolvedGrant,
     arguments: &Map<String, Value>,
 ) -> Result<Success, ToolsError> {
-    let grant = principal.grant();
-    let tenant = &grant.tenant;
     let author = tools.author(principal).await;
     let items = parse(arguments)?;
     let mut results = Vec::with_capacity(items.len());
@@ -100,20 +98,7 @@ pub(crate) async fn run(
         let outcome = match item {
             Err(err) => Err(err),
             Ok((new, key)) => {
-                tools
-                    .budgeted(
-                        principal,
-                        BudgetKind::CreateIssue,
-                        key.as_ref(),
-                        tools.bounded(
-                            None,
-                            tools
-                                .store()
-                                .create_issue(tenant, &author, new, key.as_ref()),
-                        ),
-                        |created| created.replayed,
-                    )
-                    .await
+                create_issue::budgeted_create(tools, principal, &author, new, key.as_ref()).await
             }
         };
         results.push(match outcome {
