@@ -115,6 +115,22 @@ fn stored_issue_id(doc: &Document) -> Result<IssueId, StoreError> {
         .map_err(|e| StoreError::Internal(format!("a stored issue id is invalid: {e}")))
 }
 
+/// The projected field that holds an issue's comment bytes
+/// ([`comment_bytes_expr`]).
+const COMMENT_BYTES: &str = "comment_bytes";
+
+/// The bytes of an issue's comment bodies, added up by the server: what
+/// [`PageCommentBytes::take_issue`] counts, without reading the comments.
+fn comment_bytes_expr() -> Document {
+    doc! {
+        "$reduce": {
+            "input": { "$ifNull": [format!("${}", field::COMMENTS), []] },
+            "initialValue": 0,
+            "in": { "$add": ["$$value", { "$strLenBytes": "$$this.body" }] },
+        }
+    }
+}
+
 fn issue_not_found(id: &IssueId) -> StoreError {
     StoreError::not_found(format!("issue {id}"))
 }
@@ -1279,14 +1295,57 @@ impl MongoStore {
         let to = (from + query.limit as usize).min(ranked.len());
         let mut next_offset = (ranked.len() > to).then(|| query.offset + query.limit);
         let page = &ranked[from..to];
+        // The page's hits are read in two steps, so that no search reads
+        // more comments than its page may carry: first the bytes of each
+        // hit's comment bodies (numbers the server adds up), then, whole,
+        // the hits the page holds. The page ends, in rank order, where
+        // its hits' comments would pass the page's bound, and the next
+        // continues after its last hit. An issue gone between the reads
+        // (no deletes exist today) is left out rather than failing the
+        // search; one that gained comments in between may carry them.
         let ids: Vec<&str> = page.iter().map(|(_, _, id)| id.as_str()).collect();
+        let mut comment_bytes = std::collections::HashMap::new();
+        for doc in self
+            .find_docs(
+                tenant,
+                doc! { field::ID: { "$in": &ids } },
+                Some(doc! { COMMENT_BYTES: comment_bytes_expr() }),
+                page.len() as i64,
+                budget.max_time(),
+            )
+            .await
+            .map_err(|e| budget.error(&e))?
+        {
+            let id = stored_issue_id(&doc)?;
+            // Counted as past the bound when unreadable: that hit then
+            // ends the page (or is its only one), never overfills it.
+            let bytes = match doc.get(COMMENT_BYTES) {
+                Some(Bson::Int32(n)) => usize::try_from(*n).unwrap_or(usize::MAX),
+                Some(Bson::Int64(n)) => usize::try_from(*n).unwrap_or(usize::MAX),
+                _ => usize::MAX,
+            };
+            comment_bytes.insert(id, bytes);
+        }
+        let mut taken = PageCommentBytes::default();
+        let mut held = Vec::with_capacity(page.len());
+        for (n, ranked) in page.iter().enumerate() {
+            let Some(bytes) = comment_bytes.get(&ranked.2) else {
+                continue;
+            };
+            if !taken.take(*bytes) && !held.is_empty() {
+                next_offset = Some(query.offset + n as u32);
+                break;
+            }
+            held.push(ranked);
+        }
+        let held_ids: Vec<&str> = held.iter().map(|(_, _, id)| id.as_str()).collect();
         let mut full = std::collections::HashMap::new();
         for doc in self
             .find_docs(
                 tenant,
-                doc! { field::ID: { "$in": ids } },
+                doc! { field::ID: { "$in": held_ids } },
                 None,
-                page.len() as i64,
+                held.len() as i64,
                 budget.max_time(),
             )
             .await
@@ -1295,24 +1354,10 @@ impl MongoStore {
             let issue = issue_from_doc(tenant, &doc)?;
             full.insert(issue.id.clone(), issue);
         }
-        // An issue gone between the two reads (no deletes exist today) is
-        // left out rather than failing the search. The page ends, in rank
-        // order, where its hits' comments would pass the page's bound, and
-        // the next continues after its last hit (the hits were read in one
-        // find of at most `SEARCH_LIMIT_MAX` issues, so this bounds the
-        // answer, not that read).
-        let mut taken = PageCommentBytes::default();
-        let mut hits = Vec::with_capacity(page.len());
-        for (n, (score, _, id)) in page.iter().enumerate() {
-            let Some(issue) = full.remove(id) else {
-                continue;
-            };
-            if !taken.take_issue(&issue) && !hits.is_empty() {
-                next_offset = Some(query.offset + n as u32);
-                break;
-            }
-            hits.push(query.text.hit(issue, *score));
-        }
+        let hits = held
+            .into_iter()
+            .filter_map(|(score, _, id)| Some(query.text.hit(full.remove(id)?, *score)))
+            .collect();
         Ok(SearchPage {
             hits,
             next_offset,
