@@ -46,6 +46,7 @@ use corkboard_board::{
 };
 use mongodb::bson::{Bson, Document, doc};
 use mongodb::options::ReturnDocument;
+use std::collections::HashMap;
 use std::time::Duration;
 
 /// Fields the comment window read computes on the issue document (see
@@ -1239,6 +1240,84 @@ impl MongoStore {
         Ok(out)
     }
 
+    /// Search hits `ids`, whole, by id. `bounded`: the read stops, with
+    /// `None`, once their comments pass the page's bound in all
+    /// ([`PageCommentBytes`]), whichever hits they belong to.
+    async fn hits_whole(
+        &self,
+        tenant: &TenantId,
+        ids: &[&str],
+        budget: &ReadBudget,
+        bounded: bool,
+    ) -> Result<Option<HashMap<IssueId, Issue>>, StoreError> {
+        let mut whole = HashMap::with_capacity(ids.len());
+        if ids.is_empty() {
+            return Ok(Some(whole));
+        }
+        let mut cursor = self
+            .issues(tenant)
+            .find(doc! { field::ID: { "$in": ids } })
+            .max_time(budget.max_time())
+            .await
+            .map_err(|e| budget.error(&e))?;
+        let mut taken = PageCommentBytes::default();
+        while cursor.advance().await.map_err(|e| budget.error(&e))? {
+            let doc = cursor.deserialize_current().map_err(|e| budget.error(&e))?;
+            let issue = issue_from_doc(tenant, &doc)?;
+            if !taken.take_issue(&issue) && bounded {
+                return Ok(None);
+            }
+            whole.insert(issue.id.clone(), issue);
+        }
+        Ok(Some(whole))
+    }
+
+    /// How many of `page`'s hits (in rank order) one page holds: every
+    /// hit up to the one whose comments would pass the page's bound (its
+    /// first whatever their size), from each hit's comment bytes as the
+    /// server adds them up, without reading the comments.
+    async fn hits_held(
+        &self,
+        tenant: &TenantId,
+        page: &[(f64, Timestamp, IssueId)],
+        ids: &[&str],
+        budget: &ReadBudget,
+    ) -> Result<usize, StoreError> {
+        let mut comment_bytes = HashMap::with_capacity(ids.len());
+        for doc in self
+            .find_docs(
+                tenant,
+                doc! { field::ID: { "$in": ids } },
+                Some(doc! { COMMENT_BYTES: comment_bytes_expr() }),
+                ids.len() as i64,
+                budget.max_time(),
+            )
+            .await
+            .map_err(|e| budget.error(&e))?
+        {
+            // Counted as past the bound when unreadable: that hit then
+            // ends the page (or is its only one), never overfills it.
+            let bytes = match doc.get(COMMENT_BYTES) {
+                Some(Bson::Int32(n)) => usize::try_from(*n).unwrap_or(usize::MAX),
+                Some(Bson::Int64(n)) => usize::try_from(*n).unwrap_or(usize::MAX),
+                _ => usize::MAX,
+            };
+            comment_bytes.insert(stored_issue_id(&doc)?, bytes);
+        }
+        let mut taken = PageCommentBytes::default();
+        let mut any = false;
+        for (n, (_, _, id)) in page.iter().enumerate() {
+            let Some(bytes) = comment_bytes.get(id) else {
+                continue;
+            };
+            if !taken.take(*bytes) && any {
+                return Ok(n);
+            }
+            any = true;
+        }
+        Ok(page.len())
+    }
+
     /// The search, within `budget` (an expensive read: see
     /// `MongoStore::expensive_read`).
     async fn search(
@@ -1295,68 +1374,30 @@ impl MongoStore {
         let to = (from + query.limit as usize).min(ranked.len());
         let mut next_offset = (ranked.len() > to).then(|| query.offset + query.limit);
         let page = &ranked[from..to];
-        // The page's hits are read in two steps, so that no search reads
-        // more comments than its page may carry: first the bytes of each
-        // hit's comment bodies (numbers the server adds up), then, whole,
-        // the hits the page holds. The page ends, in rank order, where
-        // its hits' comments would pass the page's bound, and the next
-        // continues after its last hit. An issue gone between the reads
-        // (no deletes exist today) is left out rather than failing the
-        // search; one that gained comments in between may carry them.
+        // Most pages' comments fit the bound whole: their hits are read in
+        // one find, which stops once what it read passes the bound (so a
+        // search holds at most the bound and one reply). Only then is the
+        // page cut, in rank order, from each hit's comment bytes (numbers
+        // the server adds up), and just the hits it holds read whole; the
+        // next page continues after its last hit. An issue gone between
+        // the reads (no deletes exist today) is left out rather than
+        // failing the search.
         let ids: Vec<&str> = page.iter().map(|(_, _, id)| id.as_str()).collect();
-        let mut comment_bytes = std::collections::HashMap::new();
-        for doc in self
-            .find_docs(
-                tenant,
-                doc! { field::ID: { "$in": &ids } },
-                Some(doc! { COMMENT_BYTES: comment_bytes_expr() }),
-                page.len() as i64,
-                budget.max_time(),
-            )
-            .await
-            .map_err(|e| budget.error(&e))?
-        {
-            let id = stored_issue_id(&doc)?;
-            // Counted as past the bound when unreadable: that hit then
-            // ends the page (or is its only one), never overfills it.
-            let bytes = match doc.get(COMMENT_BYTES) {
-                Some(Bson::Int32(n)) => usize::try_from(*n).unwrap_or(usize::MAX),
-                Some(Bson::Int64(n)) => usize::try_from(*n).unwrap_or(usize::MAX),
-                _ => usize::MAX,
-            };
-            comment_bytes.insert(id, bytes);
-        }
-        let mut taken = PageCommentBytes::default();
-        let mut held = Vec::with_capacity(page.len());
-        for (n, ranked) in page.iter().enumerate() {
-            let Some(bytes) = comment_bytes.get(&ranked.2) else {
-                continue;
-            };
-            if !taken.take(*bytes) && !held.is_empty() {
-                next_offset = Some(query.offset + n as u32);
-                break;
+        let mut whole = match self.hits_whole(tenant, &ids, budget, true).await? {
+            Some(whole) => whole,
+            None => {
+                let held = self.hits_held(tenant, page, &ids, budget).await?;
+                if held < page.len() {
+                    next_offset = Some(query.offset + held as u32);
+                }
+                self.hits_whole(tenant, &ids[..held], budget, false)
+                    .await?
+                    .unwrap_or_default()
             }
-            held.push(ranked);
-        }
-        let held_ids: Vec<&str> = held.iter().map(|(_, _, id)| id.as_str()).collect();
-        let mut full = std::collections::HashMap::new();
-        for doc in self
-            .find_docs(
-                tenant,
-                doc! { field::ID: { "$in": held_ids } },
-                None,
-                held.len() as i64,
-                budget.max_time(),
-            )
-            .await
-            .map_err(|e| budget.error(&e))?
-        {
-            let issue = issue_from_doc(tenant, &doc)?;
-            full.insert(issue.id.clone(), issue);
-        }
-        let hits = held
-            .into_iter()
-            .filter_map(|(score, _, id)| Some(query.text.hit(full.remove(id)?, *score)))
+        };
+        let hits = page
+            .iter()
+            .filter_map(|(score, _, id)| Some(query.text.hit(whole.remove(id)?, *score)))
             .collect();
         Ok(SearchPage {
             hits,
