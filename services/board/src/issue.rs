@@ -884,12 +884,13 @@ impl ListQuery {
 #[derive(Debug, Default)]
 pub struct PageCommentBytes {
     bytes: usize,
+    held: bool,
 }
 
 impl PageCommentBytes {
     /// Counts `bytes` more; false once the page's comments are past the
-    /// bound (the page then ends before the issue they belong to, unless
-    /// it is the page's first).
+    /// bound, whichever issues they belong to (a read of a whole page
+    /// stops there).
     pub fn take(&mut self, bytes: usize) -> bool {
         self.bytes = self.bytes.saturating_add(bytes);
         self.bytes <= limits::PAGE_COMMENT_BYTES_MAX
@@ -897,8 +898,28 @@ impl PageCommentBytes {
 
     /// Counts the bodies of `issue`'s comments ([`Self::take`]).
     pub fn take_issue(&mut self, issue: &Issue) -> bool {
-        self.take(issue.comments.iter().map(|c| c.body.as_str().len()).sum())
+        self.take(comment_bytes(issue))
     }
+
+    /// Whether the page holds its next issue, whose comments' bodies are
+    /// `bytes`: its first issue whatever their size, a later one while
+    /// the page's comments stay within the bound. The page ends before
+    /// the first issue it does not hold.
+    pub fn hold(&mut self, bytes: usize) -> bool {
+        let first = !self.held;
+        self.held = true;
+        self.take(bytes) || first
+    }
+
+    /// [`Self::hold`] for `issue`, its comments read.
+    pub fn hold_issue(&mut self, issue: &Issue) -> bool {
+        self.hold(comment_bytes(issue))
+    }
+}
+
+/// The bytes of `issue`'s comment bodies (what a page's bound counts).
+fn comment_bytes(issue: &Issue) -> usize {
+    issue.comments.iter().map(|c| c.body.as_str().len()).sum()
 }
 
 /// One page of a list.
@@ -948,6 +969,20 @@ pub struct CommentAdded {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_page_holds_its_first_issue_whatever_its_comments_and_later_ones_within_the_bound() {
+        let max = limits::PAGE_COMMENT_BYTES_MAX;
+        let mut page = PageCommentBytes::default();
+        assert!(page.hold(max + 1), "the first issue is always held");
+        assert!(!page.hold(0), "past the bound, nothing more");
+        let mut page = PageCommentBytes::default();
+        assert!(page.hold(max / 2));
+        assert!(page.hold(max / 2), "exactly the bound fits");
+        assert!(!page.hold(1));
+        let mut read = PageCommentBytes::default();
+        assert!(!read.take(max + 1), "a whole read stops past the bound");
+    }
 
     #[test]
     fn a_page_s_cursor_is_its_last_issue_when_more_follow() {

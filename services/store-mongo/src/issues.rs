@@ -121,7 +121,7 @@ fn stored_issue_id(doc: &Document) -> Result<IssueId, StoreError> {
 const COMMENT_BYTES: &str = "comment_bytes";
 
 /// The bytes of an issue's comment bodies, added up by the server: what
-/// [`PageCommentBytes::take_issue`] counts, without reading the comments.
+/// [`PageCommentBytes::hold_issue`] counts, without reading the comments.
 fn comment_bytes_expr() -> Document {
     doc! {
         "$reduce": {
@@ -1280,16 +1280,16 @@ impl MongoStore {
         &self,
         tenant: &TenantId,
         page: &[(f64, Timestamp, IssueId)],
-        ids: &[&str],
         budget: &ReadBudget,
     ) -> Result<usize, StoreError> {
+        let ids: Vec<&str> = page.iter().map(|(_, _, id)| id.as_str()).collect();
         let mut comment_bytes = HashMap::with_capacity(ids.len());
         for doc in self
             .find_docs(
                 tenant,
                 doc! { field::ID: { "$in": ids } },
                 Some(doc! { COMMENT_BYTES: comment_bytes_expr() }),
-                ids.len() as i64,
+                page.len() as i64,
                 budget.max_time(),
             )
             .await
@@ -1305,15 +1305,14 @@ impl MongoStore {
             comment_bytes.insert(stored_issue_id(&doc)?, bytes);
         }
         let mut taken = PageCommentBytes::default();
-        let mut any = false;
         for (n, (_, _, id)) in page.iter().enumerate() {
-            let Some(bytes) = comment_bytes.get(id) else {
+            // A hit gone since it was ranked is left out, not counted.
+            let Some(&bytes) = comment_bytes.get(id) else {
                 continue;
             };
-            if !taken.take(*bytes) && any {
+            if !taken.hold(bytes) {
                 return Ok(n);
             }
-            any = true;
         }
         Ok(page.len())
     }
@@ -1386,7 +1385,7 @@ impl MongoStore {
         let mut whole = match self.hits_whole(tenant, &ids, budget, true).await? {
             Some(whole) => whole,
             None => {
-                let held = self.hits_held(tenant, page, &ids, budget).await?;
+                let held = self.hits_held(tenant, page, budget).await?;
                 if held < page.len() {
                     next_offset = Some(query.offset + held as u32);
                 }
@@ -1499,7 +1498,7 @@ pub(crate) async fn page_within_comment_bytes(
     while cursor.advance().await.map_err(&fail)? {
         let doc = cursor.deserialize_current().map_err(&fail)?;
         let issue = issue_from_doc(tenant, &doc)?;
-        if !taken.take_issue(&issue) && !issues.is_empty() {
+        if !taken.hold_issue(&issue) {
             cut = true;
             break;
         }

@@ -260,10 +260,10 @@ pub(crate) fn list_issues(
 /// Fills in the comments of a page of issues, within
 /// [`corkboard_board::limits::PAGE_COMMENT_BYTES_MAX`]: one query for the
 /// whole page while its comments stay within the bound (every page but a
-/// few). Past it, what
-/// was read is dropped and the issues are filled one at a time in page
-/// order, the first whatever its size, until the next would pass the
-/// bound; the page is cut there (`true`), and its caller continues it
+/// few). Past it, what was read is dropped, each issue's comment bytes
+/// are counted by SQLite, and the page holds its issues up to the first
+/// that would pass the bound ([`PageCommentBytes::hold`]); only those
+/// are filled. A cut page answers `true`, and its caller continues it
 /// after its last issue. So a page never holds much more than the bound
 /// in comments, nor reads much more to find out.
 pub(crate) fn attach_comments(
@@ -271,8 +271,35 @@ pub(crate) fn attach_comments(
     tenant: &TenantId,
     issues: &mut Vec<Issue>,
 ) -> Result<bool, OpError> {
-    if issues.is_empty() {
+    if fill_comments(conn, tenant, issues, true)? {
         return Ok(false);
+    }
+    let bytes = comment_bytes(conn, tenant, issues)?;
+    let mut taken = PageCommentBytes::default();
+    let held = issues
+        .iter()
+        .position(|issue| !taken.hold(bytes.get(issue.id.as_str()).copied().unwrap_or(0)))
+        .unwrap_or(issues.len());
+    let cut = held < issues.len();
+    issues.truncate(held);
+    for issue in issues.iter_mut() {
+        issue.comments.clear();
+    }
+    fill_comments(conn, tenant, issues, false)?;
+    Ok(cut)
+}
+
+/// Fills in `issues`' comments with one query. `bounded`: stops, with
+/// `false` and some comments filled, once the page's comments pass the
+/// bound in all, whichever issues they belong to.
+fn fill_comments(
+    conn: &Connection,
+    tenant: &TenantId,
+    issues: &mut [Issue],
+    bounded: bool,
+) -> Result<bool, OpError> {
+    if issues.is_empty() {
+        return Ok(true);
     }
     let position: HashMap<String, usize> = issues
         .iter()
@@ -288,42 +315,35 @@ pub(crate) fn attach_comments(
     let mut taken = PageCommentBytes::default();
     while let Some(row) = rows.next()? {
         let (issue_id, comment) = comment_from_row(row)?;
-        if !taken.take(comment.body.as_str().len()) {
-            drop(rows);
-            return attach_comments_in_order(conn, tenant, issues);
+        if !taken.take(comment.body.as_str().len()) && bounded {
+            return Ok(false);
         }
         if let Some(&i) = position.get(&issue_id) {
             issues[i].comments.push(comment);
         }
     }
-    Ok(false)
+    Ok(true)
 }
 
-/// [`attach_comments`] past the bound: each issue's comments read on its
-/// own, in page order, while they fit.
-fn attach_comments_in_order(
+/// The bytes of each of `issues`' comment bodies in all, by issue id
+/// (what [`PageCommentBytes::hold_issue`] counts), without reading them.
+fn comment_bytes(
     conn: &Connection,
     tenant: &TenantId,
-    issues: &mut Vec<Issue>,
-) -> Result<bool, OpError> {
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {COMMENT_COLUMNS} FROM comments WHERE tenant = ?1 AND issue_id = ?2 ORDER BY seq"
-    ))?;
-    let mut taken = PageCommentBytes::default();
-    for (n, issue) in issues.iter_mut().enumerate() {
-        let mut comments = Vec::new();
-        let mut rows = stmt.query(params![tenant.as_str(), issue.id.as_str()])?;
-        while let Some(row) = rows.next()? {
-            let (_, comment) = comment_from_row(row)?;
-            if !taken.take(comment.body.as_str().len()) && n > 0 {
-                issues.truncate(n);
-                return Ok(true);
-            }
-            comments.push(comment);
-        }
-        issue.comments = comments;
+    issues: &[Issue],
+) -> Result<HashMap<String, usize>, OpError> {
+    let ids = json_array(issues.iter().map(|i| i.id.as_str()));
+    let mut stmt = conn.prepare_cached(
+        "SELECT issue_id, sum(length(CAST(body AS BLOB))) FROM comments \
+         WHERE tenant = ?1 AND issue_id IN (SELECT value FROM json_each(?2)) GROUP BY issue_id",
+    )?;
+    let mut rows = stmt.query(params![tenant.as_str(), ids])?;
+    let mut bytes = HashMap::with_capacity(issues.len());
+    while let Some(row) = rows.next()? {
+        let total: i64 = row.get(1)?;
+        bytes.insert(row.get(0)?, usize::try_from(total).unwrap_or(usize::MAX));
     }
-    Ok(false)
+    Ok(bytes)
 }
 
 // ---------------------------------------------------------------- writes
