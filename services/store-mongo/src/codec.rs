@@ -81,6 +81,11 @@ pub(crate) mod field {
     pub const TERMS_COMMENTS: &str = "terms_comments";
     /// The issue's newest changes, oldest first (`change_doc`).
     pub const HISTORY: &str = "history";
+    /// Webhook events a write staged on the issue and whose deliveries are
+    /// not yet known to be queued (`crate::staged`).
+    pub const STAGED: &str = "staged_events";
+    pub const STAGED_AT: &str = "staged_events.at";
+    pub const STAGED_NAME: &str = "staged_events.name";
     /// The author run of each change, for a run's history.
     pub const HISTORY_RUN: &str = "history.by.run";
     /// The three, in ranking order (title, body, comments).
@@ -320,6 +325,27 @@ pub(crate) fn claim_write(claim: Option<&Claim>, change: &corkboard_board::Chang
         "$max": { field::UPDATED_AT: date(change.at) },
         "$push": history_push(change),
     }
+}
+
+/// The [`claim_write`] of a new claim `claim` of issue `id` by `by`,
+/// taking over `before` (none: the issue was free): what `claim_issue`,
+/// `claim_next` and a hand-over write.
+pub(crate) fn new_claim_write(
+    id: &IssueId,
+    claim: &Claim,
+    by: &Author,
+    before: Option<&Claim>,
+) -> Document {
+    let change = corkboard_board::Change::claim(
+        corkboard_board::ChangeKind::Claimed,
+        id,
+        0,
+        claim.claimed_at,
+        by,
+        before,
+        Some(claim),
+    );
+    claim_write(Some(claim), &change)
 }
 
 /// The changes of an issue document (its `_id`, `version` and `history`),

@@ -24,17 +24,17 @@
 //! guarded by "this comment id is not there yet" instead of the insert.
 
 use crate::codec::{
-    blockers_set, claim_write, comment_doc, comment_from_doc, created_doc, date, field,
-    history_push, issue_from_doc, issue_integrity, issue_set, issue_terms, patch_set, raw_claim,
+    blockers_set, claim_write, comment_doc, comment_from_doc, date, field, history_push,
+    issue_from_doc, issue_integrity, issue_set, issue_terms, new_claim_write, patch_set, raw_claim,
     recount_token, terms_bson, to_i64,
 };
 use crate::error::{corrupt, is_duplicate_key, store_error};
 use crate::query::{list_filter, search_filter, similar_filter};
 use crate::schema::idem_field;
+use crate::staged::{self, StagedEvent, created_doc_staged, with_staged};
 use crate::store::{MongoStore, ReadBudget};
-use crate::webhooks::Occurrence;
 use async_trait::async_trait;
-use corkboard_board::webhook::{self, WebhookEvent};
+use corkboard_board::webhook;
 use corkboard_board::{
     Author, Change, ChangeKind, ClaimCheck, ClaimNext, Claimant, Comment, CommentAdded,
     CommentFacts, CommentId, CommentWindow, CreateOutcome, Created, FieldChange, GrantLedger,
@@ -267,13 +267,18 @@ impl MongoStore {
 
     /// An update that depends on the issue as it is (lifecycle, relations):
     /// read, apply in memory, then a compare-and-swap on the version read.
+    /// `stage`: the tenant has webhook endpoints, so the update stages the
+    /// events of the change it made (`issue.updated`, and `issue.closed`
+    /// for a close), told apart on the very version it replaced; they are
+    /// returned with the issue.
     async fn apply_patch_read_first(
         &self,
         tenant: &TenantId,
         id: &IssueId,
         patch: &IssuePatch,
         expected_version: Option<u64>,
-    ) -> Result<Issue, StoreError> {
+        stage: bool,
+    ) -> Result<(Issue, Vec<StagedEvent>), StoreError> {
         self.check_relations(tenant, Some(id), &patch.related(), patch.new_parent())
             .await?;
         for _ in 0..CAS_ATTEMPTS {
@@ -311,23 +316,30 @@ impl MongoStore {
             if recount {
                 set.insert(field::RECOUNT, recount_token());
             }
+            let staged = if stage {
+                let events = webhook::issue_events(Some(&before), &issue);
+                staged::updated(id, read_version + 1, events, now)
+            } else {
+                Vec::new()
+            };
+            let update = doc! {
+                "$set": set,
+                "$inc": inc,
+                "$max": { field::UPDATED_AT: date(now) },
+                "$push": history_push(&change),
+            };
             if let Some(issue) = self
                 .update_issue_doc(
                     tenant,
                     doc! { field::ID: id.as_str(), field::VERSION: to_i64(read_version) },
-                    doc! {
-                        "$set": set,
-                        "$inc": inc,
-                        "$max": { field::UPDATED_AT: date(now) },
-                        "$push": history_push(&change),
-                    },
+                    with_staged(update, &staged),
                 )
                 .await?
             {
                 if recount {
                     self.settle_after_write(tenant, id).await;
                 }
-                return Ok(issue);
+                return Ok((issue, staged));
             }
             // Someone else changed it in between: read again.
         }
@@ -389,13 +401,17 @@ impl MongoStore {
         Ok(true)
     }
 
+    /// `stage`: the tenant has webhook endpoints, so a new claim stages its
+    /// `issue.claimed` (returned with the issue; none for a renewal or a
+    /// repeat of one's own claim, as `webhook::is_new_claim` says).
     async fn claim(
         &self,
         tenant: &TenantId,
         id: &IssueId,
         claimant: &Claimant,
         expected_version: Option<u64>,
-    ) -> Result<Issue, StoreError> {
+        stage: bool,
+    ) -> Result<(Issue, Vec<StagedEvent>), StoreError> {
         for _ in 0..UPDATE_ATTEMPTS {
             let now = Timestamp::now();
             let claim = claimant.claim_at(now);
@@ -433,36 +449,42 @@ impl MongoStore {
                     )
                     .await?
                 {
-                    return Ok(issue);
+                    return Ok((issue, Vec::new()));
                 }
             }
             if claimant.expires_at > now {
+                let write = new_claim_write(id, &claim, &claimant.author(), None);
                 // One conditional update decides among racing claimants.
-                if let Some(issue) = self
-                    .update_issue_doc(
-                        tenant,
-                        filter,
-                        claim_write(
-                            Some(&claim),
-                            &Change::claim(
-                                ChangeKind::Claimed,
-                                id,
-                                0,
-                                now,
-                                &claimant.author(),
-                                None,
-                                Some(&claim),
-                            ),
-                        ),
-                    )
-                    .await?
-                {
-                    return Ok(issue);
+                // Staging splits it in two, so that only a new claim stages
+                // its event: first any claim but over one's own lapsed one
+                // (the same run and grant), then only over that one.
+                let (filter, staged) = if stage {
+                    let own = doc! {
+                        field::CLAIM_RUN: claimant.run.as_str(),
+                        field::CLAIM_GRANT: claimant.grant.as_str(),
+                    };
+                    let mut new = filter.clone();
+                    new.insert("$nor", vec![own.clone()]);
+                    let staged = vec![staged::claimed(id, &claim)];
+                    if let Some(issue) = self
+                        .update_issue_doc(tenant, new, with_staged(write.clone(), &staged))
+                        .await?
+                    {
+                        return Ok((issue, staged));
+                    }
+                    let mut renewal = filter;
+                    renewal.extend(own);
+                    (renewal, Vec::new())
+                } else {
+                    (filter, Vec::new())
+                };
+                if let Some(issue) = self.update_issue_doc(tenant, filter, write).await? {
+                    return Ok((issue, staged));
                 }
             }
             let issue = self.existing_issue(tenant, id).await?;
             match ClaimCheck::of(&issue, claimant, expected_version) {
-                ClaimCheck::Own => return Ok(issue),
+                ClaimCheck::Own => return Ok((issue, Vec::new())),
                 ClaimCheck::Refused(err @ StoreError::Claimed { .. }) => {
                     if !self.clear_revoked_claim(tenant, id).await? {
                         return Err(err);
@@ -533,7 +555,8 @@ impl MongoStore {
 
     /// A person's hand-over: one `findOneAndUpdate` on the open issue at
     /// the version the person saw, whoever holds it, so the old claim ends
-    /// and the new one starts in the same write.
+    /// and the new one starts in the same write (staging its
+    /// `issue.claimed` when `stage`).
     async fn hand_over(
         &self,
         tenant: &TenantId,
@@ -541,7 +564,8 @@ impl MongoStore {
         claimant: &Claimant,
         by: &Author,
         expected_version: u64,
-    ) -> Result<Issue, StoreError> {
+        stage: bool,
+    ) -> Result<(Issue, Vec<StagedEvent>), StoreError> {
         let now = Timestamp::now();
         claimant.live_at(now)?;
         let claim = claimant.claim_at(now);
@@ -551,6 +575,12 @@ impl MongoStore {
         // exactly the claim read here.
         let current = self.existing_issue(tenant, id).await?;
         check_hand_over(&current, expected_version)?;
+        let staged = if stage {
+            vec![staged::claimed(id, &claim)]
+        } else {
+            Vec::new()
+        };
+        let write = new_claim_write(id, &claim, by, current.claim.as_ref());
         if let Some(issue) = self
             .update_issue_doc(
                 tenant,
@@ -559,22 +589,11 @@ impl MongoStore {
                     field::STATE: { "$nin": ["done", "closed"] },
                     field::VERSION: to_i64(expected_version),
                 },
-                claim_write(
-                    Some(&claim),
-                    &Change::claim(
-                        ChangeKind::Claimed,
-                        id,
-                        0,
-                        now,
-                        by,
-                        current.claim.as_ref(),
-                        Some(&claim),
-                    ),
-                ),
+                with_staged(write, &staged),
             )
             .await?
         {
-            return Ok(issue);
+            return Ok((issue, staged));
         }
         let issue = self.existing_issue(tenant, id).await?;
         check_hand_over(&issue, expected_version)?;
@@ -869,6 +888,7 @@ impl MongoStore {
         author: &Author,
         new: NewIssue,
         key: &IdempotencyKey,
+        stage: bool,
     ) -> Result<Created, StoreError> {
         let fingerprint = new.fingerprint();
         let now = Timestamp::now();
@@ -877,7 +897,7 @@ impl MongoStore {
         record.extend(doc! {
             "fingerprint": fingerprint.as_str(),
             "issue_id": issue.id.as_str(),
-            "issue": created_doc(&issue),
+            "issue": created_doc_staged(&issue, stage),
             field::CREATED_AT: date(now),
         });
         let claimed = self.claim_key(tenant, record).await?;
@@ -885,7 +905,7 @@ impl MongoStore {
         // create is (or, retried with the key, will be) applied, whatever
         // this attempt meets next.
         let created = if claimed {
-            self.insert_issue(tenant, created_doc(&issue))
+            self.insert_issue(tenant, created_doc_staged(&issue, stage))
                 .await
                 .map(|()| Created {
                     issue,
@@ -937,11 +957,15 @@ impl MongoStore {
     /// The filter also requires that the issue has fewer than
     /// [`limits::COMMENTS_MAX`] comments (no element at index
     /// `COMMENTS_MAX - 1`), so the limit holds however many writers race.
+    ///
+    /// `stage`: the tenant has webhook endpoints, so the update stages the
+    /// comment's `issue.commented` on the issue (`crate::staged`).
     async fn push_comment(
         &self,
         tenant: &TenantId,
         id: &IssueId,
         comment: &Comment,
+        stage: bool,
     ) -> Result<Issue, StoreError> {
         let last_allowed = format!("{}.{}", field::COMMENTS, limits::COMMENTS_MAX - 1);
         // The comment, and its record in the history, in one update.
@@ -960,6 +984,11 @@ impl MongoStore {
                 removed: Vec::new(),
             }],
         }));
+        let staged = if stage {
+            vec![staged::commented(comment)]
+        } else {
+            Vec::new()
+        };
         for _ in 0..UPDATE_ATTEMPTS {
             let updated = self
                 .issues(tenant)
@@ -969,14 +998,17 @@ impl MongoStore {
                         field::COMMENT_IDS: { "$ne": comment.id.as_str() },
                         last_allowed.as_str(): { "$exists": false },
                     },
-                    doc! {
-                        "$push": push.clone(),
-                        "$addToSet": {
-                            field::TERMS_COMMENTS: { "$each": terms_bson(comment.body.as_str()) },
+                    with_staged(
+                        doc! {
+                            "$push": push.clone(),
+                            "$addToSet": {
+                                field::TERMS_COMMENTS: { "$each": terms_bson(comment.body.as_str()) },
+                            },
+                            "$inc": { field::VERSION: 1_i64 },
+                            "$max": { field::UPDATED_AT: date(comment.created_at) },
                         },
-                        "$inc": { field::VERSION: 1_i64 },
-                        "$max": { field::UPDATED_AT: date(comment.created_at) },
-                    },
+                        &staged,
+                    ),
                 )
                 .return_document(ReturnDocument::After)
                 // Not the history: the answer is the issue, and the
@@ -1016,6 +1048,7 @@ impl MongoStore {
         author: &Author,
         new: NewComment,
         key: &IdempotencyKey,
+        stage: bool,
     ) -> Result<CommentAdded, StoreError> {
         // A comment on a missing issue is refused before the key is
         // recorded, so the key stays free for a request that can succeed.
@@ -1040,10 +1073,10 @@ impl MongoStore {
         // The commit point, as in `create_with_key`: the key's record is
         // stored, so a failure from here on is never "nothing applied".
         let added = if claimed {
-            self.push_claimed_comment(tenant, author, key, &new.issue, comment)
+            self.push_claimed_comment(tenant, author, key, &new.issue, comment, stage)
                 .await
         } else {
-            self.replay_comment(tenant, author, key, &new.issue, &fingerprint)
+            self.replay_comment(tenant, author, key, &new.issue, &fingerprint, stage)
                 .await
         };
         added.map_err(StoreError::after_commit_point)
@@ -1057,8 +1090,9 @@ impl MongoStore {
         key: &IdempotencyKey,
         issue: &IssueId,
         comment: Comment,
+        stage: bool,
     ) -> Result<CommentAdded, StoreError> {
-        match self.push_comment(tenant, issue, &comment).await {
+        match self.push_comment(tenant, issue, &comment, stage).await {
             Ok(issue) => Ok(CommentAdded {
                 issue,
                 comment,
@@ -1084,6 +1118,7 @@ impl MongoStore {
         key: &IdempotencyKey,
         issue: &IssueId,
         fingerprint: &str,
+        stage: bool,
     ) -> Result<CommentAdded, StoreError> {
         let record = self
             .read_claim(tenant, &author.run, key, Kind::Comment, fingerprint)
@@ -1094,7 +1129,7 @@ impl MongoStore {
             .and_then(comment_from_doc)?;
         // Pushing again is a no-op when the first caller got there; when it
         // did not (it failed after recording the key), this completes it.
-        let issue = self.push_comment(tenant, issue, &stored).await?;
+        let issue = self.push_comment(tenant, issue, &stored, stage).await?;
         Ok(CommentAdded {
             issue,
             comment: stored,
@@ -1102,24 +1137,29 @@ impl MongoStore {
         })
     }
 
-    /// Creates as [`IssueStore::create_issue`] does (inside its bound).
+    /// Creates as [`IssueStore::create_issue`] does (inside its bound);
+    /// with whether it staged its `issue.created` (`crate::staged`).
     async fn create(
         &self,
         tenant: &TenantId,
         author: &Author,
         new: NewIssue,
         key: Option<&IdempotencyKey>,
-    ) -> Result<Created, StoreError> {
+    ) -> Result<(Created, bool), StoreError> {
         new.validate()?;
         self.ensure_tenant(tenant).await?;
         self.check_relations(tenant, None, &new.related(), new.parent.as_ref())
             .await?;
+        let stage = self.has_webhooks(tenant).await?;
         let created = match key {
-            Some(key) => self.create_with_key(tenant, author, new, key).await?,
+            Some(key) => {
+                self.create_with_key(tenant, author, new, key, stage)
+                    .await?
+            }
             None => {
                 let issue = new.into_issue(tenant.clone(), author.clone(), Timestamp::now());
                 self.issues(tenant)
-                    .insert_one(created_doc(&issue))
+                    .insert_one(created_doc_staged(&issue, stage))
                     .await
                     .map_err(|e| store_error(&e))?;
                 Created {
@@ -1133,52 +1173,64 @@ impl MongoStore {
         if !created.issue.blocked_by.is_empty() {
             self.settle_after_write(tenant, &created.issue.id).await;
         }
-        Ok(created)
+        Ok((created, stage))
     }
 
-    /// Queues the `issue.commented` webhook deliveries of a comment, a
-    /// replay's too: the comment names them, so a replay queues what its
-    /// first attempt did not and nothing twice (`queue_occurrence_after`).
+    /// Queues the `issue.commented` webhook deliveries a comment staged
+    /// (`staged`), a replay's too (see [`Self::keyed_event`]).
     pub(crate) async fn commented_event(
         &self,
         tenant: &TenantId,
         added: &CommentAdded,
+        staged: bool,
         key: Option<(&RunId, &IdempotencyKey)>,
     ) {
-        let CommentAdded {
-            issue,
-            comment,
-            replayed,
-        } = added;
-        let mut data = webhook::issue_summary(issue);
-        data["comment"] = serde_json::json!({ "id": comment.id, "author": comment.author });
-        let occurrence = Occurrence {
-            key: comment.id.as_str(),
-            at: comment.created_at,
-            replayed: *replayed,
-            record: key.map(|(run, key)| key_record(run, key, Kind::Comment)),
-        };
-        self.queue_occurrence_after(tenant, WebhookEvent::IssueCommented, data, Some(occurrence))
+        let event = staged::commented(&added.comment);
+        let record = key.map(|(run, key)| key_record(run, key, Kind::Comment));
+        self.keyed_event(tenant, &added.issue, event, staged, added.replayed, record)
             .await;
     }
 
-    /// Queues the `issue.created` webhook deliveries of a create, a
-    /// replay's too (see [`Self::commented_event`]).
+    /// Queues the `issue.created` webhook deliveries a create staged
+    /// (`staged`), a replay's too (see [`Self::keyed_event`]).
     pub(crate) async fn created_event(
         &self,
         tenant: &TenantId,
         created: &Created,
+        staged: bool,
         key: Option<(&RunId, &IdempotencyKey)>,
     ) {
-        let data = webhook::issue_summary(&created.issue);
-        let occurrence = Occurrence {
-            key: created.issue.id.as_str(),
-            at: created.issue.created_at,
-            replayed: created.replayed,
-            record: key.map(|(run, key)| key_record(run, key, Kind::Issue)),
-        };
-        self.queue_occurrence_after(tenant, WebhookEvent::IssueCreated, data, Some(occurrence))
-            .await;
+        let event = staged::created(&created.issue);
+        let record = key.map(|(run, key)| key_record(run, key, Kind::Issue));
+        self.keyed_event(
+            tenant,
+            &created.issue,
+            event,
+            staged,
+            created.replayed,
+            record,
+        )
+        .await;
+    }
+
+    /// The event of a write a caller may replay by its key (a create, a
+    /// comment): queued when the write staged it, and on every replay,
+    /// whose first attempt may have queued some, all or none of it (the
+    /// event names its deliveries, so nothing is queued twice; `record`,
+    /// the key's, says when all were).
+    async fn keyed_event(
+        &self,
+        tenant: &TenantId,
+        issue: &Issue,
+        event: StagedEvent,
+        staged: bool,
+        replayed: bool,
+        record: Option<Document>,
+    ) {
+        if staged || replayed {
+            self.queue_staged(tenant, issue, &[event], replayed, record.as_ref())
+                .await;
+        }
     }
 
     /// Whether (run, key) already holds an issue's idempotency record.
@@ -1560,10 +1612,10 @@ impl IssueStore for MongoStore {
         new: NewIssue,
         key: Option<&IdempotencyKey>,
     ) -> Result<Created, StoreError> {
-        let created = self
+        let (created, staged) = self
             .bounded_write("create_issue", self.create(tenant, author, new, key))
             .await?;
-        self.created_event(tenant, &created, key.map(|key| (&author.run, key)))
+        self.created_event(tenant, &created, staged, key.map(|key| (&author.run, key)))
             .await;
         Ok(created)
     }
@@ -1602,16 +1654,17 @@ impl IssueStore for MongoStore {
                         _ => false,
                     };
                     if !near.is_empty() && !raced {
-                        return Ok(CreateOutcome::Refused(near));
+                        return Ok((CreateOutcome::Refused(near), false));
                     }
                 }
                 self.create(tenant, author, new, key)
                     .await
-                    .map(CreateOutcome::Created)
+                    .map(|(created, staged)| (CreateOutcome::Created(created), staged))
             })
             .await?;
+        let (outcome, staged) = outcome;
         if let CreateOutcome::Created(created) = &outcome {
-            self.created_event(tenant, created, key.map(|key| (&author.run, key)))
+            self.created_event(tenant, created, staged, key.map(|key| (&author.run, key)))
                 .await;
         }
         Ok(outcome)
@@ -1693,30 +1746,18 @@ impl IssueStore for MongoStore {
         }
         // No index set-up here: an update never creates a document (or a
         // collection), so it has nothing to wait for.
-        let (before, issue) = self
+        let (issue, staged) = self
             .bounded_write("update_issue", async {
-                // Read first only for a tenant with webhooks, to tell a
-                // close from another update (a close racing this one may
-                // be reported twice); inside the bound like the write.
-                let before = if self.has_webhooks(tenant).await? {
-                    self.find_issue(tenant, id).await?
-                } else {
-                    None
-                };
+                let stage = self.has_webhooks(tenant).await?;
                 // Always read first: the change the history records is
-                // the issue as read against the issue as written.
-                let issue = self
-                    .apply_patch_read_first(tenant, id, &patch, expected_version)
-                    .await?;
-                Ok((before, issue))
+                // the issue as read against the issue as written (and a
+                // close is told from another update on that same read).
+                self.apply_patch_read_first(tenant, id, &patch, expected_version, stage)
+                    .await
             })
             .await?;
-        if let Some(before) = before {
-            for event in webhook::issue_events(Some(&before), &issue) {
-                self.queue_after(tenant, event, webhook::issue_summary(&issue))
-                    .await;
-            }
-        }
+        self.queue_staged(tenant, &issue, &staged, false, None)
+            .await;
         Ok(issue)
     }
 
@@ -1767,27 +1808,15 @@ impl IssueStore for MongoStore {
         claimant: &Claimant,
         expected_version: Option<u64>,
     ) -> Result<Issue, StoreError> {
-        let (before, issue) = self
+        let (issue, staged) = self
             .bounded_write("claim_issue", async {
-                // Read first only for a tenant with webhooks, to tell a new
-                // claim from a repeat of one's own (which changes nothing).
-                let before = if self.has_webhooks(tenant).await? {
-                    self.find_issue(tenant, id).await?
-                } else {
-                    None
-                };
-                let issue = self.claim(tenant, id, claimant, expected_version).await?;
-                Ok((before, issue))
+                let stage = self.has_webhooks(tenant).await?;
+                self.claim(tenant, id, claimant, expected_version, stage)
+                    .await
             })
             .await?;
-        if let Some(before) = before
-            && webhook::is_new_claim(&before, &issue)
-        {
-            let mut data = webhook::issue_summary(&issue);
-            data["claim"] = serde_json::json!(issue.claim);
-            self.queue_after(tenant, WebhookEvent::IssueClaimed, data)
-                .await;
-        }
+        self.queue_staged(tenant, &issue, &staged, false, None)
+            .await;
         Ok(issue)
     }
 
@@ -1841,20 +1870,16 @@ impl IssueStore for MongoStore {
     ) -> Result<ClaimNext, StoreError> {
         query.validate()?;
         self.ensure_tenant(tenant).await?;
-        let next = self
+        let (next, staged) = self
             .bounded_write("claim_next", async {
+                let stage = self.has_webhooks(tenant).await?;
                 // The wait for the turn counts against the call's bound.
                 let lane = self.claim_turn(tenant).await;
-                self.next_claim(tenant, query, claimant, &lane).await
+                self.next_claim(tenant, query, claimant, &lane, stage).await
             })
             .await?;
-        // Queued as every write's deliveries are (`queue_after`: a failure
-        // is logged, never the claim's), not after a look-up of its own.
         if let ClaimNext::Claimed { issue } = &next {
-            let mut data = webhook::issue_summary(issue);
-            data["claim"] = serde_json::json!(issue.claim);
-            self.queue_after(tenant, WebhookEvent::IssueClaimed, data)
-                .await;
+            self.queue_staged(tenant, issue, &staged, false, None).await;
         }
         Ok(next)
     }
@@ -1867,15 +1892,14 @@ impl IssueStore for MongoStore {
         by: &Author,
         expected_version: u64,
     ) -> Result<Issue, StoreError> {
-        let issue = self
-            .bounded_write(
-                "hand_over_claim",
-                self.hand_over(tenant, id, claimant, by, expected_version),
-            )
+        let (issue, staged) = self
+            .bounded_write("hand_over_claim", async {
+                let stage = self.has_webhooks(tenant).await?;
+                self.hand_over(tenant, id, claimant, by, expected_version, stage)
+                    .await
+            })
             .await?;
-        let mut data = webhook::issue_summary(&issue);
-        data["claim"] = serde_json::json!(issue.claim);
-        self.queue_after(tenant, WebhookEvent::IssueClaimed, data)
+        self.queue_staged(tenant, &issue, &staged, false, None)
             .await;
         Ok(issue)
     }
@@ -1900,16 +1924,18 @@ impl IssueStore for MongoStore {
         comment: NewComment,
         key: Option<&IdempotencyKey>,
     ) -> Result<CommentAdded, StoreError> {
-        let added = self
+        let (added, staged) = self
             .bounded_write("add_comment", async {
                 // The wait for the turn counts against the call's bound.
                 let _turn = self.issue_turn(tenant, &comment.issue).await;
-                match key {
+                let stage = self.has_webhooks(tenant).await?;
+                let added = match key {
                     Some(key) => {
                         // The key's record is an insert, guarded by the unique
                         // index; a plain comment only updates its issue.
                         self.ensure_tenant(tenant).await?;
-                        self.comment_with_key(tenant, author, comment, key).await
+                        self.comment_with_key(tenant, author, comment, key, stage)
+                            .await
                     }
                     None => {
                         let new = Comment {
@@ -1918,17 +1944,20 @@ impl IssueStore for MongoStore {
                             author: author.clone(),
                             created_at: Timestamp::now(),
                         };
-                        let issue = self.push_comment(tenant, &comment.issue, &new).await?;
+                        let issue = self
+                            .push_comment(tenant, &comment.issue, &new, stage)
+                            .await?;
                         Ok(CommentAdded {
                             issue,
                             comment: new,
                             replayed: false,
                         })
                     }
-                }
+                };
+                added.map(|added| (added, stage))
             })
             .await?;
-        self.commented_event(tenant, &added, key.map(|key| (&author.run, key)))
+        self.commented_event(tenant, &added, staged, key.map(|key| (&author.run, key)))
             .await;
         Ok(added)
     }

@@ -48,6 +48,7 @@ mod query;
 mod queue;
 pub mod schema;
 mod seed;
+mod staged;
 mod store;
 mod upstreams;
 mod webhooks;

@@ -6,15 +6,17 @@
 //! claim is one `findOneAndUpdate` on a candidate with the "still ready"
 //! filter; a claimant that loses it tries the next candidate it read.
 
-use crate::codec::{changes_of, claim_write, date, field, issue_from_doc, raw_claim};
+use crate::codec::{
+    changes_of, claim_write, date, field, issue_from_doc, new_claim_write, raw_claim,
+};
 use crate::error::{corrupt, store_error};
 use crate::issues::{page_within_comment_bytes, system_author};
 use crate::query::{
     TERMINAL, list_filter_at, ready_after, ready_filter_without_lapsed_claims, ready_sort,
 };
 use crate::schema;
+use crate::staged::{self, StagedEvent, with_staged};
 use crate::store::{Lane, MongoStore, ReadBudget};
-use corkboard_board::webhook::{self, WebhookEvent};
 use corkboard_board::{
     BoardStats, Change, ChangeKind, ClaimFilter, ClaimNext, Claimant, ExpiredClaim, HistoryPage,
     IssueId, IssueState, LabelCount, ListQuery, Page, Priority, RunId, StatsPart, StoreError,
@@ -285,7 +287,8 @@ impl MongoStore {
         query: &ListQuery,
         claimant: &Claimant,
         lane: &Lane,
-    ) -> Result<ClaimNext, StoreError> {
+        stage: bool,
+    ) -> Result<(ClaimNext, Vec<StagedEvent>), StoreError> {
         let mut now = Timestamp::now();
         claimant.live_at(now)?;
         let mut ready = query.clone();
@@ -302,17 +305,19 @@ impl MongoStore {
         for _ in 0..CLAIM_NEXT_READS {
             now = Timestamp::now();
             let Some(filter) = Self::ready_filter(&ready, now, lapsed) else {
-                return Ok(ClaimNext::NoReadyWork {
+                let none = ClaimNext::NoReadyWork {
                     claimed: 0,
                     blocked: 0,
-                });
+                };
+                return Ok((none, Vec::new()));
             };
             let ids = self
                 .ready_ids(tenant, filter, max_time)
                 .await
                 .map_err(fail)?;
             if ids.is_empty() {
-                return self.no_ready_work(tenant, query, now, max_time).await;
+                let none = self.no_ready_work(tenant, query, now, max_time).await?;
+                return Ok((none, Vec::new()));
             }
             // Alone and not yet beaten: the best first.
             let strict = lost == 0 && lane.alone();
@@ -324,18 +329,12 @@ impl MongoStore {
                 now = Timestamp::now();
                 let id = IssueId::parse(pick).map_err(StoreError::from)?;
                 let claim = claimant.claim_at(now);
-                let update = claim_write(
-                    Some(&claim),
-                    &Change::claim(
-                        ChangeKind::Claimed,
-                        &id,
-                        0,
-                        now,
-                        &claimant.author(),
-                        None,
-                        Some(&claim),
-                    ),
-                );
+                let staged = if stage {
+                    vec![staged::claimed(&id, &claim)]
+                } else {
+                    Vec::new()
+                };
+                let update = new_claim_write(&id, &claim, &claimant.author(), None);
                 // The ready conditions on this one issue: of racing
                 // claimants exactly one matches.
                 let one = doc! {
@@ -347,7 +346,9 @@ impl MongoStore {
                         { field::CLAIM_EXPIRES_AT: { "$lte": date(now) } },
                     ],
                 };
-                let taken = self.update_issue_doc(tenant, one, update).await?;
+                let taken = self
+                    .update_issue_doc(tenant, one, with_staged(update, &staged))
+                    .await?;
                 // Taken either way: by this call, or by whoever won the race.
                 lane.took(pick);
                 if let Some(issue) = taken {
@@ -357,9 +358,10 @@ impl MongoStore {
                     // A claim ending before the horizon (its grant's expiry)
                     // moves the horizon.
                     self.set_lapse_horizon(tenant, Some(claim.expires_at), true);
-                    return Ok(ClaimNext::Claimed {
+                    let claimed = ClaimNext::Claimed {
                         issue: Box::new(issue),
-                    });
+                    };
+                    return Ok((claimed, staged));
                 }
                 // Another claimant took it (or it changed): the next one.
                 lost += 1;
@@ -419,7 +421,9 @@ impl MongoStore {
     }
 
     /// `expire_claims`: settles each tenant's blocker counts left pending
-    /// (`MongoStore::settle_pending`); then each tenant's claims whose end
+    /// (`MongoStore::settle_pending`) and queues the webhook events its
+    /// writers left staged (`MongoStore::queue_left_staged`); then each
+    /// tenant's claims whose end
     /// passed, oldest end first, each cleared by one update matching that very claim (so a
     /// renewal or a new claim made meanwhile is never cleared, and of
     /// racing sweepers one clears it), then announced.
@@ -440,6 +444,11 @@ impl MongoStore {
             if let Err(err) = self.settle_pending(&tenant).await {
                 tracing::warn!(tenant = %tenant, error = %err, "open blockers not recounted");
             }
+            // Webhook events a writer left staged (it died between its
+            // write and the queueing, or the queueing failed): `staged.rs`.
+            if let Err(err) = self.queue_left_staged(&tenant, now).await {
+                tracing::warn!(tenant = %tenant, error = %err, "staged webhook events not queued");
+            }
             let left = i64::from(limit) - out.len() as i64;
             if left <= 0 {
                 break;
@@ -459,7 +468,15 @@ impl MongoStore {
                     found.push((id.to_owned(), claim));
                 }
             }
+            // Staged only for a tenant with endpoints, asked once per pass.
+            let stage = !found.is_empty() && self.has_webhooks(&tenant).await?;
             for (id, claim) in found {
+                let issue_id = IssueId::parse(id.as_str()).map_err(StoreError::from)?;
+                let staged = if stage {
+                    vec![staged::claim_expired(&issue_id, &claim, now)]
+                } else {
+                    Vec::new()
+                };
                 let cleared = self
                     .issues(&tenant)
                     .find_one_and_update(
@@ -469,17 +486,20 @@ impl MongoStore {
                             field::CLAIM_GRANT: claim.grant.as_str(),
                             field::CLAIM_EXPIRES_AT: date(claim.expires_at),
                         },
-                        claim_write(
-                            None,
-                            &Change::claim(
-                                ChangeKind::ClaimExpired,
-                                &IssueId::parse(id.as_str()).map_err(StoreError::from)?,
-                                0,
-                                now,
-                                &system_author(),
-                                Some(&claim),
+                        with_staged(
+                            claim_write(
                                 None,
+                                &Change::claim(
+                                    ChangeKind::ClaimExpired,
+                                    &issue_id,
+                                    0,
+                                    now,
+                                    &system_author(),
+                                    Some(&claim),
+                                    None,
+                                ),
                             ),
+                            &staged,
                         ),
                     )
                     .return_document(ReturnDocument::After)
@@ -488,9 +508,7 @@ impl MongoStore {
                     .map_err(|e| store_error(&e))?;
                 let Some(doc) = cleared else { continue };
                 let issue = issue_from_doc(&tenant, &doc)?;
-                let mut data = webhook::issue_summary(&issue);
-                data["claim"] = serde_json::json!(claim);
-                self.queue_after(&tenant, WebhookEvent::IssueClaimExpired, data)
+                self.queue_staged(&tenant, &issue, &staged, false, None)
                     .await;
                 out.push(ExpiredClaim {
                     tenant: tenant.clone(),

@@ -227,6 +227,9 @@ pub(crate) fn issue_indexes() -> Vec<IndexModel> {
         index(doc! { field::RECOUNT: 1 }),
         // Claims by their end: what `expire_claims` sweeps.
         index(doc! { field::CLAIM_EXPIRES_AT: 1 }),
+        // Webhook events left staged by their write, by age: what
+        // `expire_claims` queues (`staged.rs`).
+        index(doc! { field::STAGED_AT: 1 }),
         // Multikey: one entry per word, ending in `_id` so the newest
         // candidates of a word come straight from the index.
         index(doc! { field::TERMS_TITLE: 1, field::ID: -1 }),

@@ -11,6 +11,7 @@
 
 use crate::codec::{change_doc, created_doc, field, issue_doc};
 use crate::error::store_error;
+use crate::staged::{self, created_doc_staged};
 use crate::store::MongoStore;
 use corkboard_board::{
     Author, Comment, CommentAdded, CommentBody, CommentId, Created, Issue, IssueId, NewIssue,
@@ -69,7 +70,7 @@ impl MongoStore {
             }
             let docs: Vec<_> = issues
                 .iter()
-                .map(|(created, comment)| seeded_doc(created, comment.as_ref()))
+                .map(|(created, comment)| seeded_doc(created, comment.as_ref(), webhooks))
                 .collect();
             self.bounded_write("seed_issues", async {
                 self.issues(tenant)
@@ -94,7 +95,7 @@ impl MongoStore {
                         issue,
                         replayed: false,
                     };
-                    self.created_event(tenant, &created, None).await;
+                    self.created_event(tenant, &created, true, None).await;
                     let issue = created.issue;
                     if let Some(comment) = comment {
                         let added = CommentAdded {
@@ -102,7 +103,7 @@ impl MongoStore {
                             comment,
                             replayed: false,
                         };
-                        self.commented_event(tenant, &added, None).await;
+                        self.commented_event(tenant, &added, true, None).await;
                     }
                     ids.push(issue.id);
                 } else {
@@ -115,10 +116,15 @@ impl MongoStore {
 }
 
 /// The document `create_issue` and then `add_comment` leave: the created
-/// issue's, with the comment embedded and both changes in its history.
-fn seeded_doc(created: &Issue, comment: Option<&Comment>) -> mongodb::bson::Document {
+/// issue's, with the comment embedded and both changes in its history
+/// (and, for a tenant with webhooks, both events staged until queued).
+fn seeded_doc(
+    created: &Issue,
+    comment: Option<&Comment>,
+    webhooks: bool,
+) -> mongodb::bson::Document {
     let Some(comment) = comment else {
-        return created_doc(created);
+        return created_doc_staged(created, webhooks);
     };
     let mut history = created_doc(created)
         .get_array(field::HISTORY)
@@ -129,6 +135,10 @@ fn seeded_doc(created: &Issue, comment: Option<&Comment>) -> mongodb::bson::Docu
     history.push(change_doc(&change).into());
     let mut doc = issue_doc(&issue);
     doc.insert(field::HISTORY, history);
+    if webhooks {
+        let events = [staged::created(created), staged::commented(comment)];
+        doc.insert(field::STAGED, staged::markers(&events));
+    }
     doc
 }
 

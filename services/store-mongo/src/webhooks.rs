@@ -2,22 +2,27 @@
 //! (`webhook_outbox`), one collection each for every tenant (claims look
 //! across tenants).
 //!
-//! The guarantee differs from SQLite's: a MongoDB board write is one
-//! single-document update, and its deliveries are separate documents, so
-//! they are inserted after the write succeeds and before the write is
-//! acknowledged ([`MongoStore::queue_after`]). A process that dies between
-//! the two, or an insert that fails (logged as a warning), loses those
-//! deliveries; a write is never lost or failed because of them. Creates
-//! and comments are the exception when retried with their idempotency
-//! key: their deliveries' ids come from the write and the endpoint
-//! ([`Occurrence`]) and the key's record notes when they are all queued,
-//! so the replay queues what the first attempt did not, and nothing twice
-//! (only an attempt stopped between queueing and noting leaves one that
-//! was delivered since to be sent again, under the same id the receiver
-//! dedupes by). (A
-//! look-up a write makes before it is applied, whether the tenant has
-//! endpoints at all, fails that write instead: it is not yet applied, and
-//! the retry is safe.) Claims
+//! The guarantee: a MongoDB board write is one single-document update,
+//! and its deliveries are separate documents, so they are inserted after
+//! the write succeeds and before the write is acknowledged. An issue
+//! write (create, update, close, comment, claim, a claim's expiry) first
+//! stages its events on the issue in the same update (`crate::staged`): a
+//! process that dies between the write and the queueing, or an insert
+//! that fails (logged as a warning), leaves them staged, and the claim
+//! sweeper queues them; a write is never lost or failed because of them.
+//! The other events (runs, approvals, upstream changes) are queued after
+//! their write ([`MongoStore::queue_after`]) and lost if the process dies
+//! in between.
+//! A staged event's deliveries' ids come from the write and the endpoint
+//! ([`Occurrence`]), so queueing it again inserts nothing twice; creates
+//! and comments retried with their idempotency key queue theirs again
+//! too, and the key's record notes when they are all queued, so a replay
+//! after their delivery sends nothing again (only an attempt stopped
+//! between queueing and noting leaves one that was delivered since to be
+//! sent again, under the same id the receiver dedupes by). (A look-up a
+//! write makes before it is applied, whether the tenant has endpoints at
+//! all, fails that write instead: it is not yet applied, and the retry is
+//! safe.) Claims
 //! lease each delivery with its own conditional update, so two replicas
 //! never claim the same one at once, and share them out as the domain says
 //! (`webhook::fair_share`; per endpoint at most `per_endpoint` live leases,
@@ -115,33 +120,18 @@ impl MongoStore {
     }
 
     /// Queues `event` for the tenant's subscribed endpoints after a board
-    /// write succeeded; a failure is logged, never the write's failure.
+    /// write that staged nothing succeeded; a failure is logged, never the
+    /// write's failure, and the deliveries are lost.
     pub(crate) async fn queue_after(
         &self,
         tenant: &TenantId,
         event: WebhookEvent,
         data: serde_json::Value,
     ) {
-        self.queue_occurrence_after(tenant, event, data, None).await;
-    }
-
-    /// [`Self::queue_after`] for an event that a replay of its write
-    /// queues again ([`Occurrence`]): whatever an earlier attempt queued
-    /// is found, not queued twice, and what it did not (its process died
-    /// between the write and the queueing, or its answer was lost and the
-    /// caller retried with its key) is queued now.
-    pub(crate) async fn queue_occurrence_after(
-        &self,
-        tenant: &TenantId,
-        event: WebhookEvent,
-        data: serde_json::Value,
-        occurrence: Option<Occurrence<'_>>,
-    ) {
         // Bounded like every call: a server that stops answering after the
         // write must not hold the write's answer.
         let queued =
-            tokio::time::timeout(self.max_time(), self.queue(tenant, event, data, occurrence))
-                .await;
+            tokio::time::timeout(self.max_time(), self.queue(tenant, event, data, None)).await;
         let failure = match queued {
             Ok(Ok(())) => None,
             Ok(Err(err)) => Some(err.to_string()),
@@ -251,7 +241,10 @@ impl MongoStore {
         Ok(due)
     }
 
-    async fn queue(
+    /// Inserts one delivery of `event` per endpoint of the tenant
+    /// subscribed to it; with an `occurrence`, under ids derived from it,
+    /// so that queueing it again inserts nothing twice.
+    pub(crate) async fn queue(
         &self,
         tenant: &TenantId,
         event: WebhookEvent,

@@ -20,6 +20,52 @@ use std::time::Duration;
 /// store's own timeouts are a few seconds.
 const NO_HANG: Duration = Duration::from_secs(60);
 
+/// A webhook endpoint subscribed to `events`.
+fn endpoint(events: &[&str]) -> corkboard_board::NewWebhook {
+    use corkboard_board::{WebhookEvents, WebhookSecret, WebhookUrl};
+    corkboard_board::NewWebhook {
+        url: WebhookUrl::parse("https://hooks.example.com/in").unwrap(),
+        events: WebhookEvents::parse_list(events.iter().copied()).unwrap(),
+        secret: WebhookSecret::parse("a-secret-of-16-bytes").unwrap(),
+    }
+}
+
+/// Makes the outbox refuse every insert (a validator nothing passes), as a
+/// process that died right after its board write would leave it; or accept
+/// them again.
+async fn outbox_refuses(db: &mongodb::Database, refuse: bool) {
+    use corkboard_store_mongo::schema::OUTBOX;
+    use mongodb::bson::doc;
+    let validator = if refuse {
+        doc! { "never": { "$exists": true } }
+    } else {
+        doc! {}
+    };
+    db.run_command(doc! {
+        "collMod": OUTBOX,
+        "validator": validator,
+        "validationLevel": "strict",
+        "validationAction": "error",
+    })
+    .await
+    .expect("collMod");
+}
+
+/// Every document of `collection` matching `filter`.
+async fn documents(
+    collection: &mongodb::Collection<mongodb::bson::Document>,
+    filter: mongodb::bson::Document,
+) -> Vec<mongodb::bson::Document> {
+    use futures_util::TryStreamExt;
+    collection
+        .find(filter)
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap()
+}
+
 async fn answers<T>(what: &str, call: impl Future<Output = T>) -> T {
     tokio::time::timeout(NO_HANG, call)
         .await
@@ -633,11 +679,8 @@ async fn a_retried_deletion_removes_what_a_cut_off_one_left_behind() {
 /// endpoint registered well after the event is not told of it by a replay.
 #[actix_rt::test(system = "corkboard_testkit::MultiThread")]
 async fn a_replayed_keyed_write_queues_what_its_first_attempt_did_not() {
-    use corkboard_board::{
-        CommentBody, NewComment, NewWebhook, WebhookEvents, WebhookSecret, WebhookStore, WebhookUrl,
-    };
+    use corkboard_board::{CommentBody, NewComment, WebhookStore};
     use corkboard_store_mongo::schema::{OUTBOX, idempotency};
-    use futures_util::TryStreamExt;
     use mongodb::bson::{Document, doc};
 
     let board = TestBoard::start("replayed_deliveries").await;
@@ -645,11 +688,6 @@ async fn a_replayed_keyed_write_queues_what_its_first_attempt_did_not() {
     let outbox = db.collection::<Document>(OUTBOX);
     let t = TenantId::parse("hooked").unwrap();
     let records = db.collection::<Document>(&idempotency(&t));
-    let endpoint = |events: &[&str]| NewWebhook {
-        url: WebhookUrl::parse("https://hooks.example.com/in").unwrap(),
-        events: WebhookEvents::parse_list(events.iter().copied()).unwrap(),
-        secret: WebhookSecret::parse("a-secret-of-16-bytes").unwrap(),
-    };
     board
         .store
         .create_webhook(
@@ -662,13 +700,7 @@ async fn a_replayed_keyed_write_queues_what_its_first_attempt_did_not() {
     let queued = |event: &'static str| {
         let outbox = outbox.clone();
         async move {
-            let docs: Vec<Document> = outbox
-                .find(doc! { "event": event })
-                .await
-                .unwrap()
-                .try_collect()
-                .await
-                .unwrap();
+            let docs = documents(&outbox, doc! { "event": event }).await;
             let mut ids: Vec<String> = docs
                 .iter()
                 .map(|d| d.get_str("_id").unwrap().to_owned())
@@ -744,5 +776,276 @@ async fn a_replayed_keyed_write_queues_what_its_first_attempt_did_not() {
         queued("issue.created").await,
         first,
         "not the later endpoint's"
+    );
+}
+
+/// An issue write whose deliveries could not be queued (here the outbox
+/// refuses every insert, as a process that died right after its write
+/// would leave it) is still acknowledged, its events stay staged on the
+/// issue, and the claim sweeper queues them once they are older than the
+/// grace: every one, each once, however often it sweeps. A write whose
+/// queueing succeeded leaves nothing staged.
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
+async fn deliveries_a_write_could_not_queue_are_queued_by_the_sweeper() {
+    use corkboard_board::{CommentBody, IssuePatch, IssueState, NewComment, WebhookStore};
+    use corkboard_store_mongo::schema::{OUTBOX, issues};
+    use mongodb::bson::{Document, doc};
+
+    let board = TestBoard::start("staged_deliveries").await;
+    let db = board.raw_database().await;
+    let outbox = db.collection::<Document>(OUTBOX);
+    let t = TenantId::parse("staged").unwrap();
+    let hook = board
+        .store
+        .create_webhook(
+            &t,
+            &endpoint(&[
+                "issue.created",
+                "issue.commented",
+                "issue.updated",
+                "issue.closed",
+            ]),
+            Timestamp::now(),
+        )
+        .await
+        .expect("create webhook");
+    let queued = || {
+        let outbox = outbox.clone();
+        let hook = hook.id.as_str().to_owned();
+        async move {
+            let docs = documents(&outbox, doc! { "webhook": hook }).await;
+            let mut found: Vec<(String, String)> = docs
+                .iter()
+                .map(|d| {
+                    (
+                        d.get_str("event").unwrap().to_owned(),
+                        d.get_str("_id").unwrap().to_owned(),
+                    )
+                })
+                .collect();
+            found.sort();
+            found
+        }
+    };
+    let issue_docs = db.collection::<Document>(&issues(&t));
+    let staged_on = |id: &corkboard_board::IssueId| {
+        let issue_docs = issue_docs.clone();
+        let id = id.as_str().to_owned();
+        async move {
+            let doc = issue_docs
+                .find_one(doc! { "_id": id })
+                .await
+                .unwrap()
+                .unwrap();
+            doc.get_array("staged_events").cloned().unwrap_or_default()
+        }
+    };
+    let who = author("run-1");
+
+    // Queued by the write itself: nothing left staged.
+    let first = board
+        .store
+        .create_issue(&t, &who, new_issue("queued at once"), None)
+        .await
+        .expect("create");
+    assert_eq!(queued().await.len(), 1);
+    assert!(staged_on(&first.issue.id).await.is_empty());
+    outbox.delete_many(doc! {}).await.unwrap();
+
+    // The outbox refuses every insert from here.
+    outbox_refuses(&db, true).await;
+    let created = board
+        .store
+        .create_issue(&t, &who, new_issue("written, not queued"), None)
+        .await
+        .expect("a create is acknowledged without its deliveries");
+    let id = created.issue.id.clone();
+    board
+        .store
+        .add_comment(
+            &t,
+            &who,
+            NewComment {
+                issue: id.clone(),
+                body: CommentBody::parse("a note").unwrap(),
+            },
+            None,
+        )
+        .await
+        .expect("comment");
+    board
+        .store
+        .update_issue(
+            &t,
+            &id,
+            IssuePatch {
+                state: Some(IssueState::Done),
+                ..IssuePatch::default()
+            },
+            None,
+        )
+        .await
+        .expect("close");
+    assert!(queued().await.is_empty());
+    // created, commented, updated and closed
+    let markers = staged_on(&id).await;
+    assert_eq!(markers.len(), 4, "{markers:?}");
+
+    outbox_refuses(&db, false).await;
+    // Not before the grace: the writer may still be queueing them.
+    board
+        .store
+        .expire_claims(Timestamp::now(), 100)
+        .await
+        .expect("sweep");
+    assert!(queued().await.is_empty());
+    let later = Timestamp::now().plus_millis(60_000);
+    board.store.expire_claims(later, 100).await.expect("sweep");
+    let swept = queued().await;
+    let events: Vec<&str> = swept.iter().map(|(event, _)| event.as_str()).collect();
+    assert_eq!(
+        events,
+        vec![
+            "issue.closed",
+            "issue.commented",
+            "issue.created",
+            "issue.updated"
+        ]
+    );
+    assert!(staged_on(&id).await.is_empty());
+    let bodies = documents(&outbox, doc! { "event": "issue.commented" }).await;
+    let body: serde_json::Value = serde_json::from_str(bodies[0].get_str("body").unwrap()).unwrap();
+    assert_eq!(body["data"]["issue"]["id"], id.as_str());
+    assert_eq!(body["data"]["comment"]["author"]["run"], "run-1");
+
+    // Swept again, and with the markers back (a writer or another
+    // sweeper queueing them at the same time): the same deliveries, once
+    // each, and the markers gone again.
+    board.store.expire_claims(later, 100).await.expect("sweep");
+    assert_eq!(queued().await, swept);
+    issue_docs
+        .update_one(
+            doc! { "_id": id.as_str() },
+            doc! { "$set": { "staged_events": markers } },
+        )
+        .await
+        .unwrap();
+    board.store.expire_claims(later, 100).await.expect("sweep");
+    assert_eq!(queued().await, swept);
+    assert!(staged_on(&id).await.is_empty());
+}
+
+/// The same for claims: a new claim (`claim_issue`, `claim_next`, a
+/// hand-over) and a claim's expiry stage their event when the outbox
+/// refuses it, a repeat of one's own claim stages none, and the sweeper
+/// queues each once.
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
+async fn claim_deliveries_a_write_could_not_queue_are_queued_by_the_sweeper() {
+    use corkboard_board::{ClaimNext, Claimant, Integrity, WebhookStore};
+    use corkboard_store_mongo::schema::{OUTBOX, issues};
+    use mongodb::bson::{Document, doc};
+
+    let board = TestBoard::start("staged_claims").await;
+    let db = board.raw_database().await;
+    let outbox = db.collection::<Document>(OUTBOX);
+    let t = TenantId::parse("claims").unwrap();
+    board
+        .store
+        .create_webhook(
+            &t,
+            &endpoint(&["issue.claimed", "issue.claim_expired"]),
+            Timestamp::now(),
+        )
+        .await
+        .expect("create webhook");
+    let events = || {
+        let outbox = outbox.clone();
+        async move {
+            let docs = documents(&outbox, doc! {}).await;
+            let mut found: Vec<String> = docs
+                .iter()
+                .map(|d| d.get_str("event").unwrap().to_owned())
+                .collect();
+            found.sort();
+            found
+        }
+    };
+    let who = author("run-1");
+    let mut ids = Vec::new();
+    for title in ["claimed by id", "claimed next", "handed over"] {
+        let created = board
+            .store
+            .create_issue(&t, &who, new_issue(title), None)
+            .await
+            .expect("create");
+        ids.push(created.issue.id);
+    }
+    let g = grant(&t, "run-1", Timestamp::now(), 3_600_000);
+    board.store.record_grant(&g, &token_hash()).await.unwrap();
+    let claimant = Claimant {
+        run: g.run.clone(),
+        grant: g.id.clone(),
+        expires_at: g.expires_at,
+        lease: None,
+        integrity: Integrity::Agent,
+    };
+
+    outbox_refuses(&db, true).await;
+    board
+        .store
+        .claim_issue(&t, &ids[0], &claimant, None)
+        .await
+        .expect("claim");
+    // One's own claim again: no new claim, nothing staged.
+    board
+        .store
+        .claim_issue(&t, &ids[0], &claimant, None)
+        .await
+        .expect("claim again");
+    let next = board
+        .store
+        .claim_next(&t, &ListQuery::default(), &claimant)
+        .await
+        .expect("claim_next");
+    let ClaimNext::Claimed { issue } = next else {
+        panic!("no ready work: {next:?}");
+    };
+    // The oldest ready one.
+    assert_eq!(issue.id, ids[1]);
+    let handed = board.store.get_issue(&t, &ids[2]).await.expect("get");
+    board
+        .store
+        .hand_over_claim(&t, &ids[2], &claimant, &who, handed.version)
+        .await
+        .expect("hand over");
+    // Every claim ended an hour later: each expiry staged too (the
+    // outbox still refuses).
+    let later = Timestamp::now().plus_millis(2 * 3_600_000);
+    let expired = board.store.expire_claims(later, 100).await.expect("sweep");
+    let claims = 3;
+    assert_eq!(expired.len(), claims);
+    assert!(events().await.is_empty());
+    let issue_docs = db.collection::<Document>(&issues(&t));
+    let staged: usize = documents(&issue_docs, doc! {})
+        .await
+        .iter()
+        .map(|d| d.get_array("staged_events").map_or(0, Vec::len))
+        .sum();
+    assert_eq!(staged, 2 * claims, "a claim and an expiry per claim");
+
+    outbox_refuses(&db, false).await;
+    // Past the grace of the expiries staged at `later`.
+    let after = later.plus_millis(60_000);
+    board.store.expire_claims(after, 100).await.expect("sweep");
+    board.store.expire_claims(after, 100).await.expect("sweep");
+    let mut want = vec!["issue.claim_expired"; claims];
+    want.extend(vec!["issue.claimed"; claims]);
+    assert_eq!(events().await, want);
+    assert_eq!(
+        issue_docs
+            .count_documents(doc! { "staged_events": { "$exists": true } })
+            .await
+            .unwrap(),
+        0
     );
 }
