@@ -7,6 +7,7 @@
 use crate::codec::field;
 use crate::error::store_error;
 use crate::ledger::check_limit;
+use crate::staged::{self, StagedEvent, with_staged};
 use crate::store::MongoStore;
 use corkboard_board::webhook::WebhookEvent;
 use corkboard_board::{
@@ -34,6 +35,10 @@ pub(crate) fn approval_indexes() -> Vec<IndexModel> {
             .build(),
         IndexModel::builder()
             .keys(doc! { field::TENANT: 1, RUN: 1, DIGEST: 1, field::ID: -1 })
+            .build(),
+        // Webhook events left staged by their write (`staged.rs`).
+        IndexModel::builder()
+            .keys(doc! { field::STAGED_AT: 1 })
             .build(),
     ]
 }
@@ -66,23 +71,36 @@ impl MongoStore {
         self.database().collection(APPROVALS)
     }
 
+    /// Stores a new item, staging its `approval.requested` for a tenant
+    /// with webhook endpoints (`crate::staged`).
     pub(crate) async fn put_approval_doc(&self, item: &ApprovalItem) -> Result<(), StoreError> {
-        let document = encode(item)?;
-        self.bounded_write("put_approval", async {
-            self.approvals()
-                .replace_one(doc! { field::ID: item.id.as_str() }, document)
-                .upsert(true)
-                .await
-                .map(|_| ())
-                .map_err(|e| store_error(&e))
-        })
-        .await?;
-        self.queue_after(
-            &item.tenant,
-            WebhookEvent::ApprovalRequested,
-            item.event_data(),
-        )
-        .await;
+        let mut document = encode(item)?;
+        let staged = self
+            .bounded_write("put_approval", async {
+                let staged = if self.has_webhooks(&item.tenant).await? {
+                    let requested = StagedEvent::whole(
+                        WebhookEvent::ApprovalRequested,
+                        item.id.as_str(),
+                        Timestamp::now(),
+                        item.event_data(),
+                    );
+                    vec![requested]
+                } else {
+                    Vec::new()
+                };
+                if !staged.is_empty() {
+                    document.insert(field::STAGED, staged::markers(&staged));
+                }
+                self.approvals()
+                    .replace_one(doc! { field::ID: item.id.as_str() }, document)
+                    .upsert(true)
+                    .await
+                    .map_err(|e| store_error(&e))?;
+                Ok(staged)
+            })
+            .await?;
+        self.queue_staged_shared(&item.tenant, APPROVALS, item.id.as_str(), &staged)
+            .await;
         Ok(())
     }
 
@@ -178,6 +196,17 @@ impl MongoStore {
         let set = doc! { "$set": fields };
         let changed = self
             .bounded_write("decide_approval", async {
+                let staged = if self.has_webhooks(tenant).await? {
+                    let decided = StagedEvent::whole(
+                        WebhookEvent::ApprovalDecided,
+                        id.as_str(),
+                        Timestamp::now(),
+                        item.event_data(),
+                    );
+                    vec![decided]
+                } else {
+                    Vec::new()
+                };
                 self.approvals()
                     .update_one(
                         doc! {
@@ -185,15 +214,15 @@ impl MongoStore {
                             field::TENANT: tenant.as_str(),
                             STATUS: ApprovalStatus::Pending.as_str(),
                         },
-                        set.clone(),
+                        with_staged(set.clone(), &staged),
                     )
                     .await
-                    .map(|r| r.modified_count == 1)
+                    .map(|r| (r.modified_count == 1).then_some(staged))
                     .map_err(|e| store_error(&e))
             })
             .await?;
-        if changed {
-            self.queue_after(tenant, WebhookEvent::ApprovalDecided, item.event_data())
+        if let Some(staged) = changed {
+            self.queue_staged_shared(tenant, APPROVALS, id.as_str(), &staged)
                 .await;
             return Ok(item);
         }

@@ -7,6 +7,7 @@ use crate::codec::{
 };
 use crate::error::{is_duplicate_key, store_error};
 use crate::schema;
+use crate::staged::{self, StagedEvent, with_staged};
 use crate::store::MongoStore;
 use async_trait::async_trait;
 use corkboard_board::WebhookEvent;
@@ -53,16 +54,31 @@ impl MongoStore {
 }
 
 impl MongoStore {
-    /// The grant write itself; [`GrantLedger::record_grant`] queues its
-    /// webhook deliveries after it.
-    async fn record_grant_only(&self, grant: &Grant, token_hash: &str) -> Result<(), StoreError> {
+    /// The grant write itself, staging `started` (its `run.started`) for a
+    /// tenant with webhook endpoints (returned, to be queued:
+    /// `crate::staged`).
+    async fn record_grant_only(
+        &self,
+        grant: &Grant,
+        token_hash: &str,
+        started: StagedEvent,
+    ) -> Result<Vec<StagedEvent>, StoreError> {
         self.bounded_write("record_grant", async {
             // The unique token-hash index must exist before the first
             // grant goes in (it does after `connect`; this covers
             // `connect_lazy` before its start-up has run).
             self.ensure_grants().await?;
-            match self.grants().insert_one(grant_doc(grant, token_hash)).await {
-                Ok(_) => Ok(()),
+            let staged = if self.has_webhooks(&grant.tenant).await? {
+                vec![started]
+            } else {
+                Vec::new()
+            };
+            let mut doc = grant_doc(grant, token_hash);
+            if !staged.is_empty() {
+                doc.insert(field::STAGED, staged::markers(&staged));
+            }
+            match self.grants().insert_one(doc).await {
+                Ok(_) => Ok(staged),
                 Err(e) if is_duplicate_key(&e) => {
                     // A retry of a recording that went through (its answer
                     // was lost) is success; anything else reusing the id or
@@ -72,7 +88,7 @@ impl MongoStore {
                         .await?;
                     match existing {
                         Some(event) if &event.grant == grant && event.token_hash == token_hash => {
-                            Ok(())
+                            Ok(staged)
                         }
                         _ => Err(StoreError::Internal(format!(
                             "grant {} or its token hash is already recorded differently",
@@ -86,35 +102,62 @@ impl MongoStore {
         .await
     }
 
-    /// The revocation write itself (see [`Self::record_grant_only`]).
+    /// The revocation write itself (see [`Self::record_grant_only`]),
+    /// staging the grant's `run.ended` when this revocation is the one
+    /// that took effect and its tenant has webhook endpoints (returned).
     async fn record_revocation_only(
         &self,
         id: &GrantId,
         by: &str,
         at: Timestamp,
-    ) -> Result<GrantEvent, StoreError> {
+    ) -> Result<(GrantEvent, Vec<StagedEvent>), StoreError> {
         self.bounded_write("record_revocation", async {
+            // Read first for the tenant (whether it has endpoints) and the
+            // run (the event's data).
+            let read = self
+                .find_grant(doc! { field::ID: id.as_str() })
+                .await?
+                .ok_or_else(|| grant_not_found(id))?;
+            let staged =
+                if read.revoked_at.is_none() && self.has_webhooks(&read.grant.tenant).await? {
+                    let data = serde_json::json!({ "run": {
+                    "id": read.grant.run, "grant": read.grant.id, "revoked_by": by,
+                } });
+                    vec![StagedEvent::whole(
+                        WebhookEvent::RunEnded,
+                        id.as_str(),
+                        at,
+                        data,
+                    )]
+                } else {
+                    Vec::new()
+                };
             // The filter on "not revoked yet" makes the first revocation win
             // atomically; later ones read what it wrote.
+            let update = doc! { "$set": {
+                grant_field::REVOKED_AT: date(at),
+                grant_field::REVOKED_BY: by,
+            } };
             let updated = self
                 .grants()
                 .find_one_and_update(
                     doc! { field::ID: id.as_str(), grant_field::REVOKED_AT: Bson::Null },
-                    doc! { "$set": {
-                        grant_field::REVOKED_AT: date(at),
-                        grant_field::REVOKED_BY: by,
-                    } },
+                    with_staged(update, &staged),
                 )
                 .return_document(ReturnDocument::After)
                 .max_time(self.max_time())
                 .await
                 .map_err(|e| store_error(&e))?;
-            let event = match updated {
-                Some(doc) => grant_from_doc(&doc)?,
-                None => self
-                    .find_grant(doc! { field::ID: id.as_str() })
-                    .await?
-                    .ok_or_else(|| grant_not_found(id))?,
+            let (event, staged) = match updated {
+                Some(doc) => (grant_from_doc(&doc)?, staged),
+                // Another revocation won (its own event is staged).
+                None => {
+                    let event = self
+                        .find_grant(doc! { field::ID: id.as_str() })
+                        .await?
+                        .ok_or_else(|| grant_not_found(id))?;
+                    (event, Vec::new())
+                }
             };
             // The grant's claims end with it. Right after the revocation
             // (MongoDB has no transaction across the two collections here):
@@ -125,7 +168,7 @@ impl MongoStore {
             self.end_claims_of(&event.grant.tenant, id, at)
                 .await
                 .map_err(StoreError::after_commit_point)?;
-            Ok(event)
+            Ok((event, staged))
         })
         .await
     }
@@ -134,12 +177,18 @@ impl MongoStore {
 #[async_trait]
 impl GrantLedger for MongoStore {
     async fn record_grant(&self, grant: &Grant, token_hash: &str) -> Result<(), StoreError> {
-        self.record_grant_only(grant, token_hash).await?;
         let data = serde_json::json!({ "run": {
             "id": grant.run, "grant": grant.id, "capabilities": grant.capabilities,
             "expires_at": grant.expires_at,
         } });
-        self.queue_after(&grant.tenant, WebhookEvent::RunStarted, data)
+        let started = StagedEvent::whole(
+            WebhookEvent::RunStarted,
+            grant.id.as_str(),
+            grant.created_at,
+            data,
+        );
+        let staged = self.record_grant_only(grant, token_hash, started).await?;
+        self.queue_staged_shared(&grant.tenant, schema::GRANTS, grant.id.as_str(), &staged)
             .await;
         Ok(())
     }
@@ -150,15 +199,10 @@ impl GrantLedger for MongoStore {
         by: &str,
         at: Timestamp,
     ) -> Result<GrantEvent, StoreError> {
-        let event = self.record_revocation_only(id, by, at).await?;
-        // Only the revocation that took effect, not a repeat.
-        if event.revoked_at == Some(at) && event.revoked_by.as_deref() == Some(by) {
-            let data = serde_json::json!({ "run": {
-                "id": event.grant.run, "grant": event.grant.id, "revoked_by": by,
-            } });
-            self.queue_after(&event.grant.tenant, WebhookEvent::RunEnded, data)
-                .await;
-        }
+        // Staged only by the revocation that took effect, not a repeat.
+        let (event, staged) = self.record_revocation_only(id, by, at).await?;
+        self.queue_staged_shared(&event.grant.tenant, schema::GRANTS, id.as_str(), &staged)
+            .await;
         Ok(event)
     }
 

@@ -420,9 +420,11 @@ impl MongoStore {
         Ok(ClaimNext::NoReadyWork { claimed, blocked })
     }
 
-    /// `expire_claims`: settles each tenant's blocker counts left pending
+    /// `expire_claims`: queues the webhook events writers left staged on
+    /// grants, approvals and tool pins (`MongoStore::queue_left_staged_shared`),
+    /// settles each tenant's blocker counts left pending
     /// (`MongoStore::settle_pending`) and queues the webhook events its
-    /// writers left staged (`MongoStore::queue_left_staged`); then each
+    /// writers left staged on its issues (`MongoStore::queue_left_staged`); then each
     /// tenant's claims whose end
     /// passed, oldest end first, each cleared by one update matching that very claim (so a
     /// renewal or a new claim made meanwhile is never cleared, and of
@@ -438,6 +440,11 @@ impl MongoStore {
             .await
             .map_err(|e| store_error(&e))?;
         let mut out = Vec::new();
+        // Webhook events left staged on grants, approvals and tool pins
+        // (`staged.rs`).
+        if let Err(err) = self.queue_left_staged_shared(now).await {
+            tracing::warn!(error = %err, "staged webhook events not queued");
+        }
         for tenant in schema::tenants_of(&names) {
             // Blocker counts a writer left unsettled (it died between its
             // write and the recount): `blockers.rs`.

@@ -134,12 +134,13 @@ impl IndexSet {
 }
 
 /// The shared collections with indexes of their own, set up at start-up.
-pub(crate) const SHARED: [&str; 5] = [
+pub(crate) const SHARED: [&str; 6] = [
     GRANTS,
     USED_ONCE,
     WEBHOOKS,
     OUTBOX,
     crate::approvals::APPROVALS,
+    TOOL_PINS,
 ];
 
 /// The indexes of the shared collection `name` (one of [`SHARED`]).
@@ -150,6 +151,8 @@ fn shared_indexes(name: &str) -> Vec<IndexModel> {
         WEBHOOKS => webhook_indexes(),
         OUTBOX => outbox_indexes(),
         crate::approvals::APPROVALS => crate::approvals::approval_indexes(),
+        // Webhook events left staged by their write (`staged.rs`).
+        TOOL_PINS => vec![index(doc! { field::STAGED_AT: 1 })],
         _ => Vec::new(),
     }
 }
@@ -284,6 +287,8 @@ pub(crate) fn grant_indexes() -> Vec<IndexModel> {
         index(doc! { field::TENANT: 1, field::ID: -1 }),
         index(doc! { field::TENANT: 1, grant_field::RUN: 1, field::ID: -1 }),
         index(doc! { grant_field::REVOKED_AT: 1, grant_field::EXPIRES_AT: 1 }),
+        // Webhook events left staged by their write (`staged.rs`).
+        index(doc! { field::STAGED_AT: 1 }),
     ]
 }
 

@@ -1,21 +1,26 @@
-//! Webhook events staged on the issue document they are about, so that a
-//! board write and its deliveries cannot part.
+//! Webhook events staged on the document they are about, so that a board
+//! write and its deliveries cannot part.
 //!
 //! A MongoDB board write is one single-document update and its deliveries
 //! are documents of another collection, so the two cannot be written
-//! together. Instead, for a tenant with webhook endpoints, a write that
-//! causes an event (`issue.created`, `issue.updated`, `issue.closed`,
-//! `issue.commented`, `issue.claimed`, `issue.claim_expired`) also pushes a
-//! marker of it onto the issue's `staged_events` in the same update. Then:
+//! together. Instead, for a tenant with webhook endpoints, every write
+//! that causes an event also writes a marker of it into the written
+//! document's `staged_events`, in the same update or insert: an issue
+//! (`issue.created`, `issue.updated`, `issue.closed`, `issue.commented`,
+//! `issue.claimed`, `issue.claim_expired`), a grant (`run.started`,
+//! `run.ended`), an approval item (`approval.requested`,
+//! `approval.decided`), a tool pin (`upstream.tool_changed`). Then:
 //!
 //! 1. Right after the write, before it is acknowledged, the writer queues
-//!    the marked events' deliveries and pulls the markers
-//!    ([`MongoStore::queue_staged`]).
+//!    the marked events' deliveries and clears the markers
+//!    ([`MongoStore::queue_staged_on`]).
 //! 2. Markers left behind (the process died between the write and the
 //!    queueing, an outbox insert failed, the store did not answer in time)
 //!    are queued by the claim sweeper (`expire_claims`, every second on
 //!    the server) once they are [`STAGED_GRACE_MILLIS`] old
-//!    ([`MongoStore::queue_left_staged`]), from any replica.
+//!    ([`MongoStore::queue_left_staged`] per tenant's issues,
+//!    [`MongoStore::queue_left_staged_shared`] for the rest), from any
+//!    replica.
 //!
 //! Each delivery's id is derived from its marker and its endpoint
 //! (`DeliveryId::of_event`), so queueing a marker twice (the writer and the
@@ -27,25 +32,25 @@
 //! keeps that to writers stalled for seconds).
 //!
 //! A marker holds the event, its occurrence (what made it once, and when)
-//! and what the event adds to the issue's summary (a comment's id and
-//! author, a claim); the summary itself is made when the marker is queued,
-//! from the issue as the write left it, or, for the sweeper, as it is then.
+//! and its data: for an issue's event what it adds to the issue's summary
+//! (a comment's id and author, a claim), the summary itself made when the
+//! marker is queued, from the issue as the write left it, or, for the
+//! sweeper, as it is then; for the others the whole data, as written.
 //!
-//! Run, approval and upstream events are not issue writes: they are still
-//! queued after their write (`MongoStore::queue_after`), and lost if the
-//! process dies in between.
-//!
-//! What it costs: a write of a tenant with endpoints asks whether it has
-//! any before the write (one indexed find, which the queueing made after
-//! the write before), and one more update after the queueing (the pull);
-//! a tenant without endpoints pays the find only.
+//! What it costs: a write asks whether its tenant has endpoints before the
+//! write (one indexed find, which the queueing made after the write
+//! before; a revocation reads its grant first, for the tenant), and with
+//! endpoints one more update after the queueing (the markers cleared); a
+//! tenant without endpoints pays the find only.
 
 use crate::codec::{created_doc, field};
 use crate::error::store_error;
+use crate::schema;
 use crate::store::MongoStore;
 use crate::webhooks::Occurrence;
 use corkboard_board::webhook::{self, WebhookEvent};
 use corkboard_board::{Claim, Comment, Issue, IssueId, StoreError, TenantId, Timestamp};
+use mongodb::Collection;
 use mongodb::bson::{Bson, Document, doc};
 
 /// How old a marker is before the sweeper queues it: the writer that
@@ -54,56 +59,87 @@ use mongodb::bson::{Bson, Document, doc};
 /// module docs).
 pub const STAGED_GRACE_MILLIS: i64 = 10_000;
 
-/// Issues whose markers one sweep queues per tenant.
+/// Documents whose markers one sweep queues per tenant's issues, and per
+/// shared collection.
 const STAGED_PER_PASS: i64 = 100;
 
-/// Markers one issue holds at most: a writer pushing more keeps the newest
-/// (a marker past it is an event whose deliveries failed to queue this many
-/// times in a row while the sweeper could not catch up).
+/// Markers one document holds at most: a writer pushing more keeps the
+/// newest (a marker past it is an event whose deliveries failed to queue
+/// this many times in a row while the sweeper could not catch up).
 const STAGED_KEPT: i64 = 64;
 
-/// One event staged on its issue.
+/// One event staged on the document it is about.
 #[derive(Debug, Clone)]
 pub(crate) struct StagedEvent {
     pub event: WebhookEvent,
     /// What made the event once (the issue of a create, the comment of a
-    /// comment, the version of an update, the claim of a claim): with
-    /// `event`, the marker's name and its deliveries' ids.
+    /// comment, the version of an update, the claim of a claim, the grant
+    /// of a run, the approval item): with `event`, the marker's name and
+    /// its deliveries' ids.
     pub key: String,
     pub at: Timestamp,
-    /// Fields the event adds to the issue's summary, or `Null`.
-    pub extra: serde_json::Value,
+    pub data: EventData,
+}
+
+/// A staged event's data.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum EventData {
+    /// An issue's event: the fields it adds to the issue's summary (or
+    /// `Null`), the summary made when it is queued.
+    Summary(serde_json::Value),
+    /// Any other event's data, whole, as its write made it.
+    Whole(serde_json::Value),
 }
 
 impl StagedEvent {
+    /// An issue's event (its data the issue's summary).
     pub(crate) fn new(event: WebhookEvent, key: impl Into<String>, at: Timestamp) -> Self {
         Self {
             event,
             key: key.into(),
             at,
-            extra: serde_json::Value::Null,
+            data: EventData::Summary(serde_json::Value::Null),
         }
     }
 
-    /// With `extra` merged into the event's data.
+    /// An event with its whole data (not about an issue).
+    pub(crate) fn whole(
+        event: WebhookEvent,
+        key: impl Into<String>,
+        at: Timestamp,
+        data: serde_json::Value,
+    ) -> Self {
+        Self {
+            event,
+            key: key.into(),
+            at,
+            data: EventData::Whole(data),
+        }
+    }
+
+    /// With `extra` merged into the issue's summary.
     pub(crate) fn with(mut self, extra: serde_json::Value) -> Self {
-        self.extra = extra;
+        self.data = EventData::Summary(extra);
         self
     }
 
-    /// The marker's name, unique on its issue.
+    /// The marker's name, unique on its document.
     fn name(&self) -> String {
         format!("{} {}", self.event.as_str(), self.key)
     }
 
     fn to_doc(&self) -> Document {
-        doc! {
+        let mut doc = doc! {
             "name": self.name(),
             "event": self.event.as_str(),
             "key": &self.key,
             "at": self.at.as_millis(),
-            "extra": self.extra.to_string(),
-        }
+        };
+        match &self.data {
+            EventData::Summary(extra) => doc.insert("extra", extra.to_string()),
+            EventData::Whole(data) => doc.insert("data", data.to_string()),
+        };
+        doc
     }
 
     fn from_doc(doc: &Document) -> Result<Self, StoreError> {
@@ -115,9 +151,15 @@ impl StagedEvent {
             Some(Bson::Int32(n)) => i64::from(*n),
             _ => return Err(bad("no time".to_owned())),
         };
-        let extra = match doc.get_str("extra") {
-            Ok(text) => serde_json::from_str(text).map_err(|e| bad(e.to_string()))?,
-            Err(_) => serde_json::Value::Null,
+        let json = |name: &str| match doc.get_str(name) {
+            Ok(text) => serde_json::from_str(text)
+                .map(Some)
+                .map_err(|e| bad(e.to_string())),
+            Err(_) => Ok(None),
+        };
+        let data = match json("data")? {
+            Some(data) => EventData::Whole(data),
+            None => EventData::Summary(json("extra")?.unwrap_or_default()),
         };
         Ok(Self {
             event,
@@ -126,19 +168,27 @@ impl StagedEvent {
                 .map_err(|e| bad(e.to_string()))?
                 .to_owned(),
             at: Timestamp::from_millis(at),
-            extra,
+            data,
         })
     }
 
-    /// The event's data: the issue's summary with `extra` merged in.
-    fn data(&self, issue: &Issue) -> serde_json::Value {
-        let mut data = webhook::issue_summary(issue);
-        if let (Some(data), Some(extra)) = (data.as_object_mut(), self.extra.as_object()) {
-            for (name, value) in extra {
-                data.insert(name.clone(), value.clone());
+    /// The event's data: whole, or the issue's summary with the event's
+    /// fields merged in (an issue's event queued without its issue, which
+    /// no caller does, gets its fields alone).
+    fn data(&self, issue: Option<&Issue>) -> serde_json::Value {
+        match (&self.data, issue) {
+            (EventData::Whole(data), _) => data.clone(),
+            (EventData::Summary(extra), Some(issue)) => {
+                let mut data = webhook::issue_summary(issue);
+                if let (Some(data), Some(extra)) = (data.as_object_mut(), extra.as_object()) {
+                    for (name, value) in extra {
+                        data.insert(name.clone(), value.clone());
+                    }
+                }
+                data
             }
+            (EventData::Summary(extra), None) => extra.clone(),
         }
-        data
     }
 }
 
@@ -229,7 +279,7 @@ pub(crate) fn with_staged(mut update: Document, events: &[StagedEvent]) -> Docum
     update
 }
 
-/// The markers of an issue document.
+/// The markers a document holds.
 fn staged_of(doc: &Document) -> Result<Vec<StagedEvent>, StoreError> {
     match doc.get(field::STAGED) {
         Some(Bson::Array(items)) => items
@@ -241,18 +291,48 @@ fn staged_of(doc: &Document) -> Result<Vec<StagedEvent>, StoreError> {
     }
 }
 
+/// The shared collections whose documents hold staged events (besides
+/// each tenant's issues), with the name of what they hold.
+const STAGED_SHARED: [(&str, &str); 3] = [
+    (schema::GRANTS, "grant"),
+    (crate::approvals::APPROVALS, "approval"),
+    (schema::TOOL_PINS, "tool pin"),
+];
+
 impl MongoStore {
-    /// Step 1 of the module docs: queues `events`, staged on `issue` by the
-    /// write that returned it, then pulls their markers. `replayed`: the
-    /// caller is not the write that staged them (a replay by key, the
-    /// sweeper), so only endpoints registered by then are told, and
-    /// `record` (a keyed write's idempotency record) says whether an
-    /// earlier attempt queued them all. A failure is logged, never the
-    /// write's: the markers stay for the sweeper.
+    /// Step 1 of the module docs for an issue: queues `events`, staged on
+    /// `issue` by the write that returned it, then clears their markers
+    /// ([`Self::queue_staged_on`]).
     pub(crate) async fn queue_staged(
         &self,
         tenant: &TenantId,
         issue: &Issue,
+        events: &[StagedEvent],
+        replayed: bool,
+        record: Option<&Document>,
+    ) {
+        let on = StagedOn {
+            collection: self.issues(tenant),
+            what: "issue",
+            id: issue.id.as_str(),
+        };
+        self.queue_staged_on(tenant, &on, Some(issue), events, replayed, record)
+            .await;
+    }
+
+    /// Step 1 of the module docs: queues `events`, staged on the document
+    /// `on` names (`issue`: the issue as the write left it, for the
+    /// summaries of an issue's events), then clears their markers.
+    /// `replayed`: the caller is not the write that staged them (a replay
+    /// by key, the sweeper), so only endpoints registered by then are told,
+    /// and `record` (a keyed write's idempotency record) says whether an
+    /// earlier attempt queued them all. A failure is logged, never the
+    /// write's: the markers stay for the sweeper.
+    async fn queue_staged_on(
+        &self,
+        tenant: &TenantId,
+        on: &StagedOn<'_>,
+        issue: Option<&Issue>,
         events: &[StagedEvent],
         replayed: bool,
         record: Option<&Document>,
@@ -268,35 +348,10 @@ impl MongoStore {
                     replayed,
                     record: record.cloned(),
                 };
-                self.queue(tenant, event.event, event.data(issue), Some(occurrence))
+                self.queue(tenant, event.event, event.data(issue), occurrence)
                     .await?;
             }
-            let names: Vec<String> = events.iter().map(StagedEvent::name).collect();
-            // Usually they are all the issue holds: then the field goes
-            // whole, so a document carries it only while something is
-            // staged; else just these are pulled.
-            let whole = self
-                .issues(tenant)
-                .update_one(
-                    doc! {
-                        field::ID: issue.id.as_str(),
-                        field::STAGED: { "$size": names.len() as i64 },
-                        field::STAGED_NAME: { "$all": &names },
-                    },
-                    doc! { "$unset": { field::STAGED: "" } },
-                )
-                .await
-                .map_err(|e| store_error(&e))?;
-            if whole.matched_count == 0 {
-                self.issues(tenant)
-                    .update_one(
-                        doc! { field::ID: issue.id.as_str() },
-                        doc! { "$pull": { field::STAGED: { "name": { "$in": names } } } },
-                    )
-                    .await
-                    .map_err(|e| store_error(&e))?;
-            }
-            Ok::<(), StoreError>(())
+            on.clear(events).await
         })
         .await;
         let failure = match queued {
@@ -306,15 +361,39 @@ impl MongoStore {
         };
         tracing::warn!(
             tenant = %tenant,
-            issue = %issue.id,
+            document = on.what,
+            id = on.id,
             error = %failure,
-            "webhook deliveries of a board write are not queued yet; they stay staged on the \
-             issue and the claim sweeper queues them"
+            "webhook deliveries of a board write are not queued yet; they stay staged on its \
+             document and the claim sweeper queues them"
         );
     }
 
-    /// Step 2 of the module docs: queues the markers of up to
-    /// [`STAGED_PER_PASS`] of `tenant`'s issues that are at least
+    /// Step 1 of the module docs for a document of a shared collection (one
+    /// of [`STAGED_SHARED`]): queues `events`, staged on document `id` of
+    /// `collection` by its write, then clears their markers.
+    pub(crate) async fn queue_staged_shared(
+        &self,
+        tenant: &TenantId,
+        collection: &'static str,
+        id: &str,
+        events: &[StagedEvent],
+    ) {
+        let what = STAGED_SHARED
+            .iter()
+            .find(|(name, _)| *name == collection)
+            .map_or(collection, |(_, what)| what);
+        let on = StagedOn {
+            collection: self.database().collection(collection),
+            what,
+            id,
+        };
+        self.queue_staged_on(tenant, &on, None, events, false, None)
+            .await;
+    }
+
+    /// Step 2 of the module docs for `tenant`'s issues: queues the markers
+    /// of up to [`STAGED_PER_PASS`] of them that are at least
     /// [`STAGED_GRACE_MILLIS`] old at `now` (the `staged_events.at` index);
     /// how many issues it found.
     pub(crate) async fn queue_left_staged(
@@ -322,30 +401,116 @@ impl MongoStore {
         tenant: &TenantId,
         now: Timestamp,
     ) -> Result<usize, StoreError> {
-        let fail = |e: mongodb::error::Error| store_error(&e);
-        let before = now.plus_millis(-STAGED_GRACE_MILLIS).as_millis();
-        let mut left = self
-            .issues(tenant)
-            .find(doc! { field::STAGED_AT: { "$lte": before } })
-            .projection(doc! { field::HISTORY: 0 })
-            .limit(STAGED_PER_PASS)
-            .max_time(self.max_time())
-            .await
-            .map_err(fail)?;
-        let mut found = Vec::new();
-        while left.advance().await.map_err(fail)? {
-            let doc = left.deserialize_current().map_err(fail)?;
-            let events: Vec<StagedEvent> = staged_of(&doc)?
-                .into_iter()
-                .filter(|e| e.at.as_millis() <= before)
-                .collect();
-            found.push((crate::codec::issue_from_doc(tenant, &doc)?, events));
-        }
-        for (issue, events) in &found {
-            self.queue_staged(tenant, issue, events, true, None).await;
+        let projection = doc! { field::HISTORY: 0 };
+        let found = left_staged(&self.issues(tenant), now, projection, self.max_time()).await?;
+        for (doc, events) in &found {
+            let issue = crate::codec::issue_from_doc(tenant, doc)?;
+            self.queue_staged(tenant, &issue, events, true, None).await;
         }
         Ok(found.len())
     }
+
+    /// Step 2 of the module docs for the shared collections (grants,
+    /// approvals, tool pins): the same, up to [`STAGED_PER_PASS`] documents
+    /// of each, whatever their tenant; how many documents it found.
+    pub(crate) async fn queue_left_staged_shared(
+        &self,
+        now: Timestamp,
+    ) -> Result<usize, StoreError> {
+        let mut count = 0;
+        for (name, what) in STAGED_SHARED {
+            let collection = self.database().collection::<Document>(name);
+            let projection = doc! { field::TENANT: 1, field::STAGED: 1 };
+            let found = left_staged(&collection, now, projection, self.max_time()).await?;
+            count += found.len();
+            for (doc, events) in &found {
+                let (Ok(id), Ok(tenant)) = (doc.get_str(field::ID), doc.get_str(field::TENANT))
+                else {
+                    continue;
+                };
+                let tenant = TenantId::parse(tenant)
+                    .map_err(|e| StoreError::Internal(format!("unreadable {what} tenant: {e}")))?;
+                let on = StagedOn {
+                    collection: collection.clone(),
+                    what,
+                    id,
+                };
+                self.queue_staged_on(&tenant, &on, None, events, true, None)
+                    .await;
+            }
+        }
+        Ok(count)
+    }
+}
+
+/// The document events are staged on: its collection, what it is (for
+/// logs) and its `_id`.
+struct StagedOn<'a> {
+    collection: Collection<Document>,
+    what: &'static str,
+    id: &'a str,
+}
+
+impl StagedOn<'_> {
+    /// Clears the markers of `events`, queued.
+    async fn clear(&self, events: &[StagedEvent]) -> Result<(), StoreError> {
+        let names: Vec<String> = events.iter().map(StagedEvent::name).collect();
+        // Usually they are all the document holds: then the field goes
+        // whole, so a document carries it only while something is staged;
+        // else just these are pulled.
+        let whole = self
+            .collection
+            .update_one(
+                doc! {
+                    field::ID: self.id,
+                    field::STAGED: { "$size": names.len() as i64 },
+                    field::STAGED_NAME: { "$all": &names },
+                },
+                doc! { "$unset": { field::STAGED: "" } },
+            )
+            .await
+            .map_err(|e| store_error(&e))?;
+        if whole.matched_count == 0 {
+            self.collection
+                .update_one(
+                    doc! { field::ID: self.id },
+                    doc! { "$pull": { field::STAGED: { "name": { "$in": names } } } },
+                )
+                .await
+                .map_err(|e| store_error(&e))?;
+        }
+        Ok(())
+    }
+}
+
+/// Up to [`STAGED_PER_PASS`] documents of `collection` with markers at
+/// least [`STAGED_GRACE_MILLIS`] old at `now` (read with `projection`,
+/// within `max_time`), each with those markers.
+async fn left_staged(
+    collection: &Collection<Document>,
+    now: Timestamp,
+    projection: Document,
+    max_time: std::time::Duration,
+) -> Result<Vec<(Document, Vec<StagedEvent>)>, StoreError> {
+    let fail = |e: mongodb::error::Error| store_error(&e);
+    let before = now.plus_millis(-STAGED_GRACE_MILLIS).as_millis();
+    let mut left = collection
+        .find(doc! { field::STAGED_AT: { "$lte": before } })
+        .projection(projection)
+        .limit(STAGED_PER_PASS)
+        .max_time(max_time)
+        .await
+        .map_err(fail)?;
+    let mut found = Vec::new();
+    while left.advance().await.map_err(fail)? {
+        let doc = left.deserialize_current().map_err(fail)?;
+        let events: Vec<StagedEvent> = staged_of(&doc)?
+            .into_iter()
+            .filter(|e| e.at.as_millis() <= before)
+            .collect();
+        found.push((doc, events));
+    }
+    Ok(found)
 }
 
 #[cfg(test)]
@@ -361,12 +526,17 @@ mod tests {
         assert_eq!(back.event, WebhookEvent::IssueCommented);
         assert_eq!(back.key, "cmt_1");
         assert_eq!(back.at, at);
-        assert_eq!(back.extra, staged.extra);
+        assert_eq!(back.data, staged.data);
         assert_eq!(back.name(), "issue.commented cmt_1");
         let none = StagedEvent::from_doc(
             &StagedEvent::new(WebhookEvent::IssueCreated, "iss", at).to_doc(),
         )
         .unwrap();
-        assert!(none.extra.is_null());
+        assert_eq!(none.data, EventData::Summary(serde_json::Value::Null));
+        let data = serde_json::json!({ "run": { "id": "run-1" } });
+        let whole = StagedEvent::whole(WebhookEvent::RunStarted, "grt_1", at, data.clone());
+        let back = StagedEvent::from_doc(&whole.to_doc()).unwrap();
+        assert_eq!(back.data, EventData::Whole(data.clone()));
+        assert_eq!(back.data(None), data);
     }
 }

@@ -6,7 +6,10 @@
 //! replaces, so replicas listing the same change write it (and queue its
 //! `upstream.tool_changed` event) once.
 
+use crate::codec::field;
 use crate::error::{is_duplicate_key, store_error, two_write_deletion};
+use crate::schema::TOOL_PINS;
+use crate::staged::{self, StagedEvent, with_staged};
 use crate::store::MongoStore;
 use async_trait::async_trait;
 use corkboard_board::webhook::{self, WebhookEvent};
@@ -54,6 +57,14 @@ fn pin_doc(pin: &ToolPin) -> Document {
         "approved_by": approved.map(|a| a.by.as_str()),
         "approved_at": approved.map(|a| DateTime::from_millis(a.at.as_millis())),
     }
+}
+
+/// The update setting every field of `pin`'s document (not its `_id`), so
+/// that other fields (staged webhook events) stay.
+fn pin_set(pin: &ToolPin) -> Document {
+    let mut fields = pin_doc(pin);
+    fields.remove("_id");
+    doc! { "$set": fields }
 }
 
 fn pin_from_doc(
@@ -235,45 +246,64 @@ impl UpstreamStore for MongoStore {
         }
         let mut queued = Vec::new();
         self.bounded_write("observe_tools", async {
+            // A pending change is an `upstream.tool_changed`, staged on its
+            // pin for a tenant with endpoints (`crate::staged`).
+            let stage =
+                changes.iter().any(|(_, pending)| *pending) && self.has_webhooks(tenant).await?;
             for (pin, pending) in &changes {
                 let before = current.iter().find(|p| p.tool == pin.tool);
+                let id = pin_id(tenant, upstream, &pin.tool);
+                let staged = if stage && *pending {
+                    vec![StagedEvent::whole(
+                        WebhookEvent::UpstreamToolChanged,
+                        format!("{id} {}", pin.seen),
+                        at,
+                        webhook::tool_changed_data(pin),
+                    )]
+                } else {
+                    Vec::new()
+                };
                 // Conditional on what was read: of replicas listing the
                 // same change, one writes it.
                 let wrote = match before {
                     Some(before) => {
+                        // Its fields set, not the document replaced: a
+                        // marker of an earlier change still staged stays.
                         self.tool_pins()
-                            .replace_one(
+                            .update_one(
                                 doc! {
-                                    "_id": pin_id(tenant, upstream, &pin.tool),
+                                    "_id": &id,
                                     "seen_hash": before.seen.as_str(),
                                 },
-                                pin_doc(pin),
+                                with_staged(pin_set(pin), &staged),
                             )
                             .await
                             .map_err(|e| store_error(&e))?
                             .matched_count
                             == 1
                     }
-                    None => match self.tool_pins().insert_one(pin_doc(pin)).await {
-                        Ok(_) => true,
-                        Err(e) if is_duplicate_key(&e) => false,
-                        Err(e) => return Err(store_error(&e)),
-                    },
+                    None => {
+                        let mut doc = pin_doc(pin);
+                        if !staged.is_empty() {
+                            doc.insert(field::STAGED, staged::markers(&staged));
+                        }
+                        match self.tool_pins().insert_one(doc).await {
+                            Ok(_) => true,
+                            Err(e) if is_duplicate_key(&e) => false,
+                            Err(e) => return Err(store_error(&e)),
+                        }
+                    }
                 };
-                if wrote && *pending {
-                    queued.push(pin.clone());
+                if wrote && !staged.is_empty() {
+                    queued.push((id, staged));
                 }
             }
             Ok(())
         })
         .await?;
-        for pin in &queued {
-            self.queue_after(
-                tenant,
-                WebhookEvent::UpstreamToolChanged,
-                webhook::tool_changed_data(pin),
-            )
-            .await;
+        for (id, staged) in &queued {
+            self.queue_staged_shared(tenant, TOOL_PINS, id, staged)
+                .await;
         }
         self.list_tool_pins(tenant, upstream).await
     }
@@ -295,11 +325,13 @@ impl UpstreamStore for MongoStore {
             .ok_or_else(|| StoreError::not_found(format!("tool {tool} of upstream {upstream}")))?;
         let approved = corkboard_board::approve_tool_pin(&pin, hash, by, at)?;
         self.bounded_write("approve_tool", async {
+            // Its fields set, not the document replaced: a marker still
+            // staged on it stays.
             let replaced = self
                 .tool_pins()
-                .replace_one(
+                .update_one(
                     doc! { "_id": pin_id(tenant, upstream, tool), "seen_hash": pin.seen.as_str() },
-                    pin_doc(&approved),
+                    pin_set(&approved),
                 )
                 .await
                 .map_err(|e| store_error(&e))?;

@@ -4,15 +4,12 @@
 //!
 //! The guarantee: a MongoDB board write is one single-document update,
 //! and its deliveries are separate documents, so they are inserted after
-//! the write succeeds and before the write is acknowledged. An issue
-//! write (create, update, close, comment, claim, a claim's expiry) first
-//! stages its events on the issue in the same update (`crate::staged`): a
-//! process that dies between the write and the queueing, or an insert
-//! that fails (logged as a warning), leaves them staged, and the claim
-//! sweeper queues them; a write is never lost or failed because of them.
-//! The other events (runs, approvals, upstream changes) are queued after
-//! their write ([`MongoStore::queue_after`]) and lost if the process dies
-//! in between.
+//! the write succeeds and before the write is acknowledged. Every write
+//! that causes an event first stages it on the document it writes, in the
+//! same update (`crate::staged`): a process that dies between the write
+//! and the queueing, or an insert that fails (logged as a warning), leaves
+//! it staged, and the claim sweeper queues it; a write is never lost or
+//! failed because of its deliveries.
 //! A staged event's deliveries' ids come from the write and the endpoint
 //! ([`Occurrence`]), so queueing it again inserts nothing twice; creates
 //! and comments retried with their idempotency key queue theirs again
@@ -119,34 +116,6 @@ impl MongoStore {
         self.ensure_set(&IndexSet::Shared(OUTBOX)).await
     }
 
-    /// Queues `event` for the tenant's subscribed endpoints after a board
-    /// write that staged nothing succeeded; a failure is logged, never the
-    /// write's failure, and the deliveries are lost.
-    pub(crate) async fn queue_after(
-        &self,
-        tenant: &TenantId,
-        event: WebhookEvent,
-        data: serde_json::Value,
-    ) {
-        // Bounded like every call: a server that stops answering after the
-        // write must not hold the write's answer.
-        let queued =
-            tokio::time::timeout(self.max_time(), self.queue(tenant, event, data, None)).await;
-        let failure = match queued {
-            Ok(Ok(())) => None,
-            Ok(Err(err)) => Some(err.to_string()),
-            Err(_) => Some("the store did not answer in time".to_owned()),
-        };
-        if let Some(err) = failure {
-            tracing::warn!(
-                tenant = %tenant,
-                event = event.as_str(),
-                error = %err,
-                "webhook deliveries for a board write could not be queued; they are lost"
-            );
-        }
-    }
-
     /// Whether the tenant has any endpoint (so a write need not read more).
     /// Asked before a write, whose caller fails with the error: an answer
     /// of "none" on a failed look-up would drop the write's deliveries
@@ -242,16 +211,16 @@ impl MongoStore {
     }
 
     /// Inserts one delivery of `event` per endpoint of the tenant
-    /// subscribed to it; with an `occurrence`, under ids derived from it,
-    /// so that queueing it again inserts nothing twice.
+    /// subscribed to it, under ids derived from its `occurrence`, so that
+    /// queueing it again inserts nothing twice.
     pub(crate) async fn queue(
         &self,
         tenant: &TenantId,
         event: WebhookEvent,
         data: serde_json::Value,
-        occurrence: Option<Occurrence<'_>>,
+        occurrence: Occurrence<'_>,
     ) -> Result<(), StoreError> {
-        let replay = occurrence.as_ref().filter(|o| o.replayed);
+        let replay = Some(&occurrence).filter(|o| o.replayed);
         let mut subscribers = doc! { "tenant": tenant.as_str(), "events": event.as_str() };
         if let Some(occurrence) = replay {
             // An endpoint registered well after the event is not told of
@@ -281,23 +250,19 @@ impl MongoStore {
             return Ok(());
         }
         let now = Timestamp::now();
-        let at = occurrence.as_ref().map_or(now, |o| o.at);
-        let body = webhook::event_body(event, tenant, at, data);
+        let body = webhook::event_body(event, tenant, occurrence.at, data);
         let pending = self
             .outbox()
             .count_documents(doc! { "tenant": tenant.as_str() })
             .await
             .map_err(|e| store_error(&e))?;
         for (n, webhook) in subscribed.into_iter().enumerate() {
-            let id = match &occurrence {
-                Some(o) => DeliveryId::of_event(o.at, &o.name(event), &webhook),
-                None => DeliveryId::generate(),
-            };
+            let id = DeliveryId::of_event(occurrence.at, &occurrence.name(event), &webhook);
             if pending + n as u64 >= limits::PENDING_PER_TENANT_MAX
                 || body.len() > limits::PAYLOAD_MAX
             {
                 // Counted once: not for a delivery an earlier attempt queued.
-                if occurrence.is_some() && self.is_queued(&id).await? {
+                if self.is_queued(&id).await? {
                     continue;
                 }
                 self.webhooks()
@@ -327,11 +292,11 @@ impl MongoStore {
                 Ok(_) => {}
                 // Queued by an earlier attempt (and perhaps delivered
                 // since): nothing to add.
-                Err(err) if occurrence.is_some() && is_duplicate_key(&err) => {}
+                Err(err) if is_duplicate_key(&err) => {}
                 Err(err) => return Err(store_error(&err)),
             }
         }
-        if let Some(record) = occurrence.as_ref().and_then(|o| o.record.as_ref()) {
+        if let Some(record) = &occurrence.record {
             self.note_events_queued(tenant, record).await;
         }
         Ok(())

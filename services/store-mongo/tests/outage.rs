@@ -1049,3 +1049,149 @@ async fn claim_deliveries_a_write_could_not_queue_are_queued_by_the_sweeper() {
         0
     );
 }
+
+/// The same for the events of grants, approval items and tool pins: a
+/// run's start and end, an approval's request and decision, an upstream
+/// tool's change are acknowledged while the outbox refuses their
+/// deliveries, stay staged on what they wrote, and the sweeper queues
+/// each once.
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
+async fn run_approval_and_tool_deliveries_a_write_could_not_queue_are_queued_by_the_sweeper() {
+    use corkboard_board::{
+        ApprovalItem, ApprovalPolicy, Decision, GrantId, SealedCredential, ToolSighting, Upstream,
+        UpstreamName, UpstreamStore, UpstreamUrl, WebhookStore,
+    };
+    use corkboard_store_mongo::schema::{GRANTS, OUTBOX, TOOL_PINS};
+    use mongodb::bson::doc;
+
+    let board = TestBoard::start("staged_runs").await;
+    let db = board.raw_database().await;
+    let outbox = db.collection::<mongodb::bson::Document>(OUTBOX);
+    let t = TenantId::parse("runs").unwrap();
+    board
+        .store
+        .create_webhook(
+            &t,
+            &endpoint(&[
+                "run.started",
+                "run.ended",
+                "approval.requested",
+                "approval.decided",
+                "upstream.tool_changed",
+            ]),
+            Timestamp::now(),
+        )
+        .await
+        .expect("create webhook");
+    let upstream = Upstream {
+        tenant: t.clone(),
+        name: UpstreamName::parse("py").unwrap(),
+        url: UpstreamUrl::parse("http://127.0.0.1:9/py/mcp").unwrap(),
+        header: corkboard_board::HeaderName::parse("X-Api-Key").unwrap(),
+        credential: SealedCredential::from_bytes(b"x".to_vec()),
+        created_at: Timestamp::now(),
+        created_by: "admin".into(),
+        trust_first_listing: false,
+    };
+    board.store.put_upstream(&upstream).await.expect("upstream");
+
+    outbox_refuses(&db, true).await;
+    let now = Timestamp::now();
+    let g = grant(&t, "run-1", now, 3_600_000);
+    board
+        .store
+        .record_grant(&g, &token_hash())
+        .await
+        .expect("grant");
+    board
+        .store
+        .record_revocation(&g.id, "admin", now)
+        .await
+        .expect("revoke");
+    // A repeat of the revocation: no second `run.ended`.
+    board
+        .store
+        .record_revocation(&g.id, "admin", now)
+        .await
+        .expect("revoke again");
+    let arguments = serde_json::json!({ "id": "x" });
+    let item = ApprovalItem::new(
+        t.clone(),
+        g.run.clone(),
+        GrantId::generate(),
+        "update_issue",
+        arguments.as_object().unwrap(),
+        &ApprovalPolicy {
+            name: "closing".into(),
+            tool: "update_issue".into(),
+            grants: vec![],
+            arguments: vec![],
+            ttl_secs: Some(60),
+            version: 1,
+        },
+        now,
+    );
+    board.store.put_approval(&item).await.expect("put");
+    let decision = Decision {
+        approve: true,
+        by: "alice".into(),
+        reason: None,
+        at: now,
+    };
+    board
+        .store
+        .decide_approval(&t, &item.id, &decision)
+        .await
+        .expect("decide");
+    let sighting = ToolSighting::of(&serde_json::json!({
+        "name": "echo", "description": "Echoes", "inputSchema": { "type": "object" },
+    }))
+    .unwrap();
+    board
+        .store
+        .observe_tools(&t, &upstream.name, &[sighting], false, now)
+        .await
+        .expect("observe");
+    assert!(documents(&outbox, doc! {}).await.is_empty());
+    for collection in [GRANTS, "approvals", TOOL_PINS] {
+        let held = documents(
+            &db.collection(collection),
+            doc! { "staged_events": { "$exists": true } },
+        )
+        .await;
+        assert_eq!(held.len(), 1, "{collection}: {held:?}");
+    }
+
+    outbox_refuses(&db, false).await;
+    let later = Timestamp::now().plus_millis(60_000);
+    board.store.expire_claims(later, 100).await.expect("sweep");
+    board.store.expire_claims(later, 100).await.expect("sweep");
+    let mut events: Vec<String> = documents(&outbox, doc! {})
+        .await
+        .iter()
+        .map(|d| d.get_str("event").unwrap().to_owned())
+        .collect();
+    events.sort();
+    assert_eq!(
+        events,
+        [
+            "approval.decided",
+            "approval.requested",
+            "run.ended",
+            "run.started",
+            "upstream.tool_changed"
+        ]
+    );
+    let started = documents(&outbox, doc! { "event": "run.started" }).await;
+    let body: serde_json::Value =
+        serde_json::from_str(started[0].get_str("body").unwrap()).unwrap();
+    assert_eq!(body["data"]["run"]["grant"], g.id.as_str());
+    for collection in [GRANTS, "approvals", TOOL_PINS] {
+        let held = documents(
+            &db.collection(collection),
+            doc! { "staged_events": { "$exists": true } },
+        )
+        .await;
+        assert!(held.is_empty(), "{collection}: {held:?}");
+    }
+}
