@@ -445,6 +445,10 @@ impl MongoStore {
         if let Err(err) = self.queue_left_staged_shared(now).await {
             tracing::warn!(error = %err, "staged webhook events not queued");
         }
+        // Only a tenant with endpoints stages events on its issues, so
+        // only those are looked at (markers a tenant left before its last
+        // endpoint went would be queued to nobody).
+        let hooked = self.tenants_with_webhooks().await?;
         for tenant in schema::tenants_of(&names) {
             // Blocker counts a writer left unsettled (it died between its
             // write and the recount): `blockers.rs`.
@@ -453,7 +457,9 @@ impl MongoStore {
             }
             // Webhook events a writer left staged (it died between its
             // write and the queueing, or the queueing failed): `staged.rs`.
-            if let Err(err) = self.queue_left_staged(&tenant, now).await {
+            if hooked.contains(tenant.as_str())
+                && let Err(err) = self.queue_left_staged(&tenant, now).await
+            {
                 tracing::warn!(tenant = %tenant, error = %err, "staged webhook events not queued");
             }
             let left = i64::from(limit) - out.len() as i64;

@@ -116,6 +116,27 @@ impl MongoStore {
         self.ensure_set(&IndexSet::Shared(OUTBOX)).await
     }
 
+    /// The tenants that have an endpoint (one read of every endpoint's
+    /// tenant, along the tenant index: at most `ENDPOINTS_PER_TENANT_MAX`
+    /// entries each).
+    pub(crate) async fn tenants_with_webhooks(
+        &self,
+    ) -> Result<std::collections::HashSet<String>, StoreError> {
+        let mut cursor = self
+            .webhooks()
+            .find(doc! { "tenant": { "$gt": "" } })
+            .projection(doc! { "tenant": 1 })
+            .max_time(self.max_time())
+            .await
+            .map_err(|e| store_error(&e))?;
+        let mut tenants = std::collections::HashSet::new();
+        while cursor.advance().await.map_err(|e| store_error(&e))? {
+            let doc = cursor.deserialize_current().map_err(|e| store_error(&e))?;
+            tenants.insert(text(&doc, "tenant")?.to_owned());
+        }
+        Ok(tenants)
+    }
+
     /// Whether the tenant has any endpoint (so a write need not read more).
     /// Asked before a write, whose caller fails with the error: an answer
     /// of "none" on a failed look-up would drop the write's deliveries
