@@ -18,9 +18,9 @@
 //!    queueing, an outbox insert failed, the store did not answer in time)
 //!    are queued by the claim sweeper (`expire_claims`, every second on
 //!    the server) once they are [`STAGED_GRACE_MILLIS`] old
-//!    ([`MongoStore::queue_left_staged`] per tenant's issues,
-//!    [`MongoStore::queue_left_staged_shared`] for the rest), from any
-//!    replica.
+//!    ([`MongoStore::queue_left_staged`] for the issues of each tenant
+//!    that has an endpoint, [`MongoStore::queue_left_staged_shared`] for
+//!    the rest), from any replica.
 //!
 //! Each delivery's id is derived from its marker and its endpoint
 //! (`DeliveryId::of_event`), so queueing a marker twice (the writer and the
