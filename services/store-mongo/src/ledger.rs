@@ -118,20 +118,21 @@ impl MongoStore {
                 .find_grant(doc! { field::ID: id.as_str() })
                 .await?
                 .ok_or_else(|| grant_not_found(id))?;
-            let staged =
-                if read.revoked_at.is_none() && self.has_webhooks(&read.grant.tenant).await? {
-                    let data = serde_json::json!({ "run": {
-                    "id": read.grant.run, "grant": read.grant.id, "revoked_by": by,
-                } });
-                    vec![StagedEvent::whole(
-                        WebhookEvent::RunEnded,
-                        id.as_str(),
-                        at,
-                        data,
-                    )]
-                } else {
-                    Vec::new()
-                };
+            let hooked = read.revoked_at.is_none() && self.has_webhooks(&read.grant.tenant).await?;
+            let staged = if hooked {
+                let run = &read.grant.run;
+                let data = serde_json::json!({
+                    "run": { "id": run, "grant": id, "revoked_by": by },
+                });
+                vec![StagedEvent::whole(
+                    WebhookEvent::RunEnded,
+                    id.as_str(),
+                    at,
+                    data,
+                )]
+            } else {
+                Vec::new()
+            };
             // The filter on "not revoked yet" makes the first revocation win
             // atomically; later ones read what it wrote.
             let update = doc! { "$set": {

@@ -421,14 +421,14 @@ impl MongoStore {
     }
 
     /// `expire_claims`: queues the webhook events writers left staged on
-    /// grants, approvals and tool pins (`MongoStore::queue_left_staged_shared`),
-    /// settles each tenant's blocker counts left pending
-    /// (`MongoStore::settle_pending`) and queues the webhook events its
-    /// writers left staged on its issues (`MongoStore::queue_left_staged`); then each
-    /// tenant's claims whose end
-    /// passed, oldest end first, each cleared by one update matching that very claim (so a
-    /// renewal or a new claim made meanwhile is never cleared, and of
-    /// racing sweepers one clears it), then announced.
+    /// grants, approvals and tool pins
+    /// (`MongoStore::queue_left_staged_shared`); per tenant, settles the
+    /// blocker counts left pending (`MongoStore::settle_pending`), queues
+    /// the webhook events left staged on its issues
+    /// (`MongoStore::queue_left_staged`), then clears its claims whose end
+    /// passed, oldest end first, each by one update matching that very
+    /// claim (so a renewal or a new claim made meanwhile is never cleared,
+    /// and of racing sweepers one clears it), and announces them.
     pub(crate) async fn sweep_expired(
         &self,
         now: Timestamp,
