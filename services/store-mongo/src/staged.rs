@@ -63,10 +63,12 @@ pub const STAGED_GRACE_MILLIS: i64 = 10_000;
 /// shared collection.
 const STAGED_PER_PASS: i64 = 100;
 
-/// Markers one document holds at most: a writer pushing more keeps the
-/// newest (a marker past it is an event whose deliveries failed to queue
-/// this many times in a row while the sweeper could not catch up).
-const STAGED_KEPT: i64 = 64;
+/// Markers one document holds at most, so a document cannot grow without
+/// bound while the outbox refuses inserts: a writer pushing more keeps the
+/// newest. Reaching it takes this many writes of one document whose
+/// deliveries all failed to queue while the sweeper, every second, could
+/// not queue one either; a marker is a few hundred bytes.
+const STAGED_KEPT: i64 = 1_000;
 
 /// One event staged on the document it is about.
 #[derive(Debug, Clone)]
