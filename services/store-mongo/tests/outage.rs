@@ -854,6 +854,13 @@ async fn deliveries_a_write_could_not_queue_are_queued_by_the_sweeper() {
 
     // The outbox refuses every insert from here.
     outbox_refuses(&db, true).await;
+    // The store still sees the endpoint, which a write asks about first.
+    let endpoints = board.store.list_webhooks(&t).await.expect("list webhooks");
+    assert_eq!(
+        endpoints.len(),
+        1,
+        "the endpoint, after the outbox's change"
+    );
     let created = board
         .store
         .create_issue(&t, &who, new_issue("written, not queued"), None)
@@ -991,6 +998,13 @@ async fn claim_deliveries_a_write_could_not_queue_are_queued_by_the_sweeper() {
     };
 
     outbox_refuses(&db, true).await;
+    // The store still sees the endpoint, which a write asks about first.
+    let endpoints = board.store.list_webhooks(&t).await.expect("list webhooks");
+    assert_eq!(
+        endpoints.len(),
+        1,
+        "the endpoint, after the outbox's change"
+    );
     board
         .store
         .claim_issue(&t, &ids[0], &claimant, None)
@@ -1096,6 +1110,13 @@ async fn run_approval_and_tool_deliveries_a_write_could_not_queue_are_queued_by_
     board.store.put_upstream(&upstream).await.expect("upstream");
 
     outbox_refuses(&db, true).await;
+    // The store still sees the endpoint, which a write asks about first.
+    let endpoints = board.store.list_webhooks(&t).await.expect("list webhooks");
+    assert_eq!(
+        endpoints.len(),
+        1,
+        "the endpoint, after the outbox's change"
+    );
     let now = Timestamp::now();
     let g = grant(&t, "run-1", now, 3_600_000);
     board
