@@ -196,15 +196,7 @@ pub async fn case_claim_release_close_and_versions<S: BoardStore>(store: Arc<S>)
         .await
         .expect("b claims");
     let closed = store
-        .update_issue(
-            &t,
-            &id,
-            IssuePatch {
-                state: Some(IssueState::Done),
-                ..IssuePatch::default()
-            },
-            None,
-        )
+        .update_issue(&t, &id, state_patch(IssueState::Done), None)
         .await
         .expect("close");
     assert_eq!(closed.claim, None, "closing ends the claim");
@@ -315,15 +307,7 @@ pub async fn case_claim_hand_over_is_one_write<S: BoardStore>(store: Arc<S>) {
         .expect("hand over an unclaimed issue");
     assert_eq!(given.claim.map(|claim| claim.run), Some(c.run.clone()));
     let closed = store
-        .update_issue(
-            &t,
-            &free,
-            IssuePatch {
-                state: Some(IssueState::Done),
-                ..IssuePatch::default()
-            },
-            None,
-        )
+        .update_issue(&t, &free, state_patch(IssueState::Done), None)
         .await
         .expect("close");
     assert!(matches!(

@@ -86,6 +86,14 @@ pub fn title_patch(text: &str) -> IssuePatch {
     }
 }
 
+/// A patch that moves an issue to `state` and changes nothing else.
+pub fn state_patch(state: IssueState) -> IssuePatch {
+    IssuePatch {
+        state: Some(state),
+        ..IssuePatch::default()
+    }
+}
+
 /// A random 64-hex-digit string, shaped like a SHA-256 token hash.
 pub fn token_hash() -> String {
     format!(

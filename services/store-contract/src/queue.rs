@@ -32,10 +32,7 @@ fn with(title: &str, priority: Priority, blocked_by: &[&IssueId]) -> NewIssue {
 }
 
 async fn close<S: BoardStore>(store: &S, t: &TenantId, id: &IssueId) {
-    let patch = IssuePatch {
-        state: Some(IssueState::Done),
-        ..IssuePatch::default()
-    };
+    let patch = state_patch(IssueState::Done);
     store.update_issue(t, id, patch, None).await.expect("close");
 }
 

@@ -509,15 +509,7 @@ pub async fn case_search_sees_every_write_when_it_returns<S: BoardStore>(store: 
     }
     // A state change leaves the words alone and moves the issue in filters.
     store
-        .update_issue(
-            &t,
-            &issue.id,
-            IssuePatch {
-                state: Some(IssueState::Done),
-                ..IssuePatch::default()
-            },
-            None,
-        )
+        .update_issue(&t, &issue.id, state_patch(IssueState::Done), None)
         .await
         .expect("update state");
     let todo = SearchQuery {

@@ -7,8 +7,8 @@
 use crate::fixtures::*;
 use corkboard_board::webhook::limits;
 use corkboard_board::{
-    AttemptOutcome, BoardStore, ClaimedDelivery, IssuePatch, IssueState, NewWebhook, StoreError,
-    TenantId, Timestamp, WebhookEvent, WebhookEvents, WebhookId, WebhookSecret, WebhookUrl,
+    AttemptOutcome, BoardStore, ClaimedDelivery, IssueState, NewWebhook, StoreError, TenantId,
+    Timestamp, WebhookEvent, WebhookEvents, WebhookId, WebhookSecret, WebhookUrl,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -114,10 +114,7 @@ pub async fn case_webhook_outbox_follows_the_tenants_board_writes<S: BoardStore>
         "a replay is not a new event"
     );
 
-    let close = IssuePatch {
-        state: Some(IssueState::Done),
-        ..IssuePatch::default()
-    };
+    let close = state_patch(IssueState::Done);
     store
         .update_issue(&a, &created.issue.id, close.clone(), None)
         .await

@@ -787,7 +787,8 @@ async fn a_replayed_keyed_write_queues_what_its_first_attempt_did_not() {
 /// queueing succeeded leaves nothing staged.
 #[actix_rt::test(system = "corkboard_testkit::MultiThread")]
 async fn deliveries_a_write_could_not_queue_are_queued_by_the_sweeper() {
-    use corkboard_board::{CommentBody, IssuePatch, IssueState, NewComment, WebhookStore};
+    use corkboard_board::{CommentBody, IssueState, NewComment, WebhookStore};
+    use corkboard_store_contract::fixtures::state_patch;
     use corkboard_store_mongo::schema::{OUTBOX, issues};
     use mongodb::bson::{Document, doc};
 
@@ -882,15 +883,7 @@ async fn deliveries_a_write_could_not_queue_are_queued_by_the_sweeper() {
         .expect("comment");
     board
         .store
-        .update_issue(
-            &t,
-            &id,
-            IssuePatch {
-                state: Some(IssueState::Done),
-                ..IssuePatch::default()
-            },
-            None,
-        )
+        .update_issue(&t, &id, state_patch(IssueState::Done), None)
         .await
         .expect("close");
     assert!(queued().await.is_empty());
