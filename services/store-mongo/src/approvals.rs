@@ -77,20 +77,15 @@ impl MongoStore {
         let mut document = encode(item)?;
         let staged = self
             .bounded_write("put_approval", async {
-                let staged = if self.has_webhooks(&item.tenant).await? {
-                    let requested = StagedEvent::whole(
+                let staged = staged::when(self.has_webhooks(&item.tenant).await?, || {
+                    StagedEvent::whole(
                         WebhookEvent::ApprovalRequested,
                         item.id.as_str(),
                         Timestamp::now(),
                         item.event_data(),
-                    );
-                    vec![requested]
-                } else {
-                    Vec::new()
-                };
-                if !staged.is_empty() {
-                    document.insert(field::STAGED, staged::markers(&staged));
-                }
+                    )
+                });
+                staged::insert_markers(&mut document, &staged);
                 self.approvals()
                     .replace_one(doc! { field::ID: item.id.as_str() }, document)
                     .upsert(true)
@@ -196,17 +191,14 @@ impl MongoStore {
         let set = doc! { "$set": fields };
         let changed = self
             .bounded_write("decide_approval", async {
-                let staged = if self.has_webhooks(tenant).await? {
-                    let decided = StagedEvent::whole(
+                let staged = staged::when(self.has_webhooks(tenant).await?, || {
+                    StagedEvent::whole(
                         WebhookEvent::ApprovalDecided,
                         id.as_str(),
                         Timestamp::now(),
                         item.event_data(),
-                    );
-                    vec![decided]
-                } else {
-                    Vec::new()
-                };
+                    )
+                });
                 self.approvals()
                     .update_one(
                         doc! {

@@ -575,11 +575,7 @@ impl MongoStore {
         // exactly the claim read here.
         let current = self.existing_issue(tenant, id).await?;
         check_hand_over(&current, expected_version)?;
-        let staged = if stage {
-            vec![staged::claimed(id, &claim)]
-        } else {
-            Vec::new()
-        };
+        let staged = staged::when(stage, || staged::claimed(id, &claim));
         let write = new_claim_write(id, &claim, by, current.claim.as_ref());
         if let Some(issue) = self
             .update_issue_doc(
@@ -984,11 +980,7 @@ impl MongoStore {
                 removed: Vec::new(),
             }],
         }));
-        let staged = if stage {
-            vec![staged::commented(comment)]
-        } else {
-            Vec::new()
-        };
+        let staged = staged::when(stage, || staged::commented(comment));
         for _ in 0..UPDATE_ATTEMPTS {
             let updated = self
                 .issues(tenant)

@@ -68,15 +68,9 @@ impl MongoStore {
             // grant goes in (it does after `connect`; this covers
             // `connect_lazy` before its start-up has run).
             self.ensure_grants().await?;
-            let staged = if self.has_webhooks(&grant.tenant).await? {
-                vec![started]
-            } else {
-                Vec::new()
-            };
+            let staged = staged::when(self.has_webhooks(&grant.tenant).await?, || started);
             let mut doc = grant_doc(grant, token_hash);
-            if !staged.is_empty() {
-                doc.insert(field::STAGED, staged::markers(&staged));
-            }
+            staged::insert_markers(&mut doc, &staged);
             match self.grants().insert_one(doc).await {
                 Ok(_) => Ok(staged),
                 Err(e) if is_duplicate_key(&e) => {
@@ -119,20 +113,13 @@ impl MongoStore {
                 .await?
                 .ok_or_else(|| grant_not_found(id))?;
             let hooked = read.revoked_at.is_none() && self.has_webhooks(&read.grant.tenant).await?;
-            let staged = if hooked {
+            let staged = staged::when(hooked, || {
                 let run = &read.grant.run;
                 let data = serde_json::json!({
                     "run": { "id": run, "grant": id, "revoked_by": by },
                 });
-                vec![StagedEvent::whole(
-                    WebhookEvent::RunEnded,
-                    id.as_str(),
-                    at,
-                    data,
-                )]
-            } else {
-                Vec::new()
-            };
+                StagedEvent::whole(WebhookEvent::RunEnded, id.as_str(), at, data)
+            });
             // The filter on "not revoked yet" makes the first revocation win
             // atomically; later ones read what it wrote.
             let update = doc! { "$set": {

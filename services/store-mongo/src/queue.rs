@@ -329,11 +329,7 @@ impl MongoStore {
                 now = Timestamp::now();
                 let id = IssueId::parse(pick).map_err(StoreError::from)?;
                 let claim = claimant.claim_at(now);
-                let staged = if stage {
-                    vec![staged::claimed(&id, &claim)]
-                } else {
-                    Vec::new()
-                };
+                let staged = staged::when(stage, || staged::claimed(&id, &claim));
                 let update = new_claim_write(&id, &claim, &claimant.author(), None);
                 // The ready conditions on this one issue: of racing
                 // claimants exactly one matches.
@@ -481,15 +477,13 @@ impl MongoStore {
                     found.push((id.to_owned(), claim));
                 }
             }
-            // Staged only for a tenant with endpoints, asked once per pass.
-            let stage = !found.is_empty() && self.has_webhooks(&tenant).await?;
+            // Staged only for a tenant with endpoints, as the pass read
+            // them above (an endpoint registered during the pass is as
+            // one registered just after it).
+            let stage = hooked.contains(tenant.as_str());
             for (id, claim) in found {
                 let issue_id = IssueId::parse(id.as_str()).map_err(StoreError::from)?;
-                let staged = if stage {
-                    vec![staged::claim_expired(&issue_id, &claim, now)]
-                } else {
-                    Vec::new()
-                };
+                let staged = staged::when(stage, || staged::claim_expired(&issue_id, &claim, now));
                 let cleared = self
                     .issues(&tenant)
                     .find_one_and_update(

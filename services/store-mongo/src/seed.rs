@@ -137,7 +137,7 @@ fn seeded_doc(
     doc.insert(field::HISTORY, history);
     if webhooks {
         let events = [staged::created(created), staged::commented(comment)];
-        doc.insert(field::STAGED, staged::markers(&events));
+        staged::insert_markers(&mut doc, &events);
     }
     doc
 }

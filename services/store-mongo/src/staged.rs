@@ -47,7 +47,7 @@ use crate::codec::{created_doc, field};
 use crate::error::store_error;
 use crate::schema;
 use crate::store::MongoStore;
-use crate::webhooks::Occurrence;
+use crate::webhooks::{Occurrence, occurrence_name};
 use corkboard_board::webhook::{self, WebhookEvent};
 use corkboard_board::{Claim, Comment, Issue, IssueId, StoreError, TenantId, Timestamp};
 use mongodb::Collection;
@@ -125,9 +125,9 @@ impl StagedEvent {
         self
     }
 
-    /// The marker's name, unique on its document.
+    /// The marker's name, unique on its document: its occurrence's.
     fn name(&self) -> String {
-        format!("{} {}", self.event.as_str(), self.key)
+        occurrence_name(self.event, &self.key)
     }
 
     fn to_doc(&self) -> Document {
@@ -250,17 +250,29 @@ pub(crate) fn claim_expired(id: &IssueId, claim: &Claim, at: Timestamp) -> Stage
     .with(serde_json::json!({ "claim": claim }))
 }
 
-/// `events` as the value of an inserted document's [`field::STAGED`].
-pub(crate) fn markers(events: &[StagedEvent]) -> Bson {
+/// The event `event` makes when `stage` (its tenant has endpoints: what a
+/// write asks before it), else none.
+pub(crate) fn when(stage: bool, event: impl FnOnce() -> StagedEvent) -> Vec<StagedEvent> {
+    if stage { vec![event()] } else { Vec::new() }
+}
+
+/// `events` as the value of a document's [`field::STAGED`].
+fn markers(events: &[StagedEvent]) -> Bson {
     Bson::Array(events.iter().map(|e| Bson::Document(e.to_doc())).collect())
+}
+
+/// Stages `events` on `doc`, a document about to be inserted (or to
+/// replace one): nothing for no events.
+pub(crate) fn insert_markers(doc: &mut Document, events: &[StagedEvent]) {
+    if !events.is_empty() {
+        doc.insert(field::STAGED, markers(events));
+    }
 }
 
 /// A new issue's document, with its `issue.created` staged when `stage`.
 pub(crate) fn created_doc_staged(issue: &Issue, stage: bool) -> Document {
     let mut doc = created_doc(issue);
-    if stage {
-        doc.insert(field::STAGED, markers(&[created(issue)]));
-    }
+    insert_markers(&mut doc, &when(stage, || created(issue)));
     doc
 }
 

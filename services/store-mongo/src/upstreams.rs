@@ -6,7 +6,6 @@
 //! replaces, so replicas listing the same change write it (and queue its
 //! `upstream.tool_changed` event) once.
 
-use crate::codec::field;
 use crate::error::{is_duplicate_key, store_error, two_write_deletion};
 use crate::schema::TOOL_PINS;
 use crate::staged::{self, StagedEvent, with_staged};
@@ -253,16 +252,14 @@ impl UpstreamStore for MongoStore {
             for (pin, pending) in &changes {
                 let before = current.iter().find(|p| p.tool == pin.tool);
                 let id = pin_id(tenant, upstream, &pin.tool);
-                let staged = if stage && *pending {
-                    vec![StagedEvent::whole(
+                let staged = staged::when(stage && *pending, || {
+                    StagedEvent::whole(
                         WebhookEvent::UpstreamToolChanged,
                         format!("{id} {}", pin.seen),
                         at,
                         webhook::tool_changed_data(pin),
-                    )]
-                } else {
-                    Vec::new()
-                };
+                    )
+                });
                 // Conditional on what was read: of replicas listing the
                 // same change, one writes it.
                 let wrote = match before {
@@ -284,9 +281,7 @@ impl UpstreamStore for MongoStore {
                     }
                     None => {
                         let mut doc = pin_doc(pin);
-                        if !staged.is_empty() {
-                            doc.insert(field::STAGED, staged::markers(&staged));
-                        }
+                        staged::insert_markers(&mut doc, &staged);
                         match self.tool_pins().insert_one(doc).await {
                             Ok(_) => true,
                             Err(e) if is_duplicate_key(&e) => false,

@@ -95,8 +95,15 @@ const REGISTERED_SLACK_MILLIS: i64 = 5_000;
 impl Occurrence<'_> {
     /// The occurrence's name for `event`'s deliveries.
     fn name(&self, event: WebhookEvent) -> String {
-        format!("{} {}", event.as_str(), self.key)
+        occurrence_name(event, self.key)
     }
+}
+
+/// The name of `event` made once by `key`: its deliveries' ids derive from
+/// it ([`DeliveryId::of_event`]), and a staged event's marker is named by
+/// it (`crate::staged`).
+pub(crate) fn occurrence_name(event: WebhookEvent, key: &str) -> String {
+    format!("{} {key}", event.as_str())
 }
 
 impl MongoStore {
