@@ -458,28 +458,35 @@ impl MongoStore {
                 // Staging splits it in two, so that only a new claim stages
                 // its event: first any claim but over one's own lapsed one
                 // (the same run and grant), then only over that one.
-                let (filter, staged) = if stage {
-                    let own = doc! {
-                        field::CLAIM_RUN: claimant.run.as_str(),
-                        field::CLAIM_GRANT: claimant.grant.as_str(),
+                let claimed = async {
+                    let (filter, staged) = if stage {
+                        let own = doc! {
+                            field::CLAIM_RUN: claimant.run.as_str(),
+                            field::CLAIM_GRANT: claimant.grant.as_str(),
+                        };
+                        let mut new = filter.clone();
+                        new.insert("$nor", vec![own.clone()]);
+                        let staged = vec![staged::claimed(id, &claim)];
+                        if let Some(issue) = self
+                            .update_issue_doc(tenant, new, with_staged(write.clone(), &staged))
+                            .await?
+                        {
+                            return Ok(Some((issue, staged)));
+                        }
+                        let mut renewal = filter;
+                        renewal.extend(own);
+                        (renewal, Vec::new())
+                    } else {
+                        (filter, Vec::new())
                     };
-                    let mut new = filter.clone();
-                    new.insert("$nor", vec![own.clone()]);
-                    let staged = vec![staged::claimed(id, &claim)];
-                    if let Some(issue) = self
-                        .update_issue_doc(tenant, new, with_staged(write.clone(), &staged))
-                        .await?
-                    {
-                        return Ok((issue, staged));
-                    }
-                    let mut renewal = filter;
-                    renewal.extend(own);
-                    (renewal, Vec::new())
-                } else {
-                    (filter, Vec::new())
+                    let issue = self.update_issue_doc(tenant, filter, write).await?;
+                    Ok(issue.map(|issue| (issue, staged)))
                 };
-                if let Some(issue) = self.update_issue_doc(tenant, filter, write).await? {
-                    return Ok((issue, staged));
+                if let Some(done) = self
+                    .announced(tenant, claim.expires_at, now, claimed)
+                    .await?
+                {
+                    return Ok(done);
                 }
             }
             let issue = self.existing_issue(tenant, id).await?;
@@ -577,16 +584,17 @@ impl MongoStore {
         check_hand_over(&current, expected_version)?;
         let staged = staged::when(stage, || staged::claimed(id, &claim));
         let write = new_claim_write(id, &claim, by, current.claim.as_ref());
+        let handed = self.update_issue_doc(
+            tenant,
+            doc! {
+                field::ID: id.as_str(),
+                field::STATE: { "$nin": ["done", "closed"] },
+                field::VERSION: to_i64(expected_version),
+            },
+            with_staged(write, &staged),
+        );
         if let Some(issue) = self
-            .update_issue_doc(
-                tenant,
-                doc! {
-                    field::ID: id.as_str(),
-                    field::STATE: { "$nin": ["done", "closed"] },
-                    field::VERSION: to_i64(expected_version),
-                },
-                with_staged(write, &staged),
-            )
+            .announced(tenant, claim.expires_at, now, handed)
             .await?
         {
             return Ok((issue, staged));

@@ -50,6 +50,7 @@ pub mod schema;
 mod seed;
 mod staged;
 mod store;
+mod sweep;
 mod upstreams;
 mod webhooks;
 
@@ -57,3 +58,4 @@ pub use audit::AUDIT_PAGE_MAX;
 pub use error::MongoStoreError;
 pub use options::{CommandObserver, DEFAULT_DATABASE, MongoOptions};
 pub use store::MongoStore;
+pub use sweep::LEFTOVER_TENANTS_PER_PASS;

@@ -6,24 +6,19 @@
 //! claim is one `findOneAndUpdate` on a candidate with the "still ready"
 //! filter; a claimant that loses it tries the next candidate it read.
 
-use crate::codec::{
-    changes_of, claim_write, date, field, issue_from_doc, new_claim_write, raw_claim,
-};
+use crate::codec::{changes_of, date, field, new_claim_write};
 use crate::error::{corrupt, store_error};
-use crate::issues::{page_within_comment_bytes, system_author};
+use crate::issues::page_within_comment_bytes;
 use crate::query::{
     TERMINAL, list_filter_at, ready_after, ready_filter_without_lapsed_claims, ready_sort,
 };
-use crate::schema;
 use crate::staged::{self, StagedEvent, with_staged};
 use crate::store::{Lane, MongoStore, ReadBudget};
 use corkboard_board::{
-    BoardStats, Change, ChangeKind, ClaimFilter, ClaimNext, Claimant, ExpiredClaim, HistoryPage,
-    IssueId, IssueState, LabelCount, ListQuery, Page, Priority, RunId, StatsPart, StoreError,
-    TenantId, Timestamp, queue_limits,
+    BoardStats, ClaimFilter, ClaimNext, Claimant, HistoryPage, IssueId, IssueState, LabelCount,
+    ListQuery, Page, Priority, RunId, StatsPart, StoreError, TenantId, Timestamp, queue_limits,
 };
 use mongodb::bson::{Bson, Document, doc};
-use mongodb::options::ReturnDocument;
 use std::time::Duration;
 
 /// Candidates one `claim_next` read names (ids only, from the ready
@@ -127,7 +122,28 @@ impl MongoStore {
         if self.lapse_horizon(tenant).is_some_and(|until| now < until) {
             return Ok(false);
         }
-        let earliest = self
+        let earliest = self.earliest_claim_end(tenant, max_time).await?;
+        let cap = now.plus_millis(1_000);
+        match earliest {
+            Some(end) if end <= now => {
+                self.set_lapse_horizon(tenant, None, false);
+                Ok(true)
+            }
+            other => {
+                self.set_lapse_horizon(tenant, Some(other.map_or(cap, |end| end.min(cap))), false);
+                Ok(false)
+            }
+        }
+    }
+
+    /// The earliest end of a claim stored in `tenant`'s issues, past or
+    /// not: one key of the `claim.expires_at` index.
+    pub(crate) async fn earliest_claim_end(
+        &self,
+        tenant: &TenantId,
+        max_time: Duration,
+    ) -> mongodb::error::Result<Option<Timestamp>> {
+        Ok(self
             .issues(tenant)
             // A range of dates (not `$type`, which the server checks on
             // every entry, the unclaimed issues' nulls first).
@@ -141,18 +157,7 @@ impl MongoStore {
                     .ok()
                     .and_then(|claim| claim.get_datetime("expires_at").ok())
                     .map(|at| Timestamp::from_millis(at.timestamp_millis()))
-            });
-        let cap = now.plus_millis(1_000);
-        match earliest {
-            Some(end) if end <= now => {
-                self.set_lapse_horizon(tenant, None, false);
-                Ok(true)
-            }
-            other => {
-                self.set_lapse_horizon(tenant, Some(other.map_or(cap, |end| end.min(cap))), false);
-                Ok(false)
-            }
-        }
+            }))
     }
 
     /// The filter of `ready` (a ready query) at `now`: without lapsed
@@ -302,6 +307,7 @@ impl MongoStore {
             .map_err(fail)?;
         let offset = per_call_offset(&claimant.run);
         let mut lost = 0u32;
+        let mut announced = false;
         for _ in 0..CLAIM_NEXT_READS {
             now = Timestamp::now();
             let Some(filter) = Self::ready_filter(&ready, now, lapsed) else {
@@ -342,9 +348,15 @@ impl MongoStore {
                         { field::CLAIM_EXPIRES_AT: { "$lte": date(now) } },
                     ],
                 };
-                let taken = self
-                    .update_issue_doc(tenant, one, with_staged(update, &staged))
-                    .await?;
+                let take = self.update_issue_doc(tenant, one, with_staged(update, &staged));
+                // Announced once, with the first write: every claim this call
+                // may make ends no earlier than that one (`sweep.rs`).
+                let taken = if announced {
+                    take.await?
+                } else {
+                    announced = true;
+                    self.announced(tenant, claim.expires_at, now, take).await?
+                };
                 // Taken either way: by this call, or by whoever won the race.
                 lane.took(pick);
                 if let Some(issue) = taken {
@@ -414,118 +426,6 @@ impl MongoStore {
         )
         .await?;
         Ok(ClaimNext::NoReadyWork { claimed, blocked })
-    }
-
-    /// `expire_claims`: queues the webhook events writers left staged on
-    /// grants, approvals and tool pins
-    /// (`MongoStore::queue_left_staged_shared`); per tenant, settles the
-    /// blocker counts left pending (`MongoStore::settle_pending`), queues
-    /// the webhook events left staged on its issues
-    /// (`MongoStore::queue_left_staged`), then clears its claims whose end
-    /// passed, oldest end first, each by one update matching that very
-    /// claim (so a renewal or a new claim made meanwhile is never cleared,
-    /// and of racing sweepers one clears it), and announces them.
-    pub(crate) async fn sweep_expired(
-        &self,
-        now: Timestamp,
-        limit: u32,
-    ) -> Result<Vec<ExpiredClaim>, StoreError> {
-        let names = self
-            .database()
-            .list_collection_names()
-            .await
-            .map_err(|e| store_error(&e))?;
-        let mut out = Vec::new();
-        // Webhook events left staged on grants, approvals and tool pins
-        // (`staged.rs`).
-        if let Err(err) = self.queue_left_staged_shared(now).await {
-            tracing::warn!(error = %err, "staged webhook events not queued");
-        }
-        // Only a tenant with endpoints stages events on its issues, so
-        // only those are looked at (markers a tenant left before its last
-        // endpoint went would be queued to nobody).
-        let hooked = self.tenants_with_webhooks().await?;
-        for tenant in schema::tenants_of(&names) {
-            // Blocker counts a writer left unsettled (it died between its
-            // write and the recount): `blockers.rs`.
-            if let Err(err) = self.settle_pending(&tenant).await {
-                tracing::warn!(tenant = %tenant, error = %err, "open blockers not recounted");
-            }
-            // Webhook events a writer left staged (it died between its
-            // write and the queueing, or the queueing failed): `staged.rs`.
-            if hooked.contains(tenant.as_str())
-                && let Err(err) = self.queue_left_staged(&tenant, now).await
-            {
-                tracing::warn!(tenant = %tenant, error = %err, "staged webhook events not queued");
-            }
-            let left = i64::from(limit) - out.len() as i64;
-            if left <= 0 {
-                break;
-            }
-            let mut ended = self
-                .issues(&tenant)
-                .find(doc! { field::CLAIM_EXPIRES_AT: { "$lte": date(now) } })
-                .sort(doc! { field::CLAIM_EXPIRES_AT: 1 })
-                .limit(left)
-                .max_time(self.max_time())
-                .await
-                .map_err(|e| store_error(&e))?;
-            let mut found = Vec::new();
-            while ended.advance().await.map_err(|e| store_error(&e))? {
-                let doc = ended.deserialize_current().map_err(|e| store_error(&e))?;
-                if let (Ok(id), Some(claim)) = (doc.get_str(field::ID), raw_claim(&doc)?) {
-                    found.push((id.to_owned(), claim));
-                }
-            }
-            // Staged only for a tenant with endpoints, as the pass read
-            // them above (an endpoint registered during the pass is as
-            // one registered just after it).
-            let stage = hooked.contains(tenant.as_str());
-            for (id, claim) in found {
-                let issue_id = IssueId::parse(id.as_str()).map_err(StoreError::from)?;
-                let staged = staged::when(stage, || staged::claim_expired(&issue_id, &claim, now));
-                let cleared = self
-                    .issues(&tenant)
-                    .find_one_and_update(
-                        doc! {
-                            field::ID: id.as_str(),
-                            field::CLAIM_RUN: claim.run.as_str(),
-                            field::CLAIM_GRANT: claim.grant.as_str(),
-                            field::CLAIM_EXPIRES_AT: date(claim.expires_at),
-                        },
-                        with_staged(
-                            claim_write(
-                                None,
-                                &Change::claim(
-                                    ChangeKind::ClaimExpired,
-                                    &issue_id,
-                                    0,
-                                    now,
-                                    &system_author(),
-                                    Some(&claim),
-                                    None,
-                                ),
-                            ),
-                            &staged,
-                        ),
-                    )
-                    .return_document(ReturnDocument::After)
-                    .max_time(self.max_time())
-                    .await
-                    .map_err(|e| store_error(&e))?;
-                let Some(doc) = cleared else { continue };
-                let issue = issue_from_doc(&tenant, &doc)?;
-                self.queue_staged(&tenant, &issue, &staged, false, None)
-                    .await;
-                out.push(ExpiredClaim {
-                    tenant: tenant.clone(),
-                    issue: issue.id,
-                    version: issue.version,
-                    claim,
-                });
-            }
-        }
-        Ok(out)
     }
 
     /// `board_stats`, each count bounded by

@@ -53,6 +53,9 @@ pub const WEBHOOKS: &str = "webhooks";
 pub const OUTBOX: &str = "webhook_outbox";
 /// The values used once (the relay's sealed values), of every tenant.
 pub const USED_ONCE: &str = "used_once";
+/// Per tenant, when the sweeper must next look at its claims
+/// (`sweep.rs`), `_id` the tenant.
+pub const SWEEP_DUE: &str = "sweep_due";
 /// When a used-once record stops counting (a BSON date, for the TTL index).
 pub(crate) const USED_ONCE_EXPIRES_AT: &str = "expires_at";
 
@@ -134,13 +137,14 @@ impl IndexSet {
 }
 
 /// The shared collections with indexes of their own, set up at start-up.
-pub(crate) const SHARED: [&str; 6] = [
+pub(crate) const SHARED: [&str; 7] = [
     GRANTS,
     USED_ONCE,
     WEBHOOKS,
     OUTBOX,
     crate::approvals::APPROVALS,
     TOOL_PINS,
+    SWEEP_DUE,
 ];
 
 /// The indexes of the shared collection `name` (one of [`SHARED`]).
@@ -153,6 +157,8 @@ fn shared_indexes(name: &str) -> Vec<IndexModel> {
         crate::approvals::APPROVALS => crate::approvals::approval_indexes(),
         // Webhook events left staged by their write (`staged.rs`).
         TOOL_PINS => vec![index(doc! { field::STAGED_AT: 1 })],
+        // The tenants whose time has come, earliest first (`sweep.rs`).
+        SWEEP_DUE => vec![index(doc! { "at": 1 })],
         _ => Vec::new(),
     }
 }
@@ -171,6 +177,11 @@ pub fn idempotency(tenant: &TenantId) -> String {
 pub fn audit(tenant: &TenantId) -> String {
     format!("audit.{tenant}")
 }
+
+/// The keys of the tenants' [`SCHEMA`] records lie between these two
+/// (excluded): the issues collections' prefix, and the same with its `.`
+/// moved to the next character (`/`), which no tenant's name reaches.
+pub(crate) const TENANT_KEYS: (&str, &str) = (ISSUES_PREFIX, "issues/");
 
 /// Tenants that have an issues collection among `names`. Names that do not
 /// parse as a tenant are not ours and are skipped.

@@ -48,6 +48,9 @@ struct Inner {
     lapse_horizons: Mutex<LapseHorizons>,
     /// Comments on one issue take turns in this process ([`IssueTurns`]).
     issue_turns: IssueTurns,
+    /// The key of the last tenant the sweeper's round visited for what
+    /// writers left behind (`sweep.rs`); `None`: start from the first.
+    sweep_round_after: Mutex<Option<String>>,
 }
 
 /// Turn-taking state per key (a tenant, an issue), kept only while some
@@ -321,6 +324,23 @@ impl MongoStore {
             .copied()
     }
 
+    /// Where the sweeper's next round starts (`sweep.rs`).
+    pub(crate) fn sweep_round_after(&self) -> Option<String> {
+        self.inner
+            .sweep_round_after
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    pub(crate) fn set_sweep_round_after(&self, after: Option<String>) {
+        *self
+            .inner
+            .sweep_round_after
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = after;
+    }
+
     /// Sets (or with `None` forgets) the tenant's lapse horizon; `lower`:
     /// only ever moves an existing one earlier.
     pub(crate) fn set_lapse_horizon(
@@ -453,6 +473,7 @@ impl MongoStore {
                 claim_turns: ClaimTurns::new(),
                 lapse_horizons: Mutex::new(LapseHorizons::new()),
                 issue_turns: IssueTurns::new(),
+                sweep_round_after: Mutex::new(None),
             }),
         })
     }
@@ -681,7 +702,7 @@ impl MongoStore {
         self.ensure_set(&IndexSet::Shared(schema::GRANTS)).await
     }
 
-    fn schema(&self) -> Collection<Document> {
+    pub(crate) fn schema(&self) -> Collection<Document> {
         self.inner.db.collection(schema::SCHEMA)
     }
 

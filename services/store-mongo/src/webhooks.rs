@@ -123,15 +123,20 @@ impl MongoStore {
         self.ensure_set(&IndexSet::Shared(OUTBOX)).await
     }
 
-    /// The tenants that have an endpoint (one read of every endpoint's
-    /// tenant, along the tenant index: at most `ENDPOINTS_PER_TENANT_MAX`
+    /// Which of `among` have an endpoint (one read of their endpoints'
+    /// tenants, along the tenant index: at most `ENDPOINTS_PER_TENANT_MAX`
     /// entries each).
     pub(crate) async fn tenants_with_webhooks(
         &self,
+        among: &[&TenantId],
     ) -> Result<std::collections::HashSet<String>, StoreError> {
+        if among.is_empty() {
+            return Ok(std::collections::HashSet::new());
+        }
+        let among: Vec<&str> = among.iter().map(|tenant| tenant.as_str()).collect();
         let mut cursor = self
             .webhooks()
-            .find(doc! { "tenant": { "$gt": "" } })
+            .find(doc! { "tenant": { "$in": among } })
             .projection(doc! { "tenant": 1 })
             .max_time(self.max_time())
             .await

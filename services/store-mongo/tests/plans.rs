@@ -179,6 +179,9 @@ fn shapes() -> Vec<(&'static str, Run)> {
         ("add_comment", |f| Box::pin(async move { f.store.add_comment(&f.tenant, &author("run-a"), comment(&f.ids[907], "plan check"), None).await.unwrap(); })),
         ("claim_issue", |f| Box::pin(async move { f.store.claim_issue(&f.tenant, &f.ids[912], &f.claimer, None).await.unwrap(); })),
         ("release_issue", |f| Box::pin(async move { f.store.release_issue(&f.tenant, &f.ids[912], &f.claimer.run, None).await.unwrap(); })),
+        // The claim above announced its end: a day later the tenant is due,
+        // its claims are looked for, and its due record goes.
+        ("expire_claims with the tenant due", |f| Box::pin(async move { f.store.expire_claims(Timestamp::now().plus_millis(86_400_000), 10).await.unwrap(); })),
         ("grant by token hash", |f| Box::pin(async move { f.store.grant_by_token_hash(&f.token_hash).await.unwrap(); })),
         ("grant", |f| Box::pin(async move { f.store.grant(&f.grant.id).await.unwrap(); })),
         ("list_grants: tenant", |f| Box::pin(async move { f.store.list_grants(&f.tenant, None, None, 50).await.unwrap(); })),

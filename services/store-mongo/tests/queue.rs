@@ -179,3 +179,52 @@ async fn board_stats_stop_at_the_cap_and_say_which_counts_did() {
     // The first issue ("inbox", no priority) and the 5 unclaimed ones.
     assert_eq!(stats.ready, 6, "counted along the ready index");
 }
+
+/// A tenant's due record is set from its claims only once its last
+/// announced claim has had time to land (`sweep.rs`): a claim announced
+/// just before a pass reads the record, whose write lands after the pass
+/// looked for the tenant's claims, would otherwise be left to the round.
+/// Here the announcement is there and its claim is not (still in flight):
+/// the pass keeps the record until the write could have landed, and a pass
+/// after that, finding no claim, deletes it.
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
+async fn a_due_record_outlives_a_claim_write_in_flight() {
+    let board = TestBoard::start("sweep-in-flight").await;
+    let store = &board.store;
+    let t = tenant("in-flight");
+    create(store, &t, "unclaimed", &[]).await;
+    let db = board.raw_database().await;
+    let due = db.collection::<Document>("sweep_due");
+    let now = Timestamp::now();
+    let millis = |at: Timestamp| DateTime::from_millis(at.as_millis());
+    due.insert_one(doc! {
+        "_id": t.as_str(),
+        "at": millis(now),
+        "last": millis(now),
+        "v": 1_i64,
+    })
+    .await
+    .unwrap();
+
+    store.expire_claims(now, 100).await.unwrap();
+    let record = due.find_one(doc! { "_id": t.as_str() }).await.unwrap();
+    let at = record
+        .as_ref()
+        .and_then(|r| r.get_datetime("at").ok())
+        .map(|at| at.timestamp_millis());
+    assert_eq!(
+        at,
+        Some(now.as_millis() + 60_000),
+        "kept until the announced write could have landed: {record:?}"
+    );
+
+    store
+        .expire_claims(now.plus_millis(61_000), 100)
+        .await
+        .unwrap();
+    assert_eq!(
+        due.count_documents(doc! {}).await.unwrap(),
+        0,
+        "no claim and no write in flight: nothing due"
+    );
+}

@@ -1,0 +1,349 @@
+//! The sweeper's pass (`expire_claims`, every second in every `serve` and
+//! `server` process), at a cost that does not grow with the tenants.
+//!
+//! A pass has two kinds of work, found two ways:
+//!
+//! 1. **Claims whose end has passed**, which time alone makes due. Beside
+//!    its write (sent at the same time), every new claim announces its end
+//!    in the shared [`schema::SWEEP_DUE`] collection
+//!    ([`MongoStore::announced`]):
+//!    one document per tenant holding the earliest end not yet looked at
+//!    (`$min`), a count of announcements (`v`) and the last one's time. A
+//!    pass reads the tenants whose time has come (one find along the `at`
+//!    index), clears their ended claims, and sets each one's time to the
+//!    end of its earliest claim left (one indexed find), or deletes the
+//!    document when none is left; both conditional on the count it read, so
+//!    a claim announced meanwhile keeps its earlier time. A renewal only
+//!    moves an end later and announces nothing: the tenant's time then
+//!    comes early, and the pass sets it to the renewed end.
+//! 2. **What a writer left behind** when it died or failed between its
+//!    write and the follow-up: blocker counts not settled (`blockers.rs`),
+//!    webhook events staged but not queued (`staged.rs`), and claims no
+//!    announcement names (written by a version before announcements). No
+//!    write announces these, so a pass visits the next
+//!    [`LEFTOVER_TENANTS_PER_PASS`] tenants in turn (their set-up records,
+//!    by name, wrapping around), and looks at all three in each: every
+//!    tenant once every `tenants / 50` passes (10,000 tenants: about three
+//!    minutes), every pass on a database of 50 tenants or fewer.
+//!
+//! So a pass sends a fixed handful of commands plus a few per tenant it
+//! visits (at most [`LEFTOVER_TENANTS_PER_PASS`] plus
+//! [`DUE_TENANTS_PER_PASS`]), where it listed every collection and read
+//! every tenant's issues two or three times before (10,000 tenants: about
+//! 20,000 finds a second per process).
+//!
+//! A claim whose announcement is read by a pass before the claim's own
+//! write lands would be missed by the look-up of the earliest end that
+//! follows: so a tenant's time is never set later than its last
+//! announcement plus [`ANNOUNCED_WRITE_LANDS`], by which the write has
+//! landed or failed, and that later look-up sees it. An announcement that
+//! lands after its claim is as one made by a claim after the pass. One
+//! that fails (or a process that dies between the two) leaves the claim
+//! to the round of step 2: later, never lost.
+
+use crate::codec::{claim_write, date, field, issue_from_doc, raw_claim};
+use crate::error::store_error;
+use crate::issues::system_author;
+use crate::schema;
+use crate::staged::{self, with_staged};
+use crate::store::MongoStore;
+use corkboard_board::{Change, ChangeKind, ExpiredClaim, IssueId, StoreError, TenantId, Timestamp};
+use mongodb::Collection;
+use mongodb::bson::{Document, doc};
+use mongodb::options::ReturnDocument;
+
+/// Tenants a pass visits for what writers left behind (step 2 of the
+/// module docs).
+pub const LEFTOVER_TENANTS_PER_PASS: i64 = 50;
+
+/// Tenants with claims due a pass looks at, earliest first; the rest stay
+/// due for the next pass.
+const DUE_TENANTS_PER_PASS: i64 = 100;
+
+/// How long after its announcement a claim's write has landed or failed:
+/// far beyond the store's write bound (`operation_timeout`, 5 s by
+/// default), which ends the call, not the server's work on it.
+pub(crate) const ANNOUNCED_WRITE_LANDS: i64 = 60_000;
+
+/// A tenant with claims due, as a pass read it.
+struct Due {
+    tenant: TenantId,
+    /// The count of announcements when read.
+    announced: i64,
+    /// The last announcement's time.
+    last: Timestamp,
+}
+
+impl MongoStore {
+    fn sweep_due(&self) -> Collection<Document> {
+        self.database().collection(schema::SWEEP_DUE)
+    }
+
+    /// A new claim's `write`, with its announcement sent beside it (not
+    /// before it: the claim would wait a round trip more): `tenant` is due
+    /// for the sweeper by `ends` (the claim's end or earlier) at the
+    /// latest. An announcement that fails does not fail the claim, which
+    /// stands: it is logged, and the claim is cleared when its tenant's
+    /// turn of step 2 comes (the module docs).
+    pub(crate) async fn announced<T>(
+        &self,
+        tenant: &TenantId,
+        ends: Timestamp,
+        now: Timestamp,
+        write: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        let (announced, written) =
+            futures_util::join!(self.announce_claim(tenant, ends, now), write);
+        if let Err(err) = announced {
+            tracing::warn!(
+                tenant = %tenant, error = %err,
+                "a claim's end was not announced; the sweeper's round clears it after it ends"
+            );
+        }
+        written
+    }
+
+    async fn announce_claim(
+        &self,
+        tenant: &TenantId,
+        ends: Timestamp,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
+        self.ensure_set(&schema::IndexSet::Shared(schema::SWEEP_DUE))
+            .await?;
+        self.sweep_due()
+            .update_one(
+                doc! { field::ID: tenant.as_str() },
+                doc! {
+                    "$min": { "at": date(ends) },
+                    "$max": { "last": date(now) },
+                    "$inc": { "v": 1_i64 },
+                },
+            )
+            .upsert(true)
+            .await
+            .map_err(|e| store_error(&e))?;
+        Ok(())
+    }
+
+    /// `expire_claims`: queues the webhook events writers left staged on
+    /// grants, approvals and tool pins
+    /// ([`MongoStore::queue_left_staged_shared`]); for the tenants this
+    /// pass visits (the module docs), settles the blocker counts left
+    /// pending and queues the events left staged on their issues (step 2),
+    /// then clears their claims whose end passed, oldest end first, each by
+    /// one update matching that very claim (so a renewal or a new claim
+    /// made meanwhile is never cleared, and of racing sweepers one clears
+    /// it), and announces them; at most `limit` claims in all.
+    pub(crate) async fn sweep_expired(
+        &self,
+        now: Timestamp,
+        limit: u32,
+    ) -> Result<Vec<ExpiredClaim>, StoreError> {
+        if let Err(err) = self.queue_left_staged_shared(now).await {
+            tracing::warn!(error = %err, "staged webhook events not queued");
+        }
+        let due = self.due_tenants(now).await?;
+        let round = self.leftover_round().await?;
+        let mut visiting: Vec<&TenantId> = due.iter().map(|due| &due.tenant).collect();
+        for tenant in &round {
+            if !visiting.contains(&tenant) {
+                visiting.push(tenant);
+            }
+        }
+        // Only a tenant with endpoints stages events on its issues, so only
+        // those are looked at (markers a tenant left before its last
+        // endpoint went would be queued to nobody).
+        let hooked = self.tenants_with_webhooks(&visiting).await?;
+        for tenant in &round {
+            // Blocker counts a writer left unsettled (it died between its
+            // write and the recount): `blockers.rs`.
+            if let Err(err) = self.settle_pending(tenant).await {
+                tracing::warn!(tenant = %tenant, error = %err, "open blockers not recounted");
+            }
+            if hooked.contains(tenant.as_str())
+                && let Err(err) = self.queue_left_staged(tenant, now).await
+            {
+                tracing::warn!(tenant = %tenant, error = %err, "staged webhook events not queued");
+            }
+        }
+        let mut out = Vec::new();
+        for tenant in visiting {
+            let left = i64::from(limit) - out.len() as i64;
+            if left <= 0 {
+                break;
+            }
+            let stage = hooked.contains(tenant.as_str());
+            out.extend(self.expire_ended(tenant, now, left, stage).await?);
+            if let Some(due) = due.iter().find(|due| &due.tenant == tenant) {
+                self.rearm(due, now).await?;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Step 1 of the module docs: the tenants whose time has come, earliest
+    /// first.
+    async fn due_tenants(&self, now: Timestamp) -> Result<Vec<Due>, StoreError> {
+        let fail = |e: mongodb::error::Error| store_error(&e);
+        let mut cursor = self
+            .sweep_due()
+            .find(doc! { "at": { "$lte": date(now) } })
+            .sort(doc! { "at": 1 })
+            .limit(DUE_TENANTS_PER_PASS)
+            .max_time(self.max_time())
+            .await
+            .map_err(fail)?;
+        let mut due = Vec::new();
+        while cursor.advance().await.map_err(fail)? {
+            let doc = cursor.deserialize_current().map_err(fail)?;
+            let Ok(tenant) = doc.get_str(field::ID).map(TenantId::parse) else {
+                continue;
+            };
+            let tenant = tenant.map_err(|e| {
+                StoreError::Internal(format!("unreadable tenant of a due sweep: {e}"))
+            })?;
+            due.push(Due {
+                tenant,
+                announced: doc.get_i64("v").unwrap_or(0),
+                last: doc
+                    .get_datetime("last")
+                    .map_or(Timestamp::from_millis(0), |at| {
+                        Timestamp::from_millis(at.timestamp_millis())
+                    }),
+            });
+        }
+        Ok(due)
+    }
+
+    /// Step 2 of the module docs: the next [`LEFTOVER_TENANTS_PER_PASS`]
+    /// tenants by name after the last one visited, from their set-up
+    /// records (one find of their keys), starting over after the last.
+    async fn leftover_round(&self) -> Result<Vec<TenantId>, StoreError> {
+        let fail = |e: mongodb::error::Error| store_error(&e);
+        let after = self.sweep_round_after();
+        let mut cursor = self
+            .schema()
+            .find(doc! { field::ID: {
+                "$gt": after.as_deref().unwrap_or(schema::TENANT_KEYS.0),
+                "$lt": schema::TENANT_KEYS.1,
+            } })
+            .projection(doc! { field::ID: 1 })
+            .sort(doc! { field::ID: 1 })
+            .limit(LEFTOVER_TENANTS_PER_PASS)
+            .max_time(self.max_time())
+            .await
+            .map_err(fail)?;
+        let mut keys = Vec::new();
+        while cursor.advance().await.map_err(fail)? {
+            if let Ok(key) = cursor.current().get_str(field::ID) {
+                keys.push(key.to_owned());
+            }
+        }
+        // A short round reached the last tenant: the next starts over.
+        let next = if (keys.len() as i64) < LEFTOVER_TENANTS_PER_PASS {
+            None
+        } else {
+            keys.last().cloned()
+        };
+        self.set_sweep_round_after(next);
+        Ok(schema::tenants_of(&keys))
+    }
+
+    /// Clears up to `limit` of `tenant`'s claims whose end passed by `now`
+    /// (the module docs of [`Self::sweep_expired`]), staging their
+    /// `issue.claim_expired` when `stage`.
+    async fn expire_ended(
+        &self,
+        tenant: &TenantId,
+        now: Timestamp,
+        limit: i64,
+        stage: bool,
+    ) -> Result<Vec<ExpiredClaim>, StoreError> {
+        let fail = |e: mongodb::error::Error| store_error(&e);
+        let mut ended = self
+            .issues(tenant)
+            .find(doc! { field::CLAIM_EXPIRES_AT: { "$lte": date(now) } })
+            .sort(doc! { field::CLAIM_EXPIRES_AT: 1 })
+            .limit(limit)
+            .max_time(self.max_time())
+            .await
+            .map_err(fail)?;
+        let mut found = Vec::new();
+        while ended.advance().await.map_err(fail)? {
+            let doc = ended.deserialize_current().map_err(fail)?;
+            if let (Ok(id), Some(claim)) = (doc.get_str(field::ID), raw_claim(&doc)?) {
+                found.push((id.to_owned(), claim));
+            }
+        }
+        let mut out = Vec::new();
+        for (id, claim) in found {
+            let issue_id = IssueId::parse(id.as_str()).map_err(StoreError::from)?;
+            let staged = staged::when(stage, || staged::claim_expired(&issue_id, &claim, now));
+            let change = Change::claim(
+                ChangeKind::ClaimExpired,
+                &issue_id,
+                0,
+                now,
+                &system_author(),
+                Some(&claim),
+                None,
+            );
+            let cleared = self
+                .issues(tenant)
+                .find_one_and_update(
+                    doc! {
+                        field::ID: id.as_str(),
+                        field::CLAIM_RUN: claim.run.as_str(),
+                        field::CLAIM_GRANT: claim.grant.as_str(),
+                        field::CLAIM_EXPIRES_AT: date(claim.expires_at),
+                    },
+                    with_staged(claim_write(None, &change), &staged),
+                )
+                .return_document(ReturnDocument::After)
+                .max_time(self.max_time())
+                .await
+                .map_err(fail)?;
+            let Some(doc) = cleared else { continue };
+            let issue = issue_from_doc(tenant, &doc)?;
+            self.queue_staged(tenant, &issue, &staged, false, None)
+                .await;
+            out.push(ExpiredClaim {
+                tenant: tenant.clone(),
+                issue: issue.id,
+                version: issue.version,
+                claim,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Step 1's last move for a tenant the pass found due: its time set to
+    /// the earliest end of a claim it still holds (still past when this
+    /// pass left ended claims), kept no later than the last announcement's
+    /// write can land (the module docs), or its document deleted when
+    /// nothing is left; unless a claim was announced since the pass read
+    /// it, whose earlier time then stands.
+    async fn rearm(&self, due: &Due, now: Timestamp) -> Result<(), StoreError> {
+        let fail = |e: mongodb::error::Error| store_error(&e);
+        let earliest = self
+            .earliest_claim_end(&due.tenant, self.max_time())
+            .await
+            .map_err(fail)?;
+        let landed = due.last.plus_millis(ANNOUNCED_WRITE_LANDS);
+        let next = match earliest {
+            _ if landed > now => Some(earliest.map_or(landed, |end| end.min(landed))),
+            other => other,
+        };
+        let read = doc! { field::ID: due.tenant.as_str(), "v": due.announced };
+        match next {
+            Some(at) => self
+                .sweep_due()
+                .update_one(read, doc! { "$set": { "at": date(at) } })
+                .await
+                .map(drop),
+            None => self.sweep_due().delete_one(read).await.map(drop),
+        }
+        .map_err(fail)
+    }
+}
