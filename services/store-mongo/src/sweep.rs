@@ -330,11 +330,7 @@ impl MongoStore {
             .earliest_claim_end(&due.tenant, self.max_time())
             .await
             .map_err(fail)?;
-        let landed = due.last.plus_millis(ANNOUNCED_WRITE_LANDS);
-        let next = match earliest {
-            _ if landed > now => Some(earliest.map_or(landed, |end| end.min(landed))),
-            other => other,
-        };
+        let next = due_again_at(earliest, due.last, now);
         let read = doc! { field::ID: due.tenant.as_str(), "v": due.announced };
         match next {
             Some(at) => self
@@ -345,5 +341,52 @@ impl MongoStore {
             None => self.sweep_due().delete_one(read).await.map(drop),
         }
         .map_err(fail)
+    }
+}
+
+/// When a tenant is due again (`None`: not until a claim announces): at its
+/// earliest claim end `earliest`, but no later than its last announcement
+/// `last` plus [`ANNOUNCED_WRITE_LANDS`] while that write may still land
+/// (the module docs).
+fn due_again_at(earliest: Option<Timestamp>, last: Timestamp, now: Timestamp) -> Option<Timestamp> {
+    let landed = last.plus_millis(ANNOUNCED_WRITE_LANDS);
+    match earliest {
+        _ if landed > now => Some(earliest.map_or(landed, |end| end.min(landed))),
+        settled => settled,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tenant_is_due_at_its_earliest_claim_or_when_an_announced_write_has_landed() {
+        let now = Timestamp::from_millis(1_000_000);
+        let ms = |millis: i64| Timestamp::from_millis(millis);
+        let long_ago = ms(now.as_millis() - ANNOUNCED_WRITE_LANDS - 1);
+        let just_now = ms(now.as_millis() - 1_000);
+        let landed = just_now.plus_millis(ANNOUNCED_WRITE_LANDS);
+        // Every announced write has landed: the claims alone say.
+        assert_eq!(due_again_at(None, long_ago, now), None);
+        assert_eq!(
+            due_again_at(Some(ms(2_000_000)), long_ago, now),
+            Some(ms(2_000_000))
+        );
+        // One may still land: no later than when it has.
+        assert_eq!(due_again_at(None, just_now, now), Some(landed));
+        assert_eq!(
+            due_again_at(Some(ms(2_000_000)), just_now, now),
+            Some(landed)
+        );
+        assert_eq!(
+            due_again_at(Some(ms(1_010_000)), just_now, now),
+            Some(ms(1_010_000))
+        );
+        // A claim the pass could not clear (past its limit) keeps it due.
+        assert_eq!(
+            due_again_at(Some(ms(999_000)), long_ago, now),
+            Some(ms(999_000))
+        );
     }
 }
