@@ -19,13 +19,14 @@
 //!    write lands last read after every earlier one wrote: after a write's
 //!    settle returns, every count it touches reflects that write.
 //! 3. A mark left by a writer that died between the two steps is settled
-//!    by the claim sweeper (`expire_claims`, every second on the server:
-//!    [`MongoStore::settle_pending`]), and at the tenant's set-up for
+//!    by the claim sweeper (`expire_claims`, every second on the server,
+//!    when its round reaches the tenant: within tenants ÷ 50 seconds,
+//!    `sweep.rs`; [`MongoStore::settle_pending`]), and at the tenant's set-up for
 //!    documents written before the count existed ([`MongoStore::backfill_blockers`]).
 //!
 //! Until a mark is settled, counts may lag the write that set it, and only
-//! while that write has not returned (or, when its writer died, for up to
-//! the sweeper's second): new blockers count as open at once, so an issue
+//! while that write has not returned (or, when its writer died, until the
+//! sweeper's round reaches the tenant): new blockers count as open at once, so an issue
 //! that gains one is never offered as ready; but the issues a reopened
 //! blocker holds again, and those a finished one frees, follow at the
 //! recount. A racing claim in that moment sees the blocker as it was.

@@ -135,7 +135,8 @@ pub(crate) fn date(t: Timestamp) -> DateTime {
     DateTime::from_millis(t.as_millis())
 }
 
-fn timestamp(d: &DateTime) -> Timestamp {
+/// A BSON date as the domain's time (the inverse of [`date`]).
+pub(crate) fn timestamp(d: &DateTime) -> Timestamp {
     Timestamp::from_millis(d.timestamp_millis())
 }
 

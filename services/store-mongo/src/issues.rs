@@ -26,7 +26,7 @@
 use crate::codec::{
     blockers_set, claim_write, comment_doc, comment_from_doc, date, field, history_push,
     issue_from_doc, issue_integrity, issue_set, issue_terms, new_claim_write, patch_set, raw_claim,
-    recount_token, terms_bson, to_i64,
+    recount_token, terms_bson, timestamp, to_i64,
 };
 use crate::error::{corrupt, is_duplicate_key, store_error};
 use crate::query::{list_filter, search_filter, similar_filter};
@@ -1584,7 +1584,7 @@ fn bad_field(doc: &Document, name: &str) -> StoreError {
 
 fn updated_at(doc: &Document) -> Result<Timestamp, StoreError> {
     doc.get_datetime(field::UPDATED_AT)
-        .map(|d| Timestamp::from_millis(d.timestamp_millis()))
+        .map(timestamp)
         .map_err(|_| bad_field(doc, field::UPDATED_AT))
 }
 

@@ -6,7 +6,7 @@
 //! claim is one `findOneAndUpdate` on a candidate with the "still ready"
 //! filter; a claimant that loses it tries the next candidate it read.
 
-use crate::codec::{changes_of, date, field, new_claim_write};
+use crate::codec::{changes_of, date, field, new_claim_write, timestamp};
 use crate::error::{corrupt, store_error};
 use crate::issues::page_within_comment_bytes;
 use crate::query::{
@@ -156,7 +156,7 @@ impl MongoStore {
                 doc.get_document(field::CLAIM)
                     .ok()
                     .and_then(|claim| claim.get_datetime("expires_at").ok())
-                    .map(|at| Timestamp::from_millis(at.timestamp_millis()))
+                    .map(timestamp)
             }))
     }
 
@@ -222,7 +222,7 @@ impl MongoStore {
                 .urgency();
             let created_at = doc
                 .get_datetime(field::CREATED_AT)
-                .map(|at| Timestamp::from_millis(at.timestamp_millis()))
+                .map(timestamp)
                 .map_err(|_| bad(field::CREATED_AT))?;
             and_push(
                 &mut filter,

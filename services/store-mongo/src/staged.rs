@@ -17,10 +17,12 @@
 //! 2. Markers left behind (the process died between the write and the
 //!    queueing, an outbox insert failed, the store did not answer in time)
 //!    are queued by the claim sweeper (`expire_claims`, every second on
-//!    the server) once they are [`STAGED_GRACE_MILLIS`] old
-//!    ([`MongoStore::queue_left_staged`] for the issues of each tenant
-//!    that has an endpoint, [`MongoStore::queue_left_staged_shared`] for
-//!    the rest), from any replica.
+//!    the server, from any replica) once they are [`STAGED_GRACE_MILLIS`]
+//!    old: [`MongoStore::queue_left_staged_shared`] for grants, approvals
+//!    and tool pins at every pass; [`MongoStore::queue_left_staged`] for
+//!    the issues of a tenant that has an endpoint when the sweeper's round
+//!    reaches the tenant (`sweep.rs`: 50 tenants a pass, so within
+//!    tenants ÷ 50 seconds).
 //!
 //! Each delivery's id is derived from its marker and its endpoint
 //! (`DeliveryId::of_event`), so queueing a marker twice (the writer and the
@@ -228,26 +230,22 @@ pub(crate) fn updated(
         .collect()
 }
 
-/// An issue's `issue.claimed` by `claim` (named by the claim: its run and
-/// when it was taken).
+/// An issue's `issue.claimed` by `claim` (named by the claim).
 pub(crate) fn claimed(id: &IssueId, claim: &Claim) -> StagedEvent {
-    StagedEvent::new(
-        WebhookEvent::IssueClaimed,
-        format!("{id} {} {}", claim.run, claim.claimed_at.as_millis()),
-        claim.claimed_at,
-    )
-    .with(serde_json::json!({ "claim": claim }))
+    of_claim(WebhookEvent::IssueClaimed, id, claim, claim.claimed_at)
 }
 
 /// The `issue.claim_expired` of `claim`, cleared at `at` (named by the
 /// claim).
 pub(crate) fn claim_expired(id: &IssueId, claim: &Claim, at: Timestamp) -> StagedEvent {
-    StagedEvent::new(
-        WebhookEvent::IssueClaimExpired,
-        format!("{id} {} {}", claim.run, claim.claimed_at.as_millis()),
-        at,
-    )
-    .with(serde_json::json!({ "claim": claim }))
+    of_claim(WebhookEvent::IssueClaimExpired, id, claim, at)
+}
+
+/// A claim's `event` at `at`, named by the claim (its issue, its run and
+/// when it was taken), the claim in its data.
+fn of_claim(event: WebhookEvent, id: &IssueId, claim: &Claim, at: Timestamp) -> StagedEvent {
+    let key = format!("{id} {} {}", claim.run, claim.claimed_at.as_millis());
+    StagedEvent::new(event, key, at).with(serde_json::json!({ "claim": claim }))
 }
 
 /// The event `event` makes when `stage` (its tenant has endpoints: what a

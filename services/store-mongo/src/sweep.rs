@@ -41,7 +41,7 @@
 //! that fails (or a process that dies between the two) leaves the claim
 //! to the round of step 2: later, never lost.
 
-use crate::codec::{claim_write, date, field, issue_from_doc, raw_claim};
+use crate::codec::{claim_write, date, field, issue_from_doc, raw_claim, timestamp};
 use crate::error::store_error;
 use crate::issues::system_author;
 use crate::schema;
@@ -208,9 +208,7 @@ impl MongoStore {
                 announced: doc.get_i64("v").unwrap_or(0),
                 last: doc
                     .get_datetime("last")
-                    .map_or(Timestamp::from_millis(0), |at| {
-                        Timestamp::from_millis(at.timestamp_millis())
-                    }),
+                    .map_or(Timestamp::from_millis(0), timestamp),
             });
         }
         Ok(due)

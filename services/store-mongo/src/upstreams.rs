@@ -80,7 +80,7 @@ fn pin_from_doc(
     };
     let date = |key: &str| {
         doc.get_datetime(key)
-            .map(|d| Timestamp::from_millis(d.timestamp_millis()))
+            .map(crate::codec::timestamp)
             .map_err(|_| bad(format!("field {key} is missing or not a date")))
     };
     let approved = match doc.get("approved_hash") {
