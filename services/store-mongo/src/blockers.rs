@@ -18,15 +18,18 @@
 //!    (bumping it), else reads again. So of racing recounts, the one whose
 //!    write lands last read after every earlier one wrote: after a write's
 //!    settle returns, every count it touches reflects that write.
-//! 3. A mark left by a writer that died between the two steps is settled
-//!    by the claim sweeper (`expire_claims`, every second on the server,
-//!    when its round reaches the tenant: within tenants ÷ 50 seconds,
-//!    `sweep.rs`; [`MongoStore::settle_pending`]), and at the tenant's set-up for
-//!    documents written before the count existed ([`MongoStore::backfill_blockers`]).
+//! 3. A mark left behind is settled by the claim sweeper (`expire_claims`,
+//!    every second on the server; [`MongoStore::settle_pending`]): when the
+//!    settle failed, the writer announces the tenant to it, which settles
+//!    it after a grace of seconds; when the writer died between the two
+//!    steps, when the sweeper's round reaches the tenant (within tenants ÷
+//!    50 seconds, `sweep.rs`). At the tenant's set-up, documents written
+//!    before the count existed get it ([`MongoStore::backfill_blockers`]).
 //!
 //! Until a mark is settled, counts may lag the write that set it, and only
-//! while that write has not returned (or, when its writer died, until the
-//! sweeper's round reaches the tenant): new blockers count as open at once, so an issue
+//! while that write has not returned (or, when its settle failed, for the
+//! grace; when its writer died, until the sweeper's round reaches the
+//! tenant): new blockers count as open at once, so an issue
 //! that gains one is never offered as ready; but the issues a reopened
 //! blocker holds again, and those a finished one frees, follow at the
 //! recount. A racing claim in that moment sees the blocker as it was.
@@ -35,7 +38,7 @@ use crate::codec::field;
 use crate::error::store_error;
 use crate::query::TERMINAL;
 use crate::store::MongoStore;
-use corkboard_board::{IssueId, StoreError, TenantId};
+use corkboard_board::{IssueId, StoreError, TenantId, Timestamp};
 use mongodb::bson::{Bson, Document, doc};
 
 /// How often one recount reads again when racing recounts of the same
@@ -182,7 +185,9 @@ impl MongoStore {
 
     /// [`Self::settle_blockers`] after a write that succeeded: the write
     /// stands whatever happens here, so a failure is logged and left to the
-    /// sweeper ([`Self::settle_pending`]), not answered as the write's.
+    /// sweeper ([`Self::settle_pending`]), not answered as the write's; the
+    /// tenant is announced to it ([`Self::announce_leftover`]), so the
+    /// recount follows after the grace rather than at the round's turn.
     pub(crate) async fn settle_after_write(&self, tenant: &TenantId, id: &IssueId) {
         if let Err(err) = self.settle_blockers(tenant, id.as_str()).await {
             tracing::warn!(
@@ -191,6 +196,7 @@ impl MongoStore {
                 error = %err,
                 "open blockers not recounted after a write; the claim sweeper will"
             );
+            self.announce_leftover(tenant, Timestamp::now());
         }
     }
 

@@ -20,9 +20,10 @@
 //!    the server, from any replica) once they are [`STAGED_GRACE_MILLIS`]
 //!    old: [`MongoStore::queue_left_staged_shared`] for grants, approvals
 //!    and tool pins at every pass; [`MongoStore::queue_left_staged`] for
-//!    the issues of a tenant that has an endpoint when the sweeper's round
-//!    reaches the tenant (`sweep.rs`: 50 tenants a pass, so within
-//!    tenants ÷ 50 seconds).
+//!    the issues of a tenant that has an endpoint, after the grace when
+//!    the writer lived to announce the tenant to the sweeper, else when
+//!    the sweeper's round reaches the tenant (`sweep.rs`: 50 tenants a
+//!    pass, so within tenants ÷ 50 seconds).
 //!
 //! Each delivery's id is derived from its marker and its endpoint
 //! (`DeliveryId::of_event`), so queueing a marker twice (the writer and the
@@ -314,7 +315,9 @@ const STAGED_SHARED: [(&str, &str); 3] = [
 impl MongoStore {
     /// Step 1 of the module docs for an issue: queues `events`, staged on
     /// `issue` by the write that returned it, then clears their markers
-    /// ([`Self::queue_staged_on`]).
+    /// ([`Self::queue_staged_on`]). When they stay staged, the tenant is
+    /// announced to the sweeper ([`Self::announce_leftover`]), which then
+    /// queues them after the grace instead of at its round's turn.
     pub(crate) async fn queue_staged(
         &self,
         tenant: &TenantId,
@@ -328,8 +331,12 @@ impl MongoStore {
             what: "issue",
             id: issue.id.as_str(),
         };
-        self.queue_staged_on(tenant, &on, Some(issue), events, replayed, record)
+        let queued = self
+            .queue_staged_on(tenant, &on, Some(issue), events, replayed, record)
             .await;
+        if !queued {
+            self.announce_leftover(tenant, Timestamp::now());
+        }
     }
 
     /// Step 1 of the module docs: queues `events`, staged on the document
@@ -339,7 +346,8 @@ impl MongoStore {
     /// by key, the sweeper), so only endpoints registered by then are told,
     /// and `record` (a keyed write's idempotency record) says whether an
     /// earlier attempt queued them all. A failure is logged, never the
-    /// write's: the markers stay for the sweeper.
+    /// write's: the markers stay for the sweeper. Whether nothing is left
+    /// staged.
     async fn queue_staged_on(
         &self,
         tenant: &TenantId,
@@ -348,9 +356,9 @@ impl MongoStore {
         events: &[StagedEvent],
         replayed: bool,
         record: Option<&Document>,
-    ) {
+    ) -> bool {
         if events.is_empty() {
-            return;
+            return true;
         }
         let queued = tokio::time::timeout(self.max_time(), async {
             for event in events {
@@ -367,7 +375,7 @@ impl MongoStore {
         })
         .await;
         let failure = match queued {
-            Ok(Ok(())) => return,
+            Ok(Ok(())) => return true,
             Ok(Err(err)) => err.to_string(),
             Err(_) => "the store did not answer in time".to_owned(),
         };
@@ -379,6 +387,7 @@ impl MongoStore {
             "webhook deliveries of a board write are not queued yet; they stay staged on its \
              document and the claim sweeper queues them"
         );
+        false
     }
 
     /// Step 1 of the module docs for a document of a shared collection (one
@@ -400,6 +409,8 @@ impl MongoStore {
             what,
             id,
         };
+        // Left staged, they are found at the sweeper's next pass, which
+        // looks at the shared collections every time.
         self.queue_staged_on(tenant, &on, None, events, false, None)
             .await;
     }
@@ -447,6 +458,7 @@ impl MongoStore {
                     what,
                     id,
                 };
+                // Left staged, they are found again at the next pass.
                 self.queue_staged_on(&tenant, &on, None, events, true, None)
                     .await;
             }

@@ -26,6 +26,17 @@
 //!    tenant once every `tenants / 50` passes (10,000 tenants: about three
 //!    minutes), every pass on a database of 50 tenants or fewer.
 //!
+//!    A writer that is alive when its follow-up fails (an outbox insert or
+//!    a recount refused, the store not answering in time) does not leave
+//!    its tenant to the round: it announces it
+//!    ([`MongoStore::announce_leftover`]) in the same `sweep_due` document,
+//!    due [`STAGED_GRACE_MILLIS`] later (`leftover_at`, the grace a
+//!    marker must be old before the sweeper queues it), and the pass that
+//!    finds it due does step 2's work for it too. A failure of that work
+//!    announces the tenant again, so it is tried every grace until it
+//!    succeeds. Only a writer that dies, or one whose announcement fails
+//!    too, leaves its tenant to the round.
+//!
 //! So a pass sends a fixed handful of commands plus a few per tenant it
 //! visits (at most [`LEFTOVER_TENANTS_PER_PASS`] plus
 //! [`DUE_TENANTS_PER_PASS`]), where it listed every collection and read
@@ -45,7 +56,7 @@ use crate::codec::{claim_write, date, field, issue_from_doc, raw_claim, timestam
 use crate::error::store_error;
 use crate::issues::system_author;
 use crate::schema;
-use crate::staged::{self, with_staged};
+use crate::staged::{self, STAGED_GRACE_MILLIS, with_staged};
 use crate::store::MongoStore;
 use corkboard_board::{Change, ChangeKind, ExpiredClaim, IssueId, StoreError, TenantId, Timestamp};
 use mongodb::Collection;
@@ -65,13 +76,26 @@ const DUE_TENANTS_PER_PASS: i64 = 100;
 /// default), which ends the call, not the server's work on it.
 pub(crate) const ANNOUNCED_WRITE_LANDS: i64 = 60_000;
 
-/// A tenant with claims due, as a pass read it.
+/// The field of a `sweep_due` document saying when a tenant's announced
+/// leftovers are due ([`MongoStore::announce_leftover`]).
+const LEFTOVER_AT: &str = "leftover_at";
+
+/// A tenant with claims or leftovers due, as a pass read it.
 struct Due {
     tenant: TenantId,
     /// The count of announcements when read.
     announced: i64,
-    /// The last announcement's time.
+    /// The last claim announcement's time.
     last: Timestamp,
+    /// When its announced leftovers are due, if any are.
+    leftover_at: Option<Timestamp>,
+}
+
+impl Due {
+    /// Whether this pass does step 2's work for the tenant.
+    fn leftovers_due(&self, now: Timestamp) -> bool {
+        self.leftover_at.is_some_and(|at| at <= now)
+    }
 }
 
 impl MongoStore {
@@ -109,32 +133,70 @@ impl MongoStore {
         ends: Timestamp,
         now: Timestamp,
     ) -> Result<(), StoreError> {
+        self.announce(
+            tenant,
+            doc! {
+                "$min": { "at": date(ends) },
+                "$max": { "last": date(now) },
+                "$inc": { "v": 1_i64 },
+            },
+        )
+        .await
+    }
+
+    /// Writes an announcement (`update`, which counts it in `v`) into
+    /// `tenant`'s `sweep_due` document, made by the first.
+    async fn announce(&self, tenant: &TenantId, update: Document) -> Result<(), StoreError> {
         self.ensure_set(&schema::IndexSet::Shared(schema::SWEEP_DUE))
             .await?;
         self.sweep_due()
-            .update_one(
-                doc! { field::ID: tenant.as_str() },
-                doc! {
-                    "$min": { "at": date(ends) },
-                    "$max": { "last": date(now) },
-                    "$inc": { "v": 1_i64 },
-                },
-            )
+            .update_one(doc! { field::ID: tenant.as_str() }, update)
             .upsert(true)
             .await
             .map_err(|e| store_error(&e))?;
         Ok(())
     }
 
+    /// A write's follow-up failed (its webhook events stay staged on an
+    /// issue, or its blocker counts unsettled): `tenant` is due for step 2
+    /// of the module docs once [`STAGED_GRACE_MILLIS`] has passed, rather
+    /// than when the round reaches it. Sent in the background, so a write
+    /// whose follow-up met a store that did not answer does not wait for
+    /// it as long again; when it fails too, it is logged and the round
+    /// still comes.
+    pub(crate) fn announce_leftover(&self, tenant: &TenantId, now: Timestamp) {
+        let (store, tenant) = (self.clone(), tenant.clone());
+        let due = date(now.plus_millis(STAGED_GRACE_MILLIS));
+        let update = doc! {
+            "$min": { "at": due },
+            "$max": { LEFTOVER_AT: due },
+            "$inc": { "v": 1_i64 },
+        };
+        tokio::spawn(async move {
+            let announced = tokio::time::timeout(store.max_time(), store.announce(&tenant, update))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(StoreError::unavailable("the store did not answer in time"))
+                });
+            if let Err(err) = announced {
+                tracing::warn!(
+                    tenant = %tenant, error = %err,
+                    "a write's leftovers were not announced; the sweeper's round comes to them"
+                );
+            }
+        });
+    }
+
     /// `expire_claims`: queues the webhook events writers left staged on
     /// grants, approvals and tool pins
     /// ([`MongoStore::queue_left_staged_shared`]); for the tenants this
     /// pass visits (the module docs), settles the blocker counts left
-    /// pending and queues the events left staged on their issues (step 2),
-    /// then clears their claims whose end passed, oldest end first, each by
-    /// one update matching that very claim (so a renewal or a new claim
-    /// made meanwhile is never cleared, and of racing sweepers one clears
-    /// it), and announces them; at most `limit` claims in all.
+    /// pending and queues the events left staged on their issues (step 2:
+    /// the round's tenants, and those announced and due), then clears
+    /// their claims whose end passed, oldest end first, each by one update
+    /// matching that very claim (so a renewal or a new claim made
+    /// meanwhile is never cleared, and of racing sweepers one clears it),
+    /// and announces them; at most `limit` claims in all.
     pub(crate) async fn sweep_expired(
         &self,
         now: Timestamp,
@@ -155,16 +217,28 @@ impl MongoStore {
         // those are looked at (markers a tenant left before its last
         // endpoint went would be queued to nobody).
         let hooked = self.tenants_with_webhooks(&visiting).await?;
-        for tenant in &round {
-            // Blocker counts a writer left unsettled (it died between its
-            // write and the recount): `blockers.rs`.
-            if let Err(err) = self.settle_pending(tenant).await {
-                tracing::warn!(tenant = %tenant, error = %err, "open blockers not recounted");
+        let mut cleaning: Vec<&TenantId> = round.iter().collect();
+        for announced in due.iter().filter(|due| due.leftovers_due(now)) {
+            if !cleaning.contains(&&announced.tenant) {
+                cleaning.push(&announced.tenant);
             }
-            if hooked.contains(tenant.as_str())
-                && let Err(err) = self.queue_left_staged(tenant, now).await
-            {
-                tracing::warn!(tenant = %tenant, error = %err, "staged webhook events not queued");
+        }
+        for tenant in cleaning {
+            // Blocker counts a writer left unsettled (it died or failed
+            // between its write and the recount): `blockers.rs`.
+            let settled = self.settle_pending(tenant).await.map(drop);
+            let queued = if hooked.contains(tenant.as_str()) {
+                self.queue_left_staged(tenant, now).await.map(drop)
+            } else {
+                Ok(())
+            };
+            if let Err(err) = settled.and(queued) {
+                tracing::warn!(
+                    tenant = %tenant, error = %err,
+                    "blocker counts or staged webhook events left by a write not settled; \
+                     tried again after the grace"
+                );
+                self.announce_leftover(tenant, now);
             }
         }
         let mut out = Vec::new();
@@ -209,6 +283,7 @@ impl MongoStore {
                 last: doc
                     .get_datetime("last")
                     .map_or(Timestamp::from_millis(0), timestamp),
+                leftover_at: doc.get_datetime(LEFTOVER_AT).ok().map(timestamp),
             });
         }
         Ok(due)
@@ -316,42 +391,50 @@ impl MongoStore {
         Ok(out)
     }
 
-    /// Step 1's last move for a tenant the pass found due: its time set to
-    /// the earliest end of a claim it still holds (still past when this
-    /// pass left ended claims), kept no later than the last announcement's
-    /// write can land (the module docs), or its document deleted when
-    /// nothing is left; unless a claim was announced since the pass read
-    /// it, whose earlier time then stands.
+    /// The last move for a tenant the pass found due: its time set to the
+    /// earliest end of a claim it still holds (still past when this pass
+    /// left ended claims), kept no later than the last announced claim's
+    /// write can land (the module docs) and than leftovers announced and
+    /// not yet due, or its document deleted when nothing is left; unless
+    /// something was announced since the pass read it, whose earlier time
+    /// then stands.
     async fn rearm(&self, due: &Due, now: Timestamp) -> Result<(), StoreError> {
         let fail = |e: mongodb::error::Error| store_error(&e);
         let earliest = self
             .earliest_claim_end(&due.tenant, self.max_time())
             .await
             .map_err(fail)?;
-        let next = due_again_at(earliest, due.last, now);
+        let waiting = due.leftover_at.filter(|_| !due.leftovers_due(now));
+        let next = due_again_at(earliest, due.last, waiting, now);
         let read = doc! { field::ID: due.tenant.as_str(), "v": due.announced };
         match next {
-            Some(at) => self
-                .sweep_due()
-                .update_one(read, doc! { "$set": { "at": date(at) } })
-                .await
-                .map(drop),
+            Some(at) => {
+                let mut update = doc! { "$set": { "at": date(at) } };
+                if due.leftovers_due(now) {
+                    update.insert("$unset", doc! { LEFTOVER_AT: "" });
+                }
+                self.sweep_due().update_one(read, update).await.map(drop)
+            }
             None => self.sweep_due().delete_one(read).await.map(drop),
         }
         .map_err(fail)
     }
 }
 
-/// When a tenant is due again (`None`: not until a claim announces): at its
-/// earliest claim end `earliest`, but no later than its last announcement
-/// `last` plus [`ANNOUNCED_WRITE_LANDS`] while that write may still land
-/// (the module docs).
-fn due_again_at(earliest: Option<Timestamp>, last: Timestamp, now: Timestamp) -> Option<Timestamp> {
+/// When a tenant is due again (`None`: not until something is announced):
+/// at its earliest claim end `earliest`, but no later than its last claim
+/// announcement `last` plus [`ANNOUNCED_WRITE_LANDS`] while that write may
+/// still land (the module docs), nor than its announced leftovers still
+/// `waiting` for their grace.
+fn due_again_at(
+    earliest: Option<Timestamp>,
+    last: Timestamp,
+    waiting: Option<Timestamp>,
+    now: Timestamp,
+) -> Option<Timestamp> {
     let landed = last.plus_millis(ANNOUNCED_WRITE_LANDS);
-    match earliest {
-        _ if landed > now => Some(earliest.map_or(landed, |end| end.min(landed))),
-        settled => settled,
-    }
+    let landing = Some(landed).filter(|landed| *landed > now);
+    [earliest, landing, waiting].into_iter().flatten().min()
 }
 
 #[cfg(test)]
@@ -359,32 +442,43 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_tenant_is_due_at_its_earliest_claim_or_when_an_announced_write_has_landed() {
+    fn a_tenant_is_due_at_its_earliest_claim_an_announced_write_landing_or_its_leftovers() {
         let now = Timestamp::from_millis(1_000_000);
         let ms = |millis: i64| Timestamp::from_millis(millis);
         let long_ago = ms(now.as_millis() - ANNOUNCED_WRITE_LANDS - 1);
         let just_now = ms(now.as_millis() - 1_000);
         let landed = just_now.plus_millis(ANNOUNCED_WRITE_LANDS);
         // Every announced write has landed: the claims alone say.
-        assert_eq!(due_again_at(None, long_ago, now), None);
+        assert_eq!(due_again_at(None, long_ago, None, now), None);
         assert_eq!(
-            due_again_at(Some(ms(2_000_000)), long_ago, now),
+            due_again_at(Some(ms(2_000_000)), long_ago, None, now),
             Some(ms(2_000_000))
         );
         // One may still land: no later than when it has.
-        assert_eq!(due_again_at(None, just_now, now), Some(landed));
+        assert_eq!(due_again_at(None, just_now, None, now), Some(landed));
         assert_eq!(
-            due_again_at(Some(ms(2_000_000)), just_now, now),
+            due_again_at(Some(ms(2_000_000)), just_now, None, now),
             Some(landed)
         );
         assert_eq!(
-            due_again_at(Some(ms(1_010_000)), just_now, now),
+            due_again_at(Some(ms(1_010_000)), just_now, None, now),
             Some(ms(1_010_000))
         );
         // A claim the pass could not clear (past its limit) keeps it due.
         assert_eq!(
-            due_again_at(Some(ms(999_000)), long_ago, now),
+            due_again_at(Some(ms(999_000)), long_ago, None, now),
             Some(ms(999_000))
+        );
+        // Leftovers announced, not yet due: no later than their time.
+        let leftovers = Some(ms(1_005_000));
+        assert_eq!(due_again_at(None, long_ago, leftovers, now), leftovers);
+        assert_eq!(
+            due_again_at(Some(ms(2_000_000)), just_now, leftovers, now),
+            leftovers
+        );
+        assert_eq!(
+            due_again_at(Some(ms(1_002_000)), long_ago, leftovers, now),
+            Some(ms(1_002_000))
         );
     }
 }

@@ -1209,3 +1209,142 @@ async fn run_approval_and_tool_deliveries_a_write_could_not_queue_are_queued_by_
         assert!(held.is_empty(), "{collection}: {held:?}");
     }
 }
+
+/// A writer that lives to see its follow-up fail (here the outbox refuses
+/// an issue's deliveries in one tenant, and in another the recount of the
+/// issue a finished blocker frees is refused) announces its tenant to the
+/// sweeper, whose first pass after the grace queues and settles what was
+/// left, although its round (50 tenants a pass, in name order) reaches
+/// these tenants only at the third pass: a hundred tenants come first.
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
+async fn what_a_failed_follow_up_left_is_swept_after_the_grace_not_at_the_round() {
+    use corkboard_board::{BlockedBy, IssueState, NewIssue, WebhookStore};
+    use corkboard_store_contract::fixtures::state_patch;
+    use corkboard_store_mongo::schema::{OUTBOX, SCHEMA, SWEEP_DUE, issues};
+    use mongodb::bson::{Document, doc};
+
+    let board = TestBoard::start("announced_leftovers").await;
+    let db = board.raw_database().await;
+    let store = &board.store;
+    let earlier: Vec<Document> = (0..100)
+        .map(|i| doc! { "_id": format!("issues.a{i:03}") })
+        .collect();
+    db.collection::<Document>(SCHEMA)
+        .insert_many(earlier)
+        .await
+        .unwrap();
+    let who = author("run-1");
+
+    // Tenant `zz-staged`: an endpoint, and an outbox that refuses.
+    let staged = TenantId::parse("zz-staged").unwrap();
+    let hook = store
+        .create_webhook(&staged, &endpoint(&["issue.created"]), Timestamp::now())
+        .await
+        .expect("create webhook");
+    let outbox = db.collection::<Document>(OUTBOX);
+    outbox_refuses(&db, true).await;
+    let created = store
+        .create_issue(&staged, &who, new_issue("written, not queued"), None)
+        .await
+        .expect("a create is acknowledged without its deliveries");
+    outbox_refuses(&db, false).await;
+
+    // Tenant `zz-unsettled`: an issue blocked by another, whose close is
+    // written but whose recount of the blocked one is refused.
+    let unsettled = TenantId::parse("zz-unsettled").unwrap();
+    let blocker = store
+        .create_issue(&unsettled, &who, new_issue("the blocker"), None)
+        .await
+        .expect("create")
+        .issue
+        .id;
+    let blocked = NewIssue {
+        blocked_by: BlockedBy::parse([blocker.clone()]).unwrap(),
+        ..new_issue("the blocked")
+    };
+    let blocked = store
+        .create_issue(&unsettled, &who, blocked, None)
+        .await
+        .expect("create")
+        .issue
+        .id;
+    let issue_docs = db.collection::<Document>(&issues(&unsettled));
+    let open_blockers = || {
+        let issue_docs = issue_docs.clone();
+        let id = blocked.as_str().to_owned();
+        async move {
+            let doc = issue_docs.find_one(doc! { "_id": id }).await.unwrap();
+            doc.and_then(|d| d.get_i64("open_blockers").ok())
+        }
+    };
+    assert_eq!(open_blockers().await, Some(1));
+    let refuse_recount = |refuse: bool| {
+        let db = db.clone();
+        let (collection, id) = (issues(&unsettled), blocked.as_str().to_owned());
+        async move {
+            let validator = if refuse {
+                doc! { "$nor": [{ "_id": id, "open_blockers": 0_i64 }] }
+            } else {
+                doc! {}
+            };
+            db.run_command(doc! {
+                "collMod": collection,
+                "validator": validator,
+                "validationLevel": "strict",
+                "validationAction": "error",
+            })
+            .await
+            .expect("collMod");
+        }
+    };
+    refuse_recount(true).await;
+    store
+        .update_issue(&unsettled, &blocker, state_patch(IssueState::Done), None)
+        .await
+        .expect("a close is acknowledged without its recount");
+    refuse_recount(false).await;
+    assert_eq!(open_blockers().await, Some(1), "not recounted yet");
+
+    // Each writer announced its tenant (in the background).
+    let due = db.collection::<Document>(SWEEP_DUE);
+    let mut leftovers_at = Vec::new();
+    for t in [&staged, &unsettled] {
+        let mut announced = None;
+        for _ in 0..100 {
+            announced = due
+                .find_one(doc! { "_id": t.as_str(), "leftover_at": { "$exists": true } })
+                .await
+                .unwrap();
+            if announced.is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let announced = announced.unwrap_or_else(|| panic!("{t} announced to the sweeper"));
+        let at = announced.get_datetime("leftover_at").unwrap();
+        leftovers_at.push(Timestamp::from_millis(at.timestamp_millis()));
+    }
+    let first = leftovers_at.iter().min().copied().unwrap();
+    let last = leftovers_at.iter().max().copied().unwrap();
+
+    // Not before the grace (the round is elsewhere too: a000 to a049).
+    store
+        .expire_claims(first.plus_millis(-1), 100)
+        .await
+        .expect("sweep");
+    assert_eq!(outbox.count_documents(doc! {}).await.unwrap(), 0);
+    assert_eq!(open_blockers().await, Some(1));
+
+    // The first pass after it (its round: a050 to a099).
+    store
+        .expire_claims(last.plus_millis(1), 100)
+        .await
+        .expect("sweep");
+    let queued = documents(&outbox, doc! { "webhook": hook.id.as_str() }).await;
+    assert_eq!(queued.len(), 1, "{queued:?}");
+    let body: serde_json::Value = serde_json::from_str(queued[0].get_str("body").unwrap()).unwrap();
+    assert_eq!(body["data"]["issue"]["id"], created.issue.id.as_str());
+    assert_eq!(open_blockers().await, Some(0), "recounted");
+    let left: Vec<Document> = documents(&due, doc! {}).await;
+    assert!(left.is_empty(), "nothing left due: {left:?}");
+}
