@@ -394,13 +394,20 @@ macro_rules! __store_methods {
         /// Webhook endpoints and the durable outbox of their deliveries.
         ///
         /// Deliveries are queued by the store itself, inside the board writes that
-        /// cause them (issue created, updated, closed, commented; a grant recorded
-        /// is a run started, its first revocation a run ended), for every endpoint
-        /// of the write's tenant subscribed to the event, so only a tenant's own
-        /// events reach its endpoints. What "inside" means is each store's to say:
-        /// SQLite writes them in the same transaction as the board write; MongoDB
-        /// inserts them after the board write and before acknowledging it (a crash
-        /// between the two loses those deliveries, never a write).
+        /// cause them (an issue created, updated, closed, commented, claimed, its
+        /// claim expired; a grant recorded is a run started, its first revocation
+        /// a run ended; an approval requested or decided; an upstream tool
+        /// changed), for every endpoint of the write's tenant subscribed to the
+        /// event, so only a tenant's own events reach its endpoints. What "inside"
+        /// means is each store's to say: SQLite writes them in the same
+        /// transaction as the board write; MongoDB marks the event on the document
+        /// the write writes, in the same atomic update, and queues its deliveries
+        /// before acknowledging the write, a mark left behind (a crash, a failed
+        /// insert) being queued later by the sweep of `expire_claims`: neither
+        /// the write nor its deliveries are lost. Past
+        /// [`PENDING_PER_TENANT_MAX`](crate::webhook::limits::PENDING_PER_TENANT_MAX)
+        /// undelivered deliveries, an event queues none and each endpoint counts
+        /// it as `dropped`.
         WebhookStore {
             /// Registers an endpoint; refused past
             /// [`ENDPOINTS_PER_TENANT_MAX`](crate::webhook::limits::ENDPOINTS_PER_TENANT_MAX).

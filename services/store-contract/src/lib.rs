@@ -180,6 +180,7 @@ macro_rules! store_contract_tests {
             case_an_ended_claim_is_expired_once_with_its_event,
             case_webhook_deliveries_are_leased_retried_and_given_up,
             case_webhook_endpoints_are_bounded_and_deleted_with_their_deliveries,
+            case_webhook_events_past_the_pending_bound_are_dropped_and_counted,
             case_webhook_claims_share_slots_fairly_and_pause_a_failing_endpoint,
             case_audit_append_and_list,
             case_audit_filters_and_limit,

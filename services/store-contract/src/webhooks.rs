@@ -331,6 +331,97 @@ pub async fn case_webhook_endpoints_are_bounded_and_deleted_with_their_deliverie
     let _: &TenantId = &other;
 }
 
+/// The tenant's undelivered deliveries are bounded
+/// ([`limits::PENDING_PER_TENANT_MAX`]): an event past the bound queues
+/// nothing and each endpoint it would have gone to counts it as
+/// `dropped`; one delivery done makes room for exactly one.
+pub async fn case_webhook_events_past_the_pending_bound_are_dropped_and_counted<S: BoardStore>(
+    store: Arc<S>,
+) {
+    let t = tenant("hooks-pending");
+    let now = Timestamp::now();
+    let endpoints = limits::ENDPOINTS_PER_TENANT_MAX;
+    for _ in 0..endpoints {
+        store
+            .create_webhook(&t, &hook(&["issue.created"]), now)
+            .await
+            .expect("create webhook");
+    }
+    // Each create queues one delivery per endpoint: up to the bound, in
+    // eight streams of creates.
+    let creates = limits::PENDING_PER_TENANT_MAX as usize / endpoints;
+    let mut streams = tokio::task::JoinSet::new();
+    for stream in 0..8 {
+        let (store, t) = (Arc::clone(&store), t.clone());
+        streams.spawn(async move {
+            for i in (stream..creates).step_by(8) {
+                store
+                    .create_issue(
+                        &t,
+                        &author("run-1"),
+                        new_issue(&format!("queued {i}")),
+                        None,
+                    )
+                    .await
+                    .expect("create issue");
+            }
+        });
+    }
+    while let Some(done) = streams.join_next().await {
+        done.expect("a stream of creates");
+    }
+    let totals = |listed: Vec<corkboard_board::WebhookWithStatus>| {
+        listed.iter().fold((0, 0), |(pending, dropped), hook| {
+            (pending + hook.status.pending, dropped + hook.status.dropped)
+        })
+    };
+    let listed = store.list_webhooks(&t).await.expect("list");
+    assert_eq!(totals(listed), (limits::PENDING_PER_TENANT_MAX, 0));
+
+    // Past it: nothing queued, each endpoint counts one dropped.
+    store
+        .create_issue(&t, &author("run-1"), new_issue("past the bound"), None)
+        .await
+        .expect("a write past the bound is still acknowledged");
+    let listed = store.list_webhooks(&t).await.expect("list");
+    assert!(
+        listed.iter().all(|hook| hook.status.dropped == 1),
+        "{listed:?}"
+    );
+    assert_eq!(
+        totals(listed),
+        (limits::PENDING_PER_TENANT_MAX, endpoints as u64)
+    );
+
+    // One delivered: room for one more, the rest of that event dropped.
+    let one = store
+        .claim_deliveries(Timestamp::now(), LEASE, 1, 1)
+        .await
+        .expect("claim");
+    assert_eq!(one.len(), 1);
+    let delivered = AttemptOutcome {
+        at: Timestamp::now(),
+        status: Some(200),
+        error: None,
+    };
+    store
+        .record_attempt(&one[0].id, &delivered)
+        .await
+        .expect("record");
+    store
+        .create_issue(&t, &author("run-1"), new_issue("one more fits"), None)
+        .await
+        .expect("create issue");
+    let listed = store.list_webhooks(&t).await.expect("list");
+    assert_eq!(
+        totals(listed),
+        (
+            limits::PENDING_PER_TENANT_MAX,
+            endpoints as u64 + endpoints as u64 - 1
+        )
+    );
+}
+
 pub async fn case_webhook_outbox_has_issue_claimed_once_per_claim<S: BoardStore>(store: Arc<S>) {
     let t = tenant("hooks-claim");
     let now = Timestamp::now();
