@@ -5,7 +5,8 @@
 //! of its page (anchors as mdBook and GitHub make them). The generated
 //! reference pages are kept current here too: the CLI's from the binary's
 //! own help (`docs/reference/cli.md`), the admin API's from `openapi.json`
-//! (`docs/reference/admin-api-endpoints.md`). `scripts/test` also builds
+//! (`docs/reference/admin-api-endpoints.md`), and the findings that end
+//! `docs/numbers.md` from `services/bench/FINDINGS.md`. `scripts/test` also builds
 //! the book with `mdbook`, which fails on a page `SUMMARY.md` names but
 //! that does not exist.
 
@@ -277,6 +278,27 @@ fn the_admin_api_reference_is_current() {
         &root.join("docs/reference/admin-api-endpoints.md"),
         &page,
         "cargo nextest run -p corkboard-cli --test blackbox docs::",
+    );
+}
+
+/// `docs/numbers.md` ends with `services/bench/FINDINGS.md`, as the
+/// benchmark's report renders it (`corkboard-bench report --findings`):
+/// an analysis written into the page alone would be lost at the next run.
+#[test]
+fn the_numbers_page_ends_with_the_findings() {
+    let root = repo();
+    let numbers = std::fs::read_to_string(root.join("docs/numbers.md")).unwrap();
+    let findings = std::fs::read_to_string(root.join("services/bench/FINDINGS.md")).unwrap();
+    let heading = findings.lines().next().unwrap_or_default();
+    let at = numbers
+        .find(heading)
+        .unwrap_or_else(|| panic!("docs/numbers.md has no section {heading:?}"));
+    let page = format!("{}{}\n", &numbers[..at], findings.trim_end());
+    corkboard_testkit::ensure_file_contents(
+        &root.join("docs/numbers.md"),
+        &page,
+        "cargo nextest run -p corkboard-cli --test blackbox docs::, after editing \
+         services/bench/FINDINGS.md",
     );
 }
 
