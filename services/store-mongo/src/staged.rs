@@ -24,6 +24,9 @@
 //!    the writer lived to announce the tenant to the sweeper, else when
 //!    the sweeper's round reaches the tenant (`sweep.rs`: 50 tenants a
 //!    pass, so within tenants ÷ 50 seconds).
+//! 3. Markers left on the issues of a tenant whose last endpoint is then
+//!    deleted go with it ([`MongoStore::drop_staged_of_unhooked`]), as its
+//!    pending deliveries do: the sweeper would never look at them.
 //!
 //! Each delivery's id is derived from its marker and its endpoint
 //! (`DeliveryId::of_event`), so queueing a marker twice (the writer and the
@@ -464,6 +467,35 @@ impl MongoStore {
             }
         }
         Ok(count)
+    }
+
+    /// After `tenant`'s last endpoint was deleted: the events its writes
+    /// left staged on its issues (queueing failed, and the sweeper had not
+    /// come) have nobody left to go to, and the sweeper looks only at the
+    /// issues of tenants with endpoints, so they would stay on the issues
+    /// for good; they go with the endpoint, as its pending deliveries do.
+    /// Best effort: the endpoint is deleted whatever happens here.
+    pub(crate) async fn drop_staged_of_unhooked(&self, tenant: &TenantId) {
+        let dropped = async {
+            if self.has_webhooks(tenant).await? {
+                return Ok(());
+            }
+            self.issues(tenant)
+                .update_many(
+                    doc! { field::STAGED_AT: { "$gte": 0_i64 } },
+                    doc! { "$unset": { field::STAGED: "" } },
+                )
+                .await
+                .map(drop)
+                .map_err(|e| store_error(&e))
+        };
+        if let Err(err) = dropped.await {
+            tracing::warn!(
+                tenant = %tenant, error = %err,
+                "the events left staged on the issues of a tenant without endpoints were \
+                 not removed; they stay on the issues, never delivered"
+            );
+        }
     }
 }
 

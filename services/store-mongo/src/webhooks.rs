@@ -514,7 +514,9 @@ impl WebhookStore for MongoStore {
                 .map_err(|e| store_error(&e));
             two_write_deletion(deleted.deleted_count == 1, pending, || {
                 StoreError::not_found(format!("webhook {id}"))
-            })
+            })?;
+            self.drop_staged_of_unhooked(tenant).await;
+            Ok(())
         })
         .await
     }

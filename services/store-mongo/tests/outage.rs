@@ -1348,3 +1348,61 @@ async fn what_a_failed_follow_up_left_is_swept_after_the_grace_not_at_the_round(
     let left: Vec<Document> = documents(&due, doc! {}).await;
     assert!(left.is_empty(), "nothing left due: {left:?}");
 }
+
+/// Events a write left staged on its tenant's issues (its queueing
+/// failed) go when the tenant's last endpoint is deleted, as that
+/// endpoint's pending deliveries do: the sweeper looks only at tenants
+/// with endpoints, so they would stay on the issues for good. While an
+/// endpoint is left they stay, and another tenant's are not touched.
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
+async fn staged_events_go_with_the_tenants_last_endpoint() {
+    use corkboard_board::WebhookStore;
+    use corkboard_store_mongo::schema::issues;
+    use mongodb::bson::{Document, doc};
+
+    let board = TestBoard::start("unhooked_staged").await;
+    let db = board.raw_database().await;
+    let store = &board.store;
+    let (t, other) = (
+        TenantId::parse("unhooked").unwrap(),
+        TenantId::parse("still-hooked").unwrap(),
+    );
+    let mut endpoints = Vec::new();
+    for tenant in [&t, &t, &other] {
+        let hook = store
+            .create_webhook(tenant, &endpoint(&["issue.created"]), Timestamp::now())
+            .await
+            .expect("create webhook");
+        endpoints.push(hook.id);
+    }
+    outbox_refuses(&db, true).await;
+    for tenant in [&t, &other] {
+        store
+            .create_issue(tenant, &author("run-1"), new_issue("not queued"), None)
+            .await
+            .expect("acknowledged without its deliveries");
+    }
+    outbox_refuses(&db, false).await;
+    let staged = |tenant: &TenantId| {
+        let issue_docs = db.collection::<Document>(&issues(tenant));
+        async move {
+            issue_docs
+                .count_documents(doc! { "staged_events.0": { "$exists": true } })
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!((staged(&t).await, staged(&other).await), (1, 1));
+
+    store
+        .delete_webhook(&t, &endpoints[0])
+        .await
+        .expect("delete");
+    assert_eq!(staged(&t).await, 1, "an endpoint is left");
+    store
+        .delete_webhook(&t, &endpoints[1])
+        .await
+        .expect("delete");
+    assert_eq!(staged(&t).await, 0, "gone with the last endpoint");
+    assert_eq!(staged(&other).await, 1, "another tenant's stay");
+}

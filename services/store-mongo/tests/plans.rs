@@ -207,7 +207,23 @@ fn shapes() -> Vec<(&'static str, Run)> {
             f.store.revoked_grants(Timestamp::now()).await.unwrap();
             f.store.active_grants(Timestamp::now()).await.unwrap();
         })),
+        ("create_webhook", |f| Box::pin(async move { f.store.create_webhook(&f.tenant, &hook(), Timestamp::now()).await.unwrap(); })),
+        // Last: the tenant has no endpoint after it (its staged events go).
+        ("delete_webhook: every endpoint", |f| Box::pin(async move {
+            for listed in f.store.list_webhooks(&f.tenant).await.unwrap() {
+                f.store.delete_webhook(&f.tenant, &listed.webhook.id).await.unwrap();
+            }
+        })),
     ]
+}
+
+/// The endpoint the seeded tenant has (and the one a shape adds).
+fn hook() -> NewWebhook {
+    NewWebhook {
+        url: WebhookUrl::parse("https://hooks.example.com/in").unwrap(),
+        events: WebhookEvents::parse_list(["issue.created", "issue.updated"]).unwrap(),
+        secret: WebhookSecret::parse("a-secret-of-16-bytes").unwrap(),
+    }
 }
 
 /// The `i`th seeded issue: states, labels, priorities and words spread
@@ -297,13 +313,8 @@ async fn seed(board: &TestBoard, store: &MongoStore, tenant: &TenantId) -> (Vec<
         })
         .collect();
     store.append_audit_entries(&entries).await.unwrap();
-    let hook = NewWebhook {
-        url: WebhookUrl::parse("https://hooks.example.com/in").unwrap(),
-        events: WebhookEvents::parse_list(["issue.created", "issue.updated"]).unwrap(),
-        secret: WebhookSecret::parse("a-secret-of-16-bytes").unwrap(),
-    };
     store
-        .create_webhook(tenant, &hook, Timestamp::now())
+        .create_webhook(tenant, &hook(), Timestamp::now())
         .await
         .unwrap();
     for i in 0..20 {
