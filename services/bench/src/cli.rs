@@ -3,7 +3,7 @@
 use crate::client::Target;
 use crate::error::{BenchError, Result};
 use crate::load::{self, LoadSpec};
-use crate::mcp::{Era, Tool};
+use crate::mcp::{Era, Titles, Tool};
 use crate::procs::Binaries;
 use crate::record::{Record, Sink};
 use crate::scenario::deploy::{DeploySpec, Endpoint, Registry, Store};
@@ -117,6 +117,12 @@ pub enum Command {
         /// calls: what the approval gate adds to a call needing none.
         #[arg(long)]
         approval_policies: Option<u32>,
+        /// The titles of the create_issue load: `one` throughout (the
+        /// suite's, the similar look-up's worst case: every open issue
+        /// shares every word) or `distinct` (4,096 titles of four words
+        /// from a vocabulary of 120, in turn).
+        #[arg(long, default_value = "one")]
+        titles: Titles,
     },
     /// Decision to result: from a person's approval to the agent's
     /// outcome, for a held 2025 call and through collect_approval.
@@ -517,6 +523,7 @@ async fn dispatch(cli: &Cli, sink: &mut Sink) -> Result<()> {
                 concurrency: *concurrency,
                 warmup: *warmup,
                 duration: *duration,
+                titles: Titles::One,
             })
             .await?;
             sink.emit(
@@ -539,6 +546,7 @@ async fn dispatch(cli: &Cli, sink: &mut Sink) -> Result<()> {
             server_log,
             create_budget,
             approval_policies,
+            titles,
         } => {
             let scenario = McpScenario {
                 deploy: DeploySpec {
@@ -555,6 +563,7 @@ async fn dispatch(cli: &Cli, sink: &mut Sink) -> Result<()> {
                 duration: *duration,
                 create_budget: *create_budget,
                 approval_policies: *approval_policies,
+                titles: *titles,
             };
             scenario::mcp::run(&bins()?, &scenario, &logs, sink).await
         }

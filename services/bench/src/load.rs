@@ -11,12 +11,15 @@
 
 use crate::client::{Connection, Target};
 use crate::error::{BenchError, Result};
-use crate::mcp::{self, Era, PreparedCall, Tool, Verdict};
+use crate::mcp::{self, Era, PreparedCall, Titles, Tool, Verdict};
+use bytes::Bytes;
 use hdrhistogram::Histogram;
 use hyper::Method;
+use hyper::header::HeaderMap;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// Longest a single request may take before the worker gives up on its
@@ -37,6 +40,8 @@ pub struct LoadSpec {
     pub concurrency: usize,
     pub warmup: Duration,
     pub duration: Duration,
+    /// The titles of a `create_issue` load (other tools: `One`).
+    pub titles: Titles,
 }
 
 /// What a run measured.
@@ -102,8 +107,62 @@ enum Shape {
     /// The same prepared request every time (stateless era, or a server
     /// that does not speak MCP, as the ceiling).
     Fixed(PreparedCall),
+    /// Bodies sent in turn, across all workers, with the same headers (a
+    /// `create_issue` load of [`Titles::Distinct`]).
+    Turns {
+        headers: HeaderMap,
+        bodies: Vec<Bytes>,
+        next: AtomicUsize,
+    },
     /// A legacy session per connection.
     Legacy { arguments: Value },
+}
+
+impl Shape {
+    fn of(spec: &LoadSpec) -> Result<Self> {
+        let arguments = spec.tool.arguments(spec.issue.as_deref())?;
+        Ok(match (spec.era, spec.titles) {
+            (Era::Stateless, Titles::One) => {
+                Self::Fixed(mcp::stateless_call(&spec.token, spec.tool, &arguments)?)
+            }
+            (Era::Stateless, Titles::Distinct) if spec.tool == Tool::CreateIssue => {
+                let first = mcp::stateless_call(&spec.token, spec.tool, &arguments)?;
+                let name = spec.tool.name();
+                Self::Turns {
+                    headers: first.headers,
+                    bodies: (0..mcp::DISTINCT_TITLES)
+                        .map(|i| {
+                            let arguments = mcp::create_arguments(&mcp::distinct_title(i));
+                            mcp::call_body(name, &arguments, &serde_json::json!({}))
+                        })
+                        .collect::<Result<_>>()?,
+                    next: AtomicUsize::new(0),
+                }
+            }
+            (Era::Legacy, Titles::One) => Self::Legacy { arguments },
+            (_, Titles::Distinct) => {
+                return Err(BenchError::Usage(
+                    "distinct titles are for a stateless create_issue load".into(),
+                ));
+            }
+        })
+    }
+
+    /// The headers and body to send now on a connection that repeats
+    /// `repeated`.
+    fn request<'a>(&'a self, repeated: &'a PreparedCall) -> (&'a HeaderMap, Bytes) {
+        match self {
+            Self::Turns {
+                headers,
+                bodies,
+                next,
+            } => {
+                let turn = next.fetch_add(1, Ordering::Relaxed) % bodies.len();
+                (headers, bodies[turn].clone())
+            }
+            _ => (&repeated.headers, repeated.body.clone()),
+        }
+    }
 }
 
 /// Runs the load described by `spec`. Errors during the run are counted,
@@ -115,11 +174,7 @@ pub async fn run(spec: &LoadSpec) -> Result<LoadResult> {
     if spec.duration.is_zero() {
         return Err(BenchError::Usage("duration must be positive".into()));
     }
-    let arguments = spec.tool.arguments(spec.issue.as_deref())?;
-    let shape = Arc::new(match spec.era {
-        Era::Stateless => Shape::Fixed(mcp::stateless_call(&spec.token, spec.tool, &arguments)?),
-        Era::Legacy => Shape::Legacy { arguments },
-    });
+    let shape = Arc::new(Shape::of(spec)?);
     let start = Instant::now();
     let measure_from = start + spec.warmup;
     let end = measure_from + spec.duration;
@@ -184,13 +239,14 @@ async fn worker(
                 }
             }
         }
-        let Some((connection, call)) = session.as_mut() else {
+        let Some((connection, repeated)) = session.as_mut() else {
             continue;
         };
+        let (headers, body) = shape.request(repeated);
         let sent = Instant::now();
         let outcome = tokio::time::timeout(
             REQUEST_DEADLINE,
-            connection.send(Method::POST, path, &call.headers, call.body.clone()),
+            connection.send(Method::POST, path, headers, body),
         )
         .await;
         let done = Instant::now();
@@ -228,6 +284,13 @@ async fn connect(spec: &LoadSpec, shape: &Shape) -> Result<(Connection, Prepared
     let mut connection = Connection::open(&spec.target).await?;
     let call = match shape {
         Shape::Fixed(call) => call.clone(),
+        // Each request takes its own turn (`Shape::request`).
+        Shape::Turns {
+            headers, bodies, ..
+        } => PreparedCall {
+            headers: headers.clone(),
+            body: bodies[0].clone(),
+        },
         Shape::Legacy { arguments } => {
             mcp::legacy_session(
                 &mut connection,

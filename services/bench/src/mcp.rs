@@ -51,6 +51,96 @@ impl FromStr for Era {
     }
 }
 
+/// The titles a `create_issue` load files its issues under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Titles {
+    /// One title throughout (the suite's load, so its figures compare
+    /// across runs): every open issue shares every word of the next
+    /// create's title, the similar look-up's worst case.
+    #[default]
+    One,
+    /// [`DISTINCT_TITLES`] titles in turn (more than a 5 s run at full
+    /// speed files), four words each from a vocabulary of 120, as a board
+    /// of different issues has: each word is in about one title in thirty.
+    Distinct,
+}
+
+impl Titles {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::One => "one",
+            Self::Distinct => "distinct",
+        }
+    }
+}
+
+impl FromStr for Titles {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "one" => Ok(Self::One),
+            "distinct" => Ok(Self::Distinct),
+            other => Err(format!("unknown titles {other:?} (one or distinct)")),
+        }
+    }
+}
+
+impl fmt::Display for Titles {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How many different titles [`Titles::Distinct`] cycles through.
+pub const DISTINCT_TITLES: usize = 65_536;
+
+/// The words of [`Titles::Distinct`]'s titles.
+#[rustfmt::skip]
+const TITLE_WORDS: [&str; 120] = [
+    "login", "export", "search", "upload", "checkout", "invoice", "profile", "sync", "report",
+    "billing", "webhook", "cache", "session", "token", "queue", "worker", "index", "schema",
+    "migration", "backup", "restore", "metrics", "alert", "dashboard", "chart", "filter", "sort",
+    "page", "modal", "button", "form", "input", "validation", "email", "notification", "push",
+    "mobile", "desktop", "browser", "cookie", "header", "footer", "sidebar", "menu", "theme",
+    "font", "icon", "image", "video", "audio", "stream", "buffer", "timeout", "retry", "proxy",
+    "gateway", "router", "balancer", "cluster", "node", "pod", "container", "volume", "disk",
+    "memory", "cpu", "thread", "lock", "mutex", "deadlock", "race", "leak", "crash", "panic",
+    "error", "warning", "log", "trace", "span", "tenant", "user", "admin", "role", "permission",
+    "grant", "audit", "policy", "budget", "limit", "quota", "rate", "burst", "window", "cursor",
+    "offset", "batch", "bulk", "import", "csv", "json", "yaml", "config", "secret", "key",
+    "certificate", "tls", "dns", "socket", "port", "listener", "handler", "middleware", "plugin",
+    "extension", "script", "build", "release", "deploy", "cron", "scheduler",
+];
+
+/// The `i`th title of [`Titles::Distinct`]: four different words drawn
+/// from a hash of `i` (SplitMix64's mixing), so titles rarely repeat and
+/// consecutive ones share no more words than any two.
+pub fn distinct_title(i: usize) -> String {
+    let n = TITLE_WORDS.len() as u64;
+    let mut bits = mix(i as u64);
+    let mut words: Vec<&str> = Vec::with_capacity(4);
+    while words.len() < 4 {
+        if bits < n {
+            bits = mix(bits ^ i as u64);
+        }
+        let word = TITLE_WORDS[(bits % n) as usize];
+        bits /= n;
+        if !words.contains(&word) {
+            words.push(word);
+        }
+    }
+    words.join(" ")
+}
+
+/// SplitMix64's finaliser: `x` mixed so every bit of it moves about half
+/// of the result's.
+fn mix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
 /// The tools the suite drives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -98,15 +188,20 @@ impl Tool {
             }
             // The default list: no filter, the first page.
             Self::ListIssues | Self::BoardStats => Ok(json!({})),
-            Self::CreateIssue => Ok(json!({
-                "title": "bench: load test issue",
-                "body": "Created by corkboard-bench to measure create_issue.",
-                "labels": ["bench"],
-                "priority": "low",
-            })),
+            Self::CreateIssue => Ok(create_arguments("bench: load test issue")),
             Self::UpstreamAdd | Self::DirectAdd => Ok(json!({ "a": 20, "b": 22 })),
         }
     }
+}
+
+/// `create_issue`'s arguments for an issue titled `title`.
+pub fn create_arguments(title: &str) -> Value {
+    json!({
+        "title": title,
+        "body": "Created by corkboard-bench to measure create_issue.",
+        "labels": ["bench"],
+        "priority": "low",
+    })
 }
 
 impl fmt::Display for Tool {
@@ -165,6 +260,19 @@ pub fn stateless_call_declaring(
     arguments: &Value,
     capabilities: &Value,
 ) -> Result<PreparedCall> {
+    let headers = base_headers(token)?
+        .set("mcp-protocol-version", MODERN_VERSION)?
+        .set("mcp-method", "tools/call")?
+        .set("mcp-name", name)?;
+    Ok(PreparedCall {
+        headers: headers.into_map(),
+        body: call_body(name, arguments, capabilities)?,
+    })
+}
+
+/// The body of a stateless `tools/call` of `name` (its headers name the
+/// tool, not the arguments, so calls of one tool share them).
+pub fn call_body(name: &str, arguments: &Value, capabilities: &Value) -> Result<Bytes> {
     let body = json!({
         "jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": {
@@ -175,14 +283,7 @@ pub fn stateless_call_declaring(
             }
         }
     });
-    let headers = base_headers(token)?
-        .set("mcp-protocol-version", MODERN_VERSION)?
-        .set("mcp-method", "tools/call")?
-        .set("mcp-name", name)?;
-    Ok(PreparedCall {
-        headers: headers.into_map(),
-        body: Bytes::from(serde_json::to_vec(&body)?),
-    })
+    Ok(Bytes::from(serde_json::to_vec(&body)?))
 }
 
 /// A stateless request other than `tools/call` (e.g. `tools/list`).
@@ -383,6 +484,32 @@ pub fn structured(reply: &Reply) -> Result<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::{BTreeMap, BTreeSet};
+
+    #[test]
+    fn distinct_titles_are_four_different_words_mostly_of_different_issues() {
+        let titles: Vec<String> = (0..DISTINCT_TITLES).map(distinct_title).collect();
+        let mut per_word: BTreeMap<&str, usize> = BTreeMap::new();
+        for title in &titles {
+            let words: BTreeSet<&str> = title.split(' ').collect();
+            assert_eq!(words.len(), 4, "{title}");
+            for word in words {
+                *per_word.entry(word).or_default() += 1;
+            }
+        }
+        let unique: BTreeSet<&String> = titles.iter().collect();
+        assert!(
+            unique.len() > DISTINCT_TITLES * 99 / 100,
+            "{}",
+            unique.len()
+        );
+        // No word in more than one title in twenty: far from the one-title
+        // load, where every word is in every title.
+        let most = per_word.values().max().copied().unwrap_or(0);
+        assert!(most < DISTINCT_TITLES / 20, "{most}");
+        assert_eq!(Titles::from_str("distinct"), Ok(Titles::Distinct));
+        assert_eq!(Titles::default().to_string(), "one");
+    }
 
     #[test]
     fn verdicts() {

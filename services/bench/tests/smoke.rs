@@ -194,6 +194,41 @@ fn shared_sqlite_memory() {
     mcp("shared", "sqlite", "memory");
 }
 
+/// A create load of distinct titles runs, is labelled so, and its issues
+/// are filed (the records count them, and none is an error).
+#[test]
+fn create_load_of_distinct_titles() {
+    let records = scenario(&[
+        "mcp",
+        "--endpoint",
+        "studio",
+        "--store",
+        "sqlite",
+        "--registry",
+        "memory",
+        "--tools",
+        "create_issue",
+        "--titles",
+        "distinct",
+        "--concurrency",
+        "2",
+        "--duration",
+        "1s",
+        "--warmup",
+        "0s",
+        "--eras",
+        "stateless",
+    ]);
+    let creates: Vec<&Value> = records.iter().filter(|r| r["kind"] == "mcp").collect();
+    assert_eq!(creates.len(), 1, "{records:?}");
+    assert_eq!(creates[0]["labels"]["titles"], "distinct", "{}", creates[0]);
+    assert!(
+        creates[0]["count"].as_u64().unwrap_or(0) > 0,
+        "{}",
+        creates[0]
+    );
+}
+
 #[test]
 fn revocation() {
     let records = scenario(&["revocation", "--trials", "5"]);

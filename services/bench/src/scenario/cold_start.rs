@@ -7,7 +7,7 @@
 use crate::client::{self, Headers, Target};
 use crate::error::{BenchError, Result};
 use crate::load::{self, LoadSpec};
-use crate::mcp::{Era, Tool};
+use crate::mcp::{Era, Titles, Tool};
 use crate::procs::{self, Binaries};
 use crate::record::{Record, Sink};
 use crate::setup;
@@ -157,6 +157,7 @@ pub async fn run(bins: &Binaries, trials: usize, logs: &Path, sink: &mut Sink) -
             concurrency: 16,
             warmup: Duration::ZERO,
             duration: Duration::from_secs(1),
+            titles: Titles::One,
         })
         .await?;
     }

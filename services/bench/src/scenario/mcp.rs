@@ -6,7 +6,7 @@ use super::deploy::{DeploySpec, Deployment, Store};
 use crate::client::Target;
 use crate::error::{BenchError, Result};
 use crate::load::{self, LoadSpec};
-use crate::mcp::{Era, Tool};
+use crate::mcp::{Era, Titles, Tool};
 use crate::procs::Binaries;
 use crate::record::{Record, Sink};
 use crate::setup;
@@ -28,6 +28,8 @@ pub struct McpScenario {
     /// the load's calls: what the approval gate adds to a call that needs
     /// no approval.
     pub approval_policies: Option<u32>,
+    /// The titles `create_issue` files its issues under (the suite's: one).
+    pub titles: Titles,
 }
 
 pub async fn run(
@@ -88,6 +90,7 @@ pub async fn run(
         concurrency,
         warmup: scenario.warmup,
         duration: scenario.duration,
+        titles: Titles::One,
     };
     for &concurrency in &scenario.concurrency {
         // The ceiling right before the target, at the same concurrency:
@@ -130,6 +133,11 @@ pub async fn run(
                     concurrency,
                     warmup: scenario.warmup,
                     duration: scenario.duration,
+                    titles: if tool == Tool::CreateIssue {
+                        scenario.titles
+                    } else {
+                        Titles::One
+                    },
                 })
                 .await?;
                 let mut record = Record::new("mcp")
@@ -150,6 +158,9 @@ pub async fn run(
                     )
                     .with_load(&result, concurrency)
                     .with_ceiling(ceiling_rps);
+                if tool == Tool::CreateIssue && scenario.titles != Titles::One {
+                    record = record.label("titles", scenario.titles);
+                }
                 if let Ok(rss) = deployment.process.rss_kib() {
                     record = record.value("server_rss_kib", rss as f64);
                 }

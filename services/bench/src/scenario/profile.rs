@@ -24,7 +24,7 @@ use super::deploy::{DeploySpec, Deployment, Endpoint, Registry, Store};
 use crate::client::Target;
 use crate::error::{BenchError, Result};
 use crate::load::{self, LoadResult, LoadSpec};
-use crate::mcp::{Era, Tool};
+use crate::mcp::{Era, Titles, Tool};
 use crate::procs::Binaries;
 use crate::record::{Record, Sink};
 use crate::setup;
@@ -350,6 +350,7 @@ pub async fn run(bins: &Binaries, spec: &ProfileSpec, logs: &Path, sink: &mut Si
             concurrency: spec.concurrency,
             warmup: spec.warmup,
             duration: spec.duration,
+            titles: Titles::One,
         };
         let window = spec.duration;
         let (result, (before, after)) = load_with(&load_spec, async {

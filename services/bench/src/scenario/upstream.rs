@@ -16,7 +16,7 @@ use super::deploy::{DeploySpec, Deployment, Endpoint, Registry, Store};
 use crate::client::{self, Headers, Target};
 use crate::error::{BenchError, Result};
 use crate::load::{self, LoadSpec};
-use crate::mcp::{Era, Tool};
+use crate::mcp::{Era, Titles, Tool};
 use crate::procs::Binaries;
 use crate::record::{Record, Sink};
 use hyper::Method;
@@ -144,6 +144,7 @@ pub async fn run(
             } else {
                 scenario.duration
             },
+            titles: Titles::One,
         };
         // A leg: its own warm-up, then the measured calls with the CPU
         // both processes spent on them.
