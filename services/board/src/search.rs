@@ -556,55 +556,78 @@ impl SimilarRanking {
         integrity: crate::Integrity,
     ) -> bool {
         let words = term_set(title.as_str());
-        let words = words.iter().map(String::as_str);
-        self.offer_cut(&id, &title, words, state, updated_at, integrity)
+        let parts = self.parts(words.iter().map(String::as_str));
+        if parts.shared > 0 && is_open(state) && !self.seen.contains(&id) {
+            self.rank(&id, &title, parts, state, updated_at, integrity);
+            self.seen.insert(id);
+        }
+        parts.shared == self.words.len()
     }
 
-    /// [`Self::offer`] for a candidate whose title words were cut before
-    /// ([`term_set`]'s words, in its order): nothing is cut again, and the
-    /// id and title are copied only when the candidate is kept.
-    pub fn offer_cut<'w>(
+    /// [`Self::offer`] for a caller that offers each candidate once and
+    /// has counted itself how many of the title's words the candidate's
+    /// title holds (`shared`, of its `theirs` distinct words): no copy of
+    /// the id to tell repeats, no comparison of words as strings. The id
+    /// and title are copied only when the candidate is kept.
+    #[allow(clippy::too_many_arguments)]
+    pub fn offer_counted(
         &mut self,
         id: &IssueId,
         title: &Title,
-        words: impl IntoIterator<Item = &'w str>,
+        shared: usize,
+        theirs: usize,
         state: IssueState,
         updated_at: Timestamp,
         integrity: crate::Integrity,
     ) -> bool {
-        let parts = self.parts(words);
-        if parts.shared > 0 && is_open(state) && !self.seen.contains(id) {
-            self.seen.insert(id.clone());
-            let n = self.words.len();
-            // shared / union > (n - 1) / n, in integers.
-            if n * parts.shared > (n - 1) * parts.union {
-                self.above += 1;
-            }
-            let score = parts.shared as f64 / parts.union as f64;
-            let kept = limits::SIMILAR_LIMIT_MAX as usize;
-            // Where it ranks among the best so far; past them, it is out.
-            let at = self.best.partition_point(|held| {
-                rank_order(
-                    (held.score, held.updated_at, &held.id),
-                    (score, updated_at, id),
-                ) == Ordering::Less
-            });
-            if at < kept {
-                self.best.truncate(kept - 1);
-                self.best.insert(
-                    at,
-                    SimilarIssue {
-                        score,
-                        id: id.clone(),
-                        title: title.clone(),
-                        state,
-                        updated_at,
-                        integrity,
-                    },
-                );
-            }
+        if shared > 0 && is_open(state) {
+            let parts = ScoreParts {
+                shared,
+                union: self.words.len() + theirs - shared,
+            };
+            self.rank(id, title, parts, state, updated_at, integrity);
         }
-        parts.shared == self.words.len()
+        shared == self.words.len()
+    }
+
+    /// Ranks a new open candidate sharing `parts.shared` words.
+    fn rank(
+        &mut self,
+        id: &IssueId,
+        title: &Title,
+        parts: ScoreParts,
+        state: IssueState,
+        updated_at: Timestamp,
+        integrity: crate::Integrity,
+    ) {
+        let n = self.words.len();
+        // shared / union > (n - 1) / n, in integers.
+        if n * parts.shared > (n - 1) * parts.union {
+            self.above += 1;
+        }
+        let score = parts.shared as f64 / parts.union as f64;
+        let kept = limits::SIMILAR_LIMIT_MAX as usize;
+        // Where it ranks among the best so far; past them, it is out.
+        let at = self.best.partition_point(|held| {
+            rank_order(
+                (held.score, held.updated_at, &held.id),
+                (score, updated_at, id),
+            ) == Ordering::Less
+        });
+        if at < kept {
+            self.best.truncate(kept - 1);
+            self.best.insert(
+                at,
+                SimilarIssue {
+                    score,
+                    id: id.clone(),
+                    title: title.clone(),
+                    state,
+                    updated_at,
+                    integrity,
+                },
+            );
+        }
     }
 
     /// The words shared with a candidate's and their union: one merge of
@@ -675,10 +698,11 @@ mod tests {
         )
     }
 
-    /// Offering words cut before ranks exactly as offering the title: the
-    /// same scores, answers, repeats left out and closed ones skipped.
+    /// Offering counted words ranks exactly as offering the title: the
+    /// same scores, answers and closed ones skipped; a counting caller
+    /// leaves repeats out itself.
     #[test]
-    fn offering_cut_words_ranks_as_offering_the_title() {
+    fn offering_counted_words_ranks_as_offering_the_title() {
         let titles = [
             "Login fails on Safari",
             "login fails on safari when the cache is cold",
@@ -691,7 +715,8 @@ mod tests {
         ];
         for query in ["login fails on safari", "on", "zebra", "a z login"] {
             let mut whole = SimilarRanking::new(query);
-            let mut cut = SimilarRanking::new(query);
+            let mut counted = SimilarRanking::new(query);
+            let ours = term_set(query);
             let candidates: Vec<_> = titles
                 .iter()
                 .filter_map(|t| Title::parse(*t).ok())
@@ -706,22 +731,32 @@ mod tests {
                 })
                 .collect();
             // Every candidate twice: the second offer is a repeat.
+            let mut offered = BTreeSet::new();
             for (id, title, state) in candidates.iter().chain(&candidates) {
                 let at = Timestamp::from_millis(7);
                 let words = term_set(title.as_str());
+                let shared = words.intersection(&ours).count();
                 let by_title = whole.offer(id.clone(), title.clone(), *state, at, Integrity::Agent);
-                let by_words = cut.offer_cut(
-                    id,
-                    title,
-                    words.iter().map(String::as_str),
-                    *state,
-                    at,
-                    Integrity::Agent,
+                assert_eq!(
+                    by_title,
+                    shared == ours.len(),
+                    "{query:?} offered {title:?}"
                 );
-                assert_eq!(by_title, by_words, "{query:?} offered {title:?}");
+                if offered.insert(id.clone()) {
+                    let by_count = counted.offer_counted(
+                        id,
+                        title,
+                        shared,
+                        words.len(),
+                        *state,
+                        at,
+                        Integrity::Agent,
+                    );
+                    assert_eq!(by_title, by_count, "{query:?} offered {title:?}");
+                }
             }
-            assert_eq!(whole.settled(2), cut.settled(2), "{query:?}");
-            assert_eq!(whole.finish(10), cut.finish(10), "{query:?}");
+            assert_eq!(whole.settled(2), counted.settled(2), "{query:?}");
+            assert_eq!(whole.finish(10), counted.finish(10), "{query:?}");
         }
     }
 

@@ -173,21 +173,25 @@ struct OpenTitle {
 /// A held issue: its row and its title's words ([`term_set`]'s, in its
 /// order, joined by single spaces: words have none, and one allocation
 /// per issue holds them all), cut once when the row is set instead of at
-/// every look-up that offers it.
+/// every look-up that offers it, and their numbers ([`HeldWord`]).
 #[derive(Debug)]
 struct HeldTitle {
     id: IssueId,
     row: OpenTitle,
     words: Box<str>,
+    /// Its words' numbers, ascending: what a look-up compares.
+    numbers: Box<[u64]>,
 }
 
 impl HeldTitle {
-    fn new(id: IssueId, row: OpenTitle, words: &BTreeSet<String>) -> Self {
+    fn new(id: IssueId, row: OpenTitle, words: &BTreeSet<String>, mut numbers: Vec<u64>) -> Self {
         let words: Vec<&str> = words.iter().map(String::as_str).collect();
+        numbers.sort_unstable();
         Self {
             id,
             row,
             words: words.join(" ").into_boxed_str(),
+            numbers: numbers.into_boxed_slice(),
         }
     }
 
@@ -196,20 +200,50 @@ impl HeldTitle {
         self.words.split(' ')
     }
 
-    /// Its allocations (id, title, words) and its keys in the words'
-    /// sets.
+    /// Its allocations (id, title, words, numbers) and its keys in the
+    /// words' sets.
     fn bytes(&self) -> usize {
         let text = self.id.as_str().len() + self.row.title.as_str().len() + self.words.len();
-        text + 3 * ALLOCATION_OVERHEAD + self.words().count() * WORD_KEY_BYTES
+        let numbers = self.numbers.len() * size_of::<u64>();
+        text + numbers + 4 * ALLOCATION_OVERHEAD + self.numbers.len() * WORD_KEY_BYTES
     }
+}
+
+/// A word of the held titles: its number, which no other word of the
+/// tenant has while it is held (a look-up compares numbers, not strings),
+/// and the issues holding it, ordered by id (newest last).
+#[derive(Debug)]
+struct HeldWord {
+    number: u64,
+    issues: BTreeSet<IdKey>,
+}
+
+/// How many of `ours` are in `theirs`, both ascending.
+fn shared(ours: &[u64], theirs: &[u64]) -> usize {
+    let (mut i, mut j, mut both) = (0, 0, 0);
+    while let (Some(a), Some(b)) = (ours.get(i), theirs.get(j)) {
+        match a.cmp(b) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                both += 1;
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    both
 }
 
 /// One tenant's open titles.
 #[derive(Debug, Default)]
 struct TenantTitles {
     issues: HashMap<IdKey, HeldTitle>,
-    /// The issues holding each word, ordered by id (newest last).
-    words: HashMap<String, BTreeSet<IdKey>>,
+    /// Each word held, its number and the issues holding it.
+    words: HashMap<String, HeldWord>,
+    /// The number of the next word held (never one used before: a `u64`
+    /// does not run out).
+    next_word: u64,
     /// What the issues and the words' sets allocate.
     held_bytes: usize,
     /// `held_bytes` and the tables' slots.
@@ -236,25 +270,33 @@ impl TenantTitles {
             .map(|row| term_set(row.title.as_str()))
             .unwrap_or_default();
         for word in old_words.difference(&new_words) {
-            if let Some(ids) = self.words.get_mut(word) {
-                ids.remove(&key);
-                if ids.is_empty() {
+            if let Some(held) = self.words.get_mut(word) {
+                held.issues.remove(&key);
+                if held.issues.is_empty() {
                     self.words.remove(word);
                     self.held_bytes -= WORD_SET_BYTES + word.len();
                 }
             }
         }
         for word in new_words.difference(&old_words) {
-            let ids = self.words.entry(word.clone()).or_insert_with(|| {
+            let held = self.words.entry(word.clone()).or_insert_with(|| {
                 self.held_bytes += WORD_SET_BYTES + word.len();
-                BTreeSet::new()
+                self.next_word += 1;
+                HeldWord {
+                    number: self.next_word,
+                    issues: BTreeSet::new(),
+                }
             });
-            ids.insert(key);
+            held.issues.insert(key);
         }
         // An open title without a word is no candidate (as in SQL, where
         // `open_title_words` has no row of it).
         if let Some(row) = row.filter(|_| !new_words.is_empty()) {
-            let held = HeldTitle::new(id, row, &new_words);
+            let numbers = new_words
+                .iter()
+                .filter_map(|word| self.words.get(word).map(|held| held.number))
+                .collect();
+            let held = HeldTitle::new(id, row, &new_words, numbers);
             self.held_bytes += held.bytes();
             self.issues.insert(key, held);
         }
@@ -265,16 +307,21 @@ impl TenantTitles {
     fn similar(&self, title: &Title, limit: u32) -> Vec<SimilarIssue> {
         let mut ranking = SimilarRanking::new(title.as_str());
         let words: Vec<String> = ranking.words().iter().cloned().collect();
-        let held: Vec<(&String, &BTreeSet<IdKey>)> = words
+        let held: Vec<(&String, &HeldWord)> = words
             .iter()
-            .filter_map(|word| self.words.get(word).map(|ids| (word, ids)))
+            .filter_map(|word| self.words.get(word).map(|held| (word, held)))
             .collect();
+        // The title's words by number: a candidate's share of them is a
+        // merge of two short lists of integers.
+        let mut ours: Vec<u64> = held.iter().map(|(_, held)| held.number).collect();
+        ours.sort_unstable();
         let offer = |ranking: &mut SimilarRanking, key: &IdKey| {
             self.issues.get(key).is_some_and(|held| {
-                ranking.offer_cut(
+                ranking.offer_counted(
                     &held.id,
                     &held.row.title,
-                    held.words(),
+                    shared(&ours, &held.numbers),
+                    held.numbers.len(),
                     held.row.state,
                     held.row.updated_at,
                     held.row.integrity,
@@ -283,29 +330,36 @@ impl TenantTitles {
         };
         // Every word held: the newest holding the rarest one, until
         // `SIMILAR_ALL_CANDIDATES` of them held every word.
+        let mut offered: Vec<IdKey> = Vec::new();
         if !words.is_empty()
             && held.len() == words.len()
-            && let Some(&(_, rarest)) = held.iter().min_by_key(|&&(word, ids)| (ids.len(), word))
+            && let Some(&(_, rarest)) = held
+                .iter()
+                .min_by_key(|&&(word, held)| (held.issues.len(), word))
         {
             let mut every_word = 0;
-            for id in rarest.iter().rev().take(RAREST_WORD_SCAN as usize) {
+            for id in rarest.issues.iter().rev().take(RAREST_WORD_SCAN as usize) {
                 if every_word >= limits::SIMILAR_ALL_CANDIDATES {
                     break;
                 }
+                offered.push(*id);
                 if offer(&mut ranking, id) {
                     every_word += 1;
                 }
             }
         }
-        // Then the newest sharing any word, unless that settled it.
+        // Then the newest sharing any word, unless that settled it; each
+        // candidate once (`offered` is newest first).
         if !held.is_empty() && !ranking.settled(limit) {
             let any = limits::SIMILAR_ANY_CANDIDATES as usize;
             let newest: BTreeSet<&IdKey> = held
                 .iter()
-                .flat_map(|&(_, ids)| ids.iter().rev().take(any))
+                .flat_map(|&(_, held)| held.issues.iter().rev().take(any))
                 .collect();
             for id in newest.into_iter().rev().take(any) {
-                offer(&mut ranking, id);
+                if offered.binary_search_by(|key| id.cmp(key)).is_err() {
+                    offer(&mut ranking, id);
+                }
             }
         }
         ranking.finish(limit)
