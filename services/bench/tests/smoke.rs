@@ -109,16 +109,8 @@ fn kinds(records: &[Value], kind: &str) -> usize {
     records.iter().filter(|r| r["kind"] == kind).count()
 }
 
-const LOAD: &[&str] = &[
-    "--concurrency",
-    "2",
-    "--duration",
-    "1s",
-    "--warmup",
-    "0s",
-    "--eras",
-    "stateless,legacy",
-];
+/// A short load: two connections for a second, no warm-up.
+const LOAD: &[&str] = &["--concurrency", "2", "--duration", "1s", "--warmup", "0s"];
 
 fn mcp(endpoint: &str, store: &str, registry: &str) {
     let mut args = vec![
@@ -131,6 +123,7 @@ fn mcp(endpoint: &str, store: &str, registry: &str) {
         registry,
     ];
     args.extend_from_slice(LOAD);
+    args.extend_from_slice(&["--eras", "stateless,legacy"]);
     let records = scenario(&args);
     assert_eq!(kinds(&records, "ceiling"), 1);
     // Three tools (get_issue, list_issues, create_issue) in two eras,
@@ -198,7 +191,7 @@ fn shared_sqlite_memory() {
 /// are filed (the records count them, and none is an error).
 #[test]
 fn create_load_of_distinct_titles() {
-    let records = scenario(&[
+    let mut args = vec![
         "mcp",
         "--endpoint",
         "studio",
@@ -210,15 +203,11 @@ fn create_load_of_distinct_titles() {
         "create_issue",
         "--titles",
         "distinct",
-        "--concurrency",
-        "2",
-        "--duration",
-        "1s",
-        "--warmup",
-        "0s",
         "--eras",
         "stateless",
-    ]);
+    ];
+    args.extend_from_slice(LOAD);
+    let records = scenario(&args);
     let creates: Vec<&Value> = records.iter().filter(|r| r["kind"] == "mcp").collect();
     assert_eq!(creates.len(), 1, "{records:?}");
     assert_eq!(creates[0]["labels"]["titles"], "distinct", "{}", creates[0]);

@@ -34,7 +34,7 @@
 //! blocker holds again, and those a finished one frees, follow at the
 //! recount. A racing claim in that moment sees the blocker as it was.
 
-use crate::codec::field;
+use crate::codec::{field, ids};
 use crate::error::store_error;
 use crate::query::TERMINAL;
 use crate::store::MongoStore;
@@ -155,19 +155,14 @@ impl MongoStore {
             return Ok(());
         };
         let mut settled = self.recount_open_blockers(tenant, id, Some(marked)).await?;
-        let mut blocked = self
+        let blocked = self
             .issues(tenant)
             .find(doc! { field::BLOCKED_BY: id })
             .projection(doc! { field::ID: 1 })
             .max_time(self.max_time())
             .await
             .map_err(fail)?;
-        let mut dependents = Vec::new();
-        while blocked.advance().await.map_err(fail)? {
-            if let Ok(dependent) = blocked.current().get_str(field::ID) {
-                dependents.push(dependent.to_owned());
-            }
-        }
+        let dependents = ids(blocked).await.map_err(fail)?;
         for dependent in dependents {
             settled &= self.recount_open_blockers(tenant, &dependent, None).await?;
         }
@@ -205,7 +200,7 @@ impl MongoStore {
     /// only); how many it found.
     pub(crate) async fn settle_pending(&self, tenant: &TenantId) -> Result<usize, StoreError> {
         let fail = |e: mongodb::error::Error| store_error(&e);
-        let mut marked = self
+        let marked = self
             .issues(tenant)
             .find(doc! { field::RECOUNT: { "$gt": "" } })
             .projection(doc! { field::ID: 1 })
@@ -213,16 +208,11 @@ impl MongoStore {
             .max_time(self.max_time())
             .await
             .map_err(fail)?;
-        let mut ids = Vec::new();
-        while marked.advance().await.map_err(fail)? {
-            if let Ok(id) = marked.current().get_str(field::ID) {
-                ids.push(id.to_owned());
-            }
-        }
-        for id in &ids {
+        let marked = ids(marked).await.map_err(fail)?;
+        for id in &marked {
             self.settle_blockers(tenant, id).await?;
         }
-        Ok(ids.len())
+        Ok(marked.len())
     }
 
     /// Gives issues written before `open_blockers` existed their count

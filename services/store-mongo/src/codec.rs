@@ -16,6 +16,7 @@ use corkboard_board::{
     GrantId, Integrity, Issue, IssueId, IssueState, Labels, Priority, RunId, StoreError, TenantId,
     Timestamp, Title,
 };
+use mongodb::Cursor;
 use mongodb::bson::{Bson, DateTime, Document, doc};
 
 /// Field names shared by the codec, the queries and the indexes.
@@ -133,6 +134,18 @@ pub(crate) fn issue_terms(doc: &Document) -> corkboard_board::IssueTerms {
 
 pub(crate) fn date(t: Timestamp) -> DateTime {
     DateTime::from_millis(t.as_millis())
+}
+
+/// The `_id` strings a cursor yields (a find projected to `_id`); a
+/// document whose `_id` is not a string is skipped.
+pub(crate) async fn ids(mut cursor: Cursor<Document>) -> mongodb::error::Result<Vec<String>> {
+    let mut ids = Vec::new();
+    while cursor.advance().await? {
+        if let Ok(id) = cursor.current().get_str(field::ID) {
+            ids.push(id.to_owned());
+        }
+    }
+    Ok(ids)
 }
 
 /// A BSON date as the domain's time (the inverse of [`date`]).

@@ -249,7 +249,7 @@ impl MongoStore {
         filter: Document,
         max_time: Duration,
     ) -> mongodb::error::Result<Vec<String>> {
-        let mut best = self
+        let best = self
             .issues(tenant)
             .find(filter)
             .sort(ready_sort())
@@ -257,13 +257,7 @@ impl MongoStore {
             .projection(doc! { field::ID: 1 })
             .max_time(max_time)
             .await?;
-        let mut out = Vec::new();
-        while best.advance().await? {
-            if let Ok(id) = best.current().get_str(field::ID) {
-                out.push(id.to_owned());
-            }
-        }
-        Ok(out)
+        crate::codec::ids(best).await
     }
 
     /// `claim_next`: reads the ids of the best [`CLAIM_NEXT_PAGE`] ready

@@ -52,7 +52,7 @@
 //! that fails (or a process that dies between the two) leaves the claim
 //! to the round of step 2: later, never lost.
 
-use crate::codec::{claim_write, date, field, issue_from_doc, raw_claim, timestamp};
+use crate::codec::{claim_write, date, field, ids, issue_from_doc, raw_claim, timestamp};
 use crate::error::store_error;
 use crate::issues::system_author;
 use crate::schema;
@@ -214,16 +214,17 @@ impl MongoStore {
             }
         }
         // Only a tenant with endpoints stages events on its issues, so only
-        // those are looked at (markers a tenant left before its last
-        // endpoint went would be queued to nobody).
+        // those are looked at (its last endpoint takes its markers with it:
+        // `staged.rs`).
         let hooked = self.tenants_with_webhooks(&visiting).await?;
-        let mut cleaning: Vec<&TenantId> = round.iter().collect();
-        for announced in due.iter().filter(|due| due.leftovers_due(now)) {
-            if !cleaning.contains(&&announced.tenant) {
-                cleaning.push(&announced.tenant);
-            }
-        }
-        for tenant in cleaning {
+        // Step 2's work: the round's tenants, and those announced and due.
+        let cleaning = visiting.iter().filter(|&&tenant| {
+            round.contains(tenant)
+                || due
+                    .iter()
+                    .any(|due| &due.tenant == tenant && due.leftovers_due(now))
+        });
+        for &tenant in cleaning {
             // Blocker counts a writer left unsettled (it died or failed
             // between its write and the recount): `blockers.rs`.
             let settled = self.settle_pending(tenant).await.map(drop);
@@ -295,7 +296,7 @@ impl MongoStore {
     async fn leftover_round(&self) -> Result<Vec<TenantId>, StoreError> {
         let fail = |e: mongodb::error::Error| store_error(&e);
         let after = self.sweep_round_after();
-        let mut cursor = self
+        let cursor = self
             .schema()
             .find(doc! { field::ID: {
                 "$gt": after.as_deref().unwrap_or(schema::TENANT_KEYS.0),
@@ -307,12 +308,7 @@ impl MongoStore {
             .max_time(self.max_time())
             .await
             .map_err(fail)?;
-        let mut keys = Vec::new();
-        while cursor.advance().await.map_err(fail)? {
-            if let Ok(key) = cursor.current().get_str(field::ID) {
-                keys.push(key.to_owned());
-            }
-        }
+        let keys = ids(cursor).await.map_err(fail)?;
         // A short round reached the last tenant: the next starts over.
         let next = if (keys.len() as i64) < LEFTOVER_TENANTS_PER_PASS {
             None
