@@ -118,9 +118,10 @@ pub enum Command {
         #[arg(long)]
         approval_policies: Option<u32>,
         /// The titles of the create_issue load: `one` throughout (the
-        /// suite's, the similar look-up's worst case: every open issue
-        /// shares every word) or `distinct` (4,096 titles of four words
-        /// from a vocabulary of 120, in turn).
+        /// suite's main points: every open issue shares every word, so the
+        /// similar look-up finds its candidates among the first it reads)
+        /// or `distinct` (65,536 titles of four words from a vocabulary of
+        /// 120, in turn: the look-up reads hundreds of candidates).
         #[arg(long, default_value = "one")]
         titles: Titles,
     },

@@ -54,9 +54,10 @@ impl FromStr for Era {
 /// The titles a `create_issue` load files its issues under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Titles {
-    /// One title throughout (the suite's load, so its figures compare
+    /// One title throughout (the suite's main load, so its figures compare
     /// across runs): every open issue shares every word of the next
-    /// create's title, the similar look-up's worst case.
+    /// create's title, so the similar look-up finds its twenty among the
+    /// first twenty it reads, its cheapest case.
     #[default]
     One,
     /// [`DISTINCT_TITLES`] titles in turn (more than a 5 s run at full

@@ -73,6 +73,16 @@ fn label<'a>(r: &'a Record, key: &str) -> &'a str {
     r.labels.get(key).map_or("", String::as_str)
 }
 
+/// A point's tool, with the titles of a create load that did not file one
+/// title throughout (`mcp --titles distinct`): its figures are another
+/// board's, not the suite's usual create point's.
+fn tool(r: &Record) -> String {
+    match label(r, "titles") {
+        "" => label(r, "tool").to_owned(),
+        titles => format!("{} ({titles} titles)", label(r, "tool")),
+    }
+}
+
 fn value(r: &Record, key: &str) -> Option<f64> {
     r.values.get(key).copied()
 }
@@ -138,7 +148,10 @@ fn targets(records: &[Record]) -> Vec<Target> {
                     "{} endpoint, {} registry, {}",
                     label(r, "endpoint"),
                     label(r, "registry"),
-                    label(r, "era")
+                    match label(r, "titles") {
+                        "" => label(r, "era").to_owned(),
+                        titles => format!("{}, {titles} titles", label(r, "era")),
+                    }
                 ),
                 format!("p99 {p99:.2} ms{disk}"),
                 Some(p99 <= 5.0 && r.errors == 0),
@@ -362,7 +375,7 @@ pub fn render(
                 let _ = writeln!(
                     s,
                     "| {} | {} | {} | {} | {:.0} | {:.0} | {} | {} | {} | {} | {} | {} | {} |",
-                    label(r, "tool"),
+                    tool(r),
                     label(r, "era"),
                     r.concurrency.unwrap_or(0),
                     board_size(r),
@@ -1266,6 +1279,8 @@ mod tests {
                 "create_issue",
                 Some(("board_open_issues_at_least", 10_000.0)),
             ),
+            point("create_issue", Some(("board_open_issues", 20_000.0)))
+                .label("titles", "distinct"),
         ];
         let text = render(&records, &Machine::default(), None, "scripts/bench");
         assert!(
@@ -1278,6 +1293,15 @@ mod tests {
         );
         assert!(
             text.contains("| create_issue | stateless | 64 | ≥10000 | 9000 |"),
+            "{text}"
+        );
+        // A load of distinct titles says so, in the table and the targets.
+        assert!(
+            text.contains("| create_issue (distinct titles) | stateless | 64 | 20000 | 9000 |"),
+            "{text}"
+        );
+        assert!(
+            text.contains("| gateway endpoint, redis registry, stateless, distinct titles |"),
             "{text}"
         );
     }
