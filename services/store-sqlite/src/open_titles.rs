@@ -63,7 +63,7 @@ use corkboard_board::{
     Title, is_open, limits, term_set,
 };
 use rusqlite::{Connection, Row, params};
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
@@ -130,9 +130,11 @@ const OPEN_COUNT: &str = "SELECT coalesce(sum(n), 0) FROM board_counts \
 /// "2026-12-05 (day)"): the allocations' lengths, plus for each
 /// allocation the allocator's header and rounding ...
 const ALLOCATION_OVERHEAD: usize = 16;
-/// ... for each word of each issue its key's share of the word's set (26
-/// bytes in a node of eleven, the nodes half to two thirds full) ...
-const WORD_KEY_BYTES: usize = 56;
+/// ... for each word of each issue its entry's share of the word's set
+/// (a 26-byte key and its 4-byte slot in a node of eleven, the nodes half
+/// to two thirds full: the 56 bytes measured for the key alone, scaled by
+/// the node's size with the slots) ...
+const WORD_KEY_BYTES: usize = 64;
 /// ... for each word held its set's first node, its entry and its text's
 /// allocation ...
 const WORD_SET_BYTES: usize = 320;
@@ -211,11 +213,13 @@ impl HeldTitle {
 
 /// A word of the held titles: its number, which no other word of the
 /// tenant has while it is held (a look-up compares numbers, not strings),
-/// and the issues holding it, ordered by id (newest last).
+/// and the issues holding it, ordered by id (newest last), each with its
+/// slot in [`TenantTitles::titles`], so that a look-up reaches a
+/// candidate without hashing its id.
 #[derive(Debug)]
 struct HeldWord {
     number: u64,
-    issues: BTreeSet<IdKey>,
+    issues: BTreeMap<IdKey, u32>,
 }
 
 /// How many of `ours` are in `theirs`, both ascending.
@@ -238,7 +242,16 @@ fn shared(ours: &[u64], theirs: &[u64]) -> usize {
 /// One tenant's open titles.
 #[derive(Debug, Default)]
 struct TenantTitles {
-    issues: HashMap<IdKey, HeldTitle>,
+    /// Each held issue's slot in `titles`.
+    slots: HashMap<IdKey, u32>,
+    /// The held issues by slot; a slot let go (`None`) is in `free` and
+    /// taken again before the table grows. A look-up reaches its
+    /// candidates here by the slots the words' sets hold: about 330 of
+    /// them per create on a board of distinct titles, each of which cost
+    /// a hash of its 26-byte id and a probe of a table of tens of
+    /// thousands of titles (services/bench/FINDINGS.md).
+    titles: Vec<Option<HeldTitle>>,
+    free: Vec<u32>,
     /// Each word held, its number and the issues holding it.
     words: HashMap<String, HeldWord>,
     /// The number of the next word held (never one used before: a `u64`
@@ -257,7 +270,10 @@ impl TenantTitles {
     fn set(&mut self, id: IssueId, row: Option<OpenTitle>) {
         let row = row.filter(|row| is_open(row.state));
         let key = IdKey::of(&id);
-        let old = self.issues.remove(&key);
+        let old = self.slots.remove(&key).and_then(|slot| {
+            self.free.push(slot);
+            self.titles[slot as usize].take()
+        });
         let old_words: BTreeSet<String> = old
             .as_ref()
             .map(|old| old.words().map(str::to_owned).collect())
@@ -278,29 +294,58 @@ impl TenantTitles {
                 }
             }
         }
-        for word in new_words.difference(&old_words) {
+        // An open title without a word is no candidate (as in SQL, where
+        // `open_title_words` has no row of it).
+        let Some(row) = row.filter(|_| !new_words.is_empty()) else {
+            self.count_bytes();
+            return;
+        };
+        let slot = match self.free.pop() {
+            Some(slot) => slot,
+            None => {
+                // A tenant holds at most `per_tenant` issues, far below
+                // u32::MAX; past it the build is given up anyway.
+                let slot = u32::try_from(self.titles.len()).unwrap_or(u32::MAX);
+                self.titles.push(None);
+                slot
+            }
+        };
+        for word in &new_words {
             let held = self.words.entry(word.clone()).or_insert_with(|| {
                 self.held_bytes += WORD_SET_BYTES + word.len();
                 self.next_word += 1;
                 HeldWord {
                     number: self.next_word,
-                    issues: BTreeSet::new(),
+                    issues: BTreeMap::new(),
                 }
             });
-            held.issues.insert(key);
+            // Every word, not only the new ones: the issue's slot may
+            // have changed.
+            held.issues.insert(key, slot);
         }
-        // An open title without a word is no candidate (as in SQL, where
-        // `open_title_words` has no row of it).
-        if let Some(row) = row.filter(|_| !new_words.is_empty()) {
-            let numbers = new_words
-                .iter()
-                .filter_map(|word| self.words.get(word).map(|held| held.number))
-                .collect();
-            let held = HeldTitle::new(id, row, &new_words, numbers);
-            self.held_bytes += held.bytes();
-            self.issues.insert(key, held);
-        }
-        self.bytes = self.held_bytes + table_bytes(&self.issues) + table_bytes(&self.words);
+        let numbers = new_words
+            .iter()
+            .filter_map(|word| self.words.get(word).map(|held| held.number))
+            .collect();
+        let held = HeldTitle::new(id, row, &new_words, numbers);
+        self.held_bytes += held.bytes();
+        self.titles[slot as usize] = Some(held);
+        self.slots.insert(key, slot);
+        self.count_bytes();
+    }
+
+    /// How many issues are held.
+    fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// `bytes`, from what is held and the tables' capacities.
+    fn count_bytes(&mut self) {
+        self.bytes = self.held_bytes
+            + table_bytes(&self.slots)
+            + table_bytes(&self.words)
+            + self.titles.capacity() * size_of::<Option<HeldTitle>>()
+            + self.free.capacity() * size_of::<u32>();
     }
 
     /// The SQL look-up's candidates and choice, on the held titles.
@@ -315,8 +360,8 @@ impl TenantTitles {
         // merge of two short lists of integers.
         let mut ours: Vec<u64> = held.iter().map(|(_, held)| held.number).collect();
         ours.sort_unstable();
-        let offer = |ranking: &mut SimilarRanking, key: &IdKey| {
-            self.issues.get(key).is_some_and(|held| {
+        let offer = |ranking: &mut SimilarRanking, slot: u32| {
+            self.titles[slot as usize].as_ref().is_some_and(|held| {
                 ranking.offer_counted(
                     &held.id,
                     &held.row.title,
@@ -338,12 +383,12 @@ impl TenantTitles {
                 .min_by_key(|&&(word, held)| (held.issues.len(), word))
         {
             let mut every_word = 0;
-            for id in rarest.issues.iter().rev().take(RAREST_WORD_SCAN as usize) {
+            for (id, &slot) in rarest.issues.iter().rev().take(RAREST_WORD_SCAN as usize) {
                 if every_word >= limits::SIMILAR_ALL_CANDIDATES {
                     break;
                 }
                 offered.push(*id);
-                if offer(&mut ranking, id) {
+                if offer(&mut ranking, slot) {
                     every_word += 1;
                 }
             }
@@ -351,14 +396,29 @@ impl TenantTitles {
         // Then the newest sharing any word, unless that settled it; each
         // candidate once (`offered` is newest first).
         if !held.is_empty() && !ranking.settled(limit) {
-            let any = limits::SIMILAR_ANY_CANDIDATES as usize;
-            let newest: BTreeSet<&IdKey> = held
+            // The words' sets merged newest first, each issue once: the
+            // newest of them all are the newest of each word's newest,
+            // without collecting and sorting a few hundred of those.
+            let mut heads: Vec<_> = held
                 .iter()
-                .flat_map(|&(_, held)| held.issues.iter().rev().take(any))
+                .map(|&(_, held)| held.issues.iter().rev().peekable())
                 .collect();
-            for id in newest.into_iter().rev().take(any) {
+            for _ in 0..limits::SIMILAR_ANY_CANDIDATES {
+                let Some(id) = heads
+                    .iter_mut()
+                    .filter_map(|head| head.peek().map(|&(id, _)| id))
+                    .max()
+                else {
+                    break;
+                };
+                let mut slot = 0;
+                for head in &mut heads {
+                    if let Some((_, &at)) = head.next_if(|&(key, _)| key == id) {
+                        slot = at;
+                    }
+                }
                 if offered.binary_search_by(|key| id.cmp(key)).is_err() {
-                    offer(&mut ranking, id);
+                    offer(&mut ranking, slot);
                 }
             }
         }
@@ -504,7 +564,7 @@ impl OpenTitles {
         for (id, row) in log {
             titles.set(id, row);
         }
-        if titles.issues.len() > self.bounds.per_tenant {
+        if titles.len() > self.bounds.per_tenant {
             return;
         }
         titles
@@ -605,7 +665,7 @@ impl OpenTitles {
             if held
                 .tenants
                 .get(&tenant)
-                .is_some_and(|t| t.issues.len() > self.bounds.per_tenant)
+                .is_some_and(|t| t.len() > self.bounds.per_tenant)
                 && let Some(gone) = held.tenants.remove(&tenant)
             {
                 held.bytes -= gone.bytes;
@@ -1274,10 +1334,12 @@ mod tests {
         let words: BTreeSet<&str> = t.words.keys().map(String::as_str).collect();
         assert_eq!(words, BTreeSet::from(["export", "fails"]));
         t.set(id.clone(), Some(row("export fails", IssueState::Done)));
-        assert!(t.words.is_empty() && t.issues.is_empty() && t.held_bytes == 0);
+        assert!(t.words.is_empty() && t.len() == 0 && t.held_bytes == 0);
         t.set(id.clone(), Some(row("export", IssueState::Todo)));
         t.set(id, None);
-        assert!(t.words.is_empty() && t.issues.is_empty() && t.held_bytes == 0);
+        assert!(t.words.is_empty() && t.len() == 0 && t.held_bytes == 0);
+        // Every set let its slot go and the next took it again.
+        assert_eq!((t.titles.len(), t.free.len()), (1, 1));
     }
 
     #[test]
