@@ -245,7 +245,9 @@ struct TenantTitles {
     /// Each held issue's slot in `titles`.
     slots: HashMap<IdKey, u32>,
     /// The held issues by slot; a slot let go (`None`) is in `free` and
-    /// taken again before the table grows. A look-up reaches its
+    /// taken again before the table grows (it does not shrink while the
+    /// tenant is held: its capacity is counted in `bytes`). A look-up
+    /// reaches its
     /// candidates here by the slots the words' sets hold: about 330 of
     /// them per create on a board of distinct titles, each of which cost
     /// a hash of its 26-byte id and a probe of a table of tens of
@@ -270,10 +272,8 @@ impl TenantTitles {
     fn set(&mut self, id: IssueId, row: Option<OpenTitle>) {
         let row = row.filter(|row| is_open(row.state));
         let key = IdKey::of(&id);
-        let old = self.slots.remove(&key).and_then(|slot| {
-            self.free.push(slot);
-            self.titles[slot as usize].take()
-        });
+        let old_slot = self.slots.remove(&key);
+        let old = old_slot.and_then(|slot| self.titles[slot as usize].take());
         let old_words: BTreeSet<String> = old
             .as_ref()
             .map(|old| old.words().map(str::to_owned).collect())
@@ -297,10 +297,13 @@ impl TenantTitles {
         // An open title without a word is no candidate (as in SQL, where
         // `open_title_words` has no row of it).
         let Some(row) = row.filter(|_| !new_words.is_empty()) else {
+            self.free.extend(old_slot);
             self.count_bytes();
             return;
         };
-        let slot = match self.free.pop() {
+        // An issue keeps its slot while it is held, so the words it keeps
+        // need no change.
+        let slot = match old_slot.or_else(|| self.free.pop()) {
             Some(slot) => slot,
             None => {
                 // A tenant holds at most `per_tenant` issues, far below
@@ -310,7 +313,7 @@ impl TenantTitles {
                 slot
             }
         };
-        for word in &new_words {
+        for word in new_words.difference(&old_words) {
             let held = self.words.entry(word.clone()).or_insert_with(|| {
                 self.held_bytes += WORD_SET_BYTES + word.len();
                 self.next_word += 1;
@@ -319,8 +322,6 @@ impl TenantTitles {
                     issues: BTreeMap::new(),
                 }
             });
-            // Every word, not only the new ones: the issue's slot may
-            // have changed.
             held.issues.insert(key, slot);
         }
         let numbers = new_words
@@ -1338,8 +1339,19 @@ mod tests {
         t.set(id.clone(), Some(row("export", IssueState::Todo)));
         t.set(id, None);
         assert!(t.words.is_empty() && t.len() == 0 && t.held_bytes == 0);
-        // Every set let its slot go and the next took it again.
+        // One slot throughout: kept while held, taken again once let go.
         assert_eq!((t.titles.len(), t.free.len()), (1, 1));
+        let (a, b) = (IssueId::generate(), IssueId::generate());
+        t.set(a.clone(), Some(row("login fails", IssueState::Todo)));
+        t.set(b.clone(), Some(row("login slow", IssueState::Todo)));
+        t.set(a.clone(), Some(row("login fails again", IssueState::Todo)));
+        let slot = |id: &IssueId| t.slots[&IdKey::of(id)];
+        assert_eq!((slot(&a), slot(&b), t.titles.len()), (0, 1, 2));
+        let login = &t.words["login"].issues;
+        assert_eq!(
+            login.values().copied().collect::<BTreeSet<u32>>(),
+            BTreeSet::from([0, 1])
+        );
     }
 
     #[test]
