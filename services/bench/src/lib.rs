@@ -27,6 +27,37 @@
 
 #![forbid(unsafe_code)]
 
+/// An option type's names, one per variant: `as_str`, `Display` and a
+/// `FromStr` that lists the names when it refuses one. Defined before the
+/// modules so that each of them can use it.
+macro_rules! named {
+    ($ty:ident { $($variant:ident => $name:literal),+ $(,)? }) => {
+        impl $ty {
+            pub fn as_str(self) -> &'static str {
+                match self { $(Self::$variant => $name),+ }
+            }
+        }
+        impl ::std::fmt::Display for $ty {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+        impl ::std::str::FromStr for $ty {
+            type Err = String;
+            fn from_str(s: &str) -> ::std::result::Result<Self, String> {
+                match s {
+                    $($name => Ok(Self::$variant),)+
+                    other => Err(format!(
+                        "unknown {} {other:?} (one of: {})",
+                        stringify!($ty).to_lowercase(),
+                        [$($name),+].join(", ")
+                    )),
+                }
+            }
+        }
+    };
+}
+
 pub mod ceiling;
 pub mod cli;
 pub mod client;

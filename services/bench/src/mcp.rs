@@ -66,31 +66,7 @@ pub enum Titles {
     Distinct,
 }
 
-impl Titles {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::One => "one",
-            Self::Distinct => "distinct",
-        }
-    }
-}
-
-impl FromStr for Titles {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "one" => Ok(Self::One),
-            "distinct" => Ok(Self::Distinct),
-            other => Err(format!("unknown titles {other:?} (one or distinct)")),
-        }
-    }
-}
-
-impl fmt::Display for Titles {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+named!(Titles { One => "one", Distinct => "distinct" });
 
 /// How many different titles [`Titles::Distinct`] cycles through.
 pub const DISTINCT_TITLES: usize = 65_536;

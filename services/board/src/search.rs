@@ -581,10 +581,7 @@ impl SimilarRanking {
         integrity: crate::Integrity,
     ) -> bool {
         if shared > 0 && is_open(state) {
-            let parts = ScoreParts {
-                shared,
-                union: self.words.len() + theirs - shared,
-            };
+            let parts = self.counted(shared, theirs);
             self.rank(id, title, parts, state, updated_at, integrity);
         }
         shared == self.words.len()
@@ -642,6 +639,12 @@ impl SimilarRanking {
                 shared += 1;
             }
         }
+        self.counted(shared, theirs)
+    }
+
+    /// A candidate's parts from its count of shared words and of its own
+    /// (distinct) words.
+    fn counted(&self, shared: usize, theirs: usize) -> ScoreParts {
         ScoreParts {
             shared,
             union: self.words.len() + theirs - shared,

@@ -405,18 +405,15 @@ impl TenantTitles {
                 .map(|&(_, held)| held.issues.iter().rev().peekable())
                 .collect();
             for _ in 0..limits::SIMILAR_ANY_CANDIDATES {
-                let Some(id) = heads
+                let Some((id, &slot)) = heads
                     .iter_mut()
-                    .filter_map(|head| head.peek().map(|&(id, _)| id))
-                    .max()
+                    .filter_map(|head| head.peek().copied())
+                    .max_by_key(|&(id, _)| id)
                 else {
                     break;
                 };
-                let mut slot = 0;
                 for head in &mut heads {
-                    if let Some((_, &at)) = head.next_if(|&(key, _)| key == id) {
-                        slot = at;
-                    }
+                    head.next_if(|&(key, _)| key == id);
                 }
                 if offered.binary_search_by(|key| id.cmp(key)).is_err() {
                     offer(&mut ranking, slot);

@@ -5,9 +5,7 @@
 use crate::error::{BenchError, Result};
 use crate::procs::{self, Binaries, Process};
 use crate::setup::{self, Granted};
-use std::fmt;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 
 /// Which MCP endpoint a run's requests reach.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,34 +29,6 @@ pub enum Store {
 pub enum Registry {
     Memory,
     Redis,
-}
-
-macro_rules! named {
-    ($ty:ident { $($variant:ident => $name:literal),+ $(,)? }) => {
-        impl $ty {
-            pub fn as_str(self) -> &'static str {
-                match self { $(Self::$variant => $name),+ }
-            }
-        }
-        impl fmt::Display for $ty {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-        impl FromStr for $ty {
-            type Err = String;
-            fn from_str(s: &str) -> Result<Self, String> {
-                match s {
-                    $($name => Ok(Self::$variant),)+
-                    other => Err(format!(
-                        "unknown {} {other:?} (one of: {})",
-                        stringify!($ty).to_lowercase(),
-                        [$($name),+].join(", ")
-                    )),
-                }
-            }
-        }
-    };
 }
 
 named!(Endpoint { Studio => "studio", Gateway => "gateway", Shared => "shared" });

@@ -101,6 +101,13 @@ pub async fn run(
         let ceiling_rps = ceiling_result.rps();
         sink.emit(Record::new("ceiling").with_load(&ceiling_result, concurrency))?;
         for &tool in &scenario.tools {
+            // The titles option is for creates; other tools send their one
+            // request.
+            let titles = if tool == Tool::CreateIssue {
+                scenario.titles
+            } else {
+                Titles::One
+            };
             let sized = match (&mut list_ceiling, tool) {
                 (Some((bytes, process, sized_target)), Tool::ListIssues) => {
                     let result = load::run(&ceiling_load(sized_target, concurrency)).await?;
@@ -133,11 +140,7 @@ pub async fn run(
                     concurrency,
                     warmup: scenario.warmup,
                     duration: scenario.duration,
-                    titles: if tool == Tool::CreateIssue {
-                        scenario.titles
-                    } else {
-                        Titles::One
-                    },
+                    titles,
                 })
                 .await?;
                 let mut record = Record::new("mcp")
@@ -158,8 +161,8 @@ pub async fn run(
                     )
                     .with_load(&result, concurrency)
                     .with_ceiling(ceiling_rps);
-                if tool == Tool::CreateIssue && scenario.titles != Titles::One {
-                    record = record.label("titles", scenario.titles);
+                if titles != Titles::One {
+                    record = record.label("titles", titles);
                 }
                 if let Ok(rss) = deployment.process.rss_kib() {
                     record = record.value("server_rss_kib", rss as f64);
