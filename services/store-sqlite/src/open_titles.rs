@@ -126,6 +126,10 @@ const OPEN_ISSUES: &str = "SELECT id, title, state, updated_at, integrity FROM i
 const OPEN_COUNT: &str = "SELECT coalesce(sum(n), 0) FROM board_counts \
      WHERE tenant = ?1 AND kind = 'state' AND key NOT IN ('done', 'closed')";
 
+/// Candidates whose entries a look-up reads together ([`TenantTitles::warm`]):
+/// about as many cache misses as a core keeps in flight.
+const WARM_BATCH: usize = 16;
+
 /// What the held titles are counted at (measured: services/bench/FINDINGS.md,
 /// "2026-12-05 (day)"): the allocations' lengths, plus for each
 /// allocation the allocator's header and rounding ...
@@ -349,6 +353,24 @@ impl TenantTitles {
             + self.free.capacity() * size_of::<u32>();
     }
 
+    /// Reads each candidate's entry and the first of its word numbers
+    /// before any is scored. The candidates' slots are scattered over a
+    /// table of tens of thousands of titles, so each entry, and the
+    /// numbers behind its pointer, is a cache miss; scored one by one,
+    /// the misses came one after another (two thirds of the look-up's
+    /// time, services/bench/FINDINGS.md). Here the loads of one
+    /// candidate do not wait on another's, so the CPU has a batch's
+    /// misses in flight at once, and scoring then finds them in cache.
+    fn warm(&self, batch: &[(IdKey, u32)]) {
+        let mut touched = 0_u64;
+        for &(_, slot) in batch {
+            if let Some(Some(held)) = self.titles.get(slot as usize) {
+                touched = touched.wrapping_add(held.numbers.first().copied().unwrap_or(0));
+            }
+        }
+        std::hint::black_box(touched);
+    }
+
     /// The SQL look-up's candidates and choice, on the held titles.
     fn similar(&self, title: &Title, limit: u32) -> Vec<SimilarIssue> {
         let mut ranking = SimilarRanking::new(title.as_str());
@@ -377,6 +399,7 @@ impl TenantTitles {
         // Every word held: the newest holding the rarest one, until
         // `SIMILAR_ALL_CANDIDATES` of them held every word.
         let mut offered: Vec<IdKey> = Vec::new();
+        let mut batch: Vec<(IdKey, u32)> = Vec::with_capacity(WARM_BATCH);
         if !words.is_empty()
             && held.len() == words.len()
             && let Some(&(_, rarest)) = held
@@ -384,13 +407,27 @@ impl TenantTitles {
                 .min_by_key(|&&(word, held)| (held.issues.len(), word))
         {
             let mut every_word = 0;
-            for (id, &slot) in rarest.issues.iter().rev().take(RAREST_WORD_SCAN as usize) {
-                if every_word >= limits::SIMILAR_ALL_CANDIDATES {
+            let mut newest = rarest
+                .issues
+                .iter()
+                .rev()
+                .take(RAREST_WORD_SCAN as usize)
+                .map(|(id, &slot)| (*id, slot));
+            'scan: loop {
+                batch.clear();
+                batch.extend(newest.by_ref().take(WARM_BATCH));
+                if batch.is_empty() {
                     break;
                 }
-                offered.push(*id);
-                if offer(&mut ranking, slot) {
-                    every_word += 1;
+                self.warm(&batch);
+                for &(id, slot) in &batch {
+                    if every_word >= limits::SIMILAR_ALL_CANDIDATES {
+                        break 'scan;
+                    }
+                    offered.push(id);
+                    if offer(&mut ranking, slot) {
+                        every_word += 1;
+                    }
                 }
             }
         }
@@ -404,6 +441,7 @@ impl TenantTitles {
                 .iter()
                 .map(|&(_, held)| held.issues.iter().rev().peekable())
                 .collect();
+            let mut candidates = Vec::with_capacity(limits::SIMILAR_ANY_CANDIDATES as usize);
             for _ in 0..limits::SIMILAR_ANY_CANDIDATES {
                 let Some((id, &slot)) = heads
                     .iter_mut()
@@ -416,6 +454,12 @@ impl TenantTitles {
                     head.next_if(|&(key, _)| key == id);
                 }
                 if offered.binary_search_by(|key| id.cmp(key)).is_err() {
+                    candidates.push((*id, slot));
+                }
+            }
+            for batch in candidates.chunks(WARM_BATCH) {
+                self.warm(batch);
+                for &(_, slot) in batch {
                     offer(&mut ranking, slot);
                 }
             }
