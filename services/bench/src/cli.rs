@@ -373,6 +373,11 @@ pub enum Command {
         /// perf record's sampling frequency (Hz).
         #[arg(long, default_value_t = 999)]
         frequency: u32,
+        /// The titles of the create_issue load, as `mcp --titles`: `one`
+        /// throughout, or `distinct` (where the similar look-up reads
+        /// hundreds of candidates per create).
+        #[arg(long, default_value = "one")]
+        titles: Titles,
     },
     /// Render collected JSON lines as markdown (docs/numbers.md).
     Report {
@@ -774,6 +779,7 @@ async fn dispatch(cli: &Cli, sink: &mut Sink) -> Result<()> {
             duration,
             warmup,
             frequency,
+            titles,
         } => {
             let spec = scenario::profile::ProfileSpec {
                 tools: tools.clone(),
@@ -781,6 +787,7 @@ async fn dispatch(cli: &Cli, sink: &mut Sink) -> Result<()> {
                 warmup: *warmup,
                 duration: *duration,
                 frequency: *frequency,
+                titles: *titles,
             };
             scenario::profile::run(&bins()?, &spec, &logs, sink).await
         }

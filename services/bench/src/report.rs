@@ -943,7 +943,8 @@ fn profile_breakdown(s: &mut String, records: &[Record]) {
     if rows.is_empty() {
         return;
     }
-    let tools = distinct(rows.iter().map(|r| label(r, "tool")));
+    let columns: Vec<String> = rows.iter().map(|r| tool(r)).collect();
+    let tools = distinct(columns.iter().map(String::as_str));
     let _ = writeln!(
         s,
         "## Per-request profile: where the server's CPU goes (perf, gateway, c=64)\n"
@@ -958,9 +959,9 @@ fn profile_breakdown(s: &mut String, records: &[Record]) {
     for category in crate::scenario::profile::CATEGORIES {
         let cells: Vec<String> = tools
             .iter()
-            .map(|tool| {
+            .map(|column| {
                 rows.iter()
-                    .find(|r| label(r, "mode") == category && label(r, "tool") == *tool)
+                    .find(|r| label(r, "mode") == category && tool(r) == *column)
                     .and_then(|r| value(r, "share_pct"))
                     .map_or_else(|| "-".into(), |v| format!("{v:.1}%"))
             })
@@ -973,7 +974,7 @@ fn profile_breakdown(s: &mut String, records: &[Record]) {
         .map(|r| {
             format!(
                 "{} ({} build): {:.1} µs CPU and {:.2} context switches per request",
-                label(r, "tool"),
+                tool(r),
                 label(r, "build"),
                 value(r, "cpu_us_per_request").unwrap_or(0.0),
                 value(r, "ctx_switches_per_request").unwrap_or(0.0)
@@ -1240,16 +1241,24 @@ mod tests {
         let records = [
             share("get_issue", "SQLite", 14.3),
             share("create_issue", "SQLite", 30.0),
+            share("create_issue", "SQLite", 21.0).label("titles", "distinct"),
             share("get_issue", "Redis", 1.0),
             per_request,
         ];
         let text = render(&records, &Machine::default(), None, "scripts/bench");
+        // A create load of distinct titles is a column of its own.
         assert!(
-            text.contains("| category | get_issue share | create_issue share |"),
+            text.contains(
+                "| category | get_issue share | create_issue share | \
+                 create_issue (distinct titles) share |"
+            ),
             "{text}"
         );
-        assert!(text.contains("| SQLite | 14.3% | 30.0% |"), "{text}");
-        assert!(text.contains("| Redis | 1.0% | - |"), "{text}");
+        assert!(
+            text.contains("| SQLite | 14.3% | 30.0% | 21.0% |"),
+            "{text}"
+        );
+        assert!(text.contains("| Redis | 1.0% | - | - |"), "{text}");
         assert!(
             text.contains("get_issue (release build): 41.5 µs CPU and 0.75 context switches"),
             "{text}"

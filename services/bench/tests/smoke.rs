@@ -593,7 +593,9 @@ fn profile_per_request_and_breakdown() {
     let records = scenario(&[
         "profile",
         "--tools",
-        "get_issue",
+        "get_issue,create_issue",
+        "--titles",
+        "distinct",
         "--concurrency",
         "4",
         "--duration",
@@ -601,9 +603,17 @@ fn profile_per_request_and_breakdown() {
         "--warmup",
         "0.2s",
     ]);
-    assert_eq!(kinds(&records, "profile"), 1, "{records:?}");
-    let cpu = records[0]["values"]["cpu_us_per_request"].as_f64().unwrap();
-    assert!(cpu > 0.0, "{}", records[0]);
+    assert_eq!(kinds(&records, "profile"), 2, "{records:?}");
+    for record in records.iter().filter(|r| r["kind"] == "profile") {
+        let cpu = record["values"]["cpu_us_per_request"].as_f64().unwrap();
+        assert!(cpu > 0.0, "{record}");
+        // The titles option is for creates, and a create load says so.
+        let titles = &record["labels"]["titles"];
+        match record["labels"]["tool"].as_str() {
+            Some("create_issue") => assert_eq!(titles, "distinct", "{record}"),
+            _ => assert!(titles.is_null(), "{record}"),
+        }
+    }
     // With perf (installed and permitted here), the categories cover
     // every sample; without it, the /proc figures alone, saying so.
     let shares: Vec<f64> = records
@@ -615,8 +625,9 @@ fn profile_per_request_and_breakdown() {
         let note = records[0]["note"].as_str().unwrap_or_default();
         assert!(note.contains("no perf breakdown"), "{note}");
     } else {
+        // Each tool's categories sum to 100.
         let total: f64 = shares.iter().sum();
-        assert!((99.9..=100.1).contains(&total), "shares sum to {total}");
+        assert!((199.8..=200.2).contains(&total), "shares sum to {total}");
     }
 }
 

@@ -69,6 +69,8 @@ pub struct ProfileSpec {
     pub duration: Duration,
     /// `perf record -F`.
     pub frequency: u32,
+    /// The titles `create_issue` files its issues under.
+    pub titles: Titles,
 }
 
 /// The category of one sampled symbol.
@@ -341,6 +343,12 @@ pub async fn run(bins: &Binaries, spec: &ProfileSpec, logs: &Path, sink: &mut Si
     let ticks_per_s = rustix::param::clock_ticks_per_second().max(1) as f64;
     let build = build_of(bins);
     for &tool in &spec.tools {
+        // As in `mcp`: the titles option is for creates.
+        let titles = if tool == Tool::CreateIssue {
+            spec.titles
+        } else {
+            Titles::One
+        };
         let load_spec = LoadSpec {
             target: target.clone(),
             token: granted.token.clone(),
@@ -350,7 +358,7 @@ pub async fn run(bins: &Binaries, spec: &ProfileSpec, logs: &Path, sink: &mut Si
             concurrency: spec.concurrency,
             warmup: spec.warmup,
             duration: spec.duration,
-            titles: Titles::One,
+            titles,
         };
         let window = spec.duration;
         let (result, (before, after)) = load_with(&load_spec, async {
@@ -365,12 +373,17 @@ pub async fn run(bins: &Binaries, spec: &ProfileSpec, logs: &Path, sink: &mut Si
         let voluntary = after.voluntary.saturating_sub(before.voluntary) as f64;
         let involuntary = after.involuntary.saturating_sub(before.involuntary) as f64;
         let labels = |record: Record| {
-            record
+            let record = record
                 .label("endpoint", "gateway")
                 .label("store", "sqlite")
                 .label("registry", "redis")
                 .label("tool", tool)
-                .label("build", &build)
+                .label("build", &build);
+            if titles == Titles::One {
+                record
+            } else {
+                record.label("titles", titles)
+            }
         };
         let mut record = labels(Record::new("profile"))
             .with_load(&result, spec.concurrency)
@@ -392,8 +405,12 @@ pub async fn run(bins: &Binaries, spec: &ProfileSpec, logs: &Path, sink: &mut Si
 
         // The perf window, separate so perf's cost is not in the figures
         // above.
-        let data: PathBuf = logs.join(format!("perf-{}.data", tool.name()));
-        let perf_log = logs.join(format!("perf-{}.log", tool.name()));
+        let run_name = match titles {
+            Titles::One => tool.name().to_owned(),
+            titles => format!("{}-{titles}", tool.name()),
+        };
+        let data: PathBuf = logs.join(format!("perf-{run_name}.data"));
+        let perf_log = logs.join(format!("perf-{run_name}.log"));
         let (perf_result, refused) = load_with(
             &load_spec,
             perf_record(pid, spec.frequency, window, &data, &perf_log),
