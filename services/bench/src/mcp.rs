@@ -12,6 +12,7 @@
 
 use crate::client::{Connection, Headers, Reply};
 use crate::error::{BenchError, Result};
+use crate::record::Record;
 use bytes::Bytes;
 use hyper::Method;
 use hyper::header::HeaderMap;
@@ -67,6 +68,28 @@ pub enum Titles {
 }
 
 named!(Titles { One => "one", Distinct => "distinct" });
+
+impl Titles {
+    /// What a load of `tool` files under: the titles option is for
+    /// creates; other tools send their one request.
+    pub fn for_tool(self, tool: Tool) -> Self {
+        if tool == Tool::CreateIssue {
+            self
+        } else {
+            Self::One
+        }
+    }
+
+    /// `record`, saying its titles when they are not the suite's one
+    /// title (the report shows such a point apart: another board's
+    /// figures).
+    pub fn label(self, record: Record) -> Record {
+        match self {
+            Self::One => record,
+            titles => record.label("titles", titles),
+        }
+    }
+}
 
 /// How many different titles [`Titles::Distinct`] cycles through.
 pub const DISTINCT_TITLES: usize = 65_536;

@@ -101,13 +101,7 @@ pub async fn run(
         let ceiling_rps = ceiling_result.rps();
         sink.emit(Record::new("ceiling").with_load(&ceiling_result, concurrency))?;
         for &tool in &scenario.tools {
-            // The titles option is for creates; other tools send their one
-            // request.
-            let titles = if tool == Tool::CreateIssue {
-                scenario.titles
-            } else {
-                Titles::One
-            };
+            let titles = scenario.titles.for_tool(tool);
             let sized = match (&mut list_ceiling, tool) {
                 (Some((bytes, process, sized_target)), Tool::ListIssues) => {
                     let result = load::run(&ceiling_load(sized_target, concurrency)).await?;
@@ -161,9 +155,7 @@ pub async fn run(
                     )
                     .with_load(&result, concurrency)
                     .with_ceiling(ceiling_rps);
-                if titles != Titles::One {
-                    record = record.label("titles", titles);
-                }
+                record = titles.label(record);
                 if let Ok(rss) = deployment.process.rss_kib() {
                     record = record.value("server_rss_kib", rss as f64);
                 }

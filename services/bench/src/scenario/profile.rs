@@ -343,12 +343,7 @@ pub async fn run(bins: &Binaries, spec: &ProfileSpec, logs: &Path, sink: &mut Si
     let ticks_per_s = rustix::param::clock_ticks_per_second().max(1) as f64;
     let build = build_of(bins);
     for &tool in &spec.tools {
-        // As in `mcp`: the titles option is for creates.
-        let titles = if tool == Tool::CreateIssue {
-            spec.titles
-        } else {
-            Titles::One
-        };
+        let titles = spec.titles.for_tool(tool);
         let load_spec = LoadSpec {
             target: target.clone(),
             token: granted.token.clone(),
@@ -373,17 +368,14 @@ pub async fn run(bins: &Binaries, spec: &ProfileSpec, logs: &Path, sink: &mut Si
         let voluntary = after.voluntary.saturating_sub(before.voluntary) as f64;
         let involuntary = after.involuntary.saturating_sub(before.involuntary) as f64;
         let labels = |record: Record| {
-            let record = record
-                .label("endpoint", "gateway")
-                .label("store", "sqlite")
-                .label("registry", "redis")
-                .label("tool", tool)
-                .label("build", &build);
-            if titles == Titles::One {
+            titles.label(
                 record
-            } else {
-                record.label("titles", titles)
-            }
+                    .label("endpoint", "gateway")
+                    .label("store", "sqlite")
+                    .label("registry", "redis")
+                    .label("tool", tool)
+                    .label("build", &build),
+            )
         };
         let mut record = labels(Record::new("profile"))
             .with_load(&result, spec.concurrency)
