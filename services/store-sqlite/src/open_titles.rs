@@ -266,11 +266,10 @@ struct TenantTitles {
     /// The held issues by slot; a slot let go (`None`) is in `free` and
     /// taken again before the table grows (it does not shrink while the
     /// tenant is held: its capacity is counted in `bytes`). A look-up
-    /// reaches its
-    /// candidates here by the slots the words' sets hold: about 330 of
-    /// them per create on a board of distinct titles, each of which cost
-    /// a hash of its 26-byte id and a probe of a table of tens of
-    /// thousands of titles (services/bench/FINDINGS.md).
+    /// reaches its candidates here by the slots the words' sets hold:
+    /// about 330 of them per create on a board of distinct titles, each
+    /// of which cost a hash of its 26-byte id and a probe of a table of
+    /// tens of thousands of titles (services/bench/FINDINGS.md).
     titles: Vec<Option<HeldTitle>>,
     free: Vec<u32>,
     /// Each word held, its number and the issues holding it.
