@@ -84,7 +84,8 @@ pub enum Command {
     },
     /// get_issue / the default list_issues (a board of 50) / create_issue
     /// through one endpoint, store and registry, at each concurrency, each
-    /// against the ceiling.
+    /// against the ceiling (`--tools no_tool`: the endpoint's floor, a
+    /// request it answers without a tool).
     Mcp {
         #[arg(long, default_value = "studio")]
         endpoint: Endpoint,

@@ -262,7 +262,7 @@ async fn worker(
                     .unwrap_or(HIST_MAX_MICROS)
                     .clamp(1, HIST_MAX_MICROS);
                 tally.histogram.saturating_record(micros);
-                let verdict = mcp::classify(&reply);
+                let verdict = mcp::classify_for(spec.tool, &reply);
                 if verdict != Verdict::Ok {
                     tally.error(verdict.label(), true);
                 }

@@ -157,6 +157,13 @@ pub enum Tool {
     /// `board_stats`: the board's counts (how large the board a point ran
     /// on was).
     BoardStats,
+    /// No tool: the cheapest request the endpoint answers itself,
+    /// `server/discover` (2026-07-28 has no `ping`) or, in a 2025 session,
+    /// `ping`. Its load is the floor under every call through that
+    /// endpoint (HTTP, the caller's authentication and rate limit, the
+    /// envelope's checks, the request log), so a tool's cost per request
+    /// less this one's is what the tool itself costs.
+    NoTool,
 }
 
 impl Tool {
@@ -169,6 +176,7 @@ impl Tool {
             Self::UpstreamAdd => "bench__add",
             Self::DirectAdd => "add",
             Self::BoardStats => "board_stats",
+            Self::NoTool => "no_tool",
         }
     }
 
@@ -187,7 +195,7 @@ impl Tool {
                 Ok(json!({ "id": id }))
             }
             // The default list: no filter, the first page.
-            Self::ListIssues | Self::BoardStats => Ok(json!({})),
+            Self::ListIssues | Self::BoardStats | Self::NoTool => Ok(json!({})),
             Self::CreateIssue => Ok(create_arguments("bench: load test issue")),
             Self::UpstreamAdd | Self::DirectAdd => Ok(json!({ "a": 20, "b": 22 })),
         }
@@ -221,9 +229,10 @@ impl FromStr for Tool {
             "bench__add" => Ok(Self::UpstreamAdd),
             "add" => Ok(Self::DirectAdd),
             "board_stats" => Ok(Self::BoardStats),
+            "no_tool" => Ok(Self::NoTool),
             other => Err(format!(
                 "unknown tool {other:?} (get_issue, list_issues, create_issue, claim_issue, \
-                 board_stats, bench__add or add)"
+                 board_stats, bench__add, add or no_tool)"
             )),
         }
     }
@@ -241,8 +250,12 @@ fn base_headers(token: &str) -> Result<Headers> {
     Headers::json()?.set("accept", ACCEPT)?.bearer(token)
 }
 
-/// The stateless (2026-07-28) `tools/call` for `tool`.
+/// The stateless (2026-07-28) `tools/call` for `tool` (for
+/// [`Tool::NoTool`], `server/discover`).
 pub fn stateless_call(token: &str, tool: Tool, arguments: &Value) -> Result<PreparedCall> {
+    if tool == Tool::NoTool {
+        return stateless_request(token, "server/discover");
+    }
     stateless_named_call(token, tool.name(), arguments)
 }
 
@@ -305,7 +318,8 @@ pub fn stateless_request(token: &str, method: &str) -> Result<PreparedCall> {
 }
 
 /// Opens a legacy session on `connection` (initialize, then the
-/// initialized notification) and returns the `tools/call` to repeat in it.
+/// initialized notification) and returns the `tools/call` (for
+/// [`Tool::NoTool`], the `ping`) to repeat in it.
 pub async fn legacy_session(
     connection: &mut Connection,
     path: &str,
@@ -371,10 +385,14 @@ pub async fn legacy_session_at(
             format!("expected 202, got HTTP {}: {}", reply.status, reply.text()),
         ));
     }
-    let call = json!({
-        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
-        "params": { "name": tool.name(), "arguments": arguments }
-    });
+    let call = if tool == Tool::NoTool {
+        json!({ "jsonrpc": "2.0", "id": 1, "method": "ping" })
+    } else {
+        json!({
+            "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": { "name": tool.name(), "arguments": arguments }
+        })
+    };
     Ok(PreparedCall {
         headers: headers.into_map(),
         body: Bytes::from(serde_json::to_vec(&call)?),
@@ -412,6 +430,17 @@ impl Verdict {
 
 pub fn classify(reply: &Reply) -> Verdict {
     classify_parts(reply.status.as_u16(), &reply.body)
+}
+
+/// [`classify`] for a request of `tool`: a tool's answer says `isError`,
+/// the others' ([`Tool::NoTool`]) are results without it.
+pub fn classify_for(tool: Tool, reply: &Reply) -> Verdict {
+    match classify(reply) {
+        Verdict::Unexpected if tool == Tool::NoTool && contains(&reply.body, b"\"result\":") => {
+            Verdict::Ok
+        }
+        verdict => verdict,
+    }
 }
 
 pub fn classify_parts(status: u16, body: &[u8]) -> Verdict {
@@ -542,5 +571,37 @@ mod tests {
             body["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"],
             MODERN_VERSION
         );
+    }
+
+    #[test]
+    fn a_no_tool_load_sends_server_discover_not_a_tool_call() {
+        let tool: Tool = "no_tool".parse().unwrap();
+        assert_eq!(tool, Tool::NoTool);
+        let call = stateless_call("cbr_x", tool, &tool.arguments(None).unwrap()).unwrap();
+        assert_eq!(call.headers["mcp-method"], "server/discover");
+        assert!(!call.headers.contains_key("mcp-name"));
+        let body: Value = serde_json::from_slice(&call.body).unwrap();
+        assert_eq!(body["method"], "server/discover");
+        assert!(body["params"].get("name").is_none());
+        // A result is a no-tool request's success; an error is not.
+        let reply = |status: u16, body: &str| Reply {
+            status: hyper::StatusCode::from_u16(status).unwrap(),
+            headers: Default::default(),
+            body: Bytes::from(body.to_owned()),
+        };
+        let discovered = reply(
+            200,
+            r#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"complete"}}"#,
+        );
+        assert_eq!(classify_for(tool, &discovered), Verdict::Ok);
+        assert_eq!(
+            classify_for(Tool::GetIssue, &discovered),
+            Verdict::Unexpected
+        );
+        let unknown = reply(
+            404,
+            r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"m"}}"#,
+        );
+        assert_eq!(classify_for(tool, &unknown), Verdict::Status(404));
     }
 }

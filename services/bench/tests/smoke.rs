@@ -218,6 +218,35 @@ fn create_load_of_distinct_titles() {
     );
 }
 
+/// The endpoint's floor: a no-tool load in both eras through a run's
+/// gateway (`server/discover`, and `ping` in 2025 sessions), every request
+/// answered with a result.
+#[test]
+fn no_tool_load_through_a_gateway() {
+    let mut args = vec![
+        "mcp",
+        "--endpoint",
+        "gateway",
+        "--store",
+        "sqlite",
+        "--registry",
+        "memory",
+        "--tools",
+        "no_tool",
+        "--eras",
+        "stateless,legacy",
+    ];
+    args.extend_from_slice(LOAD);
+    let records = scenario(&args);
+    let floors: Vec<&Value> = records.iter().filter(|r| r["kind"] == "mcp").collect();
+    assert_eq!(floors.len(), 2, "{records:?}");
+    for r in floors {
+        assert_eq!(r["labels"]["tool"], "no_tool", "{r}");
+        assert!(r["count"].as_u64().unwrap_or(0) > 0, "{r}");
+        assert_eq!(r["errors"], 0, "{r}");
+    }
+}
+
 #[test]
 fn revocation() {
     let records = scenario(&["revocation", "--trials", "5"]);
