@@ -375,9 +375,9 @@ impl TenantTitles {
     /// time, services/bench/FINDINGS.md). Here the loads of one
     /// candidate do not wait on another's, so the CPU has a batch's
     /// misses in flight at once, and scoring then finds them in cache.
-    fn warm(&self, batch: &[(IdKey, u32)]) {
+    fn warm(&self, slots: impl IntoIterator<Item = u32>) {
         let mut touched = 0_u64;
-        for &(_, slot) in batch {
+        for slot in slots {
             if let Some(Some(held)) = self.titles.get(slot as usize) {
                 touched = touched.wrapping_add(held.numbers.first().copied().unwrap_or(0));
             }
@@ -433,7 +433,7 @@ impl TenantTitles {
                 if batch.is_empty() {
                     break;
                 }
-                self.warm(&batch);
+                self.warm(batch.iter().map(|&(_, slot)| slot));
                 for &(id, slot) in &batch {
                     if every_word >= limits::SIMILAR_ALL_CANDIDATES {
                         break 'scan;
@@ -468,12 +468,12 @@ impl TenantTitles {
                     head.next_if(|&(key, _)| key == id);
                 }
                 if offered.binary_search_by(|key| id.cmp(key)).is_err() {
-                    candidates.push((*id, slot));
+                    candidates.push(slot);
                 }
             }
             for batch in candidates.chunks(WARM_BATCH) {
-                self.warm(batch);
-                for &(_, slot) in batch {
+                self.warm(batch.iter().copied());
+                for &slot in batch {
                     offer(&mut ranking, slot);
                 }
             }
