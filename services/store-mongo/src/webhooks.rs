@@ -16,7 +16,10 @@
 //! too, and the key's record notes when they are all queued, so a replay
 //! after their delivery sends nothing again (only an attempt stopped
 //! between queueing and noting leaves one that was delivered since to be
-//! sent again, under the same id the receiver dedupes by). (A look-up a
+//! sent again, under the same id the receiver dedupes by). An event past
+//! the tenant's pending bound is counted as `dropped` at each endpoint
+//! once, replays included: the endpoint keeps its newest dropped ids with
+//! the count ([`DROPPED_IDS`]). (A look-up a
 //! write makes before it is applied, whether the tenant has endpoints at
 //! all, fails that write instead: it is not yet applied, and the retry is
 //! safe.) Claims
@@ -45,6 +48,25 @@ use std::time::Duration;
 
 /// Endpoints a claim reads the due deliveries of at once.
 const PROBES_AT_ONCE: usize = 8;
+
+/// The field of an endpoint holding the ids of its newest deliveries
+/// counted as `dropped`, so that a replay of the event (the sweeper
+/// queueing a marker whose write counted its drop and then failed to clear
+/// it, or a keyed write retried before its record said so) does not count
+/// it again: the count and the id are one update.
+const DROPPED_IDS: &str = "dropped_ids";
+
+/// Ids [`DROPPED_IDS`] keeps, the newest: a replay comes within seconds of
+/// its first attempt (the sweeper's grace), so it finds its id unless more
+/// than this many other events were dropped at the endpoint meanwhile. A
+/// few tens of bytes each, read by no query (every read of an endpoint
+/// leaves the field out).
+const DROPPED_IDS_KEPT: i32 = 256;
+
+/// The projection every read of an endpoint's whole document uses.
+fn endpoint_fields() -> Document {
+    doc! { DROPPED_IDS: 0 }
+}
 
 fn millis(t: Timestamp) -> i64 {
     t.as_millis()
@@ -157,6 +179,7 @@ impl MongoStore {
         let found = self
             .webhooks()
             .find_one(doc! { "tenant": tenant.as_str() })
+            .projection(doc! { field::ID: 1 })
             .max_time(self.max_time())
             .await
             .map_err(|e| store_error(&e))?;
@@ -294,14 +317,21 @@ impl MongoStore {
             if pending + n as u64 >= limits::PENDING_PER_TENANT_MAX
                 || body.len() > limits::PAYLOAD_MAX
             {
-                // Counted once: not for a delivery an earlier attempt queued.
+                // Counted once: not for a delivery an earlier attempt
+                // queued, nor for one an earlier attempt counted.
                 if self.is_queued(&id).await? {
                     continue;
                 }
                 self.webhooks()
                     .update_one(
-                        doc! { field::ID: &webhook },
-                        doc! { "$inc": { "dropped": 1_i64 } },
+                        doc! { field::ID: &webhook, DROPPED_IDS: { "$ne": id.as_str() } },
+                        doc! {
+                            "$inc": { "dropped": 1_i64 },
+                            "$push": { DROPPED_IDS: {
+                                "$each": [id.as_str()],
+                                "$slice": -DROPPED_IDS_KEPT,
+                            } },
+                        },
                     )
                     .await
                     .map_err(|e| store_error(&e))?;
@@ -445,6 +475,7 @@ impl WebhookStore for MongoStore {
             let mut cursor = self
                 .webhooks()
                 .find(doc! { "tenant": tenant.as_str() })
+                .projection(endpoint_fields())
                 .sort(doc! { field::ID: 1 })
                 .max_time(self.max_time())
                 .await
@@ -569,6 +600,7 @@ impl WebhookStore for MongoStore {
                         let endpoint = self
                             .webhooks()
                             .find_one(doc! { field::ID: due.webhook.as_str() })
+                            .projection(endpoint_fields())
                             .await
                             .map_err(|e| store_error(&e))?;
                         endpoints.insert(due.webhook.clone(), endpoint.clone());
@@ -666,6 +698,7 @@ impl WebhookStore for MongoStore {
             let endpoint = self
                 .webhooks()
                 .find_one_and_update(doc! { field::ID: &webhook_id }, update)
+                .projection(doc! { "failures": 1 })
                 .return_document(ReturnDocument::After)
                 .await
                 .map_err(|e| store_error(&e))?;

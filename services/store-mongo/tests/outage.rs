@@ -1349,6 +1349,120 @@ async fn what_a_failed_follow_up_left_is_swept_after_the_grace_not_at_the_round(
     assert!(left.is_empty(), "nothing left due: {left:?}");
 }
 
+/// An event past the tenant's pending bound counts one `dropped` at its
+/// endpoint, once: here its write counts the drop and then cannot clear
+/// the marker (the issues' validator refuses a document without one), so
+/// the sweeper queues the marker again at every pass, and each replay
+/// finds the drop already counted. Once the marker can go, it goes, and
+/// the count stays one.
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
+async fn an_event_dropped_past_the_bound_is_counted_once_however_often_it_is_replayed() {
+    use corkboard_board::WebhookStore;
+    use corkboard_board::webhook::limits::PENDING_PER_TENANT_MAX;
+    use corkboard_store_mongo::schema::{OUTBOX, SWEEP_DUE, issues};
+    use mongodb::bson::{Document, doc};
+
+    let board = TestBoard::start("dropped_once").await;
+    let db = board.raw_database().await;
+    let store = &board.store;
+    let t = TenantId::parse("dropped-once").unwrap();
+    let who = author("run-1");
+    let hook = store
+        .create_webhook(&t, &endpoint(&["issue.created"]), Timestamp::now())
+        .await
+        .expect("create webhook");
+    // The tenant's issues exist (and queue one delivery); then its
+    // outbox is full to the bound.
+    store
+        .create_issue(&t, &who, new_issue("queued"), None)
+        .await
+        .expect("create");
+    let filler: Vec<Document> = (0..PENDING_PER_TENANT_MAX)
+        .map(|i| doc! { "_id": format!("filler-{i}"), "tenant": t.as_str(), "webhook": "gone" })
+        .collect();
+    db.collection::<Document>(OUTBOX)
+        .insert_many(filler)
+        .await
+        .unwrap();
+    let refuse_clearing = |refuse: bool| {
+        let (db, collection) = (db.clone(), issues(&t));
+        async move {
+            let validator = if refuse {
+                doc! { "staged_events.0": { "$exists": true } }
+            } else {
+                doc! {}
+            };
+            db.run_command(doc! {
+                "collMod": collection,
+                "validator": validator,
+                "validationLevel": "strict",
+                "validationAction": "error",
+            })
+            .await
+            .expect("collMod");
+        }
+    };
+    let dropped = || async {
+        let listed = store.list_webhooks(&t).await.expect("list");
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].webhook.id, hook.id);
+        listed[0].status.dropped
+    };
+    let issue_docs = db.collection::<Document>(&issues(&t));
+    let markers_left = || async {
+        documents(&issue_docs, doc! { "staged_events.0": { "$exists": true } })
+            .await
+            .len()
+    };
+
+    refuse_clearing(true).await;
+    store
+        .create_issue(&t, &who, new_issue("past the bound"), None)
+        .await
+        .expect("a write past the bound is acknowledged");
+    assert_eq!(dropped().await, 1);
+    assert_eq!(markers_left().await, 1, "the marker could not be cleared");
+
+    // The writer announced its tenant; every pass after the grace
+    // replays the marker, which stays.
+    let due = db.collection::<Document>(SWEEP_DUE);
+    let mut announced = None;
+    for _ in 0..100 {
+        announced = due
+            .find_one(doc! { "_id": t.as_str(), "leftover_at": { "$exists": true } })
+            .await
+            .unwrap();
+        if announced.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let announced = announced.expect("the tenant announced to the sweeper");
+    let after_grace = Timestamp::from_millis(
+        announced
+            .get_datetime("leftover_at")
+            .unwrap()
+            .timestamp_millis(),
+    )
+    .plus_millis(1);
+    for pass in 0..3 {
+        store
+            .expire_claims(after_grace.plus_millis(pass), 100)
+            .await
+            .expect("sweep");
+        assert_eq!(markers_left().await, 1, "pass {pass}: still staged");
+        assert_eq!(dropped().await, 1, "pass {pass}: counted again");
+    }
+
+    refuse_clearing(false).await;
+    store
+        .expire_claims(after_grace.plus_millis(10), 100)
+        .await
+        .expect("sweep");
+    assert_eq!(markers_left().await, 0, "cleared once it may be");
+    assert_eq!(dropped().await, 1);
+}
+
 /// Events a write left staged on its tenant's issues (its queueing
 /// failed) go when the tenant's last endpoint is deleted, as that
 /// endpoint's pending deliveries do: the sweeper looks only at tenants
