@@ -36,19 +36,46 @@ fn endpoint(events: &[&str]) -> corkboard_board::NewWebhook {
 async fn outbox_refuses(db: &mongodb::Database, refuse: bool) {
     use corkboard_store_mongo::schema::OUTBOX;
     use mongodb::bson::doc;
-    let validator = if refuse {
-        doc! { "never": { "$exists": true } }
-    } else {
-        doc! {}
-    };
+    let validator = refuse.then(|| doc! { "never": { "$exists": true } });
+    validate(db, OUTBOX, validator).await;
+}
+
+/// Makes `collection` refuse every write whose document fails `validator`,
+/// or (`None`) accept every write again.
+async fn validate(
+    db: &mongodb::Database,
+    collection: &str,
+    validator: Option<mongodb::bson::Document>,
+) {
+    use mongodb::bson::doc;
     db.run_command(doc! {
-        "collMod": OUTBOX,
-        "validator": validator,
+        "collMod": collection,
+        "validator": validator.unwrap_or_default(),
         "validationLevel": "strict",
         "validationAction": "error",
     })
     .await
     .expect("collMod");
+}
+
+/// When the leftovers a writer announced for `tenant` are due, once the
+/// announcement (made in the background) is there.
+async fn announced_leftovers_due(db: &mongodb::Database, tenant: &TenantId) -> Timestamp {
+    use corkboard_store_mongo::schema::SWEEP_DUE;
+    use mongodb::bson::{Document, doc};
+    let due = db.collection::<Document>(SWEEP_DUE);
+    for _ in 0..100 {
+        let announced = due
+            .find_one(doc! { "_id": tenant.as_str(), "leftover_at": { "$exists": true } })
+            .await
+            .unwrap();
+        if let Some(announced) = announced {
+            let at = announced.get_datetime("leftover_at").unwrap();
+            return Timestamp::from_millis(at.timestamp_millis());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{tenant} announced to the sweeper");
 }
 
 /// Every document of `collection` matching `filter`.
@@ -1282,19 +1309,9 @@ async fn what_a_failed_follow_up_left_is_swept_after_the_grace_not_at_the_round(
         let db = db.clone();
         let (collection, id) = (issues(&unsettled), blocked.as_str().to_owned());
         async move {
-            let validator = if refuse {
-                doc! { "$nor": [{ "_id": id, "open_blockers": 0_i64 }] }
-            } else {
-                doc! {}
-            };
-            db.run_command(doc! {
-                "collMod": collection,
-                "validator": validator,
-                "validationLevel": "strict",
-                "validationAction": "error",
-            })
-            .await
-            .expect("collMod");
+            let validator =
+                refuse.then(|| doc! { "$nor": [{ "_id": id, "open_blockers": 0_i64 }] });
+            validate(&db, &collection, validator).await;
         }
     };
     refuse_recount(true).await;
@@ -1306,23 +1323,9 @@ async fn what_a_failed_follow_up_left_is_swept_after_the_grace_not_at_the_round(
     assert_eq!(open_blockers().await, Some(1), "not recounted yet");
 
     // Each writer announced its tenant (in the background).
-    let due = db.collection::<Document>(SWEEP_DUE);
     let mut leftovers_at = Vec::new();
     for t in [&staged, &unsettled] {
-        let mut announced = None;
-        for _ in 0..100 {
-            announced = due
-                .find_one(doc! { "_id": t.as_str(), "leftover_at": { "$exists": true } })
-                .await
-                .unwrap();
-            if announced.is_some() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        let announced = announced.unwrap_or_else(|| panic!("{t} announced to the sweeper"));
-        let at = announced.get_datetime("leftover_at").unwrap();
-        leftovers_at.push(Timestamp::from_millis(at.timestamp_millis()));
+        leftovers_at.push(announced_leftovers_due(&db, t).await);
     }
     let first = leftovers_at.iter().min().copied().unwrap();
     let last = leftovers_at.iter().max().copied().unwrap();
@@ -1345,7 +1348,7 @@ async fn what_a_failed_follow_up_left_is_swept_after_the_grace_not_at_the_round(
     let body: serde_json::Value = serde_json::from_str(queued[0].get_str("body").unwrap()).unwrap();
     assert_eq!(body["data"]["issue"]["id"], created.issue.id.as_str());
     assert_eq!(open_blockers().await, Some(0), "recounted");
-    let left: Vec<Document> = documents(&due, doc! {}).await;
+    let left: Vec<Document> = documents(&db.collection(SWEEP_DUE), doc! {}).await;
     assert!(left.is_empty(), "nothing left due: {left:?}");
 }
 
@@ -1359,7 +1362,7 @@ async fn what_a_failed_follow_up_left_is_swept_after_the_grace_not_at_the_round(
 async fn an_event_dropped_past_the_bound_is_counted_once_however_often_it_is_replayed() {
     use corkboard_board::WebhookStore;
     use corkboard_board::webhook::limits::PENDING_PER_TENANT_MAX;
-    use corkboard_store_mongo::schema::{OUTBOX, SWEEP_DUE, issues};
+    use corkboard_store_mongo::schema::{OUTBOX, issues};
     use mongodb::bson::{Document, doc};
 
     let board = TestBoard::start("dropped_once").await;
@@ -1387,19 +1390,8 @@ async fn an_event_dropped_past_the_bound_is_counted_once_however_often_it_is_rep
     let refuse_clearing = |refuse: bool| {
         let (db, collection) = (db.clone(), issues(&t));
         async move {
-            let validator = if refuse {
-                doc! { "staged_events.0": { "$exists": true } }
-            } else {
-                doc! {}
-            };
-            db.run_command(doc! {
-                "collMod": collection,
-                "validator": validator,
-                "validationLevel": "strict",
-                "validationAction": "error",
-            })
-            .await
-            .expect("collMod");
+            let validator = refuse.then(|| doc! { "staged_events.0": { "$exists": true } });
+            validate(&db, &collection, validator).await;
         }
     };
     let dropped = || async {
@@ -1425,26 +1417,7 @@ async fn an_event_dropped_past_the_bound_is_counted_once_however_often_it_is_rep
 
     // The writer announced its tenant; every pass after the grace
     // replays the marker, which stays.
-    let due = db.collection::<Document>(SWEEP_DUE);
-    let mut announced = None;
-    for _ in 0..100 {
-        announced = due
-            .find_one(doc! { "_id": t.as_str(), "leftover_at": { "$exists": true } })
-            .await
-            .unwrap();
-        if announced.is_some() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let announced = announced.expect("the tenant announced to the sweeper");
-    let after_grace = Timestamp::from_millis(
-        announced
-            .get_datetime("leftover_at")
-            .unwrap()
-            .timestamp_millis(),
-    )
-    .plus_millis(1);
+    let after_grace = announced_leftovers_due(&db, &t).await.plus_millis(1);
     for pass in 0..3 {
         store
             .expire_claims(after_grace.plus_millis(pass), 100)
