@@ -10,7 +10,7 @@
 //! its session.
 
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use futures_util::FutureExt;
@@ -172,6 +172,11 @@ pub struct Engine<B: ToolBackend> {
     /// Once a batch's response holds this many bytes, its remaining
     /// requests are answered [`code::RESPONSE_BUDGET`] without running.
     max_batch_response_bytes: usize,
+    /// The `server/discover` result per revision, rendered at the first
+    /// call: it is the same for every caller (`cacheScope` "public") and
+    /// carries the server's instructions, a couple of kilobytes built and
+    /// escaped again on every call otherwise.
+    discovered: [OnceLock<ResultJson>; Revision::ALL.len()],
 }
 
 impl<B: ToolBackend> std::fmt::Debug for Engine<B> {
@@ -192,6 +197,7 @@ impl<B: ToolBackend> Engine<B> {
             list_ttl_ms: Self::DEFAULT_LIST_TTL.as_millis() as u64,
             max_batch_len: crate::McpSettings::DEFAULT_MAX_BATCH_LEN,
             max_batch_response_bytes: crate::McpSettings::DEFAULT_MAX_BATCH_RESPONSE_BYTES,
+            discovered: Default::default(),
         }
     }
 
@@ -580,9 +586,14 @@ impl<B: ToolBackend> Engine<B> {
             Call::Initialize { .. } => self.initialize(revision),
             Call::Ping | Call::SetLevel => Ok(render::empty(revision, identity)),
             Call::Discover => {
+                let slot = &self.discovered[revision.index()];
+                if let Some(rendered) = slot.get() {
+                    return Ok(rendered.clone());
+                }
                 validate::identity(identity)
                     .map_err(|problem| malformed_result("server/discover", &problem))?;
-                Ok(render::discover(revision, identity, self.list_ttl_ms))
+                let rendered = render::discover(revision, identity, self.list_ttl_ms);
+                Ok(slot.get_or_init(|| rendered).clone())
             }
             Call::List => {
                 let set = self.backend.tools(ctx.principal);

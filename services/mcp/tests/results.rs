@@ -141,6 +141,12 @@ async fn discover_result() {
         result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
         "toy"
     );
+    // Later calls answer the result rendered at the first, under their
+    // own id.
+    let again = modern(json!("again"), "server/discover", json!({}));
+    let second = call(&ep, &Req::json(&again).modern_headers(&again)).await;
+    assert_eq!(second.json["id"], "again");
+    assert_eq!(&second.json["result"], result);
 }
 
 #[actix_rt::test]
