@@ -71,7 +71,8 @@ const STAGED_PER_PASS: i64 = 100;
 
 /// Markers one document holds at most, so a document cannot grow without
 /// bound while the outbox refuses inserts: a writer pushing more keeps the
-/// newest. Reaching it takes this many writes of one document whose
+/// newest, and the sweeper that finds a document full logs an error (the
+/// events let go are not counted anywhere). Reaching it takes this many writes of one document whose
 /// deliveries all failed to queue while the sweeper, every second, could
 /// not queue one either; a marker is a few hundred bytes.
 const STAGED_KEPT: i64 = 1_000;
@@ -560,7 +561,20 @@ async fn left_staged(
     let mut found = Vec::new();
     while left.advance().await.map_err(fail)? {
         let doc = left.deserialize_current().map_err(fail)?;
-        let events: Vec<StagedEvent> = staged_of(&doc)?
+        let staged = staged_of(&doc)?;
+        if staged.len() >= STAGED_KEPT as usize {
+            // Full: writes pushing more have let the oldest go, unqueued
+            // and uncounted (how many, nothing recorded).
+            tracing::error!(
+                collection = collection.name(),
+                id = doc.get_str(field::ID).unwrap_or("?"),
+                kept = STAGED_KEPT,
+                "a document holds the most staged webhook events it keeps; older events of it \
+                 may have been dropped undelivered (their queueing has failed for a long time: \
+                 see the warnings before this)"
+            );
+        }
+        let events: Vec<StagedEvent> = staged
             .into_iter()
             .filter(|e| e.at.as_millis() <= before)
             .collect();

@@ -1436,6 +1436,94 @@ async fn an_event_dropped_past_the_bound_is_counted_once_however_often_it_is_rep
     assert_eq!(dropped().await, 1);
 }
 
+/// Log lines, captured by the test thread's subscriber.
+#[derive(Clone, Default)]
+struct Capture(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Capture {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Capture {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+/// A document keeps at most 1,000 staged events, and a write pushing more
+/// lets the oldest go without counting them anywhere; so the sweeper that
+/// finds a document full says so in an error line (the queueing failures
+/// that filled it were warnings, one each).
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
+async fn a_document_full_of_staged_events_is_reported_as_an_error() {
+    use corkboard_board::WebhookStore;
+    use corkboard_store_mongo::schema::issues;
+    use mongodb::bson::{Document, doc};
+
+    let capture = Capture::default();
+    let writer = capture.clone();
+    let _log = tracing::subscriber::set_default(
+        tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish(),
+    );
+    let board = TestBoard::start("staged_full").await;
+    let db = board.raw_database().await;
+    let store = &board.store;
+    let t = TenantId::parse("staged-full").unwrap();
+    store
+        .create_webhook(&t, &endpoint(&["issue.created"]), Timestamp::now())
+        .await
+        .expect("create webhook");
+    outbox_refuses(&db, true).await;
+    let created = store
+        .create_issue(&t, &author("run-1"), new_issue("full of markers"), None)
+        .await
+        .expect("a create is acknowledged without its deliveries");
+    // Its one marker and 999 more like it: the most a document keeps.
+    let issue_docs = db.collection::<Document>(&issues(&t));
+    let id = doc! { "_id": created.issue.id.as_str() };
+    let found = issue_docs.find_one(id.clone()).await.unwrap().unwrap();
+    let marker = found.get_array("staged_events").unwrap()[0]
+        .as_document()
+        .unwrap()
+        .clone();
+    let copies: Vec<Document> = (0..999)
+        .map(|i| {
+            let mut copy = marker.clone();
+            copy.insert("key", format!("copy-{i}"));
+            copy.insert("name", format!("issue.created:copy-{i}"));
+            copy
+        })
+        .collect();
+    issue_docs
+        .update_one(
+            id,
+            doc! { "$push": { "staged_events": { "$each": copies } } },
+        )
+        .await
+        .unwrap();
+    let full = "a document holds the most staged webhook events it keeps";
+    assert!(!capture.text().contains(full));
+
+    let after_grace = announced_leftovers_due(&db, &t).await.plus_millis(1);
+    store.expire_claims(after_grace, 100).await.expect("sweep");
+    let text = capture.text();
+    let line = text
+        .lines()
+        .find(|line| line.contains(full))
+        .unwrap_or_else(|| panic!("no error line for the full document in:\n{text}"));
+    assert!(line.contains("ERROR"), "{line}");
+    assert!(line.contains(created.issue.id.as_str()), "{line}");
+}
+
 /// Events a write left staged on its tenant's issues (its queueing
 /// failed) go when the tenant's last endpoint is deleted, as that
 /// endpoint's pending deliveries do: the sweeper looks only at tenants
