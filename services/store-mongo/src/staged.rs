@@ -72,9 +72,10 @@ const STAGED_PER_PASS: i64 = 100;
 /// Markers one document holds at most, so a document cannot grow without
 /// bound while the outbox refuses inserts: a writer pushing more keeps the
 /// newest, and the sweeper that finds a document full logs an error (the
-/// events let go are not counted anywhere). Reaching it takes this many writes of one document whose
-/// deliveries all failed to queue while the sweeper, every second, could
-/// not queue one either; a marker is a few hundred bytes.
+/// events let go are not counted anywhere). Reaching it takes this many
+/// writes of one document whose deliveries all failed to queue while the
+/// sweeper, every second, could not queue one either; a marker is a few
+/// hundred bytes.
 const STAGED_KEPT: i64 = 1_000;
 
 /// One event staged on the document it is about.
