@@ -8,36 +8,12 @@ use crate::common;
 
 use anyhow::{Context, Result};
 use common::*;
+use corkboard_testkit::LogCapture;
 use serde_json::{Value, json};
-use std::io::Write;
-use std::sync::{Arc, Mutex};
-
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap_or_else(|p| p.into_inner())).into_owned()
-    }
-}
 
 #[actix_rt::test]
 async fn one_event_per_request_without_arguments_or_tokens() -> Result<()> {
-    let captured = Captured::default();
+    let captured = LogCapture::default();
     let writer = captured.clone();
     tracing_subscriber::fmt()
         .json()
@@ -138,7 +114,7 @@ async fn one_event_per_request_without_arguments_or_tokens() -> Result<()> {
             })
             .collect();
         assert_eq!(per_request.len(), 3, "{mode:?}: {per_request:#?}");
-        captured.0.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        captured.clear();
     }
     Ok(())
 }

@@ -1436,26 +1436,6 @@ async fn an_event_dropped_past_the_bound_is_counted_once_however_often_it_is_rep
     assert_eq!(dropped().await, 1);
 }
 
-/// Log lines, captured by the test thread's subscriber.
-#[derive(Clone, Default)]
-struct Capture(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Capture {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Capture {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-}
-
 /// A document keeps at most 1,000 staged events, and a write pushing more
 /// lets the oldest go without counting them anywhere; so the sweeper that
 /// finds a document full says so in an error line (the queueing failures
@@ -1466,7 +1446,7 @@ async fn a_document_full_of_staged_events_is_reported_as_an_error() {
     use corkboard_store_mongo::schema::issues;
     use mongodb::bson::{Document, doc};
 
-    let capture = Capture::default();
+    let capture = corkboard_testkit::LogCapture::default();
     let writer = capture.clone();
     let _log = tracing::subscriber::set_default(
         tracing_subscriber::fmt()

@@ -436,7 +436,7 @@ mod tests {
     /// The lines a log layer behind `filter` writes for events at several
     /// targets and levels, inside and outside a span.
     fn lines_logged(filter: LogFilter) -> String {
-        let out = crate::logs::tests::Lines::default();
+        let out = corkboard_testkit::LogCapture::default();
         let writer = out.clone();
         let layer = tracing_subscriber::fmt::layer()
             .without_time()
@@ -551,7 +551,7 @@ mod tests {
     /// an exporter or not) for a `debug` and a `warn` event inside an
     /// `info` span that carries a request id.
     fn lines_in_a_request(filter: &str, exporter: bool) -> Vec<serde_json::Value> {
-        let out = crate::logs::tests::Lines::default();
+        let out = corkboard_testkit::LogCapture::default();
         let writer = out.clone();
         let mut config = TelemetryConfig::new("correlation");
         config.log_filter = filter.to_owned();

@@ -342,9 +342,8 @@ impl<'w> FormatFields<'w> for NoSpanFields {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
-    use std::sync::{Arc, Mutex};
     use tracing_subscriber::layer::SubscriberExt;
 
     #[test]
@@ -406,30 +405,9 @@ pub(crate) mod tests {
         assert!(line.0.ends_with(&expected), "{}", line.0);
     }
 
-    /// A log writer that keeps what it is given (clones share it).
-    #[derive(Clone, Default)]
-    pub(crate) struct Lines(Arc<Mutex<Vec<u8>>>);
-
-    impl Lines {
-        /// Everything written so far.
-        pub(crate) fn text(&self) -> String {
-            String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
-        }
-    }
-
-    impl std::io::Write for Lines {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
     #[test]
     fn a_line_is_one_json_object_with_typed_fields_and_renamed_reserved_keys() {
-        let lines = Lines::default();
+        let lines = corkboard_testkit::LogCapture::default();
         let sink = lines.clone();
         let subscriber = tracing_subscriber::registry().with(CorrelationLayer).with(
             tracing_subscriber::fmt::layer()

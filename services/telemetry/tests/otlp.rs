@@ -131,7 +131,7 @@ async fn spans_reach_a_real_otlp_receiver_and_shutdown_returns() {
     let receiver = Receiver::start();
     let mut config = TelemetryConfig::new("corkboard-otlp-test");
     config.otlp_endpoint = Some(receiver.endpoint());
-    let logs = LogBuffer::default();
+    let logs = LogCapture::default();
     let (dispatch, guard) = TelemetryBuilder::new(config)
         .with_log_writer(logs.clone())
         .build()
@@ -196,7 +196,7 @@ async fn spans_reach_a_real_otlp_receiver_and_shutdown_returns() {
     assert!(!dumps.is_empty());
     for secret in SECRETS {
         assert!(!dumps.contains(secret), "the receiver got {secret}");
-        assert!(!logs.contents().contains(secret), "logs contain {secret}");
+        assert!(!logs.text().contains(secret), "logs contain {secret}");
     }
 }
 
@@ -209,7 +209,7 @@ async fn shutdown_returns_when_the_collector_never_answers() {
     config.export_timeout = Duration::from_millis(500);
     config.shutdown_timeout = Duration::from_secs(1);
     let (dispatch, guard) = TelemetryBuilder::new(config)
-        .with_log_writer(LogBuffer::default())
+        .with_log_writer(LogCapture::default())
         .build()
         .expect("telemetry builds");
     tracing::dispatcher::with_default(&dispatch, || {

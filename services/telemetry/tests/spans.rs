@@ -24,12 +24,12 @@ struct Capture {
     dispatch: Dispatch,
     _guard: TelemetryGuard,
     spans: InMemorySpanExporter,
-    logs: LogBuffer,
+    logs: LogCapture,
 }
 
 fn capture(format: LogFormat) -> Capture {
     let spans = InMemorySpanExporter::default();
-    let logs = LogBuffer::default();
+    let logs = LogCapture::default();
     let mut config = TelemetryConfig::new("telemetry-test");
     config.log_format = format;
     config.log_filter = "debug".into();
@@ -209,7 +209,7 @@ async fn mcp_request_spans_carry_the_fields_and_join_the_callers_trace() {
 
     // Logs: the line logged inside the MCP span carries the request id and
     // the trace and span ids of the HTTP span, and no secret.
-    let logs = cap.logs.contents();
+    let logs = cap.logs.text();
     assert_no_secrets("logs", &logs);
     let line: serde_json::Value = logs
         .lines()
@@ -254,7 +254,7 @@ async fn error_outcomes_record_the_rpc_code_and_fail_the_span() {
         mcp.status
     );
     assert_no_secrets("exported spans", &format!("{spans:?}"));
-    let logs = cap.logs.contents();
+    let logs = cap.logs.text();
     assert!(logs.contains("mcp exchange"), "text logs: {logs}");
     assert_no_secrets("text logs", &logs);
 }
@@ -313,7 +313,7 @@ async fn request_ids_that_look_like_credentials_are_replaced_not_echoed() {
     }
     let spans = cap.spans.get_finished_spans().expect("spans");
     assert_no_secrets("exported spans", &format!("{spans:?}"));
-    assert_no_secrets("logs", &cap.logs.contents());
+    assert_no_secrets("logs", &cap.logs.text());
 }
 
 #[actix_rt::test]
@@ -402,7 +402,7 @@ async fn shutdown_under_actix_returns_promptly_with_the_in_memory_exporter() {
     let spans = InMemorySpanExporter::default();
     let (dispatch, guard) = TelemetryBuilder::new(TelemetryConfig::new("t"))
         .with_span_exporter(spans.clone())
-        .with_log_writer(LogBuffer::default())
+        .with_log_writer(LogCapture::default())
         .build()
         .expect("builds");
     tracing::dispatcher::with_default(&dispatch, || {

@@ -8,7 +8,8 @@
 //! it, never a silent skip. [`mcp`] builds
 //! the MCP requests (bodies and headers) every test folder sends, and
 //! [`MultiThread`] is the runtime of async tests that need parallel tasks,
-//! and [`ensure_file_contents`] keeps generated, committed files current.
+//! [`ensure_file_contents`] keeps generated, committed files current, and
+//! [`LogCapture`] keeps what a test's log subscriber writes.
 //!
 //! This crate panics instead of returning errors: it only runs inside tests,
 //! where a panic with a clear message is the most useful failure.
@@ -17,6 +18,7 @@
 
 mod cluster;
 mod generated;
+mod logs;
 pub mod mcp;
 mod mongo;
 mod ports;
@@ -26,6 +28,7 @@ mod server;
 
 pub use cluster::RedisCluster;
 pub use generated::ensure_file_contents;
+pub use logs::LogCapture;
 pub use mongo::*;
 pub use ports::ReservedPort;
 pub use resp::Reply;

@@ -9,33 +9,11 @@ use corkboard_grants::ResolvedGrant;
 use corkboard_grants::{MemoryRegistry, RunToken, TokenRegistry};
 use corkboard_mcp::{Authenticate, ToolBackend, ToolCall, ToolOutput};
 use corkboard_store_sqlite::SqliteStore;
+use corkboard_testkit::LogCapture;
 use corkboard_tools::BoardTools;
 use serde_json::{Value, json};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
-
-/// Log lines, captured by the process-wide subscriber.
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Capture {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Capture {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap_or_else(|p| p.into_inner())).into_owned()
-    }
-}
 
 async fn call(
     tools: &BoardTools,
@@ -63,7 +41,7 @@ async fn call(
 
 #[actix_rt::test]
 async fn logs_name_the_call_but_never_its_arguments_or_token() -> Result<()> {
-    let capture = Capture::default();
+    let capture = LogCapture::default();
     let writer = capture.clone();
     tracing::subscriber::set_global_default(
         tracing_subscriber::fmt()

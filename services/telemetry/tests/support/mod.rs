@@ -3,42 +3,8 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
-use std::io;
-use std::sync::{Arc, Mutex};
 
-/// A log writer that keeps everything written, for assertions.
-#[derive(Clone, Default)]
-pub struct LogBuffer(Arc<Mutex<Vec<u8>>>);
-
-impl LogBuffer {
-    pub fn contents(&self) -> String {
-        let bytes = self.0.lock().map(|b| b.clone()).unwrap_or_default();
-        String::from_utf8_lossy(&bytes).into_owned()
-    }
-}
-
-pub struct LogWriter(Arc<Mutex<Vec<u8>>>);
-
-impl io::Write for LogWriter {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        if let Ok(mut bytes) = self.0.lock() {
-            bytes.extend_from_slice(buf);
-        }
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogBuffer {
-    type Writer = LogWriter;
-
-    fn make_writer(&'a self) -> Self::Writer {
-        LogWriter(self.0.clone())
-    }
-}
+pub use corkboard_testkit::LogCapture;
 
 /// The secrets the tests send; none may appear in spans, logs or metrics.
 pub const FAKE_TOKEN: &str = "cbr_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
