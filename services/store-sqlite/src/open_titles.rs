@@ -667,9 +667,7 @@ impl OpenTitles {
             return Ok(());
         }
         watch.data_version = Some(data_version);
-        let epoch: i64 = conn
-            .prepare_cached("SELECT n FROM issue_epoch WHERE id = 1")?
-            .query_row([], |row| row.get(0))?;
+        let epoch = epoch(conn)?;
         if watch.epoch.is_some_and(|seen| seen != epoch) {
             self.clear();
         }
@@ -887,10 +885,11 @@ pub(crate) fn collect(conn: &Connection, index: &OpenTitles) -> rusqlite::Result
     }
     conn.prepare_cached("DELETE FROM temp.issues_touched")?
         .execute([])?;
-    pending.epoch = Some(
-        conn.prepare_cached("UPDATE issue_epoch SET n = n + 1 WHERE id = 1 RETURNING n")?
-            .query_row([], |row| row.get(0))?,
-    );
+    // Two statements, not one with `RETURNING`: SQLite gathers returned
+    // rows in a temporary table, built and dropped at every run.
+    conn.prepare_cached("UPDATE issue_epoch SET n = n + 1 WHERE id = 1")?
+        .execute([])?;
+    pending.epoch = Some(epoch(conn)?);
     // The count is cheap (`board_counts`): a tenant past the bound is not
     // even asked for.
     for tenant in requested {
@@ -899,6 +898,12 @@ pub(crate) fn collect(conn: &Connection, index: &OpenTitles) -> rusqlite::Result
         }
     }
     Ok(pending)
+}
+
+/// How many groups have changed issues in the file (`issue_epoch`).
+fn epoch(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.prepare_cached("SELECT n FROM issue_epoch WHERE id = 1")?
+        .query_row([], |row| row.get(0))
 }
 
 /// Whether `tenant` has at most `per_tenant` open issues.
