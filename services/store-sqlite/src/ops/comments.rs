@@ -4,7 +4,7 @@
 
 use super::history;
 use super::issues::{get_issue, issue_not_found};
-use super::keys::{KeyKind, find_key, remember_key, replayed_issue_id};
+use super::keys::{KeyKind, KeyedRequest, find_key, remember_key, replayed_issue_id};
 use super::search::search_rowid;
 use super::{WriteOp, webhooks};
 use crate::codec::{COMMENT_COLUMNS, comment_from_row};
@@ -98,8 +98,7 @@ pub(crate) struct AddComment {
     pub tenant: TenantId,
     pub author: Author,
     pub comment: NewComment,
-    pub key: Option<IdempotencyKey>,
-    pub fingerprint: String,
+    pub key: Option<KeyedRequest>,
 }
 
 impl AddComment {
@@ -112,9 +111,8 @@ impl AddComment {
         Self {
             tenant: tenant.clone(),
             author: author.clone(),
-            fingerprint: comment.fingerprint(),
+            key: KeyedRequest::new(key, || comment.fingerprint()),
             comment,
-            key: key.cloned(),
         }
     }
 }
@@ -129,9 +127,8 @@ impl WriteOp for AddComment {
             author,
             comment,
             key,
-            fingerprint,
         } = self;
-        let added = add_comment(conn, tenant, author, comment, key.as_ref(), fingerprint)?;
+        let added = add_comment(conn, tenant, author, comment, key.as_ref())?;
         if !added.replayed {
             webhooks::issue_commented(conn, tenant, &added)?;
             history::record(
@@ -149,13 +146,12 @@ fn add_comment(
     tenant: &TenantId,
     author: &Author,
     new: &NewComment,
-    key: Option<&IdempotencyKey>,
-    fingerprint: &str,
+    key: Option<&KeyedRequest>,
 ) -> Result<CommentAdded, OpError> {
-    if let Some(key) = key
-        && let Some(record) = find_key(conn, tenant, &author.run, key, KeyKind::Comment)?
+    if let Some(keyed) = key
+        && let Some(record) = find_key(conn, tenant, &author.run, &keyed.key, KeyKind::Comment)?
     {
-        let issue_id = replayed_issue_id(&record, fingerprint)?;
+        let issue_id = replayed_issue_id(&record, &keyed.fingerprint)?;
         let issue = get_issue(conn, tenant, &issue_id)?;
         let comment = issue
             .comments
@@ -234,7 +230,6 @@ fn add_comment(
             &author.run,
             key,
             KeyKind::Comment,
-            fingerprint,
             &new.issue,
             Some(&comment.id),
             now,

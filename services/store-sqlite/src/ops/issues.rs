@@ -6,7 +6,7 @@
 
 use super::comments::{AddComment, comment_window};
 use super::history;
-use super::keys::{KeyKind, find_key, remember_key, replayed_issue_id};
+use super::keys::{KeyKind, KeyedRequest, find_key, remember_key, replayed_issue_id};
 use super::search::{index_open_title, search_rowid, similar_open_issues};
 use super::{WriteOp, webhooks};
 use crate::codec::{
@@ -354,8 +354,7 @@ pub(crate) struct CreateIssue {
     pub tenant: TenantId,
     pub author: Author,
     pub new: NewIssue,
-    pub key: Option<IdempotencyKey>,
-    pub fingerprint: String,
+    pub key: Option<KeyedRequest>,
 }
 
 impl CreateIssue {
@@ -368,22 +367,27 @@ impl CreateIssue {
         Self {
             tenant: tenant.clone(),
             author: author.clone(),
-            fingerprint: new.fingerprint(),
+            key: KeyedRequest::new(key, || new.fingerprint()),
             new,
-            key: key.cloned(),
         }
     }
 
     /// The issue a create already made under this key (a retry).
     fn replayed(&self, conn: &Connection) -> Result<Option<Created>, OpError> {
-        let Some(key) = &self.key else {
+        let Some(keyed) = &self.key else {
             return Ok(None);
         };
-        let Some(record) = find_key(conn, &self.tenant, &self.author.run, key, KeyKind::Issue)?
+        let Some(record) = find_key(
+            conn,
+            &self.tenant,
+            &self.author.run,
+            &keyed.key,
+            KeyKind::Issue,
+        )?
         else {
             return Ok(None);
         };
-        let id = replayed_issue_id(&record, &self.fingerprint)?;
+        let id = replayed_issue_id(&record, &keyed.fingerprint)?;
         // The current issue, not a snapshot: the caller retried and wants
         // to see where the issue stands now.
         let issue = get_issue(conn, &self.tenant, &id)?;
@@ -402,7 +406,6 @@ impl CreateIssue {
             &self.author,
             &self.new,
             self.key.as_ref(),
-            &self.fingerprint,
         )?;
         webhooks::issue_created(conn, &self.tenant, &created.issue)?;
         history::record(
@@ -611,8 +614,7 @@ fn insert_issue(
     tenant: &TenantId,
     author: &Author,
     new: &NewIssue,
-    key: Option<&IdempotencyKey>,
-    fingerprint: &str,
+    key: Option<&KeyedRequest>,
 ) -> Result<Created, OpError> {
     new.validate()?;
     check_relations(conn, tenant, None, &new.related(), new.parent.as_ref())?;
@@ -666,7 +668,6 @@ fn insert_issue(
             &author.run,
             key,
             KeyKind::Issue,
-            fingerprint,
             &issue.id,
             None,
             now,

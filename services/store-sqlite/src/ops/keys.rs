@@ -23,6 +23,31 @@ impl KeyKind {
     }
 }
 
+/// A write's idempotency key with the fingerprint of its request (the
+/// key's record keeps it, and a retry must bring the same). Made only for
+/// a keyed write: the fingerprint serialises and hashes the whole request
+/// (about 16,000 instructions a create), which a write without a key never
+/// reads.
+#[derive(Debug, Clone)]
+pub(crate) struct KeyedRequest {
+    pub key: IdempotencyKey,
+    pub fingerprint: String,
+}
+
+impl KeyedRequest {
+    /// `key` with the request's fingerprint, or `None` (and no fingerprint
+    /// made) without one.
+    pub(crate) fn new(
+        key: Option<&IdempotencyKey>,
+        fingerprint: impl FnOnce() -> String,
+    ) -> Option<Self> {
+        key.map(|key| Self {
+            key: key.clone(),
+            fingerprint: fingerprint(),
+        })
+    }
+}
+
 /// A key's stored record.
 pub(crate) struct KeyRecord {
     fingerprint: String,
@@ -78,9 +103,8 @@ pub(crate) fn remember_key(
     conn: &Connection,
     tenant: &TenantId,
     run: &RunId,
-    key: &IdempotencyKey,
+    keyed: &KeyedRequest,
     kind: KeyKind,
-    fingerprint: &str,
     issue: &IssueId,
     comment: Option<&CommentId>,
     now: Timestamp,
@@ -93,9 +117,9 @@ pub(crate) fn remember_key(
     stmt.execute(params![
         tenant.as_str(),
         run.as_str(),
-        key.as_str(),
+        keyed.key.as_str(),
         kind.as_str(),
-        fingerprint,
+        keyed.fingerprint,
         issue.as_str(),
         comment.map(CommentId::as_str),
         now.as_millis(),
