@@ -14,11 +14,10 @@ use serde_json::{Value, json};
 #[actix_rt::test]
 async fn one_event_per_request_without_arguments_or_tokens() -> Result<()> {
     let captured = LogCapture::default();
-    let writer = captured.clone();
     tracing_subscriber::fmt()
         .json()
         .with_max_level(tracing::Level::INFO)
-        .with_writer(move || writer.clone())
+        .with_writer(captured.clone())
         .init();
 
     for mode in MODES {

@@ -1447,11 +1447,10 @@ async fn a_document_full_of_staged_events_is_reported_as_an_error() {
     use mongodb::bson::{Document, doc};
 
     let capture = corkboard_testkit::LogCapture::default();
-    let writer = capture.clone();
     let _log = tracing::subscriber::set_default(
         tracing_subscriber::fmt()
             .with_ansi(false)
-            .with_writer(move || writer.clone())
+            .with_writer(capture.clone())
             .finish(),
     );
     let board = TestBoard::start("staged_full").await;

@@ -437,11 +437,10 @@ mod tests {
     /// targets and levels, inside and outside a span.
     fn lines_logged(filter: LogFilter) -> String {
         let out = corkboard_testkit::LogCapture::default();
-        let writer = out.clone();
         let layer = tracing_subscriber::fmt::layer()
             .without_time()
             .with_ansi(false)
-            .with_writer(move || writer.clone())
+            .with_writer(out.clone())
             .boxed();
         let dispatch = Dispatch::new(Registry::default().with(filter.wrap(layer)));
         tracing::dispatcher::with_default(&dispatch, || {
@@ -552,11 +551,10 @@ mod tests {
     /// `info` span that carries a request id.
     fn lines_in_a_request(filter: &str, exporter: bool) -> Vec<serde_json::Value> {
         let out = corkboard_testkit::LogCapture::default();
-        let writer = out.clone();
         let mut config = TelemetryConfig::new("correlation");
         config.log_filter = filter.to_owned();
         config.log_format = LogFormat::Json;
-        let mut builder = TelemetryBuilder::new(config).with_log_writer(move || writer.clone());
+        let mut builder = TelemetryBuilder::new(config).with_log_writer(out.clone());
         if exporter {
             builder = builder.with_span_exporter(InMemorySpanExporter::default());
         }

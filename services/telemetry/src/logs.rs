@@ -408,12 +408,11 @@ mod tests {
     #[test]
     fn a_line_is_one_json_object_with_typed_fields_and_renamed_reserved_keys() {
         let lines = corkboard_testkit::LogCapture::default();
-        let sink = lines.clone();
         let subscriber = tracing_subscriber::registry().with(CorrelationLayer).with(
             tracing_subscriber::fmt::layer()
                 .event_format(JsonLines)
                 .fmt_fields(NoSpanFields)
-                .with_writer(move || sink.clone()),
+                .with_writer(lines.clone()),
         );
         tracing::subscriber::with_default(subscriber, || {
             let span = tracing::info_span!("outer", request_id = "req-1", tenant = "acme");

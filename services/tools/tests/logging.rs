@@ -42,12 +42,11 @@ async fn call(
 #[actix_rt::test]
 async fn logs_name_the_call_but_never_its_arguments_or_token() -> Result<()> {
     let capture = LogCapture::default();
-    let writer = capture.clone();
     tracing::subscriber::set_global_default(
         tracing_subscriber::fmt()
             .with_max_level(tracing::Level::TRACE)
             .with_ansi(false)
-            .with_writer(move || writer.clone())
+            .with_writer(capture.clone())
             .finish(),
     )?;
     tokio::time::timeout(Duration::from_secs(60), async {

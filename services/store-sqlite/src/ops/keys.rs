@@ -28,7 +28,7 @@ impl KeyKind {
 /// a keyed write: the fingerprint serialises and hashes the whole request
 /// (about 16,000 instructions a create), which a write without a key never
 /// reads.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct KeyedRequest {
     pub key: IdempotencyKey,
     pub fingerprint: String,
