@@ -343,12 +343,38 @@ pub(crate) fn query_plan(
     sql: &str,
     params: impl rusqlite::Params,
 ) -> Vec<String> {
-    conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+    // Its `detail` column.
+    explained(conn, "EXPLAIN QUERY PLAN", 3, sql, params)
+}
+
+/// The opcodes of the program SQLite runs for `sql` with `params`
+/// (`EXPLAIN`), its triggers' programs included, for tests that pin what a
+/// statement does at every run (no temporary table: `OpenEphemeral`).
+#[cfg(test)]
+pub(crate) fn opcodes(
+    conn: &rusqlite::Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+) -> Vec<String> {
+    // Its `opcode` column.
+    explained(conn, "EXPLAIN", 1, sql, params)
+}
+
+/// One text column of each row of `explain` (an `EXPLAIN` form) for `sql`.
+#[cfg(test)]
+fn explained(
+    conn: &rusqlite::Connection,
+    explain: &str,
+    column: usize,
+    sql: &str,
+    params: impl rusqlite::Params,
+) -> Vec<String> {
+    conn.prepare(&format!("{explain} {sql}"))
         .expect("a statement to explain")
-        .query_map(params, |row| row.get::<_, String>(3))
-        .expect("its plan")
+        .query_map(params, |row| row.get::<_, String>(column))
+        .expect("its explanation")
         .collect::<Result<_, _>>()
-        .expect("its plan's lines")
+        .expect("its explanation's rows")
 }
 
 #[cfg(test)]

@@ -1180,12 +1180,7 @@ mod tests {
             "UPDATE issues SET state = 'done', priority = 'high' WHERE tenant = 'acme' AND id = 'iss_1'",
         ];
         for write in writes {
-            let mut explain = conn.prepare(&format!("EXPLAIN {write}")).unwrap();
-            let opcodes: Vec<String> = explain
-                .query_map([], |row| row.get::<_, String>(1))
-                .unwrap()
-                .collect::<Result<_, _>>()
-                .unwrap();
+            let opcodes = crate::query::opcodes(&conn, write, []);
             assert!(
                 opcodes.iter().any(|op| op == "Program"),
                 "the triggers are listed: {write}"

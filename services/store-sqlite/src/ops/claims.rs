@@ -103,58 +103,56 @@ impl WriteOp for ClaimNext {
     }
 }
 
-/// The statement of [`claim_next`]: claims the best ready issue `query`
-/// matches for `claimant` at `now`, returning its id.
-fn claim_next_sql(
+/// The statement that picks [`claim_next`]'s issue: the candidates for
+/// the best ready issue `query` matches at `now`, as `(urgency,
+/// created_at, id)` rows, at most two. The best of them in the ready order
+/// is the one to claim.
+fn claim_next_candidates_sql(
     tenant: &TenantId,
     query: &ListQuery,
-    claimant: &Claimant,
     now: Timestamp,
 ) -> (String, Vec<Value>) {
     let mut ready = query.clone();
     ready.ready = true;
     ready.cursor = None;
     ready.limit = 1;
-    // The best of two: the best unclaimed issue (`issues_ready_unclaimed`,
-    // which holds no claimed issue, so live claims cost nothing to pass
-    // over) and the best whose claim lapsed but was not swept yet (named:
-    // the claims' expiry index, whose range is the few lapsed claims; the
-    // planner would otherwise walk the ready index through every live
-    // claim); each has every ready condition.
+    // The best unclaimed issue (`issues_ready_unclaimed`, which holds no
+    // claimed issue, so live claims cost nothing to pass over) and the best
+    // whose claim lapsed but was not swept yet (named: the claims' expiry
+    // index, whose range is the few lapsed claims; the planner would
+    // otherwise walk the ready index through every live claim); each has
+    // every ready condition. The better of the two is chosen by the caller:
+    // an `ORDER BY` over both would sort them in a temporary table.
     let mut text = String::from(
-        "UPDATE issues SET claim_run = ?, claim_grant = ?, claimed_at = ?, claim_expires_at = ?, \
-         version = version + 1, updated_at = max(updated_at, ?) WHERE tenant = ? AND id = \
-         (SELECT id FROM (SELECT * FROM (SELECT i.id, i.urgency AS u, i.created_at AS c \
-         FROM issues i WHERE i.tenant = ? AND i.claim_run IS NULL",
+        "SELECT * FROM (SELECT i.urgency, i.created_at, i.id FROM issues i \
+         WHERE i.tenant = ? AND i.claim_run IS NULL",
     );
-    let mut values = vec![
-        Value::Text(claimant.run.as_str().to_owned()),
-        Value::Text(claimant.grant.as_str().to_owned()),
-        Value::Integer(now.as_millis()),
-        Value::Integer(claimant.claim_expires_at(now).as_millis()),
-        Value::Integer(now.as_millis()),
-        Value::Text(tenant.as_str().to_owned()),
-        Value::Text(tenant.as_str().to_owned()),
-    ];
+    let mut values = vec![Value::Text(tenant.as_str().to_owned())];
     push_filters(&ready, now, &mut text, &mut values);
     text.push_str(READY_ORDER);
     text.push_str(
-        " LIMIT 1) UNION ALL SELECT * FROM (SELECT i.id, i.urgency, i.created_at FROM issues i \
+        " LIMIT 1) UNION ALL SELECT * FROM (SELECT i.urgency, i.created_at, i.id FROM issues i \
          INDEXED BY issues_claim_expiry WHERE i.tenant = ? AND i.claim_run IS NOT NULL AND i.claim_expires_at <= ?",
     );
     values.push(Value::Text(tenant.as_str().to_owned()));
     values.push(Value::Integer(now.as_millis()));
     push_filters(&ready, now, &mut text, &mut values);
     text.push_str(READY_ORDER);
-    text.push_str(" LIMIT 1)) ORDER BY u, c, id LIMIT 1) RETURNING id");
+    text.push_str(" LIMIT 1)");
     (text, values)
 }
 
-/// One conditional statement picks and claims: the `UPDATE` takes the
-/// first row of the ready query (the ready order) in the writer's
-/// transaction, so of racing claimants in any process sharing the file
-/// each issue goes to exactly one, and no claimant is refused an issue
-/// another took: it simply gets the next one.
+/// Sets `claimant`'s claim on the issue [`claim_next`] picked. Its own
+/// statement, not `RETURNING` from one that picks and claims: SQLite
+/// gathers returned rows in a temporary table, built at every run.
+const CLAIM_PICKED: &str = "UPDATE issues SET claim_run = ?1, claim_grant = ?2, claimed_at = ?3, \
+     claim_expires_at = ?4, version = version + 1, updated_at = max(updated_at, ?3) \
+     WHERE tenant = ?5 AND id = ?6";
+
+/// Picks and claims in the writer's transaction, which holds the file's
+/// write lock from the pick to the claim: of racing claimants in any
+/// process sharing the file each issue goes to exactly one, and no
+/// claimant is refused an issue another took: it simply gets the next one.
 fn claim_next(
     conn: &Connection,
     tenant: &TenantId,
@@ -165,12 +163,24 @@ fn claim_next(
     claimant
         .live_at(now)
         .map_err(|e| OpError::Store(StoreError::Invalid(e)))?;
-    let (text, values) = claim_next_sql(tenant, query, claimant, now);
-    let claimed: Option<String> = conn
+    let (text, values) = claim_next_candidates_sql(tenant, query, now);
+    let candidates: Vec<(i64, i64, String)> = conn
         .prepare_cached(&text)?
-        .query_row(params_from_iter(values), |row| row.get(0))
-        .optional()?;
-    if let Some(id) = claimed {
+        .query_map(params_from_iter(values), |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+        })?
+        .collect::<Result<_, _>>()?;
+    // The ready order: urgency, then age, then id (SQLite's BINARY
+    // collation compares bytes, as `String`'s order does).
+    if let Some((_, _, id)) = candidates.into_iter().min() {
+        conn.prepare_cached(CLAIM_PICKED)?.execute(params![
+            claimant.run.as_str(),
+            claimant.grant.as_str(),
+            now.as_millis(),
+            claimant.claim_expires_at(now).as_millis(),
+            tenant.as_str(),
+            id,
+        ])?;
         let id = IssueId::parse(id).map_err(|e| OpError::Store(e.into()))?;
         let issue = get_issue(conn, tenant, &id)?;
         webhooks::issue_claimed_next(conn, tenant, &issue)?;
@@ -611,15 +621,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let conn = schema::open_writer(&dir.path().join("s.sqlite3"), &Default::default()).unwrap();
         let tenant = TenantId::parse("t").unwrap();
-        let claimant = Claimant {
-            run: RunId::parse("run-a").unwrap(),
-            grant: corkboard_board::GrantId::generate(),
-            expires_at: Timestamp::now().plus_millis(3_600_000),
-            lease: None,
-            integrity: corkboard_board::Integrity::Agent,
-        };
         let (text, values) =
-            claim_next_sql(&tenant, &ListQuery::default(), &claimant, Timestamp::now());
+            claim_next_candidates_sql(&tenant, &ListQuery::default(), Timestamp::now());
         let plan = crate::query::query_plan(&conn, &text, params_from_iter(values)).join("\n");
         // Unclaimed issues from the index without claims, in the ready
         // order (no sort of the board); lapsed claims from their expiry
@@ -635,6 +638,36 @@ mod tests {
         );
         assert!(!plan.contains("issues_ready ("), "{plan}");
         assert!(!plan.contains("SCAN i"), "{plan}");
+    }
+
+    /// A temporary table costs a claim a B-tree and its page cache, built
+    /// and dropped at every run (opcode `OpenEphemeral`). The claim builds
+    /// none; the pick builds one, to sort the lapsed claims it considers
+    /// (few, and not in the ready order); with `RETURNING` and an `ORDER BY`
+    /// over both candidates it built three.
+    #[test]
+    fn a_claim_builds_no_temporary_table_but_the_lapsed_claims_sort() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = schema::open_writer(&dir.path().join("s.sqlite3"), &Default::default()).unwrap();
+        // The writer's own notes of what its group touched (open_titles.rs).
+        conn.execute_batch(crate::open_titles::CREATE_TOUCHED)
+            .unwrap();
+        let tenant = TenantId::parse("t").unwrap();
+        let (text, values) =
+            claim_next_candidates_sql(&tenant, &ListQuery::default(), Timestamp::now());
+        let pick = crate::query::opcodes(&conn, &text, params_from_iter(values));
+        assert_eq!(
+            pick.iter().filter(|op| *op == "OpenEphemeral").count(),
+            1,
+            "{pick:?}"
+        );
+        let claim = crate::query::opcodes(
+            &conn,
+            CLAIM_PICKED,
+            params!["run-a", "grt_x", 1, 2, "t", "iss_1"],
+        );
+        assert!(claim.iter().any(|op| op == "Program"), "{claim:?}");
+        assert!(!claim.iter().any(|op| op == "OpenEphemeral"), "{claim:?}");
     }
 
     #[test]
