@@ -33,7 +33,9 @@ pub mod queue_limits {
     /// issues read for the per-priority and per-label counts) are counted
     /// up to this many and no further, so one call's work does not grow
     /// with the board. A count that stopped is named in
-    /// `BoardStats::at_least`.
+    /// `BoardStats::at_least`. The claimed and blocked counts of a
+    /// `claim_next` that found no ready work stop here too
+    /// (`ClaimNext::NoReadyWork`).
     pub const STATS_COUNT_CAP: u64 = 10_000;
 }
 
@@ -170,12 +172,7 @@ impl BoardStats {
     /// [`queue_limits::STATS_COUNT_CAP`]: itself, or the cap with `part`
     /// marked as a lower bound.
     pub fn capped(&mut self, part: StatsPart, counted: u64) -> u64 {
-        if counted > queue_limits::STATS_COUNT_CAP {
-            self.at_least.insert(part);
-            queue_limits::STATS_COUNT_CAP
-        } else {
-            counted
-        }
+        capped(&mut self.at_least, part, counted)
     }
 
     /// Fills `total` and `open` from the per-state counts.
@@ -203,6 +200,18 @@ impl BoardStats {
     }
 }
 
+/// `counted`, which a store counted up to one more than
+/// [`queue_limits::STATS_COUNT_CAP`]: itself, or the cap with `part` named
+/// in `at_least` as a lower bound.
+fn capped(at_least: &mut BTreeSet<StatsPart>, part: StatsPart, counted: u64) -> u64 {
+    if counted > queue_limits::STATS_COUNT_CAP {
+        at_least.insert(part);
+        queue_limits::STATS_COUNT_CAP
+    } else {
+        counted
+    }
+}
+
 /// What `claim_next` found.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
@@ -211,8 +220,31 @@ pub enum ClaimNext {
     Claimed { issue: Box<Issue> },
     /// No ready issue matches the filters; of the open ones that do, how
     /// many are claimed (by a live claim) and how many unclaimed but
-    /// blocked by an open issue.
-    NoReadyWork { claimed: u64, blocked: u64 },
+    /// blocked by an open issue. Each count stops at
+    /// [`queue_limits::STATS_COUNT_CAP`], as `board_stats`' do, so a run
+    /// polling an empty queue costs the store a bounded read however large
+    /// the board; a count that stopped is named in `at_least`.
+    NoReadyWork {
+        claimed: u64,
+        blocked: u64,
+        at_least: BTreeSet<StatsPart>,
+    },
+}
+
+impl ClaimNext {
+    /// No ready work, from counts a store made up to one more than
+    /// [`queue_limits::STATS_COUNT_CAP`] (a count past it is shown as the
+    /// cap and named in `at_least`).
+    pub fn no_ready_work(claimed: u64, blocked: u64) -> Self {
+        let mut at_least = BTreeSet::new();
+        let claimed = capped(&mut at_least, StatsPart::Claimed, claimed);
+        let blocked = capped(&mut at_least, StatsPart::Blocked, blocked);
+        Self::NoReadyWork {
+            claimed,
+            blocked,
+            at_least,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -258,6 +290,30 @@ mod tests {
         assert_eq!(
             Priority::Medium.at_least(),
             [Priority::Medium, Priority::High, Priority::Urgent]
+        );
+    }
+
+    #[test]
+    fn no_ready_work_stops_its_counts_at_the_cap_and_names_them() {
+        let cap = queue_limits::STATS_COUNT_CAP;
+        assert_eq!(
+            ClaimNext::no_ready_work(cap, 3),
+            ClaimNext::NoReadyWork {
+                claimed: cap,
+                blocked: 3,
+                at_least: BTreeSet::new(),
+            },
+            "the cap itself is exact"
+        );
+        let past = ClaimNext::no_ready_work(cap + 1, cap + 1);
+        assert_eq!(
+            serde_json::to_value(&past).unwrap(),
+            serde_json::json!({
+                "outcome": "no_ready_work",
+                "claimed": cap,
+                "blocked": cap,
+                "at_least": ["claimed", "blocked"],
+            })
         );
     }
 

@@ -251,9 +251,14 @@ pub async fn claim_next_race<S: BoardStore>(stores: &[Arc<S>], name: &str) {
         .await
         .unwrap()
     {
-        ClaimNext::NoReadyWork { claimed, blocked } => {
+        ClaimNext::NoReadyWork {
+            claimed,
+            blocked,
+            at_least,
+        } => {
             assert_eq!(claimed, expected_ready.len() as u64);
             assert_eq!(blocked, OPEN_BLOCKERS as u64);
+            assert!(at_least.is_empty(), "exact under the cap: {at_least:?}");
         }
         other => panic!("expected no ready work, got {other:?}"),
     }
@@ -419,8 +424,13 @@ pub async fn case_claim_next_takes_the_best_match_of_its_filters<S: BoardStore>(
     }
     // The low child is below the minimum priority; the claimed one counts.
     match store.claim_next(&t, &query, &me).await.unwrap() {
-        ClaimNext::NoReadyWork { claimed, blocked } => {
+        ClaimNext::NoReadyWork {
+            claimed,
+            blocked,
+            at_least,
+        } => {
             assert_eq!((claimed, blocked), (1, 0));
+            assert!(at_least.is_empty(), "exact under the cap: {at_least:?}");
         }
         other => panic!("expected no ready work, got {other:?}"),
     }

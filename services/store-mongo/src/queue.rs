@@ -305,10 +305,7 @@ impl MongoStore {
         for _ in 0..CLAIM_NEXT_READS {
             now = Timestamp::now();
             let Some(filter) = Self::ready_filter(&ready, now, lapsed) else {
-                let none = ClaimNext::NoReadyWork {
-                    claimed: 0,
-                    blocked: 0,
-                };
+                let none = ClaimNext::no_ready_work(0, 0);
                 return Ok((none, Vec::new()));
             };
             let ids = self
@@ -377,7 +374,8 @@ impl MongoStore {
 
     /// "No ready work" for `query`: how many of the open issues it
     /// matches are claimed (a live claim), and how many unclaimed but
-    /// blocked (`open_blockers` above 0), each one count of an index range.
+    /// blocked (`open_blockers` above 0), each one count of an index range
+    /// stopped past [`queue_limits::STATS_COUNT_CAP`].
     async fn no_ready_work(
         &self,
         tenant: &TenantId,
@@ -399,8 +397,11 @@ impl MongoStore {
             match filter {
                 Some(mut filter) => {
                     and_push(&mut filter, extra);
+                    // Up to one more than the cap: a poll of an empty
+                    // queue reads a bounded range however large the board.
                     self.issues(tenant)
                         .count_documents(filter)
+                        .limit(queue_limits::STATS_COUNT_CAP + 1)
                         .max_time(max_time)
                         .await
                         .map_err(fail)
@@ -419,7 +420,7 @@ impl MongoStore {
             doc! { field::OPEN_BLOCKERS: { "$gt": 0_i64 } },
         )
         .await?;
-        Ok(ClaimNext::NoReadyWork { claimed, blocked })
+        Ok(ClaimNext::no_ready_work(claimed, blocked))
     }
 
     /// `board_stats`, each count bounded by

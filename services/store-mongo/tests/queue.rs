@@ -8,8 +8,9 @@ use crate::common;
 
 use common::{TestBoard, test_options};
 use corkboard_board::{
-    BlockedBy, IssueId, IssuePatch, IssueState, IssueStore, ListQuery, NewIssue, Priority,
-    StatsPart, TenantId, Timestamp, WebhookStore, queue_limits,
+    BlockedBy, ClaimNext, Claimant, GrantId, Integrity, IssueId, IssuePatch, IssueState,
+    IssueStore, ListQuery, NewIssue, Priority, RunId, StatsPart, TenantId, Timestamp, WebhookStore,
+    queue_limits,
 };
 use corkboard_store_contract::fixtures::{new_issue, tenant};
 use corkboard_store_mongo::{MongoStore, schema};
@@ -135,10 +136,41 @@ async fn board_stats_stop_at_the_cap_and_say_which_counts_did() {
     create(store, &t, "first", &[]).await;
     let cap = queue_limits::STATS_COUNT_CAP;
     let now = Timestamp::now();
+    insert_todo(&board, &t, cap + 2, 5, now).await;
+    let stats = store.board_stats(&t, now).await.unwrap();
+    let capped: Vec<StatsPart> = stats.at_least.iter().copied().collect();
+    assert_eq!(
+        capped,
+        [
+            StatsPart::States,
+            StatsPart::Priorities,
+            StatsPart::Labels,
+            StatsPart::Claimed
+        ],
+        "{stats:?}"
+    );
+    assert_eq!(stats.by_state.get(&IssueState::Todo), Some(&cap));
+    assert_eq!(stats.claimed, cap);
+    assert_eq!(stats.by_priority.get(&Priority::Low), Some(&(cap - 1)));
+    // The first issue ("inbox", no priority) and the 5 unclaimed ones.
+    assert_eq!(stats.ready, 6, "counted along the ready index");
+}
+
+/// `claimed` issues of `t` claimed by run `run-c` for an hour from `now`,
+/// then `unclaimed` ones, all `todo` and `low` with label `x`, as documents
+/// straight into the tenant's collection (the store's writes would take
+/// minutes for the cap's worth).
+async fn insert_todo(
+    board: &TestBoard,
+    t: &TenantId,
+    claimed: u64,
+    unclaimed: u64,
+    now: Timestamp,
+) {
     let at = |ms: i64| DateTime::from_millis(ms);
-    let docs: Vec<Document> = (0..cap + 7)
+    let docs: Vec<Document> = (0..claimed + unclaimed)
         .map(|i| {
-            let claim = if i < cap + 2 {
+            let claim = if i < claimed {
                 Bson::Document(doc! {
                     "run": "run-c", "grant": "gr_1", "claimed_at": at(now.as_millis()),
                     "expires_at": at(now.as_millis() + 3_600_000),
@@ -157,27 +189,48 @@ async fn board_stats_stop_at_the_cap_and_say_which_counts_did() {
     board
         .raw_database()
         .await
-        .collection::<Document>(&schema::issues(&t))
+        .collection::<Document>(&schema::issues(t))
         .insert_many(docs)
         .await
         .unwrap();
-    let stats = store.board_stats(&t, now).await.unwrap();
-    let capped: Vec<StatsPart> = stats.at_least.iter().copied().collect();
+}
+
+#[actix_rt::test(system = "corkboard_testkit::MultiThread")]
+async fn claim_next_with_no_ready_work_stops_its_counts_at_the_cap_and_says_so() {
+    let board = TestBoard::start("claim-cap").await;
+    let store = &*board.store;
+    let t = tenant("claim-cap");
+    // One issue through the store (the tenant set up), claimed; then more
+    // than the cap's worth claimed by another run, as documents.
+    create(store, &t, "first", &[]).await;
+    let me = Claimant {
+        run: RunId::parse("run-a").unwrap(),
+        grant: GrantId::generate(),
+        expires_at: Timestamp::now().plus_millis(3_600_000),
+        lease: None,
+        integrity: Integrity::Agent,
+    };
+    assert!(matches!(
+        store
+            .claim_next(&t, &ListQuery::default(), &me)
+            .await
+            .unwrap(),
+        ClaimNext::Claimed { .. }
+    ));
+    let cap = queue_limits::STATS_COUNT_CAP;
+    insert_todo(&board, &t, cap + 2, 0, Timestamp::now()).await;
+    let next = store
+        .claim_next(&t, &ListQuery::default(), &me)
+        .await
+        .unwrap();
     assert_eq!(
-        capped,
-        [
-            StatsPart::States,
-            StatsPart::Priorities,
-            StatsPart::Labels,
-            StatsPart::Claimed
-        ],
-        "{stats:?}"
+        next,
+        ClaimNext::NoReadyWork {
+            claimed: cap,
+            blocked: 0,
+            at_least: [StatsPart::Claimed].into_iter().collect(),
+        }
     );
-    assert_eq!(stats.by_state.get(&IssueState::Todo), Some(&cap));
-    assert_eq!(stats.claimed, cap);
-    assert_eq!(stats.by_priority.get(&Priority::Low), Some(&(cap - 1)));
-    // The first issue ("inbox", no priority) and the 5 unclaimed ones.
-    assert_eq!(stats.ready, 6, "counted along the ready index");
 }
 
 /// A tenant's due record is set from its claims only once its last

@@ -206,27 +206,41 @@ fn claim_next(
     open.ready = false;
     open.claim = ClaimFilter::Any;
     let count = |extra: &str, extra_params: Vec<Value>| -> Result<u64, OpError> {
-        let mut text = String::from(
-            "SELECT count(*) FROM issues i WHERE i.tenant = ? AND i.state NOT IN ('done', 'closed')",
-        );
+        let mut from =
+            String::from("FROM issues i WHERE i.tenant = ? AND i.state NOT IN ('done', 'closed')");
         let mut values = vec![Value::Text(tenant.as_str().to_owned())];
-        push_filters(&open, now, &mut text, &mut values);
-        text.push_str(extra);
+        push_filters(&open, now, &mut from, &mut values);
+        from.push_str(extra);
         values.extend(extra_params);
-        let n: i64 = conn
-            .prepare_cached(&text)?
-            .query_row(params_from_iter(values), |row| row.get(0))?;
-        Ok(from_sql_u64(n))
+        count_to_cap(conn, &from, values)
     };
     let claimed = count(
         &format!(" AND {LIVE_CLAIM}"),
         vec![Value::Integer(now.as_millis())],
     )?;
+    // Driven by the blocker relations, as `board_stats`' count: a board of
+    // many claimed issues and few blocked ones is not read issue by issue.
     let blocked = count(
-        &format!(" AND NOT {LIVE_CLAIM} AND {BLOCKED}"),
-        vec![Value::Integer(now.as_millis())],
+        &format!(" AND NOT {LIVE_CLAIM} AND i.id IN ({IDS_WITH_AN_OPEN_BLOCKER})"),
+        vec![
+            Value::Integer(now.as_millis()),
+            Value::Text(tenant.as_str().to_owned()),
+        ],
     )?;
-    Ok(corkboard_board::ClaimNext::NoReadyWork { claimed, blocked })
+    Ok(corkboard_board::ClaimNext::no_ready_work(claimed, blocked))
+}
+
+/// Counts the rows of `from` (a `FROM ... WHERE ...` on `i`) with `values`,
+/// stopping at one more than [`queue_limits::STATS_COUNT_CAP`], so a
+/// count's cost stops growing with the board there (the caller marks a
+/// count past the cap as a lower bound).
+fn count_to_cap(conn: &Connection, from: &str, mut values: Vec<Value>) -> Result<u64, OpError> {
+    let cap = i64::try_from(queue_limits::STATS_COUNT_CAP + 1).unwrap_or(i64::MAX);
+    values.push(Value::Integer(cap));
+    let n: i64 = conn
+        .prepare_cached(&format!("SELECT count(*) FROM (SELECT 1 {from} LIMIT ?)"))?
+        .query_row(params_from_iter(values), |row| row.get(0))?;
+    Ok(from_sql_u64(n))
 }
 
 /// The claim stored on an issue, ended or not (a read normalises an
@@ -567,16 +581,7 @@ pub(crate) fn board_stats(
     }
     stats.set_labels(labels);
     stats.finish();
-    let cap = i64::try_from(queue_limits::STATS_COUNT_CAP + 1).unwrap_or(i64::MAX);
-    // Counts the rows of `from` (a `FROM ... WHERE ...` on `i`), stopping
-    // at `cap`.
-    let count = |from: &str, mut values: Vec<Value>| -> Result<u64, OpError> {
-        values.push(Value::Integer(cap));
-        let n: i64 = conn
-            .prepare_cached(&format!("SELECT count(*) FROM (SELECT 1 {from} LIMIT ?)"))?
-            .query_row(params_from_iter(values), |row| row.get(0))?;
-        Ok(from_sql_u64(n))
-    };
+    let count = |from: &str, values: Vec<Value>| count_to_cap(conn, from, values);
     let open = "FROM issues i WHERE i.tenant = ? AND i.state NOT IN ('done', 'closed')";
     let claimed = count(
         &format!("{open} AND {LIVE_CLAIM}"),
@@ -670,14 +675,10 @@ mod tests {
         assert!(!claim.iter().any(|op| op == "OpenEphemeral"), "{claim:?}");
     }
 
-    #[test]
-    fn board_stats_stop_the_queue_counts_at_the_cap_and_say_so() {
-        let dir = tempfile::tempdir().unwrap();
-        let conn = schema::open_writer(&dir.path().join("s.sqlite3"), &Default::default()).unwrap();
-        let cap = queue_limits::STATS_COUNT_CAP;
-        let now = Timestamp::now();
-        // `cap` + 5 claimed issues and 7 ready ones, in one transaction.
-        let claimed = cap + 5;
+    /// A board of `claimed` issues of tenant `t` claimed by run `run-c` for
+    /// an hour from `now` and `ready` unclaimed ones, all `todo` and `low`,
+    /// written in one transaction.
+    fn claimed_board(conn: &Connection, claimed: u64, ready: u64, now: Timestamp) {
         conn.execute_batch("BEGIN").unwrap();
         let mut insert = conn
             .prepare(
@@ -687,7 +688,7 @@ mod tests {
                  VALUES ('t', ?1, 'x', 'x', '', 'todo', 'low', '', 'r', 1, 1, 1, ?2, ?3, 1, ?4)",
             )
             .unwrap();
-        for i in 0..claimed + 7 {
+        for i in 0..claimed + ready {
             let holder = (i < claimed).then_some("run-c");
             insert
                 .execute(params![
@@ -700,6 +701,43 @@ mod tests {
         }
         drop(insert);
         conn.execute_batch("COMMIT").unwrap();
+    }
+
+    #[test]
+    fn claim_next_with_no_ready_work_stops_its_counts_at_the_cap_and_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = schema::open_writer(&dir.path().join("s.sqlite3"), &Default::default()).unwrap();
+        let cap = queue_limits::STATS_COUNT_CAP;
+        let now = Timestamp::now();
+        claimed_board(&conn, cap + 5, 0, now);
+        let claimant = Claimant {
+            run: RunId::parse("run-a").unwrap(),
+            grant: corkboard_board::GrantId::generate(),
+            expires_at: now.plus_millis(3_600_000),
+            lease: None,
+            integrity: corkboard_board::Integrity::Agent,
+        };
+        let tenant = TenantId::parse("t").unwrap();
+        let next = claim_next(&conn, &tenant, &ListQuery::default(), &claimant).unwrap();
+        assert_eq!(
+            next,
+            corkboard_board::ClaimNext::NoReadyWork {
+                claimed: cap,
+                blocked: 0,
+                at_least: [StatsPart::Claimed].into_iter().collect(),
+            }
+        );
+    }
+
+    #[test]
+    fn board_stats_stop_the_queue_counts_at_the_cap_and_say_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = schema::open_writer(&dir.path().join("s.sqlite3"), &Default::default()).unwrap();
+        let cap = queue_limits::STATS_COUNT_CAP;
+        let now = Timestamp::now();
+        // `cap` + 5 claimed issues and 7 ready ones.
+        let claimed = cap + 5;
+        claimed_board(&conn, claimed, 7, now);
         let stats = board_stats(&conn, &TenantId::parse("t").unwrap(), now, now).unwrap();
         // Per state and priority: exact, from the kept counts.
         assert_eq!(stats.by_state.get(&IssueState::Todo), Some(&(claimed + 7)));

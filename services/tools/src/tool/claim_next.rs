@@ -14,7 +14,9 @@ use crate::provenance;
 use crate::result_budget::{self, Answer};
 use crate::service::BoardTools;
 use crate::view::{self, COMMENTS_DEFAULT};
-use corkboard_board::{BudgetKind, ClaimNext, CommentWindow, LabelFilter, ListQuery, Priority};
+use corkboard_board::{
+    BudgetKind, ClaimNext, CommentWindow, LabelFilter, ListQuery, Priority, StatsPart,
+};
 use corkboard_grants::ResolvedGrant;
 use serde_json::{Map, Value, json};
 
@@ -22,7 +24,8 @@ pub(crate) const DESCRIPTION: &str = "Claim the next issue to work on: the most 
 oldest (when runs claim at once: one of the 64 best), open issue that no run holds and whose \
 blocked_by issues are all done or closed, among those matching the filters. Exactly one run gets \
 each issue. Returns it like get_issue, with outcome=\"claimed\"; or outcome=\"no_ready_work\" \
-with how many matching issues are claimed or blocked. The claim lapses unless you write to the \
+with how many matching issues are claimed or blocked (counts stop at 10000; those named in \
+at_least are that many or more). The claim lapses unless you write to the \
 issue or claim_issue it again within the lease (claim.expires_at); release_issue when you give up.";
 
 pub(crate) const ARGS: [&str; 3] = ["labels", "min_priority", "parent"];
@@ -71,15 +74,30 @@ pub(crate) async fn run(
         .await?;
     let issue = match next {
         ClaimNext::Claimed { issue } => *issue,
-        ClaimNext::NoReadyWork { claimed, blocked } => {
+        ClaimNext::NoReadyWork {
+            claimed,
+            blocked,
+            at_least,
+        } => {
+            // "10000+" for a count that stopped at the cap.
+            let n = |part: StatsPart, n: u64| {
+                let more = if at_least.contains(&part) { "+" } else { "" };
+                format!("{n}{more}")
+            };
+            let text_counts = (
+                n(StatsPart::Claimed, claimed),
+                n(StatsPart::Blocked, blocked),
+            );
             let structured = json!({
                 "outcome": "no_ready_work",
                 "claimed": claimed,
                 "blocked": blocked,
+                "at_least": at_least,
             });
             let text = format!(
-                "claim_next: no ready work matches; of the matching open issues {claimed} are \
-                 claimed and {blocked} blocked by open issues.\n{structured}"
+                "claim_next: no ready work matches; of the matching open issues {} are \
+                 claimed and {} blocked by open issues.\n{structured}",
+                text_counts.0, text_counts.1
             );
             return Ok(Success {
                 answer: Answer::new(structured, text),
@@ -157,6 +175,14 @@ pub(crate) fn output_schema() -> Value {
             json!({ "type": "integer", "minimum": 0, "description": what }),
         );
     }
+    properties.insert(
+        "at_least".to_owned(),
+        json!({
+            "type": "array",
+            "items": { "enum": ["claimed", "blocked"] },
+            "description": "The counts that stopped at 10000: that many or more.",
+        }),
+    );
     json!({ "type": "object", "properties": properties, "required": ["outcome"] })
 }
 
@@ -171,7 +197,7 @@ pub(crate) fn write_only_output_schema() -> Value {
     if let (Some(Value::Object(properties)), Value::Object(all)) =
         (schema.get_mut("properties"), &full["properties"])
     {
-        for name in ["outcome", "claimed", "blocked"] {
+        for name in ["outcome", "claimed", "blocked", "at_least"] {
             properties.insert(name.to_owned(), all[name].clone());
         }
     }
