@@ -7,7 +7,9 @@
 //! call. Works on the answer's JSON by field name: a field the domain
 //! gains later is shown as `name: value` with no code here.
 
+use corkboard_board::StatsPart;
 use serde_json::Value;
+use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
 /// Fields [`issue_block`] shows in its own way; every other field is shown
@@ -73,6 +75,13 @@ pub(crate) fn page_head(count: usize, next_cursor: Option<&str>, truncated: &Val
     truncation(&mut out, truncated);
     out.push('\n');
     out
+}
+
+/// A count as the text shows it: `10000+` when it stopped at its cap (its
+/// part is in `at_least`), else the number (`board_stats`, `claim_next`).
+pub(crate) fn count(n: u64, part: StatsPart, at_least: &BTreeSet<StatsPart>) -> String {
+    let more = if at_least.contains(&part) { "+" } else { "" };
+    format!("{n}{more}")
 }
 
 /// A `search_issues` answer: the hits, best first, each with its snippet.
@@ -367,6 +376,13 @@ mod tests {
 
     fn keys(map: &Map<String, Value>) -> Vec<&str> {
         map.keys().map(String::as_str).collect()
+    }
+
+    #[test]
+    fn a_count_that_stopped_at_its_cap_shows_a_plus() {
+        let at_least = BTreeSet::from([StatsPart::Claimed]);
+        assert_eq!(count(10_000, StatsPart::Claimed, &at_least), "10000+");
+        assert_eq!(count(7, StatsPart::Blocked, &at_least), "7");
     }
 
     #[test]

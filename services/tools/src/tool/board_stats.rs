@@ -7,6 +7,7 @@ use super::args::Args;
 use super::schema::object;
 use super::{Success, to_json};
 use crate::error::ToolsError;
+use crate::render;
 use crate::result_budget::Answer;
 use crate::service::BoardTools;
 use corkboard_board::{StatsPart, Timestamp, stale_window};
@@ -37,15 +38,7 @@ pub(crate) async fn run(
         )
         .await?;
     let structured = to_json(&stats)?;
-    // "10000+" for a count that stopped there.
-    let n = |part: StatsPart, n: u64| {
-        let more = if stats.at_least.contains(&part) {
-            "+"
-        } else {
-            ""
-        };
-        format!("{n}{more}")
-    };
+    let n = |part: StatsPart, n: u64| render::count(n, part, &stats.at_least);
     let text = format!(
         "board_stats: {} issues, {} open: {} ready, {} claimed, {} blocked, {} stale\n{structured}",
         n(StatsPart::States, stats.total),

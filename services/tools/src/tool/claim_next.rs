@@ -11,6 +11,7 @@ use super::{Success, retain};
 use crate::defs::BoardTool;
 use crate::error::ToolsError;
 use crate::provenance;
+use crate::render;
 use crate::result_budget::{self, Answer};
 use crate::service::BoardTools;
 use crate::view::{self, COMMENTS_DEFAULT};
@@ -79,14 +80,9 @@ pub(crate) async fn run(
             blocked,
             at_least,
         } => {
-            // "10000+" for a count that stopped at the cap.
-            let n = |part: StatsPart, n: u64| {
-                let more = if at_least.contains(&part) { "+" } else { "" };
-                format!("{n}{more}")
-            };
-            let text_counts = (
-                n(StatsPart::Claimed, claimed),
-                n(StatsPart::Blocked, blocked),
+            let (shown_claimed, shown_blocked) = (
+                render::count(claimed, StatsPart::Claimed, &at_least),
+                render::count(blocked, StatsPart::Blocked, &at_least),
             );
             let structured = json!({
                 "outcome": "no_ready_work",
@@ -95,9 +91,8 @@ pub(crate) async fn run(
                 "at_least": at_least,
             });
             let text = format!(
-                "claim_next: no ready work matches; of the matching open issues {} are \
-                 claimed and {} blocked by open issues.\n{structured}",
-                text_counts.0, text_counts.1
+                "claim_next: no ready work matches; of the matching open issues {shown_claimed} \
+                 are claimed and {shown_blocked} blocked by open issues.\n{structured}"
             );
             return Ok(Success {
                 answer: Answer::new(structured, text),
