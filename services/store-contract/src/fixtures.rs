@@ -17,6 +17,18 @@ pub fn run(name: &str) -> RunId {
     RunId::parse(name).expect("a valid run id")
 }
 
+/// Run `run_name` as a claimant: a fresh grant of an hour, an agent's
+/// level, the lease given (`None`: the store's default).
+pub fn claimant(run_name: &str, lease: Option<std::time::Duration>) -> corkboard_board::Claimant {
+    corkboard_board::Claimant {
+        run: run(run_name),
+        grant: GrantId::generate(),
+        expires_at: Timestamp::now().plus_millis(3_600_000),
+        lease,
+        integrity: corkboard_board::Integrity::Agent,
+    }
+}
+
 pub fn author(run_name: &str) -> Author {
     Author {
         kind: corkboard_board::AuthorKind::Run,

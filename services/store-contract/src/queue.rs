@@ -5,23 +5,13 @@
 use crate::fixtures::create_as_run_a as create;
 use crate::fixtures::*;
 use corkboard_board::{
-    BlockedBy, BoardStore, ClaimFilter, ClaimNext, Claimant, GrantId, IssueId, IssuePatch,
-    IssueState, LabelFilter, ListQuery, NewIssue, Priority, TenantId, Timestamp, ready_order,
+    BlockedBy, BoardStore, ClaimFilter, ClaimNext, IssueId, IssuePatch, IssueState, LabelFilter,
+    ListQuery, NewIssue, Priority, TenantId, Timestamp, ready_order,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::JoinSet;
-
-fn claimant(run_name: &str, lease: Option<Duration>) -> Claimant {
-    Claimant {
-        run: run(run_name),
-        grant: GrantId::generate(),
-        expires_at: Timestamp::now().plus_millis(3_600_000),
-        lease,
-        integrity: corkboard_board::Integrity::Agent,
-    }
-}
 
 fn with(title: &str, priority: Priority, blocked_by: &[&IssueId]) -> NewIssue {
     NewIssue {

@@ -8,11 +8,10 @@ use crate::common;
 
 use common::{TestBoard, test_options};
 use corkboard_board::{
-    BlockedBy, ClaimNext, Claimant, GrantId, Integrity, IssueId, IssuePatch, IssueState,
-    IssueStore, ListQuery, NewIssue, Priority, RunId, StatsPart, TenantId, Timestamp, WebhookStore,
-    queue_limits,
+    BlockedBy, ClaimNext, IssueId, IssuePatch, IssueState, IssueStore, ListQuery, NewIssue,
+    Priority, StatsPart, TenantId, Timestamp, WebhookStore, queue_limits,
 };
-use corkboard_store_contract::fixtures::{new_issue, tenant};
+use corkboard_store_contract::fixtures::{claimant, new_issue, tenant};
 use corkboard_store_mongo::{MongoStore, schema};
 use mongodb::bson::{Bson, DateTime, Document, doc};
 use std::sync::Arc;
@@ -203,13 +202,7 @@ async fn claim_next_with_no_ready_work_stops_its_counts_at_the_cap_and_says_so()
     // One issue through the store (the tenant set up), claimed; then more
     // than the cap's worth claimed by another run, as documents.
     create(store, &t, "first", &[]).await;
-    let me = Claimant {
-        run: RunId::parse("run-a").unwrap(),
-        grant: GrantId::generate(),
-        expires_at: Timestamp::now().plus_millis(3_600_000),
-        lease: None,
-        integrity: Integrity::Agent,
-    };
+    let me = claimant("run-a", None);
     assert!(matches!(
         store
             .claim_next(&t, &ListQuery::default(), &me)

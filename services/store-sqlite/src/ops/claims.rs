@@ -218,16 +218,23 @@ fn claim_next(
         &format!(" AND {LIVE_CLAIM}"),
         vec![Value::Integer(now.as_millis())],
     )?;
-    // Driven by the blocker relations, as `board_stats`' count: a board of
-    // many claimed issues and few blocked ones is not read issue by issue.
-    let blocked = count(
-        &format!(" AND NOT {LIVE_CLAIM} AND i.id IN ({IDS_WITH_AN_OPEN_BLOCKER})"),
+    let (unclaimed_and_blocked, values) = unclaimed_and_blocked(tenant.as_str(), now);
+    let blocked = count(&unclaimed_and_blocked, values)?;
+    Ok(corkboard_board::ClaimNext::no_ready_work(claimed, blocked))
+}
+
+/// ` AND ...`: the issue row `i` has no live claim at `now` and waits on an
+/// open blocker, with its parameters. Driven by the blocker relations
+/// (`IDS_WITH_AN_OPEN_BLOCKER`), so a count of it costs the tenant's
+/// relations, not every open issue; agrees with `BLOCKED`.
+fn unclaimed_and_blocked(tenant: &str, now: Timestamp) -> (String, Vec<Value>) {
+    (
+        format!(" AND NOT {LIVE_CLAIM} AND i.id IN ({IDS_WITH_AN_OPEN_BLOCKER})"),
         vec![
             Value::Integer(now.as_millis()),
-            Value::Text(tenant.as_str().to_owned()),
+            Value::Text(tenant.to_owned()),
         ],
-    )?;
-    Ok(corkboard_board::ClaimNext::no_ready_work(claimed, blocked))
+    )
 }
 
 /// Counts the rows of `from` (a `FROM ... WHERE ...` on `i`) with `values`,
@@ -588,15 +595,9 @@ pub(crate) fn board_stats(
         vec![Value::Text(t.to_owned()), Value::Integer(now.as_millis())],
     )?;
     stats.claimed = stats.capped(StatsPart::Claimed, claimed);
-    // Driven by the blocker relations, not by every open issue.
-    let blocked = count(
-        &format!("{open} AND NOT {LIVE_CLAIM} AND i.id IN ({IDS_WITH_AN_OPEN_BLOCKER})"),
-        vec![
-            Value::Text(t.to_owned()),
-            Value::Integer(now.as_millis()),
-            Value::Text(t.to_owned()),
-        ],
-    )?;
+    let (blocked_condition, mut values) = unclaimed_and_blocked(t, now);
+    values.insert(0, Value::Text(t.to_owned()));
+    let blocked = count(&format!("{open}{blocked_condition}"), values)?;
     stats.blocked = stats.capped(StatsPart::Blocked, blocked);
     let stale = count(
         &format!("{open} AND i.claim_run IS NOT NULL AND i.claim_expires_at <= ?"),
@@ -621,10 +622,17 @@ mod tests {
     use super::*;
     use crate::schema;
 
-    #[test]
-    fn claim_next_passes_over_no_claimed_issue() {
+    /// A board file's writer connection, in a directory that lives as
+    /// long as the returned guard.
+    fn writer() -> (tempfile::TempDir, Connection) {
         let dir = tempfile::tempdir().unwrap();
         let conn = schema::open_writer(&dir.path().join("s.sqlite3"), &Default::default()).unwrap();
+        (dir, conn)
+    }
+
+    #[test]
+    fn claim_next_passes_over_no_claimed_issue() {
+        let (_dir, conn) = writer();
         let tenant = TenantId::parse("t").unwrap();
         let (text, values) =
             claim_next_candidates_sql(&tenant, &ListQuery::default(), Timestamp::now());
@@ -652,8 +660,7 @@ mod tests {
     /// over both candidates it built three.
     #[test]
     fn a_claim_builds_no_temporary_table_but_the_lapsed_claims_sort() {
-        let dir = tempfile::tempdir().unwrap();
-        let conn = schema::open_writer(&dir.path().join("s.sqlite3"), &Default::default()).unwrap();
+        let (_dir, conn) = writer();
         // The writer's own notes of what its group touched (open_titles.rs).
         conn.execute_batch(crate::open_titles::CREATE_TOUCHED)
             .unwrap();
@@ -705,18 +712,11 @@ mod tests {
 
     #[test]
     fn claim_next_with_no_ready_work_stops_its_counts_at_the_cap_and_says_so() {
-        let dir = tempfile::tempdir().unwrap();
-        let conn = schema::open_writer(&dir.path().join("s.sqlite3"), &Default::default()).unwrap();
+        let (_dir, conn) = writer();
         let cap = queue_limits::STATS_COUNT_CAP;
         let now = Timestamp::now();
         claimed_board(&conn, cap + 5, 0, now);
-        let claimant = Claimant {
-            run: RunId::parse("run-a").unwrap(),
-            grant: corkboard_board::GrantId::generate(),
-            expires_at: now.plus_millis(3_600_000),
-            lease: None,
-            integrity: corkboard_board::Integrity::Agent,
-        };
+        let claimant = corkboard_store_contract::fixtures::claimant("run-a", None);
         let tenant = TenantId::parse("t").unwrap();
         let next = claim_next(&conn, &tenant, &ListQuery::default(), &claimant).unwrap();
         assert_eq!(
@@ -731,8 +731,7 @@ mod tests {
 
     #[test]
     fn board_stats_stop_the_queue_counts_at_the_cap_and_say_so() {
-        let dir = tempfile::tempdir().unwrap();
-        let conn = schema::open_writer(&dir.path().join("s.sqlite3"), &Default::default()).unwrap();
+        let (_dir, conn) = writer();
         let cap = queue_limits::STATS_COUNT_CAP;
         let now = Timestamp::now();
         // `cap` + 5 claimed issues and 7 ready ones.
