@@ -43,8 +43,18 @@ fn meta(level: Integrity) -> Value {
 }
 
 /// Puts `level` into `entry`'s `_meta`.
-fn label(entry: &mut Map<String, Value>, level: Integrity) {
+pub(crate) fn label(entry: &mut Map<String, Value>, level: Integrity) {
     entry.insert("_meta".to_owned(), meta(level));
+}
+
+/// How many of `issue`'s comments a run with `floor` is shown (the rest
+/// are withheld).
+pub(crate) fn comments_shown(issue: &Issue, floor: Option<Integrity>) -> usize {
+    issue
+        .comments
+        .iter()
+        .filter(|c| c.author.integrity.meets(floor))
+        .count()
 }
 
 /// `issue` as the JSON a run with `floor` is shown: refused when the issue

@@ -3,16 +3,22 @@
 //! `include_comments`), and the window of comments an issue answer
 //! carries (the latest ones, with a cursor to the older ones).
 //!
-//! Everything here works on the issue's JSON by field name, not on the
-//! domain struct: a field the domain gains later (a claim, a parent) is in
-//! a summary or selectable by `fields` as soon as its name is listed
-//! below, with no other code. `get_issue` reads its comment window from
+//! A summary's own fields are taken from the issue ([`SummaryFields`]);
+//! what a caller adds by name, and every whole-issue answer, is taken
+//! from the issue's JSON by field name: a field the domain gains later
+//! is selectable by `fields` as soon as its name is listed below, with no
+//! other code. `get_issue` reads its comment window from
 //! the store ([`corkboard_board::CommentWindow`]), so the issue comes here
 //! with only those comments and their counts; writes and lists still
 //! return whole issues, cut here to the newest comments.
 
 use crate::error::ToolsError;
-use corkboard_board::{CommentFacts, CommentId};
+use crate::provenance;
+use corkboard_board::{
+    Claim, CommentFacts, CommentId, Integrity, Issue, IssueId, IssueState, Labels, Priority, RunId,
+    Timestamp, Title,
+};
+use serde::Serialize;
 use serde_json::{Map, Value};
 
 /// Characters of the body a summary shows as `excerpt`.
@@ -20,21 +26,6 @@ pub const EXCERPT_CHARS: usize = 160;
 
 /// Comments an issue answer carries when the caller does not say.
 pub const COMMENTS_DEFAULT: usize = 10;
-
-/// Fields of the issue JSON a summary carries as they are (when present:
-/// `claim` appears on claimed issues only).
-const SUMMARY_FIELDS: [&str; 10] = [
-    "id",
-    "title",
-    "state",
-    "labels",
-    "priority",
-    "claim",
-    "updated_at",
-    "version",
-    "_meta",
-    "comments_withheld",
-];
 
 /// Names `list_issues`' `fields` accepts (besides the summary's own),
 /// each a field of the issue JSON, shown when the issue has it. `body`
@@ -64,53 +55,100 @@ pub(crate) struct ListView {
     pub comments: Option<usize>,
 }
 
-/// The summary of `issue` (its JSON) that `view` asks for.
-pub(crate) fn summary(issue: Value, view: &ListView) -> Result<Value, ToolsError> {
-    let Value::Object(mut full) = issue else {
-        return Ok(issue);
+/// The fields every summary has, taken from the issue itself. A page is
+/// built from these, not from each issue's whole JSON cut down: that
+/// round trip (every field, every comment, then all but eleven dropped)
+/// was most of the cost of a list page that is not kept. Each field
+/// serialises as it does in the issue's JSON (the same types); a field
+/// the domain gains later is in a summary once it is added here, and
+/// selectable by name once it is in [`SELECTABLE_FIELDS`].
+#[derive(Serialize)]
+struct SummaryFields<'a> {
+    id: &'a IssueId,
+    title: &'a Title,
+    state: IssueState,
+    labels: &'a Labels,
+    priority: Priority,
+    /// Null when unclaimed, as in the issue's JSON.
+    claim: &'a Option<Claim>,
+    updated_at: Timestamp,
+    version: u64,
+    author_run: &'a RunId,
+    /// The comments the run is shown (its grant's floor).
+    comment_count: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    comments_withheld: Option<usize>,
+}
+
+/// The summary of `issue` that `view` asks for, for a run with `floor`
+/// (refused when the issue is below it).
+pub(crate) fn summary(
+    issue: &Issue,
+    floor: Option<Integrity>,
+    view: &ListView,
+) -> Result<Value, ToolsError> {
+    provenance::check(issue, floor)?;
+    let shown = provenance::comments_shown(issue, floor);
+    let fields = SummaryFields {
+        id: &issue.id,
+        title: &issue.title,
+        state: issue.state,
+        labels: &issue.labels,
+        priority: issue.priority,
+        claim: &issue.claim,
+        updated_at: issue.updated_at,
+        version: issue.version,
+        author_run: &issue.author.run,
+        comment_count: shown,
+        comments_withheld: Some(issue.comments.len() - shown).filter(|&n| n > 0),
     };
-    let mut out = Map::new();
-    for name in SUMMARY_FIELDS {
-        if let Some(value) = full.remove(name) {
-            out.insert(name.to_owned(), value);
-        }
-    }
-    if let Some(run) = full.get("author").and_then(|a| a.get("run")) {
-        out.insert("author_run".to_owned(), run.clone());
-    }
-    let body = full.remove("body");
-    let wants_body = view.body || view.fields.iter().any(|f| f == "body");
-    match body {
-        Some(body) if wants_body => {
-            out.insert("body".to_owned(), body);
-        }
-        Some(Value::String(body)) => {
-            let (excerpt, cut) = excerpt(&body, EXCERPT_CHARS);
-            out.insert("excerpt".to_owned(), Value::String(excerpt));
-            if cut {
-                out.insert("excerpt_cut".to_owned(), Value::Bool(true));
-            }
-        }
-        _ => {}
-    }
-    for name in &view.fields {
-        if name != "body"
-            && name != "comments"
-            && let Some(value) = full.get(name.as_str())
-        {
-            out.insert(name.clone(), value.clone());
-        }
-    }
-    let comments = match full.remove("comments") {
-        Some(Value::Array(comments)) => comments,
-        _ => Vec::new(),
+    let Value::Object(mut out) =
+        serde_json::to_value(&fields).map_err(|err| ToolsError::Internal {
+            detail: format!("summary not serialisable: {err}"),
+        })?
+    else {
+        return Err(ToolsError::Internal {
+            detail: "a summary serialised as something other than an object".to_owned(),
+        });
     };
-    out.insert("comment_count".to_owned(), Value::from(comments.len()));
-    let limit = match view.comments {
+    provenance::label(&mut out, issue.integrity);
+    let body = issue.body.as_str();
+    if view.body || view.fields.iter().any(|f| f == "body") {
+        out.insert("body".to_owned(), Value::String(body.to_owned()));
+    } else {
+        let (excerpt, cut) = excerpt(body, EXCERPT_CHARS);
+        out.insert("excerpt".to_owned(), Value::String(excerpt));
+        if cut {
+            out.insert("excerpt_cut".to_owned(), Value::Bool(true));
+        }
+    }
+    let comments = match view.comments {
         _ if view.fields.iter().any(|f| f == "comments") => Some(usize::MAX),
         limit => limit,
     };
-    if let Some(limit) = limit {
+    let named = view.fields.iter().any(|f| f != "body" && f != "comments");
+    if !named && comments.is_none() {
+        return Ok(Value::Object(out));
+    }
+    // Fields by name and comments: from the issue's JSON as a run with
+    // `floor` is shown it (comments below the floor left out, the rest
+    // labelled).
+    let Value::Object(mut full) = provenance::issue_json(issue, floor, false)? else {
+        return Ok(Value::Object(out));
+    };
+    for name in &view.fields {
+        if name != "body"
+            && name != "comments"
+            && let Some(value) = full.remove(name.as_str())
+        {
+            out.insert(name.clone(), value);
+        }
+    }
+    if let Some(limit) = comments {
+        let comments = match full.remove("comments") {
+            Some(Value::Array(comments)) => comments,
+            _ => Vec::new(),
+        };
         put_latest(&mut out, comments, limit);
     }
     Ok(Value::Object(out))
@@ -258,7 +296,187 @@ pub(crate) fn excerpt(text: &str, max: usize) -> (String, bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use corkboard_board::{Author, Body, Comment, CommentBody, GrantId, NewIssue, TenantId};
     use serde_json::json;
+
+    /// An issue written by a run at `level`, with comments by runs at
+    /// `comment_levels` (`c0`, `c1`, ...).
+    fn issue(body: &str, level: Integrity, comment_levels: &[Integrity]) -> Issue {
+        let mut new = NewIssue::new(Title::parse("Flaky test").unwrap());
+        new.body = Body::parse(body).unwrap();
+        new.labels = Labels::parse(vec!["bug".to_owned()]).unwrap();
+        new.priority = Priority::High;
+        let author = Author::run(RunId::parse("run-1").unwrap(), None, level);
+        let mut issue = new.into_issue(
+            TenantId::parse("acme").unwrap(),
+            author,
+            Timestamp::from_millis(1_000),
+        );
+        for (i, &level) in comment_levels.iter().enumerate() {
+            issue.comments.push(Comment {
+                id: CommentId::generate(),
+                body: CommentBody::parse(format!("c{i}")).unwrap(),
+                author: Author::run(RunId::parse("run-2").unwrap(), None, level),
+                created_at: Timestamp::from_millis(2_000),
+            });
+        }
+        issue
+    }
+
+    fn keys(value: &Value) -> Vec<&str> {
+        value
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect()
+    }
+
+    #[test]
+    fn a_summary_has_the_documented_fields_and_an_excerpt() {
+        let long = "word ".repeat(100);
+        let read = issue(&long, Integrity::Agent, &[Integrity::Agent; 3]);
+        let s = summary(&read, None, &ListView::default()).unwrap();
+        // The keys in order (serde_json's map is sorted).
+        assert_eq!(
+            keys(&s),
+            [
+                "_meta",
+                "author_run",
+                "claim",
+                "comment_count",
+                "excerpt",
+                "excerpt_cut",
+                "id",
+                "labels",
+                "priority",
+                "state",
+                "title",
+                "updated_at",
+                "version"
+            ]
+        );
+        // Each field as the issue's own JSON has it.
+        let whole = serde_json::to_value(&read).unwrap();
+        for name in [
+            "id",
+            "title",
+            "state",
+            "labels",
+            "priority",
+            "claim",
+            "updated_at",
+            "version",
+        ] {
+            assert_eq!(s[name], whole[name], "{name}");
+        }
+        assert_eq!(s["_meta"][provenance::INTEGRITY_META], "agent");
+        assert_eq!(s["author_run"], "run-1");
+        assert_eq!(s["comment_count"], 3);
+        let excerpt = s["excerpt"].as_str().unwrap();
+        assert!(excerpt.chars().count() <= EXCERPT_CHARS, "{excerpt}");
+        assert!(excerpt.ends_with("word…"), "{excerpt}");
+        // A short body is whole and not marked.
+        let s = summary(
+            &issue("short body", Integrity::Agent, &[]),
+            None,
+            &ListView::default(),
+        )
+        .unwrap();
+        assert_eq!(s["excerpt"], "short body");
+        assert!(s.get("excerpt_cut").is_none());
+    }
+
+    #[test]
+    fn a_summary_counts_only_the_comments_its_run_is_shown() {
+        let read = issue(
+            "b",
+            Integrity::Agent,
+            &[Integrity::Person, Integrity::External, Integrity::Agent],
+        );
+        let floor = Some(Integrity::Agent);
+        let s = summary(&read, floor, &ListView::default()).unwrap();
+        assert_eq!(s["comment_count"], 2);
+        assert_eq!(s["comments_withheld"], 1);
+        // Asked for, the comments are the ones counted, labelled.
+        let view = ListView {
+            comments: Some(10),
+            ..ListView::default()
+        };
+        let s = summary(&read, floor, &view).unwrap();
+        let bodies: Vec<&str> = s["comments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["body"].as_str().unwrap())
+            .collect();
+        assert_eq!(bodies, ["c0", "c2"]);
+        assert_eq!(
+            s["comments"][1]["_meta"][provenance::INTEGRITY_META],
+            "agent"
+        );
+        assert_eq!(s["older_comments"], 0);
+        // No floor: all counted, none withheld.
+        let s = summary(&read, None, &ListView::default()).unwrap();
+        assert_eq!(s["comment_count"], 3);
+        assert!(s.get("comments_withheld").is_none());
+        // An issue below the floor is refused.
+        let low = issue("b", Integrity::External, &[]);
+        assert!(matches!(
+            summary(&low, floor, &ListView::default()),
+            Err(ToolsError::Withheld { .. })
+        ));
+    }
+
+    #[test]
+    fn fields_by_name_appear_when_the_issue_has_them() {
+        let mut read = issue("b", Integrity::Agent, &[Integrity::Agent; 12]);
+        read.claim = Some(Claim {
+            run: RunId::parse("run-2").unwrap(),
+            grant: GrantId::generate(),
+            claimed_at: Timestamp::from_millis(3_000),
+            expires_at: Timestamp::from_millis(4_000),
+        });
+        read.parent = Some(IssueId::generate());
+        let view = ListView {
+            fields: vec!["created_at".into(), "parent".into(), "close_reason".into()],
+            body: true,
+            comments: Some(2),
+        };
+        let s = summary(&read, None, &view).unwrap();
+        assert_eq!(s["claim"]["run"], "run-2", "claim is in every summary");
+        assert_eq!(s["parent"], read.parent.as_ref().unwrap().as_str());
+        assert_eq!(
+            s["created_at"],
+            serde_json::to_value(read.created_at).unwrap()
+        );
+        assert_eq!(
+            s["close_reason"],
+            Value::Null,
+            "null in the issue, null here"
+        );
+        assert_eq!(s["body"], "b");
+        assert!(s.get("excerpt").is_none());
+        let bodies: Vec<&str> = s["comments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["body"].as_str().unwrap())
+            .collect();
+        assert_eq!(bodies, ["c10", "c11"]);
+        assert_eq!(s["older_comments"], 10);
+        assert_eq!(s["comments_cursor"], read.comments[10].id.as_str());
+        assert_eq!(s["comment_count"], 12);
+        assert!(s.get("tenant").is_none() && s.get("author").is_none());
+        // `fields: ["comments"]` is every comment; `body` by name the body.
+        let view = ListView {
+            fields: vec!["comments".into(), "body".into()],
+            ..ListView::default()
+        };
+        let s = summary(&read, None, &view).unwrap();
+        assert_eq!(s["comments"].as_array().unwrap().len(), 12);
+        assert_eq!(s["body"], "b");
+    }
 
     fn issue_json(comments: usize, body: &str) -> Value {
         json!({
@@ -277,66 +495,6 @@ mod tests {
                 .map(|i| json!({ "id": format!("cmt_{i}"), "body": format!("c{i}") }))
                 .collect::<Vec<_>>(),
         })
-    }
-
-    #[test]
-    fn a_summary_has_the_documented_fields_and_an_excerpt() {
-        let long = "word ".repeat(100);
-        let s = summary(issue_json(3, &long), &ListView::default()).unwrap();
-        let mut keys: Vec<&str> = s.as_object().unwrap().keys().map(String::as_str).collect();
-        keys.sort_unstable();
-        assert_eq!(
-            keys,
-            [
-                "author_run",
-                "comment_count",
-                "excerpt",
-                "excerpt_cut",
-                "id",
-                "labels",
-                "priority",
-                "state",
-                "title",
-                "updated_at",
-                "version"
-            ]
-        );
-        assert_eq!(s["author_run"], "run-1");
-        assert_eq!(s["comment_count"], 3);
-        let excerpt = s["excerpt"].as_str().unwrap();
-        assert!(excerpt.chars().count() <= EXCERPT_CHARS, "{excerpt}");
-        assert!(excerpt.ends_with("word…"), "{excerpt}");
-        // A short body is whole and not marked.
-        let s = summary(issue_json(0, "short body"), &ListView::default()).unwrap();
-        assert_eq!(s["excerpt"], "short body");
-        assert!(s.get("excerpt_cut").is_none());
-    }
-
-    #[test]
-    fn fields_by_name_appear_when_the_issue_has_them() {
-        let mut with_claim = issue_json(12, "b");
-        with_claim["claim"] = json!({ "run": "run-2" });
-        with_claim["parent"] = json!("iss_01JD3Z9Q4X8M2N6P7R5S1T0V9X");
-        let view = ListView {
-            fields: vec!["created_at".into(), "parent".into(), "close_reason".into()],
-            body: true,
-            comments: Some(2),
-        };
-        let s = summary(with_claim, &view).unwrap();
-        assert_eq!(s["claim"]["run"], "run-2", "claim is in every summary");
-        assert_eq!(s["parent"], "iss_01JD3Z9Q4X8M2N6P7R5S1T0V9X");
-        assert_eq!(s["created_at"], "2026-11-30T00:00:00Z");
-        assert!(s.get("close_reason").is_none(), "absent from the issue");
-        assert_eq!(s["body"], "b");
-        assert!(s.get("excerpt").is_none());
-        assert_eq!(
-            s["comments"],
-            json!([{"id": "cmt_10", "body": "c10"}, {"id": "cmt_11", "body": "c11"}])
-        );
-        assert_eq!(s["older_comments"], 10);
-        assert_eq!(s["comments_cursor"], "cmt_10");
-        assert_eq!(s["comment_count"], 12);
-        assert!(s.get("tenant").is_none() && s.get("author").is_none());
     }
 
     #[test]

@@ -6,7 +6,6 @@ use super::args::{Args, as_field, invalid, optional_id};
 use super::schema::{issue_schema, labels_schema, object, related_id_schema, truncated_schema};
 use crate::error::ToolsError;
 use crate::kept_answers::{AnswerKey, Kept, until_a_claim_ends};
-use crate::provenance;
 use crate::result_budget;
 use crate::service::BoardTools;
 use crate::view::{self, EXCERPT_CHARS, ListView, SELECTABLE_FIELDS};
@@ -270,12 +269,7 @@ pub(crate) async fn run(
     let items = page
         .issues
         .iter()
-        .map(|issue| {
-            view::summary(
-                provenance::issue_json(issue, grant.min_integrity, true)?,
-                &shown,
-            )
-        })
+        .map(|issue| view::summary(issue, grant.min_integrity, &shown))
         .collect::<Result<Vec<_>, _>>()?;
     let cursor = page.next_cursor.map(|c| c.as_str().to_owned());
     let answer = result_budget::page(items, cursor, tools.result_budget());
