@@ -117,14 +117,25 @@ pub(crate) fn page(mut items: Vec<Value>, next_cursor: Option<String>, budget: u
     let cost = PageCost::new(&items, &texts);
     let total = items.len();
     let first = |shown: usize| cost.first(&items, shown, &next_cursor, budget);
-    // The most issues that fit: all of them, or the first few.
+    // The most issues that fit: all of them, or the first few, found by
+    // halving. `first` grows with `shown`: each issue adds its own JSON
+    // and text (tens of bytes at the least), while what else changes (the
+    // note's count of those left out, the head's count, the cursor, an id
+    // like the issue's own) changes by a few bytes at most.
     let fit = if first(total) <= budget {
         total
     } else {
-        (1..total)
-            .take_while(|&shown| first(shown) <= budget)
-            .last()
-            .unwrap_or(0)
+        // `fits` fits (none always does), `over` does not.
+        let (mut fits, mut over) = (0, total);
+        while over - fits > 1 {
+            let mid = fits + (over - fits) / 2;
+            if first(mid) <= budget {
+                fits = mid;
+            } else {
+                over = mid;
+            }
+        }
+        fits
     };
     if fit == 0 && total > 0 {
         // The first issue alone is over: shrink it (comments, then its
@@ -226,12 +237,27 @@ fn assemble(
         text.push('\n');
         text.push_str(item);
     }
-    let structured = json!({
-        "issues": items,
-        "next_cursor": next_cursor,
-        "truncated": truncated,
-    });
+    let structured = object([
+        ("issues", Value::Array(items)),
+        (
+            "next_cursor",
+            next_cursor.map_or(Value::Null, Value::String),
+        ),
+        ("truncated", truncated),
+    ]);
     Answer::new(structured, text)
+}
+
+/// An object of `members`, moved in. `json!` would serialise each member
+/// into a copy of itself (it takes them by reference): for a page, every
+/// issue's JSON a second time.
+fn object<const N: usize>(members: [(&str, Value); N]) -> Value {
+    Value::Object(
+        members
+            .into_iter()
+            .map(|(name, value)| (name.to_owned(), value))
+            .collect(),
+    )
 }
 
 /// The first `shown` of a page of `total` issues, rendered whole (the
@@ -262,15 +288,15 @@ fn id_of(item: &Value) -> Option<String> {
 /// end (the lowest ranked) until it fits, and then `next_offset` continues
 /// right after the last hit shown and `truncated` says how many were left.
 pub(crate) fn hits(
-    hits: Vec<Value>,
+    mut hits: Vec<Value>,
     offset: u32,
     next_offset: Option<u32>,
     partial: bool,
     budget: usize,
 ) -> Answer {
     let total = hits.len();
-    let mut shown = total;
     loop {
+        let shown = hits.len();
         let omitted = total - shown;
         let (next, note) = if omitted > 0 {
             let next = offset.saturating_add(u32::try_from(shown).unwrap_or(u32::MAX));
@@ -286,19 +312,27 @@ pub(crate) fn hits(
         } else {
             (next_offset, Value::Null)
         };
-        let structured = json!({
-            "hits": hits[..shown],
-            "next_offset": next,
-            "partial": partial,
-            "truncated": note,
-        });
+        let structured = object([
+            ("hits", Value::Array(hits)),
+            ("next_offset", next.map_or(Value::Null, Value::from)),
+            ("partial", Value::Bool(partial)),
+            ("truncated", note),
+        ]);
         let text = render::hits(&structured);
         let answer = Answer::new(structured, text);
         // Every hit is small (a summary and a snippet), so one always fits.
         if answer.size() <= budget || shown <= 1 {
             return answer;
         }
-        shown -= 1;
+        // The hits back from the answer, less the lowest ranked.
+        hits = match answer.structured.into_value() {
+            Value::Object(mut map) => match map.remove("hits") {
+                Some(Value::Array(hits)) => hits,
+                _ => Vec::new(),
+            },
+            _ => Vec::new(),
+        };
+        hits.truncate(shown - 1);
     }
 }
 
@@ -650,6 +684,52 @@ mod tests {
         assert_eq!(answer.structured["issues"], json!(items[..3]));
         assert_eq!(answer.structured["next_cursor"], "iss_next");
         assert_eq!(answer.text, render::page(&answer.structured));
+    }
+
+    #[test]
+    fn search_hits_over_budget_drop_the_lowest_ranked_and_say_where_to_go_on() {
+        let hit = |i: usize| {
+            let mut hit = summary(i, 200);
+            hit["snippet"] = json!(format!("snippet {i}"));
+            hit
+        };
+        let all: Vec<Value> = (0..100).map(hit).collect();
+        // Fits: every hit, the store's next offset, no note.
+        let few = hits(
+            all[..3].to_vec(),
+            40,
+            Some(43),
+            false,
+            DEFAULT_RESULT_BUDGET,
+        );
+        assert_eq!(few.structured["hits"], json!(all[..3]));
+        assert_eq!(few.structured["next_offset"], 43);
+        assert_eq!(few.structured["truncated"], Value::Null);
+        assert_eq!(few.text, render::hits(&few.structured));
+        // Over: the best first, up to the most that fit.
+        let budget = 20_000;
+        let cut = hits(all.clone(), 40, Some(140), true, budget);
+        assert!(cut.size() <= budget, "{}", cut.size());
+        let shown = cut.structured["hits"].as_array().unwrap().len();
+        assert!(shown > 10 && shown < 100, "{shown}");
+        assert_eq!(cut.structured["hits"], json!(all[..shown]));
+        assert_eq!(cut.structured["next_offset"], 40 + shown);
+        assert_eq!(cut.structured["partial"], true);
+        let note = &cut.structured["truncated"];
+        assert_eq!(note["omitted_count"], 100 - shown);
+        assert!(
+            note["how"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("offset={}", 40 + shown))
+        );
+        assert_eq!(cut.text, render::hits(&cut.structured));
+        // Filled: less than two hits' room is left.
+        let room = budget - cut.size();
+        assert!(
+            room < 2 * (json_len(&all[0]) + all[0].to_string().len()),
+            "{room}"
+        );
     }
 
     #[test]
