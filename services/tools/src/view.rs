@@ -323,6 +323,16 @@ mod tests {
         issue
     }
 
+    /// The bodies of the comments an answer shows, in order.
+    fn comment_bodies(answer: &Value) -> Vec<&str> {
+        answer["comments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["body"].as_str().unwrap())
+            .collect()
+    }
+
     fn keys(value: &Value) -> Vec<&str> {
         value
             .as_object()
@@ -404,13 +414,7 @@ mod tests {
             ..ListView::default()
         };
         let s = summary(&read, floor, &view).unwrap();
-        let bodies: Vec<&str> = s["comments"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| c["body"].as_str().unwrap())
-            .collect();
-        assert_eq!(bodies, ["c0", "c2"]);
+        assert_eq!(comment_bodies(&s), ["c0", "c2"]);
         assert_eq!(
             s["comments"][1]["_meta"][provenance::INTEGRITY_META],
             "agent"
@@ -457,13 +461,7 @@ mod tests {
         );
         assert_eq!(s["body"], "b");
         assert!(s.get("excerpt").is_none());
-        let bodies: Vec<&str> = s["comments"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| c["body"].as_str().unwrap())
-            .collect();
-        assert_eq!(bodies, ["c10", "c11"]);
+        assert_eq!(comment_bodies(&s), ["c10", "c11"]);
         assert_eq!(s["older_comments"], 10);
         assert_eq!(s["comments_cursor"], read.comments[10].id.as_str());
         assert_eq!(s["comment_count"], 12);
