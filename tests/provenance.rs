@@ -176,6 +176,17 @@ fn a_floored_run_sees_only_what_people_and_board_only_runs_wrote() {
     assert_eq!(issue["comments"][0]["_meta"][META], "agent", "{seen}");
     assert_eq!(ids(&ok(&seen, 1)["issues"]), [&person_issue], "{seen}");
     assert_eq!(ids(&ok(&seen, 2)["hits"]), [&person_issue], "{seen}");
+    // Every answer counts the issue's comments alike, shown or not, and a
+    // summary says how many were withheld, as the issue does.
+    let summary = &ok(&seen, 1)["issues"][0];
+    for count in [
+        &issue["comment_count"],
+        &summary["comment_count"],
+        &ok(&seen, 2)["hits"][0]["comment_count"],
+    ] {
+        assert_eq!(count, 2, "{seen}");
+    }
+    assert_eq!(summary["comments_withheld"], 1, "{seen}");
     for refused in [3, 4] {
         let call = &seen["calls"][refused];
         assert_eq!(call["isError"], true, "{seen}");

@@ -74,7 +74,8 @@ struct SummaryFields<'a> {
     updated_at: Timestamp,
     version: u64,
     author_run: &'a RunId,
-    /// The comments the run is shown (its grant's floor).
+    /// Every comment of the issue, shown or not, as `get_issue` and
+    /// `search_issues` count (the output schema's meaning).
     comment_count: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
     comments_withheld: Option<usize>,
@@ -99,7 +100,7 @@ pub(crate) fn summary(
         updated_at: issue.updated_at,
         version: issue.version,
         author_run: &issue.author.run,
-        comment_count: shown,
+        comment_count: issue.comments.len(),
         comments_withheld: Some(issue.comments.len() - shown).filter(|&n| n > 0),
     };
     let Value::Object(mut out) =
@@ -170,7 +171,15 @@ pub(crate) fn whole_issue(issue: Value) -> Value {
         }
         None => return Value::Object(full),
     };
-    full.insert("comment_count".to_owned(), Value::from(comments.len()));
+    // Every comment of the issue, shown or not, as `get_issue` counts.
+    let withheld = full
+        .get("comments_withheld")
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
+    full.insert(
+        "comment_count".to_owned(),
+        Value::from(comments.len() as u64 + withheld),
+    );
     put_latest(&mut full, comments, COMMENTS_DEFAULT);
     Value::Object(full)
 }
@@ -398,7 +407,7 @@ mod tests {
     }
 
     #[test]
-    fn a_summary_counts_only_the_comments_its_run_is_shown() {
+    fn a_summary_counts_every_comment_and_those_withheld() {
         let read = issue(
             "b",
             Integrity::Agent,
@@ -406,9 +415,15 @@ mod tests {
         );
         let floor = Some(Integrity::Agent);
         let s = summary(&read, floor, &ListView::default()).unwrap();
-        assert_eq!(s["comment_count"], 2);
+        assert_eq!(s["comment_count"], 3);
         assert_eq!(s["comments_withheld"], 1);
-        // Asked for, the comments are the ones counted, labelled.
+        // A whole issue counts the same.
+        let whole = whole_issue(provenance::issue_json(&read, floor, true).unwrap());
+        assert_eq!(whole["comment_count"], 3);
+        assert_eq!(whole["comments_withheld"], 1);
+        assert_eq!(comment_bodies(&whole), ["c0", "c2"]);
+        // Asked for, the comments shown are those at or above the floor,
+        // labelled.
         let view = ListView {
             comments: Some(10),
             ..ListView::default()
