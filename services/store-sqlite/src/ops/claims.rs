@@ -118,10 +118,10 @@ fn claim_next_candidates_sql(
     ready.limit = 1;
     // The best unclaimed issue (`issues_ready_unclaimed`, which holds no
     // claimed issue, so live claims cost nothing to pass over) and the best
-    // whose claim lapsed but was not swept yet (named: the claims' expiry
-    // index, whose range is the few lapsed claims; the planner would
-    // otherwise walk the ready index through every live claim); each has
-    // every ready condition. The better of the two is chosen by the caller:
+    // whose claim lapsed but was not swept yet (named: the tenant's claims
+    // by their end, whose range is its few lapsed claims, not every
+    // tenant's; the planner would otherwise walk the ready index through
+    // every live claim); each has every ready condition. The better of the two is chosen by the caller:
     // an `ORDER BY` over both would sort them in a temporary table.
     let mut text = String::from(
         "SELECT * FROM (SELECT i.urgency, i.created_at, i.id FROM issues i \
@@ -132,7 +132,7 @@ fn claim_next_candidates_sql(
     text.push_str(READY_ORDER);
     text.push_str(
         " LIMIT 1) UNION ALL SELECT * FROM (SELECT i.urgency, i.created_at, i.id FROM issues i \
-         INDEXED BY issues_claim_expiry WHERE i.tenant = ? AND i.claim_run IS NOT NULL AND i.claim_expires_at <= ?",
+         INDEXED BY issues_claim_end_by_tenant WHERE i.tenant = ? AND i.claim_run IS NOT NULL AND i.claim_expires_at <= ?",
     );
     values.push(Value::Text(tenant.as_str().to_owned()));
     values.push(Value::Integer(now.as_millis()));
@@ -221,14 +221,14 @@ fn claim_next(
 /// parameter).
 const OPEN_ISSUES: &str = "FROM issues i WHERE i.tenant = ? AND i.state NOT IN ('done', 'closed')";
 
-/// [`OPEN_ISSUES`] along `issues_by_claim`, for conditions that hold only
-/// for claimed issues: counting them reads the tenant's claims, not its
-/// issues. Named, because `tenant = ?` is all the planner can use on that
-/// index and on the primary key alike, and it takes the key: a count then
-/// read every issue of the tenant until it had found 10,001 claimed ones.
-/// An index of its own would cost every claim its upkeep (about 20,000
-/// instructions of the writer's, measured).
-const CLAIMED_OPEN_ISSUES: &str = "FROM issues i INDEXED BY issues_by_claim \
+/// [`OPEN_ISSUES`] along the tenant's claims by their end
+/// (`issues_claim_end_by_tenant`), for conditions on the claim's end:
+/// counting them reads the tenant's live (or stale) claims, not its
+/// issues. Named, so no plan can fall back to the primary key, which the
+/// planner took over `issues_by_claim` (`tenant = ?` on both): a count
+/// then read every issue of the tenant until it had found 10,001 claimed
+/// ones.
+const CLAIMED_OPEN_ISSUES: &str = "FROM issues i INDEXED BY issues_claim_end_by_tenant \
      WHERE i.tenant = ? AND i.state NOT IN ('done', 'closed')";
 
 /// `FROM ... WHERE ...` on `i` with its parameters: `tenant`'s open issues
@@ -311,6 +311,25 @@ pub(crate) fn stored_claim(
     .transpose()
 }
 
+/// The claims whose end is at or before `?1`, the earliest ended first, at
+/// most `?2`, as `(tenant, id)`. Claims are ordered by their end only
+/// within their tenant (`issues_claim_end_by_tenant`, migration 26), so
+/// the tenants holding claims are found one seek each (the next tenant
+/// after the last, a skip-scan), and each one's ended claims are a range
+/// of that index: a sweep costs the tenants with claims and the claims
+/// that ended, not every live claim.
+const DUE_CLAIMS: &str = "WITH RECURSIVE holders(tenant) AS ( \
+       SELECT (SELECT min(tenant) FROM issues INDEXED BY issues_claim_end_by_tenant \
+               WHERE claim_run IS NOT NULL) \
+       UNION ALL \
+       SELECT (SELECT min(i.tenant) FROM issues i INDEXED BY issues_claim_end_by_tenant \
+               WHERE i.claim_run IS NOT NULL AND i.tenant > holders.tenant) \
+       FROM holders WHERE holders.tenant IS NOT NULL) \
+     SELECT i.tenant, i.id FROM holders \
+       JOIN issues i INDEXED BY issues_claim_end_by_tenant ON i.tenant = holders.tenant \
+     WHERE i.claim_run IS NOT NULL AND i.claim_expires_at <= ?1 \
+     ORDER BY i.claim_expires_at LIMIT ?2";
+
 /// Ends claims whose end has passed without a release.
 #[derive(Debug)]
 pub(crate) struct ExpireClaims {
@@ -325,10 +344,7 @@ impl WriteOp for ExpireClaims {
     fn run(&self, conn: &Connection) -> Result<Vec<ExpiredClaim>, OpError> {
         let now = self.now.as_millis();
         let ended: Vec<(String, String)> = conn
-            .prepare_cached(
-                "SELECT tenant, id FROM issues WHERE claim_run IS NOT NULL \
-                 AND claim_expires_at <= ?1 ORDER BY claim_expires_at LIMIT ?2",
-            )?
+            .prepare_cached(DUE_CLAIMS)?
             .query_map(params![now, i64::from(self.limit)], |row| {
                 Ok((row.get(0)?, row.get(1)?))
             })?
@@ -675,15 +691,17 @@ mod tests {
             claim_next_candidates_sql(&tenant, &ListQuery::default(), Timestamp::now());
         let plan = crate::query::query_plan(&conn, &text, params_from_iter(values)).join("\n");
         // Unclaimed issues from the index without claims, in the ready
-        // order (no sort of the board); lapsed claims from their expiry
-        // (sorted: only those); never the ready index, which holds every
-        // live claim.
+        // order (no sort of the board); lapsed claims from the tenant's
+        // claims by their end (sorted: only those, and only this
+        // tenant's); never the ready index, which holds every live claim.
         assert!(
             plan.contains("SEARCH i USING INDEX issues_ready_unclaimed (tenant=?)"),
             "{plan}"
         );
         assert!(
-            plan.contains("SEARCH i USING INDEX issues_claim_expiry (claim_expires_at<?)"),
+            plan.contains(
+                "SEARCH i USING INDEX issues_claim_end_by_tenant (tenant=? AND claim_expires_at<?)"
+            ),
             "{plan}"
         );
         assert!(!plan.contains("issues_ready ("), "{plan}");
@@ -717,6 +735,60 @@ mod tests {
         );
         assert!(claim.iter().any(|op| op == "Program"), "{claim:?}");
         assert!(!claim.iter().any(|op| op == "OpenEphemeral"), "{claim:?}");
+    }
+
+    /// The sweep's claims: every tenant's ended ones, the earliest ended
+    /// first, none still running, found by one seek per tenant holding
+    /// claims and a range of each one's ended claims (no pass over every
+    /// claim or issue).
+    #[test]
+    fn the_sweep_takes_every_tenants_ended_claims_earliest_first() {
+        let (_dir, conn) = writer();
+        let mut insert = conn
+            .prepare(
+                "INSERT INTO issues (tenant, id, title, title_lower, body, state, priority, \
+                 labels, author_run, created_at, updated_at, version, claim_run, claim_grant, \
+                 claimed_at, claim_expires_at) \
+                 VALUES (?1, ?2, 'x', 'x', '', 'todo', 'low', '', 'r', 1, 1, 1, ?3, ?4, 1, ?5)",
+            )
+            .unwrap();
+        // (tenant, id, the claim's end; none: unclaimed)
+        for (tenant, id, end) in [
+            ("a", "a-late", Some(50)),
+            ("a", "a-first", Some(10)),
+            ("b", "b-second", Some(20)),
+            ("b", "b-running", Some(1_000)),
+            ("b", "b-unclaimed", None),
+            ("c", "c-third", Some(30)),
+            ("d", "d-running", Some(2_000)),
+        ] {
+            let holder = end.map(|_| "run-c");
+            insert
+                .execute(params![tenant, id, holder, holder.map(|_| "gr_1"), end])
+                .unwrap();
+        }
+        drop(insert);
+        let due = |limit: i64| -> Vec<String> {
+            conn.prepare(DUE_CLAIMS)
+                .unwrap()
+                .query_map(params![100, limit], |row| row.get::<_, String>(1))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap()
+        };
+        assert_eq!(due(10), ["a-first", "b-second", "c-third", "a-late"]);
+        assert_eq!(due(3), ["a-first", "b-second", "c-third"]);
+        let plan = crate::query::query_plan(&conn, DUE_CLAIMS, params![100, 10]).join("\n");
+        for step in [
+            // The next tenant holding claims.
+            "SEARCH i USING INDEX issues_claim_end_by_tenant (tenant>?)",
+            // Its ended claims.
+            "SEARCH i USING INDEX issues_claim_end_by_tenant (tenant=? AND claim_expires_at<?)",
+        ] {
+            assert!(plan.contains(step), "{step}: {plan}");
+        }
+        assert!(!plan.contains("SCAN i"), "{plan}");
+        assert!(!plan.contains("SCAN issues"), "{plan}");
     }
 
     /// The counts of a tenant's claims read its claims, not its issues: on
@@ -753,7 +825,9 @@ mod tests {
             ("stale", plan(&stale_claims_from(), stale_values)),
         ] {
             assert!(
-                plan.contains("USING INDEX issues_by_claim (tenant=?"),
+                plan.contains(
+                    "USING INDEX issues_claim_end_by_tenant (tenant=? AND claim_expires_at"
+                ),
                 "{what}: {plan}"
             );
         }
