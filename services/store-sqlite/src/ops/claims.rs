@@ -121,8 +121,9 @@ fn claim_next_candidates_sql(
     // whose claim lapsed but was not swept yet (named: the tenant's claims
     // by their end, whose range is its few lapsed claims, not every
     // tenant's; the planner would otherwise walk the ready index through
-    // every live claim); each has every ready condition. The better of the two is chosen by the caller:
-    // an `ORDER BY` over both would sort them in a temporary table.
+    // every live claim); each has every ready condition. The better of
+    // the two is chosen by the caller: an `ORDER BY` over both would sort
+    // them in a temporary table.
     let mut text = String::from(
         "SELECT * FROM (SELECT i.urgency, i.created_at, i.id FROM issues i \
          WHERE i.tenant = ? AND i.claim_run IS NULL",
