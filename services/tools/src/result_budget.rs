@@ -324,12 +324,10 @@ pub(crate) fn hits(
         if answer.size() <= budget || shown <= 1 {
             return answer;
         }
-        // The hits back from the answer, less the lowest ranked.
-        hits = match answer.structured.into_value() {
-            Value::Object(mut map) => match map.remove("hits") {
-                Some(Value::Array(hits)) => hits,
-                _ => Vec::new(),
-            },
+        // The hits back from the answer (an array, built above), less the
+        // lowest ranked.
+        hits = match answer.structured.into_value()["hits"].take() {
+            Value::Array(hits) => hits,
             _ => Vec::new(),
         };
         hits.truncate(shown - 1);

@@ -208,12 +208,13 @@ fn claim_next(
     open.claim = ClaimFilter::Any;
     let (from, values) = live_claims_from(tenant, Some(&open), now);
     let claimed = count_to_cap(conn, &from, values)?;
-    let mut from = String::from(OPEN_ISSUES);
-    let mut values = vec![Value::Text(tenant.as_str().to_owned())];
-    push_filters(&open, now, &mut from, &mut values);
-    let (unclaimed_and_blocked, blocked_values) = unclaimed_and_blocked(tenant.as_str(), now);
-    from.push_str(&unclaimed_and_blocked);
-    values.extend(blocked_values);
+    let (from, values) = counted_from(
+        OPEN_ISSUES,
+        tenant,
+        Some(&open),
+        now,
+        unclaimed_and_blocked(tenant, now),
+    );
     let blocked = count_to_cap(conn, &from, values)?;
     Ok(corkboard_board::ClaimNext::no_ready_work(claimed, blocked))
 }
@@ -232,35 +233,62 @@ const OPEN_ISSUES: &str = "FROM issues i WHERE i.tenant = ? AND i.state NOT IN (
 const CLAIMED_OPEN_ISSUES: &str = "FROM issues i INDEXED BY issues_claim_end_by_tenant \
      WHERE i.tenant = ? AND i.state NOT IN ('done', 'closed')";
 
-/// `FROM ... WHERE ...` on `i` with its parameters: `tenant`'s open issues
-/// with a live claim at `now` (and `query`'s filters, when given), along
-/// the tenant's claims ([`CLAIMED_OPEN_ISSUES`]).
+/// What the queue counts read, with its parameters: `base` (one of the
+/// `FROM ... WHERE i.tenant = ? ...` above) for `tenant`, `query`'s
+/// filters when given (claims judged at `now`), then `extra` (` AND ...`
+/// and its parameters).
+fn counted_from(
+    base: &str,
+    tenant: &TenantId,
+    query: Option<&ListQuery>,
+    now: Timestamp,
+    (extra, extra_values): (String, Vec<Value>),
+) -> (String, Vec<Value>) {
+    let mut from = String::from(base);
+    let mut values = vec![Value::Text(tenant.as_str().to_owned())];
+    if let Some(query) = query {
+        push_filters(query, now, &mut from, &mut values);
+    }
+    from.push_str(&extra);
+    values.extend(extra_values);
+    (from, values)
+}
+
+/// `tenant`'s open issues with a live claim at `now` (and `query`'s
+/// filters, when given), along the tenant's claims
+/// ([`CLAIMED_OPEN_ISSUES`]).
 fn live_claims_from(
     tenant: &TenantId,
     query: Option<&ListQuery>,
     now: Timestamp,
 ) -> (String, Vec<Value>) {
-    let mut from = String::from(CLAIMED_OPEN_ISSUES);
-    let mut values = vec![Value::Text(tenant.as_str().to_owned())];
-    if let Some(query) = query {
-        push_filters(query, now, &mut from, &mut values);
-    }
-    from.push_str(" AND ");
-    from.push_str(LIVE_CLAIM);
-    values.push(Value::Integer(now.as_millis()));
-    (from, values)
+    let live = (
+        format!(" AND {LIVE_CLAIM}"),
+        vec![Value::Integer(now.as_millis())],
+    );
+    counted_from(CLAIMED_OPEN_ISSUES, tenant, query, now, live)
+}
+
+/// `tenant`'s open issues whose claim ends by `until`, along the tenant's
+/// claims as well.
+fn stale_claims_from(tenant: &TenantId, until: Timestamp) -> (String, Vec<Value>) {
+    let stale = (
+        " AND i.claim_run IS NOT NULL AND i.claim_expires_at <= ?".to_owned(),
+        vec![Value::Integer(until.as_millis())],
+    );
+    counted_from(CLAIMED_OPEN_ISSUES, tenant, None, until, stale)
 }
 
 /// ` AND ...`: the issue row `i` has no live claim at `now` and waits on an
 /// open blocker, with its parameters. Driven by the blocker relations
 /// (`IDS_WITH_AN_OPEN_BLOCKER`), so a count of it costs the tenant's
 /// relations, not every open issue; agrees with `BLOCKED`.
-fn unclaimed_and_blocked(tenant: &str, now: Timestamp) -> (String, Vec<Value>) {
+fn unclaimed_and_blocked(tenant: &TenantId, now: Timestamp) -> (String, Vec<Value>) {
     (
         format!(" AND NOT {LIVE_CLAIM} AND i.id IN ({IDS_WITH_AN_OPEN_BLOCKER})"),
         vec![
             Value::Integer(now.as_millis()),
-            Value::Text(tenant.to_owned()),
+            Value::Text(tenant.as_str().to_owned()),
         ],
     )
 }
@@ -638,37 +666,34 @@ pub(crate) fn board_stats(
     }
     stats.set_labels(labels);
     stats.finish();
-    let count = |from: &str, values: Vec<Value>| count_to_cap(conn, from, values);
-    let open = OPEN_ISSUES;
-    let (claimed_from, values) = live_claims_from(tenant, None, now);
-    let claimed = count(&claimed_from, values)?;
+    let count = |(from, values): (String, Vec<Value>)| count_to_cap(conn, &from, values);
+    let claimed = count(live_claims_from(tenant, None, now))?;
     stats.claimed = stats.capped(StatsPart::Claimed, claimed);
-    let (blocked_condition, mut values) = unclaimed_and_blocked(t, now);
-    values.insert(0, Value::Text(t.to_owned()));
-    let blocked = count(&format!("{open}{blocked_condition}"), values)?;
+    let blocked = count(counted_from(
+        OPEN_ISSUES,
+        tenant,
+        None,
+        now,
+        unclaimed_and_blocked(tenant, now),
+    ))?;
     stats.blocked = stats.capped(StatsPart::Blocked, blocked);
-    let stale = count(
-        &stale_claims_from(),
-        vec![
-            Value::Text(t.to_owned()),
-            Value::Integer(stale_until.as_millis()),
-        ],
-    )?;
+    let stale = count(stale_claims_from(tenant, stale_until))?;
     stats.stale = stats.capped(StatsPart::Stale, stale);
     if !stats.derive_ready() {
-        let ready = count(
-            &format!("{open} AND NOT {LIVE_CLAIM} AND NOT {BLOCKED}"),
-            vec![Value::Text(t.to_owned()), Value::Integer(now.as_millis())],
-        )?;
+        let unclaimed_and_unblocked = (
+            format!(" AND NOT {LIVE_CLAIM} AND NOT {BLOCKED}"),
+            vec![Value::Integer(now.as_millis())],
+        );
+        let ready = count(counted_from(
+            OPEN_ISSUES,
+            tenant,
+            None,
+            now,
+            unclaimed_and_unblocked,
+        ))?;
         stats.ready = stats.capped(StatsPart::Ready, ready);
     }
     Ok(stats)
-}
-
-/// `FROM ... WHERE ...` on `i`: a tenant's open issues whose claim ends by
-/// a time (the parameters), along the tenant's claims as well.
-fn stale_claims_from() -> String {
-    format!("{CLAIMED_OPEN_ISSUES} AND i.claim_run IS NOT NULL AND i.claim_expires_at <= ?")
 }
 
 #[cfg(test)]
@@ -819,11 +844,11 @@ mod tests {
             ..ListQuery::default()
         };
         let (filtered_from, filtered_values) = live_claims_from(&tenant, Some(&filtered), now);
-        let stale_values = vec![Value::Text("t".to_owned()), Value::Integer(now.as_millis())];
+        let (stale_from, stale_values) = stale_claims_from(&tenant, now);
         for (what, plan) in [
             ("claimed", plan(&from, values)),
             ("claimed, filtered", plan(&filtered_from, filtered_values)),
-            ("stale", plan(&stale_claims_from(), stale_values)),
+            ("stale", plan(&stale_from, stale_values)),
         ] {
             assert!(
                 plan.contains(
