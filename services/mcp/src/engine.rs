@@ -13,6 +13,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use bytes::Bytes;
 use futures_util::FutureExt;
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -59,7 +60,7 @@ pub struct Outcome {
     pub status: u16,
     /// The JSON-RPC response (or batch of them); `None` means "accepted,
     /// nothing to say" (HTTP 202).
-    pub body: Option<Vec<u8>>,
+    pub body: Option<Bytes>,
     /// An `initialize` succeeded: the transport starts a session at this
     /// revision, for an agent that declared these capabilities.
     pub started: Option<(Revision, AgentCapabilities)>,
@@ -543,7 +544,7 @@ impl<B: ToolBackend> Engine<B> {
         out.push(b']');
         Outcome {
             status: 200,
-            body: Some(out),
+            body: Some(Bytes::from(out)),
             started: None,
             summary: Summary::default(),
         }
@@ -850,12 +851,15 @@ fn single(step: Step<'_>, summary: &mut Summary) -> Outcome {
             Ok(_) if summary.outcome.is_empty() => summary.outcome = "ok",
             Ok(_) => {}
         }
-        // The envelope around a result is under 128 bytes: sized for both,
-        // a large result is copied once instead of through every doubling.
-        let result_len = answer.as_ref().map_or(0, Vec::len);
-        let mut out = Vec::with_capacity(128 + result_len);
-        write_reply(&mut out, id, answer);
-        out
+        match (id, answer) {
+            // Written into the room the result was written after.
+            (Some(id), Ok(result)) => result.into_response(id),
+            (id, answer) => {
+                let mut out = Vec::with_capacity(128);
+                write_reply(&mut out, id, answer);
+                Bytes::from(out)
+            }
+        }
     });
     if body.is_none() {
         summary.outcome = "accepted";

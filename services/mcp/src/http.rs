@@ -652,7 +652,7 @@ impl<B: ToolBackend> McpEndpoint<B> {
                         .as_deref()
                         .and_then(|id| RawValue::from_string(id.to_owned()).ok());
                     crate::wire::write_error(&mut out, id.as_deref(), &task_failed().error);
-                    out
+                    Bytes::from(out)
                 }
             };
             Some((Ok(sse_event(&body)), st))

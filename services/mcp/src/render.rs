@@ -82,7 +82,13 @@ fn finish(
         );
         result.insert("_meta".into(), Value::Object(meta));
     }
-    serde_json::to_vec(&Value::Object(result)).unwrap_or_else(|_| b"{}".to_vec())
+    let mut out = ResultJson::buffer(256);
+    match serde_json::to_writer(&mut out, &Value::Object(result)) {
+        Ok(()) => ResultJson::written(out),
+        // A map of strings and values always serialises; this keeps the
+        // result well-formed even if that ever changed.
+        Err(_) => ResultJson::from(b"{}".to_vec()),
+    }
 }
 
 /// `,"_meta":{...serverInfo...},"resultType":"complete"`: [`finish`]'s
@@ -157,7 +163,7 @@ pub(crate) fn tools_list(
     tools: &RawValue,
     ttl_ms: u64,
 ) -> ResultJson {
-    let mut out = Vec::with_capacity(tools.get().len() + 160);
+    let mut out = ResultJson::buffer(tools.get().len() + 160);
     out.extend_from_slice(b"{\"tools\":");
     out.extend_from_slice(tools.get().as_bytes());
     let mut rest = Map::new();
@@ -168,8 +174,8 @@ pub(crate) fn tools_list(
     close(out, revision, identity, rest)
 }
 
-/// Ends an object whose members `out` holds (at least one) with `rest` and
-/// the revision's decorations.
+/// Ends an object whose members `out` (a [`ResultJson::buffer`]) holds (at
+/// least one) with `rest` and the revision's decorations.
 fn close(
     mut out: Vec<u8>,
     revision: Revision,
@@ -185,16 +191,17 @@ fn close(
             write_decorations(&mut out, revision, identity);
         }
         out.push(b'}');
-        return out;
+        return ResultJson::written(out);
     }
     let decorated = finish(revision, identity, rest);
+    let decorated = decorated.as_bytes();
     // `decorated` is an object `{...}`: splice its members, if any.
     if decorated.len() > 2 {
         out.push(b',');
         out.extend_from_slice(&decorated[1..decorated.len() - 1]);
     }
     out.push(b'}');
-    out
+    ResultJson::written(out)
 }
 
 /// A `tools/call` result: the text block (the structured JSON when the
@@ -212,13 +219,15 @@ pub(crate) fn call_result(
     let structured = output.structured.as_ref().map(StructuredContent::json);
     // With no text of its own, the text block is the structured JSON.
     let structured_as_text = structured.filter(|_| output.text.is_empty());
-    let text_len = structured_as_text.map_or(output.text.len(), str::len);
-    // Room for the escaped text block (at most about twice the text for
-    // ordinary text), `structuredContent` as is, and the decorations, so
-    // the answer is written without growing.
+    // Room for the text block (the tool's text escaped once and kept with
+    // it, or the structured JSON escaped here: at most about twice its
+    // length for ordinary text), `structuredContent` as is, and the
+    // decorations, so the answer is written without growing, and a kept
+    // page's buffer, which is sent as it is, holds little more than it.
+    let text_len = structured_as_text.map_or_else(|| output.text.json().len(), |s| 2 * s.len());
     let structured_len = structured.map_or(0, str::len);
-    let mut out = Vec::with_capacity(
-        2 * text_len + structured_len + identity.name.len() + identity.version.len() + 256,
+    let mut out = ResultJson::buffer(
+        text_len + structured_len + identity.name.len() + identity.version.len() + 256,
     );
     if output.content.is_empty() {
         out.extend_from_slice(b"{\"content\":[{\"type\":\"text\",\"text\":");
@@ -275,7 +284,7 @@ pub(crate) fn input_required(
     input_requests: &serde_json::value::RawValue,
     request_state: &str,
 ) -> ResultJson {
-    let mut out = Vec::with_capacity(input_requests.get().len() + request_state.len() + 160);
+    let mut out = ResultJson::buffer(input_requests.get().len() + request_state.len() + 160);
     out.extend_from_slice(b"{\"inputRequests\":");
     out.extend_from_slice(input_requests.get().as_bytes());
     out.extend_from_slice(b",\"requestState\":");
@@ -288,7 +297,7 @@ pub(crate) fn input_required(
     out.extend_from_slice(b",\"resultType\":\"input_required\",\"_meta\":");
     out.extend_from_slice(Value::Object(meta).to_string().as_bytes());
     out.push(b'}');
-    out
+    ResultJson::written(out)
 }
 
 /// `text` as a JSON string.
@@ -316,7 +325,7 @@ mod tests {
             .into_iter()
             .map(|revision| {
                 let bytes = call_result(revision, &identity(), &output);
-                let value = serde_json::from_slice(&bytes).expect("valid JSON");
+                let value = serde_json::from_slice(bytes.as_bytes()).expect("valid JSON");
                 (revision, value)
             })
             .collect()
@@ -339,8 +348,11 @@ mod tests {
         };
         for identity in [identity(), titled] {
             for revision in Revision::ALL {
-                let direct = close(b"{\"a\":1".to_vec(), revision, &identity, Map::new());
+                let mut members = ResultJson::buffer(8);
+                members.extend_from_slice(b"{\"a\":1");
+                let direct = close(members, revision, &identity, Map::new());
                 let decorated = finish(revision, &identity, Map::new());
+                let decorated = decorated.as_bytes();
                 let mut spliced = b"{\"a\":1".to_vec();
                 if decorated.len() > 2 {
                     spliced.push(b',');
@@ -348,7 +360,7 @@ mod tests {
                 }
                 spliced.push(b'}');
                 assert_eq!(
-                    String::from_utf8(direct).unwrap(),
+                    String::from_utf8(direct.as_bytes().to_vec()).unwrap(),
                     String::from_utf8(spliced).unwrap(),
                     "{revision:?}"
                 );
@@ -396,7 +408,7 @@ mod tests {
         };
         for revision in Revision::ALL {
             let bytes = call_result(revision, &identity(), &output);
-            let value: Value = serde_json::from_slice(&bytes).unwrap();
+            let value: Value = serde_json::from_slice(bytes.as_bytes()).unwrap();
             let content = value["content"].as_array().unwrap();
             assert_eq!(content.len(), 2, "{value}");
             assert_eq!(content[1], image);
@@ -439,7 +451,7 @@ mod tests {
             content: Vec::new(),
         };
         let bytes = call_result(Revision::LATEST_LEGACY, &identity(), &output);
-        let value: Value = serde_json::from_slice(&bytes).unwrap();
+        let value: Value = serde_json::from_slice(bytes.as_bytes()).unwrap();
         assert_eq!(value["content"][0]["text"], "board unavailable: \"x\"");
         assert_eq!(value["isError"], true);
         assert!(value.get("structuredContent").is_none());

@@ -10,6 +10,7 @@
 use std::io;
 use std::time::Instant;
 
+use bytes::Bytes;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::backend::{AuthRejection, ToolBackend};
@@ -119,7 +120,7 @@ where
                 ));
                 (
                     refused_summary(&error),
-                    Some(wire::error_response(None, &error)),
+                    Some(Bytes::from(wire::error_response(None, &error))),
                 )
             }
             Line::Message => {
@@ -157,10 +158,12 @@ where
             elapsed,
         );
         span.in_scope(|| log_exchange("stdio", &summary, 0, elapsed));
-        if let Some(mut body) = reply {
-            body.push(b'\n');
+        if let Some(body) = reply {
             let written = match output.write_all(&body).await {
-                Ok(()) => output.flush().await,
+                Ok(()) => match output.write_all(b"\n").await {
+                    Ok(()) => output.flush().await,
+                    Err(e) => Err(e),
+                },
                 Err(e) => Err(e),
             };
             match written {
@@ -183,7 +186,7 @@ fn refused_summary(error: &RpcError) -> Summary {
 
 /// Answers a message when the start-up credential was refused: requests
 /// get the reason, notifications and responses get nothing.
-fn unauthenticated(rejection: &AuthRejection, text: &[u8]) -> (Summary, Option<Vec<u8>>) {
+fn unauthenticated(rejection: &AuthRejection, text: &[u8]) -> (Summary, Option<Bytes>) {
     let refusal = Refusal::credential(rejection, Transport::Stdio);
     let reply = match validate::parse(text) {
         Ok(Incoming::Single(env)) => match validate::envelope(&env) {
@@ -193,5 +196,5 @@ fn unauthenticated(rejection: &AuthRejection, text: &[u8]) -> (Summary, Option<V
         },
         Ok(Incoming::Batch(_)) | Err(_) => Some(refusal.body(None)),
     };
-    (refused_summary(&refusal.error), reply)
+    (refused_summary(&refusal.error), reply.map(Bytes::from))
 }

@@ -6,6 +6,7 @@
 //! compactly, so a serialized message never contains a raw newline (stdio
 //! framing and SSE `data:` lines rely on that).
 
+use bytes::Bytes;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -161,15 +162,90 @@ pub(crate) struct MetaHead<'a> {
     pub client_info: Option<&'a RawValue>,
 }
 
-/// What a successful handler produced: the serialized `result` member.
-pub(crate) type ResultJson = Vec<u8>;
+/// What a successful handler produced: the serialized `result` member,
+/// perhaps written after room for its JSON-RPC envelope
+/// ([`ResultJson::buffer`]). A tool's answer can be a page of tens of
+/// kilobytes; written with room in front, the response is that buffer
+/// with the envelope filled in, not a second buffer it is copied into.
+#[derive(Debug, Clone)]
+pub(crate) struct ResultJson {
+    buf: Vec<u8>,
+    /// Where the result starts in `buf`; what comes before is room.
+    start: usize,
+}
+
+/// The envelope's members before a result: `{"jsonrpc":"2.0","id":`,
+/// the id, then [`RESULT_KEY`].
+const ENVELOPE_HEAD: &[u8] = b"{\"jsonrpc\":\"2.0\",\"id\":";
+const RESULT_KEY: &[u8] = b",\"result\":";
+
+impl ResultJson {
+    /// The longest id (as sent, quotes included) the room holds: the
+    /// SDKs' numbers and a quoted UUID (38 bytes) fit.
+    const ID_ROOM: usize = 48;
+    /// Room for the envelope's head.
+    const ROOM: usize = ENVELOPE_HEAD.len() + RESULT_KEY.len() + Self::ID_ROOM;
+
+    /// A buffer to write a result of about `capacity` bytes into, after
+    /// the room it already holds; [`Self::written`] takes it back.
+    pub(crate) fn buffer(capacity: usize) -> Vec<u8> {
+        // One more for the envelope's closing brace.
+        let mut buf = Vec::with_capacity(Self::ROOM + capacity + 1);
+        buf.resize(Self::ROOM, b' ');
+        buf
+    }
+
+    /// A result written into a [`Self::buffer`].
+    pub(crate) fn written(buf: Vec<u8>) -> Self {
+        debug_assert!(buf.len() >= Self::ROOM, "not a ResultJson::buffer");
+        Self {
+            buf,
+            start: Self::ROOM,
+        }
+    }
+
+    /// The result's JSON.
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        &self.buf[self.start..]
+    }
+
+    /// `{"jsonrpc":"2.0","id":<id>,"result":<result>}`, written into the
+    /// room in front of the result when `id` fits there (the result is
+    /// not copied), else into a new buffer.
+    pub(crate) fn into_response(mut self, id: &RawValue) -> Bytes {
+        let id_bytes = id.get().as_bytes();
+        let head = ENVELOPE_HEAD.len() + id_bytes.len() + RESULT_KEY.len();
+        if head > self.start {
+            let mut out = Vec::with_capacity(head + self.as_bytes().len() + 1);
+            write_result(&mut out, id, &self);
+            return Bytes::from(out);
+        }
+        let at = self.start - head;
+        let room = &mut self.buf[at..self.start];
+        let (envelope, rest) = room.split_at_mut(ENVELOPE_HEAD.len());
+        envelope.copy_from_slice(ENVELOPE_HEAD);
+        let (own_id, key) = rest.split_at_mut(id_bytes.len());
+        own_id.copy_from_slice(id_bytes);
+        key.copy_from_slice(RESULT_KEY);
+        self.buf.push(b'}');
+        // Both steps keep the allocation: no byte of the result moves.
+        Bytes::from(self.buf).slice(at..)
+    }
+}
+
+impl From<Vec<u8>> for ResultJson {
+    /// A result written without room (its envelope is then a copy).
+    fn from(buf: Vec<u8>) -> Self {
+        Self { buf, start: 0 }
+    }
+}
 
 /// Writes `{"jsonrpc":"2.0","id":<id>,"result":<result>}`.
-pub(crate) fn write_result(out: &mut Vec<u8>, id: &RawValue, result: &[u8]) {
-    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+pub(crate) fn write_result(out: &mut Vec<u8>, id: &RawValue, result: &ResultJson) {
+    out.extend_from_slice(ENVELOPE_HEAD);
     out.extend_from_slice(id.get().as_bytes());
-    out.extend_from_slice(b",\"result\":");
-    out.extend_from_slice(result);
+    out.extend_from_slice(RESULT_KEY);
+    out.extend_from_slice(result.as_bytes());
     out.push(b'}');
 }
 
@@ -209,6 +285,41 @@ pub(crate) fn json_string(text: &str) -> String {
 mod tests {
     use super::*;
     use actix_web::ResponseError;
+
+    /// A result written with room gets its envelope in place (the
+    /// result's bytes are not copied); an id too long for the room, or a
+    /// result written without room, is copied; all three are the bytes
+    /// `write_result` writes.
+    #[test]
+    fn a_response_is_the_envelope_around_its_result_in_place_when_the_id_fits() {
+        let result = br#"{"content":[{"type":"text","text":"ok"}],"isError":false}"#;
+        let long_id = format!("\"{}\"", "x".repeat(200));
+        for id in [
+            "7",
+            "\"0b9f3c1e-5d2a-4c7e-9a41-6f2d8e0b7c55\"",
+            long_id.as_str(),
+        ] {
+            let id = RawValue::from_string(id.to_owned()).unwrap();
+            let mut buf = ResultJson::buffer(result.len());
+            buf.extend_from_slice(result);
+            let written = ResultJson::written(buf);
+            let result_at = written.as_bytes().as_ptr();
+            let mut expected = Vec::new();
+            write_result(&mut expected, &id, &written);
+            let response = written.into_response(&id);
+            assert_eq!(response.as_ref(), expected.as_slice());
+            let head = response.len() - result.len() - 1;
+            let in_place = std::ptr::eq(response[head..].as_ptr(), result_at);
+            assert_eq!(
+                in_place,
+                id.get().len() <= ResultJson::ID_ROOM,
+                "{}",
+                id.get()
+            );
+            let unroomed = ResultJson::from(result.to_vec()).into_response(&id);
+            assert_eq!(unroomed.as_ref(), expected.as_slice());
+        }
+    }
 
     /// The connection gate's 503 is written in `corkboard-telemetry`,
     /// below this crate (which owns the writer and the codes): it must be
