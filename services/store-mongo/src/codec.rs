@@ -91,6 +91,21 @@ pub(crate) mod field {
     pub const HISTORY_RUN: &str = "history.by.run";
     /// The three, in ranking order (title, body, comments).
     pub const TERMS: [&str; 3] = [TERMS_TITLE, TERMS_BODY, TERMS_COMMENTS];
+    /// The fields of an issue document that are no part of the issue: its
+    /// search words (each of its distinct words, its comments' included)
+    /// and its history (its newest changes, with excerpts). Together they
+    /// can outweigh the issue many times, so every read that builds an
+    /// issue leaves them on the server ([`super::issue_projection`]).
+    pub const NOT_READ: [&str; 4] = [TERMS_TITLE, TERMS_BODY, TERMS_COMMENTS, HISTORY];
+}
+
+/// The projection of every read that builds an issue
+/// ([`issue_from_doc`]): all of the document but [`field::NOT_READ`].
+pub(crate) fn issue_projection() -> Document {
+    field::NOT_READ
+        .iter()
+        .map(|name| ((*name).to_owned(), Bson::Int32(0)))
+        .collect()
 }
 
 /// The distinct words of `text` as a BSON array.

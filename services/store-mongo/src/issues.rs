@@ -25,8 +25,8 @@
 
 use crate::codec::{
     blockers_set, claim_write, comment_doc, comment_from_doc, date, field, history_push,
-    issue_from_doc, issue_integrity, issue_set, issue_terms, new_claim_write, patch_set, raw_claim,
-    recount_token, terms_bson, timestamp, to_i64,
+    issue_from_doc, issue_integrity, issue_projection, issue_set, issue_terms, new_claim_write,
+    patch_set, raw_claim, recount_token, terms_bson, timestamp, to_i64,
 };
 use crate::error::{corrupt, is_duplicate_key, store_error};
 use crate::query::{list_filter, search_filter, similar_filter};
@@ -653,6 +653,7 @@ impl MongoStore {
         self.issues(tenant)
             .find_one_and_update(filter, update)
             .return_document(ReturnDocument::After)
+            .projection(issue_projection())
             .max_time(self.max_time())
             .await
             .map_err(|e| store_error(&e))?
@@ -678,12 +679,10 @@ impl MongoStore {
         let found = self
             .issues(tenant)
             .find_one(doc! { field::ID: id.as_str() })
-            .projection(doc! {
-                field::COMMENTS: 0,
-                field::TERMS_TITLE: 0,
-                field::TERMS_BODY: 0,
-                field::TERMS_COMMENTS: 0,
-                field::HISTORY: 0,
+            .projection({
+                let mut fields = issue_projection();
+                fields.insert(field::COMMENTS, 0);
+                fields
             })
             .max_time(self.max_time())
             .await
@@ -699,6 +698,7 @@ impl MongoStore {
         let found = self
             .issues(tenant)
             .find_one(doc! { field::ID: id.as_str() })
+            .projection(issue_projection())
             .max_time(self.max_time())
             .await
             .map_err(|e| store_error(&e))?;
@@ -733,6 +733,11 @@ impl MongoStore {
         };
         let limit = to_i64(window.limit() as u64);
         let max_bytes = i64::try_from(window.byte_bound()).unwrap_or(i64::MAX);
+        // What leaves the server is the issue as every read of one
+        // (`issue_projection`), with only the window's comments.
+        let unset: Vec<&str> = std::iter::once(field::COMMENTS)
+            .chain(field::NOT_READ)
+            .collect();
         let pipeline = vec![
             doc! { "$match": { field::ID: id.as_str() } },
             doc! { "$set": { WINDOW_TOTAL: { "$size": comments.clone() }, WINDOW_END: end } },
@@ -765,10 +770,7 @@ impl MongoStore {
                     ] },
                 }
             } } },
-            doc! { "$unset": [
-                field::COMMENTS, field::TERMS_TITLE, field::TERMS_BODY, field::TERMS_COMMENTS,
-                field::HISTORY,
-            ] },
+            doc! { "$unset": unset },
         ];
         let mut cursor = self
             .issues(tenant)
@@ -1011,10 +1013,10 @@ impl MongoStore {
                     ),
                 )
                 .return_document(ReturnDocument::After)
-                // Not the history: the answer is the issue, and the
-                // history is as long as the comments (both grow the
-                // document every comment rewrites and returns).
-                .projection(doc! { field::HISTORY: 0 })
+                // Not the history nor the search words: the answer is the
+                // issue, and both grow with the comments (as the
+                // document every comment rewrites and returns does).
+                .projection(issue_projection())
                 .max_time(self.max_time())
                 .await
                 .map_err(|e| store_error(&e))?;
@@ -1309,6 +1311,7 @@ impl MongoStore {
         let mut cursor = self
             .issues(tenant)
             .find(doc! { field::ID: { "$in": ids } })
+            .projection(issue_projection())
             .max_time(budget.max_time())
             .await
             .map_err(|e| budget.error(&e))?;
@@ -1479,6 +1482,7 @@ impl MongoStore {
             .issues(tenant)
             .find(filter)
             .sort(doc! { field::ID: -1 })
+            .projection(issue_projection())
             .limit(fetch)
             .batch_size(u32::try_from(fetch).unwrap_or(u32::MAX))
             .max_time(budget.map_or_else(|| self.max_time(), ReadBudget::max_time))

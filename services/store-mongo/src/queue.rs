@@ -6,7 +6,7 @@
 //! claim is one `findOneAndUpdate` on a candidate with the "still ready"
 //! filter; a claimant that loses it tries the next candidate it read.
 
-use crate::codec::{changes_of, date, field, new_claim_write, timestamp};
+use crate::codec::{changes_of, date, field, issue_projection, new_claim_write, timestamp};
 use crate::error::{corrupt, store_error};
 use crate::issues::page_within_comment_bytes;
 use crate::query::{
@@ -234,6 +234,7 @@ impl MongoStore {
             .issues(tenant)
             .find(filter)
             .sort(ready_sort())
+            .projection(issue_projection())
             .limit(i64::from(query.limit) + 1)
             .max_time(max_time())
             .await

@@ -429,7 +429,7 @@ impl MongoStore {
         tenant: &TenantId,
         now: Timestamp,
     ) -> Result<usize, StoreError> {
-        let projection = doc! { field::HISTORY: 0 };
+        let projection = crate::codec::issue_projection();
         let found = left_staged(&self.issues(tenant), now, projection, self.max_time()).await?;
         for (doc, events) in &found {
             let issue = crate::codec::issue_from_doc(tenant, doc)?;

@@ -52,7 +52,9 @@
 //! that fails (or a process that dies between the two) leaves the claim
 //! to the round of step 2: later, never lost.
 
-use crate::codec::{claim_write, date, field, ids, issue_from_doc, raw_claim, timestamp};
+use crate::codec::{
+    claim_write, date, field, ids, issue_from_doc, issue_projection, raw_claim, timestamp,
+};
 use crate::error::store_error;
 use crate::issues::system_author;
 use crate::schema;
@@ -370,6 +372,7 @@ impl MongoStore {
                     with_staged(claim_write(None, &change), &staged),
                 )
                 .return_document(ReturnDocument::After)
+                .projection(issue_projection())
                 .max_time(self.max_time())
                 .await
                 .map_err(fail)?;

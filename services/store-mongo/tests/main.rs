@@ -18,6 +18,7 @@ mod load;
 mod outage;
 mod plans;
 mod queue;
+mod reads;
 mod search_backfill;
 mod seed;
 mod startup;

@@ -13,7 +13,7 @@
 
 use crate::common;
 
-use common::{TestBoard, test_options};
+use common::{TestBoard, observing, test_options};
 use corkboard_board::webhook::AttemptOutcome;
 use corkboard_board::{
     AuditEntry, AuditLog, AuditQuery, BudgetKind, ClaimFilter, Claimant, CommentBody,
@@ -24,10 +24,9 @@ use corkboard_board::{
 use corkboard_store_contract::fixtures::{
     audit_record, author, comment, grant, key, label, labels, new_issue, title, token_hash,
 };
-use corkboard_store_mongo::{CommandObserver, MongoOptions, MongoStore};
+use corkboard_store_mongo::{MongoOptions, MongoStore};
 use futures_util::future::BoxFuture;
 use mongodb::bson::{Bson, Document, doc};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Issues on the tenant whose plans are explained.
@@ -71,9 +70,6 @@ const WORDS: [&str; 12] = [
     "billing", "webhook", "cache",
 ];
 const MOODS: [&str; 6] = ["flaky", "slow", "broken", "missing", "stale", "wrong"];
-
-/// What a store sent: command name and the command, as BSON.
-type Sent = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
 
 struct Fixture {
     store: MongoStore,
@@ -421,15 +417,10 @@ fn number(doc: &Document, key: &str) -> i64 {
 #[actix_rt::test(system = "corkboard_testkit::MultiThread")]
 async fn every_query_shape_is_index_bound_on_a_large_tenant() {
     let board = TestBoard::start("plans").await;
-    let sent: Sent = Arc::default();
-    let log = Arc::clone(&sent);
-    let options = MongoOptions {
-        command_observer: Some(CommandObserver::new(move |name, bytes| {
-            log.lock().unwrap().push((name.to_owned(), bytes.to_vec()));
-        })),
+    let (options, sent) = observing(MongoOptions {
         operation_timeout: Duration::from_secs(60),
         ..test_options()
-    };
+    });
     let store = board.another_store(options).await;
     let tenant = TenantId::parse("large").unwrap();
     let (ids, parent) = seed(&board, &store, &tenant).await;

@@ -4,9 +4,9 @@
 #![allow(dead_code)] // each test file uses its own part of this module
 
 use corkboard_board::ExpensiveReads;
-use corkboard_store_mongo::{MongoOptions, MongoStore};
+use corkboard_store_mongo::{CommandObserver, MongoOptions, MongoStore};
 use corkboard_testkit::{MongoServer, unique_database};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Options for tests: short timeouts, so outages show quickly, but long
@@ -35,6 +35,23 @@ pub fn test_options() -> MongoOptions {
             .with_time_share(1_000_000),
         ..MongoOptions::default()
     }
+}
+
+/// What a store sent: each command's name and the command, as BSON.
+pub type Sent = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
+
+/// `options` with an observer that records every command the store sends
+/// into the log returned beside them.
+pub fn observing(options: MongoOptions) -> (MongoOptions, Sent) {
+    let sent: Sent = Arc::default();
+    let log = Arc::clone(&sent);
+    let options = MongoOptions {
+        command_observer: Some(CommandObserver::new(move |name, bytes| {
+            log.lock().unwrap().push((name.to_owned(), bytes.to_vec()));
+        })),
+        ..options
+    };
+    (options, sent)
 }
 
 pub async fn connect(uri: &str, database: &str, options: MongoOptions) -> MongoStore {
