@@ -159,13 +159,12 @@ where
         );
         span.in_scope(|| log_exchange("stdio", &summary, 0, elapsed));
         if let Some(body) = reply {
-            let written = match output.write_all(&body).await {
-                Ok(()) => match output.write_all(b"\n").await {
-                    Ok(()) => output.flush().await,
-                    Err(e) => Err(e),
-                },
-                Err(e) => Err(e),
-            };
+            let written = async {
+                output.write_all(&body).await?;
+                output.write_all(b"\n").await?;
+                output.flush().await
+            }
+            .await;
             match written {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(()),

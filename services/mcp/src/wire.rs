@@ -174,8 +174,8 @@ pub(crate) struct ResultJson {
     start: usize,
 }
 
-/// The envelope's members before a result: `{"jsonrpc":"2.0","id":`,
-/// the id, then [`RESULT_KEY`].
+/// The start of every response, up to its id: `{"jsonrpc":"2.0","id":`.
+/// A result's envelope then has the id and [`RESULT_KEY`].
 const ENVELOPE_HEAD: &[u8] = b"{\"jsonrpc\":\"2.0\",\"id\":";
 const RESULT_KEY: &[u8] = b",\"result\":";
 
@@ -253,7 +253,7 @@ pub(crate) fn write_result(out: &mut Vec<u8>, id: &RawValue, result: &ResultJson
 /// writer of JSON-RPC error responses (every crate's goes through it or
 /// [`error_response`]).
 pub(crate) fn write_error(out: &mut Vec<u8>, id: Option<&RawValue>, error: &RpcError) {
-    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    out.extend_from_slice(ENVELOPE_HEAD);
     match id {
         Some(id) => out.extend_from_slice(id.get().as_bytes()),
         None => out.extend_from_slice(b"null"),
