@@ -91,6 +91,10 @@ pub async fn read_line<R: AsyncBufRead + Unpin>(
     }
 }
 
+/// Room the framing buffer keeps between messages (a default result
+/// budget's answer fits).
+const FRAME_KEPT_BYTES: usize = 64 * 1024;
+
 /// Serves MCP on `input`/`output` until EOF. A closed output (broken pipe)
 /// also ends the loop cleanly; other I/O errors are returned.
 pub async fn serve_stdio<B, R, W>(
@@ -107,6 +111,12 @@ where
 {
     let mut session = SessionState::Missing;
     let mut line = Vec::new();
+    // Each message and its newline, framed here so that they go out in
+    // one write: tokio's stdout hands every write to a blocking thread and
+    // waits for it before the next, so a second write for the newline was
+    // a second round trip per message. Reused: one allocation, not one per
+    // message.
+    let mut framed = Vec::new();
     loop {
         let kind = read_line(&mut input, &mut line, options.max_line_bytes).await?;
         let started = Instant::now();
@@ -159,9 +169,13 @@ where
         );
         span.in_scope(|| log_exchange("stdio", &summary, 0, elapsed));
         if let Some(body) = reply {
+            framed.clear();
+            // A rare large message does not keep its room for the session.
+            framed.shrink_to(FRAME_KEPT_BYTES);
+            framed.extend_from_slice(&body);
+            framed.push(b'\n');
             let written = async {
-                output.write_all(&body).await?;
-                output.write_all(b"\n").await?;
+                output.write_all(&framed).await?;
                 output.flush().await
             }
             .await;

@@ -162,6 +162,63 @@ async fn refused_credential_answers_every_request() {
     }
 }
 
+/// An output that keeps each write apart.
+#[derive(Default)]
+struct Writes(Vec<Vec<u8>>);
+
+impl tokio::io::AsyncWrite for Writes {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        self.0.push(buf.to_vec());
+        std::task::Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
+#[actix_rt::test]
+async fn each_message_goes_out_in_one_write_with_its_newline() {
+    let input = [
+        line(&initialize_body("2025-06-18")),
+        line(&request(json!(1), "tools/list", json!({}))),
+        "not json\n".to_owned(),
+    ]
+    .concat();
+    let engine = Engine::new(Toy::new());
+    let mut writes = Writes::default();
+    serve_stdio(
+        &engine,
+        Ok(principal()),
+        StdioOptions::default(),
+        BufReader::new(input.as_bytes()),
+        &mut writes,
+    )
+    .await
+    .unwrap();
+    assert_eq!(writes.0.len(), 3, "three answers, a write each");
+    for write in &writes.0 {
+        let text = std::str::from_utf8(write).unwrap();
+        let message = text.strip_suffix('\n').expect("ends with its newline");
+        assert!(!message.contains('\n'));
+        serde_json::from_str::<Value>(message).expect("one whole message");
+    }
+}
+
 #[actix_rt::test]
 async fn eof_ends_cleanly_with_no_output() {
     assert!(
