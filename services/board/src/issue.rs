@@ -795,6 +795,52 @@ pub struct ListQuery {
     /// Issues at this level or higher only (the caller's grant's floor,
     /// [`crate::Grant::min_integrity`]; never from the caller's input).
     pub min_integrity: Option<Integrity>,
+    /// What the page holds of each issue's comments.
+    pub comments: PageComments,
+}
+
+/// What a page holds of its issues' comments.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum PageComments {
+    /// Every comment of each issue (the page ends before the comments
+    /// pass [`limits::PAGE_COMMENT_BYTES_MAX`]).
+    #[default]
+    All,
+    /// None: each issue's comments are left empty and counted instead
+    /// ([`Page::counted`]), for a page that shows how many there are but
+    /// not what they say. A store that counts them without reading them
+    /// (SQLite) lets no comment bound the page; one that reads them to
+    /// count them (MongoDB) still ends it at the bound.
+    Counted,
+}
+
+/// How many comments an issue has, and how many of them are at or above
+/// a page's floor ([`ListQuery::min_integrity`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize)]
+pub struct CommentCounts {
+    pub total: usize,
+    pub at_floor: usize,
+}
+
+impl CommentCounts {
+    /// Counts `comments` against `floor`.
+    pub fn of(comments: &[Comment], floor: Option<Integrity>) -> Self {
+        Self {
+            total: comments.len(),
+            at_floor: comments
+                .iter()
+                .filter(|c| c.author.integrity.meets(floor))
+                .count(),
+        }
+    }
+
+    /// Counts one more comment, at `level`.
+    pub fn add(&mut self, level: Integrity, floor: Option<Integrity>) {
+        self.total += 1;
+        if level.meets(floor) {
+            self.at_floor += 1;
+        }
+    }
 }
 
 impl Default for ListQuery {
@@ -812,6 +858,7 @@ impl Default for ListQuery {
             claim: ClaimFilter::Any,
             ready: false,
             min_integrity: None,
+            comments: PageComments::All,
         }
     }
 }
@@ -928,6 +975,10 @@ pub struct Page {
     pub issues: Vec<Issue>,
     /// Pass back as `cursor` for the next page; absent on the last page.
     pub next_cursor: Option<IssueId>,
+    /// With [`PageComments::Counted`]: each issue's comments counted, in
+    /// the order of `issues` (whose comments are then empty).
+    #[serde(skip)]
+    pub counted: Option<Vec<CommentCounts>>,
 }
 
 impl Page {
@@ -946,7 +997,32 @@ impl Page {
         Self {
             issues,
             next_cursor,
+            counted: None,
         }
+    }
+
+    /// A page of no issues, the last.
+    pub fn empty() -> Self {
+        Self::read(Vec::new(), 0, false)
+    }
+
+    /// What `query` asks of the page's comments, for a store that read
+    /// them all: with [`PageComments::Counted`], each issue's are counted
+    /// against the query's floor and left out.
+    pub fn comments_as(mut self, query: &ListQuery) -> Self {
+        if query.comments == PageComments::Counted {
+            let counted = self
+                .issues
+                .iter_mut()
+                .map(|issue| {
+                    let counts = CommentCounts::of(&issue.comments, query.min_integrity);
+                    issue.comments = Vec::new();
+                    counts
+                })
+                .collect();
+            self.counted = Some(counted);
+        }
+        self
     }
 }
 

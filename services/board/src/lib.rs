@@ -85,9 +85,9 @@ pub use ids::{
 };
 pub use integrity::Integrity;
 pub use issue::{
-    Author, AuthorKind, Body, Comment, CommentAdded, CommentBody, Created, Issue, IssuePatch,
-    IssueState, Label, LabelFilter, Labels, ListQuery, NewComment, NewIssue, Page,
-    PageCommentBytes, Priority, Title, limits,
+    Author, AuthorKind, Body, Comment, CommentAdded, CommentBody, CommentCounts, Created, Issue,
+    IssuePatch, IssueState, Label, LabelFilter, Labels, ListQuery, NewComment, NewIssue, Page,
+    PageCommentBytes, PageComments, Priority, Title, limits,
 };
 pub use pin::{
     DefinitionHash, FIRST_LISTING, PINNED_FIELDS, TOOL_DEFINITION_MAX, ToolApproval, ToolPin,

@@ -607,6 +607,8 @@ impl IssueListParams {
             ready: false,
             // People and admins see every level.
             min_integrity: None,
+            // The API's page is of whole issues, comments included.
+            comments: corkboard_board::PageComments::All,
         };
         query.validate()?;
         Ok(query)

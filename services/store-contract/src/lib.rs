@@ -151,6 +151,7 @@ macro_rules! store_contract_tests {
             case_list_filters_follow_updates,
             case_list_returns_full_issues,
             case_pages_end_before_their_comments_pass_the_bound,
+            case_a_counted_page_counts_what_a_read_page_holds,
             case_list_pagination_across_pages,
             case_list_pagination_with_filters,
             case_list_pagination_stable_under_concurrent_inserts,

@@ -475,6 +475,127 @@ pub async fn case_list_returns_full_issues<S: BoardStore>(store: Arc<S>) {
     );
 }
 
+/// A page read with its comments counted (`PageComments::Counted`) holds
+/// the same issues as one read with them, each with no comment, and
+/// counts each issue's comments, every one and those at the query's
+/// floor, as the comments read say: for lists and ready work, with and
+/// without a floor, comments by people, agents and external runs.
+pub async fn case_a_counted_page_counts_what_a_read_page_holds<S: BoardStore>(store: Arc<S>) {
+    use corkboard_board::{Author, AuthorKind, CommentCounts, GrantId, Integrity, PageComments};
+    let t = tenant("counted-comments");
+    let person = Author::principal(AuthorKind::Person, "ada@example.com");
+    let agent = Author::run(
+        run("run-agent"),
+        Some(GrantId::generate()),
+        Integrity::Agent,
+    );
+    let external = Author::run(
+        run("run-ext"),
+        Some(GrantId::generate()),
+        Integrity::External,
+    );
+    let writers = [&person, &agent, &external];
+    for n in 0..7usize {
+        let issue = store
+            .create_issue(&t, &person, new_issue(&format!("Counted thread {n}")), None)
+            .await
+            .expect("create")
+            .issue;
+        // Issue n has n comments, by the three writers in turn.
+        for k in 0..n {
+            store
+                .add_comment(
+                    &t,
+                    writers[(n + k) % 3],
+                    comment(&issue.id, &format!("say {k}")),
+                    None,
+                )
+                .await
+                .expect("comment");
+        }
+    }
+    for floor in [None, Some(Integrity::Agent), Some(Integrity::Person)] {
+        for ready in [false, true] {
+            let query = ListQuery {
+                limit: 4,
+                ready,
+                min_integrity: floor,
+                ..ListQuery::default()
+            };
+            let counted_query = ListQuery {
+                comments: PageComments::Counted,
+                ..query.clone()
+            };
+            let mut read = list(&*store, &t, &query).await;
+            let mut counted = list(&*store, &t, &counted_query).await;
+            let mut pages = 0;
+            loop {
+                pages += 1;
+                assert_eq!(
+                    ids(&counted.issues),
+                    ids(&read.issues),
+                    "{floor:?} ready {ready}"
+                );
+                assert_eq!(counted.next_cursor, read.next_cursor);
+                assert_eq!(read.counted, None, "a read page counts nothing");
+                let counts = counted.counted.clone().expect("a counted page counts");
+                assert_eq!(counts.len(), counted.issues.len());
+                for ((with, without), counts) in read.issues.iter().zip(&counted.issues).zip(counts)
+                {
+                    assert!(without.comments.is_empty(), "no comment on a counted page");
+                    assert_eq!(
+                        counts,
+                        CommentCounts::of(&with.comments, floor),
+                        "{}",
+                        with.title.as_str()
+                    );
+                    let mut whole = without.clone();
+                    whole.comments.clone_from(&with.comments);
+                    assert_eq!(&whole, with, "the rest of the issue is the same");
+                }
+                let Some(cursor) = read.next_cursor.clone() else {
+                    break;
+                };
+                read = list(
+                    &*store,
+                    &t,
+                    &ListQuery {
+                        cursor: Some(cursor.clone()),
+                        ..query.clone()
+                    },
+                )
+                .await;
+                counted = list(
+                    &*store,
+                    &t,
+                    &ListQuery {
+                        cursor: Some(cursor),
+                        ..counted_query.clone()
+                    },
+                )
+                .await;
+            }
+            assert!(pages >= 2, "the pages go on: {pages}");
+        }
+    }
+    // Some counts differ from their totals under a floor: the floor is
+    // applied, not ignored.
+    let floored = list(
+        &*store,
+        &t,
+        &ListQuery {
+            min_integrity: Some(Integrity::Person),
+            comments: PageComments::Counted,
+            limit: 10,
+            ..ListQuery::default()
+        },
+    )
+    .await;
+    let counts = floored.counted.expect("counted");
+    assert!(counts.iter().any(|c| c.at_floor < c.total));
+    assert_eq!(counts.iter().map(|c| c.total).sum::<usize>(), 21);
+}
+
 /// A page's comments are bounded (`limits::PAGE_COMMENT_BYTES_MAX`): a
 /// list or search page whose issues' comments would pass the bound ends
 /// after its last issue that fits (its first whatever their size), and the

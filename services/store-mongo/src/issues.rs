@@ -1719,12 +1719,12 @@ impl IssueStore for MongoStore {
             self.ensure_tenant(tenant).await?;
         }
         let Some(filter) = list_filter(query) else {
-            return Ok(Page {
-                issues: Vec::new(),
-                next_cursor: None,
-            });
+            return Ok(Page::empty().comments_as(query));
         };
-        match query.cost() {
+        // The documents are read with their comments either way (what a
+        // count needs of each comment, its level, sits beside its body),
+        // and counted here when the query asks for counts.
+        let page = match query.cost() {
             ReadCost::Point => {
                 self.bounded("list_issues", self.list_page(tenant, query, filter, None))
                     .await
@@ -1735,7 +1735,8 @@ impl IssueStore for MongoStore {
                 })
                 .await
             }
-        }
+        };
+        page.map(|page| page.comments_as(query))
     }
 
     async fn update_issue(

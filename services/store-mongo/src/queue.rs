@@ -192,10 +192,7 @@ impl MongoStore {
             .map_err(fail)?
         {
             let Some(fast) = ready_filter_without_lapsed_claims(query, now) else {
-                return Ok(Page {
-                    issues: Vec::new(),
-                    next_cursor: None,
-                });
+                return Ok(Page::empty());
             };
             filter = fast;
         }
@@ -208,10 +205,7 @@ impl MongoStore {
                 .await
                 .map_err(fail)?;
             let Some(doc) = found else {
-                return Ok(Page {
-                    issues: Vec::new(),
-                    next_cursor: None,
-                });
+                return Ok(Page::empty());
             };
             let bad = |name: &str| corrupt("issue", cursor.as_str(), format!("its {name}"));
             let urgency = doc

@@ -71,7 +71,7 @@ pub(crate) fn outcome_from_str(text: &str) -> Option<AuditOutcome> {
     AuditOutcome::parse(text)
 }
 
-fn corrupt(what: &str, id: &str, err: impl std::fmt::Display) -> OpError {
+pub(crate) fn corrupt(what: &str, id: &str, err: impl std::fmt::Display) -> OpError {
     OpError::Store(StoreError::Internal(format!(
         "stored {what} {id} is invalid: {err}"
     )))
@@ -178,8 +178,14 @@ fn author(kind: AuthorKind, run: RunId, grant: Option<GrantId>, rank: Option<i64
         kind,
         run,
         grant,
-        integrity: rank.map_or_else(|| Integrity::unrecorded(kind), Integrity::from_rank),
+        integrity: stored_level(kind, rank),
     }
+}
+
+/// The level of an author stored as `kind` and `rank` (NULL in rows
+/// written before levels existed: [`Integrity::unrecorded`]).
+pub(crate) fn stored_level(kind: AuthorKind, rank: Option<i64>) -> Integrity {
+    rank.map_or_else(|| Integrity::unrecorded(kind), Integrity::from_rank)
 }
 
 /// Columns of `comments` that [`comment_from_row`] reads, in its order.

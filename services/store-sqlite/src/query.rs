@@ -534,6 +534,8 @@ mod tests {
                                                 // Always in the statement: the floor
                                                 // adds no shape.
                                                 min_integrity: None,
+                                                // Read after the page's statement.
+                                                comments: Default::default(),
                                             };
                                             // Ready work is unclaimed:
                                             // other claim filters are refused.

@@ -621,6 +621,17 @@ const MIGRATIONS: &[&str] = &[
         WHERE claim_run IS NOT NULL;
     DROP INDEX issues_claim_expiry;
     "#,
+    // 27: each comment's author kind and level in the index a page finds
+    // its issues' comments by, so a page that counts them
+    // (`PageComments::Counted`, ops/issues.rs `count_comments`) reads no
+    // comment row: the two columns were added after the body (8, 21) and
+    // sit behind it, and behind its overflow pages when it is long. The
+    // same index, in the same order, two columns wider.
+    r#"
+    DROP INDEX comments_by_issue;
+    CREATE INDEX comments_by_issue
+        ON comments (tenant, issue_id, seq, author_kind, author_integrity);
+    "#,
 ];
 
 /// The board step that moves audit records out (its index in `MIGRATIONS`

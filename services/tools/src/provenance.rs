@@ -47,16 +47,6 @@ pub(crate) fn label(entry: &mut Map<String, Value>, level: Integrity) {
     entry.insert("_meta".to_owned(), meta(level));
 }
 
-/// How many of `issue`'s comments a run with `floor` is shown (the rest
-/// are withheld).
-pub(crate) fn comments_shown(issue: &Issue, floor: Option<Integrity>) -> usize {
-    issue
-        .comments
-        .iter()
-        .filter(|c| c.author.integrity.meets(floor))
-        .count()
-}
-
 /// `issue` as the JSON a run with `floor` is shown: refused when the issue
 /// is below it (`checked`; a write's own answer is not, the run made it),
 /// its comments below it left out and counted in `comments_withheld`, and

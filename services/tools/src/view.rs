@@ -15,8 +15,8 @@
 use crate::error::ToolsError;
 use crate::provenance;
 use corkboard_board::{
-    Claim, CommentFacts, CommentId, Integrity, Issue, IssueId, IssueState, Labels, Priority, RunId,
-    Timestamp, Title,
+    Claim, CommentCounts, CommentFacts, CommentId, Integrity, Issue, IssueId, IssueState, Labels,
+    Priority, RunId, Timestamp, Title,
 };
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -55,6 +55,15 @@ pub(crate) struct ListView {
     pub comments: Option<usize>,
 }
 
+impl ListView {
+    /// Whether the view shows comments (`include_comments`, or `fields`
+    /// naming them); a page for any other view is read with its comments
+    /// counted, not read ([`corkboard_board::PageComments::Counted`]).
+    pub(crate) fn needs_comments(&self) -> bool {
+        self.comments.is_some() || self.fields.iter().any(|f| f == "comments")
+    }
+}
+
 /// The fields every summary has, taken from the issue itself. A page is
 /// built from these, not from each issue's whole JSON cut down: that
 /// round trip (every field, every comment, then all but eleven dropped)
@@ -82,14 +91,16 @@ struct SummaryFields<'a> {
 }
 
 /// The summary of `issue` that `view` asks for, for a run with `floor`
-/// (refused when the issue is below it).
+/// (refused when the issue is below it); `counts` are its comments
+/// counted against that floor (by the store when the page was read
+/// without them, [`ListView::needs_comments`]).
 pub(crate) fn summary(
     issue: &Issue,
+    counts: CommentCounts,
     floor: Option<Integrity>,
     view: &ListView,
 ) -> Result<Value, ToolsError> {
     provenance::check(issue, floor)?;
-    let shown = provenance::comments_shown(issue, floor);
     let fields = SummaryFields {
         id: &issue.id,
         title: &issue.title,
@@ -100,8 +111,8 @@ pub(crate) fn summary(
         updated_at: issue.updated_at,
         version: issue.version,
         author_run: &issue.author.run,
-        comment_count: issue.comments.len(),
-        comments_withheld: Some(issue.comments.len() - shown).filter(|&n| n > 0),
+        comment_count: counts.total,
+        comments_withheld: Some(counts.total - counts.at_floor).filter(|&n| n > 0),
     };
     let Value::Object(mut out) =
         serde_json::to_value(&fields).map_err(|err| ToolsError::Internal {
@@ -342,6 +353,20 @@ mod tests {
             .collect()
     }
 
+    /// [`summary`] of an issue read with its comments.
+    fn summary_of(
+        issue: &Issue,
+        floor: Option<Integrity>,
+        view: &ListView,
+    ) -> Result<Value, ToolsError> {
+        summary(
+            issue,
+            CommentCounts::of(&issue.comments, floor),
+            floor,
+            view,
+        )
+    }
+
     fn keys(value: &Value) -> Vec<&str> {
         value
             .as_object()
@@ -355,7 +380,7 @@ mod tests {
     fn a_summary_has_the_documented_fields_and_an_excerpt() {
         let long = "word ".repeat(100);
         let read = issue(&long, Integrity::Agent, &[Integrity::Agent; 3]);
-        let s = summary(&read, None, &ListView::default()).unwrap();
+        let s = summary_of(&read, None, &ListView::default()).unwrap();
         // The keys in order (serde_json's map is sorted).
         assert_eq!(
             keys(&s),
@@ -396,7 +421,7 @@ mod tests {
         assert!(excerpt.chars().count() <= EXCERPT_CHARS, "{excerpt}");
         assert!(excerpt.ends_with("word…"), "{excerpt}");
         // A short body is whole and not marked.
-        let s = summary(
+        let s = summary_of(
             &issue("short body", Integrity::Agent, &[]),
             None,
             &ListView::default(),
@@ -414,7 +439,7 @@ mod tests {
             &[Integrity::Person, Integrity::External, Integrity::Agent],
         );
         let floor = Some(Integrity::Agent);
-        let s = summary(&read, floor, &ListView::default()).unwrap();
+        let s = summary_of(&read, floor, &ListView::default()).unwrap();
         assert_eq!(s["comment_count"], 3);
         assert_eq!(s["comments_withheld"], 1);
         // A whole issue counts the same.
@@ -428,7 +453,7 @@ mod tests {
             comments: Some(10),
             ..ListView::default()
         };
-        let s = summary(&read, floor, &view).unwrap();
+        let s = summary_of(&read, floor, &view).unwrap();
         assert_eq!(comment_bodies(&s), ["c0", "c2"]);
         assert_eq!(
             s["comments"][1]["_meta"][provenance::INTEGRITY_META],
@@ -436,13 +461,13 @@ mod tests {
         );
         assert_eq!(s["older_comments"], 0);
         // No floor: all counted, none withheld.
-        let s = summary(&read, None, &ListView::default()).unwrap();
+        let s = summary_of(&read, None, &ListView::default()).unwrap();
         assert_eq!(s["comment_count"], 3);
         assert!(s.get("comments_withheld").is_none());
         // An issue below the floor is refused.
         let low = issue("b", Integrity::External, &[]);
         assert!(matches!(
-            summary(&low, floor, &ListView::default()),
+            summary_of(&low, floor, &ListView::default()),
             Err(ToolsError::Withheld { .. })
         ));
     }
@@ -462,7 +487,7 @@ mod tests {
             body: true,
             comments: Some(2),
         };
-        let s = summary(&read, None, &view).unwrap();
+        let s = summary_of(&read, None, &view).unwrap();
         assert_eq!(s["claim"]["run"], "run-2", "claim is in every summary");
         assert_eq!(s["parent"], read.parent.as_ref().unwrap().as_str());
         assert_eq!(
@@ -486,7 +511,7 @@ mod tests {
             fields: vec!["comments".into(), "body".into()],
             ..ListView::default()
         };
-        let s = summary(&read, None, &view).unwrap();
+        let s = summary_of(&read, None, &view).unwrap();
         assert_eq!(s["comments"].as_array().unwrap().len(), 12);
         assert_eq!(s["body"], "b");
     }

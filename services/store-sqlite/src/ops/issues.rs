@@ -11,17 +11,18 @@ use super::search::{index_open_title, search_rowid, similar_open_issues};
 use super::{WriteOp, webhooks};
 use crate::codec::{
     COMMENT_COLUMNS, ISSUE_COLUMN_COUNT, ISSUE_COLUMNS, comment_from_row, comment_from_row_at,
-    issue_from_row, join_ids, join_labels, qualified, to_sql_u64,
+    corrupt, issue_from_row, join_ids, join_labels, qualified, stored_level, to_sql_u64,
 };
 use crate::error::OpError;
 use crate::query::{self, json_array};
 use crate::readers::snapshot;
 use crate::search_writes;
 use corkboard_board::{
-    Author, Change, ChangeKind, CommentBody, CommentFacts, CommentWindow, CreateOutcome, Created,
-    GrantId, IdempotencyKey, Issue, IssueId, IssuePatch, IssueView, ListQuery, NewComment,
-    NewIssue, Page, PageCommentBytes, ParentChain, SimilarIssue, StoreError, TenantId, Timestamp,
-    ViewSince, limits, normalized, relation_limits,
+    Author, AuthorKind, Change, ChangeKind, CommentBody, CommentCounts, CommentFacts,
+    CommentWindow, CreateOutcome, Created, GrantId, IdempotencyKey, Integrity, Issue, IssueId,
+    IssuePatch, IssueView, ListQuery, NewComment, NewIssue, Page, PageCommentBytes, PageComments,
+    ParentChain, SimilarIssue, StoreError, TenantId, Timestamp, ViewSince, limits, normalized,
+    relation_limits,
 };
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 use std::collections::HashMap;
@@ -253,8 +254,58 @@ pub(crate) fn list_issues(
     // The look-ahead issue is not filled in: it only says more follow.
     let more = issues.len() > limit;
     issues.truncate(limit);
-    let cut = attach_comments(conn, tenant, &mut issues)?;
-    Ok(Page::read(issues, limit, more || cut))
+    match query.comments {
+        PageComments::All => {
+            let cut = attach_comments(conn, tenant, &mut issues)?;
+            Ok(Page::read(issues, limit, more || cut))
+        }
+        PageComments::Counted => {
+            let counted = count_comments(conn, tenant, &issues, query.min_integrity)?;
+            let mut page = Page::read(issues, limit, more);
+            page.counted = Some(counted);
+            Ok(page)
+        }
+    }
+}
+
+/// Each comment of the issues in `?2` (a JSON array of ids): its author's
+/// kind and level, what a count needs, from the index alone.
+const COUNT_COMMENTS: &str = "SELECT issue_id, author_kind, author_integrity FROM comments \
+     INDEXED BY comments_by_issue \
+     WHERE tenant = ?1 AND issue_id IN (SELECT value FROM json_each(?2))";
+
+/// Each of `issues`' comments counted against `floor`, in their order,
+/// from the index alone (migration 27): no comment row, no body. A page
+/// of 50 issues with ten comments each read and decoded 500 bodies to
+/// show none (services/bench/FINDINGS.md).
+fn count_comments(
+    conn: &Connection,
+    tenant: &TenantId,
+    issues: &[Issue],
+    floor: Option<Integrity>,
+) -> Result<Vec<CommentCounts>, OpError> {
+    let mut counted = vec![CommentCounts::default(); issues.len()];
+    if issues.is_empty() {
+        return Ok(counted);
+    }
+    let position: HashMap<&str, usize> = issues
+        .iter()
+        .enumerate()
+        .map(|(i, issue)| (issue.id.as_str(), i))
+        .collect();
+    let ids = json_array(issues.iter().map(|i| i.id.as_str()));
+    let mut stmt = conn.prepare_cached(COUNT_COMMENTS)?;
+    let mut rows = stmt.query(params![tenant.as_str(), ids])?;
+    while let Some(row) = rows.next()? {
+        let text = |at: usize| -> Result<&str, rusqlite::Error> { Ok(row.get_ref(at)?.as_str()?) };
+        let issue_id = text(0)?;
+        let kind =
+            AuthorKind::parse(text(1)?).map_err(|e| corrupt("comment of issue", issue_id, e))?;
+        if let Some(&i) = position.get(issue_id) {
+            counted[i].add(stored_level(kind, row.get(2)?), floor);
+        }
+    }
+    Ok(counted)
 }
 
 /// Fills in the comments of a page of issues, within
@@ -776,6 +827,23 @@ pub(crate) fn update_issue(
 mod tests {
     use super::*;
     use crate::schema;
+
+    /// A page's comments are counted from the index alone: no comment
+    /// row is read (their bodies sit before the columns counted).
+    #[test]
+    fn a_page_counts_its_comments_from_the_index_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = schema::open_writer(&dir.path().join("s.sqlite3"), &Default::default()).unwrap();
+        let plan =
+            crate::query::query_plan(&conn, COUNT_COMMENTS, params!["t", "[\"iss_1\"]"]).join("\n");
+        assert!(
+            plan.contains(
+                "SEARCH comments USING COVERING INDEX comments_by_issue (tenant=? AND issue_id=?)"
+            ),
+            "{plan}"
+        );
+        assert!(!plan.contains("SCAN comments"), "{plan}");
+    }
 
     /// The view's one statement reads the issue by its key and the
     /// comment count and both inverse relations each from its index,

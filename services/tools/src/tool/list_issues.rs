@@ -10,8 +10,8 @@ use crate::result_budget;
 use crate::service::BoardTools;
 use crate::view::{self, EXCERPT_CHARS, ListView, SELECTABLE_FIELDS};
 use corkboard_board::{
-    ClaimFilter, IssueId, IssueState, Label, LabelFilter, ListQuery, Priority, RunId, Timestamp,
-    limits, stale_window,
+    ClaimFilter, CommentCounts, IssueId, IssueState, Label, LabelFilter, ListQuery, PageComments,
+    Priority, RunId, Timestamp, limits, stale_window,
 };
 use corkboard_grants::ResolvedGrant;
 use serde_json::{Map, Value, json};
@@ -239,6 +239,12 @@ pub(crate) async fn run(
     // Only issues at or above the grant's floor, in the store's query.
     query.min_integrity = grant.min_integrity;
     let shown = parse_view(arguments)?;
+    // A summary shows how many comments an issue has, not what they say:
+    // unless the view shows them, the store counts them without reading
+    // them.
+    if !shown.needs_comments() {
+        query.comments = PageComments::Counted;
+    }
     // A page that does not depend on the time is kept, and given again
     // while the tenant's epoch, read before the page, has not moved
     // (kept_answers.rs). Which issues a claim or ready filter keeps
@@ -266,10 +272,19 @@ pub(crate) async fn run(
     let page = tools
         .bounded(None, tools.store().list_issues(tenant, &query))
         .await?;
+    let counted = page.counted.as_deref().unwrap_or_default();
     let items = page
         .issues
         .iter()
-        .map(|issue| view::summary(issue, grant.min_integrity, &shown))
+        .enumerate()
+        .map(|(i, issue)| {
+            // A store may have read the comments anyway: then they count.
+            let counts = counted
+                .get(i)
+                .copied()
+                .unwrap_or_else(|| CommentCounts::of(&issue.comments, grant.min_integrity));
+            view::summary(issue, counts, grant.min_integrity, &shown)
+        })
         .collect::<Result<Vec<_>, _>>()?;
     let cursor = page.next_cursor.map(|c| c.as_str().to_owned());
     let answer = result_budget::page(items, cursor, tools.result_budget());
