@@ -816,7 +816,7 @@ pub enum PageComments {
 
 /// How many comments an issue has, and how many of them are at or above
 /// a page's floor ([`ListQuery::min_integrity`]).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CommentCounts {
     pub total: usize,
     pub at_floor: usize,
@@ -825,13 +825,11 @@ pub struct CommentCounts {
 impl CommentCounts {
     /// Counts `comments` against `floor`.
     pub fn of(comments: &[Comment], floor: Option<Integrity>) -> Self {
-        Self {
-            total: comments.len(),
-            at_floor: comments
-                .iter()
-                .filter(|c| c.author.integrity.meets(floor))
-                .count(),
+        let mut counts = Self::default();
+        for comment in comments {
+            counts.add(comment.author.integrity, floor);
         }
+        counts
     }
 
     /// Counts one more comment, at `level`.
